@@ -1,0 +1,183 @@
+// Package diag holds diagnostics: messages tied to a position in an input
+// file, collected several at a time and rendered as file:line:col lines.
+//
+// Every phase of nvcomm reports problems as a [List] rather than stopping at
+// the first one, so a user sees up to [MaxErrors] problems per run.
+package diag
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+)
+
+// MaxErrors is how many diagnostics a [List] keeps; later ones are counted
+// but dropped, as the Go compiler does.
+const MaxErrors = 10
+
+// Pos is a position in an input file. Line and Col are 1-based; Col counts
+// characters, as the YAML parser reports them. The zero Pos means "unknown".
+type Pos struct {
+	Line int
+	Col  int
+}
+
+// IsKnown reports whether p points somewhere.
+func (p Pos) IsKnown() bool { return p.Line > 0 }
+
+// String renders p as "line:col", or "-" when unknown.
+func (p Pos) String() string {
+	if !p.IsKnown() {
+		return "-"
+	}
+	return fmt.Sprintf("%d:%d", p.Line, p.Col)
+}
+
+// Diagnostic is one error in an input, with where it is, what was wrong and,
+// optionally, a hint on how to fix it.
+type Diagnostic struct {
+	File    string
+	Pos     Pos
+	Message string // lower-case, no trailing period
+	Hint    string // optional remedy, e.g. a did-you-mean suggestion
+}
+
+// Error renders d as "file:line:col: message (hint)".
+func (d Diagnostic) Error() string {
+	var b strings.Builder
+	if d.File != "" {
+		b.WriteString(d.File)
+		b.WriteString(":")
+	}
+	if d.Pos.IsKnown() {
+		fmt.Fprintf(&b, "%d:%d:", d.Pos.Line, d.Pos.Col)
+	}
+	if b.Len() > 0 {
+		b.WriteString(" ")
+	}
+	b.WriteString("error: ")
+	b.WriteString(d.Message)
+	if d.Hint != "" {
+		b.WriteString("; ")
+		b.WriteString(d.Hint)
+	}
+	return b.String()
+}
+
+// List collects diagnostics for one file. The zero value is ready to use
+// once File is set.
+type List struct {
+	File    string
+	Items   []Diagnostic
+	Dropped int // diagnostics beyond MaxErrors
+}
+
+// Add records an error at pos. Messages are formatted with fmt.Sprintf.
+func (l *List) Add(pos Pos, format string, args ...any) {
+	l.AddHint(pos, "", format, args...)
+}
+
+// AddHint records an error at pos with a hint.
+func (l *List) AddHint(pos Pos, hint, format string, args ...any) {
+	d := Diagnostic{File: l.File, Pos: pos, Message: fmt.Sprintf(format, args...), Hint: hint}
+	for _, old := range l.Items {
+		if old == d {
+			return
+		}
+	}
+	if len(l.Items) >= MaxErrors {
+		l.Dropped++
+		return
+	}
+	l.Items = append(l.Items, d)
+}
+
+// Len reports how many diagnostics were kept.
+func (l *List) Len() int { return len(l.Items) }
+
+// Full reports whether the list holds as many diagnostics as it keeps, so a
+// caller can stop looking for more.
+func (l *List) Full() bool { return len(l.Items) >= MaxErrors }
+
+// Err returns the list as an error, or nil when it is empty.
+func (l *List) Err() error {
+	if len(l.Items) == 0 {
+		return nil
+	}
+	return l
+}
+
+// Error renders every diagnostic, sorted by position, one per line.
+func (l *List) Error() string {
+	var b strings.Builder
+	l.WriteTo(&b)
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// WriteTo writes the diagnostics sorted by position, one per line, and a
+// final line counting those that were dropped.
+func (l *List) WriteTo(w io.Writer) (int64, error) {
+	items := slices.Clone(l.Items)
+	slices.SortStableFunc(items, func(a, b Diagnostic) int {
+		return cmp.Or(cmp.Compare(a.Pos.Line, b.Pos.Line), cmp.Compare(a.Pos.Col, b.Pos.Col))
+	})
+	var n int64
+	for _, d := range items {
+		k, err := fmt.Fprintln(w, d.Error())
+		n += int64(k)
+		if err != nil {
+			return n, err
+		}
+	}
+	if l.Dropped > 0 {
+		k, err := fmt.Fprintf(w, "%s: too many errors (%d more)\n", l.File, l.Dropped)
+		n += int64(k)
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// Suggest returns a hint naming the candidate closest to name, or "" when
+// none is close enough to be a likely typo.
+func Suggest(name string, candidates []string) string {
+	sorted := slices.Sorted(slices.Values(candidates))
+	best, bestDist := "", 3
+	if len(name) <= 2 {
+		bestDist = 2
+	}
+	for _, c := range sorted {
+		if d := distance(name, c); d < bestDist {
+			best, bestDist = c, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf("did you mean %q?", best)
+}
+
+// distance is the Levenshtein edit distance between a and b.
+func distance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	prev := make([]int, len(rb)+1)
+	cur := make([]int, len(rb)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		cur[0] = i
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(rb)]
+}

@@ -1,0 +1,358 @@
+package ir
+
+import (
+	"fmt"
+	"slices"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/nvcomm/nvcomm/internal/diag"
+)
+
+// build resolves names, orders the ops, infers produced tensors and replays
+// every schedule.
+func (p *parser) build(name string) *Fusion {
+	f := &Fusion{Name: name, File: p.file}
+	for _, n := range slices.Sorted(slices.Values(p.meshNames)) {
+		f.Meshes = append(f.Meshes, p.meshes[n])
+	}
+	order := p.sortOps()
+	if order == nil && len(p.ops) > 0 {
+		return nil
+	}
+	tensors := map[string]*Tensor{}
+	get := func(name string, pos diag.Pos) *Tensor {
+		if t, ok := tensors[name]; ok {
+			return t
+		}
+		t := &Tensor{Name: name, Pos: pos}
+		if rt, ok := p.raw[name]; ok {
+			t.Pos, t.Declared = rt.pos, true
+		}
+		tensors[name] = t
+		return t
+	}
+	// Inputs first (tensors no op produces), in file order of their first mention.
+	produced := map[string]bool{}
+	for _, op := range p.ops {
+		produced[op.out] = true
+	}
+	for _, n := range p.mentionOrder() {
+		if !produced[n.name] {
+			t := get(n.name, n.pos)
+			p.resolveInput(t)
+			f.Tensors = append(f.Tensors, t)
+		}
+	}
+	for i, ro := range order {
+		in := tensors[ro.in]
+		out := get(ro.out, posOf(ro.outN))
+		op := &Op{Index: i, Kind: ro.kind, In: in, Out: out, Axis: -1, Pos: ro.pos}
+		out.Producer = op
+		if in == nil || in.Logical == nil {
+			continue // its problem was reported already
+		}
+		if !p.resolveOp(op, ro) {
+			continue
+		}
+		f.Ops = append(f.Ops, op)
+		f.Tensors = append(f.Tensors, out)
+	}
+	if p.errs.Len() > 0 {
+		return nil
+	}
+	f.Inputs, f.Outputs = p.endpoints(f, tensors)
+	if p.errs.Len() > 0 {
+		return nil
+	}
+	return f
+}
+
+// mention is a tensor name and where it is first named.
+type mention struct {
+	name string
+	pos  diag.Pos
+}
+
+// mentionOrder lists every tensor name once: declared ones in file order,
+// then names only used by ops in op order.
+func (p *parser) mentionOrder() []mention {
+	var out []mention
+	seen := map[string]bool{}
+	add := func(n string, pos diag.Pos) {
+		if !seen[n] {
+			seen[n] = true
+			out = append(out, mention{n, pos})
+		}
+	}
+	for _, n := range p.tensorNames {
+		add(n, p.raw[n].pos)
+	}
+	for _, op := range p.ops {
+		add(op.in, posOf(op.inN))
+		add(op.out, posOf(op.outN))
+	}
+	return out
+}
+
+// sortOps checks that every tensor is produced at most once and that the ops
+// form no cycle, and returns them in topological order (ties in file order).
+func (p *parser) sortOps() []*rawOp {
+	producer := map[string]*rawOp{}
+	bad := false
+	for _, op := range p.ops {
+		if prev, ok := producer[op.out]; ok {
+			p.errs.Add(posOf(op.outN), "tensor %q is produced twice (first by the op at %s)", op.out, prev.pos)
+			bad = true
+			continue
+		}
+		producer[op.out] = op
+		if op.in == op.out {
+			p.errs.Add(posOf(op.outN), "op reads and writes the same tensor %q", op.in)
+			bad = true
+		}
+	}
+	if bad {
+		return nil
+	}
+	var order []*rawOp
+	done := map[*rawOp]bool{}
+	state := map[*rawOp]int{} // 1 visiting, 2 done
+	var visit func(op *rawOp) bool
+	visit = func(op *rawOp) bool {
+		switch state[op] {
+		case 1:
+			p.errs.AddHint(op.pos, "every tensor must be computable from the fusion inputs", "ops form a cycle through tensor %q", op.out)
+			return false
+		case 2:
+			return true
+		}
+		state[op] = 1
+		if dep, ok := producer[op.in]; ok && !visit(dep) {
+			return false
+		}
+		state[op] = 2
+		if !done[op] {
+			done[op] = true
+			order = append(order, op)
+		}
+		return true
+	}
+	for _, op := range p.ops {
+		if !visit(op) {
+			return nil
+		}
+	}
+	return order
+}
+
+// resolveInput fills a fusion input from its declaration: mesh and shape are
+// required.
+func (p *parser) resolveInput(t *Tensor) {
+	rt := p.raw[t.Name]
+	if rt == nil {
+		p.errs.AddHint(t.Pos, "declare it under tensors with a mesh and a shape",
+			"tensor %q is read by an op but neither declared nor produced", t.Name)
+		return
+	}
+	what := fmt.Sprintf("tensor %q", t.Name)
+	t.Mesh = p.meshRef(rt.mesh, what)
+	if rt.mesh == nil {
+		p.errs.Add(rt.pos, "%s: an input needs a \"mesh\"", what)
+	}
+	t.DType = p.dtype(rt.dtype, what, "float32")
+	if rt.shape == nil {
+		p.errs.Add(rt.pos, "%s: an input needs a \"shape\"", what)
+		return
+	}
+	shape, ok := p.extents(rt.shape, what+" shape")
+	if !ok || t.Mesh == nil || t.DType == "" {
+		return
+	}
+	for i, e := range shape {
+		t.Logical = append(t.Logical, &IterDomain{Extent: e, Logical: i})
+	}
+	p.schedule(t, rt)
+}
+
+// resolveOp infers the output of op from its input and checks the
+// declaration of the output against it.
+func (p *parser) resolveOp(op *Op, ro *rawOp) bool {
+	in, out := op.In, op.Out
+	rt := p.raw[out.Name]
+	what := fmt.Sprintf("tensor %q", out.Name)
+	if ro.kind.IsReduction() {
+		rank := len(in.ValueAxes())
+		axis := ro.axis
+		if axis < 0 {
+			axis += rank
+		}
+		if axis < 0 || axis >= rank {
+			p.errs.Add(posOf(ro.axisN), "%s: axis %d is out of range for %q, which has %d non-reduction axes", op.Kind, ro.axis, in.Name, rank)
+			return false
+		}
+		op.Axis, op.AxisPos = axis, posOf(ro.axisN)
+	}
+	for k, e := range in.Shape() {
+		out.Logical = append(out.Logical, &IterDomain{Extent: e, Logical: k, Reduction: k == op.Axis})
+	}
+	out.Mesh, out.DType = in.Mesh, in.DType
+	if rt == nil {
+		out.Loop = slices.Clone(out.Logical)
+		return true
+	}
+	if rt.mesh != nil {
+		out.Mesh = p.meshRef(rt.mesh, what)
+	}
+	if rt.dtype != nil {
+		if d := p.dtype(rt.dtype, what, ""); d != "" && d != in.DType {
+			p.errs.Add(posOf(rt.dtype), "%s: dtype %s differs from its input's %s (format 1 has no casts)", what, d, in.DType)
+		}
+	}
+	if rt.shape != nil {
+		p.checkShape(out, rt.shape, what)
+	}
+	if out.Mesh == nil {
+		return false
+	}
+	return p.schedule(out, rt)
+}
+
+// checkShape compares a declared shape of a produced tensor with the inferred
+// one. Either the value shape or the full logical shape (reduction axes
+// included) is accepted.
+func (p *parser) checkShape(t *Tensor, n *yaml.Node, what string) {
+	shape, ok := p.extents(n, what+" shape")
+	if !ok {
+		return
+	}
+	if slices.Equal(shape, t.Shape()) || slices.Equal(shape, t.LogicalExtents()) {
+		return
+	}
+	p.errs.Add(posOf(n), "%s: shape %v does not match the shape %v inferred from the op that produces it", what, shape, t.Shape())
+}
+
+func (p *parser) meshRef(n *yaml.Node, what string) *Mesh {
+	if n == nil {
+		return nil
+	}
+	name, ok := p.w.str(n, what+" mesh")
+	if !ok {
+		return nil
+	}
+	m, found := p.meshes[name]
+	if !found {
+		p.errs.AddHint(posOf(n), diag.Suggest(name, p.meshNames), "%s: unknown mesh %q", what, name)
+		return nil
+	}
+	if m.Devices == nil {
+		return nil // the mesh itself is broken and was reported
+	}
+	return m
+}
+
+func (p *parser) dtype(n *yaml.Node, what, def string) DType {
+	if n == nil {
+		return DType(def)
+	}
+	s, ok := p.w.str(n, what+" dtype")
+	if !ok {
+		return ""
+	}
+	if DType(s).Size() == 0 {
+		p.errs.AddHint(posOf(n), diag.Suggest(s, DTypeNames()), "%s: unknown dtype %q (expected one of %s)", what, s, joinNames(DTypeNames()))
+		return ""
+	}
+	return DType(s)
+}
+
+func joinNames(names []string) string {
+	s := ""
+	for i, n := range names {
+		if i > 0 {
+			s += ", "
+		}
+		s += n
+	}
+	return s
+}
+
+func (p *parser) extents(n *yaml.Node, what string) ([]int, bool) {
+	items, ok := p.w.sequence(n, what)
+	if !ok {
+		return nil, false
+	}
+	shape := make([]int, 0, len(items))
+	good := true
+	for _, it := range items {
+		e, ok := p.w.positive(it, what+" extent")
+		good = good && ok
+		shape = append(shape, e)
+	}
+	return shape, good
+}
+
+// endpoints resolves inputs/outputs, defaulting to the tensors no op produces
+// and the tensors no op consumes.
+func (p *parser) endpoints(f *Fusion, tensors map[string]*Tensor) (ins, outs []*Tensor) {
+	consumed := map[*Tensor]bool{}
+	for _, op := range f.Ops {
+		consumed[op.In] = true
+	}
+	names := make([]string, 0, len(f.Tensors))
+	for _, t := range f.Tensors {
+		names = append(names, t.Name)
+	}
+	list := func(n *yaml.Node, what string, def func(*Tensor) bool, must func(*Tensor) string) []*Tensor {
+		if n == nil {
+			var out []*Tensor
+			for _, t := range f.Tensors {
+				if def(t) {
+					out = append(out, t)
+				}
+			}
+			return out
+		}
+		items, ok := p.w.sequence(n, what)
+		if !ok {
+			return nil
+		}
+		var out []*Tensor
+		for _, it := range items {
+			name, ok := p.w.ident(it, what)
+			if !ok {
+				continue
+			}
+			t := tensors[name]
+			if t == nil {
+				p.errs.AddHint(posOf(it), diag.Suggest(name, names), "%s: unknown tensor %q", what, name)
+				continue
+			}
+			if msg := must(t); msg != "" {
+				p.errs.Add(posOf(it), "%s: tensor %q %s", what, name, msg)
+				continue
+			}
+			if slices.Contains(out, t) {
+				p.errs.Add(posOf(it), "%s: tensor %q is listed twice", what, name)
+				continue
+			}
+			out = append(out, t)
+		}
+		return out
+	}
+	ins = list(p.inputsN, "inputs", func(t *Tensor) bool { return t.Producer == nil }, func(t *Tensor) string {
+		if t.Producer != nil {
+			return "is produced by an op, so it cannot be an input"
+		}
+		return ""
+	})
+	if p.inputsN != nil {
+		for _, t := range f.Tensors {
+			if t.Producer == nil && !slices.Contains(ins, t) {
+				p.errs.Add(posOf(p.inputsN), "inputs: tensor %q is not produced by any op, so it must be listed as an input", t.Name)
+			}
+		}
+	}
+	outs = list(p.outputsN, "outputs", func(t *Tensor) bool { return !consumed[t] }, func(*Tensor) string { return "" })
+	return ins, outs
+}

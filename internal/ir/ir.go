@@ -1,0 +1,321 @@
+// Package ir is nvcomm's in-memory form of a fusion: device meshes, tensors
+// with logical, loop and allocation domains, and the ops between them.
+//
+// [Parse] turns a fusion file (format 1, see docs/fusion.md) into a checked
+// [Fusion]; every user-written node keeps its YAML position so later phases
+// can blame the right line. The analyses of DESIGN §3 (sharded-axis
+// resolution, local shapes, layouts) live beside the types in sharding.go.
+package ir
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/nvcomm/nvcomm/internal/diag"
+)
+
+// ParallelType says how a loop axis is executed: serially on every device, or
+// spread over one axis of the device mesh.
+type ParallelType int
+
+// The parallel types. DIDx maps to the last mesh axis, DIDy to the
+// second-to-last and DIDz to the third-to-last, as in nvFuser.
+const (
+	Serial ParallelType = iota
+	DIDx
+	DIDy
+	DIDz
+)
+
+// DeviceTypes lists the device-parallel types in the order nvFuser checks them.
+var DeviceTypes = []ParallelType{DIDx, DIDy, DIDz}
+
+var parallelNames = []string{"Serial", "DIDx", "DIDy", "DIDz"}
+
+func (p ParallelType) String() string {
+	if int(p) < len(parallelNames) {
+		return parallelNames[p]
+	}
+	return fmt.Sprintf("ParallelType(%d)", int(p))
+}
+
+// IsDevice reports whether p spreads an axis over devices.
+func (p ParallelType) IsDevice() bool { return p >= DIDx && p <= DIDz }
+
+// ParseParallelType maps a name such as "DIDx" to its type.
+func ParseParallelType(s string) (ParallelType, bool) {
+	i := slices.Index(parallelNames, s)
+	return ParallelType(max(i, 0)), i >= 0
+}
+
+// DType is an element type.
+type DType string
+
+// dtypeSizes maps each supported element type to its size in bytes.
+var dtypeSizes = map[DType]int{
+	"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int32": 4, "int64": 8,
+}
+
+// DTypeNames lists the supported element types, sorted.
+func DTypeNames() []string {
+	var names []string
+	for d := range dtypeSizes {
+		names = append(names, string(d))
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Size is the element size in bytes, 0 for an unknown type.
+func (d DType) Size() int { return dtypeSizes[d] }
+
+// Mesh is a named n-D array of device ids.
+type Mesh struct {
+	Name    string
+	Shape   []int // extent of each mesh axis, outermost first
+	Devices []int // device ids in row-major order
+	Pos     diag.Pos
+}
+
+// Rank is the number of mesh axes.
+func (m *Mesh) Rank() int { return len(m.Shape) }
+
+// Axis is the mesh axis that t spreads over, or -1 when the mesh has no such axis.
+func (m *Mesh) Axis(t ParallelType) int {
+	if !t.IsDevice() {
+		return -1
+	}
+	a := m.Rank() - int(t-DIDx) - 1
+	if a < 0 {
+		return -1
+	}
+	return a
+}
+
+// Has reports whether the mesh has an axis for t.
+func (m *Mesh) Has(t ParallelType) bool { return m.Axis(t) >= 0 }
+
+// Size is the number of devices along t, 1 when the mesh has no axis for t.
+func (m *Mesh) Size(t ParallelType) int {
+	if a := m.Axis(t); a >= 0 {
+		return m.Shape[a]
+	}
+	return 1
+}
+
+// Equal reports whether two meshes have the same shape and the same devices
+// in the same order; names do not matter.
+func (m *Mesh) Equal(o *Mesh) bool {
+	return slices.Equal(m.Shape, o.Shape) && slices.Equal(m.Devices, o.Devices)
+}
+
+// Contains reports whether device d is in the mesh.
+func (m *Mesh) Contains(d int) bool { return slices.Contains(m.Devices, d) }
+
+// Coords returns the mesh coordinates of the device at row-major index i.
+func (m *Mesh) Coords(i int) []int {
+	c := make([]int, m.Rank())
+	for a := m.Rank() - 1; a >= 0; a-- {
+		c[a] = i % m.Shape[a]
+		i /= m.Shape[a]
+	}
+	return c
+}
+
+// Coord returns the coordinate along t of the device at row-major index i,
+// 0 when the mesh has no axis for t.
+func (m *Mesh) Coord(i int, t ParallelType) int {
+	if a := m.Axis(t); a >= 0 {
+		return m.Coords(i)[a]
+	}
+	return 0
+}
+
+// Slices returns the teams along t: for every combination of the other
+// coordinates, in row-major order, the devices that vary along t's axis.
+// A mesh without an axis for t gives one team per device.
+func (m *Mesh) Slices(t ParallelType) [][]int {
+	a := m.Axis(t)
+	if a < 0 {
+		teams := make([][]int, len(m.Devices))
+		for i, d := range m.Devices {
+			teams[i] = []int{d}
+		}
+		return teams
+	}
+	stride := 1
+	for _, e := range m.Shape[a+1:] {
+		stride *= e
+	}
+	var teams [][]int
+	for i := range m.Devices {
+		if m.Coords(i)[a] != 0 {
+			continue
+		}
+		team := make([]int, m.Shape[a])
+		for k := range team {
+			team[k] = m.Devices[i+k*stride]
+		}
+		teams = append(teams, team)
+	}
+	return teams
+}
+
+// IterDomain is one axis of a tensor's logical or loop domain.
+type IterDomain struct {
+	Extent    int
+	Reduction bool
+	Parallel  ParallelType
+	ParPos    diag.Pos   // where Parallel was set
+	Def       *Transform // the split or merge that produced it; nil for a logical axis
+	Logical   int        // position in the logical domain; -1 for derived axes
+}
+
+// TransformKind is split or merge.
+type TransformKind int
+
+// The transforms between logical and loop domains.
+const (
+	Split TransformKind = iota
+	Merge
+)
+
+// Transform is a split or merge in a tensor's schedule. A split has one
+// input and two outputs [outer, inner]; a merge two inputs [outer, inner]
+// and one output.
+type Transform struct {
+	Kind TransformKind
+	In   []*IterDomain
+	Out  []*IterDomain
+	Pos  diag.Pos
+}
+
+// StepKind names a schedule step.
+type StepKind string
+
+// The schedule steps of format 1.
+const (
+	StepSplit       StepKind = "split"
+	StepOuterSplit  StepKind = "outer_split"
+	StepMerge       StepKind = "merge"
+	StepReorder     StepKind = "reorder"
+	StepParallelize StepKind = "parallelize"
+)
+
+// ScheduleStep is one schedule entry as written, with positions normalized to
+// be non-negative.
+type ScheduleStep struct {
+	Kind   StepKind
+	Axis   int
+	Factor int
+	Order  []int
+	Type   ParallelType
+	Pos    diag.Pos
+}
+
+// Tensor is a tensor of the fusion with its domains.
+type Tensor struct {
+	Name       string
+	Pos        diag.Pos // the declaration, or the first op that names it
+	Mesh       *Mesh
+	DType      DType
+	Logical    []*IterDomain
+	Loop       []*IterDomain
+	Schedule   []ScheduleStep
+	Allocation []int // loop positions, outermost first; nil means the default order
+	AllocPos   diag.Pos
+	Producer   *Op
+	Declared   bool // listed under tensors
+
+	shardings []Sharding // resolved by analyze
+	layout    []int      // value axes in memory order
+}
+
+// ValueAxes returns the positions of the non-reduction logical axes: the
+// tensor's actual dimensions.
+func (t *Tensor) ValueAxes() []int {
+	var axes []int
+	for i, id := range t.Logical {
+		if !id.Reduction {
+			axes = append(axes, i)
+		}
+	}
+	return axes
+}
+
+// Shape returns the extents of the non-reduction logical axes.
+func (t *Tensor) Shape() []int {
+	var shape []int
+	for _, id := range t.Logical {
+		if !id.Reduction {
+			shape = append(shape, id.Extent)
+		}
+	}
+	return shape
+}
+
+// LogicalExtents returns the extents of every logical axis, reductions included.
+func (t *Tensor) LogicalExtents() []int {
+	ext := make([]int, len(t.Logical))
+	for i, id := range t.Logical {
+		ext[i] = id.Extent
+	}
+	return ext
+}
+
+// OpKind is the operation an op performs.
+type OpKind string
+
+// The ops of format 1.
+const (
+	OpSet  OpKind = "set"
+	OpSum  OpKind = "sum"
+	OpProd OpKind = "prod"
+	OpMax  OpKind = "max"
+	OpMin  OpKind = "min"
+)
+
+// OpNames lists the op kinds in documentation order.
+var OpNames = []string{"set", "sum", "prod", "max", "min"}
+
+// IsReduction reports whether k reduces an axis.
+func (k OpKind) IsReduction() bool { return k != OpSet }
+
+// Op is one operation: Out = Kind(In), over Axis for reductions.
+type Op struct {
+	Index   int // position in the fusion's (topologically sorted) op list
+	Kind    OpKind
+	In, Out *Tensor
+	Axis    int // reduced axis among In's non-reduction logical axes; -1 for set
+	Pos     diag.Pos
+	AxisPos diag.Pos
+}
+
+// Expr renders the op as "out = kind(in[, axis])".
+func (o *Op) Expr() string {
+	if o.Kind == OpSet {
+		return fmt.Sprintf("%s = set(%s)", o.Out.Name, o.In.Name)
+	}
+	return fmt.Sprintf("%s = %s(%s, axis=%d)", o.Out.Name, o.Kind, o.In.Name, o.Axis)
+}
+
+// Fusion is a parsed and checked fusion file.
+type Fusion struct {
+	Name    string
+	File    string
+	Meshes  []*Mesh   // sorted by name
+	Tensors []*Tensor // inputs first, then in the order ops produce them
+	Ops     []*Op     // topologically sorted, ties in file order
+	Inputs  []*Tensor
+	Outputs []*Tensor
+}
+
+// Tensor returns the tensor called name, or nil.
+func (f *Fusion) Tensor(name string) *Tensor {
+	for _, t := range f.Tensors {
+		if t.Name == name {
+			return t
+		}
+	}
+	return nil
+}

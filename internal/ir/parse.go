@@ -1,0 +1,345 @@
+package ir
+
+import (
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/nvcomm/nvcomm/internal/diag"
+)
+
+// Parse reads a fusion file (format 1) and returns the checked fusion, or the
+// list of problems found (at most diag.MaxErrors) as a *diag.List. file is
+// the name used in diagnostics and, without its extension, the default
+// fusion name. Parse never panics on any input.
+func Parse(file string, src []byte) (*Fusion, error) {
+	p := &parser{file: file, errs: &diag.List{File: file}}
+	p.w = walker{errs: p.errs}
+	f := p.parse(src)
+	if err := p.errs.Err(); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+type parser struct {
+	file string
+	errs *diag.List
+	w    walker
+
+	meshes      map[string]*Mesh
+	meshNames   []string
+	raw         map[string]*rawTensor
+	tensorNames []string // declared, in file order
+	ops         []*rawOp
+	inputsN     *yaml.Node
+	outputsN    *yaml.Node
+}
+
+// rawTensor is a tensor declaration before shapes and schedules are resolved.
+type rawTensor struct {
+	name                            string
+	pos                             diag.Pos
+	mesh, dtype, shape, sched, alloc *yaml.Node
+}
+
+// rawOp is an op as written.
+type rawOp struct {
+	kind     OpKind
+	in, out  string
+	inN      *yaml.Node
+	outN     *yaml.Node
+	axis     int
+	axisN    *yaml.Node
+	pos      diag.Pos
+	fileIdx  int
+}
+
+var topKeys = []string{"format", "name", "meshes", "tensors", "ops", "inputs", "outputs"}
+
+var yamlLineRE = regexp.MustCompile(`^yaml: (?:line (\d+): )?(.*)$`)
+
+func (p *parser) parse(src []byte) *Fusion {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(src, &doc); err != nil {
+		p.syntaxError(err)
+		return nil
+	}
+	if doc.Kind == 0 || len(doc.Content) == 0 {
+		p.errs.Add(diag.Pos{Line: 1, Col: 1}, "empty fusion file: expected a mapping with meshes, tensors and ops")
+		return nil
+	}
+	root := doc.Content[0]
+	fields, ok := p.w.mapping(root, "fusion", topKeys)
+	if !ok {
+		return nil
+	}
+	name := strings.TrimSuffix(filepath.Base(p.file), filepath.Ext(p.file))
+	var meshesN, tensorsN, opsN *yaml.Node
+	for _, f := range fields {
+		switch f.Key {
+		case "format":
+			if v, ok := p.w.integer(f.Value, "format"); ok && v != 1 {
+				p.errs.Add(posOf(f.Value), "format: unsupported format %d (expected 1)", v)
+			}
+		case "name":
+			if s, ok := p.w.str(f.Value, "name"); ok {
+				name = s
+			}
+		case "meshes":
+			meshesN = f.Value
+		case "tensors":
+			tensorsN = f.Value
+		case "ops":
+			opsN = f.Value
+		case "inputs":
+			p.inputsN = f.Value
+		case "outputs":
+			p.outputsN = f.Value
+		}
+	}
+	if meshesN == nil {
+		p.errs.Add(posOf(root), "fusion: missing key \"meshes\"")
+	}
+	p.parseMeshes(meshesN)
+	p.parseTensors(tensorsN)
+	p.parseOps(opsN)
+	if p.errs.Len() > 0 {
+		return nil
+	}
+	return p.build(name)
+}
+
+// syntaxError turns a YAML library error ("yaml: line 3: ...") into a diagnostic.
+func (p *parser) syntaxError(err error) {
+	msg := strings.Split(err.Error(), "\n")[0]
+	m := yamlLineRE.FindStringSubmatch(msg)
+	if m == nil {
+		p.errs.Add(diag.Pos{Line: 1, Col: 1}, "invalid YAML: %s", msg)
+		return
+	}
+	line, _ := strconv.Atoi(m[1])
+	if line == 0 {
+		line = 1
+	}
+	p.errs.Add(diag.Pos{Line: line, Col: 1}, "invalid YAML: %s", m[2])
+}
+
+func (p *parser) parseMeshes(n *yaml.Node) {
+	p.meshes = map[string]*Mesh{}
+	if n == nil {
+		return
+	}
+	fields, ok := p.w.mapping(n, "meshes", nil)
+	if !ok {
+		return
+	}
+	if len(fields) == 0 {
+		p.errs.Add(posOf(n), "meshes: expected at least one mesh")
+	}
+	for _, f := range fields {
+		if !p.w.keyIdent(f.KeyN, "mesh") {
+			continue
+		}
+		m := &Mesh{Name: f.Key, Pos: posOf(f.KeyN)}
+		if p.meshShape(f.Value, m, 0) {
+			p.checkMeshDevices(m, f.Value)
+		}
+		p.meshes[f.Key] = m
+		p.meshNames = append(p.meshNames, f.Key)
+	}
+}
+
+// meshShape walks a nested list of device ids at the given depth, filling
+// m.Shape (from the first element at each depth) and m.Devices, and reports
+// ragged nesting.
+func (p *parser) meshShape(n *yaml.Node, m *Mesh, depth int) bool {
+	what := fmt.Sprintf("mesh %q", m.Name)
+	items, ok := p.w.sequence(n, what)
+	if !ok {
+		return false
+	}
+	if len(items) == 0 {
+		p.errs.Add(posOf(n), "%s: expected a non-empty list of device ids", what)
+		return false
+	}
+	if depth == len(m.Shape) {
+		if depth >= 3 {
+			p.errs.Add(posOf(n), "%s: a mesh has at most 3 axes (DIDz, DIDy, DIDx)", what)
+			return false
+		}
+		m.Shape = append(m.Shape, len(items))
+	} else if m.Shape[depth] != len(items) {
+		p.errs.Add(posOf(n), "%s: ragged mesh: this list has %d entries, expected %d like the first at its depth", what, len(items), m.Shape[depth])
+		return false
+	}
+	nested := items[0].Kind == yaml.SequenceNode
+	if depth == 0 && !nested {
+		// 1-D mesh: the shape is the list length.
+	}
+	for _, it := range items {
+		if (it.Kind == yaml.SequenceNode) != nested {
+			p.errs.Add(posOf(it), "%s: ragged mesh: mixes device ids and lists at the same depth", what)
+			return false
+		}
+		if nested {
+			if !p.meshShape(it, m, depth+1) {
+				return false
+			}
+			continue
+		}
+		if depth+1 != len(m.Shape) {
+			p.errs.Add(posOf(it), "%s: ragged mesh: expected a list at depth %d", what, depth+1)
+			return false
+		}
+		d, ok := p.w.integer(it, what+" device id")
+		if !ok {
+			return false
+		}
+		if d < 0 {
+			p.errs.Add(posOf(it), "%s: device id %d is negative (expected >= 0)", what, d)
+			return false
+		}
+		m.Devices = append(m.Devices, d)
+	}
+	return true
+}
+
+// checkMeshDevices reports duplicate device ids, pointing at the second one.
+func (p *parser) checkMeshDevices(m *Mesh, n *yaml.Node) {
+	seen := map[int]bool{}
+	var leaves []*yaml.Node
+	var collect func(*yaml.Node)
+	collect = func(x *yaml.Node) {
+		for _, c := range x.Content {
+			if c.Kind == yaml.SequenceNode {
+				collect(c)
+			} else {
+				leaves = append(leaves, c)
+			}
+		}
+	}
+	collect(n)
+	for i, d := range m.Devices {
+		if seen[d] {
+			p.errs.Add(posOf(leaves[i]), "mesh %q: duplicate device id %d", m.Name, d)
+			m.Devices = nil
+			return
+		}
+		seen[d] = true
+	}
+}
+
+var tensorKeys = []string{"mesh", "dtype", "shape", "schedule", "allocation"}
+
+func (p *parser) parseTensors(n *yaml.Node) {
+	p.raw = map[string]*rawTensor{}
+	if n == nil {
+		return
+	}
+	fields, ok := p.w.mapping(n, "tensors", nil)
+	if !ok {
+		return
+	}
+	for _, f := range fields {
+		if !p.w.keyIdent(f.KeyN, "tensor") {
+			continue
+		}
+		rt := &rawTensor{name: f.Key, pos: posOf(f.KeyN)}
+		p.raw[f.Key] = rt
+		p.tensorNames = append(p.tensorNames, f.Key)
+		if f.Value.Kind == yaml.ScalarNode && f.Value.Tag == "!!null" {
+			continue // "tv1:" with nothing: declared, all defaults
+		}
+		tf, ok := p.w.mapping(f.Value, fmt.Sprintf("tensor %q", f.Key), tensorKeys)
+		if !ok {
+			continue
+		}
+		for _, x := range tf {
+			switch x.Key {
+			case "mesh":
+				rt.mesh = x.Value
+			case "dtype":
+				rt.dtype = x.Value
+			case "shape":
+				rt.shape = x.Value
+			case "schedule":
+				rt.sched = x.Value
+			case "allocation":
+				rt.alloc = x.Value
+			}
+		}
+	}
+}
+
+var opKeys = []string{"op", "in", "out", "axis"}
+
+func (p *parser) parseOps(n *yaml.Node) {
+	if n == nil {
+		return
+	}
+	items, ok := p.w.sequence(n, "ops")
+	if !ok {
+		return
+	}
+	for i, it := range items {
+		what := fmt.Sprintf("ops[%d]", i)
+		fields, ok := p.w.mapping(it, what, opKeys)
+		if !ok {
+			continue
+		}
+		op := &rawOp{pos: posOf(it), fileIdx: i, axis: -1}
+		var kindN *yaml.Node
+		good := true
+		for _, f := range fields {
+			switch f.Key {
+			case "op":
+				kindN = f.Value
+				s, ok := p.w.str(f.Value, what+" op")
+				if ok && !contains(OpNames, s) {
+					p.errs.AddHint(posOf(f.Value), diag.Suggest(s, OpNames), "%s: unknown op %q (expected one of %s)", what, s, strings.Join(OpNames, ", "))
+					ok = false
+				}
+				op.kind = OpKind(s)
+				good = good && ok
+			case "in":
+				op.in, ok = p.w.ident(f.Value, what+" in")
+				op.inN = f.Value
+				good = good && ok
+			case "out":
+				op.out, ok = p.w.ident(f.Value, what+" out")
+				op.outN = f.Value
+				good = good && ok
+			case "axis":
+				op.axisN = f.Value
+				op.axis, ok = p.w.integer(f.Value, what+" axis")
+				good = good && ok
+			}
+		}
+		for _, req := range []struct {
+			key string
+			n   *yaml.Node
+		}{{"op", kindN}, {"in", op.inN}, {"out", op.outN}} {
+			if req.n == nil {
+				p.errs.Add(op.pos, "%s: missing key %q", what, req.key)
+				good = false
+			}
+		}
+		if !good {
+			continue
+		}
+		if op.kind.IsReduction() && op.axisN == nil {
+			p.errs.Add(op.pos, "%s: %s needs an \"axis\" to reduce", what, op.kind)
+			continue
+		}
+		if !op.kind.IsReduction() && op.axisN != nil {
+			p.errs.Add(posOf(op.axisN), "%s: set takes no \"axis\"", what)
+			continue
+		}
+		p.ops = append(p.ops, op)
+	}
+}

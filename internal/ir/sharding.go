@@ -1,0 +1,262 @@
+package ir
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/nvcomm/nvcomm/internal/diag"
+)
+
+// Digit is one factor of a logical axis written in mixed radix: logical index
+// i along Axis contributes the digit (i / Stride) % Extent. A tensor whose
+// splits divide evenly factors each axis into digits; device-parallel loop
+// axes select digits, the remaining digits are stored.
+type Digit struct {
+	Axis   int // value axis (position among non-reduction logical axes)
+	Stride int
+	Extent int
+}
+
+// Span is Stride*Extent, the stride of the next more significant digit.
+func (d Digit) Span() int { return d.Stride * d.Extent }
+
+// ShardKind says how a device dimension cuts its logical axis.
+type ShardKind string
+
+// The shard kinds: a contiguous block per device, every D-th element per
+// device, or a block inside another device dimension's block.
+const (
+	Block   ShardKind = "block"
+	Strided ShardKind = "strided"
+	Nested  ShardKind = "nested"
+)
+
+// Sharding says which logical axis one device type shards, and how: the
+// device with coordinate c along Type holds the indices whose Digit is c.
+type Sharding struct {
+	Type  ParallelType
+	Digit Digit
+	Kind  ShardKind
+}
+
+// Axis is the sharded value axis.
+func (s Sharding) Axis() int { return s.Digit.Axis }
+
+// analysisError is a problem found by the analyses, positioned at the
+// schedule step or allocation that causes it.
+type analysisError struct {
+	Pos  diag.Pos
+	Msg  string
+	Hint string
+}
+
+// analyze resolves t's shardings and layout (DESIGN §3).
+func (t *Tensor) analyze() *analysisError {
+	t.shardings = nil
+	valueIndex := map[int]int{}
+	for k, a := range t.ValueAxes() {
+		valueIndex[a] = k
+	}
+	for _, pt := range DeviceTypes {
+		id := t.deviceAxis(pt)
+		if id == nil || id.Extent == 1 {
+			continue
+		}
+		digits, err := t.digits(id, valueIndex)
+		if err != nil {
+			return &analysisError{Pos: id.ParPos, Msg: fmt.Sprintf("%s axis: %s", pt, err.Msg), Hint: err.Hint}
+		}
+		if len(digits) != 1 {
+			return &analysisError{Pos: id.ParPos, Msg: fmt.Sprintf("%s axis derives from a merge of several logical axes or pieces, which is not supported yet", pt),
+				Hint: "parallelize a split of a single logical axis"}
+		}
+		d := digits[0]
+		n := t.Shape()[d.Axis]
+		kind := Nested
+		switch {
+		case d.Span() == n:
+			kind = Block
+		case d.Stride == 1:
+			kind = Strided
+		}
+		t.shardings = append(t.shardings, Sharding{Type: pt, Digit: d, Kind: kind})
+	}
+	return t.resolveLayout(valueIndex)
+}
+
+// deviceAxis returns the non-reduction loop axis parallelized on pt, or nil.
+func (t *Tensor) deviceAxis(pt ParallelType) *IterDomain {
+	for _, id := range t.Loop {
+		if id.Parallel == pt && !id.Reduction {
+			return id
+		}
+	}
+	return nil
+}
+
+// digits factors a loop axis into digits of logical axes, most significant
+// first, by replaying the splits and merges that produced it. Digits of
+// extent 1 are dropped. Splits must divide evenly.
+func (t *Tensor) digits(id *IterDomain, valueIndex map[int]int) ([]Digit, *analysisError) {
+	if id.Def == nil {
+		if id.Extent == 1 {
+			return nil, nil
+		}
+		return []Digit{{Axis: valueIndex[id.Logical], Stride: 1, Extent: id.Extent}}, nil
+	}
+	tr := id.Def
+	if tr.Kind == Merge {
+		outer, err := t.digits(tr.In[0], valueIndex)
+		if err != nil {
+			return nil, err
+		}
+		inner, err := t.digits(tr.In[1], valueIndex)
+		if err != nil {
+			return nil, err
+		}
+		return append(outer, inner...), nil
+	}
+	in, err := t.digits(tr.In[0], valueIndex)
+	if err != nil {
+		return nil, err
+	}
+	outerExt, innerExt := tr.Out[0].Extent, tr.Out[1].Extent
+	if outerExt*innerExt != tr.In[0].Extent {
+		return nil, &analysisError{Pos: tr.Pos,
+			Msg:  fmt.Sprintf("uneven split: extent %d is not divisible into %d x %d", tr.In[0].Extent, outerExt, innerExt),
+			Hint: "use a factor that divides the extent (uneven shards are not supported yet)"}
+	}
+	outer, inner, ok := splitDigits(in, innerExt)
+	if !ok {
+		return nil, &analysisError{Pos: tr.Pos,
+			Msg: fmt.Sprintf("split by %d does not align with the merged axes it splits", innerExt)}
+	}
+	if tr.Out[0] == id {
+		return outer, nil
+	}
+	return inner, nil
+}
+
+// splitDigits splits a digit list (most significant first) into an outer and
+// an inner part whose extents multiply to c for the inner part. A digit may
+// be cut in two when c falls inside it and divides evenly.
+func splitDigits(ds []Digit, c int) (outer, inner []Digit, ok bool) {
+	p := 1
+	for k := len(ds) - 1; k >= 0; k-- {
+		d := ds[k]
+		if p*d.Extent <= c {
+			p *= d.Extent
+			continue
+		}
+		if c%p != 0 || d.Extent%(c/p) != 0 {
+			return nil, nil, false
+		}
+		r := c / p
+		outer = append(slices.Clone(ds[:k]), Digit{d.Axis, d.Stride * r, d.Extent / r})
+		inner = slices.Clone(ds[k+1:])
+		if r > 1 {
+			inner = append([]Digit{{d.Axis, d.Stride, r}}, inner...)
+		}
+		return outer, inner, true
+	}
+	if p != c {
+		return nil, nil, false
+	}
+	return nil, slices.Clone(ds), true
+}
+
+// resolveLayout derives the order of value axes in memory from the
+// allocation. The allocation must store each axis's local elements in
+// increasing index order, one axis after another (a permutation of the
+// logical axes, as nvFuser's canonical layouts are).
+func (t *Tensor) resolveLayout(valueIndex map[int]int) *analysisError {
+	rank := len(t.ValueAxes())
+	if t.Allocation == nil {
+		t.layout = make([]int, rank)
+		for i := range t.layout {
+			t.layout[i] = i
+		}
+		return nil
+	}
+	var order []int
+	last := map[int]Digit{}
+	for _, a := range t.Allocation {
+		ds, err := t.digits(t.Loop[a], valueIndex)
+		if err != nil {
+			return &analysisError{Pos: t.AllocPos, Msg: "allocation: " + err.Msg, Hint: err.Hint}
+		}
+		for _, d := range ds {
+			prev, seen := last[d.Axis]
+			switch {
+			case !seen:
+				order = append(order, d.Axis)
+			case order[len(order)-1] != d.Axis:
+				return &analysisError{Pos: t.AllocPos, Msg: fmt.Sprintf("allocation interleaves the pieces of logical axis %d with other axes", d.Axis),
+					Hint: "store each logical axis's pieces next to each other"}
+			case prev.Stride < d.Span():
+				return &analysisError{Pos: t.AllocPos, Msg: fmt.Sprintf("allocation stores the pieces of logical axis %d out of order (inner before outer)", d.Axis),
+					Hint: "list the outer piece of a split before the inner one"}
+			}
+			last[d.Axis] = d
+		}
+	}
+	// Axes with no stored digit (local extent 1) may sit anywhere; put each
+	// before the first stored axis with a larger index.
+	for a := range rank {
+		if !slices.Contains(order, a) {
+			i := slices.IndexFunc(order, func(b int) bool { return b > a })
+			if i < 0 {
+				i = len(order)
+			}
+			order = slices.Insert(order, i, a)
+		}
+	}
+	t.layout = order
+	return nil
+}
+
+// Shardings returns the device types that shard t (extent > 1 on the mesh),
+// in the order DIDx, DIDy, DIDz.
+func (t *Tensor) Shardings() []Sharding { return t.shardings }
+
+// ShardingOf returns how pt shards t, and false when it does not.
+func (t *Tensor) ShardingOf(pt ParallelType) (Sharding, bool) {
+	for _, s := range t.shardings {
+		if s.Type == pt {
+			return s, true
+		}
+	}
+	return Sharding{}, false
+}
+
+// Layout returns the value axes in memory order, outermost first.
+func (t *Tensor) Layout() []int { return t.layout }
+
+// LocalShape returns the per-device extent of every value axis.
+func (t *Tensor) LocalShape() []int {
+	shape := t.Shape()
+	for _, s := range t.shardings {
+		shape[s.Digit.Axis] /= s.Digit.Extent
+	}
+	return shape
+}
+
+// LocalSize returns the number of elements each device stores.
+func (t *Tensor) LocalSize() int {
+	n := 1
+	for _, e := range t.LocalShape() {
+		n *= e
+	}
+	return n
+}
+
+// Boundaries returns the strides at which t's device digits cut value axis a.
+func (t *Tensor) Boundaries(a int) []int {
+	var b []int
+	for _, s := range t.shardings {
+		if s.Digit.Axis == a {
+			b = append(b, s.Digit.Stride, s.Digit.Span())
+		}
+	}
+	return b
+}

@@ -1,0 +1,159 @@
+package ir
+
+import (
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/nvcomm/nvcomm/internal/diag"
+)
+
+// walker decodes yaml.Node trees strictly and records every problem in errs.
+// Its methods return ok=false after reporting, so callers can skip a broken
+// subtree and go on looking for more errors.
+type walker struct {
+	errs *diag.List
+}
+
+func posOf(n *yaml.Node) diag.Pos { return diag.Pos{Line: n.Line, Col: n.Column} }
+
+// kindName says what a node is, for "expected X, got Y" messages.
+func kindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.AliasNode:
+		return "an alias"
+	case yaml.ScalarNode:
+		switch n.Tag {
+		case "!!int":
+			return "integer " + n.Value
+		case "!!float":
+			return "number " + n.Value
+		case "!!bool":
+			return "boolean " + n.Value
+		case "!!null":
+			return "null"
+		}
+		return strconv.Quote(n.Value)
+	}
+	return "nothing"
+}
+
+// field is one key of a mapping with its value.
+type field struct {
+	Key   string
+	KeyN  *yaml.Node
+	Value *yaml.Node
+}
+
+// mapping checks that n is a mapping whose keys are all in known and none
+// repeated, and returns its fields in file order. what names the mapping in
+// messages ("tensor \"tv0\"").
+func (w *walker) mapping(n *yaml.Node, what string, known []string) ([]field, bool) {
+	if n.Kind != yaml.MappingNode {
+		w.errs.Add(posOf(n), "%s: expected a mapping, got %s", what, kindName(n))
+		return nil, false
+	}
+	var fields []field
+	seen := map[string]*yaml.Node{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Kind != yaml.ScalarNode || k.Tag == "!!null" {
+			w.errs.Add(posOf(k), "%s: expected a string key, got %s", what, kindName(k))
+			continue
+		}
+		if prev, dup := seen[k.Value]; dup {
+			w.errs.Add(posOf(k), "%s: duplicate key %q (first at %s)", what, k.Value, posOf(prev))
+			continue
+		}
+		seen[k.Value] = k
+		if known != nil && !contains(known, k.Value) {
+			w.errs.AddHint(posOf(k), diag.Suggest(k.Value, known),
+				"%s: unknown key %q (expected one of %s)", what, k.Value, strings.Join(known, ", "))
+			continue
+		}
+		fields = append(fields, field{k.Value, k, v})
+	}
+	return fields, true
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// sequence checks that n is a list and returns its items.
+func (w *walker) sequence(n *yaml.Node, what string) ([]*yaml.Node, bool) {
+	if n.Kind != yaml.SequenceNode {
+		w.errs.Add(posOf(n), "%s: expected a list, got %s", what, kindName(n))
+		return nil, false
+	}
+	return n.Content, true
+}
+
+// integer decodes an integer scalar that fits in an int32-sized range, so
+// products of a few extents cannot overflow.
+func (w *walker) integer(n *yaml.Node, what string) (int, bool) {
+	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" {
+		w.errs.Add(posOf(n), "%s: expected an integer, got %s", what, kindName(n))
+		return 0, false
+	}
+	v, err := strconv.ParseInt(strings.ReplaceAll(n.Value, "_", ""), 0, 64)
+	if err != nil || v > math.MaxInt32 || v < math.MinInt32 {
+		w.errs.Add(posOf(n), "%s: integer %s is out of range (at most %d)", what, n.Value, math.MaxInt32)
+		return 0, false
+	}
+	return int(v), true
+}
+
+// positive decodes an integer >= 1.
+func (w *walker) positive(n *yaml.Node, what string) (int, bool) {
+	v, ok := w.integer(n, what)
+	if ok && v < 1 {
+		w.errs.Add(posOf(n), "%s: expected an integer >= 1, got %d", what, v)
+		return 0, false
+	}
+	return v, ok
+}
+
+// str decodes a string scalar. Plain scalars that YAML would read as numbers,
+// booleans or null are rejected so that "name: 1" is not silently a name.
+func (w *walker) str(n *yaml.Node, what string) (string, bool) {
+	if n.Kind != yaml.ScalarNode || n.Tag != "!!str" {
+		w.errs.Add(posOf(n), "%s: expected a string, got %s", what, kindName(n))
+		return "", false
+	}
+	return n.Value, true
+}
+
+var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// ident decodes a name: a string that is a C-like identifier, so generated
+// buffer names such as "tv1/partial" never collide with user names.
+func (w *walker) ident(n *yaml.Node, what string) (string, bool) {
+	s, ok := w.str(n, what)
+	if ok && !identRE.MatchString(s) {
+		w.errs.Add(posOf(n), "%s: %q is not a valid name (expected letters, digits and _, not starting with a digit)", what, s)
+		return "", false
+	}
+	return s, ok
+}
+
+// keyIdent checks a mapping key used as a name.
+func (w *walker) keyIdent(k *yaml.Node, what string) bool {
+	if !identRE.MatchString(k.Value) {
+		w.errs.Add(posOf(k), "%s: %q is not a valid name (expected letters, digits and _, not starting with a digit)", what, k.Value)
+		return false
+	}
+	return true
+}

@@ -1,0 +1,209 @@
+// Package plan defines nvcomm's communication plan (JSON, format 1): the
+// meshes, tensors and ops of a fusion and the ordered steps — collectives and
+// local buffer operations — that every device runs. It encodes plans
+// deterministically, decodes them strictly, and validates their meaning.
+//
+// Steps act on flat per-device buffers, as NCCL does; docs/plan.md gives the
+// exact semantics of every step type.
+package plan
+
+// Format is the plan format this package reads and writes.
+const Format = 1
+
+// Plan is a lowered fusion.
+type Plan struct {
+	Format  int             `json:"format"`
+	Fusion  string          `json:"fusion"`
+	Policy  string          `json:"policy"`
+	Meshes  map[string]Mesh `json:"meshes"`
+	Tensors []Tensor        `json:"tensors"`
+	Ops     []Op            `json:"ops"`
+	Steps   []Step          `json:"steps"`
+	Summary Summary         `json:"summary"`
+}
+
+// Mesh is an n-D array of device ids, row-major.
+type Mesh struct {
+	Shape   []int `json:"shape"`
+	Devices []int `json:"devices"`
+}
+
+// Tensor describes one tensor of the fusion: enough to rebuild every device's
+// shard from the global tensor (Shape, Schedule, Allocation, Mesh) and the
+// analyses' results for readers (Sharding, LocalShape, Layout).
+type Tensor struct {
+	Name  string `json:"name"`
+	DType string `json:"dtype"`
+	Mesh  string `json:"mesh"`
+	// Shape is the logical domain, reduction axes included.
+	Shape []int `json:"shape"`
+	// ReductionAxes are the positions in Shape that are reduction axes.
+	ReductionAxes []int `json:"reduction_axes,omitempty"`
+	// Schedule is the loop transforms, replayed on Shape; positions are
+	// non-negative and count reduction axes.
+	Schedule []ScheduleStep `json:"schedule,omitempty"`
+	// Allocation is the memory order as loop positions, outermost first;
+	// absent means each device stores its elements in row-major order of
+	// their logical index.
+	Allocation []int      `json:"allocation,omitempty"`
+	Sharding   []Sharding `json:"sharding"`
+	// LocalShape is the per-device extent of each non-reduction axis.
+	LocalShape []int `json:"local_shape"`
+	// Layout is the non-reduction axes in memory order, outermost first.
+	Layout []int `json:"layout"`
+}
+
+// ScheduleStep is one loop transform; exactly one field is set.
+type ScheduleStep struct {
+	Split       *SplitArgs       `json:"split,omitempty"`
+	OuterSplit  *SplitArgs       `json:"outer_split,omitempty"`
+	Merge       *AxisArgs        `json:"merge,omitempty"`
+	Reorder     []int            `json:"reorder,omitempty"`
+	Parallelize *ParallelizeArgs `json:"parallelize,omitempty"`
+}
+
+// SplitArgs are the arguments of split and outer_split.
+type SplitArgs struct {
+	Axis   int `json:"axis"`
+	Factor int `json:"factor"`
+}
+
+// AxisArgs are the arguments of merge.
+type AxisArgs struct {
+	Axis int `json:"axis"`
+}
+
+// ParallelizeArgs are the arguments of parallelize.
+type ParallelizeArgs struct {
+	Axis int    `json:"axis"`
+	Type string `json:"type"`
+}
+
+// Sharding says which logical axis a device type shards and how.
+type Sharding struct {
+	Type        string `json:"type"`
+	LogicalAxis int    `json:"logical_axis"` // among non-reduction axes
+	Kind        string `json:"kind"`         // block, strided or nested
+}
+
+// Op is one op of the fusion, for the reference computation.
+type Op struct {
+	Index  int    `json:"index"`
+	Op     string `json:"op"` // set, sum, prod, max, min
+	Input  string `json:"input"`
+	Output string `json:"output"`
+	Axis   *int   `json:"axis"` // reduced axis among the input's non-reduction axes
+}
+
+// Step kinds.
+const (
+	KindCollective = "collective"
+	KindLocal      = "local"
+)
+
+// Collective step types.
+const (
+	Scatter       = "Scatter"
+	Gather        = "Gather"
+	Allgather     = "Allgather"
+	Broadcast     = "Broadcast"
+	Reduce        = "Reduce"
+	Allreduce     = "Allreduce"
+	ReduceScatter = "ReduceScatter"
+	SendRecv      = "SendRecv"
+	AllToAll      = "AllToAll"
+)
+
+// Local step types.
+const (
+	Copy        = "Copy"
+	Permute     = "Permute"
+	Slice       = "Slice"
+	LocalReduce = "LocalReduce"
+	Pad         = "Pad"
+	Unpad       = "Unpad"
+)
+
+// CollectiveTypes lists the collective step types.
+var CollectiveTypes = []string{Scatter, Gather, Allgather, Broadcast, Reduce, Allreduce, ReduceScatter, SendRecv, AllToAll}
+
+// LocalTypes lists the local step types.
+var LocalTypes = []string{Copy, Permute, Slice, LocalReduce, Pad, Unpad}
+
+// IsRooted reports whether a collective type has a root.
+func IsRooted(typ string) bool {
+	switch typ {
+	case Scatter, Gather, Broadcast, Reduce, SendRecv:
+		return true
+	}
+	return false
+}
+
+// IsReduction reports whether a step type combines values with a reduce op.
+func IsReduction(typ string) bool {
+	switch typ {
+	case Reduce, Allreduce, ReduceScatter, LocalReduce:
+		return true
+	}
+	return false
+}
+
+// ReduceOps lists the reduce operators.
+var ReduceOps = []string{"sum", "prod", "max", "min"}
+
+// Step is one collective or local operation. Buffers are named: a tensor of
+// the fusion, or an intermediate buffer "out/what" that an earlier step of
+// the same op produced.
+type Step struct {
+	ID   int    `json:"id"`
+	Op   int    `json:"op"`   // index into Plan.Ops
+	Expr string `json:"expr"` // the op, for readers
+	Kind string `json:"kind"` // collective or local
+	Type string `json:"type"`
+	// Teams are the groups of a collective, absolute device ids; each team
+	// runs the collective independently, ranks in list order.
+	Teams [][]int `json:"teams,omitempty"`
+	// Devices run a local step, each on its own buffers.
+	Devices  []int   `json:"devices,omitempty"`
+	Root     *int    `json:"root"`      // absolute device id, rooted types only
+	ReduceOp *string `json:"reduce_op"` // reduction types only
+	Input    string  `json:"input"`
+	Output   string  `json:"output"`
+	// Axis is the logical axis (non-reduction position) of the input whose
+	// sharding the collective changes, when there is one.
+	Axis  *int  `json:"axis"`
+	Count Count `json:"count"`
+	// Dims views the input buffer of a local step as a row-major array.
+	Dims []int `json:"dims,omitempty"`
+	// Perm orders a Permute's output: output dimension k is input
+	// dimension Perm[k].
+	Perm []int `json:"perm,omitempty"`
+	// ReduceDims are the dimensions of Dims that a LocalReduce combines;
+	// the output keeps the other dimensions in order.
+	ReduceDims []int  `json:"reduce_dims,omitempty"`
+	Bytes      *Bytes `json:"bytes,omitempty"`
+}
+
+// Count is the number of elements in one device's input and output buffer
+// of a step (see docs/plan.md for rooted collectives).
+type Count struct {
+	Input  int `json:"input"`
+	Output int `json:"output"`
+}
+
+// Bytes is what one device sends and receives in a step: the largest over
+// devices.
+type Bytes struct {
+	SentPerDevice     int64 `json:"sent_per_device"`
+	ReceivedPerDevice int64 `json:"received_per_device"`
+}
+
+// Summary totals a plan.
+type Summary struct {
+	Collectives int            `json:"collectives"`
+	LocalSteps  int            `json:"local_steps"`
+	ByType      map[string]int `json:"by_type"`
+	// BytesReceivedMax is the largest total, over devices, of the bytes a
+	// device receives in the whole plan.
+	BytesReceivedMax int64 `json:"bytes_received_max"`
+}
