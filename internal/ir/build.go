@@ -68,6 +68,18 @@ func (p *parser) build(name string) *Fusion {
 	return f
 }
 
+// knownTensors lists the declared tensors and those produced by an op that
+// does not read reader: the names reader may be a misspelling of.
+func (p *parser) knownTensors(reader string) []string {
+	names := slices.Clone(p.tensorNames)
+	for _, op := range p.ops {
+		if op.in != reader {
+			names = append(names, op.out)
+		}
+	}
+	return names
+}
+
 // mention is a tensor name and where it is first named.
 type mention struct {
 	name string
@@ -151,8 +163,11 @@ func (p *parser) sortOps() []*rawOp {
 func (p *parser) resolveInput(t *Tensor) {
 	rt := p.raw[t.Name]
 	if rt == nil {
-		p.errs.AddHint(t.Pos, "declare it under tensors with a mesh and a shape",
-			"tensor %q is read by an op but neither declared nor produced", t.Name)
+		hint := diag.Suggest(t.Name, p.knownTensors(t.Name))
+		if hint == "" {
+			hint = "declare it under tensors with a mesh and a shape"
+		}
+		p.errs.AddHint(t.Pos, hint, "tensor %q is read by an op but neither declared nor produced", t.Name)
 		return
 	}
 	what := fmt.Sprintf("tensor %q", t.Name)
@@ -188,7 +203,7 @@ func (p *parser) resolveOp(op *Op, ro *rawOp) bool {
 			axis += rank
 		}
 		if axis < 0 || axis >= rank {
-			p.errs.Add(posOf(ro.axisN), "%s: axis %d is out of range for %q, which has %d non-reduction axes", op.Kind, ro.axis, in.Name, rank)
+			p.errs.Add(posOf(ro.axisN), "ops[%d]: %s axis %d is out of range for %q, which has %d non-reduction axes", ro.fileIdx, op.Kind, ro.axis, in.Name, rank)
 			return false
 		}
 		op.Axis, op.AxisPos = axis, posOf(ro.axisN)
@@ -198,8 +213,7 @@ func (p *parser) resolveOp(op *Op, ro *rawOp) bool {
 	}
 	out.Mesh, out.DType = in.Mesh, in.DType
 	if rt == nil {
-		out.Loop = slices.Clone(out.Logical)
-		return true
+		return p.schedule(out, nil) // no schedule, but resolves the layout
 	}
 	if rt.mesh != nil {
 		out.Mesh = p.meshRef(rt.mesh, what)
@@ -229,7 +243,19 @@ func (p *parser) checkShape(t *Tensor, n *yaml.Node, what string) {
 	if slices.Equal(shape, t.Shape()) || slices.Equal(shape, t.LogicalExtents()) {
 		return
 	}
-	p.errs.Add(posOf(n), "%s: shape %v does not match the shape %v inferred from the op that produces it", what, shape, t.Shape())
+	p.errs.Add(posOf(n), "%s: shape %s does not match the shape %s inferred from the op that produces it", what, fmtShape(shape), fmtShape(t.Shape()))
+}
+
+// fmtShape renders a shape as YAML writes it: [8, 4].
+func fmtShape(shape []int) string {
+	s := "["
+	for i, e := range shape {
+		if i > 0 {
+			s += ", "
+		}
+		s += fmt.Sprint(e)
+	}
+	return s + "]"
 }
 
 func (p *parser) meshRef(n *yaml.Node, what string) *Mesh {

@@ -42,21 +42,21 @@ type parser struct {
 
 // rawTensor is a tensor declaration before shapes and schedules are resolved.
 type rawTensor struct {
-	name                            string
-	pos                             diag.Pos
+	name                             string
+	pos                              diag.Pos
 	mesh, dtype, shape, sched, alloc *yaml.Node
 }
 
 // rawOp is an op as written.
 type rawOp struct {
-	kind     OpKind
-	in, out  string
-	inN      *yaml.Node
-	outN     *yaml.Node
-	axis     int
-	axisN    *yaml.Node
-	pos      diag.Pos
-	fileIdx  int
+	kind    OpKind
+	in, out string
+	inN     *yaml.Node
+	outN    *yaml.Node
+	axis    int
+	axisN   *yaml.Node
+	pos     diag.Pos
+	fileIdx int
 }
 
 var topKeys = []string{"format", "name", "meshes", "tensors", "ops", "inputs", "outputs"}
@@ -102,7 +102,7 @@ func (p *parser) parse(src []byte) *Fusion {
 			p.outputsN = f.Value
 		}
 	}
-	if meshesN == nil {
+	if meshesN == nil && !misspelled(root, topKeys, "meshes") {
 		p.errs.Add(posOf(root), "fusion: missing key \"meshes\"")
 	}
 	p.parseMeshes(meshesN)
@@ -114,6 +114,22 @@ func (p *parser) parse(src []byte) *Fusion {
 	return p.build(name)
 }
 
+// parserProblems are the messages of the YAML library's parser errors, whose
+// line numbers it reports 0-based; its scanner errors are 1-based.
+var parserProblems = map[string]bool{
+	"did not find expected ',' or ']'":       true,
+	"did not find expected ',' or '}'":       true,
+	"did not find expected '-' indicator":    true,
+	"did not find expected <document start>": true,
+	"did not find expected <stream-start>":   true,
+	"did not find expected key":              true,
+	"did not find expected node content":     true,
+	"found duplicate %TAG directive":         true,
+	"found duplicate %YAML directive":        true,
+	"found incompatible YAML document":       true,
+	"found undefined tag handle":             true,
+}
+
 // syntaxError turns a YAML library error ("yaml: line 3: ...") into a diagnostic.
 func (p *parser) syntaxError(err error) {
 	msg := strings.Split(err.Error(), "\n")[0]
@@ -123,6 +139,11 @@ func (p *parser) syntaxError(err error) {
 		return
 	}
 	line, _ := strconv.Atoi(m[1])
+	if line > 0 && parserProblems[m[2]] {
+		// The YAML library reports its parser's (not its scanner's) marks
+		// 0-based.
+		line++
+	}
 	if line == 0 {
 		line = 1
 	}
@@ -168,6 +189,11 @@ func (p *parser) meshShape(n *yaml.Node, m *Mesh, depth int) bool {
 		return false
 	}
 	if depth == len(m.Shape) {
+		if len(m.Devices) > 0 {
+			// Earlier lists at this depth held device ids, not lists.
+			p.errs.Add(posOf(n), "%s: ragged mesh: expected a device id at depth %d, got a list", what, depth)
+			return false
+		}
 		if depth >= 3 {
 			p.errs.Add(posOf(n), "%s: a mesh has at most 3 axes (DIDz, DIDy, DIDx)", what)
 			return false
@@ -273,6 +299,14 @@ func (p *parser) parseTensors(n *yaml.Node) {
 				rt.alloc = x.Value
 			}
 		}
+		// Check what needs no op now, so these errors are reported along
+		// with those of the ops; build checks them again.
+		what := fmt.Sprintf("tensor %q", f.Key)
+		p.meshRef(rt.mesh, what)
+		p.dtype(rt.dtype, what, "")
+		if rt.shape != nil {
+			p.extents(rt.shape, what+" shape")
+		}
 	}
 }
 
@@ -325,7 +359,9 @@ func (p *parser) parseOps(n *yaml.Node) {
 			n   *yaml.Node
 		}{{"op", kindN}, {"in", op.inN}, {"out", op.outN}} {
 			if req.n == nil {
-				p.errs.Add(op.pos, "%s: missing key %q", what, req.key)
+				if !misspelled(it, opKeys, req.key) {
+					p.errs.Add(op.pos, "%s: missing key %q", what, req.key)
+				}
 				good = false
 			}
 		}
@@ -333,6 +369,9 @@ func (p *parser) parseOps(n *yaml.Node) {
 			continue
 		}
 		if op.kind.IsReduction() && op.axisN == nil {
+			if misspelled(it, opKeys, "axis") {
+				continue // reported as an unknown key
+			}
 			p.errs.Add(op.pos, "%s: %s needs an \"axis\" to reduce", what, op.kind)
 			continue
 		}

@@ -45,6 +45,9 @@ func (p *parser) replay(t *Tensor, n *yaml.Node) {
 		if !ok {
 			return
 		}
+		if len(fields) == 0 && len(it.Content) > 0 {
+			return // every key was reported as unknown or repeated
+		}
 		if len(fields) != 1 {
 			p.errs.Add(posOf(it), "%s: expected exactly one step per entry (one of %s), got %d", what, joinNames(stepNames), len(fields))
 			return
@@ -86,6 +89,9 @@ func (p *parser) step(t *Tensor, f field) (ScheduleStep, bool) {
 	}
 	for _, k := range keys {
 		if got[k] == nil {
+			if misspelled(f.Value, keys, k) {
+				return s, false // reported as an unknown key
+			}
 			p.errs.Add(posOf(f.Value), "%s: missing key %q", what, k)
 			return s, false
 		}

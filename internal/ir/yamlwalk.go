@@ -83,6 +83,23 @@ func (w *walker) mapping(n *yaml.Node, what string, known []string) ([]field, bo
 	return fields, true
 }
 
+// misspelled reports whether mapping n has an unknown key (not in known)
+// that [diag.Suggest] maps to key. A "missing key" error would then only
+// repeat the unknown-key error reported for it.
+func misspelled(n *yaml.Node, known []string, key string) bool {
+	if n == nil || n.Kind != yaml.MappingNode {
+		return false
+	}
+	want := diag.Suggest(key, []string{key})
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k := n.Content[i]
+		if k.Kind == yaml.ScalarNode && !contains(known, k.Value) && diag.Suggest(k.Value, known) == want {
+			return true
+		}
+	}
+	return false
+}
+
 func contains(list []string, s string) bool {
 	for _, x := range list {
 		if x == s {
@@ -152,7 +169,7 @@ func (w *walker) ident(n *yaml.Node, what string) (string, bool) {
 // keyIdent checks a mapping key used as a name.
 func (w *walker) keyIdent(k *yaml.Node, what string) bool {
 	if !identRE.MatchString(k.Value) {
-		w.errs.Add(posOf(k), "%s: %q is not a valid name (expected letters, digits and _, not starting with a digit)", what, k.Value)
+		w.errs.Add(posOf(k), "%s name %q is not valid (expected letters, digits and _, not starting with a digit)", what, k.Value)
 		return false
 	}
 	return true

@@ -1,9 +1,19 @@
 // Package lower compiles a checked fusion into a communication plan: it finds
 // every op that changes sharding and turns it into collectives and the local
-// steps that make flat-buffer collectives correct (DESIGN §4).
+// steps that make flat-buffer collectives correct (DESIGN §4,
+// docs/lowering.md).
+//
+// Input: an *ir.Fusion that ir.Parse accepted. Output: a *plan.Plan whose
+// steps, executed with the flat-buffer semantics of docs/plan.md, leave every
+// device holding its shard of every op's output. What the policy cannot
+// lower correctly is an error naming the op, never a plan with wrong data.
 package lower
 
 import (
+	"fmt"
+	"slices"
+
+	"github.com/nvcomm/nvcomm/internal/diag"
 	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/plan"
 )
@@ -21,11 +31,176 @@ var Policies = []string{string(PolicyNvFuser)}
 
 // Options configure Lower.
 type Options struct {
-	Policy Policy
+	Policy Policy // empty means PolicyNvFuser
 }
 
 // Lower compiles f into a plan. Ops the policy cannot lower correctly are
 // errors (a *diag.List) naming the op, its YAML position and the reason.
 func Lower(f *ir.Fusion, opts Options) (*plan.Plan, error) {
-	panic("not implemented yet")
+	if opts.Policy == "" {
+		opts.Policy = PolicyNvFuser
+	}
+	if !slices.Contains(Policies, string(opts.Policy)) {
+		return nil, fmt.Errorf("unknown policy %q (expected one of %v)", opts.Policy, Policies)
+	}
+	l := &lowerer{f: f, policy: opts.Policy, errs: &diag.List{File: f.File}, received: map[int]int64{}}
+	for _, op := range f.Ops {
+		l.lowerOp(op)
+	}
+	if err := l.errs.Err(); err != nil {
+		return nil, err
+	}
+	return l.plan(), nil
 }
+
+// lowerer accumulates the steps of a plan.
+type lowerer struct {
+	f        *ir.Fusion
+	policy   Policy
+	errs     *diag.List
+	steps    []plan.Step
+	received map[int]int64 // bytes each device receives over the whole plan
+}
+
+// opCtx is the lowering of one op.
+type opCtx struct {
+	*lowerer
+	op   *ir.Op
+	fact *factoring
+}
+
+func (l *lowerer) lowerOp(op *ir.Op) {
+	p, c := op.In, op.Out
+	pMap := identity(len(p.ValueAxes()))
+	cMap := pMap
+	if op.Kind.IsReduction() {
+		cMap = without1(pMap, op.Axis)
+	}
+	fact, ok := newFactoring(p.Shape(), []*ir.Tensor{p, c}, [][]int{pMap, cMap})
+	ctx := &opCtx{lowerer: l, op: op, fact: fact}
+	if !ok {
+		ctx.fail("producer and consumer cut a logical axis at strides that do not divide each other",
+			"shard both tensors with splits whose factors divide one another")
+		return
+	}
+	pv, cv := fact.tensorView(p, pMap), fact.tensorView(c, cMap)
+	if op.Kind.IsReduction() {
+		ctx.lowerReduction(pv, cv)
+		return
+	}
+	ctx.lowerSet(pv, cv)
+}
+
+// fail reports that the op cannot be lowered under the policy.
+func (c *opCtx) fail(reason, hint string) {
+	c.errs.AddHint(c.op.Pos, hint, "op %q cannot be lowered (policy %s): %s", c.op.Expr(), c.policy, reason)
+}
+
+func identity(n int) []int {
+	m := make([]int, n)
+	for i := range m {
+		m[i] = i
+	}
+	return m
+}
+
+// without1 maps the consumer axes of a reduction over axis r to producer
+// axes: consumer value axis j is producer axis j, or j+1 from r on.
+func without1(m []int, r int) []int {
+	return slices.Delete(slices.Clone(m), r, r+1)
+}
+
+// plan assembles the plan from the fusion and the emitted steps.
+func (l *lowerer) plan() *plan.Plan {
+	p := &plan.Plan{
+		Format: plan.Format,
+		Fusion: l.f.Name,
+		Policy: string(l.policy),
+		Meshes: map[string]plan.Mesh{},
+		Steps:  l.steps,
+	}
+	used := map[*ir.Mesh]bool{}
+	for _, t := range l.f.Tensors {
+		used[t.Mesh] = true
+		p.Tensors = append(p.Tensors, tensorOf(t))
+	}
+	for _, m := range l.f.Meshes {
+		if used[m] {
+			p.Meshes[m.Name] = plan.Mesh{Shape: slices.Clone(m.Shape), Devices: slices.Clone(m.Devices)}
+		}
+	}
+	for _, op := range l.f.Ops {
+		o := plan.Op{Index: op.Index, Op: string(op.Kind), Input: op.In.Name, Output: op.Out.Name}
+		if op.Kind.IsReduction() {
+			o.Axis = ptr(op.Axis)
+		}
+		p.Ops = append(p.Ops, o)
+	}
+	if p.Steps == nil {
+		p.Steps = []plan.Step{}
+	}
+	p.Summary = l.summary()
+	return p
+}
+
+func (l *lowerer) summary() plan.Summary {
+	s := plan.Summary{ByType: map[string]int{}}
+	for _, st := range l.steps {
+		if st.Kind == plan.KindCollective {
+			s.Collectives++
+			s.ByType[st.Type]++
+		} else {
+			s.LocalSteps++
+		}
+	}
+	for _, b := range l.received {
+		s.BytesReceivedMax = max(s.BytesReceivedMax, b)
+	}
+	return s
+}
+
+// tensorOf describes t for the plan.
+func tensorOf(t *ir.Tensor) plan.Tensor {
+	pt := plan.Tensor{
+		Name: t.Name, DType: string(t.DType), Mesh: t.Mesh.Name,
+		Shape:      t.LogicalExtents(),
+		Allocation: slices.Clone(t.Allocation),
+		Sharding:   []plan.Sharding{},
+		LocalShape: t.LocalShape(),
+		Layout:     slices.Clone(t.Layout()),
+	}
+	if pt.LocalShape == nil {
+		pt.LocalShape = []int{}
+	}
+	if pt.Layout == nil {
+		pt.Layout = []int{}
+	}
+	for i, id := range t.Logical {
+		if id.Reduction {
+			pt.ReductionAxes = append(pt.ReductionAxes, i)
+		}
+	}
+	for _, s := range t.Schedule {
+		pt.Schedule = append(pt.Schedule, scheduleStep(s))
+	}
+	for _, s := range t.Shardings() {
+		pt.Sharding = append(pt.Sharding, plan.Sharding{Type: s.Type.String(), LogicalAxis: s.Axis(), Kind: string(s.Kind)})
+	}
+	return pt
+}
+
+func scheduleStep(s ir.ScheduleStep) plan.ScheduleStep {
+	switch s.Kind {
+	case ir.StepSplit:
+		return plan.ScheduleStep{Split: &plan.SplitArgs{Axis: s.Axis, Factor: s.Factor}}
+	case ir.StepOuterSplit:
+		return plan.ScheduleStep{OuterSplit: &plan.SplitArgs{Axis: s.Axis, Factor: s.Factor}}
+	case ir.StepMerge:
+		return plan.ScheduleStep{Merge: &plan.AxisArgs{Axis: s.Axis}}
+	case ir.StepReorder:
+		return plan.ScheduleStep{Reorder: slices.Clone(s.Order)}
+	}
+	return plan.ScheduleStep{Parallelize: &plan.ParallelizeArgs{Axis: s.Axis, Type: s.Type.String()}}
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -11,14 +11,22 @@ import (
 	"github.com/nvcomm/nvcomm/internal/diag"
 )
 
-// Encode writes p as two-space indented JSON with a trailing newline. The
-// output is deterministic: struct fields in declaration order, map keys
-// sorted, no HTML escaping.
+// Encode writes p as two-space indented JSON with a trailing newline, short
+// lists and objects kept on one line. The output is deterministic: struct
+// fields in declaration order, map keys sorted, no HTML escaping.
 func Encode(w io.Writer, p *Plan) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
+	var compact bytes.Buffer
+	enc := json.NewEncoder(&compact)
 	enc.SetEscapeHTML(false)
-	return enc.Encode(p)
+	if err := enc.Encode(p); err != nil {
+		return err
+	}
+	out, err := pretty(compact.Bytes())
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(out)
+	return err
 }
 
 // Marshal returns the encoding of p.

@@ -1,0 +1,36 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nvcomm/nvcomm/internal/plan"
+)
+
+func newValidateCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "validate PLAN|-",
+		Short: "Check a plan's schema and meaning",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name, src, err := readInput(cmd, args[0])
+			if err != nil {
+				return report(cmd, err)
+			}
+			p, err := plan.Decode(name, src)
+			if err != nil {
+				return report(cmd, err)
+			}
+			problems := plan.Validate(p)
+			if len(problems) == 0 {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: valid plan (%d steps)\n", name, len(p.Steps))
+				return nil
+			}
+			for _, pr := range problems {
+				fmt.Fprintf(cmd.ErrOrStderr(), "%s: %s\n", name, pr)
+			}
+			return reportedError{}
+		},
+	}
+}

@@ -1,0 +1,158 @@
+package lower
+
+import (
+	"slices"
+
+	"github.com/nvcomm/nvcomm/internal/ir"
+	"github.com/nvcomm/nvcomm/internal/plan"
+)
+
+// allgather: src sharded along t, dst not, same mesh. Concatenation in team
+// order puts t's digits outermost, so the input is first arranged as dst's
+// order without them.
+func (c *opCtx) allgather(src, dst *view, t ir.ParallelType) {
+	d := src.did[t]
+	in := c.arrange(src, without(dst.stored, d), "in", src.mesh.Devices)
+	got := concat(d, in.stored)
+	out, after := c.finish(got, dst, "gathered")
+	c.emitCollective(plan.Step{Type: plan.Allgather, Input: in.name, Output: out, Axis: ptr(src.axisOf(t))},
+		src.mesh.Slices(t), in, in.size(), dst.size())
+	after()
+}
+
+// scatterSameMesh: src replicated along t, dst sharded; one Scatter per
+// slice of the mesh along t, rooted at the slice's first device.
+func (c *opCtx) scatterSameMesh(src, dst *view, t ir.ParallelType) {
+	teams := src.mesh.Slices(t)
+	var roots []int
+	for _, team := range teams {
+		roots = append(roots, team[0])
+	}
+	d := dst.did[t]
+	rest := without(src.stored, d)
+	in := c.arrange(src, concat(d, rest), "in", roots)
+	out, after := c.finish(rest, dst, "scattered")
+	for _, team := range teams {
+		c.emitCollective(plan.Step{Type: plan.Scatter, Root: ptr(team[0]), Input: in.name, Output: out, Axis: ptr(dst.axisOf(t))},
+			[][]int{team}, in, in.size(), dst.size())
+	}
+	after()
+}
+
+// scatterCrossMesh: src replicated on one 1-D mesh, dst sharded on another;
+// the root is the first device of src's mesh that is in dst's mesh.
+func (c *opCtx) scatterCrossMesh(src, dst *view, t ir.ParallelType) {
+	root := -1
+	for _, d := range src.mesh.Devices {
+		if dst.mesh.Contains(d) {
+			root = d
+			break
+		}
+	}
+	if root < 0 {
+		c.fail("a Scatter needs a device in both meshes to act as root, and these meshes share none",
+			"add a set that first moves the tensor onto a device of the destination mesh")
+		return
+	}
+	d := dst.did[t]
+	rest := without(src.stored, d)
+	in := c.arrange(src, concat(d, rest), "in", []int{root})
+	out, after := c.finish(rest, dst, "scattered")
+	c.emitCollective(plan.Step{Type: plan.Scatter, Root: ptr(root), Input: in.name, Output: out, Axis: ptr(dst.axisOf(t))},
+		[][]int{slices.Clone(dst.mesh.Devices)}, in, in.size(), dst.size())
+	after()
+}
+
+// allToAll: the sharded axis along t moves from one logical axis to another
+// on one mesh. Each rank sends chunk j (dst's digits = j) to rank j and
+// receives src's digits as the outermost part.
+func (c *opCtx) allToAll(src, dst *view, t ir.ParallelType) {
+	dp, dc := src.did[t], dst.did[t]
+	rest := without(dst.stored, dp)
+	in := c.arrange(src, concat(dc, rest), "in", src.mesh.Devices)
+	out, after := c.finish(concat(dp, rest), dst, "exchanged")
+	c.emitCollective(plan.Step{Type: plan.AllToAll, Input: in.name, Output: out, Axis: ptr(src.axisOf(t))},
+		src.mesh.Slices(t), in, in.size(), dst.size())
+	after()
+}
+
+// broadcast: both replicated, meshes differ; the root is the first device
+// of src's mesh, the team dst's mesh with the root appended when absent.
+func (c *opCtx) broadcast(src, dst *view) {
+	root := src.mesh.Devices[0]
+	team := slices.Clone(dst.mesh.Devices)
+	if !slices.Contains(team, root) {
+		team = append(team, root)
+	}
+	out, after := c.finish(src.stored, dst, "received")
+	c.emitCollective(plan.Step{Type: plan.Broadcast, Root: ptr(root), Input: src.name, Output: out},
+		[][]int{team}, src, src.size(), src.size())
+	after()
+}
+
+// gather: src sharded, dst replicated on another mesh; one Gather per device
+// of dst's mesh, team = src's mesh with the root appended when absent.
+func (c *opCtx) gather(src, dst *view, t ir.ParallelType) {
+	d := src.did[t]
+	in := c.arrange(src, without(dst.stored, d), "in", src.mesh.Devices)
+	out, after := c.finish(concat(d, in.stored), dst, "gathered")
+	for _, root := range dst.mesh.Devices {
+		team := slices.Clone(src.mesh.Devices)
+		if !slices.Contains(team, root) {
+			team = append(team, root)
+		}
+		c.emitCollective(plan.Step{Type: plan.Gather, Root: ptr(root), Input: in.name, Output: out, Axis: ptr(src.axisOf(t))},
+			[][]int{team}, in, in.size(), dst.size())
+	}
+	after()
+}
+
+// sendRecv: same sharding on two 1-D meshes of one size; device i of src's
+// mesh sends its shard to device i of dst's mesh (a local copy when they are
+// the same device).
+func (c *opCtx) sendRecv(src, dst *view) {
+	out, after := c.finish(src.stored, dst, "received")
+	for i, from := range src.mesh.Devices {
+		to := dst.mesh.Devices[i]
+		if from == to {
+			c.emitLocalOn(plan.Step{Type: plan.Copy, Input: src.name, Output: out}, []int{from}, src.size(), src.size())
+			continue
+		}
+		c.emitCollective(plan.Step{Type: plan.SendRecv, Root: ptr(from), Input: src.name, Output: out, Axis: ptr(src.axisOf(ir.DIDx))},
+			[][]int{{from, to}}, src, src.size(), src.size())
+	}
+	after()
+}
+
+// allreduce: the reduced axis is sharded along t and dst is replicated along
+// t on the same mesh.
+func (c *opCtx) allreduce(src, dst *view, t ir.ParallelType) {
+	out, after := c.finish(src.stored, dst, "reduced")
+	c.emitCollective(plan.Step{Type: plan.Allreduce, ReduceOp: c.reduceOp(), Input: src.name, Output: out, Axis: ptr(c.op.Axis)},
+		src.mesh.Slices(t), src, src.size(), src.size())
+	after()
+}
+
+// reduceScatter: the reduced axis is sharded along t and dst is sharded
+// along t on another axis, same mesh. Chunk r of the input must hold dst's
+// rank-r shard, so dst's digits for t go outermost.
+func (c *opCtx) reduceScatter(src, dst *view, t ir.ParallelType) {
+	in := c.arrange(src, concat(dst.did[t], dst.stored), "in", src.mesh.Devices)
+	c.emitCollective(plan.Step{Type: plan.ReduceScatter, ReduceOp: c.reduceOp(), Input: in.name, Output: dst.name, Axis: ptr(c.op.Axis)},
+		src.mesh.Slices(t), in, in.size(), dst.size())
+}
+
+// reduce: the reduced axis is sharded along t, dst replicated on another 1-D
+// mesh; one Reduce per device of dst's mesh.
+func (c *opCtx) reduce(src, dst *view, t ir.ParallelType) {
+	out, after := c.finish(src.stored, dst, "reduced")
+	for _, root := range dst.mesh.Devices {
+		team := slices.Clone(src.mesh.Devices)
+		if !slices.Contains(team, root) {
+			team = append(team, root)
+		}
+		c.emitCollective(plan.Step{Type: plan.Reduce, Root: ptr(root), ReduceOp: c.reduceOp(), Input: src.name, Output: out, Axis: ptr(c.op.Axis)},
+			[][]int{team}, src, src.size(), src.size())
+	}
+	after()
+}

@@ -1,0 +1,86 @@
+package lower
+
+import (
+	"slices"
+
+	"github.com/nvcomm/nvcomm/internal/plan"
+)
+
+// emitCollective appends a collective step run by teams on buffer in, with
+// countIn and countOut elements per device (docs/plan.md), and accounts its
+// bytes.
+func (c *opCtx) emitCollective(s plan.Step, teams [][]int, in *view, countIn, countOut int) {
+	s.Kind = plan.KindCollective
+	s.Teams = teams
+	s.Count = plan.Count{Input: countIn, Output: countOut}
+	sent, recv := traffic(s, in.mesh.Contains)
+	elem := int64(in.dtype.Size())
+	b := &plan.Bytes{}
+	for _, n := range sent {
+		b.SentPerDevice = max(b.SentPerDevice, n*elem)
+	}
+	for dev, n := range recv {
+		b.ReceivedPerDevice = max(b.ReceivedPerDevice, n*elem)
+		c.received[dev] += n * elem
+	}
+	s.Bytes = b
+	c.append(s)
+}
+
+// emitLocal appends a local step on every device of src's mesh.
+func (c *opCtx) emitLocal(s plan.Step, src *view, countOut int) {
+	c.emitLocalOn(s, src.mesh.Devices, src.size(), countOut)
+}
+
+// emitLocalOn appends a local step run by devices.
+func (c *opCtx) emitLocalOn(s plan.Step, devices []int, countIn, countOut int) {
+	s.Kind = plan.KindLocal
+	s.Devices = slices.Clone(devices)
+	s.Count = plan.Count{Input: countIn, Output: countOut}
+	c.append(s)
+}
+
+func (c *opCtx) append(s plan.Step) {
+	s.ID = len(c.steps)
+	s.Op = c.op.Index
+	s.Expr = c.op.Expr()
+	c.steps = append(c.steps, s)
+}
+
+// traffic counts, per device, the elements a collective step sends and
+// receives under the direct-transfer model of docs/plan.md. holds reports
+// whether a device holds the input (Gather and Reduce senders).
+func traffic(s plan.Step, holds func(int) bool) (sent, recv map[int]int64) {
+	sent, recv = map[int]int64{}, map[int]int64{}
+	in, out := int64(s.Count.Input), int64(s.Count.Output)
+	for _, team := range s.Teams {
+		n := int64(len(team))
+		for _, d := range team {
+			switch s.Type {
+			case plan.Allgather:
+				sent[d], recv[d] = (n-1)*in, (n-1)*in
+			case plan.ReduceScatter, plan.AllToAll:
+				sent[d], recv[d] = (n-1)*in/n, (n-1)*in/n
+			case plan.Allreduce:
+				sent[d], recv[d] = 2*(n-1)*in/n, 2*(n-1)*in/n
+			case plan.Broadcast, plan.Scatter:
+				if d == *s.Root {
+					sent[d] += (n - 1) * out
+				} else {
+					recv[d] += out
+				}
+			case plan.Gather, plan.Reduce:
+				if d != *s.Root && holds(d) {
+					sent[d] += in
+					recv[*s.Root] += in
+				}
+			case plan.SendRecv:
+				if len(team) == 2 && team[0] != team[1] && d == team[1] {
+					sent[team[0]] += in
+					recv[d] += in
+				}
+			}
+		}
+	}
+	return sent, recv
+}

@@ -1,0 +1,173 @@
+package lower
+
+import (
+	"slices"
+
+	"github.com/nvcomm/nvcomm/internal/ir"
+)
+
+// A view describes one per-device buffer in the digit model (see
+// docs/lowering.md): every logical axis is factored into mixed-radix digits
+// at the union of the producer's and consumer's sharding boundaries; device
+// digits are fixed by a device's coordinates, stored digits form the buffer,
+// most significant first. Axes are numbered in the producer's value-axis
+// space so producer, consumer and intermediates compare directly.
+type view struct {
+	name   string
+	mesh   *ir.Mesh
+	dtype  ir.DType
+	did    map[ir.ParallelType][]ir.Digit // device digits per type
+	stored []ir.Digit                     // buffer order
+}
+
+// size is the number of elements per device.
+func (v *view) size() int {
+	n := 1
+	for _, d := range v.stored {
+		n *= d.Extent
+	}
+	return n
+}
+
+// sharded reports whether v is sharded along pt.
+func (v *view) sharded(pt ir.ParallelType) bool { return len(v.did[pt]) > 0 }
+
+// axisOf is the axis of v's digits for pt (all of them lie on one axis).
+func (v *view) axisOf(pt ir.ParallelType) int { return v.did[pt][0].Axis }
+
+// factoring holds the common refinement of every axis of one op.
+type factoring struct {
+	extents []int   // producer value-axis extents
+	bounds  [][]int // per axis: sorted boundaries 1 = b0 | b1 | ... | N
+}
+
+// fine returns the digits of axis a between boundaries lo and hi (strides),
+// most significant first.
+func (f *factoring) fine(a, lo, hi int) []ir.Digit {
+	var out []ir.Digit
+	b := f.bounds[a]
+	for i := len(b) - 1; i > 0; i-- {
+		if b[i-1] >= lo && b[i] <= hi {
+			out = append(out, ir.Digit{Axis: a, Stride: b[i-1], Extent: b[i] / b[i-1]})
+		}
+	}
+	return out
+}
+
+// newFactoring refines every axis at the boundaries of the given sharded
+// tensors; axisMaps[k] maps tensor k's value axes to producer axes. It fails
+// when two tensors cut an axis at strides that do not divide each other.
+func newFactoring(extents []int, tensors []*ir.Tensor, axisMaps [][]int) (*factoring, bool) {
+	f := &factoring{extents: extents, bounds: make([][]int, len(extents))}
+	for a, n := range extents {
+		f.bounds[a] = []int{1, n}
+	}
+	for k, t := range tensors {
+		for _, s := range t.Shardings() {
+			a := axisMaps[k][s.Axis()]
+			f.bounds[a] = append(f.bounds[a], s.Digit.Stride, s.Digit.Span())
+		}
+	}
+	for a := range f.bounds {
+		b := f.bounds[a]
+		slices.Sort(b)
+		b = slices.Compact(b)
+		for i := 1; i < len(b); i++ {
+			if b[i]%b[i-1] != 0 {
+				return nil, false
+			}
+		}
+		f.bounds[a] = b
+	}
+	return f, true
+}
+
+// tensorView builds the view of tensor t, whose value axes map to producer
+// axes through axisMap.
+func (f *factoring) tensorView(t *ir.Tensor, axisMap []int) *view {
+	v := &view{name: t.Name, mesh: t.Mesh, dtype: t.DType, did: map[ir.ParallelType][]ir.Digit{}}
+	covered := map[ir.Digit]bool{}
+	for _, s := range t.Shardings() {
+		ds := f.fine(axisMap[s.Axis()], s.Digit.Stride, s.Digit.Span())
+		v.did[s.Type] = ds
+		for _, d := range ds {
+			covered[d] = true
+		}
+	}
+	for _, a := range t.Layout() {
+		pa := axisMap[a]
+		for _, d := range f.fine(pa, 1, f.extents[pa]) {
+			if !covered[d] {
+				v.stored = append(v.stored, d)
+			}
+		}
+	}
+	return v
+}
+
+// without returns ds minus the digits in drop, order kept.
+func without(ds, drop []ir.Digit) []ir.Digit {
+	var out []ir.Digit
+	for _, d := range ds {
+		if !slices.Contains(drop, d) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// onAxis returns the digits of ds that lie on axis a.
+func onAxis(ds []ir.Digit, a int) []ir.Digit {
+	var out []ir.Digit
+	for _, d := range ds {
+		if d.Axis == a {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// concat joins digit lists into a new slice.
+func concat(lists ...[]ir.Digit) []ir.Digit {
+	var out []ir.Digit
+	for _, l := range lists {
+		out = append(out, l...)
+	}
+	return out
+}
+
+// permutation expresses the reordering of digits from src to dst as a
+// transpose of a row-major array: dims are src's extents, after merging
+// digits that stay adjacent and in order, and perm[k] is the src dimension
+// that becomes dst dimension k.
+func permutation(src, dst []ir.Digit) (dims, perm []int) {
+	// Group src into runs that appear contiguously, in order, in dst.
+	pos := map[ir.Digit]int{}
+	for i, d := range dst {
+		pos[d] = i
+	}
+	var runs [][]ir.Digit
+	for i, d := range src {
+		if i > 0 && pos[d] == pos[src[i-1]]+1 {
+			runs[len(runs)-1] = append(runs[len(runs)-1], d)
+			continue
+		}
+		runs = append(runs, []ir.Digit{d})
+	}
+	for _, r := range runs {
+		n := 1
+		for _, d := range r {
+			n *= d.Extent
+		}
+		dims = append(dims, n)
+	}
+	order := make([]int, len(runs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return pos[runs[a][0]] - pos[runs[b][0]] })
+	return dims, order
+}
+
+// sameOrder reports whether two digit lists are the same buffer order.
+func sameOrder(a, b []ir.Digit) bool { return slices.Equal(a, b) }

@@ -1,0 +1,116 @@
+package plan
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+)
+
+// inlineWidth is the longest value, in characters, that pretty keeps on
+// one line: short lists and objects ("teams": [[0, 1, 2, 3]]) read better
+// inline than one number per line.
+const inlineWidth = 72
+
+// jsonNode is a parsed JSON value that keeps object keys in order.
+type jsonNode struct {
+	scalar string // the literal for a scalar; empty otherwise
+	isObj  bool
+	keys   []string
+	items  []*jsonNode
+}
+
+// pretty re-indents compact JSON with two spaces, keeping every value that
+// fits in inlineWidth on one line. Same input, same bytes.
+func pretty(compact []byte) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(compact))
+	dec.UseNumber()
+	n, err := parseNode(dec)
+	if err != nil {
+		return nil, err
+	}
+	var b strings.Builder
+	writeNode(&b, n, 0)
+	b.WriteString("\n")
+	return []byte(b.String()), nil
+}
+
+func parseNode(dec *json.Decoder) (*jsonNode, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	switch t := tok.(type) {
+	case json.Delim:
+		n := &jsonNode{isObj: t == '{'}
+		for dec.More() {
+			if n.isObj {
+				k, err := dec.Token()
+				if err != nil {
+					return nil, err
+				}
+				n.keys = append(n.keys, k.(string))
+			}
+			child, err := parseNode(dec)
+			if err != nil {
+				return nil, err
+			}
+			n.items = append(n.items, child)
+		}
+		_, err := dec.Token() // closing delimiter
+		return n, err
+	default:
+		lit, err := marshalNoEscape(t)
+		return &jsonNode{scalar: lit}, err
+	}
+}
+
+func marshalNoEscape(v any) (string, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	err := enc.Encode(v)
+	return strings.TrimSuffix(b.String(), "\n"), err
+}
+
+// inline renders n on one line.
+func inline(n *jsonNode) string {
+	if n.scalar != "" {
+		return n.scalar
+	}
+	parts := make([]string, len(n.items))
+	for i, c := range n.items {
+		parts[i] = inline(c)
+		if n.isObj {
+			k, _ := marshalNoEscape(n.keys[i])
+			parts[i] = k + ": " + parts[i]
+		}
+	}
+	if n.isObj {
+		return "{" + strings.Join(parts, ", ") + "}"
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
+}
+
+func writeNode(b *strings.Builder, n *jsonNode, depth int) {
+	if s := inline(n); n.scalar != "" || len(n.items) == 0 || len(s)+2*depth <= inlineWidth {
+		b.WriteString(s)
+		return
+	}
+	open, close := "[", "]"
+	if n.isObj {
+		open, close = "{", "}"
+	}
+	b.WriteString(open)
+	for i, c := range n.items {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		b.WriteString("\n" + strings.Repeat("  ", depth+1))
+		if n.isObj {
+			k, _ := marshalNoEscape(n.keys[i])
+			b.WriteString(k + ": ")
+		}
+		writeNode(b, c, depth+1)
+	}
+	b.WriteString("\n" + strings.Repeat("  ", depth) + close)
+}

@@ -1,0 +1,43 @@
+package plan
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+)
+
+// WriteText writes a readable table of p's steps and its summary.
+func WriteText(w io.Writer, p *Plan) error {
+	fmt.Fprintf(w, "plan %s (policy %s): %d collectives, %d local steps, max bytes received per device %d\n\n",
+		p.Fusion, p.Policy, p.Summary.Collectives, p.Summary.LocalSteps, p.Summary.BytesReceivedMax)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "step\top\ttype\tinput -> output\tteams / devices\troot\treduce\tcount in/out\tbytes sent/recv")
+	for _, s := range p.Steps {
+		who := fmt.Sprint(s.Devices)
+		if s.Kind == KindCollective {
+			who = teamsText(s.Teams)
+		}
+		root, red, bytes := "-", "-", "-"
+		if s.Root != nil {
+			root = fmt.Sprint(*s.Root)
+		}
+		if s.ReduceOp != nil {
+			red = *s.ReduceOp
+		}
+		if s.Bytes != nil {
+			bytes = fmt.Sprintf("%d/%d", s.Bytes.SentPerDevice, s.Bytes.ReceivedPerDevice)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s -> %s\t%s\t%s\t%s\t%d/%d\t%s\n",
+			s.ID, s.Expr, s.Type, s.Input, s.Output, who, root, red, s.Count.Input, s.Count.Output, bytes)
+	}
+	return tw.Flush()
+}
+
+func teamsText(teams [][]int) string {
+	parts := make([]string, len(teams))
+	for i, t := range teams {
+		parts[i] = fmt.Sprint(t)
+	}
+	return strings.Join(parts, " ")
+}
