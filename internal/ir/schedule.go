@@ -180,6 +180,11 @@ func (p *parser) apply(t *Tensor, s ScheduleStep) bool {
 	switch s.Kind {
 	case StepSplit, StepOuterSplit:
 		in := t.Loop[s.Axis]
+		if in.Parallel.IsDevice() {
+			p.errs.AddHint(s.Pos, "split first, then parallelize one of its outputs",
+				"tensor %q %s: loop axis %d is parallelized on %s and cannot be split", t.Name, s.Kind, s.Axis, in.Parallel)
+			return false
+		}
 		inner := s.Factor
 		if s.Kind == StepOuterSplit {
 			inner = ceilDiv(in.Extent, s.Factor)
@@ -194,6 +199,11 @@ func (p *parser) apply(t *Tensor, s ScheduleStep) bool {
 		t.Loop = slices.Replace(t.Loop, s.Axis, s.Axis+1, outer, innerID)
 	case StepMerge:
 		a, b := t.Loop[s.Axis], t.Loop[s.Axis+1]
+		if a.Parallel.IsDevice() || b.Parallel.IsDevice() {
+			p.errs.AddHint(s.Pos, "merge first, then parallelize the merged axis",
+				"tensor %q merge: a device-parallel axis cannot be merged (positions %d and %d)", t.Name, s.Axis, s.Axis+1)
+			return false
+		}
 		if a.Reduction != b.Reduction {
 			p.errs.Add(s.Pos, "tensor %q merge: cannot merge a reduction axis with a non-reduction axis (positions %d and %d)", t.Name, s.Axis, s.Axis+1)
 			return false

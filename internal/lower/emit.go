@@ -13,15 +13,14 @@ func (c *opCtx) emitCollective(s plan.Step, teams [][]int, in *view, countIn, co
 	s.Kind = plan.KindCollective
 	s.Teams = teams
 	s.Count = plan.Count{Input: countIn, Output: countOut}
-	sent, recv := traffic(s, in.mesh.Contains)
-	elem := int64(in.dtype.Size())
+	sent, recv := traffic(s, int64(in.dtype.Size()), in.mesh.Contains)
 	b := &plan.Bytes{}
 	for _, n := range sent {
-		b.SentPerDevice = max(b.SentPerDevice, n*elem)
+		b.SentPerDevice = max(b.SentPerDevice, n)
 	}
 	for dev, n := range recv {
-		b.ReceivedPerDevice = max(b.ReceivedPerDevice, n*elem)
-		c.received[dev] += n * elem
+		b.ReceivedPerDevice = max(b.ReceivedPerDevice, n)
+		c.received[dev] += n
 	}
 	s.Bytes = b
 	c.append(s)
@@ -47,12 +46,13 @@ func (c *opCtx) append(s plan.Step) {
 	c.steps = append(c.steps, s)
 }
 
-// traffic counts, per device, the elements a collective step sends and
-// receives under the direct-transfer model of docs/plan.md. holds reports
-// whether a device holds the input (Gather and Reduce senders).
-func traffic(s plan.Step, holds func(int) bool) (sent, recv map[int]int64) {
+// traffic counts, per device, the bytes a collective step sends and
+// receives under the direct-transfer model of docs/plan.md, for elements of
+// elem bytes. holds reports whether a device holds the input (Gather and
+// Reduce senders).
+func traffic(s plan.Step, elem int64, holds func(int) bool) (sent, recv map[int]int64) {
 	sent, recv = map[int]int64{}, map[int]int64{}
-	in, out := int64(s.Count.Input), int64(s.Count.Output)
+	in, out := int64(s.Count.Input)*elem, int64(s.Count.Output)*elem
 	for _, team := range s.Teams {
 		n := int64(len(team))
 		for _, d := range team {
