@@ -1,0 +1,528 @@
+package plan
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+)
+
+// Problem is one reason a plan is invalid.
+type Problem struct {
+	Step int    // index of the step, or -1 for a problem outside the steps
+	Msg  string // lower-case, no trailing period
+	// Type is the type of the step, which String names; empty for a problem
+	// outside the steps.
+	Type string
+}
+
+// String renders p as "step 3 (Allgather): msg", "step 3: msg" when the step
+// has no type, or "plan: msg" outside the steps.
+func (p Problem) String() string {
+	switch {
+	case p.Step < 0:
+		return "plan: " + p.Msg
+	case p.Type == "":
+		return fmt.Sprintf("step %d: %s", p.Step, p.Msg)
+	}
+	return fmt.Sprintf("step %d (%s): %s", p.Step, p.Type, p.Msg)
+}
+
+// Validate checks p against the plan contract (docs/plan.md): the schema of
+// every field and the meaning that ties steps, buffers, tensors and ops
+// together. It returns every problem found, in the order the checks run
+// (plan header, meshes by name, tensors, ops, steps in order, coverage,
+// summary), or nil when p is valid. It never panics, whatever p holds.
+func Validate(p *Plan) []Problem {
+	if p == nil {
+		return []Problem{{Step: -1, Msg: "no plan"}}
+	}
+	v := &validator{p: p}
+	v.checkHeader()
+	v.checkMeshes()
+	v.checkTensors()
+	v.checkOps()
+	v.checkSteps()
+	v.checkCoverage()
+	v.checkSummary()
+	return v.probs
+}
+
+// validator accumulates problems and the facts later checks rely on.
+type validator struct {
+	p     *Plan
+	probs []Problem
+	// devices holds every non-negative device id of every mesh.
+	devices map[int]bool
+	// tensors maps each tensor name to its first declaration.
+	tensors map[string]*tensorInfo
+	// written maps each tensor some op writes to the first such op.
+	written map[string]int
+	// buffers maps each buffer an earlier step wrote to its latest producer.
+	buffers map[string]buffer
+}
+
+// tensorInfo is what the step checks need to know about a tensor.
+type tensorInfo struct {
+	mesh  *Mesh // nil when the tensor names no existing mesh
+	rank  int   // number of non-reduction axes, -1 when unknown
+	local int   // elements per device, -1 when unknown
+}
+
+// buffer is what a step wrote.
+type buffer struct {
+	step    int          // the producing step
+	count   int          // its count.output
+	holders map[int]bool // the devices of the producing step
+}
+
+// The accepted values of enumerated fields.
+var (
+	policies    = []string{"nvfuser", "optimal"}
+	dtypes      = []string{"float32", "float16", "bfloat16", "float64", "int32", "int64"}
+	deviceTypes = []string{"DIDx", "DIDy", "DIDz"} // DIDx is the last mesh axis
+	shardKinds  = []string{"block", "strided", "nested"}
+	opNames     = []string{"set", "sum", "prod", "max", "min"}
+)
+
+// maxMeshRank is the most axes a mesh has: one per device type.
+const maxMeshRank = 3
+
+func (v *validator) planf(format string, args ...any) {
+	v.probs = append(v.probs, Problem{Step: -1, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (v *validator) stepf(i int, format string, args ...any) {
+	v.probs = append(v.probs, Problem{Step: i, Type: v.p.Steps[i].Type, Msg: fmt.Sprintf(format, args...)})
+}
+
+// checkHeader checks rule 1's scalar fields.
+func (v *validator) checkHeader() {
+	if v.p.Format != Format {
+		v.planf("format is %d, want %d", v.p.Format, Format)
+	}
+	if v.p.Fusion == "" {
+		v.planf("fusion name is empty")
+	}
+	if !slices.Contains(policies, v.p.Policy) {
+		v.planf("policy %q is not nvfuser or optimal", v.p.Policy)
+	}
+}
+
+// checkMeshes checks every mesh, by name, and collects the plan's devices.
+func (v *validator) checkMeshes() {
+	v.devices = map[int]bool{}
+	for _, name := range slices.Sorted(maps.Keys(v.p.Meshes)) {
+		m := v.p.Meshes[name]
+		v.checkMesh(name, m)
+		for _, d := range m.Devices {
+			if d >= 0 {
+				v.devices[d] = true
+			}
+		}
+	}
+}
+
+func (v *validator) checkMesh(name string, m Mesh) {
+	if len(m.Shape) == 0 || len(m.Shape) > maxMeshRank {
+		v.planf("mesh %q has %d axes, want 1 to %d", name, len(m.Shape), maxMeshRank)
+	}
+	positive := true
+	for k, e := range m.Shape {
+		if e < 1 {
+			v.planf("mesh %q: shape[%d] is %d, want >= 1", name, k, e)
+			positive = false
+		}
+	}
+	if n, ok := product(m.Shape); positive && (!ok || n != len(m.Devices)) {
+		v.planf("mesh %q: shape %v does not hold its %d devices", name, m.Shape, len(m.Devices))
+	}
+	seen := map[int]int{}
+	for _, d := range m.Devices {
+		seen[d]++
+		switch {
+		case d < 0:
+			v.planf("mesh %q: device %d is negative", name, d)
+		case seen[d] == 2:
+			v.planf("mesh %q: device %d is listed more than once", name, d)
+		}
+	}
+}
+
+// checkTensors checks every tensor and indexes them by name.
+func (v *validator) checkTensors() {
+	v.tensors = map[string]*tensorInfo{}
+	for i := range v.p.Tensors {
+		t := &v.p.Tensors[i]
+		what := fmt.Sprintf("tensor %q", t.Name)
+		_, dup := v.tensors[t.Name]
+		switch {
+		case t.Name == "":
+			what = fmt.Sprintf("tensor %d", i)
+			v.planf("%s has no name", what)
+		case dup:
+			v.planf("%s is declared more than once", what)
+		}
+		info := v.checkTensor(what, t)
+		if !dup && t.Name != "" {
+			v.tensors[t.Name] = info
+		}
+	}
+}
+
+// checkTensor checks one tensor's fields (rule 2) and returns what the step
+// checks need to know about it.
+func (v *validator) checkTensor(what string, t *Tensor) *tensorInfo {
+	info := &tensorInfo{rank: -1, local: -1}
+	if m, ok := v.p.Meshes[t.Mesh]; ok {
+		info.mesh = &m
+	} else {
+		v.planf("%s: mesh %q does not exist", what, t.Mesh)
+	}
+	if !slices.Contains(dtypes, t.DType) {
+		v.planf("%s: dtype %q is not one of %s", what, t.DType, strings.Join(dtypes, ", "))
+	}
+	shapeOK := true
+	for k, e := range t.Shape {
+		if e < 1 {
+			v.planf("%s: shape[%d] is %d, want >= 1", what, k, e)
+			shapeOK = false
+		}
+	}
+	values := v.valueAxes(what, t)
+	if values != nil {
+		info.rank = len(values)
+	}
+	divisors := v.checkShardings(what, t, info)
+	if info.rank < 0 {
+		return info
+	}
+	v.checkLayout(what, t, info.rank)
+	if !v.checkLocalShape(what, t, info.rank) {
+		return info
+	}
+	if shapeOK && divisors != nil {
+		v.checkLocalExtents(what, t, values, divisors)
+	}
+	if n, ok := product(t.LocalShape); ok {
+		info.local = n
+	}
+	return info
+}
+
+// valueAxes checks the reduction axes and returns the positions in Shape of
+// the non-reduction axes, or nil when the reduction axes are invalid.
+func (v *validator) valueAxes(what string, t *Tensor) []int {
+	reduction := make([]bool, len(t.Shape))
+	ok := true
+	for k, a := range t.ReductionAxes {
+		switch {
+		case a < 0 || a >= len(t.Shape):
+			v.planf("%s: reduction_axes[%d] is %d, not a position in a shape of %d axes", what, k, a, len(t.Shape))
+			ok = false
+		case reduction[a]:
+			v.planf("%s: reduction axis %d is listed more than once", what, a)
+			ok = false
+		default:
+			reduction[a] = true
+		}
+	}
+	if !ok {
+		return nil
+	}
+	values := []int{}
+	for a, r := range reduction {
+		if !r {
+			values = append(values, a)
+		}
+	}
+	return values
+}
+
+// checkShardings checks the sharding entries and returns, per non-reduction
+// axis, the number of devices that split it, or nil when that is unknown.
+func (v *validator) checkShardings(what string, t *Tensor, info *tensorInfo) []int {
+	var divisors []int
+	if info.rank >= 0 {
+		divisors = make([]int, info.rank)
+		for a := range divisors {
+			divisors[a] = 1
+		}
+	}
+	seen := make([]bool, len(deviceTypes))
+	for k, s := range t.Sharding {
+		if !v.checkSharding(fmt.Sprintf("%s: sharding[%d]", what, k), t, s, info, seen) {
+			divisors = nil
+			continue
+		}
+		if divisors != nil {
+			m := info.mesh.Shape
+			size := m[len(m)-1-slices.Index(deviceTypes, s.Type)]
+			d, ok := mul(divisors[s.LogicalAxis], size)
+			if !ok || size < 1 {
+				divisors = nil // an invalid mesh, reported there
+				continue
+			}
+			divisors[s.LogicalAxis] = d
+		}
+	}
+	return divisors
+}
+
+// checkSharding checks one sharding entry and reports whether it is valid
+// and its mesh axis known.
+func (v *validator) checkSharding(what string, t *Tensor, s Sharding, info *tensorInfo, seen []bool) bool {
+	ok := true
+	switch ti := slices.Index(deviceTypes, s.Type); {
+	case ti < 0:
+		v.planf("%s: type %q is not DIDx, DIDy or DIDz", what, s.Type)
+		ok = false
+	case seen[ti]:
+		v.planf("%s: %s shards the tensor more than once", what, s.Type)
+		ok = false
+	case info.mesh == nil:
+		seen[ti] = true
+		ok = false
+	case len(info.mesh.Shape) <= ti:
+		seen[ti] = true
+		v.planf("%s: mesh %q has no %s axis", what, t.Mesh, s.Type)
+		ok = false
+	default:
+		seen[ti] = true
+	}
+	if !slices.Contains(shardKinds, s.Kind) {
+		v.planf("%s: kind %q is not block, strided or nested", what, s.Kind)
+	}
+	if info.rank < 0 {
+		ok = false
+	} else if s.LogicalAxis < 0 || s.LogicalAxis >= info.rank {
+		v.planf("%s: logical_axis %d is not among the %d non-reduction axes", what, s.LogicalAxis, info.rank)
+		ok = false
+	}
+	return ok
+}
+
+// checkLocalShape checks that LocalShape has one non-negative entry per
+// non-reduction axis, and reports whether it does.
+func (v *validator) checkLocalShape(what string, t *Tensor, rank int) bool {
+	if len(t.LocalShape) != rank {
+		v.planf("%s: local_shape has %d entries, want %d (one per non-reduction axis)", what, len(t.LocalShape), rank)
+		return false
+	}
+	for k, e := range t.LocalShape {
+		if e < 0 {
+			v.planf("%s: local_shape[%d] is %d, want >= 0", what, k, e)
+			return false
+		}
+	}
+	return true
+}
+
+// checkLocalExtents checks that each local extent is the global extent
+// divided by the devices that shard the axis.
+func (v *validator) checkLocalExtents(what string, t *Tensor, values, divisors []int) {
+	for k, a := range values {
+		n, d := t.Shape[a], divisors[k]
+		switch {
+		case d < 1:
+			// an invalid mesh, reported there
+		case n%d != 0:
+			v.planf("%s: extent %d of axis %d does not divide among %d devices", what, n, k, d)
+		case t.LocalShape[k] != n/d:
+			v.planf("%s: local_shape[%d] is %d, want %d (extent %d over %d devices)", what, k, t.LocalShape[k], n/d, n, d)
+		}
+	}
+}
+
+// checkLayout checks that Layout is a permutation of the non-reduction axes.
+func (v *validator) checkLayout(what string, t *Tensor, rank int) {
+	if !isPermutation(t.Layout, rank) {
+		v.planf("%s: layout %v is not a permutation of the %d non-reduction axes", what, t.Layout, rank)
+	}
+}
+
+// checkOps checks every op (rule 3) and records which tensors ops write.
+func (v *validator) checkOps() {
+	v.written = map[string]int{}
+	for i, op := range v.p.Ops {
+		v.checkOp(i, op)
+		if _, ok := v.written[op.Output]; !ok {
+			v.written[op.Output] = i
+		}
+	}
+}
+
+func (v *validator) checkOp(i int, op Op) {
+	if op.Index != i {
+		v.planf("op %d: index is %d", i, op.Index)
+	}
+	if !slices.Contains(opNames, op.Op) {
+		v.planf("op %d: op %q is not one of %s", i, op.Op, strings.Join(opNames, ", "))
+	}
+	in := v.tensors[op.Input]
+	if in == nil {
+		v.planf("op %d: input %q is not a tensor", i, op.Input)
+	}
+	if v.tensors[op.Output] == nil {
+		v.planf("op %d: output %q is not a tensor", i, op.Output)
+	}
+	if j, ok := v.written[op.Output]; ok {
+		v.planf("op %d: output %q is also the output of op %d", i, op.Output, j)
+	}
+	v.checkOpAxis(i, op, in)
+}
+
+func (v *validator) checkOpAxis(i int, op Op, in *tensorInfo) {
+	switch {
+	case op.Op == "set" && op.Axis != nil:
+		v.planf("op %d: set takes no axis", i)
+	case op.Op == "set" || !slices.Contains(opNames, op.Op):
+	case op.Axis == nil:
+		v.planf("op %d: %s needs an axis", i, op.Op)
+	case in != nil && in.rank >= 0 && (*op.Axis < 0 || *op.Axis >= in.rank):
+		v.planf("op %d: axis %d is not among the %d non-reduction axes of %q", i, *op.Axis, in.rank, op.Input)
+	}
+}
+
+// isFusionInput reports whether name is a tensor that no op writes.
+func (v *validator) isFusionInput(name string) bool {
+	_, written := v.written[name]
+	return v.tensors[name] != nil && !written
+}
+
+// checkCoverage checks that every op's output tensor is written by a step
+// of that op (rule 7).
+func (v *validator) checkCoverage() {
+	hasStep := map[int]bool{}
+	writes := map[int]bool{}
+	for _, s := range v.p.Steps {
+		hasStep[s.Op] = true
+		if s.Op >= 0 && s.Op < len(v.p.Ops) && s.Output == v.p.Ops[s.Op].Output {
+			writes[s.Op] = true
+		}
+	}
+	for i, op := range v.p.Ops {
+		switch {
+		case !hasStep[i]:
+			v.planf("op %d: no step implements it", i)
+		case !writes[i]:
+			v.planf("op %d: no step of the op writes its output %q", i, op.Output)
+		}
+	}
+}
+
+// checkSummary checks the summary against the steps (rule 8).
+func (v *validator) checkSummary() {
+	collectives, locals := 0, 0
+	byType := map[string]int{}
+	for _, s := range v.p.Steps {
+		switch s.Kind {
+		case KindCollective:
+			collectives++
+			byType[s.Type]++
+		case KindLocal:
+			locals++
+		}
+	}
+	sum := v.p.Summary
+	if sum.Collectives != collectives {
+		v.planf("summary: collectives is %d, but the plan has %d collective steps", sum.Collectives, collectives)
+	}
+	if sum.LocalSteps != locals {
+		v.planf("summary: local_steps is %d, but the plan has %d local steps", sum.LocalSteps, locals)
+	}
+	v.checkByType(byType)
+	v.checkBytesReceivedMax()
+}
+
+func (v *validator) checkByType(want map[string]int) {
+	got := v.p.Summary.ByType
+	keys := slices.Sorted(maps.Keys(want))
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		n, ok := got[k]
+		_, wanted := want[k]
+		switch {
+		case !ok:
+			v.planf("summary: by_type lacks %q (%d steps)", k, want[k])
+		case !wanted:
+			v.planf("summary: by_type has %q, but no collective step has that type", k)
+		case n != want[k]:
+			v.planf("summary: by_type[%q] is %d, but the plan has %d such collective steps", k, n, want[k])
+		}
+	}
+}
+
+// checkBytesReceivedMax checks that bytes_received_max lies between the
+// largest receive of one step and the sum over steps of their largest
+// receives; the upper bound only when every collective reports its bytes.
+func (v *validator) checkBytesReceivedMax() {
+	var lo, hi int64
+	complete := true
+	for _, s := range v.p.Steps {
+		if s.Bytes == nil {
+			complete = complete && s.Kind != KindCollective
+			continue
+		}
+		r := max(s.Bytes.ReceivedPerDevice, 0)
+		lo = max(lo, r)
+		if hi > math.MaxInt64-r {
+			complete = false
+		}
+		hi += r
+	}
+	got := v.p.Summary.BytesReceivedMax
+	switch {
+	case got < lo:
+		v.planf("summary: bytes_received_max is %d, but a step receives %d bytes on one device", got, lo)
+	case complete && got > hi:
+		v.planf("summary: bytes_received_max is %d, more than the %d bytes all steps receive together", got, hi)
+	}
+}
+
+// mul returns a*b for non-negative a and b, and false when either is
+// negative or the product overflows.
+func mul(a, b int) (int, bool) {
+	switch {
+	case a < 0 || b < 0:
+		return 0, false
+	case a == 0 || b == 0:
+		return 0, true
+	case a > math.MaxInt/b:
+		return 0, false
+	}
+	return a * b, true
+}
+
+// product multiplies xs, with mul's conditions.
+func product(xs []int) (int, bool) {
+	n := 1
+	for _, x := range xs {
+		var ok bool
+		if n, ok = mul(n, x); !ok {
+			return 0, false
+		}
+	}
+	return n, true
+}
+
+// isPermutation reports whether xs holds each of 0..n-1 exactly once.
+func isPermutation(xs []int, n int) bool {
+	if len(xs) != n {
+		return false
+	}
+	seen := make([]bool, n)
+	for _, x := range xs {
+		if x < 0 || x >= n || seen[x] {
+			return false
+		}
+		seen[x] = true
+	}
+	return true
+}

@@ -1,0 +1,252 @@
+package plan
+
+import (
+	"slices"
+	"strings"
+)
+
+// checkSteps checks every step in order (rules 4 to 6), tracking the
+// buffers that earlier steps wrote.
+func (v *validator) checkSteps() {
+	v.buffers = map[string]buffer{}
+	for i := range v.p.Steps {
+		s := &v.p.Steps[i]
+		v.checkStep(i, s)
+		v.buffers[s.Output] = buffer{step: i, count: s.Count.Output, holders: stepDevices(s)}
+	}
+}
+
+func (v *validator) checkStep(i int, s *Step) {
+	if s.ID != i {
+		v.stepf(i, "id is %d, want %d", s.ID, i)
+	}
+	var op *Op
+	if s.Op >= 0 && s.Op < len(v.p.Ops) {
+		op = &v.p.Ops[s.Op]
+	} else {
+		v.stepf(i, "op %d is not an op of the plan (%d ops)", s.Op, len(v.p.Ops))
+	}
+	known := v.checkKind(i, s)
+	v.checkMembers(i, s)
+	if known {
+		v.checkRoot(i, s)
+		v.checkReduceOp(i, s, op)
+	}
+	v.checkInput(i, s, op)
+	v.checkOutput(i, s, op)
+	v.checkStepAxis(i, s, op)
+	if known {
+		v.checkCounts(i, s)
+		v.checkLocalFields(i, s)
+	}
+	v.checkBytes(i, s)
+}
+
+// checkKind checks the kind and the type and reports whether the type is
+// one of the kind's.
+func (v *validator) checkKind(i int, s *Step) bool {
+	switch s.Kind {
+	case KindCollective:
+		if !slices.Contains(CollectiveTypes, s.Type) {
+			v.stepf(i, "type %q is not a collective type", s.Type)
+			return false
+		}
+	case KindLocal:
+		if !slices.Contains(LocalTypes, s.Type) {
+			v.stepf(i, "type %q is not a local step type", s.Type)
+			return false
+		}
+	default:
+		v.stepf(i, "kind %q is not collective or local", s.Kind)
+		return false
+	}
+	return true
+}
+
+// checkMembers checks teams and devices: which of the two the kind takes,
+// that they name devices of the plan, and that no device appears twice.
+func (v *validator) checkMembers(i int, s *Step) {
+	switch s.Kind {
+	case KindCollective:
+		if len(s.Teams) == 0 {
+			v.stepf(i, "a collective needs teams")
+		}
+		if len(s.Devices) > 0 {
+			v.stepf(i, "a collective takes teams, not devices")
+		}
+	case KindLocal:
+		if len(s.Devices) == 0 {
+			v.stepf(i, "a local step needs devices")
+		}
+		if len(s.Teams) > 0 {
+			v.stepf(i, "a local step takes devices, not teams")
+		}
+	}
+	v.checkTeams(i, s)
+	v.checkDevices(i, s)
+}
+
+func (v *validator) checkTeams(i int, s *Step) {
+	teamOf := map[int]int{}
+	for k, team := range s.Teams {
+		if len(team) == 0 {
+			v.stepf(i, "team %d is empty", k)
+		}
+		selfCopy := s.Type == SendRecv && len(team) == 2
+		inTeam := map[int]bool{}
+		for _, d := range team {
+			if inTeam[d] {
+				if !selfCopy {
+					v.stepf(i, "device %d is in team %d more than once", d, k)
+				}
+				continue
+			}
+			inTeam[d] = true
+			if !v.devices[d] {
+				v.stepf(i, "device %d of team %d is in no mesh", d, k)
+			}
+			if j, ok := teamOf[d]; ok {
+				v.stepf(i, "device %d is in teams %d and %d", d, j, k)
+			} else {
+				teamOf[d] = k
+			}
+		}
+	}
+}
+
+func (v *validator) checkDevices(i int, s *Step) {
+	seen := map[int]int{}
+	for _, d := range s.Devices {
+		seen[d]++
+		switch {
+		case seen[d] == 2:
+			v.stepf(i, "device %d is listed more than once", d)
+		case seen[d] == 1 && !v.devices[d]:
+			v.stepf(i, "device %d is in no mesh", d)
+		}
+	}
+}
+
+// checkRoot checks that exactly the rooted types have a root, in their
+// single team.
+func (v *validator) checkRoot(i int, s *Step) {
+	rooted := IsRooted(s.Type)
+	switch {
+	case !rooted && s.Root != nil:
+		v.stepf(i, "root is %d, but type %s takes no root", *s.Root, s.Type)
+	case rooted && s.Root == nil:
+		v.stepf(i, "root is null, but type %s needs one", s.Type)
+	case !rooted:
+	case len(s.Teams) != 1:
+		v.stepf(i, "type %s needs exactly one team, got %d", s.Type, len(s.Teams))
+	case s.Type == SendRecv:
+		v.checkSendRecv(i, *s.Root, s.Teams[0])
+	case len(s.Teams[0]) > 0 && !slices.Contains(s.Teams[0], *s.Root):
+		v.stepf(i, "root %d is not in the team", *s.Root)
+	}
+}
+
+func (v *validator) checkSendRecv(i, root int, team []int) {
+	switch {
+	case len(team) == 0:
+		// reported as an empty team
+	case len(team) > 2:
+		v.stepf(i, "a SendRecv team is [sender, receiver], got %d members", len(team))
+	case root != team[0]:
+		v.stepf(i, "root %d is not the sender %d (the first member of the team)", root, team[0])
+	}
+}
+
+// checkReduceOp checks that exactly the reduction types have a reduce op,
+// a valid one, and the op's own when the op reduces.
+func (v *validator) checkReduceOp(i int, s *Step, op *Op) {
+	red := IsReduction(s.Type)
+	switch {
+	case !red && s.ReduceOp != nil:
+		v.stepf(i, "reduce_op is %q, but type %s does not reduce", *s.ReduceOp, s.Type)
+	case red && s.ReduceOp == nil:
+		v.stepf(i, "reduce_op is null, but type %s needs one", s.Type)
+	case !red:
+	case !slices.Contains(ReduceOps, *s.ReduceOp):
+		v.stepf(i, "reduce_op %q is not sum, prod, max or min", *s.ReduceOp)
+	case op != nil && slices.Contains(ReduceOps, op.Op) && *s.ReduceOp != op.Op:
+		v.stepf(i, "reduce_op is %q, but op %d is a %s", *s.ReduceOp, s.Op, op.Op)
+	}
+}
+
+// checkInput checks that the input is a fusion input or a buffer an earlier
+// step wrote, and, for a tensor, one of the op's.
+func (v *validator) checkInput(i int, s *Step, op *Op) {
+	if v.tensors[s.Input] == nil {
+		v.checkIntermediate(i, "input", s.Input, op)
+	} else if op != nil && s.Input != op.Input && s.Input != op.Output {
+		v.stepf(i, "input %q is neither the input nor the output of op %d", s.Input, s.Op)
+	}
+	if _, ok := v.buffers[s.Input]; !ok && !v.isFusionInput(s.Input) {
+		v.stepf(i, "input %q is neither a fusion input nor written by an earlier step", s.Input)
+	}
+}
+
+// checkOutput checks that the output is the op's output tensor or one of its
+// intermediate buffers.
+func (v *validator) checkOutput(i int, s *Step, op *Op) {
+	switch {
+	case v.tensors[s.Output] == nil:
+		v.checkIntermediate(i, "output", s.Output, op)
+	case v.isFusionInput(s.Output):
+		v.stepf(i, "output %q is a fusion input", s.Output)
+	case op != nil && s.Output != op.Output:
+		v.stepf(i, "output %q is not the output %q of op %d", s.Output, op.Output, s.Op)
+	}
+}
+
+// checkIntermediate checks the name of a buffer that is not a tensor: "out/"
+// followed by anything, where out is the op's output tensor.
+func (v *validator) checkIntermediate(i int, field, name string, op *Op) {
+	switch {
+	case op != nil && !strings.HasPrefix(name, op.Output+"/"):
+		v.stepf(i, "%s %q is neither a tensor nor an intermediate buffer named %q", field, name, op.Output+"/...")
+	case op == nil && !strings.Contains(name, "/"):
+		v.stepf(i, "%s %q is neither a tensor nor an intermediate buffer (a name with \"/\")", field, name)
+	}
+}
+
+// checkStepAxis checks that the axis, when set, is a non-reduction axis of
+// the op's input.
+func (v *validator) checkStepAxis(i int, s *Step, op *Op) {
+	if s.Axis == nil {
+		return
+	}
+	a := *s.Axis
+	if a < 0 {
+		v.stepf(i, "axis is %d, want >= 0", a)
+		return
+	}
+	if op == nil {
+		return
+	}
+	if in := v.tensors[op.Input]; in != nil && in.rank >= 0 && a >= in.rank {
+		v.stepf(i, "axis %d is not among the %d non-reduction axes of %q", a, in.rank, op.Input)
+	}
+}
+
+// checkBytes checks that bytes, when present, are not negative.
+func (v *validator) checkBytes(i int, s *Step) {
+	if b := s.Bytes; b != nil && (b.SentPerDevice < 0 || b.ReceivedPerDevice < 0) {
+		v.stepf(i, "bytes {%d, %d} are negative", b.SentPerDevice, b.ReceivedPerDevice)
+	}
+}
+
+// stepDevices returns the devices that run s: its devices and team members.
+func stepDevices(s *Step) map[int]bool {
+	ds := map[int]bool{}
+	for _, d := range s.Devices {
+		ds[d] = true
+	}
+	for _, team := range s.Teams {
+		for _, d := range team {
+			ds[d] = true
+		}
+	}
+	return ds
+}
