@@ -78,6 +78,10 @@ func (l *lowerer) lowerOp(op *ir.Op) {
 	}
 	fact, ok := newFactoring(p.Shape(), []*ir.Tensor{p, c}, [][]int{pMap, cMap})
 	ctx := &opCtx{lowerer: l, op: op, fact: fact}
+	if reason, bad := meshSizeMismatch(op); bad {
+		ctx.fail(reason, "use meshes of the same size, or gather on one mesh and scatter on the other")
+		return
+	}
 	if !ok {
 		ctx.fail("producer and consumer cut a logical axis at strides that do not divide each other",
 			"shard both tensors with splits whose factors divide one another")

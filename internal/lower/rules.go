@@ -49,6 +49,25 @@ func (c *opCtx) lowerSet(src, dst *view) {
 	}
 }
 
+// meshSizeMismatch reports a set between 1-D meshes of different sizes whose
+// sides both shard the same logical axis along DIDx: nvFuser lowers it to
+// SendRecv pairs (mesh index i to mesh index i) and rejects it ("Receiver
+// and sender meshes have different sizes"). Checked before the digits are
+// refined, which would otherwise fail with a less telling message.
+func meshSizeMismatch(op *ir.Op) (string, bool) {
+	p, c := op.In, op.Out
+	if op.Kind != ir.OpSet || p.Mesh.Equal(c.Mesh) || p.Mesh.Rank() != 1 || c.Mesh.Rank() != 1 {
+		return "", false
+	}
+	ps, pok := p.ShardingOf(ir.DIDx)
+	cs, cok := c.ShardingOf(ir.DIDx)
+	if !pok || !cok || ps.Axis() != cs.Axis() || len(p.Mesh.Devices) == len(c.Mesh.Devices) {
+		return "", false
+	}
+	return fmt.Sprintf("both sides shard logical axis %d along DIDx, but mesh %q has %d devices and mesh %q has %d; nvFuser pairs device i of one mesh with device i of the other (SendRecv) and needs meshes of the same size",
+		ps.Axis(), p.Mesh.Name, len(p.Mesh.Devices), c.Mesh.Name, len(c.Mesh.Devices)), true
+}
+
 // lowerCrossMesh lowers a set between different meshes; both must be 1-D.
 func (c *opCtx) lowerCrossMesh(src, dst *view) {
 	if src.mesh.Rank() != 1 || dst.mesh.Rank() != 1 {

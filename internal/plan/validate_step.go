@@ -34,8 +34,9 @@ func (v *validator) checkStep(i int, s *Step) {
 	}
 	v.checkInput(i, s, op)
 	v.checkOutput(i, s, op)
-	v.checkStepAxis(i, s, op)
-	if known {
+	axisOK := v.checkStepAxis(i, s, op)
+	if known && axisOK {
+		v.checkCollectiveAxis(i, s, op)
 		v.checkCounts(i, s)
 		v.checkLocalFields(i, s)
 	}
@@ -213,21 +214,23 @@ func (v *validator) checkIntermediate(i int, field, name string, op *Op) {
 
 // checkStepAxis checks that the axis, when set, is a non-reduction axis of
 // the op's input.
-func (v *validator) checkStepAxis(i int, s *Step, op *Op) {
+func (v *validator) checkStepAxis(i int, s *Step, op *Op) bool {
 	if s.Axis == nil {
-		return
+		return true
 	}
 	a := *s.Axis
 	if a < 0 {
 		v.stepf(i, "axis is %d, want >= 0", a)
-		return
+		return false
 	}
 	if op == nil {
-		return
+		return false
 	}
 	if in := v.tensors[op.Input]; in != nil && in.rank >= 0 && a >= in.rank {
 		v.stepf(i, "axis %d is not among the %d non-reduction axes of %q", a, in.rank, op.Input)
+		return false
 	}
+	return true
 }
 
 // checkBytes checks that bytes, when present, are not negative.

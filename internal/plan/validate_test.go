@@ -170,7 +170,7 @@ func reduceScatterPlan() *Plan {
 	t.Sharding = []Sharding{{Type: "DIDx", LogicalAxis: 0, Kind: "block"}}
 	p.Ops[0].Op, p.Ops[0].Axis = "sum", new(0)
 	s := asStep(p, ReduceScatter, nil, Count{Input: 1024, Output: 256}, Bytes{SentPerDevice: 3072, ReceivedPerDevice: 3072})
-	s.ReduceOp, s.Expr = new("sum"), "tv1 = sum(tv0, 0)"
+	s.ReduceOp, s.Expr, s.Axis = new("sum"), "tv1 = sum(tv0, 0)", new(0)
 	return p
 }
 

@@ -1,0 +1,135 @@
+package plan
+
+import "fmt"
+
+// checkCollectiveAxis checks that a collective's axis is the logical axis
+// whose sharding it changes (docs/plan.md): the reduced axis for Allreduce,
+// Reduce and ReduceScatter; for Allgather, Gather, AllToAll and SendRecv
+// the op input's axis sharded along the device type the team spans; for
+// Scatter the op output's (counted among the input's axes); none for
+// Broadcast.
+func (v *validator) checkCollectiveAxis(i int, s *Step, op *Op) {
+	if s.Kind != KindCollective || op == nil || len(s.Teams) == 0 {
+		return
+	}
+	var want *int
+	switch s.Type {
+	case Broadcast:
+	case Allreduce, Reduce, ReduceScatter:
+		want = op.Axis
+	case Scatter:
+		want = v.shardedAxis(op.Output, s.Teams[0])
+		if want != nil && op.Axis != nil && *want >= *op.Axis {
+			*want++ // the output's axes skip the reduced one
+		}
+	case Allgather, Gather, AllToAll, SendRecv:
+		want = v.shardedAxis(op.Input, s.Teams[0])
+	default:
+		return
+	}
+	if want == nil && s.Type != Broadcast {
+		return // what the axis should be is unknown; other rules report why
+	}
+	if in := v.tensors[op.Input]; want != nil && (*want < 0 || in == nil || in.rank < 0 || *want >= in.rank) {
+		return // the tensor or op is malformed, and reported as such
+	}
+	if !sameAxis(s.Axis, want) {
+		v.stepf(i, "axis is %s, but the step changes the sharding of axis %s", axisText(s.Axis), axisText(want))
+	}
+}
+
+// shardedAxis returns the logical axis of tensor name that is sharded along
+// the device type whose mesh axis team spans, or nil.
+func (v *validator) shardedAxis(name string, team []int) *int {
+	var t *Tensor
+	for k := range v.p.Tensors {
+		if v.p.Tensors[k].Name == name {
+			t = &v.p.Tensors[k]
+			break
+		}
+	}
+	if t == nil {
+		return nil
+	}
+	m, ok := v.p.Meshes[t.Mesh]
+	if !ok {
+		return nil
+	}
+	typ := spannedType(m, team)
+	for _, sh := range t.Sharding {
+		if sh.Type == typ {
+			return &sh.LogicalAxis
+		}
+	}
+	return nil
+}
+
+// spannedType names the device type whose mesh axis the team members (those
+// in m) differ along; "" when they differ along none or several. On a 1-D
+// mesh it is DIDx.
+func spannedType(m Mesh, team []int) string {
+	if len(m.Shape) == 1 {
+		return "DIDx" // a 1-D mesh has one device type; cross-mesh teams span none
+	}
+	var first []int
+	varying := -1
+	for _, d := range team {
+		c := coords(m, d)
+		if c == nil {
+			continue
+		}
+		if first == nil {
+			first = c
+			continue
+		}
+		for a := range c {
+			if c[a] != first[a] {
+				if varying >= 0 && varying != a {
+					return ""
+				}
+				varying = a
+			}
+		}
+	}
+	if varying < 0 {
+		return ""
+	}
+	return []string{"DIDx", "DIDy", "DIDz"}[len(m.Shape)-1-varying]
+}
+
+// coords returns the mesh coordinates of device d, or nil when d is not in m
+// or m is malformed.
+func coords(m Mesh, d int) []int {
+	if len(m.Shape) == 0 || len(m.Shape) > 3 {
+		return nil
+	}
+	for i, dev := range m.Devices {
+		if dev != d {
+			continue
+		}
+		c := make([]int, len(m.Shape))
+		for a := len(m.Shape) - 1; a >= 0; a-- {
+			if m.Shape[a] <= 0 {
+				return nil
+			}
+			c[a] = i % m.Shape[a]
+			i /= m.Shape[a]
+		}
+		return c
+	}
+	return nil
+}
+
+func sameAxis(a, b *int) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+func axisText(a *int) string {
+	if a == nil {
+		return "null"
+	}
+	return fmt.Sprint(*a)
+}
