@@ -1,6 +1,7 @@
 // Package cli implements nvcomm's command line: lower, validate and simulate,
 // with exit code 0 on success, 1 when the input has errors, a plan is invalid
-// or a simulation finds a mismatch, and 2 on usage errors.
+// or a simulation finds a mismatch, 2 on usage errors and 3 when nvcomm
+// itself fails (a panic, which would otherwise exit 2 like a usage error).
 package cli
 
 import (
@@ -8,18 +9,22 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
 
 // Exit codes.
 const (
-	ExitOK    = 0
-	ExitInput = 1 // bad input, invalid plan or simulation mismatch
-	ExitUsage = 2
+	ExitOK       = 0
+	ExitInput    = 1 // bad input, invalid plan or simulation mismatch
+	ExitUsage    = 2
+	ExitInternal = 3 // a bug in nvcomm: an unrecovered panic
 )
 
 // usageError marks an error in how the command was called.
@@ -44,7 +49,13 @@ func Main() int {
 
 // Run runs nvcomm with the given arguments and streams and returns the exit
 // code; tests call it in-process.
-func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
+	defer func() {
+		if r := recover(); r != nil {
+			fmt.Fprintf(stderr, "nvcomm: internal error: %v\n%s", r, debug.Stack())
+			code = ExitInternal
+		}
+	}()
 	root := newRootCmd()
 	root.SetArgs(args)
 	root.SetIn(stdin)
@@ -81,11 +92,36 @@ deterministic JSON plan of collectives and local steps, checks plans, and proves
 them on virtual devices against the unsharded program.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// Without a command, print the usage to stderr and exit 2, as the go
+		// tool does, rather than cobra's default of help and exit 0.
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			fmt.Fprint(cmd.ErrOrStderr(), cmd.UsageString())
+			return usageError{errors.New("missing command")}
+		},
 	}
 	root.CompletionOptions.HiddenDefaultCmd = true
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newLowerCmd(), newValidateCmd())
+	root.SetHelpCommand(newHelpCmd())
+	root.AddCommand(newLowerCmd(), newValidateCmd(), newSimulateCmd())
 	return root
+}
+
+// newHelpCmd replaces cobra's help command, which prints "Unknown help
+// topic" and exits 0 for a command that does not exist, with one whose
+// unknown topics are usage errors.
+func newHelpCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "help [command]",
+		Short: "Help about any command",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			target, rest, err := cmd.Root().Find(args)
+			if err != nil || target == nil || len(rest) > 0 {
+				return usageError{fmt.Errorf("unknown help topic %q", strings.Join(args, " "))}
+			}
+			target.InitDefaultHelpFlag()
+			return target.Help()
+		},
+	}
 }
 
 // exactArgs is cobra.ExactArgs with a usage error, so a wrong number of
@@ -100,29 +136,53 @@ func exactArgs(n int) cobra.PositionalArgs {
 }
 
 // readInput reads a file argument, "-" meaning standard input, and returns
-// the name to use in diagnostics.
+// the name to use in diagnostics. A read error names the argument as given
+// and exits 1.
 func readInput(cmd *cobra.Command, arg string) (string, []byte, error) {
+	name := arg
+	var b []byte
+	var err error
 	if arg == "-" {
-		b, err := io.ReadAll(cmd.InOrStdin())
-		return "<stdin>", b, err
+		name = "<stdin>"
+		b, err = io.ReadAll(cmd.InOrStdin())
+	} else {
+		b, err = os.ReadFile(arg)
 	}
-	b, err := os.ReadFile(arg)
-	return arg, b, err
+	if err != nil {
+		return name, nil, fmt.Errorf("cannot read %s: %w", name, pathErr(err))
+	}
+	return name, b, nil
 }
 
 // writeOutput writes data to path atomically (a temporary file in the same
-// directory, then a rename), or to standard output when path is "" or "-".
+// directory, synced, then renamed over path), or to standard output when
+// path is "" or "-". On failure path is left as it was, and the error names
+// path rather than the temporary file.
 func writeOutput(cmd *cobra.Command, path string, data []byte) error {
 	if path == "" || path == "-" {
 		_, err := cmd.OutOrStdout().Write(data)
 		return err
 	}
+	if err := writeAtomic(path, data); err != nil {
+		return fmt.Errorf("cannot write %s: %w", path, pathErr(err))
+	}
+	return nil
+}
+
+func writeAtomic(path string, data []byte) error {
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return errors.New("is a directory")
+	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name())
+	defer os.Remove(tmp.Name()) // fails harmlessly after the rename
 	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
 		tmp.Close()
 		return err
 	}
@@ -133,6 +193,20 @@ func writeOutput(cmd *cobra.Command, path string, data []byte) error {
 		return err
 	}
 	return os.Rename(tmp.Name(), path)
+}
+
+// pathErr strips the operation and path from an *fs.PathError or
+// *os.LinkError, whose path may be a temporary file the user never named.
+func pathErr(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	var le *os.LinkError
+	if errors.As(err, &le) {
+		return le.Err
+	}
+	return err
 }
 
 // report prints diagnostics (or any error) to stderr and returns the marker

@@ -49,8 +49,13 @@ func newLowerCmd() *cobra.Command {
 func compile(cmd *cobra.Command, arg string, policy lower.Policy) (*plan.Plan, error) {
 	name, src, err := readInput(cmd, arg)
 	if err != nil {
-		return nil, report(cmd, err)
+		return nil, err
 	}
+	return compileSource(cmd, name, src, policy)
+}
+
+// compileSource parses and lowers fusion source, reporting diagnostics.
+func compileSource(cmd *cobra.Command, name string, src []byte, policy lower.Policy) (*plan.Plan, error) {
 	f, err := ir.Parse(name, src)
 	if err != nil {
 		return nil, report(cmd, err)

@@ -16,7 +16,7 @@ func newValidateCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name, src, err := readInput(cmd, args[0])
 			if err != nil {
-				return report(cmd, err)
+				return err
 			}
 			p, err := plan.Decode(name, src)
 			if err != nil {
@@ -24,7 +24,11 @@ func newValidateCmd() *cobra.Command {
 			}
 			problems := plan.Validate(p)
 			if len(problems) == 0 {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s: valid plan (%d steps)\n", name, len(p.Steps))
+				noun := "steps"
+				if len(p.Steps) == 1 {
+					noun = "step"
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: valid plan (%d %s)\n", name, len(p.Steps), noun)
 				return nil
 			}
 			for _, pr := range problems {

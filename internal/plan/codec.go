@@ -65,7 +65,7 @@ func jsonOffset(err error, dec *json.Decoder) int {
 	var typ *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &syn):
-		return int(syn.Offset)
+		return int(syn.Offset) - 1 // the decoder reports the offset after the bad byte
 	case errors.As(err, &typ):
 		return int(typ.Offset)
 	}
