@@ -1,7 +1,9 @@
 package ir
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -64,14 +66,23 @@ var topKeys = []string{"format", "name", "meshes", "tensors", "ops", "inputs", "
 var yamlLineRE = regexp.MustCompile(`^yaml: (?:line (\d+): )?(.*)$`)
 
 func (p *parser) parse(src []byte) *Fusion {
+	dec := yaml.NewDecoder(bytes.NewReader(src))
 	var doc yaml.Node
-	if err := yaml.Unmarshal(src, &doc); err != nil {
+	if err := dec.Decode(&doc); err != nil && err != io.EOF {
 		p.syntaxError(err)
 		return nil
 	}
 	if doc.Kind == 0 || len(doc.Content) == 0 {
 		p.errs.Add(diag.Pos{Line: 1, Col: 1}, "empty fusion file: expected a mapping with meshes, tensors and ops")
 		return nil
+	}
+	// A second document would otherwise be ignored without a word.
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err != nil && err != io.EOF {
+		p.syntaxError(err)
+		return nil
+	} else if err == nil {
+		p.errs.Add(posOf(&extra), "expected a single YAML document, found a second one")
 	}
 	root := doc.Content[0]
 	fields, ok := p.w.mapping(root, "fusion", topKeys)

@@ -98,6 +98,27 @@ func (t *Tensor) deviceAxis(pt ParallelType) *IterDomain {
 // first, by replaying the splits and merges that produced it. Digits of
 // extent 1 are dropped. Splits must divide evenly.
 func (t *Tensor) digits(id *IterDomain, valueIndex map[int]int) ([]Digit, *analysisError) {
+	return t.digitsMemo(id, valueIndex, map[*IterDomain]digitsResult{})
+}
+
+// digitsResult is a memoized result of digits. Without the memo, a schedule
+// that splits an axis and merges the halves back, again and again, would
+// take time exponential in its length.
+type digitsResult struct {
+	ds  []Digit
+	err *analysisError
+}
+
+func (t *Tensor) digitsMemo(id *IterDomain, valueIndex map[int]int, memo map[*IterDomain]digitsResult) ([]Digit, *analysisError) {
+	if r, ok := memo[id]; ok {
+		return r.ds, r.err
+	}
+	ds, err := t.digitsOf(id, valueIndex, memo)
+	memo[id] = digitsResult{ds, err}
+	return ds, err
+}
+
+func (t *Tensor) digitsOf(id *IterDomain, valueIndex map[int]int, memo map[*IterDomain]digitsResult) ([]Digit, *analysisError) {
 	if id.Def == nil {
 		if id.Extent == 1 {
 			return nil, nil
@@ -106,17 +127,17 @@ func (t *Tensor) digits(id *IterDomain, valueIndex map[int]int) ([]Digit, *analy
 	}
 	tr := id.Def
 	if tr.Kind == Merge {
-		outer, err := t.digits(tr.In[0], valueIndex)
+		outer, err := t.digitsMemo(tr.In[0], valueIndex, memo)
 		if err != nil {
 			return nil, err
 		}
-		inner, err := t.digits(tr.In[1], valueIndex)
+		inner, err := t.digitsMemo(tr.In[1], valueIndex, memo)
 		if err != nil {
 			return nil, err
 		}
-		return append(outer, inner...), nil
+		return slices.Concat(outer, inner), nil // memoized slices are shared
 	}
-	in, err := t.digits(tr.In[0], valueIndex)
+	in, err := t.digitsMemo(tr.In[0], valueIndex, memo)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package ir
 
 import (
+	"errors"
 	"math"
 	"regexp"
 	"strconv"
@@ -126,8 +127,13 @@ func (w *walker) integer(n *yaml.Node, what string) (int, bool) {
 		return 0, false
 	}
 	v, err := strconv.ParseInt(strings.ReplaceAll(n.Value, "_", ""), 0, 64)
+	if err != nil && !errors.Is(err, strconv.ErrRange) {
+		// An explicit !!int tag on something that is not a number.
+		w.errs.Add(posOf(n), "%s: expected an integer, got %q", what, n.Value)
+		return 0, false
+	}
 	if err != nil || v > math.MaxInt32 || v < math.MinInt32 {
-		w.errs.Add(posOf(n), "%s: integer %s is out of range (at most %d)", what, n.Value, math.MaxInt32)
+		w.errs.Add(posOf(n), "%s: integer %s is out of range (expected %d to %d)", what, n.Value, math.MinInt32, math.MaxInt32)
 		return 0, false
 	}
 	return int(v), true

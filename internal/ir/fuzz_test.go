@@ -1,0 +1,156 @@
+package ir
+
+import (
+	"bytes"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/nvcomm/nvcomm/internal/diag"
+)
+
+// FuzzParse checks that Parse never panics, that every diagnostic points
+// into the file, and that every tensor of a parsed fusion has a consistent
+// sharding: a local shape that divides its shape and a layout that is a
+// permutation of its axes.
+func FuzzParse(f *testing.F) {
+	err := filepath.WalkDir("../../testdata", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && (strings.HasSuffix(path, ".yaml") || strings.HasSuffix(path, ".yml")) {
+			src, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			f.Add(src)
+		}
+		return nil
+	})
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, tt := range validTests {
+		f.Add([]byte(tt.src))
+	}
+	for _, tt := range invalidTests {
+		f.Add([]byte(tt.src))
+	}
+	f.Fuzz(func(t *testing.T, src []byte) {
+		fus, err := Parse("fuzz.yaml", src)
+		if err != nil {
+			checkDiagnostics(t, src, err)
+			return
+		}
+		checkFusion(t, fus)
+	})
+}
+
+// lineCount counts the lines of src as the YAML parser does: \n, \r\n, \r,
+// NEL, LS and PS all end a line.
+func lineCount(src []byte) int {
+	n := 1
+	for i := 0; i < len(src); i++ {
+		switch {
+		case src[i] == '\n':
+			n++
+		case src[i] == '\r':
+			n++
+			if i+1 < len(src) && src[i+1] == '\n' {
+				i++
+			}
+		case bytes.HasPrefix(src[i:], []byte("\u0085")),
+			bytes.HasPrefix(src[i:], []byte("\u2028")),
+			bytes.HasPrefix(src[i:], []byte("\u2029")):
+			n++
+		}
+	}
+	return n
+}
+
+func checkDiagnostics(t *testing.T, src []byte, err error) {
+	t.Helper()
+	var list *diag.List
+	if !errors.As(err, &list) {
+		t.Fatalf("Parse error is %T, want *diag.List: %v", err, err)
+	}
+	if list.Len() == 0 || list.Len() > diag.MaxErrors {
+		t.Fatalf("Parse reported %d diagnostics, want 1..%d", list.Len(), diag.MaxErrors)
+	}
+	lines := lineCount(src)
+	for _, d := range list.Items {
+		if d.Pos.Line < 1 || d.Pos.Line > lines+1 || d.Pos.Col < 1 {
+			t.Errorf("diagnostic at %v outside a file of %d lines: %s", d.Pos, lines, d.Error())
+		}
+		if d.Message == "" {
+			t.Errorf("diagnostic at %v has no message", d.Pos)
+		}
+	}
+	_ = err.Error()
+}
+
+func checkFusion(t *testing.T, f *Fusion) {
+	t.Helper()
+	for _, m := range f.Meshes {
+		n := 1
+		for _, e := range m.Shape {
+			n *= e
+		}
+		if m.Rank() < 1 || m.Rank() > 3 || n != len(m.Devices) {
+			t.Fatalf("mesh %q has shape %v and %d devices", m.Name, m.Shape, len(m.Devices))
+		}
+		for _, pt := range DeviceTypes {
+			m.Slices(pt)
+		}
+	}
+	for _, tv := range f.Tensors {
+		if tv.Mesh == nil {
+			t.Fatalf("tensor %q has no mesh", tv.Name)
+		}
+		shape := tv.Shape()
+		local := tv.LocalShape()
+		layout := tv.Layout()
+		sh := tv.Shardings()
+		if len(local) != len(shape) {
+			t.Fatalf("tensor %q: local shape %v for shape %v", tv.Name, local, shape)
+		}
+		for i := range shape {
+			if local[i] < 1 || shape[i]%local[i] != 0 {
+				t.Errorf("tensor %q: local shape %v does not divide shape %v", tv.Name, local, shape)
+			}
+		}
+		perm := slices.Sorted(slices.Values(layout))
+		for i := range perm {
+			if perm[i] != i {
+				perm = nil // not a permutation
+				break
+			}
+		}
+		if len(perm) != len(shape) {
+			t.Errorf("tensor %q: layout %v is not a permutation of %d axes", tv.Name, layout, len(shape))
+		}
+		for _, s := range sh {
+			d := s.Digit
+			if d.Axis < 0 || d.Axis >= len(shape) || d.Extent < 2 || d.Stride < 1 || shape[d.Axis]%d.Span() != 0 {
+				t.Errorf("tensor %q: sharding %+v of shape %v", tv.Name, s, shape)
+			}
+			if d.Extent != tv.Mesh.Size(s.Type) {
+				t.Errorf("tensor %q: %s digit extent %d differs from mesh size %d", tv.Name, s.Type, d.Extent, tv.Mesh.Size(s.Type))
+			}
+		}
+		tv.LocalSize()
+		for a := range shape {
+			tv.Boundaries(a)
+		}
+	}
+	for _, op := range f.Ops {
+		if op.In == nil || op.Out == nil || op.Out.Producer != op {
+			t.Fatalf("op %d is not linked to its tensors", op.Index)
+		}
+		_ = op.Expr()
+	}
+}

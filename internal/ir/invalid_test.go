@@ -1,0 +1,1071 @@
+package ir
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/nvcomm/nvcomm/internal/diag"
+)
+
+// invalidDir holds one fusion file per kind of invalid input, each with the
+// diagnostics it must produce in NAME.err. The CLI tests use them too.
+const invalidDir = "../../testdata/invalid"
+
+// TestInvalidGolden parses every testdata/invalid/NAME.yaml and compares the
+// rendered diagnostics with NAME.err. NVCOMM_UPDATE=1 rewrites the goldens.
+func TestInvalidGolden(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(invalidDir, "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) < 30 {
+		t.Fatalf("found %d invalid inputs in %s, expected at least 30", len(files), invalidDir)
+	}
+	update := os.Getenv("NVCOMM_UPDATE") == "1"
+	for _, path := range files {
+		name := strings.TrimSuffix(filepath.Base(path), ".yaml")
+		t.Run(name, func(t *testing.T) {
+			src, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The table below must hold the same input, so that the two
+			// tests cannot drift apart.
+			i := slices.IndexFunc(invalidTests, func(c invalidTest) bool { return c.name == name })
+			if i < 0 || invalidTests[i].src != string(src) {
+				t.Errorf("invalidTests has no case %q with the input of %s", name, path)
+			}
+			// Diagnostics name the file as a command run from the module
+			// root would.
+			file := "testdata/invalid/" + filepath.Base(path)
+			f, err := Parse(file, src)
+			if err == nil {
+				t.Fatalf("Parse(%s) succeeded with %d tensors, want an error", file, len(f.Tensors))
+			}
+			got := err.Error() + "\n"
+			golden := strings.TrimSuffix(path, ".yaml") + ".err"
+			if update {
+				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run with NVCOMM_UPDATE=1 to create it)", err)
+			}
+			if diff := cmp.Diff(string(want), got); diff != "" {
+				t.Errorf("Parse(%s) diagnostics mismatch (-want +got):\n%s", file, diff)
+			}
+		})
+	}
+}
+
+type invalidTest struct {
+	name string
+	src  string
+	want string // err.Error(): one diagnostic a line, sorted by position
+}
+
+// invalidTests hold one input for every kind of invalid input and the exact
+// diagnostics, positions included, that Parse must report.
+// testdata/invalid holds the same inputs as files for the CLI tests.
+var invalidTests = []invalidTest{
+	{
+		name: "alias_value",
+		src: `meshes:
+  m: &devices [0, 1]
+tensors:
+  tv0: {mesh: m, shape: *devices}
+`,
+		want: `in.yaml:4:25: error: tensor "tv0" shape: expected a list, got an alias`,
+	},
+	{
+		name: "allocation_did_axis",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  tv0:
+    mesh: m
+    shape: [4, 8]
+    schedule:
+      - outer_split: {axis: 0, factor: 2}
+      - parallelize: {axis: 0, type: DIDx}
+    allocation: [0, 1, 2]
+`,
+		want: `in.yaml:10:18: error: tensor "tv0" allocation: loop axis 0 is parallelized on DIDx; list only the axes stored on each device`,
+	},
+	{
+		name: "allocation_duplicate",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  tv0:
+    mesh: m
+    shape: [4, 8]
+    allocation: [1, -1, 0]
+`,
+		want: `in.yaml:7:21: error: tensor "tv0" allocation: loop axis 1 is listed twice`,
+	},
+	{
+		name: "allocation_interleaved",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  tv0:
+    mesh: m
+    shape: [4, 6]
+    schedule:
+      - split: {axis: 0, factor: 2}
+    allocation: [0, 2, 1]
+`,
+		want: `in.yaml:9:17: error: tensor "tv0": allocation interleaves the pieces of logical axis 0 with other axes; store each logical axis's pieces next to each other`,
+	},
+	{
+		name: "allocation_missing_axis",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  tv0:
+    mesh: m
+    shape: [4, 8]
+    allocation: [1]
+`,
+		want: `in.yaml:7:17: error: tensor "tv0" allocation: loop axis 0 (extent 4) is missing; list every stored loop axis once`,
+	},
+	{
+		name: "allocation_out_of_order",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  tv0:
+    mesh: m
+    shape: [8]
+    schedule:
+      - split: {axis: 0, factor: 2}
+    allocation: [1, 0]
+`,
+		want: `in.yaml:9:17: error: tensor "tv0": allocation stores the pieces of logical axis 0 out of order (inner before outer); list the outer piece of a split before the inner one`,
+	},
+	{
+		name: "allocation_reduction_axis",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  tv0: {mesh: m, shape: [4, 8]}
+  tv1:
+    allocation: [0, 1]
+ops:
+  - {op: sum, in: tv0, out: tv1, axis: 0}
+`,
+		want: `in.yaml:6:18: error: tensor "tv1" allocation: loop axis 0 is a reduction axis, which is not stored`,
+	},
+	{
+		name: "comments_only",
+		src: `# a fusion file with nothing in it
+`,
+		want: `in.yaml:1:1: error: empty fusion file: expected a mapping with meshes, tensors and ops`,
+	},
+	{
+		name: "cycle",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  tv0: {mesh: m, shape: [4]}
+ops:
+  - {op: set, in: tv0, out: tv1}
+  - {op: set, in: tv3, out: tv2}
+  - {op: set, in: tv2, out: tv3}
+`,
+		want: `in.yaml:7:5: error: ops form a cycle through tensor "tv2"; every tensor must be computable from the fusion inputs`,
+	},
+	{
+		name: "did_through_merge",
+		src: `meshes:
+  m: [0, 1, 2, 3]
+tensors:
+  tv0:
+    mesh: m
+    shape: [2, 2]
+    schedule:
+      - merge: {axis: 0}
+      - parallelize: {axis: 0, type: DIDx}
+`,
+		want: `in.yaml:9:9: error: tensor "tv0": DIDx axis derives from a merge of several logical axes or pieces, which is not supported yet; parallelize a split of a single logical axis`,
+	},
+	{
+		name: "didy_on_1d_mesh",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  tv0:
+    mesh: m
+    shape: [4]
+    schedule:
+      - outer_split: {axis: 0, factor: 2}
+      - parallelize: {axis: 0, type: DIDy}
+`,
+		want: `in.yaml:9:38: error: tensor "tv0" parallelize: mesh "m" of rank 1 has no DIDy axis; DIDx is the last mesh axis, DIDy the second-to-last, DIDz the third-to-last`,
+	},
+	{
+		name: "dtype_change",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  tv0: {mesh: m, dtype: float16, shape: [4]}
+  tv1: {dtype: float32}
+ops:
+  - {op: set, in: tv0, out: tv1}
+`,
+		want: `in.yaml:5:16: error: tensor "tv1": dtype float32 differs from its input's float16 (format 1 has no casts)`,
+	},
+	{
+		name: "duplicate_device",
+		src: `meshes:
+  m: [[0, 1], [2, 1]]
+`,
+		want: `in.yaml:2:19: error: mesh "m": duplicate device id 1`,
+	},
+	{
+		name: "duplicate_key",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  tv0: {mesh: m, shape: [4]}
+  tv0: {mesh: m, shape: [8]}
+`,
+		want: `in.yaml:5:3: error: tensors: duplicate key "tv0" (first at 4:3)`,
+	},
+	{
+		name: "duplicate_top_key",
+		src: `meshes:
+  m: [0, 1]
+meshes:
+  n: [0, 1]
+`,
+		want: `in.yaml:3:1: error: fusion: duplicate key "meshes" (first at 1:1)`,
+	},
+	{
+		name: "empty_file",
+		src:  ``,
+		want: `in.yaml:1:1: error: empty fusion file: expected a mapping with meshes, tensors and ops`,
+	},
+	{
+		name: "empty_mesh",
+		src: `meshes:
+  m: []
+`,
+		want: `in.yaml:2:6: error: mesh "m": expected a non-empty list of device ids`,
+	},
+	{
+		name: "float_for_int",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  tv0:
+    mesh: m
+    shape: [8]
+    schedule:
+      - split: {axis: 0, factor: 2.5}
+`,
+		want: `in.yaml:8:34: error: tensor "tv0" split factor: expected an integer, got number 2.5`,
+	},
+	{
+		name: "input_without_mesh",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  tv0: {shape: [4]}
+ops:
+  - {op: set, in: tv0, out: tv1}
+`,
+		want: `in.yaml:4:3: error: tensor "tv0": an input needs a "mesh"`,
+	},
+	{
+		name: "input_without_shape",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  tv0: {mesh: m}
+ops:
+  - {op: set, in: tv0, out: tv1}
+`,
+		want: `in.yaml:4:3: error: tensor "tv0": an input needs a "shape"`,
+	},
+	{
+		name: "inputs_missing_input",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  tv0: {mesh: m, shape: [4]}
+  tv1: {mesh: m, shape: [4]}
+ops:
+  - {op: set, in: tv0, out: tv2}
+  - {op: set, in: tv1, out: tv3}
+inputs: [tv0]
+`,
+		want: `in.yaml:9:9: error: inputs: tensor "tv1" is not produced by any op, so it must be listed as an input`,
+	},
+	{
+		name: "inputs_names_produced",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  tv0: {mesh: m, shape: [4]}
+ops:
+  - {op: set, in: tv0, out: tv1}
+inputs: [tv0, tv1]
+`,
+		want: `in.yaml:7:15: error: inputs: tensor "tv1" is produced by an op, so it cannot be an input`,
+	},
+	{
+		name: "int_for_string",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  tv0: {mesh: m, dtype: 32, shape: [4]}
+`,
+		want: `in.yaml:4:25: error: tensor "tv0" dtype: expected a string, got integer 32`,
+	},
+	{
+		name: "int_tag_not_number",
+		src: `meshes:
+  m: [0, !!int one]
+`,
+		want: `in.yaml:2:10: error: mesh "m" device id: expected an integer, got "one"`,
+	},
+	{
+		name: "integer_out_of_range",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  tv0: {mesh: m, shape: [4294967296]}
+`,
+		want: `in.yaml:4:26: error: tensor "tv0" shape extent: integer 4294967296 is out of range (expected -2147483648 to 2147483647)`,
+	},
+	{
+		name: "invalid_mesh_name",
+		src: `meshes:
+  2d: [[0, 1], [2, 3]]
+`,
+		want: `in.yaml:2:3: error: mesh name "2d" is not valid (expected letters, digits and _, not starting with a digit)`,
+	},
+	{
+		name: "invalid_op_tensor_name",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  tv0: {mesh: m, shape: [4]}
+ops:
+  - {op: set, in: tv0, out: 1tv}
+`,
+		want: `in.yaml:6:29: error: ops[0] out: "1tv" is not a valid name (expected letters, digits and _, not starting with a digit)`,
+	},
+	{
+		name: "invalid_tensor_name",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  tv-0: {mesh: m, shape: [4]}
+`,
+		want: `in.yaml:4:3: error: tensor name "tv-0" is not valid (expected letters, digits and _, not starting with a digit)`,
+	},
+	{
+		name: "logical_did_extent",
+		src: `meshes:
+  m: [0, 1, 2, 3]
+tensors:
+  tv0:
+    mesh: m
+    shape: [8]
+    schedule:
+      - parallelize: {axis: 0, type: DIDx}
+`,
+		want: `in.yaml:8:9: error: tensor "tv0": a DIDx axis must have the extent of mesh "m" along DIDx (4), but this axis has extent 8; split the axis by 4 first (outer_split with factor 4 gives a DID loop split)`,
+	},
+	{
+		name: "merge_did_axis",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  tv0:
+    mesh: m
+    shape: [2, 4]
+    schedule:
+      - parallelize: {axis: 0, type: DIDx}
+      - merge: {axis: 0}
+`,
+		want: `in.yaml:9:9: error: tensor "tv0" merge: a device-parallel axis cannot be merged (positions 0 and 1); merge first, then parallelize the merged axis`,
+	},
+	{
+		name: "merge_last_axis",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  tv0:
+    mesh: m
+    shape: [4, 8]
+    schedule:
+      - merge: {axis: -1}
+`,
+		want: `in.yaml:8:23: error: tensor "tv0" merge: axis -1 is the last loop axis and has no partner to merge with`,
+	},
+	{
+		name: "merge_reduction_with_value",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  tv0: {mesh: m, shape: [4, 8]}
+  tv1:
+    schedule:
+      - merge: {axis: 0}
+ops:
+  - {op: sum, in: tv0, out: tv1, axis: 0}
+`,
+		want: `in.yaml:7:9: error: tensor "tv1" merge: cannot merge a reduction axis with a non-reduction axis (positions 0 and 1)`,
+	},
+	{
+		name: "mesh_rank4",
+		src: `meshes:
+  m: [[[[0, 1]]]]
+`,
+		want: `in.yaml:2:9: error: mesh "m": a mesh has at most 3 axes (DIDz, DIDy, DIDx)`,
+	},
+	{
+		name: "mesh_ref_not_string",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  tv0: {mesh: [m], shape: [4]}
+`,
+		want: `in.yaml:4:15: error: tensor "tv0" mesh: expected a string, got a list`,
+	},
+	{
+		name: "missing_meshes",
+		src: `tensors:
+  tv0: {shape: [4]}
+`,
+		want: `in.yaml:1:1: error: fusion: missing key "meshes"`,
+	},
+	{
+		name: "name_not_string",
+		src: `name: 5
+meshes:
+  m: [0, 1]
+`,
+		want: `in.yaml:1:7: error: name: expected a string, got integer 5`,
+	},
+	{
+		name: "negative_device",
+		src: `meshes:
+  m: [0, -1]
+`,
+		want: `in.yaml:2:10: error: mesh "m": device id -1 is negative (expected >= 0)`,
+	},
+	{
+		name: "negative_factor",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  tv0:
+    mesh: m
+    shape: [8]
+    schedule:
+      - split: {axis: 0, factor: -2}
+`,
+		want: `in.yaml:8:34: error: tensor "tv0" split factor: expected an integer >= 1, got -2`,
+	},
+	{
+		name: "no_meshes",
+		src: `meshes: {}
+`,
+		want: `in.yaml:1:9: error: meshes: expected at least one mesh`,
+	},
+	{
+		name: "non_positive_extent",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  tv0: {mesh: m, shape: [0, 4]}
+`,
+		want: `in.yaml:4:26: error: tensor "tv0" shape extent: expected an integer >= 1, got 0`,
+	},
+	{
+		name: "non_string_key",
+		src: `meshes:
+  m: [0, 1]
+? [tensors]
+: {}
+`,
+		want: `in.yaml:3:3: error: fusion: expected a string key, got a list`,
+	},
+	{
+		name: "op_axis_out_of_range",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  tv0: {mesh: m, shape: [4, 8]}
+ops:
+  - {op: sum, in: tv0, out: tv1, axis: 2}
+`,
+		want: `in.yaml:6:40: error: ops[0]: sum axis 2 is out of range for "tv0", which has 2 non-reduction axes`,
+	},
+	{
+		name: "op_missing_key",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  tv0: {mesh: m, shape: [4]}
+ops:
+  - {op: set, in: tv0}
+`,
+		want: `in.yaml:6:5: error: ops[0]: missing key "out"`,
+	},
+	{
+		name: "op_not_mapping",
+		src: `meshes:
+  m: [0, 1]
+ops:
+  - set
+`,
+		want: `in.yaml:4:5: error: ops[0]: expected a mapping, got "set"`,
+	},
+	{
+		name: "ops_not_list",
+		src: `meshes:
+  m: [0, 1]
+ops: {op: set, in: tv0, out: tv1}
+`,
+		want: `in.yaml:3:6: error: ops: expected a list, got a mapping`,
+	},
+	{
+		name: "outputs_listed_twice",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  tv0: {mesh: m, shape: [4]}
+ops:
+  - {op: set, in: tv0, out: tv1}
+outputs: [tv1, tv1]
+`,
+		want: `in.yaml:7:16: error: outputs: tensor "tv1" is listed twice`,
+	},
+	{
+		name: "outputs_unknown_tensor",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  tv0: {mesh: m, shape: [4]}
+ops:
+  - {op: set, in: tv0, out: tv1}
+outputs: [tv2]
+`,
+		want: `in.yaml:7:11: error: outputs: unknown tensor "tv2"; did you mean "tv0"?`,
+	},
+	{
+		name: "produced_twice",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  tv0: {mesh: m, shape: [4]}
+ops:
+  - {op: set, in: tv0, out: tv1}
+  - {op: sum, in: tv0, out: tv1, axis: 0}
+`,
+		want: `in.yaml:7:29: error: tensor "tv1" is produced twice (first by the op at 6:5)`,
+	},
+	{
+		name: "ragged_mesh",
+		src: `meshes:
+  m: [[0, 1], [2]]
+`,
+		want: `in.yaml:2:15: error: mesh "m": ragged mesh: this list has 1 entries, expected 2 like the first at its depth`,
+	},
+	{
+		name: "ragged_mesh_depth",
+		src: `meshes:
+  m: [[0], [[1, 2]]]
+`,
+		want: `in.yaml:2:13: error: mesh "m": ragged mesh: expected a device id at depth 2, got a list`,
+	},
+	{
+		name: "ragged_mesh_mixed",
+		src: `meshes:
+  m: [[0, 1], 2]
+`,
+		want: `in.yaml:2:15: error: mesh "m": ragged mesh: mixes device ids and lists at the same depth`,
+	},
+	{
+		name: "reduction_without_axis",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  tv0: {mesh: m, shape: [4]}
+ops:
+  - {op: max, in: tv0, out: tv1}
+`,
+		want: `in.yaml:6:5: error: ops[0]: max needs an "axis" to reduce`,
+	},
+	{
+		name: "reorder_duplicate",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  tv0:
+    mesh: m
+    shape: [4, 8, 2]
+    schedule:
+      - reorder: [2, 0, -1]
+`,
+		want: `in.yaml:8:25: error: tensor "tv0" reorder: position 2 appears twice (expected a permutation)`,
+	},
+	{
+		name: "reorder_length",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  tv0:
+    mesh: m
+    shape: [4, 8, 2]
+    schedule:
+      - reorder: [1, 0]
+`,
+		want: `in.yaml:8:18: error: tensor "tv0" reorder: expected a permutation of the 3 loop positions, got 2 entries`,
+	},
+	{
+		name: "same_in_out",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  tv0: {mesh: m, shape: [4]}
+ops:
+  - {op: set, in: tv0, out: tv0}
+`,
+		want: `in.yaml:6:29: error: op reads and writes the same tensor "tv0"`,
+	},
+	{
+		name: "schedule_axis_out_of_range",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  tv0:
+    mesh: m
+    shape: [4, 8]
+    schedule:
+      - split: {axis: 0, factor: 2}
+      - parallelize: {axis: -4, type: DIDx}
+`,
+		want: `in.yaml:9:29: error: tensor "tv0" parallelize: axis -4 is out of range for a loop domain of 3 axes`,
+	},
+	{
+		name: "schedule_not_list",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  tv0:
+    mesh: m
+    shape: [4]
+    schedule: {split: {axis: 0, factor: 2}}
+`,
+		want: `in.yaml:7:15: error: tensor "tv0" schedule: expected a list, got a mapping`,
+	},
+	{
+		name: "second_document",
+		src: `meshes:
+  m: [0, 1]
+---
+meshes:
+  n: [2, 3]
+`,
+		want: `in.yaml:3:1: error: expected a single YAML document, found a second one`,
+	},
+	{
+		name: "set_with_axis",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  tv0: {mesh: m, shape: [4]}
+ops:
+  - {op: set, in: tv0, out: tv1, axis: 0}
+`,
+		want: `in.yaml:6:40: error: ops[0]: set takes no "axis"`,
+	},
+	{
+		name: "several_errors",
+		src: `ops:
+  - {op: add, in: tv0, out: tv2}
+  - {op: sum, in: tv1, out: tv3}
+tensors:
+  tv0: {mesh: m, dtype: floot32, shape: [4]}
+  tv1: {mesh: n, shape: [4, 0]}
+meshes:
+  m: [0, 1, 1]
+`,
+		want: `in.yaml:2:10: error: ops[0]: unknown op "add" (expected one of set, sum, prod, max, min)
+in.yaml:3:5: error: ops[1]: sum needs an "axis" to reduce
+in.yaml:5:25: error: tensor "tv0": unknown dtype "floot32" (expected one of bfloat16, float16, float32, float64, int32, int64); did you mean "float32"?
+in.yaml:6:15: error: tensor "tv1": unknown mesh "n"; did you mean "m"?
+in.yaml:6:29: error: tensor "tv1" shape extent: expected an integer >= 1, got 0
+in.yaml:8:13: error: mesh "m": duplicate device id 1`,
+	},
+	{
+		name: "shape_mismatch",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  tv0: {mesh: m, shape: [4, 8]}
+  tv1: {shape: [8, 4]}
+ops:
+  - {op: set, in: tv0, out: tv1}
+`,
+		want: `in.yaml:5:16: error: tensor "tv1": shape [8, 4] does not match the shape [4, 8] inferred from the op that produces it`,
+	},
+	{
+		name: "split_did_axis",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  tv0:
+    mesh: m
+    shape: [4]
+    schedule:
+      - outer_split: {axis: 0, factor: 2}
+      - parallelize: {axis: 0, type: DIDx}
+      - split: {axis: 0, factor: 2}
+`,
+		want: `in.yaml:10:9: error: tensor "tv0" split: loop axis 0 is parallelized on DIDx and cannot be split; split first, then parallelize one of its outputs`,
+	},
+	{
+		name: "split_misaligned_with_merge",
+		src: `meshes:
+  m: [0, 1, 2]
+tensors:
+  tv0:
+    mesh: m
+    shape: [2, 3]
+    schedule:
+      - merge: {axis: 0}
+      - outer_split: {axis: 0, factor: 3}
+      - parallelize: {axis: 0, type: DIDx}
+`,
+		want: `in.yaml:10:9: error: tensor "tv0": DIDx axis: split by 2 does not align with the merged axes it splits`,
+	},
+	{
+		name: "step_missing_key",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  tv0:
+    mesh: m
+    shape: [4]
+    schedule:
+      - parallelize: {axis: 0}
+`,
+		want: `in.yaml:8:22: error: tensor "tv0" parallelize: missing key "type"`,
+	},
+	{
+		name: "step_unknown_key",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  tv0:
+    mesh: m
+    shape: [4]
+    schedule:
+      - split: {axis: 0, factr: 2}
+`,
+		want: `in.yaml:8:26: error: tensor "tv0" split: unknown key "factr" (expected one of axis, factor); did you mean "factor"?`,
+	},
+	{
+		name: "string_for_int",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  tv0: {mesh: m, shape: [8, "4"]}
+`,
+		want: `in.yaml:4:29: error: tensor "tv0" shape extent: expected an integer, got "4"`,
+	},
+	{
+		name: "tensor_not_mapping",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  tv0: [4, 8]
+`,
+		want: `in.yaml:4:8: error: tensor "tv0": expected a mapping, got a list`,
+	},
+	{
+		name: "too_many_errors",
+		src: `meshes:
+  m0: [0, -1]
+  m1: [0, -2]
+  m2: [0, -3]
+  m3: [0, -4]
+  m4: [0, -5]
+  m5: [0, -6]
+  m6: [0, -7]
+  m7: [0, -8]
+  m8: [0, -9]
+  m9: [0, -10]
+  m10: [0, -11]
+  m11: [0, -12]
+`,
+		want: `in.yaml:2:11: error: mesh "m0": device id -1 is negative (expected >= 0)
+in.yaml:3:11: error: mesh "m1": device id -2 is negative (expected >= 0)
+in.yaml:4:11: error: mesh "m2": device id -3 is negative (expected >= 0)
+in.yaml:5:11: error: mesh "m3": device id -4 is negative (expected >= 0)
+in.yaml:6:11: error: mesh "m4": device id -5 is negative (expected >= 0)
+in.yaml:7:11: error: mesh "m5": device id -6 is negative (expected >= 0)
+in.yaml:8:11: error: mesh "m6": device id -7 is negative (expected >= 0)
+in.yaml:9:11: error: mesh "m7": device id -8 is negative (expected >= 0)
+in.yaml:10:11: error: mesh "m8": device id -9 is negative (expected >= 0)
+in.yaml:11:11: error: mesh "m9": device id -10 is negative (expected >= 0)
+in.yaml: too many errors (2 more)`,
+	},
+	{
+		name: "top_level_scalar",
+		src: `fusion
+`,
+		want: `in.yaml:1:1: error: fusion: expected a mapping, got "fusion"`,
+	},
+	{
+		name: "top_not_mapping",
+		src: `- meshes
+- tensors
+`,
+		want: `in.yaml:1:1: error: fusion: expected a mapping, got a list`,
+	},
+	{
+		name: "two_axes_same_did",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  tv0:
+    mesh: m
+    shape: [2, 2]
+    schedule:
+      - parallelize: {axis: 0, type: DIDx}
+      - parallelize: {axis: 1, type: DIDx}
+`,
+		want: `in.yaml:9:9: error: tensor "tv0": two loop axes are parallelized on DIDx (the first at 8:9)`,
+	},
+	{
+		name: "two_keys_in_step",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  tv0:
+    mesh: m
+    shape: [4]
+    schedule:
+      - split: {axis: 0, factor: 2}
+        merge: {axis: 0}
+`,
+		want: `in.yaml:8:9: error: tensor "tv0" schedule: expected exactly one step per entry (one of split, outer_split, merge, reorder, parallelize), got 2`,
+	},
+	{
+		name: "undeclared_input",
+		src: `meshes:
+  m: [0, 1]
+ops:
+  - {op: set, in: x, out: y}
+`,
+		want: `in.yaml:4:19: error: tensor "x" is read by an op but neither declared nor produced; declare it under tensors with a mesh and a shape`,
+	},
+	{
+		name: "uneven_did_split",
+		src: `meshes:
+  m: [0, 1, 2, 3]
+tensors:
+  tv0:
+    mesh: m
+    shape: [6]
+    schedule:
+      - outer_split: {axis: 0, factor: 4}
+      - parallelize: {axis: 0, type: DIDx}
+`,
+		want: `in.yaml:9:9: error: tensor "tv0": DIDx axis: uneven split: extent 6 is not divisible into 4 x 2; use a factor that divides the extent (uneven shards are not supported yet)`,
+	},
+	{
+		name: "unknown_dtype",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  tv0: {mesh: m, dtype: flaot32, shape: [4]}
+`,
+		want: `in.yaml:4:25: error: tensor "tv0": unknown dtype "flaot32" (expected one of bfloat16, float16, float32, float64, int32, int64); did you mean "float32"?`,
+	},
+	{
+		name: "unknown_key_no_hint",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  tv0: {mesh: m, shape: [4], layout: [0]}
+`,
+		want: `in.yaml:4:30: error: tensor "tv0": unknown key "layout" (expected one of mesh, dtype, shape, schedule, allocation)`,
+	},
+	{
+		name: "unknown_mesh",
+		src: `meshes:
+  mesh: [0, 1]
+tensors:
+  tv0: {mesh: mesj, shape: [4]}
+`,
+		want: `in.yaml:4:15: error: tensor "tv0": unknown mesh "mesj"; did you mean "mesh"?`,
+	},
+	{
+		name: "unknown_op",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  tv0: {mesh: m, shape: [4]}
+ops:
+  - {op: summ, in: tv0, out: tv1, axis: 0}
+`,
+		want: `in.yaml:6:10: error: ops[0]: unknown op "summ" (expected one of set, sum, prod, max, min); did you mean "sum"?`,
+	},
+	{
+		name: "unknown_parallel_type",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  tv0:
+    mesh: m
+    shape: [2]
+    schedule:
+      - parallelize: {axis: 0, type: DIDw}
+`,
+		want: `in.yaml:8:38: error: tensor "tv0" parallelize: unknown parallel type "DIDw" (expected DIDx, DIDy, DIDz or Serial); did you mean "DIDx"?`,
+	},
+	{
+		name: "unknown_schedule_step",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  tv0:
+    mesh: m
+    shape: [4]
+    schedule:
+      - splt: {axis: 0, factor: 2}
+`,
+		want: `in.yaml:8:9: error: tensor "tv0" schedule: unknown key "splt" (expected one of split, outer_split, merge, reorder, parallelize); did you mean "split"?`,
+	},
+	{
+		name: "unknown_tensor_in_op",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  tv0: {mesh: m, shape: [4]}
+ops:
+  - {op: set, in: tv00, out: tv1}
+`,
+		want: `in.yaml:6:19: error: tensor "tv00" is read by an op but neither declared nor produced; did you mean "tv0"?`,
+	},
+	{
+		name: "unknown_tensor_key",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  tv0: {mesh: m, shap: [4]}
+`,
+		want: `in.yaml:4:18: error: tensor "tv0": unknown key "shap" (expected one of mesh, dtype, shape, schedule, allocation); did you mean "shape"?`,
+	},
+	{
+		name: "unknown_top_key",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  tv0: {mesh: m, shape: [4]}
+opz:
+  - {op: set, in: tv0, out: tv1}
+`,
+		want: `in.yaml:5:1: error: fusion: unknown key "opz" (expected one of format, name, meshes, tensors, ops, inputs, outputs); did you mean "ops"?`,
+	},
+	{
+		name: "unsupported_format",
+		src: `format: 2
+meshes:
+  m: [0, 1]
+`,
+		want: `in.yaml:1:9: error: format: unsupported format 2 (expected 1)`,
+	},
+	{
+		name: "yaml_bad_indent",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  tv0: {mesh: m, shape: [4]}
+ tv1: {mesh: m, shape: [4]}
+`,
+		want: `in.yaml:5:1: error: invalid YAML: did not find expected key`,
+	},
+	{
+		name: "yaml_syntax",
+		src: `meshes:
+  m: [0, 1
+tensors: {}
+`,
+		want: `in.yaml:2:1: error: invalid YAML: did not find expected ',' or ']'`,
+	},
+	{
+		name: "yaml_tab_indent",
+		src:  "meshes:\n\tm: [0, 1]\n",
+		want: `in.yaml:2:1: error: invalid YAML: found character that cannot start any token`,
+	},
+	{
+		name: "zero_factor",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  tv0:
+    mesh: m
+    shape: [8]
+    schedule:
+      - outer_split: {axis: 0, factor: 0}
+`,
+		want: `in.yaml:8:40: error: tensor "tv0" outer_split factor: expected an integer >= 1, got 0`,
+	},
+}
+
+func TestParseInvalid(t *testing.T) {
+	seen := map[string]bool{}
+	for _, tt := range invalidTests {
+		if seen[tt.name] {
+			t.Fatalf("duplicate case %s", tt.name)
+		}
+		seen[tt.name] = true
+		t.Run(tt.name, func(t *testing.T) {
+			f, err := Parse("in.yaml", []byte(tt.src))
+			if err == nil {
+				t.Fatalf("Parse succeeded with %d tensors, want an error", len(f.Tensors))
+			}
+			if f != nil {
+				t.Errorf("Parse returned a fusion along with an error")
+			}
+			var list *diag.List
+			if !errors.As(err, &list) {
+				t.Fatalf("Parse error is %T, want *diag.List", err)
+			}
+			if list.Len() == 0 || list.Len() > diag.MaxErrors {
+				t.Errorf("Parse reported %d diagnostics, want 1..%d", list.Len(), diag.MaxErrors)
+			}
+			for _, d := range list.Items {
+				if d.File != "in.yaml" || !d.Pos.IsKnown() || d.Pos.Col < 1 {
+					t.Errorf("diagnostic %q has file %q and position %v", d.Message, d.File, d.Pos)
+				}
+			}
+			if diff := cmp.Diff(tt.want, err.Error()); diff != "" {
+				t.Errorf("Parse diagnostics mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+	if len(invalidTests) < 30 {
+		t.Errorf("only %d kinds of invalid input", len(invalidTests))
+	}
+}
