@@ -1,0 +1,124 @@
+package difftest
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/nvcomm/nvcomm/internal/diag"
+	"github.com/nvcomm/nvcomm/internal/ir"
+	"github.com/nvcomm/nvcomm/internal/lower"
+	"github.com/nvcomm/nvcomm/internal/plan"
+	"github.com/nvcomm/nvcomm/internal/sim"
+)
+
+// outcome classifies one generated fusion.
+type outcome struct {
+	kind   string // "pass", "rejected", or a failure kind
+	reason string // normalized rejection reason or failure detail
+}
+
+// check runs one fusion through parse, lower, validate and simulate.
+func check(src string, seed uint64) outcome {
+	f, err := ir.Parse("gen.yaml", []byte(src))
+	if err != nil {
+		return rejected("parse", err)
+	}
+	p, err := lower.Lower(f, lower.Options{})
+	if err != nil {
+		return rejected("lower", err)
+	}
+	if problems := plan.Validate(p); len(problems) > 0 {
+		return outcome{"invalid-plan", fmt.Sprint(problems)}
+	}
+	res, err := sim.Run(p, sim.Options{Seed: seed, MaxBytes: 64 << 20})
+	if err != nil {
+		return outcome{"sim-error", err.Error()}
+	}
+	if !res.Pass {
+		return outcome{"mismatch", fmt.Sprintf("%+v", *res.Mismatch)}
+	}
+	return outcome{kind: "pass"}
+}
+
+var numbers = regexp.MustCompile(`-?\d+`)
+var quoted = regexp.MustCompile(`"[^"]*"`)
+
+// rejected normalizes a compiler error into a reason: the first message
+// with names and numbers blanked, so reasons can be counted.
+func rejected(phase string, err error) outcome {
+	var dl *diag.List
+	msg := err.Error()
+	if errors.As(err, &dl) && len(dl.Items) > 0 {
+		msg = dl.Items[0].Message
+	}
+	msg = quoted.ReplaceAllString(msg, "_")
+	msg = numbers.ReplaceAllString(msg, "N")
+	return outcome{"rejected", phase + ": " + msg}
+}
+
+// run checks n generated fusions and returns counts by outcome and reason;
+// failures are reported through t with the fusion as YAML.
+func run(t *testing.T, n int, seed uint64) map[string]int {
+	g := NewGenerator(seed)
+	counts := map[string]int{}
+	failures := 0
+	for i := range n {
+		src := g.Fusion()
+		o := check(src, uint64(i))
+		key := o.kind
+		if o.kind == "rejected" {
+			key += " | " + o.reason
+		}
+		counts[key]++
+		if o.kind != "pass" && o.kind != "rejected" {
+			failures++
+			if failures <= 3 {
+				t.Errorf("case %d: %s: %s\nfusion:\n%s", i, o.kind, o.reason, src)
+			}
+		}
+	}
+	return counts
+}
+
+// TestDifferential lowers and simulates a few thousand random fusions: each
+// must be rejected with a clear error or simulate PASS.
+func TestDifferential(t *testing.T) {
+	n := 3000
+	if testing.Short() {
+		n = 300
+	}
+	counts := run(t, n, 1)
+	if counts["pass"] < n/3 {
+		t.Errorf("only %d of %d cases passed; the generator produces too few lowerable fusions:\n%s", counts["pass"], n, report(counts))
+	}
+}
+
+// TestSoak runs NVCOMM_SOAK cases (make soak) and prints counts by outcome
+// and rejection reason.
+func TestSoak(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("NVCOMM_SOAK"))
+	if n == 0 {
+		t.Skip("set NVCOMM_SOAK=N to run N cases")
+	}
+	counts := run(t, n, 7)
+	fmt.Printf("soak: %d cases\n%s", n, report(counts))
+}
+
+func report(counts map[string]int) string {
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b string) int { return counts[b] - counts[a] })
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%9d  %s\n", counts[k], k)
+	}
+	return b.String()
+}

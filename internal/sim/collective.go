@@ -1,0 +1,331 @@
+package sim
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/nvcomm/nvcomm/internal/plan"
+)
+
+// call is one team's part of a collective step: the members' input
+// buffers, and what the collective writes and moves.
+type call struct {
+	s    *plan.Step
+	team []int
+	size int64 // bytes per element
+	in   [][]float64
+	held []bool // whether each member holds the input buffer
+	out  [][]float64
+	// sent and recv are bytes per member.
+	sent, recv []int64
+}
+
+// collectives maps each collective type to its semantics (docs/plan.md).
+var collectives = map[string]func(*call) error{
+	plan.Allgather:     allgather,
+	plan.ReduceScatter: reduceScatter,
+	plan.Allreduce:     allreduce,
+	plan.AllToAll:      allToAll,
+	plan.Broadcast:     broadcast,
+	plan.Scatter:       scatter,
+	plan.Gather:        gather,
+	plan.Reduce:        reduce,
+	plan.SendRecv:      sendRecv,
+}
+
+func allgather(c *call) error {
+	n := c.s.Count.Input
+	if err := c.allHold(n); err != nil {
+		return err
+	}
+	if err := c.wantOutput(len(c.team) * n); err != nil {
+		return err
+	}
+	all := slices.Concat(c.in...)
+	for r := range c.team {
+		c.out[r] = slices.Clone(all)
+		c.move(r, int64(len(c.team)-1)*int64(n), int64(len(c.team)-1)*int64(n))
+	}
+	return nil
+}
+
+func reduceScatter(c *call) error {
+	m, err := c.chunk()
+	if err != nil {
+		return err
+	}
+	op, err := reduceOp(c.s)
+	if err != nil {
+		return err
+	}
+	if err := c.allHold(c.s.Count.Input); err != nil {
+		return err
+	}
+	if err := c.wantOutput(m); err != nil {
+		return err
+	}
+	for r := range c.team {
+		parts := make([][]float64, len(c.team))
+		for i, in := range c.in {
+			parts[i] = in[r*m : (r+1)*m]
+		}
+		c.out[r] = elementwise(op, parts)
+		c.move(r, int64(len(c.team)-1)*int64(m), int64(len(c.team)-1)*int64(m))
+	}
+	return nil
+}
+
+func allreduce(c *call) error {
+	n := c.s.Count.Input
+	op, err := reduceOp(c.s)
+	if err != nil {
+		return err
+	}
+	if err := c.allHold(n); err != nil {
+		return err
+	}
+	if err := c.wantOutput(n); err != nil {
+		return err
+	}
+	sum := elementwise(op, c.in)
+	t := int64(len(c.team))
+	for r := range c.team {
+		c.out[r] = slices.Clone(sum)
+		// Reduce-scatter then all-gather: 2(T-1)·n/T elements each way,
+		// rounded down after converting to bytes.
+		b := 2 * (t - 1) * int64(n) * c.size / t
+		c.sent[r], c.recv[r] = b, b
+	}
+	return nil
+}
+
+func allToAll(c *call) error {
+	m, err := c.chunk()
+	if err != nil {
+		return err
+	}
+	if err := c.allHold(c.s.Count.Input); err != nil {
+		return err
+	}
+	if err := c.wantOutput(c.s.Count.Input); err != nil {
+		return err
+	}
+	for j := range c.team {
+		parts := make([][]float64, len(c.team))
+		for i, in := range c.in {
+			parts[i] = in[j*m : (j+1)*m]
+		}
+		c.out[j] = slices.Concat(parts...)
+		c.move(j, int64(len(c.team)-1)*int64(m), int64(len(c.team)-1)*int64(m))
+	}
+	return nil
+}
+
+func broadcast(c *call) error {
+	n := c.s.Count.Input
+	root, err := c.rootHolds(n)
+	if err != nil {
+		return err
+	}
+	if err := c.wantOutput(n); err != nil {
+		return err
+	}
+	for r := range c.team {
+		c.out[r] = slices.Clone(c.in[root])
+		if r != root {
+			c.move(r, 0, int64(n))
+		}
+	}
+	c.move(root, int64(len(c.team)-1)*int64(n), 0)
+	return nil
+}
+
+func scatter(c *call) error {
+	m, err := c.chunk()
+	if err != nil {
+		return err
+	}
+	root, err := c.rootHolds(c.s.Count.Input)
+	if err != nil {
+		return err
+	}
+	if err := c.wantOutput(m); err != nil {
+		return err
+	}
+	for r := range c.team {
+		c.out[r] = slices.Clone(c.in[root][r*m : (r+1)*m])
+		if r != root {
+			c.move(r, 0, int64(m))
+		}
+	}
+	c.move(root, int64(len(c.team)-1)*int64(m), 0)
+	return nil
+}
+
+func gather(c *call) error {
+	parts, root, err := c.fromHolders()
+	if err != nil {
+		return err
+	}
+	if err := c.wantOutput(len(parts) * c.s.Count.Input); err != nil {
+		return err
+	}
+	c.out[root] = slices.Concat(parts...)
+	return nil
+}
+
+func reduce(c *call) error {
+	op, err := reduceOp(c.s)
+	if err != nil {
+		return err
+	}
+	parts, root, err := c.fromHolders()
+	if err != nil {
+		return err
+	}
+	if err := c.wantOutput(c.s.Count.Input); err != nil {
+		return err
+	}
+	c.out[root] = elementwise(op, parts)
+	return nil
+}
+
+func sendRecv(c *call) error {
+	n := c.s.Count.Input
+	if _, err := c.rootHolds(n); err != nil {
+		return err
+	}
+	if err := c.wantOutput(n); err != nil {
+		return err
+	}
+	c.out[1] = slices.Clone(c.in[0])
+	if c.team[0] != c.team[1] {
+		c.move(0, int64(n), 0)
+		c.move(1, 0, int64(n))
+	}
+	return nil
+}
+
+// fromHolders collects, in team order, the inputs of the members that hold
+// one (Gather, Reduce) and books their traffic to the root.
+func (c *call) fromHolders() ([][]float64, int, error) {
+	root := slices.Index(c.team, *c.s.Root)
+	var parts [][]float64
+	for r, ok := range c.held {
+		if !ok {
+			continue
+		}
+		if err := c.checkSize(r, c.s.Count.Input); err != nil {
+			return nil, 0, err
+		}
+		parts = append(parts, c.in[r])
+		if r != root {
+			c.move(r, int64(c.s.Count.Input), 0)
+			c.move(root, 0, int64(c.s.Count.Input))
+		}
+	}
+	if len(parts) == 0 {
+		return nil, 0, c.errorf("no member of team %v holds buffer %q", c.team, c.s.Input)
+	}
+	return parts, root, nil
+}
+
+// chunk returns the per-member chunk m of an input of T·m elements.
+func (c *call) chunk() (int, error) {
+	n, t := c.s.Count.Input, len(c.team)
+	if n < 0 || n%t != 0 {
+		return 0, c.errorf("count.input %d is not a multiple of the team size %d", n, t)
+	}
+	return n / t, nil
+}
+
+// rootHolds checks that the root holds an input of n elements and returns
+// its rank.
+func (c *call) rootHolds(n int) (int, error) {
+	root := slices.Index(c.team, *c.s.Root)
+	if err := c.require(root); err != nil {
+		return 0, err
+	}
+	return root, c.checkSize(root, n)
+}
+
+// allHold checks that every member holds an input of n elements.
+func (c *call) allHold(n int) error {
+	for r := range c.team {
+		if err := c.require(r); err != nil {
+			return err
+		}
+	}
+	for r := range c.team {
+		if err := c.checkSize(r, n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *call) require(r int) error {
+	if !c.held[r] {
+		return c.errorf("device %d has no buffer %q", c.team[r], c.s.Input)
+	}
+	return nil
+}
+
+// checkSize is nvFuser's assertBuffersHaveSameSize: member r's input must
+// have n elements.
+func (c *call) checkSize(r, n int) error {
+	if len(c.in[r]) == n {
+		return nil
+	}
+	var sizes []string
+	for i, d := range c.team {
+		if c.held[i] {
+			sizes = append(sizes, fmt.Sprintf("%d:%d", d, len(c.in[i])))
+		}
+	}
+	return c.errorf("buffer %q on device %d has %d elements, count.input is %d (team sizes %s)",
+		c.s.Input, c.team[r], len(c.in[r]), n, strings.Join(sizes, " "))
+}
+
+// wantOutput checks the plan's count.output against the semantics.
+func (c *call) wantOutput(n int) error {
+	if c.s.Count.Output != n {
+		return c.errorf("count.output is %d, but on team %v the step produces %d elements", c.s.Count.Output, c.team, n)
+	}
+	return nil
+}
+
+// move books elements sent and received by member r, in bytes.
+func (c *call) move(r int, sent, recv int64) {
+	c.sent[r] += sent * c.size
+	c.recv[r] += recv * c.size
+}
+
+func (c *call) errorf(format string, args ...any) error {
+	return stepError(c.s, format, args...)
+}
+
+// elementwise combines equally long buffers with op, in order.
+func elementwise(op string, parts [][]float64) []float64 {
+	out := slices.Clone(parts[0])
+	for _, p := range parts[1:] {
+		for i, x := range p {
+			out[i] = combine(op, out[i], x)
+		}
+	}
+	return out
+}
+
+// reduceOp returns the step's reduce op.
+func reduceOp(s *plan.Step) (string, error) {
+	if s.ReduceOp == nil || !slices.Contains(plan.ReduceOps, *s.ReduceOp) {
+		return "", stepError(s, "reduce_op must be one of %s", strings.Join(plan.ReduceOps, ", "))
+	}
+	return *s.ReduceOp, nil
+}
+
+// stepError prefixes an error with the step's id and type.
+func stepError(s *plan.Step, format string, args ...any) error {
+	return fmt.Errorf("step %d (%s): %s", s.ID, s.Type, fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,154 @@
+package sim
+
+import (
+	"slices"
+
+	"github.com/nvcomm/nvcomm/internal/plan"
+)
+
+// machine is the set of virtual devices: per device, buffer name → flat
+// buffer. A buffer exists once something has written it.
+type machine struct {
+	bufs map[int]map[string][]float64
+}
+
+// flow is what one device sends and receives in one step, in bytes.
+type flow struct{ sent, recv int64 }
+
+func newMachine() *machine {
+	return &machine{bufs: map[int]map[string][]float64{}}
+}
+
+func (m *machine) get(dev int, name string) ([]float64, bool) {
+	b, ok := m.bufs[dev][name]
+	return b, ok
+}
+
+func (m *machine) put(dev int, name string, b []float64) {
+	if m.bufs[dev] == nil {
+		m.bufs[dev] = map[string][]float64{}
+	}
+	m.bufs[dev][name] = b
+}
+
+// exec runs one step with elements of size bytes and returns each taking
+// part device's traffic.
+func (m *machine) exec(s *plan.Step, size int64) (map[int]flow, error) {
+	if f, ok := collectives[s.Type]; ok {
+		if s.Kind != plan.KindCollective {
+			return nil, stepError(s, "kind is %q, a %s is a %s step", s.Kind, s.Type, plan.KindCollective)
+		}
+		return m.collective(s, size, f)
+	}
+	if s.Kind != plan.KindLocal {
+		return nil, stepError(s, "kind is %q, expected %s for a %s step", s.Kind, plan.KindLocal, s.Type)
+	}
+	return m.local(s)
+}
+
+// collective runs s team by team.
+func (m *machine) collective(s *plan.Step, size int64, f func(*call) error) (map[int]flow, error) {
+	if err := checkTeams(s); err != nil {
+		return nil, err
+	}
+	flows := map[int]flow{}
+	for _, team := range s.Teams {
+		c := m.newCall(s, team, size)
+		if err := f(c); err != nil {
+			return nil, err
+		}
+		for r, d := range team {
+			if c.out[r] != nil {
+				m.put(d, s.Output, c.out[r])
+			}
+			fl := flows[d]
+			flows[d] = flow{fl.sent + c.sent[r], fl.recv + c.recv[r]}
+		}
+	}
+	return flows, nil
+}
+
+func (m *machine) newCall(s *plan.Step, team []int, size int64) *call {
+	t := len(team)
+	c := &call{s: s, team: team, size: size,
+		in: make([][]float64, t), held: make([]bool, t), out: make([][]float64, t),
+		sent: make([]int64, t), recv: make([]int64, t)}
+	for r, d := range team {
+		c.in[r], c.held[r] = m.get(d, s.Input)
+	}
+	return c
+}
+
+// checkTeams checks the team structure: non-empty teams, each device in at
+// most one team once (a SendRecv [x, x] copies locally), and for rooted
+// types one team that holds the root (a SendRecv's root is its sender).
+func checkTeams(s *plan.Step) error {
+	if len(s.Teams) == 0 {
+		return stepError(s, "a collective needs at least one team")
+	}
+	seen := map[int]bool{}
+	for _, team := range s.Teams {
+		if len(team) == 0 {
+			return stepError(s, "empty team")
+		}
+		members := team
+		if s.Type == plan.SendRecv {
+			if len(team) != 2 {
+				return stepError(s, "team %v must be [sender, receiver]", team)
+			}
+			if team[0] == team[1] {
+				members = team[:1]
+			}
+		}
+		for _, d := range members {
+			if seen[d] {
+				return stepError(s, "device %d appears more than once in teams %v", d, s.Teams)
+			}
+			seen[d] = true
+		}
+	}
+	return checkRoot(s)
+}
+
+func checkRoot(s *plan.Step) error {
+	if !plan.IsRooted(s.Type) {
+		return nil
+	}
+	if len(s.Teams) != 1 {
+		return stepError(s, "a rooted collective has exactly one team, got %d", len(s.Teams))
+	}
+	if s.Root == nil || !slices.Contains(s.Teams[0], *s.Root) {
+		return stepError(s, "root must be a device of team %v", s.Teams[0])
+	}
+	if s.Type == plan.SendRecv && *s.Root != s.Teams[0][0] {
+		return stepError(s, "root %d must be the sender, the first device of team %v", *s.Root, s.Teams[0])
+	}
+	return nil
+}
+
+// local runs a local step on each of its devices.
+func (m *machine) local(s *plan.Step) (map[int]flow, error) {
+	f, err := localStep(s)
+	if err != nil {
+		return nil, err
+	}
+	if len(s.Devices) == 0 {
+		return nil, stepError(s, "a local step needs at least one device")
+	}
+	flows := map[int]flow{}
+	for _, d := range s.Devices {
+		if _, dup := flows[d]; dup {
+			return nil, stepError(s, "device %d is listed twice", d)
+		}
+		flows[d] = flow{}
+		in, ok := m.get(d, s.Input)
+		if !ok {
+			return nil, stepError(s, "device %d has no buffer %q", d, s.Input)
+		}
+		if len(in) != s.Count.Input {
+			return nil, stepError(s, "buffer %q on device %d has %d elements, count.input is %d", s.Input, d, len(in), s.Count.Input)
+		}
+		m.put(d, s.Output, f(in))
+	}
+	return flows, nil
+}

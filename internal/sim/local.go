@@ -1,0 +1,137 @@
+package sim
+
+import (
+	"slices"
+
+	"github.com/nvcomm/nvcomm/internal/plan"
+)
+
+// localFunc transforms one device's input buffer.
+type localFunc func(in []float64) []float64
+
+// localStep checks a local step's geometry and returns its transform.
+func localStep(s *plan.Step) (localFunc, error) {
+	switch s.Type {
+	case plan.Copy:
+		return copyStep(s)
+	case plan.Permute:
+		return permuteStep(s)
+	case plan.LocalReduce:
+		return localReduceStep(s)
+	case plan.Slice, plan.Pad, plan.Unpad:
+		return nil, stepError(s, "not supported yet by simulate")
+	}
+	return nil, stepError(s, "unknown step type")
+}
+
+func copyStep(s *plan.Step) (localFunc, error) {
+	if s.Count.Output != s.Count.Input {
+		return nil, stepError(s, "count.output %d must equal count.input %d", s.Count.Output, s.Count.Input)
+	}
+	return slices.Clone[[]float64], nil
+}
+
+func permuteStep(s *plan.Step) (localFunc, error) {
+	if err := checkDims(s); err != nil {
+		return nil, err
+	}
+	if !isPermutation(s.Perm, len(s.Dims)) {
+		return nil, stepError(s, "perm %v is not a permutation of the %d dims", s.Perm, len(s.Dims))
+	}
+	if s.Count.Output != s.Count.Input {
+		return nil, stepError(s, "count.output %d must equal count.input %d", s.Count.Output, s.Count.Input)
+	}
+	dims, perm := s.Dims, s.Perm
+	return func(in []float64) []float64 { return permute(in, dims, perm) }, nil
+}
+
+func localReduceStep(s *plan.Step) (localFunc, error) {
+	if err := checkDims(s); err != nil {
+		return nil, err
+	}
+	op, err := reduceOp(s)
+	if err != nil {
+		return nil, err
+	}
+	reduced := make([]bool, len(s.Dims))
+	n := 1
+	for _, k := range s.ReduceDims {
+		if k < 0 || k >= len(s.Dims) || reduced[k] {
+			return nil, stepError(s, "reduce_dims %v must be distinct positions in dims %v", s.ReduceDims, s.Dims)
+		}
+		reduced[k] = true
+		n *= s.Dims[k]
+	}
+	if n == 0 || s.Count.Output != s.Count.Input/n {
+		return nil, stepError(s, "count.output is %d, reducing dims %v of %v gives %d", s.Count.Output, s.ReduceDims, s.Dims, s.Count.Input/max(n, 1))
+	}
+	dims := s.Dims
+	return func(in []float64) []float64 { return localReduce(op, in, dims, reduced, s.Count.Output) }, nil
+}
+
+// checkDims checks that dims views exactly count.input elements.
+func checkDims(s *plan.Step) error {
+	for _, d := range s.Dims {
+		if d < 0 {
+			return stepError(s, "dims %v must be non-negative", s.Dims)
+		}
+	}
+	if n := satProduct(s.Dims); n != int64(s.Count.Input) {
+		return stepError(s, "dims %v hold %d elements, count.input is %d", s.Dims, n, s.Count.Input)
+	}
+	return nil
+}
+
+// permute views in as row-major dims and returns the row-major array whose
+// dimension k is input dimension perm[k].
+func permute(in []float64, dims, perm []int) []float64 {
+	stride := strides(dims)
+	outDims := make([]int, len(perm))
+	outStride := make([]int, len(perm))
+	for k, p := range perm {
+		outDims[k], outStride[k] = dims[p], stride[p]
+	}
+	out := make([]float64, 0, len(in))
+	for idx := range odometer(outDims) {
+		off := 0
+		for k, i := range idx {
+			off += i * outStride[k]
+		}
+		out = append(out, in[off])
+	}
+	return out
+}
+
+// localReduce views in as row-major dims and combines the reduced dims,
+// keeping the others in order.
+func localReduce(op string, in []float64, dims []int, reduced []bool, n int) []float64 {
+	out := make([]float64, n)
+	seen := make([]bool, n)
+	i := 0
+	for idx := range odometer(dims) {
+		o := 0
+		for k, v := range idx {
+			if !reduced[k] {
+				o = o*dims[k] + v
+			}
+		}
+		if seen[o] {
+			out[o] = combine(op, out[o], in[i])
+		} else {
+			out[o], seen[o] = in[i], true
+		}
+		i++
+	}
+	return out
+}
+
+// strides returns the row-major strides of dims.
+func strides(dims []int) []int {
+	s := make([]int, len(dims))
+	acc := 1
+	for k := len(dims) - 1; k >= 0; k-- {
+		s[k] = acc
+		acc *= dims[k]
+	}
+	return s
+}

@@ -1,0 +1,90 @@
+package sim
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"text/tabwriter"
+)
+
+// WriteText writes "PASS" or "FAIL: " and the first mismatch, then the
+// bytes every step moves and the totals per device.
+func (r *Result) WriteText(w io.Writer) error {
+	ew := &errWriter{w: w}
+	if r.Pass {
+		ew.printf("PASS\n")
+	} else {
+		ew.printf("FAIL: %s\n", r.Mismatch)
+	}
+	if err := r.writeSteps(ew); err != nil {
+		return err
+	}
+	ew.printf("\n")
+	if err := r.writeDevices(ew); err != nil {
+		return err
+	}
+	ew.printf("max received per device: %d B\ntotal sent: %d B\n", r.MaxReceived, r.TotalSent)
+	return ew.err
+}
+
+// writeSteps writes one line per step: the bytes one device sends and
+// receives at most.
+func (r *Result) writeSteps(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "step\ttype\tsent (B)\treceived (B)\n")
+	for _, s := range r.Steps {
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%d\n", s.Step, s.Type, s.Sent, s.Received)
+	}
+	return tw.Flush()
+}
+
+// writeDevices writes the bytes each device receives in the whole plan.
+func (r *Result) writeDevices(w io.Writer) error {
+	devs := make([]int, 0, len(r.DeviceReceived))
+	for d := range r.DeviceReceived {
+		devs = append(devs, d)
+	}
+	slices.Sort(devs)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "device\treceived (B)\n")
+	for _, d := range devs {
+		fmt.Fprintf(tw, "%d\t%d\n", d, r.DeviceReceived[d])
+	}
+	return tw.Flush()
+}
+
+// String describes the mismatch on one line.
+func (m *Mismatch) String() string {
+	where := fmt.Sprintf("op %d", m.Op)
+	if m.Step >= 0 {
+		where += fmt.Sprintf(" (after step %d)", m.Step)
+	}
+	if m.Device < 0 {
+		return fmt.Sprintf("%s, tensor %s: %s", where, m.Tensor, m.Reason)
+	}
+	where += fmt.Sprintf(", tensor %s, device %d", m.Tensor, m.Device)
+	if m.FlatIndex < 0 {
+		return fmt.Sprintf("%s: %s", where, m.Reason)
+	}
+	return fmt.Sprintf("%s, flat index %d, logical index %v: expected %v, actual %v (%s)",
+		where, m.FlatIndex, m.LogicalIndex, m.Expected, m.Actual, m.Reason)
+}
+
+// errWriter remembers the first write error.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(p []byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	var n int
+	n, e.err = e.w.Write(p)
+	return n, e.err
+}
+
+func (e *errWriter) printf(format string, args ...any) {
+	fmt.Fprintf(e, format, args...)
+}

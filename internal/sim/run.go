@@ -1,0 +1,229 @@
+package sim
+
+import (
+	"fmt"
+
+	"github.com/nvcomm/nvcomm/internal/plan"
+)
+
+// DefaultMaxBytes is the memory limit [Run] uses when [Options].MaxBytes is
+// not positive: 1 GiB.
+const DefaultMaxBytes = 1 << 30
+
+// Options tune a simulation. No option changes what is checked.
+type Options struct {
+	// Seed selects the input data.
+	Seed uint64
+	// MaxBytes bounds the estimated memory of the simulation (global
+	// reference tensors plus every device's buffers, 8 bytes an element);
+	// a plan that needs more is refused. Zero or negative means
+	// [DefaultMaxBytes].
+	MaxBytes int64
+}
+
+// Mismatch is where a device's buffer first differs from the reference:
+// in the earliest op that fails, the first device of its output's mesh, the
+// first element.
+type Mismatch struct {
+	// Op is the op whose output is wrong; Step the id of its last step
+	// and Device the device checked, both -1 when the op has no steps.
+	Op     int    `json:"op"`
+	Step   int    `json:"step"`
+	Tensor string `json:"tensor"`
+	Device int    `json:"device"`
+	// FlatIndex is the position in the device's buffer and LogicalIndex
+	// the element of the global tensor it should hold; -1 and nil when
+	// the mismatch is not about one element.
+	FlatIndex    int   `json:"flat_index"`
+	LogicalIndex []int `json:"logical_index"`
+	// Expected and Actual are the values, or the element counts when the
+	// buffer is missing (Actual 0) or has the wrong size.
+	Expected float64 `json:"expected"`
+	Actual   float64 `json:"actual"`
+	// Reason says what differs, for readers.
+	Reason string `json:"reason"`
+}
+
+// StepTraffic is what one step moves: the largest bytes sent and received
+// by one device.
+type StepTraffic struct {
+	// Step is the step's id.
+	Step     int    `json:"step"`
+	Type     string `json:"type"`
+	Sent     int64  `json:"sent"`
+	Received int64  `json:"received"`
+}
+
+// Result is the outcome of [Run].
+type Result struct {
+	// Pass is true when every op's output matches the reference on every
+	// device of its mesh.
+	Pass     bool      `json:"pass"`
+	Mismatch *Mismatch `json:"mismatch"`
+	// Steps has one entry per plan step, in order.
+	Steps []StepTraffic `json:"steps"`
+	// DeviceReceived is the bytes each device receives in the whole plan,
+	// for every device of a mesh or a step.
+	DeviceReceived map[int]int64 `json:"device_received"`
+	// MaxReceived is the largest DeviceReceived: the plan's
+	// summary.bytes_received_max.
+	MaxReceived int64 `json:"max_received"`
+	// TotalSent is the bytes sent by all devices together.
+	TotalSent int64 `json:"total_sent"`
+}
+
+// Run executes p on virtual devices and checks every op's output against
+// the unsharded reference. The error says why p cannot be executed or
+// checked (malformed tensors or steps, missing buffers, buffer sizes that
+// disagree with a step's count, wrong byte accounting, too much memory); a
+// plan that runs but computes wrong data gives a Result with a Mismatch.
+func Run(p *plan.Plan, opts Options) (*Result, error) {
+	if opts.MaxBytes <= 0 {
+		opts.MaxBytes = DefaultMaxBytes
+	}
+	w, err := newWorld(p)
+	if err != nil {
+		return nil, err
+	}
+	if need := w.estimate(); need > opts.MaxBytes {
+		return nil, fmt.Errorf("simulation needs about %d bytes, more than the limit of %d; raise the limit or use smaller extents", need, opts.MaxBytes)
+	}
+	ref, err := w.reference(opts.Seed)
+	if err != nil {
+		return nil, err
+	}
+	m := newMachine()
+	w.load(m, ref)
+	return w.execute(m, ref)
+}
+
+// execute runs every step, checks each op after its last step, and
+// accounts the traffic.
+func (w *world) execute(m *machine, ref map[string][]float64) (*Result, error) {
+	res := &Result{DeviceReceived: w.devices(), Mismatch: w.opWithoutSteps()}
+	last := map[int]int{}
+	for i, s := range w.p.Steps {
+		last[s.Op] = i
+	}
+	for i := range w.p.Steps {
+		s := &w.p.Steps[i]
+		if err := w.run(m, s, res); err != nil {
+			return nil, err
+		}
+		if last[s.Op] == i && (res.Mismatch == nil || s.Op < res.Mismatch.Op) {
+			res.Mismatch = earlier(res.Mismatch, w.check(m, ref, s.Op, s.ID))
+		}
+	}
+	if res.MaxReceived != w.p.Summary.BytesReceivedMax {
+		return nil, fmt.Errorf("summary: bytes_received_max is %d, the simulation measured %d", w.p.Summary.BytesReceivedMax, res.MaxReceived)
+	}
+	res.Pass = res.Mismatch == nil
+	return res, nil
+}
+
+// earlier returns the mismatch of the earlier op; nil means none.
+func earlier(a, b *Mismatch) *Mismatch {
+	if a == nil || (b != nil && b.Op < a.Op) {
+		return b
+	}
+	return a
+}
+
+// run executes one step and books its traffic into res.
+func (w *world) run(m *machine, s *plan.Step, res *Result) error {
+	if s.Op < 0 || s.Op >= len(w.p.Ops) {
+		return stepError(s, "op %d does not exist (the plan has %d ops)", s.Op, len(w.p.Ops))
+	}
+	flows, err := m.exec(s, w.tensors[w.p.Ops[s.Op].Output].elemSize)
+	if err != nil {
+		return err
+	}
+	st := StepTraffic{Step: s.ID, Type: s.Type}
+	for d, f := range flows {
+		st.Sent, st.Received = max(st.Sent, f.sent), max(st.Received, f.recv)
+		res.DeviceReceived[d] += f.recv
+		res.MaxReceived = max(res.MaxReceived, res.DeviceReceived[d])
+		res.TotalSent += f.sent
+	}
+	res.Steps = append(res.Steps, st)
+	return checkBytes(s, st)
+}
+
+// checkBytes compares the plan's accounting of a step with the measured
+// traffic.
+func checkBytes(s *plan.Step, st StepTraffic) error {
+	if s.Bytes == nil {
+		if s.Kind == plan.KindCollective {
+			return stepError(s, "the plan gives no bytes; the simulation measured sent %d, received %d", st.Sent, st.Received)
+		}
+		return nil
+	}
+	if s.Bytes.SentPerDevice != st.Sent || s.Bytes.ReceivedPerDevice != st.Received {
+		return stepError(s, "the plan says %d bytes sent and %d received per device, the simulation measured %d and %d",
+			s.Bytes.SentPerDevice, s.Bytes.ReceivedPerDevice, st.Sent, st.Received)
+	}
+	return nil
+}
+
+// devices returns every device of a mesh or a step, each with zero bytes.
+func (w *world) devices() map[int]int64 {
+	all := map[int]int64{}
+	for _, t := range w.tensors {
+		for _, d := range t.mesh.Devices {
+			all[d] = 0
+		}
+	}
+	for _, s := range w.p.Steps {
+		for _, d := range stepDevices(&s) {
+			all[d] = 0
+		}
+	}
+	return all
+}
+
+// opWithoutSteps reports the first op that no step implements.
+func (w *world) opWithoutSteps() *Mismatch {
+	has := map[int]bool{}
+	for _, s := range w.p.Steps {
+		has[s.Op] = true
+	}
+	for i, op := range w.p.Ops {
+		if !has[i] {
+			return &Mismatch{Op: i, Step: -1, Tensor: op.Output, Device: -1, FlatIndex: -1,
+				Reason: fmt.Sprintf("no step implements op %d (%s)", i, op.Op)}
+		}
+	}
+	return nil
+}
+
+// check compares every device's buffer of op's output with its shard of
+// the reference.
+func (w *world) check(m *machine, ref map[string][]float64, op, step int) *Mismatch {
+	name := w.p.Ops[op].Output
+	t := w.tensors[name]
+	for _, d := range t.mesh.Devices {
+		offs := t.shard.offsets(d)
+		mis := &Mismatch{Op: op, Step: step, Tensor: name, Device: d, FlatIndex: -1}
+		buf, ok := m.get(d, name)
+		switch {
+		case !ok:
+			mis.Expected = float64(len(offs))
+			mis.Reason = fmt.Sprintf("device %d holds no buffer %q", d, name)
+			return mis
+		case len(buf) != len(offs):
+			mis.Expected, mis.Actual = float64(len(offs)), float64(len(buf))
+			mis.Reason = fmt.Sprintf("size: the buffer has %d elements, the shard has %d", len(buf), len(offs))
+			return mis
+		}
+		want := ref[name]
+		for i, off := range offs {
+			if buf[i] != want[off] {
+				mis.FlatIndex, mis.LogicalIndex = i, unflatten(off, t.shard.shape)
+				mis.Expected, mis.Actual = want[off], buf[i]
+				mis.Reason = "value differs"
+				return mis
+			}
+		}
+	}
+	return nil
+}

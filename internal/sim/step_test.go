@@ -1,0 +1,291 @@
+package sim
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/nvcomm/nvcomm/internal/plan"
+)
+
+func ip(i int) *int { return &i }
+
+func sp(s string) *string { return &s }
+
+// coll builds a collective step reading "a" and writing "b".
+func coll(typ string, count [2]int, teams ...[]int) plan.Step {
+	return plan.Step{ID: 7, Kind: plan.KindCollective, Type: typ, Teams: teams,
+		Input: "a", Output: "b", Count: plan.Count{Input: count[0], Output: count[1]}}
+}
+
+func rooted(s plan.Step, root int) plan.Step {
+	s.Root = ip(root)
+	return s
+}
+
+func reducing(s plan.Step, op string) plan.Step {
+	s.ReduceOp = sp(op)
+	return s
+}
+
+// loc builds a local step reading "a" and writing "b".
+func loc(typ string, count [2]int, devices ...int) plan.Step {
+	return plan.Step{ID: 7, Kind: plan.KindLocal, Type: typ, Devices: devices,
+		Input: "a", Output: "b", Count: plan.Count{Input: count[0], Output: count[1]}}
+}
+
+func withDims(s plan.Step, dims, perm, reduceDims []int) plan.Step {
+	s.Dims, s.Perm, s.ReduceDims = dims, perm, reduceDims
+	return s
+}
+
+type bufs map[int][]float64
+
+func TestStepSemantics(t *testing.T) {
+	tests := map[string]struct {
+		step  plan.Step
+		in    bufs // buffer "a" per device
+		want  bufs // buffer "b" per device afterwards
+		flows map[int]flow
+	}{
+		"Allgather, two teams": {
+			step:  coll(plan.Allgather, [2]int{2, 4}, []int{0, 1}, []int{2, 3}),
+			in:    bufs{0: {1, 2}, 1: {3, 4}, 2: {5, 6}, 3: {7, 8}},
+			want:  bufs{0: {1, 2, 3, 4}, 1: {1, 2, 3, 4}, 2: {5, 6, 7, 8}, 3: {5, 6, 7, 8}},
+			flows: map[int]flow{0: {8, 8}, 1: {8, 8}, 2: {8, 8}, 3: {8, 8}},
+		},
+		"ReduceScatter": {
+			step:  reducing(coll(plan.ReduceScatter, [2]int{4, 2}, []int{0, 1}), "sum"),
+			in:    bufs{0: {1, 2, 3, 4}, 1: {10, 20, 30, 40}},
+			want:  bufs{0: {11, 22}, 1: {33, 44}},
+			flows: map[int]flow{0: {8, 8}, 1: {8, 8}},
+		},
+		"Allreduce max, bytes rounded down": {
+			step:  reducing(coll(plan.Allreduce, [2]int{2, 2}, []int{0, 1, 2}), "max"),
+			in:    bufs{0: {1, 9}, 1: {5, -3}, 2: {2, 2}},
+			want:  bufs{0: {5, 9}, 1: {5, 9}, 2: {5, 9}},
+			flows: map[int]flow{0: {10, 10}, 1: {10, 10}, 2: {10, 10}}, // 2·2·2·4/3
+		},
+		"AllToAll": {
+			step:  coll(plan.AllToAll, [2]int{4, 4}, []int{0, 1}),
+			in:    bufs{0: {1, 2, 3, 4}, 1: {5, 6, 7, 8}},
+			want:  bufs{0: {1, 2, 5, 6}, 1: {3, 4, 7, 8}},
+			flows: map[int]flow{0: {8, 8}, 1: {8, 8}},
+		},
+		"Broadcast": {
+			step:  rooted(coll(plan.Broadcast, [2]int{2, 2}, []int{0, 1, 2}), 1),
+			in:    bufs{1: {7, 8}},
+			want:  bufs{0: {7, 8}, 1: {7, 8}, 2: {7, 8}},
+			flows: map[int]flow{0: {0, 8}, 1: {16, 0}, 2: {0, 8}},
+		},
+		"Scatter": {
+			step:  rooted(coll(plan.Scatter, [2]int{4, 2}, []int{0, 1}), 0),
+			in:    bufs{0: {1, 2, 3, 4}},
+			want:  bufs{0: {1, 2}, 1: {3, 4}},
+			flows: map[int]flow{0: {8, 0}, 1: {0, 8}},
+		},
+		"Gather, root appended without input": {
+			step:  rooted(coll(plan.Gather, [2]int{2, 4}, []int{0, 1, 2}), 2),
+			in:    bufs{0: {1, 2}, 1: {3, 4}},
+			want:  bufs{2: {1, 2, 3, 4}},
+			flows: map[int]flow{0: {8, 0}, 1: {8, 0}, 2: {0, 16}},
+		},
+		"Gather, root holds input": {
+			step:  rooted(coll(plan.Gather, [2]int{1, 3}, []int{0, 1, 2}), 1),
+			in:    bufs{0: {1}, 1: {2}, 2: {3}},
+			want:  bufs{1: {1, 2, 3}},
+			flows: map[int]flow{0: {4, 0}, 1: {0, 8}, 2: {4, 0}},
+		},
+		"Reduce": {
+			step:  reducing(rooted(coll(plan.Reduce, [2]int{2, 2}, []int{0, 1, 2}), 0), "prod"),
+			in:    bufs{0: {1, 2}, 1: {3, 4}, 2: {-1, 2}},
+			want:  bufs{0: {-3, 16}},
+			flows: map[int]flow{0: {0, 16}, 1: {8, 0}, 2: {8, 0}},
+		},
+		"Reduce, root appended without input": {
+			step:  reducing(rooted(coll(plan.Reduce, [2]int{1, 1}, []int{0, 1, 5}), 5), "min"),
+			in:    bufs{0: {4}, 1: {3}},
+			want:  bufs{5: {3}},
+			flows: map[int]flow{0: {4, 0}, 1: {4, 0}, 5: {0, 8}},
+		},
+		"SendRecv": {
+			step:  rooted(coll(plan.SendRecv, [2]int{2, 2}, []int{0, 3}), 0),
+			in:    bufs{0: {1, 2}},
+			want:  bufs{3: {1, 2}},
+			flows: map[int]flow{0: {8, 0}, 3: {0, 8}},
+		},
+		"SendRecv to itself copies": {
+			step:  rooted(coll(plan.SendRecv, [2]int{2, 2}, []int{2, 2}), 2),
+			in:    bufs{2: {1, 2}},
+			want:  bufs{2: {1, 2}},
+			flows: map[int]flow{2: {0, 0}},
+		},
+		"Copy": {
+			step:  loc(plan.Copy, [2]int{2, 2}, 0, 1),
+			in:    bufs{0: {1, 2}, 1: {3, 4}},
+			want:  bufs{0: {1, 2}, 1: {3, 4}},
+			flows: map[int]flow{0: {}, 1: {}},
+		},
+		"Permute transposes": {
+			step:  withDims(loc(plan.Permute, [2]int{6, 6}, 0), []int{2, 3}, []int{1, 0}, nil),
+			in:    bufs{0: {0, 1, 2, 3, 4, 5}},
+			want:  bufs{0: {0, 3, 1, 4, 2, 5}},
+			flows: map[int]flow{0: {}},
+		},
+		"Permute 3-D": {
+			// [2][2][3] -> dims [3][2][2] with out[k][i][j] = in[i][j][k].
+			step:  withDims(loc(plan.Permute, [2]int{12, 12}, 0), []int{2, 2, 3}, []int{2, 0, 1}, nil),
+			in:    bufs{0: {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}},
+			want:  bufs{0: {0, 3, 6, 9, 1, 4, 7, 10, 2, 5, 8, 11}},
+			flows: map[int]flow{0: {}},
+		},
+		"LocalReduce inner dim": {
+			step:  reducing(withDims(loc(plan.LocalReduce, [2]int{6, 2}, 0), []int{2, 3}, nil, []int{1}), "sum"),
+			in:    bufs{0: {1, 2, 3, 4, 5, 6}},
+			want:  bufs{0: {6, 15}},
+			flows: map[int]flow{0: {}},
+		},
+		"LocalReduce outer dim": {
+			step:  reducing(withDims(loc(plan.LocalReduce, [2]int{6, 3}, 0), []int{2, 3}, nil, []int{0}), "sum"),
+			in:    bufs{0: {1, 2, 3, 4, 5, 6}},
+			want:  bufs{0: {5, 7, 9}},
+			flows: map[int]flow{0: {}},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			m := newMachine()
+			for d, b := range tc.in {
+				m.put(d, "a", b)
+			}
+			flows, err := m.exec(&tc.step, 4)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := bufs{}
+			for d := range m.bufs {
+				if b, ok := m.get(d, "b"); ok {
+					got[d] = b
+				}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("buffers (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.flows, flows, cmp.AllowUnexported(flow{})); diff != "" {
+				t.Errorf("traffic (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestStepErrors(t *testing.T) {
+	tests := map[string]struct {
+		step plan.Step
+		in   bufs
+		want string
+	}{
+		"Allgather sizes differ": {
+			step: coll(plan.Allgather, [2]int{2, 4}, []int{0, 1}),
+			in:   bufs{0: {1, 2}, 1: {3}},
+			want: `step 7 (Allgather): buffer "a" on device 1 has 1 elements, count.input is 2 (team sizes 0:2 1:1)`,
+		},
+		"Allgather sizes differ from count": {
+			step: coll(plan.Allgather, [2]int{3, 6}, []int{0, 1}),
+			in:   bufs{0: {1, 2}, 1: {3, 4}},
+			want: `step 7 (Allgather): buffer "a" on device 0 has 2 elements, count.input is 3`,
+		},
+		"Allgather member without input": {
+			step: coll(plan.Allgather, [2]int{2, 4}, []int{0, 1}),
+			in:   bufs{0: {1, 2}},
+			want: `step 7 (Allgather): device 1 has no buffer "a"`,
+		},
+		"Allgather wrong count.output": {
+			step: coll(plan.Allgather, [2]int{2, 2}, []int{0, 1}),
+			in:   bufs{0: {1, 2}, 1: {3, 4}},
+			want: "count.output is 2, but on team [0 1] the step produces 4 elements",
+		},
+		"Scatter root without input": {
+			step: rooted(coll(plan.Scatter, [2]int{2, 1}, []int{0, 1}), 0),
+			in:   bufs{1: {1, 2}},
+			want: `step 7 (Scatter): device 0 has no buffer "a"`,
+		},
+		"Gather without holders": {
+			step: rooted(coll(plan.Gather, [2]int{2, 2}, []int{0, 1}), 0),
+			in:   bufs{},
+			want: "no member of team [0 1] holds buffer",
+		},
+		"ReduceScatter indivisible": {
+			step: reducing(coll(plan.ReduceScatter, [2]int{3, 1}, []int{0, 1}), "sum"),
+			in:   bufs{0: {1, 2, 3}, 1: {1, 2, 3}},
+			want: "count.input 3 is not a multiple of the team size 2",
+		},
+		"Allreduce without reduce_op": {
+			step: coll(plan.Allreduce, [2]int{1, 1}, []int{0, 1}),
+			in:   bufs{0: {1}, 1: {1}},
+			want: "reduce_op must be one of",
+		},
+		"rooted with two teams": {
+			step: rooted(coll(plan.Broadcast, [2]int{1, 1}, []int{0}, []int{1}), 0),
+			in:   bufs{0: {1}},
+			want: "exactly one team",
+		},
+		"root outside the team": {
+			step: rooted(coll(plan.Broadcast, [2]int{1, 1}, []int{0, 1}), 4),
+			in:   bufs{0: {1}},
+			want: "root must be a device of team [0 1]",
+		},
+		"SendRecv root is not the sender": {
+			step: rooted(coll(plan.SendRecv, [2]int{1, 1}, []int{0, 1}), 1),
+			in:   bufs{0: {1}},
+			want: "must be the sender",
+		},
+		"device in two teams": {
+			step: coll(plan.Allgather, [2]int{1, 2}, []int{0, 1}, []int{1, 2}),
+			in:   bufs{0: {1}, 1: {1}, 2: {1}},
+			want: "device 1 appears more than once",
+		},
+		"local device without input": {
+			step: loc(plan.Copy, [2]int{1, 1}, 0, 1),
+			in:   bufs{0: {1}},
+			want: `step 7 (Copy): device 1 has no buffer "a"`,
+		},
+		"local size differs from count": {
+			step: loc(plan.Copy, [2]int{2, 2}, 0),
+			in:   bufs{0: {1}},
+			want: `step 7 (Copy): buffer "a" on device 0 has 1 elements, count.input is 2`,
+		},
+		"Permute dims disagree with count": {
+			step: withDims(loc(plan.Permute, [2]int{4, 4}, 0), []int{2, 3}, []int{1, 0}, nil),
+			in:   bufs{0: {1, 2, 3, 4}},
+			want: "dims [2 3] hold 6 elements, count.input is 4",
+		},
+		"LocalReduce wrong count.output": {
+			step: reducing(withDims(loc(plan.LocalReduce, [2]int{6, 3}, 0), []int{2, 3}, nil, []int{1}), "sum"),
+			in:   bufs{0: {1, 2, 3, 4, 5, 6}},
+			want: "count.output is 3, reducing dims [1] of [2 3] gives 2",
+		},
+		"Slice is not supported yet": {
+			step: loc(plan.Slice, [2]int{1, 1}, 0),
+			in:   bufs{0: {1}},
+			want: "step 7 (Slice): not supported yet",
+		},
+		"kind disagrees with type": {
+			step: loc(plan.Allgather, [2]int{1, 1}, 0),
+			in:   bufs{0: {1}},
+			want: `kind is "local"`,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			m := newMachine()
+			for d, b := range tc.in {
+				m.put(d, "a", b)
+			}
+			_, err := m.exec(&tc.step, 4)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("exec error = %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
