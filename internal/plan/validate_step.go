@@ -233,9 +233,16 @@ func (v *validator) checkStepAxis(i int, s *Step, op *Op) bool {
 	return true
 }
 
-// checkBytes checks that bytes, when present, are not negative.
+// checkBytes checks that collectives, and only they, carry bytes, and that
+// the bytes are not negative.
 func (v *validator) checkBytes(i int, s *Step) {
-	if b := s.Bytes; b != nil && (b.SentPerDevice < 0 || b.ReceivedPerDevice < 0) {
+	b := s.Bytes
+	switch {
+	case b == nil && s.Kind == KindCollective:
+		v.stepf(i, "a collective needs bytes (sent_per_device, received_per_device)")
+	case b != nil && s.Kind == KindLocal:
+		v.stepf(i, "a local step moves no bytes between devices; bytes must be absent")
+	case b != nil && (b.SentPerDevice < 0 || b.ReceivedPerDevice < 0):
 		v.stepf(i, "bytes {%d, %d} are negative", b.SentPerDevice, b.ReceivedPerDevice)
 	}
 }

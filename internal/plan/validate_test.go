@@ -665,9 +665,9 @@ func summaryCases() []validateCase {
 			want: []Problem{pp("summary: bytes_received_max is 256, but a step receives 24576 bytes on one device")}},
 		{name: "summary bytes high", base: twoOpPlan, mutate: func(p *Plan) { p.Summary.BytesReceivedMax = 24833 },
 			want: []Problem{pp("summary: bytes_received_max is 24833, more than the 24832 bytes all steps receive together")}},
-		{name: "summary bytes unknown", base: twoOpPlan, mutate: func(p *Plan) {
-			p.Steps[2].Bytes = nil
-			p.Summary.BytesReceivedMax = 1 << 40
-		}},
+		{name: "collective without bytes", base: twoOpPlan, mutate: func(p *Plan) { p.Steps[2].Bytes = nil },
+			want: []Problem{sp(2, Allreduce, "a collective needs bytes (sent_per_device, received_per_device)")}},
+		{name: "local step with bytes", base: twoOpPlan, mutate: func(p *Plan) { p.Steps[0].Bytes = &Bytes{} },
+			want: []Problem{sp(0, Permute, "a local step moves no bytes between devices; bytes must be absent")}},
 	}
 }
