@@ -1,0 +1,57 @@
+package diag
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestSuggest(t *testing.T) {
+	cands := []string{"meshes", "tensors", "ops", "inputs", "outputs"}
+	tests := map[string]string{
+		"tensor":  `did you mean "tensors"?`,
+		"mehses":  `did you mean "meshes"?`,
+		"opz":     `did you mean "ops"?`,
+		"zzzzzzz": "",
+		"":        "",
+	}
+	for name, want := range tests {
+		if got := Suggest(name, cands); got != want {
+			t.Errorf("Suggest(%q) = %q, want %q", name, got, want)
+		}
+	}
+}
+
+func TestListSortsDedupesAndCaps(t *testing.T) {
+	l := &List{File: "f.yaml"}
+	l.Add(Pos{Line: 3, Col: 1}, "third")
+	l.AddHint(Pos{Line: 1, Col: 5}, `did you mean "x"?`, "first")
+	l.Add(Pos{Line: 1, Col: 5}, "first") // same position, other hint: kept
+	l.AddHint(Pos{Line: 1, Col: 5}, `did you mean "x"?`, "first")
+	want := "f.yaml:1:5: error: first; did you mean \"x\"?\nf.yaml:1:5: error: first\nf.yaml:3:1: error: third"
+	if d := cmp.Diff(want, l.Error()); d != "" {
+		t.Errorf("(-want +got):\n%s", d)
+	}
+	for i := range 2 * MaxErrors {
+		l.Add(Pos{Line: 10 + i, Col: 1}, "e%d", i)
+	}
+	if l.Len() != MaxErrors || l.Dropped != 2*MaxErrors-(MaxErrors-3) {
+		t.Errorf("kept %d, dropped %d", l.Len(), l.Dropped)
+	}
+	if got := l.Error(); !cmp.Equal(got[len(got)-len("f.yaml: too many errors (13 more)"):], fmt.Sprintf("f.yaml: too many errors (%d more)", l.Dropped)) {
+		t.Errorf("last line of %q", got)
+	}
+}
+
+func TestPosString(t *testing.T) {
+	if got := (Pos{}).String(); got != "-" {
+		t.Errorf("zero Pos = %q", got)
+	}
+	if got := (Pos{Line: 2, Col: 7}).String(); got != "2:7" {
+		t.Errorf("Pos = %q", got)
+	}
+	if got := (Diagnostic{Message: "m"}).Error(); got != "error: m" {
+		t.Errorf("no position: %q", got)
+	}
+}
