@@ -16,7 +16,7 @@ func (c *opCtx) allgather(src, dst *view, t ir.ParallelType) {
 	got := concat(d, in.stored)
 	out, after := c.finish(got, dst, "gathered")
 	c.emitCollective(plan.Step{Type: plan.Allgather, Input: in.name, Output: out, Axis: ptr(src.axisOf(t))},
-		src.mesh.Slices(t), in, in.size(), dst.size())
+		src.mesh.Slices(t), in, dst, in.size(), dst.size())
 	after()
 }
 
@@ -34,7 +34,7 @@ func (c *opCtx) scatterSameMesh(src, dst *view, t ir.ParallelType) {
 	out, after := c.finish(rest, dst, "scattered")
 	for _, team := range teams {
 		c.emitCollective(plan.Step{Type: plan.Scatter, Root: ptr(team[0]), Input: in.name, Output: out, Axis: ptr(dst.axisOf(t))},
-			[][]int{team}, in, in.size(), dst.size())
+			[][]int{team}, in, dst, in.size(), dst.size())
 	}
 	after()
 }
@@ -59,7 +59,7 @@ func (c *opCtx) scatterCrossMesh(src, dst *view, t ir.ParallelType) {
 	in := c.arrange(src, concat(d, rest), "in", []int{root})
 	out, after := c.finish(rest, dst, "scattered")
 	c.emitCollective(plan.Step{Type: plan.Scatter, Root: ptr(root), Input: in.name, Output: out, Axis: ptr(dst.axisOf(t))},
-		[][]int{slices.Clone(dst.mesh.Devices)}, in, in.size(), dst.size())
+		[][]int{slices.Clone(dst.mesh.Devices)}, in, dst, in.size(), dst.size())
 	after()
 }
 
@@ -72,7 +72,7 @@ func (c *opCtx) allToAll(src, dst *view, t ir.ParallelType) {
 	in := c.arrange(src, concat(dc, rest), "in", src.mesh.Devices)
 	out, after := c.finish(concat(dp, rest), dst, "exchanged")
 	c.emitCollective(plan.Step{Type: plan.AllToAll, Input: in.name, Output: out, Axis: ptr(src.axisOf(t))},
-		src.mesh.Slices(t), in, in.size(), dst.size())
+		src.mesh.Slices(t), in, dst, in.size(), dst.size())
 	after()
 }
 
@@ -86,7 +86,7 @@ func (c *opCtx) broadcast(src, dst *view) {
 	}
 	out, after := c.finish(src.stored, dst, "received")
 	c.emitCollective(plan.Step{Type: plan.Broadcast, Root: ptr(root), Input: src.name, Output: out},
-		[][]int{team}, src, src.size(), src.size())
+		[][]int{team}, src, dst, src.size(), src.size())
 	after()
 }
 
@@ -102,7 +102,7 @@ func (c *opCtx) gather(src, dst *view, t ir.ParallelType) {
 			team = append(team, root)
 		}
 		c.emitCollective(plan.Step{Type: plan.Gather, Root: ptr(root), Input: in.name, Output: out, Axis: ptr(src.axisOf(t))},
-			[][]int{team}, in, in.size(), dst.size())
+			[][]int{team}, in, dst, in.size(), dst.size())
 	}
 	after()
 }
@@ -118,8 +118,8 @@ func (c *opCtx) sendRecv(src, dst *view) {
 			c.emitLocalOn(plan.Step{Type: plan.Copy, Input: src.name, Output: out}, []int{from}, src.size(), src.size())
 			continue
 		}
-		c.emitCollective(plan.Step{Type: plan.SendRecv, Root: ptr(from), Input: src.name, Output: out, Axis: ptr(src.axisOf(ir.DIDx))},
-			[][]int{{from, to}}, src, src.size(), src.size())
+		c.emitCollective(plan.Step{Type: plan.SendRecv, Root: ptr(from), Input: src.name, Output: out, Axis: src.firstAxis()},
+			[][]int{{from, to}}, src, dst, src.size(), src.size())
 	}
 	after()
 }
@@ -129,7 +129,7 @@ func (c *opCtx) sendRecv(src, dst *view) {
 func (c *opCtx) allreduce(src, dst *view, t ir.ParallelType) {
 	out, after := c.finish(src.stored, dst, "reduced")
 	c.emitCollective(plan.Step{Type: plan.Allreduce, ReduceOp: c.reduceOp(), Input: src.name, Output: out, Axis: ptr(c.op.Axis)},
-		src.mesh.Slices(t), src, src.size(), src.size())
+		src.mesh.Slices(t), src, dst, src.size(), src.size())
 	after()
 }
 
@@ -139,7 +139,7 @@ func (c *opCtx) allreduce(src, dst *view, t ir.ParallelType) {
 func (c *opCtx) reduceScatter(src, dst *view, t ir.ParallelType) {
 	in := c.arrange(src, concat(dst.did[t], dst.stored), "in", src.mesh.Devices)
 	c.emitCollective(plan.Step{Type: plan.ReduceScatter, ReduceOp: c.reduceOp(), Input: in.name, Output: dst.name, Axis: ptr(c.op.Axis)},
-		src.mesh.Slices(t), in, in.size(), dst.size())
+		src.mesh.Slices(t), in, dst, in.size(), dst.size())
 }
 
 // reduce: the reduced axis is sharded along t, dst replicated on another 1-D
@@ -152,7 +152,7 @@ func (c *opCtx) reduce(src, dst *view, t ir.ParallelType) {
 			team = append(team, root)
 		}
 		c.emitCollective(plan.Step{Type: plan.Reduce, Root: ptr(root), ReduceOp: c.reduceOp(), Input: src.name, Output: out, Axis: ptr(c.op.Axis)},
-			[][]int{team}, src, src.size(), src.size())
+			[][]int{team}, src, dst, src.size(), src.size())
 	}
 	after()
 }

@@ -9,11 +9,12 @@ import (
 // emitCollective appends a collective step run by teams on buffer in, with
 // countIn and countOut elements per device (docs/plan.md), and accounts its
 // bytes.
-func (c *opCtx) emitCollective(s plan.Step, teams [][]int, in *view, countIn, countOut int) {
+func (c *opCtx) emitCollective(s plan.Step, teams [][]int, in, out *view, countIn, countOut int) {
 	s.Kind = plan.KindCollective
 	s.Teams = teams
 	s.Count = plan.Count{Input: countIn, Output: countOut}
-	sent, recv := traffic(s, int64(in.dtype.Size()), in.mesh.Contains)
+	elem := int64(in.dtype.Size())
+	sent, recv := traffic(s, elem, in.mesh.Contains)
 	b := &plan.Bytes{}
 	for _, n := range sent {
 		b.SentPerDevice = max(b.SentPerDevice, n)
@@ -21,6 +22,16 @@ func (c *opCtx) emitCollective(s plan.Step, teams [][]int, in *view, countIn, co
 	for dev, n := range recv {
 		b.ReceivedPerDevice = max(b.ReceivedPerDevice, n)
 		c.received[dev] += n
+		if plan.IsReduction(s.Type) {
+			c.reduced[dev] += n
+		}
+	}
+	b.LowerBound = b.ReceivedPerDevice
+	if !plan.IsReduction(s.Type) {
+		b.LowerBound = 0
+		for dev := range recv {
+			b.LowerBound = max(b.LowerBound, need(in, out, dev)*elem)
+		}
 	}
 	s.Bytes = b
 	c.append(s)
@@ -83,4 +94,13 @@ func traffic(s plan.Step, elem int64, holds func(int) bool) (sent, recv map[int]
 		}
 	}
 	return sent, recv
+}
+
+// emitLocalTeams appends a local step whose devices act by rank in their
+// team (Slice): no data moves between devices.
+func (c *opCtx) emitLocalTeams(s plan.Step, teams [][]int, countIn, countOut int) {
+	s.Kind = plan.KindLocal
+	s.Teams = teams
+	s.Count = plan.Count{Input: countIn, Output: countOut}
+	c.append(s)
 }

@@ -11,6 +11,7 @@ package lower
 
 import (
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/nvcomm/nvcomm/internal/diag"
@@ -21,29 +22,31 @@ import (
 // Policy names a lowering policy.
 type Policy string
 
-// The policies. PolicyNvFuser follows nvFuser's lowering table.
+// The policies. PolicyOptimal, the default, minimizes the bytes the busiest
+// device receives; PolicyNvFuser follows nvFuser's lowering table.
 const (
+	PolicyOptimal Policy = "optimal"
 	PolicyNvFuser Policy = "nvfuser"
 )
 
-// Policies lists the accepted policy names.
-var Policies = []string{string(PolicyNvFuser)}
+// Policies lists the accepted policy names, the default first.
+var Policies = []string{string(PolicyOptimal), string(PolicyNvFuser)}
 
 // Options configure Lower.
 type Options struct {
-	Policy Policy // empty means PolicyNvFuser
+	Policy Policy // empty means PolicyOptimal
 }
 
 // Lower compiles f into a plan. Ops the policy cannot lower correctly are
 // errors (a *diag.List) naming the op, its YAML position and the reason.
 func Lower(f *ir.Fusion, opts Options) (*plan.Plan, error) {
 	if opts.Policy == "" {
-		opts.Policy = PolicyNvFuser
+		opts.Policy = PolicyOptimal
 	}
 	if !slices.Contains(Policies, string(opts.Policy)) {
 		return nil, fmt.Errorf("unknown policy %q (expected one of %v)", opts.Policy, Policies)
 	}
-	l := &lowerer{f: f, policy: opts.Policy, errs: &diag.List{File: f.File}, received: map[int]int64{}}
+	l := &lowerer{f: f, policy: opts.Policy, errs: &diag.List{File: f.File}, received: map[int]int64{}, bound: map[int]int64{}}
 	for _, op := range f.Ops {
 		l.lowerOp(op)
 	}
@@ -60,13 +63,19 @@ type lowerer struct {
 	errs     *diag.List
 	steps    []plan.Step
 	received map[int]int64 // bytes each device receives over the whole plan
+	bound    map[int]int64 // bytes each device must receive, whatever the plan
 }
 
 // opCtx is the lowering of one op.
 type opCtx struct {
 	*lowerer
-	op   *ir.Op
-	fact *factoring
+	op    *ir.Op
+	fact  *factoring
+	names map[string]int // intermediate buffer names used so far
+	// reduced is what each device receives in the op's reducing
+	// collectives; resolved is the view once no axis is partial.
+	reduced  map[int]int64
+	resolved *view
 }
 
 func (l *lowerer) lowerOp(op *ir.Op) {
@@ -77,8 +86,8 @@ func (l *lowerer) lowerOp(op *ir.Op) {
 		cMap = without1(pMap, op.Axis)
 	}
 	fact, ok := newFactoring(p.Shape(), []*ir.Tensor{p, c}, [][]int{pMap, cMap})
-	ctx := &opCtx{lowerer: l, op: op, fact: fact}
-	if reason, bad := meshSizeMismatch(op); bad {
+	ctx := &opCtx{lowerer: l, op: op, fact: fact, reduced: map[int]int64{}}
+	if reason, bad := meshSizeMismatch(op); bad && l.policy == PolicyNvFuser {
 		ctx.fail(reason, "use meshes of the same size, or gather on one mesh and scatter on the other")
 		return
 	}
@@ -88,11 +97,36 @@ func (l *lowerer) lowerOp(op *ir.Op) {
 		return
 	}
 	pv, cv := fact.tensorView(p, pMap), fact.tensorView(c, cMap)
-	if op.Kind.IsReduction() {
+	switch {
+	case l.policy == PolicyOptimal && op.Kind.IsReduction():
+		ctx.optimalReduction(pv, cv)
+	case l.policy == PolicyOptimal:
+		ctx.optimal(pv, cv)
+	case op.Kind.IsReduction():
 		ctx.lowerReduction(pv, cv)
+	default:
+		ctx.lowerSet(pv, cv)
+	}
+	ctx.addBound(pv, cv)
+}
+
+// addBound adds the op's lower bound to each device's total: the elements of
+// the consumer it does not hold in the producer, and for a reduction over a
+// sharded axis what its reducing collectives must receive (the bandwidth
+// bounds of reduce-scatter and all-reduce) plus what the reduced result
+// lacks (docs/lowering.md).
+func (c *opCtx) addBound(pv, cv *view) {
+	from := pv
+	if c.op.Kind.IsReduction() {
+		from = c.resolved
+	}
+	if from == nil {
 		return
 	}
-	ctx.lowerSet(pv, cv)
+	elem := int64(cv.dtype.Size())
+	for _, d := range cv.mesh.Devices {
+		c.bound[d] += need(from, cv, d)*elem + c.reduced[d]
+	}
 }
 
 // fail reports that the op cannot be lowered under the policy.
@@ -159,6 +193,15 @@ func (l *lowerer) summary() plan.Summary {
 	}
 	for _, b := range l.received {
 		s.BytesReceivedMax = max(s.BytesReceivedMax, b)
+	}
+	for _, b := range l.bound {
+		s.BytesLowerBound = max(s.BytesLowerBound, b)
+	}
+	switch {
+	case s.BytesLowerBound > 0:
+		s.BytesRatio = ptr(math.Round(float64(s.BytesReceivedMax)/float64(s.BytesLowerBound)*1000) / 1000)
+	case s.BytesReceivedMax == 0:
+		s.BytesRatio = ptr(1.0)
 	}
 	return s
 }

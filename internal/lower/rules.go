@@ -3,6 +3,7 @@ package lower
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/plan"
@@ -115,9 +116,11 @@ func (c *opCtx) lowerReduction(pv, cv *view) {
 		src = c.localReduce(pv, local)
 	}
 	if len(reducedBy) == 0 {
+		c.resolved = src
 		c.lowerSet(src, cv)
 		return
 	}
+	c.resolved = cv
 	t := reducedBy[0]
 	for _, u := range changedTypes(src, cv) {
 		if u != t {
@@ -146,8 +149,19 @@ func (c *opCtx) lowerReduction(pv, cv *view) {
 // reduceOp is the op's reduce operator.
 func (c *opCtx) reduceOp() *string { return ptr(string(c.op.Kind)) }
 
-// buffer names an intermediate buffer of the op.
-func (c *opCtx) buffer(what string) string { return c.op.Out.Name + "/" + what }
+// buffer names a new intermediate buffer of the op, "out/what", numbered
+// when the op already has one of that name.
+func (c *opCtx) buffer(what string) string {
+	name := c.op.Out.Name + "/" + what
+	if c.names == nil {
+		c.names = map[string]int{}
+	}
+	c.names[what]++
+	if n := c.names[what]; n > 1 {
+		name = fmt.Sprintf("%s%d", name, n)
+	}
+	return name
+}
 
 // local lowers a same-mesh set that keeps the sharding: a copy, or a permute
 // when the layouts differ. A preceding local step of this op that produced
@@ -163,14 +177,18 @@ func (c *opCtx) local(src, dst *view) {
 	c.permute(src, dst.stored, dst.name, src.mesh.Devices)
 }
 
-// retarget renames the output of the op's last step when it produced src,
-// saving a copy.
+// retarget renames the output of the op's steps that produced the
+// intermediate src, when the last step did, saving a copy.
 func (c *opCtx) retarget(src, dst *view) bool {
 	n := len(c.steps)
-	if n == 0 || c.steps[n-1].Op != c.op.Index || c.steps[n-1].Output != src.name || c.steps[n-1].Kind != plan.KindLocal {
+	if n == 0 || c.steps[n-1].Op != c.op.Index || c.steps[n-1].Output != src.name || !strings.Contains(src.name, "/") {
 		return false
 	}
-	c.steps[n-1].Output = dst.name
+	for i := n - 1; i >= 0 && c.steps[i].Op == c.op.Index; i-- {
+		if c.steps[i].Output == src.name {
+			c.steps[i].Output = dst.name
+		}
+	}
 	return true
 }
 
@@ -229,8 +247,12 @@ func (c *opCtx) arrange(src *view, order []ir.Digit, what string, devices []int)
 
 // finish makes the collective's result (order got, written to the buffer
 // returned) end up in dst: the collective writes dst directly when the
-// orders agree, else an intermediate that a final Permute turns into dst.
+// orders agree or dst is an intermediate free to take any order, else an
+// intermediate that a final Permute turns into dst.
 func (c *opCtx) finish(got []ir.Digit, dst *view, what string) (output string, after func()) {
+	if dst.flexible {
+		dst.stored = got
+	}
 	if sameOrder(got, dst.stored) {
 		return dst.name, func() {}
 	}

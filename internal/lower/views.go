@@ -18,6 +18,9 @@ type view struct {
 	dtype  ir.DType
 	did    map[ir.ParallelType][]ir.Digit // device digits per type
 	stored []ir.Digit                     // buffer order
+	// flexible marks an intermediate buffer whose order the step that
+	// writes it may choose.
+	flexible bool
 }
 
 // size is the number of elements per device.
@@ -34,6 +37,17 @@ func (v *view) sharded(pt ir.ParallelType) bool { return len(v.did[pt]) > 0 }
 
 // axisOf is the axis of v's digits for pt (all of them lie on one axis).
 func (v *view) axisOf(pt ir.ParallelType) int { return v.did[pt][0].Axis }
+
+// firstAxis is the axis of the first device type that shards v, or nil
+// when v is replicated.
+func (v *view) firstAxis() *int {
+	for _, t := range ir.DeviceTypes {
+		if v.sharded(t) {
+			return ptr(v.axisOf(t))
+		}
+	}
+	return nil
+}
 
 // factoring holds the common refinement of every axis of one op.
 type factoring struct {
@@ -171,3 +185,48 @@ func permutation(src, dst []ir.Digit) (dims, perm []int) {
 
 // sameOrder reports whether two digit lists are the same buffer order.
 func sameOrder(a, b []ir.Digit) bool { return slices.Equal(a, b) }
+
+// digitValues returns, for device d of v's mesh, the value of every device
+// digit of v: d's coordinate along each type, written in mixed radix over
+// that type's digits (most significant first).
+func (v *view) digitValues(d int) (map[ir.Digit]int, bool) {
+	i := slices.Index(v.mesh.Devices, d)
+	if i < 0 {
+		return nil, false
+	}
+	vals := map[ir.Digit]int{}
+	for t, ds := range v.did {
+		c := v.mesh.Coord(i, t)
+		for k := len(ds) - 1; k >= 0; k-- {
+			vals[ds[k]] = c % ds[k].Extent
+			c /= ds[k].Extent
+		}
+	}
+	return vals, true
+}
+
+// need counts the elements device d holds in out but not in in: what it
+// must receive, whatever the collective. Both views factor the same axes.
+func need(in, out *view, d int) int64 {
+	outVals, ok := out.digitValues(d)
+	if !ok {
+		return 0
+	}
+	total := int64(out.size())
+	inVals, ok := in.digitValues(d)
+	if !ok {
+		return total
+	}
+	common := int64(1)
+	for _, g := range out.stored {
+		if _, fixed := inVals[g]; !fixed {
+			common *= int64(g.Extent)
+		}
+	}
+	for g, cv := range outVals {
+		if pv, fixed := inVals[g]; fixed && pv != cv {
+			return total
+		}
+	}
+	return total - common
+}

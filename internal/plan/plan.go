@@ -196,6 +196,9 @@ type Count struct {
 type Bytes struct {
 	SentPerDevice     int64 `json:"sent_per_device"`
 	ReceivedPerDevice int64 `json:"received_per_device"`
+	// LowerBound is what the busiest device must receive in this step
+	// because it does not hold it yet (docs/lowering.md, "Lower bounds").
+	LowerBound int64 `json:"lower_bound"`
 }
 
 // Summary totals a plan.
@@ -206,4 +209,10 @@ type Summary struct {
 	// BytesReceivedMax is the largest total, over devices, of the bytes a
 	// device receives in the whole plan.
 	BytesReceivedMax int64 `json:"bytes_received_max"`
+	// BytesLowerBound is the largest total, over devices, of the bytes a
+	// device must receive for the plan's ops whatever the plan.
+	BytesLowerBound int64 `json:"bytes_lower_bound"`
+	// BytesRatio is BytesReceivedMax / BytesLowerBound (1 when both are 0,
+	// null when only the bound is 0).
+	BytesRatio *float64 `json:"bytes_ratio"`
 }

@@ -9,7 +9,7 @@ import (
 // inlineWidth is the longest value, in characters, that pretty keeps on
 // one line: short lists and objects ("teams": [[0, 1, 2, 3]]) read better
 // inline than one number per line.
-const inlineWidth = 72
+const inlineWidth = 88
 
 // jsonNode is a parsed JSON value that keeps object keys in order.
 type jsonNode struct {

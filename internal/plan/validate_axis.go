@@ -18,11 +18,17 @@ func (v *validator) checkCollectiveAxis(i int, s *Step, op *Op) {
 	case Allreduce, Reduce, ReduceScatter:
 		want = op.Axis
 	case Scatter:
+		if !v.becomesTensor(i, s.Output, op.Output) {
+			return // an intermediate sharding of a multi-step change
+		}
 		want = v.shardedAxis(op.Output, s.Teams[0])
 		if want != nil && op.Axis != nil && *want >= *op.Axis {
 			*want++ // the output's axes skip the reduced one
 		}
 	case Allgather, Gather, AllToAll, SendRecv:
+		if !v.comesFromTensor(i, s.Input, op.Input) {
+			return // an intermediate sharding of a multi-step change
+		}
 		want = v.shardedAxis(op.Input, s.Teams[0])
 	default:
 		return
@@ -36,6 +42,48 @@ func (v *validator) checkCollectiveAxis(i int, s *Step, op *Op) {
 	if !sameAxis(s.Axis, want) {
 		v.stepf(i, "axis is %s, but the step changes the sharding of axis %s", axisText(s.Axis), axisText(want))
 	}
+}
+
+// comesFromTensor reports whether buffer name, read by step i, is tensor t
+// or was made from it by local steps that keep its sharding.
+func (v *validator) comesFromTensor(i int, name, t string) bool {
+	for name != t {
+		k := v.lastWriter(i, name)
+		if k < 0 || v.p.Steps[k].Kind != KindLocal || v.p.Steps[k].Type == Slice {
+			return false
+		}
+		name, i = v.p.Steps[k].Input, k
+	}
+	return true
+}
+
+// becomesTensor reports whether buffer name, written by step i, is tensor t
+// or is turned into it by later Permute or Copy steps.
+func (v *validator) becomesTensor(i int, name, t string) bool {
+	for name != t {
+		next := -1
+		for k := i + 1; k < len(v.p.Steps); k++ {
+			if s := v.p.Steps[k]; s.Input == name && (s.Type == Permute || s.Type == Copy) {
+				next = k
+				break
+			}
+		}
+		if next < 0 {
+			return false
+		}
+		name, i = v.p.Steps[next].Output, next
+	}
+	return true
+}
+
+// lastWriter returns the last step before i that wrote name, or -1.
+func (v *validator) lastWriter(i int, name string) int {
+	for k := min(i, len(v.p.Steps)) - 1; k >= 0; k-- {
+		if v.p.Steps[k].Output == name {
+			return k
+		}
+	}
+	return -1
 }
 
 // shardedAxis returns the logical axis of tensor name that is sharded along

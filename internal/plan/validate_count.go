@@ -28,7 +28,7 @@ func (v *validator) checkTypeCount(i int, s *Step) {
 		if t, ok := v.teamSize(i, s); ok {
 			v.wantMultiple(i, "count.output", out, "count.input", in, t, "the team size")
 		}
-	case ReduceScatter, Scatter:
+	case ReduceScatter, Scatter, Slice:
 		if t, ok := v.teamSize(i, s); ok {
 			v.wantMultiple(i, "count.input", in, "count.output", out, t, "the team size")
 		}

@@ -76,6 +76,10 @@ func (v *validator) checkMembers(i int, s *Step) {
 			v.stepf(i, "a collective takes teams, not devices")
 		}
 	case KindLocal:
+		if s.Type == Slice {
+			v.checkSliceMembers(i, s)
+			break
+		}
 		if len(s.Devices) == 0 {
 			v.stepf(i, "a local step needs devices")
 		}
@@ -85,6 +89,17 @@ func (v *validator) checkMembers(i int, s *Step) {
 	}
 	v.checkTeams(i, s)
 	v.checkDevices(i, s)
+}
+
+// checkSliceMembers checks a Slice, the one local step that takes teams:
+// each member keeps the chunk its rank names.
+func (v *validator) checkSliceMembers(i int, s *Step) {
+	if len(s.Teams) == 0 {
+		v.stepf(i, "a Slice needs teams (each member keeps the chunk of its rank)")
+	}
+	if len(s.Devices) > 0 {
+		v.stepf(i, "a Slice takes teams, not devices")
+	}
 }
 
 func (v *validator) checkTeams(i int, s *Step) {

@@ -128,6 +128,9 @@ func checkRoot(s *plan.Step) error {
 
 // local runs a local step on each of its devices.
 func (m *machine) local(s *plan.Step) (map[int]flow, error) {
+	if s.Type == plan.Slice {
+		return m.slice(s)
+	}
 	f, err := localStep(s)
 	if err != nil {
 		return nil, err
@@ -149,6 +152,36 @@ func (m *machine) local(s *plan.Step) (map[int]flow, error) {
 			return nil, stepError(s, "buffer %q on device %d has %d elements, count.input is %d", s.Input, d, len(in), s.Count.Input)
 		}
 		m.put(d, s.Output, f(in))
+	}
+	return flows, nil
+}
+
+// slice runs a Slice: each member of a team of T keeps chunk rank of its own
+// input split into T equal chunks; nothing moves between devices.
+func (m *machine) slice(s *plan.Step) (map[int]flow, error) {
+	if len(s.Teams) == 0 || len(s.Devices) > 0 {
+		return nil, stepError(s, "a Slice takes teams, not devices")
+	}
+	if err := checkTeams(s); err != nil {
+		return nil, err
+	}
+	flows := map[int]flow{}
+	for _, team := range s.Teams {
+		n := len(team)
+		if s.Count.Input != n*s.Count.Output {
+			return nil, stepError(s, "count.input %d must be the team size %d times count.output %d", s.Count.Input, n, s.Count.Output)
+		}
+		for r, d := range team {
+			flows[d] = flow{}
+			in, ok := m.get(d, s.Input)
+			if !ok {
+				return nil, stepError(s, "device %d has no buffer %q", d, s.Input)
+			}
+			if len(in) != s.Count.Input {
+				return nil, stepError(s, "buffer %q on device %d has %d elements, count.input is %d", s.Input, d, len(in), s.Count.Input)
+			}
+			m.put(d, s.Output, slices.Clone(in[r*s.Count.Output:(r+1)*s.Count.Output]))
+		}
 	}
 	return flows, nil
 }

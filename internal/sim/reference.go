@@ -2,7 +2,6 @@ package sim
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"slices"
 
 	"github.com/nvcomm/nvcomm/internal/plan"
@@ -16,19 +15,57 @@ import (
 const modulus = 1<<31 - 1
 
 // inputData returns n deterministic integer values for the tensor at index
-// in the plan: from [-512, 512], or with small (the fusion has a prod) from
-// {-2, -1, 1, 2}, so that products stay in the plain range longer.
+// in the plan, value i from [inputValue]: from [-512, 512], or with small
+// (the fusion has a prod) from {-2, -1, 1, 2}, so that products stay in the
+// plain range longer.
 func inputData(seed uint64, index, n int, small bool) []float64 {
-	r := rand.New(rand.NewPCG(seed, uint64(index)))
+	key := streamKey(seed, index)
 	v := make([]float64, n)
 	for i := range v {
-		if small {
-			v[i] = []float64{-2, -1, 1, 2}[r.IntN(4)]
-		} else {
-			v[i] = float64(r.IntN(1025) - 512)
-		}
+		v[i] = inputValue(key, i, small)
 	}
 	return v
+}
+
+// InputValues returns the first n values simulate fills the fusion input
+// at position index of the plan's tensors with, for programs that must
+// reproduce the data (nvcomm export); small is true when the fusion has a
+// prod. docs/simulate.md gives the formula.
+func InputValues(seed uint64, index, n int, small bool) []float64 {
+	return inputData(seed, index, n, small)
+}
+
+// HasProd reports whether any op of p is a product, which selects the
+// small input values of [InputValues].
+func HasProd(p *plan.Plan) bool { return hasProd(p) }
+
+// splitMixGamma is SplitMix64's increment, 2^64 divided by the golden ratio.
+const splitMixGamma = 0x9E3779B97F4A7C15
+
+// mix64 is SplitMix64's output function (Steele, Lea and Flood, 2014).
+func mix64(z uint64) uint64 {
+	z = (z ^ z>>30) * 0xBF58476D1CE4E5B9
+	z = (z ^ z>>27) * 0x94D049BB133111EB
+	return z ^ z>>31
+}
+
+// streamKey is the SplitMix64 state that starts the stream of the tensor at
+// index: the (index+1)-th output of a SplitMix64 generator seeded with seed.
+func streamKey(seed uint64, index int) uint64 {
+	return mix64(seed + splitMixGamma*uint64(index+1))
+}
+
+// inputValue is the value at row-major position i: the high 32 bits h of
+// the (i+1)-th output of a SplitMix64 generator seeded with key, mapped to
+// h mod 1025 − 512, or with small to {-2, -1, 1, 2}[h mod 4]. It needs
+// only 64-bit wrapping arithmetic, so a vectorized program (PyTorch int64
+// tensors) reproduces it exactly.
+func inputValue(key uint64, i int, small bool) float64 {
+	h := mix64(key+splitMixGamma*uint64(i+1)) >> 32
+	if small {
+		return [4]float64{-2, -1, 1, 2}[h&3]
+	}
+	return float64(int64(h%1025) - 512)
 }
 
 // hasProd reports whether any op of p is a product.

@@ -305,6 +305,28 @@ func TestInputData(t *testing.T) {
 	}
 }
 
+// TestInputValuesPinned pins the documented SplitMix64 formula
+// (docs/simulate.md): exported programs reproduce these values.
+func TestInputValuesPinned(t *testing.T) {
+	tests := map[string]struct {
+		seed     uint64
+		index, n int
+		small    bool
+		want     []float64
+	}{
+		"seed 0, tensor 0": {0, 0, 8, false, []float64{-26, -110, -288, 92, -195, -297, 176, -183}},
+		"seed 7, tensor 3": {7, 3, 8, false, []float64{-63, -189, 59, -438, -384, 156, -10, 78}},
+		"small":            {7, 3, 8, true, []float64{2, -2, -1, -2, -1, -2, -2, -1}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, InputValues(tc.seed, tc.index, tc.n, tc.small)); diff != "" {
+				t.Errorf("InputValues mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 func TestCombine(t *testing.T) {
 	tests := map[string]struct {
 		op   string

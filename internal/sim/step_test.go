@@ -73,6 +73,13 @@ func TestStepSemantics(t *testing.T) {
 			want:  bufs{0: {1, 2, 5, 6}, 1: {3, 4, 7, 8}},
 			flows: map[int]flow{0: {8, 8}, 1: {8, 8}},
 		},
+		"Slice keeps each rank's chunk, two teams": {
+			step: plan.Step{ID: 7, Kind: plan.KindLocal, Type: plan.Slice, Teams: [][]int{{0, 1}, {3, 2}},
+				Input: "a", Output: "b", Count: plan.Count{Input: 4, Output: 2}},
+			in:    bufs{0: {1, 2, 3, 4}, 1: {1, 2, 3, 4}, 2: {5, 6, 7, 8}, 3: {5, 6, 7, 8}},
+			want:  bufs{0: {1, 2}, 1: {3, 4}, 2: {7, 8}, 3: {5, 6}},
+			flows: map[int]flow{0: {}, 1: {}, 2: {}, 3: {}},
+		},
 		"Broadcast": {
 			step:  rooted(coll(plan.Broadcast, [2]int{2, 2}, []int{0, 1, 2}), 1),
 			in:    bufs{1: {7, 8}},
@@ -265,10 +272,15 @@ func TestStepErrors(t *testing.T) {
 			in:   bufs{0: {1, 2, 3, 4, 5, 6}},
 			want: "count.output is 3, reducing dims [1] of [2 3] gives 2",
 		},
-		"Slice is not supported yet": {
+		"Slice with devices": {
 			step: loc(plan.Slice, [2]int{1, 1}, 0),
 			in:   bufs{0: {1}},
-			want: "step 7 (Slice): not supported yet",
+			want: "step 7 (Slice): a Slice takes teams, not devices",
+		},
+		"Slice with a wrong count": {
+			step: plan.Step{ID: 7, Kind: plan.KindLocal, Type: plan.Slice, Teams: [][]int{{0, 1}}, Input: "a", Output: "b", Count: plan.Count{Input: 4, Output: 1}},
+			in:   bufs{0: {1, 2, 3, 4}, 1: {1, 2, 3, 4}},
+			want: "step 7 (Slice): count.input 4 must be the team size 2 times count.output 1",
 		},
 		"kind disagrees with type": {
 			step: loc(plan.Allgather, [2]int{1, 1}, 0),

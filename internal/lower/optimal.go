@@ -1,0 +1,473 @@
+package lower
+
+import (
+	"container/heap"
+	"slices"
+
+	"github.com/nvcomm/nvcomm/internal/ir"
+	"github.com/nvcomm/nvcomm/internal/plan"
+)
+
+// The optimal policy (docs/lowering.md) searches, per op, the sharding states
+// between the producer's and the consumer's: a state is a mesh and, for each
+// device type, the digits it selects. Each edge is one collective (or a local
+// Slice) that changes one thing; Dijkstra finds the path that minimizes the
+// bytes received by the busiest device, then the total bytes, then the
+// number of steps.
+
+// searchState is a node of the search.
+type searchState struct {
+	onDst bool   // on the consumer's mesh (else the producer's)
+	pick  [3]int // per device type (DIDx, DIDy, DIDz): index into options
+}
+
+// cost orders paths: busiest-device bytes, total bytes, steps.
+type cost struct {
+	busiest, total int64
+	steps          int
+}
+
+func (a cost) less(b cost) bool {
+	if a.busiest != b.busiest {
+		return a.busiest < b.busiest
+	}
+	if a.total != b.total {
+		return a.total < b.total
+	}
+	return a.steps < b.steps
+}
+
+func (a cost) plus(b cost) cost {
+	return cost{a.busiest + b.busiest, a.total + b.total, a.steps + b.steps}
+}
+
+// edgeKind names the step an edge emits.
+type edgeKind int
+
+const (
+	edgeSlice edgeKind = iota
+	edgeAllgather
+	edgeAllToAll
+	edgeSendRecv
+	edgeBroadcast
+	edgeScatter
+	edgeGather
+)
+
+// edge is one transition of the search.
+type edge struct {
+	kind edgeKind
+	typ  ir.ParallelType
+	to   searchState
+	cost cost
+}
+
+// planner holds one op's search space.
+type planner struct {
+	c        *opCtx
+	src, dst *view
+	options  [3][][]ir.Digit // per type: nil (replicated), then candidate digit groups
+	order    []ir.Digit      // every stored-or-device digit, in the consumer's layout order
+	elem     int64
+}
+
+// optimal lowers src (the producer, after any local reduction and partial
+// resolution) to dst.
+func (c *opCtx) optimal(src, dst *view) {
+	pl := newPlanner(c, src, dst)
+	path, ok := pl.search()
+	if !ok {
+		c.fail("no sequence of collectives reaches the consumer's sharding from the producer's",
+			"reshard within one mesh first, then move between meshes of the same shape")
+		return
+	}
+	pl.emit(path)
+}
+
+func newPlanner(c *opCtx, src, dst *view) *planner {
+	pl := &planner{c: c, src: src, dst: dst, elem: int64(src.dtype.Size())}
+	for i, t := range ir.DeviceTypes {
+		pl.options[i] = [][]ir.Digit{nil}
+		for _, v := range []*view{src, dst} {
+			if d := v.did[t]; len(d) > 0 && !containsDigits(pl.options[i], d) {
+				pl.options[i] = append(pl.options[i], d)
+			}
+		}
+	}
+	all := concat(dst.stored)
+	for _, t := range ir.DeviceTypes {
+		all = concat(all, src.did[t], dst.did[t])
+	}
+	pl.order = canonicalOrder(all, dst, c.fact)
+	return pl
+}
+
+func containsDigits(list [][]ir.Digit, d []ir.Digit) bool {
+	return slices.ContainsFunc(list, func(x []ir.Digit) bool { return slices.Equal(x, d) })
+}
+
+// canonicalOrder lists the distinct digits of ds in the consumer's layout
+// order, each axis most significant first.
+func canonicalOrder(ds []ir.Digit, dst *view, f *factoring) []ir.Digit {
+	var axes []int
+	for _, d := range dst.stored {
+		if !slices.Contains(axes, d.Axis) {
+			axes = append(axes, d.Axis)
+		}
+	}
+	for _, d := range ds {
+		if !slices.Contains(axes, d.Axis) {
+			axes = append(axes, d.Axis)
+		}
+	}
+	var out []ir.Digit
+	for _, a := range axes {
+		for _, d := range f.fine(a, 1, f.extents[a]) {
+			if slices.Contains(ds, d) {
+				out = append(out, d)
+			}
+		}
+	}
+	return out
+}
+
+// stateOf returns the search state a view is in.
+func (pl *planner) stateOf(v *view, onDst bool) searchState {
+	s := searchState{onDst: onDst}
+	for i, t := range ir.DeviceTypes {
+		for k, o := range pl.options[i] {
+			if slices.Equal(o, v.did[t]) {
+				s.pick[i] = k
+			}
+		}
+	}
+	return s
+}
+
+func (pl *planner) mesh(s searchState) *ir.Mesh {
+	if s.onDst {
+		return pl.dst.mesh
+	}
+	return pl.src.mesh
+}
+
+// valid reports whether every type's digits fit its mesh axis and no digit
+// is selected twice.
+func (pl *planner) valid(s searchState) bool {
+	m := pl.mesh(s)
+	var used []ir.Digit
+	for i, t := range ir.DeviceTypes {
+		d := pl.options[i][s.pick[i]]
+		if d == nil {
+			continue
+		}
+		if extentOf(d) != m.Size(t) || m.Size(t) == 1 {
+			return false
+		}
+		for _, x := range d {
+			if slices.Contains(used, x) {
+				return false
+			}
+			used = append(used, x)
+		}
+	}
+	return true
+}
+
+func extentOf(ds []ir.Digit) int {
+	n := 1
+	for _, d := range ds {
+		n *= d.Extent
+	}
+	return n
+}
+
+// view builds the (flexible) intermediate view of a state.
+func (pl *planner) view(s searchState) *view {
+	v := &view{name: pl.c.buffer("step"), mesh: pl.mesh(s), dtype: pl.src.dtype, did: map[ir.ParallelType][]ir.Digit{}, flexible: true}
+	var sel []ir.Digit
+	for i, t := range ir.DeviceTypes {
+		if d := pl.options[i][s.pick[i]]; d != nil {
+			v.did[t] = d
+			sel = append(sel, d...)
+		}
+	}
+	v.stored = without(pl.order, sel)
+	return v
+}
+
+// size is the elements per device in state s.
+func (pl *planner) size(s searchState) int64 {
+	n := int64(1)
+	for _, d := range pl.order {
+		n *= int64(d.Extent)
+	}
+	for i := range ir.DeviceTypes {
+		n /= int64(extentOf(pl.options[i][s.pick[i]]))
+	}
+	return n * pl.elem
+}
+
+func (pl *planner) isReplicated(s searchState) bool { return s.pick == [3]int{} }
+
+// edges lists the transitions out of s.
+func (pl *planner) edges(s searchState) []edge {
+	var out []edge
+	m := pl.mesh(s)
+	size := pl.size(s)
+	for i, t := range ir.DeviceTypes {
+		for k := range pl.options[i] {
+			if k == s.pick[i] {
+				continue
+			}
+			to := s
+			to.pick[i] = k
+			if !pl.valid(to) {
+				continue
+			}
+			n := int64(m.Size(t))
+			cur, next := pl.options[i][s.pick[i]], pl.options[i][k]
+			switch {
+			case cur == nil:
+				out = append(out, edge{edgeSlice, t, to, cost{steps: 1}})
+			case next == nil:
+				recv := (n - 1) * size
+				out = append(out, edge{edgeAllgather, t, to, cost{recv, recv * int64(len(m.Devices)), 1}})
+			case disjoint(cur, next):
+				recv := (n - 1) * size / n
+				out = append(out, edge{edgeAllToAll, t, to, cost{recv, recv * int64(len(m.Devices)), 1}})
+			}
+		}
+	}
+	if !s.onDst && !pl.src.mesh.Equal(pl.dst.mesh) {
+		out = append(out, pl.crossEdges(s, size)...)
+	}
+	return out
+}
+
+func disjoint(a, b []ir.Digit) bool {
+	for _, x := range a {
+		if slices.Contains(b, x) {
+			return false
+		}
+	}
+	return true
+}
+
+// crossEdges lists the moves from the producer's mesh to the consumer's.
+func (pl *planner) crossEdges(s searchState, size int64) []edge {
+	var out []edge
+	from, to := pl.src.mesh, pl.dst.mesh
+	moved := s
+	moved.onDst = true
+	receivers := int64(len(to.Devices))
+	if slices.Equal(from.Shape, to.Shape) && pl.valid(moved) {
+		out = append(out, edge{edgeSendRecv, ir.Serial, moved, cost{size, size * receivers, 1}})
+	}
+	if pl.isReplicated(s) {
+		out = append(out, edge{edgeBroadcast, ir.Serial, moved, cost{size, size * receivers, 1}})
+		target := pl.stateOf(pl.dst, true)
+		if to.Rank() == 1 && commonRoot(from, to) >= 0 && !pl.isReplicated(target) && onlyType(target, 0) {
+			chunk := pl.size(target)
+			out = append(out, edge{edgeScatter, ir.DIDx, target, cost{chunk, chunk * (receivers - 1), 1}})
+		}
+	}
+	if from.Rank() == 1 && onlyType(s, 0) && !pl.isReplicated(s) {
+		target := moved
+		target.pick = [3]int{}
+		full := size * int64(from.Size(ir.DIDx))
+		out = append(out, edge{edgeGather, ir.DIDx, target, cost{full, full * receivers, len(to.Devices)}})
+	}
+	return out
+}
+
+// onlyType reports whether s selects digits for no type but DeviceTypes[i].
+func onlyType(s searchState, i int) bool {
+	for k, p := range s.pick {
+		if k != i && p != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// commonRoot returns the first device of from that is in to, or -1.
+func commonRoot(from, to *ir.Mesh) int {
+	for _, d := range from.Devices {
+		if to.Contains(d) {
+			return d
+		}
+	}
+	return -1
+}
+
+// search runs Dijkstra from the producer's state to the consumer's.
+func (pl *planner) search() ([]edge, bool) {
+	start, goal := pl.stateOf(pl.src, false), pl.stateOf(pl.dst, !pl.src.mesh.Equal(pl.dst.mesh))
+	best := map[searchState]cost{start: {}}
+	prev := map[searchState]edge{}
+	from := map[searchState]searchState{}
+	q := &stateQueue{{start, cost{}}}
+	for q.Len() > 0 {
+		it := heap.Pop(q).(queued)
+		if c, ok := best[it.s]; ok && c.less(it.c) {
+			continue
+		}
+		if it.s == goal {
+			return pl.path(start, goal, prev, from), true
+		}
+		for _, e := range pl.edges(it.s) {
+			nc := it.c.plus(e.cost)
+			if c, ok := best[e.to]; ok && !nc.less(c) {
+				continue
+			}
+			best[e.to], prev[e.to], from[e.to] = nc, e, it.s
+			heap.Push(q, queued{e.to, nc})
+		}
+	}
+	return nil, false
+}
+
+func (pl *planner) path(start, goal searchState, prev map[searchState]edge, from map[searchState]searchState) []edge {
+	var path []edge
+	for s := goal; s != start; s = from[s] {
+		path = append(path, prev[s])
+	}
+	slices.Reverse(path)
+	return path
+}
+
+// emit turns the path into steps, the last one writing the consumer.
+func (pl *planner) emit(path []edge) {
+	c, cur := pl.c, pl.src
+	if len(path) == 0 {
+		c.local(cur, pl.dst)
+		return
+	}
+	for k, e := range path {
+		next := pl.dst
+		if k < len(path)-1 {
+			next = pl.view(e.to)
+		}
+		switch e.kind {
+		case edgeSlice:
+			c.slice(cur, next, e.typ)
+		case edgeAllgather:
+			c.allgather(cur, next, e.typ)
+		case edgeAllToAll:
+			c.allToAll(cur, next, e.typ)
+		case edgeSendRecv:
+			c.sendRecv(cur, next)
+		case edgeBroadcast:
+			c.broadcast(cur, next)
+		case edgeScatter:
+			c.scatterCrossMesh(cur, next, e.typ)
+		case edgeGather:
+			c.gather(cur, next, e.typ)
+		}
+		cur = next
+	}
+}
+
+// slice: cur is replicated along t, next sharded; each device keeps its
+// part locally, no communication. The input is arranged with next's digits
+// for t outermost, then every team member keeps chunk rank of T.
+func (c *opCtx) slice(src, dst *view, t ir.ParallelType) {
+	d := dst.did[t]
+	rest := without(src.stored, d)
+	in := c.arrange(src, concat(d, rest), "in", src.mesh.Devices)
+	out, after := c.finish(rest, dst, "sliced")
+	teams := src.mesh.Slices(t)
+	c.emitLocalTeams(plan.Step{Type: plan.Slice, Input: in.name, Output: out, Axis: ptr(dst.axisOf(t))},
+		teams, in.size(), dst.size())
+	after()
+}
+
+// queued is a search state with its path cost, for the priority queue.
+type queued struct {
+	s searchState
+	c cost
+}
+
+// stateQueue is a min-heap of queued states by cost.
+type stateQueue []queued
+
+func (q stateQueue) Len() int           { return len(q) }
+func (q stateQueue) Less(i, j int) bool { return q[i].c.less(q[j].c) }
+func (q stateQueue) Swap(i, j int)      { q[i], q[j] = q[j], q[i] }
+func (q *stateQueue) Push(x any)        { *q = append(*q, x.(queued)) }
+func (q *stateQueue) Pop() any {
+	old := *q
+	it := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return it
+}
+
+// optimalReduction lowers a reduction under the optimal policy: a local
+// reduction of the locally stored part of the reduced axis, then, for each
+// device type that shards the reduced axis, a ReduceScatter (when the
+// consumer is sharded along that type on the same mesh) or an Allreduce,
+// then the search for the remaining sharding change.
+func (c *opCtx) optimalReduction(pv, cv *view) {
+	r := c.op.Axis
+	var partial []ir.ParallelType
+	for _, t := range ir.DeviceTypes {
+		if pv.sharded(t) && pv.axisOf(t) == r {
+			partial = append(partial, t)
+		}
+	}
+	src := pv
+	if local := onAxis(pv.stored, r); len(local) > 0 || len(partial) == 0 {
+		src = c.localReduce(pv, local)
+	}
+	for _, t := range partial {
+		next := &view{mesh: src.mesh, dtype: src.dtype, did: maps(src.did), flexible: true}
+		scatter := src.mesh.Equal(cv.mesh) && cv.sharded(t) && disjoint(cv.did[t], otherDigits(src, t))
+		if scatter {
+			next.did[t] = cv.did[t]
+		} else {
+			delete(next.did, t)
+		}
+		next.stored = without(src.stored, next.did[t])
+		if sameSharding(next, cv) {
+			next = cv
+		} else {
+			next.name = c.buffer("reduced")
+		}
+		if scatter {
+			c.reduceScatter(src, next, t)
+		} else {
+			c.allreduce(src, next, t)
+		}
+		src = next
+	}
+	c.resolved = src
+	if src != cv {
+		c.optimal(src, cv)
+	}
+}
+
+// maps copies a digit map.
+func maps(m map[ir.ParallelType][]ir.Digit) map[ir.ParallelType][]ir.Digit {
+	out := make(map[ir.ParallelType][]ir.Digit, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// otherDigits lists the digits v's types other than t select.
+func otherDigits(v *view, t ir.ParallelType) []ir.Digit {
+	var out []ir.Digit
+	for _, u := range ir.DeviceTypes {
+		if u != t {
+			out = append(out, v.did[u]...)
+		}
+	}
+	return out
+}
+
+// sameSharding reports whether two views place data alike on one mesh.
+func sameSharding(a, b *view) bool {
+	return a.mesh.Equal(b.mesh) && len(changedTypes(a, b)) == 0
+}
