@@ -134,12 +134,15 @@ func checkFusion(t *testing.T, f *Fusion) {
 			t.Errorf("tensor %q: layout %v is not a permutation of %d axes", tv.Name, layout, len(shape))
 		}
 		for _, s := range sh {
-			d := s.Digit
-			if d.Axis < 0 || d.Axis >= len(shape) || d.Extent < 2 || d.Stride < 1 || shape[d.Axis]%d.Span() != 0 {
-				t.Errorf("tensor %q: sharding %+v of shape %v", tv.Name, s, shape)
+			extent := 1
+			for _, d := range s.Digits {
+				if d.Axis < 0 || d.Axis >= len(shape) || d.Extent < 2 || d.Stride < 1 || shape[d.Axis]%d.Span() != 0 {
+					t.Errorf("tensor %q: sharding %+v of shape %v", tv.Name, s, shape)
+				}
+				extent *= d.Extent
 			}
-			if d.Extent != tv.Mesh.Size(s.Type) {
-				t.Errorf("tensor %q: %s digit extent %d differs from mesh size %d", tv.Name, s.Type, d.Extent, tv.Mesh.Size(s.Type))
+			if extent != tv.Mesh.Size(s.Type) {
+				t.Errorf("tensor %q: %s digits span %d, not the mesh size %d", tv.Name, s.Type, extent, tv.Mesh.Size(s.Type))
 			}
 		}
 		tv.LocalSize()

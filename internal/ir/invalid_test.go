@@ -186,20 +186,6 @@ ops:
 		want: `in.yaml:7:5: error: ops form a cycle through tensor "tv2"; every tensor must be computable from the fusion inputs`,
 	},
 	{
-		name: "did_through_merge",
-		src: `meshes:
-  m: [0, 1, 2, 3]
-tensors:
-  tv0:
-    mesh: m
-    shape: [2, 2]
-    schedule:
-      - merge: {axis: 0}
-      - parallelize: {axis: 0, type: DIDx}
-`,
-		want: `in.yaml:9:9: error: tensor "tv0": DIDx axis derives from a merge of several logical axes or pieces, which is not supported yet; parallelize a split of a single logical axis`,
-	},
-	{
 		name: "didy_on_1d_mesh",
 		src: `meshes:
   m: [0, 1]

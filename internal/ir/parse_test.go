@@ -127,7 +127,7 @@ ops:
 				Name: "tv0", Mesh: "m", DType: "float32", Declared: true,
 				Logical: []int{8, 1024}, Loop: []int{8, 4, 256},
 				Shape: []int{8, 1024}, LocalShape: []int{8, 256}, Layout: []int{0, 1},
-				Shardings: []Sharding{{Type: DIDx, Digit: Digit{Axis: 1, Stride: 256, Extent: 4}, Kind: Block}},
+				Shardings: []Sharding{{Type: DIDx, Digits: []Digit{{Axis: 1, Stride: 256, Extent: 4}}, Kind: Block}},
 			}, {
 				Name: "tv1", Mesh: "m", DType: "float32", Declared: true, Producer: "tv1 = set(tv0)",
 				Logical: []int{8, 1024}, Loop: []int{8, 1024},
@@ -161,7 +161,7 @@ tensors:
 				Name: "tv0", Mesh: "m", DType: "float32", Declared: true,
 				Logical: []int{6}, Loop: []int{3, 2},
 				Shape: []int{6}, LocalShape: []int{3}, Layout: []int{0},
-				Shardings: []Sharding{{Type: DIDx, Digit: Digit{Axis: 0, Stride: 1, Extent: 2}, Kind: Strided}},
+				Shardings: []Sharding{{Type: DIDx, Digits: []Digit{{Axis: 0, Stride: 1, Extent: 2}}, Kind: Strided}},
 			}},
 			Inputs:  []string{"tv0"},
 			Outputs: []string{"tv0"},
@@ -189,8 +189,8 @@ tensors:
 				Logical: []int{16}, Loop: []int{2, 4, 2},
 				Shape: []int{16}, LocalShape: []int{2}, Layout: []int{0},
 				Shardings: []Sharding{
-					{Type: DIDx, Digit: Digit{Axis: 0, Stride: 2, Extent: 4}, Kind: Nested},
-					{Type: DIDy, Digit: Digit{Axis: 0, Stride: 8, Extent: 2}, Kind: Block},
+					{Type: DIDx, Digits: []Digit{{Axis: 0, Stride: 2, Extent: 4}}, Kind: Nested},
+					{Type: DIDy, Digits: []Digit{{Axis: 0, Stride: 8, Extent: 2}}, Kind: Block},
 				},
 			}},
 			Inputs:  []string{"tv0"},
@@ -226,15 +226,15 @@ ops:
 				Logical: []int{4, 9}, Loop: []int{2, 2, 3, 3},
 				Shape: []int{4, 9}, LocalShape: []int{2, 3}, Layout: []int{0, 1},
 				Shardings: []Sharding{
-					{Type: DIDx, Digit: Digit{Axis: 1, Stride: 3, Extent: 3}, Kind: Block},
-					{Type: DIDy, Digit: Digit{Axis: 0, Stride: 2, Extent: 2}, Kind: Block},
+					{Type: DIDx, Digits: []Digit{{Axis: 1, Stride: 3, Extent: 3}}, Kind: Block},
+					{Type: DIDy, Digits: []Digit{{Axis: 0, Stride: 2, Extent: 2}}, Kind: Block},
 				},
 			}, {
 				// Only DIDy: replicated along DIDx.
 				Name: "b", Mesh: "g", DType: "int64", Declared: true, Producer: "b = set(a)",
 				Logical: []int{4, 9}, Loop: []int{2, 2, 9},
 				Shape: []int{4, 9}, LocalShape: []int{2, 9}, Layout: []int{0, 1},
-				Shardings: []Sharding{{Type: DIDy, Digit: Digit{Axis: 0, Stride: 2, Extent: 2}, Kind: Block}},
+				Shardings: []Sharding{{Type: DIDy, Digits: []Digit{{Axis: 0, Stride: 2, Extent: 2}}, Kind: Block}},
 			}},
 			Ops:     []string{"b = set(a)"},
 			Inputs:  []string{"a"},
@@ -265,9 +265,9 @@ tensors:
 				Logical: []int{2, 6, 8}, Loop: []int{2, 2, 3, 2, 4},
 				Shape: []int{2, 6, 8}, LocalShape: []int{1, 3, 4}, Layout: []int{0, 1, 2},
 				Shardings: []Sharding{
-					{Type: DIDx, Digit: Digit{Axis: 2, Stride: 4, Extent: 2}, Kind: Block},
-					{Type: DIDy, Digit: Digit{Axis: 1, Stride: 3, Extent: 2}, Kind: Block},
-					{Type: DIDz, Digit: Digit{Axis: 0, Stride: 1, Extent: 2}, Kind: Block},
+					{Type: DIDx, Digits: []Digit{{Axis: 2, Stride: 4, Extent: 2}}, Kind: Block},
+					{Type: DIDy, Digits: []Digit{{Axis: 1, Stride: 3, Extent: 2}}, Kind: Block},
+					{Type: DIDz, Digits: []Digit{{Axis: 0, Stride: 1, Extent: 2}}, Kind: Block},
 				},
 			}},
 			Inputs:  []string{"tv0"},
@@ -300,7 +300,7 @@ tensors:
 				Name: "x", Mesh: "m", DType: "float32", Declared: true,
 				Logical: []int{2, 8}, Loop: []int{2, 8},
 				Shape: []int{2, 8}, LocalShape: []int{1, 8}, Layout: []int{0, 1},
-				Shardings: []Sharding{{Type: DIDx, Digit: Digit{Axis: 0, Stride: 1, Extent: 2}, Kind: Block}},
+				Shardings: []Sharding{{Type: DIDx, Digits: []Digit{{Axis: 0, Stride: 1, Extent: 2}}, Kind: Block}},
 			}, {
 				// DIDx over a mesh axis of extent 1 shards nothing.
 				Name: "y", Mesh: "one", DType: "float32", Declared: true,
@@ -331,7 +331,7 @@ tensors:
 				Name: "tv0", Mesh: "m", DType: "float32", Declared: true,
 				Logical: []int{8, 12}, Loop: []int{3, 8, 4},
 				Shape: []int{8, 12}, LocalShape: []int{8, 3}, Layout: []int{0, 1},
-				Shardings: []Sharding{{Type: DIDx, Digit: Digit{Axis: 1, Stride: 3, Extent: 4}, Kind: Block}},
+				Shardings: []Sharding{{Type: DIDx, Digits: []Digit{{Axis: 1, Stride: 3, Extent: 4}}, Kind: Block}},
 			}},
 			Inputs:  []string{"tv0"},
 			Outputs: []string{"tv0"},
@@ -357,7 +357,7 @@ tensors:
 				Name: "tv0", Mesh: "m", DType: "float32", Declared: true,
 				Logical: []int{4, 6}, Loop: []int{2, 12},
 				Shape: []int{4, 6}, LocalShape: []int{2, 6}, Layout: []int{0, 1},
-				Shardings: []Sharding{{Type: DIDx, Digit: Digit{Axis: 0, Stride: 2, Extent: 2}, Kind: Block}},
+				Shardings: []Sharding{{Type: DIDx, Digits: []Digit{{Axis: 0, Stride: 2, Extent: 2}}, Kind: Block}},
 			}},
 			Inputs:  []string{"tv0"},
 			Outputs: []string{"tv0"},
@@ -398,7 +398,7 @@ tensors:
 				Name: "u", Mesh: "m", DType: "float32", Declared: true,
 				Logical: []int{8, 6}, Loop: []int{2, 4, 6},
 				Shape: []int{8, 6}, LocalShape: []int{4, 6}, Layout: []int{1, 0},
-				Shardings: []Sharding{{Type: DIDx, Digit: Digit{Axis: 0, Stride: 4, Extent: 2}, Kind: Block}},
+				Shardings: []Sharding{{Type: DIDx, Digits: []Digit{{Axis: 0, Stride: 4, Extent: 2}}, Kind: Block}},
 			}, {
 				Name: "v", Mesh: "m", DType: "float32", Declared: true,
 				Logical: []int{8, 3}, Loop: []int{3, 4, 2},
@@ -443,14 +443,14 @@ ops:
 				Name: "x", Mesh: "m", DType: "bfloat16", Declared: true,
 				Logical: []int{8, 4}, Loop: []int{2, 4, 4},
 				Shape: []int{8, 4}, LocalShape: []int{4, 4}, Layout: []int{0, 1},
-				Shardings: []Sharding{{Type: DIDx, Digit: Digit{Axis: 0, Stride: 4, Extent: 2}, Kind: Block}},
+				Shardings: []Sharding{{Type: DIDx, Digits: []Digit{{Axis: 0, Stride: 4, Extent: 2}}, Kind: Block}},
 			}, {
 				// DIDx on the reduction axis does not shard; the one on
 				// the value axis does (a reduce-scatter).
 				Name: "s", Mesh: "m", DType: "bfloat16", Declared: true, Producer: "s = sum(x, axis=0)",
 				Logical: []int{8, 4}, Reductions: []int{0}, Loop: []int{2, 4, 2, 2},
 				Shape: []int{4}, LocalShape: []int{2}, Layout: []int{0},
-				Shardings: []Sharding{{Type: DIDx, Digit: Digit{Axis: 0, Stride: 2, Extent: 2}, Kind: Block}},
+				Shardings: []Sharding{{Type: DIDx, Digits: []Digit{{Axis: 0, Stride: 2, Extent: 2}}, Kind: Block}},
 			}, {
 				Name: "z", Mesh: "n", DType: "bfloat16", Declared: true, Producer: "z = set(s)",
 				Logical: []int{4}, Loop: []int{4},
@@ -632,7 +632,7 @@ tensors:
 	if diff := cmp.Diff([]int{4, 3, 2, 2}, loop); diff != "" {
 		t.Errorf("loop extents mismatch (-want +got):\n%s", diff)
 	}
-	wantSh := []Sharding{{Type: DIDx, Digit: Digit{Axis: 0, Stride: 2, Extent: 2}, Kind: Block}}
+	wantSh := []Sharding{{Type: DIDx, Digits: []Digit{{Axis: 0, Stride: 2, Extent: 2}}, Kind: Block}}
 	if diff := cmp.Diff(wantSh, tv.Shardings()); diff != "" {
 		t.Errorf("Shardings mismatch (-want +got):\n%s", diff)
 	}
@@ -713,7 +713,7 @@ func TestParseLongSchedule(t *testing.T) {
 		return
 	}
 	tv := f.Tensor("tv0")
-	want := []Sharding{{Type: DIDx, Digit: Digit{Axis: 0, Stride: 2, Extent: 2}, Kind: Block}}
+	want := []Sharding{{Type: DIDx, Digits: []Digit{{Axis: 0, Stride: 2, Extent: 2}}, Kind: Block}}
 	if diff := cmp.Diff(want, tv.Shardings()); diff != "" {
 		t.Errorf("Shardings mismatch (-want +got):\n%s", diff)
 	}

@@ -24,23 +24,37 @@ func (d Digit) Span() int { return d.Stride * d.Extent }
 type ShardKind string
 
 // The shard kinds: a contiguous block per device, every D-th element per
-// device, or a block inside another device dimension's block.
+// device, a block inside another device dimension's block, or several
+// digits (a device axis made by a merge).
 const (
 	Block   ShardKind = "block"
 	Strided ShardKind = "strided"
 	Nested  ShardKind = "nested"
+	Merged  ShardKind = "merged"
 )
 
-// Sharding says which logical axis one device type shards, and how: the
-// device with coordinate c along Type holds the indices whose Digit is c.
+// Sharding says which logical axes one device type shards, and how: the
+// device with coordinate c along Type holds the elements whose Digits,
+// read as a mixed-radix number (most significant first), equal c.
 type Sharding struct {
-	Type  ParallelType
-	Digit Digit
-	Kind  ShardKind
+	Type   ParallelType
+	Digits []Digit
+	Kind   ShardKind
 }
 
-// Axis is the sharded value axis.
-func (s Sharding) Axis() int { return s.Digit.Axis }
+// Axis is the (first) sharded value axis.
+func (s Sharding) Axis() int { return s.Digits[0].Axis }
+
+// Axes lists the sharded value axes, in digit order, each once.
+func (s Sharding) Axes() []int {
+	var axes []int
+	for _, d := range s.Digits {
+		if !slices.Contains(axes, d.Axis) {
+			axes = append(axes, d.Axis)
+		}
+	}
+	return axes
+}
 
 // analysisError is a problem found by the analyses, positioned at the
 // schedule step or allocation that causes it.
@@ -66,22 +80,24 @@ func (t *Tensor) analyze() *analysisError {
 		if err != nil {
 			return &analysisError{Pos: id.ParPos, Msg: fmt.Sprintf("%s axis: %s", pt, err.Msg), Hint: err.Hint}
 		}
-		if len(digits) != 1 {
-			return &analysisError{Pos: id.ParPos, Msg: fmt.Sprintf("%s axis derives from a merge of several logical axes or pieces, which is not supported yet", pt),
-				Hint: "parallelize a split of a single logical axis"}
-		}
-		d := digits[0]
-		n := t.Shape()[d.Axis]
-		kind := Nested
-		switch {
-		case d.Span() == n:
-			kind = Block
-		case d.Stride == 1:
-			kind = Strided
-		}
-		t.shardings = append(t.shardings, Sharding{Type: pt, Digit: d, Kind: kind})
+		t.shardings = append(t.shardings, Sharding{Type: pt, Digits: digits, Kind: t.kindOf(digits)})
 	}
 	return t.resolveLayout(valueIndex)
+}
+
+// kindOf classifies the digits a device axis selects.
+func (t *Tensor) kindOf(digits []Digit) ShardKind {
+	if len(digits) > 1 {
+		return Merged
+	}
+	d := digits[0]
+	switch {
+	case d.Span() == t.Shape()[d.Axis]:
+		return Block
+	case d.Stride == 1:
+		return Strided
+	}
+	return Nested
 }
 
 // deviceAxis returns the non-reduction loop axis parallelized on pt, or nil.
@@ -257,7 +273,9 @@ func (t *Tensor) Layout() []int { return t.layout }
 func (t *Tensor) LocalShape() []int {
 	shape := t.Shape()
 	for _, s := range t.shardings {
-		shape[s.Digit.Axis] /= s.Digit.Extent
+		for _, d := range s.Digits {
+			shape[d.Axis] /= d.Extent
+		}
 	}
 	return shape
 }
@@ -275,8 +293,10 @@ func (t *Tensor) LocalSize() int {
 func (t *Tensor) Boundaries(a int) []int {
 	var b []int
 	for _, s := range t.shardings {
-		if s.Digit.Axis == a {
-			b = append(b, s.Digit.Stride, s.Digit.Span())
+		for _, d := range s.Digits {
+			if d.Axis == a {
+				b = append(b, d.Stride, d.Span())
+			}
 		}
 	}
 	return b

@@ -91,6 +91,11 @@ func (l *lowerer) lowerOp(op *ir.Op) {
 		ctx.fail(reason, "use meshes of the same size, or gather on one mesh and scatter on the other")
 		return
 	}
+	if l.policy == PolicyNvFuser && (isMerged(p) || isMerged(c)) {
+		ctx.fail("a device axis derives from a merge; nvFuser needs exactly one logical axis per device dimension (\"Expected exactly one logical ID producing the device dimension\")",
+			"use --policy optimal, which lowers merged device axes")
+		return
+	}
 	if !ok {
 		ctx.fail("producer and consumer cut a logical axis at strides that do not divide each other",
 			"shard both tensors with splits whose factors divide one another")
@@ -132,6 +137,11 @@ func (c *opCtx) addBound(pv, cv *view) {
 // fail reports that the op cannot be lowered under the policy.
 func (c *opCtx) fail(reason, hint string) {
 	c.errs.AddHint(c.op.Pos, hint, "op %q cannot be lowered (policy %s): %s", c.op.Expr(), c.policy, reason)
+}
+
+// isMerged reports whether a device axis of t derives from a merge.
+func isMerged(t *ir.Tensor) bool {
+	return slices.ContainsFunc(t.Shardings(), func(s ir.Sharding) bool { return s.Kind == ir.Merged })
 }
 
 func identity(n int) []int {
@@ -231,7 +241,11 @@ func tensorOf(t *ir.Tensor) plan.Tensor {
 		pt.Schedule = append(pt.Schedule, scheduleStep(s))
 	}
 	for _, s := range t.Shardings() {
-		pt.Sharding = append(pt.Sharding, plan.Sharding{Type: s.Type.String(), LogicalAxis: s.Axis(), Kind: string(s.Kind)})
+		sh := plan.Sharding{Type: s.Type.String(), LogicalAxis: s.Axis(), Kind: string(s.Kind)}
+		if s.Kind == ir.Merged {
+			sh.LogicalAxes = s.Axes()
+		}
+		pt.Sharding = append(pt.Sharding, sh)
 	}
 	return pt
 }

@@ -78,8 +78,10 @@ func newFactoring(extents []int, tensors []*ir.Tensor, axisMaps [][]int) (*facto
 	}
 	for k, t := range tensors {
 		for _, s := range t.Shardings() {
-			a := axisMaps[k][s.Axis()]
-			f.bounds[a] = append(f.bounds[a], s.Digit.Stride, s.Digit.Span())
+			for _, d := range s.Digits {
+				a := axisMaps[k][d.Axis]
+				f.bounds[a] = append(f.bounds[a], d.Stride, d.Span())
+			}
 		}
 	}
 	for a := range f.bounds {
@@ -102,7 +104,10 @@ func (f *factoring) tensorView(t *ir.Tensor, axisMap []int) *view {
 	v := &view{name: t.Name, mesh: t.Mesh, dtype: t.DType, did: map[ir.ParallelType][]ir.Digit{}}
 	covered := map[ir.Digit]bool{}
 	for _, s := range t.Shardings() {
-		ds := f.fine(axisMap[s.Axis()], s.Digit.Stride, s.Digit.Span())
+		var ds []ir.Digit
+		for _, d := range s.Digits {
+			ds = append(ds, f.fine(axisMap[d.Axis], d.Stride, d.Span())...)
+		}
 		v.did[s.Type] = ds
 		for _, d := range ds {
 			covered[d] = true

@@ -82,8 +82,10 @@ type ParallelizeArgs struct {
 // Sharding says which logical axis a device type shards and how.
 type Sharding struct {
 	Type        string `json:"type"`
-	LogicalAxis int    `json:"logical_axis"` // among non-reduction axes
-	Kind        string `json:"kind"`         // block, strided or nested
+	LogicalAxis int    `json:"logical_axis"` // among non-reduction axes; the first for merged
+	Kind        string `json:"kind"`         // block, strided, nested or merged
+	// LogicalAxes lists every axis a merged device axis spans.
+	LogicalAxes []int `json:"logical_axes,omitempty"`
 }
 
 // Op is one op of the fusion, for the reference computation.

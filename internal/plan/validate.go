@@ -82,7 +82,7 @@ var (
 	policies    = []string{"nvfuser", "optimal"}
 	dtypes      = []string{"float32", "float16", "bfloat16", "float64", "int32", "int64"}
 	deviceTypes = []string{"DIDx", "DIDy", "DIDz"} // DIDx is the last mesh axis
-	shardKinds  = []string{"block", "strided", "nested"}
+	shardKinds  = []string{"block", "strided", "nested", "merged"}
 	opNames     = []string{"set", "sum", "prod", "max", "min"}
 )
 
@@ -256,6 +256,10 @@ func (v *validator) checkShardings(what string, t *Tensor, info *tensorInfo) []i
 			divisors = nil
 			continue
 		}
+		if s.Kind == "merged" {
+			divisors = nil // how the devices split each axis is in the schedule
+			continue
+		}
 		if divisors != nil {
 			m := info.mesh.Shape
 			size := m[len(m)-1-slices.Index(deviceTypes, s.Type)]
@@ -292,7 +296,19 @@ func (v *validator) checkSharding(what string, t *Tensor, s Sharding, info *tens
 		seen[ti] = true
 	}
 	if !slices.Contains(shardKinds, s.Kind) {
-		v.planf("%s: kind %q is not block, strided or nested", what, s.Kind)
+		v.planf("%s: kind %q is not block, strided, nested or merged", what, s.Kind)
+	}
+	if (s.Kind == "merged") != (len(s.LogicalAxes) > 0) {
+		v.planf("%s: logical_axes must be given exactly for a merged sharding", what)
+	}
+	for _, a := range s.LogicalAxes {
+		if info.rank >= 0 && (a < 0 || a >= info.rank) {
+			v.planf("%s: logical_axes %v are not among the %d non-reduction axes", what, s.LogicalAxes, info.rank)
+			break
+		}
+	}
+	if len(s.LogicalAxes) > 0 && s.LogicalAxes[0] != s.LogicalAxis {
+		v.planf("%s: logical_axis %d is not the first of logical_axes %v", what, s.LogicalAxis, s.LogicalAxes)
 	}
 	if info.rank < 0 {
 		ok = false

@@ -361,7 +361,7 @@ func tensorCases() []validateCase {
 			p.Tensors[2].Sharding[0].Type = "DIDy"
 		}},
 		{name: "sharding kind", mutate: func(p *Plan) { p.Tensors[0].Sharding[0].Kind = "cyclic" },
-			want: []Problem{pp(`tensor "tv0": sharding[0]: kind "cyclic" is not block, strided or nested`)}},
+			want: []Problem{pp(`tensor "tv0": sharding[0]: kind "cyclic" is not block, strided, nested or merged`)}},
 		{name: "sharding logical axis", mutate: func(p *Plan) { p.Tensors[0].Sharding[0].LogicalAxis = 2 },
 			want: []Problem{pp(`tensor "tv0": sharding[0]: logical_axis 2 is not among the 2 non-reduction axes`)}},
 		{name: "local shape length", mutate: func(p *Plan) { p.Tensors[0].LocalShape = []int{8} },
