@@ -184,10 +184,20 @@ func (p *parser) resolveInput(t *Tensor) {
 	if !ok || t.Mesh == nil || t.DType == "" {
 		return
 	}
+	var pls []placement
+	if rt.placements != nil {
+		if pls, ok = p.placements(rt.placements, t.Mesh, what+" placements"); !ok {
+			return
+		}
+		if pl, i, ok := partialOf(pls); ok {
+			t.partial = pl.op
+			shape = append([]int{t.Mesh.Shape[i]}, shape...)
+		}
+	}
 	for i, e := range shape {
 		t.Logical = append(t.Logical, &IterDomain{Extent: e, Logical: i})
 	}
-	p.schedule(t, rt)
+	p.scheduleWith(t, rt, pls)
 }
 
 // resolveOp infers the output of op from its input and checks the
@@ -196,6 +206,15 @@ func (p *parser) resolveOp(op *Op, ro *rawOp) bool {
 	in, out := op.In, op.Out
 	rt := p.raw[out.Name]
 	what := fmt.Sprintf("tensor %q", out.Name)
+	if in.partial != "" {
+		if ro.kind.IsReduction() {
+			p.errs.AddHint(ro.pos, "read it with a set, which reduces its partial terms",
+				"ops[%d]: %q has a Partial placement and can only be read by set", ro.fileIdx, in.Name)
+			return false
+		}
+		// A set from a Partial tensor is the reduction of its terms.
+		op.Kind, op.Axis, op.AxisPos = in.partial, 0, ro.pos
+	}
 	if ro.kind.IsReduction() {
 		rank := len(in.ValueAxes())
 		axis := ro.axis
@@ -229,7 +248,19 @@ func (p *parser) resolveOp(op *Op, ro *rawOp) bool {
 	if out.Mesh == nil {
 		return false
 	}
-	return p.schedule(out, rt)
+	var pls []placement
+	if rt.placements != nil {
+		var ok bool
+		if pls, ok = p.placements(rt.placements, out.Mesh, what+" placements"); !ok {
+			return false
+		}
+		if pl, _, ok := partialOf(pls); ok {
+			p.errs.AddHint(pl.pos, "a reduction's output is Shard or Replicate; Partial is for fusion inputs",
+				"%s placements: Partial is only allowed on fusion inputs", what)
+			return false
+		}
+	}
+	return p.scheduleWith(out, rt, pls)
 }
 
 // checkShape compares a declared shape of a produced tensor with the inferred

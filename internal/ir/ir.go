@@ -226,6 +226,9 @@ type Tensor struct {
 	AllocPos   diag.Pos
 	Producer   *Op
 	Declared   bool // listed under tensors
+	// partial is the op of a Partial placement: the tensor's logical axis 0
+	// holds the terms, one per device along a mesh axis, of that op.
+	partial OpKind
 
 	shardings []Sharding // resolved by analyze
 	layout    []int      // value axes in memory order

@@ -47,6 +47,7 @@ type rawTensor struct {
 	name                             string
 	pos                              diag.Pos
 	mesh, dtype, shape, sched, alloc *yaml.Node
+	placements                       *yaml.Node
 }
 
 // rawOp is an op as written.
@@ -271,7 +272,7 @@ func (p *parser) checkMeshDevices(m *Mesh, n *yaml.Node) {
 	}
 }
 
-var tensorKeys = []string{"mesh", "dtype", "shape", "schedule", "allocation"}
+var tensorKeys = []string{"mesh", "dtype", "shape", "schedule", "allocation", "placements"}
 
 func (p *parser) parseTensors(n *yaml.Node) {
 	p.raw = map[string]*rawTensor{}
@@ -308,6 +309,8 @@ func (p *parser) parseTensors(n *yaml.Node) {
 				rt.sched = x.Value
 			case "allocation":
 				rt.alloc = x.Value
+			case "placements":
+				rt.placements = x.Value
 			}
 		}
 		// Check what needs no op now, so these errors are reported along

@@ -13,9 +13,21 @@ var stepNames = []string{"split", "outer_split", "merge", "reorder", "paralleliz
 
 // schedule replays t's schedule and allocation from its declaration onto its
 // loop domain, then checks the device-parallel axes.
-func (p *parser) schedule(t *Tensor, rt *rawTensor) bool {
+func (p *parser) schedule(t *Tensor, rt *rawTensor) bool { return p.scheduleWith(t, rt, nil) }
+
+// scheduleWith is schedule with the tensor's decoded placements, which stand
+// in for a schedule.
+func (p *parser) scheduleWith(t *Tensor, rt *rawTensor, pls []placement) bool {
 	t.Loop = slices.Clone(t.Logical)
 	before := p.errs.Len()
+	if rt != nil && rt.placements != nil && rt.sched != nil {
+		p.errs.AddHint(posOf(rt.placements), "placements are sugar for a schedule; keep one of them",
+			"tensor %q: both placements and schedule are given", t.Name)
+		return false
+	}
+	if pls != nil && !p.placementSchedule(t, pls, fmt.Sprintf("tensor %q placements", t.Name)) {
+		return false
+	}
 	if rt != nil && rt.sched != nil {
 		p.replay(t, rt.sched)
 	}
