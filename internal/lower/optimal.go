@@ -21,25 +21,34 @@ type searchState struct {
 	pick  [3]int // per device type (DIDx, DIDy, DIDz): index into options
 }
 
-// cost orders paths: busiest-device bytes, total bytes, steps.
+// cost orders paths: bytes received by the busiest device, then bytes that
+// cross from one mesh to the other (each element should cross once and the
+// rest happen inside the destination mesh), then total bytes, then steps.
 type cost struct {
-	busiest, total int64
-	steps          int
+	busiest, cross, total int64
+	steps                 int
 }
 
 func (a cost) less(b cost) bool {
-	if a.busiest != b.busiest {
+	switch {
+	case a.busiest != b.busiest:
 		return a.busiest < b.busiest
-	}
-	if a.total != b.total {
+	case a.cross != b.cross:
+		return a.cross < b.cross
+	case a.total != b.total:
 		return a.total < b.total
 	}
 	return a.steps < b.steps
 }
 
 func (a cost) plus(b cost) cost {
-	return cost{a.busiest + b.busiest, a.total + b.total, a.steps + b.steps}
+	return cost{a.busiest + b.busiest, a.cross + b.cross, a.total + b.total, a.steps + b.steps}
 }
+
+// local is the cost of a step inside one mesh; crossing that of a step from
+// one mesh to the other.
+func local(busiest, total int64, steps int) cost    { return cost{busiest, 0, total, steps} }
+func crossing(busiest, total int64, steps int) cost { return cost{busiest, total, total, steps} }
 
 // edgeKind names the step an edge emits.
 type edgeKind int
@@ -229,13 +238,13 @@ func (pl *planner) edges(s searchState) []edge {
 			cur, next := pl.options[i][s.pick[i]], pl.options[i][k]
 			switch {
 			case cur == nil:
-				out = append(out, edge{edgeSlice, t, to, cost{steps: 1}})
+				out = append(out, edge{edgeSlice, t, to, local(0, 0, 1)})
 			case next == nil:
 				recv := (n - 1) * size
-				out = append(out, edge{edgeAllgather, t, to, cost{recv, recv * int64(len(m.Devices)), 1}})
+				out = append(out, edge{edgeAllgather, t, to, local(recv, recv*int64(len(m.Devices)), 1)})
 			case disjoint(cur, next):
 				recv := (n - 1) * size / n
-				out = append(out, edge{edgeAllToAll, t, to, cost{recv, recv * int64(len(m.Devices)), 1}})
+				out = append(out, edge{edgeAllToAll, t, to, local(recv, recv*int64(len(m.Devices)), 1)})
 			}
 		}
 	}
@@ -262,21 +271,21 @@ func (pl *planner) crossEdges(s searchState, size int64) []edge {
 	moved.onDst = true
 	receivers := int64(len(to.Devices))
 	if slices.Equal(from.Shape, to.Shape) && pl.valid(moved) {
-		out = append(out, edge{edgeSendRecv, ir.Serial, moved, cost{size, size * receivers, 1}})
+		out = append(out, edge{edgeSendRecv, ir.Serial, moved, crossing(size, size*receivers, len(to.Devices))})
 	}
 	if pl.isReplicated(s) {
-		out = append(out, edge{edgeBroadcast, ir.Serial, moved, cost{size, size * receivers, 1}})
+		out = append(out, edge{edgeBroadcast, ir.Serial, moved, crossing(size, size*receivers, 1)})
 		target := pl.stateOf(pl.dst, true)
 		if to.Rank() == 1 && commonRoot(from, to) >= 0 && !pl.isReplicated(target) && onlyType(target, 0) {
 			chunk := pl.size(target)
-			out = append(out, edge{edgeScatter, ir.DIDx, target, cost{chunk, chunk * (receivers - 1), 1}})
+			out = append(out, edge{edgeScatter, ir.DIDx, target, crossing(chunk, chunk*(receivers-1), 1)})
 		}
 	}
 	if from.Rank() == 1 && onlyType(s, 0) && !pl.isReplicated(s) {
 		target := moved
 		target.pick = [3]int{}
 		full := size * int64(from.Size(ir.DIDx))
-		out = append(out, edge{edgeGather, ir.DIDx, target, cost{full, full * receivers, len(to.Devices)}})
+		out = append(out, edge{edgeGather, ir.DIDx, target, crossing(full, full*receivers, len(to.Devices))})
 	}
 	return out
 }
