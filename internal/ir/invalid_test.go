@@ -871,12 +871,13 @@ ops:
 tensors:
   tv0:
     mesh: m
-    shape: [6]
+    shape: [12]
     schedule:
-      - outer_split: {axis: 0, factor: 4}
-      - parallelize: {axis: 0, type: DIDx}
+      - outer_split: {axis: 0, factor: 2}
+      - outer_split: {axis: 1, factor: 4}
+      - parallelize: {axis: 1, type: DIDx}
 `,
-		want: `in.yaml:9:9: error: tensor "tv0": DIDx axis: uneven split: extent 6 is not divisible into 4 x 2; use a factor that divides the extent (uneven shards are not supported yet)`,
+		want: `in.yaml:10:9: error: tensor "tv0": DIDx axis: uneven split: extent 6 is not divisible into 4 x 2, and only the first split of a logical axis may be uneven; split the logical axis unevenly first, then split its pieces evenly`,
 	},
 	{
 		name: "unknown_dtype",
@@ -894,7 +895,7 @@ tensors:
 tensors:
   tv0: {mesh: m, shape: [4], layout: [0]}
 `,
-		want: `in.yaml:4:30: error: tensor "tv0": unknown key "layout" (expected one of mesh, dtype, shape, schedule, allocation)`,
+		want: `in.yaml:4:30: error: tensor "tv0": unknown key "layout" (expected one of mesh, dtype, shape, schedule, allocation, placements)`,
 	},
 	{
 		name: "unknown_mesh",
@@ -960,7 +961,7 @@ ops:
 tensors:
   tv0: {mesh: m, shap: [4]}
 `,
-		want: `in.yaml:4:18: error: tensor "tv0": unknown key "shap" (expected one of mesh, dtype, shape, schedule, allocation); did you mean "shape"?`,
+		want: `in.yaml:4:18: error: tensor "tv0": unknown key "shap" (expected one of mesh, dtype, shape, schedule, allocation, placements); did you mean "shape"?`,
 	},
 	{
 		name: "unknown_top_key",

@@ -230,8 +230,9 @@ type Tensor struct {
 	// holds the terms, one per device along a mesh axis, of that op.
 	partial OpKind
 
-	shardings []Sharding // resolved by analyze
-	layout    []int      // value axes in memory order
+	shardings []Sharding  // resolved by analyze
+	rootPad   map[int]int // value axis -> extent its uneven first split pads it to
+	layout    []int       // value axes in memory order
 }
 
 // ValueAxes returns the positions of the non-reduction logical axes: the

@@ -3,6 +3,7 @@ package ir
 import (
 	"fmt"
 	"slices"
+	"sort"
 
 	"github.com/nvcomm/nvcomm/internal/diag"
 )
@@ -92,7 +93,7 @@ func (t *Tensor) kindOf(digits []Digit) ShardKind {
 	}
 	d := digits[0]
 	switch {
-	case d.Span() == t.Shape()[d.Axis]:
+	case d.Span() >= t.Shape()[d.Axis]:
 		return Block
 	case d.Stride == 1:
 		return Strided
@@ -159,9 +160,18 @@ func (t *Tensor) digitsOf(id *IterDomain, valueIndex map[int]int, memo map[*Iter
 	}
 	outerExt, innerExt := tr.Out[0].Extent, tr.Out[1].Extent
 	if outerExt*innerExt != tr.In[0].Extent {
-		return nil, &analysisError{Pos: tr.Pos,
-			Msg:  fmt.Sprintf("uneven split: extent %d is not divisible into %d x %d", tr.In[0].Extent, outerExt, innerExt),
-			Hint: "use a factor that divides the extent (uneven shards are not supported yet)"}
+		if tr.In[0].Def != nil || len(in) != 1 {
+			return nil, &analysisError{Pos: tr.Pos,
+				Msg:  fmt.Sprintf("uneven split: extent %d is not divisible into %d x %d, and only the first split of a logical axis may be uneven", tr.In[0].Extent, outerExt, innerExt),
+				Hint: "split the logical axis unevenly first, then split its pieces evenly"}
+		}
+		// The first split of a logical axis pads it to outer*inner: the
+		// indices past its extent are holes that no device stores.
+		in = []Digit{{Axis: in[0].Axis, Stride: 1, Extent: outerExt * innerExt}}
+		if t.rootPad == nil {
+			t.rootPad = map[int]int{}
+		}
+		t.rootPad[in[0].Axis] = outerExt * innerExt
 	}
 	outer, inner, ok := splitDigits(in, innerExt)
 	if !ok {
@@ -269,9 +279,79 @@ func (t *Tensor) ShardingOf(pt ParallelType) (Sharding, bool) {
 // Layout returns the value axes in memory order, outermost first.
 func (t *Tensor) Layout() []int { return t.layout }
 
-// LocalShape returns the per-device extent of every value axis.
-func (t *Tensor) LocalShape() []int {
+// PaddedShape returns the extent of every value axis, padded where an
+// uneven split of a sharded axis leaves holes: the space the shards tile.
+func (t *Tensor) PaddedShape() []int {
 	shape := t.Shape()
+	for _, s := range t.shardings {
+		for _, d := range s.Digits {
+			shape[d.Axis] = max(shape[d.Axis], d.Span(), t.rootPad[d.Axis])
+		}
+	}
+	return shape
+}
+
+// unevenLocalShape counts, per value axis, the elements the device at
+// coordinate 0 of every device axis stores: the most any device stores,
+// since a device's indices along an axis grow with its coordinates.
+func (t *Tensor) unevenLocalShape() []int {
+	shape, padded := t.Shape(), t.PaddedShape()
+	local := make([]int, len(shape))
+	for a := range shape {
+		bounds := []int{1, padded[a]}
+		var dev []Digit
+		for _, s := range t.shardings {
+			for _, d := range s.Digits {
+				if d.Axis == a {
+					bounds = append(bounds, d.Stride, d.Span())
+					dev = append(dev, d)
+				}
+			}
+		}
+		slices.Sort(bounds)
+		bounds = slices.Compact(bounds)
+		var stored []Digit
+		for i := len(bounds) - 1; i > 0; i-- {
+			d := Digit{Axis: a, Stride: bounds[i-1], Extent: bounds[i] / bounds[i-1]}
+			if !slices.ContainsFunc(dev, func(x Digit) bool { return x.Stride <= d.Stride && d.Span() <= x.Span() }) {
+				stored = append(stored, d)
+			}
+		}
+		local[a] = ValidPrefix(stored, 0, shape[a])
+	}
+	return local
+}
+
+// ValidPrefix counts the local indices along one axis whose logical index is
+// below n: the local index j, written in mixed radix over the stored digits
+// (most significant first), contributes Σ digit·stride on top of base (the
+// device digits' contribution). The count is a prefix, since the logical
+// index grows with j.
+func ValidPrefix(stored []Digit, base, n int) int {
+	total := 1
+	for _, d := range stored {
+		total *= d.Extent
+	}
+	return sort.Search(total, func(j int) bool {
+		v := base
+		for k := len(stored) - 1; k >= 0; k-- {
+			v += (j % stored[k].Extent) * stored[k].Stride
+			j /= stored[k].Extent
+		}
+		return v >= n
+	})
+}
+
+// IsUneven reports whether some device holds fewer elements than others.
+func (t *Tensor) IsUneven() bool { return !slices.Equal(t.Shape(), t.PaddedShape()) }
+
+// LocalShape returns the per-device extent of every value axis: the largest
+// over devices when the tensor is uneven.
+func (t *Tensor) LocalShape() []int {
+	if t.IsUneven() {
+		return t.unevenLocalShape()
+	}
+	shape := t.PaddedShape()
 	for _, s := range t.shardings {
 		for _, d := range s.Digits {
 			shape[d.Axis] /= d.Extent

@@ -85,8 +85,13 @@ func (l *lowerer) lowerOp(op *ir.Op) {
 	if op.Kind.IsReduction() {
 		cMap = without1(pMap, op.Axis)
 	}
-	fact, ok := newFactoring(p.Shape(), []*ir.Tensor{p, c}, [][]int{pMap, cMap})
+	fact, ok := newFactoring(paddedExtents(p, c, cMap), []*ir.Tensor{p, c}, [][]int{pMap, cMap})
 	ctx := &opCtx{lowerer: l, op: op, fact: fact, reduced: map[int]int64{}}
+	if l.policy == PolicyNvFuser && (p.IsUneven() || c.IsUneven()) {
+		ctx.fail("a sharded axis does not divide evenly among its devices, which nvFuser rejects (\"Sharded axis must be evenly divisible by mesh\")",
+			"use --policy optimal, which pads uneven shards")
+		return
+	}
 	if reason, bad := meshSizeMismatch(op); bad && l.policy == PolicyNvFuser {
 		ctx.fail(reason, "use meshes of the same size, or gather on one mesh and scatter on the other")
 		return
@@ -102,17 +107,31 @@ func (l *lowerer) lowerOp(op *ir.Op) {
 		return
 	}
 	pv, cv := fact.tensorView(p, pMap), fact.tensorView(c, cMap)
+	src, dst := ctx.pad(pv, p.Shape(), pMap), ctx.padded(cv, c.Shape(), cMap)
 	switch {
 	case l.policy == PolicyOptimal && op.Kind.IsReduction():
-		ctx.optimalReduction(pv, cv)
+		ctx.optimalReduction(src, dst)
 	case l.policy == PolicyOptimal:
-		ctx.optimal(pv, cv)
+		ctx.optimal(src, dst)
 	case op.Kind.IsReduction():
-		ctx.lowerReduction(pv, cv)
+		ctx.lowerReduction(src, dst)
 	default:
-		ctx.lowerSet(pv, cv)
+		ctx.lowerSet(src, dst)
 	}
-	ctx.addBound(pv, cv)
+	if dst != cv {
+		ctx.unpad(dst, cv, c.Shape(), cMap)
+	}
+	ctx.addBound(src, dst)
+}
+
+// paddedExtents returns, per producer axis, the extent both tensors' shards
+// tile: the true extent, or more where an uneven split pads it.
+func paddedExtents(p, c *ir.Tensor, cMap []int) []int {
+	ext := p.PaddedShape()
+	for j, e := range c.PaddedShape() {
+		ext[cMap[j]] = max(ext[cMap[j]], e)
+	}
+	return ext
 }
 
 // addBound adds the op's lower bound to each device's total: the elements of
@@ -220,11 +239,12 @@ func (l *lowerer) summary() plan.Summary {
 func tensorOf(t *ir.Tensor) plan.Tensor {
 	pt := plan.Tensor{
 		Name: t.Name, DType: string(t.DType), Mesh: t.Mesh.Name,
-		Shape:      t.LogicalExtents(),
-		Allocation: slices.Clone(t.Allocation),
-		Sharding:   []plan.Sharding{},
-		LocalShape: t.LocalShape(),
-		Layout:     slices.Clone(t.Layout()),
+		Shape:       t.LogicalExtents(),
+		Allocation:  slices.Clone(t.Allocation),
+		Sharding:    []plan.Sharding{},
+		LocalShape:  t.LocalShape(),
+		PaddedShape: paddedShape(t),
+		Layout:      slices.Clone(t.Layout()),
 	}
 	if pt.LocalShape == nil {
 		pt.LocalShape = []int{}
@@ -248,6 +268,14 @@ func tensorOf(t *ir.Tensor) plan.Tensor {
 		pt.Sharding = append(pt.Sharding, sh)
 	}
 	return pt
+}
+
+// paddedShape is t's padded shape when it is uneven, else nil.
+func paddedShape(t *ir.Tensor) []int {
+	if t.IsUneven() {
+		return t.PaddedShape()
+	}
+	return nil
 }
 
 func scheduleStep(s ir.ScheduleStep) plan.ScheduleStep {

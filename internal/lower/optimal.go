@@ -421,8 +421,19 @@ func (c *opCtx) optimalReduction(pv, cv *view) {
 	r := c.op.Axis
 	var partial []ir.ParallelType
 	for _, t := range ir.DeviceTypes {
-		if pv.sharded(t) && pv.axisOf(t) == r {
+		switch on := len(onAxis(pv.did[t], r)); {
+		case on == 0:
+		case on == len(pv.did[t]):
 			partial = append(partial, t)
+		default:
+			// A merged device axis that spans the reduced axis and others:
+			// its devices hold different elements of the other axes, so
+			// gather it first and reduce the whole axis locally.
+			next := &view{name: c.buffer("gathered"), mesh: pv.mesh, dtype: pv.dtype, did: maps(pv.did),
+				stored: concat(pv.did[t], pv.stored), flexible: true}
+			delete(next.did, t)
+			c.allgather(pv, next, t)
+			pv = next
 		}
 	}
 	src := pv

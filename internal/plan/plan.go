@@ -47,8 +47,12 @@ type Tensor struct {
 	// their logical index.
 	Allocation []int      `json:"allocation,omitempty"`
 	Sharding   []Sharding `json:"sharding"`
-	// LocalShape is the per-device extent of each non-reduction axis.
+	// LocalShape is the per-device extent of each non-reduction axis (the
+	// largest over devices when the tensor is uneven).
 	LocalShape []int `json:"local_shape"`
+	// PaddedShape is, for an uneven tensor, the extent of each
+	// non-reduction axis that its shards tile; absent when even.
+	PaddedShape []int `json:"padded_shape,omitempty"`
 	// Layout is the non-reduction axes in memory order, outermost first.
 	Layout []int `json:"layout"`
 }
@@ -182,8 +186,14 @@ type Step struct {
 	Perm []int `json:"perm,omitempty"`
 	// ReduceDims are the dimensions of Dims that a LocalReduce combines;
 	// the output keeps the other dimensions in order.
-	ReduceDims []int  `json:"reduce_dims,omitempty"`
-	Bytes      *Bytes `json:"bytes,omitempty"`
+	ReduceDims []int `json:"reduce_dims,omitempty"`
+	// Valid gives, for Pad and Unpad, each device's real box (in the order
+	// of Devices): the leading entries of each dim that hold elements; the
+	// rest of the padded buffer are holes.
+	Valid [][]int `json:"valid,omitempty"`
+	// Fill is what a Pad writes into holes: "0", "1", "-inf" or "inf".
+	Fill  *string `json:"fill,omitempty"`
+	Bytes *Bytes  `json:"bytes,omitempty"`
 }
 
 // Count is the number of elements in one device's input and output buffer

@@ -338,11 +338,26 @@ func (v *validator) checkLocalShape(what string, t *Tensor, rank int) bool {
 // checkLocalExtents checks that each local extent is the global extent
 // divided by the devices that shard the axis.
 func (v *validator) checkLocalExtents(what string, t *Tensor, values, divisors []int) {
+	if t.PaddedShape != nil && len(t.PaddedShape) != len(values) {
+		v.planf("%s: padded_shape has %d entries, want %d (one per non-reduction axis)", what, len(t.PaddedShape), len(values))
+		return
+	}
 	for k, a := range values {
 		n, d := t.Shape[a], divisors[k]
+		if t.PaddedShape != nil {
+			if t.PaddedShape[k] < n {
+				v.planf("%s: padded_shape[%d] is %d, less than the extent %d", what, k, t.PaddedShape[k], n)
+				continue
+			}
+			n = t.PaddedShape[k] // the shards tile the padded extent
+		}
 		switch {
 		case d < 1:
 			// an invalid mesh, reported there
+		case t.PaddedShape != nil && n%d == 0 && (t.LocalShape[k] < 0 || t.LocalShape[k] > n/d):
+			v.planf("%s: local_shape[%d] is %d, more than %d (padded extent %d over %d devices)", what, k, t.LocalShape[k], n/d, n, d)
+		case t.PaddedShape != nil && n%d == 0:
+			// uneven: the largest shard may be shorter than its slot
 		case n%d != 0:
 			v.planf("%s: extent %d of axis %d does not divide among %d devices", what, n, k, d)
 		case t.LocalShape[k] != n/d:

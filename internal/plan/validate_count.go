@@ -147,6 +147,11 @@ func (v *validator) checkLocalFields(i int, s *Step) {
 	case LocalReduce:
 		v.checkDims(i, s)
 		v.checkReduceDims(i, s)
+	case Pad, Unpad:
+		v.checkPad(i, s)
+	}
+	if (len(s.Valid) > 0 || s.Fill != nil) && s.Type != Pad && s.Type != Unpad {
+		v.stepf(i, "valid or fill is set, but only a Pad or Unpad takes them")
 	}
 	if len(s.Perm) > 0 && s.Type != Permute {
 		v.stepf(i, "perm is set, but only a Permute takes one")
@@ -160,7 +165,7 @@ func (v *validator) checkNoLocalFields(i int, s *Step) {
 	for _, f := range []struct {
 		name string
 		n    int
-	}{{"dims", len(s.Dims)}, {"perm", len(s.Perm)}, {"reduce_dims", len(s.ReduceDims)}} {
+	}{{"dims", len(s.Dims)}, {"perm", len(s.Perm)}, {"reduce_dims", len(s.ReduceDims)}, {"valid", len(s.Valid)}} {
 		if f.n > 0 {
 			v.stepf(i, "%s is set, but a collective takes none", f.name)
 		}

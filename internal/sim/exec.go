@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"math"
 	"slices"
 
 	"github.com/nvcomm/nvcomm/internal/plan"
@@ -128,8 +129,11 @@ func checkRoot(s *plan.Step) error {
 
 // local runs a local step on each of its devices.
 func (m *machine) local(s *plan.Step) (map[int]flow, error) {
-	if s.Type == plan.Slice {
+	switch s.Type {
+	case plan.Slice:
 		return m.slice(s)
+	case plan.Pad, plan.Unpad:
+		return m.pad(s)
 	}
 	f, err := localStep(s)
 	if err != nil {
@@ -184,4 +188,128 @@ func (m *machine) slice(s *plan.Step) (map[int]flow, error) {
 		}
 	}
 	return flows, nil
+}
+
+// pad runs a Pad or an Unpad: each device's real box (its entry of Valid)
+// sits at the low corner of a row-major array of shape Dims; a Pad writes
+// Fill into the rest, an Unpad drops it.
+func (m *machine) pad(s *plan.Step) (map[int]flow, error) {
+	fill, err := padFill(s)
+	if err != nil {
+		return nil, err
+	}
+	if len(s.Valid) != len(s.Devices) || len(s.Devices) == 0 {
+		return nil, stepError(s, "valid has %d boxes for %d devices", len(s.Valid), len(s.Devices))
+	}
+	full := 1
+	for _, d := range s.Dims {
+		if d < 0 {
+			return nil, stepError(s, "dims %v are negative", s.Dims)
+		}
+		full *= d
+	}
+	padded, real := s.Count.Output, s.Count.Input // a Pad's count; an Unpad's is the other way
+	if s.Type == plan.Unpad {
+		padded, real = real, padded
+	}
+	if padded != full {
+		return nil, stepError(s, "the padded count %d must be the product %d of dims %v", padded, full, s.Dims)
+	}
+	hull := make([]int, len(s.Dims))
+	flows := map[int]flow{}
+	for k, d := range s.Devices {
+		box := s.Valid[k]
+		if len(box) != len(s.Dims) {
+			return nil, stepError(s, "valid box %v of device %d does not match dims %v", box, d, s.Dims)
+		}
+		inBox := 1
+		for i, v := range box {
+			if v < 0 || v > s.Dims[i] {
+				return nil, stepError(s, "valid box %v of device %d exceeds dims %v", box, d, s.Dims)
+			}
+			inBox *= v
+		}
+		for i, v := range box {
+			hull[i] = max(hull[i], v)
+		}
+		in, ok := m.get(d, s.Input)
+		if !ok {
+			return nil, stepError(s, "device %d has no buffer %q", d, s.Input)
+		}
+		want := full
+		if s.Type == plan.Pad {
+			want = inBox
+		}
+		if len(in) != want {
+			return nil, stepError(s, "buffer %q on device %d has %d elements, want %d", s.Input, d, len(in), want)
+		}
+		flows[d] = flow{}
+		m.put(d, s.Output, padBox(in, s.Dims, box, s.Type == plan.Pad, fill))
+	}
+	if most := product(hull); real != most {
+		return nil, stepError(s, "the unpadded count %d must be %d, the box that holds every device's real box", real, most)
+	}
+	return flows, nil
+}
+
+// padFill decodes a Pad's fill (an Unpad has none).
+func padFill(s *plan.Step) (float64, error) {
+	if s.Type == plan.Unpad {
+		if s.Fill != nil {
+			return 0, stepError(s, "an Unpad takes no fill")
+		}
+		return 0, nil
+	}
+	if s.Fill == nil {
+		return 0, stepError(s, "a Pad needs a fill")
+	}
+	switch *s.Fill {
+	case "0":
+		return 0, nil
+	case "1":
+		return 1, nil
+	case "-inf":
+		return math.Inf(-1), nil
+	case "inf":
+		return math.Inf(1), nil
+	}
+	return 0, stepError(s, "fill %q is not 0, 1, -inf or inf", *s.Fill)
+}
+
+// padBox copies between a box at the low corner of a dims array and a
+// compact box array: into the padded array (pad) or out of it.
+func padBox(in []float64, dims, box []int, pad bool, fill float64) []float64 {
+	size := func(shape []int) int {
+		n := 1
+		for _, e := range shape {
+			n *= e
+		}
+		return n
+	}
+	var out []float64
+	if pad {
+		out = make([]float64, size(dims))
+		for i := range out {
+			out[i] = fill
+		}
+	} else {
+		out = make([]float64, size(box))
+	}
+	idx := make([]int, len(box))
+	for j := range size(box) {
+		r, flat := j, 0
+		for k := len(box) - 1; k >= 0; k-- {
+			idx[k] = r % box[k]
+			r /= box[k]
+		}
+		for k := range dims {
+			flat = flat*dims[k] + idx[k]
+		}
+		if pad {
+			out[flat] = in[j]
+		} else {
+			out[j] = in[flat]
+		}
+	}
+	return out
 }

@@ -18,8 +18,6 @@ func localStep(s *plan.Step) (localFunc, error) {
 		return permuteStep(s)
 	case plan.LocalReduce:
 		return localReduceStep(s)
-	case plan.Pad, plan.Unpad:
-		return nil, stepError(s, "not supported yet by simulate")
 	}
 	return nil, stepError(s, "unknown step type")
 }
