@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/nvcomm/nvcomm/internal/diag"
@@ -62,25 +64,44 @@ func rejected(phase string, err error) outcome {
 	return outcome{"rejected", phase + ": " + msg}
 }
 
-// run checks n generated fusions and returns counts by outcome and reason;
-// failures are reported through t with the fusion as YAML.
+// run checks n generated fusions, spread over the CPUs, and returns counts
+// by outcome and reason; failures are reported through t with the fusion as
+// YAML. Case i is always the same fusion, whatever the number of workers.
 func run(t *testing.T, n int, seed uint64) map[string]int {
-	g := NewGenerator(seed)
-	counts := map[string]int{}
+	workers := runtime.GOMAXPROCS(0)
+	results := make([]map[string]int, workers)
+	var mu sync.Mutex
 	failures := 0
-	for i := range n {
-		src := g.Fusion()
-		o := check(src, uint64(i))
-		key := o.kind
-		if o.kind == "rejected" {
-			key += " | " + o.reason
-		}
-		counts[key]++
-		if o.kind != "pass" && o.kind != "rejected" {
-			failures++
-			if failures <= 3 {
-				t.Errorf("case %d: %s: %s\nfusion:\n%s", i, o.kind, o.reason, src)
+	var wg sync.WaitGroup
+	for w := range workers {
+		results[w] = map[string]int{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < n; i += workers {
+				src := NewGenerator(seed*1_000_003 + uint64(i)).Fusion()
+				o := check(src, uint64(i))
+				key := o.kind
+				if o.kind == "rejected" {
+					key += " | " + o.reason
+				}
+				results[w][key]++
+				if o.kind != "pass" && o.kind != "rejected" {
+					mu.Lock()
+					failures++
+					if failures <= 3 {
+						t.Errorf("case %d: %s: %s\nfusion:\n%s", i, o.kind, o.reason, src)
+					}
+					mu.Unlock()
+				}
 			}
+		}()
+	}
+	wg.Wait()
+	counts := map[string]int{}
+	for _, r := range results {
+		for k, v := range r {
+			counts[k] += v
 		}
 	}
 	return counts

@@ -238,6 +238,10 @@ func (g *Generator) Fusion() string {
 	var b strings.Builder
 	main := g.mesh("m", 3)
 	other := g.mesh("n", 1)
+	if g.r.IntN(3) == 0 {
+		// A mesh of the same shape on other devices: n-D moves between meshes.
+		other = genMesh{name: "n", shape: main.shape, devices: g.r.Perm(16)[:len(main.devices)]}
+	}
 	meshes := []genMesh{main, other}
 	b.WriteString("meshes:\n")
 	for _, m := range meshes {
@@ -285,6 +289,10 @@ func (g *Generator) Fusion() string {
 
 // writeTensor writes a tensor declaration with a random schedule.
 func (g *Generator) writeTensor(b *strings.Builder, name string, m genMesh, ext []int, red []bool, dtype string, withMesh bool) {
+	if g.r.IntN(5) == 0 {
+		g.writePlacements(b, name, m, ext, red, dtype, withMesh)
+		return
+	}
 	s := g.schedule(ext, red, m)
 	fmt.Fprintf(b, "  %s:\n", name)
 	if withMesh || name == "t0" {
@@ -312,4 +320,44 @@ func (g *Generator) writeTensor(b *strings.Builder, name string, m genMesh, ext 
 	if len(s.steps) == 0 && !withMesh && name != "t0" && dtype == "" {
 		fmt.Fprintf(b, "    mesh: %s\n", m.name)
 	}
+}
+
+// writePlacements writes a tensor declared with DTensor placements instead
+// of a schedule: Shard over random dims (nesting when two mesh axes pick one
+// dim), Replicate, and on the input sometimes Partial.
+func (g *Generator) writePlacements(b *strings.Builder, name string, m genMesh, ext []int, red []bool, dtype string, withMesh bool) {
+	var dims []int
+	for k := range ext {
+		if !red[k] {
+			dims = append(dims, k)
+		}
+	}
+	pls := make([]string, len(m.shape))
+	partial := false
+	for i := range pls {
+		switch k := g.r.IntN(5); {
+		case k < 2 && len(dims) > 0:
+			pls[i] = fmt.Sprintf("Shard(%d)", g.r.IntN(len(dims)))
+		case k == 2 && name == "t0" && !partial:
+			pls[i] = "Partial(" + []string{"sum", "prod", "max", "min"}[g.r.IntN(4)] + ")"
+			partial = true
+		default:
+			pls[i] = "Replicate()"
+		}
+	}
+	fmt.Fprintf(b, "  %s:\n", name)
+	if withMesh || name == "t0" {
+		fmt.Fprintf(b, "    mesh: %s\n", m.name)
+	}
+	if dtype != "" {
+		fmt.Fprintf(b, "    dtype: %s\n", dtype)
+	}
+	if name == "t0" {
+		parts := make([]string, len(ext))
+		for i, e := range ext {
+			parts[i] = fmt.Sprint(e)
+		}
+		fmt.Fprintf(b, "    shape: [%s]\n", strings.Join(parts, ", "))
+	}
+	fmt.Fprintf(b, "    placements: [%s]\n", strings.Join(pls, ", "))
 }

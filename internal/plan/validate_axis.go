@@ -25,7 +25,15 @@ func (v *validator) checkCollectiveAxis(i int, s *Step, op *Op) {
 		if want != nil && op.Axis != nil && *want >= *op.Axis {
 			*want++ // the output's axes skip the reduced one
 		}
-	case Allgather, Gather, AllToAll, SendRecv:
+	case SendRecv:
+		if !v.comesFromTensor(i, s.Input, op.Input) {
+			return // an intermediate sharding of a multi-step change
+		}
+		want = v.firstShardedAxis(op.Input)
+		if want == nil {
+			break // a replicated tensor: the axis must be null
+		}
+	case Allgather, Gather, AllToAll:
 		if !v.comesFromTensor(i, s.Input, op.Input) {
 			return // an intermediate sharding of a multi-step change
 		}
@@ -33,7 +41,7 @@ func (v *validator) checkCollectiveAxis(i int, s *Step, op *Op) {
 	default:
 		return
 	}
-	if want == nil && s.Type != Broadcast {
+	if want == nil && s.Type != Broadcast && s.Type != SendRecv {
 		return // what the axis should be is unknown; other rules report why
 	}
 	if in := v.tensors[op.Input]; want != nil && (*want < 0 || in == nil || in.rank < 0 || *want >= in.rank) {
@@ -84,6 +92,17 @@ func (v *validator) lastWriter(i int, name string) int {
 		}
 	}
 	return -1
+}
+
+// firstShardedAxis returns the axis of a tensor's first sharding entry (a
+// SendRecv moves a whole shard and names that axis), or nil.
+func (v *validator) firstShardedAxis(name string) *int {
+	for _, t := range v.p.Tensors {
+		if t.Name == name && len(t.Sharding) > 0 {
+			return &t.Sharding[0].LogicalAxis
+		}
+	}
+	return nil
 }
 
 // shardedAxis returns the logical axis of tensor name that is sharded along
