@@ -323,3 +323,16 @@ func (f *Fusion) Tensor(name string) *Tensor {
 	}
 	return nil
 }
+
+// NewReplicated returns a tensor of the given shape replicated on every
+// device of mesh, stored in row-major order: the lowering's stand-in for a
+// buffer that holds a whole tensor on each device.
+func NewReplicated(name string, mesh *Mesh, dtype DType, shape []int) *Tensor {
+	t := &Tensor{Name: name, Mesh: mesh, DType: dtype}
+	for i, e := range shape {
+		t.Logical = append(t.Logical, &IterDomain{Extent: e, Logical: i})
+	}
+	t.Loop = t.Logical
+	t.analyze() // cannot fail: no schedule, no allocation
+	return t
+}

@@ -51,6 +51,9 @@ func (c *opCtx) emitLocalOn(s plan.Step, devices []int, countIn, countOut int) {
 }
 
 func (c *opCtx) append(s plan.Step) {
+	if s.Axis != nil && c.toOpAxis != nil {
+		s.Axis = ptr(c.toOpAxis[*s.Axis])
+	}
 	s.ID = len(c.steps)
 	s.Op = c.op.Index
 	s.Expr = c.op.Expr()

@@ -76,52 +76,102 @@ type opCtx struct {
 	// collectives; resolved is the view once no axis is partial.
 	reduced  map[int]int64
 	resolved *view
+	// toOpAxis maps the axes of the pair being lowered to the op input's,
+	// when they differ (the second half of a lowering through a replicated
+	// copy); steps name axes of the op's input.
+	toOpAxis []int
 }
 
 func (l *lowerer) lowerOp(op *ir.Op) {
 	p, c := op.In, op.Out
-	pMap := identity(len(p.ValueAxes()))
-	cMap := pMap
-	if op.Kind.IsReduction() {
-		cMap = without1(pMap, op.Axis)
+	ctx := &opCtx{lowerer: l, op: op, reduced: map[int]int64{}}
+	if l.policy == PolicyNvFuser && !ctx.nvfuserAccepts(p, c) {
+		return
 	}
-	fact, ok := newFactoring(paddedExtents(p, c, cMap), []*ir.Tensor{p, c}, [][]int{pMap, cMap})
-	ctx := &opCtx{lowerer: l, op: op, fact: fact, reduced: map[int]int64{}}
-	if l.policy == PolicyNvFuser && (p.IsUneven() || c.IsUneven()) {
-		ctx.fail("a sharded axis does not divide evenly among its devices, which nvFuser rejects (\"Sharded axis must be evenly divisible by mesh\")",
+	ctx.lowerPair(p, c, op.Kind.IsReduction(), true)
+}
+
+// nvfuserAccepts reports (after saying why not) whether nvFuser can lower
+// the op at all: even shards, meshes of one size, no merged device axes.
+func (c *opCtx) nvfuserAccepts(p, t *ir.Tensor) bool {
+	if p.IsUneven() || t.IsUneven() {
+		c.fail("a sharded axis does not divide evenly among its devices, which nvFuser rejects (\"Sharded axis must be evenly divisible by mesh\")",
 			"use --policy optimal, which pads uneven shards")
-		return
+		return false
 	}
-	if reason, bad := meshSizeMismatch(op); bad && l.policy == PolicyNvFuser {
-		ctx.fail(reason, "use meshes of the same size, or gather on one mesh and scatter on the other")
-		return
+	if reason, bad := meshSizeMismatch(c.op); bad {
+		c.fail(reason, "use meshes of the same size, or gather on one mesh and scatter on the other")
+		return false
 	}
-	if l.policy == PolicyNvFuser && (isMerged(p) || isMerged(c)) {
-		ctx.fail("a device axis derives from a merge; nvFuser needs exactly one logical axis per device dimension (\"Expected exactly one logical ID producing the device dimension\")",
+	if isMerged(p) || isMerged(t) {
+		c.fail("a device axis derives from a merge; nvFuser needs exactly one logical axis per device dimension (\"Expected exactly one logical ID producing the device dimension\")",
 			"use --policy optimal, which lowers merged device axes")
+		return false
+	}
+	return true
+}
+
+// lowerPair lowers producer p to consumer t (a reduction over the op's axis,
+// or a copy) and, when bound is set, adds the lower bound. When the two cut
+// an axis at strides that do not divide each other, the optimal policy goes
+// through a replicated copy on p's mesh: each side then factors on its own.
+func (c *opCtx) lowerPair(p, t *ir.Tensor, reduce, bound bool) {
+	pMap := identity(len(p.ValueAxes()))
+	tMap := pMap
+	if reduce {
+		tMap = without1(pMap, c.op.Axis)
+	}
+	fact, ok := newFactoring(paddedExtents(p, t, tMap), []*ir.Tensor{p, t}, [][]int{pMap, tMap})
+	if !ok && c.policy == PolicyOptimal {
+		mid := ir.NewReplicated(c.buffer("replicated"), p.Mesh, p.DType, t.Shape())
+		c.lowerPair(p, mid, reduce, false)
+		saved := c.toOpAxis
+		c.toOpAxis = tMap // mid's axes are the consumer's
+		c.lowerPair(mid, t, false, false)
+		c.toOpAxis = saved
+		if bound {
+			c.addSizeBound(p, t)
+		}
 		return
 	}
 	if !ok {
-		ctx.fail("producer and consumer cut a logical axis at strides that do not divide each other",
-			"shard both tensors with splits whose factors divide one another")
+		c.fail("producer and consumer cut a logical axis at strides that do not divide each other",
+			"shard both tensors with splits whose factors divide one another, or use --policy optimal")
 		return
 	}
-	pv, cv := fact.tensorView(p, pMap), fact.tensorView(c, cMap)
-	src, dst := ctx.pad(pv, p.Shape(), pMap), ctx.padded(cv, c.Shape(), cMap)
+	c.fact = fact
+	pv, tv := fact.tensorView(p, pMap), fact.tensorView(t, tMap)
+	src, dst := c.pad(pv, p.Shape(), pMap), c.padded(tv, t.Shape(), tMap)
 	switch {
-	case l.policy == PolicyOptimal && op.Kind.IsReduction():
-		ctx.optimalReduction(src, dst)
-	case l.policy == PolicyOptimal:
-		ctx.optimal(src, dst)
-	case op.Kind.IsReduction():
-		ctx.lowerReduction(src, dst)
+	case c.policy == PolicyOptimal && reduce:
+		c.optimalReduction(src, dst)
+	case c.policy == PolicyOptimal:
+		c.optimal(src, dst)
+	case reduce:
+		c.lowerReduction(src, dst)
 	default:
-		ctx.lowerSet(src, dst)
+		c.lowerSet(src, dst)
 	}
-	if dst != cv {
-		ctx.unpad(dst, cv, c.Shape(), cMap)
+	if dst != tv {
+		c.unpad(dst, tv, t.Shape(), tMap)
 	}
-	ctx.addBound(src, dst)
+	if bound {
+		c.addBound(src, dst)
+	}
+}
+
+// addSizeBound adds a lower bound that needs no common factoring: a device
+// must receive at least what it holds of the consumer beyond all it holds of
+// the producer, plus what the op's reducing collectives received.
+func (c *opCtx) addSizeBound(p, t *ir.Tensor) {
+	elem := int64(t.DType.Size())
+	for _, d := range t.Mesh.Devices {
+		have := int64(0)
+		if p.Mesh.Contains(d) {
+			have = int64(p.LocalSize())
+		}
+		c.bound[d] += max(0, int64(t.LocalSize())-have)*elem + c.reduced[d]
+	}
 }
 
 // paddedExtents returns, per producer axis, the extent both tensors' shards

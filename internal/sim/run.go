@@ -1,10 +1,15 @@
 package sim
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/nvcomm/nvcomm/internal/plan"
 )
+
+// ErrTooLarge is the error Run wraps when a simulation would need more
+// memory than Options.MaxBytes allows.
+var ErrTooLarge = errors.New("too large to simulate")
 
 // DefaultMaxBytes is the memory limit [Run] uses when [Options].MaxBytes is
 // not positive: 1 GiB.
@@ -86,7 +91,7 @@ func Run(p *plan.Plan, opts Options) (*Result, error) {
 		return nil, err
 	}
 	if need := w.estimate(); need > opts.MaxBytes {
-		return nil, fmt.Errorf("simulation needs about %d bytes, more than the limit of %d; raise the limit or use smaller extents", need, opts.MaxBytes)
+		return nil, fmt.Errorf("%w: it needs about %d bytes, more than the limit of %d; raise --max-bytes or use smaller extents", ErrTooLarge, need, opts.MaxBytes)
 	}
 	ref, err := w.reference(opts.Seed)
 	if err != nil {
