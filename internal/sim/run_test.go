@@ -256,7 +256,7 @@ func TestRunErrors(t *testing.T) {
 		opts Options
 		want string
 	}{
-		"memory guard":      {seedPlan(), Options{MaxBytes: 100}, "simulation needs about"},
+		"memory guard":      {seedPlan(), Options{MaxBytes: 100}, "too large to simulate: it needs about"},
 		"step bytes wrong":  {wrongBytes, Options{}, "step 1 (Allgather): the plan says 96 bytes sent and 96 received per device, the simulation measured 72 and 72"},
 		"step bytes absent": {noBytes, Options{}, "step 1 (Allgather): the plan gives no bytes"},
 		"summary wrong":     {wrongSummary, Options{}, "bytes_received_max is 288, the simulation measured 72"},
