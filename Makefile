@@ -30,6 +30,12 @@ fuzz:
 	$(GO) test ./internal/ir -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) -parallel 2
 	$(GO) test ./internal/plan -run '^$$' -fuzz '^FuzzDecodeValidate$$' -fuzztime $(FUZZTIME) -parallel 2
 
+# Lower and simulate a million random fusions; prints counts by outcome and
+# rejection reason (SOAK=N for another count).
+SOAK ?= 1000000
+soak:
+	NVCOMM_SOAK=$(SOAK) $(GO) test -count=1 -timeout 0 ./internal/difftest -run '^TestSoak$$' -v
+
 lint:
 	@test -z "$$(gofmt -l .)" || (gofmt -l . && false)
 	$(GO) vet ./...
