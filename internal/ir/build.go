@@ -255,7 +255,7 @@ func (p *parser) resolveOp(op *Op, ro *rawOp) bool {
 			return false
 		}
 		if pl, _, ok := partialOf(pls); ok {
-			p.errs.AddHint(pl.pos, "a reduction's output is Shard or Replicate; Partial is for fusion inputs",
+			p.errs.AddHint(pl.pos, "declare the partial terms as a fusion input and reduce them with a set",
 				"%s placements: Partial is only allowed on fusion inputs", what)
 			return false
 		}

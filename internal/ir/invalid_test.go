@@ -78,6 +78,97 @@ type invalidTest struct {
 // testdata/invalid holds the same inputs as files for the CLI tests.
 var invalidTests = []invalidTest{
 	{
+		name: "placements_and_schedule",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  tv0:
+    mesh: m
+    shape: [4]
+    placements: [Shard(0)]
+    schedule:
+      - outer_split: {axis: 0, factor: 2}
+`,
+		want: `in.yaml:7:17: error: tensor "tv0": both placements and schedule are given; placements are sugar for a schedule; keep one of them`,
+	},
+	{
+		name: "placements_count",
+		src: `meshes:
+  g: [[0, 1], [2, 3]]
+tensors:
+  tv0:
+    mesh: g
+    shape: [4]
+    placements: [Shard(0)]
+`,
+		want: `in.yaml:7:17: error: tensor "tv0" placements: expected one placement per axis of mesh "g" (2), got 1`,
+	},
+	{
+		name: "placements_shard_range",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  tv0:
+    mesh: m
+    shape: [4]
+    placements: [Shard(1)]
+`,
+		want: `in.yaml:7:18: error: tensor "tv0" placements: Shard(1) is out of range for a tensor of 1 dims`,
+	},
+	{
+		name: "placements_unknown",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  tv0:
+    mesh: m
+    shape: [4]
+    placements: [Shart(0)]
+`,
+		want: `in.yaml:7:18: error: tensor "tv0" placements: "Shart(0)" is not a placement (expected Shard(dim), Replicate() or Partial(sum|prod|max|min)); did you mean "Shard"?`,
+	},
+	{
+		name: "placements_partial_output",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  tv0:
+    mesh: m
+    shape: [4]
+  tv1:
+    placements: [Partial(sum)]
+ops:
+  - {op: set, in: tv0, out: tv1}
+`,
+		want: `in.yaml:8:18: error: tensor "tv1" placements: Partial is only allowed on fusion inputs; declare the partial terms as a fusion input and reduce them with a set`,
+	},
+	{
+		name: "placements_partial_reduced",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  tv0:
+    mesh: m
+    shape: [4, 2]
+    placements: [Partial(sum)]
+ops:
+  - {op: sum, in: tv0, out: tv1, axis: 0}
+`,
+		want: `in.yaml:9:5: error: ops[0]: "tv0" has a Partial placement and can only be read by set; read it with a set, which reduces its partial terms`,
+	},
+	{
+		name: "placements_partial_op",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  tv0:
+    mesh: m
+    shape: [4]
+    placements: [Partial(avg)]
+`,
+		want: `in.yaml:7:18: error: tensor "tv0" placements: Partial needs a reduce op (sum, prod, max, min), got "avg"`,
+	},
+	{
 		name: "alias_value",
 		src: `meshes:
   m: &devices [0, 1]
