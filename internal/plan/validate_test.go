@@ -216,6 +216,8 @@ func validPlans() map[string]func() *Plan {
 		"all_to_all":    allToAllPlan,
 		"reducescatter": reduceScatterPlan,
 		"local_reduce":  localReducePlan,
+		"uneven":        unevenPlan,
+		"slice":         slicePlan,
 	}
 }
 
@@ -288,6 +290,7 @@ func TestValidate(t *testing.T) {
 	cases = append(cases, localFieldCases()...)
 	cases = append(cases, coverageCases()...)
 	cases = append(cases, summaryCases()...)
+	cases = append(cases, padCases()...)
 	seen := map[string]bool{}
 	for _, tc := range cases {
 		if seen[tc.name] {
