@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -72,6 +73,22 @@ func TestStepSemantics(t *testing.T) {
 			in:    bufs{0: {1, 2, 3, 4}, 1: {5, 6, 7, 8}},
 			want:  bufs{0: {1, 2, 5, 6}, 1: {3, 4, 7, 8}},
 			flows: map[int]flow{0: {8, 8}, 1: {8, 8}},
+		},
+		"Pad puts each device's box at the low corner": {
+			step: plan.Step{ID: 7, Kind: plan.KindLocal, Type: plan.Pad, Devices: []int{0, 1},
+				Input: "a", Output: "b", Count: plan.Count{Input: 6, Output: 6},
+				Dims: []int{2, 3}, Valid: [][]int{{2, 2}, {1, 3}}, Fill: sp("-inf")},
+			in:    bufs{0: {1, 2, 3, 4}, 1: {5, 6, 7}},
+			want:  bufs{0: {1, 2, math.Inf(-1), 3, 4, math.Inf(-1)}, 1: {5, 6, 7, math.Inf(-1), math.Inf(-1), math.Inf(-1)}},
+			flows: map[int]flow{0: {}, 1: {}},
+		},
+		"Unpad keeps each device's box": {
+			step: plan.Step{ID: 7, Kind: plan.KindLocal, Type: plan.Unpad, Devices: []int{0, 1},
+				Input: "a", Output: "b", Count: plan.Count{Input: 6, Output: 4},
+				Dims: []int{2, 3}, Valid: [][]int{{2, 2}, {1, 1}}},
+			in:    bufs{0: {1, 2, 9, 3, 4, 9}, 1: {5, 9, 9, 9, 9, 9}},
+			want:  bufs{0: {1, 2, 3, 4}, 1: {5}},
+			flows: map[int]flow{0: {}, 1: {}},
 		},
 		"Slice keeps each rank's chunk, two teams": {
 			step: plan.Step{ID: 7, Kind: plan.KindLocal, Type: plan.Slice, Teams: [][]int{{0, 1}, {3, 2}},
