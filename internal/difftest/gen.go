@@ -294,6 +294,24 @@ func (g *Generator) writeTensor(b *strings.Builder, name string, m genMesh, ext 
 		return
 	}
 	s := g.schedule(ext, red, m)
+	writeHeader(b, name, m, ext, dtype, withMesh)
+	if len(s.steps) > 0 {
+		b.WriteString("    schedule:\n")
+		for _, st := range s.steps {
+			fmt.Fprintf(b, "      - %s\n", st)
+		}
+	}
+	if alloc := g.allocation(s); alloc != "" {
+		fmt.Fprintf(b, "    allocation: %s\n", alloc)
+	}
+	if len(s.steps) == 0 && !withMesh && name != "t0" && dtype == "" {
+		fmt.Fprintf(b, "    mesh: %s\n", m.name)
+	}
+}
+
+// writeHeader writes a tensor's name, and its mesh, dtype and (for the
+// input) shape when given.
+func writeHeader(b *strings.Builder, name string, m genMesh, ext []int, dtype string, withMesh bool) {
 	fmt.Fprintf(b, "  %s:\n", name)
 	if withMesh || name == "t0" {
 		fmt.Fprintf(b, "    mesh: %s\n", m.name)
@@ -307,18 +325,6 @@ func (g *Generator) writeTensor(b *strings.Builder, name string, m genMesh, ext 
 			parts[i] = fmt.Sprint(e)
 		}
 		fmt.Fprintf(b, "    shape: [%s]\n", strings.Join(parts, ", "))
-	}
-	if len(s.steps) > 0 {
-		b.WriteString("    schedule:\n")
-		for _, st := range s.steps {
-			fmt.Fprintf(b, "      - %s\n", st)
-		}
-	}
-	if alloc := g.allocation(s); alloc != "" {
-		fmt.Fprintf(b, "    allocation: %s\n", alloc)
-	}
-	if len(s.steps) == 0 && !withMesh && name != "t0" && dtype == "" {
-		fmt.Fprintf(b, "    mesh: %s\n", m.name)
 	}
 }
 
@@ -345,19 +351,6 @@ func (g *Generator) writePlacements(b *strings.Builder, name string, m genMesh, 
 			pls[i] = "Replicate()"
 		}
 	}
-	fmt.Fprintf(b, "  %s:\n", name)
-	if withMesh || name == "t0" {
-		fmt.Fprintf(b, "    mesh: %s\n", m.name)
-	}
-	if dtype != "" {
-		fmt.Fprintf(b, "    dtype: %s\n", dtype)
-	}
-	if name == "t0" {
-		parts := make([]string, len(ext))
-		for i, e := range ext {
-			parts[i] = fmt.Sprint(e)
-		}
-		fmt.Fprintf(b, "    shape: [%s]\n", strings.Join(parts, ", "))
-	}
+	writeHeader(b, name, m, ext, dtype, withMesh)
 	fmt.Fprintf(b, "    placements: [%s]\n", strings.Join(pls, ", "))
 }

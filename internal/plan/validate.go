@@ -545,15 +545,5 @@ func product(xs []int) (int, bool) {
 
 // isPermutation reports whether xs holds each of 0..n-1 exactly once.
 func isPermutation(xs []int, n int) bool {
-	if len(xs) != n {
-		return false
-	}
-	seen := make([]bool, n)
-	for _, x := range xs {
-		if x < 0 || x >= n || seen[x] {
-			return false
-		}
-		seen[x] = true
-	}
-	return true
+	return len(xs) == n && distinctPositions(xs, n)
 }
