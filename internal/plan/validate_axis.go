@@ -57,8 +57,15 @@ func (v *validator) checkCollectiveAxis(i int, s *Step, op *Op) {
 func (v *validator) comesFromTensor(i int, name, t string) bool {
 	for name != t {
 		k := v.lastWriter(i, name)
-		if k < 0 || v.p.Steps[k].Kind != KindLocal || v.p.Steps[k].Type == Slice {
+		if k < 0 {
 			return false
+		}
+		// Every step that wrote the buffer must keep the sharding: several
+		// writers (SendRecv pairs and a Copy, say) move data between devices.
+		for j := range k + 1 {
+			if s := v.p.Steps[j]; s.Output == name && (s.Kind != KindLocal || s.Type == Slice) {
+				return false
+			}
 		}
 		name, i = v.p.Steps[k].Input, k
 	}

@@ -1,0 +1,28 @@
+package difftest
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestRegressions re-checks fusions that once failed the differential test
+// (testdata/regress): each must lower to a valid plan that simulates PASS,
+// or be rejected with a clear error.
+func TestRegressions(t *testing.T) {
+	files, err := filepath.Glob("../../testdata/regress/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no regression fusions (%v)", err)
+	}
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			src, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o := check(string(src), 1); o.kind != "pass" && o.kind != "rejected" {
+				t.Errorf("%s: %s", o.kind, o.reason)
+			}
+		})
+	}
+}
