@@ -49,6 +49,8 @@ var redistributions = []redistribution{
 	{"S0S0->S0R", "[[0, 1, 2, 3], [4, 5, 6, 7]]", "", "[8, 16]", "[Shard(0), Shard(0)]", "[Shard(0), Replicate()]", []string{"Allgather"}},
 	{"S0S0->S1S1", "[[0, 1, 2, 3], [4, 5, 6, 7]]", "", "[8, 16]", "[Shard(0), Shard(0)]", "[Shard(1), Shard(1)]", []string{"AllToAll", "Permute", "AllToAll", "Permute"}},
 	{"S0S1->S1S0", "[[0, 1, 2, 3], [4, 5, 6, 7]]", "", "[8, 16]", "[Shard(0), Shard(1)]", "[Shard(1), Shard(0)]", []string{"Allgather", "AllToAll", "Slice", "Permute"}},
+	{"S0S1->S1S0 square", "[[0, 1], [2, 3]]", "", "[8, 16]", "[Shard(0), Shard(1)]", "[Shard(1), Shard(0)]", []string{"Copy", "SendRecv", "SendRecv", "Copy"}},
+	{"S0S1S2->S2S1S0", "[[[0, 1], [2, 3]], [[4, 5], [6, 7]]]", "", "[4, 4, 4]", "[Shard(0), Shard(1), Shard(2)]", "[Shard(2), Shard(1), Shard(0)]", []string{"Copy", "SendRecv", "Copy", "SendRecv", "SendRecv", "Copy", "SendRecv", "Copy"}},
 	{"RS0->S0R", "[[0, 1, 2, 3], [4, 5, 6, 7]]", "", "[8, 16]", "[Replicate(), Shard(0)]", "[Shard(0), Replicate()]", []string{"Allgather", "Slice"}},
 	{"PR->RR", "[[0, 1, 2, 3], [4, 5, 6, 7]]", "", "[8, 16]", "[Partial(sum), Replicate()]", "[Replicate(), Replicate()]", []string{"Allreduce"}},
 	{"RP->RS", "[[0, 1, 2, 3], [4, 5, 6, 7]]", "", "[8, 16]", "[Replicate(), Partial(sum)]", "[Replicate(), Shard(1)]", []string{"Permute", "ReduceScatter"}},

@@ -61,14 +61,16 @@ const (
 	edgeBroadcast
 	edgeScatter
 	edgeGather
+	edgeSwap
 )
 
 // edge is one transition of the search.
 type edge struct {
-	kind edgeKind
-	typ  ir.ParallelType
-	to   searchState
-	cost cost
+	kind  edgeKind
+	typ   ir.ParallelType
+	to    searchState
+	cost  cost
+	other ir.ParallelType // the second type of a swap
 }
 
 // planner holds one op's search space.
@@ -238,20 +240,79 @@ func (pl *planner) edges(s searchState) []edge {
 			cur, next := pl.options[i][s.pick[i]], pl.options[i][k]
 			switch {
 			case cur == nil:
-				out = append(out, edge{edgeSlice, t, to, local(0, 0, 1)})
+				out = append(out, edge{kind: edgeSlice, typ: t, to: to, cost: local(0, 0, 1)})
 			case next == nil:
 				recv := (n - 1) * size
-				out = append(out, edge{edgeAllgather, t, to, local(recv, recv*int64(len(m.Devices)), 1)})
+				out = append(out, edge{kind: edgeAllgather, typ: t, to: to, cost: local(recv, recv*int64(len(m.Devices)), 1)})
 			case disjoint(cur, next):
 				recv := (n - 1) * size / n
-				out = append(out, edge{edgeAllToAll, t, to, local(recv, recv*int64(len(m.Devices)), 1)})
+				out = append(out, edge{kind: edgeAllToAll, typ: t, to: to, cost: local(recv, recv*int64(len(m.Devices)), 1)})
 			}
 		}
 	}
+	out = append(out, pl.swapEdges(s, size)...)
 	if !s.onDst && !pl.src.mesh.Equal(pl.dst.mesh) {
 		out = append(out, pl.crossEdges(s, size)...)
 	}
 	return out
+}
+
+// swapEdges lists the exchanges of two device types' digits (mesh axes of
+// one size): device (…, a, …, b, …) sends its whole buffer to (…, b, …, a, …),
+// the direct exchange for transposed shardings such as [S(0), S(1)] →
+// [S(1), S(0)].
+func (pl *planner) swapEdges(s searchState, size int64) []edge {
+	var out []edge
+	m := pl.mesh(s)
+	for i := range ir.DeviceTypes {
+		for j := i + 1; j < len(ir.DeviceTypes); j++ {
+			di, dj := pl.options[i][s.pick[i]], pl.options[j][s.pick[j]]
+			ti, tj := ir.DeviceTypes[i], ir.DeviceTypes[j]
+			if di == nil || dj == nil || m.Size(ti) != m.Size(tj) {
+				continue
+			}
+			ki := slices.IndexFunc(pl.options[i], func(o []ir.Digit) bool { return slices.Equal(o, dj) })
+			kj := slices.IndexFunc(pl.options[j], func(o []ir.Digit) bool { return slices.Equal(o, di) })
+			if ki < 0 || kj < 0 {
+				continue
+			}
+			to := s
+			to.pick[i], to.pick[j] = ki, kj
+			moved := int64(len(m.Devices)) - int64(len(m.Devices)/m.Size(ti)) // the diagonal stays
+			out = append(out, edge{kind: edgeSwap, typ: ti, other: tj, to: to, cost: local(size, size*moved, int(moved))})
+		}
+	}
+	return out
+}
+
+// swap emits the SendRecv pairs of a swap edge: every device sends its
+// buffer to the device whose coordinates along ti and tj are its own,
+// exchanged (a Copy where they are equal).
+func (c *opCtx) swap(src, dst *view, ti, tj ir.ParallelType) {
+	out, after := c.finish(src.stored, dst, "swapped")
+	m := src.mesh
+	ai, aj := m.Axis(ti), m.Axis(tj)
+	for k, from := range m.Devices {
+		coords := m.Coords(k)
+		coords[ai], coords[aj] = coords[aj], coords[ai]
+		to := m.Devices[linearIndex(m.Shape, coords)]
+		if from == to {
+			c.emitLocalOn(plan.Step{Type: plan.Copy, Input: src.name, Output: out}, []int{from}, src.size(), src.size())
+			continue
+		}
+		c.emitCollective(plan.Step{Type: plan.SendRecv, Root: ptr(from), Input: src.name, Output: out, Axis: src.firstAxis()},
+			[][]int{{from, to}}, src, dst, src.size(), src.size())
+	}
+	after()
+}
+
+// linearIndex is the row-major index of coords in a mesh of the given shape.
+func linearIndex(shape, coords []int) int {
+	i := 0
+	for a, c := range coords {
+		i = i*shape[a] + c
+	}
+	return i
 }
 
 func disjoint(a, b []ir.Digit) bool {
@@ -271,21 +332,21 @@ func (pl *planner) crossEdges(s searchState, size int64) []edge {
 	moved.onDst = true
 	receivers := int64(len(to.Devices))
 	if slices.Equal(from.Shape, to.Shape) && pl.valid(moved) {
-		out = append(out, edge{edgeSendRecv, ir.Serial, moved, crossing(size, size*receivers, len(to.Devices))})
+		out = append(out, edge{kind: edgeSendRecv, typ: ir.Serial, to: moved, cost: crossing(size, size*receivers, len(to.Devices))})
 	}
 	if pl.isReplicated(s) {
-		out = append(out, edge{edgeBroadcast, ir.Serial, moved, crossing(size, size*receivers, 1)})
+		out = append(out, edge{kind: edgeBroadcast, typ: ir.Serial, to: moved, cost: crossing(size, size*receivers, 1)})
 		target := pl.stateOf(pl.dst, true)
 		if to.Rank() == 1 && commonRoot(from, to) >= 0 && !pl.isReplicated(target) && onlyType(target, 0) {
 			chunk := pl.size(target)
-			out = append(out, edge{edgeScatter, ir.DIDx, target, crossing(chunk, chunk*(receivers-1), 1)})
+			out = append(out, edge{kind: edgeScatter, typ: ir.DIDx, to: target, cost: crossing(chunk, chunk*(receivers-1), 1)})
 		}
 	}
 	if from.Rank() == 1 && onlyType(s, 0) && !pl.isReplicated(s) {
 		target := moved
 		target.pick = [3]int{}
 		full := size * int64(from.Size(ir.DIDx))
-		out = append(out, edge{edgeGather, ir.DIDx, target, crossing(full, full*receivers, len(to.Devices))})
+		out = append(out, edge{kind: edgeGather, typ: ir.DIDx, to: target, cost: crossing(full, full*receivers, len(to.Devices))})
 	}
 	return out
 }
@@ -373,6 +434,8 @@ func (pl *planner) emit(path []edge) {
 			c.scatterCrossMesh(cur, next, e.typ)
 		case edgeGather:
 			c.gather(cur, next, e.typ)
+		case edgeSwap:
+			c.swap(cur, next, e.typ, e.other)
 		}
 		cur = next
 	}
