@@ -4,7 +4,7 @@ BIN     := bin/nvcomm
 EXAMPLE := testdata/examples/allgather_loop_split.yaml
 FUZZTIME ?= 60s
 
-.PHONY: build run test golden bench fuzz lint soak clean
+.PHONY: build run test golden bench fuzz lint soak clean export-check
 
 build:
 	$(GO) build -o $(BIN) ./cmd/nvcomm
@@ -40,6 +40,11 @@ lint:
 	@test -z "$$(gofmt -l .)" || (gofmt -l . && false)
 	$(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+
+# Export every plan to a torch.distributed program (docs/export.md); run
+# build/export-check/run.sh on a machine with PyTorch and 2 GPUs.
+export-check: build
+	bash scripts/export-check/prepare.sh build/export-check
 
 clean:
 	rm -rf bin

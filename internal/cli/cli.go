@@ -102,7 +102,7 @@ them on virtual devices against the unsharded program.`,
 	root.CompletionOptions.HiddenDefaultCmd = true
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.SetHelpCommand(newHelpCmd())
-	root.AddCommand(newLowerCmd(), newValidateCmd(), newSimulateCmd())
+	root.AddCommand(newLowerCmd(), newValidateCmd(), newSimulateCmd(), newExportCmd(), newCalibrateCmd())
 	return root
 }
 

@@ -260,3 +260,19 @@ func TestRunRecoversPanic(t *testing.T) {
 		t.Errorf("stderr does not start with the internal error:\n%s", errb.String())
 	}
 }
+
+// TestExamplesSimulate simulates every example plan: each passes (the GPU
+// examples of docs/export.md included).
+func TestExamplesSimulate(t *testing.T) {
+	files, err := filepath.Glob("../../testdata/examples/*.json")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no example plans (%v)", err)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			if code, stdout, stderr := run(t, "", "simulate", f); code != 0 || !strings.HasPrefix(stdout, "PASS\n") {
+				t.Errorf("exit %d\n%s%s", code, stdout, stderr)
+			}
+		})
+	}
+}

@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -17,6 +15,7 @@ type simulateOptions struct {
 	format   *enumFlag
 	seed     uint64
 	maxBytes int64
+	topology string
 }
 
 func newSimulateCmd() *cobra.Command {
@@ -36,6 +35,7 @@ fusion file.`,
 	cmd.Flags().Var(o.format, "format", "report format: text or json")
 	cmd.Flags().Uint64Var(&o.seed, "seed", 0, "seed of the input data")
 	cmd.Flags().Int64Var(&o.maxBytes, "max-bytes", sim.DefaultMaxBytes, "refuse simulations that need more memory than this")
+	cmd.Flags().StringVar(&o.topology, "topology", "", "also predict every step's time with the topology `FILE` (\"default\": the built-in H200 topology)")
 	return cmd
 }
 
@@ -51,14 +51,11 @@ func (o *simulateOptions) run(cmd *cobra.Command, arg string) error {
 	if err != nil {
 		return report(cmd, fmt.Errorf("simulate: %w", err))
 	}
-	if o.format.value == "json" {
-		enc := json.NewEncoder(cmd.OutOrStdout())
-		enc.SetIndent("", "  ")
-		err = enc.Encode(res)
-	} else {
-		err = res.WriteText(cmd.OutOrStdout())
-	}
+	pred, err := o.predict(cmd, p)
 	if err != nil {
+		return err
+	}
+	if err := writeSimulation(cmd, o.format.value, res, pred); err != nil {
 		return err
 	}
 	if !res.Pass {
@@ -67,25 +64,7 @@ func (o *simulateOptions) run(cmd *cobra.Command, arg string) error {
 	return nil
 }
 
-// load returns the plan to simulate: decoded and validated when the input
-// is a plan, lowered when it is a fusion file.
+// load returns the plan to simulate.
 func (o *simulateOptions) load(cmd *cobra.Command, arg string) (*plan.Plan, error) {
-	name, src, err := readInput(cmd, arg)
-	if err != nil {
-		return nil, err
-	}
-	if !bytes.HasPrefix(bytes.TrimSpace(src), []byte("{")) {
-		return compileSource(cmd, name, src, lower.Policy(o.policy.value))
-	}
-	p, err := plan.Decode(name, src)
-	if err != nil {
-		return nil, report(cmd, err)
-	}
-	if problems := plan.Validate(p); len(problems) > 0 {
-		for _, pr := range problems {
-			fmt.Fprintf(cmd.ErrOrStderr(), "%s: %s\n", name, pr)
-		}
-		return nil, reportedError{}
-	}
-	return p, nil
+	return loadPlan(cmd, arg, lower.Policy(o.policy.value))
 }

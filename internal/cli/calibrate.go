@@ -1,0 +1,96 @@
+package cli
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nvcomm/nvcomm/internal/cost"
+	"github.com/nvcomm/nvcomm/internal/export"
+)
+
+type calibrateOptions struct {
+	output         string
+	fit            string
+	name           string
+	devicesPerNode int
+}
+
+func newCalibrateCmd() *cobra.Command {
+	o := &calibrateOptions{}
+	cmd := &cobra.Command{
+		Use:   "calibrate [--fit MEASUREMENTS.csv]",
+		Short: "Measure collectives on the GPUs at hand and fit the cost model's topology file",
+		Long: `calibrate, without --fit, writes a Python program that measures the collectives
+with torch.distributed on the devices at hand and writes a calibration CSV:
+
+  nvcomm calibrate -o calibrate.py
+  torchrun --nproc-per-node=8 calibrate.py --out calibration.csv
+
+With --fit it fits the cost model t = α + S·f(n)/busbw to such a CSV (nccl-tests
+units) and writes the topology file that simulate --topology and export torch
+--topology read; the fit, sample by sample, goes to standard error:
+
+  nvcomm calibrate --fit calibration.csv -o topology.yaml
+
+See docs/export.md.`,
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
+	}
+	cmd.Flags().StringVarP(&o.output, "output", "o", "", "write to `FILE` (atomically) instead of standard output")
+	cmd.Flags().StringVar(&o.fit, "fit", "", "fit a topology to the calibration CSV `FILE` (- for standard input)")
+	cmd.Flags().StringVar(&o.name, "name", "fitted", "name of the fitted topology")
+	cmd.Flags().IntVar(&o.devicesPerNode, "devices-per-node", 8, "devices per node of the fitted topology")
+	return cmd
+}
+
+func (o *calibrateOptions) run(cmd *cobra.Command) error {
+	if o.fit == "" {
+		return writeOutput(cmd, o.output, export.CalibrationProgram())
+	}
+	if o.devicesPerNode < 1 {
+		return usageError{fmt.Errorf("--devices-per-node must be at least 1, got %d", o.devicesPerNode)}
+	}
+	name, src, err := readInput(cmd, o.fit)
+	if err != nil {
+		return err
+	}
+	samples, err := cost.ReadSamples(bytes.NewReader(src))
+	if err != nil {
+		return report(cmd, fmt.Errorf("%s: %w", name, err))
+	}
+	t, points, err := cost.Fit(samples, cost.FitOptions{Name: o.name, DevicesPerNode: o.devicesPerNode,
+		Source: "nvcomm calibrate --fit " + name + " (minimax relative error, messages >= 1 MiB, outliers dropped)"})
+	if err != nil {
+		return report(cmd, fmt.Errorf("%s: %w", name, err))
+	}
+	out, err := t.Marshal()
+	if err != nil {
+		return err
+	}
+	if err := writeFit(cmd.ErrOrStderr(), points); err != nil {
+		return err
+	}
+	return writeOutput(cmd, o.output, out)
+}
+
+// writeFit prints every sample with the fitted model's prediction.
+func writeFit(w io.Writer, points []cost.FitPoint) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "collective\tlink\tranks\tbytes\tmeasured (us)\tpredicted (us)\terror\tused\n")
+	for _, p := range points {
+		used := "yes"
+		switch {
+		case p.Outlier:
+			used = "outlier"
+		case !p.Used:
+			used = "small"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.1f\t%.1f\t%+.0f%%\t%s\n", p.Collective, p.Link, p.Ranks, p.Bytes,
+			p.Seconds*1e6, p.Predicted*1e6, 100*p.RelErr(), used)
+	}
+	return tw.Flush()
+}

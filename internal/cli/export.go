@@ -1,0 +1,157 @@
+package cli
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nvcomm/nvcomm/internal/cost"
+	"github.com/nvcomm/nvcomm/internal/export"
+	"github.com/nvcomm/nvcomm/internal/lower"
+	"github.com/nvcomm/nvcomm/internal/plan"
+	"github.com/nvcomm/nvcomm/internal/sim"
+)
+
+// probeValues is how many of simulate's values per fusion input an
+// exported program checks its own data against.
+const probeValues = 16
+
+func newExportCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "export",
+		Short: "Export a plan to a program for a real distributed engine",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			fmt.Fprint(cmd.ErrOrStderr(), cmd.UsageString())
+			return usageError{errors.New("missing target (torch)")}
+		},
+	}
+	cmd.AddCommand(newExportTorchCmd())
+	return cmd
+}
+
+type exportOptions struct {
+	output   string
+	policy   *enumFlag
+	topology string
+	seed     uint64
+}
+
+func newExportTorchCmd() *cobra.Command {
+	o := &exportOptions{policy: newEnum(lower.Policies...)}
+	cmd := &cobra.Command{
+		Use:   "torch FUSION|PLAN|-",
+		Short: "Write a PyTorch program that runs a plan with torch.distributed and checks it",
+		Long: `torch writes a standalone Python program for torchrun: one process per device
+(device d on global rank d), NCCL on GPUs or gloo on CPUs. It builds every input
+shard from the same data as simulate, runs each step with the matching
+torch.distributed call, checks every output shard against a float64 reference and
+prints PASS or the first mismatch (exit code 1). --bench N in the program times
+every step beside the time the cost model predicts. Input starting with '{' is a
+plan; anything else a fusion file. See docs/export.md.`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd, args[0]) },
+	}
+	cmd.Flags().StringVarP(&o.output, "output", "o", "", "write the program to `FILE` (atomically) instead of standard output")
+	cmd.Flags().Var(o.policy, "policy", "lowering policy for a fusion file: nvfuser")
+	cmd.Flags().StringVar(&o.topology, "topology", "default", "topology `FILE` for the predicted times: a file, default (built-in H200) or none")
+	cmd.Flags().Uint64Var(&o.seed, "seed", 0, "default seed of the program's input data")
+	return cmd
+}
+
+func (o *exportOptions) run(cmd *cobra.Command, arg string) error {
+	p, err := loadPlan(cmd, arg, lower.Policy(o.policy.value))
+	if err != nil {
+		return err
+	}
+	opts := export.Options{Seed: o.seed, Probes: probes(p, o.seed)}
+	if o.topology != "none" {
+		t, err := loadTopology(o.topology)
+		if err != nil {
+			return err
+		}
+		pr, err := cost.Predict(t, p)
+		if err != nil {
+			return report(cmd, fmt.Errorf("export: %w", err))
+		}
+		opts.Topology = t.Name
+		for _, st := range pr.Steps {
+			opts.Predicted = append(opts.Predicted, st.Seconds)
+		}
+	}
+	var b bytes.Buffer
+	if err := export.Torch(&b, p, opts); err != nil {
+		return err
+	}
+	return writeOutput(cmd, o.output, b.Bytes())
+}
+
+// probes returns the first values simulate fills every fusion input with.
+func probes(p *plan.Plan, seed uint64) map[string][]float64 {
+	produced := map[string]bool{}
+	for _, op := range p.Ops {
+		produced[op.Output] = true
+	}
+	out := map[string][]float64{}
+	for i, t := range p.Tensors {
+		if produced[t.Name] {
+			continue
+		}
+		n := 1
+		for k, e := range t.Shape {
+			if !slices.Contains(t.ReductionAxes, k) {
+				n *= e
+			}
+		}
+		out[t.Name] = sim.InputValues(seed, i, min(n, probeValues), sim.HasProd(p))
+	}
+	return out
+}
+
+// loadTopology reads a topology file; "default" is the built-in one.
+func loadTopology(arg string) (*cost.Topology, error) {
+	if arg == "default" {
+		return cost.Default(), nil
+	}
+	src, err := os.ReadFile(arg)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read %s: %w", arg, pathErr(err))
+	}
+	return cost.ParseTopology(arg, src)
+}
+
+// loadPlan returns a plan: decoded and validated when the input is a plan,
+// lowered when it is a fusion file.
+func loadPlan(cmd *cobra.Command, arg string, policy lower.Policy) (*plan.Plan, error) {
+	name, src, err := readInput(cmd, arg)
+	if err != nil {
+		return nil, err
+	}
+	if !bytes.HasPrefix(bytes.TrimSpace(src), []byte("{")) {
+		return compileSource(cmd, name, src, policy)
+	}
+	p, err := plan.Decode(name, src)
+	if err != nil {
+		return nil, report(cmd, err)
+	}
+	if problems := plan.Validate(p); len(problems) > 0 {
+		for _, pr := range problems {
+			fmt.Fprintf(cmd.ErrOrStderr(), "%s: %s\n", name, pr)
+		}
+		return nil, reportedError{}
+	}
+	return p, nil
+}
+
+// noArgs is cobra.NoArgs with a usage error, so an unknown subcommand
+// exits 2.
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usageError{fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath())}
+	}
+	return nil
+}

@@ -1,0 +1,69 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nvcomm/nvcomm/internal/cost"
+	"github.com/nvcomm/nvcomm/internal/plan"
+	"github.com/nvcomm/nvcomm/internal/sim"
+)
+
+// predict prices p with the --topology of simulate; nil without one.
+func (o *simulateOptions) predict(cmd *cobra.Command, p *plan.Plan) (*cost.Prediction, error) {
+	if o.topology == "" {
+		return nil, nil
+	}
+	t, err := loadTopology(o.topology)
+	if err != nil {
+		return nil, err
+	}
+	pr, err := cost.Predict(t, p)
+	if err != nil {
+		return nil, report(cmd, fmt.Errorf("simulate: %w", err))
+	}
+	return pr, nil
+}
+
+// simulation is simulate's JSON report: sim.Result's fields, and the
+// prediction when --topology is given.
+type simulation struct {
+	*sim.Result
+	Prediction *cost.Prediction `json:"prediction,omitempty"`
+}
+
+// writeSimulation prints the simulation report and the prediction, if any.
+func writeSimulation(cmd *cobra.Command, format string, res *sim.Result, pred *cost.Prediction) error {
+	w := cmd.OutOrStdout()
+	if format == "json" {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(simulation{Result: res, Prediction: pred})
+	}
+	if err := res.WriteText(w); err != nil {
+		return err
+	}
+	if pred == nil {
+		return nil
+	}
+	fmt.Fprintln(w)
+	return writePrediction(w, pred)
+}
+
+// writePrediction prints every step's predicted time and the total.
+func writePrediction(w io.Writer, pr *cost.Prediction) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "step\ttype\tlink\tsize (B)\tpredicted (us)\n")
+	for _, s := range pr.Steps {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%.1f\n", s.Step, s.Type, s.Link, s.Bytes, s.Seconds*1e6)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "predicted total: %.1f us (topology %s)\n", pr.Total*1e6, pr.Topology)
+	return err
+}

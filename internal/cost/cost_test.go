@@ -1,0 +1,273 @@
+package cost
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/nvcomm/nvcomm/internal/plan"
+)
+
+// update reports whether golden files are to be rewritten
+// (NVCOMM_UPDATE=1 go test ./...).
+var update = os.Getenv("NVCOMM_UPDATE") == "1"
+
+const calibration = "testdata/nccl-h200-2gpu.csv"
+
+// defaultSource documents the built-in topology's provenance.
+const defaultSource = "nvlink: minimax relative-error fit (nvcomm calibrate --fit, messages >= 1 MiB, " +
+	"outliers dropped) of shared/calibration/nccl-h200-2gpu.csv (2x H200, NCCL 2.28.9, torch 2.11, NVLS off); " +
+	"Gather and Scatter take SendRecv's parameters. network: assumed (one 400 Gb/s NIC a GPU), not measured. " +
+	"memory: H200 device-to-device copy, about 4.3 TB/s read plus written."
+
+func fitCalibration(t *testing.T) (*Topology, []FitPoint) {
+	t.Helper()
+	f, err := os.Open(calibration)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	samples, err := ReadSamples(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	topo, points, err := Fit(samples, FitOptions{Name: "h200", Source: defaultSource, Base: Default()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return topo, points
+}
+
+// TestDefaultIsFit checks that the built-in topology is the fit of the
+// calibration file; NVCOMM_UPDATE=1 rewrites h200.yaml.
+func TestDefaultIsFit(t *testing.T) {
+	topo, _ := fitCalibration(t)
+	got, err := topo.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if update {
+		if err := os.WriteFile("h200.yaml", got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if diff := cmp.Diff(string(DefaultYAML()), string(got)); diff != "" {
+		t.Errorf("h200.yaml is not the fit of %s (-file +fit; NVCOMM_UPDATE=1 rewrites it):\n%s", calibration, diff)
+	}
+}
+
+// TestDefaultWithinBand keeps the built-in model within 25% of every
+// calibration measurement of 1 MiB or more, outliers excepted, for every
+// collective type measured.
+func TestDefaultWithinBand(t *testing.T) {
+	_, points := fitCalibration(t)
+	def := Default()
+	types := map[string]bool{}
+	for _, p := range points {
+		if p.Bytes < DefaultMinFitBytes || p.Outlier {
+			continue
+		}
+		types[p.Collective] = true
+		pred := def.Collective(p.Link, p.Collective, p.Bytes, p.Ranks)
+		if e := pred/p.Seconds - 1; math.Abs(e) > 0.25 {
+			t.Errorf("%s %d B: predicted %.1f us, measured %.1f us (%+.0f%%)", p.Collective, p.Bytes, pred*1e6, p.Seconds*1e6, 100*e)
+		}
+	}
+	if len(types) != 7 {
+		t.Errorf("measured types = %v, want the 7 of the calibration file", types)
+	}
+}
+
+// TestOutliers lists the samples the fit drops as timing glitches.
+func TestOutliers(t *testing.T) {
+	_, points := fitCalibration(t)
+	var got []string
+	for _, p := range points {
+		if p.Outlier && p.Bytes >= DefaultMinFitBytes {
+			got = append(got, p.Collective)
+		}
+	}
+	if diff := cmp.Diff([]string{plan.Allgather, plan.Broadcast}, got); diff != "" {
+		t.Errorf("outliers >= 1 MiB (-want +got):\n%s", diff)
+	}
+}
+
+func TestBusFactor(t *testing.T) {
+	tests := map[string]struct {
+		typ  string
+		n    int
+		want float64
+	}{
+		"allgather 4":     {plan.Allgather, 4, 0.75},
+		"reducescatter 2": {plan.ReduceScatter, 2, 0.5},
+		"allreduce 4":     {plan.Allreduce, 4, 1.5},
+		"alltoall 8":      {plan.AllToAll, 8, 0.875},
+		"gather 2":        {plan.Gather, 2, 0.5},
+		"scatter 4":       {plan.Scatter, 4, 0.75},
+		"broadcast 4":     {plan.Broadcast, 4, 1},
+		"reduce 8":        {plan.Reduce, 8, 1},
+		"sendrecv 2":      {plan.SendRecv, 2, 1},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := BusFactor(tc.typ, tc.n); got != tc.want {
+				t.Errorf("BusFactor(%s, %d) = %v, want %v", tc.typ, tc.n, got, tc.want)
+			}
+		})
+	}
+}
+
+// testTopology has round numbers: 100 GB/s and 10 us on NVLink, 10 GB/s
+// and 50 us across 4-device nodes, 1000 GB/s and 1 us in memory.
+func testTopology() *Topology {
+	return &Topology{Format: 1, Name: "test", DevicesPerNode: 4,
+		NVLink:  Link{Params: Params{Bandwidth: 100, Latency: 10}, Collectives: map[string]Params{plan.Allreduce: {Bandwidth: 50, Latency: 20}}},
+		Network: Link{Params: Params{Bandwidth: 10, Latency: 50}},
+		Memory:  Params{Bandwidth: 1000, Latency: 1},
+	}
+}
+
+func TestStep(t *testing.T) {
+	one := func(v int) *int { return &v }
+	tests := map[string]struct {
+		step plan.Step
+		want StepTime
+	}{
+		"allgather nvlink": {
+			plan.Step{Kind: plan.KindCollective, Type: plan.Allgather, Teams: [][]int{{0, 1, 2, 3}}, Count: plan.Count{Input: 1e6, Output: 4e6}},
+			StepTime{Type: plan.Allgather, Link: LinkNVLink, Bytes: 16e6, Seconds: 10e-6 + 16e6*0.75/100e9},
+		},
+		"allreduce override": {
+			plan.Step{Kind: plan.KindCollective, Type: plan.Allreduce, Teams: [][]int{{0, 1}}, Count: plan.Count{Input: 1e6, Output: 1e6}},
+			StepTime{Type: plan.Allreduce, Link: LinkNVLink, Bytes: 4e6, Seconds: 20e-6 + 4e6/50e9},
+		},
+		"slowest team crosses nodes": {
+			plan.Step{Kind: plan.KindCollective, Type: plan.ReduceScatter, Teams: [][]int{{0, 1}, {3, 4}}, Count: plan.Count{Input: 2e6, Output: 1e6}},
+			StepTime{Type: plan.ReduceScatter, Link: LinkNetwork, Bytes: 8e6, Seconds: 50e-6 + 8e6*0.5/10e9},
+		},
+		"gather counts the whole team": {
+			plan.Step{Kind: plan.KindCollective, Type: plan.Gather, Teams: [][]int{{1, 2, 0}}, Root: one(0), Count: plan.Count{Input: 1000, Output: 2000}},
+			StepTime{Type: plan.Gather, Link: LinkNVLink, Bytes: 12000, Seconds: 10e-6 + 12000*2.0/3/100e9},
+		},
+		"sendrecv to itself copies": {
+			plan.Step{Kind: plan.KindCollective, Type: plan.SendRecv, Teams: [][]int{{2, 2}}, Root: one(2), Count: plan.Count{Input: 1000, Output: 1000}},
+			StepTime{Type: plan.SendRecv, Link: LinkMemory, Bytes: 8000, Seconds: 1e-6 + 8000/1000e9},
+		},
+		"permute": {
+			plan.Step{Kind: plan.KindLocal, Type: plan.Permute, Devices: []int{0}, Count: plan.Count{Input: 1000, Output: 1000}},
+			StepTime{Type: plan.Permute, Link: LinkMemory, Bytes: 8000, Seconds: 1e-6 + 8000/1000e9},
+		},
+	}
+	p := &plan.Plan{Tensors: []plan.Tensor{{Name: "a", DType: "float32"}, {Name: "b", DType: "float32"}},
+		Ops: []plan.Op{{Input: "a", Output: "b"}}}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := testTopology().Step(p, &tc.step)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got, cmp.Comparer(approx)); diff != "" {
+				t.Errorf("Step mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func approx(a, b float64) bool { return math.Abs(a-b) <= 1e-12*math.Max(math.Abs(a), math.Abs(b)) }
+
+// TestPredictConformance prices every conformance plan with the built-in
+// topology: every step gets a positive time.
+func TestPredictConformance(t *testing.T) {
+	files, _ := filepath.Glob("../../testdata/conformance/*.json")
+	if len(files) == 0 {
+		t.Fatal("no conformance plans")
+	}
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := plan.Decode(f, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pr, err := Predict(Default(), p)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for _, st := range pr.Steps {
+			if !(st.Seconds > 0) {
+				t.Errorf("%s: step %d predicted %v s", f, st.Step, st.Seconds)
+			}
+		}
+	}
+}
+
+func TestLess(t *testing.T) {
+	small := &plan.Plan{Tensors: []plan.Tensor{{Name: "a", DType: "float32"}, {Name: "b", DType: "float32"}},
+		Ops:     []plan.Op{{Input: "a", Output: "b"}},
+		Summary: plan.Summary{BytesReceivedMax: 100}}
+	big := *small
+	big.Summary.BytesReceivedMax = 200
+	slow := *small
+	slow.Steps = []plan.Step{{Kind: plan.KindLocal, Type: plan.Copy, Devices: []int{0}, Count: plan.Count{Input: 10, Output: 10}}}
+	tests := map[string]struct {
+		a, b *plan.Plan
+		want bool
+	}{
+		"fewer bytes":             {small, &big, true},
+		"more bytes":              {&big, small, false},
+		"tie broken by time":      {small, &slow, true},
+		"tie, slower is not less": {&slow, small, false},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := Less(testTopology(), tc.a, tc.b)
+			if err != nil || got != tc.want {
+				t.Errorf("Less = %v, %v; want %v", got, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseTopologyErrors(t *testing.T) {
+	tests := map[string]struct {
+		src, want string
+	}{
+		"empty":              {"", "empty topology file"},
+		"unknown field":      {"format: 1\nbogus: 2\n", "field bogus not found"},
+		"bad format":         {strings.Replace(string(DefaultYAML()), "format: 1", "format: 2", 1), "format must be 1"},
+		"negative bandwidth": {strings.Replace(string(DefaultYAML()), "devices_per_node: 8", "devices_per_node: 0", 1), "devices_per_node must be at least 1"},
+		"unknown collective": {"format: 1\ndevices_per_node: 1\nnvlink: {bandwidth_gbps: 1, latency_us: 1, collectives: {Allgathr: {bandwidth_gbps: 1, latency_us: 1}}}\nnetwork: {bandwidth_gbps: 1, latency_us: 1}\nmemory: {bandwidth_gbps: 1, latency_us: 1}\n", `unknown collective "Allgathr"`},
+		"zero bandwidth":     {"format: 1\ndevices_per_node: 1\nnvlink: {bandwidth_gbps: 0, latency_us: 1}\nnetwork: {bandwidth_gbps: 1, latency_us: 1}\nmemory: {bandwidth_gbps: 1, latency_us: 1}\n", "nvlink: bandwidth_gbps must be positive"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, err := ParseTopology("t.yaml", []byte(tc.src))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("ParseTopology error = %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestReadSamplesErrors(t *testing.T) {
+	tests := map[string]string{
+		"no header":          "allgather,2,1024,1e-5\n",
+		"unknown collective": "collective,ranks,bytes,seconds\nallgathr,2,1024,1e-5\n",
+		"bad link":           "collective,ranks,bytes,seconds,link\nallgather,2,1024,1e-5,pcie\n",
+		"one rank":           "collective,ranks,bytes,seconds\nallgather,1,1024,1e-5\n",
+	}
+	for name, src := range tests {
+		t.Run(name, func(t *testing.T) {
+			if _, err := ReadSamples(strings.NewReader(src)); err == nil {
+				t.Errorf("ReadSamples(%q) succeeded, want an error", src)
+			}
+		})
+	}
+}

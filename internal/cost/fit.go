@@ -1,0 +1,298 @@
+package cost
+
+import (
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/nvcomm/nvcomm/internal/plan"
+)
+
+// Sample is one measured collective, in nccl-tests units.
+type Sample struct {
+	// Collective is a plan collective type, e.g. "Allgather".
+	Collective string
+	// Ranks is the team size.
+	Ranks int
+	// Bytes is nccl-tests' message size S.
+	Bytes int64
+	// Seconds is the measured time.
+	Seconds float64
+	// Link is the link class: nvlink (the default) or network.
+	Link string
+}
+
+// csvNames maps the collective names of calibration files (nccl-tests'
+// lower-case names) to plan types.
+var csvNames = map[string]string{
+	"allgather": plan.Allgather, "reducescatter": plan.ReduceScatter, "allreduce": plan.Allreduce,
+	"alltoall": plan.AllToAll, "broadcast": plan.Broadcast, "reduce": plan.Reduce,
+	"sendrecv": plan.SendRecv, "gather": plan.Gather, "scatter": plan.Scatter,
+}
+
+// ReadSamples reads a calibration CSV: a header line
+// "collective,ranks,bytes,seconds" with an optional fifth column "link",
+// then one measurement a line; lines starting with '#' are comments.
+func ReadSamples(r io.Reader) ([]Sample, error) {
+	cr := csv.NewReader(r)
+	cr.Comment = '#'
+	cr.FieldsPerRecord = -1
+	rows, err := cr.ReadAll()
+	if err != nil {
+		return nil, err
+	}
+	if len(rows) == 0 || len(rows[0]) < 4 || rows[0][0] != "collective" {
+		return nil, errors.New("expected a header line collective,ranks,bytes,seconds[,link]")
+	}
+	var out []Sample
+	for i, row := range rows[1:] {
+		s, err := parseSample(row)
+		if err != nil {
+			return nil, fmt.Errorf("record %d: %w", i+1, err)
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+func parseSample(row []string) (Sample, error) {
+	if len(row) != 4 && len(row) != 5 {
+		return Sample{}, fmt.Errorf("expected 4 or 5 fields, got %d", len(row))
+	}
+	typ, ok := csvNames[strings.ToLower(row[0])]
+	if !ok {
+		return Sample{}, fmt.Errorf("unknown collective %q", row[0])
+	}
+	ranks, err1 := strconv.Atoi(row[1])
+	size, err2 := strconv.ParseInt(row[2], 10, 64)
+	secs, err3 := strconv.ParseFloat(row[3], 64)
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return Sample{}, err
+	}
+	if ranks < 2 || size < 1 || !(secs > 0) {
+		return Sample{}, fmt.Errorf("ranks must be at least 2, bytes and seconds positive: %v", row)
+	}
+	link := LinkNVLink
+	if len(row) == 5 {
+		link = row[4]
+	}
+	if link != LinkNVLink && link != LinkNetwork {
+		return Sample{}, fmt.Errorf("link must be %s or %s, got %q", LinkNVLink, LinkNetwork, link)
+	}
+	return Sample{Collective: typ, Ranks: ranks, Bytes: size, Seconds: secs, Link: link}, nil
+}
+
+// DefaultMinFitBytes is the smallest message [Fit] uses: below 1 MiB the
+// time is torch.distributed's launch overhead, not the link.
+const DefaultMinFitBytes = 1 << 20
+
+// FitOptions tune [Fit].
+type FitOptions struct {
+	// MinBytes is the smallest message size fitted; zero means
+	// [DefaultMinFitBytes].
+	MinBytes int64
+	// DevicesPerNode goes into the topology; zero means 8.
+	DevicesPerNode int
+	// Name and Source go into the topology.
+	Name, Source string
+	// Base supplies what the samples do not measure (memory, and the
+	// network when no sample has link network); nil means [Default].
+	Base *Topology
+}
+
+// FitPoint is one sample with the fitted model's prediction.
+type FitPoint struct {
+	Sample
+	Predicted float64
+	// Used is false for samples below MinBytes and for outliers.
+	Used bool
+	// Outlier marks a sample slower than twice some larger message of the
+	// same collective, link and ranks: a timing glitch, since a larger
+	// message never takes less time.
+	Outlier bool
+}
+
+// RelErr is the prediction's relative error, (predicted − measured) /
+// measured.
+func (p FitPoint) RelErr() float64 { return p.Predicted/p.Seconds - 1 }
+
+// Fit fits α and busbw per link class and collective type to samples,
+// minimizing the largest relative error |α + S·f(n)/busbw − t| / t over the
+// used samples, and returns the topology and every sample with its
+// prediction. A type with samples gets its own parameters; Gather and
+// Scatter without samples take SendRecv's (PyTorch runs them as
+// point-to-point transfers); the link's defaults are the fit of all its
+// used samples together.
+func Fit(samples []Sample, o FitOptions) (*Topology, []FitPoint, error) {
+	o = o.withDefaults()
+	t := *o.Base
+	t.Format, t.Name, t.Source, t.DevicesPerNode = TopologyFormat, o.Name, o.Source, o.DevicesPerNode
+	points := markUsed(samples, o.MinBytes)
+	if !slices.ContainsFunc(points, func(p FitPoint) bool { return p.Used }) {
+		return nil, nil, fmt.Errorf("no sample of %d bytes or more to fit", o.MinBytes)
+	}
+	for _, link := range []string{LinkNVLink, LinkNetwork} {
+		l, ok, err := fitLink(points, link)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !ok {
+			continue
+		}
+		if link == LinkNVLink {
+			t.NVLink = l
+		} else {
+			t.Network = l
+		}
+	}
+	for i := range points {
+		p := &points[i]
+		p.Predicted = t.Collective(p.Link, p.Collective, p.Bytes, p.Ranks)
+	}
+	return &t, points, nil
+}
+
+func (o FitOptions) withDefaults() FitOptions {
+	if o.MinBytes <= 0 {
+		o.MinBytes = DefaultMinFitBytes
+	}
+	if o.DevicesPerNode <= 0 {
+		o.DevicesPerNode = 8
+	}
+	if o.Base == nil {
+		o.Base = Default()
+	}
+	if o.Name == "" {
+		o.Name = "fitted"
+	}
+	return o
+}
+
+// markUsed flags the samples the fit uses: at least minBytes and not
+// outliers.
+func markUsed(samples []Sample, minBytes int64) []FitPoint {
+	points := make([]FitPoint, len(samples))
+	for i, s := range samples {
+		points[i] = FitPoint{Sample: s}
+		for _, o := range samples {
+			if o.Collective == s.Collective && o.Link == s.Link && o.Ranks == s.Ranks && o.Bytes > s.Bytes && 2*o.Seconds < s.Seconds {
+				points[i].Outlier = true
+			}
+		}
+		points[i].Used = s.Bytes >= minBytes && !points[i].Outlier
+	}
+	return points
+}
+
+// fitLink fits one link class; ok is false when no sample uses it.
+func fitLink(points []FitPoint, link string) (Link, bool, error) {
+	var all []FitPoint
+	byType := map[string][]FitPoint{}
+	for _, p := range points {
+		if p.Used && p.Link == link {
+			all = append(all, p)
+			byType[p.Collective] = append(byType[p.Collective], p)
+		}
+	}
+	if len(all) == 0 {
+		return Link{}, false, nil
+	}
+	def, err := fitParams(all)
+	if err != nil {
+		return Link{}, false, fmt.Errorf("%s: %w", link, err)
+	}
+	l := Link{Params: def, Collectives: map[string]Params{}}
+	for _, typ := range sortedKeys(byType) {
+		p, err := fitParams(byType[typ])
+		if err != nil {
+			return Link{}, false, fmt.Errorf("%s %s: %w", link, typ, err)
+		}
+		l.Collectives[typ] = p
+	}
+	for _, typ := range []string{plan.Gather, plan.Scatter} {
+		if _, ok := l.Collectives[typ]; !ok {
+			if p, ok := l.Collectives[plan.SendRecv]; ok {
+				l.Collectives[typ] = p
+			}
+		}
+	}
+	return l, true, nil
+}
+
+// fitParams fits α and β = 1/busbw over x = S·f(n) to minimize the largest
+// relative error max |(α + x·β − t)/t| (a Chebyshev fit, α ≥ 0): the band
+// the model is held to. β is searched on a logarithmic grid, refined
+// around the best point; for each β the best α is found by ternary search
+// (the largest error is convex in α).
+func fitParams(points []FitPoint) (Params, error) {
+	xs, ts := make([]float64, len(points)), make([]float64, len(points))
+	tmax := 0.0
+	for i, p := range points {
+		xs[i], ts[i] = float64(p.Bytes)*BusFactor(p.Collective, p.Ranks), p.Seconds
+		tmax = max(tmax, p.Seconds)
+	}
+	if len(distinctSizes(points)) < 2 {
+		return Params{}, errors.New("need at least two message sizes to fit α and busbw")
+	}
+	lo, hi := math.Log(1e-9/5000), math.Log(1e-9/1) // busbw between 1 and 5000 GB/s
+	bestB, bestA, bestE := 0.0, 0.0, math.Inf(1)
+	for range 3 {
+		const steps = 400
+		for k := 0; k <= steps; k++ {
+			b := math.Exp(lo + (hi-lo)*float64(k)/steps)
+			a, e := bestAlpha(xs, ts, b, tmax)
+			if e < bestE {
+				bestB, bestA, bestE = b, a, e
+			}
+		}
+		w := (hi - lo) / 20
+		lo, hi = math.Log(bestB)-w, math.Log(bestB)+w
+	}
+	if !(bestB > 0) || bestE > 1 {
+		return Params{}, errors.New("the samples do not grow with the message size: cannot fit a bandwidth")
+	}
+	return Params{Bandwidth: round(1/bestB/1e9, 1), Latency: round(bestA*1e6, 1)}, nil
+}
+
+// bestAlpha returns the α in [0, tmax] that minimizes the largest relative
+// error for a given β, and that error.
+func bestAlpha(xs, ts []float64, beta, tmax float64) (float64, float64) {
+	worst := func(a float64) float64 {
+		e := 0.0
+		for i := range xs {
+			e = max(e, math.Abs((a+xs[i]*beta)/ts[i]-1))
+		}
+		return e
+	}
+	lo, hi := 0.0, tmax
+	for range 100 {
+		m1, m2 := lo+(hi-lo)/3, hi-(hi-lo)/3
+		if worst(m1) <= worst(m2) {
+			hi = m2
+		} else {
+			lo = m1
+		}
+	}
+	a := (lo + hi) / 2
+	return a, worst(a)
+}
+
+func distinctSizes(points []FitPoint) []int64 {
+	var sizes []int64
+	for _, p := range points {
+		sizes = append(sizes, p.Bytes)
+	}
+	slices.Sort(sizes)
+	return slices.Compact(sizes)
+}
+
+// round rounds x to the given number of decimals.
+func round(x float64, decimals int) float64 {
+	p := math.Pow(10, float64(decimals))
+	return math.Round(x*p) / p
+}

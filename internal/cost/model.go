@@ -1,0 +1,182 @@
+package cost
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/nvcomm/nvcomm/internal/plan"
+)
+
+// StepTime is the predicted time of one step.
+type StepTime struct {
+	// Step is the step's id.
+	Step int    `json:"step"`
+	Type string `json:"type"`
+	// Link is the link class of the slowest team: nvlink, network or
+	// memory (a local step, or a collective whose teams have no peers).
+	Link string `json:"link"`
+	// Bytes is S, the message size as nccl-tests counts it, of the slowest
+	// team; for memory, the bytes read plus written on one device.
+	Bytes int64 `json:"bytes"`
+	// Seconds is the predicted time: the slowest team's, teams running
+	// concurrently.
+	Seconds float64 `json:"seconds"`
+}
+
+// Prediction is the predicted time of a whole plan.
+type Prediction struct {
+	// Topology is the name of the topology used.
+	Topology string     `json:"topology"`
+	Steps    []StepTime `json:"steps"`
+	// Total is the sum of the steps' times, in seconds: steps run one
+	// after another.
+	Total float64 `json:"total"`
+}
+
+// dtypeSizes gives the bytes of an element of each dtype.
+var dtypeSizes = map[string]int64{
+	"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int64": 8, "int32": 4,
+}
+
+// BusFactor is nccl-tests' bus factor f(n) of a collective type for a team
+// of n devices.
+func BusFactor(typ string, n int) float64 {
+	switch typ {
+	case plan.Allreduce:
+		return 2 * float64(n-1) / float64(n)
+	case plan.Broadcast, plan.Reduce, plan.SendRecv:
+		return 1
+	}
+	return float64(n-1) / float64(n)
+}
+
+// Collective predicts one collective of type typ over n devices of link
+// class link with message size bytes (nccl-tests' S), in seconds.
+func (t *Topology) Collective(link, typ string, bytes int64, n int) float64 {
+	l := t.NVLink
+	if link == LinkNetwork {
+		l = t.Network
+	}
+	p := l.For(typ)
+	return p.Latency*1e-6 + float64(bytes)*BusFactor(typ, n)/(p.Bandwidth*1e9)
+}
+
+// Local predicts a local step that reads and writes bytes in all, in
+// seconds.
+func (t *Topology) Local(bytes int64) float64 {
+	return t.Memory.Latency*1e-6 + float64(bytes)/(t.Memory.Bandwidth*1e9)
+}
+
+// Predict prices every step of p.
+func Predict(t *Topology, p *plan.Plan) (*Prediction, error) {
+	pr := &Prediction{Topology: t.Name}
+	for i := range p.Steps {
+		st, err := t.Step(p, &p.Steps[i])
+		if err != nil {
+			return nil, err
+		}
+		pr.Steps = append(pr.Steps, st)
+		pr.Total += st.Seconds
+	}
+	return pr, nil
+}
+
+// Step prices one step of p.
+func (t *Topology) Step(p *plan.Plan, s *plan.Step) (StepTime, error) {
+	size, err := elemSize(p, s)
+	if err != nil {
+		return StepTime{}, err
+	}
+	st := StepTime{Step: s.ID, Type: s.Type, Link: LinkMemory}
+	if s.Kind == plan.KindLocal {
+		st.Bytes = int64(s.Count.Input+s.Count.Output) * size
+		st.Seconds = t.Local(st.Bytes)
+		return st, nil
+	}
+	if len(s.Teams) == 0 {
+		return StepTime{}, fmt.Errorf("step %d (%s): a collective needs at least one team", s.ID, s.Type)
+	}
+	for _, team := range s.Teams {
+		cand := t.team(s, team, size)
+		if cand.Seconds > st.Seconds {
+			st = cand
+		}
+	}
+	return st, nil
+}
+
+// team prices one team of a collective step. A team without peers (one
+// device, or a SendRecv to itself) copies locally.
+func (t *Topology) team(s *plan.Step, team []int, size int64) StepTime {
+	st := StepTime{Step: s.ID, Type: s.Type}
+	members := slices.Compact(slices.Sorted(slices.Values(team)))
+	if len(members) < 2 {
+		st.Link = LinkMemory
+		st.Bytes = 2 * int64(s.Count.Input) * size
+		st.Seconds = t.Local(st.Bytes)
+		return st
+	}
+	st.Link = t.linkOf(members)
+	st.Bytes = MessageElements(s.Type, s.Count, len(team)) * size
+	st.Seconds = t.Collective(st.Link, s.Type, st.Bytes, len(team))
+	return st
+}
+
+// MessageElements is nccl-tests' message size S of a collective step, in
+// elements, for a team of n: the whole gathered or scattered buffer for
+// Allgather, Gather (n·count.input), ReduceScatter, AllToAll and Scatter
+// (count.input), the buffer for the others.
+func MessageElements(typ string, c plan.Count, n int) int64 {
+	switch typ {
+	case plan.Allgather, plan.Gather:
+		return int64(n) * int64(c.Input)
+	}
+	return int64(c.Input)
+}
+
+// linkOf is NVLink when every device is on one node, else the network.
+func (t *Topology) linkOf(devices []int) string {
+	for _, d := range devices {
+		if d/t.DevicesPerNode != devices[0]/t.DevicesPerNode {
+			return LinkNetwork
+		}
+	}
+	return LinkNVLink
+}
+
+// elemSize is the element size of a step's buffers: the dtype of its op's
+// output tensor.
+func elemSize(p *plan.Plan, s *plan.Step) (int64, error) {
+	if s.Op < 0 || s.Op >= len(p.Ops) {
+		return 0, fmt.Errorf("step %d (%s): op %d does not exist", s.ID, s.Type, s.Op)
+	}
+	name := p.Ops[s.Op].Output
+	for _, tv := range p.Tensors {
+		if tv.Name == name {
+			if n, ok := dtypeSizes[tv.DType]; ok {
+				return n, nil
+			}
+			return 0, fmt.Errorf("tensor %q: unknown dtype %q", name, tv.DType)
+		}
+	}
+	return 0, fmt.Errorf("step %d (%s): unknown tensor %q", s.ID, s.Type, name)
+}
+
+// Less reports whether plan a is preferred over plan b: fewer bytes
+// received by the busiest device (summary.bytes_received_max), and on a
+// tie the shorter predicted time. A policy that searches for the best plan
+// orders candidates with it.
+func Less(t *Topology, a, b *plan.Plan) (bool, error) {
+	if a.Summary.BytesReceivedMax != b.Summary.BytesReceivedMax {
+		return a.Summary.BytesReceivedMax < b.Summary.BytesReceivedMax, nil
+	}
+	pa, err := Predict(t, a)
+	if err != nil {
+		return false, err
+	}
+	pb, err := Predict(t, b)
+	if err != nil {
+		return false, err
+	}
+	return pa.Total < pb.Total, nil
+}

@@ -1,0 +1,164 @@
+package cost
+
+import (
+	"bytes"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/nvcomm/nvcomm/internal/plan"
+)
+
+// TopologyFormat is the topology file format this package reads and writes.
+const TopologyFormat = 1
+
+// Link classes.
+const (
+	LinkNVLink  = "nvlink"  // every member of the team on one node
+	LinkNetwork = "network" // the team spans nodes
+	LinkMemory  = "memory"  // a local step, or a collective without peers
+)
+
+// Topology describes the machines a plan runs on: how many devices share a
+// node and the cost parameters of each link class. Device d is on node
+// d / DevicesPerNode, as torchrun numbers global ranks.
+type Topology struct {
+	Format int `yaml:"format"`
+	// Name identifies the topology in reports.
+	Name string `yaml:"name"`
+	// Source says where the parameters come from, for readers.
+	Source string `yaml:"source,omitempty"`
+	// DevicesPerNode is the number of devices of one node.
+	DevicesPerNode int `yaml:"devices_per_node"`
+	// NVLink prices teams inside one node.
+	NVLink Link `yaml:"nvlink"`
+	// Network prices teams that span nodes.
+	Network Link `yaml:"network"`
+	// Memory prices local steps: Bandwidth counts bytes read plus bytes
+	// written.
+	Memory Params `yaml:"memory"`
+}
+
+// Link is the cost parameters of one link class: defaults, and optional
+// parameters per collective type (plan type names such as "Allgather").
+type Link struct {
+	Params      `yaml:",inline"`
+	Collectives map[string]Params `yaml:"collectives,omitempty"`
+}
+
+// Params are the α and busbw of the model.
+type Params struct {
+	// Bandwidth is the bus bandwidth, in GB/s (1e9 bytes a second).
+	Bandwidth float64 `yaml:"bandwidth_gbps"`
+	// Latency is α, in microseconds.
+	Latency float64 `yaml:"latency_us"`
+}
+
+// For returns the parameters of collective type typ on this link.
+func (l Link) For(typ string) Params {
+	if p, ok := l.Collectives[typ]; ok {
+		return p
+	}
+	return l.Params
+}
+
+//go:embed h200.yaml
+var defaultYAML []byte
+
+// Default returns the built-in topology: H200 nodes of 8 GPUs, NVLink
+// parameters fitted to shared/calibration/nccl-h200-2gpu.csv (see
+// docs/export.md), network parameters assumed (one 400 Gb/s NIC a GPU).
+func Default() *Topology {
+	t, err := ParseTopology("h200.yaml", defaultYAML)
+	if err != nil {
+		panic(fmt.Sprintf("cost: built-in topology: %v", err))
+	}
+	return t
+}
+
+// DefaultYAML returns the built-in topology file.
+func DefaultYAML() []byte { return slices.Clone(defaultYAML) }
+
+// ParseTopology decodes and checks a topology file; unknown fields are
+// errors.
+func ParseTopology(name string, src []byte) (*Topology, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(src))
+	dec.KnownFields(true)
+	var t Topology
+	if err := dec.Decode(&t); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("%s: empty topology file", name)
+		}
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if problems := t.Check(); len(problems) > 0 {
+		return nil, fmt.Errorf("%s: %s", name, strings.Join(problems, "; "))
+	}
+	return &t, nil
+}
+
+// Check lists what is wrong with t; none means it is usable.
+func (t *Topology) Check() []string {
+	var problems []string
+	if t.Format != TopologyFormat {
+		problems = append(problems, fmt.Sprintf("format must be %d, got %d", TopologyFormat, t.Format))
+	}
+	if t.DevicesPerNode < 1 {
+		problems = append(problems, fmt.Sprintf("devices_per_node must be at least 1, got %d", t.DevicesPerNode))
+	}
+	problems = append(problems, checkParams("memory", t.Memory)...)
+	for _, l := range []struct {
+		name string
+		link Link
+	}{{LinkNVLink, t.NVLink}, {LinkNetwork, t.Network}} {
+		problems = append(problems, checkParams(l.name, l.link.Params)...)
+		for _, typ := range sortedKeys(l.link.Collectives) {
+			if !slices.Contains(plan.CollectiveTypes, typ) {
+				problems = append(problems, fmt.Sprintf("%s.collectives: unknown collective %q (expected one of %s)", l.name, typ, strings.Join(plan.CollectiveTypes, ", ")))
+				continue
+			}
+			problems = append(problems, checkParams(l.name+".collectives."+typ, l.link.Collectives[typ])...)
+		}
+	}
+	return problems
+}
+
+func checkParams(where string, p Params) []string {
+	var problems []string
+	if !(p.Bandwidth > 0) {
+		problems = append(problems, fmt.Sprintf("%s: bandwidth_gbps must be positive, got %v", where, p.Bandwidth))
+	}
+	if !(p.Latency >= 0) {
+		problems = append(problems, fmt.Sprintf("%s: latency_us must be non-negative, got %v", where, p.Latency))
+	}
+	return problems
+}
+
+// Marshal encodes t as a topology file, collectives in sorted order.
+func (t *Topology) Marshal() ([]byte, error) {
+	var b bytes.Buffer
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(t); err != nil {
+		return nil, err
+	}
+	if err := enc.Close(); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

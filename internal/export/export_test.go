@@ -1,0 +1,215 @@
+package export
+
+import (
+	"bytes"
+	stdcmp "cmp"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/nvcomm/nvcomm/internal/plan"
+)
+
+// update reports whether golden files are to be rewritten
+// (NVCOMM_UPDATE=1 go test ./...).
+var update = os.Getenv("NVCOMM_UPDATE") == "1"
+
+func readPlan(t *testing.T, path string) *plan.Plan {
+	t.Helper()
+	src, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := plan.Decode(path, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// goldens are plans whose generated programs are checked in under
+// testdata/NAME.py, with the options each is exported with.
+var goldens = map[string]struct {
+	plan string
+	opts Options
+}{
+	"allgather_loop_split": {"../../testdata/examples/allgather_loop_split.json", Options{
+		Probes:    map[string][]float64{"tv0": {-26, -110, -288, 92}},
+		Predicted: []float64{2.73e-05}, Topology: "h200"}},
+	"L-03_gather_root_appended":         {"../../testdata/conformance/L-03_gather_root_appended.json", Options{Seed: 3}},
+	"L-22_reduce_scatter_noncontiguous": {"../../testdata/conformance/L-22_reduce_scatter_noncontiguous.json", Options{}},
+}
+
+func TestGoldenPrograms(t *testing.T) {
+	for name, g := range goldens {
+		t.Run(name, func(t *testing.T) {
+			var b bytes.Buffer
+			if err := Torch(&b, readPlan(t, g.plan), g.opts); err != nil {
+				t.Fatal(err)
+			}
+			golden := filepath.Join("testdata", name+".py")
+			if update {
+				if err := os.WriteFile(golden, b.Bytes(), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("missing golden (NVCOMM_UPDATE=1 go test ./...): %v", err)
+			}
+			if diff := cmp.Diff(string(want), b.String()); diff != "" {
+				t.Errorf("%s mismatch (-want +got):\n%s", golden, diff)
+			}
+		})
+	}
+}
+
+func TestPredictedLength(t *testing.T) {
+	p := readPlan(t, "../../testdata/examples/allgather_loop_split.json")
+	err := Torch(&bytes.Buffer{}, p, Options{Predicted: []float64{1, 2}})
+	if err == nil || !strings.Contains(err.Error(), "2 predicted times for 1 steps") {
+		t.Errorf("Torch error = %v, want a count mismatch", err)
+	}
+}
+
+func TestPyString(t *testing.T) {
+	tests := map[string]struct{ in, want string }{
+		"raw":          {"{\"a\": 1}\n", "r'''\n{\"a\": 1}\n'''"},
+		"triple quote": {"{\"a\": \"'''\"}\n", `"{\"a\": \"'''\"}\n"`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := pyString([]byte(tc.in)); got != tc.want {
+				t.Errorf("pyString(%q) = %s, want %s", tc.in, got, tc.want)
+			}
+		})
+	}
+}
+
+// allPlans lists every plan of the conformance corpus and the examples.
+func allPlans(t *testing.T) []string {
+	t.Helper()
+	var files []string
+	for _, dir := range []string{"../../testdata/examples", "../../testdata/conformance"} {
+		fs, err := filepath.Glob(filepath.Join(dir, "*.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, fs...)
+	}
+	if len(files) == 0 {
+		t.Fatal("no plans")
+	}
+	return files
+}
+
+// writePrograms exports every plan into dir and returns the programs.
+func writePrograms(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	for _, f := range allPlans(t) {
+		var b bytes.Buffer
+		if err := Torch(&b, readPlan(t, f), Options{}); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		py := filepath.Join(dir, strings.TrimSuffix(filepath.Base(f), ".json")+".py")
+		if err := os.WriteFile(py, b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, py)
+	}
+	return out
+}
+
+// TestProgramsCompile byte-compiles every exported program and the
+// calibration program, where python3 exists.
+func TestProgramsCompile(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3")
+	}
+	dir := t.TempDir()
+	files := writePrograms(t, dir)
+	cal := filepath.Join(dir, "calibrate.py")
+	if err := os.WriteFile(cal, CalibrationProgram(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"-m", "py_compile", cal}, files...)
+	if out, err := exec.Command(py, args...).CombinedOutput(); err != nil {
+		t.Fatalf("py_compile: %v\n%s", err, out)
+	}
+}
+
+// TestProgramsRunGloo runs every exported program on CPU processes with
+// torch.distributed's gloo backend, started as torchrun would (RANK,
+// WORLD_SIZE, MASTER_ADDR, ...). It needs PyTorch, so it runs only with
+// NVCOMM_TORCH_TEST=1 (PYTHON selects the interpreter, python3 by default).
+func TestProgramsRunGloo(t *testing.T) {
+	if os.Getenv("NVCOMM_TORCH_TEST") != "1" {
+		t.Skip("set NVCOMM_TORCH_TEST=1 to run the programs with PyTorch (gloo)")
+	}
+	py := stdcmp.Or(os.Getenv("PYTHON"), "python3")
+	dir := t.TempDir()
+	for i, prog := range writePrograms(t, dir) {
+		name := strings.TrimSuffix(filepath.Base(prog), ".py")
+		t.Run(name, func(t *testing.T) {
+			n := maxDevice(readPlan(t, filepath.Join(planDir(name), name+".json"))) + 1
+			out, err := launch(py, n, 29600+i%200, prog, "--backend", "gloo")
+			if err != nil || !bytes.Contains(out, []byte("\nPASS\n")) {
+				t.Errorf("%v\n%s", err, out)
+			}
+		})
+	}
+}
+
+// launch starts n processes of a torch.distributed program on this machine
+// with torchrun's environment and returns their combined output.
+func launch(py string, n, port int, args ...string) ([]byte, error) {
+	var out bytes.Buffer
+	var cmds []*exec.Cmd
+	for r := range n {
+		cmd := exec.Command(py, args...)
+		cmd.Env = append(os.Environ(), fmt.Sprintf("RANK=%d", r), fmt.Sprintf("LOCAL_RANK=%d", r),
+			fmt.Sprintf("WORLD_SIZE=%d", n), fmt.Sprintf("LOCAL_WORLD_SIZE=%d", n),
+			"MASTER_ADDR=127.0.0.1", fmt.Sprintf("MASTER_PORT=%d", port))
+		cmd.Stdout, cmd.Stderr = &syncWriter{w: &out}, &syncWriter{w: &out}
+		if err := cmd.Start(); err != nil {
+			return out.Bytes(), err
+		}
+		cmds = append(cmds, cmd)
+	}
+	var errs []error
+	for _, c := range cmds {
+		errs = append(errs, c.Wait())
+	}
+	return out.Bytes(), errors.Join(errs...)
+}
+
+// syncWriter serializes writes of several processes to one buffer.
+type syncWriter struct {
+	w io.Writer
+}
+
+var writeMu sync.Mutex
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	writeMu.Lock()
+	defer writeMu.Unlock()
+	return s.w.Write(p)
+}
+
+func planDir(name string) string {
+	if _, err := os.Stat(filepath.Join("../../testdata/examples", name+".json")); err == nil {
+		return "../../testdata/examples"
+	}
+	return "../../testdata/conformance"
+}
