@@ -18,7 +18,7 @@ var allowed = map[string][]string{
 	"internal/export": {"internal/plan"},
 	"internal/cost":   {"internal/plan"},
 	"internal/sim":    {"internal/plan", "internal/diag"},
-	"internal/lower":  {"internal/plan", "internal/ir", "internal/diag"},
+	"internal/lower":  {"internal/cost", "internal/plan", "internal/ir", "internal/diag"},
 	"internal/plan":   {"internal/diag"},
 	"internal/ir":     {"internal/diag"},
 	"internal/diag":   {},

@@ -14,6 +14,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/nvcomm/nvcomm/internal/cost"
 	"github.com/nvcomm/nvcomm/internal/diag"
 	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/plan"
@@ -35,6 +36,9 @@ var Policies = []string{string(PolicyOptimal), string(PolicyNvFuser)}
 // Options configure Lower.
 type Options struct {
 	Policy Policy // empty means PolicyOptimal
+	// Topology prices steps for the optimal policy, which breaks ties in
+	// bytes by predicted time; nil means cost.Default().
+	Topology *cost.Topology
 }
 
 // Lower compiles f into a plan. Ops the policy cannot lower correctly are
@@ -46,7 +50,10 @@ func Lower(f *ir.Fusion, opts Options) (*plan.Plan, error) {
 	if !slices.Contains(Policies, string(opts.Policy)) {
 		return nil, fmt.Errorf("unknown policy %q (expected one of %v)", opts.Policy, Policies)
 	}
-	l := &lowerer{f: f, policy: opts.Policy, errs: &diag.List{File: f.File}, received: map[int]int64{}, bound: map[int]int64{}}
+	if opts.Topology == nil {
+		opts.Topology = cost.Default()
+	}
+	l := &lowerer{f: f, policy: opts.Policy, topology: opts.Topology, errs: &diag.List{File: f.File}, received: map[int]int64{}, bound: map[int]int64{}}
 	for _, op := range f.Ops {
 		l.lowerOp(op)
 	}
@@ -60,6 +67,7 @@ func Lower(f *ir.Fusion, opts Options) (*plan.Plan, error) {
 type lowerer struct {
 	f        *ir.Fusion
 	policy   Policy
+	topology *cost.Topology
 	errs     *diag.List
 	steps    []plan.Step
 	received map[int]int64 // bytes each device receives over the whole plan

@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"slices"
 
+	"github.com/nvcomm/nvcomm/internal/cost"
 	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/plan"
 )
@@ -23,32 +24,54 @@ type searchState struct {
 
 // cost orders paths: bytes received by the busiest device, then bytes that
 // cross from one mesh to the other (each element should cross once and the
-// rest happen inside the destination mesh), then total bytes, then steps.
-type cost struct {
+// rest happen inside the destination mesh), then the time the cost model
+// predicts (byte ties are broken by time), then total bytes, then steps.
+type pathCost struct {
 	busiest, cross, total int64
+	seconds               float64
 	steps                 int
 }
 
-func (a cost) less(b cost) bool {
+func (a pathCost) less(b pathCost) bool {
 	switch {
 	case a.busiest != b.busiest:
 		return a.busiest < b.busiest
 	case a.cross != b.cross:
 		return a.cross < b.cross
+	case a.seconds != b.seconds:
+		return a.seconds < b.seconds
 	case a.total != b.total:
 		return a.total < b.total
 	}
 	return a.steps < b.steps
 }
 
-func (a cost) plus(b cost) cost {
-	return cost{a.busiest + b.busiest, a.cross + b.cross, a.total + b.total, a.steps + b.steps}
+func (a pathCost) plus(b pathCost) pathCost {
+	return pathCost{a.busiest + b.busiest, a.cross + b.cross, a.total + b.total, a.seconds + b.seconds, a.steps + b.steps}
 }
 
 // local is the cost of a step inside one mesh; crossing that of a step from
 // one mesh to the other.
-func local(busiest, total int64, steps int) cost    { return cost{busiest, 0, total, steps} }
-func crossing(busiest, total int64, steps int) cost { return cost{busiest, total, total, steps} }
+func local(busiest, total int64, steps int) pathCost {
+	return pathCost{busiest: busiest, total: total, steps: steps}
+}
+
+func crossing(busiest, total int64, steps int) pathCost {
+	return pathCost{busiest: busiest, cross: total, total: total, steps: steps}
+}
+
+// timed adds the predicted time of repeat collectives of type typ over n
+// devices with message size msg bytes (nccl-tests' S), or of a local step
+// over msg bytes when typ is Slice.
+func (pl *planner) timed(c pathCost, typ string, msg int64, n, repeat int) pathCost {
+	t := pl.c.topology
+	if typ == plan.Slice {
+		c.seconds = t.Local(2 * msg)
+		return c
+	}
+	c.seconds = float64(repeat) * t.Collective(cost.LinkNVLink, typ, msg, n)
+	return c
+}
 
 // edgeKind names the step an edge emits.
 type edgeKind int
@@ -69,7 +92,7 @@ type edge struct {
 	kind  edgeKind
 	typ   ir.ParallelType
 	to    searchState
-	cost  cost
+	cost  pathCost
 	other ir.ParallelType // the second type of a swap
 }
 
@@ -240,13 +263,15 @@ func (pl *planner) edges(s searchState) []edge {
 			cur, next := pl.options[i][s.pick[i]], pl.options[i][k]
 			switch {
 			case cur == nil:
-				out = append(out, edge{kind: edgeSlice, typ: t, to: to, cost: local(0, 0, 1)})
+				out = append(out, edge{kind: edgeSlice, typ: t, to: to, cost: pl.timed(local(0, 0, 1), plan.Slice, size, 1, 1)})
 			case next == nil:
 				recv := (n - 1) * size
-				out = append(out, edge{kind: edgeAllgather, typ: t, to: to, cost: local(recv, recv*int64(len(m.Devices)), 1)})
+				c := pl.timed(local(recv, recv*int64(len(m.Devices)), 1), plan.Allgather, n*size, int(n), 1)
+				out = append(out, edge{kind: edgeAllgather, typ: t, to: to, cost: c})
 			case disjoint(cur, next):
 				recv := (n - 1) * size / n
-				out = append(out, edge{kind: edgeAllToAll, typ: t, to: to, cost: local(recv, recv*int64(len(m.Devices)), 1)})
+				c := pl.timed(local(recv, recv*int64(len(m.Devices)), 1), plan.AllToAll, size, int(n), 1)
+				out = append(out, edge{kind: edgeAllToAll, typ: t, to: to, cost: c})
 			}
 		}
 	}
@@ -279,7 +304,8 @@ func (pl *planner) swapEdges(s searchState, size int64) []edge {
 			to := s
 			to.pick[i], to.pick[j] = ki, kj
 			moved := int64(len(m.Devices)) - int64(len(m.Devices)/m.Size(ti)) // the diagonal stays
-			out = append(out, edge{kind: edgeSwap, typ: ti, other: tj, to: to, cost: local(size, size*moved, int(moved))})
+			c := pl.timed(local(size, size*moved, int(moved)), plan.SendRecv, size, 2, int(moved))
+			out = append(out, edge{kind: edgeSwap, typ: ti, other: tj, to: to, cost: c})
 		}
 	}
 	return out
@@ -332,21 +358,25 @@ func (pl *planner) crossEdges(s searchState, size int64) []edge {
 	moved.onDst = true
 	receivers := int64(len(to.Devices))
 	if slices.Equal(from.Shape, to.Shape) && pl.valid(moved) {
-		out = append(out, edge{kind: edgeSendRecv, typ: ir.Serial, to: moved, cost: crossing(size, size*receivers, len(to.Devices))})
+		c := pl.timed(crossing(size, size*receivers, len(to.Devices)), plan.SendRecv, size, 2, len(to.Devices))
+		out = append(out, edge{kind: edgeSendRecv, typ: ir.Serial, to: moved, cost: c})
 	}
 	if pl.isReplicated(s) {
-		out = append(out, edge{kind: edgeBroadcast, typ: ir.Serial, to: moved, cost: crossing(size, size*receivers, 1)})
+		c := pl.timed(crossing(size, size*receivers, 1), plan.Broadcast, size, len(to.Devices)+1, 1)
+		out = append(out, edge{kind: edgeBroadcast, typ: ir.Serial, to: moved, cost: c})
 		target := pl.stateOf(pl.dst, true)
 		if to.Rank() == 1 && commonRoot(from, to) >= 0 && !pl.isReplicated(target) && onlyType(target, 0) {
 			chunk := pl.size(target)
-			out = append(out, edge{kind: edgeScatter, typ: ir.DIDx, to: target, cost: crossing(chunk, chunk*(receivers-1), 1)})
+			c := pl.timed(crossing(chunk, chunk*(receivers-1), 1), plan.Scatter, chunk*receivers, len(to.Devices), 1)
+			out = append(out, edge{kind: edgeScatter, typ: ir.DIDx, to: target, cost: c})
 		}
 	}
 	if from.Rank() == 1 && onlyType(s, 0) && !pl.isReplicated(s) {
 		target := moved
 		target.pick = [3]int{}
 		full := size * int64(from.Size(ir.DIDx))
-		out = append(out, edge{kind: edgeGather, typ: ir.DIDx, to: target, cost: crossing(full, full*receivers, len(to.Devices))})
+		c := pl.timed(crossing(full, full*receivers, len(to.Devices)), plan.Gather, full, len(from.Devices)+1, len(to.Devices))
+		out = append(out, edge{kind: edgeGather, typ: ir.DIDx, to: target, cost: c})
 	}
 	return out
 }
@@ -374,10 +404,10 @@ func commonRoot(from, to *ir.Mesh) int {
 // search runs Dijkstra from the producer's state to the consumer's.
 func (pl *planner) search() ([]edge, bool) {
 	start, goal := pl.stateOf(pl.src, false), pl.stateOf(pl.dst, !pl.src.mesh.Equal(pl.dst.mesh))
-	best := map[searchState]cost{start: {}}
+	best := map[searchState]pathCost{start: {}}
 	prev := map[searchState]edge{}
 	from := map[searchState]searchState{}
-	q := &stateQueue{{start, cost{}}}
+	q := &stateQueue{{start, pathCost{}}}
 	for q.Len() > 0 {
 		it := heap.Pop(q).(queued)
 		if c, ok := best[it.s]; ok && c.less(it.c) {
@@ -458,7 +488,7 @@ func (c *opCtx) slice(src, dst *view, t ir.ParallelType) {
 // queued is a search state with its path cost, for the priority queue.
 type queued struct {
 	s searchState
-	c cost
+	c pathCost
 }
 
 // stateQueue is a min-heap of queued states by cost.
