@@ -78,6 +78,11 @@ type invalidTest struct {
 // testdata/invalid holds the same inputs as files for the CLI tests.
 var invalidTests = []invalidTest{
 	{
+		name: "not_utf8",
+		src:  "\xff\xfe(\x00 \x00(\x00",
+		want: `in.yaml:1:1: error: the fusion file is not UTF-8 text; save the file as UTF-8`,
+	},
+	{
 		name: "placements_and_schedule",
 		src: `meshes:
   m: [0, 1]

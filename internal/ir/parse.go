@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 
@@ -67,6 +68,12 @@ var topKeys = []string{"format", "name", "meshes", "tensors", "ops", "inputs", "
 var yamlLineRE = regexp.MustCompile(`^yaml: (?:line (\d+): )?(.*)$`)
 
 func (p *parser) parse(src []byte) *Fusion {
+	if !utf8.Valid(src) {
+		// The YAML library would decode UTF-16 by its byte-order mark, and
+		// positions would then not match the file as bytes.
+		p.errs.AddHint(diag.Pos{Line: 1, Col: 1}, "save the file as UTF-8", "the fusion file is not UTF-8 text")
+		return nil
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(src))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil && err != io.EOF {

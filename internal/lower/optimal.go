@@ -2,6 +2,7 @@ package lower
 
 import (
 	"container/heap"
+	"fmt"
 	"slices"
 
 	"github.com/nvcomm/nvcomm/internal/cost"
@@ -89,11 +90,10 @@ const (
 
 // edge is one transition of the search.
 type edge struct {
-	kind  edgeKind
-	typ   ir.ParallelType
-	to    searchState
-	cost  pathCost
-	other ir.ParallelType // the second type of a swap
+	kind edgeKind
+	typ  ir.ParallelType
+	to   searchState
+	cost pathCost
 }
 
 // planner holds one op's search space.
@@ -103,6 +103,7 @@ type planner struct {
 	options  [3][][]ir.Digit // per type: nil (replicated), then candidate digit groups
 	order    []ir.Digit      // every stored-or-device digit, in the consumer's layout order
 	elem     int64
+	bySet    map[string][]searchState // valid states by mesh and selected digits
 }
 
 // optimal lowers src (the producer, after any local reduction and partial
@@ -133,7 +134,72 @@ func newPlanner(c *opCtx, src, dst *view) *planner {
 		all = concat(all, src.did[t], dst.did[t])
 	}
 	pl.order = canonicalOrder(all, dst, c.fact)
+	pl.addGroups()
+	pl.indexStates()
 	return pl
+}
+
+// maxSubsetDigits bounds the digits whose subsets become candidate groups,
+// so the search stays small.
+const maxSubsetDigits = 10
+
+// addGroups adds, per device type, every set of digits (in canonical order)
+// whose extents multiply to the type's mesh size: the intermediate
+// shardings a device permutation may need.
+func (pl *planner) addGroups() {
+	if len(pl.order) > maxSubsetDigits {
+		return
+	}
+	for i, t := range ir.DeviceTypes {
+		sizes := []int{pl.src.mesh.Size(t), pl.dst.mesh.Size(t)}
+		for mask := 1; mask < 1<<len(pl.order); mask++ {
+			var g []ir.Digit
+			for k, d := range pl.order {
+				if mask&(1<<k) != 0 {
+					g = append(g, d)
+				}
+			}
+			if e := extentOf(g); (e == sizes[0] || e == sizes[1]) && e > 1 && !containsDigits(pl.options[i], g) {
+				pl.options[i] = append(pl.options[i], g)
+			}
+		}
+	}
+}
+
+// indexStates groups the valid states of each mesh by the set of digits
+// they select: a device permutation moves between states of one group.
+func (pl *planner) indexStates() {
+	pl.bySet = map[string][]searchState{}
+	for _, onDst := range []bool{false, true} {
+		var s searchState
+		s.onDst = onDst
+		for a := range pl.options[0] {
+			for b := range pl.options[1] {
+				for c := range pl.options[2] {
+					s.pick = [3]int{a, b, c}
+					if pl.valid(s) {
+						k := pl.setKey(s)
+						pl.bySet[k] = append(pl.bySet[k], s)
+					}
+				}
+			}
+		}
+	}
+}
+
+// setKey names the mesh and the set of digits a state selects.
+func (pl *planner) setKey(s searchState) string {
+	var sel []ir.Digit
+	for i := range ir.DeviceTypes {
+		sel = append(sel, pl.options[i][s.pick[i]]...)
+	}
+	slices.SortFunc(sel, func(a, b ir.Digit) int {
+		if a.Axis != b.Axis {
+			return a.Axis - b.Axis
+		}
+		return b.Stride - a.Stride
+	})
+	return fmt.Sprint(s.onDst, sel)
 }
 
 func containsDigits(list [][]ir.Digit, d []ir.Digit) bool {
@@ -282,46 +348,104 @@ func (pl *planner) edges(s searchState) []edge {
 	return out
 }
 
-// swapEdges lists the exchanges of two device types' digits (mesh axes of
-// one size): device (…, a, …, b, …) sends its whole buffer to (…, b, …, a, …),
-// the direct exchange for transposed shardings such as [S(0), S(1)] →
-// [S(1), S(0)].
+// swapEdges lists the device permutations: states on the same mesh that
+// select the same digits, assigned to other device types. Each device sends
+// its whole buffer to the device that must hold it (SendRecv pairs): the
+// direct exchange for transposed shardings such as [S(0), S(1)] →
+// [S(1), S(0)], and, followed by a collective, for nested ones.
 func (pl *planner) swapEdges(s searchState, size int64) []edge {
 	var out []edge
+	if pl.isReplicated(s) {
+		return nil
+	}
+	for _, to := range pl.bySet[pl.setKey(s)] {
+		if to == s {
+			continue
+		}
+		moves, ok := pl.permutation(s, to)
+		if !ok {
+			continue
+		}
+		moved := int64(0)
+		for from, dest := range moves {
+			if from != dest {
+				moved++
+			}
+		}
+		c := pl.timed(local(size, size*moved, int(moved)), plan.SendRecv, size, 2, int(moved))
+		out = append(out, edge{kind: edgeSwap, to: to, cost: c})
+	}
+	return out
+}
+
+// permutation maps each device of the mesh to the device that holds its
+// buffer in state to: the same digit values, and the same coordinates along
+// the replicated axes (matched in order, which must have equal sizes).
+func (pl *planner) permutation(from, to searchState) (map[int]int, bool) {
+	m := pl.mesh(from)
+	freeFrom, freeTo := pl.freeTypes(from), pl.freeTypes(to)
+	if len(freeFrom) != len(freeTo) {
+		return nil, false
+	}
+	for k := range freeFrom {
+		if m.Size(freeFrom[k]) != m.Size(freeTo[k]) {
+			return nil, false
+		}
+	}
+	moves := map[int]int{}
+	for idx, d := range m.Devices {
+		coords := m.Coords(idx)
+		vals := map[ir.Digit]int{}
+		for i, t := range ir.DeviceTypes {
+			ds := pl.options[i][from.pick[i]]
+			c := 0
+			if a := m.Axis(t); a >= 0 {
+				c = coords[a]
+			}
+			for k := len(ds) - 1; k >= 0; k-- {
+				vals[ds[k]] = c % ds[k].Extent
+				c /= ds[k].Extent
+			}
+		}
+		target := slices.Clone(coords)
+		for i, t := range ir.DeviceTypes {
+			ds := pl.options[i][to.pick[i]]
+			if len(ds) == 0 {
+				continue
+			}
+			c := 0
+			for _, g := range ds {
+				c = c*g.Extent + vals[g]
+			}
+			target[m.Axis(t)] = c
+		}
+		for k := range freeTo {
+			target[m.Axis(freeTo[k])] = coords[m.Axis(freeFrom[k])]
+		}
+		moves[d] = m.Devices[linearIndex(m.Shape, target)]
+	}
+	return moves, true
+}
+
+// freeTypes lists the types a state leaves replicated on a mesh axis of
+// size > 1.
+func (pl *planner) freeTypes(s searchState) []ir.ParallelType {
 	m := pl.mesh(s)
-	for i := range ir.DeviceTypes {
-		for j := i + 1; j < len(ir.DeviceTypes); j++ {
-			di, dj := pl.options[i][s.pick[i]], pl.options[j][s.pick[j]]
-			ti, tj := ir.DeviceTypes[i], ir.DeviceTypes[j]
-			if di == nil || dj == nil || m.Size(ti) != m.Size(tj) {
-				continue
-			}
-			ki := slices.IndexFunc(pl.options[i], func(o []ir.Digit) bool { return slices.Equal(o, dj) })
-			kj := slices.IndexFunc(pl.options[j], func(o []ir.Digit) bool { return slices.Equal(o, di) })
-			if ki < 0 || kj < 0 {
-				continue
-			}
-			to := s
-			to.pick[i], to.pick[j] = ki, kj
-			moved := int64(len(m.Devices)) - int64(len(m.Devices)/m.Size(ti)) // the diagonal stays
-			c := pl.timed(local(size, size*moved, int(moved)), plan.SendRecv, size, 2, int(moved))
-			out = append(out, edge{kind: edgeSwap, typ: ti, other: tj, to: to, cost: c})
+	var out []ir.ParallelType
+	for i, t := range ir.DeviceTypes {
+		if m.Size(t) > 1 && pl.options[i][s.pick[i]] == nil {
+			out = append(out, t)
 		}
 	}
 	return out
 }
 
-// swap emits the SendRecv pairs of a swap edge: every device sends its
-// buffer to the device whose coordinates along ti and tj are its own,
-// exchanged (a Copy where they are equal).
-func (c *opCtx) swap(src, dst *view, ti, tj ir.ParallelType) {
+// swap emits the SendRecv pairs of a permutation edge (a Copy where a
+// device keeps its buffer).
+func (c *opCtx) swap(src, dst *view, moves map[int]int) {
 	out, after := c.finish(src.stored, dst, "swapped")
-	m := src.mesh
-	ai, aj := m.Axis(ti), m.Axis(tj)
-	for k, from := range m.Devices {
-		coords := m.Coords(k)
-		coords[ai], coords[aj] = coords[aj], coords[ai]
-		to := m.Devices[linearIndex(m.Shape, coords)]
+	for _, from := range src.mesh.Devices {
+		to := moves[from]
 		if from == to {
 			c.emitLocalOn(plan.Step{Type: plan.Copy, Input: src.name, Output: out}, []int{from}, src.size(), src.size())
 			continue
@@ -444,6 +568,7 @@ func (pl *planner) emit(path []edge) {
 		c.local(cur, pl.dst)
 		return
 	}
+	prevState := pl.stateOf(pl.src, false)
 	for k, e := range path {
 		next := pl.dst
 		if k < len(path)-1 {
@@ -465,9 +590,10 @@ func (pl *planner) emit(path []edge) {
 		case edgeGather:
 			c.gather(cur, next, e.typ)
 		case edgeSwap:
-			c.swap(cur, next, e.typ, e.other)
+			moves, _ := pl.permutation(prevState, e.to)
+			c.swap(cur, next, moves)
 		}
-		cur = next
+		cur, prevState = next, e.to
 	}
 }
 
