@@ -114,25 +114,7 @@ class Bench:
         """Median seconds of fn, as exported programs' --bench times a step."""
         for _ in range(self.warmup):
             fn()
-        n = self.iters
-        groups = [1] * n if self.timing == "each" else [max(n // 5, 1)] * 5
-        if self.dev.type != "cuda":
-            ts = []
-            for k in groups:
-                t0 = time.perf_counter()
-                for _ in range(k):
-                    fn()
-                ts.append((time.perf_counter() - t0) / k)
-            return statistics.median(ts)
-        ev = [torch.cuda.Event(enable_timing=True) for _ in range(len(groups) + 1)]
-        torch.cuda.synchronize()
-        ev[0].record()
-        for i, k in enumerate(groups):
-            for _ in range(k):
-                fn()
-            ev[i + 1].record()
-        torch.cuda.synchronize()
-        return statistics.median(ev[i].elapsed_time(ev[i + 1]) / 1e3 / k for i, k in enumerate(groups))
+        return time_calls(self.dev, fn, self.iters, self.timing)
 
 
 def groups(world, per_node):

@@ -27,10 +27,31 @@ import (
 )
 
 //go:embed runtime.py
-var runtime string
+var runtimeSrc string
 
 //go:embed calibrate.py
-var calibrate []byte
+var calibrateSrc string
+
+//go:embed timing.py
+var timing string
+
+// runtime and calibrate are the generic part of exported programs and the
+// calibration program; both time calls with timing.py, so that calibration
+// measures collectives exactly as --bench measures steps.
+var (
+	runtime   = withTiming(runtimeSrc)
+	calibrate = []byte(withTiming(calibrateSrc))
+)
+
+// withTiming puts timing.py's definitions before a program's entry point.
+func withTiming(src string) string {
+	const entry = "\n\nif __name__ == \"__main__\":"
+	i := strings.LastIndex(src, entry)
+	if i < 0 {
+		panic("export: program has no entry point") // embedded files, checked by tests
+	}
+	return src[:i] + "\n\n" + strings.TrimRight(timing, "\n") + src[i:]
+}
 
 // Options tune [Torch].
 type Options struct {
