@@ -122,11 +122,15 @@ func TestBusFactor(t *testing.T) {
 	}
 }
 
-// testTopology has round numbers: 100 GB/s and 10 us on NVLink, 10 GB/s
-// and 50 us across 4-device nodes, 1000 GB/s and 1 us in memory.
+// testTopology has round numbers: 100 GB/s and 10 us on NVLink (Allreduce
+// 50 GB/s and 20 us; Broadcast 200 GB/s, 5 us and a 30 us launch floor),
+// 10 GB/s and 50 us across 4-device nodes, 1000 GB/s and 1 us in memory.
 func testTopology() *Topology {
 	return &Topology{Format: 1, Name: "test", DevicesPerNode: 4,
-		NVLink:  Link{Params: Params{Bandwidth: 100, Latency: 10}, Collectives: map[string]Params{plan.Allreduce: {Bandwidth: 50, Latency: 20}}},
+		NVLink: Link{Params: Params{Bandwidth: 100, Latency: 10}, Collectives: map[string]Params{
+			plan.Allreduce: {Bandwidth: 50, Latency: 20},
+			plan.Broadcast: {Bandwidth: 200, Latency: 5, Launch: 30},
+		}},
 		Network: Link{Params: Params{Bandwidth: 10, Latency: 50}},
 		Memory:  Params{Bandwidth: 1000, Latency: 1},
 	}
@@ -157,6 +161,14 @@ func TestStep(t *testing.T) {
 		"sendrecv to itself copies": {
 			plan.Step{Kind: plan.KindCollective, Type: plan.SendRecv, Teams: [][]int{{2, 2}}, Root: one(2), Count: plan.Count{Input: 1000, Output: 1000}},
 			StepTime{Type: plan.SendRecv, Link: LinkMemory, Bytes: 8000, Seconds: 1e-6 + 8000/1000e9},
+		},
+		"launch floor": {
+			plan.Step{Kind: plan.KindCollective, Type: plan.Broadcast, Teams: [][]int{{0, 1}}, Root: one(0), Count: plan.Count{Input: 1000, Output: 1000}},
+			StepTime{Type: plan.Broadcast, Link: LinkNVLink, Bytes: 4000, Seconds: 30e-6},
+		},
+		"launch floor, link-bound": {
+			plan.Step{Kind: plan.KindCollective, Type: plan.Broadcast, Teams: [][]int{{0, 1}}, Root: one(0), Count: plan.Count{Input: 1e7, Output: 1e7}},
+			StepTime{Type: plan.Broadcast, Link: LinkNVLink, Bytes: 4e7, Seconds: 5e-6 + 4e7/200e9},
 		},
 		"permute": {
 			plan.Step{Kind: plan.KindLocal, Type: plan.Permute, Devices: []int{0}, Count: plan.Count{Input: 1000, Output: 1000}},
@@ -244,6 +256,7 @@ func TestParseTopologyErrors(t *testing.T) {
 		"bad format":         {strings.Replace(string(DefaultYAML()), "format: 1", "format: 2", 1), "format must be 1"},
 		"negative bandwidth": {strings.Replace(string(DefaultYAML()), "devices_per_node: 8", "devices_per_node: 0", 1), "devices_per_node must be at least 1"},
 		"unknown collective": {"format: 1\ndevices_per_node: 1\nnvlink: {bandwidth_gbps: 1, latency_us: 1, collectives: {Allgathr: {bandwidth_gbps: 1, latency_us: 1}}}\nnetwork: {bandwidth_gbps: 1, latency_us: 1}\nmemory: {bandwidth_gbps: 1, latency_us: 1}\n", `unknown collective "Allgathr"`},
+		"negative launch":    {"format: 1\ndevices_per_node: 1\nnvlink: {bandwidth_gbps: 1, latency_us: 1, launch_us: -1}\nnetwork: {bandwidth_gbps: 1, latency_us: 1}\nmemory: {bandwidth_gbps: 1, latency_us: 1}\n", "nvlink: launch_us must be non-negative"},
 		"zero bandwidth":     {"format: 1\ndevices_per_node: 1\nnvlink: {bandwidth_gbps: 0, latency_us: 1}\nnetwork: {bandwidth_gbps: 1, latency_us: 1}\nmemory: {bandwidth_gbps: 1, latency_us: 1}\n", "nvlink: bandwidth_gbps must be positive"},
 	}
 	for name, tc := range tests {
@@ -267,6 +280,38 @@ func TestReadSamplesErrors(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			if _, err := ReadSamples(strings.NewReader(src)); err == nil {
 				t.Errorf("ReadSamples(%q) succeeded, want an error", src)
+			}
+		})
+	}
+}
+
+// TestFitRecoversModel fits samples drawn from known parameters: with and
+// without a launch floor, the fit finds them again.
+func TestFitRecoversModel(t *testing.T) {
+	tests := map[string]Params{
+		"no floor":     {Bandwidth: 300, Latency: 20},
+		"launch floor": {Bandwidth: 250, Latency: 10, Launch: 50},
+	}
+	for name, want := range tests {
+		t.Run(name, func(t *testing.T) {
+			var samples []Sample
+			for S := int64(1 << 20); S <= 1<<30; S *= 4 {
+				samples = append(samples, Sample{Collective: plan.Allgather, Ranks: 2, Bytes: S, Link: LinkNVLink,
+					Seconds: want.Seconds(float64(S) * BusFactor(plan.Allgather, 2))})
+			}
+			topo, points, err := Fit(samples, FitOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := topo.NVLink.For(plan.Allgather)
+			near := cmp.Comparer(func(a, b float64) bool { return math.Abs(a-b) <= 0.01*math.Max(math.Abs(a), math.Abs(b))+0.2 })
+			if diff := cmp.Diff(want, got, near); diff != "" {
+				t.Errorf("fitted parameters (-want +got):\n%s", diff)
+			}
+			for _, p := range points {
+				if math.Abs(p.RelErr()) > 0.01 {
+					t.Errorf("%d B: predicted %.2f us, measured %.2f us", p.Bytes, p.Predicted*1e6, p.Seconds*1e6)
+				}
 			}
 		})
 	}

@@ -1,6 +1,7 @@
 package cost
 
 import (
+	"cmp"
 	"encoding/csv"
 	"errors"
 	"fmt"
@@ -121,9 +122,9 @@ type FitPoint struct {
 // measured.
 func (p FitPoint) RelErr() float64 { return p.Predicted/p.Seconds - 1 }
 
-// Fit fits α and busbw per link class and collective type to samples,
-// minimizing the largest relative error |α + S·f(n)/busbw − t| / t over the
-// used samples, and returns the topology and every sample with its
+// Fit fits the model max(λ, α + S·f(n)/busbw) per link class and
+// collective type to samples, minimizing the largest relative error over
+// the used samples (see fitParams), and returns the topology and every sample with its
 // prediction. A type with samples gets its own parameters; Gather and
 // Scatter without samples take SendRecv's (PyTorch runs them as
 // point-to-point transfers); the link's defaults are the fit of all its
@@ -224,21 +225,71 @@ func fitLink(points []FitPoint, link string) (Link, bool, error) {
 	return l, true, nil
 }
 
-// fitParams fits α and β = 1/busbw over x = S·f(n) to minimize the largest
-// relative error max |(α + x·β − t)/t| (a Chebyshev fit, α ≥ 0): the band
-// the model is held to. β is searched on a logarithmic grid, refined
-// around the best point; for each β the best α is found by ternary search
-// (the largest error is convex in α).
+// fitParams fits λ, α and busbw to points, minimizing the largest relative
+// error (a Chebyshev fit: the band the model is held to). Since α + S·f/busbw
+// grows with S, the messages the floor λ decides are the smallest ones: for
+// every k, the k smallest are floored at the λ that fits them best and α and
+// busbw are fitted to the others; the k whose whole model errs least wins,
+// k = 0 (no floor) unless a floor lowers the largest error by a point or
+// more.
 func fitParams(points []FitPoint) (Params, error) {
-	xs, ts := make([]float64, len(points)), make([]float64, len(points))
-	tmax := 0.0
-	for i, p := range points {
-		xs[i], ts[i] = float64(p.Bytes)*BusFactor(p.Collective, p.Ranks), p.Seconds
-		tmax = max(tmax, p.Seconds)
-	}
 	if len(distinctSizes(points)) < 2 {
 		return Params{}, errors.New("need at least two message sizes to fit α and busbw")
 	}
+	xs, ts := make([]float64, len(points)), make([]float64, len(points))
+	order := make([]int, len(points))
+	for i := range order {
+		order[i] = i
+	}
+	x := func(p FitPoint) float64 { return float64(p.Bytes) * BusFactor(p.Collective, p.Ranks) }
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(x(points[a]), x(points[b])) })
+	for i, j := range order {
+		xs[i], ts[i] = x(points[j]), points[j].Seconds
+	}
+	var best Params
+	bestE := math.Inf(1)
+	for k := 0; k < len(xs) && len(slices.Compact(slices.Clone(xs[k:]))) >= 2; k++ {
+		p, err := fitLine(xs[k:], ts[k:])
+		if err != nil {
+			if k == 0 {
+				return Params{}, err
+			}
+			continue
+		}
+		if k > 0 {
+			p.Launch = round(floorFor(ts[:k])*1e6, 1)
+		}
+		const gain = 0.01 // a floor must lower the largest error by this much
+		if e := worstError(p, xs, ts); k == 0 || e < bestE-gain {
+			best, bestE = p, e
+		}
+	}
+	return best, nil
+}
+
+// floorFor is the constant with the smallest largest relative error
+// against times ts: 2·min·max / (min + max).
+func floorFor(ts []float64) float64 {
+	lo, hi := slices.Min(ts), slices.Max(ts)
+	return 2 * lo * hi / (lo + hi)
+}
+
+// worstError is p's largest relative error over the samples (xs, ts).
+func worstError(p Params, xs, ts []float64) float64 {
+	e := 0.0
+	for i := range xs {
+		e = max(e, math.Abs(p.Seconds(xs[i])/ts[i]-1))
+	}
+	return e
+}
+
+// fitLine fits α and β = 1/busbw to times ts of x = S·f(n) bytes xs,
+// minimizing the largest relative error max |(α + x·β − t)/t| with α ≥ 0.
+// β is searched on a logarithmic grid, refined around the best point; for
+// each β the best α is found by ternary search (the largest error is
+// convex in α).
+func fitLine(xs, ts []float64) (Params, error) {
+	tmax := slices.Max(ts)
 	lo, hi := math.Log(1e-9/5000), math.Log(1e-9/1) // busbw between 1 and 5000 GB/s
 	bestB, bestA, bestE := 0.0, 0.0, math.Inf(1)
 	for range 3 {

@@ -51,20 +51,25 @@ func BusFactor(typ string, n int) float64 {
 }
 
 // Collective predicts one collective of type typ over n devices of link
-// class link with message size bytes (nccl-tests' S), in seconds.
+// class link with message size bytes (nccl-tests' S), in seconds:
+// max(λ, α + S·f(n)/busbw).
 func (t *Topology) Collective(link, typ string, bytes int64, n int) float64 {
 	l := t.NVLink
 	if link == LinkNetwork {
 		l = t.Network
 	}
-	p := l.For(typ)
-	return p.Latency*1e-6 + float64(bytes)*BusFactor(typ, n)/(p.Bandwidth*1e9)
+	return l.For(typ).Seconds(float64(bytes) * BusFactor(typ, n))
+}
+
+// Seconds is the model's time for x = S·f(n) bytes: max(λ, α + x/busbw).
+func (p Params) Seconds(x float64) float64 {
+	return max(p.Launch*1e-6, p.Latency*1e-6+x/(p.Bandwidth*1e9))
 }
 
 // Local predicts a local step that reads and writes bytes in all, in
 // seconds.
 func (t *Topology) Local(bytes int64) float64 {
-	return t.Memory.Latency*1e-6 + float64(bytes)/(t.Memory.Bandwidth*1e9)
+	return t.Memory.Seconds(float64(bytes))
 }
 
 // Predict prices every step of p.

@@ -52,12 +52,17 @@ type Link struct {
 	Collectives map[string]Params `yaml:"collectives,omitempty"`
 }
 
-// Params are the α and busbw of the model.
+// Params are the α, busbw and λ of the model t = max(λ, α + S·f(n)/busbw).
 type Params struct {
 	// Bandwidth is the bus bandwidth, in GB/s (1e9 bytes a second).
 	Bandwidth float64 `yaml:"bandwidth_gbps"`
 	// Latency is α, in microseconds.
 	Latency float64 `yaml:"latency_us"`
+	// Launch is λ, in microseconds: the least time a call takes when the
+	// host issues calls one after another (torch.distributed's launch
+	// overhead, which hides the link below a few MiB); zero when times are
+	// measured with the host's overhead hidden, as nccl-tests does.
+	Launch float64 `yaml:"launch_us,omitempty"`
 }
 
 // For returns the parameters of collective type typ on this link.
@@ -136,6 +141,9 @@ func checkParams(where string, p Params) []string {
 	}
 	if !(p.Latency >= 0) {
 		problems = append(problems, fmt.Sprintf("%s: latency_us must be non-negative, got %v", where, p.Latency))
+	}
+	if !(p.Launch >= 0) {
+		problems = append(problems, fmt.Sprintf("%s: launch_us must be non-negative, got %v", where, p.Launch))
 	}
 	return problems
 }

@@ -34,8 +34,7 @@ def parse_args(argv):
     ap.add_argument("--factor", type=int, default=4, help="size step (default 4)")
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=10)
-    ap.add_argument("--timing", choices=("each", "batch"), default="each",
-                    help="time every call with its own CUDA events (each, default) or batches of back-to-back calls (batch)")
+    ap.add_argument("--timing", choices=TIMINGS, default="queued", help=TIMING_HELP)
     ap.add_argument("--subgroup", action="store_true",
                     help="measure on a group made with new_group, as exported programs do, rather than the default group")
     ap.add_argument("--collectives", default=",".join(COLLECTIVES),

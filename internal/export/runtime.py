@@ -988,8 +988,7 @@ def parse_args(argv):
     ap.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed of the input data (as nvcomm simulate --seed)")
     ap.add_argument("--bench", type=int, default=0, metavar="N", help="time every step: median of N runs after --warmup")
     ap.add_argument("--warmup", type=int, default=10, help="untimed runs before timing (default 10)")
-    ap.add_argument("--timing", choices=("each", "batch"), default="each",
-                    help="time every call with its own CUDA events (each, default) or batches of back-to-back calls (batch)")
+    ap.add_argument("--timing", choices=TIMINGS, default="queued", help=TIMING_HELP)
     ap.add_argument("--json", metavar="FILE", help="write the result as JSON (rank 0)")
     ap.add_argument("--timeout", type=float, default=300, help="process group timeout in seconds")
     args = ap.parse_args(argv)
