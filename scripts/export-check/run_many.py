@@ -21,7 +21,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--backend", choices=("nccl", "gloo"), default=None)
     ap.add_argument("--bench", type=int, default=0)
-    ap.add_argument("--timing", choices=("each", "batch"), default="each")
+    ap.add_argument("--timing", choices=("queued", "each", "batch"), default="queued")
     ap.add_argument("--out", default=".")
     ap.add_argument("programs", nargs="+")
     args = ap.parse_args()
