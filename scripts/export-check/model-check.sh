@@ -12,7 +12,7 @@ export PYTHONUNBUFFERED=1 TORCH_NCCL_ASYNC_ERROR_HANDLING=1
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=$(mkdir -p "$1" && cd "$1" && pwd)
-bin/nvcomm calibrate -o build/calibrate.py
+mkdir -p build && bin/nvcomm calibrate -o build/calibrate.py
 port=29600
 for timing in ${TIMINGS:-queued each}; do
   port=$((port + 1))
