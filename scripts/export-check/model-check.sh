@@ -32,3 +32,20 @@ for timing in ${TIMINGS:-queued each}; do
     echo "sweep $timing run $run rc=$? in $(( $(date +%s) - start )) s, $(grep -l '"pass": true' "$out/sweep-$timing-$run"/*.json 2>/dev/null | wc -l) PASS"
   done
 done
+
+# One CSV of every step measured, and the per-program results in one archive.
+python3 - "$out" <<'PY'
+import glob, json, os, sys
+out = sys.argv[1]
+with open(os.path.join(out, "sweep.csv"), "w") as f:
+    f.write("timing,run,plan,pass,step,type,measured_s,predicted_s\n")
+    for d in sorted(glob.glob(os.path.join(out, "sweep-*-*/"))):
+        timing, run = os.path.basename(d.rstrip("/")).split("-")[1:]
+        for p in sorted(glob.glob(d + "*.json")):
+            r = json.load(open(p))
+            for s in r.get("steps") or []:
+                f.write("%s,%s,%s,%s,%d,%s,%.4e,%.4e\n" % (timing, run, r["plan"], str(r["pass"]).lower(),
+                        s["step"], s["type"], s["measured_s"], s["predicted_s"] or 0))
+PY
+tar -C "$out" -czf "$out/sweep-results.tar.gz" $(cd "$out" && ls -d sweep-*-*/) && rm -rf "$out"/sweep-*-*/
+echo "wrote $out/sweep.csv"
