@@ -725,8 +725,12 @@ def prepare_collective(ctx, s, team, has):
     x = ctx.bufs.get(s["input"])
     if x is not None:
         x = x.to(dtype).contiguous()
-    if len(set(team)) == 1:  # no peers: the collective is a copy
-        return Exchange(lambda: None, lambda: x.clone() if x is not None else None)
+    if len(set(team)) == 1:  # no peers: the collective is a copy (timed as one)
+        out = {"y": None}
+
+        def copy():
+            out["y"] = x.clone() if x is not None else None
+        return Exchange(copy, lambda: out["y"])
     g = ctx.group(team)
     order = sorted(team)  # torch numbers a group's ranks in ascending global rank
     to_team = [team.index(d) for d in order]  # group rank -> team rank

@@ -2,8 +2,10 @@
 # sweep.sh [OUTDIR]: the size sweep that holds the cost model to measured
 # times. For each of the nine collective types, the 2-GPU example
 # testdata/examples/gpu2_<type>.yaml is scaled to one step of S = 1 MiB,
-# 4 MiB, 16 MiB, 64 MiB, 256 MiB and 1 GiB (nccl-tests' message size), lowered
-# and exported to OUTDIR/sweep/<type>_<S>.py (plans in OUTDIR/plans). Needs
+# 4 MiB, 16 MiB, 64 MiB, 256 MiB and 1 GiB (nccl-tests' message size),
+# lowered with the nvfuser policy (one collective of that type each; the
+# optimal policy lowers a Reduce to one root as Allreduce plus a copy) and
+# exported to OUTDIR/sweep/<type>_<S>.py (plans in OUTDIR/plans). Needs
 # bin/nvcomm (make build). TOPOLOGY=FILE predicts with that topology file.
 # Run on 2 GPUs:
 #   torchrun --nproc-per-node=2 OUTDIR/run_many.py --bench 50 --out RESULTS OUTDIR/sweep/*.py
@@ -28,7 +30,7 @@ for spec in allgather:gpu2_allgather:4 reduce_scatter:gpu2_reduce_scatter:4 allr
         $0 = substr($0, 1, RSTART - 1) (last * num / den) "]" substr($0, RSTART + RLENGTH); done = 1
       }
       { print }' "testdata/examples/$example.yaml" >"$out/plans/$name.yaml"
-    $nvcomm lower "$out/plans/$name.yaml" -o "$out/plans/$name.json"
+    $nvcomm lower --policy nvfuser "$out/plans/$name.yaml" -o "$out/plans/$name.json"
     $nvcomm export torch --topology "${TOPOLOGY:-default}" "$out/plans/$name.json" -o "$out/sweep/$name.py"
   done
 done
