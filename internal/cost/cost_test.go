@@ -123,13 +123,15 @@ func TestBusFactor(t *testing.T) {
 }
 
 // testTopology has round numbers: 100 GB/s and 10 us on NVLink (Allreduce
-// 50 GB/s and 20 us; Broadcast 200 GB/s, 5 us and a 30 us launch floor),
+// 50 GB/s and 20 us; Broadcast 200 GB/s, 5 us and a 30 us launch floor;
+// Reduce 400 GB/s and 40 us, and a low-latency line of 20 GB/s and 2 us),
 // 10 GB/s and 50 us across 4-device nodes, 1000 GB/s and 1 us in memory.
 func testTopology() *Topology {
 	return &Topology{Format: 1, Name: "test", DevicesPerNode: 4,
 		NVLink: Link{Params: Params{Bandwidth: 100, Latency: 10}, Collectives: map[string]Params{
 			plan.Allreduce: {Bandwidth: 50, Latency: 20},
 			plan.Broadcast: {Bandwidth: 200, Latency: 5, Launch: 30},
+			plan.Reduce:    {Bandwidth: 400, Latency: 40, LowLatency: &Line{Bandwidth: 20, Latency: 2}},
 		}},
 		Network: Link{Params: Params{Bandwidth: 10, Latency: 50}},
 		Memory:  Params{Bandwidth: 1000, Latency: 1},
@@ -161,6 +163,14 @@ func TestStep(t *testing.T) {
 		"sendrecv to itself copies": {
 			plan.Step{Kind: plan.KindCollective, Type: plan.SendRecv, Teams: [][]int{{2, 2}}, Root: one(2), Count: plan.Count{Input: 1000, Output: 1000}},
 			StepTime{Type: plan.SendRecv, Link: LinkMemory, Bytes: 8000, Seconds: 1e-6 + 8000/1000e9},
+		},
+		"low-latency line": {
+			plan.Step{Kind: plan.KindCollective, Type: plan.Reduce, Teams: [][]int{{0, 1}}, Root: one(0), Count: plan.Count{Input: 1000, Output: 1000}},
+			StepTime{Type: plan.Reduce, Link: LinkNVLink, Bytes: 4000, Seconds: 2e-6 + 4000/20e9},
+		},
+		"low-latency line, main line faster": {
+			plan.Step{Kind: plan.KindCollective, Type: plan.Reduce, Teams: [][]int{{0, 1}}, Root: one(0), Count: plan.Count{Input: 1e7, Output: 1e7}},
+			StepTime{Type: plan.Reduce, Link: LinkNVLink, Bytes: 4e7, Seconds: 40e-6 + 4e7/400e9},
 		},
 		"launch floor": {
 			plan.Step{Kind: plan.KindCollective, Type: plan.Broadcast, Teams: [][]int{{0, 1}}, Root: one(0), Count: plan.Count{Input: 1000, Output: 1000}},
@@ -251,13 +261,14 @@ func TestParseTopologyErrors(t *testing.T) {
 	tests := map[string]struct {
 		src, want string
 	}{
-		"empty":              {"", "empty topology file"},
-		"unknown field":      {"format: 1\nbogus: 2\n", "field bogus not found"},
-		"bad format":         {strings.Replace(string(DefaultYAML()), "format: 1", "format: 2", 1), "format must be 1"},
-		"negative bandwidth": {strings.Replace(string(DefaultYAML()), "devices_per_node: 8", "devices_per_node: 0", 1), "devices_per_node must be at least 1"},
-		"unknown collective": {"format: 1\ndevices_per_node: 1\nnvlink: {bandwidth_gbps: 1, latency_us: 1, collectives: {Allgathr: {bandwidth_gbps: 1, latency_us: 1}}}\nnetwork: {bandwidth_gbps: 1, latency_us: 1}\nmemory: {bandwidth_gbps: 1, latency_us: 1}\n", `unknown collective "Allgathr"`},
-		"negative launch":    {"format: 1\ndevices_per_node: 1\nnvlink: {bandwidth_gbps: 1, latency_us: 1, launch_us: -1}\nnetwork: {bandwidth_gbps: 1, latency_us: 1}\nmemory: {bandwidth_gbps: 1, latency_us: 1}\n", "nvlink: launch_us must be non-negative"},
-		"zero bandwidth":     {"format: 1\ndevices_per_node: 1\nnvlink: {bandwidth_gbps: 0, latency_us: 1}\nnetwork: {bandwidth_gbps: 1, latency_us: 1}\nmemory: {bandwidth_gbps: 1, latency_us: 1}\n", "nvlink: bandwidth_gbps must be positive"},
+		"empty":                {"", "empty topology file"},
+		"unknown field":        {"format: 1\nbogus: 2\n", "field bogus not found"},
+		"bad format":           {strings.Replace(string(DefaultYAML()), "format: 1", "format: 2", 1), "format must be 1"},
+		"negative bandwidth":   {strings.Replace(string(DefaultYAML()), "devices_per_node: 8", "devices_per_node: 0", 1), "devices_per_node must be at least 1"},
+		"unknown collective":   {"format: 1\ndevices_per_node: 1\nnvlink: {bandwidth_gbps: 1, latency_us: 1, collectives: {Allgathr: {bandwidth_gbps: 1, latency_us: 1}}}\nnetwork: {bandwidth_gbps: 1, latency_us: 1}\nmemory: {bandwidth_gbps: 1, latency_us: 1}\n", `unknown collective "Allgathr"`},
+		"negative launch":      {"format: 1\ndevices_per_node: 1\nnvlink: {bandwidth_gbps: 1, latency_us: 1, launch_us: -1}\nnetwork: {bandwidth_gbps: 1, latency_us: 1}\nmemory: {bandwidth_gbps: 1, latency_us: 1}\n", "nvlink: launch_us must be non-negative"},
+		"bad low-latency line": {"format: 1\ndevices_per_node: 1\nnvlink: {bandwidth_gbps: 1, latency_us: 1, low_latency: {bandwidth_gbps: 0, latency_us: 1}}\nnetwork: {bandwidth_gbps: 1, latency_us: 1}\nmemory: {bandwidth_gbps: 1, latency_us: 1}\n", "nvlink.low_latency: bandwidth_gbps must be positive"},
+		"zero bandwidth":       {"format: 1\ndevices_per_node: 1\nnvlink: {bandwidth_gbps: 0, latency_us: 1}\nnetwork: {bandwidth_gbps: 1, latency_us: 1}\nmemory: {bandwidth_gbps: 1, latency_us: 1}\n", "nvlink: bandwidth_gbps must be positive"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -289,13 +300,15 @@ func TestReadSamplesErrors(t *testing.T) {
 // without a launch floor, the fit finds them again.
 func TestFitRecoversModel(t *testing.T) {
 	tests := map[string]Params{
-		"no floor":     {Bandwidth: 300, Latency: 20},
-		"launch floor": {Bandwidth: 250, Latency: 10, Launch: 50},
+		"no floor":              {Bandwidth: 300, Latency: 20},
+		"launch floor":          {Bandwidth: 250, Latency: 10, Launch: 50},
+		"low-latency line":      {Bandwidth: 300, Latency: 60, LowLatency: &Line{Bandwidth: 50, Latency: 5}},
+		"floor and low latency": {Bandwidth: 300, Latency: 60, LowLatency: &Line{Bandwidth: 50, Latency: 5}, Launch: 25},
 	}
 	for name, want := range tests {
 		t.Run(name, func(t *testing.T) {
 			var samples []Sample
-			for S := int64(1 << 20); S <= 1<<30; S *= 4 {
+			for S := int64(1 << 20); S <= 1<<30; S *= 2 {
 				samples = append(samples, Sample{Collective: plan.Allgather, Ranks: 2, Bytes: S, Link: LinkNVLink,
 					Seconds: want.Seconds(float64(S) * BusFactor(plan.Allgather, 2))})
 			}

@@ -122,8 +122,8 @@ type FitPoint struct {
 // measured.
 func (p FitPoint) RelErr() float64 { return p.Predicted/p.Seconds - 1 }
 
-// Fit fits the model max(λ, α + S·f(n)/busbw) per link class and
-// collective type to samples, minimizing the largest relative error over
+// Fit fits the model (see [Params]) per link class and collective type to
+// samples, minimizing the largest relative error over
 // the used samples (see fitParams), and returns the topology and every sample with its
 // prediction. A type with samples gets its own parameters; Gather and
 // Scatter without samples take SendRecv's (PyTorch runs them as
@@ -225,46 +225,96 @@ func fitLink(points []FitPoint, link string) (Link, bool, error) {
 	return l, true, nil
 }
 
-// fitParams fits λ, α and busbw to points, minimizing the largest relative
-// error (a Chebyshev fit: the band the model is held to). Since α + S·f/busbw
-// grows with S, the messages the floor λ decides are the smallest ones: for
-// every k, the k smallest are floored at the λ that fits them best and α and
-// busbw are fitted to the others; the k whose whole model errs least wins,
-// k = 0 (no floor) unless a floor lowers the largest error by a point or
-// more.
+// fitParams fits the model to points, minimizing the largest relative
+// error (a Chebyshev fit: the band the model is held to). Sorted by x, the
+// points fall into runs, one for each piece of the model: the k smallest
+// messages at the floor λ, the next ones on the low-latency line, the rest
+// on the main line. Every split is fitted (each line by fitLine, λ by
+// floorFor) and scored on all points; a floor (one parameter) or a
+// low-latency line (two) is kept only when it lowers the largest error by
+// two points per parameter it adds.
 func fitParams(points []FitPoint) (Params, error) {
-	if len(distinctSizes(points)) < 2 {
+	xs, ts := sortedByX(points)
+	if len(slices.Compact(slices.Clone(xs))) < 2 {
 		return Params{}, errors.New("need at least two message sizes to fit α and busbw")
 	}
-	xs, ts := make([]float64, len(points)), make([]float64, len(points))
-	order := make([]int, len(points))
-	for i := range order {
-		order[i] = i
+	n := len(xs)
+	type fitted struct {
+		line Line
+		ok   bool
 	}
-	x := func(p FitPoint) float64 { return float64(p.Bytes) * BusFactor(p.Collective, p.Ranks) }
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(x(points[a]), x(points[b])) })
-	for i, j := range order {
-		xs[i], ts[i] = x(points[j]), points[j].Seconds
+	memo := map[[2]int]fitted{}
+	line := func(a, b int) (Line, bool) { // the line through points a..b-1
+		if f, done := memo[[2]int{a, b}]; done {
+			return f.line, f.ok
+		}
+		var f fitted
+		if len(slices.Compact(slices.Clone(xs[a:b]))) >= 2 {
+			l, err := fitLine(xs[a:b], ts[a:b])
+			f = fitted{l, err == nil}
+		}
+		memo[[2]int{a, b}] = f
+		return f.line, f.ok
 	}
-	var best Params
-	bestE := math.Inf(1)
-	for k := 0; k < len(xs) && len(slices.Compact(slices.Clone(xs[k:]))) >= 2; k++ {
-		p, err := fitLine(xs[k:], ts[k:])
-		if err != nil {
-			if k == 0 {
-				return Params{}, err
+	// best[shape]: shape bit 1 is a floor, bit 2 a low-latency line.
+	type candidate struct {
+		p  Params
+		e  float64
+		ok bool
+	}
+	// Pieces split the points between distinct message sizes only.
+	var cuts []int
+	for i := range n {
+		if i == 0 || xs[i] != xs[i-1] {
+			cuts = append(cuts, i)
+		}
+	}
+	var best [4]candidate
+	for ik, k := range cuts {
+		for _, j := range cuts[ik:] {
+			main, ok := line(j, n)
+			if !ok {
+				continue
 			}
-			continue
-		}
-		if k > 0 {
-			p.Launch = round(floorFor(ts[:k])*1e6, 1)
-		}
-		const gain = 0.01 // a floor must lower the largest error by this much
-		if e := worstError(p, xs, ts); k == 0 || e < bestE-gain {
-			best, bestE = p, e
+			p, shape := Params{Bandwidth: main.Bandwidth, Latency: main.Latency}, 0
+			if k > 0 {
+				p.Launch, shape = round(floorFor(ts[:k])*1e6, 1), shape|1
+			}
+			if j > k {
+				ll, ok := line(k, j)
+				if !ok {
+					continue
+				}
+				p.LowLatency, shape = &ll, shape|2
+			}
+			if e := worstError(p, xs, ts); !best[shape].ok || e < best[shape].e {
+				best[shape] = candidate{p, e, true}
+			}
 		}
 	}
-	return best, nil
+	if !best[0].ok {
+		return Params{}, errors.New("the samples do not grow with the message size: cannot fit a bandwidth")
+	}
+	// Each parameter a piece adds must take this much off the largest error.
+	const gain = 0.02
+	params := [4]int{0, 1, 2, 3} // parameters beyond one line, by shape
+	chosen := 0
+	for shape := 1; shape < 4; shape++ {
+		if best[shape].ok && best[shape].e < best[chosen].e-gain*float64(params[shape]-params[chosen]) {
+			chosen = shape
+		}
+	}
+	return best[chosen].p, nil
+}
+
+// sortedByX returns the points' x = S·f(n) and times, by increasing x.
+func sortedByX(points []FitPoint) (xs, ts []float64) {
+	x := func(p FitPoint) float64 { return float64(p.Bytes) * BusFactor(p.Collective, p.Ranks) }
+	sorted := slices.SortedStableFunc(slices.Values(points), func(a, b FitPoint) int { return cmp.Compare(x(a), x(b)) })
+	for _, p := range sorted {
+		xs, ts = append(xs, x(p)), append(ts, p.Seconds)
+	}
+	return xs, ts
 }
 
 // floorFor is the constant with the smallest largest relative error
@@ -288,12 +338,12 @@ func worstError(p Params, xs, ts []float64) float64 {
 // β is searched on a logarithmic grid, refined around the best point; for
 // each β the best α is found by ternary search (the largest error is
 // convex in α).
-func fitLine(xs, ts []float64) (Params, error) {
+func fitLine(xs, ts []float64) (Line, error) {
 	tmax := slices.Max(ts)
 	lo, hi := math.Log(1e-9/5000), math.Log(1e-9/1) // busbw between 1 and 5000 GB/s
 	bestB, bestA, bestE := 0.0, 0.0, math.Inf(1)
-	for range 3 {
-		const steps = 400
+	for range 4 {
+		const steps = 120
 		for k := 0; k <= steps; k++ {
 			b := math.Exp(lo + (hi-lo)*float64(k)/steps)
 			a, e := bestAlpha(xs, ts, b, tmax)
@@ -305,9 +355,9 @@ func fitLine(xs, ts []float64) (Params, error) {
 		lo, hi = math.Log(bestB)-w, math.Log(bestB)+w
 	}
 	if !(bestB > 0) || bestE > 1 {
-		return Params{}, errors.New("the samples do not grow with the message size: cannot fit a bandwidth")
+		return Line{}, errors.New("the samples do not grow with the message size: cannot fit a bandwidth")
 	}
-	return Params{Bandwidth: round(1/bestB/1e9, 1), Latency: round(bestA*1e6, 1)}, nil
+	return Line{Bandwidth: round(1/bestB/1e9, 1), Latency: round(bestA*1e6, 1)}, nil
 }
 
 // bestAlpha returns the α in [0, tmax] that minimizes the largest relative
@@ -321,7 +371,7 @@ func bestAlpha(xs, ts []float64, beta, tmax float64) (float64, float64) {
 		return e
 	}
 	lo, hi := 0.0, tmax
-	for range 100 {
+	for range 60 {
 		m1, m2 := lo+(hi-lo)/3, hi-(hi-lo)/3
 		if worst(m1) <= worst(m2) {
 			hi = m2

@@ -51,8 +51,8 @@ func BusFactor(typ string, n int) float64 {
 }
 
 // Collective predicts one collective of type typ over n devices of link
-// class link with message size bytes (nccl-tests' S), in seconds:
-// max(λ, α + S·f(n)/busbw).
+// class link with message size bytes (nccl-tests' S), in seconds (see
+// [Params]).
 func (t *Topology) Collective(link, typ string, bytes int64, n int) float64 {
 	l := t.NVLink
 	if link == LinkNetwork {
@@ -61,9 +61,19 @@ func (t *Topology) Collective(link, typ string, bytes int64, n int) float64 {
 	return l.For(typ).Seconds(float64(bytes) * BusFactor(typ, n))
 }
 
-// Seconds is the model's time for x = S·f(n) bytes: max(λ, α + x/busbw).
+// Seconds is the model's time for x = S·f(n) bytes:
+// max(λ, min(α + x/busbw, α_ll + x/busbw_ll)).
 func (p Params) Seconds(x float64) float64 {
-	return max(p.Launch*1e-6, p.Latency*1e-6+x/(p.Bandwidth*1e9))
+	t := Line{Bandwidth: p.Bandwidth, Latency: p.Latency}.Seconds(x)
+	if p.LowLatency != nil {
+		t = min(t, p.LowLatency.Seconds(x))
+	}
+	return max(p.Launch*1e-6, t)
+}
+
+// Seconds is the line's time for x bytes: α + x/busbw.
+func (l Line) Seconds(x float64) float64 {
+	return l.Latency*1e-6 + x/(l.Bandwidth*1e9)
 }
 
 // Local predicts a local step that reads and writes bytes in all, in

@@ -52,17 +52,34 @@ type Link struct {
 	Collectives map[string]Params `yaml:"collectives,omitempty"`
 }
 
-// Params are the α, busbw and λ of the model t = max(λ, α + S·f(n)/busbw).
+// Params are the parameters of the model
+//
+//	t = max(λ, min(α + x/busbw, α_ll + x/busbw_ll)),  x = S·f(n),
+//
+// after NCCL's own tuning model, which prices every protocol as a line and
+// runs the fastest: the optional low-latency line (smaller α, smaller
+// busbw: NCCL's LL and LL128 protocols) serves small messages, the main
+// line large ones.
 type Params struct {
 	// Bandwidth is the bus bandwidth, in GB/s (1e9 bytes a second).
 	Bandwidth float64 `yaml:"bandwidth_gbps"`
 	// Latency is α, in microseconds.
 	Latency float64 `yaml:"latency_us"`
+	// LowLatency is the low-latency line; nil when one line fits.
+	LowLatency *Line `yaml:"low_latency,omitempty"`
 	// Launch is λ, in microseconds: the least time a call takes when the
 	// host issues calls one after another (torch.distributed's launch
 	// overhead, which hides the link below a few MiB); zero when times are
 	// measured with the host's overhead hidden, as nccl-tests does.
 	Launch float64 `yaml:"launch_us,omitempty"`
+}
+
+// Line is one α–β line of the model: α + x/busbw.
+type Line struct {
+	// Bandwidth is the bus bandwidth, in GB/s.
+	Bandwidth float64 `yaml:"bandwidth_gbps"`
+	// Latency is α, in microseconds.
+	Latency float64 `yaml:"latency_us"`
 }
 
 // For returns the parameters of collective type typ on this link.
@@ -141,6 +158,9 @@ func checkParams(where string, p Params) []string {
 	}
 	if !(p.Latency >= 0) {
 		problems = append(problems, fmt.Sprintf("%s: latency_us must be non-negative, got %v", where, p.Latency))
+	}
+	if ll := p.LowLatency; ll != nil {
+		problems = append(problems, checkParams(where+".low_latency", Params{Bandwidth: ll.Bandwidth, Latency: ll.Latency})...)
 	}
 	if !(p.Launch >= 0) {
 		problems = append(problems, fmt.Sprintf("%s: launch_us must be non-negative, got %v", where, p.Launch))
