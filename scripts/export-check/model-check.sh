@@ -6,7 +6,8 @@
 # (sweep.sh) predicting with that topology, and runs it with --bench:
 #   RESULTS/cal-<timing>.csv, fit-<timing>.txt, topo-<timing>.yaml
 #   RESULTS/sweep-<timing>-<run>/NAME.json   measured and predicted per step
-# RUNS=N repeats each sweep (default 1); TIMINGS="queued each" by default.
+# RUNS=N repeats each sweep (default 1); TIMINGS="queued each" by default;
+# CORPUS=1 adds the 2-GPU plans of the corpus (RESULTS/sweep-corpus_<timing>-1).
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PYTHONUNBUFFERED=1 TORCH_NCCL_ASYNC_ERROR_HANDLING=1
 set -uo pipefail
@@ -32,6 +33,17 @@ for timing in ${TIMINGS:-queued each}; do
     echo "sweep $timing run $run rc=$? in $(( $(date +%s) - start )) s, $(grep -l '"pass": true' "$out/sweep-$timing-$run"/*.json 2>/dev/null | wc -l) PASS"
   done
 done
+
+# CORPUS=1: every 2-GPU plan of the corpus too (prepare.sh), predicted with
+# the first timing's topology, run with --bench 20 in that timing.
+if [ "${CORPUS:-0}" = 1 ]; then
+  timing=$(echo ${TIMINGS:-queued each} | awk '{print $1}')
+  TOPOLOGY="$out/topo-$timing.yaml" bash scripts/export-check/prepare.sh build/export-check >/dev/null
+  start=$(date +%s)
+  timeout 300 python3 -m torch.distributed.run --nproc-per-node=2 --master-port=29690 build/export-check/run_many.py \
+    --bench 20 --timing "$timing" --out "$out/sweep-corpus_$timing-1" build/export-check/gpu/*.py >"$out/corpus.log" 2>&1
+  echo "corpus rc=$? in $(( $(date +%s) - start )) s, $(grep -l '"pass": true' "$out/sweep-corpus_$timing-1"/*.json | wc -l) PASS of $(ls build/export-check/gpu | wc -l)"
+fi
 
 # One CSV of every step measured, and the per-program results in one archive.
 python3 - "$out" <<'PY'

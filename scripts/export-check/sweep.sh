@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # sweep.sh [OUTDIR]: the size sweep that holds the cost model to measured
 # times. For each of the nine collective types, the 2-GPU example
-# testdata/examples/gpu2_<type>.yaml is scaled to one step of S = 1 MiB,
-# 4 MiB, 16 MiB, 64 MiB, 256 MiB and 1 GiB (nccl-tests' message size),
+# testdata/examples/gpu2_<type>.yaml is scaled to one step of S = 1 MiB, 2 MiB,
+# 4 MiB, ... 1 GiB (nccl-tests' message size; calibrate.py steps by 4, so half of
+# these sizes fall between its samples),
 # lowered with the nvfuser policy (one collective of that type each; the
 # optimal policy lowers a Reduce to one root as Allreduce plus a copy) and
 # exported to OUTDIR/sweep/<type>_<S>.py (plans in OUTDIR/plans). Needs
@@ -21,7 +22,7 @@ for spec in allgather:gpu2_allgather:4 reduce_scatter:gpu2_reduce_scatter:4 allr
   alltoall:gpu2_alltoall:2 broadcast:gpu2_broadcast:4 reduce:gpu2_reduce:4 gather:gpu2_gather:4 \
   scatter:gpu2_scatter:4 sendrecv:gpu2_sendrecv_swap:2; do
   IFS=: read -r typ example base <<<"$spec"
-  for mib in 1 4 16 64 256 1024; do
+  for mib in 1 2 4 8 16 32 64 128 256 512 1024; do
     name=${typ}_$(printf '%04d' "$mib")mib
     # Scale the last extent of the (only) shape by mib/base.
     awk -v num="$mib" -v den="$base" '
