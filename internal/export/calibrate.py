@@ -31,7 +31,7 @@ def parse_args(argv):
     ap.add_argument("--backend", choices=("nccl", "gloo"), default=None)
     ap.add_argument("--min-bytes", type=int, default=1 << 10)
     ap.add_argument("--max-bytes", type=int, default=1 << 30)
-    ap.add_argument("--factor", type=int, default=4, help="size step (default 4)")
+    ap.add_argument("--factor", type=int, default=2, help="size step (default 2: the fit sees NCCL's protocol changes)")
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--timing", choices=TIMINGS, default="queued", help=TIMING_HELP)

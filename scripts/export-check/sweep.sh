@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # sweep.sh [OUTDIR]: the size sweep that holds the cost model to measured
 # times. For each of the nine collective types, the 2-GPU example
-# testdata/examples/gpu2_<type>.yaml is scaled to one step of S = 1 MiB, 2 MiB,
-# 4 MiB, ... 1 GiB (nccl-tests' message size; calibrate.py steps by 4, so half of
-# these sizes fall between its samples),
+# testdata/examples/gpu2_<type>.yaml is scaled to one step of S = 1 MiB, 1.5 MiB,
+# 2 MiB, 3 MiB, ... 768 MiB, 1 GiB (nccl-tests' message size: the powers of two
+# calibrate.py measures and the sizes halfway between them, 21 in all),
 # lowered with the nvfuser policy (one collective of that type each; the
 # optimal policy lowers a Reduce to one root as Allreduce plus a copy) and
 # exported to OUTDIR/sweep/<type>_<S>.py (plans in OUTDIR/plans). Needs
@@ -22,10 +22,11 @@ for spec in allgather:gpu2_allgather:4 reduce_scatter:gpu2_reduce_scatter:4 allr
   alltoall:gpu2_alltoall:2 broadcast:gpu2_broadcast:4 reduce:gpu2_reduce:4 gather:gpu2_gather:4 \
   scatter:gpu2_scatter:4 sendrecv:gpu2_sendrecv_swap:2; do
   IFS=: read -r typ example base <<<"$spec"
-  for mib in 1 2 4 8 16 32 64 128 256 512 1024; do
-    name=${typ}_$(printf '%04d' "$mib")mib
-    # Scale the last extent of the (only) shape by mib/base.
-    awk -v num="$mib" -v den="$base" '
+  for kib in 1024 1536 2048 3072 4096 6144 8192 12288 16384 24576 32768 49152 65536 98304 131072 196608 \
+    262144 393216 524288 786432 1048576; do
+    name=${typ}_$(printf '%07d' "$kib")kib
+    # Scale the last extent of the (only) shape by S / base.
+    awk -v num="$kib" -v den="$((base * 1024))" '
       /^ *shape: \[/ && !done {
         match($0, /[0-9]+\]/); last = substr($0, RSTART, RLENGTH - 1)
         $0 = substr($0, 1, RSTART - 1) (last * num / den) "]" substr($0, RSTART + RLENGTH); done = 1
