@@ -17,6 +17,7 @@ type calibrateOptions struct {
 	fit            string
 	name           string
 	devicesPerNode int
+	minBytes       int64
 }
 
 func newCalibrateCmd() *cobra.Command {
@@ -30,9 +31,11 @@ with torch.distributed on the devices at hand and writes a calibration CSV:
   nvcomm calibrate -o calibrate.py
   torchrun --nproc-per-node=8 calibrate.py --out calibration.csv
 
-With --fit it fits the cost model t = α + S·f(n)/busbw to such a CSV (nccl-tests
-units) and writes the topology file that simulate --topology and export torch
---topology read; the fit, sample by sample, goes to standard error:
+With --fit it fits the cost model t = max(λ, min(α + S·f(n)/busbw, α_ll +
+S·f(n)/busbw_ll)) to such a CSV (nccl-tests units; the floor λ and the
+low-latency line only where the samples need them) and writes the topology
+file that simulate --topology and export torch --topology read; the fit,
+sample by sample, goes to standard error:
 
   nvcomm calibrate --fit calibration.csv -o topology.yaml
 
@@ -44,6 +47,7 @@ See docs/export.md.`,
 	cmd.Flags().StringVar(&o.fit, "fit", "", "fit a topology to the calibration CSV `FILE` (- for standard input)")
 	cmd.Flags().StringVar(&o.name, "name", "fitted", "name of the fitted topology")
 	cmd.Flags().IntVar(&o.devicesPerNode, "devices-per-node", 8, "devices per node of the fitted topology")
+	cmd.Flags().Int64Var(&o.minBytes, "min-bytes", cost.DefaultMinFitBytes, "fit messages of at least `N` bytes")
 	return cmd
 }
 
@@ -54,6 +58,9 @@ func (o *calibrateOptions) run(cmd *cobra.Command) error {
 	if o.devicesPerNode < 1 {
 		return usageError{fmt.Errorf("--devices-per-node must be at least 1, got %d", o.devicesPerNode)}
 	}
+	if o.minBytes < 1 {
+		return usageError{fmt.Errorf("--min-bytes must be at least 1, got %d", o.minBytes)}
+	}
 	name, src, err := readInput(cmd, o.fit)
 	if err != nil {
 		return err
@@ -62,8 +69,8 @@ func (o *calibrateOptions) run(cmd *cobra.Command) error {
 	if err != nil {
 		return report(cmd, fmt.Errorf("%s: %w", name, err))
 	}
-	t, points, err := cost.Fit(samples, cost.FitOptions{Name: o.name, DevicesPerNode: o.devicesPerNode,
-		Source: "nvcomm calibrate --fit " + name + " (minimax relative error, messages >= 1 MiB, outliers dropped)"})
+	t, points, err := cost.Fit(samples, cost.FitOptions{Name: o.name, DevicesPerNode: o.devicesPerNode, MinBytes: o.minBytes,
+		Source: fmt.Sprintf("nvcomm calibrate --fit %s (minimax relative error, messages >= %d bytes, outliers dropped)", name, o.minBytes)})
 	if err != nil {
 		return report(cmd, fmt.Errorf("%s: %w", name, err))
 	}

@@ -329,3 +329,22 @@ func TestFitRecoversModel(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkFit fits the calibration file (6 sizes of 1 MiB or more for
+// each of 7 collective types).
+func BenchmarkFit(b *testing.B) {
+	src, err := os.ReadFile(calibration)
+	if err != nil {
+		b.Fatal(err)
+	}
+	samples, err := ReadSamples(strings.NewReader(string(src)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := Fit(samples, FitOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/nvcomm/nvcomm/internal/plan"
 )
@@ -123,12 +124,12 @@ type FitPoint struct {
 func (p FitPoint) RelErr() float64 { return p.Predicted/p.Seconds - 1 }
 
 // Fit fits the model (see [Params]) per link class and collective type to
-// samples, minimizing the largest relative error over
-// the used samples (see fitParams), and returns the topology and every sample with its
+// samples, minimizing the largest relative error over the used samples
+// (see fitParams), and returns the topology and every sample with its
 // prediction. A type with samples gets its own parameters; Gather and
 // Scatter without samples take SendRecv's (PyTorch runs them as
-// point-to-point transfers); the link's defaults are the fit of all its
-// used samples together.
+// point-to-point transfers); the link's defaults, for types not measured,
+// are one line fitted to all its used samples together.
 func Fit(samples []Sample, o FitOptions) (*Topology, []FitPoint, error) {
 	o = o.withDefaults()
 	t := *o.Base
@@ -203,17 +204,24 @@ func fitLink(points []FitPoint, link string) (Link, bool, error) {
 	if len(all) == 0 {
 		return Link{}, false, nil
 	}
-	def, err := fitParams(all)
+	def, err := fitLine(sortedByX(all))
 	if err != nil {
 		return Link{}, false, fmt.Errorf("%s: %w", link, err)
 	}
-	l := Link{Params: def, Collectives: map[string]Params{}}
-	for _, typ := range sortedKeys(byType) {
-		p, err := fitParams(byType[typ])
-		if err != nil {
-			return Link{}, false, fmt.Errorf("%s %s: %w", link, typ, err)
+	l := Link{Params: Params{Bandwidth: def.Bandwidth, Latency: def.Latency}, Collectives: map[string]Params{}}
+	// The types are independent fits of a second or so each: run them at once.
+	types := sortedKeys(byType)
+	fits, errs := make([]Params, len(types)), make([]error, len(types))
+	var wg sync.WaitGroup
+	for i, typ := range types {
+		wg.Go(func() { fits[i], errs[i] = fitParams(byType[typ]) })
+	}
+	wg.Wait()
+	for i, typ := range types {
+		if errs[i] != nil {
+			return Link{}, false, fmt.Errorf("%s %s: %w", link, typ, errs[i])
 		}
-		l.Collectives[typ] = p
+		l.Collectives[typ] = fits[i]
 	}
 	for _, typ := range []string{plan.Gather, plan.Scatter} {
 		if _, ok := l.Collectives[typ]; !ok {
@@ -361,26 +369,32 @@ func fitLine(xs, ts []float64) (Line, error) {
 }
 
 // bestAlpha returns the α in [0, tmax] that minimizes the largest relative
-// error for a given β, and that error.
+// error for a given β, and that error. The error is max(up(α), down(α)),
+// the largest overshoot and the largest undershoot: up grows with α and
+// down shrinks, so the best α is where they cross, found by bisection.
 func bestAlpha(xs, ts []float64, beta, tmax float64) (float64, float64) {
-	worst := func(a float64) float64 {
-		e := 0.0
+	gap := func(a float64) (up, down float64) {
+		up, down = math.Inf(-1), math.Inf(-1)
 		for i := range xs {
-			e = max(e, math.Abs((a+xs[i]*beta)/ts[i]-1))
+			r := (a+xs[i]*beta)/ts[i] - 1
+			up, down = max(up, r), max(down, -r)
 		}
-		return e
+		return up, down
 	}
 	lo, hi := 0.0, tmax
-	for range 60 {
-		m1, m2 := lo+(hi-lo)/3, hi-(hi-lo)/3
-		if worst(m1) <= worst(m2) {
-			hi = m2
+	if up, down := gap(lo); up >= down { // overshooting already at α = 0
+		return 0, max(up, down)
+	}
+	for range 50 {
+		m := (lo + hi) / 2
+		if up, down := gap(m); up < down {
+			lo = m
 		} else {
-			lo = m1
+			hi = m
 		}
 	}
-	a := (lo + hi) / 2
-	return a, worst(a)
+	up, down := gap(hi)
+	return hi, max(up, down)
 }
 
 func distinctSizes(points []FitPoint) []int64 {

@@ -4,7 +4,8 @@ for the size sweep of model-check.sh. For every collective type and timing it
 prints each size's measured time (every run) beside the prediction the
 programs embed (the topology calibrated in the same job), and the largest
 relative error at 1 MiB or more. --also NAME=DIR adds the predictions of the
-programs in DIR (sweep.sh exported with another topology, e.g. the default).
+programs in DIR (sweep.sh or prepare.sh exported with another topology, e.g.
+the default). Corpus rows (CORPUS=1) come first, one line per plan.
 --markdown prints the tables as Markdown."""
 import argparse
 import collections
@@ -25,15 +26,52 @@ def predictions(d):
     return out
 
 
+def plan_devices(path):
+    """The devices of the plan an exported program embeds."""
+    src = open(path).read()
+    start = "json.loads(r'''"
+    plan = json.loads(src[src.index(start) + len(start):src.index("''')")])
+    return sorted({d for m in plan["meshes"].values() for d in m["devices"]})
+
+
+def corpus_table(rows, also, md):
+    """One line per corpus plan: steps, result, total measured and predicted."""
+    plans = collections.OrderedDict()
+    for r in rows:
+        plans.setdefault(r["plan"], []).append(r)
+    head = ["plan", "devices", "steps", "result", "measured (us)", "predicted, calibrated (us)"]
+    head += ["predicted, %s (us)" % n for n, _, _ in also]
+    print("\ncorpus (%s)\n" % rows[0]["timing"])
+    print(("| " if md else "") + (" | " if md else "  ").join(head) + (" |" if md else ""))
+    if md:
+        print("|" + "---|" * len(head))
+    for name, steps in plans.items():
+        devs = "-"
+        for _, _, d in also:
+            if os.path.exists(os.path.join(d, name + ".py")):
+                devs = ",".join(map(str, plan_devices(os.path.join(d, name + ".py"))))
+        line = ["`%s`" % name if md else name, devs, ", ".join(r["type"] for r in steps),
+                "PASS" if all(r["pass"] == "true" for r in steps) else "FAIL",
+                "%.1f" % (1e6 * sum(float(r["measured_s"]) for r in steps)),
+                "%.1f" % (1e6 * sum(float(r["predicted_s"]) for r in steps))]
+        for _, preds, _ in also:
+            line.append("%.1f" % (1e6 * sum(preds[name])) if name in preds else "-")
+        print(("| " if md else "") + (" | " if md else "  ").join(line) + (" |" if md else ""))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("csv")
     ap.add_argument("--also", action="append", default=[], metavar="NAME=DIR")
     ap.add_argument("--markdown", action="store_true")
     args = ap.parse_args()
-    also = [(n, predictions(d)) for n, d in (a.split("=", 1) for a in args.also)]
+    also = [(n, predictions(d), d) for n, d in (a.split("=", 1) for a in args.also)]
     rows = collections.defaultdict(dict)  # (timing, plan, step) -> {run: measured, "pred": p}
-    for r in csv.DictReader(open(args.csv)):
+    records = list(csv.DictReader(open(args.csv)))
+    corpus = [r for r in records if r["timing"].startswith("corpus")]
+    if corpus:
+        corpus_table(corpus, also, args.markdown)
+    for r in records:
         if r["pass"] != "true":
             print("FAIL: %s run %s plan %s" % (r["timing"], r["run"], r["plan"]))
         m = re.match(r"(.+)_(\d+)kib$", r["plan"])
@@ -48,7 +86,7 @@ def main():
     for timing in sorted({k[0] for k in rows}):
         runs = sorted({run for v in rows.values() for run in v if run not in ("pred", "plan")})
         head = ["collective", "S (MiB)"] + ["run %s (us)" % r for r in runs] + ["calibrated (us)", "error"]
-        for n, _ in also:
+        for n, _, _ in also:
             head += ["%s (us)" % n, "error"]
         print("\ntiming %s\n" % timing)
         print(("| " if args.markdown else "") + sep.join(head) + (" |" if args.markdown else ""))
@@ -62,7 +100,7 @@ def main():
             err = max((v["pred"] / m - 1 for m in ms), key=abs)
             worst[(timing, "calibrated", key[1])] = max(worst[(timing, "calibrated", key[1])], abs(err))
             line += ["%.1f" % (v["pred"] * 1e6), "%+.0f%%" % (100 * err)]
-            for n, preds in also:
+            for n, preds, _ in also:
                 p = preds[v["plan"]][key[3]]
                 e = max((p / m - 1 for m in ms), key=abs)
                 worst[(timing, n, key[1])] = max(worst[(timing, n, key[1])], abs(e))
