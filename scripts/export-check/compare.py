@@ -101,6 +101,9 @@ def main():
             worst[(timing, "calibrated", key[1])] = max(worst[(timing, "calibrated", key[1])], abs(err))
             line += ["%.1f" % (v["pred"] * 1e6), "%+.0f%%" % (100 * err)]
             for n, preds, _ in also:
+                if v["plan"] not in preds:
+                    line += ["-", "-"]
+                    continue
                 p = preds[v["plan"]][key[3]]
                 e = max((p / m - 1 for m in ms), key=abs)
                 worst[(timing, n, key[1])] = max(worst[(timing, n, key[1])], abs(e))
