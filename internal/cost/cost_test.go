@@ -4,6 +4,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -347,4 +349,60 @@ func BenchmarkFit(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// TestDeviceSweepWithinBand fits the device-time calibration measured on
+// 2×H200 (docs/export-results/calibration-queued.csv, sizes by 2) and holds
+// the fit to the size sweep measured in the same job (sweep.csv: nine
+// collective types, 21 sizes from 1 MiB to 1 GiB, half of them between the
+// calibration's samples, three runs): within 25% everywhere.
+func TestDeviceSweepWithinBand(t *testing.T) {
+	const dir = "../../docs/export-results/"
+	f, err := os.Open(dir + "calibration-queued.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	samples, err := ReadSamples(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	topo, _, err := Fit(samples, FitOptions{DevicesPerNode: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.ReadFile(dir + "sweep.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	types := map[string]string{
+		"allgather": plan.Allgather, "reduce_scatter": plan.ReduceScatter, "allreduce": plan.Allreduce,
+		"alltoall": plan.AllToAll, "broadcast": plan.Broadcast, "reduce": plan.Reduce,
+		"gather": plan.Gather, "scatter": plan.Scatter, "sendrecv": plan.SendRecv,
+	}
+	name := regexp.MustCompile(`^(.+)_(\d+)kib$`)
+	worst := map[string]float64{}
+	for _, line := range strings.Split(strings.TrimSpace(string(src)), "\n")[1:] {
+		// timing,run,plan,pass,step,type,measured_s,predicted_s
+		rec := strings.Split(line, ",")
+		m := name.FindStringSubmatch(rec[2])
+		if rec[0] != "queued" || m == nil {
+			continue
+		}
+		kib, _ := strconv.ParseInt(m[2], 10, 64)
+		measured, err := strconv.ParseFloat(rec[6], 64)
+		if err != nil || types[m[1]] == "" || rec[3] != "true" {
+			t.Fatalf("sweep.csv: bad record %q", line)
+		}
+		pred := topo.Collective(LinkNVLink, types[m[1]], kib*1024, 2)
+		e := math.Abs(pred/measured - 1)
+		worst[m[1]] = max(worst[m[1]], e)
+		if e > 0.25 {
+			t.Errorf("%s: predicted %.1f us, measured %.1f us", rec[2], pred*1e6, measured*1e6)
+		}
+	}
+	if len(worst) != len(types) {
+		t.Errorf("sweep types = %v, want all nine", worst)
+	}
+	t.Logf("largest error per type: %v", worst)
 }
