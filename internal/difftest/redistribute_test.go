@@ -80,6 +80,9 @@ var redistributions = []redistribution{
 	{"R -> S1 other mesh", "[0, 1]", "[1, 2]", "[8, 12]", "[Replicate()]", "[Shard(1)]", []string{"Permute", "Scatter"}},
 	{"S0 -> S1 other mesh", "[0, 1, 2, 3]", "[4, 5, 6, 7]", "[8, 12]", "[Shard(0)]", "[Shard(1)]", []string{"Permute", "AllToAll", "SendRecv", "SendRecv", "SendRecv", "SendRecv"}},
 	{"R -> R other mesh", "[0, 1]", "[2, 3]", "[8, 12]", "[Replicate()]", "[Replicate()]", []string{"Broadcast"}},
+	{"P -> one device of the mesh", "[0, 1, 2, 3]", "[2]", "[8, 12]", "[Partial(sum)]", "[Replicate()]", []string{"Reduce"}},
+	{"P -> one device outside", "[0, 1, 2, 3]", "[5]", "[8, 12]", "[Partial(max)]", "[Replicate()]", []string{"Reduce"}},
+	{"PR -> one device", "[[0, 1], [2, 3]]", "[3]", "[8, 12]", "[Partial(sum), Replicate()]", "[Replicate()]", []string{"Reduce"}},
 }
 
 // fusionOf writes a redistribution as a fusion: x (src) → y (dst).

@@ -659,6 +659,18 @@ func (c *opCtx) optimalReduction(pv, cv *view) {
 	if local := onAxis(pv.stored, r); len(local) > 0 || len(partial) == 0 {
 		src = c.localReduce(pv, local)
 	}
+	if len(partial) == 1 && toOneDevice(src, cv, partial[0]) {
+		// One device wants the whole result: a Reduce to it moves less than
+		// an Allreduce (every device receives) followed by a copy.
+		next := &view{mesh: cv.mesh, dtype: src.dtype, did: map[ir.ParallelType][]ir.Digit{}, stored: src.stored, flexible: true}
+		if sameSharding(next, cv) {
+			next = cv
+		} else {
+			next.name = c.buffer("reduced")
+		}
+		c.reduceTo(src, next, partial[0])
+		src, partial = next, nil
+	}
 	for _, t := range partial {
 		next := &view{mesh: src.mesh, dtype: src.dtype, did: maps(src.did), flexible: true}
 		scatter := src.mesh.Equal(cv.mesh) && cv.sharded(t) && disjoint(cv.did[t], otherDigits(src, t))
@@ -684,6 +696,37 @@ func (c *opCtx) optimalReduction(pv, cv *view) {
 	if src != cv {
 		c.optimal(src, cv)
 	}
+}
+
+// toOneDevice reports whether a reduction partial along t alone goes to a
+// consumer on one device: src selects no digits with other device types,
+// so every team along t holds all the partial results, and cv is that
+// single device.
+func toOneDevice(src, cv *view, t ir.ParallelType) bool {
+	return len(cv.mesh.Devices) == 1 && len(otherDigits(src, t)) == 0
+}
+
+// reduceTo reduces src, partial along t, onto dst's single device with one
+// Reduce: over the team along t that holds the root, or, for a root
+// outside src's mesh, over the first team with the root added (it
+// contributes the identity).
+func (c *opCtx) reduceTo(src, dst *view, t ir.ParallelType) {
+	root := dst.mesh.Devices[0]
+	teams := src.mesh.Slices(t)
+	team := teams[0]
+	for _, tm := range teams {
+		if slices.Contains(tm, root) {
+			team = tm
+		}
+	}
+	team = slices.Clone(team)
+	if !slices.Contains(team, root) {
+		team = append(team, root)
+	}
+	out, after := c.finish(src.stored, dst, "reduced")
+	c.emitCollective(plan.Step{Type: plan.Reduce, Root: ptr(root), ReduceOp: c.reduceOp(), Input: src.name, Output: out, Axis: ptr(c.op.Axis)},
+		[][]int{team}, src, dst, src.size(), src.size())
+	after()
 }
 
 // maps copies a digit map.

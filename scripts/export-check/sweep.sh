@@ -4,8 +4,7 @@
 # testdata/examples/gpu2_<type>.yaml is scaled to one step of S = 1 MiB, 1.5 MiB,
 # 2 MiB, 3 MiB, ... 768 MiB, 1 GiB (nccl-tests' message size: the powers of two
 # calibrate.py measures and the sizes halfway between them, 21 in all),
-# lowered with the nvfuser policy (one collective of that type each; the
-# optimal policy lowers a Reduce to one root as Allreduce plus a copy) and
+# lowered with the nvfuser policy (exactly one collective of that type each) and
 # exported to OUTDIR/sweep/<type>_<S>.py (plans in OUTDIR/plans). Needs
 # bin/nvcomm (make build). TOPOLOGY=FILE predicts with that topology file.
 # Run on 2 GPUs:
