@@ -243,7 +243,7 @@ func fitLink(points []FitPoint, link string) (Link, bool, error) {
 // two points per parameter it adds.
 func fitParams(points []FitPoint) (Params, error) {
 	xs, ts := sortedByX(points)
-	if len(slices.Compact(slices.Clone(xs))) < 2 {
+	if distinct(xs) < 2 {
 		return Params{}, errors.New("need at least two message sizes to fit α and busbw")
 	}
 	n := len(xs)
@@ -257,7 +257,7 @@ func fitParams(points []FitPoint) (Params, error) {
 			return f.line, f.ok
 		}
 		var f fitted
-		if len(slices.Compact(slices.Clone(xs[a:b]))) >= 2 {
+		if distinct(xs[a:b]) >= 2 {
 			l, err := fitLine(xs[a:b], ts[a:b])
 			f = fitted{l, err == nil}
 		}
@@ -397,13 +397,9 @@ func bestAlpha(xs, ts []float64, beta, tmax float64) (float64, float64) {
 	return hi, max(up, down)
 }
 
-func distinctSizes(points []FitPoint) []int64 {
-	var sizes []int64
-	for _, p := range points {
-		sizes = append(sizes, p.Bytes)
-	}
-	slices.Sort(sizes)
-	return slices.Compact(sizes)
+// distinct counts the distinct values of sorted xs.
+func distinct(xs []float64) int {
+	return len(slices.Compact(slices.Clone(xs)))
 }
 
 // round rounds x to the given number of decimals.
