@@ -246,33 +246,37 @@ func fitParams(points []FitPoint) (Params, error) {
 	if distinct(xs) < 2 {
 		return Params{}, errors.New("need at least two message sizes to fit α and busbw")
 	}
-	n := len(xs)
-	type fitted struct {
-		line Line
-		ok   bool
+	best := bestByShape(xs, ts)
+	if !best[0].ok {
+		return Params{}, errors.New("the samples do not grow with the message size: cannot fit a bandwidth")
 	}
-	memo := map[[2]int]fitted{}
-	line := func(a, b int) (Line, bool) { // the line through points a..b-1
-		if f, done := memo[[2]int{a, b}]; done {
-			return f.line, f.ok
+	// A shape's number is also the parameters it adds to one line: 1 for
+	// the floor, 2 for the low-latency line, 3 for both. Each must take
+	// this much off the largest error.
+	const gain = 0.02
+	chosen := 0
+	for shape := 1; shape < len(best); shape++ {
+		if best[shape].ok && best[shape].e < best[chosen].e-gain*float64(shape-chosen) {
+			chosen = shape
 		}
-		var f fitted
-		if distinct(xs[a:b]) >= 2 {
-			l, err := fitLine(xs[a:b], ts[a:b])
-			f = fitted{l, err == nil}
-		}
-		memo[[2]int{a, b}] = f
-		return f.line, f.ok
 	}
-	// best[shape]: shape bit 1 is a floor, bit 2 a low-latency line.
-	type candidate struct {
-		p  Params
-		e  float64
-		ok bool
-	}
-	// Pieces split the points between distinct message sizes only.
-	var cuts []int
-	for i := range n {
+	return best[chosen].p, nil
+}
+
+// candidate is a fitted model and its largest relative error.
+type candidate struct {
+	p  Params
+	e  float64
+	ok bool
+}
+
+// bestByShape fits every split of the sorted samples (xs, ts) into floor,
+// low-latency and main runs, and returns the best fit of each shape:
+// index bit 1 set means a floor, bit 2 a low-latency line.
+func bestByShape(xs, ts []float64) [4]candidate {
+	lines := lineFits{xs: xs, ts: ts, memo: map[[2]int]lineFit{}}
+	var cuts []int // runs split between distinct message sizes only
+	for i := range xs {
 		if i == 0 || xs[i] != xs[i-1] {
 			cuts = append(cuts, i)
 		}
@@ -280,7 +284,7 @@ func fitParams(points []FitPoint) (Params, error) {
 	var best [4]candidate
 	for ik, k := range cuts {
 		for _, j := range cuts[ik:] {
-			main, ok := line(j, n)
+			main, ok := lines.fit(j, len(xs))
 			if !ok {
 				continue
 			}
@@ -289,7 +293,7 @@ func fitParams(points []FitPoint) (Params, error) {
 				p.Launch, shape = round(floorFor(ts[:k])*1e6, 1), shape|1
 			}
 			if j > k {
-				ll, ok := line(k, j)
+				ll, ok := lines.fit(k, j)
 				if !ok {
 					continue
 				}
@@ -300,19 +304,33 @@ func fitParams(points []FitPoint) (Params, error) {
 			}
 		}
 	}
-	if !best[0].ok {
-		return Params{}, errors.New("the samples do not grow with the message size: cannot fit a bandwidth")
+	return best
+}
+
+// lineFits fits lines to runs of the samples (xs, ts), each run once.
+type lineFits struct {
+	xs, ts []float64
+	memo   map[[2]int]lineFit
+}
+
+type lineFit struct {
+	line Line
+	ok   bool
+}
+
+// fit is the line through samples a..b-1; ok is false when they cannot
+// define one (fewer than two sizes, or times that do not grow).
+func (f lineFits) fit(a, b int) (Line, bool) {
+	if r, done := f.memo[[2]int{a, b}]; done {
+		return r.line, r.ok
 	}
-	// Each parameter a piece adds must take this much off the largest error.
-	const gain = 0.02
-	params := [4]int{0, 1, 2, 3} // parameters beyond one line, by shape
-	chosen := 0
-	for shape := 1; shape < 4; shape++ {
-		if best[shape].ok && best[shape].e < best[chosen].e-gain*float64(params[shape]-params[chosen]) {
-			chosen = shape
-		}
+	var r lineFit
+	if distinct(f.xs[a:b]) >= 2 {
+		l, err := fitLine(f.xs[a:b], f.ts[a:b])
+		r = lineFit{l, err == nil}
 	}
-	return best[chosen].p, nil
+	f.memo[[2]int{a, b}] = r
+	return r.line, r.ok
 }
 
 // sortedByX returns the points' x = S·f(n) and times, by increasing x.
