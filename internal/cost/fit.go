@@ -76,8 +76,8 @@ func parseSample(row []string) (Sample, error) {
 	if err := errors.Join(err1, err2, err3); err != nil {
 		return Sample{}, err
 	}
-	if ranks < 2 || size < 1 || !(secs > 0) {
-		return Sample{}, fmt.Errorf("ranks must be at least 2, bytes and seconds positive: %v", row)
+	if ranks < 2 || size < 1 || !(secs > 0) || math.IsInf(secs, 0) {
+		return Sample{}, fmt.Errorf("ranks must be at least 2, bytes and seconds positive (and finite): %v", row)
 	}
 	link := LinkNVLink
 	if len(row) == 5 {

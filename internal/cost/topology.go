@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -153,17 +154,17 @@ func (t *Topology) Check() []string {
 
 func checkParams(where string, p Params) []string {
 	var problems []string
-	if !(p.Bandwidth > 0) {
-		problems = append(problems, fmt.Sprintf("%s: bandwidth_gbps must be positive, got %v", where, p.Bandwidth))
+	if !(p.Bandwidth > 0) || math.IsInf(p.Bandwidth, 0) {
+		problems = append(problems, fmt.Sprintf("%s: bandwidth_gbps must be positive and finite, got %v", where, p.Bandwidth))
 	}
-	if !(p.Latency >= 0) {
-		problems = append(problems, fmt.Sprintf("%s: latency_us must be non-negative, got %v", where, p.Latency))
+	if !(p.Latency >= 0) || math.IsInf(p.Latency, 0) {
+		problems = append(problems, fmt.Sprintf("%s: latency_us must be non-negative and finite, got %v", where, p.Latency))
 	}
 	if ll := p.LowLatency; ll != nil {
 		problems = append(problems, checkParams(where+".low_latency", Params{Bandwidth: ll.Bandwidth, Latency: ll.Latency})...)
 	}
-	if !(p.Launch >= 0) {
-		problems = append(problems, fmt.Sprintf("%s: launch_us must be non-negative, got %v", where, p.Launch))
+	if !(p.Launch >= 0) || math.IsInf(p.Launch, 0) {
+		problems = append(problems, fmt.Sprintf("%s: launch_us must be non-negative and finite, got %v", where, p.Launch))
 	}
 	return problems
 }
