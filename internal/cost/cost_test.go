@@ -1,6 +1,7 @@
 package cost
 
 import (
+	"bytes"
 	"math"
 	"os"
 	"path/filepath"
@@ -26,17 +27,23 @@ const defaultSource = "nvlink: minimax relative-error fit (nvcomm calibrate --fi
 	"Gather and Scatter take SendRecv's parameters. network: assumed (one 400 Gb/s NIC a GPU), not measured. " +
 	"memory: H200 device-to-device copy, about 4.3 TB/s read plus written."
 
+// readSamples reads a calibration CSV.
+func readSamples(tb testing.TB, path string) []Sample {
+	tb.Helper()
+	src, err := os.ReadFile(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	samples, err := ReadSamples(bytes.NewReader(src))
+	if err != nil {
+		tb.Fatalf("%s: %v", path, err)
+	}
+	return samples
+}
+
 func fitCalibration(t *testing.T) (*Topology, []FitPoint) {
 	t.Helper()
-	f, err := os.Open(calibration)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	samples, err := ReadSamples(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	samples := readSamples(t, calibration)
 	topo, points, err := Fit(samples, FitOptions{Name: "h200", Source: defaultSource, Base: Default()})
 	if err != nil {
 		t.Fatal(err)
@@ -335,14 +342,7 @@ func TestFitRecoversModel(t *testing.T) {
 // BenchmarkFit fits the calibration file (6 sizes of 1 MiB or more for
 // each of 7 collective types).
 func BenchmarkFit(b *testing.B) {
-	src, err := os.ReadFile(calibration)
-	if err != nil {
-		b.Fatal(err)
-	}
-	samples, err := ReadSamples(strings.NewReader(string(src)))
-	if err != nil {
-		b.Fatal(err)
-	}
+	samples := readSamples(b, calibration)
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, _, err := Fit(samples, FitOptions{}); err != nil {
@@ -358,16 +358,7 @@ func BenchmarkFit(b *testing.B) {
 // calibration's samples, three runs): within 25% everywhere.
 func TestDeviceSweepWithinBand(t *testing.T) {
 	const dir = "../../docs/export-results/"
-	f, err := os.Open(dir + "calibration-queued.csv")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	samples, err := ReadSamples(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	topo, _, err := Fit(samples, FitOptions{DevicesPerNode: 2})
+	topo, _, err := Fit(readSamples(t, dir+"calibration-queued.csv"), FitOptions{DevicesPerNode: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
