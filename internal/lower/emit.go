@@ -1,6 +1,7 @@
 package lower
 
 import (
+	"fmt"
 	"slices"
 
 	"github.com/nvcomm/nvcomm/internal/plan"
@@ -14,7 +15,11 @@ func (c *opCtx) emitCollective(s plan.Step, teams [][]int, in, out *view, countI
 	s.Teams = teams
 	s.Count = plan.Count{Input: countIn, Output: countOut}
 	elem := int64(in.dtype.Size())
-	sent, recv := traffic(s, elem, in.mesh.Contains)
+	sent, recv, ok := plan.Traffic(&s, elem, in.mesh.Contains)
+	if !ok {
+		c.fail(fmt.Sprintf("the bytes a %s moves overflow a 64-bit integer", s.Type), "use smaller extents")
+		return
+	}
 	b := &plan.Bytes{}
 	for _, n := range sent {
 		b.SentPerDevice = max(b.SentPerDevice, n)
@@ -58,45 +63,6 @@ func (c *opCtx) append(s plan.Step) {
 	s.Op = c.op.Index
 	s.Expr = c.op.Expr()
 	c.steps = append(c.steps, s)
-}
-
-// traffic counts, per device, the bytes a collective step sends and
-// receives under the direct-transfer model of docs/plan.md, for elements of
-// elem bytes. holds reports whether a device holds the input (Gather and
-// Reduce senders).
-func traffic(s plan.Step, elem int64, holds func(int) bool) (sent, recv map[int]int64) {
-	sent, recv = map[int]int64{}, map[int]int64{}
-	in, out := int64(s.Count.Input)*elem, int64(s.Count.Output)*elem
-	for _, team := range s.Teams {
-		n := int64(len(team))
-		for _, d := range team {
-			switch s.Type {
-			case plan.Allgather:
-				sent[d], recv[d] = (n-1)*in, (n-1)*in
-			case plan.ReduceScatter, plan.AllToAll:
-				sent[d], recv[d] = (n-1)*in/n, (n-1)*in/n
-			case plan.Allreduce:
-				sent[d], recv[d] = 2*(n-1)*in/n, 2*(n-1)*in/n
-			case plan.Broadcast, plan.Scatter:
-				if d == *s.Root {
-					sent[d] += (n - 1) * out
-				} else {
-					recv[d] += out
-				}
-			case plan.Gather, plan.Reduce:
-				if d != *s.Root && holds(d) {
-					sent[d] += in
-					recv[*s.Root] += in
-				}
-			case plan.SendRecv:
-				if len(team) == 2 && team[0] != team[1] && d == team[1] {
-					sent[team[0]] += in
-					recv[d] += in
-				}
-			}
-		}
-	}
-	return sent, recv
 }
 
 // emitLocalTeams appends a local step whose devices act by rank in their

@@ -547,3 +547,12 @@ func product(xs []int) (int, bool) {
 func isPermutation(xs []int, n int) bool {
 	return len(xs) == n && distinctPositions(xs, n)
 }
+
+// add returns a+b for non-negative a and b, and false when the sum
+// overflows.
+func add(a, b int) (int, bool) {
+	if a > math.MaxInt-b {
+		return 0, false
+	}
+	return a + b, true
+}

@@ -1,0 +1,86 @@
+package plan
+
+// dtypeSizes maps each element type a plan may name to its size in bytes.
+var dtypeSizes = map[string]int{
+	"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int32": 4, "int64": 8,
+}
+
+// DTypeSize is the size in bytes of an element of type dtype, 0 for a type
+// plans do not have.
+func DTypeSize(dtype string) int { return dtypeSizes[dtype] }
+
+// Traffic counts, per device, the bytes a collective step sends and
+// receives under the direct-transfer model of docs/plan.md ("Bytes"), for
+// elements of elem bytes. holds reports whether a device holds the step's
+// input (the senders of Gather and Reduce). A rooted step's root is read
+// only when set. ok is false when a count overflows 64 bits; the maps are
+// then incomplete. lower accounts the steps it emits, and validate checks a
+// plan's bytes, with this one function.
+func Traffic(s *Step, elem int64, holds func(int) bool) (sent, recv map[int]int64, ok bool) {
+	sent, recv = map[int]int64{}, map[int]int64{}
+	in, okIn := mul(s.Count.Input, int(elem))
+	out, okOut := mul(s.Count.Output, int(elem))
+	if !okIn || !okOut {
+		return sent, recv, false
+	}
+	t := &tally{sent: sent, recv: recv, ok: true}
+	for _, team := range s.Teams {
+		t.team(s, team, in, out, holds)
+	}
+	return sent, recv, t.ok
+}
+
+// tally accumulates one step's traffic, noting an overflow.
+type tally struct {
+	sent, recv map[int]int64
+	ok         bool
+}
+
+// times returns k*n, noting an overflow.
+func (t *tally) times(k, n int) int64 {
+	p, ok := mul(k, n)
+	t.ok = t.ok && ok
+	return int64(p)
+}
+
+// add adds n to m[d], noting an overflow.
+func (t *tally) add(m map[int]int64, d int, n int64) {
+	s, ok := add(int(m[d]), int(n))
+	t.ok = t.ok && ok
+	m[d] = int64(s)
+}
+
+// team books what the members of one team send and receive; in and out are
+// a member's input and output buffer in bytes.
+func (t *tally) team(s *Step, team []int, in, out int, holds func(int) bool) {
+	n := len(team)
+	for _, d := range team {
+		switch s.Type {
+		case Allgather:
+			t.sent[d], t.recv[d] = t.times(n-1, in), t.times(n-1, in)
+		case ReduceScatter, AllToAll:
+			t.sent[d], t.recv[d] = t.times(n-1, in)/int64(n), t.times(n-1, in)/int64(n)
+		case Allreduce:
+			t.sent[d], t.recv[d] = t.times(2*(n-1), in)/int64(n), t.times(2*(n-1), in)/int64(n)
+		case Broadcast, Scatter:
+			if s.Root == nil {
+				continue
+			}
+			if d == *s.Root {
+				t.add(t.sent, d, t.times(n-1, out))
+			} else {
+				t.add(t.recv, d, int64(out))
+			}
+		case Gather, Reduce:
+			if s.Root != nil && d != *s.Root && holds(d) {
+				t.add(t.sent, d, int64(in))
+				t.add(t.recv, *s.Root, int64(in))
+			}
+		case SendRecv:
+			if n == 2 && team[0] != team[1] && d == team[1] {
+				t.add(t.sent, team[0], int64(in))
+				t.add(t.recv, d, int64(in))
+			}
+		}
+	}
+}
