@@ -1,0 +1,71 @@
+// Package checked does the integer arithmetic of sizes, counts, bytes and
+// offsets with overflow reported instead of wrapped: every function returns
+// the result and ok, and ok is false (the result 0) when the exact result
+// does not fit in the type. nvcomm's rule is never to produce silently wrong
+// numbers, and a wrapped byte count is one.
+//
+// Where the bound comes from: ir.Parse rejects any tensor whose elements,
+// padded where uneven splits leave holes, times its dtype size do not fit
+// in int64. A product of the extents of one tensor's buffer (its size,
+// count, bytes, an offset into it) is then safe in plain arithmetic. What
+// can still overflow, and must go through this package, is arithmetic that
+// crosses buffers: bytes multiplied by a team size, and sums over steps,
+// ops and devices.
+//
+// The simulator (internal/sim) does not use this package on purpose: it is
+// the independent oracle that checks plans, and has its own saturating
+// helpers.
+package checked
+
+import "math"
+
+// Int is the integer types nvcomm counts in.
+type Int interface{ ~int | ~int64 }
+
+// Add returns a+b, and false when the sum does not fit in T.
+func Add[T Int](a, b T) (T, bool) {
+	x, y := int64(a), int64(b)
+	if (y > 0 && x > math.MaxInt64-y) || (y < 0 && x < math.MinInt64-y) {
+		return 0, false
+	}
+	return narrow[T](x + y)
+}
+
+// Mul returns a*b, and false when the product does not fit in T.
+func Mul[T Int](a, b T) (T, bool) {
+	x, y := int64(a), int64(b)
+	if x == 0 || y == 0 {
+		return 0, true
+	}
+	p := x * y
+	if p/y != x || (x == math.MinInt64 && y == -1) {
+		return 0, false
+	}
+	return narrow[T](p)
+}
+
+// Product returns the product of xs (1 for none), and false when it does
+// not fit in T.
+func Product[T Int](xs ...T) (T, bool) {
+	for _, x := range xs {
+		if x == 0 {
+			return 0, true // however large the other factors
+		}
+	}
+	n := T(1)
+	for _, x := range xs {
+		var ok bool
+		if n, ok = Mul(n, x); !ok {
+			return 0, false
+		}
+	}
+	return n, true
+}
+
+// narrow converts v to T, and false when T (a 32-bit int) cannot hold it.
+func narrow[T Int](v int64) (T, bool) {
+	if r := T(v); int64(r) == v {
+		return r, true
+	}
+	return 0, false
+}
