@@ -13,7 +13,7 @@ const module = "github.com/nvcomm/nvcomm/"
 
 // allowed lists, per package, the nvcomm packages it may import.
 var allowed = map[string][]string{
-	"cmd/nvcomm":      {"internal/cli"},
+	"cmd/nvcomm":       {"internal/cli"},
 	"internal/cli":     {"internal/sim", "internal/lower", "internal/export", "internal/cost", "internal/plan", "internal/ir", "internal/diag", "internal/checked"},
 	"internal/export":  {"internal/plan"},
 	"internal/cost":    {"internal/plan", "internal/checked"},
