@@ -185,6 +185,7 @@ func (p *parser) resolveInput(t *Tensor) {
 		return
 	}
 	var pls []placement
+	note := ""
 	if rt.placements != nil {
 		if pls, ok = p.placements(rt.placements, t.Mesh, what+" placements"); !ok {
 			return
@@ -192,7 +193,11 @@ func (p *parser) resolveInput(t *Tensor) {
 		if pl, i, ok := partialOf(pls); ok {
 			t.partial = pl.op
 			shape = append([]int{t.Mesh.Shape[i]}, shape...)
+			note = " (with its Partial terms axis)"
 		}
+	}
+	if !p.checkBytes(shape, t.DType, posOf(rt.shape), what+" shape", note) {
+		return
 	}
 	for i, e := range shape {
 		t.Logical = append(t.Logical, &IterDomain{Extent: e, Logical: i})

@@ -145,6 +145,9 @@ func checkFusion(t *testing.T, f *Fusion) {
 				t.Errorf("tensor %q: %s digits span %d, not the mesh size %d", tv.Name, s.Type, extent, tv.Mesh.Size(s.Type))
 			}
 		}
+		if _, ok := Bytes(shape, tv.DType); !ok {
+			t.Errorf("tensor %q: padded shape %v of %s does not fit in int64 bytes", tv.Name, shape, tv.DType)
+		}
 		tv.LocalSize()
 		for a := range shape {
 			tv.Boundaries(a)

@@ -808,6 +808,60 @@ ops:
 `,
 		want: `in.yaml:5:16: error: tensor "tv1": shape [8, 4] does not match the shape [4, 8] inferred from the op that produces it`,
 	},
+	// Sizes: a tensor's bytes, padded by uneven splits, must fit in int64
+	// (issue 10: wrapped counts and bytes).
+	{
+		name: "shape_too_large",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  x:
+    mesh: m
+    shape: [65536, 65536, 65536, 65536]
+    schedule:
+      - outer_split: {axis: 0, factor: 2}
+      - parallelize: {axis: 0, type: DIDx}
+  y:
+    mesh: m
+ops:
+  - {op: set, in: x, out: y}
+`,
+		want: `in.yaml:6:12: error: tensor "x" shape: [65536, 65536, 65536, 65536] of float32 elements takes more than 9223372036854775807 bytes (expected a tensor whose bytes fit in int64); nvcomm counts sizes in int64 bytes; use smaller extents`,
+	},
+	{
+		name: "shape_too_large_partial",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  x:
+    mesh: m
+    shape: [1073741824, 1073741824]
+    placements: [Partial(sum)]
+  y:
+    mesh: m
+ops:
+  - {op: set, in: x, out: y}
+`,
+		want: `in.yaml:6:12: error: tensor "x" shape: [2, 1073741824, 1073741824] (with its Partial terms axis) of float32 elements takes more than 9223372036854775807 bytes (expected a tensor whose bytes fit in int64); nvcomm counts sizes in int64 bytes; use smaller extents`,
+	},
+	{
+		name: "padded_too_large",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  x:
+    mesh: m
+    shape: [1073741825, 2147483644]
+    schedule:
+      - split: {axis: 0, factor: 1073741824}
+      - parallelize: {axis: 0, type: DIDx}
+  y:
+    mesh: m
+ops:
+  - {op: set, in: x, out: y}
+`,
+		want: `in.yaml:8:9: error: tensor "x" uneven split: padded to [2147483648, 2147483644] of float32 elements, the tensor takes more than 9223372036854775807 bytes (expected a tensor whose bytes fit in int64); nvcomm counts sizes in int64 bytes; split the logical axis evenly, or use smaller extents`,
+	},
 	{
 		name: "split_did_axis",
 		src: `meshes:

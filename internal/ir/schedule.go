@@ -41,6 +41,8 @@ func (p *parser) scheduleWith(t *Tensor, rt *rawTensor, pls []placement) bool {
 	if p.errs.Len() == before {
 		if err := t.analyze(); err != nil {
 			p.errs.AddHint(err.Pos, err.Hint, "tensor %q: %s", t.Name, err.Msg)
+		} else {
+			p.checkPadded(t)
 		}
 	}
 	return p.errs.Len() == before

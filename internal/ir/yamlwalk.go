@@ -120,7 +120,7 @@ func (w *walker) sequence(n *yaml.Node, what string) ([]*yaml.Node, bool) {
 }
 
 // integer decodes an integer scalar that fits in an int32-sized range, so
-// products of a few extents cannot overflow.
+// a product of two extents cannot overflow (size.go bounds whole tensors).
 func (w *walker) integer(n *yaml.Node, what string) (int, bool) {
 	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" {
 		w.errs.Add(posOf(n), "%s: expected an integer, got %s", what, kindName(n))
