@@ -10,6 +10,7 @@ package ir
 import (
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/nvcomm/nvcomm/internal/diag"
 )
@@ -69,12 +70,20 @@ func DTypeNames() []string {
 // Size is the element size in bytes, 0 for an unknown type.
 func (d DType) Size() int { return dtypeSizes[d] }
 
-// Mesh is a named n-D array of device ids.
+// Mesh is a named n-D array of device ids. Devices must not change once
+// Index or Contains has been called: the device → position index is built
+// on first use.
 type Mesh struct {
 	Name    string
 	Shape   []int // extent of each mesh axis, outermost first
 	Devices []int // device ids in row-major order
 	Pos     diag.Pos
+
+	// The index makes Index O(1): meshes of a million devices are looked up
+	// once per device, and a linear search there is quadratic (issue 10).
+	indexOnce sync.Once
+	base      int         // when Devices is base, base+1, …: no map needed
+	index     map[int]int // device → position otherwise
 }
 
 // Rank is the number of mesh axes.
@@ -110,7 +119,51 @@ func (m *Mesh) Equal(o *Mesh) bool {
 }
 
 // Contains reports whether device d is in the mesh.
-func (m *Mesh) Contains(d int) bool { return slices.Contains(m.Devices, d) }
+func (m *Mesh) Contains(d int) bool { return m.Index(d) >= 0 }
+
+// Index returns the row-major position of device d in the mesh, or -1 when
+// d is not in it. It takes constant time.
+func (m *Mesh) Index(d int) int {
+	m.indexOnce.Do(m.buildIndex)
+	if m.index == nil {
+		if i := d - m.base; i >= 0 && i < len(m.Devices) {
+			return i
+		}
+		return -1
+	}
+	if i, ok := m.index[d]; ok {
+		return i
+	}
+	return -1
+}
+
+// buildIndex prepares Index. Most meshes list consecutive ids, whose
+// position is an offset; the others get a map (the first position of a
+// repeated id, as a linear search would find).
+func (m *Mesh) buildIndex() {
+	if consecutive(m.Devices) {
+		if len(m.Devices) > 0 {
+			m.base = m.Devices[0]
+		}
+		return
+	}
+	m.index = make(map[int]int, len(m.Devices))
+	for i, d := range m.Devices {
+		if _, dup := m.index[d]; !dup {
+			m.index[d] = i
+		}
+	}
+}
+
+// consecutive reports whether ids are n, n+1, n+2, … (an empty list is).
+func consecutive(ids []int) bool {
+	for i, d := range ids {
+		if d != ids[0]+i || d < ids[0] { // the second: no wrapping past MaxInt
+			return false
+		}
+	}
+	return true
+}
 
 // Coords returns the mesh coordinates of the device at row-major index i.
 func (m *Mesh) Coords(i int) []int {
@@ -126,9 +179,18 @@ func (m *Mesh) Coords(i int) []int {
 // 0 when the mesh has no axis for t.
 func (m *Mesh) Coord(i int, t ParallelType) int {
 	if a := m.Axis(t); a >= 0 {
-		return m.Coords(i)[a]
+		return m.axisCoord(i, a)
 	}
 	return 0
+}
+
+// axisCoord is Coords(i)[a] without building the slice: callers ask for
+// every device of a mesh.
+func (m *Mesh) axisCoord(i, a int) int {
+	for k := m.Rank() - 1; k > a; k-- {
+		i /= m.Shape[k]
+	}
+	return i % m.Shape[a]
 }
 
 // Slices returns the teams along t: for every combination of the other
@@ -149,7 +211,7 @@ func (m *Mesh) Slices(t ParallelType) [][]int {
 	}
 	var teams [][]int
 	for i := range m.Devices {
-		if m.Coords(i)[a] != 0 {
+		if m.axisCoord(i, a) != 0 {
 			continue
 		}
 		team := make([]int, m.Shape[a])

@@ -191,21 +191,52 @@ func permutation(src, dst []ir.Digit) (dims, perm []int) {
 // sameOrder reports whether two digit lists are the same buffer order.
 func sameOrder(a, b []ir.Digit) bool { return slices.Equal(a, b) }
 
-// digitValues returns, for device d of v's mesh, the value of every device
-// digit of v: d's coordinate along each type, written in mixed radix over
-// that type's digits (most significant first).
-func (v *view) digitValues(d int) (map[ir.Digit]int, bool) {
-	i := slices.Index(v.mesh.Devices, d)
+// digitValue is one device digit of a view and its value on one device.
+type digitValue struct {
+	digit ir.Digit
+	value int
+}
+
+// deviceDigits appends to buf, for device d of v's mesh, the value of every
+// device digit of v: d's coordinate along each type, written in mixed radix
+// over that type's digits (most significant first). It reports false when d
+// is not in the mesh. need calls it for every device of a mesh, twice an
+// op, so it neither searches the mesh nor allocates when buf has room.
+func (v *view) deviceDigits(buf []digitValue, d int) ([]digitValue, bool) {
+	i := v.mesh.Index(d)
 	if i < 0 {
-		return nil, false
+		return buf, false
 	}
-	vals := map[ir.Digit]int{}
 	for t, ds := range v.did {
 		c := v.mesh.Coord(i, t)
 		for k := len(ds) - 1; k >= 0; k-- {
-			vals[ds[k]] = c % ds[k].Extent
+			buf = append(buf, digitValue{ds[k], c % ds[k].Extent})
 			c /= ds[k].Extent
 		}
+	}
+	return buf, true
+}
+
+// valueOf finds digit g among vals; lists hold a few digits, so a scan
+// beats a map.
+func valueOf(vals []digitValue, g ir.Digit) (int, bool) {
+	for _, x := range vals {
+		if x.digit == g {
+			return x.value, true
+		}
+	}
+	return 0, false
+}
+
+// digitValues is deviceDigits as a map.
+func (v *view) digitValues(d int) (map[ir.Digit]int, bool) {
+	list, ok := v.deviceDigits(nil, d)
+	if !ok {
+		return nil, false
+	}
+	vals := make(map[ir.Digit]int, len(list))
+	for _, x := range list {
+		vals[x.digit] = x.value
 	}
 	return vals, true
 }
@@ -213,23 +244,24 @@ func (v *view) digitValues(d int) (map[ir.Digit]int, bool) {
 // need counts the elements device d holds in out but not in in: what it
 // must receive, whatever the collective. Both views factor the same axes.
 func need(in, out *view, d int) int64 {
-	outVals, ok := out.digitValues(d)
+	var outBuf, inBuf [8]digitValue
+	outVals, ok := out.deviceDigits(outBuf[:0], d)
 	if !ok {
 		return 0
 	}
 	total := int64(out.size())
-	inVals, ok := in.digitValues(d)
+	inVals, ok := in.deviceDigits(inBuf[:0], d)
 	if !ok {
 		return total
 	}
 	common := int64(1)
 	for _, g := range out.stored {
-		if _, fixed := inVals[g]; !fixed {
+		if _, fixed := valueOf(inVals, g); !fixed {
 			common *= int64(g.Extent)
 		}
 	}
-	for g, cv := range outVals {
-		if pv, fixed := inVals[g]; fixed && pv != cv {
+	for _, x := range outVals {
+		if pv, fixed := valueOf(inVals, x.digit); fixed && pv != x.value {
 			return total
 		}
 	}

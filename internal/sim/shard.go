@@ -18,6 +18,7 @@ const (
 type sharder struct {
 	name string
 	mesh plan.Mesh
+	at   *meshIndex
 	d    *domain
 	// value lists the logical positions of the non-reduction axes; shape
 	// their extents.
@@ -52,14 +53,15 @@ func Shard(t plan.Tensor, m plan.Mesh, device int) ([][]int, error) {
 // newSharder builds t's domain and decides how every loop axis is
 // enumerated.
 func newSharder(t plan.Tensor, m plan.Mesh) (*sharder, error) {
-	if err := checkMesh(t.Mesh, m); err != nil {
+	at, err := checkMesh(t.Mesh, m)
+	if err != nil {
 		return nil, err
 	}
 	d, err := newDomain(t)
 	if err != nil {
 		return nil, err
 	}
-	s := &sharder{name: t.Name, mesh: m, d: d}
+	s := &sharder{name: t.Name, mesh: m, at: at, d: d}
 	for k, id := range d.logical {
 		if !d.ids[id].reduction {
 			s.value = append(s.value, k)
@@ -133,7 +135,7 @@ func (s *sharder) setOrder(alloc []int) error {
 // offsets returns device's elements in buffer order, as row-major offsets
 // into the global tensor's non-reduction shape.
 func (s *sharder) offsets(device int) []int {
-	c, ok := coords(s.mesh, device)
+	c, ok := s.at.coords(device)
 	if !ok {
 		return nil
 	}
