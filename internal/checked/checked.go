@@ -17,7 +17,10 @@
 // helpers.
 package checked
 
-import "math"
+import (
+	"math"
+	"math/bits"
+)
 
 // Int is the integer types nvcomm counts in.
 type Int interface{ ~int | ~int64 }
@@ -60,6 +63,25 @@ func Product[T Int](xs ...T) (T, bool) {
 		}
 	}
 	return n, true
+}
+
+// MulDiv returns a*b/c rounded down, exact even where a*b alone would
+// overflow, for a, b >= 0 and c > 0; false when the quotient does not fit
+// in T or an argument is out of that range. A collective's share of a
+// buffer, (n-1)*bytes/n, is one.
+func MulDiv[T Int](a, b, c T) (T, bool) {
+	if a < 0 || b < 0 || c <= 0 {
+		return 0, false
+	}
+	hi, lo := bits.Mul64(uint64(a), uint64(b))
+	if hi >= uint64(c) {
+		return 0, false // the quotient needs more than 64 bits
+	}
+	q, _ := bits.Div64(hi, lo, uint64(c))
+	if q > math.MaxInt64 {
+		return 0, false
+	}
+	return narrow[T](int64(q))
 }
 
 // narrow converts v to T, and false when T (a 32-bit int) cannot hold it.

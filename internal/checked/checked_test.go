@@ -43,6 +43,14 @@ func TestMulAddProduct(t *testing.T) {
 		{"product 2^30 2^30 8", func() (int64, bool) { return Product[int64](1<<30, 1<<30, 8) }, result{0, false}},
 		{"product 2^30 2^30 4", func() (int64, bool) { return Product[int64](1<<30, 1<<30, 4) }, result{1 << 62, true}},
 		{"product with zero", func() (int64, bool) { return Product[int64](1<<40, 1<<40, 0) }, result{0, true}},
+		{"muldiv exact", func() (int64, bool) { return MulDiv[int64](7, 3, 2) }, result{10, true}},
+		// An Allreduce of 2^61 bytes over 3 devices: 4·2^61 overflows, /3 fits.
+		{"muldiv past int64", func() (int64, bool) { return MulDiv[int64](1<<61, 4, 3) }, result{3074457345618258602, true}},
+		{"muldiv max", func() (int64, bool) { return MulDiv[int64](maxI, maxI, maxI) }, result{maxI, true}},
+		{"muldiv quotient too large", func() (int64, bool) { return MulDiv[int64](maxI, 2, 1) }, result{0, false}},
+		{"muldiv quotient 2^63", func() (int64, bool) { return MulDiv[int64](1<<62, 4, 2) }, result{0, false}},
+		{"muldiv by zero", func() (int64, bool) { return MulDiv[int64](1, 1, 0) }, result{0, false}},
+		{"muldiv negative", func() (int64, bool) { return MulDiv[int64](-1, 1, 1) }, result{0, false}},
 		{"product wraps to positive", func() (int64, bool) { return Product[int64](1<<33, 1<<33, 1<<33) }, result{0, false}},
 	}
 	for _, tt := range tests {
@@ -77,21 +85,27 @@ var edges = []int64{
 }
 
 // TestAgainstBig compares Add and Mul with exact arithmetic on every pair of
-// edge values.
+// edge values, and MulDiv on every triple.
 func TestAgainstBig(t *testing.T) {
 	for _, a := range edges {
 		for _, b := range edges {
 			checkAgainstBig(t, a, b)
+			for _, c := range edges {
+				checkMulDivAgainstBig(t, a, b, c)
+			}
 		}
 	}
 }
 
-// FuzzMulAdd compares Add and Mul with exact arithmetic.
-func FuzzMulAdd(f *testing.F) {
+// FuzzArith compares Add, Mul and MulDiv with exact arithmetic.
+func FuzzArith(f *testing.F) {
 	for i, a := range edges {
-		f.Add(a, edges[len(edges)-1-i])
+		f.Add(a, edges[len(edges)-1-i], edges[i/2])
 	}
-	f.Fuzz(checkAgainstBig)
+	f.Fuzz(func(t *testing.T, a, b, c int64) {
+		checkAgainstBig(t, a, b)
+		checkMulDivAgainstBig(t, a, b, c)
+	})
 }
 
 func checkAgainstBig(t *testing.T, a, b int64) {
@@ -112,5 +126,20 @@ func checkAgainstBig(t *testing.T, a, b int64) {
 		if diff := cmp.Diff(want, result{v, ok}); diff != "" {
 			t.Errorf("%s(%d, %d) mismatch (-want +got):\n%s", op.name, a, b, diff)
 		}
+	}
+}
+
+// checkMulDivAgainstBig compares MulDiv with exact arithmetic.
+func checkMulDivAgainstBig(t *testing.T, a, b, c int64) {
+	want := result{0, false}
+	if a >= 0 && b >= 0 && c > 0 {
+		q := new(big.Int).Mul(big.NewInt(a), big.NewInt(b))
+		if q.Div(q, big.NewInt(c)); q.IsInt64() {
+			want = result{q.Int64(), true}
+		}
+	}
+	v, ok := MulDiv(a, b, c)
+	if diff := cmp.Diff(want, result{v, ok}); diff != "" {
+		t.Errorf("MulDiv(%d, %d, %d) mismatch (-want +got):\n%s", a, b, c, diff)
 	}
 }
