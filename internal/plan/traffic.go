@@ -1,5 +1,7 @@
 package plan
 
+import "github.com/nvcomm/nvcomm/internal/checked"
+
 // dtypeSizes maps each element type a plan may name to its size in bytes.
 var dtypeSizes = map[string]int{
 	"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int32": 4, "int64": 8,
@@ -43,6 +45,15 @@ func (t *tally) times(k, n int) int64 {
 	return int64(p)
 }
 
+// share returns k*n/q rounded down, exact where k*n alone overflows (an
+// Allreduce's 2(n-1)/n of a buffer fits whenever the buffer does), noting
+// an overflow of the quotient.
+func (t *tally) share(k, n, q int) int64 {
+	p, ok := checked.MulDiv(k, n, q)
+	t.ok = t.ok && ok
+	return int64(p)
+}
+
 // add adds n to m[d], noting an overflow.
 func (t *tally) add(m map[int]int64, d int, n int64) {
 	s, ok := add(int(m[d]), int(n))
@@ -59,9 +70,9 @@ func (t *tally) team(s *Step, team []int, in, out int, holds func(int) bool) {
 		case Allgather:
 			t.sent[d], t.recv[d] = t.times(n-1, in), t.times(n-1, in)
 		case ReduceScatter, AllToAll:
-			t.sent[d], t.recv[d] = t.times(n-1, in)/int64(n), t.times(n-1, in)/int64(n)
+			t.sent[d], t.recv[d] = t.share(n-1, in, n), t.share(n-1, in, n)
 		case Allreduce:
-			t.sent[d], t.recv[d] = t.times(2*(n-1), in)/int64(n), t.times(2*(n-1), in)/int64(n)
+			t.sent[d], t.recv[d] = t.share(2*(n-1), in, n), t.share(2*(n-1), in, n)
 		case Broadcast, Scatter:
 			if s.Root == nil {
 				continue
