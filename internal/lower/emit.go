@@ -17,7 +17,7 @@ func (c *opCtx) emitCollective(s plan.Step, teams [][]int, in, out *view, countI
 	elem := int64(in.dtype.Size())
 	sent, recv, ok := plan.Traffic(&s, elem, in.mesh.Contains)
 	if !ok {
-		c.fail(fmt.Sprintf("the bytes a %s moves overflow a 64-bit integer", s.Type), "use smaller extents")
+		c.overflow(fmt.Sprintf("the bytes its %s of %d elements per device sends or receives", s.Type, max(countIn, countOut)))
 		return
 	}
 	b := &plan.Bytes{}
@@ -26,15 +26,16 @@ func (c *opCtx) emitCollective(s plan.Step, teams [][]int, in, out *view, countI
 	}
 	for dev, n := range recv {
 		b.ReceivedPerDevice = max(b.ReceivedPerDevice, n)
-		c.received[dev] += n
+		c.addBytes(c.received, dev, n, "receives over the plan")
 		if plan.IsReduction(s.Type) {
-			c.reduced[dev] += n
+			c.addBytes(c.reduced, dev, n, "receives in the op's reducing collectives")
 		}
 	}
 	b.LowerBound = b.ReceivedPerDevice
 	if !plan.IsReduction(s.Type) {
 		b.LowerBound = 0
 		for dev := range recv {
+			// need counts elements of out, one buffer: no overflow (sizes.go).
 			b.LowerBound = max(b.LowerBound, need(in, out, dev)*elem)
 		}
 	}

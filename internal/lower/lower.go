@@ -88,6 +88,8 @@ type opCtx struct {
 	// when they differ (the second half of a lowering through a replicated
 	// copy); steps name axes of the op's input.
 	toOpAxis []int
+	// overflowed is set once the op failed for a count beyond int64.
+	overflowed bool
 }
 
 func (l *lowerer) lowerOp(op *ir.Op) {
@@ -147,6 +149,9 @@ func (c *opCtx) lowerPair(p, t *ir.Tensor, reduce, bound bool) {
 			"shard both tensors with splits whose factors divide one another, or use --policy optimal")
 		return
 	}
+	if !c.factoringFits(fact, p.DType) {
+		return
+	}
 	c.fact = fact
 	pv, tv := fact.tensorView(p, pMap), fact.tensorView(t, tMap)
 	src, dst := c.pad(pv, p.Shape(), pMap), c.padded(tv, t.Shape(), tMap)
@@ -178,7 +183,9 @@ func (c *opCtx) addSizeBound(p, t *ir.Tensor) {
 		if p.Mesh.Contains(d) {
 			have = int64(p.LocalSize())
 		}
-		c.bound[d] += max(0, int64(t.LocalSize())-have)*elem + c.reduced[d]
+		// One tensor's bytes: no overflow (sizes.go); the sums may.
+		c.addBytes(c.bound, d, max(0, int64(t.LocalSize())-have)*elem, "must receive over the plan")
+		c.addBytes(c.bound, d, c.reduced[d], "must receive over the plan")
 	}
 }
 
@@ -207,7 +214,9 @@ func (c *opCtx) addBound(pv, cv *view) {
 	}
 	elem := int64(cv.dtype.Size())
 	for _, d := range cv.mesh.Devices {
-		c.bound[d] += need(from, cv, d)*elem + c.reduced[d]
+		// need counts elements of one buffer: no overflow (sizes.go).
+		c.addBytes(c.bound, d, need(from, cv, d)*elem, "must receive over the plan")
+		c.addBytes(c.bound, d, c.reduced[d], "must receive over the plan")
 	}
 }
 

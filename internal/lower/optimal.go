@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/nvcomm/nvcomm/internal/checked"
 	"github.com/nvcomm/nvcomm/internal/cost"
 	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/plan"
@@ -47,8 +48,13 @@ func (a pathCost) less(b pathCost) bool {
 	return a.steps < b.steps
 }
 
-func (a pathCost) plus(b pathCost) pathCost {
-	return pathCost{a.busiest + b.busiest, a.cross + b.cross, a.total + b.total, a.seconds + b.seconds, a.steps + b.steps}
+// plus adds two costs, and false when a byte count overflows: the path
+// then costs more than nvcomm can count.
+func (a pathCost) plus(b pathCost) (pathCost, bool) {
+	busiest, ok1 := checked.Add(a.busiest, b.busiest)
+	cross, ok2 := checked.Add(a.cross, b.cross)
+	total, ok3 := checked.Add(a.total, b.total)
+	return pathCost{busiest, cross, total, a.seconds + b.seconds, a.steps + b.steps}, ok1 && ok2 && ok3
 }
 
 // local is the cost of a step inside one mesh; crossing that of a step from
@@ -67,7 +73,7 @@ func crossing(busiest, total int64, steps int) pathCost {
 func (pl *planner) timed(c pathCost, typ string, msg int64, n, repeat int) pathCost {
 	t := pl.c.topology
 	if typ == plan.Slice {
-		c.seconds = t.Local(2 * msg)
+		c.seconds = t.Memory.Seconds(2 * float64(msg)) // read and write; 2·msg may not fit in int64
 		return c
 	}
 	c.seconds = float64(repeat) * t.Collective(cost.LinkNVLink, typ, msg, n)
@@ -104,6 +110,9 @@ type planner struct {
 	order    []ir.Digit      // every stored-or-device digit, in the consumer's layout order
 	elem     int64
 	bySet    map[string][]searchState // valid states by mesh and selected digits
+	// overflowed notes an edge or path left out because its cost in bytes
+	// does not fit in int64.
+	overflowed bool
 }
 
 // optimal lowers src (the producer, after any local reduction and partial
@@ -111,6 +120,10 @@ type planner struct {
 func (c *opCtx) optimal(src, dst *view) {
 	pl := newPlanner(c, src, dst)
 	path, ok := pl.search()
+	if !ok && pl.overflowed {
+		c.overflow("the bytes of every sequence of collectives from the producer's sharding to the consumer's")
+		return
+	}
 	if !ok {
 		c.fail("no sequence of collectives reaches the consumer's sharding from the producer's",
 			"reshard within one mesh first, then move between meshes of the same shape")
@@ -296,7 +309,8 @@ func (pl *planner) view(s searchState) *view {
 	return v
 }
 
-// size is the elements per device in state s.
+// size is the bytes per device in state s: one buffer of the op, so no
+// overflow (sizes.go).
 func (pl *planner) size(s searchState) int64 {
 	n := int64(1)
 	for _, d := range pl.order {
@@ -310,11 +324,22 @@ func (pl *planner) size(s searchState) int64 {
 
 func (pl *planner) isReplicated(s searchState) bool { return s.pick == [3]int{} }
 
+// fits reports ok, noting in pl when a cost overflowed.
+func (pl *planner) fits(ok bool) bool {
+	pl.overflowed = pl.overflowed || !ok
+	return ok
+}
+
+// product multiplies byte counts of an edge's cost; ok is false when the
+// product overflows, and the edge is then left out.
+func product(xs ...int64) (int64, bool) { return checked.Product(xs...) }
+
 // edges lists the transitions out of s.
 func (pl *planner) edges(s searchState) []edge {
 	var out []edge
 	m := pl.mesh(s)
 	size := pl.size(s)
+	devices := int64(len(m.Devices))
 	for i, t := range ir.DeviceTypes {
 		for k := range pl.options[i] {
 			if k == s.pick[i] {
@@ -331,13 +356,20 @@ func (pl *planner) edges(s searchState) []edge {
 			case cur == nil:
 				out = append(out, edge{kind: edgeSlice, typ: t, to: to, cost: pl.timed(local(0, 0, 1), plan.Slice, size, 1, 1)})
 			case next == nil:
+				// n·size is the gathered buffer, (n−1)·size less.
 				recv := (n - 1) * size
-				c := pl.timed(local(recv, recv*int64(len(m.Devices)), 1), plan.Allgather, n*size, int(n), 1)
-				out = append(out, edge{kind: edgeAllgather, typ: t, to: to, cost: c})
+				total, ok := product(recv, devices)
+				if pl.fits(ok) {
+					c := pl.timed(local(recv, total, 1), plan.Allgather, n*size, int(n), 1)
+					out = append(out, edge{kind: edgeAllgather, typ: t, to: to, cost: c})
+				}
 			case disjoint(cur, next):
-				recv := (n - 1) * size / n
-				c := pl.timed(local(recv, recv*int64(len(m.Devices)), 1), plan.AllToAll, size, int(n), 1)
-				out = append(out, edge{kind: edgeAllToAll, typ: t, to: to, cost: c})
+				recv := (n - 1) * (size / n) // size is a multiple of n: the chunks
+				total, ok := product(recv, devices)
+				if pl.fits(ok) {
+					c := pl.timed(local(recv, total, 1), plan.AllToAll, size, int(n), 1)
+					out = append(out, edge{kind: edgeAllToAll, typ: t, to: to, cost: c})
+				}
 			}
 		}
 	}
@@ -372,7 +404,11 @@ func (pl *planner) swapEdges(s searchState, size int64) []edge {
 				moved++
 			}
 		}
-		c := pl.timed(local(size, size*moved, int(moved)), plan.SendRecv, size, 2, int(moved))
+		total, ok := product(size, moved)
+		if !pl.fits(ok) {
+			continue
+		}
+		c := pl.timed(local(size, total, int(moved)), plan.SendRecv, size, 2, int(moved))
 		out = append(out, edge{kind: edgeSwap, to: to, cost: c})
 	}
 	return out
@@ -481,15 +517,20 @@ func (pl *planner) crossEdges(s searchState, size int64) []edge {
 	moved := s
 	moved.onDst = true
 	receivers := int64(len(to.Devices))
+	total, ok := product(size, receivers)
+	if !pl.fits(ok) {
+		return nil // every move sends a buffer of size to each receiver
+	}
 	if slices.Equal(from.Shape, to.Shape) && pl.valid(moved) {
-		c := pl.timed(crossing(size, size*receivers, len(to.Devices)), plan.SendRecv, size, 2, len(to.Devices))
+		c := pl.timed(crossing(size, total, len(to.Devices)), plan.SendRecv, size, 2, len(to.Devices))
 		out = append(out, edge{kind: edgeSendRecv, typ: ir.Serial, to: moved, cost: c})
 	}
 	if pl.isReplicated(s) {
-		c := pl.timed(crossing(size, size*receivers, 1), plan.Broadcast, size, len(to.Devices)+1, 1)
+		c := pl.timed(crossing(size, total, 1), plan.Broadcast, size, len(to.Devices)+1, 1)
 		out = append(out, edge{kind: edgeBroadcast, typ: ir.Serial, to: moved, cost: c})
 		target := pl.stateOf(pl.dst, true)
 		if to.Rank() == 1 && commonRoot(from, to) >= 0 && !pl.isReplicated(target) && onlyType(target, 0) {
+			// The chunks tile the consumer: one buffer, no overflow.
 			chunk := pl.size(target)
 			c := pl.timed(crossing(chunk, chunk*(receivers-1), 1), plan.Scatter, chunk*receivers, len(to.Devices), 1)
 			out = append(out, edge{kind: edgeScatter, typ: ir.DIDx, to: target, cost: c})
@@ -498,9 +539,11 @@ func (pl *planner) crossEdges(s searchState, size int64) []edge {
 	if from.Rank() == 1 && onlyType(s, 0) && !pl.isReplicated(s) {
 		target := moved
 		target.pick = [3]int{}
-		full := size * int64(from.Size(ir.DIDx))
-		c := pl.timed(crossing(full, full*receivers, len(to.Devices)), plan.Gather, full, len(from.Devices)+1, len(to.Devices))
-		out = append(out, edge{kind: edgeGather, typ: ir.DIDx, to: target, cost: c})
+		full := size * int64(from.Size(ir.DIDx)) // the replicated buffer
+		if fullTotal, ok := product(full, receivers); pl.fits(ok) {
+			c := pl.timed(crossing(full, fullTotal, len(to.Devices)), plan.Gather, full, len(from.Devices)+1, len(to.Devices))
+			out = append(out, edge{kind: edgeGather, typ: ir.DIDx, to: target, cost: c})
+		}
 	}
 	return out
 }
@@ -541,7 +584,10 @@ func (pl *planner) search() ([]edge, bool) {
 			return pl.path(start, goal, prev, from), true
 		}
 		for _, e := range pl.edges(it.s) {
-			nc := it.c.plus(e.cost)
+			nc, fits := it.c.plus(e.cost)
+			if !pl.fits(fits) {
+				continue
+			}
 			if c, ok := best[e.to]; ok && !nc.less(c) {
 				continue
 			}
