@@ -209,6 +209,59 @@ func TestStep(t *testing.T) {
 	}
 }
 
+// TestStepOverflow prices steps whose bytes reach int64's limit (issue 10):
+// exact up to it, an error naming the step past it, never a wrapped count.
+func TestStepOverflow(t *testing.T) {
+	type result struct {
+		Bytes int64
+		Err   string
+	}
+	const quarter = 1 << 61 // float32 elements: 2^63 bytes
+	tests := map[string]struct {
+		step plan.Step
+		want result
+	}{
+		"local at the limit": {
+			plan.Step{ID: 3, Kind: plan.KindLocal, Type: plan.Copy, Devices: []int{0}, Count: plan.Count{Input: quarter/2 - 1, Output: quarter / 2}},
+			result{Bytes: 1<<63 - 4},
+		},
+		"local in plus out": {
+			plan.Step{ID: 3, Kind: plan.KindLocal, Type: plan.Copy, Devices: []int{0}, Count: plan.Count{Input: quarter / 2, Output: quarter / 2}},
+			result{Err: "step 3 (Copy): its bytes exceed 9223372036854775807, the most nvcomm counts (int64); price the plan without a topology (--topology none)"},
+		},
+		"local count times size": {
+			plan.Step{ID: 4, Kind: plan.KindLocal, Type: plan.Permute, Devices: []int{0}, Count: plan.Count{Input: quarter, Output: 0}},
+			result{Err: "step 4 (Permute): its bytes exceed 9223372036854775807, the most nvcomm counts (int64); price the plan without a topology (--topology none)"},
+		},
+		"allgather team times input": {
+			plan.Step{ID: 5, Kind: plan.KindCollective, Type: plan.Allgather, Teams: [][]int{{0, 1, 2, 3}}, Count: plan.Count{Input: quarter / 4, Output: quarter}},
+			result{Err: "step 5 (Allgather): its bytes exceed 9223372036854775807, the most nvcomm counts (int64); price the plan without a topology (--topology none)"},
+		},
+		"allgather at the limit": {
+			plan.Step{ID: 5, Kind: plan.KindCollective, Type: plan.Allgather, Teams: [][]int{{0, 1, 2, 3}}, Count: plan.Count{Input: quarter/4 - 1, Output: quarter - 4}},
+			result{Bytes: 1<<63 - 16},
+		},
+		"sendrecv to itself": {
+			plan.Step{ID: 6, Kind: plan.KindCollective, Type: plan.SendRecv, Teams: [][]int{{2, 2}}, Count: plan.Count{Input: quarter / 2, Output: quarter / 2}},
+			result{Err: "step 6 (SendRecv): its bytes exceed 9223372036854775807, the most nvcomm counts (int64); price the plan without a topology (--topology none)"},
+		},
+	}
+	p := &plan.Plan{Tensors: []plan.Tensor{{Name: "a", DType: "float32"}, {Name: "b", DType: "float32"}},
+		Ops: []plan.Op{{Input: "a", Output: "b"}}}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			st, err := testTopology().Step(p, &tc.step)
+			got := result{Bytes: st.Bytes}
+			if err != nil {
+				got = result{Err: err.Error()}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("Step mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 func approx(a, b float64) bool { return math.Abs(a-b) <= 1e-12*math.Max(math.Abs(a), math.Abs(b)) }
 
 // TestPredictConformance prices every conformance plan with the built-in

@@ -2,8 +2,10 @@ package cost
 
 import (
 	"fmt"
+	"math"
 	"slices"
 
+	"github.com/nvcomm/nvcomm/internal/checked"
 	"github.com/nvcomm/nvcomm/internal/plan"
 )
 
@@ -104,15 +106,18 @@ func (t *Topology) Step(p *plan.Plan, s *plan.Step) (StepTime, error) {
 	}
 	st := StepTime{Step: s.ID, Type: s.Type, Link: LinkMemory}
 	if s.Kind == plan.KindLocal {
-		st.Bytes = int64(s.Count.Input+s.Count.Output) * size
+		st.Bytes, err = stepBytes(s, size, int64(s.Count.Input), int64(s.Count.Output))
 		st.Seconds = t.Local(st.Bytes)
-		return st, nil
+		return st, err
 	}
 	if len(s.Teams) == 0 {
 		return StepTime{}, fmt.Errorf("step %d (%s): a collective needs at least one team", s.ID, s.Type)
 	}
 	for _, team := range s.Teams {
-		cand := t.team(s, team, size)
+		cand, err := t.team(s, team, size)
+		if err != nil {
+			return StepTime{}, err
+		}
 		if cand.Seconds > st.Seconds {
 			st = cand
 		}
@@ -122,31 +127,58 @@ func (t *Topology) Step(p *plan.Plan, s *plan.Step) (StepTime, error) {
 
 // team prices one team of a collective step. A team without peers (one
 // device, or a SendRecv to itself) copies locally.
-func (t *Topology) team(s *plan.Step, team []int, size int64) StepTime {
+func (t *Topology) team(s *plan.Step, team []int, size int64) (StepTime, error) {
 	st := StepTime{Step: s.ID, Type: s.Type}
 	members := slices.Compact(slices.Sorted(slices.Values(team)))
+	var err error
 	if len(members) < 2 {
 		st.Link = LinkMemory
-		st.Bytes = 2 * int64(s.Count.Input) * size
+		st.Bytes, err = stepBytes(s, size, int64(s.Count.Input), int64(s.Count.Input))
 		st.Seconds = t.Local(st.Bytes)
-		return st
+		return st, err
 	}
 	st.Link = t.linkOf(members)
-	st.Bytes = MessageElements(s.Type, s.Count, len(team)) * size
+	elems, ok := MessageElements(s.Type, s.Count, len(team))
+	if st.Bytes, err = stepBytes(s, size, elems); !ok {
+		err = tooManyBytes(s)
+	}
 	st.Seconds = t.Collective(st.Link, s.Type, st.Bytes, len(team))
-	return st
+	return st, err
+}
+
+// stepBytes is the bytes of the given element counts of size bytes, summed;
+// an error names the step when they do not fit in int64.
+func stepBytes(s *plan.Step, size int64, elems ...int64) (int64, error) {
+	total := int64(0)
+	for _, n := range elems {
+		b, ok := checked.Mul(n, size)
+		if ok {
+			total, ok = checked.Add(total, b)
+		}
+		if !ok {
+			return 0, tooManyBytes(s)
+		}
+	}
+	return total, nil
+}
+
+// tooManyBytes is the error for a step whose bytes do not fit in int64.
+func tooManyBytes(s *plan.Step) error {
+	return fmt.Errorf("step %d (%s): its bytes exceed %d, the most nvcomm counts (int64); price the plan without a topology (--topology none)",
+		s.ID, s.Type, int64(math.MaxInt64))
 }
 
 // MessageElements is nccl-tests' message size S of a collective step, in
 // elements, for a team of n: the whole gathered or scattered buffer for
 // Allgather, Gather (n·count.input), ReduceScatter, AllToAll and Scatter
-// (count.input), the buffer for the others.
-func MessageElements(typ string, c plan.Count, n int) int64 {
+// (count.input), the buffer for the others. ok is false when it does not
+// fit in int64.
+func MessageElements(typ string, c plan.Count, n int) (elems int64, ok bool) {
 	switch typ {
 	case plan.Allgather, plan.Gather:
-		return int64(n) * int64(c.Input)
+		return checked.Mul(int64(n), int64(c.Input))
 	}
-	return int64(c.Input)
+	return int64(c.Input), true
 }
 
 // linkOf is NVLink when every device is on one node, else the network.
