@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/nvcomm/nvcomm/internal/plan"
 )
@@ -91,7 +92,11 @@ func Run(p *plan.Plan, opts Options) (*Result, error) {
 		return nil, err
 	}
 	if need := w.estimate(); need > opts.MaxBytes {
-		return nil, fmt.Errorf("%w: it needs about %d bytes, more than the limit of %d; raise --max-bytes or use smaller extents", ErrTooLarge, need, opts.MaxBytes)
+		about := "about"
+		if need == math.MaxInt64 {
+			about = "more than" // the estimate saturates instead of wrapping
+		}
+		return nil, fmt.Errorf("%w: it needs %s %d bytes, more than the limit of %d; raise --max-bytes or use smaller extents", ErrTooLarge, about, need, opts.MaxBytes)
 	}
 	ref, err := w.reference(opts.Seed)
 	if err != nil {
