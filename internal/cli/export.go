@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nvcomm/nvcomm/internal/checked"
 	"github.com/nvcomm/nvcomm/internal/cost"
 	"github.com/nvcomm/nvcomm/internal/export"
 	"github.com/nvcomm/nvcomm/internal/lower"
@@ -101,15 +102,27 @@ func probes(p *plan.Plan, seed uint64) map[string][]float64 {
 		if produced[t.Name] {
 			continue
 		}
-		n := 1
-		for k, e := range t.Shape {
-			if !slices.Contains(t.ReductionAxes, k) {
-				n *= e
-			}
-		}
-		out[t.Name] = sim.InputValues(seed, i, min(n, probeValues), sim.HasProd(p))
+		out[t.Name] = sim.InputValues(seed, i, probeCount(t), sim.HasProd(p))
 	}
 	return out
+}
+
+// probeCount is how many values of a fusion input an exported program
+// checks: probeValues, or every value of a smaller tensor. Only that many
+// are ever made, however large the tensor; an element count past int64 is
+// more than probeValues.
+func probeCount(t plan.Tensor) int {
+	var shape []int
+	for k, e := range t.Shape {
+		if !slices.Contains(t.ReductionAxes, k) {
+			shape = append(shape, e)
+		}
+	}
+	n, ok := checked.Product(shape...)
+	if !ok {
+		return probeValues
+	}
+	return max(0, min(n, probeValues)) // validate rejects negative extents
 }
 
 // loadTopology reads a topology file; "default" is the built-in one.
