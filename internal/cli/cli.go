@@ -9,10 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"runtime/debug"
 	"strings"
 
@@ -152,61 +150,6 @@ func readInput(cmd *cobra.Command, arg string) (string, []byte, error) {
 		return name, nil, fmt.Errorf("cannot read %s: %w", name, pathErr(err))
 	}
 	return name, b, nil
-}
-
-// writeOutput writes data to path atomically (a temporary file in the same
-// directory, synced, then renamed over path), or to standard output when
-// path is "" or "-". On failure path is left as it was, and the error names
-// path rather than the temporary file.
-func writeOutput(cmd *cobra.Command, path string, data []byte) error {
-	if path == "" || path == "-" {
-		_, err := cmd.OutOrStdout().Write(data)
-		return err
-	}
-	if err := writeAtomic(path, data); err != nil {
-		return fmt.Errorf("cannot write %s: %w", path, pathErr(err))
-	}
-	return nil
-}
-
-func writeAtomic(path string, data []byte) error {
-	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
-		return errors.New("is a directory")
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // fails harmlessly after the rename
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
-}
-
-// pathErr strips the operation and path from an *fs.PathError or
-// *os.LinkError, whose path may be a temporary file the user never named.
-func pathErr(err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	var le *os.LinkError
-	if errors.As(err, &le) {
-		return le.Err
-	}
-	return err
 }
 
 // report prints diagnostics (or any error) to stderr and returns the marker

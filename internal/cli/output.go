@@ -1,0 +1,114 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/google/renameio/v2"
+	"github.com/spf13/cobra"
+)
+
+// writeOutput writes data to path, or to standard output when path is "" or
+// "-". The error names path as the user gave it, never a temporary file.
+func writeOutput(cmd *cobra.Command, path string, data []byte) error {
+	if path == "" || path == "-" {
+		_, err := cmd.OutOrStdout().Write(data)
+		return err
+	}
+	if err := writeFile(path, data); err != nil {
+		return fmt.Errorf("cannot write %s: %w", path, pathErr(err))
+	}
+	return nil
+}
+
+// writeFile writes data to path without ever destroying what path names.
+// A regular file (new or existing) is replaced atomically: a temporary file
+// in the same directory, synced, then renamed over it, keeping an existing
+// file's permissions, so a failed write leaves the old contents. A symbolic
+// link is followed and its target written, so the link survives. Anything
+// else — a device such as /dev/null or /dev/full, a FIFO, a socket — is
+// opened and written in place: renaming over it would replace the device
+// node with a regular file.
+func writeFile(path string, data []byte) error {
+	target, err := resolveLinks(path)
+	if err != nil {
+		return err
+	}
+	fi, err := os.Stat(target)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return writeAtomic(target, data)
+	case err != nil:
+		return err
+	case fi.IsDir():
+		return errors.New("is a directory")
+	case fi.Mode().IsRegular():
+		return writeAtomic(target, data)
+	default:
+		return writeInPlace(target, data)
+	}
+}
+
+// resolveLinks returns the file that path finally names, following symbolic
+// links, also when the last link dangles (writing creates its target, as a
+// shell redirection would).
+func resolveLinks(path string) (string, error) {
+	for range 255 { // the kernel's own limit is 40; any cycle ends here
+		fi, err := os.Lstat(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			return path, nil
+		}
+		if err != nil {
+			return "", err
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			return path, nil
+		}
+		dest, err := os.Readlink(path)
+		if err != nil {
+			return "", err
+		}
+		if !filepath.IsAbs(dest) {
+			dest = filepath.Join(filepath.Dir(path), dest)
+		}
+		path = dest
+	}
+	return "", errors.New("too many levels of symbolic links")
+}
+
+// writeAtomic replaces the regular file at path (or creates it, mode 0644
+// less the umask) with data in one rename.
+func writeAtomic(path string, data []byte) error {
+	return renameio.WriteFile(path, data, 0o644, renameio.WithTempDir(filepath.Dir(path)))
+}
+
+// writeInPlace writes data to an existing file that is not a regular file.
+// It never creates one: the file was there when writeFile looked.
+func writeInPlace(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// pathErr strips the operation and path from an *fs.PathError or
+// *os.LinkError, whose path may be a temporary file the user never named.
+func pathErr(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	var le *os.LinkError
+	if errors.As(err, &le) {
+		return le.Err
+	}
+	return err
+}
