@@ -99,6 +99,8 @@ them on virtual devices against the unsharded program.`,
 	}
 	root.CompletionOptions.HiddenDefaultCmd = true
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.PersistentFlags().Var(&sizeFlag{DefaultMaxInput}, maxInputFlag,
+		"refuse input files larger than `SIZE` (bytes, or with a unit: 64MiB, 1GB)")
 	root.SetHelpCommand(newHelpCmd())
 	root.AddCommand(newLowerCmd(), newValidateCmd(), newSimulateCmd(), newExportCmd(), newCalibrateCmd())
 	return root
@@ -131,25 +133,6 @@ func exactArgs(n int) cobra.PositionalArgs {
 		}
 		return nil
 	}
-}
-
-// readInput reads a file argument, "-" meaning standard input, and returns
-// the name to use in diagnostics. A read error names the argument as given
-// and exits 1.
-func readInput(cmd *cobra.Command, arg string) (string, []byte, error) {
-	name := arg
-	var b []byte
-	var err error
-	if arg == "-" {
-		name = "<stdin>"
-		b, err = io.ReadAll(cmd.InOrStdin())
-	} else {
-		b, err = os.ReadFile(arg)
-	}
-	if err != nil {
-		return name, nil, fmt.Errorf("cannot read %s: %w", name, pathErr(err))
-	}
-	return name, b, nil
 }
 
 // report prints diagnostics (or any error) to stderr and returns the marker

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 
 	"github.com/spf13/cobra"
@@ -71,7 +70,7 @@ func (o *exportOptions) run(cmd *cobra.Command, arg string) error {
 	}
 	opts := export.Options{Seed: o.seed, Probes: probes(p, o.seed)}
 	if o.topology != "none" {
-		t, err := loadTopology(o.topology)
+		t, err := loadTopology(cmd, o.topology)
 		if err != nil {
 			return err
 		}
@@ -126,13 +125,13 @@ func probeCount(t plan.Tensor) int {
 }
 
 // loadTopology reads a topology file; "default" is the built-in one.
-func loadTopology(arg string) (*cost.Topology, error) {
+func loadTopology(cmd *cobra.Command, arg string) (*cost.Topology, error) {
 	if arg == "default" {
 		return cost.Default(), nil
 	}
-	src, err := os.ReadFile(arg)
+	src, err := readFile(cmd, arg)
 	if err != nil {
-		return nil, fmt.Errorf("cannot read %s: %w", arg, pathErr(err))
+		return nil, err
 	}
 	return cost.ParseTopology(arg, src)
 }

@@ -18,7 +18,7 @@ func (o *simulateOptions) predict(cmd *cobra.Command, p *plan.Plan) (*cost.Predi
 	if o.topology == "" {
 		return nil, nil
 	}
-	t, err := loadTopology(o.topology)
+	t, err := loadTopology(cmd, o.topology)
 	if err != nil {
 		return nil, err
 	}
