@@ -11,7 +11,6 @@ package lower
 
 import (
 	"fmt"
-	"math"
 	"slices"
 
 	"github.com/nvcomm/nvcomm/internal/cost"
@@ -293,12 +292,7 @@ func (l *lowerer) summary() plan.Summary {
 	for _, b := range l.bound {
 		s.BytesLowerBound = max(s.BytesLowerBound, b)
 	}
-	switch {
-	case s.BytesLowerBound > 0:
-		s.BytesRatio = ptr(math.Round(float64(s.BytesReceivedMax)/float64(s.BytesLowerBound)*1000) / 1000)
-	case s.BytesReceivedMax == 0:
-		s.BytesRatio = ptr(1.0)
-	}
+	s.BytesRatio = plan.BytesRatio(s.BytesReceivedMax, s.BytesLowerBound)
 	return s
 }
 

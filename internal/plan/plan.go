@@ -7,6 +7,8 @@
 // exact semantics of every step type.
 package plan
 
+import "fmt"
+
 // Format is the plan format this package reads and writes.
 const Format = 1
 
@@ -99,6 +101,15 @@ type Op struct {
 	Input  string `json:"input"`
 	Output string `json:"output"`
 	Axis   *int   `json:"axis"` // reduced axis among the input's non-reduction axes
+}
+
+// Expr renders the op as steps name it: "out = set(in)" or
+// "out = sum(in, axis=k)".
+func (o Op) Expr() string {
+	if o.Op == "set" || o.Axis == nil {
+		return fmt.Sprintf("%s = %s(%s)", o.Output, o.Op, o.Input)
+	}
+	return fmt.Sprintf("%s = %s(%s, axis=%d)", o.Output, o.Op, o.Input, *o.Axis)
 }
 
 // Step kinds.

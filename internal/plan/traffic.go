@@ -20,8 +20,8 @@ func DTypeSize(dtype string) int { return dtypeSizes[dtype] }
 // plan's bytes, with this one function.
 func Traffic(s *Step, elem int64, holds func(int) bool) (sent, recv map[int]int64, ok bool) {
 	sent, recv = map[int]int64{}, map[int]int64{}
-	in, okIn := mul(s.Count.Input, int(elem))
-	out, okOut := mul(s.Count.Output, int(elem))
+	in, okIn := checked.Mul(s.Count.Input, int(elem))
+	out, okOut := checked.Mul(s.Count.Output, int(elem))
 	if !okIn || !okOut {
 		return sent, recv, false
 	}
@@ -40,7 +40,7 @@ type tally struct {
 
 // times returns k*n, noting an overflow.
 func (t *tally) times(k, n int) int64 {
-	p, ok := mul(k, n)
+	p, ok := checked.Mul(k, n)
 	t.ok = t.ok && ok
 	return int64(p)
 }
@@ -56,9 +56,9 @@ func (t *tally) share(k, n, q int) int64 {
 
 // add adds n to m[d], noting an overflow.
 func (t *tally) add(m map[int]int64, d int, n int64) {
-	s, ok := add(int(m[d]), int(n))
+	s, ok := checked.Add(m[d], n)
 	t.ok = t.ok && ok
-	m[d] = int64(s)
+	m[d] = s
 }
 
 // team books what the members of one team send and receive; in and out are

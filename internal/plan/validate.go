@@ -38,7 +38,7 @@ func Validate(p *Plan) []Problem {
 	if p == nil {
 		return []Problem{{Step: -1, Msg: "no plan"}}
 	}
-	v := &validator{p: p}
+	v := &validator{p: p, received: map[int]int64{}}
 	v.checkHeader()
 	v.checkMeshes()
 	v.checkTensors()
@@ -46,25 +46,32 @@ func Validate(p *Plan) []Problem {
 	v.checkSteps()
 	v.checkCoverage()
 	v.checkSummary()
-	return v.probs
+	return v.probs.List()
 }
 
 // validator accumulates problems and the facts later checks rely on.
 type validator struct {
 	p     *Plan
-	probs []Problem
+	probs Problems
 	// devices holds every non-negative device id of every mesh.
 	devices map[int]bool
 	// tensors maps each tensor name to its first declaration.
 	tensors map[string]*tensorInfo
 	// written maps each tensor some op writes to the first such op.
 	written map[string]int
+	// opOK says, per op, whether it has no problem of its own.
+	opOK []bool
 	// buffers maps each buffer an earlier step wrote to its latest producer.
 	buffers map[string]buffer
+	// received is what each device receives in the steps checked so far;
+	// trafficUnknown is set once a collective's traffic is not certain.
+	received       map[int]int64
+	trafficUnknown bool
 }
 
 // tensorInfo is what the step checks need to know about a tensor.
 type tensorInfo struct {
+	t     *Tensor
 	mesh  *Mesh // nil when the tensor names no existing mesh
 	rank  int   // number of non-reduction axes, -1 when unknown
 	local int   // elements per device, -1 when unknown
@@ -90,11 +97,11 @@ var (
 const maxMeshRank = 3
 
 func (v *validator) planf(format string, args ...any) {
-	v.probs = append(v.probs, Problem{Step: -1, Msg: fmt.Sprintf(format, args...)})
+	v.probs.Addf(-1, "", format, args...)
 }
 
 func (v *validator) stepf(i int, format string, args ...any) {
-	v.probs = append(v.probs, Problem{Step: i, Type: v.p.Steps[i].Type, Msg: fmt.Sprintf(format, args...)})
+	v.probs.Addf(i, v.p.Steps[i].Type, format, args...)
 }
 
 // checkHeader checks rule 1's scalar fields.
@@ -174,7 +181,7 @@ func (v *validator) checkTensors() {
 // checkTensor checks one tensor's fields (rule 2) and returns what the step
 // checks need to know about it.
 func (v *validator) checkTensor(what string, t *Tensor) *tensorInfo {
-	info := &tensorInfo{rank: -1, local: -1}
+	info := &tensorInfo{t: t, rank: -1, local: -1}
 	if m, ok := v.p.Meshes[t.Mesh]; ok {
 		info.mesh = &m
 	} else {
@@ -193,6 +200,9 @@ func (v *validator) checkTensor(what string, t *Tensor) *tensorInfo {
 	values := v.valueAxes(what, t)
 	if values != nil {
 		info.rank = len(values)
+		if shapeOK {
+			v.checkSchedule(what, t, info.mesh)
+		}
 	}
 	divisors := v.checkShardings(what, t, info)
 	if info.rank < 0 {
@@ -376,6 +386,7 @@ func (v *validator) checkLayout(what string, t *Tensor, rank int) {
 // checkOps checks every op (rule 3) and records which tensors ops write.
 func (v *validator) checkOps() {
 	v.written = map[string]int{}
+	v.opOK = make([]bool, len(v.p.Ops))
 	for i, op := range v.p.Ops {
 		v.checkOp(i, op)
 		if _, ok := v.written[op.Output]; !ok {
@@ -385,6 +396,8 @@ func (v *validator) checkOps() {
 }
 
 func (v *validator) checkOp(i int, op Op) {
+	before := v.probs.Count()
+	defer func() { v.opOK[i] = v.probs.Count() == before }()
 	if op.Index != i {
 		v.planf("op %d: index is %d", i, op.Index)
 	}
@@ -402,6 +415,40 @@ func (v *validator) checkOp(i int, op Op) {
 		v.planf("op %d: output %q is also the output of op %d", i, op.Output, j)
 	}
 	v.checkOpAxis(i, op, in)
+	v.checkOpOutput(i, op)
+}
+
+// checkOpOutput checks that an op's output is what the op makes of its
+// input: the same dtype (format 1 has no casts) and the input's
+// non-reduction shape, with the reduced axis as its only reduction axis.
+func (v *validator) checkOpOutput(i int, op Op) {
+	in, out := v.tensors[op.Input], v.tensors[op.Output]
+	if in == nil || out == nil || in.rank < 0 || out.rank < 0 {
+		return
+	}
+	if in.t.DType != out.t.DType && DTypeSize(in.t.DType) > 0 && DTypeSize(out.t.DType) > 0 {
+		v.planf("op %d: output %q has dtype %s, but its input %q has %s (format 1 has no casts)", i, op.Output, out.t.DType, op.Input, in.t.DType)
+	}
+	var shape []int
+	for k, e := range in.t.Shape {
+		if !slices.Contains(in.t.ReductionAxes, k) {
+			shape = append(shape, e)
+		}
+	}
+	var reduced []int
+	switch {
+	case !slices.Contains(opNames, op.Op):
+		return // reported as an unknown op
+	case op.Op == "set":
+	case op.Axis == nil || *op.Axis < 0 || *op.Axis >= in.rank:
+		return // reported as a bad axis
+	default:
+		reduced = []int{*op.Axis}
+	}
+	if !slices.Equal(out.t.Shape, shape) || !slices.Equal(out.t.ReductionAxes, reduced) {
+		v.planf("op %d: output %q has shape %v and reduction_axes %v, want %v and %v (the input's non-reduction shape, the reduced axis)",
+			i, op.Output, out.t.Shape, out.t.ReductionAxes, shape, reduced)
+	}
 }
 
 func (v *validator) checkOpAxis(i int, op Op, in *tensorInfo) {
@@ -465,6 +512,7 @@ func (v *validator) checkSummary() {
 	}
 	v.checkByType(byType)
 	v.checkBytesReceivedMax()
+	v.checkBytesRatio()
 }
 
 func (v *validator) checkByType(want map[string]int) {
@@ -487,33 +535,6 @@ func (v *validator) checkByType(want map[string]int) {
 		case n != want[k]:
 			v.planf("summary: by_type[%q] is %d, but the plan has %d such collective steps", k, n, want[k])
 		}
-	}
-}
-
-// checkBytesReceivedMax checks that bytes_received_max lies between the
-// largest receive of one step and the sum over steps of their largest
-// receives; the upper bound only when every collective reports its bytes.
-func (v *validator) checkBytesReceivedMax() {
-	var lo, hi int64
-	complete := true
-	for _, s := range v.p.Steps {
-		if s.Bytes == nil {
-			complete = complete && s.Kind != KindCollective
-			continue
-		}
-		r := max(s.Bytes.ReceivedPerDevice, 0)
-		lo = max(lo, r)
-		if hi > math.MaxInt64-r {
-			complete = false
-		}
-		hi += r
-	}
-	got := v.p.Summary.BytesReceivedMax
-	switch {
-	case got < lo:
-		v.planf("summary: bytes_received_max is %d, but a step receives %d bytes on one device", got, lo)
-	case complete && got > hi:
-		v.planf("summary: bytes_received_max is %d, more than the %d bytes all steps receive together", got, hi)
 	}
 }
 
@@ -546,13 +567,4 @@ func product(xs []int) (int, bool) {
 // isPermutation reports whether xs holds each of 0..n-1 exactly once.
 func isPermutation(xs []int, n int) bool {
 	return len(xs) == n && distinctPositions(xs, n)
-}
-
-// add returns a+b for non-negative a and b, and false when the sum
-// overflows.
-func add(a, b int) (int, bool) {
-	if a > math.MaxInt-b {
-		return 0, false
-	}
-	return a + b, true
 }

@@ -6,10 +6,10 @@ import "fmt"
 // whose sharding it changes (docs/plan.md): the reduced axis for Allreduce,
 // Reduce and ReduceScatter; for Allgather, Gather, AllToAll and SendRecv
 // the op input's axis sharded along the device type the team spans; for
-// Scatter the op output's (counted among the input's axes); none for
-// Broadcast.
+// Scatter and Slice (a local step that takes teams) the op output's
+// (counted among the input's axes); none for Broadcast.
 func (v *validator) checkCollectiveAxis(i int, s *Step, op *Op) {
-	if s.Kind != KindCollective || op == nil || len(s.Teams) == 0 {
+	if (s.Kind != KindCollective && s.Type != Slice) || op == nil || len(s.Teams) == 0 {
 		return
 	}
 	var want *int
@@ -17,11 +17,15 @@ func (v *validator) checkCollectiveAxis(i int, s *Step, op *Op) {
 	case Broadcast:
 	case Allreduce, Reduce, ReduceScatter:
 		want = op.Axis
-	case Scatter:
+	case Scatter, Slice:
 		if !v.becomesTensor(i, s.Output, op.Output) {
 			return // an intermediate sharding of a multi-step change
 		}
-		want = v.shardedAxis(op.Output, s.Teams[0])
+		teamMesh := op.Output
+		if s.Type == Slice {
+			teamMesh = op.Input // a Slice runs where the input is, maybe before a move to the output's mesh
+		}
+		want = v.shardedAxisAlong(op.Output, teamMesh, s.Teams[0])
 		if want != nil && op.Axis != nil && *want >= *op.Axis {
 			*want++ // the output's axes skip the reduced one
 		}
@@ -115,22 +119,18 @@ func (v *validator) firstShardedAxis(name string) *int {
 // shardedAxis returns the logical axis of tensor name that is sharded along
 // the device type whose mesh axis team spans, or nil.
 func (v *validator) shardedAxis(name string, team []int) *int {
-	var t *Tensor
-	for k := range v.p.Tensors {
-		if v.p.Tensors[k].Name == name {
-			t = &v.p.Tensors[k]
-			break
-		}
-	}
-	if t == nil {
+	return v.shardedAxisAlong(name, name, team)
+}
+
+// shardedAxisAlong is shardedAxis with the device type read on the mesh of
+// tensor teamMesh.
+func (v *validator) shardedAxisAlong(name, teamMesh string, team []int) *int {
+	t, tm := v.tensors[name], v.tensors[teamMesh]
+	if t == nil || tm == nil || tm.mesh == nil {
 		return nil
 	}
-	m, ok := v.p.Meshes[t.Mesh]
-	if !ok {
-		return nil
-	}
-	typ := spannedType(m, team)
-	for _, sh := range t.Sharding {
+	typ := spannedType(*tm.mesh, team)
+	for _, sh := range t.t.Sharding {
 		if sh.Type == typ {
 			return &sh.LogicalAxis
 		}

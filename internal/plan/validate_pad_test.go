@@ -46,7 +46,7 @@ func slicePlan() *Plan {
 		Sharding: []Sharding{{Type: "DIDx", LogicalAxis: 0, Kind: "block"}}, LocalShape: []int{2}, Layout: []int{0}}
 	p.Steps = []Step{{ID: 0, Op: 0, Expr: "tv1 = set(tv0)", Kind: KindLocal, Type: Slice, Teams: [][]int{{0, 1}},
 		Input: "tv0", Output: "tv1", Axis: new(0), Count: Count{Input: 4, Output: 2}}}
-	p.Summary = Summary{LocalSteps: 1, ByType: map[string]int{}}
+	p.Summary = Summary{LocalSteps: 1, ByType: map[string]int{}, BytesRatio: new(1.0)}
 	return p
 }
 

@@ -17,6 +17,7 @@ func (v *validator) checkSteps() {
 }
 
 func (v *validator) checkStep(i int, s *Step) {
+	before := v.probs.Count()
 	if s.ID != i {
 		v.stepf(i, "id is %d, want %d", s.ID, i)
 	}
@@ -41,6 +42,19 @@ func (v *validator) checkStep(i int, s *Step) {
 		v.checkLocalFields(i, s)
 	}
 	v.checkBytes(i, s)
+	if v.probs.Count() == before {
+		v.checkExpr(i, s, op)
+		v.checkTraffic(i, s, op)
+	} else {
+		v.trafficUnknown = true
+	}
+}
+
+// checkExpr checks that the step names its op as the op renders itself.
+func (v *validator) checkExpr(i int, s *Step, op *Op) {
+	if op != nil && v.opOK[s.Op] && s.Expr != op.Expr() {
+		v.stepf(i, "expr is %q, but op %d is %q", s.Expr, s.Op, op.Expr())
+	}
 }
 
 // checkKind checks the kind and the type and reports whether the type is
@@ -234,6 +248,10 @@ func (v *validator) checkStepAxis(i int, s *Step, op *Op) bool {
 		return true
 	}
 	a := *s.Axis
+	if s.Kind == KindLocal && s.Type != Slice {
+		v.stepf(i, "axis is %d, but a local step other than Slice takes none", a)
+		return false
+	}
 	if a < 0 {
 		v.stepf(i, "axis is %d, want >= 0", a)
 		return false
@@ -259,6 +277,9 @@ func (v *validator) checkBytes(i int, s *Step) {
 		v.stepf(i, "a local step moves no bytes between devices; bytes must be absent")
 	case b != nil && (b.SentPerDevice < 0 || b.ReceivedPerDevice < 0):
 		v.stepf(i, "bytes {%d, %d} are negative", b.SentPerDevice, b.ReceivedPerDevice)
+	case b != nil && (b.LowerBound < 0 || b.LowerBound > b.ReceivedPerDevice):
+		// What the busiest device must receive is at most what it does.
+		v.stepf(i, "lower_bound is %d, not between 0 and received_per_device %d", b.LowerBound, b.ReceivedPerDevice)
 	}
 }
 

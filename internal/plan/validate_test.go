@@ -44,7 +44,7 @@ func allgatherPlan() *Plan {
 }
 
 // twoOpPlan extends allgatherPlan with a Permute before the Allgather (tv1
-// is stored axis 1 outermost) and a second op, tv3 = sum(tv2, 0) on a 2x2
+// is stored axis 1 outermost) and a second op, tv3 = sum(tv2, axis=0) on a 2x2
 // mesh, lowered to an Allreduce with two teams.
 func twoOpPlan() *Plan {
 	p := allgatherPlan()
@@ -76,7 +76,7 @@ func twoOpPlan() *Plan {
 	gather := p.Steps[0]
 	gather.ID, gather.Input = 1, "tv1/permuted"
 	allreduce := Step{
-		ID: 2, Op: 1, Expr: "tv3 = sum(tv2, 0)", Kind: KindCollective, Type: Allreduce,
+		ID: 2, Op: 1, Expr: "tv3 = sum(tv2, axis=0)", Kind: KindCollective, Type: Allreduce,
 		Teams: [][]int{{0, 1}, {2, 3}}, ReduceOp: new("sum"), Input: "tv2", Output: "tv3",
 		Axis: new(0), Count: Count{Input: 64, Output: 64},
 		Bytes: &Bytes{SentPerDevice: 256, ReceivedPerDevice: 256},
@@ -159,7 +159,7 @@ func allToAllPlan() *Plan {
 	return p
 }
 
-// reduceScatterPlan lowers tv1 = sum(tv0, 0), tv0 [4, 1024] sharded on the
+// reduceScatterPlan lowers tv1 = sum(tv0, axis=0), tv0 [4, 1024] sharded on the
 // reduced axis and tv1 sharded on the other, to a ReduceScatter.
 func reduceScatterPlan() *Plan {
 	p := allgatherPlan()
@@ -170,11 +170,11 @@ func reduceScatterPlan() *Plan {
 	t.Sharding = []Sharding{{Type: "DIDx", LogicalAxis: 0, Kind: "block"}}
 	p.Ops[0].Op, p.Ops[0].Axis = "sum", new(0)
 	s := asStep(p, ReduceScatter, nil, Count{Input: 1024, Output: 256}, Bytes{SentPerDevice: 3072, ReceivedPerDevice: 3072})
-	s.ReduceOp, s.Expr, s.Axis = new("sum"), "tv1 = sum(tv0, 0)", new(0)
+	s.ReduceOp, s.Expr, s.Axis = new("sum"), "tv1 = sum(tv0, axis=0)", new(0)
 	return p
 }
 
-// localReducePlan lowers tv1 = sum(tv0, 0), with tv0 sharded on the other
+// localReducePlan lowers tv1 = sum(tv0, axis=0), with tv0 sharded on the other
 // axis, to a LocalReduce on every device.
 func localReducePlan() *Plan {
 	p := allgatherPlan()
@@ -183,11 +183,11 @@ func localReducePlan() *Plan {
 	t.Sharding = []Sharding{{Type: "DIDx", LogicalAxis: 0, Kind: "block"}}
 	p.Ops[0].Op, p.Ops[0].Axis = "sum", new(0)
 	p.Steps[0] = Step{
-		ID: 0, Op: 0, Expr: "tv1 = sum(tv0, 0)", Kind: KindLocal, Type: LocalReduce,
+		ID: 0, Op: 0, Expr: "tv1 = sum(tv0, axis=0)", Kind: KindLocal, Type: LocalReduce,
 		Devices: []int{0, 1, 2, 3}, ReduceOp: new("sum"), Input: "tv0", Output: "tv1",
 		Count: Count{Input: 2048, Output: 256}, Dims: []int{8, 256}, ReduceDims: []int{0},
 	}
-	p.Summary = Summary{LocalSteps: 1}
+	p.Summary = Summary{LocalSteps: 1, BytesRatio: new(1.0)}
 	return p
 }
 
@@ -246,6 +246,7 @@ func TestValidateEmpty(t *testing.T) {
 		{Step: -1, Msg: "format is 0, want 1"},
 		{Step: -1, Msg: "fusion name is empty"},
 		{Step: -1, Msg: `policy "" is not nvfuser or optimal`},
+		{Step: -1, Msg: "summary: bytes_ratio is null, want 1 (bytes_received_max / bytes_lower_bound, to 3 decimals)"},
 	}
 	if diff := cmp.Diff(want, Validate(&Plan{})); diff != "" {
 		t.Errorf("Validate(&Plan{}) mismatch (-want +got):\n%s", diff)
@@ -291,6 +292,9 @@ func TestValidate(t *testing.T) {
 	cases = append(cases, coverageCases()...)
 	cases = append(cases, summaryCases()...)
 	cases = append(cases, padCases()...)
+	cases = append(cases, scheduleCases()...)
+	cases = append(cases, opOutputCases()...)
+	cases = append(cases, certificateCases()...)
 	seen := map[string]bool{}
 	for _, tc := range cases {
 		if seen[tc.name] {
@@ -347,7 +351,10 @@ func tensorCases() []validateCase {
 		{name: "tensor dtype", mutate: func(p *Plan) { p.Tensors[1].DType = "float8" },
 			want: []Problem{pp(`tensor "tv1": dtype "float8" is not one of float32, float16, bfloat16, float64, int32, int64`)}},
 		{name: "tensor extent", mutate: func(p *Plan) { p.Tensors[1].Shape[0] = 0 },
-			want: []Problem{pp(`tensor "tv1": shape[0] is 0, want >= 1`)}},
+			want: []Problem{
+				pp(`tensor "tv1": shape[0] is 0, want >= 1`),
+				pp(`op 0: output "tv1" has shape [0 1024] and reduction_axes [], want [8 1024] and [] (the input's non-reduction shape, the reduced axis)`),
+			}},
 		{name: "reduction axis range", mutate: func(p *Plan) { p.Tensors[1].ReductionAxes = []int{2} },
 			want: []Problem{pp(`tensor "tv1": reduction_axes[0] is 2, not a position in a shape of 2 axes`)}},
 		{name: "reduction axis twice", base: reduceScatterPlan, mutate: func(p *Plan) { p.Tensors[1].ReductionAxes = []int{0, 0} },
@@ -375,7 +382,10 @@ func tensorCases() []validateCase {
 				sp(0, Allgather, `count.input is 2048, but "tv0" holds 4096 elements per device`),
 			}},
 		{name: "local shape uneven", mutate: func(p *Plan) { p.Tensors[0].Shape[1] = 1022 },
-			want: []Problem{pp(`tensor "tv0": extent 1022 of axis 1 does not divide among 4 devices`)}},
+			want: []Problem{
+				pp(`tensor "tv0": extent 1022 of axis 1 does not divide among 4 devices`),
+				pp(`op 0: output "tv1" has shape [8 1024] and reduction_axes [], want [8 1022] and [] (the input's non-reduction shape, the reduced axis)`),
+			}},
 		{name: "layout", mutate: func(p *Plan) { p.Tensors[0].Layout = []int{0, 0} },
 			want: []Problem{pp(`tensor "tv0": layout [0 0] is not a permutation of the 2 non-reduction axes`)}},
 	}
@@ -402,6 +412,7 @@ func opCases() []validateCase {
 		{name: "op output twice", base: twoOpPlan, mutate: func(p *Plan) { p.Ops[1].Output = "tv1" },
 			want: []Problem{
 				pp(`op 1: output "tv1" is also the output of op 0`),
+				pp(`op 1: output "tv1" has shape [8 1024] and reduction_axes [], want [2 64] and [0] (the input's non-reduction shape, the reduced axis)`),
 				sp(2, Allreduce, `output "tv3" is a fusion input`),
 				pp(`op 1: no step of the op writes its output "tv1"`),
 			}},
@@ -479,7 +490,11 @@ func rootCases() []validateCase {
 				sp(0, SendRecv, "device 2 of team 0 is in no mesh"),
 				sp(0, SendRecv, "a SendRecv team is [sender, receiver], got 3 members"),
 			}},
-		{name: "send recv self copy", base: sendRecvPlan, mutate: func(p *Plan) { p.Steps[0].Teams[0] = []int{0, 0} }},
+		{name: "send recv self copy", base: sendRecvPlan, mutate: func(p *Plan) {
+			p.Steps[0].Teams[0] = []int{0, 0}
+			p.Steps[0].Bytes = &Bytes{} // a copy on one device moves nothing between devices
+			p.Summary.BytesReceivedMax, p.Summary.BytesRatio = 0, new(1.0)
+		}},
 		{name: "self copy only for SendRecv", base: broadcastPlan, mutate: func(p *Plan) { p.Steps[0].Teams[0] = []int{0, 0} },
 			want: []Problem{sp(0, Broadcast, "device 0 is in team 0 more than once")}},
 		{name: "reduce op missing", base: twoOpPlan, mutate: func(p *Plan) { p.Steps[2].ReduceOp = nil },
@@ -592,6 +607,8 @@ func countCases() []validateCase {
 			p.Meshes["r"] = Mesh{Shape: []int{1}, Devices: []int{0}}
 			p.Steps[0].Teams[0] = []int{0, 1, 2, 3}
 			p.Steps[0].Root = new(0)
+			p.Steps[0].Bytes.ReceivedPerDevice = 24576 // the root holds its own part
+			p.Summary.BytesReceivedMax = 24576
 		}},
 		{name: "count LocalReduce", base: localReducePlan, mutate: func(p *Plan) { p.Steps[0].Count.Output = 512 },
 			want: []Problem{
@@ -665,9 +682,9 @@ func summaryCases() []validateCase {
 		{name: "summary by_type count", mutate: func(p *Plan) { p.Summary.ByType[Allgather] = 3 },
 			want: []Problem{pp(`summary: by_type["Allgather"] is 3, but the plan has 1 such collective steps`)}},
 		{name: "summary bytes low", base: twoOpPlan, mutate: func(p *Plan) { p.Summary.BytesReceivedMax = 256 },
-			want: []Problem{pp("summary: bytes_received_max is 256, but a step receives 24576 bytes on one device")}},
+			want: []Problem{pp("summary: bytes_received_max is 256, but the steps make a device receive at most 24832 bytes")}},
 		{name: "summary bytes high", base: twoOpPlan, mutate: func(p *Plan) { p.Summary.BytesReceivedMax = 24833 },
-			want: []Problem{pp("summary: bytes_received_max is 24833, more than the 24832 bytes all steps receive together")}},
+			want: []Problem{pp("summary: bytes_received_max is 24833, but the steps make a device receive at most 24832 bytes")}},
 		{name: "collective without bytes", base: twoOpPlan, mutate: func(p *Plan) { p.Steps[2].Bytes = nil },
 			want: []Problem{sp(2, Allreduce, "a collective needs bytes (sent_per_device, received_per_device)")}},
 		{name: "local step with bytes", base: twoOpPlan, mutate: func(p *Plan) { p.Steps[0].Bytes = &Bytes{} },
