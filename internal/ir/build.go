@@ -344,6 +344,11 @@ func (p *parser) extents(n *yaml.Node, what string) ([]int, bool) {
 	if !ok {
 		return nil, false
 	}
+	if len(items) > MaxRank {
+		p.errs.AddHint(posOf(n), "real tensors have a handful of axes; merge axes that are never sharded apart",
+			"%s: %d extents, more than %d", what, len(items), MaxRank)
+		return nil, false
+	}
 	shape := make([]int, 0, len(items))
 	good := true
 	for _, it := range items {

@@ -54,6 +54,11 @@ func (p *parser) replay(t *Tensor, n *yaml.Node) {
 	if !ok {
 		return
 	}
+	if len(items) > MaxScheduleSteps {
+		p.errs.AddHint(posOf(n), "each split adds a loop axis; real schedules have a handful of steps",
+			"%s: %d steps, more than %d", what, len(items), MaxScheduleSteps)
+		return
+	}
 	for _, it := range items {
 		fields, ok := p.w.mapping(it, what, stepNames)
 		if !ok {
