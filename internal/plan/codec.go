@@ -36,7 +36,8 @@ func Marshal(p *Plan) ([]byte, error) {
 	return b.Bytes(), err
 }
 
-// Decode reads a plan strictly: unknown fields, trailing data and a format
+// Decode reads a plan strictly: unknown fields, a key repeated in one object
+// (two that differ only in case, in a struct), trailing data and a format
 // other than [Format] are errors. Errors are a *diag.List positioned by line
 // and column where the JSON decoder says where.
 func Decode(file string, src []byte) (*Plan, error) {
@@ -50,6 +51,11 @@ func Decode(file string, src []byte) (*Plan, error) {
 	}
 	if dec.More() {
 		errs.Add(offsetPos(src, int(dec.InputOffset())), "invalid plan: unexpected data after the plan")
+		return nil, errs
+	}
+	if d, ok := findDuplicate(src); ok {
+		first := offsetPos(src, d.first)
+		errs.Add(offsetPos(src, d.next), "invalid plan: duplicate key %q (first at %d:%d); a plan states each field once", d.key, first.Line, first.Col)
 		return nil, errs
 	}
 	if p.Format != Format {
