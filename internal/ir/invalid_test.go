@@ -890,7 +890,7 @@ tensors:
       - outer_split: {axis: 0, factor: 3}
       - parallelize: {axis: 0, type: DIDx}
 `,
-		want: `in.yaml:10:9: error: tensor "tv0": DIDx axis: split by 2 does not align with the merged axes it splits`,
+		want: `in.yaml:9:9: error: tensor "tv0": DIDx axis: outer_split by 3 cuts the merged axis 2 (axis 0) x 3 (axis 1) inside a logical axis, not at a divisor of it; a factor must cut the merged axis between its logical axes or at a divisor inside one; outer_split factors that align here: 2`,
 	},
 	{
 		name: "step_missing_key",
@@ -1027,7 +1027,7 @@ tensors:
       - outer_split: {axis: 1, factor: 4}
       - parallelize: {axis: 1, type: DIDx}
 `,
-		want: `in.yaml:10:9: error: tensor "tv0": DIDx axis: uneven split: extent 6 is not divisible into 4 x 2, and only the first split of a logical axis may be uneven; split the logical axis unevenly first, then split its pieces evenly`,
+		want: `in.yaml:9:9: error: tensor "tv0": DIDx axis: uneven split: extent 6 is not divisible into 4 x 2, and only the first split of a logical axis may be uneven; split the logical axis unevenly first, then split its pieces evenly`,
 	},
 	{
 		name: "unknown_dtype",

@@ -250,6 +250,10 @@ type Transform struct {
 	In   []*IterDomain
 	Out  []*IterDomain
 	Pos  diag.Pos
+	// Step and Factor are the schedule step as the user wrote it (split or
+	// outer_split, and its factor), for messages.
+	Step   StepKind
+	Factor int
 }
 
 // StepKind names a schedule step.

@@ -213,7 +213,7 @@ func (p *parser) apply(t *Tensor, s ScheduleStep) bool {
 			outer.Extent = s.Factor
 		}
 		innerID := &IterDomain{Extent: inner, Reduction: in.Reduction, Logical: -1}
-		tr := &Transform{Kind: Split, In: []*IterDomain{in}, Out: []*IterDomain{outer, innerID}, Pos: s.Pos}
+		tr := &Transform{Kind: Split, In: []*IterDomain{in}, Out: []*IterDomain{outer, innerID}, Pos: s.Pos, Step: s.Kind, Factor: s.Factor}
 		outer.Def, innerID.Def = tr, tr
 		t.Loop = slices.Replace(t.Loop, s.Axis, s.Axis+1, outer, innerID)
 	case StepMerge:

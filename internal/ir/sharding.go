@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
+	"strings"
 
 	"github.com/nvcomm/nvcomm/internal/diag"
 )
@@ -79,7 +81,7 @@ func (t *Tensor) analyze() *analysisError {
 		}
 		digits, err := t.digits(id, valueIndex)
 		if err != nil {
-			return &analysisError{Pos: id.ParPos, Msg: fmt.Sprintf("%s axis: %s", pt, err.Msg), Hint: err.Hint}
+			return &analysisError{Pos: err.Pos, Msg: fmt.Sprintf("%s axis: %s", pt, err.Msg), Hint: err.Hint}
 		}
 		t.shardings = append(t.shardings, Sharding{Type: pt, Digits: digits, Kind: t.kindOf(digits)})
 	}
@@ -175,8 +177,7 @@ func (t *Tensor) digitsOf(id *IterDomain, valueIndex map[int]int, memo map[*Iter
 	}
 	outer, inner, ok := splitDigits(in, innerExt)
 	if !ok {
-		return nil, &analysisError{Pos: tr.Pos,
-			Msg: fmt.Sprintf("split by %d does not align with the merged axes it splits", innerExt)}
+		return nil, misalignedSplit(tr, in)
 	}
 	if tr.Out[0] == id {
 		return outer, nil
@@ -380,4 +381,62 @@ func (t *Tensor) Boundaries(a int) []int {
 		}
 	}
 	return b
+}
+
+// misalignedSplit explains a split of a merged axis whose cut falls inside
+// a logical axis at a point that is not a divisor of it: the device axis
+// would then hold pieces of two logical axes that no digit list describes.
+// It names the user's step and factor and lists the factors that align.
+func misalignedSplit(tr *Transform, merged []Digit) *analysisError {
+	parts := make([]string, len(merged))
+	for k, d := range merged {
+		parts[k] = fmt.Sprintf("%d (axis %d)", d.Extent, d.Axis)
+	}
+	var good []string
+	ext := tr.In[0].Extent
+	for f := 2; f < ext; f++ {
+		if ext%f != 0 {
+			continue
+		}
+		inner := f // split: the factor is the inner extent
+		if tr.Step == StepOuterSplit {
+			inner = ext / f
+		}
+		if _, _, ok := splitDigits(merged, inner); ok {
+			good = append(good, strconv.Itoa(f))
+		}
+	}
+	hint := fmt.Sprintf("a factor must cut the merged axis between its logical axes or at a divisor inside one; %s factors that align here: %s", tr.Step, strings.Join(good, ", "))
+	if len(good) == 0 {
+		hint = "no factor of this merged axis aligns; split the logical axes before merging them"
+	}
+	return &analysisError{Pos: tr.Pos,
+		Msg: fmt.Sprintf("%s by %d cuts the merged axis %s inside a logical axis, not at a divisor of it",
+			tr.Step, tr.Factor, strings.Join(parts, " x ")),
+		Hint: hint}
+}
+
+// MergedDeviceAxis returns a device type whose loop axis derives, through
+// any chain of splits, from a merge of logical axes — even when the cut
+// lands on whole logical axes, so that the device axis shards a single one.
+// nvFuser rejects all of these ("Expected exactly one logical ID producing
+// the device dimension", csrc/host_ir/lower_to_communication.cpp): it looks
+// for one logical ancestor, not at extents.
+func (t *Tensor) MergedDeviceAxis() (ParallelType, bool) {
+	for _, pt := range DeviceTypes {
+		if id := t.deviceAxis(pt); id != nil && throughMerge(id) {
+			return pt, true
+		}
+	}
+	return 0, false
+}
+
+// throughMerge reports whether a merge is among id's ancestors.
+func throughMerge(id *IterDomain) bool {
+	for tr := id.Def; tr != nil; tr = tr.In[0].Def {
+		if tr.Kind == Merge {
+			return true
+		}
+	}
+	return false
 }

@@ -112,10 +112,12 @@ func (c *opCtx) nvfuserAccepts(p, t *ir.Tensor) bool {
 		c.fail(reason, "use meshes of the same size, or gather on one mesh and scatter on the other")
 		return false
 	}
-	if isMerged(p) || isMerged(t) {
-		c.fail("a device axis derives from a merge; nvFuser needs exactly one logical axis per device dimension (\"Expected exactly one logical ID producing the device dimension\")",
-			"use --policy optimal, which lowers merged device axes")
-		return false
+	for _, x := range []*ir.Tensor{p, t} {
+		if pt, ok := x.MergedDeviceAxis(); ok {
+			c.fail(fmt.Sprintf("the %s axis of %q derives from a merge; nvFuser needs exactly one logical axis producing each device dimension (\"Expected exactly one logical ID producing the device dimension\")", pt, x.Name),
+				"shard the logical axis with a split instead of merging first, or use --policy optimal, which lowers merged device axes")
+			return false
+		}
 	}
 	return true
 }
@@ -222,11 +224,6 @@ func (c *opCtx) addBound(pv, cv *view) {
 // fail reports that the op cannot be lowered under the policy.
 func (c *opCtx) fail(reason, hint string) {
 	c.errs.AddHint(c.op.Pos, hint, "op %q cannot be lowered (policy %s): %s", c.op.Expr(), c.policy, reason)
-}
-
-// isMerged reports whether a device axis of t derives from a merge.
-func isMerged(t *ir.Tensor) bool {
-	return slices.ContainsFunc(t.Shardings(), func(s ir.Sharding) bool { return s.Kind == ir.Merged })
 }
 
 func identity(n int) []int {
