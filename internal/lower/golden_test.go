@@ -19,9 +19,14 @@ import (
 // (NVCOMM_UPDATE=1 go test ./...).
 var update = os.Getenv("NVCOMM_UPDATE") == "1"
 
-// goldenDirs hold fusion files whose plans are checked in beside them:
-// NAME.yaml lowers to NAME.json, or fails with the diagnostics in NAME.err.
-var goldenDirs = []string{"../../testdata/examples", "../../testdata/conformance"}
+// goldenDirs hold fusion files whose plans are checked in beside them, one
+// golden per policy: NAME.yaml lowers under policy nvfuser to NAME.json (or
+// fails with the diagnostics in NAME.err), and under policy optimal, the
+// default, to NAME.optimal.json (or NAME.optimal.err).
+var goldenDirs = []string{"../../testdata/examples", "../../testdata/conformance", "../../testdata/regress"}
+
+// goldenSuffix is what a policy's goldens add to the fusion's base name.
+var goldenSuffix = map[lower.Policy]string{lower.PolicyNvFuser: "", lower.PolicyOptimal: ".optimal"}
 
 func TestGoldenPlans(t *testing.T) {
 	for _, dir := range goldenDirs {
@@ -30,14 +35,17 @@ func TestGoldenPlans(t *testing.T) {
 			t.Fatalf("no fusion files in %s (%v)", dir, err)
 		}
 		for _, file := range files {
-			t.Run(filepath.Base(file), func(t *testing.T) { checkGolden(t, file) })
+			for _, policy := range lower.Policies {
+				name := filepath.Base(file) + "/" + policy
+				t.Run(name, func(t *testing.T) { checkGolden(t, file, lower.Policy(policy)) })
+			}
 		}
 	}
 }
 
-func checkGolden(t *testing.T, file string) {
-	base := strings.TrimSuffix(file, ".yaml")
-	got, ext := lowerFile(t, file)
+func checkGolden(t *testing.T, file string, policy lower.Policy) {
+	base := strings.TrimSuffix(file, ".yaml") + goldenSuffix[policy]
+	got, ext := lowerFile(t, file, policy)
 	golden := base + ext
 	other := base + map[string]string{".json": ".err", ".err": ".json"}[ext]
 	if update {
@@ -58,7 +66,7 @@ func checkGolden(t *testing.T, file string) {
 
 // lowerFile lowers a fusion file and returns the plan JSON (".json") or the
 // diagnostics (".err"), with the file named by its base name.
-func lowerFile(t *testing.T, file string) (string, string) {
+func lowerFile(t *testing.T, file string, policy lower.Policy) (string, string) {
 	t.Helper()
 	src, err := os.ReadFile(file)
 	if err != nil {
@@ -67,7 +75,7 @@ func lowerFile(t *testing.T, file string) (string, string) {
 	f, err := ir.Parse(filepath.Base(file), src)
 	if err == nil {
 		var p *plan.Plan
-		p, err = lower.Lower(f, lower.Options{Policy: lower.PolicyNvFuser})
+		p, err = lower.Lower(f, lower.Options{Policy: policy})
 		if err == nil {
 			b, err := plan.Marshal(p)
 			if err != nil {
