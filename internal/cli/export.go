@@ -136,7 +136,8 @@ func loadTopology(cmd *cobra.Command, arg string) (*cost.Topology, error) {
 	return cost.ParseTopology(arg, src)
 }
 
-// loadPlan returns a plan: decoded and validated when the input is a plan,
+// loadPlan returns a plan: decoded, validated and certified (checkPlan)
+// when the input is a plan,
 // lowered when it is a fusion file.
 func loadPlan(cmd *cobra.Command, arg string, policy lower.Policy) (*plan.Plan, error) {
 	name, src, err := readInput(cmd, arg)
@@ -150,11 +151,8 @@ func loadPlan(cmd *cobra.Command, arg string, policy lower.Policy) (*plan.Plan, 
 	if err != nil {
 		return nil, report(cmd, err)
 	}
-	if problems := plan.Validate(p); len(problems) > 0 {
-		for _, pr := range problems {
-			fmt.Fprintf(cmd.ErrOrStderr(), "%s: %s\n", name, pr)
-		}
-		return nil, reportedError{}
+	if err := checkPlan(cmd, name, p); err != nil {
+		return nil, err
 	}
 	return p, nil
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nvcomm/nvcomm/internal/lower"
 	"github.com/nvcomm/nvcomm/internal/plan"
 )
 
@@ -12,7 +13,13 @@ func newValidateCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "validate PLAN|-",
 		Short: "Check a plan's schema and meaning",
-		Args:  exactArgs(1),
+		Long: `validate checks a plan against the contract of docs/plan.md: every field's schema,
+the schedules and allocations replayed on the shapes, the steps' buffers, counts and
+bytes, and the summary. It then certifies the plan: the analyses (sharding,
+local_shape, padded_shape, layout) and lower bounds it states must be the ones
+nvcomm computes for its fusion. At most 10 problems are printed, then how many more
+there were.`,
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name, src, err := readInput(cmd, args[0])
 			if err != nil {
@@ -22,19 +29,33 @@ func newValidateCmd() *cobra.Command {
 			if err != nil {
 				return report(cmd, err)
 			}
-			problems := plan.Validate(p)
-			if len(problems) == 0 {
-				noun := "steps"
-				if len(p.Steps) == 1 {
-					noun = "step"
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%s: valid plan (%d %s)\n", name, len(p.Steps), noun)
-				return nil
+			if err := checkPlan(cmd, name, p); err != nil {
+				return err
 			}
-			for _, pr := range problems {
-				fmt.Fprintf(cmd.ErrOrStderr(), "%s: %s\n", name, pr)
+			noun := "steps"
+			if len(p.Steps) == 1 {
+				noun = "step"
 			}
-			return reportedError{}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: valid plan (%d %s)\n", name, len(p.Steps), noun)
+			return nil
 		},
 	}
+}
+
+// checkPlan validates a decoded plan and, when its structure is sound,
+// certifies its numbers (lower.Certify), printing the problems found: every
+// command that reads a plan runs it, so none acts on a plan nvcomm would
+// not vouch for.
+func checkPlan(cmd *cobra.Command, name string, p *plan.Plan) error {
+	problems := plan.Validate(p)
+	if len(problems) == 0 {
+		problems = lower.Certify(p)
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	for _, pr := range problems {
+		fmt.Fprintf(cmd.ErrOrStderr(), "%s: %s\n", name, pr)
+	}
+	return reportedError{}
 }

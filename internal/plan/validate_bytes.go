@@ -14,6 +14,10 @@ func (v *validator) checkTraffic(i int, s *Step, op *Op) {
 	if s.Kind != KindCollective || s.Bytes == nil || op == nil || v.tensors[op.Input] == nil {
 		return
 	}
+	if !v.opOK[s.Op] {
+		v.trafficUnknown = true // the op's dtypes or tensors are in question
+		return
+	}
 	elem := DTypeSize(v.tensors[op.Input].t.DType)
 	if elem == 0 {
 		v.trafficUnknown = true // an unknown dtype, reported with the tensor

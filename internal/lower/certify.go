@@ -1,0 +1,273 @@
+package lower
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/nvcomm/nvcomm/internal/diag"
+	"github.com/nvcomm/nvcomm/internal/ir"
+	"github.com/nvcomm/nvcomm/internal/plan"
+)
+
+// Certify checks that what a plan states about its fusion is what nvcomm
+// computes: a plan is a certificate, and its analyses and numbers may not
+// be edited. It rebuilds the fusion from the plan's meshes, tensors and ops
+// (shapes, schedules and allocations, through ir.NewTensor), lowers it
+// again under the plan's policy, and compares:
+//
+//   - every tensor's sharding, local_shape, padded_shape and layout with
+//     the analyses of its schedule;
+//   - summary.bytes_lower_bound with the bound of the lowering;
+//   - each collective's bytes.lower_bound with the lowering's, for an op
+//     whose steps are exactly nvcomm's steps for it (bytes aside). The
+//     bound of a step nvcomm would not emit cannot be certified; Validate
+//     only requires it to lie between 0 and the step's received bytes.
+//
+// A fusion that nvcomm cannot lower under the plan's policy is a problem.
+// The steps' own bytes and the summary's other numbers are plan.Validate's
+// to check, from the steps alone. Certify expects a plan that Validate
+// accepts; on any other it returns problems, and never panics.
+func Certify(p *plan.Plan) []plan.Problem {
+	var ps plan.Problems
+	f := rebuild(p, &ps)
+	if f == nil {
+		return ps.List()
+	}
+	checkAnalyses(p, f, &ps)
+	policy := Policy(p.Policy)
+	if !slices.Contains(Policies, p.Policy) {
+		ps.Addf(-1, "", "policy %q is not one of %v", p.Policy, Policies)
+		return ps.List()
+	}
+	again, err := Lower(f, Options{Policy: policy})
+	if err != nil {
+		addLowerErrors(&ps, policy, err)
+		return ps.List()
+	}
+	checkBounds(p, again, &ps)
+	return ps.List()
+}
+
+// rebuild makes the fusion a plan describes, or nil after adding why it
+// cannot.
+func rebuild(p *plan.Plan, ps *plan.Problems) *ir.Fusion {
+	f := &ir.Fusion{Name: p.Fusion}
+	meshes := map[string]*ir.Mesh{}
+	names := make([]string, 0, len(p.Meshes))
+	for name := range p.Meshes {
+		names = append(names, name)
+	}
+	slices.Sort(names) // lower's own package has a function named maps
+	for _, name := range names {
+		m := p.Meshes[name]
+		im, err := ir.NewMesh(name, m.Shape, m.Devices)
+		if err != nil {
+			ps.Addf(-1, "", "%v", err)
+			continue
+		}
+		meshes[name] = im
+		f.Meshes = append(f.Meshes, im)
+	}
+	tensors := map[string]*ir.Tensor{}
+	for _, t := range p.Tensors {
+		it, err := ir.NewTensor(specOf(t, meshes[t.Mesh]))
+		if err != nil {
+			addErrors(ps, "", err)
+			continue
+		}
+		tensors[t.Name] = it
+		f.Tensors = append(f.Tensors, it)
+	}
+	for i, op := range p.Ops {
+		if o := opOf(i, op, tensors, ps); o != nil {
+			f.Ops = append(f.Ops, o)
+		}
+	}
+	if ps.Count() > 0 {
+		return nil
+	}
+	f.Inputs, f.Outputs = endpoints(f)
+	return f
+}
+
+// specOf is a plan tensor as ir.NewTensor takes it.
+func specOf(t plan.Tensor, mesh *ir.Mesh) ir.TensorSpec {
+	spec := ir.TensorSpec{
+		Name: t.Name, Mesh: mesh, DType: ir.DType(t.DType),
+		Shape: t.Shape, ReductionAxes: t.ReductionAxes, Allocation: t.Allocation,
+	}
+	for _, s := range t.Schedule {
+		spec.Schedule = append(spec.Schedule, irStep(s))
+	}
+	return spec
+}
+
+// irStep is a plan schedule step as ir writes it. A step that sets no
+// transform, or a parallel type ir does not know, becomes a step that
+// ir.NewTensor rejects.
+func irStep(s plan.ScheduleStep) ir.ScheduleStep {
+	switch {
+	case s.Split != nil:
+		return ir.ScheduleStep{Kind: ir.StepSplit, Axis: s.Split.Axis, Factor: s.Split.Factor}
+	case s.OuterSplit != nil:
+		return ir.ScheduleStep{Kind: ir.StepOuterSplit, Axis: s.OuterSplit.Axis, Factor: s.OuterSplit.Factor}
+	case s.Merge != nil:
+		return ir.ScheduleStep{Kind: ir.StepMerge, Axis: s.Merge.Axis}
+	case s.Reorder != nil:
+		return ir.ScheduleStep{Kind: ir.StepReorder, Order: s.Reorder}
+	case s.Parallelize != nil:
+		typ, ok := ir.ParseParallelType(s.Parallelize.Type)
+		if !ok {
+			typ = ir.ParallelType(-1) // named "ParallelType(-1)" in ir's error
+		}
+		return ir.ScheduleStep{Kind: ir.StepParallelize, Axis: s.Parallelize.Axis, Type: typ}
+	}
+	return ir.ScheduleStep{Kind: "(none)"}
+}
+
+// opOf is op i of a plan as ir writes it, or nil after adding why not.
+func opOf(i int, op plan.Op, tensors map[string]*ir.Tensor, ps *plan.Problems) *ir.Op {
+	in, out := tensors[op.Input], tensors[op.Output]
+	if in == nil || out == nil || !slices.Contains(ir.OpNames, op.Op) {
+		ps.Addf(-1, "", "op %d: not an op between tensors of the plan", i)
+		return nil
+	}
+	o := &ir.Op{Index: i, Kind: ir.OpKind(op.Op), In: in, Out: out, Axis: -1}
+	if o.Kind.IsReduction() {
+		if op.Axis == nil || *op.Axis < 0 || *op.Axis >= len(in.ValueAxes()) {
+			ps.Addf(-1, "", "op %d: %s needs an axis among the input's non-reduction axes", i, op.Op)
+			return nil
+		}
+		o.Axis = *op.Axis
+	}
+	out.Producer = o
+	return o
+}
+
+// endpoints returns the tensors no op produces and those no op reads.
+func endpoints(f *ir.Fusion) (ins, outs []*ir.Tensor) {
+	read := map[*ir.Tensor]bool{}
+	for _, op := range f.Ops {
+		read[op.In] = true
+	}
+	for _, t := range f.Tensors {
+		if t.Producer == nil {
+			ins = append(ins, t)
+		}
+		if !read[t] {
+			outs = append(outs, t)
+		}
+	}
+	return ins, outs
+}
+
+// checkAnalyses compares each tensor's sharding, local_shape,
+// padded_shape and layout with those of its rebuilt tensor.
+func checkAnalyses(p *plan.Plan, f *ir.Fusion, ps *plan.Problems) {
+	for k, t := range p.Tensors {
+		want := tensorOf(f.Tensors[k])
+		what := fmt.Sprintf("tensor %q", t.Name)
+		if !slices.EqualFunc(t.Sharding, want.Sharding, samePlanSharding) {
+			ps.Addf(-1, "", "%s: sharding is %s, but its schedule gives %s", what, jsonText(t.Sharding), jsonText(want.Sharding))
+		}
+		for _, c := range []struct {
+			field     string
+			got, want []int
+		}{
+			{"local_shape", t.LocalShape, want.LocalShape},
+			{"padded_shape", t.PaddedShape, want.PaddedShape},
+			{"layout", t.Layout, want.Layout},
+		} {
+			if !slices.Equal(c.got, c.want) {
+				ps.Addf(-1, "", "%s: %s is %s, but its schedule gives %s", what, c.field, jsonText(c.got), jsonText(c.want))
+			}
+		}
+	}
+}
+
+func samePlanSharding(a, b plan.Sharding) bool {
+	return a.Type == b.Type && a.LogicalAxis == b.LogicalAxis && a.Kind == b.Kind && slices.Equal(a.LogicalAxes, b.LogicalAxes)
+}
+
+// jsonText renders v as the plan writes it; nil slices as absent ones.
+func jsonText(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil || string(b) == "null" {
+		return "absent"
+	}
+	return string(b)
+}
+
+// checkBounds compares the plan's lower bounds with those of nvcomm's own
+// lowering of its fusion: the summary's always, a step's where its op's
+// steps are nvcomm's.
+func checkBounds(p, again *plan.Plan, ps *plan.Problems) {
+	if got, want := p.Summary.BytesLowerBound, again.Summary.BytesLowerBound; got != want {
+		ps.Addf(-1, "", "summary: bytes_lower_bound is %d, but nvcomm computes %d for the plan's fusion (policy %s)", got, want, p.Policy)
+	}
+	mine, theirs := stepsByOp(p.Steps), stepsByOp(again.Steps)
+	for op, steps := range mine {
+		if !slices.EqualFunc(steps, theirs[op], sameStep) {
+			continue // not nvcomm's steps: their bounds cannot be certified
+		}
+		for k, s := range steps {
+			want := theirs[op][k].Bytes
+			if s.Bytes != nil && want != nil && s.Bytes.LowerBound != want.LowerBound {
+				ps.Addf(s.ID, s.Type, "lower_bound is %d, but nvcomm's lowering of op %d, whose steps these are, bounds this step at %d",
+					s.Bytes.LowerBound, op, want.LowerBound)
+			}
+		}
+	}
+}
+
+// stepsByOp groups steps by the op they implement, in order.
+func stepsByOp(steps []plan.Step) [][]plan.Step {
+	var by [][]plan.Step
+	for _, s := range steps {
+		if s.Op < 0 {
+			continue
+		}
+		for len(by) <= s.Op && len(by) <= len(steps) {
+			by = append(by, nil)
+		}
+		if s.Op < len(by) {
+			by[s.Op] = append(by[s.Op], s)
+		}
+	}
+	return by
+}
+
+// sameStep compares two steps but for their ids and bytes.
+func sameStep(a, b plan.Step) bool {
+	a.ID, b.ID, a.Bytes, b.Bytes = 0, 0, nil, nil
+	ja, errA := json.Marshal(a)
+	jb, errB := json.Marshal(b)
+	return errA == nil && errB == nil && string(ja) == string(jb)
+}
+
+// addLowerErrors reports that the plan's fusion cannot be lowered.
+func addLowerErrors(ps *plan.Problems, policy Policy, err error) {
+	addErrors(ps, fmt.Sprintf("nvcomm cannot lower the plan's fusion (policy %s): ", policy), err)
+}
+
+// addErrors adds each diagnostic of err (or err itself) as a problem
+// outside the steps, after prefix.
+func addErrors(ps *plan.Problems, prefix string, err error) {
+	var dl *diag.List
+	if !errors.As(err, &dl) {
+		ps.Addf(-1, "", "%s%v", prefix, err)
+		return
+	}
+	for _, d := range dl.Items {
+		msg := d.Message
+		if d.Hint != "" {
+			msg += "; " + d.Hint
+		}
+		ps.Addf(-1, "", "%s%s", prefix, msg)
+	}
+	if dl.Dropped > 0 {
+		ps.Addf(-1, "", "%s%d more errors", prefix, dl.Dropped)
+	}
+}
