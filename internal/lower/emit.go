@@ -24,7 +24,8 @@ func (c *opCtx) emitCollective(s plan.Step, teams [][]int, in, out *view, countI
 	for _, n := range sent {
 		b.SentPerDevice = max(b.SentPerDevice, n)
 	}
-	for dev, n := range recv {
+	for _, dev := range sortedKeys(recv) { // an overflow names the first device
+		n := recv[dev]
 		b.ReceivedPerDevice = max(b.ReceivedPerDevice, n)
 		c.addBytes(c.received, dev, n, "receives over the plan")
 		if plan.IsReduction(s.Type) {
@@ -41,6 +42,16 @@ func (c *opCtx) emitCollective(s plan.Step, teams [][]int, in, out *view, countI
 	}
 	s.Bytes = b
 	c.append(s)
+}
+
+// sortedKeys lists the devices of m in increasing order.
+func sortedKeys(m map[int]int64) []int {
+	keys := make([]int, 0, len(m))
+	for d := range m {
+		keys = append(keys, d)
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 // emitLocal appends a local step on every device of src's mesh.
