@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -115,6 +116,11 @@ func TestOutputToFIFO(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
+	// Should a regression rename a file over the FIFO, the read must fail,
+	// not wait for a writer that never comes.
+	if err := r.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
 	if code, _, stderr := run(t, "", "lower", "-o", fifo, fusion); code != cli.ExitOK {
 		t.Fatalf("exit code %d: %s", code, stderr)
 	}
