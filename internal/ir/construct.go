@@ -133,11 +133,20 @@ func scheduleNode(steps []ScheduleStep) *yaml.Node {
 		case StepReorder:
 			args = intList(s.Order)
 		default: // parallelize, or a kind the parser reports as unknown
-			args = mapNode(kv{"axis", intNode(s.Axis)}, kv{"type", strNode(s.Type.String())})
+			args = mapNode(kv{"axis", intNode(s.Axis)}, kv{"type", strNode(typeName(s.Type))})
 		}
 		list.Content = append(list.Content, mapNode(kv{string(s.Kind), args}))
 	}
 	return list
+}
+
+// typeName names a parallel type as a fusion file does; a value no type
+// has gets a name the parser rejects.
+func typeName(t ParallelType) string {
+	if t < Serial || t > DIDz {
+		return fmt.Sprintf("ParallelType(%d)", int(t))
+	}
+	return t.String()
 }
 
 // intList is a YAML list of integers.

@@ -118,6 +118,8 @@ func TestNewTensorErrors(t *testing.T) {
 	}{
 		{"parallel type", func(s *TensorSpec) { s.Schedule[1].Type = ParallelType(9) },
 			`error: tensor "t" parallelize: unknown parallel type "ParallelType(9)" (expected DIDx, DIDy, DIDz or Serial)`},
+		{"negative parallel type", func(s *TensorSpec) { s.Schedule[1].Type = ParallelType(-1) },
+			`error: tensor "t" parallelize: unknown parallel type "ParallelType(-1)" (expected DIDx, DIDy, DIDz or Serial)`},
 		{"factor 0", func(s *TensorSpec) { s.Schedule[0].Factor = 0 },
 			`error: tensor "t" outer_split factor: expected an integer >= 1, got 0`},
 		{"axis 99", func(s *TensorSpec) { s.Schedule[1].Axis = 99 },

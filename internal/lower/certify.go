@@ -70,6 +70,9 @@ func rebuild(p *plan.Plan, ps *plan.Problems) *ir.Fusion {
 		meshes[name] = im
 		f.Meshes = append(f.Meshes, im)
 	}
+	if ps.Count() > 0 {
+		return nil // tensors on a broken mesh would only repeat it
+	}
 	tensors := map[string]*ir.Tensor{}
 	for _, t := range p.Tensors {
 		it, err := ir.NewTensor(specOf(t, meshes[t.Mesh]))
@@ -79,6 +82,9 @@ func rebuild(p *plan.Plan, ps *plan.Problems) *ir.Fusion {
 		}
 		tensors[t.Name] = it
 		f.Tensors = append(f.Tensors, it)
+	}
+	if ps.Count() > 0 {
+		return nil // ops on a broken tensor would only repeat it
 	}
 	for i, op := range p.Ops {
 		if o := opOf(i, op, tensors, ps); o != nil {
