@@ -1,12 +1,15 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/nvcomm/nvcomm/internal/lower"
 	"github.com/nvcomm/nvcomm/internal/plan"
+	"github.com/nvcomm/nvcomm/internal/sim"
 )
 
 func newValidateCmd() *cobra.Command {
@@ -43,13 +46,18 @@ there were.`,
 }
 
 // checkPlan validates a decoded plan and, when its structure is sound,
-// certifies its numbers (lower.Certify), printing the problems found: every
-// command that reads a plan runs it, so none acts on a plan nvcomm would
-// not vouch for.
+// certifies it (lower.Certify) and proves by simulation the ops it lowers
+// otherwise than nvcomm would, printing the problems found: every command
+// that reads a plan runs it, so none acts on a plan nvcomm cannot vouch
+// for.
 func checkPlan(cmd *cobra.Command, name string, p *plan.Plan) error {
 	problems := plan.Validate(p)
 	if len(problems) == 0 {
-		problems = lower.Certify(p)
+		var unproven []int
+		problems, unproven = lower.Certify(p)
+		if len(problems) == 0 && len(unproven) > 0 {
+			problems = prove(p, unproven)
+		}
 	}
 	if len(problems) == 0 {
 		return nil
@@ -58,4 +66,26 @@ func checkPlan(cmd *cobra.Command, name string, p *plan.Plan) error {
 		fmt.Fprintf(cmd.ErrOrStderr(), "%s: %s\n", name, pr)
 	}
 	return reportedError{}
+}
+
+// prove simulates a plan whose ops are lowered otherwise than nvcomm would
+// lower them: nothing else can vouch that their steps compute the ops.
+// It returns why the plan is not proven, or nil.
+func prove(p *plan.Plan, ops []int) []plan.Problem {
+	what := fmt.Sprintf("op %d is lowered otherwise than nvcomm lowers it", ops[0])
+	if len(ops) > 1 {
+		list := strings.ReplaceAll(strings.Trim(fmt.Sprint(ops), "[]"), " ", ", ")
+		what = fmt.Sprintf("ops %s are lowered otherwise than nvcomm lowers them", list)
+	}
+	what += ", which only a simulation proves"
+	res, err := sim.Run(p, sim.Options{})
+	switch {
+	case errors.Is(err, sim.ErrTooLarge):
+		return []plan.Problem{{Step: -1, Msg: fmt.Sprintf("%s, and the plan is %v", what, err)}}
+	case err != nil:
+		return []plan.Problem{{Step: -1, Msg: fmt.Sprintf("%s, and simulating the plan fails: %v", what, err)}}
+	case !res.Pass:
+		return []plan.Problem{{Step: -1, Msg: fmt.Sprintf("%s, and the simulation finds wrong data: %v", what, res.Mismatch)}}
+	}
+	return nil
 }

@@ -185,3 +185,55 @@ func TestValidateCapsProblems(t *testing.T) {
 		t.Errorf("last line mismatch (-want +got):\n%s", diff)
 	}
 }
+
+// gatherBroadcastPlan lowers the seed example's Allgather otherwise than
+// nvcomm does: a Gather to device 0, then a Broadcast from it.
+func gatherBroadcastPlan(t *testing.T) *plan.Plan {
+	p := lowered(t, seedFusion, "nvfuser")
+	gather := p.Steps[0]
+	gather.Type, gather.Root, gather.Output = plan.Gather, new(0), "tv1/gathered"
+	gather.Bytes = &plan.Bytes{SentPerDevice: 16, ReceivedPerDevice: 48, LowerBound: 48}
+	bcast := plan.Step{ID: 1, Op: 0, Expr: gather.Expr, Kind: plan.KindCollective, Type: plan.Broadcast,
+		Teams: [][]int{{0, 1, 2, 3}}, Root: new(0), Input: "tv1/gathered", Output: "tv1",
+		Count: plan.Count{Input: 16, Output: 16}, Bytes: &plan.Bytes{SentPerDevice: 192, ReceivedPerDevice: 64, LowerBound: 64}}
+	p.Steps = []plan.Step{gather, bcast}
+	p.Summary.Collectives, p.Summary.ByType = 2, map[string]int{plan.Gather: 1, plan.Broadcast: 1}
+	p.Summary.BytesReceivedMax, p.Summary.BytesRatio = 64, new(1.333)
+	return p
+}
+
+// TestValidateProvesOtherLowerings: an op lowered otherwise than nvcomm
+// lowers it cannot be certified by comparison; validate simulates the plan
+// and accepts it when it computes the program, and rejects it when not.
+func TestValidateProvesOtherLowerings(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mutate func(p *plan.Plan)
+		code   int
+		stderr string
+	}{
+		{name: "right data", mutate: func(*plan.Plan) {}},
+		{name: "wrong order", mutate: func(p *plan.Plan) { p.Steps[0].Teams[0] = []int{0, 2, 1, 3} }, code: 1,
+			stderr: "p.json: plan: op 0 is lowered otherwise than nvcomm lowers it, which only a simulation proves, and the simulation finds wrong data: " +
+				"op 0 (after step 1), tensor tv1, device 0, flat index 4, logical index [4]: expected -195, actual 231 (value differs)\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := gatherBroadcastPlan(t)
+			tc.mutate(p)
+			b, err := plan.Marshal(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := t.TempDir()
+			writeFile(t, dir, "p.json", string(b))
+			t.Chdir(dir)
+			code, _, stderr := run(t, "", "validate", "p.json")
+			if code != tc.code {
+				t.Errorf("exit %d, want %d (stderr %q)", code, tc.code, stderr)
+			}
+			if diff := cmp.Diff(tc.stderr, stderr); diff != "" {
+				t.Errorf("stderr mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -38,6 +38,9 @@ func check(src string, seed uint64) outcome {
 	if problems := plan.Validate(p); len(problems) > 0 {
 		return outcome{"invalid-plan", fmt.Sprint(problems)}
 	}
+	if problems, unproven := lower.Certify(p); len(problems) > 0 || len(unproven) > 0 {
+		return outcome{"uncertified-plan", fmt.Sprint(problems, " unproven ops ", unproven)}
+	}
 	res, err := sim.Run(p, sim.Options{Seed: seed, MaxBytes: 64 << 20})
 	if errors.Is(err, sim.ErrTooLarge) {
 		return outcome{"too-large", ""} // the memory guard refused it, as designed

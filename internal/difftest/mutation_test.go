@@ -53,8 +53,8 @@ func TestMutantsAreCaught(t *testing.T) {
 
 // judge returns how a mutant was caught, or "" when it was not.
 func judge(p *plan.Plan) string {
-	if problems := plan.Validate(p); len(problems) > 0 {
-		return "invalid: " + problems[0].String()
+	if stage, why := validatePlan(p); stage != "" {
+		return "invalid (" + stage + "): " + why
 	}
 	res, err := sim.Run(p, sim.Options{Seed: 3})
 	if err != nil {

@@ -20,34 +20,37 @@ import (
 //   - every tensor's sharding, local_shape, padded_shape and layout with
 //     the analyses of its schedule;
 //   - summary.bytes_lower_bound with the bound of the lowering;
-//   - each collective's bytes.lower_bound with the lowering's, for an op
-//     whose steps are exactly nvcomm's steps for it (bytes aside). The
-//     bound of a step nvcomm would not emit cannot be certified; Validate
-//     only requires it to lie between 0 and the step's received bytes.
+//   - for an op whose steps are nvcomm's steps for it but for their axis
+//     and bytes, each step's axis and bytes.lower_bound with nvcomm's.
 //
-// A fusion that nvcomm cannot lower under the plan's policy is a problem.
-// The steps' own bytes and the summary's other numbers are plan.Validate's
-// to check, from the steps alone. Certify expects a plan that Validate
-// accepts; on any other it returns problems, and never panics.
-func Certify(p *plan.Plan) []plan.Problem {
+// An op whose steps differ otherwise is lowered another way: Certify
+// cannot vouch that those steps compute the op, nor certify their axes and
+// bounds (Validate only requires a bound between 0 and the step's received
+// bytes). It returns such ops as unproven, for the caller to prove by
+// running the plan (nvcomm's CLI simulates it). A fusion that nvcomm
+// cannot lower under the plan's policy is a problem. The steps' own bytes
+// and the summary's other numbers are plan.Validate's to check, from the
+// steps alone. Certify expects a plan that Validate accepts; on any other
+// it returns problems, and it never panics.
+func Certify(p *plan.Plan) (problems []plan.Problem, unproven []int) {
 	var ps plan.Problems
 	f := rebuild(p, &ps)
 	if f == nil {
-		return ps.List()
+		return ps.List(), nil
 	}
 	checkAnalyses(p, f, &ps)
 	policy := Policy(p.Policy)
 	if !slices.Contains(Policies, p.Policy) {
 		ps.Addf(-1, "", "policy %q is not one of %v", p.Policy, Policies)
-		return ps.List()
+		return ps.List(), nil
 	}
 	again, err := Lower(f, Options{Policy: policy})
 	if err != nil {
 		addLowerErrors(&ps, policy, err)
-		return ps.List()
+		return ps.List(), nil
 	}
-	checkBounds(p, again, &ps)
-	return ps.List()
+	unproven = checkSteps(p, again, &ps)
+	return ps.List(), unproven
 }
 
 // rebuild makes the fusion a plan describes, or nil after adding why it
@@ -206,48 +209,67 @@ func jsonText(v any) string {
 	return string(b)
 }
 
-// checkBounds compares the plan's lower bounds with those of nvcomm's own
-// lowering of its fusion: the summary's always, a step's where its op's
-// steps are nvcomm's.
-func checkBounds(p, again *plan.Plan, ps *plan.Problems) {
+// checkSteps compares the plan's lower bound with that of nvcomm's own
+// lowering of its fusion, and each op's steps with nvcomm's: where they
+// are nvcomm's but for axes and bytes, the axes and bounds must be
+// nvcomm's too. It returns the ops lowered another way.
+func checkSteps(p, again *plan.Plan, ps *plan.Problems) (unproven []int) {
 	if got, want := p.Summary.BytesLowerBound, again.Summary.BytesLowerBound; got != want {
 		ps.Addf(-1, "", "summary: bytes_lower_bound is %d, but nvcomm computes %d for the plan's fusion (policy %s)", got, want, p.Policy)
 	}
-	mine, theirs := stepsByOp(p.Steps), stepsByOp(again.Steps)
-	for op, steps := range mine {
-		if !slices.EqualFunc(steps, theirs[op], sameStep) {
-			continue // not nvcomm's steps: their bounds cannot be certified
+	mine, theirs := stepsByOp(p.Steps, len(p.Ops)), stepsByOp(again.Steps, len(p.Ops))
+	for op := range mine {
+		if !slices.EqualFunc(mine[op], theirs[op], sameStep) {
+			unproven = append(unproven, op)
+			continue
 		}
-		for k, s := range steps {
-			want := theirs[op][k].Bytes
-			if s.Bytes != nil && want != nil && s.Bytes.LowerBound != want.LowerBound {
-				ps.Addf(s.ID, s.Type, "lower_bound is %d, but nvcomm's lowering of op %d, whose steps these are, bounds this step at %d",
-					s.Bytes.LowerBound, op, want.LowerBound)
-			}
+		for k, s := range mine[op] {
+			checkStep(s, theirs[op][k], op, ps)
 		}
+	}
+	return unproven
+}
+
+// checkStep compares the axis and lower bound of a step with those of
+// nvcomm's step for it.
+func checkStep(s, want plan.Step, op int, ps *plan.Problems) {
+	if !sameAxis(s.Axis, want.Axis) {
+		ps.Addf(s.ID, s.Type, "axis is %s, but nvcomm's lowering of op %d, whose steps these are, gives %s", axisText(s.Axis), op, axisText(want.Axis))
+	}
+	if s.Bytes != nil && want.Bytes != nil && s.Bytes.LowerBound != want.Bytes.LowerBound {
+		ps.Addf(s.ID, s.Type, "lower_bound is %d, but nvcomm's lowering of op %d, whose steps these are, bounds this step at %d",
+			s.Bytes.LowerBound, op, want.Bytes.LowerBound)
 	}
 }
 
-// stepsByOp groups steps by the op they implement, in order.
-func stepsByOp(steps []plan.Step) [][]plan.Step {
-	var by [][]plan.Step
+func sameAxis(a, b *int) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+func axisText(a *int) string {
+	if a == nil {
+		return "null"
+	}
+	return fmt.Sprint(*a)
+}
+
+// stepsByOp groups steps by the op (of n) they implement, in order.
+func stepsByOp(steps []plan.Step, n int) [][]plan.Step {
+	by := make([][]plan.Step, n)
 	for _, s := range steps {
-		if s.Op < 0 {
-			continue
-		}
-		for len(by) <= s.Op && len(by) <= len(steps) {
-			by = append(by, nil)
-		}
-		if s.Op < len(by) {
+		if s.Op >= 0 && s.Op < n {
 			by[s.Op] = append(by[s.Op], s)
 		}
 	}
 	return by
 }
 
-// sameStep compares two steps but for their ids and bytes.
+// sameStep compares two steps but for their ids, axes and bytes.
 func sameStep(a, b plan.Step) bool {
-	a.ID, b.ID, a.Bytes, b.Bytes = 0, 0, nil, nil
+	a.ID, b.ID, a.Axis, b.Axis, a.Bytes, b.Bytes = 0, 0, nil, nil, nil, nil
 	ja, errA := json.Marshal(a)
 	jb, errB := json.Marshal(b)
 	return errA == nil && errB == nil && string(ja) == string(jb)

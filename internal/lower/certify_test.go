@@ -67,8 +67,8 @@ func TestCertifyGoldens(t *testing.T) {
 			t.Errorf("%s: Validate = %v", filepath.Base(file), got)
 			continue
 		}
-		if got := lower.Certify(p); got != nil {
-			t.Errorf("%s: Certify = %v", filepath.Base(file), got)
+		if got, unproven := lower.Certify(p); got != nil || unproven != nil {
+			t.Errorf("%s: Certify = %v, unproven ops %v", filepath.Base(file), got, unproven)
 		}
 	}
 }
@@ -145,6 +145,8 @@ func TestCertify(t *testing.T) {
 			want: []plan.Problem{pp("summary: bytes_lower_bound is 24, but nvcomm computes 48 for the plan's fusion (policy nvfuser)")}},
 		{name: "step lower bound", base: seed, mutate: func(p *plan.Plan) { p.Steps[0].Bytes.LowerBound = 0 },
 			want: []plan.Problem{{Step: 0, Type: plan.Allgather, Msg: "lower_bound is 0, but nvcomm's lowering of op 0, whose steps these are, bounds this step at 48"}}},
+		{name: "step axis", base: seed, mutate: func(p *plan.Plan) { p.Steps[0].Axis = nil },
+			want: []plan.Problem{{Step: 0, Type: plan.Allgather, Msg: "axis is null, but nvcomm's lowering of op 0, whose steps these are, gives 0"}}},
 		{name: "policy", base: uneven, mutate: func(p *plan.Plan) { p.Policy = "nvfuser" },
 			want: []plan.Problem{pp(`nvcomm cannot lower the plan's fusion (policy nvfuser): op "y = set(x)" cannot be lowered (policy nvfuser): a sharded axis does not divide evenly among its devices, which nvFuser rejects ("Sharded axis must be evenly divisible by mesh"); use --policy optimal, which pads uneven shards`)}},
 		{name: "schedule", base: seed, mutate: func(p *plan.Plan) { p.Tensors[0].Schedule[1].Parallelize.Type = "DIDw" },
@@ -157,7 +159,8 @@ func TestCertify(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := tc.base(t)
 			tc.mutate(p)
-			if diff := cmp.Diff(tc.want, lower.Certify(p)); diff != "" {
+			got, _ := lower.Certify(p)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("Certify mismatch (-want +got):\n%s", diff)
 			}
 		})
@@ -181,20 +184,23 @@ func gatherBroadcast(t *testing.T) *plan.Plan {
 	return p
 }
 
-// TestCertifyOtherLowering: a plan that lowers its ops in steps nvcomm
-// would not emit is certified when its analyses and totals are nvcomm's;
-// the bounds of its steps only lie between 0 and what they receive.
+// TestCertifyOtherLowering: a plan that lowers an op in steps nvcomm would
+// not emit is certified when its analyses and totals are nvcomm's, with
+// the op unproven (the CLI proves it by simulation); the bounds of its
+// steps only lie between 0 and what they receive.
 func TestCertifyOtherLowering(t *testing.T) {
 	p := gatherBroadcast(t)
 	if got := plan.Validate(p); got != nil {
 		t.Fatalf("Validate = %v", got)
 	}
-	if got := lower.Certify(p); got != nil {
-		t.Errorf("Certify = %v, want nil", got)
+	got, unproven := lower.Certify(p)
+	if got != nil || !slices.Equal(unproven, []int{0}) {
+		t.Errorf("Certify = %v, unproven %v; want nil, [0]", got, unproven)
 	}
 	p.Summary.BytesLowerBound, p.Summary.BytesRatio = 64, new(1.0)
 	want := []plan.Problem{pp("summary: bytes_lower_bound is 64, but nvcomm computes 48 for the plan's fusion (policy nvfuser)")}
-	if diff := cmp.Diff(want, lower.Certify(p)); diff != "" {
+	got, _ = lower.Certify(p)
+	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Certify mismatch (-want +got):\n%s", diff)
 	}
 }
@@ -214,9 +220,10 @@ func FuzzCertify(f *testing.F) {
 		if err != nil || plan.Validate(p) != nil {
 			return
 		}
-		got := lower.Certify(p)
-		if again := lower.Certify(p); !slices.Equal(got, again) {
-			t.Fatalf("Certify is not deterministic:\n%v\n%v", got, again)
+		got, unproven := lower.Certify(p)
+		again, unprovenAgain := lower.Certify(p)
+		if !slices.Equal(got, again) || !slices.Equal(unproven, unprovenAgain) {
+			t.Fatalf("Certify is not deterministic:\n%v %v\n%v %v", got, unproven, again, unprovenAgain)
 		}
 	})
 }

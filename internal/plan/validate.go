@@ -38,13 +38,17 @@ func Validate(p *Plan) []Problem {
 	if p == nil {
 		return []Problem{{Step: -1, Msg: "no plan"}}
 	}
-	v := &validator{p: p, received: map[int]int64{}}
+	v := &validator{
+		p: p, received: map[int]int64{},
+		held: map[string]map[int]bool{}, unknownHolders: map[string]bool{}, meshSets: map[string]map[int]bool{},
+	}
 	v.checkHeader()
 	v.checkMeshes()
 	v.checkTensors()
 	v.checkOps()
 	v.checkSteps()
 	v.checkCoverage()
+	v.checkOutputsHeld()
 	v.checkSummary()
 	return v.probs.List()
 }
@@ -67,6 +71,12 @@ type validator struct {
 	// trafficUnknown is set once a collective's traffic is not certain.
 	received       map[int]int64
 	trafficUnknown bool
+	// held maps each buffer some step wrote to the devices that hold it;
+	// unknownHolders marks those a step with problems wrote.
+	held           map[string]map[int]bool
+	unknownHolders map[string]bool
+	// meshSets maps each mesh, by name, to the set of its devices.
+	meshSets map[string]map[int]bool
 }
 
 // tensorInfo is what the step checks need to know about a tensor.

@@ -104,23 +104,32 @@ func (v *validator) gatherSenders(s *Step) (int, bool) {
 	return n, true
 }
 
-// holders returns the devices that hold buffer name: the mesh of a tensor,
-// or the devices of the step that wrote an intermediate; nil when unknown.
+// holders returns the devices that hold buffer name: the mesh of a fusion
+// input, or the devices the steps so far left it on; nil when unknown.
 func (v *validator) holders(name string) map[int]bool {
-	if t := v.tensors[name]; t != nil {
+	if t := v.tensors[name]; t != nil && v.isFusionInput(name) {
 		if t.mesh == nil {
 			return nil
 		}
-		ds := map[int]bool{}
-		for _, d := range t.mesh.Devices {
-			ds[d] = true
-		}
-		return ds
+		return v.meshSet(t.t.Mesh, t.mesh)
 	}
-	if b, ok := v.buffers[name]; ok {
-		return b.holders
+	if v.unknownHolders[name] {
+		return nil
 	}
-	return nil
+	return v.held[name]
+}
+
+// meshSet returns the devices of a mesh as a set, once per mesh.
+func (v *validator) meshSet(name string, m *Mesh) map[int]bool {
+	if set, ok := v.meshSets[name]; ok {
+		return set
+	}
+	set := make(map[int]bool, len(m.Devices))
+	for _, d := range m.Devices {
+		set[d] = true
+	}
+	v.meshSets[name] = set
+	return set
 }
 
 // checkTensorCount checks that a fusion tensor's count is its local size.

@@ -137,6 +137,35 @@ func certificateCases() []validateCase {
 	}
 }
 
+// flowCases break who holds what: a step's source must hold its input,
+// and every device of an op output's mesh must end up with the output.
+func flowCases() []validateCase {
+	return []validateCase{
+		{name: "broadcast root without the input", base: broadcastPlan, mutate: func(p *Plan) {
+			p.Meshes["r"] = Mesh{Shape: []int{1}, Devices: []int{1}}
+		},
+			want: []Problem{sp(0, Broadcast, `device 0 reads "tv0", which it does not hold`)}},
+		{name: "gather root moved", base: gatherPlan, mutate: func(p *Plan) {
+			p.Meshes["r"] = Mesh{Shape: []int{1}, Devices: []int{5}}
+		},
+			want: []Problem{sp(0, Gather, "device 4 of team 0 is in no mesh")}},
+		{name: "gather output on the wrong device", base: gatherPlan, mutate: func(p *Plan) {
+			p.Meshes["r"] = Mesh{Shape: []int{2}, Devices: []int{4, 5}}
+			p.Tensors[1].Mesh = "r"
+		},
+			want: []Problem{pp(`op 0: device 5 of mesh "r" never receives the output "tv1"`)}},
+		{name: "send recv from a non-holder", base: sendRecvPlan, mutate: func(p *Plan) {
+			p.Steps[0].Teams[0], p.Steps[0].Root = []int{1, 0}, new(1)
+		},
+			want: []Problem{
+				sp(0, SendRecv, `device 1 reads "tv0", which it does not hold`),
+				pp(`op 0: device 1 of mesh "b" never receives the output "tv1"`),
+			}},
+		{name: "local step on fewer devices", base: twoOpPlan, mutate: func(p *Plan) { p.Steps[0].Devices = []int{0, 1, 2} },
+			want: []Problem{sp(1, Allgather, `device 3 reads "tv1/permuted", which it does not hold`)}},
+	}
+}
+
 // TestValidateCapsProblems: a team of 5M devices in no mesh gave 4,999,997
 // lines (issue 10). Validate keeps MaxProblems and says how many more.
 func TestValidateCapsProblems(t *testing.T) {

@@ -13,6 +13,7 @@ func (v *validator) checkSteps() {
 		s := &v.p.Steps[i]
 		v.checkStep(i, s)
 		v.buffers[s.Output] = buffer{step: i, count: s.Count.Output, holders: stepDevices(s)}
+		v.recordWriters(s)
 	}
 }
 
@@ -42,12 +43,16 @@ func (v *validator) checkStep(i int, s *Step) {
 		v.checkLocalFields(i, s)
 	}
 	v.checkBytes(i, s)
-	if v.probs.Count() == before {
-		v.checkExpr(i, s, op)
-		v.checkTraffic(i, s, op)
-	} else {
+	// What follows relies on a sound step: its checks would only echo
+	// the problems above.
+	if v.probs.Count() > before {
 		v.trafficUnknown = true
+		v.unknownHolders[s.Output] = true
+		return
 	}
+	v.checkExpr(i, s, op)
+	v.checkReaders(i, s)
+	v.checkTraffic(i, s, op)
 }
 
 // checkExpr checks that the step names its op as the op renders itself.

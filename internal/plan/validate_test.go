@@ -295,6 +295,7 @@ func TestValidate(t *testing.T) {
 	cases = append(cases, scheduleCases()...)
 	cases = append(cases, opOutputCases()...)
 	cases = append(cases, certificateCases()...)
+	cases = append(cases, flowCases()...)
 	seen := map[string]bool{}
 	for _, tc := range cases {
 		if seen[tc.name] {
@@ -491,6 +492,7 @@ func rootCases() []validateCase {
 				sp(0, SendRecv, "a SendRecv team is [sender, receiver], got 3 members"),
 			}},
 		{name: "send recv self copy", base: sendRecvPlan, mutate: func(p *Plan) {
+			p.Meshes["b"] = Mesh{Shape: []int{1}, Devices: []int{0}}
 			p.Steps[0].Teams[0] = []int{0, 0}
 			p.Steps[0].Bytes = &Bytes{} // a copy on one device moves nothing between devices
 			p.Summary.BytesReceivedMax, p.Summary.BytesRatio = 0, new(1.0)

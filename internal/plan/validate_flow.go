@@ -1,0 +1,97 @@
+package plan
+
+import "slices"
+
+// This file follows which devices hold which buffers, as simulate does
+// with real data: a device takes part in a step only with the buffers it
+// holds, so a step whose readers lack its input, or an op that leaves a
+// device of its output's mesh without the output, cannot compute the
+// program, whatever the numbers say.
+
+// readers returns the devices of a step that must hold its input: those
+// that send it or transform it. A Gather or Reduce needs none (members
+// without the input contribute nothing, as when the root is appended to
+// the team); a Broadcast, Scatter or SendRecv only its source.
+func readers(s *Step) []int {
+	switch s.Type {
+	case Gather, Reduce:
+		return nil
+	case Broadcast, Scatter:
+		if s.Root == nil {
+			return nil
+		}
+		return []int{*s.Root}
+	case SendRecv:
+		if len(s.Teams) == 1 && len(s.Teams[0]) > 0 {
+			return s.Teams[0][:1]
+		}
+		return nil
+	}
+	return members(s)
+}
+
+// writers returns the devices a step leaves holding its output: the root
+// of a Gather or Reduce, the receiver of a SendRecv, every member or device
+// otherwise.
+func writers(s *Step) []int {
+	switch s.Type {
+	case Gather, Reduce:
+		if s.Root == nil {
+			return nil
+		}
+		return []int{*s.Root}
+	case SendRecv:
+		if len(s.Teams) == 1 && len(s.Teams[0]) == 2 {
+			return s.Teams[0][1:]
+		}
+		return nil
+	}
+	return members(s)
+}
+
+// members lists a step's devices and team members.
+func members(s *Step) []int {
+	if len(s.Teams) == 0 {
+		return s.Devices
+	}
+	return slices.Concat(s.Teams...)
+}
+
+// checkReaders checks that every device that must hold the step's input
+// does, and records where the step leaves its output.
+func (v *validator) checkReaders(i int, s *Step) {
+	have := v.holders(s.Input)
+	for _, d := range readers(s) {
+		if have != nil && !have[d] {
+			v.stepf(i, "device %d reads %q, which it does not hold", d, s.Input)
+		}
+	}
+}
+
+// recordWriters notes the devices that hold the step's output after it.
+func (v *validator) recordWriters(s *Step) {
+	held := v.held[s.Output]
+	if held == nil {
+		held = map[int]bool{}
+		v.held[s.Output] = held
+	}
+	for _, d := range writers(s) {
+		held[d] = true
+	}
+}
+
+// checkOutputsHeld checks that every device of an op output's mesh holds
+// the output once the steps are done.
+func (v *validator) checkOutputsHeld() {
+	for i, op := range v.p.Ops {
+		t := v.tensors[op.Output]
+		if t == nil || t.mesh == nil || v.held[op.Output] == nil || v.unknownHolders[op.Output] {
+			continue // reported as a missing tensor, or a step with problems
+		}
+		for _, d := range t.mesh.Devices {
+			if !v.held[op.Output][d] {
+				v.planf("op %d: device %d of mesh %q never receives the output %q", i, d, t.t.Mesh, op.Output)
+			}
+		}
+	}
+}
