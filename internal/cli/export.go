@@ -137,8 +137,7 @@ func loadTopology(cmd *cobra.Command, arg string) (*cost.Topology, error) {
 }
 
 // loadPlan returns a plan: decoded, validated and certified (checkPlan)
-// when the input is a plan,
-// lowered when it is a fusion file.
+// when the input is a plan, lowered when it is a fusion file.
 func loadPlan(cmd *cobra.Command, arg string, policy lower.Policy) (*plan.Plan, error) {
 	name, src, err := readInput(cmd, arg)
 	if err != nil {
