@@ -1,9 +1,11 @@
 package lower_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -226,4 +228,46 @@ func FuzzCertify(f *testing.F) {
 			t.Fatalf("Certify is not deterministic:\n%v %v\n%v %v", got, unproven, again, unprovenAgain)
 		}
 	})
+}
+
+// chainSource is a fusion of n sets, each moving the sharding between the
+// two axes of [8, 16]: an AllToAll and local steps per op.
+func chainSource(n int) string {
+	var b strings.Builder
+	b.WriteString("name: chain\nmeshes: {m: [0, 1, 2, 3]}\ntensors:\n")
+	for i := range n + 1 {
+		shape := ""
+		if i == 0 {
+			shape = "shape: [8, 16], "
+		}
+		fmt.Fprintf(&b, "  t%d: {mesh: m, %sschedule: [{outer_split: {axis: %d, factor: 4}}, {parallelize: {axis: %d, type: DIDx}}]}\n", i, shape, i%2, i%2)
+	}
+	b.WriteString("ops:\n")
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(&b, "  - {op: set, in: t%d, out: t%d}\n", i-1, i)
+	}
+	return b.String()
+}
+
+// BenchmarkValidateCertify validates and certifies a plan of 2000 ops
+// (about 4000 steps); validate followed buffers back through every earlier
+// step, quadratic in the steps, before it indexed them.
+func BenchmarkValidateCertify(b *testing.B) {
+	f, err := ir.Parse("chain.yaml", []byte(chainSource(2000)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, err := lower.Lower(f, lower.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if got := plan.Validate(p); got != nil {
+			b.Fatal(got)
+		}
+		if got, unproven := lower.Certify(p); got != nil || unproven != nil {
+			b.Fatal(got, unproven)
+		}
+	}
+	b.ReportMetric(float64(len(p.Steps)), "steps")
 }

@@ -75,6 +75,9 @@ type validator struct {
 	// unknownHolders marks those a step with problems wrote.
 	held           map[string]map[int]bool
 	unknownHolders map[string]bool
+	// writes and reads index the steps by the buffers they write and read.
+	writes map[string]*writes
+	reads  map[string][]int
 	// meshSets maps each mesh, by name, to the set of its devices.
 	meshSets map[string]map[int]bool
 }

@@ -1,6 +1,9 @@
 package plan
 
-import "fmt"
+import (
+	"fmt"
+	"sort"
+)
 
 // checkCollectiveAxis checks that a collective's axis is the logical axis
 // whose sharding it changes (docs/plan.md): the reduced axis for Allreduce,
@@ -60,18 +63,21 @@ func (v *validator) checkCollectiveAxis(i int, s *Step, op *Op) {
 // or was made from it by local steps that keep its sharding.
 func (v *validator) comesFromTensor(i int, name, t string) bool {
 	for name != t {
-		k := v.lastWriter(i, name)
-		if k < 0 {
+		w := v.writes[name]
+		if w == nil {
+			return false
+		}
+		n := sort.SearchInts(w.steps, i) // writers before i
+		if n == 0 {
 			return false
 		}
 		// Every step that wrote the buffer must keep the sharding: several
 		// writers (SendRecv pairs and a Copy, say) move data between devices.
-		for j := range k + 1 {
-			if s := v.p.Steps[j]; s.Output == name && (s.Kind != KindLocal || s.Type == Slice) {
-				return false
-			}
+		if w.moved[n-1] {
+			return false
 		}
-		name, i = v.p.Steps[k].Input, k
+		i = w.steps[n-1]
+		name = v.p.Steps[i].Input
 	}
 	return true
 }
@@ -81,8 +87,9 @@ func (v *validator) comesFromTensor(i int, name, t string) bool {
 func (v *validator) becomesTensor(i int, name, t string) bool {
 	for name != t {
 		next := -1
-		for k := i + 1; k < len(v.p.Steps); k++ {
-			if s := v.p.Steps[k]; s.Input == name && (s.Type == Permute || s.Type == Copy) {
+		readers := v.reads[name]
+		for _, k := range readers[sort.SearchInts(readers, i+1):] {
+			if s := v.p.Steps[k]; s.Type == Permute || s.Type == Copy {
 				next = k
 				break
 			}
@@ -95,14 +102,32 @@ func (v *validator) becomesTensor(i int, name, t string) bool {
 	return true
 }
 
-// lastWriter returns the last step before i that wrote name, or -1.
-func (v *validator) lastWriter(i int, name string) int {
-	for k := min(i, len(v.p.Steps)) - 1; k >= 0; k-- {
-		if v.p.Steps[k].Output == name {
-			return k
+// writes is the steps that wrote one buffer, in order, and for each
+// whether it or an earlier one moved data between devices (a collective or
+// a Slice) rather than keep the buffer's sharding.
+type writes struct {
+	steps []int
+	moved []bool
+}
+
+// indexBuffers records, for every buffer, the steps that write it and the
+// steps that read it, so that following a buffer through the steps costs
+// a search rather than a scan of the plan.
+func (v *validator) indexBuffers() {
+	v.writes, v.reads = map[string]*writes{}, map[string][]int{}
+	for k, s := range v.p.Steps {
+		w := v.writes[s.Output]
+		if w == nil {
+			w = &writes{}
+			v.writes[s.Output] = w
 		}
+		moved := s.Kind != KindLocal || s.Type == Slice
+		if n := len(w.moved); n > 0 {
+			moved = moved || w.moved[n-1]
+		}
+		w.steps, w.moved = append(w.steps, k), append(w.moved, moved)
+		v.reads[s.Input] = append(v.reads[s.Input], k)
 	}
-	return -1
 }
 
 // firstShardedAxis returns the axis of a tensor's first sharding entry (a

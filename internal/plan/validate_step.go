@@ -9,6 +9,7 @@ import (
 // buffers that earlier steps wrote.
 func (v *validator) checkSteps() {
 	v.buffers = map[string]buffer{}
+	v.indexBuffers()
 	for i := range v.p.Steps {
 		s := &v.p.Steps[i]
 		v.checkStep(i, s)
