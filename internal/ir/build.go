@@ -47,7 +47,7 @@ func (p *parser) build(name string) *Fusion {
 	for i, ro := range order {
 		in := tensors[ro.in]
 		out := get(ro.out, posOf(ro.outN))
-		op := &Op{Index: i, Kind: ro.kind, In: in, Out: out, Axis: -1, Pos: ro.pos}
+		op := &Op{Index: i, Kind: ro.kind, Inputs: []*Tensor{in}, Out: out, Axis: -1, Pos: ro.pos}
 		out.Producer = op
 		if in == nil || in.Logical == nil {
 			continue // its problem was reported already
@@ -208,7 +208,7 @@ func (p *parser) resolveInput(t *Tensor) {
 // resolveOp infers the output of op from its input and checks the
 // declaration of the output against it.
 func (p *parser) resolveOp(op *Op, ro *rawOp) bool {
-	in, out := op.In, op.Out
+	in, out := op.In(), op.Out
 	rt := p.raw[out.Name]
 	what := fmt.Sprintf("tensor %q", out.Name)
 	if in.partial != "" {
@@ -364,7 +364,9 @@ func (p *parser) extents(n *yaml.Node, what string) ([]int, bool) {
 func (p *parser) endpoints(f *Fusion, tensors map[string]*Tensor) (ins, outs []*Tensor) {
 	consumed := map[*Tensor]bool{}
 	for _, op := range f.Ops {
-		consumed[op.In] = true
+		for _, in := range op.Inputs {
+			consumed[in] = true
+		}
 	}
 	names := make([]string, 0, len(f.Tensors))
 	for _, t := range f.Tensors {

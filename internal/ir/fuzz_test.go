@@ -154,7 +154,7 @@ func checkFusion(t *testing.T, f *Fusion) {
 		}
 	}
 	for _, op := range f.Ops {
-		if op.In == nil || op.Out == nil || op.Out.Producer != op {
+		if len(op.Inputs) == 0 || op.In() == nil || op.Out == nil || op.Out.Producer != op {
 			t.Fatalf("op %d is not linked to its tensors", op.Index)
 		}
 		_ = op.Expr()

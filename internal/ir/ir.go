@@ -351,22 +351,27 @@ var OpNames = []string{"set", "sum", "prod", "max", "min"}
 // IsReduction reports whether k reduces an axis.
 func (k OpKind) IsReduction() bool { return k != OpSet }
 
-// Op is one operation: Out = Kind(In), over Axis for reductions.
+// Op is one operation: Out = Kind(Inputs...), over Axis for reductions.
 type Op struct {
-	Index   int // position in the fusion's (topologically sorted) op list
-	Kind    OpKind
-	In, Out *Tensor
-	Axis    int // reduced axis among In's non-reduction logical axes; -1 for set
-	Pos     diag.Pos
+	Index  int // position in the fusion's (topologically sorted) op list
+	Kind   OpKind
+	Inputs []*Tensor // operands in order; set and reductions have one
+	Out    *Tensor
+	Axis   int // reduced axis among In()'s non-reduction logical axes; -1 for set
+	Pos    diag.Pos
+	// AxisPos is where Axis was written.
 	AxisPos diag.Pos
 }
+
+// In returns the op's first (for set and reductions, only) operand.
+func (o *Op) In() *Tensor { return o.Inputs[0] }
 
 // Expr renders the op as "out = kind(in[, axis])".
 func (o *Op) Expr() string {
 	if o.Kind == OpSet {
-		return fmt.Sprintf("%s = set(%s)", o.Out.Name, o.In.Name)
+		return fmt.Sprintf("%s = set(%s)", o.Out.Name, o.In().Name)
 	}
-	return fmt.Sprintf("%s = %s(%s, axis=%d)", o.Out.Name, o.Kind, o.In.Name, o.Axis)
+	return fmt.Sprintf("%s = %s(%s, axis=%d)", o.Out.Name, o.Kind, o.In().Name, o.Axis)
 }
 
 // Fusion is a parsed and checked fusion file.

@@ -143,7 +143,7 @@ func opOf(i int, op plan.Op, tensors map[string]*ir.Tensor, ps *plan.Problems) *
 		ps.Addf(-1, "", "op %d: not an op between tensors of the plan", i)
 		return nil
 	}
-	o := &ir.Op{Index: i, Kind: ir.OpKind(op.Op), In: in, Out: out, Axis: -1}
+	o := &ir.Op{Index: i, Kind: ir.OpKind(op.Op), Inputs: []*ir.Tensor{in}, Out: out, Axis: -1}
 	if o.Kind.IsReduction() {
 		if op.Axis == nil || *op.Axis < 0 || *op.Axis >= len(in.ValueAxes()) {
 			ps.Addf(-1, "", "op %d: %s needs an axis among the input's non-reduction axes", i, op.Op)
@@ -159,7 +159,7 @@ func opOf(i int, op plan.Op, tensors map[string]*ir.Tensor, ps *plan.Problems) *
 func endpoints(f *ir.Fusion) (ins, outs []*ir.Tensor) {
 	read := map[*ir.Tensor]bool{}
 	for _, op := range f.Ops {
-		read[op.In] = true
+		read[op.In()] = true
 	}
 	for _, t := range f.Tensors {
 		if t.Producer == nil {

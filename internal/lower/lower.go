@@ -92,7 +92,7 @@ type opCtx struct {
 }
 
 func (l *lowerer) lowerOp(op *ir.Op) {
-	p, c := op.In, op.Out
+	p, c := op.In(), op.Out
 	ctx := &opCtx{lowerer: l, op: op, reduced: map[int]int64{}}
 	if l.policy == PolicyNvFuser && !ctx.nvfuserAccepts(p, c) {
 		return
@@ -260,7 +260,7 @@ func (l *lowerer) plan() *plan.Plan {
 		}
 	}
 	for _, op := range l.f.Ops {
-		o := plan.Op{Index: op.Index, Op: string(op.Kind), Input: op.In.Name, Output: op.Out.Name}
+		o := plan.Op{Index: op.Index, Op: string(op.Kind), Input: op.In().Name, Output: op.Out.Name}
 		if op.Kind.IsReduction() {
 			o.Axis = ptr(op.Axis)
 		}

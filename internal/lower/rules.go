@@ -56,7 +56,7 @@ func (c *opCtx) lowerSet(src, dst *view) {
 // and sender meshes have different sizes"). Checked before the digits are
 // refined, which would otherwise fail with a less telling message.
 func meshSizeMismatch(op *ir.Op) (string, bool) {
-	p, c := op.In, op.Out
+	p, c := op.In(), op.Out
 	if op.Kind != ir.OpSet || p.Mesh.Equal(c.Mesh) || p.Mesh.Rank() != 1 || c.Mesh.Rank() != 1 {
 		return "", false
 	}
