@@ -29,11 +29,15 @@ func (p Problem) String() string {
 	return fmt.Sprintf("step %d (%s): %s", p.Step, p.Type, p.Msg)
 }
 
-// Validate checks p against the plan contract (docs/plan.md): the schema of
-// every field and the meaning that ties steps, buffers, tensors and ops
-// together. It returns every problem found, in the order the checks run
-// (plan header, meshes by name, tensors, ops, steps in order, coverage,
-// summary), or nil when p is valid. It never panics, whatever p holds.
+// Validate checks p against the plan contract (docs/plan.md) from the plan
+// alone: the schema of every field, the schedules replayed on the shapes,
+// and the meaning that ties steps, buffers, tensors and ops together —
+// who holds what, counts, and bytes recomputed from the steps. What needs
+// nvcomm's analyses and lowering (the certificate) is lower.Certify's. It
+// returns the problems found, in the order the checks run (plan header,
+// meshes by name, tensors, ops, steps in order, coverage, summary), at
+// most MaxProblems of them and then one that counts the rest, or nil when
+// p is valid. It never panics, whatever p holds.
 func Validate(p *Plan) []Problem {
 	if p == nil {
 		return []Problem{{Step: -1, Msg: "no plan"}}
