@@ -96,11 +96,24 @@ type Sharding struct {
 
 // Op is one op of the fusion, for the reference computation.
 type Op struct {
-	Index  int    `json:"index"`
-	Op     string `json:"op"` // set, sum, prod, max, min
-	Input  string `json:"input"`
-	Output string `json:"output"`
-	Axis   *int   `json:"axis"` // reduced axis among the input's non-reduction axes
+	Index int    `json:"index"`
+	Op    string `json:"op"` // set, sum, prod, max, min, or a layer op (docs/plan.md)
+	// Input is the operand of an op with one; Inputs the operands, in
+	// order, of an op with several (and then Input is empty).
+	Input  string   `json:"input,omitempty"`
+	Inputs []string `json:"inputs,omitempty"`
+	Output string   `json:"output"`
+	Axis   *int     `json:"axis"` // reduced axis among the input's non-reduction axes
+	// Axes are, for broadcast, the output's new axes.
+	Axes []int `json:"axes,omitempty"`
+}
+
+// Operands returns the op's inputs in order, whichever field holds them.
+func (o *Op) Operands() []string {
+	if len(o.Inputs) > 0 {
+		return o.Inputs
+	}
+	return []string{o.Input}
 }
 
 // Expr renders the op as steps name it: "out = set(in)" or
@@ -139,13 +152,16 @@ const (
 	LocalReduce = "LocalReduce"
 	Pad         = "Pad"
 	Unpad       = "Unpad"
+	// Matmul and Pointwise compute: the local steps of layer ops.
+	Matmul    = "Matmul"
+	Pointwise = "Pointwise"
 )
 
 // CollectiveTypes lists the collective step types.
 var CollectiveTypes = []string{Scatter, Gather, Allgather, Broadcast, Reduce, Allreduce, ReduceScatter, SendRecv, AllToAll}
 
 // LocalTypes lists the local step types.
-var LocalTypes = []string{Copy, Permute, Slice, LocalReduce, Pad, Unpad}
+var LocalTypes = []string{Copy, Permute, Slice, LocalReduce, Pad, Unpad, Matmul, Pointwise}
 
 // IsRooted reports whether a collective type has a root.
 func IsRooted(typ string) bool {
@@ -184,8 +200,11 @@ type Step struct {
 	Devices  []int   `json:"devices,omitempty"`
 	Root     *int    `json:"root"`      // absolute device id, rooted types only
 	ReduceOp *string `json:"reduce_op"` // reduction types only
-	Input    string  `json:"input"`
-	Output   string  `json:"output"`
+	Input    string  `json:"input,omitempty"`
+	// Inputs are the buffers of a local step that reads several
+	// (Matmul, a binary Pointwise); Input is then empty.
+	Inputs []string `json:"inputs,omitempty"`
+	Output string   `json:"output"`
 	// Axis is the logical axis (non-reduction position) of the input whose
 	// sharding the collective changes, when there is one.
 	Axis  *int  `json:"axis"`
@@ -203,8 +222,17 @@ type Step struct {
 	// rest of the padded buffer are holes.
 	Valid [][]int `json:"valid,omitempty"`
 	// Fill is what a Pad writes into holes: "0", "1", "-inf" or "inf".
-	Fill  *string `json:"fill,omitempty"`
-	Bytes *Bytes  `json:"bytes,omitempty"`
+	Fill *string `json:"fill,omitempty"`
+	// Func is a Pointwise step's function: add, sub, mul, maximum,
+	// minimum, relu, neg, abs or copy.
+	Func *string `json:"func,omitempty"`
+	// InputDims view each input of a Pointwise step with the rank of Dims
+	// (its output's dims), an extent of 1 broadcasting along that dim.
+	InputDims [][]int `json:"input_dims,omitempty"`
+	// BroadcastB says a Matmul's second input is one [K, N] matrix for
+	// every batch rather than [Bt, K, N].
+	BroadcastB bool   `json:"broadcast_b,omitempty"`
+	Bytes      *Bytes `json:"bytes,omitempty"`
 }
 
 // Count is the number of elements in one device's input and output buffer
