@@ -2,6 +2,8 @@ package cli
 
 import (
 	"fmt"
+	"math"
+	"runtime/debug"
 
 	"github.com/spf13/cobra"
 
@@ -47,7 +49,12 @@ func (o *simulateOptions) run(cmd *cobra.Command, arg string) error {
 	if o.maxBytes <= 0 {
 		return usageError{fmt.Errorf("--max-bytes must be positive, got %d", o.maxBytes)}
 	}
+	restore, err := guardMemory(p)
+	if err != nil {
+		return report(cmd, fmt.Errorf("simulate: %w", err))
+	}
 	res, err := sim.Run(p, sim.Options{Seed: o.seed, MaxBytes: o.maxBytes})
+	restore()
 	if err != nil {
 		return report(cmd, fmt.Errorf("simulate: %w", err))
 	}
@@ -67,4 +74,35 @@ func (o *simulateOptions) run(cmd *cobra.Command, arg string) error {
 // load returns the plan to simulate.
 func (o *simulateOptions) load(cmd *cobra.Command, arg string) (*plan.Plan, error) {
 	return loadPlan(cmd, arg, lower.Policy(o.policy.value))
+}
+
+// guardMemory refuses a simulation that this machine cannot hold, whatever
+// --max-bytes says (Go exits with 2 when an allocation fails), and
+// otherwise asks the garbage collector to keep the process within the
+// estimate until restore is called: left alone, Go lets the heap grow to
+// twice what is live, and the peak would be twice the estimate.
+func guardMemory(p *plan.Plan) (restore func(), err error) {
+	need, err := sim.Estimate(p)
+	if err != nil {
+		return nil, err
+	}
+	total := satAdd(need, sim.RuntimeBytes)
+	if limit := memoryLimit(); limit > 0 && total > limit {
+		return nil, fmt.Errorf("%w: it needs about %d bytes, more than the %d bytes of memory this machine gives the process (whatever --max-bytes says); use smaller extents",
+			sim.ErrTooLarge, total, limit)
+	}
+	prev := debug.SetMemoryLimit(-1)
+	if total >= prev {
+		return func() {}, nil
+	}
+	debug.SetMemoryLimit(total)
+	return func() { debug.SetMemoryLimit(prev) }, nil
+}
+
+// satAdd adds non-negative numbers, saturating instead of overflowing.
+func satAdd(a, b int64) int64 {
+	if s := a + b; s >= a {
+		return s
+	}
+	return math.MaxInt64
 }

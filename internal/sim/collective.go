@@ -42,9 +42,14 @@ func allgather(c *call) error {
 	if err := c.wantOutput(len(c.team) * n); err != nil {
 		return err
 	}
-	all := slices.Concat(c.in...)
+	// The first member's output is the concatenation and the others copy
+	// it: no temporary buffer, so the memory estimate holds.
 	for r := range c.team {
-		c.out[r] = slices.Clone(all)
+		if r == 0 {
+			c.out[r] = slices.Concat(c.in...)
+		} else {
+			c.out[r] = slices.Clone(c.out[0])
+		}
 		c.move(r, int64(len(c.team)-1)*int64(n), int64(len(c.team)-1)*int64(n))
 	}
 	return nil
@@ -88,10 +93,13 @@ func allreduce(c *call) error {
 	if err := c.wantOutput(n); err != nil {
 		return err
 	}
-	sum := elementwise(op, c.in)
 	t := int64(len(c.team))
 	for r := range c.team {
-		c.out[r] = slices.Clone(sum)
+		if r == 0 {
+			c.out[r] = elementwise(op, c.in) // the others copy it, as in allgather
+		} else {
+			c.out[r] = slices.Clone(c.out[0])
+		}
 		// Reduce-scatter then all-gather: 2(T-1)·n/T elements each way,
 		// rounded down after converting to bytes.
 		b := 2 * (t - 1) * int64(n) * c.size / t

@@ -7,29 +7,36 @@ import (
 	"github.com/nvcomm/nvcomm/internal/plan"
 )
 
-// machine is the set of virtual devices: per device, buffer name → flat
+// machine is the set of virtual devices: per device and buffer name, a flat
 // buffer. A buffer exists once something has written it.
 type machine struct {
-	bufs map[int]map[string][]float64
+	// One map for all devices: a map per device cost about 400 bytes a
+	// device, which dominated meshes of a million devices.
+	bufs map[bufKey][]float64
+}
+
+// bufKey names one device's buffer.
+type bufKey struct {
+	dev  int
+	name string
 }
 
 // flow is what one device sends and receives in one step, in bytes.
 type flow struct{ sent, recv int64 }
 
-func newMachine() *machine {
-	return &machine{bufs: map[int]map[string][]float64{}}
+// newMachine returns a machine with room for the given number of buffers:
+// growing the map would briefly hold it twice.
+func newMachine(buffers int64) *machine {
+	return &machine{bufs: make(map[bufKey][]float64, buffers)}
 }
 
 func (m *machine) get(dev int, name string) ([]float64, bool) {
-	b, ok := m.bufs[dev][name]
+	b, ok := m.bufs[bufKey{dev, name}]
 	return b, ok
 }
 
 func (m *machine) put(dev int, name string, b []float64) {
-	if m.bufs[dev] == nil {
-		m.bufs[dev] = map[string][]float64{}
-	}
-	m.bufs[dev][name] = b
+	m.bufs[bufKey{dev, name}] = b
 }
 
 // exec runs one step with elements of size bytes and returns each taking

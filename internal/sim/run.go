@@ -20,10 +20,9 @@ const DefaultMaxBytes = 1 << 30
 type Options struct {
 	// Seed selects the input data.
 	Seed uint64
-	// MaxBytes bounds the estimated memory of the simulation (global
-	// reference tensors plus every device's buffers, 8 bytes an element);
-	// a plan that needs more is refused. Zero or negative means
-	// [DefaultMaxBytes].
+	// MaxBytes bounds the memory the simulation is estimated to need
+	// ([Estimate]); a plan that needs more is refused. Zero or negative
+	// means [DefaultMaxBytes].
 	MaxBytes int64
 }
 
@@ -91,7 +90,8 @@ func Run(p *plan.Plan, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if need := w.estimate(); need > opts.MaxBytes {
+	f := w.footprint()
+	if need := f.bytes(); need > opts.MaxBytes {
 		about := "about"
 		if need == math.MaxInt64 {
 			about = "more than" // the estimate saturates instead of wrapping
@@ -102,7 +102,8 @@ func Run(p *plan.Plan, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := newMachine()
+	m := newMachine(f.entries)
+	w.scratch = make([]int, 0, f.transient)
 	w.load(m, ref)
 	return w.execute(m, ref)
 }
@@ -212,7 +213,8 @@ func (w *world) check(m *machine, ref map[string][]float64, op, step int) *Misma
 	name := w.p.Ops[op].Output
 	t := w.tensors[name]
 	for _, d := range t.mesh.Devices {
-		offs := t.shard.offsets(d)
+		w.scratch = t.shard.appendOffsets(w.scratch[:0], d)
+		offs := w.scratch
 		mis := &Mismatch{Op: op, Step: step, Tensor: name, Device: d, FlatIndex: -1}
 		buf, ok := m.get(d, name)
 		switch {

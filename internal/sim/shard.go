@@ -135,9 +135,20 @@ func (s *sharder) setOrder(alloc []int) error {
 // offsets returns device's elements in buffer order, as row-major offsets
 // into the global tensor's non-reduction shape.
 func (s *sharder) offsets(device int) []int {
+	if _, ok := s.at.position(device); !ok {
+		return nil
+	}
+	// Sized once: growing by append would briefly hold twice the shard.
+	return s.appendOffsets(make([]int, 0, s.maxElements()), device)
+}
+
+// appendOffsets is offsets appended to offs: a simulation enumerates every
+// device's shard into one scratch buffer, so that a million devices leave
+// no garbage behind (the memory estimate counts one shard).
+func (s *sharder) appendOffsets(offs []int, device int) []int {
 	c, ok := s.at.coords(device)
 	if !ok {
-		return nil
+		return offs
 	}
 	vals := make([]int, len(s.d.ids))
 	ext := make([]int, len(s.order))
@@ -148,11 +159,11 @@ func (s *sharder) offsets(device int) []int {
 		if s.role[pos] == roleDevice {
 			vals[id] = c[s.meshAxis[pos]]
 			if vals[id] >= s.d.ids[id].extent {
-				return nil // the device has no index on this axis
+				return offs // the device has no index on this axis
 			}
 		}
 	}
-	var offs []int
+	start := len(offs)
 	for point := range odometer(ext) {
 		for k, pos := range s.order {
 			if s.role[pos] == roleIterate {
@@ -164,7 +175,7 @@ func (s *sharder) offsets(device int) []int {
 		}
 	}
 	if s.sorted {
-		slices.Sort(offs)
+		slices.Sort(offs[start:])
 	}
 	return offs
 }

@@ -179,7 +179,7 @@ func TestStepSemantics(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			m := newMachine()
+			m := newMachine(0)
 			for d, b := range tc.in {
 				m.put(d, "a", b)
 			}
@@ -188,9 +188,9 @@ func TestStepSemantics(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := bufs{}
-			for d := range m.bufs {
-				if b, ok := m.get(d, "b"); ok {
-					got[d] = b
+			for k, b := range m.bufs {
+				if k.name == "b" {
+					got[k.dev] = b
 				}
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
@@ -307,7 +307,7 @@ func TestStepErrors(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			m := newMachine()
+			m := newMachine(0)
 			for d, b := range tc.in {
 				m.put(d, "a", b)
 			}

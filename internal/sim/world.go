@@ -22,6 +22,9 @@ type world struct {
 	p        *plan.Plan
 	tensors  map[string]*tensorInfo
 	producer map[string]int
+	// scratch holds the offsets of the shard being loaded or checked,
+	// reused for every device and tensor.
+	scratch []int
 }
 
 // dtypeSizes gives the bytes of an element of each dtype.
@@ -153,7 +156,8 @@ func (w *world) load(m *machine, ref map[string][]float64) {
 		}
 		info := w.tensors[t.Name]
 		for _, d := range info.mesh.Devices {
-			offs := info.shard.offsets(d)
+			w.scratch = info.shard.appendOffsets(w.scratch[:0], d)
+			offs := w.scratch
 			buf := make([]float64, len(offs))
 			for i, off := range offs {
 				buf[i] = ref[t.Name][off]
@@ -161,39 +165,6 @@ func (w *world) load(m *machine, ref map[string][]float64) {
 			m.put(d, t.Name, buf)
 		}
 	}
-}
-
-// estimate bounds the bytes a simulation allocates: the global reference
-// tensors, the input shards, one shard of every other tensor (checking
-// enumerates them one device at a time) and the largest buffer every step
-// writes per device and name, 8 bytes an element.
-func (w *world) estimate() int64 {
-	var elems int64
-	for _, t := range w.p.Tensors {
-		info := w.tensors[t.Name]
-		elems = satAdd(elems, satProduct(info.shard.shape))
-		if w.isInput(t.Name) {
-			elems = satAdd(elems, satMul(int64(len(info.mesh.Devices)), info.shard.maxElements()))
-		} else {
-			elems = satAdd(elems, info.shard.maxElements()) // one shard at a time while checking
-		}
-	}
-	type key struct {
-		dev  int
-		name string
-	}
-	written := map[key]int64{}
-	for _, s := range w.p.Steps {
-		n := int64(max(s.Count.Output, 0))
-		for _, d := range stepDevices(&s) {
-			k := key{d, s.Output}
-			written[k] = max(written[k], n)
-		}
-	}
-	for _, n := range written {
-		elems = satAdd(elems, n)
-	}
-	return satMul(elems, 8)
 }
 
 // satAdd adds non-negative numbers, saturating instead of overflowing.
@@ -211,9 +182,4 @@ func satProduct(xs []int) int64 {
 		n = satMul(n, int64(x))
 	}
 	return n
-}
-
-// stepDevices lists every device a step names, in teams or devices.
-func stepDevices(s *plan.Step) []int {
-	return slices.Concat(slices.Concat(s.Teams...), s.Devices)
 }

@@ -1,0 +1,153 @@
+package cli_test
+
+import (
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/nvcomm/nvcomm/internal/cli"
+	"github.com/nvcomm/nvcomm/internal/ir"
+	"github.com/nvcomm/nvcomm/internal/lower"
+	"github.com/nvcomm/nvcomm/internal/sim"
+)
+
+// rssFusions are the shapes TestEstimateWithinPeakRSS simulates, each
+// estimated at about 100 MB: large enough that the runtime's own ten
+// megabytes do not decide the ratio, small enough for make test.
+var rssFusions = map[string]string{
+	"allgather": `meshes:
+  m: [0, 1]
+tensors:
+  tv0: {mesh: m, shape: [2, 1048576], schedule: [{parallelize: {axis: 0, type: DIDx}}]}
+  tv1: {mesh: m}
+ops:
+  - {op: set, in: tv0, out: tv1}
+`,
+	"alltoall": `meshes:
+  m: [0, 1, 2, 3]
+tensors:
+  tv0: {mesh: m, shape: [4, 4, 196608], schedule: [{parallelize: {axis: 0, type: DIDx}}]}
+  tv1: {mesh: m, schedule: [{parallelize: {axis: 1, type: DIDx}}]}
+ops:
+  - {op: set, in: tv0, out: tv1}
+`,
+	"allreduce": `meshes:
+  m: [0, 1]
+tensors:
+  tv0: {mesh: m, shape: [2, 1572864], schedule: [{parallelize: {axis: 0, type: DIDx}}]}
+  tv1: {mesh: m}
+ops:
+  - {op: sum, in: tv0, out: tv1, axis: 0}
+`,
+}
+
+// TestEstimateWithinPeakRSS runs real simulations, each in a child process
+// (this test binary as nvcomm, see TestMain), and holds the memory
+// estimate within 25% of the child's peak resident memory (ru_maxrss).
+// Before the estimate modelled the garbage collector, the peak was twice
+// the estimate.
+func TestEstimateWithinPeakRSS(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("ru_maxrss is in kilobytes on Linux; elsewhere units differ")
+	}
+	if testing.Short() {
+		t.Skip("three simulations of about 100 MB each")
+	}
+	exe, err := exec.LookPath("nvcomm") // TestMain puts this binary there
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for name, fusion := range rssFusions {
+		t.Run(name, func(t *testing.T) {
+			file := writeFile(t, dir, name+".yaml", fusion)
+			want := estimate(t, file)
+			cmd := exec.Command(exe, "simulate", file)
+			out, err := cmd.CombinedOutput()
+			if err != nil || !strings.HasPrefix(string(out), "PASS\n") {
+				t.Fatalf("simulate: %v\n%s", err, out)
+			}
+			peak := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss << 10
+			ratio := float64(peak) / float64(want)
+			t.Logf("estimate %d B, peak RSS %d B, peak/estimate %.2f", want, peak, ratio)
+			if ratio < 0.75 || ratio > 1.25 {
+				t.Errorf("peak RSS %d B is %.2f times the estimate %d B, want within 25%%", peak, ratio, want)
+			}
+		})
+	}
+}
+
+// estimate lowers a fusion file and returns sim.Estimate of its plan.
+func estimate(t *testing.T, file string) int64 {
+	t.Helper()
+	src, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := ir.Parse(file, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := lower.Lower(f, lower.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := sim.Estimate(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestSimulateMemoryGuard checks the guard against the flag and against the
+// machine: a plan larger than physical memory is refused with exit 1
+// whatever --max-bytes says (it was a Go out-of-memory crash, exit 2).
+func TestSimulateMemoryGuard(t *testing.T) {
+	const huge = `meshes:
+  m: [0, 1]
+tensors:
+  tv0: {mesh: m, shape: [2, 1073741824, 64], schedule: [{parallelize: {axis: 0, type: DIDx}}]}
+  tv1: {mesh: m}
+ops:
+  - {op: set, in: tv0, out: tv1}
+`
+	dir := t.TempDir()
+	tests := map[string]struct {
+		fusion   string
+		args     []string
+		machine  bool // needs a readable memory limit
+		wantCode int
+		wantErr  string
+	}{
+		"larger than the machine, flag at 2^62": {
+			fusion: huge, args: []string{"--max-bytes", "4611686018427387904"}, machine: true,
+			wantCode: cli.ExitInput, wantErr: "bytes of memory this machine gives the process (whatever --max-bytes says)",
+		},
+		"larger than the machine, default flag": {
+			fusion: huge, machine: true,
+			wantCode: cli.ExitInput, wantErr: "bytes of memory this machine gives the process",
+		},
+		"larger than the flag": {
+			fusion: seedFusion, args: []string{"--max-bytes", "1000"},
+			wantCode: cli.ExitInput, wantErr: "more than the limit of 1000; raise --max-bytes",
+		},
+		"small, flag at 2^62": {
+			fusion: seedFusion, args: []string{"--max-bytes", "4611686018427387904"}, wantCode: cli.ExitOK,
+		},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			if tt.machine && cli.MemoryLimit() == 0 {
+				t.Skip("no readable memory limit on this system")
+			}
+			file := writeFile(t, dir, strings.ReplaceAll(name, " ", "_")+".yaml", tt.fusion)
+			code, _, stderr := run(t, "", append([]string{"simulate", file}, tt.args...)...)
+			if code != tt.wantCode || !strings.Contains(stderr, tt.wantErr) {
+				t.Errorf("exit %d, stderr %q; want exit %d and %q", code, stderr, tt.wantCode, tt.wantErr)
+			}
+		})
+	}
+}

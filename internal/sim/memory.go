@@ -1,0 +1,169 @@
+package sim
+
+import (
+	"math/bits"
+	"slices"
+
+	"github.com/nvcomm/nvcomm/internal/plan"
+)
+
+// The memory model behind the guard (docs/simulate.md, "Memory guard").
+// Nothing a simulation allocates is freed before the end: at its peak,
+// while the last op is checked, it holds
+//
+//   - the global reference of every tensor, a float64 an element;
+//   - every device buffer the plan writes (input shards and step outputs),
+//     the largest one per device and buffer name, a float64 an element
+//     rounded up to the allocator's size class, and the map entry that
+//     names it;
+//   - the offsets of the shard being enumerated (loading an input or
+//     checking an output), an int an element, in one scratch buffer as
+//     large as the largest shard;
+//   - per device, its traffic total and bookkeeping; per team member of
+//     the largest step, the collective's scratch; per device a step or
+//     mesh lists, the plan's copy of it; per step, the plan's step and
+//     its traffic line.
+//
+// The per-entry, per-device and per-member costs were measured on
+// linux/amd64 with meshes of up to a million devices; the element costs
+// are exact. TestEstimateWithinPeakRSS (internal/cli) holds the model
+// within 25% of the peak resident memory of real runs.
+const (
+	elemBytes   = 8   // a float64 value or an int offset
+	entryBytes  = 100 // one (device, buffer name) of the machine's map
+	deviceBytes = 150 // one device's traffic total, report line and index
+	memberBytes = 150 // one team member's scratch in the largest step
+	listedBytes = 16  // one device id in the plan's meshes and steps
+	stepBytes   = 500 // one step of the plan and of the result
+)
+
+// RuntimeBytes is what a simulating process holds beside the simulation:
+// the Go runtime, the program and its heap before the simulation starts
+// (measured: 7 to 12 MiB). The command adds it to [Estimate] when it caps
+// the process's memory.
+const RuntimeBytes = 12 << 20
+
+// footprint counts what the memory model prices.
+type footprint struct {
+	reference int64 // elements of the global reference tensors
+	buffers   int64 // bytes of the largest buffer per device and name
+	transient int64 // elements of the largest shard enumerated
+	entries   int64 // (device, buffer name) pairs
+	devices   int64 // distinct devices of every mesh and step
+	members   int64 // team members and devices of the largest step
+	listed    int64 // device ids listed by the plan's meshes and steps
+	steps     int64
+}
+
+// bytes prices f, saturating instead of overflowing.
+func (f footprint) bytes() int64 {
+	n := satAdd(satMul(satAdd(f.reference, f.transient), elemBytes), f.buffers)
+	n = satAdd(n, satMul(f.entries, entryBytes))
+	n = satAdd(n, satMul(f.devices, deviceBytes))
+	n = satAdd(n, satMul(f.members, memberBytes))
+	n = satAdd(n, satMul(f.steps, stepBytes))
+	return satAdd(n, satMul(f.listed, listedBytes))
+}
+
+// allocBytes is what the allocator takes for n elements: small objects
+// come in size classes about an eighth apart (8000 bytes take 8192), large
+// ones in 8 KiB pages.
+func allocBytes(n int64) int64 {
+	b := satMul(n, elemBytes)
+	switch {
+	case b <= 16:
+		return 16
+	case b > 32<<10:
+		return roundUp(b, 8<<10)
+	}
+	return roundUp(b, int64(1)<<max(4, bits.Len64(uint64(b))-4))
+}
+
+// roundUp rounds b up to a multiple of the power of two g, saturating.
+func roundUp(b, g int64) int64 {
+	return satAdd(b, g-1) &^ (g - 1)
+}
+
+// Estimate returns the bytes simulating p is expected to hold at its peak
+// (the memory model above), without running it; the process adds
+// [RuntimeBytes]. The error says why p cannot be simulated, as [Run]'s.
+func Estimate(p *plan.Plan) (int64, error) {
+	w, err := newWorld(p)
+	if err != nil {
+		return 0, err
+	}
+	return w.footprint().bytes(), nil
+}
+
+// footprint counts p's tensors, buffers and devices. It walks every device
+// of every mesh and step once, so it costs what decoding the plan did.
+func (w *world) footprint() footprint {
+	var f footprint
+	written := map[string]map[int]int64{} // buffer name → device → largest count
+	write := func(name string, devices []int, n int64) {
+		byDev := written[name]
+		if byDev == nil {
+			byDev = make(map[int]int64, len(devices))
+			written[name] = byDev
+		}
+		for _, d := range devices {
+			byDev[d] = max(byDev[d], n)
+		}
+	}
+	for _, t := range w.p.Tensors {
+		info := w.tensors[t.Name]
+		f.reference = satAdd(f.reference, satProduct(info.shard.shape))
+		// Inputs are enumerated when loaded, every other tensor (an op's
+		// output) when checked.
+		f.transient = max(f.transient, info.shard.maxElements())
+		if w.isInput(t.Name) {
+			write(t.Name, info.mesh.Devices, info.shard.maxElements())
+		}
+	}
+	for _, m := range w.p.Meshes {
+		f.listed += int64(len(m.Devices))
+	}
+	f.steps = int64(len(w.p.Steps))
+	for i := range w.p.Steps {
+		s := &w.p.Steps[i]
+		devs := stepDevices(s)
+		write(s.Output, writers(s, devs), int64(max(s.Count.Output, 0)))
+		f.members = max(f.members, int64(len(devs)))
+		f.listed += int64(len(devs))
+	}
+	seen := map[int]struct{}{}
+	for _, byDev := range written {
+		for d, n := range byDev {
+			f.buffers = satAdd(f.buffers, allocBytes(n))
+			f.entries++
+			seen[d] = struct{}{}
+		}
+	}
+	f.devices = int64(len(seen))
+	return f
+}
+
+// stepDevices lists every device a step names, in teams or devices.
+func stepDevices(s *plan.Step) []int {
+	return slices.Concat(slices.Concat(s.Teams...), s.Devices)
+}
+
+// writers returns the devices of devs, s's devices, that s gives an output
+// buffer: the root of a Gather or Reduce, the receiver of a SendRecv, every
+// device otherwise. Counting every member would overestimate a Gather to one
+// of T devices T times.
+func writers(s *plan.Step, devs []int) []int {
+	switch {
+	case (s.Type == plan.Gather || s.Type == plan.Reduce) && s.Root != nil:
+		return []int{*s.Root}
+	case s.Type == plan.SendRecv:
+		var out []int
+		for _, team := range s.Teams {
+			if len(team) == 2 {
+				out = append(out, team[1])
+			}
+		}
+		return out
+	}
+	return devs
+}

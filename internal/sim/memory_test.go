@@ -1,0 +1,116 @@
+package sim
+
+import (
+	"math"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/nvcomm/nvcomm/internal/plan"
+)
+
+// TestFootprint counts what the memory model prices on small plans: every
+// member of an Allgather gets the output, only the root of a Gather and
+// the receiver of a SendRecv do.
+func TestFootprint(t *testing.T) {
+	tests := map[string]struct {
+		plan      *plan.Plan
+		want      footprint
+		wantBytes int64
+	}{
+		"allgather between permutes": {
+			plan: seedPlan(),
+			want: footprint{
+				reference: 24 + 24, transient: 24,
+				// tv0 and tv1/in: 6 elements on 4 devices; tv1/gathered and tv1: 24.
+				buffers: 4*48 + 4*48 + 4*192 + 4*192,
+				entries: 16, devices: 4, members: 4, listed: 4 + 3*4, steps: 3,
+			},
+			wantBytes: (48+24)*8 + 1920 + 16*entryBytes + 4*deviceBytes + 4*memberBytes + 16*listedBytes + 3*stepBytes,
+		},
+		"gather to one root": {
+			plan: gatherPlan(),
+			want: footprint{
+				reference: 6 + 6, transient: 6,
+				buffers: 2*32 + 48, // tv0: 3 elements on 0 and 1; tv1: 6 on the root 2
+				entries: 3, devices: 3, members: 3, listed: 2 + 1 + 3, steps: 1,
+			},
+			wantBytes: 18*8 + 112 + 3*entryBytes + 3*deviceBytes + 3*memberBytes + 6*listedBytes + stepBytes,
+		},
+		"sendrecv to the receivers": {
+			plan: sendRecvPlan(),
+			want: footprint{
+				reference: 4 + 4, transient: 2,
+				buffers: 4 * 16, // tv0 on 0 and 1, tv1 on 2 and 3
+				entries: 4, devices: 4, members: 2, listed: 2 + 2 + 2 + 2, steps: 2,
+			},
+			wantBytes: 10*8 + 64 + 4*entryBytes + 4*deviceBytes + 2*memberBytes + 8*listedBytes + 2*stepBytes,
+		},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			w, err := newWorld(tt.plan)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := w.footprint()
+			if d := cmp.Diff(tt.want, got, cmp.AllowUnexported(footprint{})); d != "" {
+				t.Errorf("footprint (-want +got):\n%s", d)
+			}
+			if d := cmp.Diff(tt.wantBytes, got.bytes()); d != "" {
+				t.Errorf("bytes (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+// sendRecvPlan moves a [2, 2] tensor, one row a device, from devices 0
+// and 1 to devices 2 and 3, one SendRecv a row.
+func sendRecvPlan() *plan.Plan {
+	sr := func(id, from, to int) plan.Step {
+		return plan.Step{ID: id, Kind: plan.KindCollective, Type: plan.SendRecv, Teams: [][]int{{from, to}},
+			Root: ip(from), Input: "tv0", Output: "tv1", Count: plan.Count{Input: 2, Output: 2}}
+	}
+	return &plan.Plan{
+		Format: 1, Fusion: "sendrecv", Policy: "optimal",
+		Meshes: map[string]plan.Mesh{"a": mesh1(0, 1), "b": mesh1(2, 3)},
+		Tensors: []plan.Tensor{
+			{Name: "tv0", DType: "float32", Mesh: "a", Shape: []int{2, 2}, Schedule: []plan.ScheduleStep{par(0, "DIDx")}},
+			{Name: "tv1", DType: "float32", Mesh: "b", Shape: []int{2, 2}, Schedule: []plan.ScheduleStep{par(0, "DIDx")}},
+		},
+		Ops:   []plan.Op{{Index: 0, Op: "set", Input: "tv0", Output: "tv1"}},
+		Steps: []plan.Step{sr(0, 0, 2), sr(1, 1, 3)},
+	}
+}
+
+// TestAllocBytes checks the allocator's rounding the model assumes.
+func TestAllocBytes(t *testing.T) {
+	tests := map[int64]int64{
+		0: 16, 1: 16, 2: 16, 6: 48, 1000: 8192, 4096: 32 << 10, 4097: 40 << 10,
+		1 << 20: 8 << 20, math.MaxInt64 / 4: math.MaxInt64 &^ (8<<10 - 1),
+	}
+	got := map[int64]int64{}
+	for n := range tests {
+		got[n] = allocBytes(n)
+	}
+	if d := cmp.Diff(tests, got); d != "" {
+		t.Errorf("allocBytes (-want +got):\n%s", d)
+	}
+}
+
+// TestEstimateRefusesWhatRunRefuses checks that Estimate is the number the
+// guard of Run compares with MaxBytes.
+func TestEstimateRefusesWhatRunRefuses(t *testing.T) {
+	need, err := Estimate(seedPlan())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []bool
+	for _, limit := range []int64{need - 1, need} {
+		_, err := Run(seedPlan(), Options{MaxBytes: limit})
+		got = append(got, err != nil)
+	}
+	if d := cmp.Diff([]bool{true, false}, got); d != "" {
+		t.Errorf("refused at need-1, need (-want +got):\n%s", d)
+	}
+}

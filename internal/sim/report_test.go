@@ -1,0 +1,52 @@
+package sim
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"text/tabwriter"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestWriteDevicesColumns checks that the device table, written line by
+// line, has the columns text/tabwriter gave it before.
+func TestWriteDevicesColumns(t *testing.T) {
+	tests := map[string]map[int]int64{
+		"none":            {},
+		"narrow ids":      {0: 72, 1: 0, 3: 1 << 40},
+		"ids wider":       {7: 1, 12345678: 2, 99: 3},
+		"as wide as name": {123456: 5, 2: 6},
+	}
+	for name, recv := range tests {
+		t.Run(name, func(t *testing.T) {
+			var got strings.Builder
+			if err := (&Result{DeviceReceived: recv}).writeDevices(&got); err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(tabwriterDevices(recv), got.String()); d != "" {
+				t.Errorf("device table (-tabwriter +got):\n%s", d)
+			}
+		})
+	}
+}
+
+// tabwriterDevices is the device table as a tabwriter writes it.
+func tabwriterDevices(recv map[int]int64) string {
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "device\treceived (B)\n")
+	for _, d := range sortedKeys(recv) {
+		fmt.Fprintf(tw, "%d\t%d\n", d, recv[d])
+	}
+	tw.Flush()
+	return b.String()
+}
+
+func sortedKeys(m map[int]int64) []int {
+	keys := slices.Collect(maps.Keys(m))
+	slices.Sort(keys)
+	return keys
+}
