@@ -49,7 +49,7 @@ func (o *simulateOptions) run(cmd *cobra.Command, arg string) error {
 	if o.maxBytes <= 0 {
 		return usageError{fmt.Errorf("--max-bytes must be positive, got %d", o.maxBytes)}
 	}
-	restore, err := guardMemory(p)
+	restore, err := guardMemory(p, o.maxBytes)
 	if err != nil {
 		return report(cmd, fmt.Errorf("simulate: %w", err))
 	}
@@ -77,11 +77,12 @@ func (o *simulateOptions) load(cmd *cobra.Command, arg string) (*plan.Plan, erro
 }
 
 // guardMemory refuses a simulation that this machine cannot hold, whatever
-// --max-bytes says (Go exits with 2 when an allocation fails), and
-// otherwise asks the garbage collector to keep the process within the
-// estimate until restore is called: left alone, Go lets the heap grow to
-// twice what is live, and the peak would be twice the estimate.
-func guardMemory(p *plan.Plan) (restore func(), err error) {
+// --max-bytes says (Go exits with 2 when an allocation fails), or that
+// needs more than maxBytes, before sim.Run builds anything. Otherwise it
+// asks the garbage collector to keep the process within the estimate until
+// restore is called: left alone, Go lets the heap grow to twice what is
+// live, and the peak would be twice the estimate.
+func guardMemory(p *plan.Plan, maxBytes int64) (restore func(), err error) {
 	need, err := sim.Estimate(p)
 	if err != nil {
 		return nil, err
@@ -90,6 +91,9 @@ func guardMemory(p *plan.Plan) (restore func(), err error) {
 	if limit := memoryLimit(); limit > 0 && total > limit {
 		return nil, fmt.Errorf("%w: it needs about %d bytes, more than the %d bytes of memory this machine gives the process (whatever --max-bytes says); use smaller extents",
 			sim.ErrTooLarge, total, limit)
+	}
+	if err := sim.CheckMemory(need, maxBytes); err != nil {
+		return nil, err
 	}
 	prev := debug.SetMemoryLimit(-1)
 	if total >= prev {

@@ -91,12 +91,8 @@ func Run(p *plan.Plan, opts Options) (*Result, error) {
 		return nil, err
 	}
 	f := w.footprint()
-	if need := f.bytes(); need > opts.MaxBytes {
-		about := "about"
-		if need == math.MaxInt64 {
-			about = "more than" // the estimate saturates instead of wrapping
-		}
-		return nil, fmt.Errorf("%w: it needs %s %d bytes, more than the limit of %d; raise --max-bytes or use smaller extents", ErrTooLarge, about, need, opts.MaxBytes)
+	if err := CheckMemory(f.bytes(), opts.MaxBytes); err != nil {
+		return nil, err
 	}
 	ref, err := w.reference(opts.Seed)
 	if err != nil {
@@ -106,6 +102,20 @@ func Run(p *plan.Plan, opts Options) (*Result, error) {
 	w.scratch = make([]int, 0, f.transient)
 	w.load(m, ref)
 	return w.execute(m, ref)
+}
+
+// CheckMemory is the guard of [Run]: the error, wrapping [ErrTooLarge],
+// when a simulation estimated to need need bytes ([Estimate]) exceeds
+// maxBytes, and nil otherwise.
+func CheckMemory(need, maxBytes int64) error {
+	if need <= maxBytes {
+		return nil
+	}
+	about := "about"
+	if need == math.MaxInt64 {
+		about = "more than" // the estimate saturates instead of wrapping
+	}
+	return fmt.Errorf("%w: it needs %s %d bytes, more than the limit of %d; raise --max-bytes or use smaller extents", ErrTooLarge, about, need, maxBytes)
 }
 
 // execute runs every step, checks each op after its last step, and
