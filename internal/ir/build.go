@@ -37,22 +37,37 @@ func (p *parser) build(name string) *Fusion {
 	for _, op := range p.ops {
 		produced[op.out] = true
 	}
+	// resolved holds the tensors whose domains were built without error:
+	// an op reading any other is skipped, its problem reported already. (A
+	// rank-0 tensor has no logical axes, so Logical cannot tell.)
+	resolved := map[*Tensor]bool{}
 	for _, n := range p.mentionOrder() {
 		if !produced[n.name] {
 			t := get(n.name, n.pos)
+			before := p.errs.Len()
 			p.resolveInput(t)
+			resolved[t] = p.errs.Len() == before
 			f.Tensors = append(f.Tensors, t)
 		}
 	}
 	for i, ro := range order {
-		in := tensors[ro.in]
-		out := get(ro.out, posOf(ro.outN))
-		op := &Op{Index: i, Kind: ro.kind, Inputs: []*Tensor{in}, Out: out, Axis: -1, Pos: ro.pos}
-		out.Producer = op
-		if in == nil || in.Logical == nil {
-			continue // its problem was reported already
+		ins := make([]*Tensor, len(ro.ins))
+		ready := true
+		for k, name := range ro.ins {
+			ins[k] = tensors[name]
+			ready = ready && resolved[ins[k]]
 		}
-		if !p.resolveOp(op, ro) {
+		out := get(ro.out, posOf(ro.outN))
+		op := &Op{Index: i, Kind: ro.kind, Inputs: ins, Out: out, Axis: -1, Pos: ro.pos}
+		out.Producer = op
+		if !ready {
+			continue
+		}
+		inferred, ok := p.resolveOp(op, ro)
+		// An output whose declaration is wrong still has its domain, so
+		// the ops reading it are checked too.
+		resolved[out] = inferred
+		if !ok {
 			continue
 		}
 		f.Ops = append(f.Ops, op)
@@ -73,7 +88,7 @@ func (p *parser) build(name string) *Fusion {
 func (p *parser) knownTensors(reader string) []string {
 	names := slices.Clone(p.tensorNames)
 	for _, op := range p.ops {
-		if op.in != reader {
+		if !op.reads(reader) {
 			names = append(names, op.out)
 		}
 	}
@@ -101,7 +116,9 @@ func (p *parser) mentionOrder() []mention {
 		add(n, p.raw[n].pos)
 	}
 	for _, op := range p.ops {
-		add(op.in, posOf(op.inN))
+		for k, in := range op.ins {
+			add(in, posOf(op.inNs[k]))
+		}
 		add(op.out, posOf(op.outN))
 	}
 	return out
@@ -119,8 +136,8 @@ func (p *parser) sortOps() []*rawOp {
 			continue
 		}
 		producer[op.out] = op
-		if op.in == op.out {
-			p.errs.Add(posOf(op.outN), "op reads and writes the same tensor %q", op.in)
+		if op.reads(op.out) {
+			p.errs.Add(posOf(op.outN), "op reads and writes the same tensor %q", op.out)
 			bad = true
 		}
 	}
@@ -140,8 +157,10 @@ func (p *parser) sortOps() []*rawOp {
 			return true
 		}
 		state[op] = 1
-		if dep, ok := producer[op.in]; ok && !visit(dep) {
-			return false
+		for _, in := range op.ins {
+			if dep, ok := producer[in]; ok && !visit(dep) {
+				return false
+			}
 		}
 		state[op] = 2
 		if !done[op] {
@@ -203,69 +222,6 @@ func (p *parser) resolveInput(t *Tensor) {
 		t.Logical = append(t.Logical, &IterDomain{Extent: e, Logical: i})
 	}
 	p.scheduleWith(t, rt, pls)
-}
-
-// resolveOp infers the output of op from its input and checks the
-// declaration of the output against it.
-func (p *parser) resolveOp(op *Op, ro *rawOp) bool {
-	in, out := op.In(), op.Out
-	rt := p.raw[out.Name]
-	what := fmt.Sprintf("tensor %q", out.Name)
-	if in.partial != "" {
-		if ro.kind.IsReduction() {
-			p.errs.AddHint(ro.pos, "read it with a set, which reduces its partial terms",
-				"ops[%d]: %q has a Partial placement and can only be read by set", ro.fileIdx, in.Name)
-			return false
-		}
-		// A set from a Partial tensor is the reduction of its terms.
-		op.Kind, op.Axis, op.AxisPos = in.partial, 0, ro.pos
-	}
-	if ro.kind.IsReduction() {
-		rank := len(in.ValueAxes())
-		axis := ro.axis
-		if axis < 0 {
-			axis += rank
-		}
-		if axis < 0 || axis >= rank {
-			p.errs.Add(posOf(ro.axisN), "ops[%d]: %s axis %d is out of range for %q, which has %d non-reduction axes", ro.fileIdx, op.Kind, ro.axis, in.Name, rank)
-			return false
-		}
-		op.Axis, op.AxisPos = axis, posOf(ro.axisN)
-	}
-	for k, e := range in.Shape() {
-		out.Logical = append(out.Logical, &IterDomain{Extent: e, Logical: k, Reduction: k == op.Axis})
-	}
-	out.Mesh, out.DType = in.Mesh, in.DType
-	if rt == nil {
-		return p.schedule(out, nil) // no schedule, but resolves the layout
-	}
-	if rt.mesh != nil {
-		out.Mesh = p.meshRef(rt.mesh, what)
-	}
-	if rt.dtype != nil {
-		if d := p.dtype(rt.dtype, what, ""); d != "" && d != in.DType {
-			p.errs.Add(posOf(rt.dtype), "%s: dtype %s differs from its input's %s (format 1 has no casts)", what, d, in.DType)
-		}
-	}
-	if rt.shape != nil {
-		p.checkShape(out, rt.shape, what)
-	}
-	if out.Mesh == nil {
-		return false
-	}
-	var pls []placement
-	if rt.placements != nil {
-		var ok bool
-		if pls, ok = p.placements(rt.placements, out.Mesh, what+" placements"); !ok {
-			return false
-		}
-		if pl, _, ok := partialOf(pls); ok {
-			p.errs.AddHint(pl.pos, "declare the partial terms as a fusion input and reduce them with a set",
-				"%s placements: Partial is only allowed on fusion inputs", what)
-			return false
-		}
-	}
-	return p.scheduleWith(out, rt, pls)
 }
 
 // checkShape compares a declared shape of a produced tensor with the inferred

@@ -34,7 +34,7 @@ func FuzzParse(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	for _, tt := range validTests {
+	for _, tt := range slices.Concat(validTests, layerTests) {
 		f.Add([]byte(tt.src))
 	}
 	for _, tt := range invalidTests {

@@ -145,7 +145,7 @@ tensors:
 ops:
   - {op: set, in: tv0, out: tv1}
 `,
-		want: `in.yaml:8:18: error: tensor "tv1" placements: Partial is only allowed on fusion inputs; declare the partial terms as a fusion input and reduce them with a set`,
+		want: `in.yaml:8:18: error: tensor "tv1" placements: Partial is only allowed on fusion inputs and on the outputs of matmul and linear; declare the partial terms as a fusion input and reduce them with a set`,
 	},
 	{
 		name: "placements_partial_reduced",
@@ -789,7 +789,7 @@ tensors:
 meshes:
   m: [0, 1, 1]
 `,
-		want: `in.yaml:2:10: error: ops[0]: unknown op "add" (expected one of set, sum, prod, max, min)
+		want: `in.yaml:2:19: error: ops[0]: add takes 2 inputs ([a, b]), got 1; write in: [a, b]
 in.yaml:3:5: error: ops[1]: sum needs an "axis" to reduce
 in.yaml:5:25: error: tensor "tv0": unknown dtype "floot32" (expected one of bfloat16, float16, float32, float64, int32, int64); did you mean "float32"?
 in.yaml:6:15: error: tensor "tv1": unknown mesh "n"; did you mean "m"?
@@ -1065,7 +1065,7 @@ tensors:
 ops:
   - {op: summ, in: tv0, out: tv1, axis: 0}
 `,
-		want: `in.yaml:6:10: error: ops[0]: unknown op "summ" (expected one of set, sum, prod, max, min); did you mean "sum"?`,
+		want: `in.yaml:6:10: error: ops[0]: unknown op "summ" (expected one of set, sum, prod, max, min, add, sub, mul, maximum, minimum, relu, neg, abs, broadcast, matmul, linear); did you mean "sum"?`,
 	},
 	{
 		name: "unknown_parallel_type",
@@ -1167,6 +1167,484 @@ tensors:
       - outer_split: {axis: 0, factor: 0}
 `,
 		want: `in.yaml:8:40: error: tensor "tv0" outer_split factor: expected an integer >= 1, got 0`,
+	},
+	// The ops of layers: operands, keys, arity, shapes and dtypes.
+	{
+		name: "arity_linear",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  x: {mesh: m, shape: [4, 8]}
+  w: {mesh: m, shape: [2, 8]}
+  bias: {mesh: m, shape: [2]}
+ops:
+  - {op: linear, in: [x, w, bias, bias], out: y}
+`,
+		want: `in.yaml:8:22: error: ops[0]: linear takes 2 or 3 inputs ([x, w] or [x, w, bias]), got 4; write in: [x, w] or [x, w, bias]`,
+	},
+	{
+		name: "arity_matmul",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  a: {mesh: m, shape: [4, 8]}
+ops:
+  - {op: matmul, in: [a], out: c}
+`,
+		want: `in.yaml:6:22: error: ops[0]: matmul takes 2 inputs ([a, b]), got 1; write in: [a, b]`,
+	},
+	{
+		name: "arity_unary",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  a: {mesh: m, shape: [4]}
+  b: {mesh: m, shape: [4]}
+ops:
+  - {op: relu, in: [a, b], out: c}
+`,
+		want: `in.yaml:7:20: error: ops[0]: relu takes 1 input, got 2; in names one tensor`,
+	},
+	{
+		name: "axes_on_add",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  a: {mesh: m, shape: [4]}
+ops:
+  - {op: add, in: [a, a], out: c, axes: [0]}
+`,
+		want: `in.yaml:6:41: error: ops[0]: add takes no "axes"; only broadcast inserts axes`,
+	},
+	{
+		name: "axes_on_sum",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  a: {mesh: m, shape: [4, 2]}
+ops:
+  - {op: sum, in: a, out: c, axes: [0]}
+`,
+		want: `in.yaml:6:36: error: ops[0]: sum reduces one "axis", not "axes"; write axis: N; reduce several axes with one op each`,
+	},
+	{
+		name: "axis_on_matmul",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  a: {mesh: m, shape: [4, 8]}
+  b: {mesh: m, shape: [8, 2]}
+ops:
+  - {op: matmul, in: [a, b], out: c, axis: 1}
+`,
+		want: `in.yaml:7:44: error: ops[0]: matmul takes no "axis"; matmul contracts a's last axis with b's second-to-last; no axis is given`,
+	},
+	{
+		name: "broadcast_axes_not_increasing",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  v: {mesh: m, shape: [4]}
+  w: {shape: [2, 4, 3]}
+ops:
+  - {op: broadcast, in: v, out: w, axes: [2, 0]}
+`,
+		want: `in.yaml:7:46: error: ops[0]: broadcast axes [2, 0] are not increasing (axis 0 comes after 2); list each new axis once, in increasing order`,
+	},
+	{
+		name: "broadcast_axis_out_of_range",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  v: {mesh: m, shape: [4]}
+  w: {shape: [2, 4]}
+ops:
+  - {op: broadcast, in: v, out: w, axes: [2]}
+`,
+		want: `in.yaml:7:43: error: ops[0]: broadcast axis 2 is out of range for the output "w" of rank 2`,
+	},
+	{
+		name: "broadcast_empty_axes",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  v: {mesh: m, shape: [4]}
+  w: {shape: [4]}
+ops:
+  - {op: broadcast, in: v, out: w, axes: []}
+`,
+		want: `in.yaml:7:42: error: ops[0]: broadcast axes: expected at least one new axis, got an empty list; a broadcast without new axes is a set`,
+	},
+	{
+		name: "broadcast_extent_mismatch",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  v: {mesh: m, shape: [4, 6]}
+  w: {shape: [4, 2, 5]}
+ops:
+  - {op: broadcast, in: v, out: w, axes: [1]}
+`,
+		want: `in.yaml:5:14: error: tensor "w" shape [4, 2, 5] does not match its input: axis 2 has extent 5, but it is axis 1 of "v", of extent 6; the output's shape is "v"'s [4, 6] with a new axis inserted at each of axes [1]`,
+	},
+	{
+		name: "broadcast_rank_mismatch",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  v: {mesh: m, shape: [4]}
+  w: {shape: [2, 3, 4]}
+ops:
+  - {op: broadcast, in: v, out: w, axes: [0]}
+`,
+		want: `in.yaml:5:14: error: tensor "w" shape [2, 3, 4] has rank 3, but broadcast of "v" (rank 1) at axes [0] gives rank 2; the output's shape is "v"'s [4] with a new axis inserted at each of axes [0]`,
+	},
+	{
+		name: "broadcast_without_axes",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  v: {mesh: m, shape: [4]}
+  w: {shape: [2, 4]}
+ops:
+  - {op: broadcast, in: v, out: w}
+`,
+		want: `in.yaml:7:5: error: ops[0]: broadcast needs "axes", the output positions of its new axes; axes: [0] inserts a leading axis`,
+	},
+	{
+		name: "broadcast_without_shape",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  v: {mesh: m, shape: [4]}
+ops:
+  - {op: broadcast, in: v, out: w, axes: [0]}
+`,
+		want: `in.yaml:6:33: error: ops[0]: broadcast needs the shape of its output "w"; declare tensor "w" with its full shape: the new axes' extents come from it`,
+	},
+	{
+		name: "cycle_through_second_input",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  a: {mesh: m, shape: [4]}
+ops:
+  - {op: add, in: [a, d], out: c}
+  - {op: neg, in: c, out: d}
+`,
+		want: `in.yaml:6:5: error: ops form a cycle through tensor "c"; every tensor must be computable from the fusion inputs`,
+	},
+	{
+		name: "elementwise_broadcast_mismatch",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  a: {mesh: m, shape: [4, 6]}
+  b: {mesh: m, shape: [4, 3]}
+ops:
+  - {op: maximum, in: [a, b], out: c}
+`,
+		want: `in.yaml:7:27: error: ops[0]: maximum operands do not broadcast: axis 1 has extent 6 in "a" and 3 in "b"; extents must be equal, or 1 in one operand, which is then repeated (torch's broadcasting rule)`,
+	},
+	{
+		name: "elementwise_rank_mismatch",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  a: {mesh: m, shape: [4, 6]}
+  b: {mesh: m, shape: [6]}
+ops:
+  - {op: add, in: [a, b], out: c}
+`,
+		want: `in.yaml:7:23: error: ops[0]: add operands must have equal ranks, but "a" has rank 2 and "b" rank 1; insert the missing axes with a broadcast op first`,
+	},
+	{
+		name: "layer_several_errors",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  a: {mesh: m, shape: [4, 8]}
+  b: {mesh: m, shape: [8, 2]}
+ops:
+  - {op: matmul, in: [a, bb, a], out: c, axis: 0}
+  - {op: relu, in: [a, b], out: d, axes: [1]}
+  - {op: linear, in: a, out: e}
+  - {op: broadcast, in: [a], out: f, axis: 0}
+`,
+		want: `in.yaml:7:22: error: ops[0]: matmul takes 2 inputs ([a, b]), got 3; write in: [a, b]
+in.yaml:7:48: error: ops[0]: matmul takes no "axis"; matmul contracts a's last axis with b's second-to-last; no axis is given
+in.yaml:8:20: error: ops[1]: relu takes 1 input, got 2; in names one tensor
+in.yaml:8:42: error: ops[1]: relu takes no "axes"; only broadcast inserts axes
+in.yaml:9:22: error: ops[2]: linear takes 2 or 3 inputs ([x, w] or [x, w, bias]), got 1; write in: [x, w] or [x, w, bias]
+in.yaml:10:44: error: ops[3]: broadcast takes "axes", a list, not "axis"; write axes: [N], the output positions of the new axes`,
+	},
+	{
+		name: "layer_shape_errors",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  x: {mesh: m, shape: [4, 8]}
+  w: {mesh: m, shape: [2, 6]}
+  b: {mesh: m, shape: [4, 3]}
+  h: {mesh: m, dtype: float16, shape: [4]}
+ops:
+  - {op: linear, in: [x, w], out: y}
+  - {op: relu, in: y, out: r}
+  - {op: add, in: [x, b], out: s}
+  - {op: matmul, in: [x, h], out: t}
+  - {op: sub, in: [h, h], out: u}
+  - {op: mul, in: [x, u], out: v}
+`,
+		want: `in.yaml:9:26: error: ops[0]: linear contracts axis 1 of "x" (k = 8) with axis 1 of "w" (k = 6): the extents differ; w is [n, k], as torch.nn.functional.linear's weight; for x @ w with w of shape [k, n], use matmul
+in.yaml:11:23: error: ops[2]: add operands do not broadcast: axis 1 has extent 8 in "x" and 3 in "b"; extents must be equal, or 1 in one operand, which is then repeated (torch's broadcasting rule)
+in.yaml:12:26: error: ops[3]: matmul operand b, "h" of shape [4], has rank 1, expected 2 or a's rank 2; b is [k, n], shared by every batch, or [..., k, n] with a's batch axes
+in.yaml:12:26: error: ops[3]: matmul operands have different dtypes: "x" is float32 and "h" is float16; format 1 has no casts: declare the operands with one dtype
+in.yaml:14:23: error: ops[5]: mul operands must have equal ranks, but "x" has rank 2 and "u" rank 1; insert the missing axes with a broadcast op first
+in.yaml:14:23: error: ops[5]: mul operands have different dtypes: "x" is float32 and "u" is float16; format 1 has no casts: declare the operands with one dtype`,
+	},
+	{
+		name: "linear_bias_shape",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  x: {mesh: m, shape: [4, 8]}
+  w: {mesh: m, shape: [2, 8]}
+  bias: {mesh: m, shape: [8]}
+ops:
+  - {op: linear, in: [x, w, bias], out: y}
+`,
+		want: `in.yaml:8:29: error: ops[0]: linear bias "bias" has shape [8], expected [2]; bias is [n], w's axis 0: [2]`,
+	},
+	{
+		name: "linear_k_mismatch",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  x: {mesh: m, shape: [4, 8]}
+  w: {mesh: m, shape: [8, 2]}
+ops:
+  - {op: linear, in: [x, w], out: y}
+`,
+		want: `in.yaml:7:26: error: ops[0]: linear contracts axis 1 of "x" (k = 8) with axis 1 of "w" (k = 2): the extents differ; w is [n, k], as torch.nn.functional.linear's weight; for x @ w with w of shape [k, n], use matmul`,
+	},
+	{
+		name: "linear_rank_w",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  x: {mesh: m, shape: [4, 8]}
+  w: {mesh: m, shape: [8]}
+ops:
+  - {op: linear, in: [x, w], out: y}
+`,
+		want: `in.yaml:7:26: error: ops[0]: linear operand w, "w" of shape [8], has rank 1, expected 2; w is [n, k], as torch.nn.functional.linear's weight`,
+	},
+	{
+		name: "linear_rank_x",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  x: {mesh: m, shape: []}
+  w: {mesh: m, shape: [2, 8]}
+ops:
+  - {op: linear, in: [x, w], out: y}
+`,
+		want: `in.yaml:7:23: error: ops[0]: linear operand x, "x" of shape [], has rank 0, expected at least 1; x is [..., k]`,
+	},
+	{
+		name: "matmul_batch_mismatch",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  a: {mesh: m, shape: [3, 4, 8]}
+  b: {mesh: m, shape: [1, 8, 2]}
+ops:
+  - {op: matmul, in: [a, b], out: c}
+`,
+		want: `in.yaml:7:26: error: ops[0]: matmul batch axis 0 has extent 3 in "a" and 1 in "b" (expected equal extents); batch axes are not broadcast; give b rank 2 to share it across batches`,
+	},
+	{
+		name: "matmul_k_mismatch",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  a: {mesh: m, shape: [4, 8]}
+  b: {mesh: m, shape: [2, 8]}
+ops:
+  - {op: matmul, in: [a, b], out: c}
+`,
+		want: `in.yaml:7:26: error: ops[0]: matmul contracts axis 1 of "a" (k = 8) with axis 0 of "b" (k = 2): the extents differ; a is [..., m, k] and b [..., k, n]; for x @ w.T with w of shape [n, k], use linear`,
+	},
+	{
+		name: "matmul_output_dtype",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  a: {mesh: m, dtype: bfloat16, shape: [4, 8]}
+  b: {mesh: m, dtype: bfloat16, shape: [8, 2]}
+  c: {dtype: float32}
+ops:
+  - {op: matmul, in: [a, b], out: c}
+`,
+		want: `in.yaml:6:14: error: tensor "c": dtype float32 differs from its operands' bfloat16 (format 1 has no casts)`,
+	},
+	{
+		name: "matmul_output_too_large",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  a: {mesh: m, shape: [2147483647, 1]}
+  b: {mesh: m, shape: [1, 2147483647]}
+ops:
+  - {op: matmul, in: [a, b], out: c}
+`,
+		want: `in.yaml:7:5: error: ops[0]: output "c": [2147483647, 2147483647] of float32 elements takes more than 9223372036854775807 bytes (expected a tensor whose bytes fit in int64); nvcomm counts sizes in int64 bytes; use smaller extents`,
+	},
+	{
+		name: "matmul_rank_a",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  a: {mesh: m, shape: [8]}
+  b: {mesh: m, shape: [8, 2]}
+ops:
+  - {op: matmul, in: [a, b], out: c}
+`,
+		want: `in.yaml:7:23: error: ops[0]: matmul operand a, "a" of shape [8], has rank 1, expected at least 2; a is [..., m, k]; give a 1-D operand an axis of extent 1 with broadcast, or use linear`,
+	},
+	{
+		name: "matmul_rank_b",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  a: {mesh: m, shape: [2, 4, 8]}
+  b: {mesh: m, shape: [8]}
+ops:
+  - {op: matmul, in: [a, b], out: c}
+`,
+		want: `in.yaml:7:26: error: ops[0]: matmul operand b, "b" of shape [8], has rank 1, expected 2 or a's rank 3; b is [k, n], shared by every batch, or [..., k, n] with a's batch axes`,
+	},
+	{
+		name: "matmul_schedule_axis_out_of_range",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  a: {mesh: m, shape: [4, 8]}
+  b: {mesh: m, shape: [8, 2]}
+  c:
+    schedule:
+      - outer_split: {axis: 3, factor: 2}
+ops:
+  - {op: matmul, in: [a, b], out: c}
+`,
+		want: `in.yaml:8:29: error: tensor "c" outer_split: axis 3 is out of range for a loop domain of 3 axes`,
+	},
+	{
+		name: "matmul_shape_mismatch",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  a: {mesh: m, shape: [4, 8]}
+  b: {mesh: m, shape: [8, 2]}
+  c: {shape: [4, 8]}
+ops:
+  - {op: matmul, in: [a, b], out: c}
+`,
+		want: `in.yaml:6:14: error: tensor "c": shape [4, 8] does not match the shape [4, 2] inferred from the op that produces it`,
+	},
+	{
+		name: "mixed_dtypes",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  a: {mesh: m, shape: [4]}
+  b: {mesh: m, dtype: float16, shape: [4]}
+ops:
+  - {op: mul, in: [a, b], out: c}
+`,
+		want: `in.yaml:7:23: error: ops[0]: mul operands have different dtypes: "a" is float32 and "b" is float16; format 1 has no casts: declare the operands with one dtype`,
+	},
+	{
+		name: "op_in_empty_list",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  a: {mesh: m, shape: [4]}
+ops:
+  - {op: relu, in: [], out: b}
+`,
+		want: `in.yaml:6:20: error: ops[0] in: expected at least one tensor name, got an empty list`,
+	},
+	{
+		name: "op_in_mapping",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  a: {mesh: m, shape: [4]}
+ops:
+  - {op: add, in: {a: a}, out: b}
+`,
+		want: `in.yaml:6:19: error: ops[0] in: expected a tensor name or a list of names, got a mapping`,
+	},
+	{
+		name: "partial_output_not_sum",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  a: {mesh: m, shape: [4, 8]}
+  b: {mesh: m, shape: [8, 2]}
+  c: {placements: [Partial(max)]}
+ops:
+  - {op: matmul, in: [a, b], out: c}
+`,
+		want: `in.yaml:6:20: error: tensor "c" placements: matmul sums over its contracted axis, so its partial terms are a sum, not max; write Partial(sum): each device holds the sum over its slice of k`,
+	},
+	{
+		name: "partial_output_of_add",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  a: {mesh: m, shape: [4]}
+  c: {placements: [Partial(sum)]}
+ops:
+  - {op: add, in: [a, a], out: c}
+`,
+		want: `in.yaml:5:20: error: tensor "c" placements: Partial is only allowed on fusion inputs and on the outputs of matmul and linear; declare the partial terms as a fusion input and reduce them with a set`,
+	},
+	{
+		name: "partial_read_by_add",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  p: {mesh: m, shape: [4], placements: [Partial(sum)]}
+  a: {mesh: m, shape: [4]}
+ops:
+  - {op: add, in: [a, p], out: c}
+`,
+		want: `in.yaml:7:23: error: ops[0]: "p" has a Partial placement and can only be read by set; read it with a set, which reduces its partial terms`,
+	},
+	{
+		name: "reads_own_output_in_list",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  a: {mesh: m, shape: [4]}
+ops:
+  - {op: add, in: [a, c], out: c}
+`,
+		want: `in.yaml:6:32: error: op reads and writes the same tensor "c"`,
+	},
+	{
+		name: "unknown_tensor_in_list",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  a: {mesh: m, shape: [4]}
+  bias: {mesh: m, shape: [4]}
+ops:
+  - {op: add, in: [a, biass], out: c}
+`,
+		want: `in.yaml:7:23: error: tensor "biass" is read by an op but neither declared nor produced; did you mean "bias"?`,
 	},
 }
 

@@ -333,47 +333,6 @@ func (t *Tensor) LogicalExtents() []int {
 	return ext
 }
 
-// OpKind is the operation an op performs.
-type OpKind string
-
-// The ops of format 1.
-const (
-	OpSet  OpKind = "set"
-	OpSum  OpKind = "sum"
-	OpProd OpKind = "prod"
-	OpMax  OpKind = "max"
-	OpMin  OpKind = "min"
-)
-
-// OpNames lists the op kinds in documentation order.
-var OpNames = []string{"set", "sum", "prod", "max", "min"}
-
-// IsReduction reports whether k reduces an axis.
-func (k OpKind) IsReduction() bool { return k != OpSet }
-
-// Op is one operation: Out = Kind(Inputs...), over Axis for reductions.
-type Op struct {
-	Index  int // position in the fusion's (topologically sorted) op list
-	Kind   OpKind
-	Inputs []*Tensor // operands in order; set and reductions have one
-	Out    *Tensor
-	Axis   int // reduced axis among In()'s non-reduction logical axes; -1 for set
-	Pos    diag.Pos
-	// AxisPos is where Axis was written.
-	AxisPos diag.Pos
-}
-
-// In returns the op's first (for set and reductions, only) operand.
-func (o *Op) In() *Tensor { return o.Inputs[0] }
-
-// Expr renders the op as "out = kind(in[, axis])".
-func (o *Op) Expr() string {
-	if o.Kind == OpSet {
-		return fmt.Sprintf("%s = set(%s)", o.Out.Name, o.In().Name)
-	}
-	return fmt.Sprintf("%s = %s(%s, axis=%d)", o.Out.Name, o.Kind, o.In().Name, o.Axis)
-}
-
 // Fusion is a parsed and checked fusion file.
 type Fusion struct {
 	Name    string

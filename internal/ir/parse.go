@@ -53,15 +53,23 @@ type rawTensor struct {
 
 // rawOp is an op as written.
 type rawOp struct {
-	kind    OpKind
-	in, out string
-	inN     *yaml.Node
-	outN    *yaml.Node
-	axis    int
-	axisN   *yaml.Node
-	pos     diag.Pos
+	kind  OpKind
+	ins   []string     // the operands' names, in order
+	inNs  []*yaml.Node // where each is written
+	inN   *yaml.Node   // the "in" value: a name or a list of names
+	out   string
+	outN  *yaml.Node
+	axis  int
+	axisN *yaml.Node
+	axes  []int // broadcast's new axes as written
+	axesN *yaml.Node
+	pos   diag.Pos
+	// fileIdx is the op's position in the file's ops list, for messages.
 	fileIdx int
 }
+
+// reads reports whether the op names t among its operands.
+func (o *rawOp) reads(t string) bool { return contains(o.ins, t) }
 
 var topKeys = []string{"format", "name", "meshes", "tensors", "ops", "inputs", "outputs"}
 
@@ -328,78 +336,5 @@ func (p *parser) parseTensors(n *yaml.Node) {
 		if rt.shape != nil {
 			p.extents(rt.shape, what+" shape")
 		}
-	}
-}
-
-var opKeys = []string{"op", "in", "out", "axis"}
-
-func (p *parser) parseOps(n *yaml.Node) {
-	if n == nil {
-		return
-	}
-	items, ok := p.w.sequence(n, "ops")
-	if !ok {
-		return
-	}
-	for i, it := range items {
-		what := fmt.Sprintf("ops[%d]", i)
-		fields, ok := p.w.mapping(it, what, opKeys)
-		if !ok {
-			continue
-		}
-		op := &rawOp{pos: posOf(it), fileIdx: i, axis: -1}
-		var kindN *yaml.Node
-		good := true
-		for _, f := range fields {
-			switch f.Key {
-			case "op":
-				kindN = f.Value
-				s, ok := p.w.str(f.Value, what+" op")
-				if ok && !contains(OpNames, s) {
-					p.errs.AddHint(posOf(f.Value), diag.Suggest(s, OpNames), "%s: unknown op %q (expected one of %s)", what, s, strings.Join(OpNames, ", "))
-					ok = false
-				}
-				op.kind = OpKind(s)
-				good = good && ok
-			case "in":
-				op.in, ok = p.w.ident(f.Value, what+" in")
-				op.inN = f.Value
-				good = good && ok
-			case "out":
-				op.out, ok = p.w.ident(f.Value, what+" out")
-				op.outN = f.Value
-				good = good && ok
-			case "axis":
-				op.axisN = f.Value
-				op.axis, ok = p.w.integer(f.Value, what+" axis")
-				good = good && ok
-			}
-		}
-		for _, req := range []struct {
-			key string
-			n   *yaml.Node
-		}{{"op", kindN}, {"in", op.inN}, {"out", op.outN}} {
-			if req.n == nil {
-				if !misspelled(it, opKeys, req.key) {
-					p.errs.Add(op.pos, "%s: missing key %q", what, req.key)
-				}
-				good = false
-			}
-		}
-		if !good {
-			continue
-		}
-		if op.kind.IsReduction() && op.axisN == nil {
-			if misspelled(it, opKeys, "axis") {
-				continue // reported as an unknown key
-			}
-			p.errs.Add(op.pos, "%s: %s needs an \"axis\" to reduce", what, op.kind)
-			continue
-		}
-		if !op.kind.IsReduction() && op.axisN != nil {
-			p.errs.Add(posOf(op.axisN), "%s: set takes no \"axis\"", what)
-			continue
-		}
-		p.ops = append(p.ops, op)
 	}
 }

@@ -1,6 +1,7 @@
 package ir
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -89,13 +90,16 @@ func summarize(f *Fusion) fusionSum {
 // mesh4 is the 1-D mesh of four devices most cases use.
 var mesh4 = meshSum{"m", []int{4}, []int{0, 1, 2, 3}}
 
-// validTests are well-formed fusions and what Parse makes of them; the fuzz
-// test seeds from them too.
-var validTests = []struct {
+// validTest is a well-formed fusion and what Parse makes of it.
+type validTest struct {
 	name string
 	src  string
 	want fusionSum
-}{
+}
+
+// validTests are well-formed fusions and what Parse makes of them; the fuzz
+// test seeds from them too.
+var validTests = []validTest{
 	{
 		name: "doc_example_allgather_loop_split",
 		src: `format: 1
@@ -573,7 +577,7 @@ tensors:
 }
 
 func TestParseValid(t *testing.T) {
-	for _, tt := range validTests {
+	for _, tt := range slices.Concat(validTests, layerTests) {
 		t.Run(tt.name, func(t *testing.T) {
 			f, err := Parse("testdata/in.yaml", []byte(tt.src))
 			if err != nil {

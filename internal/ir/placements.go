@@ -19,9 +19,14 @@ import (
 //     outer part parallelized along the mesh axis's device type; several
 //     mesh axes sharding one dim nest in mesh-axis order, as DTensor does;
 //   - Partial(op): each device along the mesh axis holds one term of an op
-//     (sum, prod, max, min) over devices. The tensor gets an extra leading
-//     logical axis of the mesh axis's size, sharded along it, and every set
-//     that reads the tensor becomes that reduction over axis 0.
+//     (sum, prod, max, min) over devices. On a fusion input, the tensor
+//     gets an extra leading logical axis of the mesh axis's size, sharded
+//     along it, and every set that reads the tensor becomes that reduction
+//     over axis 0. On the output of matmul or linear, Partial(sum) names
+//     the contracted axis k, the trailing reduction axis of the output's
+//     logical domain: it is outer-split by the mesh axis size and the outer
+//     part parallelized, so each device sums over its slice of k (nvFuser's
+//     device-split reduction axis, before rFactor).
 
 var placementRE = regexp.MustCompile(`^\s*(Shard|Replicate|Partial)\s*\(\s*([^)]*?)\s*\)\s*$`)
 
@@ -94,8 +99,8 @@ func (p *parser) placement(n *yaml.Node, what string) (placement, bool) {
 		if op == "" {
 			op = "sum" // DTensor's default
 		}
-		if !contains(OpNames[1:], op) {
-			p.errs.AddHint(pl.pos, diag.Suggest(op, OpNames[1:]), "%s: Partial needs a reduce op (sum, prod, max, min), got %q", what, op)
+		if !contains(reductionNames, op) {
+			p.errs.AddHint(pl.pos, diag.Suggest(op, reductionNames), "%s: Partial needs a reduce op (sum, prod, max, min), got %q", what, op)
 			return pl, false
 		}
 		pl.op = OpKind(op)
@@ -126,6 +131,17 @@ func (p *parser) placementSchedule(t *Tensor, pls []placement, what string) bool
 		}
 		byPos[dims[d]] = append(byPos[dims[d]], i)
 	}
+	if pl, i, ok := partialOf(pls); ok && t.partial == "" {
+		// A contraction's output: the Partial splits its contracted axis,
+		// the last logical one (resolveOp allows no other produced tensor
+		// a Partial).
+		last := len(t.Logical) - 1
+		if last < 0 || !t.Logical[last].Reduction {
+			p.errs.Add(pl.pos, "%s: Partial needs a trailing reduction axis to split", what)
+			return false
+		}
+		byPos[last] = append(byPos[last], i)
+	}
 	// Positions from last to first, so splits do not move the positions
 	// still to shard.
 	for pos := len(t.Logical) - 1; pos >= 0; pos-- {
@@ -146,7 +162,7 @@ func (p *parser) placementSchedule(t *Tensor, pls []placement, what string) bool
 		}
 	}
 	for i, pl := range pls {
-		if pl.kind == "Partial" {
+		if pl.kind == "Partial" && t.partial != "" {
 			s := ScheduleStep{Kind: StepParallelize, Axis: 0, Type: DeviceTypes[t.Mesh.Rank()-1-i], Pos: pl.pos}
 			if !p.apply(t, s) {
 				return false

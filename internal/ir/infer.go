@@ -1,0 +1,350 @@
+package ir
+
+import (
+	"fmt"
+	"slices"
+)
+
+// This file infers an op's output from its operands (docs/fusion.md,
+// "ops"): the logical domain, the mesh and the dtype, then checks the
+// output's declaration against them. Shapes follow PyTorch: binary
+// elementwise ops broadcast extent-1 axes (torch's broadcasting semantics),
+// matmul is torch.matmul without its 1-D and batch-broadcasting cases, and
+// linear is torch.nn.functional.linear. Like nvFuser's matmul and linear
+// (csrc/ops/composite.cpp), a contraction's output keeps the contracted
+// axis k as a trailing reduction axis of its logical domain.
+
+// resolveOp infers the output of op from its operands and checks the
+// output's declaration against it. inferred reports whether the output's
+// domain, mesh and dtype are known, so that the ops reading it can be
+// checked even when its declaration is wrong; ok whether everything is
+// right.
+func (p *parser) resolveOp(op *Op, ro *rawOp) (inferred, ok bool) {
+	if !p.checkPartialReads(op, ro) {
+		return false, false
+	}
+	shape, reduction, shapeOK := p.inferShape(op, ro)
+	if dtypeOK := p.sameDTypes(op, ro); !shapeOK || !dtypeOK {
+		return false, false
+	}
+	out := op.Out
+	// The output of a broadcast, a binary op or a contraction can be
+	// larger than every operand; its reduction axis takes no memory.
+	value := slices.Clone(shape)
+	if reduction >= 0 {
+		value = slices.Delete(value, reduction, reduction+1)
+	}
+	if !p.checkBytes(value, op.In().DType, ro.pos, fmt.Sprintf("ops[%d]: output %q", ro.fileIdx, out.Name), "") {
+		return false, false
+	}
+	for k, e := range shape {
+		out.Logical = append(out.Logical, &IterDomain{Extent: e, Logical: k, Reduction: k == reduction})
+	}
+	out.Mesh, out.DType = op.In().Mesh, op.In().DType
+	ok = p.declareOutput(op)
+	return out.Mesh != nil, ok
+}
+
+// checkPartialReads enforces that only set reads a tensor with a Partial
+// placement, and turns such a set into the reduction of its terms.
+func (p *parser) checkPartialReads(op *Op, ro *rawOp) bool {
+	good := true
+	for k, in := range op.Inputs {
+		if in.partial == "" {
+			continue
+		}
+		if op.Kind == OpSet {
+			// A set from a Partial tensor is the reduction of its terms.
+			op.Kind, op.Axis, op.AxisPos = in.partial, 0, ro.pos
+			continue
+		}
+		pos := ro.pos
+		if !op.Kind.IsReduction() {
+			pos = posOf(ro.inNs[k])
+		}
+		p.errs.AddHint(pos, "read it with a set, which reduces its partial terms",
+			"ops[%d]: %q has a Partial placement and can only be read by set", ro.fileIdx, in.Name)
+		good = false
+	}
+	return good
+}
+
+// inferShape returns the output's logical extents and the position of its
+// reduction axis (-1 when it has none).
+func (p *parser) inferShape(op *Op, ro *rawOp) ([]int, int, bool) {
+	switch {
+	case ro.kind == OpSet:
+		// op.Axis is 0 for a set from Partial terms, which reduces them.
+		return op.In().Shape(), op.Axis, true
+	case ro.kind.IsReduction():
+		return p.inferReduction(op, ro)
+	case op.Kind.isBinary():
+		shape, ok := p.inferElementwise(op, ro)
+		return shape, -1, ok
+	case op.Kind == OpBroadcast:
+		shape, ok := p.inferBroadcast(op, ro)
+		return shape, -1, ok
+	case op.Kind == OpMatmul:
+		return p.inferMatmul(op, ro)
+	case op.Kind == OpLinear:
+		return p.inferLinear(op, ro)
+	}
+	return op.In().Shape(), -1, true // unary ops keep the shape
+}
+
+// inferReduction checks the reduced axis: the output keeps the input's
+// axes, the reduced one as a reduction axis.
+func (p *parser) inferReduction(op *Op, ro *rawOp) ([]int, int, bool) {
+	in := op.In()
+	rank := len(in.ValueAxes())
+	axis := ro.axis
+	if axis < 0 {
+		axis += rank
+	}
+	if axis < 0 || axis >= rank {
+		p.errs.Add(posOf(ro.axisN), "ops[%d]: %s axis %d is out of range for %q, which has %d non-reduction axes", ro.fileIdx, op.Kind, ro.axis, in.Name, rank)
+		return nil, -1, false
+	}
+	op.Axis, op.AxisPos = axis, posOf(ro.axisN)
+	return in.Shape(), axis, true
+}
+
+// inferElementwise broadcasts the operands' shapes: equal ranks, and at
+// each axis equal extents or 1 in one operand, which is repeated along it.
+func (p *parser) inferElementwise(op *Op, ro *rawOp) ([]int, bool) {
+	a := op.In()
+	shape := a.Shape()
+	for k, b := range op.Inputs[1:] {
+		bs := b.Shape()
+		pos := posOf(ro.inNs[k+1])
+		if len(bs) != len(shape) {
+			p.errs.AddHint(pos, "insert the missing axes with a broadcast op first",
+				"ops[%d]: %s operands must have equal ranks, but %q has rank %d and %q rank %d", ro.fileIdx, op.Kind, a.Name, len(shape), b.Name, len(bs))
+			return nil, false
+		}
+		for ax, e := range bs {
+			switch {
+			case e == shape[ax] || e == 1:
+			case shape[ax] == 1:
+				shape[ax] = e
+			default:
+				p.errs.AddHint(pos, "extents must be equal, or 1 in one operand, which is then repeated (torch's broadcasting rule)",
+					"ops[%d]: %s operands do not broadcast: axis %d has extent %d in %q and %d in %q", ro.fileIdx, op.Kind, ax, shape[ax], a.Name, e, b.Name)
+				return nil, false
+			}
+		}
+	}
+	return shape, true
+}
+
+// inferBroadcast takes the output's shape from its declaration and checks
+// that it is the input's with one axis inserted at each of the op's axes.
+func (p *parser) inferBroadcast(op *Op, ro *rawOp) ([]int, bool) {
+	in, out := op.In(), op.Out
+	rt := p.raw[out.Name]
+	if rt == nil || rt.shape == nil {
+		p.errs.AddHint(posOf(ro.outN), fmt.Sprintf("declare tensor %q with its full shape: the new axes' extents come from it", out.Name),
+			"ops[%d]: broadcast needs the shape of its output %q", ro.fileIdx, out.Name)
+		return nil, false
+	}
+	what := fmt.Sprintf("tensor %q shape", out.Name)
+	shape, ok := p.extents(rt.shape, what)
+	if !ok {
+		return nil, false
+	}
+	axes, ok := p.broadcastAxes(ro, len(shape))
+	if !ok {
+		return nil, false
+	}
+	op.Axes, op.AxisPos = axes, posOf(ro.axesN)
+	inShape := in.Shape()
+	hint := fmt.Sprintf("the output's shape is %q's %s with a new axis inserted at each of axes %s", in.Name, fmtShape(inShape), fmtShape(axes))
+	if len(shape) != len(inShape)+len(axes) {
+		p.errs.AddHint(posOf(rt.shape), hint, "%s %s has rank %d, but broadcast of %q (rank %d) at axes %s gives rank %d",
+			what, fmtShape(shape), len(shape), in.Name, len(inShape), fmtShape(axes), len(inShape)+len(axes))
+		return nil, false
+	}
+	for j, e := range shape {
+		if slices.Contains(axes, j) {
+			continue
+		}
+		if k := j - countBelow(axes, j); inShape[k] != e {
+			p.errs.AddHint(posOf(rt.shape), hint, "%s %s does not match its input: axis %d has extent %d, but it is axis %d of %q, of extent %d",
+				what, fmtShape(shape), j, e, k, in.Name, inShape[k])
+			return nil, false
+		}
+	}
+	return shape, true
+}
+
+// broadcastAxes normalizes broadcast's axes against the output's rank
+// (negative positions count from the end) and checks that they are
+// increasing, so each is given once.
+func (p *parser) broadcastAxes(ro *rawOp, rank int) ([]int, bool) {
+	axes := make([]int, len(ro.axes))
+	for i, v := range ro.axes {
+		a := v
+		if a < 0 {
+			a += rank
+		}
+		pos := posOf(ro.axesN.Content[i])
+		if a < 0 || a >= rank {
+			p.errs.Add(pos, "ops[%d]: broadcast axis %d is out of range for the output %q of rank %d", ro.fileIdx, v, ro.out, rank)
+			return nil, false
+		}
+		if i > 0 && a <= axes[i-1] {
+			p.errs.AddHint(pos, "list each new axis once, in increasing order",
+				"ops[%d]: broadcast axes %s are not increasing (axis %d comes after %d)", ro.fileIdx, fmtShape(ro.axes), v, ro.axes[i-1])
+			return nil, false
+		}
+		axes[i] = a
+	}
+	return axes, true
+}
+
+// inferMatmul checks a[..., m, k] @ b[..., k, n] (b 2-D, or of a's rank
+// with equal batch extents) and returns [...batch, m, n, k], k a
+// reduction axis.
+func (p *parser) inferMatmul(op *Op, ro *rawOp) ([]int, int, bool) {
+	a, b := op.Inputs[0], op.Inputs[1]
+	as, bs := a.Shape(), b.Shape()
+	if len(as) < 2 {
+		p.errs.AddHint(posOf(ro.inNs[0]), "a is [..., m, k]; give a 1-D operand an axis of extent 1 with broadcast, or use linear",
+			"ops[%d]: matmul operand a, %q of shape %s, has rank %d, expected at least 2", ro.fileIdx, a.Name, fmtShape(as), len(as))
+		return nil, -1, false
+	}
+	if len(bs) != 2 && len(bs) != len(as) {
+		p.errs.AddHint(posOf(ro.inNs[1]), "b is [k, n], shared by every batch, or [..., k, n] with a's batch axes",
+			"ops[%d]: matmul operand b, %q of shape %s, has rank %d, expected 2 or a's rank %d", ro.fileIdx, b.Name, fmtShape(bs), len(bs), len(as))
+		return nil, -1, false
+	}
+	k := as[len(as)-1]
+	if kb := bs[len(bs)-2]; kb != k {
+		p.errs.AddHint(posOf(ro.inNs[1]), "a is [..., m, k] and b [..., k, n]; for x @ w.T with w of shape [n, k], use linear",
+			"ops[%d]: matmul contracts axis %d of %q (k = %d) with axis %d of %q (k = %d): the extents differ",
+			ro.fileIdx, len(as)-1, a.Name, k, len(bs)-2, b.Name, kb)
+		return nil, -1, false
+	}
+	if len(bs) == len(as) {
+		for ax := range as[:len(as)-2] {
+			if as[ax] != bs[ax] {
+				p.errs.AddHint(posOf(ro.inNs[1]), "batch axes are not broadcast; give b rank 2 to share it across batches",
+					"ops[%d]: matmul batch axis %d has extent %d in %q and %d in %q (expected equal extents)",
+					ro.fileIdx, ax, as[ax], a.Name, bs[ax], b.Name)
+				return nil, -1, false
+			}
+		}
+	}
+	shape := append(slices.Clone(as[:len(as)-1]), bs[len(bs)-1], k)
+	return shape, len(shape) - 1, true
+}
+
+// inferLinear checks x[..., k], w[n, k] and bias[n], and returns
+// [..., n, k], k a reduction axis: y = x @ wᵀ + bias.
+func (p *parser) inferLinear(op *Op, ro *rawOp) ([]int, int, bool) {
+	x, w := op.Inputs[0], op.Inputs[1]
+	xs, ws := x.Shape(), w.Shape()
+	switch {
+	case len(xs) < 1:
+		p.errs.AddHint(posOf(ro.inNs[0]), "x is [..., k]",
+			"ops[%d]: linear operand x, %q of shape [], has rank 0, expected at least 1", ro.fileIdx, x.Name)
+		return nil, -1, false
+	case len(ws) != 2:
+		p.errs.AddHint(posOf(ro.inNs[1]), "w is [n, k], as torch.nn.functional.linear's weight",
+			"ops[%d]: linear operand w, %q of shape %s, has rank %d, expected 2", ro.fileIdx, w.Name, fmtShape(ws), len(ws))
+		return nil, -1, false
+	}
+	k, n := xs[len(xs)-1], ws[0]
+	if ws[1] != k {
+		p.errs.AddHint(posOf(ro.inNs[1]), "w is [n, k], as torch.nn.functional.linear's weight; for x @ w with w of shape [k, n], use matmul",
+			"ops[%d]: linear contracts axis %d of %q (k = %d) with axis 1 of %q (k = %d): the extents differ",
+			ro.fileIdx, len(xs)-1, x.Name, k, w.Name, ws[1])
+		return nil, -1, false
+	}
+	if len(op.Inputs) == 3 {
+		bias := op.Inputs[2]
+		if bs := bias.Shape(); len(bs) != 1 || bs[0] != n {
+			p.errs.AddHint(posOf(ro.inNs[2]), fmt.Sprintf("bias is [n], w's axis 0: [%d]", n),
+				"ops[%d]: linear bias %q has shape %s, expected [%d]", ro.fileIdx, bias.Name, fmtShape(bs), n)
+			return nil, -1, false
+		}
+	}
+	shape := append(slices.Clone(xs[:len(xs)-1]), n, k)
+	return shape, len(shape) - 1, true
+}
+
+// sameDTypes checks that all operands have one dtype: format 1 has no
+// casts.
+func (p *parser) sameDTypes(op *Op, ro *rawOp) bool {
+	first := op.In()
+	for k, in := range op.Inputs[1:] {
+		if in.DType != first.DType {
+			p.errs.AddHint(posOf(ro.inNs[k+1]), "format 1 has no casts: declare the operands with one dtype",
+				"ops[%d]: %s operands have different dtypes: %q is %s and %q is %s", ro.fileIdx, op.Kind, first.Name, first.DType, in.Name, in.DType)
+			return false
+		}
+	}
+	return true
+}
+
+// declareOutput applies the output's declaration (mesh, dtype, shape,
+// schedule or placements) to the inferred output, and replays its
+// schedule.
+func (p *parser) declareOutput(op *Op) bool {
+	out := op.Out
+	rt := p.raw[out.Name]
+	if rt == nil {
+		return p.schedule(out, nil) // no schedule, but resolves the layout
+	}
+	what := fmt.Sprintf("tensor %q", out.Name)
+	if rt.mesh != nil {
+		out.Mesh = p.meshRef(rt.mesh, what)
+	}
+	if rt.dtype != nil {
+		if d := p.dtype(rt.dtype, what, ""); d != "" && d != op.In().DType {
+			whose := "its input's"
+			if len(op.Inputs) > 1 {
+				whose = "its operands'"
+			}
+			p.errs.Add(posOf(rt.dtype), "%s: dtype %s differs from %s %s (format 1 has no casts)", what, d, whose, op.In().DType)
+		}
+	}
+	if rt.shape != nil {
+		p.checkShape(out, rt.shape, what)
+	}
+	if out.Mesh == nil {
+		return false
+	}
+	var pls []placement
+	if rt.placements != nil {
+		var ok bool
+		if pls, ok = p.placements(rt.placements, out.Mesh, what+" placements"); !ok {
+			return false
+		}
+		if !p.checkOutputPartial(op, pls, what+" placements") {
+			return false
+		}
+	}
+	return p.scheduleWith(out, rt, pls)
+}
+
+// checkOutputPartial allows a Partial placement on a produced tensor only
+// where it names a pending sum: Partial(sum) on a contraction's output
+// splits its contracted axis k over the mesh axis (docs/fusion.md,
+// "placements").
+func (p *parser) checkOutputPartial(op *Op, pls []placement, what string) bool {
+	pl, _, ok := partialOf(pls)
+	switch {
+	case !ok:
+		return true
+	case !op.Kind.IsContraction():
+		p.errs.AddHint(pl.pos, "declare the partial terms as a fusion input and reduce them with a set",
+			"%s: Partial is only allowed on fusion inputs and on the outputs of matmul and linear", what)
+		return false
+	case pl.op != OpSum:
+		p.errs.AddHint(pl.pos, "write Partial(sum): each device holds the sum over its slice of k",
+			"%s: %s sums over its contracted axis, so its partial terms are a sum, not %s", what, op.Kind, pl.op)
+		return false
+	}
+	return true
+}

@@ -1,0 +1,213 @@
+package ir
+
+import (
+	"fmt"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/nvcomm/nvcomm/internal/diag"
+)
+
+// opKeys are the keys of an op; which of axis and axes an op takes depends
+// on its kind (checkOpKeys).
+var opKeys = []string{"op", "in", "out", "axis", "axes"}
+
+// parseOps decodes the ops list. Each op's problems are reported together
+// (its kind, names, keys and arity), and a broken op is left out.
+func (p *parser) parseOps(n *yaml.Node) {
+	if n == nil {
+		return
+	}
+	items, ok := p.w.sequence(n, "ops")
+	if !ok {
+		return
+	}
+	for i, it := range items {
+		if op, ok := p.parseOp(it, i); ok {
+			p.ops = append(p.ops, op)
+		}
+	}
+}
+
+// parseOp decodes one op, the i-th of the file.
+func (p *parser) parseOp(it *yaml.Node, i int) (*rawOp, bool) {
+	what := fmt.Sprintf("ops[%d]", i)
+	fields, ok := p.w.mapping(it, what, opKeys)
+	if !ok {
+		return nil, false
+	}
+	op := &rawOp{pos: posOf(it), fileIdx: i, axis: -1}
+	var kindN *yaml.Node
+	good, kindOK, insOK := true, false, false
+	for _, f := range fields {
+		switch f.Key {
+		case "op":
+			kindN = f.Value
+			kindOK = p.opKind(op, f.Value, what)
+		case "in":
+			op.inN = f.Value
+			ok = p.opInputs(op, f.Value, what+" in")
+			insOK = ok
+		case "out":
+			op.outN = f.Value
+			op.out, ok = p.w.ident(f.Value, what+" out")
+		case "axis":
+			op.axisN = f.Value
+			op.axis, ok = p.w.integer(f.Value, what+" axis")
+		case "axes":
+			op.axesN = f.Value
+			op.axes, ok = p.integers(f.Value, what+" axes")
+		}
+		good = good && ok
+	}
+	for _, req := range []struct {
+		key string
+		n   *yaml.Node
+	}{{"op", kindN}, {"in", op.inN}, {"out", op.outN}} {
+		if req.n == nil {
+			if !misspelled(it, opKeys, req.key) {
+				p.errs.Add(op.pos, "%s: missing key %q", what, req.key)
+			}
+			good = false
+		}
+	}
+	if !kindOK {
+		return nil, false
+	}
+	// The kind is known: check its keys and arity even when a name is
+	// wrong, so every problem of the op is reported at once.
+	keysOK := p.checkOpKeys(op, it, what)
+	arityOK := !insOK || p.checkArity(op, what) // a broken "in" is reported already
+	return op, good && keysOK && arityOK
+}
+
+// opKind decodes the op's kind.
+func (p *parser) opKind(op *rawOp, n *yaml.Node, what string) bool {
+	s, ok := p.w.str(n, what+" op")
+	if !ok {
+		return false
+	}
+	if !contains(OpNames, s) {
+		p.errs.AddHint(posOf(n), diag.Suggest(s, OpNames), "%s: unknown op %q (expected one of %s)", what, s, strings.Join(OpNames, ", "))
+		return false
+	}
+	op.kind = OpKind(s)
+	return true
+}
+
+// opInputs decodes "in": one tensor name, or a list of names.
+func (p *parser) opInputs(op *rawOp, n *yaml.Node, what string) bool {
+	items := []*yaml.Node{n}
+	if n.Kind == yaml.SequenceNode {
+		items = n.Content
+		if len(items) == 0 {
+			p.errs.Add(posOf(n), "%s: expected at least one tensor name, got an empty list", what)
+			return false
+		}
+	} else if n.Kind != yaml.ScalarNode {
+		p.errs.Add(posOf(n), "%s: expected a tensor name or a list of names, got %s", what, kindName(n))
+		return false
+	}
+	good := true
+	for _, it := range items {
+		name, ok := p.w.ident(it, what)
+		good = good && ok
+		op.ins = append(op.ins, name)
+		op.inNs = append(op.inNs, it)
+	}
+	return good
+}
+
+// integers decodes a list of integers.
+func (p *parser) integers(n *yaml.Node, what string) ([]int, bool) {
+	items, ok := p.w.sequence(n, what)
+	if !ok {
+		return nil, false
+	}
+	xs := make([]int, 0, len(items))
+	for _, it := range items {
+		x, ok := p.w.integer(it, what)
+		if !ok {
+			return nil, false
+		}
+		xs = append(xs, x)
+	}
+	return xs, true
+}
+
+// checkOpKeys checks the keys that depend on the op's kind: reductions need
+// "axis", broadcast needs "axes", and no other op takes either.
+func (p *parser) checkOpKeys(op *rawOp, it *yaml.Node, what string) bool {
+	switch {
+	case op.kind.IsReduction() && op.axisN == nil && op.axesN != nil:
+		p.errs.AddHint(posOf(op.axesN), "write axis: N; reduce several axes with one op each",
+			"%s: %s reduces one \"axis\", not \"axes\"", what, op.kind)
+		return false
+	case op.kind == OpBroadcast && op.axesN == nil && op.axisN != nil:
+		p.errs.AddHint(posOf(op.axisN), "write axes: [N], the output positions of the new axes",
+			"%s: broadcast takes \"axes\", a list, not \"axis\"", what)
+		return false
+	}
+	good := true
+	switch {
+	case op.kind.IsReduction() && op.axisN == nil:
+		if !misspelled(it, opKeys, "axis") { // else reported as an unknown key
+			p.errs.Add(op.pos, "%s: %s needs an \"axis\" to reduce", what, op.kind)
+		}
+		good = false
+	case !op.kind.IsReduction() && op.axisN != nil:
+		p.errs.AddHint(posOf(op.axisN), axisHint(op.kind), "%s: %s takes no \"axis\"", what, op.kind)
+		good = false
+	}
+	switch {
+	case op.kind == OpBroadcast && op.axesN == nil:
+		if !misspelled(it, opKeys, "axes") {
+			p.errs.AddHint(op.pos, "axes: [0] inserts a leading axis",
+				"%s: broadcast needs \"axes\", the output positions of its new axes", what)
+		}
+		good = false
+	case op.kind == OpBroadcast && len(op.axes) == 0 && op.axesN.Kind == yaml.SequenceNode:
+		p.errs.AddHint(posOf(op.axesN), "a broadcast without new axes is a set",
+			"%s: broadcast axes: expected at least one new axis, got an empty list", what)
+		good = false
+	case op.kind != OpBroadcast && op.axesN != nil:
+		p.errs.AddHint(posOf(op.axesN), "only broadcast inserts axes", "%s: %s takes no \"axes\"", what, op.kind)
+		good = false
+	}
+	return good
+}
+
+// axisHint says why an op other than a reduction takes no "axis". The hint
+// for set is empty, as it always was.
+func axisHint(k OpKind) string {
+	switch {
+	case k.IsElementwise():
+		return fmt.Sprintf("%s is elementwise: the reductions over an axis are %s", k, strings.Join(reductionNames, ", "))
+	case k == OpMatmul:
+		return "matmul contracts a's last axis with b's second-to-last; no axis is given"
+	case k == OpLinear:
+		return "linear contracts x's last axis with w's axis 1; no axis is given"
+	}
+	return ""
+}
+
+// checkArity checks the number of operands the op's kind takes.
+func (p *parser) checkArity(op *rawOp, what string) bool {
+	lo, hi := op.kind.arity()
+	n := len(op.ins)
+	if n >= lo && n <= hi {
+		return true
+	}
+	if hi == 1 {
+		p.errs.AddHint(posOf(op.inN), "in names one tensor", "%s: %s takes 1 input, got %d", what, op.kind, n)
+		return false
+	}
+	want := fmt.Sprint(lo)
+	if hi > lo {
+		want = fmt.Sprintf("%d or %d", lo, hi)
+	}
+	p.errs.AddHint(posOf(op.inN), "write in: "+op.kind.operandNames(), "%s: %s takes %s inputs (%s), got %d",
+		what, op.kind, want, op.kind.operandNames(), n)
+	return false
+}
