@@ -7,7 +7,11 @@
 // exact semantics of every step type.
 package plan
 
-import "fmt"
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
 
 // Format is the plan format this package reads and writes.
 const Format = 1
@@ -116,13 +120,27 @@ func (o *Op) Operands() []string {
 	return []string{o.Input}
 }
 
-// Expr renders the op as steps name it: "out = set(in)" or
-// "out = sum(in, axis=k)".
+// Expr renders the op as steps name it, as ir.Op.Expr does: "out =
+// set(in)", "out = sum(in, axis=k)", "c = matmul(a, b)", "w =
+// broadcast(v, axes=[0, 2])".
 func (o Op) Expr() string {
-	if o.Op == "set" || o.Axis == nil {
-		return fmt.Sprintf("%s = %s(%s)", o.Output, o.Op, o.Input)
+	args := strings.Join(o.Operands(), ", ")
+	switch {
+	case o.Op == "broadcast":
+		args += ", axes=" + intList(o.Axes)
+	case o.Op != "set" && o.Axis != nil:
+		args += fmt.Sprintf(", axis=%d", *o.Axis)
 	}
-	return fmt.Sprintf("%s = %s(%s, axis=%d)", o.Output, o.Op, o.Input, *o.Axis)
+	return fmt.Sprintf("%s = %s(%s)", o.Output, o.Op, args)
+}
+
+// intList renders xs as "[0, 2]", the way fusion files write lists.
+func intList(xs []int) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = strconv.Itoa(x)
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
 }
 
 // Step kinds.
@@ -233,6 +251,15 @@ type Step struct {
 	// every batch rather than [Bt, K, N].
 	BroadcastB bool   `json:"broadcast_b,omitempty"`
 	Bytes      *Bytes `json:"bytes,omitempty"`
+}
+
+// Operands returns the buffers the step reads, in order, whichever field
+// holds them: Inputs for a step that reads several, else Input.
+func (s *Step) Operands() []string {
+	if len(s.Inputs) > 0 {
+		return s.Inputs
+	}
+	return []string{s.Input}
 }
 
 // Count is the number of elements in one device's input and output buffer

@@ -33,7 +33,7 @@ func WriteText(w io.Writer, p *Plan) error {
 			bytes = fmt.Sprintf("%d/%d/%d", s.Bytes.SentPerDevice, s.Bytes.ReceivedPerDevice, s.Bytes.LowerBound)
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s -> %s\t%s\t%s\t%s\t%d/%d\t%s\n",
-			s.ID, s.Expr, s.Type, s.Input, s.Output, who, root, red, s.Count.Input, s.Count.Output, bytes)
+			s.ID, s.Expr, s.Type, strings.Join(s.Operands(), ", "), s.Output, who, root, red, s.Count.Input, s.Count.Output, bytes)
 	}
 	return tw.Flush()
 }

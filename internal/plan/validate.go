@@ -107,7 +107,6 @@ var (
 	dtypes      = []string{"float32", "float16", "bfloat16", "float64", "int32", "int64"}
 	deviceTypes = []string{"DIDx", "DIDy", "DIDz"} // DIDx is the last mesh axis
 	shardKinds  = []string{"block", "strided", "nested", "merged"}
-	opNames     = []string{"set", "sum", "prod", "max", "min"}
 )
 
 // maxMeshRank is the most axes a mesh has: one per device type.
@@ -397,86 +396,6 @@ func (v *validator) checkLocalExtents(what string, t *Tensor, values, divisors [
 func (v *validator) checkLayout(what string, t *Tensor, rank int) {
 	if !isPermutation(t.Layout, rank) {
 		v.planf("%s: layout %v is not a permutation of the %d non-reduction axes", what, t.Layout, rank)
-	}
-}
-
-// checkOps checks every op (rule 3) and records which tensors ops write.
-func (v *validator) checkOps() {
-	v.written = map[string]int{}
-	v.opOK = make([]bool, len(v.p.Ops))
-	for i, op := range v.p.Ops {
-		v.checkOp(i, op)
-		if _, ok := v.written[op.Output]; !ok {
-			v.written[op.Output] = i
-		}
-	}
-}
-
-func (v *validator) checkOp(i int, op Op) {
-	before := v.probs.Count()
-	defer func() { v.opOK[i] = v.probs.Count() == before }()
-	if op.Index != i {
-		v.planf("op %d: index is %d", i, op.Index)
-	}
-	if !slices.Contains(opNames, op.Op) {
-		v.planf("op %d: op %q is not one of %s", i, op.Op, strings.Join(opNames, ", "))
-	}
-	in := v.tensors[op.Input]
-	if in == nil {
-		v.planf("op %d: input %q is not a tensor", i, op.Input)
-	}
-	if v.tensors[op.Output] == nil {
-		v.planf("op %d: output %q is not a tensor", i, op.Output)
-	}
-	if j, ok := v.written[op.Output]; ok {
-		v.planf("op %d: output %q is also the output of op %d", i, op.Output, j)
-	}
-	v.checkOpAxis(i, op, in)
-	v.checkOpOutput(i, op)
-}
-
-// checkOpOutput checks that an op's output is what the op makes of its
-// input: the same dtype (format 1 has no casts) and the input's
-// non-reduction shape, with the reduced axis as its only reduction axis.
-func (v *validator) checkOpOutput(i int, op Op) {
-	in, out := v.tensors[op.Input], v.tensors[op.Output]
-	if in == nil || out == nil || in.rank < 0 || out.rank < 0 {
-		return
-	}
-	if in.t.DType != out.t.DType && DTypeSize(in.t.DType) > 0 && DTypeSize(out.t.DType) > 0 {
-		v.planf("op %d: output %q has dtype %s, but its input %q has %s (format 1 has no casts)", i, op.Output, out.t.DType, op.Input, in.t.DType)
-	}
-	var shape []int
-	for k, e := range in.t.Shape {
-		if !slices.Contains(in.t.ReductionAxes, k) {
-			shape = append(shape, e)
-		}
-	}
-	var reduced []int
-	switch {
-	case !slices.Contains(opNames, op.Op):
-		return // reported as an unknown op
-	case op.Op == "set":
-	case op.Axis == nil || *op.Axis < 0 || *op.Axis >= in.rank:
-		return // reported as a bad axis
-	default:
-		reduced = []int{*op.Axis}
-	}
-	if !slices.Equal(out.t.Shape, shape) || !slices.Equal(out.t.ReductionAxes, reduced) {
-		v.planf("op %d: output %q has shape %v and reduction_axes %v, want %v and %v (the input's non-reduction shape, the reduced axis)",
-			i, op.Output, out.t.Shape, out.t.ReductionAxes, shape, reduced)
-	}
-}
-
-func (v *validator) checkOpAxis(i int, op Op, in *tensorInfo) {
-	switch {
-	case op.Op == "set" && op.Axis != nil:
-		v.planf("op %d: set takes no axis", i)
-	case op.Op == "set" || !slices.Contains(opNames, op.Op):
-	case op.Axis == nil:
-		v.planf("op %d: %s needs an axis", i, op.Op)
-	case in != nil && in.rank >= 0 && (*op.Axis < 0 || *op.Axis >= in.rank):
-		v.planf("op %d: axis %d is not among the %d non-reduction axes of %q", i, *op.Axis, in.rank, op.Input)
 	}
 }
 

@@ -2,61 +2,129 @@ package plan
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 )
 
 // checkCollectiveAxis checks that a collective's axis is the logical axis
-// whose sharding it changes (docs/plan.md): the reduced axis for Allreduce,
-// Reduce and ReduceScatter; for Allgather, Gather, AllToAll and SendRecv
-// the op input's axis sharded along the device type the team spans; for
-// Scatter and Slice (a local step that takes teams) the op output's
-// (counted among the input's axes); none for Broadcast.
+// whose sharding it changes (docs/plan.md), as a non-reduction position of
+// an input of the op: the reduced axis for Allreduce, Reduce and
+// ReduceScatter (a contraction's k in its first input); for Allgather,
+// Gather, AllToAll and SendRecv the axis of the input the buffer comes from
+// sharded along the device type the team spans; for Scatter and Slice (a
+// local step that takes teams) the op output's, counted among the first
+// input's axes; none for Broadcast.
 func (v *validator) checkCollectiveAxis(i int, s *Step, op *Op) {
 	if (s.Kind != KindCollective && s.Type != Slice) || op == nil || len(s.Teams) == 0 {
 		return
 	}
+	first := op.Operands()[0]
 	var want *int
 	switch s.Type {
 	case Broadcast:
 	case Allreduce, Reduce, ReduceScatter:
-		want = op.Axis
+		want = v.reducedAxis(op)
 	case Scatter, Slice:
 		if !v.becomesTensor(i, s.Output, op.Output) {
 			return // an intermediate sharding of a multi-step change
 		}
 		teamMesh := op.Output
 		if s.Type == Slice {
-			teamMesh = op.Input // a Slice runs where the input is, maybe before a move to the output's mesh
+			teamMesh = first // a Slice runs where the input is, maybe before a move to the output's mesh
 		}
-		want = v.shardedAxisAlong(op.Output, teamMesh, s.Teams[0])
-		if want != nil && op.Axis != nil && *want >= *op.Axis {
-			*want++ // the output's axes skip the reduced one
-		}
+		want = v.firstInputAxis(op, v.shardedAxisAlong(op.Output, teamMesh, s.Teams[0]))
 	case SendRecv:
-		if !v.comesFromTensor(i, s.Input, op.Input) {
+		if first = v.sourceOperand(i, s, op); first == "" {
 			return // an intermediate sharding of a multi-step change
 		}
-		want = v.firstShardedAxis(op.Input)
+		want = v.firstShardedAxis(first)
 		if want == nil {
 			break // a replicated tensor: the axis must be null
 		}
 	case Allgather, Gather, AllToAll:
-		if !v.comesFromTensor(i, s.Input, op.Input) {
+		if first = v.sourceOperand(i, s, op); first == "" {
 			return // an intermediate sharding of a multi-step change
 		}
-		want = v.shardedAxis(op.Input, s.Teams[0])
+		want = v.shardedAxis(first, s.Teams[0])
 	default:
 		return
 	}
 	if want == nil && s.Type != Broadcast && s.Type != SendRecv {
 		return // what the axis should be is unknown; other rules report why
 	}
-	if in := v.tensors[op.Input]; want != nil && (*want < 0 || in == nil || in.rank < 0 || *want >= in.rank) {
+	if in := v.tensors[first]; want != nil && (*want < 0 || in == nil || in.rank < 0 || *want >= in.rank) {
 		return // the tensor or op is malformed, and reported as such
 	}
 	if !sameAxis(s.Axis, want) {
 		v.stepf(i, "axis is %s, but the step changes the sharding of axis %s", axisText(s.Axis), axisText(want))
 	}
+}
+
+// reducedAxis is the axis an op combines, among its first input's
+// non-reduction axes: a reduction's axis, a contraction's k (the first
+// input's last axis); nil for other ops.
+func (v *validator) reducedAxis(op *Op) *int {
+	if !isContraction(op.Op) {
+		return op.Axis
+	}
+	in := v.tensors[op.Operands()[0]]
+	if in == nil || in.rank < 1 {
+		return nil
+	}
+	k := in.rank - 1
+	return &k
+}
+
+// firstInputAxis maps axis j of an op's output (a non-reduction position)
+// to the axis of its first input that holds the same index in every
+// element the op computes, or nil when there is none (an axis that
+// broadcast adds, an extent-1 axis that broadcasts, a contraction's n) or
+// j is nil.
+func (v *validator) firstInputAxis(op *Op, j *int) *int {
+	if j == nil {
+		return nil
+	}
+	a := *j
+	switch {
+	case op.Op == "broadcast":
+		if slices.Contains(op.Axes, a) {
+			return nil
+		}
+		n, _ := slices.BinarySearch(op.Axes, a)
+		a -= n
+	case op.Axis != nil && isReductionOp(op.Op):
+		if a >= *op.Axis {
+			a++ // the output's axes skip the reduced one
+		}
+	case isContraction(op.Op), isBinaryOp(op.Op):
+		in, out := v.tensors[op.Operands()[0]], v.tensors[op.Output]
+		if in == nil || out == nil || !sameIndex(op.Op, valueShape(in.t), valueShape(out.t), a) {
+			return nil
+		}
+	}
+	return &a
+}
+
+// sameIndex reports whether output axis j of an elementwise op or a
+// contraction holds the index of its first input's axis j: an axis the
+// input has with the output's extent, and not a contraction's n.
+func sameIndex(op string, in, out []int, j int) bool {
+	if isContraction(op) && j == len(in)-1 {
+		return false // the first input's last axis is k; the output's is n
+	}
+	return j < len(in) && j < len(out) && in[j] == out[j]
+}
+
+// sourceOperand returns the operand of op that buffer s.Input, read by
+// step i, is or was made from by local steps that keep its sharding, or
+// "" when there is none.
+func (v *validator) sourceOperand(i int, s *Step, op *Op) string {
+	for _, name := range op.Operands() {
+		if v.comesFromTensor(i, s.Input, name) {
+			return name
+		}
+	}
+	return ""
 }
 
 // comesFromTensor reports whether buffer name, read by step i, is tensor t
@@ -104,7 +172,8 @@ func (v *validator) becomesTensor(i int, name, t string) bool {
 
 // writes is the steps that wrote one buffer, in order, and for each
 // whether it or an earlier one moved data between devices (a collective or
-// a Slice) rather than keep the buffer's sharding.
+// a Slice) or computed new values (a Matmul or a Pointwise) rather than
+// rearrange the buffer, keeping its sharding.
 type writes struct {
 	steps []int
 	moved []bool
@@ -121,12 +190,14 @@ func (v *validator) indexBuffers() {
 			w = &writes{}
 			v.writes[s.Output] = w
 		}
-		moved := s.Kind != KindLocal || s.Type == Slice
+		moved := s.Kind != KindLocal || s.Type == Slice || readsSeveral(s.Type)
 		if n := len(w.moved); n > 0 {
 			moved = moved || w.moved[n-1]
 		}
 		w.steps, w.moved = append(w.steps, k), append(w.moved, moved)
-		v.reads[s.Input] = append(v.reads[s.Input], k)
+		for _, name := range s.Operands() {
+			v.reads[name] = append(v.reads[name], k)
+		}
 	}
 }
 

@@ -11,14 +11,18 @@ import (
 // from the step itself, and books what each device receives for the
 // summary. It runs only on a step with no other problem.
 func (v *validator) checkTraffic(i int, s *Step, op *Op) {
-	if s.Kind != KindCollective || s.Bytes == nil || op == nil || v.tensors[op.Input] == nil {
+	if s.Kind != KindCollective || s.Bytes == nil || op == nil {
+		return
+	}
+	in := v.tensors[op.Operands()[0]] // an op's operands share one dtype
+	if in == nil {
 		return
 	}
 	if !v.opOK[s.Op] {
 		v.trafficUnknown = true // the op's dtypes or tensors are in question
 		return
 	}
-	elem := DTypeSize(v.tensors[op.Input].t.DType)
+	elem := DTypeSize(in.t.DType)
 	if elem == 0 {
 		v.trafficUnknown = true // an unknown dtype, reported with the tensor
 		return

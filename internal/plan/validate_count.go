@@ -4,7 +4,7 @@ import "fmt"
 
 // checkCounts checks a step's element counts (rule 5): against its type and
 // team size, against the local size of fusion tensors, and against what the
-// producer of its input wrote.
+// producers of its inputs wrote.
 func (v *validator) checkCounts(i int, s *Step) {
 	c := s.Count
 	if c.Input < 0 || c.Output < 0 {
@@ -12,11 +12,83 @@ func (v *validator) checkCounts(i int, s *Step) {
 		return
 	}
 	v.checkTypeCount(i, s)
-	v.checkTensorCount(i, "input", s.Input, c.Input)
-	v.checkTensorCount(i, "output", s.Output, c.Output)
-	if b, ok := v.buffers[s.Input]; ok && b.count != c.Input {
-		v.stepf(i, "count.input is %d, but step %d wrote %q with %d elements", c.Input, b.step, s.Input, b.count)
+	reads := operandCounts(s)
+	for k, name := range s.Operands() {
+		if reads[k].ok {
+			v.checkTensorRead(i, k, name, reads[k])
+		}
 	}
+	v.checkTensorCount(i, "output", s.Output, c.Output)
+	for k, name := range s.Operands() {
+		if b, ok := v.buffers[name]; ok && reads[k].ok && b.count != reads[k].n {
+			v.checkProducerCount(i, k, name, reads[k], b)
+		}
+	}
+}
+
+// read is how many elements a step reads from one of its inputs, and
+// which of its fields say so; ok is false when they are invalid.
+type read struct {
+	n   int
+	why string
+	ok  bool
+}
+
+// operandCounts returns what a step reads from each input: count.input
+// from the first; from a Matmul's B, Bt·K·N (K·N with broadcast_b) of its
+// dims; from a Pointwise's later inputs, the product of their input_dims.
+func operandCounts(s *Step) []read {
+	names := s.Operands()
+	reads := make([]read, len(names))
+	reads[0] = read{n: s.Count.Input, ok: true}
+	for k := 1; k < len(names); k++ {
+		switch {
+		case s.Type == Matmul && k == 1 && len(s.Dims) == 4 && positive(s.Dims):
+			bt, kk, n := s.Dims[0], s.Dims[2], s.Dims[3]
+			why := fmt.Sprintf("Bt·K·N of dims %v", s.Dims)
+			if s.BroadcastB {
+				bt, why = 1, fmt.Sprintf("K·N of dims %v, broadcast_b", s.Dims)
+			}
+			reads[k].n, reads[k].ok = product([]int{bt, kk, n})
+			reads[k].why = why
+		case s.Type == Pointwise && k < len(s.InputDims) && positive(s.Dims) && broadcastsTo(s.InputDims[k], s.Dims) == "":
+			reads[k].n, reads[k].ok = product(s.InputDims[k])
+			reads[k].why = fmt.Sprintf("the product of input_dims[%d] %v", k, s.InputDims[k])
+		}
+	}
+	return reads
+}
+
+// positive reports whether every extent is at least 1.
+func positive(dims []int) bool {
+	for _, d := range dims {
+		if d < 1 {
+			return false
+		}
+	}
+	return true
+}
+
+// checkTensorRead checks that the step reads a fusion tensor's local size
+// from it.
+func (v *validator) checkTensorRead(i, k int, name string, r read) {
+	if k == 0 {
+		v.checkTensorCount(i, "input", name, r.n)
+		return
+	}
+	if t := v.tensors[name]; t != nil && t.local >= 0 && t.local != r.n {
+		v.stepf(i, "input %q holds %d elements per device, but the step reads %d (%s)", name, t.local, r.n, r.why)
+	}
+}
+
+// checkProducerCount reports that the step reads another number of
+// elements from input k than the step that wrote it wrote.
+func (v *validator) checkProducerCount(i, k int, name string, r read, b buffer) {
+	if k == 0 {
+		v.stepf(i, "count.input is %d, but step %d wrote %q with %d elements", r.n, b.step, name, b.count)
+		return
+	}
+	v.stepf(i, "input %q: step %d wrote %d elements, but the step reads %d (%s)", name, b.step, b.count, r.n, r.why)
 }
 
 // checkTypeCount checks count.input against count.output as the step type
@@ -141,13 +213,19 @@ func (v *validator) checkTensorCount(i int, field, name string, got int) {
 	v.stepf(i, "count.%s is %d, but %q holds %d elements per device", field, got, name, t.local)
 }
 
-// checkLocalFields checks dims, perm and reduce_dims (rule 6).
+// checkLocalFields checks dims, perm, reduce_dims and the fields of the
+// computing steps (rule 6).
 func (v *validator) checkLocalFields(i int, s *Step) {
+	v.checkComputeFields(i, s)
 	if s.Kind == KindCollective {
 		v.checkNoLocalFields(i, s)
 		return
 	}
 	switch s.Type {
+	case Matmul:
+		v.checkMatmul(i, s)
+	case Pointwise:
+		v.checkPointwise(i, s)
 	case Permute:
 		v.checkDims(i, s)
 		if !isPermutation(s.Perm, len(s.Dims)) {

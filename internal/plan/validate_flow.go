@@ -57,13 +57,15 @@ func members(s *Step) []int {
 	return slices.Concat(s.Teams...)
 }
 
-// checkReaders checks that every device that must hold the step's input
-// does, and records where the step leaves its output.
+// checkReaders checks that every device that must hold the step's inputs
+// holds each of them.
 func (v *validator) checkReaders(i int, s *Step) {
-	have := v.holders(s.Input)
-	for _, d := range readers(s) {
-		if have != nil && !have[d] {
-			v.stepf(i, "device %d reads %q, which it does not hold", d, s.Input)
+	for _, name := range s.Operands() {
+		have := v.holders(name)
+		for _, d := range readers(s) {
+			if have != nil && !have[d] {
+				v.stepf(i, "device %d reads %q, which it does not hold", d, name)
+			}
 		}
 	}
 }

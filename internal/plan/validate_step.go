@@ -35,7 +35,7 @@ func (v *validator) checkStep(i int, s *Step) {
 		v.checkRoot(i, s)
 		v.checkReduceOp(i, s, op)
 	}
-	v.checkInput(i, s, op)
+	v.checkInputs(i, s, op)
 	v.checkOutput(i, s, op)
 	axisOK := v.checkStepAxis(i, s, op)
 	if known && axisOK {
@@ -194,7 +194,7 @@ func (v *validator) checkSendRecv(i, root int, team []int) {
 }
 
 // checkReduceOp checks that exactly the reduction types have a reduce op,
-// a valid one, and the op's own when the op reduces.
+// a valid one, and the op's own when the op reduces or contracts.
 func (v *validator) checkReduceOp(i int, s *Step, op *Op) {
 	red := IsReduction(s.Type)
 	switch {
@@ -205,21 +205,58 @@ func (v *validator) checkReduceOp(i int, s *Step, op *Op) {
 	case !red:
 	case !slices.Contains(ReduceOps, *s.ReduceOp):
 		v.stepf(i, "reduce_op %q is not sum, prod, max or min", *s.ReduceOp)
-	case op != nil && slices.Contains(ReduceOps, op.Op) && *s.ReduceOp != op.Op:
+	case op != nil && opReduceOp(op.Op) != "" && *s.ReduceOp != opReduceOp(op.Op):
 		v.stepf(i, "reduce_op is %q, but op %d is a %s", *s.ReduceOp, s.Op, op.Op)
 	}
 }
 
-// checkInput checks that the input is a fusion input or a buffer an earlier
-// step wrote, and, for a tensor, one of the op's.
-func (v *validator) checkInput(i int, s *Step, op *Op) {
-	if v.tensors[s.Input] == nil {
-		v.checkIntermediate(i, "input", s.Input, op)
-	} else if op != nil && s.Input != op.Input && s.Input != op.Output {
-		v.stepf(i, "input %q is neither the input nor the output of op %d", s.Input, s.Op)
+// opReduceOp is what op combines partial results with: a reduction its
+// own operator, a contraction the sum over k; "" for other ops.
+func opReduceOp(op string) string {
+	switch {
+	case isReductionOp(op):
+		return op
+	case isContraction(op):
+		return "sum"
 	}
-	if _, ok := v.buffers[s.Input]; !ok && !v.isFusionInput(s.Input) {
-		v.stepf(i, "input %q is neither a fusion input nor written by an earlier step", s.Input)
+	return ""
+}
+
+// checkInputs checks how the step names the buffers it reads (input for
+// one, inputs for the several a Matmul or a binary Pointwise reads), and
+// each of them.
+func (v *validator) checkInputs(i int, s *Step, op *Op) {
+	switch {
+	case len(s.Inputs) > 0 && s.Input != "":
+		v.stepf(i, "has both input %q and inputs; a step that reads several buffers lists them in inputs alone", s.Input)
+	case len(s.Inputs) == 1:
+		v.stepf(i, "inputs lists one buffer; a step that reads one names it in input")
+	case len(s.Inputs) > 0 && !readsSeveral(s.Type):
+		v.stepf(i, "inputs is set, but type %s reads one buffer (input)", s.Type)
+	}
+	for _, name := range s.Operands() {
+		v.checkInput(i, s, name, op)
+	}
+}
+
+// readsSeveral reports whether a step type may read several buffers.
+func readsSeveral(typ string) bool { return typ == Matmul || typ == Pointwise }
+
+// checkInput checks that a buffer the step reads is a fusion input or a
+// buffer an earlier step wrote, and, for a tensor, an operand or the
+// output of the step's op.
+func (v *validator) checkInput(i int, s *Step, name string, op *Op) {
+	if v.tensors[name] == nil {
+		v.checkIntermediate(i, "input", name, op)
+	} else if op != nil && !slices.Contains(op.Operands(), name) && name != op.Output {
+		which := "the input"
+		if len(op.Operands()) > 1 {
+			which = "an input"
+		}
+		v.stepf(i, "input %q is neither %s nor the output of op %d", name, which, s.Op)
+	}
+	if _, ok := v.buffers[name]; !ok && !v.isFusionInput(name) {
+		v.stepf(i, "input %q is neither a fusion input nor written by an earlier step", name)
 	}
 }
 
@@ -248,7 +285,7 @@ func (v *validator) checkIntermediate(i int, field, name string, op *Op) {
 }
 
 // checkStepAxis checks that the axis, when set, is a non-reduction axis of
-// the op's input.
+// an input of the op (the largest, when it has several).
 func (v *validator) checkStepAxis(i int, s *Step, op *Op) bool {
 	if s.Axis == nil {
 		return true
@@ -265,11 +302,29 @@ func (v *validator) checkStepAxis(i int, s *Step, op *Op) bool {
 	if op == nil {
 		return false
 	}
-	if in := v.tensors[op.Input]; in != nil && in.rank >= 0 && a >= in.rank {
-		v.stepf(i, "axis %d is not among the %d non-reduction axes of %q", a, in.rank, op.Input)
+	if name, in := v.widestOperand(op); in != nil && a >= in.rank {
+		v.stepf(i, "axis %d is not among the %d non-reduction axes of %q", a, in.rank, name)
 		return false
 	}
 	return true
+}
+
+// widestOperand returns the operand of op with the most non-reduction
+// axes, the first of them on a tie, or nil when an operand's rank is
+// unknown.
+func (v *validator) widestOperand(op *Op) (string, *tensorInfo) {
+	var name string
+	var widest *tensorInfo
+	for _, n := range op.Operands() {
+		in := v.tensors[n]
+		if in == nil || in.rank < 0 {
+			return "", nil
+		}
+		if widest == nil || in.rank > widest.rank {
+			name, widest = n, in
+		}
+	}
+	return name, widest
 }
 
 // checkBytes checks that collectives, and only they, carry bytes, and that

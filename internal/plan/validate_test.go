@@ -218,6 +218,8 @@ func validPlans() map[string]func() *Plan {
 		"local_reduce":  localReducePlan,
 		"uneven":        unevenPlan,
 		"slice":         slicePlan,
+		"linear":        linearPlan,
+		"layers":        layersPlan,
 	}
 }
 
@@ -296,6 +298,8 @@ func TestValidate(t *testing.T) {
 	cases = append(cases, opOutputCases()...)
 	cases = append(cases, certificateCases()...)
 	cases = append(cases, flowCases()...)
+	cases = append(cases, layerOpCases()...)
+	cases = append(cases, computeStepCases()...)
 	seen := map[string]bool{}
 	for _, tc := range cases {
 		if seen[tc.name] {
@@ -398,7 +402,7 @@ func opCases() []validateCase {
 		{name: "op index", mutate: func(p *Plan) { p.Ops[0].Index = 1 },
 			want: []Problem{pp("op 0: index is 1")}},
 		{name: "op name", mutate: func(p *Plan) { p.Ops[0].Op = "mean" },
-			want: []Problem{pp(`op 0: op "mean" is not one of set, sum, prod, max, min`)}},
+			want: []Problem{pp(`op 0: op "mean" is not one of set, sum, prod, max, min, add, sub, mul, maximum, minimum, relu, neg, abs, broadcast, matmul, linear`)}},
 		{name: "op input", mutate: func(p *Plan) { p.Ops[0].Input = "tv9" },
 			want: []Problem{
 				pp(`op 0: input "tv9" is not a tensor`),

@@ -1,0 +1,221 @@
+package plan
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// opNames are the ops a plan may name, in documentation order: the copy,
+// the reductions, the elementwise binary and unary ops, broadcast and the
+// contractions (docs/plan.md, "ops").
+var opNames = []string{
+	"set", "sum", "prod", "max", "min",
+	"add", "sub", "mul", "maximum", "minimum",
+	"relu", "neg", "abs",
+	"broadcast",
+	"matmul", "linear",
+}
+
+// isReductionOp reports whether op reduces one axis of its input.
+func isReductionOp(op string) bool { return slices.Contains(ReduceOps, op) }
+
+// isBinaryOp reports whether op is an elementwise op of two operands.
+func isBinaryOp(op string) bool {
+	return slices.Contains([]string{"add", "sub", "mul", "maximum", "minimum"}, op)
+}
+
+// isUnaryOp reports whether op is an elementwise op of one operand.
+func isUnaryOp(op string) bool { return slices.Contains([]string{"relu", "neg", "abs"}, op) }
+
+// isContraction reports whether op multiplies two operands and sums over
+// their shared axis k.
+func isContraction(op string) bool { return op == "matmul" || op == "linear" }
+
+// opArity returns the fewest and the most operands op takes.
+func opArity(op string) (lo, hi int) {
+	switch {
+	case isBinaryOp(op), op == "matmul":
+		return 2, 2
+	case op == "linear":
+		return 2, 3
+	}
+	return 1, 1
+}
+
+// arityText says how many inputs an arity allows: "1 input", "2 or 3 inputs".
+func arityText(lo, hi int) string {
+	switch {
+	case lo != hi:
+		return fmt.Sprintf("%d or %d inputs", lo, hi)
+	case lo == 1:
+		return "1 input"
+	}
+	return fmt.Sprintf("%d inputs", lo)
+}
+
+// checkOps checks every op (rule 3) and records which tensors ops write.
+func (v *validator) checkOps() {
+	v.written = map[string]int{}
+	v.opOK = make([]bool, len(v.p.Ops))
+	for i, op := range v.p.Ops {
+		v.checkOp(i, op)
+		if _, ok := v.written[op.Output]; !ok {
+			v.written[op.Output] = i
+		}
+	}
+}
+
+func (v *validator) checkOp(i int, op Op) {
+	before := v.probs.Count()
+	defer func() { v.opOK[i] = v.probs.Count() == before }()
+	if op.Index != i {
+		v.planf("op %d: index is %d", i, op.Index)
+	}
+	known := slices.Contains(opNames, op.Op)
+	if !known {
+		v.planf("op %d: op %q is not one of %s", i, op.Op, strings.Join(opNames, ", "))
+	}
+	ins := v.checkOperands(i, op, known)
+	if v.tensors[op.Output] == nil {
+		v.planf("op %d: output %q is not a tensor", i, op.Output)
+	}
+	if j, ok := v.written[op.Output]; ok {
+		v.planf("op %d: output %q is also the output of op %d", i, op.Output, j)
+	}
+	v.checkOpAxis(i, op, ins[0])
+	v.checkOpAxes(i, op, ins[0])
+	v.checkOpOutput(i, op, ins)
+}
+
+// checkOperands checks how an op names its operands (input for one,
+// inputs for several) and how many it names, and returns each operand's
+// tensor, nil where the name is not a tensor's.
+func (v *validator) checkOperands(i int, op Op, known bool) []*tensorInfo {
+	switch {
+	case len(op.Inputs) > 0 && op.Input != "":
+		v.planf("op %d: has both input %q and inputs; an op with several inputs lists them in inputs alone", i, op.Input)
+	case len(op.Inputs) == 1:
+		v.planf("op %d: inputs lists one tensor; an op with one input names it in input", i)
+	}
+	names := op.Operands()
+	if lo, hi := opArity(op.Op); known && (len(names) < lo || len(names) > hi) {
+		v.planf("op %d: %s takes %s, got %d", i, op.Op, arityText(lo, hi), len(names))
+	}
+	ins := make([]*tensorInfo, len(names))
+	for k, name := range names {
+		if ins[k] = v.tensors[name]; ins[k] == nil {
+			v.planf("op %d: input %q is not a tensor", i, name)
+		}
+	}
+	return ins
+}
+
+// checkOpAxis checks that exactly the reductions have an axis, a
+// non-reduction axis of their input.
+func (v *validator) checkOpAxis(i int, op Op, in *tensorInfo) {
+	switch {
+	case !slices.Contains(opNames, op.Op):
+	case !isReductionOp(op.Op) && op.Axis != nil:
+		v.planf("op %d: %s takes no axis", i, op.Op)
+	case !isReductionOp(op.Op):
+	case op.Axis == nil:
+		v.planf("op %d: %s needs an axis", i, op.Op)
+	case in != nil && in.rank >= 0 && (*op.Axis < 0 || *op.Axis >= in.rank):
+		v.planf("op %d: axis %d is not among the %d non-reduction axes of %q", i, *op.Axis, in.rank, op.Operands()[0])
+	}
+}
+
+// checkOpAxes checks that only a broadcast has axes, and that a
+// broadcast's are increasing positions in its output: the input's axes and
+// the new ones.
+func (v *validator) checkOpAxes(i int, op Op, in *tensorInfo) {
+	switch {
+	case op.Op != "broadcast" && len(op.Axes) > 0:
+		v.planf("op %d: %s takes no axes (only broadcast inserts axes)", i, op.Op)
+	case op.Op != "broadcast" || in == nil || in.rank < 0:
+	case !increasing(op.Axes, in.rank+len(op.Axes)):
+		v.planf("op %d: axes %v are not increasing positions among the %d axes of the output (the input's %d and %d new)",
+			i, op.Axes, in.rank+len(op.Axes), in.rank, len(op.Axes))
+	}
+}
+
+// increasing reports whether xs increase strictly within 0..n-1.
+func increasing(xs []int, n int) bool {
+	for k, x := range xs {
+		if x < 0 || x >= n || (k > 0 && x <= xs[k-1]) {
+			return false
+		}
+	}
+	return true
+}
+
+// checkOpOutput checks that an op's output is what the op makes of its
+// operands: their dtype (format 1 has no casts) and the logical shape and
+// reduction axes of docs/plan.md ("ops").
+func (v *validator) checkOpOutput(i int, op Op, ins []*tensorInfo) {
+	out := v.tensors[op.Output]
+	if out == nil || out.rank < 0 || slices.ContainsFunc(ins, func(in *tensorInfo) bool { return in == nil || in.rank < 0 }) {
+		return
+	}
+	names := op.Operands()
+	for k, in := range ins {
+		if in.t.DType != out.t.DType && DTypeSize(in.t.DType) > 0 && DTypeSize(out.t.DType) > 0 {
+			v.planf("op %d: output %q has dtype %s, but its input %q has %s (format 1 has no casts)", i, op.Output, out.t.DType, names[k], in.t.DType)
+		}
+	}
+	if lo, hi := opArity(op.Op); !slices.Contains(opNames, op.Op) || len(ins) < lo || len(ins) > hi {
+		return // reported as an unknown op or a wrong number of inputs
+	}
+	want, ok := v.wantOutput(i, op, ins, out)
+	if !ok {
+		return
+	}
+	if !slices.Equal(out.t.Shape, want.shape) || !slices.Equal(out.t.ReductionAxes, want.reduced) {
+		v.planf("op %d: output %q has shape %v and reduction_axes %v, want %v and %v (%s)",
+			i, op.Output, out.t.Shape, out.t.ReductionAxes, want.shape, want.reduced, want.why)
+	}
+}
+
+// outputDomain is the logical domain an op's output must have, and why.
+type outputDomain struct {
+	shape, reduced []int
+	why            string
+}
+
+// valueShape returns the extents of a tensor's non-reduction axes.
+func valueShape(t *Tensor) []int {
+	var shape []int
+	for k, e := range t.Shape {
+		if !slices.Contains(t.ReductionAxes, k) {
+			shape = append(shape, e)
+		}
+	}
+	return shape
+}
+
+// wantOutput returns the output domain of op, whose operands and arity
+// are valid, or false, with a problem, when its operands' shapes do not
+// fit together (or, for a reduction or broadcast, its axis or axes are
+// invalid, which the axis checks report).
+func (v *validator) wantOutput(i int, op Op, ins []*tensorInfo, out *tensorInfo) (outputDomain, bool) {
+	in := valueShape(ins[0].t)
+	switch {
+	case op.Op == "set":
+		return outputDomain{in, nil, "the input's non-reduction shape, the reduced axis"}, true
+	case isReductionOp(op.Op):
+		if op.Axis == nil || *op.Axis < 0 || *op.Axis >= len(in) {
+			return outputDomain{}, false // reported as a bad axis
+		}
+		return outputDomain{in, []int{*op.Axis}, "the input's non-reduction shape, the reduced axis"}, true
+	case isUnaryOp(op.Op):
+		return outputDomain{in, nil, "the input's non-reduction shape"}, true
+	case op.Op == "broadcast":
+		return broadcastDomain(op.Axes, in, out.t.Shape)
+	case isBinaryOp(op.Op):
+		return v.elementwiseDomain(i, op, ins)
+	case op.Op == "matmul":
+		return v.matmulDomain(i, op, ins)
+	}
+	return v.linearDomain(i, op, ins)
+}
