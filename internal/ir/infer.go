@@ -329,7 +329,7 @@ func (p *parser) declareOutput(op *Op) bool {
 }
 
 // checkOutputPartial allows a Partial placement on a produced tensor only
-// where it names a pending sum: Partial(sum) on a contraction's output
+// where it names partial sums: Partial(sum) on a contraction's output
 // splits its contracted axis k over the mesh axis (docs/fusion.md,
 // "placements").
 func (p *parser) checkOutputPartial(op *Op, pls []placement, what string) bool {

@@ -14,7 +14,7 @@ var layerTests = []validTest{
 	{
 		// Megatron's MLP: a column-parallel linear (w1 split by rows, so h
 		// by columns), relu, then a row-parallel linear whose contracted
-		// axis is split (y pending a sum), and a set that sums it.
+		// axis is split over the devices (Partial(sum)), and a copy.
 		name: "megatron_mlp",
 		src: `meshes:
   m: [0, 1, 2, 3]
@@ -60,8 +60,8 @@ ops:
 				Shape: []int{8, 32}, LocalShape: []int{8, 8}, Layout: []int{0, 1},
 				Shardings: []Sharding{{Type: DIDx, Digits: []Digit{{Axis: 1, Stride: 8, Extent: 4}}, Kind: Block}},
 			}, {
-				// Partial(sum) splits rk over the devices: it shards
-				// nothing, each device holds a full [8, 16] of terms.
+				// Partial(sum) splits rk over the devices, which
+				// shards nothing: y is replicated once summed.
 				Name: "y", Mesh: "m", DType: "float32", Declared: true, Producer: "y = linear(r, w2)",
 				Logical: []int{8, 16, 32}, Reductions: []int{2}, Loop: []int{8, 16, 4, 8},
 				Shape: []int{8, 16}, LocalShape: []int{8, 16}, Layout: []int{0, 1},

@@ -25,8 +25,9 @@ import (
 //     over axis 0. On the output of matmul or linear, Partial(sum) names
 //     the contracted axis k, the trailing reduction axis of the output's
 //     logical domain: it is outer-split by the mesh axis size and the outer
-//     part parallelized, so each device sums over its slice of k (nvFuser's
-//     device-split reduction axis, before rFactor).
+//     part parallelized: each device multiplies its slices of k and the op
+//     sums the partial products across devices (nvFuser's device-split
+//     reduction axis, which it rFactors).
 
 var placementRE = regexp.MustCompile(`^\s*(Shard|Replicate|Partial)\s*\(\s*([^)]*?)\s*\)\s*$`)
 
