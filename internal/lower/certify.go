@@ -138,12 +138,17 @@ func irStep(s plan.ScheduleStep) ir.ScheduleStep {
 
 // opOf is op i of a plan as ir writes it, or nil after adding why not.
 func opOf(i int, op plan.Op, tensors map[string]*ir.Tensor, ps *plan.Problems) *ir.Op {
-	in, out := tensors[op.Input], tensors[op.Output]
-	if in == nil || out == nil || !slices.Contains(ir.OpNames, op.Op) {
+	out := tensors[op.Output]
+	var inputs []*ir.Tensor
+	for _, name := range op.Operands() {
+		inputs = append(inputs, tensors[name])
+	}
+	if out == nil || slices.Contains(inputs, nil) || !slices.Contains(ir.OpNames, op.Op) {
 		ps.Addf(-1, "", "op %d: not an op between tensors of the plan", i)
 		return nil
 	}
-	o := &ir.Op{Index: i, Kind: ir.OpKind(op.Op), Inputs: []*ir.Tensor{in}, Out: out, Axis: -1}
+	in := inputs[0]
+	o := &ir.Op{Index: i, Kind: ir.OpKind(op.Op), Inputs: inputs, Out: out, Axis: -1, Axes: slices.Clone(op.Axes)}
 	if o.Kind.IsReduction() {
 		if op.Axis == nil || *op.Axis < 0 || *op.Axis >= len(in.ValueAxes()) {
 			ps.Addf(-1, "", "op %d: %s needs an axis among the input's non-reduction axes", i, op.Op)
@@ -159,7 +164,9 @@ func opOf(i int, op plan.Op, tensors map[string]*ir.Tensor, ps *plan.Problems) *
 func endpoints(f *ir.Fusion) (ins, outs []*ir.Tensor) {
 	read := map[*ir.Tensor]bool{}
 	for _, op := range f.Ops {
-		read[op.In()] = true
+		for _, in := range op.Inputs {
+			read[in] = true
+		}
 	}
 	for _, t := range f.Tensors {
 		if t.Producer == nil {

@@ -73,7 +73,7 @@ func (c *opCtx) append(s plan.Step) {
 	}
 	s.ID = len(c.steps)
 	s.Op = c.op.Index
-	s.Expr = c.op.Expr()
+	s.Expr = c.exprText()
 	c.steps = append(c.steps, s)
 }
 

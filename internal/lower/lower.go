@@ -53,7 +53,8 @@ func Lower(f *ir.Fusion, opts Options) (*plan.Plan, error) {
 		opts.Topology = cost.Default()
 	}
 	l := &lowerer{f: f, policy: opts.Policy, topology: opts.Topology, errs: &diag.List{File: f.File}, received: map[int]int64{}, bound: map[int]int64{}}
-	for _, op := range f.Ops {
+	l.f = insertReshardings(f, l.errs)
+	for _, op := range l.f.Ops {
 		l.lowerOp(op)
 	}
 	if err := l.errs.Err(); err != nil {
@@ -89,15 +90,25 @@ type opCtx struct {
 	toOpAxis []int
 	// overflowed is set once the op failed for a count beyond int64.
 	overflowed bool
+	// expr, when set, is the op steps are booked under: the computing op
+	// whose partial products this context sums.
+	expr string
+}
+
+// exprText is the op that the steps of c implement, for the plan and for
+// messages.
+func (c *opCtx) exprText() string {
+	if c.expr != "" {
+		return c.expr
+	}
+	return c.op.Expr()
 }
 
 func (l *lowerer) lowerOp(op *ir.Op) {
 	p, c := op.In(), op.Out
 	ctx := &opCtx{lowerer: l, op: op, reduced: map[int]int64{}}
 	if op.Kind != ir.OpSet && !op.Kind.IsReduction() {
-		// Elementwise ops, broadcast and contractions compute; their
-		// lowering is not written yet (issue 12).
-		ctx.fail(fmt.Sprintf("%s is not yet supported by the lowering", op.Kind), "lower set and reductions only for now")
+		ctx.lowerComputing()
 		return
 	}
 	if l.policy == PolicyNvFuser && !ctx.nvfuserAccepts(p, c) {
@@ -229,7 +240,7 @@ func (c *opCtx) addBound(pv, cv *view) {
 
 // fail reports that the op cannot be lowered under the policy.
 func (c *opCtx) fail(reason, hint string) {
-	c.errs.AddHint(c.op.Pos, hint, "op %q cannot be lowered (policy %s): %s", c.op.Expr(), c.policy, reason)
+	c.errs.AddHint(c.op.Pos, hint, "op %q cannot be lowered (policy %s): %s", c.exprText(), c.policy, reason)
 }
 
 func identity(n int) []int {
@@ -266,7 +277,13 @@ func (l *lowerer) plan() *plan.Plan {
 		}
 	}
 	for _, op := range l.f.Ops {
-		o := plan.Op{Index: op.Index, Op: string(op.Kind), Input: op.In().Name, Output: op.Out.Name}
+		o := plan.Op{Index: op.Index, Op: string(op.Kind), Output: op.Out.Name, Axes: slices.Clone(op.Axes)}
+		for _, in := range op.Inputs {
+			o.Inputs = append(o.Inputs, in.Name)
+		}
+		if len(o.Inputs) == 1 {
+			o.Input, o.Inputs = o.Inputs[0], nil
+		}
 		if op.Kind.IsReduction() {
 			o.Axis = ptr(op.Axis)
 		}

@@ -1,0 +1,258 @@
+package lower
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/nvcomm/nvcomm/internal/ir"
+	"github.com/nvcomm/nvcomm/internal/plan"
+)
+
+// This file lowers the computing ops (elementwise, broadcast, matmul,
+// linear) once insertReshardings has made their operands sharded as their
+// output requires: each device computes its block of the output from its
+// blocks of the operands with Matmul and Pointwise steps on flat buffers,
+// after a Permute where an operand is not stored in the order the step
+// reads. The one collective a computing op may have is the sum of a
+// contraction whose summed axis is split over devices: each device then
+// multiplies its slices of that axis into a partial product, which an
+// Allreduce or a ReduceScatter adds up (nvFuser's rFactor, Megatron's
+// row-parallel linear).
+
+// lowerComputing lowers c.op, a computing op.
+func (c *opCtx) lowerComputing() {
+	op := c.op
+	want, ok := blockShards(op.Out)
+	if !ok {
+		return // insertReshardings reported it
+	}
+	if t, ok := contractedDevice(op.Out); ok {
+		want = append(want, shard{-1, t})
+	}
+	for i, x := range op.Inputs {
+		if !matches(x, op.Out.Mesh, operandShards(op, i, want)) {
+			c.fail(fmt.Sprintf("operand %q is not sharded as the output requires", x.Name),
+				"this is a bug in nvcomm's resharding pass; please report it with the input")
+			return
+		}
+	}
+	if op.Kind.IsContraction() {
+		c.contraction()
+		return
+	}
+	c.pointwise(op.Out.Name, op.Out.Layout())
+}
+
+// pointwise emits the Pointwise step of an elementwise op or a broadcast,
+// writing buffer out in the output's axis order.
+func (c *opCtx) pointwise(out string, order []int) {
+	op := c.op
+	fn := string(op.Kind)
+	if op.Kind == ir.OpBroadcast {
+		fn = "copy"
+	}
+	var bufs []string
+	var inDims [][]int
+	for i, x := range op.Inputs {
+		bufs = append(bufs, c.arranged(x, operandOrder(op, i, order)))
+		inDims = append(inDims, operandDims(op, i, order))
+	}
+	c.emitPointwise(fn, bufs, inDims, localDims(op.Out, order), out)
+}
+
+// emitPointwise appends a Pointwise step on the output's devices.
+func (c *opCtx) emitPointwise(fn string, bufs []string, inDims [][]int, dims []int, out string) {
+	s := plan.Step{Type: plan.Pointwise, Func: ptr(fn), Output: out, Dims: dims, InputDims: inDims}
+	setInputs(&s, bufs)
+	c.emitLocalOn(s, c.op.Out.Mesh.Devices, localCount(inDims[0]), localCount(dims))
+}
+
+// contraction emits a matmul or linear: the local product, the sum of
+// partial products when the contracted axis is split over devices, the
+// bias, and a Permute when the output is not stored row-major.
+func (c *opCtx) contraction() {
+	op, y := c.op, c.op.Out
+	identity := identity(len(y.Shape()))
+	bias := op.Kind == ir.OpLinear && len(op.Inputs) == 3
+	sumType, split := contractedDevice(y)
+	direct := !bias && !split && slices.Equal(y.Layout(), identity)
+	product := y.Name
+	if !direct {
+		product = c.buffer("product")
+	}
+	c.emitMatmul(product)
+	if split {
+		product = c.sumPartials(product, sumType, bias)
+	}
+	if bias {
+		product = c.addBias(product, slices.Equal(y.Layout(), identity))
+	}
+	if product != y.Name {
+		c.emitPermute(product, localDims(y, identity), y.Layout(), y.Name)
+	}
+}
+
+// emitMatmul appends the Matmul step of c.op into buffer out: row-major
+// [Bt, M, N] from A [Bt, M, K] and B [Bt, K, N] (or [K, N] for every batch).
+func (c *opCtx) emitMatmul(out string) {
+	op := c.op
+	a, b := op.Inputs[0], op.Inputs[1]
+	la, lb := a.LocalShape(), b.LocalShape()
+	ra, rb := len(la), len(lb)
+	var bt, m, k, n int
+	bOrder := identity(rb)
+	if op.Kind == ir.OpMatmul {
+		bt, m, k, n = localCount(la[:ra-2]), la[ra-2], la[ra-1], lb[rb-1]
+	} else {
+		bt, m, k, n = 1, localCount(la[:ra-1]), la[ra-1], lb[0]
+		bOrder = []int{1, 0} // w is [n, k]; the step reads [k, n]
+	}
+	s := plan.Step{Type: plan.Matmul, Output: out, Dims: []int{bt, m, k, n}, BroadcastB: rb == 2 && bt > 1}
+	setInputs(&s, []string{c.arranged(a, identity(ra)), c.arranged(b, bOrder)})
+	c.emitLocalOn(s, op.Out.Mesh.Devices, bt*m*k, bt*m*n)
+}
+
+// sumPartials adds up the partial products in buffer partial, one per
+// device along t, with the planner's lowering of a Partial tensor's set:
+// an Allreduce, or a ReduceScatter when the output is split along t too.
+// It returns the buffer that holds the sum: the output, or an
+// intermediate when a bias is still to be added.
+func (c *opCtx) sumPartials(partial string, t ir.ParallelType, bias bool) string {
+	op, y := c.op, c.op.Out
+	want, _ := blockShards(y)
+	var terms []shard
+	for _, s := range want {
+		if s.Type != t {
+			terms = append(terms, shard{s.Axis + 1, s.Type})
+		}
+	}
+	pSpec := ir.TensorSpec{Name: partial, Mesh: y.Mesh, DType: y.DType,
+		Shape:    append([]int{y.Mesh.Size(t)}, y.Shape()...),
+		Schedule: append(blockSchedule(y.Mesh, terms), ir.ScheduleStep{Kind: ir.StepParallelize, Axis: 0, Type: t})}
+	p, err := ir.NewTensor(pSpec)
+	if err != nil {
+		c.fail(fmt.Sprintf("its partial products cannot be described: %v", err), "please report this with the input")
+		return y.Name
+	}
+	sum := y
+	if bias {
+		if sum, err = ir.NewTensor(ir.TensorSpec{Name: c.buffer("sum"), Mesh: y.Mesh, DType: y.DType, Shape: y.Shape(), Schedule: blockSchedule(y.Mesh, want)}); err != nil {
+			c.fail(fmt.Sprintf("its sum cannot be described: %v", err), "please report this with the input")
+			return y.Name
+		}
+	}
+	sub := &opCtx{lowerer: c.lowerer, op: &ir.Op{Index: op.Index, Kind: ir.OpSum, Inputs: []*ir.Tensor{p}, Out: sum, Axis: 0, Pos: op.Pos},
+		names: c.names, reduced: c.reduced, expr: op.Expr(), toOpAxis: c.partialAxes(len(y.Shape()))}
+	sub.lowerPair(p, sum, true, true)
+	return sum.Name
+}
+
+// partialAxes maps the axes of the partial products ([terms, ...output])
+// to the first operand's, for the axis the sum's collective names: the
+// terms are its contracted axis.
+func (c *opCtx) partialAxes(rank int) []int {
+	m := []int{c.op.ContractedAxis(0)}
+	for j := range rank {
+		m = append(m, max(c.op.InputAxis(0, j), 0))
+	}
+	return m
+}
+
+// addBias adds linear's bias to the row-major product in buffer in, into
+// the output when it is stored row-major, else into an intermediate.
+func (c *opCtx) addBias(in string, rowMajor bool) string {
+	op, y := c.op, c.op.Out
+	order := identity(len(y.Shape()))
+	out := y.Name
+	if !rowMajor {
+		out = c.buffer("biased")
+	}
+	dims := localDims(y, order)
+	c.emitPointwise(string(ir.OpAdd), []string{in, op.Inputs[2].Name}, [][]int{dims, operandDims(op, 2, order)}, dims, out)
+	return out
+}
+
+// emitPermute appends a Permute of buffer in, row-major dims, into out with
+// output dimension k = input dimension perm[k].
+func (c *opCtx) emitPermute(in string, dims, perm []int, out string) {
+	s := plan.Step{Type: plan.Permute, Input: in, Output: out, Dims: dims, Perm: slices.Clone(perm)}
+	c.emitLocalOn(s, c.op.Out.Mesh.Devices, localCount(dims), localCount(dims))
+}
+
+// arranged returns the name of a buffer holding x's local block with its
+// axes in order: x itself when it is stored so, else a Permute of it.
+func (c *opCtx) arranged(x *ir.Tensor, order []int) string {
+	layout := x.Layout()
+	if slices.Equal(layout, order) {
+		return x.Name
+	}
+	perm := make([]int, len(order))
+	for k, a := range order {
+		perm[k] = slices.Index(layout, a)
+	}
+	out := c.buffer(x.Name + "-arranged")
+	c.emitPermute(x.Name, localDims(x, layout), perm, out)
+	return out
+}
+
+// operandOrder is the order in which operand i's axes are read when the
+// output is written in order: the operand axes that output axes map to,
+// in that order, after those that none maps to (extent 1: broadcast).
+func operandOrder(op *ir.Op, i int, order []int) []int {
+	var mapped []int
+	for _, j := range order {
+		if a := op.InputAxis(i, j); a >= 0 {
+			mapped = append(mapped, a)
+		}
+	}
+	var rest []int
+	for a := range op.Inputs[i].Shape() {
+		if !slices.Contains(mapped, a) {
+			rest = append(rest, a)
+		}
+	}
+	return append(rest, mapped...)
+}
+
+// operandDims is operand i's local block seen with the output's rank in
+// the output's axis order: its extent along the axis each output axis maps
+// to, 1 where none does.
+func operandDims(op *ir.Op, i int, order []int) []int {
+	local := op.Inputs[i].LocalShape()
+	dims := make([]int, len(order))
+	for k, j := range order {
+		dims[k] = 1
+		if a := op.InputAxis(i, j); a >= 0 {
+			dims[k] = local[a]
+		}
+	}
+	return dims
+}
+
+// localDims is t's local block with its axes in order.
+func localDims(t *ir.Tensor, order []int) []int {
+	local := t.LocalShape()
+	dims := make([]int, len(order))
+	for k, a := range order {
+		dims[k] = local[a]
+	}
+	return dims
+}
+
+// setInputs names a local step's buffers: Input for one, Inputs for more.
+func setInputs(s *plan.Step, bufs []string) {
+	if len(bufs) == 1 {
+		s.Input = bufs[0]
+		return
+	}
+	s.Inputs = bufs
+}
+
+// localCount is the product of a local block's extents, which fit in an int.
+func localCount(xs []int) int {
+	n := 1
+	for _, x := range xs {
+		n *= x
+	}
+	return n
+}

@@ -1,0 +1,270 @@
+package lower
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/nvcomm/nvcomm/internal/diag"
+	"github.com/nvcomm/nvcomm/internal/ir"
+)
+
+// This file is the pass that makes every computing op (elementwise,
+// broadcast, matmul, linear) local: as nvFuser's InsertReshardings and
+// DecomposeReshardings do, an operand sharded otherwise than the op's
+// output requires is first copied by a set into a tensor that is, so the op
+// itself moves no data (apart from the sum of a device-split contraction).
+// A single-operand op is computed in its operand's sharding instead and its
+// result resharded by a set after it (nvFuser's rule for unary ops).
+
+// shard is one device split of a tensor's value axis: the axis, cut in
+// blocks over the mesh axis of type T.
+type shard struct {
+	Axis int
+	Type ir.ParallelType
+}
+
+// insertReshardings returns f with a set inserted before (or, for a
+// single-operand op, after) every computing op whose operands are not
+// sharded as its output requires. Sets and reductions are left as they
+// are: lowering them is what the resharding planner does.
+func insertReshardings(f *ir.Fusion, errs *diag.List) *ir.Fusion {
+	out := *f
+	out.Ops = nil
+	out.Tensors = slices.Clone(f.Inputs)
+	names := map[string]int{}
+	for _, t := range f.Tensors {
+		names[t.Name]++
+	}
+	ins := &inserter{fusion: &out, names: names, errs: errs}
+	for _, op := range f.Ops {
+		if op.Kind == ir.OpSet || op.Kind.IsReduction() {
+			ins.add(op)
+			continue
+		}
+		cp := *op // f stays as the caller gave it
+		cp.Inputs = slices.Clone(op.Inputs)
+		ins.computing(&cp)
+	}
+	return &out
+}
+
+// inserter accumulates the ops and tensors of the rewritten fusion.
+type inserter struct {
+	fusion *ir.Fusion
+	names  map[string]int // tensor names taken
+	errs   *diag.List
+}
+
+// add appends op (and its output) with the next index. Ops of the
+// caller's fusion keep their index: only computing ops, copied, move.
+func (ins *inserter) add(op *ir.Op) {
+	if op.Index != len(ins.fusion.Ops) {
+		if op.Kind == ir.OpSet || op.Kind.IsReduction() {
+			cp := *op
+			op = &cp
+		}
+		op.Index = len(ins.fusion.Ops)
+	}
+	ins.fusion.Ops = append(ins.fusion.Ops, op)
+	ins.fusion.Tensors = append(ins.fusion.Tensors, op.Out)
+}
+
+// computing inserts the sets a computing op needs, then the op.
+func (ins *inserter) computing(op *ir.Op) {
+	want, ok := ins.outputShards(op)
+	if !ok {
+		ins.add(op)
+		return
+	}
+	if _, block := blockShards(op.In()); len(op.Inputs) == 1 && block {
+		ins.reshardAfter(op, want)
+		return
+	}
+	for i, x := range op.Inputs {
+		need := operandShards(op, i, want)
+		if matches(x, op.Out.Mesh, need) {
+			continue
+		}
+		r, ok := ins.newTensor(op, x.Name+"/resharded", op.Out.Mesh, x.DType, x.Shape(), need)
+		if !ok {
+			ins.add(op)
+			return
+		}
+		ins.add(&ir.Op{Kind: ir.OpSet, Inputs: []*ir.Tensor{x}, Out: r, Axis: -1, Pos: op.Pos})
+		op.Inputs[i] = r
+	}
+	ins.add(op)
+}
+
+// reshardAfter computes a single-operand op in its operand's sharding,
+// into a new tensor, and inserts the set from it to the op's output.
+func (ins *inserter) reshardAfter(op *ir.Op, want []shard) {
+	x := op.In()
+	if matches(x, op.Out.Mesh, operandShards(op, 0, want)) {
+		ins.add(op)
+		return
+	}
+	have, _ := blockShards(x)
+	var mapped []shard
+	for _, s := range have {
+		if j := outputAxisOf(op, s.Axis); j >= 0 {
+			mapped = append(mapped, shard{j, s.Type})
+		}
+	}
+	y := op.Out
+	mid, ok := ins.newTensor(op, x.Name+"/"+string(op.Kind), x.Mesh, y.DType, y.Shape(), mapped)
+	if !ok {
+		ins.add(op)
+		return
+	}
+	op.Out = mid
+	ins.add(op)
+	ins.add(&ir.Op{Kind: ir.OpSet, Inputs: []*ir.Tensor{mid}, Out: y, Axis: -1, Pos: op.Pos})
+}
+
+// outputShards returns the block splits of op's output, including (as a
+// shard of axis -1) the device type that splits a contraction's summed
+// axis.
+func (ins *inserter) outputShards(op *ir.Op) ([]shard, bool) {
+	want, ok := blockShards(op.Out)
+	if !ok {
+		ins.unsupported(op, op.Out)
+		return nil, false
+	}
+	if t, ok := contractedDevice(op.Out); ok {
+		want = append(want, shard{-1, t})
+	}
+	return want, true
+}
+
+// operandShards maps the output's splits onto operand i: each split of an
+// output axis that i has becomes a split of i's axis; a split of the summed
+// axis becomes a split of i's contracted axis, and the output axis split by
+// that same type (a ReduceScatter) is then not i's.
+func operandShards(op *ir.Op, i int, want []shard) []shard {
+	var sumType ir.ParallelType
+	for _, s := range want {
+		if s.Axis < 0 {
+			sumType = s.Type
+		}
+	}
+	var need []shard
+	for _, s := range want {
+		switch {
+		case s.Axis < 0:
+			if k := op.ContractedAxis(i); k >= 0 {
+				need = append(need, shard{k, s.Type})
+			}
+		case s.Type == sumType:
+			// Summed over the devices of this type: each holds all of it.
+		default:
+			if a := op.InputAxis(i, s.Axis); a >= 0 {
+				need = append(need, shard{a, s.Type})
+			}
+		}
+	}
+	return need
+}
+
+// outputAxisOf returns the output axis a single-operand op maps operand
+// axis a to, or -1.
+func outputAxisOf(op *ir.Op, a int) int {
+	for j := range op.Out.Shape() {
+		if op.InputAxis(0, j) == a {
+			return j
+		}
+	}
+	return -1
+}
+
+// newTensor builds an even, row-major tensor of the given value shape with
+// block splits need, named uniquely from base.
+func (ins *inserter) newTensor(op *ir.Op, base string, mesh *ir.Mesh, dtype ir.DType, shape []int, need []shard) (*ir.Tensor, bool) {
+	name := base
+	if n := ins.names[base]; n > 0 {
+		name = fmt.Sprintf("%s.%d", base, n)
+	}
+	ins.names[base]++
+	t, err := ir.NewTensor(ir.TensorSpec{Name: name, Mesh: mesh, DType: dtype, Shape: shape, Schedule: blockSchedule(mesh, need)})
+	if err != nil {
+		ins.errs.Add(op.Pos, "op %q: cannot shard operand %s as its output requires: %v", op.Expr(), base, err)
+		return nil, false
+	}
+	if t.IsUneven() {
+		ins.errs.AddHint(op.Pos, "choose extents that the mesh divides",
+			"op %q: %s would be split unevenly; layer ops need even shards", op.Expr(), name)
+		return nil, false
+	}
+	t.Pos = op.Pos
+	return t, true
+}
+
+// blockSchedule is the schedule that splits each axis of need in blocks
+// over its type's mesh axis: DTensor's Shard, nvFuser's DID loop split.
+// Axes are split from the last, so earlier positions do not move.
+func blockSchedule(mesh *ir.Mesh, need []shard) []ir.ScheduleStep {
+	sorted := slices.Clone(need)
+	slices.SortFunc(sorted, func(a, b shard) int { return b.Axis - a.Axis })
+	var steps []ir.ScheduleStep
+	for _, s := range sorted {
+		steps = append(steps,
+			ir.ScheduleStep{Kind: ir.StepOuterSplit, Axis: s.Axis, Factor: mesh.Size(s.Type)},
+			ir.ScheduleStep{Kind: ir.StepParallelize, Axis: s.Axis, Type: s.Type})
+	}
+	return steps
+}
+
+// blockShards returns t's splits when every one is an even block split of
+// one value axis by one device type, the only kind layer ops take yet.
+func blockShards(t *ir.Tensor) ([]shard, bool) {
+	if t.IsUneven() {
+		return nil, false
+	}
+	var out []shard
+	for _, s := range t.Shardings() {
+		if s.Kind != ir.Block || len(s.Digits) != 1 {
+			return nil, false
+		}
+		out = append(out, shard{s.Axis(), s.Type})
+	}
+	return out, true
+}
+
+// matches reports whether x already lies on mesh with exactly the splits
+// need.
+func matches(x *ir.Tensor, mesh *ir.Mesh, need []shard) bool {
+	if !x.Mesh.Equal(mesh) {
+		return false
+	}
+	have, ok := blockShards(x)
+	if !ok || len(have) != len(need) {
+		return false
+	}
+	for _, s := range need {
+		if !slices.Contains(have, s) {
+			return false
+		}
+	}
+	return true
+}
+
+// contractedDevice returns the device type that splits t's trailing
+// reduction axis (a contraction's summed axis k), if one does.
+func contractedDevice(t *ir.Tensor) (ir.ParallelType, bool) {
+	if len(t.Logical) == 0 || !t.Logical[len(t.Logical)-1].Reduction {
+		return 0, false
+	}
+	for _, id := range t.Loop {
+		if id.Reduction && id.Parallel.IsDevice() && id.Extent > 1 {
+			return id.Parallel, true
+		}
+	}
+	return 0, false
+}
+
+// unsupported reports a tensor of a layer op whose sharding the layer
+// lowering does not take yet.
+func (ins *inserter) unsupported(op *ir.Op, t *ir.Tensor) {
+	ins.errs.AddHint(op.Pos, "shard the tensors of layer ops with placements (Shard(d)) or outer_split by the mesh size",
+		"op %q cannot be lowered: %q is sharded unevenly, strided, nested or through a merge, which layer ops do not take yet", op.Expr(), t.Name)
+}
