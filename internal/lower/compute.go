@@ -53,8 +53,8 @@ func (c *opCtx) pointwise(out string, order []int) {
 	}
 	var bufs []string
 	var inDims [][]int
-	for i, x := range op.Inputs {
-		bufs = append(bufs, c.arranged(x, operandOrder(op, i, order)))
+	for i := range op.Inputs {
+		bufs = append(bufs, c.arranged(i, operandOrder(op, i, order)))
 		inDims = append(inDims, operandDims(op, i, order))
 	}
 	c.emitPointwise(fn, bufs, inDims, localDims(op.Out, order), out)
@@ -108,7 +108,7 @@ func (c *opCtx) emitMatmul(out string) {
 		bOrder = []int{1, 0} // w is [n, k]; the step reads [k, n]
 	}
 	s := plan.Step{Type: plan.Matmul, Output: out, Dims: []int{bt, m, k, n}, BroadcastB: rb == 2 && bt > 1}
-	setInputs(&s, []string{c.arranged(a, identity(ra)), c.arranged(b, bOrder)})
+	setInputs(&s, []string{c.arranged(0, identity(ra)), c.arranged(1, bOrder)})
 	c.emitLocalOn(s, op.Out.Mesh.Devices, bt*m*k, bt*m*n)
 }
 
@@ -179,9 +179,11 @@ func (c *opCtx) emitPermute(in string, dims, perm []int, out string) {
 	c.emitLocalOn(s, c.op.Out.Mesh.Devices, localCount(dims), localCount(dims))
 }
 
-// arranged returns the name of a buffer holding x's local block with its
-// axes in order: x itself when it is stored so, else a Permute of it.
-func (c *opCtx) arranged(x *ir.Tensor, order []int) string {
+// arranged returns the name of a buffer holding operand i's local block
+// with its axes in order: the operand itself when it is stored so, else a
+// Permute of it into "out/operandI".
+func (c *opCtx) arranged(i int, order []int) string {
+	x := c.op.Inputs[i]
 	layout := x.Layout()
 	if slices.Equal(layout, order) {
 		return x.Name
@@ -190,7 +192,7 @@ func (c *opCtx) arranged(x *ir.Tensor, order []int) string {
 	for k, a := range order {
 		perm[k] = slices.Index(layout, a)
 	}
-	out := c.buffer(x.Name + "-arranged")
+	out := c.buffer(fmt.Sprintf("operand%d", i))
 	c.emitPermute(x.Name, localDims(x, layout), perm, out)
 	return out
 }
