@@ -16,12 +16,12 @@ type simulateOptions struct {
 	policy   *enumFlag
 	format   *enumFlag
 	seed     uint64
-	maxBytes int64
+	maxBytes sizeFlag
 	topology string
 }
 
 func newSimulateCmd() *cobra.Command {
-	o := &simulateOptions{policy: newEnum(lower.Policies...), format: newEnum("text", "json")}
+	o := &simulateOptions{policy: newEnum(lower.Policies...), format: newEnum("text", "json"), maxBytes: sizeFlag{sim.DefaultMaxBytes}}
 	cmd := &cobra.Command{
 		Use:   "simulate FUSION|PLAN|-",
 		Short: "Run a plan on virtual devices and check it against the unsharded program",
@@ -36,7 +36,7 @@ fusion file.`,
 	cmd.Flags().Var(o.policy, "policy", "lowering policy for a fusion file: nvfuser")
 	cmd.Flags().Var(o.format, "format", "report format: text or json")
 	cmd.Flags().Uint64Var(&o.seed, "seed", 0, "seed of the input data")
-	cmd.Flags().Int64Var(&o.maxBytes, "max-bytes", sim.DefaultMaxBytes, "refuse simulations that need more memory than this")
+	cmd.Flags().Var(&o.maxBytes, "max-bytes", "refuse simulations that need more memory than `SIZE` (bytes, or with a unit: 512MiB, 4GB); never more than the machine has")
 	cmd.Flags().StringVar(&o.topology, "topology", "", "also predict every step's time with the topology `FILE` (\"default\": the built-in H200 topology)")
 	return cmd
 }
@@ -46,14 +46,11 @@ func (o *simulateOptions) run(cmd *cobra.Command, arg string) error {
 	if err != nil {
 		return err
 	}
-	if o.maxBytes <= 0 {
-		return usageError{fmt.Errorf("--max-bytes must be positive, got %d", o.maxBytes)}
-	}
-	restore, err := guardMemory(p, o.maxBytes)
+	restore, err := guardMemory(p, o.maxBytes.bytes)
 	if err != nil {
 		return report(cmd, fmt.Errorf("simulate: %w", err))
 	}
-	res, err := sim.Run(p, sim.Options{Seed: o.seed, MaxBytes: o.maxBytes})
+	res, err := sim.Run(p, sim.Options{Seed: o.seed, MaxBytes: o.maxBytes.bytes})
 	restore()
 	if err != nil {
 		return report(cmd, fmt.Errorf("simulate: %w", err))

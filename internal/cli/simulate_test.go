@@ -134,6 +134,10 @@ ops:
 			fusion: seedFusion, args: []string{"--max-bytes", "1000"},
 			wantCode: cli.ExitInput, wantErr: "more than the limit of 1000; raise --max-bytes",
 		},
+		"larger than the flag, with a unit": {
+			fusion: seedFusion, args: []string{"--max-bytes", "1KiB"},
+			wantCode: cli.ExitInput, wantErr: "more than the limit of 1024; raise --max-bytes",
+		},
 		"small, flag at 2^62": {
 			fusion: seedFusion, args: []string{"--max-bytes", "4611686018427387904"}, wantCode: cli.ExitOK,
 		},
