@@ -158,5 +158,31 @@ func checkFusion(t *testing.T, f *Fusion) {
 			t.Fatalf("op %d is not linked to its tensors", op.Index)
 		}
 		_ = op.Expr()
+		checkAxisMaps(t, op)
+	}
+}
+
+// checkAxisMaps checks that InputAxis maps each output dimension to an
+// input dimension of the same extent (or to none), and that a
+// contraction's contracted axes have the extent of its output's trailing
+// reduction axis.
+func checkAxisMaps(t *testing.T, op *Op) {
+	t.Helper()
+	out := op.Out.Shape()
+	for i, in := range op.Inputs {
+		shape := in.Shape()
+		for j := range out {
+			a := op.InputAxis(i, j)
+			if a != -1 && (a < 0 || a >= len(shape) || shape[a] != out[j]) {
+				t.Errorf("%s: InputAxis(%d, %d) = %d: input shape %v, output shape %v", op.Expr(), i, j, a, shape, out)
+			}
+		}
+		k := op.ContractedAxis(i)
+		switch {
+		case k == -1 && op.Kind.IsContraction() && i < 2, k != -1 && !op.Kind.IsContraction():
+			t.Errorf("%s: ContractedAxis(%d) = %d", op.Expr(), i, k)
+		case k != -1 && (k < 0 || k >= len(shape) || shape[k] != op.Out.Logical[len(op.Out.Logical)-1].Extent):
+			t.Errorf("%s: ContractedAxis(%d) = %d: input shape %v, output logical %v", op.Expr(), i, k, shape, op.Out.LogicalExtents())
+		}
 	}
 }

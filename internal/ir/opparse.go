@@ -184,6 +184,8 @@ func axisHint(k OpKind) string {
 	switch {
 	case k.IsElementwise():
 		return fmt.Sprintf("%s is elementwise: the reductions over an axis are %s", k, strings.Join(reductionNames, ", "))
+	case k == OpBroadcast:
+		return "broadcast's new axes are a list, \"axes\""
 	case k == OpMatmul:
 		return "matmul contracts a's last axis with b's second-to-last; no axis is given"
 	case k == OpLinear:
