@@ -45,6 +45,7 @@ func (p *parser) parseOp(it *yaml.Node, i int) (*rawOp, bool) {
 		case "op":
 			kindN = f.Value
 			kindOK = p.opKind(op, f.Value, what)
+			ok = kindOK
 		case "in":
 			op.inN = f.Value
 			ok = p.opInputs(op, f.Value, what+" in")
@@ -167,7 +168,7 @@ func (p *parser) checkOpKeys(op *rawOp, it *yaml.Node, what string) bool {
 				"%s: broadcast needs \"axes\", the output positions of its new axes", what)
 		}
 		good = false
-	case op.kind == OpBroadcast && len(op.axes) == 0 && op.axesN.Kind == yaml.SequenceNode:
+	case op.kind == OpBroadcast && op.axesN.Kind == yaml.SequenceNode && len(op.axesN.Content) == 0:
 		p.errs.AddHint(posOf(op.axesN), "a broadcast without new axes is a set",
 			"%s: broadcast axes: expected at least one new axis, got an empty list", what)
 		good = false
