@@ -42,6 +42,9 @@ func (m *machine) put(dev int, name string, b []float64) {
 // exec runs one step with elements of size bytes and returns each taking
 // part device's traffic.
 func (m *machine) exec(s *plan.Step, size int64) (map[int]flow, error) {
+	if err := checkOperands(s); err != nil {
+		return nil, err
+	}
 	if f, ok := collectives[s.Type]; ok {
 		if s.Kind != plan.KindCollective {
 			return nil, stepError(s, "kind is %q, a %s is a %s step", s.Kind, s.Type, plan.KindCollective)
@@ -142,7 +145,7 @@ func (m *machine) local(s *plan.Step) (map[int]flow, error) {
 	case plan.Pad, plan.Unpad:
 		return m.pad(s)
 	}
-	f, err := localStep(s)
+	c, err := localStep(s)
 	if err != nil {
 		return nil, err
 	}
@@ -155,16 +158,47 @@ func (m *machine) local(s *plan.Step) (map[int]flow, error) {
 			return nil, stepError(s, "device %d is listed twice", d)
 		}
 		flows[d] = flow{}
-		in, ok := m.get(d, s.Input)
-		if !ok {
-			return nil, stepError(s, "device %d has no buffer %q", d, s.Input)
+		ins, err := m.inputs(s, d, c.sizes)
+		if err != nil {
+			return nil, err
 		}
-		if len(in) != s.Count.Input {
-			return nil, stepError(s, "buffer %q on device %d has %d elements, count.input is %d", s.Input, d, len(in), s.Count.Input)
-		}
-		m.put(d, s.Output, f(in))
+		m.put(d, s.Output, c.f(ins))
 	}
 	return flows, nil
+}
+
+// inputs returns device d's buffers of s's operands, in order, each
+// checked against its size: a device must hold every input of a local
+// step.
+func (m *machine) inputs(s *plan.Step, d int, sizes []inputSize) ([][]float64, error) {
+	names := s.Operands()
+	ins := make([][]float64, len(names))
+	for k, name := range names {
+		in, ok := m.get(d, name)
+		if !ok {
+			return nil, stepError(s, "device %d has no buffer %q", d, name)
+		}
+		if len(in) != sizes[k].n {
+			return nil, stepError(s, "buffer %q on device %d has %d elements, %s", name, d, len(in), sizes[k].from)
+		}
+		ins[k] = in
+	}
+	return ins, nil
+}
+
+// checkOperands checks how s names the buffers it reads: inputs only for a
+// step that may read several (Matmul, Pointwise), and never beside input.
+// Every other step reads input alone and would silently ignore inputs.
+func checkOperands(s *plan.Step) error {
+	switch {
+	case len(s.Inputs) == 0:
+		return nil
+	case s.Input != "":
+		return stepError(s, "input %q and inputs %q are both set; a step names what it reads in one of them", s.Input, s.Inputs)
+	case s.Type != plan.Matmul && s.Type != plan.Pointwise:
+		return stepError(s, "a %s reads one buffer, named by input, not inputs %q", s.Type, s.Inputs)
+	}
+	return nil
 }
 
 // slice runs a Slice: each member of a team of T keeps chunk rank of its own

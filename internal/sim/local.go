@@ -9,8 +9,25 @@ import (
 // localFunc transforms one device's input buffer.
 type localFunc func(in []float64) []float64
 
-// localStep checks a local step's geometry and returns its transform.
-func localStep(s *plan.Step) (localFunc, error) {
+// localStep checks a local step's geometry and returns the sizes of its
+// inputs and its transform.
+func localStep(s *plan.Step) (computeStep, error) {
+	switch s.Type {
+	case plan.Matmul:
+		return matmulStep(s)
+	case plan.Pointwise:
+		return pointwiseStep(s)
+	}
+	f, err := oneInputStep(s)
+	if err != nil {
+		return computeStep{}, err
+	}
+	return computeStep{[]inputSize{counted(s)}, func(ins [][]float64) []float64 { return f(ins[0]) }}, nil
+}
+
+// oneInputStep checks a local step that reads one buffer and returns its
+// transform.
+func oneInputStep(s *plan.Step) (localFunc, error) {
 	switch s.Type {
 	case plan.Copy:
 		return copyStep(s)

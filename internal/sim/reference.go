@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"fmt"
 	"slices"
 
 	"github.com/nvcomm/nvcomm/internal/plan"
@@ -71,21 +70,6 @@ func inputValue(key uint64, i int, small bool) float64 {
 // hasProd reports whether any op of p is a product.
 func hasProd(p *plan.Plan) bool {
 	return slices.ContainsFunc(p.Ops, func(o plan.Op) bool { return o.Op == "prod" })
-}
-
-// evalOp computes op on the unsharded input value of shape shape; the
-// output's shape is shape without the reduced axis.
-func evalOp(op plan.Op, in []float64, shape []int) ([]float64, error) {
-	if op.Op == "set" {
-		return slices.Clone(in), nil
-	}
-	if !slices.Contains(plan.ReduceOps, op.Op) {
-		return nil, fmt.Errorf("op %d: unknown op %q (expected set, sum, prod, max or min)", op.Index, op.Op)
-	}
-	if op.Axis == nil || *op.Axis < 0 || *op.Axis >= len(shape) {
-		return nil, fmt.Errorf("op %d (%s): axis must be a position among the input's %d non-reduction axes", op.Index, op.Op, len(shape))
-	}
-	return reduceAxis(op.Op, in, shape, *op.Axis), nil
 }
 
 // reduceAxis combines in, row-major of shape shape, along axis.

@@ -68,27 +68,46 @@ func (w *world) addTensor(i int, t plan.Tensor) error {
 	return nil
 }
 
-// addOp checks that op reads a tensor that exists by then and writes a
-// tensor nothing else writes.
+// addOp checks that op is a known op with as many inputs as it takes,
+// that it reads tensors that exist by then and writes a tensor nothing
+// else writes.
 func (w *world) addOp(i int, op plan.Op) error {
 	if op.Index != i {
 		return fmt.Errorf("op at position %d has index %d", i, op.Index)
 	}
-	for _, name := range []string{op.Input, op.Output} {
-		if _, ok := w.tensors[name]; !ok {
-			return fmt.Errorf("op %d: unknown tensor %q", i, name)
-		}
+	if op.Input != "" && len(op.Inputs) > 0 {
+		return fmt.Errorf("op %d: input %q and inputs %q are both set; an op names its operands in one of them", i, op.Input, op.Inputs)
 	}
-	if op.Input == op.Output {
-		return fmt.Errorf("op %d: reads and writes the same tensor %q", i, op.Input)
+	if err := checkArity(op); err != nil {
+		return err
+	}
+	if _, ok := w.tensors[op.Output]; !ok {
+		return fmt.Errorf("op %d: unknown tensor %q", i, op.Output)
 	}
 	if _, dup := w.producer[op.Output]; dup {
 		return fmt.Errorf("op %d: tensor %q is already produced by op %d", i, op.Output, w.producer[op.Output])
 	}
-	if _, later := w.producer[op.Input]; !later && w.producedLater(op.Input, i) {
-		return fmt.Errorf("op %d: input %q is produced by a later op", i, op.Input)
+	for _, in := range op.Operands() {
+		if err := w.checkOperand(i, in, op.Output); err != nil {
+			return err
+		}
 	}
 	w.producer[op.Output] = i
+	return nil
+}
+
+// checkOperand checks that op i's operand in is a tensor other than its
+// output, and not one that a later op produces.
+func (w *world) checkOperand(i int, in, out string) error {
+	if _, ok := w.tensors[in]; !ok {
+		return fmt.Errorf("op %d: unknown tensor %q", i, in)
+	}
+	if in == out {
+		return fmt.Errorf("op %d: reads and writes the same tensor %q", i, in)
+	}
+	if _, later := w.producer[in]; !later && w.producedLater(in, i) {
+		return fmt.Errorf("op %d: input %q is produced by a later op", i, in)
+	}
 	return nil
 }
 
@@ -119,12 +138,8 @@ func (w *world) reference(seed uint64) (map[string][]float64, error) {
 		}
 	}
 	for _, op := range w.p.Ops {
-		in := w.tensors[op.Input].shard.shape
-		out, err := evalOp(op, ref[op.Input], in)
+		out, err := w.evalChecked(op, ref)
 		if err != nil {
-			return nil, err
-		}
-		if err := w.checkOutputDomain(op, in); err != nil {
 			return nil, err
 		}
 		ref[op.Output] = out
@@ -132,20 +147,24 @@ func (w *world) reference(seed uint64) (map[string][]float64, error) {
 	return ref, nil
 }
 
-// checkOutputDomain checks the logical domain of op's output against its
-// input's non-reduction shape in: a set keeps it; a reduction keeps it with
-// the reduced axis as its only reduction axis.
-func (w *world) checkOutputDomain(op plan.Op, in []int) error {
-	var want []int
-	if op.Op != "set" {
-		want = []int{*op.Axis}
+// evalChecked checks the logical domain of op's output against what op
+// makes of its operands and evaluates op on the unsharded values in ref.
+func (w *world) evalChecked(op plan.Op, ref map[string][]float64) ([]float64, error) {
+	names := op.Operands()
+	ins := make([]operand, len(names))
+	for k, name := range names {
+		ins[k] = operand{name: name, vals: ref[name], shape: w.tensors[name].shard.shape}
 	}
-	out := w.tensors[op.Output].t
-	if slices.Equal(out.Shape, in) && slices.Equal(out.ReductionAxes, want) {
-		return nil
+	out := w.tensors[op.Output]
+	want, err := opDomain(op, ins, out.t.Shape)
+	if err != nil {
+		return nil, err
 	}
-	return fmt.Errorf("op %d (%s): output %q has logical shape %v with reduction axes %v, expected %v with reduction axes %v",
-		op.Index, op.Op, op.Output, out.Shape, out.ReductionAxes, in, want)
+	if !slices.Equal(out.t.Shape, want.shape) || !slices.Equal(out.t.ReductionAxes, want.reduction) {
+		return nil, fmt.Errorf("op %d (%s): output %q has logical shape %v with reduction axes %v, expected %v with reduction axes %v",
+			op.Index, op.Op, op.Output, out.t.Shape, out.t.ReductionAxes, want.shape, want.reduction)
+	}
+	return evalOp(op, ins, out.shard.shape), nil
 }
 
 // load writes every fusion input's shard onto each device of its mesh.

@@ -1,0 +1,239 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/nvcomm/nvcomm/internal/plan"
+)
+
+// This file holds the arithmetic of the layer ops and the local steps that
+// compute them, Matmul and Pointwise (docs/plan.md, "Step semantics").
+// add, sub, mul and the products of a matmul are taken modulo [modulus],
+// like sum and prod, so that a plan may split any sum into partial sums
+// and still match the reference exactly; the others act on the
+// representatives as they are.
+
+// pointwiseFunc is the scalar function of an elementwise op or a Pointwise
+// step; a unary one ignores b.
+type pointwiseFunc func(a, b float64) float64
+
+// pointwiseFuncs maps every function a Pointwise step applies, and every
+// elementwise op, to its scalar function.
+var pointwiseFuncs = map[string]pointwiseFunc{
+	"add":     func(a, b float64) float64 { return residue(int64(a) + int64(b)) },
+	"sub":     func(a, b float64) float64 { return residue(int64(a) - int64(b)) },
+	"mul":     func(a, b float64) float64 { return residue(int64(a) * int64(b)) },
+	"maximum": func(a, b float64) float64 { return max(a, b) },
+	"minimum": func(a, b float64) float64 { return min(a, b) },
+	"relu":    func(a, _ float64) float64 { return max(a, 0) },
+	// Through an integer, so that neg(0) is 0 and not -0, which a report
+	// would print.
+	"neg":  func(a, _ float64) float64 { return float64(-int64(a)) },
+	"abs":  func(a, _ float64) float64 { return math.Abs(a) },
+	"copy": func(a, _ float64) float64 { return a },
+}
+
+// funcArity is how many inputs each Pointwise function reads.
+var funcArity = map[string]int{
+	"add": 2, "sub": 2, "mul": 2, "maximum": 2, "minimum": 2,
+	"relu": 1, "neg": 1, "abs": 1, "copy": 1,
+}
+
+// funcNames lists the Pointwise functions for messages.
+const funcNames = "add, sub, mul, maximum, minimum, relu, neg, abs or copy"
+
+// mapBroadcast applies f elementwise over a row-major array of shape dims.
+// Input k is a row-major array of shape inDims[k], of dims' rank, whose
+// extent-1 dimensions repeat along dims (torch's broadcasting). The caller
+// has checked every shape; the output is the only allocation.
+func mapBroadcast(f pointwiseFunc, ins [][]float64, inDims [][]int, dims []int) []float64 {
+	st := make([][]int, len(ins))
+	for k, d := range inDims {
+		st[k] = broadcastStrides(d)
+	}
+	out := make([]float64, 0, product(dims))
+	for idx := range odometer(dims) {
+		a := ins[0][dot(idx, st[0])]
+		var b float64
+		if len(ins) > 1 {
+			b = ins[1][dot(idx, st[1])]
+		}
+		out = append(out, f(a, b))
+	}
+	return out
+}
+
+// broadcastStrides returns the row-major strides of dims with 0 for every
+// extent-1 dimension: indexing with any value there reads the one entry.
+func broadcastStrides(dims []int) []int {
+	st := strides(dims)
+	for k, e := range dims {
+		if e == 1 {
+			st[k] = 0
+		}
+	}
+	return st
+}
+
+// dot returns Σ idx[k]·st[k]: the offset of a multi-index.
+func dot(idx, st []int) int {
+	off := 0
+	for k, i := range idx {
+		off += i * st[k]
+	}
+	return off
+}
+
+// matmulKernel multiplies, for each of bt batches, A [m, k] by B [k, n]
+// (the same B for every batch when sharedB), row-major, modulo
+// [modulus]. It accumulates row by row in the output (A's element times
+// B's row), which reads B contiguously, and keeps every partial sum within
+// ±modulus so that it stays exact in a float64 without a scratch buffer.
+func matmulKernel(a, b []float64, bt, m, k, n int, sharedB bool) []float64 {
+	out := make([]float64, bt*m*n)
+	for t := range bt {
+		bt0 := t * k * n
+		if sharedB {
+			bt0 = 0
+		}
+		for i := range m {
+			row := out[(t*m+i)*n : (t*m+i+1)*n]
+			for l := range k {
+				x := int64(a[(t*m+i)*k+l])
+				if x == 0 {
+					continue
+				}
+				brow := b[bt0+l*n : bt0+(l+1)*n]
+				for j, y := range brow {
+					row[j] = float64((int64(row[j]) + x*int64(y)) % modulus)
+				}
+			}
+			for j, v := range row {
+				row[j] = residue(int64(v))
+			}
+		}
+	}
+	return out
+}
+
+// inputSize is how many elements an input buffer of a local step must hold,
+// and, for messages, where that number comes from.
+type inputSize struct {
+	n    int
+	from string
+}
+
+// counted is the size count.input gives.
+func counted(s *plan.Step) inputSize {
+	return inputSize{s.Count.Input, fmt.Sprintf("count.input is %d", s.Count.Input)}
+}
+
+// computeStep is a checked local step: the size of each input buffer, in
+// the order of the step's operands, and the transform of one device's
+// inputs into its output.
+type computeStep struct {
+	sizes []inputSize
+	f     func(ins [][]float64) []float64
+}
+
+// matmulStep checks a Matmul: inputs [A, B], dims [Bt, M, K, N], A of
+// Bt·M·K elements (count.input), B of Bt·K·N or, with broadcast_b, K·N,
+// and an output of Bt·M·N (count.output).
+func matmulStep(s *plan.Step) (computeStep, error) {
+	if n := len(s.Operands()); n != 2 {
+		return computeStep{}, stepError(s, "a Matmul reads 2 buffers (inputs [A, B]), got %d", n)
+	}
+	if len(s.Dims) != 4 || !nonNegative(s.Dims) {
+		return computeStep{}, stepError(s, "dims %v must be [Bt, M, K, N], four non-negative extents", s.Dims)
+	}
+	bt, m, k, n := s.Dims[0], s.Dims[1], s.Dims[2], s.Dims[3]
+	if got := satProduct([]int{bt, m, k}); got != int64(s.Count.Input) {
+		return computeStep{}, stepError(s, "count.input is %d, dims %v give Bt·M·K = %d", s.Count.Input, s.Dims, got)
+	}
+	if got := satProduct([]int{bt, m, n}); got != int64(s.Count.Output) {
+		return computeStep{}, stepError(s, "count.output is %d, dims %v give Bt·M·N = %d", s.Count.Output, s.Dims, got)
+	}
+	bDims, what := []int{bt, k, n}, "Bt·K·N"
+	if s.BroadcastB {
+		bDims, what = []int{k, n}, "K·N, broadcast_b"
+	}
+	nb := satProduct(bDims)
+	if nb > math.MaxInt {
+		return computeStep{}, stepError(s, "dims %v give B more elements than a buffer holds", s.Dims)
+	}
+	sizes := []inputSize{counted(s), {int(nb), fmt.Sprintf("want %d (%s of dims %v)", nb, what, s.Dims)}}
+	sharedB := s.BroadcastB
+	return computeStep{sizes, func(ins [][]float64) []float64 {
+		return matmulKernel(ins[0], ins[1], bt, m, k, n, sharedB)
+	}}, nil
+}
+
+// pointwiseStep checks a Pointwise: a known func with its number of
+// inputs, one input_dims per input, of dims' rank, each extent dims' or 1;
+// count.input the elements of the first input, count.output of dims.
+func pointwiseStep(s *plan.Step) (computeStep, error) {
+	if s.Func == nil {
+		return computeStep{}, stepError(s, "a Pointwise needs a func (%s)", funcNames)
+	}
+	arity, ok := funcArity[*s.Func]
+	if !ok {
+		return computeStep{}, stepError(s, "func %q is not %s", *s.Func, funcNames)
+	}
+	names := s.Operands()
+	if len(names) != arity {
+		return computeStep{}, stepError(s, "func %s reads %d buffers, got %d", *s.Func, arity, len(names))
+	}
+	if len(s.InputDims) != arity {
+		return computeStep{}, stepError(s, "input_dims has %d entries for %d inputs", len(s.InputDims), arity)
+	}
+	if !nonNegative(s.Dims) {
+		return computeStep{}, stepError(s, "dims %v must be non-negative", s.Dims)
+	}
+	if got := satProduct(s.Dims); got != int64(s.Count.Output) {
+		return computeStep{}, stepError(s, "count.output is %d, dims %v hold %d", s.Count.Output, s.Dims, got)
+	}
+	sizes := make([]inputSize, arity)
+	for k, d := range s.InputDims {
+		if err := broadcastsTo(s, k, d); err != nil {
+			return computeStep{}, err
+		}
+		n := satProduct(d)
+		if n > math.MaxInt {
+			return computeStep{}, stepError(s, "input_dims[%d] %v hold more elements than a buffer holds", k, d)
+		}
+		sizes[k] = inputSize{int(n), fmt.Sprintf("want %d (input_dims[%d] %v)", n, k, d)}
+	}
+	if sizes[0].n != s.Count.Input {
+		return computeStep{}, stepError(s, "count.input is %d, input_dims[0] %v hold %d", s.Count.Input, s.InputDims[0], sizes[0].n)
+	}
+	sizes[0] = counted(s)
+	f, dims, inDims := pointwiseFuncs[*s.Func], s.Dims, s.InputDims
+	return computeStep{sizes, func(ins [][]float64) []float64 {
+		return mapBroadcast(f, ins, inDims, dims)
+	}}, nil
+}
+
+// broadcastsTo checks that input k's dims d have the rank of the step's
+// dims and each extent equal to dims' or 1.
+func broadcastsTo(s *plan.Step, k int, d []int) error {
+	if len(d) != len(s.Dims) {
+		return stepError(s, "input_dims[%d] %v has %d dims, dims %v has %d", k, d, len(d), s.Dims, len(s.Dims))
+	}
+	for j, e := range d {
+		if e != s.Dims[j] && e != 1 {
+			return stepError(s, "input_dims[%d] %v does not broadcast to dims %v: dim %d is %d, neither %d nor 1", k, d, s.Dims, j, e, s.Dims[j])
+		}
+	}
+	return nil
+}
+
+// nonNegative reports whether every extent is at least 0.
+func nonNegative(dims []int) bool {
+	for _, d := range dims {
+		if d < 0 {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,278 @@
+package sim
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/nvcomm/nvcomm/internal/plan"
+)
+
+// This file gives the reference semantics of the plan's ops on unsharded
+// tensors (docs/simulate.md, "What it does"): which operands each op takes,
+// the logical domain of its output, and its values. It works from the
+// op's name and its operands' shapes alone, never from the compiler's
+// analyses, so that a PASS checks the lowering independently.
+
+// arity is the fewest and most operands an op takes.
+type arity struct{ least, most int }
+
+// opArity lists every op the simulator evaluates with its operand count.
+var opArity = map[string]arity{
+	"set": {1, 1}, "sum": {1, 1}, "prod": {1, 1}, "max": {1, 1}, "min": {1, 1},
+	"add": {2, 2}, "sub": {2, 2}, "mul": {2, 2}, "maximum": {2, 2}, "minimum": {2, 2},
+	"relu": {1, 1}, "neg": {1, 1}, "abs": {1, 1},
+	"broadcast": {1, 1}, "matmul": {2, 2}, "linear": {2, 3},
+}
+
+// opNames lists the ops for messages, in documentation order.
+const opNames = "set, sum, prod, max, min, add, sub, mul, maximum, minimum, relu, neg, abs, broadcast, matmul or linear"
+
+// isElementwise reports whether op applies a pointwise function of the
+// same name to its operands (add, sub, mul, maximum, minimum, relu, neg,
+// abs).
+func isElementwise(op string) bool {
+	_, ok := pointwiseFuncs[op]
+	return ok && op != "copy"
+}
+
+// checkArity checks that op names a known op and has as many operands as
+// it takes; it needs no shapes, so newWorld runs it.
+func checkArity(op plan.Op) error {
+	a, ok := opArity[op.Op]
+	if !ok {
+		return fmt.Errorf("op %d: unknown op %q (expected %s)", op.Index, op.Op, opNames)
+	}
+	if n := len(op.Operands()); n < a.least || n > a.most {
+		want := "1 input"
+		switch {
+		case a.most != a.least:
+			want = fmt.Sprintf("%d or %d inputs", a.least, a.most)
+		case a.least > 1:
+			want = fmt.Sprintf("%d inputs", a.least)
+		}
+		return fmt.Errorf("op %d (%s): takes %s, got %d", op.Index, op.Op, want, n)
+	}
+	return nil
+}
+
+// operand is one input of an op on unsharded tensors: its name, its
+// values row-major over its non-reduction axes, and their extents.
+type operand struct {
+	name  string
+	vals  []float64
+	shape []int
+}
+
+// logicalDomain is an op's output logical domain: its shape, reduction
+// axes included, and the positions of the reduction axes.
+type logicalDomain struct {
+	shape     []int
+	reduction []int
+}
+
+// opDomain checks that op's operands fit together and returns the logical
+// domain its output must have. declared is the output's declared shape,
+// which gives the extents of a broadcast's new axes.
+func opDomain(op plan.Op, ins []operand, declared []int) (logicalDomain, error) {
+	if err := checkAxisFields(op); err != nil {
+		return logicalDomain{}, err
+	}
+	in := ins[0].shape
+	switch {
+	case op.Op == "set" || op.Op == "relu" || op.Op == "neg" || op.Op == "abs":
+		return logicalDomain{shape: in}, nil
+	case slices.Contains(plan.ReduceOps, op.Op):
+		if op.Axis == nil || *op.Axis < 0 || *op.Axis >= len(in) {
+			return logicalDomain{}, fmt.Errorf("op %d (%s): axis must be a position among the input's %d non-reduction axes", op.Index, op.Op, len(in))
+		}
+		return logicalDomain{shape: in, reduction: []int{*op.Axis}}, nil
+	case op.Op == "broadcast":
+		return broadcastDomain(op, in, declared)
+	case op.Op == "matmul":
+		return matmulDomain(op, ins)
+	case op.Op == "linear":
+		return linearDomain(op, ins)
+	}
+	return elementwiseDomain(op, ins)
+}
+
+// checkAxisFields checks that only a reduction (and, as plans always
+// allowed, a set) carries an axis and only a broadcast carries axes: on
+// another op they would mean nothing, and the simulator would silently
+// ignore what the plan says.
+func checkAxisFields(op plan.Op) error {
+	if op.Axis != nil && op.Op != "set" && !slices.Contains(plan.ReduceOps, op.Op) {
+		return fmt.Errorf("op %d (%s): takes no axis, got %d", op.Index, op.Op, *op.Axis)
+	}
+	if len(op.Axes) > 0 && op.Op != "broadcast" {
+		return fmt.Errorf("op %d (%s): takes no axes, got %v", op.Index, op.Op, op.Axes)
+	}
+	return nil
+}
+
+// elementwiseDomain is a binary elementwise op's output: operands of equal
+// rank whose extents agree or are 1 (torch's broadcasting), the larger
+// extent on each axis.
+func elementwiseDomain(op plan.Op, ins []operand) (logicalDomain, error) {
+	a, b := ins[0], ins[1]
+	if len(a.shape) != len(b.shape) {
+		return logicalDomain{}, fmt.Errorf("op %d (%s): operands %q %v and %q %v differ in rank (elementwise operands have equal rank)",
+			op.Index, op.Op, a.name, a.shape, b.name, b.shape)
+	}
+	shape := make([]int, len(a.shape))
+	for k, x := range a.shape {
+		y := b.shape[k]
+		if x != y && x != 1 && y != 1 {
+			return logicalDomain{}, fmt.Errorf("op %d (%s): operands %q %v and %q %v do not broadcast: axis %d has extents %d and %d, and neither is 1",
+				op.Index, op.Op, a.name, a.shape, b.name, b.shape, k, x, y)
+		}
+		shape[k] = max(x, y)
+	}
+	return logicalDomain{shape: shape}, nil
+}
+
+// broadcastDomain is the input's axes with new ones at the output
+// positions op.Axes, whose extents the output declares (no axes: a copy).
+func broadcastDomain(op plan.Op, in, declared []int) (logicalDomain, error) {
+	rank := len(in) + len(op.Axes)
+	for k, a := range op.Axes {
+		if a < 0 || a >= rank || (k > 0 && a <= op.Axes[k-1]) {
+			return logicalDomain{}, fmt.Errorf("op %d (broadcast): axes %v must be increasing positions among the output's %d axes", op.Index, op.Axes, rank)
+		}
+	}
+	shape := make([]int, 0, rank)
+	for k, next := 0, 0; k < rank; k++ {
+		switch {
+		case !slices.Contains(op.Axes, k):
+			shape = append(shape, in[next])
+			next++
+		case k < len(declared):
+			shape = append(shape, declared[k])
+		default:
+			shape = append(shape, 1) // the output lacks the axis: the comparison reports it
+		}
+	}
+	return logicalDomain{shape: shape}, nil
+}
+
+// matmulDomain is a[..., m, k] @ b[..., k, n] with b of rank 2 or a's with
+// equal batch extents: [...batch, m, n, k], k a trailing reduction axis.
+func matmulDomain(op plan.Op, ins []operand) (logicalDomain, error) {
+	a, b := ins[0], ins[1]
+	ra, rb := len(a.shape), len(b.shape)
+	var why string
+	switch {
+	case ra < 2:
+		why = fmt.Sprintf("the first has %d axes, want at least 2 ([..., m, k])", ra)
+	case rb != 2 && rb != ra:
+		why = fmt.Sprintf("the second has %d axes, want 2 or %d (the first's)", rb, ra)
+	case rb == ra && !slices.Equal(a.shape[:ra-2], b.shape[:rb-2]):
+		why = "their batch extents differ"
+	case a.shape[ra-1] != b.shape[rb-2]:
+		why = fmt.Sprintf("the first's last extent %d is not the second's second-to-last %d", a.shape[ra-1], b.shape[rb-2])
+	default:
+		shape := slices.Concat(a.shape[:ra-1], []int{b.shape[rb-1], a.shape[ra-1]})
+		return logicalDomain{shape: shape, reduction: []int{ra}}, nil
+	}
+	return logicalDomain{}, fmt.Errorf("op %d (matmul): operands %q %v and %q %v do not multiply: %s", op.Index, a.name, a.shape, b.name, b.shape, why)
+}
+
+// linearDomain is x[..., k] @ w[n, k]ᵀ (+ bias[n]): [..., n, k], k a
+// trailing reduction axis.
+func linearDomain(op plan.Op, ins []operand) (logicalDomain, error) {
+	x, w := ins[0], ins[1]
+	rx := len(x.shape)
+	var why string
+	switch {
+	case rx < 1:
+		why = fmt.Sprintf("input %q has no axes, want at least 1 ([..., k])", x.name)
+	case len(w.shape) != 2:
+		why = fmt.Sprintf("weight %q %v has %d axes, want 2 ([n, k])", w.name, w.shape, len(w.shape))
+	case x.shape[rx-1] != w.shape[1]:
+		why = fmt.Sprintf("input %q %v and weight %q %v do not contract: %d is not %d", x.name, x.shape, w.name, w.shape, x.shape[rx-1], w.shape[1])
+	case len(ins) == 3 && !slices.Equal(ins[2].shape, w.shape[:1]):
+		why = fmt.Sprintf("bias %q has shape %v, want [%d] (the weight's n)", ins[2].name, ins[2].shape, w.shape[0])
+	default:
+		shape := slices.Concat(x.shape[:rx-1], []int{w.shape[0], x.shape[rx-1]})
+		return logicalDomain{shape: shape, reduction: []int{rx}}, nil
+	}
+	return logicalDomain{}, fmt.Errorf("op %d (linear): %s", op.Index, why)
+}
+
+// evalOp computes op on its unsharded operands, whose domains opDomain has
+// accepted; out is the output's non-reduction shape.
+func evalOp(op plan.Op, ins []operand, out []int) []float64 {
+	in := ins[0]
+	switch {
+	case op.Op == "set":
+		return slices.Clone(in.vals)
+	case slices.Contains(plan.ReduceOps, op.Op):
+		return reduceAxis(op.Op, in.vals, in.shape, *op.Axis)
+	case op.Op == "broadcast":
+		// The input is the output with extent 1 on the new axes.
+		dims := slices.Clone(out)
+		for _, a := range op.Axes {
+			dims[a] = 1
+		}
+		return mapBroadcast(pointwiseFuncs["copy"], [][]float64{in.vals}, [][]int{dims}, out)
+	case op.Op == "matmul":
+		return matmulReference(ins[0], ins[1])
+	case op.Op == "linear":
+		return linearReference(ins)
+	}
+	vals, dims := make([][]float64, len(ins)), make([][]int, len(ins))
+	for k, x := range ins {
+		vals[k], dims[k] = x.vals, x.shape
+	}
+	return mapBroadcast(pointwiseFuncs[op.Op], vals, dims, out)
+}
+
+// matmulReference is a @ b on unsharded values, element by element from
+// the definition: out[t, i, j] = Σ_l a[t, i, l]·b[t, l, j] modulo
+// [modulus], b's batch index dropped when b is 2-D. It is written apart
+// from the Matmul step's kernel so that the two do not share a mistake.
+func matmulReference(a, b operand) []float64 {
+	ra, rb := len(a.shape), len(b.shape)
+	batch := product(a.shape[:ra-2])
+	m, k, n := a.shape[ra-2], a.shape[ra-1], b.shape[rb-1]
+	out := make([]float64, 0, batch*m*n)
+	for t := range batch {
+		bBase := 0
+		if rb == ra {
+			bBase = t * k * n
+		}
+		for i := range m {
+			for j := range n {
+				var acc int64
+				for l := range k {
+					acc = (acc + int64(a.vals[(t*m+i)*k+l])*int64(b.vals[bBase+l*n+j])) % modulus
+				}
+				out = append(out, residue(acc))
+			}
+		}
+	}
+	return out
+}
+
+// linearReference is x @ wᵀ (+ bias) on unsharded values: out[r, j] =
+// Σ_l x[r, l]·w[j, l] (+ bias[j]) modulo [modulus], r running over x's
+// leading axes.
+func linearReference(ins []operand) []float64 {
+	x, w := ins[0], ins[1]
+	n, k := w.shape[0], w.shape[1]
+	rows := product(x.shape[:len(x.shape)-1])
+	out := make([]float64, 0, rows*n)
+	for r := range rows {
+		for j := range n {
+			var acc int64
+			for l := range k {
+				acc = (acc + int64(x.vals[r*k+l])*int64(w.vals[j*k+l])) % modulus
+			}
+			if len(ins) == 3 {
+				acc += int64(ins[2].vals[j])
+			}
+			out = append(out, residue(acc))
+		}
+	}
+	return out
+}
