@@ -23,9 +23,11 @@ const calibration = "testdata/nccl-h200-2gpu.csv"
 
 // defaultSource documents the built-in topology's provenance.
 const defaultSource = "nvlink: minimax relative-error fit (nvcomm calibrate --fit, messages >= 1 MiB, " +
-	"outliers dropped) of shared/calibration/nccl-h200-2gpu.csv (2x H200, NCCL 2.28.9, torch 2.11, NVLS off); " +
+	"outliers dropped) of internal/cost/testdata/nccl-h200-2gpu.csv (2x H200, NCCL 2.28.9, torch 2.11, NVLS off); " +
 	"Gather and Scatter take SendRecv's parameters. network: assumed (one 400 Gb/s NIC a GPU), not measured. " +
-	"memory: H200 device-to-device copy, about 4.3 TB/s read plus written."
+	"memory: H200 device-to-device copy, about 4.3 TB/s read plus written. " +
+	"compute: H200 SXM datasheet dense peaks (bfloat16 and float16 tensor cores 989.5 TFLOPS; " +
+	"float32 without TF32 and float64 tensor cores 67 TFLOPS)."
 
 // readSamples reads a calibration CSV.
 func readSamples(tb testing.TB, path string) []Sample {
@@ -449,4 +451,39 @@ func TestDeviceSweepWithinBand(t *testing.T) {
 		t.Errorf("sweep types = %v, want all nine", worst)
 	}
 	t.Logf("largest error per type: %v", worst)
+}
+
+// TestMatmulRoofline checks that a Matmul step costs the longer of its
+// memory traffic and its multiply-adds at its dtype's peak, and only its
+// memory traffic for a dtype the topology does not list.
+func TestMatmulRoofline(t *testing.T) {
+	matmul := func(dims ...int) plan.Step {
+		in, out := dims[0]*dims[1]*dims[2], dims[0]*dims[1]*dims[3]
+		return plan.Step{ID: 1, Kind: plan.KindLocal, Type: plan.Matmul, Devices: []int{0}, Dims: dims, Count: plan.Count{Input: in, Output: out}}
+	}
+	tests := map[string]struct {
+		dtype string
+		step  plan.Step
+		want  float64 // seconds
+	}{
+		// 2·4096³ multiply-adds at 989.5 TFLOPS; 64 MiB of memory is 16.8 µs.
+		"large bfloat16 is compute-bound": {"bfloat16", matmul(1, 4096, 4096, 4096), 2 * 4096 * 4096 * 4096 / 989.5e12},
+		"large float32 at 67 TFLOPS":      {"float32", matmul(1, 4096, 4096, 4096), 2 * 4096 * 4096 * 4096 / 67e12},
+		// A thin product moves more bytes than it computes.
+		"thin product is memory-bound": {"bfloat16", matmul(1, 1<<20, 8, 1), 10e-6 + 2*float64(1<<20*8+1<<20)/4000e9},
+		"unlisted dtype: memory only":  {"int32", matmul(1, 64, 64, 64), 10e-6 + 4*float64(2*64*64)/4000e9},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			p := &plan.Plan{Tensors: []plan.Tensor{{Name: "a", DType: tc.dtype}, {Name: "b", DType: tc.dtype}},
+				Ops: []plan.Op{{Input: "a", Output: "b"}}}
+			st, err := Default().Step(p, &tc.step)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !approx(st.Seconds, tc.want) {
+				t.Errorf("%g s, want %g s", st.Seconds, tc.want)
+			}
+		})
+	}
 }

@@ -84,6 +84,23 @@ func (t *Topology) Local(bytes int64) float64 {
 	return t.Memory.Seconds(float64(bytes))
 }
 
+// arithmetic is the time of a Matmul step's multiply-adds at the peak
+// throughput of its dtype; zero for other steps and unlisted dtypes.
+func (t *Topology) arithmetic(p *plan.Plan, s *plan.Step) float64 {
+	if s.Type != plan.Matmul || t.Compute == nil || len(s.Dims) != 4 {
+		return 0
+	}
+	peak := t.Compute.TFLOPS[stepDType(p, s)]
+	if peak <= 0 {
+		return 0
+	}
+	flops := 2.0
+	for _, d := range s.Dims {
+		flops *= float64(d)
+	}
+	return flops / (peak * 1e12)
+}
+
 // Predict prices every step of p.
 func Predict(t *Topology, p *plan.Plan) (*Prediction, error) {
 	pr := &Prediction{Topology: t.Name}
@@ -107,7 +124,7 @@ func (t *Topology) Step(p *plan.Plan, s *plan.Step) (StepTime, error) {
 	st := StepTime{Step: s.ID, Type: s.Type, Link: LinkMemory}
 	if s.Kind == plan.KindLocal {
 		st.Bytes, err = stepBytes(s, size, int64(s.Count.Input), int64(s.Count.Output))
-		st.Seconds = t.Local(st.Bytes)
+		st.Seconds = max(t.Local(st.Bytes), t.arithmetic(p, s))
 		return st, err
 	}
 	if len(s.Teams) == 0 {
@@ -207,6 +224,20 @@ func elemSize(p *plan.Plan, s *plan.Step) (int64, error) {
 		}
 	}
 	return 0, fmt.Errorf("step %d (%s): unknown tensor %q", s.ID, s.Type, name)
+}
+
+// stepDType is the dtype of the output of the op a step belongs to, or ""
+// (elemSize has checked that it exists).
+func stepDType(p *plan.Plan, s *plan.Step) string {
+	if s.Op < 0 || s.Op >= len(p.Ops) {
+		return ""
+	}
+	for _, tv := range p.Tensors {
+		if tv.Name == p.Ops[s.Op].Output {
+			return tv.DType
+		}
+	}
+	return ""
 }
 
 // Less reports whether plan a is preferred over plan b: fewer bytes

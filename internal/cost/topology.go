@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -44,6 +45,19 @@ type Topology struct {
 	// Memory prices local steps: Bandwidth counts bytes read plus bytes
 	// written.
 	Memory Params `yaml:"memory"`
+	// Compute prices the arithmetic of Matmul steps; absent, they cost
+	// only their memory traffic.
+	Compute *Compute `yaml:"compute,omitempty"`
+}
+
+// Compute is a device's peak arithmetic throughput. A Matmul step takes
+// the longer of its memory traffic and its 2·Bt·M·K·N floating-point
+// operations at the throughput of its dtype (a roofline); a dtype not
+// listed costs its memory traffic only.
+type Compute struct {
+	// TFLOPS is the dense peak per dtype name (float32, bfloat16, …), in
+	// 1e12 operations a second.
+	TFLOPS map[string]float64 `yaml:"tflops"`
 }
 
 // Link is the cost parameters of one link class: defaults, and optional
@@ -136,6 +150,13 @@ func (t *Topology) Check() []string {
 		problems = append(problems, fmt.Sprintf("devices_per_node must be at least 1, got %d", t.DevicesPerNode))
 	}
 	problems = append(problems, checkParams("memory", t.Memory)...)
+	if t.Compute != nil {
+		for _, dt := range slices.Sorted(maps.Keys(t.Compute.TFLOPS)) {
+			if v := t.Compute.TFLOPS[dt]; !(v > 0) || math.IsInf(v, 0) {
+				problems = append(problems, fmt.Sprintf("compute.tflops.%s must be positive and finite, got %v", dt, v))
+			}
+		}
+	}
 	for _, l := range []struct {
 		name string
 		link Link
