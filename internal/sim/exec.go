@@ -196,7 +196,7 @@ func checkOperands(s *plan.Step) error {
 	case s.Input != "":
 		return stepError(s, "input %q and inputs %q are both set; a step names what it reads in one of them", s.Input, s.Inputs)
 	case s.Type != plan.Matmul && s.Type != plan.Pointwise:
-		return stepError(s, "a %s reads one buffer, named by input, not inputs %q", s.Type, s.Inputs)
+		return stepError(s, "reads one buffer, named by input, not inputs %q", s.Inputs)
 	}
 	return nil
 }
