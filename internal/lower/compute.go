@@ -26,7 +26,7 @@ func (c *opCtx) lowerComputing() {
 	if !ok {
 		return // insertReshardings reported it
 	}
-	if t, ok := contractedDevice(op.Out); ok {
+	if t, ok := c.sumDevice(); ok {
 		want = append(want, shard{-1, t})
 	}
 	for i, x := range op.Inputs {
@@ -74,7 +74,7 @@ func (c *opCtx) contraction() {
 	op, y := c.op, c.op.Out
 	identity := identity(len(y.Shape()))
 	bias := op.Kind == ir.OpLinear && len(op.Inputs) == 3
-	sumType, split := contractedDevice(y)
+	sumType, split := c.sumDevice()
 	direct := !bias && !split && slices.Equal(y.Layout(), identity)
 	product := y.Name
 	if !direct {
@@ -90,6 +90,17 @@ func (c *opCtx) contraction() {
 	if product != y.Name {
 		c.emitPermute(product, localDims(y, identity), y.Layout(), y.Name)
 	}
+}
+
+// sumDevice returns the device type over which c.op sums partial
+// products: the one that splits its output's summed axis, or the one the
+// optimal policy chose.
+func (c *opCtx) sumDevice() (ir.ParallelType, bool) {
+	if t, ok := contractedDevice(c.op.Out); ok {
+		return t, true
+	}
+	t, ok := c.sumTypes[c.op]
+	return t, ok
 }
 
 // emitMatmul appends the Matmul step of c.op into buffer out: row-major

@@ -53,7 +53,7 @@ func Lower(f *ir.Fusion, opts Options) (*plan.Plan, error) {
 		opts.Topology = cost.Default()
 	}
 	l := &lowerer{f: f, policy: opts.Policy, topology: opts.Topology, errs: &diag.List{File: f.File}, received: map[int]int64{}, bound: map[int]int64{}}
-	l.f = insertReshardings(f, l.errs)
+	l.f, l.sumTypes = insertReshardings(f, opts.Policy, l.errs)
 	for _, op := range l.f.Ops {
 		l.lowerOp(op)
 	}
@@ -72,6 +72,9 @@ type lowerer struct {
 	steps    []plan.Step
 	received map[int]int64 // bytes each device receives over the whole plan
 	bound    map[int]int64 // bytes each device must receive, whatever the plan
+	// sumTypes are the contractions the optimal policy rFactors although
+	// their outputs do not split the summed axis (choose.go).
+	sumTypes map[*ir.Op]ir.ParallelType
 }
 
 // opCtx is the lowering of one op.

@@ -27,7 +27,12 @@ type shard struct {
 // single-operand op, after) every computing op whose operands are not
 // sharded as its output requires. Sets and reductions are left as they
 // are: lowering them is what the resharding planner does.
-func insertReshardings(f *ir.Fusion, errs *diag.List) *ir.Fusion {
+//
+// Under the optimal policy a contraction whose operands are split along its
+// summed axis may instead keep them so and sum its partial products
+// (rFactor), when that moves fewer bytes (choose.go); sumTypes records the
+// device type of every op so decided.
+func insertReshardings(f *ir.Fusion, policy Policy, errs *diag.List) (*ir.Fusion, map[*ir.Op]ir.ParallelType) {
 	out := *f
 	out.Ops = nil
 	out.Tensors = slices.Clone(f.Inputs)
@@ -35,7 +40,7 @@ func insertReshardings(f *ir.Fusion, errs *diag.List) *ir.Fusion {
 	for _, t := range f.Tensors {
 		names[t.Name]++
 	}
-	ins := &inserter{fusion: &out, names: names, errs: errs}
+	ins := &inserter{fusion: &out, names: names, errs: errs, policy: policy, sumTypes: map[*ir.Op]ir.ParallelType{}}
 	for _, op := range f.Ops {
 		if op.Kind == ir.OpSet || op.Kind.IsReduction() {
 			ins.add(op)
@@ -45,7 +50,7 @@ func insertReshardings(f *ir.Fusion, errs *diag.List) *ir.Fusion {
 		cp.Inputs = slices.Clone(op.Inputs)
 		ins.computing(&cp)
 	}
-	return &out
+	return &out, ins.sumTypes
 }
 
 // inserter accumulates the ops and tensors of the rewritten fusion.
@@ -53,6 +58,11 @@ type inserter struct {
 	fusion *ir.Fusion
 	names  map[string]int // tensor names taken
 	errs   *diag.List
+	policy Policy
+	// sumTypes is, per contraction that sums partial products although its
+	// output does not split its summed axis, the device type they are
+	// summed over.
+	sumTypes map[*ir.Op]ir.ParallelType
 }
 
 // add appends op (and its output) with the next index. Ops of the
@@ -132,6 +142,10 @@ func (ins *inserter) outputShards(op *ir.Op) ([]shard, bool) {
 		return nil, false
 	}
 	if t, ok := contractedDevice(op.Out); ok {
+		return append(want, shard{-1, t}), true
+	}
+	if t, ok := ins.chooseSum(op, want); ok {
+		ins.sumTypes[op] = t
 		want = append(want, shard{-1, t})
 	}
 	return want, true

@@ -1,0 +1,78 @@
+package lower
+
+import (
+	"github.com/nvcomm/nvcomm/internal/ir"
+)
+
+// This file is the optimal policy's one choice in lowering a layer: where
+// a contraction's operands arrive split along the summed axis k and its
+// output does not split k, nvFuser gathers k on every operand before a
+// local product (a set before the op: it does not rFactor such an op);
+// the optimal policy may keep the operands as they are, multiply the
+// local slices of k and sum the partial products (an Allreduce, or a
+// ReduceScatter when the output is split along the same device type), as
+// Megatron-LM's row-parallel linear does. It takes the way in which the
+// busiest device receives fewer bytes, nvFuser's way on a tie.
+
+// chooseSum returns the device type over which op should sum partial
+// products instead of gathering its operands, if the optimal policy
+// prefers that. want is the output's block splits.
+func (ins *inserter) chooseSum(op *ir.Op, want []shard) (ir.ParallelType, bool) {
+	if ins.policy != PolicyOptimal || !op.Kind.IsContraction() {
+		return 0, false
+	}
+	t, ok := commonKSplit(op)
+	if !ok {
+		return 0, false
+	}
+	withSum := append(want[:len(want):len(want)], shard{-1, t})
+	gather := int64(0)
+	for i, x := range op.Inputs[:2] {
+		if !matches(x, op.Out.Mesh, operandShards(op, i, withSum)) {
+			return 0, false // the operands would move either way: keep nvFuser's plan
+		}
+		gather += int64(op.Out.Mesh.Size(t)-1) * localBytes(x)
+	}
+	return t, sumBytes(op.Out, t, want) < gather
+}
+
+// commonKSplit returns the device type that splits the contracted axis of
+// both of op's factors in blocks, if one does.
+func commonKSplit(op *ir.Op) (ir.ParallelType, bool) {
+	var found []ir.ParallelType
+	for i := range 2 {
+		have, ok := blockShards(op.Inputs[i])
+		if !ok {
+			return 0, false
+		}
+		for _, s := range have {
+			if s.Axis == op.ContractedAxis(i) {
+				found = append(found, s.Type)
+			}
+		}
+	}
+	if len(found) != 2 || found[0] != found[1] {
+		return 0, false
+	}
+	return found[0], true
+}
+
+// sumBytes is what the busiest device receives in summing partial products
+// of the output over the n devices along t, as the plan counts it: an
+// Allreduce receives 2(n-1)/n of the partial products, a ReduceScatter
+// (the output split along t too) (n-1)/n of them.
+func sumBytes(y *ir.Tensor, t ir.ParallelType, want []shard) int64 {
+	n := int64(y.Mesh.Size(t))
+	partial := localBytes(y)
+	for _, s := range want {
+		if s.Type == t {
+			return (n - 1) * partial // partial holds n of y's blocks
+		}
+	}
+	return 2 * (n - 1) * partial / n
+}
+
+// localBytes is the size of a device's block of t.
+func localBytes(t *ir.Tensor) int64 {
+	return int64(localCount(t.LocalShape())) * int64(t.DType.Size())
+}
