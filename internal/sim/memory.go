@@ -24,6 +24,12 @@ import (
 //     mesh lists, the plan's copy of it; per step, the plan's step and
 //     its traffic line.
 //
+// The layer ops add nothing to this list: the reference of an elementwise
+// op, a broadcast, a matmul or a linear, and the Matmul and Pointwise
+// steps, allocate their output and no scratch that grows with the data (a
+// Matmul accumulates in its output row; TestLayerOpsAllocateTheirOutput),
+// and a step's output is its count.output, which those steps check.
+//
 // The per-entry, per-device and per-member costs were measured on
 // linux/amd64 with meshes of up to a million devices; the element costs
 // are exact. TestEstimateWithinPeakRSS (internal/cli) holds the model

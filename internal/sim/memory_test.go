@@ -2,6 +2,7 @@ package sim
 
 import (
 	"math"
+	"runtime"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -45,6 +46,17 @@ func TestFootprint(t *testing.T) {
 				entries: 4, devices: 4, members: 2, listed: 2 + 2 + 2 + 2, steps: 2,
 			},
 			wantBytes: 10*8 + 64 + 4*entryBytes + 4*deviceBytes + 2*memberBytes + 8*listedBytes + 2*stepBytes,
+		},
+		"row-parallel linear with bias": {
+			plan: rowParallelLinearBias(),
+			want: footprint{
+				reference: 8 + 12 + 3 + 6, transient: 6, // x, w, bias, y
+				// On both devices: x 4 elements, w 6, bias 3; y/w, the Matmul's
+				// y/product, the Allreduce's y/sum and the Pointwise's y 6 each.
+				buffers: 2 * (32 + 48 + 32 + 4*48),
+				entries: 14, devices: 2, members: 2, listed: 2 + 4*2, steps: 4,
+			},
+			wantBytes: 35*8 + 608 + 14*entryBytes + 2*deviceBytes + 2*memberBytes + 10*listedBytes + 4*stepBytes,
 		},
 	}
 	for name, tt := range tests {
@@ -114,3 +126,50 @@ func TestEstimateRefusesWhatRunRefuses(t *testing.T) {
 		t.Errorf("refused at need-1, need (-want +got):\n%s", d)
 	}
 }
+
+// TestLayerOpsAllocateTheirOutput checks the memory model's assumption
+// about the layer ops: their reference and their steps allocate their
+// output and nothing that grows with the data, so the estimate, which
+// prices every tensor's reference and every step's output, holds.
+func TestLayerOpsAllocateTheirOutput(t *testing.T) {
+	ramp := func(n int) []float64 {
+		v := make([]float64, n)
+		for i := range v {
+			v[i] = float64(i%1025 - 512)
+		}
+		return v
+	}
+	x, w, bias := in("x", []int{96, 256}, ramp(96*256)...), in("w", []int{128, 256}, ramp(128*256)...), in("bias", []int{128}, ramp(128)...)
+	a, b := in("a", []int{4, 96, 256}, ramp(4*96*256)...), in("b", []int{256, 128}, ramp(256*128)...)
+	row := in("row", []int{1, 128}, ramp(128)...)
+	y := in("y", []int{96, 128}, ramp(96*128)...)
+	tests := map[string]func() []float64{
+		"linear reference": func() []float64 { return evalOp(layerOp("linear", "x", "w", "bias"), []operand{x, w, bias}, []int{96, 128}) },
+		"matmul reference": func() []float64 { return evalOp(layerOp("matmul", "a", "b"), []operand{a, b}, []int{4, 96, 128}) },
+		"add reference":    func() []float64 { return evalOp(layerOp("add", "y", "row"), []operand{y, row}, []int{96, 128}) },
+		"broadcast reference": func() []float64 {
+			return evalOp(broadcastOp(0), []operand{in("v", []int{96, 128}, y.vals...)}, []int{4, 96, 128})
+		},
+		"Matmul step": func() []float64 {
+			c, _ := matmulStep(ptr(sharedB(mm([2]int{4 * 96 * 256, 4 * 96 * 128}, []int{4, 96, 256, 128}, 0))))
+			return c.f([][]float64{a.vals, b.vals})
+		},
+		"Pointwise step": func() []float64 {
+			c, _ := pointwiseStep(ptr(pw("add", [2]int{96 * 128, 96 * 128}, []int{96, 128}, [][]int{{96, 128}, {1, 128}}, "y", "row")))
+			return c.f([][]float64{y.vals, row.vals})
+		},
+	}
+	for name, f := range tests {
+		t.Run(name, func(t *testing.T) {
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			out := f()
+			runtime.ReadMemStats(&after)
+			if extra := int64(after.TotalAlloc-before.TotalAlloc) - allocBytes(int64(len(out))); extra > 1024 {
+				t.Errorf("allocated %d bytes beyond its output of %d elements", extra, len(out))
+			}
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

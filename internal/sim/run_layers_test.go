@@ -28,27 +28,33 @@ func onBoth(id int, typ, out string, count [2]int, dims []int, ins ...string) pl
 // linear(x, w) with x [2, 4] and w [3, 4] both split along k. Each device
 // arranges its half of w as [k, n], multiplies into the partial product
 // "y/product", and an Allreduce sums the partials into y.
-func rowParallelLinear() *plan.Plan {
-	permute := onBoth(0, plan.Permute, "y/w", [2]int{6, 6}, []int{3, 2}, "w")
+func rowParallelLinear() *plan.Plan { return rowParallelLinearSized(2, 3, 4) }
+
+// rowParallelLinearSized is rowParallelLinear with x [rows, k] and w [n,
+// k]; k must be even.
+func rowParallelLinearSized(rows, n, k int) *plan.Plan {
+	half := k / 2
+	permute := onBoth(0, plan.Permute, "y/w", [2]int{n * half, n * half}, []int{n, half}, "w")
 	permute.Perm = []int{1, 0}
+	bytes := int64(4 * rows * n) // ⌊2(T−1)·count·4/T⌋ with T = 2
 	allreduce := plan.Step{ID: 2, Kind: plan.KindCollective, Type: plan.Allreduce, Teams: [][]int{{0, 1}},
-		ReduceOp: sp("sum"), Input: "y/product", Output: "y", Axis: ip(1), Count: plan.Count{Input: 6, Output: 6},
-		Bytes: &plan.Bytes{SentPerDevice: 24, ReceivedPerDevice: 24}}
+		ReduceOp: sp("sum"), Input: "y/product", Output: "y", Axis: ip(1), Count: plan.Count{Input: rows * n, Output: rows * n},
+		Bytes: &plan.Bytes{SentPerDevice: bytes, ReceivedPerDevice: bytes}}
 	return &plan.Plan{
 		Format: 1, Fusion: "row_parallel_linear", Policy: "nvfuser",
 		Meshes: map[string]plan.Mesh{"m": mesh1(0, 1)},
 		Tensors: []plan.Tensor{
-			{Name: "x", DType: "float32", Mesh: "m", Shape: []int{2, 4}, Schedule: halves(1)},
-			{Name: "w", DType: "float32", Mesh: "m", Shape: []int{3, 4}, Schedule: halves(1)},
-			{Name: "y", DType: "float32", Mesh: "m", Shape: []int{2, 3, 4}, ReductionAxes: []int{2}},
+			{Name: "x", DType: "float32", Mesh: "m", Shape: []int{rows, k}, Schedule: halves(1)},
+			{Name: "w", DType: "float32", Mesh: "m", Shape: []int{n, k}, Schedule: halves(1)},
+			{Name: "y", DType: "float32", Mesh: "m", Shape: []int{rows, n, k}, ReductionAxes: []int{2}},
 		},
 		Ops: []plan.Op{{Index: 0, Op: "linear", Inputs: []string{"x", "w"}, Output: "y"}},
 		Steps: []plan.Step{
 			permute,
-			onBoth(1, plan.Matmul, "y/product", [2]int{4, 6}, []int{1, 2, 2, 3}, "x", "y/w"),
+			onBoth(1, plan.Matmul, "y/product", [2]int{rows * half, rows * n}, []int{1, rows, half, n}, "x", "y/w"),
 			allreduce,
 		},
-		Summary: plan.Summary{BytesReceivedMax: 24},
+		Summary: plan.Summary{BytesReceivedMax: bytes},
 	}
 }
 
