@@ -144,7 +144,9 @@ func TestLayerOpsAllocateTheirOutput(t *testing.T) {
 	row := in("row", []int{1, 128}, ramp(128)...)
 	y := in("y", []int{96, 128}, ramp(96*128)...)
 	tests := map[string]func() []float64{
-		"linear reference": func() []float64 { return evalOp(layerOp("linear", "x", "w", "bias"), []operand{x, w, bias}, []int{96, 128}) },
+		"linear reference": func() []float64 {
+			return evalOp(layerOp("linear", "x", "w", "bias"), []operand{x, w, bias}, []int{96, 128})
+		},
 		"matmul reference": func() []float64 { return evalOp(layerOp("matmul", "a", "b"), []operand{a, b}, []int{4, 96, 128}) },
 		"add reference":    func() []float64 { return evalOp(layerOp("add", "y", "row"), []operand{y, row}, []int{96, 128}) },
 		"broadcast reference": func() []float64 {
