@@ -108,16 +108,16 @@ func (c *opCtx) exprText() string {
 }
 
 func (l *lowerer) lowerOp(op *ir.Op) {
-	p, c := op.In(), op.Out
+	producer, consumer := op.In(), op.Out
 	ctx := &opCtx{lowerer: l, op: op, reduced: map[int]int64{}}
 	if op.Kind != ir.OpSet && !op.Kind.IsReduction() {
 		ctx.lowerComputing()
 		return
 	}
-	if l.policy == PolicyNvFuser && !ctx.nvfuserAccepts(p, c) {
+	if l.policy == PolicyNvFuser && !ctx.nvfuserAccepts(producer, consumer) {
 		return
 	}
-	ctx.lowerPair(p, c, op.Kind.IsReduction(), true)
+	ctx.lowerPair(producer, consumer, op.Kind.IsReduction(), true)
 }
 
 // nvfuserAccepts reports (after saying why not) whether nvFuser can lower

@@ -70,7 +70,7 @@ func (pl *planner) swapEdges(s searchState, size int64) []edge {
 		if to == s {
 			continue
 		}
-		moves, ok := pl.permutation(s, to)
+		moves, ok := pl.relabeling(s, to)
 		if !ok {
 			continue
 		}
@@ -90,10 +90,10 @@ func (pl *planner) swapEdges(s searchState, size int64) []edge {
 	return out
 }
 
-// permutation maps each device of the mesh to the device that holds its
+// relabeling maps each device of the mesh to the device that holds its
 // buffer in state to: the same digit values, and the same coordinates along
 // the replicated axes (matched in order, which must have equal sizes).
-func (pl *planner) permutation(from, to searchState) (map[int]int, bool) {
+func (pl *planner) relabeling(from, to searchState) (map[int]int, bool) {
 	m := pl.mesh(from)
 	freeFrom, freeTo := pl.freeTypes(from), pl.freeTypes(to)
 	if len(freeFrom) != len(freeTo) {

@@ -79,7 +79,7 @@ func (pl *planner) emit(path []edge) {
 		case edgeGather:
 			c.gather(cur, next, e.typ)
 		case edgeSwap:
-			moves, _ := pl.permutation(prevState, e.to)
+			moves, _ := pl.relabeling(prevState, e.to)
 			c.swap(cur, next, moves)
 		}
 		cur, prevState = next, e.to

@@ -56,17 +56,17 @@ func (c *opCtx) lowerSet(src, dst *view) {
 // and sender meshes have different sizes"). Checked before the digits are
 // refined, which would otherwise fail with a less telling message.
 func meshSizeMismatch(op *ir.Op) (string, bool) {
-	p, c := op.In(), op.Out
-	if op.Kind != ir.OpSet || p.Mesh.Equal(c.Mesh) || p.Mesh.Rank() != 1 || c.Mesh.Rank() != 1 {
+	producer, consumer := op.In(), op.Out
+	if op.Kind != ir.OpSet || producer.Mesh.Equal(consumer.Mesh) || producer.Mesh.Rank() != 1 || consumer.Mesh.Rank() != 1 {
 		return "", false
 	}
-	ps, pok := p.ShardingOf(ir.DIDx)
-	cs, cok := c.ShardingOf(ir.DIDx)
-	if !pok || !cok || ps.Axis() != cs.Axis() || len(p.Mesh.Devices) == len(c.Mesh.Devices) {
+	ps, pok := producer.ShardingOf(ir.DIDx)
+	cs, cok := consumer.ShardingOf(ir.DIDx)
+	if !pok || !cok || ps.Axis() != cs.Axis() || len(producer.Mesh.Devices) == len(consumer.Mesh.Devices) {
 		return "", false
 	}
 	return fmt.Sprintf("both sides shard logical axis %d along DIDx, but mesh %q has %d devices and mesh %q has %d; nvFuser pairs device i of one mesh with device i of the other (SendRecv) and needs meshes of the same size",
-		ps.Axis(), p.Mesh.Name, len(p.Mesh.Devices), c.Mesh.Name, len(c.Mesh.Devices)), true
+		ps.Axis(), producer.Mesh.Name, len(producer.Mesh.Devices), consumer.Mesh.Name, len(consumer.Mesh.Devices)), true
 }
 
 // lowerCrossMesh lowers a set between different meshes; both must be 1-D.

@@ -52,14 +52,14 @@ func (v *view) firstAxis() *int {
 // factoring holds the common refinement of every axis of one op.
 type factoring struct {
 	extents []int   // producer value-axis extents
-	bounds  [][]int // per axis: sorted boundaries 1 = b0 | b1 | ... | N
+	cuts    [][]int // per axis: sorted strides it is cut at, 1 = b0 | b1 | ... | N
 }
 
-// fine returns the digits of axis a between boundaries lo and hi (strides),
+// fine returns the digits of axis a between cuts lo and hi (strides),
 // most significant first.
 func (f *factoring) fine(a, lo, hi int) []ir.Digit {
 	var out []ir.Digit
-	b := f.bounds[a]
+	b := f.cuts[a]
 	for i := len(b) - 1; i > 0; i-- {
 		if b[i-1] >= lo && b[i] <= hi {
 			out = append(out, ir.Digit{Axis: a, Stride: b[i-1], Extent: b[i] / b[i-1]})
@@ -72,20 +72,20 @@ func (f *factoring) fine(a, lo, hi int) []ir.Digit {
 // tensors; axisMaps[k] maps tensor k's value axes to producer axes. It fails
 // when two tensors cut an axis at strides that do not divide each other.
 func newFactoring(extents []int, tensors []*ir.Tensor, axisMaps [][]int) (*factoring, bool) {
-	f := &factoring{extents: extents, bounds: make([][]int, len(extents))}
+	f := &factoring{extents: extents, cuts: make([][]int, len(extents))}
 	for a, n := range extents {
-		f.bounds[a] = []int{1, n}
+		f.cuts[a] = []int{1, n}
 	}
 	for k, t := range tensors {
 		for _, s := range t.Shardings() {
 			for _, d := range s.Digits {
 				a := axisMaps[k][d.Axis]
-				f.bounds[a] = append(f.bounds[a], d.Stride, d.Span())
+				f.cuts[a] = append(f.cuts[a], d.Stride, d.Span())
 			}
 		}
 	}
-	for a := range f.bounds {
-		b := f.bounds[a]
+	for a := range f.cuts {
+		b := f.cuts[a]
 		slices.Sort(b)
 		b = slices.Compact(b)
 		for i := 1; i < len(b); i++ {
@@ -93,7 +93,7 @@ func newFactoring(extents []int, tensors []*ir.Tensor, axisMaps [][]int) (*facto
 				return nil, false
 			}
 		}
-		f.bounds[a] = b
+		f.cuts[a] = b
 	}
 	return f, true
 }
