@@ -2,9 +2,10 @@
 // numbers and proves it against the unsharded program.
 //
 // [Run] fills every fusion input with deterministic integer-valued data,
-// computes the unsharded reference of every op in float64 (sums and
-// products modulo a prime, so that any grouping a plan uses gives exactly
-// the same values), shards the inputs onto the devices of their meshes,
+// computes the unsharded reference of every op in float64 (sums,
+// products, add, sub, mul, matmul and linear modulo a prime, so that any
+// grouping a plan uses gives exactly the same values), shards the inputs
+// onto the devices of their meshes,
 // executes the plan's steps with the flat-buffer semantics of
 // docs/plan.md, and after the last step of every op compares each device's
 // buffer of the op's output with that device's shard of the reference,

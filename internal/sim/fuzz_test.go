@@ -11,7 +11,9 @@ import (
 // FuzzRun checks that Run never panics on a decodable plan, and that a
 // result passes exactly when it has no mismatch.
 func FuzzRun(f *testing.F) {
-	for _, p := range []*plan.Plan{seedPlan(), bareAllgather(), scatterPlan(), gatherPlan(), columnMajorPlan()} {
+	seeds := []*plan.Plan{seedPlan(), bareAllgather(), scatterPlan(), gatherPlan(), columnMajorPlan(),
+		rowParallelLinearBias(), columnParallelRelu(), replicatedLayers()}
+	for _, p := range seeds {
 		b, err := plan.Marshal(p)
 		if err != nil {
 			f.Fatal(err)
