@@ -1,12 +1,26 @@
 // Package lower compiles a checked fusion into a communication plan: it finds
 // every op that changes sharding and turns it into collectives and the local
-// steps that make flat-buffer collectives correct (DESIGN §4,
-// docs/lowering.md).
+// steps that make flat-buffer collectives correct, and computes each
+// device's block of every layer op (docs/lowering.md, docs/layers.md).
 //
 // Input: an *ir.Fusion that ir.Parse accepted. Output: a *plan.Plan whose
 // steps, executed with the flat-buffer semantics of docs/plan.md, leave every
 // device holding its shard of every op's output. What the policy cannot
 // lower correctly is an error naming the op, never a plan with wrong data.
+//
+// Files, in the order of the passes (docs/architecture.md):
+//
+//   - lower.go: Lower, the per-op context, plan assembly, the resharding
+//     planner's entry (lowerPair);
+//   - reshard_insert.go, choose.go: the pass that inserts resharding sets
+//     around layer ops, and the optimal policy's rFactor choice;
+//   - views.go, padding.go: buffers as digits; uneven shards;
+//   - rules.go, collectives.go: nvFuser's lowering table;
+//   - optimal.go, optimal_edges.go, optimal_search.go, optimal_reduce.go:
+//     the optimal policy's search over sharding states;
+//   - compute.go: Matmul and Pointwise steps of layer ops;
+//   - emit.go: steps, bytes and bounds;
+//   - certify.go: a plan's numbers recomputed (validate).
 package lower
 
 import (
