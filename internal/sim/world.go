@@ -138,33 +138,39 @@ func (w *world) reference(seed uint64) (map[string][]float64, error) {
 		}
 	}
 	for _, op := range w.p.Ops {
-		out, err := w.evalChecked(op, ref)
-		if err != nil {
+		ins := w.operands(op, ref)
+		if err := w.checkOutputDomain(op, ins); err != nil {
 			return nil, err
 		}
-		ref[op.Output] = out
+		ref[op.Output] = evalOp(op, ins, w.tensors[op.Output].shard.shape)
 	}
 	return ref, nil
 }
 
-// evalChecked checks the logical domain of op's output against what op
-// makes of its operands and evaluates op on the unsharded values in ref.
-func (w *world) evalChecked(op plan.Op, ref map[string][]float64) ([]float64, error) {
+// operands returns op's inputs with their unsharded values from ref.
+func (w *world) operands(op plan.Op, ref map[string][]float64) []operand {
 	names := op.Operands()
 	ins := make([]operand, len(names))
 	for k, name := range names {
 		ins[k] = operand{name: name, vals: ref[name], shape: w.tensors[name].shard.shape}
 	}
-	out := w.tensors[op.Output]
-	want, err := opDomain(op, ins, out.t.Shape)
+	return ins
+}
+
+// checkOutputDomain checks that op's inputs fit together and that its
+// output declares the logical domain op makes of them (opDomain), which
+// evalOp relies on.
+func (w *world) checkOutputDomain(op plan.Op, ins []operand) error {
+	out := w.tensors[op.Output].t
+	want, err := opDomain(op, ins, out.Shape)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if !slices.Equal(out.t.Shape, want.shape) || !slices.Equal(out.t.ReductionAxes, want.reduction) {
-		return nil, fmt.Errorf("op %d (%s): output %q has logical shape %v with reduction axes %v, expected %v with reduction axes %v",
-			op.Index, op.Op, op.Output, out.t.Shape, out.t.ReductionAxes, want.shape, want.reduction)
+	if slices.Equal(out.Shape, want.shape) && slices.Equal(out.ReductionAxes, want.reduction) {
+		return nil
 	}
-	return evalOp(op, ins, out.shard.shape), nil
+	return fmt.Errorf("op %d (%s): output %q has logical shape %v with reduction axes %v, expected %v with reduction axes %v",
+		op.Index, op.Op, op.Output, out.Shape, out.ReductionAxes, want.shape, want.reduction)
 }
 
 // load writes every fusion input's shard onto each device of its mesh.
