@@ -27,14 +27,6 @@ var opArity = map[string]arity{
 // opNames lists the ops for messages, in documentation order.
 const opNames = "set, sum, prod, max, min, add, sub, mul, maximum, minimum, relu, neg, abs, broadcast, matmul or linear"
 
-// isElementwise reports whether op applies a pointwise function of the
-// same name to its operands (add, sub, mul, maximum, minimum, relu, neg,
-// abs).
-func isElementwise(op string) bool {
-	_, ok := pointwiseFuncs[op]
-	return ok && op != "copy"
-}
-
 // checkArity checks that op names a known op and has as many operands as
 // it takes; it needs no shapes, so newWorld runs it.
 func checkArity(op plan.Op) error {
@@ -92,8 +84,10 @@ func opDomain(op plan.Op, ins []operand, declared []int) (logicalDomain, error) 
 		return matmulDomain(op, ins)
 	case op.Op == "linear":
 		return linearDomain(op, ins)
+	case pointwiseFuncs[op.Op] != nil && len(ins) == 2:
+		return elementwiseDomain(op, ins)
 	}
-	return elementwiseDomain(op, ins)
+	return logicalDomain{}, checkArity(op) // newWorld has rejected such an op already
 }
 
 // checkAxisFields checks that only a reduction (and, as plans always
