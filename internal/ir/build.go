@@ -41,6 +41,7 @@ func (p *parser) build(name string) *Fusion {
 	// an op reading any other is skipped, its problem reported already. (A
 	// rank-0 tensor has no logical axes, so Logical cannot tell.)
 	resolved := map[*Tensor]bool{}
+	prop := newPropagator(p)
 	for _, n := range p.mentionOrder() {
 		if !produced[n.name] {
 			t := get(n.name, n.pos)
@@ -67,11 +68,17 @@ func (p *parser) build(name string) *Fusion {
 		// An output whose declaration is wrong still has its domain, so
 		// the ops reading it are checked too.
 		resolved[out] = inferred
-		if !ok {
+		if !ok || !prop.forward(op) {
 			continue
 		}
 		f.Ops = append(f.Ops, op)
 		f.Tensors = append(f.Tensors, out)
+	}
+	if p.errs.Len() > 0 {
+		return nil
+	}
+	if p.format == 2 && prop.backward(f) {
+		prop.checkMeshes(f)
 	}
 	if p.errs.Len() > 0 {
 		return nil
@@ -183,15 +190,22 @@ func (p *parser) resolveInput(t *Tensor) {
 	rt := p.raw[t.Name]
 	if rt == nil {
 		hint := diag.Suggest(t.Name, p.knownTensors(t.Name))
-		if hint == "" {
+		switch {
+		case hint != "":
+		case p.format == 2:
+			hint = "declare it under tensors with a shape (and a mesh, or its consumer's is propagated to it)"
+		default:
 			hint = "declare it under tensors with a mesh and a shape"
 		}
 		p.errs.AddHint(t.Pos, hint, "tensor %q is read by an op but neither declared nor produced", t.Name)
 		return
 	}
 	what := fmt.Sprintf("tensor %q", t.Name)
+	// A propagated input takes its consumer's mesh after the ops are
+	// resolved (propagate.go), and no device split: it is replicated.
+	t.Propagated = p.propagates(t.Name)
 	t.Mesh = p.meshRef(rt.mesh, what)
-	if rt.mesh == nil {
+	if rt.mesh == nil && !t.Propagated {
 		p.errs.Add(rt.pos, "%s: an input needs a \"mesh\"", what)
 	}
 	t.DType = p.dtype(rt.dtype, what, "float32")
@@ -200,7 +214,7 @@ func (p *parser) resolveInput(t *Tensor) {
 		return
 	}
 	shape, ok := p.extents(rt.shape, what+" shape")
-	if !ok || t.Mesh == nil || t.DType == "" {
+	if !ok || t.Mesh == nil && !t.Propagated || t.DType == "" {
 		return
 	}
 	var pls []placement

@@ -63,6 +63,9 @@ type TensorSpec struct {
 	// Allocation is the memory order as loop positions; nil means the
 	// default order.
 	Allocation []int
+	// Propagated is the tensor's Propagated: whether format 2 chose its
+	// mesh and schedule. It changes nothing else.
+	Propagated bool
 }
 
 // NewTensor builds the tensor spec describes and analyzes it: it replays
@@ -93,7 +96,7 @@ func NewTensor(spec TensorSpec) (*Tensor, error) {
 		errs.Add(diag.Pos{}, "%s: reduction axes %v are not distinct positions in a shape of %d axes", what, spec.ReductionAxes, len(shape))
 		return nil, errs
 	}
-	t := &Tensor{Name: spec.Name, Mesh: spec.Mesh, DType: spec.DType, Declared: true}
+	t := &Tensor{Name: spec.Name, Mesh: spec.Mesh, DType: spec.DType, Declared: true, Propagated: spec.Propagated}
 	for i, e := range shape {
 		t.Logical = append(t.Logical, &IterDomain{Extent: e, Logical: i, Reduction: reduction[i]})
 	}

@@ -40,9 +40,29 @@ func (p *parser) resolveOp(op *Op, ro *rawOp) (inferred, ok bool) {
 	for k, e := range shape {
 		out.Logical = append(out.Logical, &IterDomain{Extent: e, Logical: k, Reduction: k == reduction})
 	}
-	out.Mesh, out.DType = op.In().Mesh, op.In().DType
+	out.DType = op.In().DType
+	out.Propagated = p.propagates(out.Name)
+	if out.Propagated {
+		// Its mesh and sharding come from the forward sweep, once the op
+		// is checked (propagate.go).
+		return true, p.declarePropagated(op)
+	}
+	out.Mesh = operandMesh(op)
 	ok = p.declareOutput(op)
 	return out.Mesh != nil, ok
+}
+
+// operandMesh is the mesh an output takes when it gives none: its first
+// operand's. In format 2 an operand may not have its mesh yet (a fusion
+// input whose mesh is propagated from its consumers), and then the first
+// operand that has one gives it.
+func operandMesh(op *Op) *Mesh {
+	for _, in := range op.Inputs {
+		if in.Mesh != nil {
+			return in.Mesh
+		}
+	}
+	return nil
 }
 
 // checkPartialReads enforces that only set reads a tensor with a Partial
@@ -299,19 +319,12 @@ func (p *parser) declareOutput(op *Op) bool {
 	what := fmt.Sprintf("tensor %q", out.Name)
 	if rt.mesh != nil {
 		out.Mesh = p.meshRef(rt.mesh, what)
+	} else if out.Mesh == nil {
+		// Format 2: every operand's mesh is still to be propagated.
+		p.errs.AddHint(rt.pos, "give it a mesh, or give one to an operand",
+			"%s: its sharding is given, but it has no mesh to lie on: none of its operands has one", what)
 	}
-	if rt.dtype != nil {
-		if d := p.dtype(rt.dtype, what, ""); d != "" && d != op.In().DType {
-			whose := "its input's"
-			if len(op.Inputs) > 1 {
-				whose = "its operands'"
-			}
-			p.errs.Add(posOf(rt.dtype), "%s: dtype %s differs from %s %s (format 1 has no casts)", what, d, whose, op.In().DType)
-		}
-	}
-	if rt.shape != nil {
-		p.checkShape(out, rt.shape, what)
-	}
+	p.checkDeclared(op, rt, what)
 	if out.Mesh == nil {
 		return false
 	}
@@ -326,6 +339,41 @@ func (p *parser) declareOutput(op *Op) bool {
 		}
 	}
 	return p.scheduleWith(out, rt, pls)
+}
+
+// checkDeclared checks the dtype and shape an output declares against
+// those inferred from its op.
+func (p *parser) checkDeclared(op *Op, rt *rawTensor, what string) {
+	if rt.dtype != nil {
+		if d := p.dtype(rt.dtype, what, ""); d != "" && d != op.In().DType {
+			whose := "its input's"
+			if len(op.Inputs) > 1 {
+				whose = "its operands'"
+			}
+			p.errs.Add(posOf(rt.dtype), "%s: dtype %s differs from %s %s (format 1 has no casts)", what, d, whose, op.In().DType)
+		}
+	}
+	if rt.shape != nil {
+		p.checkShape(op.Out, rt.shape, what)
+	}
+}
+
+// declarePropagated checks what a propagated output declares: a dtype and
+// a shape, which must agree with the op, and no allocation, whose loop
+// positions would count axes that propagation has yet to add.
+func (p *parser) declarePropagated(op *Op) bool {
+	rt := p.raw[op.Out.Name]
+	if rt == nil {
+		return true
+	}
+	what := fmt.Sprintf("tensor %q", op.Out.Name)
+	before := p.errs.Len()
+	p.checkDeclared(op, rt, what)
+	if rt.alloc != nil {
+		p.errs.AddHint(posOf(rt.alloc), "give the tensor a mesh and a schedule or placements, or leave allocation out",
+			"%s: allocation needs a given sharding: the loop domain it counts positions of is propagated (format 2)", what)
+	}
+	return p.errs.Len() == before
 }
 
 // checkOutputPartial allows a Partial placement on a produced tensor only

@@ -1126,11 +1126,11 @@ opz:
 	},
 	{
 		name: "unsupported_format",
-		src: `format: 2
+		src: `format: 3
 meshes:
   m: [0, 1]
 `,
-		want: `in.yaml:1:9: error: format: unsupported format 2 (expected 1)`,
+		want: `in.yaml:1:9: error: format: unsupported format 3 (expected 1 or 2); format 2 is format 1 with sharding propagation`,
 	},
 	{
 		name: "yaml_bad_indent",

@@ -292,6 +292,12 @@ type Tensor struct {
 	AllocPos   diag.Pos
 	Producer   *Op
 	Declared   bool // listed under tensors
+	// Propagated reports that the tensor's mesh and sharding were not
+	// given but propagated from the tensors around it (format 2, which
+	// propagates to every tensor that declares none of mesh, schedule and
+	// placements; docs/fusion.md, "format 2: propagation"). Its Schedule
+	// is then the one propagation chose, as if written in the file.
+	Propagated bool
 	// partial is the op of a Partial placement: the tensor's logical axis 0
 	// holds the terms, one per device along a mesh axis, of that op.
 	partial OpKind

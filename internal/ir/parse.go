@@ -15,12 +15,13 @@ import (
 	"github.com/nvcomm/nvcomm/internal/diag"
 )
 
-// Parse reads a fusion file (format 1) and returns the checked fusion, or the
-// list of problems found (at most diag.MaxErrors) as a *diag.List. file is
-// the name used in diagnostics and, without its extension, the default
-// fusion name. Parse never panics on any input.
+// Parse reads a fusion file (format 1 or 2) and returns the checked fusion,
+// or the list of problems found (at most diag.MaxErrors) as a *diag.List.
+// file is the name used in diagnostics and, without its extension, the
+// default fusion name. In format 2 the tensors that declare no sharding get
+// one by propagation (propagate.go). Parse never panics on any input.
 func Parse(file string, src []byte) (*Fusion, error) {
-	p := &parser{file: file, errs: &diag.List{File: file}}
+	p := &parser{file: file, errs: &diag.List{File: file}, format: 1}
 	p.w = walker{errs: p.errs}
 	f := p.parse(src)
 	if err := p.errs.Err(); err != nil {
@@ -33,6 +34,8 @@ type parser struct {
 	file string
 	errs *diag.List
 	w    walker
+	// format is the file's format: 1, or 2, which propagates shardings.
+	format int
 
 	meshes      map[string]*Mesh
 	meshNames   []string
@@ -110,8 +113,11 @@ func (p *parser) parse(src []byte) *Fusion {
 	for _, f := range fields {
 		switch f.Key {
 		case "format":
-			if v, ok := p.w.integer(f.Value, "format"); ok && v != 1 {
-				p.errs.Add(posOf(f.Value), "format: unsupported format %d (expected 1)", v)
+			if v, ok := p.w.integer(f.Value, "format"); ok && v != 1 && v != 2 {
+				p.errs.AddHint(posOf(f.Value), "format 2 is format 1 with sharding propagation",
+					"format: unsupported format %d (expected 1 or 2)", v)
+			} else if ok {
+				p.format = v
 			}
 		case "name":
 			if s, ok := p.w.str(f.Value, "name"); ok {
@@ -285,6 +291,20 @@ func (p *parser) checkMeshDevices(m *Mesh, n *yaml.Node) {
 		}
 		seen[d] = true
 	}
+}
+
+// propagates reports whether tensor name's sharding is propagated: in
+// format 2, when the file declares none of its mesh, schedule and
+// placements (or does not declare it). A tensor that declares any of them
+// is given, and propagation never changes it: a mesh alone means
+// replicated on purpose, as a TensorView with a mesh and no device split
+// does in nvFuser.
+func (p *parser) propagates(name string) bool {
+	if p.format != 2 {
+		return false
+	}
+	rt := p.raw[name]
+	return rt == nil || rt.mesh == nil && rt.sched == nil && rt.placements == nil
 }
 
 var tensorKeys = []string{"mesh", "dtype", "shape", "schedule", "allocation", "placements"}

@@ -149,15 +149,8 @@ func (p *parser) placementSchedule(t *Tensor, pls []placement, what string) bool
 		at := pos
 		for _, i := range byPos[pos] {
 			typ := DeviceTypes[t.Mesh.Rank()-1-i]
-			steps := []ScheduleStep{
-				{Kind: StepOuterSplit, Axis: at, Factor: t.Mesh.Shape[i], Pos: pls[i].pos},
-				{Kind: StepParallelize, Axis: at, Type: typ, Pos: pls[i].pos},
-			}
-			for _, s := range steps {
-				if !p.apply(t, s) {
-					return false
-				}
-				t.Schedule = append(t.Schedule, s)
+			if !p.applySteps(t, blockSplit(t.Mesh, at, typ, pls[i].pos)...) {
+				return false
 			}
 			at++
 		}
@@ -165,13 +158,22 @@ func (p *parser) placementSchedule(t *Tensor, pls []placement, what string) bool
 	for i, pl := range pls {
 		if pl.kind == "Partial" && t.partial != "" {
 			s := ScheduleStep{Kind: StepParallelize, Axis: 0, Type: DeviceTypes[t.Mesh.Rank()-1-i], Pos: pl.pos}
-			if !p.apply(t, s) {
+			if !p.applySteps(t, s) {
 				return false
 			}
-			t.Schedule = append(t.Schedule, s)
 		}
 	}
 	return true
+}
+
+// blockSplit is the schedule of a DID loop split of loop axis at: an
+// outer split by the mesh's size along typ, the outer part parallelized on
+// typ. This is what Shard(d) writes, and what propagation replays.
+func blockSplit(mesh *Mesh, at int, typ ParallelType, pos diag.Pos) []ScheduleStep {
+	return []ScheduleStep{
+		{Kind: StepOuterSplit, Axis: at, Factor: mesh.Size(typ), Pos: pos},
+		{Kind: StepParallelize, Axis: at, Type: typ, Pos: pos},
+	}
 }
 
 // partialOf returns the Partial entry of pls and its mesh axis, if any.

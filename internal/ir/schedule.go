@@ -34,9 +34,45 @@ func (p *parser) scheduleWith(t *Tensor, rt *rawTensor, pls []placement) bool {
 	if p.errs.Len() > before {
 		return false
 	}
+	var alloc *yaml.Node
+	if rt != nil {
+		alloc = rt.alloc
+	}
+	return p.finishSchedule(t, alloc, before)
+}
+
+// scheduleSteps replays steps, made by nvcomm rather than read from a file,
+// on t's logical domain, then checks and analyzes t as scheduleWith does a
+// tensor of the file: format 2's propagation builds its tensors so.
+func (p *parser) scheduleSteps(t *Tensor, steps []ScheduleStep) bool {
+	t.Loop, t.Schedule, t.rootPad = slices.Clone(t.Logical), nil, nil
+	before := p.errs.Len()
+	if !p.applySteps(t, steps...) {
+		return false
+	}
+	return p.finishSchedule(t, nil, before)
+}
+
+// applySteps performs steps on t's loop domain and records them in its
+// schedule, stopping at the first that fails.
+func (p *parser) applySteps(t *Tensor, steps ...ScheduleStep) bool {
+	for _, s := range steps {
+		if !p.apply(t, s) {
+			return false
+		}
+		t.Schedule = append(t.Schedule, s)
+	}
+	return true
+}
+
+// finishSchedule checks t's device axes once its loop domain is built,
+// applies the allocation alloc (nil for the default order) and analyzes
+// t. before is the error count when t's checks began: it reports whether
+// none was added since.
+func (p *parser) finishSchedule(t *Tensor, alloc *yaml.Node, before int) bool {
 	p.checkDevices(t)
-	if rt != nil && rt.alloc != nil && p.errs.Len() == before {
-		p.allocation(t, rt.alloc)
+	if alloc != nil && p.errs.Len() == before {
+		p.allocation(t, alloc)
 	}
 	if p.errs.Len() == before {
 		if err := t.analyze(); err != nil {

@@ -106,6 +106,7 @@ func specOf(t plan.Tensor, mesh *ir.Mesh) ir.TensorSpec {
 	spec := ir.TensorSpec{
 		Name: t.Name, Mesh: mesh, DType: ir.DType(t.DType),
 		Shape: t.Shape, ReductionAxes: t.ReductionAxes, Allocation: t.Allocation,
+		Propagated: t.Propagated,
 	}
 	for _, s := range t.Schedule {
 		spec.Schedule = append(spec.Schedule, irStep(s))

@@ -343,6 +343,7 @@ func tensorOf(t *ir.Tensor) plan.Tensor {
 		LocalShape:  t.LocalShape(),
 		PaddedShape: paddedShape(t),
 		Layout:      slices.Clone(t.Layout()),
+		Propagated:  t.Propagated,
 	}
 	if pt.LocalShape == nil {
 		pt.LocalShape = []int{}

@@ -61,6 +61,10 @@ type Tensor struct {
 	PaddedShape []int `json:"padded_shape,omitempty"`
 	// Layout is the non-reduction axes in memory order, outermost first.
 	Layout []int `json:"layout"`
+	// Propagated marks a tensor whose mesh and schedule the fusion file
+	// did not give: format 2 propagated them from the tensors around it
+	// (docs/fusion.md, "format 2: propagation"). Absent when given.
+	Propagated bool `json:"propagated,omitempty"`
 }
 
 // ScheduleStep is one loop transform; exactly one field is set.

@@ -3,6 +3,7 @@ package plan
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 )
@@ -35,7 +36,104 @@ func WriteText(w io.Writer, p *Plan) error {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s -> %s\t%s\t%s\t%s\t%d/%d\t%s\n",
 			s.ID, s.Expr, s.Type, strings.Join(s.Operands(), ", "), s.Output, who, root, red, s.Count.Input, s.Count.Output, bytes)
 	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return writePropagated(w, p)
+}
+
+// writePropagated lists, after the steps, the tensors whose sharding
+// format 2 propagated, with the mesh and device splits they received, so
+// that a reader can tell them from the shardings the file gave. A plan
+// without any writes nothing.
+func writePropagated(w io.Writer, p *Plan) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	header := false
+	for _, t := range p.Tensors {
+		if !t.Propagated {
+			continue
+		}
+		if !header {
+			fmt.Fprintln(tw, "\npropagated shardings (format 2):")
+			header = true
+		}
+		var splits []string
+		for _, s := range t.Sharding {
+			splits = append(splits, fmt.Sprintf("%s splits axis %d", s.Type, s.LogicalAxis))
+		}
+		for _, s := range reductionSplits(t) {
+			splits = append(splits, fmt.Sprintf("%s splits reduction axis %d", s.typ, s.axis))
+		}
+		if len(splits) == 0 {
+			splits = []string{"replicated"}
+		}
+		fmt.Fprintf(tw, "  %s\ton %s\t%s\n", t.Name, t.Mesh, strings.Join(splits, ", "))
+	}
 	return tw.Flush()
+}
+
+// typedAxis is a logical axis and the device type that splits it.
+type typedAxis struct {
+	typ  string
+	axis int
+}
+
+// reductionSplits replays t's schedule far enough to find the reduction
+// axes (their positions in Shape) that device types split: the summed
+// axes of partial results, which Sharding, of non-reduction axes only,
+// does not show. A schedule it cannot follow ends the search.
+func reductionSplits(t Tensor) []typedAxis {
+	origin := make([]int, len(t.Shape)) // the logical axis of each loop axis; -1 after a merge
+	for i := range origin {
+		origin[i] = i
+	}
+	var out []typedAxis
+	for _, s := range t.Schedule {
+		var a int
+		switch {
+		case s.Split != nil, s.OuterSplit != nil:
+			if a = splitAxis(s); a < 0 || a >= len(origin) {
+				return out
+			}
+			origin = slices.Insert(origin, a, origin[a])
+		case s.Merge != nil:
+			if a = s.Merge.Axis; a < 0 || a+1 >= len(origin) {
+				return out
+			}
+			origin = slices.Replace(origin, a, a+2, -1)
+		case s.Reorder != nil:
+			if origin = reordered(origin, s.Reorder); origin == nil {
+				return out
+			}
+		case s.Parallelize != nil:
+			a = s.Parallelize.Axis
+			if a >= 0 && a < len(origin) && slices.Contains(deviceTypes, s.Parallelize.Type) && slices.Contains(t.ReductionAxes, origin[a]) {
+				out = append(out, typedAxis{s.Parallelize.Type, origin[a]})
+			}
+		}
+	}
+	return out
+}
+
+// splitAxis is the axis a split or outer_split step splits.
+func splitAxis(s ScheduleStep) int {
+	if s.Split != nil {
+		return s.Split.Axis
+	}
+	return s.OuterSplit.Axis
+}
+
+// reordered permutes xs by order (new position -> old), or returns nil
+// when order is not a permutation of xs's positions.
+func reordered(xs, order []int) []int {
+	if !isPermutation(order, len(xs)) {
+		return nil
+	}
+	out := make([]int, len(xs))
+	for i, old := range order {
+		out[i] = xs[old]
+	}
+	return out
 }
 
 func teamsText(teams [][]int) string {
