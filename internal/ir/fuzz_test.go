@@ -40,6 +40,9 @@ func FuzzParse(f *testing.F) {
 	for _, tt := range invalidTests {
 		f.Add([]byte(tt.src))
 	}
+	for _, tt := range propagateTests {
+		f.Add([]byte(tt.src))
+	}
 	f.Fuzz(func(t *testing.T, src []byte) {
 		fus, err := Parse("fuzz.yaml", src)
 		if err != nil {

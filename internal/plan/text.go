@@ -43,9 +43,9 @@ func WriteText(w io.Writer, p *Plan) error {
 }
 
 // writePropagated lists, after the steps, the tensors whose sharding
-// format 2 propagated, with the mesh and device splits they received, so
-// that a reader can tell them from the shardings the file gave. A plan
-// without any writes nothing.
+// format 2 propagated, with their mesh and placements as a fusion file
+// would write them, so that a reader can tell them from the shardings the
+// file gave. A plan without any writes nothing.
 func writePropagated(w io.Writer, p *Plan) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	header := false
@@ -57,19 +57,57 @@ func writePropagated(w io.Writer, p *Plan) error {
 			fmt.Fprintln(tw, "\npropagated shardings (format 2):")
 			header = true
 		}
-		var splits []string
-		for _, s := range t.Sharding {
-			splits = append(splits, fmt.Sprintf("%s splits axis %d", s.Type, s.LogicalAxis))
-		}
-		for _, s := range reductionSplits(t) {
-			splits = append(splits, fmt.Sprintf("%s splits reduction axis %d", s.typ, s.axis))
-		}
-		if len(splits) == 0 {
-			splits = []string{"replicated"}
-		}
-		fmt.Fprintf(tw, "  %s\ton %s\t%s\n", t.Name, t.Mesh, strings.Join(splits, ", "))
+		fmt.Fprintf(tw, "  %s\ton %s\t%s\n", t.Name, t.Mesh, placementsText(p, t))
 	}
 	return tw.Flush()
+}
+
+// placementsText renders t's sharding as placements, one per axis of its
+// mesh: Shard(d) for a device type that splits dim d, Partial(op) for one
+// that splits the reduction axis of a reduction or contraction output (the
+// notation fusion files give that split), both joined by + when one type
+// does both, Replicate() otherwise.
+func placementsText(p *Plan, t Tensor) string {
+	rank := len(p.Meshes[t.Mesh].Shape)
+	pls := make([]string, rank)
+	for i := range pls {
+		pls[i] = "Replicate()"
+	}
+	at := func(typ string) int { return rank - 1 - slices.Index(deviceTypes, typ) }
+	for _, s := range t.Sharding {
+		if a := at(s.Type); a >= 0 && a < rank {
+			pls[a] = fmt.Sprintf("Shard(%d)", s.LogicalAxis)
+			if s.Kind != "block" {
+				pls[a] = fmt.Sprintf("Shard(%d, %s)", s.LogicalAxis, s.Kind)
+			}
+		}
+	}
+	for _, s := range reductionSplits(t) {
+		a := at(s.typ)
+		if a < 0 || a >= rank {
+			continue
+		}
+		partial := fmt.Sprintf("Partial(%s)", reduceOpOf(p, t.Name))
+		if pls[a] == "Replicate()" {
+			pls[a] = partial
+		} else {
+			// Summed over the mesh axis and split along a dim by it: a
+			// ReduceScatter's output, which no one placement names.
+			pls[a] += "+" + partial
+		}
+	}
+	return "[" + strings.Join(pls, ", ") + "]"
+}
+
+// reduceOpOf is the op that combines the partial results of the op
+// producing name: a reduction's own, else sum (a contraction's).
+func reduceOpOf(p *Plan, name string) string {
+	for _, op := range p.Ops {
+		if op.Output == name && slices.Contains([]string{"prod", "max", "min"}, op.Op) {
+			return op.Op
+		}
+	}
+	return "sum"
 }
 
 // typedAxis is a logical axis and the device type that splits it.
