@@ -343,6 +343,50 @@ ops:
 		},
 	},
 	{
+		// Propagation never overwrites a split: c follows a (equal
+		// device axes and mesh rank, operand order), then b2's DIDy split
+		// of the same axis is skipped; backward, b2 keeps its DIDy.
+		name: "does_not_overwrite",
+		src: `format: 2
+meshes:
+  g: [[0, 1], [2, 3]]
+tensors:
+  a: {mesh: g, shape: [4, 6], placements: [Replicate(), Shard(0)]}
+  b: {mesh: g, shape: [4, 6], placements: [Shard(0), Replicate()]}
+ops:
+  - {op: set, in: b, out: b2}
+  - {op: add, in: [a, b2], out: c}
+`,
+		want: map[string]propSum{
+			"a":  {Mesh: "g", Schedule: []string{"outer_split(0, 2)", "parallelize(0, DIDx)"}, Shardings: []string{"DIDx:0"}},
+			"b":  {Mesh: "g", Schedule: []string{"outer_split(0, 2)", "parallelize(0, DIDy)"}, Shardings: []string{"DIDy:0"}},
+			"b2": {Mesh: "g", Propagated: true, Schedule: []string{"outer_split(0, 2)", "parallelize(0, DIDy)"}, Shardings: []string{"DIDy:0"}},
+			"c":  {Mesh: "g", Propagated: true, Schedule: []string{"outer_split(0, 2)", "parallelize(0, DIDx)"}, Shardings: []string{"DIDx:0"}},
+		},
+	},
+	{
+		// nvFuser's ShardingTest.ResidualAdd: u, computed from an input
+		// with no mesh, learns only from its consumer that it is split
+		// like x; its input v gets the mesh and stays replicated.
+		name: "residual_add",
+		src: `format: 2
+meshes:
+  m: [0, 1]
+tensors:
+  x: {mesh: m, shape: [4, 6], placements: [Shard(0)]}
+  v: {shape: [4, 6]}
+ops:
+  - {op: relu, in: v, out: u}
+  - {op: add, in: [x, u], out: y}
+`,
+		want: map[string]propSum{
+			"x": {Mesh: "m", Schedule: []string{"outer_split(0, 2)", "parallelize(0, DIDx)"}, Shardings: []string{"DIDx:0"}},
+			"v": {Mesh: "m", Propagated: true},
+			"u": {Mesh: "m", Propagated: true, Schedule: []string{"outer_split(0, 2)", "parallelize(0, DIDx)"}, Shardings: []string{"DIDx:0"}},
+			"y": {Mesh: "m", Propagated: true, Schedule: []string{"outer_split(0, 2)", "parallelize(0, DIDx)"}, Shardings: []string{"DIDx:0"}},
+		},
+	},
+	{
 		// Backward, an intermediate gains the types it lacks from its
 		// consumer (b: DIDy from c), and an operand of a contraction
 		// summed over DIDx gets the split of its contracted axis, not of
