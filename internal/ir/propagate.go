@@ -133,7 +133,7 @@ func (pr *propagator) shardLike(ref, target *Tensor, toTarget func(int) int, bac
 		}
 		pr.splits[target] = append(pr.splits[target], deviceSplit{
 			pos: q, typ: s.typ, split: s.split, reduction: target.Logical[q].Reduction, at: at})
-		free[s.typ] = false // one axis per device type
+		free[s.typ] = false // a reference gives each type once
 		added = true
 	}
 	return added
