@@ -145,7 +145,7 @@ tensors:
 ops:
   - {op: set, in: tv0, out: tv1}
 `,
-		want: `in.yaml:8:18: error: tensor "tv1" placements: Partial is only allowed on fusion inputs and on the outputs of matmul and linear; declare the partial terms as a fusion input and reduce them with a set`,
+		want: `in.yaml:8:18: error: tensor "tv1" placements: Partial is only allowed on fusion inputs and on the outputs of matmul, linear and the reductions; declare the partial terms as a fusion input and reduce them with a set`,
 	},
 	{
 		name: "placements_partial_reduced",
@@ -1609,7 +1609,7 @@ tensors:
 ops:
   - {op: add, in: [a, a], out: c}
 `,
-		want: `in.yaml:5:20: error: tensor "c" placements: Partial is only allowed on fusion inputs and on the outputs of matmul and linear; declare the partial terms as a fusion input and reduce them with a set`,
+		want: `in.yaml:5:20: error: tensor "c" placements: Partial is only allowed on fusion inputs and on the outputs of matmul, linear and the reductions; declare the partial terms as a fusion input and reduce them with a set`,
 	},
 	{
 		name: "partial_read_by_add",

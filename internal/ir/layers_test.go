@@ -357,6 +357,32 @@ ops:
 	}
 }
 
+// TestReductionPartial checks that Partial(op) on a reduction's output
+// splits the reduced axis, in its place, over that mesh axis: the reduction
+// across devices happens in the op (nvFuser's rDID), as a schedule splitting
+// it would say.
+func TestReductionPartial(t *testing.T) {
+	src := `meshes:
+  g: [[0, 1, 2], [3, 4, 5]]
+tensors:
+  x: {mesh: g, shape: [4, 6, 8], placements: [Replicate(), Shard(1)]}
+  y: {placements: [Shard(0), Partial(max)]}
+ops:
+  - {op: max, in: x, out: y, axis: 1}
+`
+	f, err := Parse("p.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []ScheduleStep{
+		{Kind: StepOuterSplit, Axis: 1, Factor: 3}, {Kind: StepParallelize, Axis: 1, Type: DIDx},
+		{Kind: StepOuterSplit, Axis: 0, Factor: 2}, {Kind: StepParallelize, Axis: 0, Type: DIDy},
+	}
+	if diff := cmp.Diff(want, f.Tensor("y").Schedule, cmpopts.IgnoreFields(ScheduleStep{}, "Pos")); diff != "" {
+		t.Errorf("Schedule mismatch (-want +got):\n%s", diff)
+	}
+}
+
 // TestOpAxes checks InputAxis and ContractedAxis for every kind of op:
 // for each input, the input axis of each output axis, then its contracted
 // axis.

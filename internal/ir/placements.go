@@ -133,15 +133,15 @@ func (p *parser) placementSchedule(t *Tensor, pls []placement, what string) bool
 		byPos[dims[d]] = append(byPos[dims[d]], i)
 	}
 	if pl, i, ok := partialOf(pls); ok && t.partial == "" {
-		// A contraction's output: the Partial splits its contracted axis,
-		// the last logical one (resolveOp allows no other produced tensor
-		// a Partial).
-		last := len(t.Logical) - 1
-		if last < 0 || !t.Logical[last].Reduction {
-			p.errs.Add(pl.pos, "%s: Partial needs a trailing reduction axis to split", what)
+		// A contraction's or a reduction's output: the Partial splits the
+		// axis it sums over, its one reduction axis (checkOutputPartial
+		// allows no other produced tensor a Partial).
+		r := reductionAxis(t)
+		if r < 0 {
+			p.errs.Add(pl.pos, "%s: Partial needs a reduction axis to split", what)
 			return false
 		}
-		byPos[last] = append(byPos[last], i)
+		byPos[r] = append(byPos[r], i)
 	}
 	// Positions from last to first, so splits do not move the positions
 	// still to shard.
@@ -174,6 +174,21 @@ func blockSplit(mesh *Mesh, at int, typ ParallelType, pos diag.Pos) []ScheduleSt
 		{Kind: StepOuterSplit, Axis: at, Factor: mesh.Size(typ), Pos: pos},
 		{Kind: StepParallelize, Axis: at, Type: typ, Pos: pos},
 	}
+}
+
+// reductionAxis returns the position of t's one reduction axis, or -1 when
+// it has none or several.
+func reductionAxis(t *Tensor) int {
+	r := -1
+	for i, id := range t.Logical {
+		if id.Reduction {
+			if r >= 0 {
+				return -1
+			}
+			r = i
+		}
+	}
+	return r
 }
 
 // partialOf returns the Partial entry of pls and its mesh axis, if any.
