@@ -14,15 +14,16 @@ const module = "github.com/nvcomm/nvcomm/"
 // allowed lists, per package, the nvcomm packages it may import.
 var allowed = map[string][]string{
 	"cmd/nvcomm":       {"internal/cli"},
-	"internal/cli":     {"internal/sim", "internal/lower", "internal/export", "internal/cost", "internal/plan", "internal/ir", "internal/diag", "internal/checked"},
+	"internal/cli":     {"internal/sim", "internal/lower", "internal/export", "internal/cost", "internal/plan", "internal/ir", "internal/diag", "internal/checked", "internal/shard"},
 	"internal/export":  {"internal/plan"},
-	"internal/cost":    {"internal/plan", "internal/checked"},
-	"internal/sim":     {"internal/plan", "internal/diag"}, // the independent oracle: not internal/checked
-	"internal/lower":   {"internal/cost", "internal/plan", "internal/ir", "internal/diag", "internal/checked"},
-	"internal/plan":    {"internal/diag", "internal/checked"},
-	"internal/ir":      {"internal/diag", "internal/checked"},
+	"internal/cost":    {"internal/plan", "internal/checked", "internal/shard"},
+	"internal/sim":     {"internal/plan", "internal/diag"}, // the independent oracle: not internal/checked or internal/shard
+	"internal/lower":   {"internal/cost", "internal/plan", "internal/ir", "internal/diag", "internal/checked", "internal/shard"},
+	"internal/plan":    {"internal/diag", "internal/checked", "internal/shard"},
+	"internal/ir":      {"internal/diag", "internal/checked", "internal/shard"},
 	"internal/diag":    {},
 	"internal/checked": {},
+	"internal/shard":   {},
 	// Packages of tests: their non-test files import no nvcomm package.
 	"internal":          {},
 	"internal/difftest": {},

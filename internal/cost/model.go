@@ -7,6 +7,7 @@ import (
 
 	"github.com/nvcomm/nvcomm/internal/checked"
 	"github.com/nvcomm/nvcomm/internal/plan"
+	"github.com/nvcomm/nvcomm/internal/shard"
 )
 
 // StepTime is the predicted time of one step.
@@ -33,11 +34,6 @@ type Prediction struct {
 	// Total is the sum of the steps' times, in seconds: steps run one
 	// after another.
 	Total float64 `json:"total"`
-}
-
-// dtypeSizes gives the bytes of an element of each dtype.
-var dtypeSizes = map[string]int64{
-	"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int64": 8, "int32": 4,
 }
 
 // BusFactor is nccl-tests' bus factor f(n) of a collective type for a team
@@ -217,8 +213,8 @@ func elemSize(p *plan.Plan, s *plan.Step) (int64, error) {
 	name := p.Ops[s.Op].Output
 	for _, tv := range p.Tensors {
 		if tv.Name == name {
-			if n, ok := dtypeSizes[tv.DType]; ok {
-				return n, nil
+			if n := shard.DTypeSize(tv.DType); n > 0 {
+				return int64(n), nil
 			}
 			return 0, fmt.Errorf("tensor %q: unknown dtype %q", name, tv.DType)
 		}

@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/nvcomm/nvcomm/internal/diag"
+	"github.com/nvcomm/nvcomm/internal/shard"
 )
 
 // ParallelType says how a loop axis is executed: serially on every device, or
@@ -52,23 +53,11 @@ func ParseParallelType(s string) (ParallelType, bool) {
 // DType is an element type.
 type DType string
 
-// dtypeSizes maps each supported element type to its size in bytes.
-var dtypeSizes = map[DType]int{
-	"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int32": 4, "int64": 8,
-}
-
 // DTypeNames lists the supported element types, sorted.
-func DTypeNames() []string {
-	var names []string
-	for d := range dtypeSizes {
-		names = append(names, string(d))
-	}
-	slices.Sort(names)
-	return names
-}
+func DTypeNames() []string { return shard.DTypeNames() }
 
 // Size is the element size in bytes, 0 for an unknown type.
-func (d DType) Size() int { return dtypeSizes[d] }
+func (d DType) Size() int { return shard.DTypeSize(string(d)) }
 
 // Mesh is a named n-D array of device ids. Devices must not change once
 // Index or Contains has been called: the device → position index is built
@@ -166,14 +155,7 @@ func consecutive(ids []int) bool {
 }
 
 // Coords returns the mesh coordinates of the device at row-major index i.
-func (m *Mesh) Coords(i int) []int {
-	c := make([]int, m.Rank())
-	for a := m.Rank() - 1; a >= 0; a-- {
-		c[a] = i % m.Shape[a]
-		i /= m.Shape[a]
-	}
-	return c
-}
+func (m *Mesh) Coords(i int) []int { return shard.Coords(i, m.Shape) }
 
 // Coord returns the coordinate along t of the device at row-major index i,
 // 0 when the mesh has no axis for t.

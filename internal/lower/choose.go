@@ -17,7 +17,7 @@ import (
 // chooseSum returns the device type over which op should sum partial
 // products instead of gathering its operands, if the optimal policy
 // prefers that. want is the output's block splits.
-func (ins *inserter) chooseSum(op *ir.Op, want []shard) (ir.ParallelType, bool) {
+func (ins *inserter) chooseSum(op *ir.Op, want []split) (ir.ParallelType, bool) {
 	if ins.policy != PolicyOptimal || !op.Kind.IsContraction() {
 		return 0, false
 	}
@@ -25,7 +25,7 @@ func (ins *inserter) chooseSum(op *ir.Op, want []shard) (ir.ParallelType, bool) 
 	if !ok {
 		return 0, false
 	}
-	withSum := append(want[:len(want):len(want)], shard{-1, t})
+	withSum := append(want[:len(want):len(want)], split{-1, t})
 	gather := int64(0)
 	for i, x := range op.Inputs[:2] {
 		if !matches(x, op.Out.Mesh, operandShards(op, i, withSum)) {
@@ -61,7 +61,7 @@ func commonKSplit(op *ir.Op) (ir.ParallelType, bool) {
 // of the output over the n devices along t, as the plan counts it: an
 // Allreduce receives 2(n-1)/n of the partial products, a ReduceScatter
 // (the output split along t too) (n-1)/n of them.
-func sumBytes(y *ir.Tensor, t ir.ParallelType, want []shard) int64 {
+func sumBytes(y *ir.Tensor, t ir.ParallelType, want []split) int64 {
 	n := int64(y.Mesh.Size(t))
 	partial := localBytes(y)
 	for _, s := range want {

@@ -27,7 +27,7 @@ func (c *opCtx) lowerComputing() {
 		return // insertReshardings reported it
 	}
 	if t, ok := c.sumDevice(); ok {
-		want = append(want, shard{-1, t})
+		want = append(want, split{-1, t})
 	}
 	for i, x := range op.Inputs {
 		if !matches(x, op.Out.Mesh, operandShards(op, i, want)) {
@@ -131,10 +131,10 @@ func (c *opCtx) emitMatmul(out string) {
 func (c *opCtx) sumPartials(partial string, t ir.ParallelType, bias bool) string {
 	op, y := c.op, c.op.Out
 	want, _ := blockShards(y)
-	var terms []shard
+	var terms []split
 	for _, s := range want {
 		if s.Type != t {
-			terms = append(terms, shard{s.Axis + 1, s.Type})
+			terms = append(terms, split{s.Axis + 1, s.Type})
 		}
 	}
 	pSpec := ir.TensorSpec{Name: partial, Mesh: y.Mesh, DType: y.DType,

@@ -5,6 +5,7 @@ import (
 
 	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/plan"
+	"github.com/nvcomm/nvcomm/internal/shard"
 )
 
 // The edges of the optimal policy's search: the steps that change one
@@ -134,7 +135,7 @@ func (pl *planner) relabeling(from, to searchState) (map[int]int, bool) {
 		for k := range freeTo {
 			target[m.Axis(freeTo[k])] = coords[m.Axis(freeFrom[k])]
 		}
-		moves[d] = m.Devices[linearIndex(m.Shape, target)]
+		moves[d] = m.Devices[shard.Index(target, m.Shape)]
 	}
 	return moves, true
 }
@@ -166,15 +167,6 @@ func (c *opCtx) swap(src, dst *view, moves map[int]int) {
 			[][]int{{from, to}}, src, dst, src.size(), src.size())
 	}
 	after()
-}
-
-// linearIndex is the row-major index of coords in a mesh of the given shape.
-func linearIndex(shape, coords []int) int {
-	i := 0
-	for a, c := range coords {
-		i = i*shape[a] + c
-	}
-	return i
 }
 
 func disjoint(a, b []ir.Digit) bool {

@@ -16,9 +16,9 @@ import (
 // A single-operand op is computed in its operand's sharding instead and its
 // result resharded by a set after it (nvFuser's rule for unary ops).
 
-// shard is one device split of a tensor's value axis: the axis, cut in
+// split is one device split of a tensor's value axis: the axis, cut in
 // blocks over the mesh axis of type T.
-type shard struct {
+type split struct {
 	Axis int
 	Type ir.ParallelType
 }
@@ -108,17 +108,17 @@ func (ins *inserter) computing(op *ir.Op) {
 
 // reshardAfter computes a single-operand op in its operand's sharding,
 // into a new tensor, and inserts the set from it to the op's output.
-func (ins *inserter) reshardAfter(op *ir.Op, want []shard) {
+func (ins *inserter) reshardAfter(op *ir.Op, want []split) {
 	x := op.In()
 	if matches(x, op.Out.Mesh, operandShards(op, 0, want)) {
 		ins.add(op)
 		return
 	}
 	have, _ := blockShards(x)
-	var mapped []shard
+	var mapped []split
 	for _, s := range have {
 		if j := outputAxisOf(op, s.Axis); j >= 0 {
-			mapped = append(mapped, shard{j, s.Type})
+			mapped = append(mapped, split{j, s.Type})
 		}
 	}
 	y := op.Out
@@ -133,20 +133,20 @@ func (ins *inserter) reshardAfter(op *ir.Op, want []shard) {
 }
 
 // outputShards returns the block splits of op's output, including (as a
-// shard of axis -1) the device type that splits a contraction's summed
+// split of axis -1) the device type that splits a contraction's summed
 // axis.
-func (ins *inserter) outputShards(op *ir.Op) ([]shard, bool) {
+func (ins *inserter) outputShards(op *ir.Op) ([]split, bool) {
 	want, ok := blockShards(op.Out)
 	if !ok {
 		ins.unsupported(op, op.Out)
 		return nil, false
 	}
 	if t, ok := contractedDevice(op.Out); ok {
-		return append(want, shard{-1, t}), true
+		return append(want, split{-1, t}), true
 	}
 	if t, ok := ins.chooseSum(op, want); ok {
 		ins.sumTypes[op] = t
-		want = append(want, shard{-1, t})
+		want = append(want, split{-1, t})
 	}
 	return want, true
 }
@@ -154,26 +154,29 @@ func (ins *inserter) outputShards(op *ir.Op) ([]shard, bool) {
 // operandShards maps the output's splits onto operand i: each split of an
 // output axis that i has becomes a split of i's axis; a split of the summed
 // axis becomes a split of i's contracted axis, and the output axis split by
-// that same type (a ReduceScatter) is then not i's.
-func operandShards(op *ir.Op, i int, want []shard) []shard {
+// that same type (a ReduceScatter) is then not i's if i enters the product
+// (the bias, added to the sum, is split as the output).
+func operandShards(op *ir.Op, i int, want []split) []split {
 	var sumType ir.ParallelType
 	for _, s := range want {
 		if s.Axis < 0 {
 			sumType = s.Type
 		}
 	}
-	var need []shard
+	var need []split
 	for _, s := range want {
 		switch {
 		case s.Axis < 0:
 			if k := op.ContractedAxis(i); k >= 0 {
-				need = append(need, shard{k, s.Type})
+				need = append(need, split{k, s.Type})
 			}
-		case s.Type == sumType:
-			// Summed over the devices of this type: each holds all of it.
+		case s.Type == sumType && op.ContractedAxis(i) >= 0:
+			// Summed over the devices of this type: each holds all of
+			// it. Not so linear's bias, which is added after the sum and
+			// so is split as the output is.
 		default:
 			if a := op.InputAxis(i, s.Axis); a >= 0 {
-				need = append(need, shard{a, s.Type})
+				need = append(need, split{a, s.Type})
 			}
 		}
 	}
@@ -193,7 +196,7 @@ func outputAxisOf(op *ir.Op, a int) int {
 
 // newTensor builds an even, row-major tensor of the given value shape with
 // block splits need, named uniquely from base.
-func (ins *inserter) newTensor(op *ir.Op, base string, mesh *ir.Mesh, dtype ir.DType, shape []int, need []shard) (*ir.Tensor, bool) {
+func (ins *inserter) newTensor(op *ir.Op, base string, mesh *ir.Mesh, dtype ir.DType, shape []int, need []split) (*ir.Tensor, bool) {
 	name := base
 	if n := ins.names[base]; n > 0 {
 		name = fmt.Sprintf("%s.%d", base, n)
@@ -216,9 +219,9 @@ func (ins *inserter) newTensor(op *ir.Op, base string, mesh *ir.Mesh, dtype ir.D
 // blockSchedule is the schedule that splits each axis of need in blocks
 // over its type's mesh axis: DTensor's Shard, nvFuser's DID loop split.
 // Axes are split from the last, so earlier positions do not move.
-func blockSchedule(mesh *ir.Mesh, need []shard) []ir.ScheduleStep {
+func blockSchedule(mesh *ir.Mesh, need []split) []ir.ScheduleStep {
 	sorted := slices.Clone(need)
-	slices.SortFunc(sorted, func(a, b shard) int { return b.Axis - a.Axis })
+	slices.SortFunc(sorted, func(a, b split) int { return b.Axis - a.Axis })
 	var steps []ir.ScheduleStep
 	for _, s := range sorted {
 		steps = append(steps,
@@ -230,23 +233,23 @@ func blockSchedule(mesh *ir.Mesh, need []shard) []ir.ScheduleStep {
 
 // blockShards returns t's splits when every one is an even block split of
 // one value axis by one device type, the only kind layer ops take yet.
-func blockShards(t *ir.Tensor) ([]shard, bool) {
+func blockShards(t *ir.Tensor) ([]split, bool) {
 	if t.IsUneven() {
 		return nil, false
 	}
-	var out []shard
+	var out []split
 	for _, s := range t.Shardings() {
 		if s.Kind != ir.Block || len(s.Digits) != 1 {
 			return nil, false
 		}
-		out = append(out, shard{s.Axis(), s.Type})
+		out = append(out, split{s.Axis(), s.Type})
 	}
 	return out, true
 }
 
 // matches reports whether x already lies on mesh with exactly the splits
 // need.
-func matches(x *ir.Tensor, mesh *ir.Mesh, need []shard) bool {
+func matches(x *ir.Tensor, mesh *ir.Mesh, need []split) bool {
 	if !x.Mesh.Equal(mesh) {
 		return false
 	}
