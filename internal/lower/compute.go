@@ -152,9 +152,10 @@ func (c *opCtx) sumPartials(partial string, t ir.ParallelType, bias bool) string
 			return y.Name
 		}
 	}
-	sub := &opCtx{lowerer: c.lowerer, op: &ir.Op{Index: op.Index, Kind: ir.OpSum, Inputs: []*ir.Tensor{p}, Out: sum, Axis: 0, Pos: op.Pos},
-		names: c.names, reduced: c.reduced, expr: op.Expr(), toOpAxis: c.partialAxes(len(y.Shape()))}
-	sub.lowerPair(p, sum, true, true)
+	sumOp := &ir.Op{Index: op.Index, Kind: ir.OpSum, Inputs: []*ir.Tensor{p}, Out: sum, Axis: 0, Pos: op.Pos}
+	part := c.part(sumOp, c.partialAxes(len(y.Shape())))
+	part.expr = op.Expr()
+	part.reshard(p, sum, true)
 	return sum.Name
 }
 

@@ -91,25 +91,40 @@ type lowerer struct {
 	sumTypes map[*ir.Op]ir.ParallelType
 }
 
-// opCtx is the lowering of one op.
+// opCtx is the lowering of one op, or of one pair of tensors within it (a
+// half of a lowering through a replicated copy, or the sum of a
+// contraction's partial products): such a part copies the context, with
+// its own axis map, and shares the op's state.
 type opCtx struct {
 	*lowerer
-	op    *ir.Op
-	fact  *factoring
-	names map[string]int // intermediate buffer names used so far
-	// reduced is what each device receives in the op's reducing
-	// collectives; resolved is the view once no axis is partial.
-	reduced  map[int]int64
+	*opState
+	op *ir.Op
+	// fact is the pair's common factoring; resolved its view once no axis
+	// is partial (for the bound of a reduction).
+	fact     *factoring
 	resolved *view
 	// toOpAxis maps the axes of the pair being lowered to the op input's,
-	// when they differ (the second half of a lowering through a replicated
-	// copy); steps name axes of the op's input.
+	// when they differ; steps name axes of the op's input.
 	toOpAxis []int
-	// overflowed is set once the op failed for a count beyond int64.
-	overflowed bool
 	// expr, when set, is the op steps are booked under: the computing op
 	// whose partial products this context sums.
 	expr string
+}
+
+// opState is what every part of one op's lowering shares.
+type opState struct {
+	names map[string]int // intermediate buffer names used so far
+	// reduced is what each device receives in the op's reducing
+	// collectives.
+	reduced map[int]int64
+	// overflowed is set once the op failed for a count beyond int64.
+	overflowed bool
+}
+
+// part returns a context for a pair within c's op whose axes map to the
+// op input's through toOpAxis (nil: they are the op input's).
+func (c *opCtx) part(op *ir.Op, toOpAxis []int) *opCtx {
+	return &opCtx{lowerer: c.lowerer, opState: c.opState, op: op, toOpAxis: toOpAxis, expr: c.expr}
 }
 
 // exprText is the op that the steps of c implement, for the plan and for
@@ -123,7 +138,7 @@ func (c *opCtx) exprText() string {
 
 func (l *lowerer) lowerOp(op *ir.Op) {
 	producer, consumer := op.In(), op.Out
-	ctx := &opCtx{lowerer: l, op: op, reduced: map[int]int64{}}
+	ctx := &opCtx{lowerer: l, op: op, opState: &opState{names: map[string]int{}, reduced: map[int]int64{}}}
 	if op.Kind != ir.OpSet && !op.Kind.IsReduction() {
 		ctx.lowerComputing()
 		return
@@ -131,7 +146,7 @@ func (l *lowerer) lowerOp(op *ir.Op) {
 	if l.policy == PolicyNvFuser && !ctx.nvfuserAccepts(producer, consumer) {
 		return
 	}
-	ctx.lowerPair(producer, consumer, op.Kind.IsReduction(), true)
+	ctx.reshard(producer, consumer, op.Kind.IsReduction())
 }
 
 // nvfuserAccepts reports (after saying why not) whether nvFuser can lower
@@ -156,40 +171,73 @@ func (c *opCtx) nvfuserAccepts(p, t *ir.Tensor) bool {
 	return true
 }
 
-// lowerPair lowers producer p to consumer t (a reduction over the op's axis,
-// or a copy) and, when bound is set, adds the lower bound. When the two cut
-// an axis at strides that do not divide each other, the optimal policy goes
-// through a replicated copy on p's mesh: each side then factors on its own.
-func (c *opCtx) lowerPair(p, t *ir.Tensor, reduce, bound bool) {
-	pMap := identity(len(p.ValueAxes()))
-	tMap := pMap
-	if reduce {
-		tMap = without1(pMap, c.op.Axis)
-	}
-	fact, ok := newFactoring(paddedExtents(p, t, tMap), []*ir.Tensor{p, t}, [][]int{pMap, tMap})
-	if !ok && c.policy == PolicyOptimal {
-		mid := ir.NewReplicated(c.buffer("replicated"), p.Mesh, p.DType, t.Shape())
-		c.lowerPair(p, mid, reduce, false)
-		saved := c.toOpAxis
-		c.toOpAxis = tMap // mid's axes are the consumer's
-		c.lowerPair(mid, t, false, false)
-		c.toOpAxis = saved
-		if bound {
-			c.addSizeBound(p, t)
+// reshard lowers producer to consumer — a reduction over the op's axis
+// when reduce, else a copy — and adds the op's lower bound. When the two
+// cut an axis at strides that do not divide each other, the optimal policy
+// goes through a replicated copy on the producer's mesh: each side then
+// factors on its own.
+func (c *opCtx) reshard(producer, consumer *ir.Tensor, reduce bool) {
+	fact, ok := c.factor(producer, consumer, reduce)
+	switch {
+	case ok:
+		src, dst := c.lowerFactored(fact, producer, consumer, reduce)
+		if src != nil {
+			c.addBound(src, dst)
 		}
-		return
+	case c.policy == PolicyOptimal:
+		mid := ir.NewReplicated(c.buffer("replicated"), producer.Mesh, producer.DType, consumer.Shape())
+		c.lowerPair(producer, mid, reduce)
+		c.part(c.op, c.axisMaps(producer, reduce).consumer).lowerPair(mid, consumer, false) // mid's axes are the consumer's
+		c.addSizeBound(producer, consumer)
+	default:
+		c.fail("producer and consumer cut a logical axis at strides that do not divide each other",
+			"shard both tensors with splits whose factors divide one another, or use --policy optimal")
 	}
+}
+
+// lowerPair lowers producer to consumer within the op, with no bound: the
+// two must factor.
+func (c *opCtx) lowerPair(producer, consumer *ir.Tensor, reduce bool) {
+	fact, ok := c.factor(producer, consumer, reduce)
 	if !ok {
 		c.fail("producer and consumer cut a logical axis at strides that do not divide each other",
 			"shard both tensors with splits whose factors divide one another, or use --policy optimal")
 		return
 	}
-	if !c.factoringFits(fact, p.DType) {
-		return
+	c.lowerFactored(fact, producer, consumer, reduce)
+}
+
+// pairAxes maps a pair's value axes to the producer's.
+type pairAxes struct{ producer, consumer []int }
+
+// axisMaps returns the maps of a pair whose producer is producer: the
+// identity, and for a reduction the producer's axes without the op's.
+func (c *opCtx) axisMaps(producer *ir.Tensor, reduce bool) pairAxes {
+	m := identity(len(producer.ValueAxes()))
+	if reduce {
+		return pairAxes{m, without1(m, c.op.Axis)}
 	}
+	return pairAxes{m, m}
+}
+
+// factor refines the axes of producer and consumer at both tensors' cuts;
+// false when they cut an axis at strides that do not divide each other.
+func (c *opCtx) factor(producer, consumer *ir.Tensor, reduce bool) (*factoring, bool) {
+	m := c.axisMaps(producer, reduce)
+	return newFactoring(paddedExtents(producer, consumer, m.consumer), []*ir.Tensor{producer, consumer}, [][]int{m.producer, m.consumer})
+}
+
+// lowerFactored lowers a pair that factors: pads uneven shards, follows the
+// policy's rule table or search, and unpads. It returns the views the
+// bound compares, or nils after a failure.
+func (c *opCtx) lowerFactored(fact *factoring, producer, consumer *ir.Tensor, reduce bool) (src, dst *view) {
+	if !c.factoringFits(fact, producer.DType) {
+		return nil, nil
+	}
+	m := c.axisMaps(producer, reduce)
 	c.fact = fact
-	pv, tv := fact.tensorView(p, pMap), fact.tensorView(t, tMap)
-	src, dst := c.pad(pv, p.Shape(), pMap), c.padded(tv, t.Shape(), tMap)
+	pv, tv := fact.tensorView(producer, m.producer), fact.tensorView(consumer, m.consumer)
+	src, dst = c.pad(pv, producer.Shape(), m.producer), c.padded(tv, consumer.Shape(), m.consumer)
 	switch {
 	case c.policy == PolicyOptimal && reduce:
 		c.optimalReduction(src, dst)
@@ -201,11 +249,9 @@ func (c *opCtx) lowerPair(p, t *ir.Tensor, reduce, bound bool) {
 		c.lowerSet(src, dst)
 	}
 	if dst != tv {
-		c.unpad(dst, tv, t.Shape(), tMap)
+		c.unpad(dst, tv, consumer.Shape(), m.consumer)
 	}
-	if bound {
-		c.addBound(src, dst)
-	}
+	return src, dst
 }
 
 // addSizeBound adds a lower bound that needs no common factoring: a device
