@@ -150,7 +150,7 @@ func (t *Topology) team(s *plan.Step, team []int, size int64) (StepTime, error) 
 		st.Seconds = t.Local(st.Bytes)
 		return st, err
 	}
-	st.Link = t.linkOf(members)
+	st.Link = t.LinkOf(members)
 	elems, ok := MessageElements(s.Type, s.Count, len(team))
 	if st.Bytes, err = stepBytes(s, size, elems); !ok {
 		err = tooManyBytes(s)
@@ -194,8 +194,9 @@ func MessageElements(typ string, c plan.Count, n int) (elems int64, ok bool) {
 	return int64(c.Input), true
 }
 
-// linkOf is NVLink when every device is on one node, else the network.
-func (t *Topology) linkOf(devices []int) string {
+// LinkOf is the link class of a team of devices: NVLink when every device
+// is on one node, else the network.
+func (t *Topology) LinkOf(devices []int) string {
 	for _, d := range devices {
 		if d/t.DevicesPerNode != devices[0]/t.DevicesPerNode {
 			return LinkNetwork

@@ -67,16 +67,41 @@ func crossing(busiest, total int64, steps int) pathCost {
 }
 
 // timed adds the predicted time of repeat collectives of type typ over n
-// devices with message size msg bytes (nccl-tests' S), or of a local step
-// over msg bytes when typ is Slice.
-func (pl *planner) timed(c pathCost, typ string, msg int64, n, repeat int) pathCost {
+// devices of link class link with message size msg bytes (nccl-tests' S),
+// or of a local step over msg bytes when typ is Slice.
+func (pl *planner) timed(c pathCost, link, typ string, msg int64, n, repeat int) pathCost {
 	t := pl.c.topology
 	if typ == plan.Slice {
 		c.seconds = t.Memory.Seconds(2 * float64(msg)) // read and write; 2·msg may not fit in int64
 		return c
 	}
-	c.seconds = float64(repeat) * t.Collective(cost.LinkNVLink, typ, msg, n)
+	c.seconds = float64(repeat) * t.Collective(link, typ, msg, n)
 	return c
+}
+
+// linkAlong is the link class of the teams along device type t of mesh m:
+// the network when any of them spans nodes (teams run at once; the step
+// takes the slowest).
+func (pl *planner) linkAlong(m *ir.Mesh, t ir.ParallelType) string {
+	key := linkKey{m, t}
+	if link, ok := pl.links[key]; ok {
+		return link
+	}
+	link := cost.LinkNVLink
+	for _, team := range m.Slices(t) {
+		if pl.c.topology.LinkOf(team) == cost.LinkNetwork {
+			link = cost.LinkNetwork
+			break
+		}
+	}
+	pl.links[key] = link
+	return link
+}
+
+// linkKey names the teams of one device type of one mesh.
+type linkKey struct {
+	mesh *ir.Mesh
+	typ  ir.ParallelType
 }
 
 // edgeKind names the step an edge emits.
@@ -112,6 +137,7 @@ type planner struct {
 	// overflowed notes an edge or path left out because its cost in bytes
 	// does not fit in int64.
 	overflowed bool
+	links      map[linkKey]string // linkAlong's results
 }
 
 // optimal lowers src (the producer, after any local reduction and partial
@@ -132,7 +158,7 @@ func (c *opCtx) optimal(src, dst *view) {
 }
 
 func newPlanner(c *opCtx, src, dst *view) *planner {
-	pl := &planner{c: c, src: src, dst: dst, elem: int64(src.dtype.Size())}
+	pl := &planner{c: c, src: src, dst: dst, elem: int64(src.dtype.Size()), links: map[linkKey]string{}}
 	for i, t := range ir.DeviceTypes {
 		pl.options[i] = [][]ir.Digit{nil}
 		for _, v := range []*view{src, dst} {

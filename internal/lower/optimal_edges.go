@@ -3,6 +3,8 @@ package lower
 import (
 	"slices"
 
+	"github.com/nvcomm/nvcomm/internal/checked"
+	"github.com/nvcomm/nvcomm/internal/cost"
 	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/plan"
 	"github.com/nvcomm/nvcomm/internal/shard"
@@ -31,20 +33,20 @@ func (pl *planner) edges(s searchState) []edge {
 			cur, next := pl.options[i][s.pick[i]], pl.options[i][k]
 			switch {
 			case cur == nil:
-				out = append(out, edge{kind: edgeSlice, typ: t, to: to, cost: pl.timed(local(0, 0, 1), plan.Slice, size, 1, 1)})
+				out = append(out, edge{kind: edgeSlice, typ: t, to: to, cost: pl.timed(local(0, 0, 1), cost.LinkMemory, plan.Slice, size, 1, 1)})
 			case next == nil:
 				// n·size is the gathered buffer, (n−1)·size less.
 				recv := (n - 1) * size
 				total, ok := product(recv, devices)
 				if pl.fits(ok) {
-					c := pl.timed(local(recv, total, 1), plan.Allgather, n*size, int(n), 1)
+					c := pl.timed(local(recv, total, 1), pl.linkAlong(m, t), plan.Allgather, n*size, int(n), 1)
 					out = append(out, edge{kind: edgeAllgather, typ: t, to: to, cost: c})
 				}
 			case disjoint(cur, next):
 				recv := (n - 1) * (size / n) // size is a multiple of n: the chunks
 				total, ok := product(recv, devices)
 				if pl.fits(ok) {
-					c := pl.timed(local(recv, total, 1), plan.AllToAll, size, int(n), 1)
+					c := pl.timed(local(recv, total, 1), pl.linkAlong(m, t), plan.AllToAll, size, int(n), 1)
 					out = append(out, edge{kind: edgeAllToAll, typ: t, to: to, cost: c})
 				}
 			}
@@ -76,16 +78,18 @@ func (pl *planner) swapEdges(s searchState, size int64) []edge {
 			continue
 		}
 		moved := int64(0)
+		link := cost.LinkNVLink
 		for from, dest := range moves {
 			if from != dest {
 				moved++
+				link = pl.worse(link, []int{from, dest})
 			}
 		}
 		total, ok := product(size, moved)
 		if !pl.fits(ok) {
 			continue
 		}
-		c := pl.timed(local(size, total, int(moved)), plan.SendRecv, size, 2, int(moved))
+		c := pl.timed(local(size, total, int(moved)), link, plan.SendRecv, size, 2, int(moved))
 		out = append(out, edge{kind: edgeSwap, to: to, cost: c})
 	}
 	return out
@@ -189,18 +193,23 @@ func (pl *planner) crossEdges(s searchState, size int64) []edge {
 	if !pl.fits(ok) {
 		return nil // every move sends a buffer of size to each receiver
 	}
+	link := pl.c.topology.LinkOf(slices.Concat(from.Devices, to.Devices))
 	if slices.Equal(from.Shape, to.Shape) && pl.valid(moved) {
-		c := pl.timed(crossing(size, total, len(to.Devices)), plan.SendRecv, size, 2, len(to.Devices))
+		pairs := cost.LinkNVLink
+		for i, d := range from.Devices {
+			pairs = pl.worse(pairs, []int{d, to.Devices[i]})
+		}
+		c := pl.timed(crossing(size, total, len(to.Devices)), pairs, plan.SendRecv, size, 2, len(to.Devices))
 		out = append(out, edge{kind: edgeSendRecv, typ: ir.Serial, to: moved, cost: c})
 	}
 	if pl.isReplicated(s) {
-		c := pl.timed(crossing(size, total, 1), plan.Broadcast, size, len(to.Devices)+1, 1)
+		c := pl.timed(crossing(size, total, 1), link, plan.Broadcast, size, len(to.Devices)+1, 1)
 		out = append(out, edge{kind: edgeBroadcast, typ: ir.Serial, to: moved, cost: c})
 		target := pl.stateOf(pl.dst, true)
 		if to.Rank() == 1 && commonRoot(from, to) >= 0 && !pl.isReplicated(target) && onlyType(target, 0) {
 			// The chunks tile the consumer: one buffer, no overflow.
 			chunk := pl.size(target)
-			c := pl.timed(crossing(chunk, chunk*(receivers-1), 1), plan.Scatter, chunk*receivers, len(to.Devices), 1)
+			c := pl.timed(crossing(chunk, chunk*(receivers-1), 1), link, plan.Scatter, chunk*receivers, len(to.Devices), 1)
 			out = append(out, edge{kind: edgeScatter, typ: ir.DIDx, to: target, cost: c})
 		}
 	}
@@ -208,12 +217,40 @@ func (pl *planner) crossEdges(s searchState, size int64) []edge {
 		target := moved
 		target.pick = [3]int{}
 		full := size * int64(from.Size(ir.DIDx)) // the replicated buffer
-		if fullTotal, ok := product(full, receivers); pl.fits(ok) {
-			c := pl.timed(crossing(full, fullTotal, len(to.Devices)), plan.Gather, full, len(from.Devices)+1, len(to.Devices))
+		if busiest, total, ok := gatherBytes(from, to, size); pl.fits(ok) {
+			c := pl.timed(crossing(busiest, total, len(to.Devices)), link, plan.Gather, full, len(from.Devices)+1, len(to.Devices))
 			out = append(out, edge{kind: edgeGather, typ: ir.DIDx, to: target, cost: c})
 		}
 	}
 	return out
+}
+
+// gatherBytes is what the Gathers of a cross-mesh edge make the busiest
+// receiver and all receivers receive, as the plan counts it: one Gather to
+// each device of to from every device of from but itself (a root that is
+// in from already holds its chunk; one outside is appended to the team).
+func gatherBytes(from, to *ir.Mesh, chunk int64) (busiest, total int64, ok bool) {
+	for _, d := range to.Devices {
+		senders := int64(len(from.Devices))
+		if from.Contains(d) {
+			senders--
+		}
+		recv, ok1 := product(senders, chunk)
+		sum, ok2 := checked.Add(total, recv)
+		if !ok1 || !ok2 {
+			return 0, 0, false
+		}
+		busiest, total = max(busiest, recv), sum
+	}
+	return busiest, total, true
+}
+
+// worse is the slower of link and the link class of team.
+func (pl *planner) worse(link string, team []int) string {
+	if link == cost.LinkNetwork {
+		return link
+	}
+	return pl.c.topology.LinkOf(team)
 }
 
 // onlyType reports whether s selects digits for no type but DeviceTypes[i].
