@@ -107,7 +107,7 @@ func checkFusion(t *testing.T, f *Fusion) {
 			t.Fatalf("mesh %q has shape %v and %d devices", m.Name, m.Shape, len(m.Devices))
 		}
 		for _, pt := range DeviceTypes {
-			m.Slices(pt)
+			m.Teams(pt)
 		}
 	}
 	for _, tv := range f.Tensors {

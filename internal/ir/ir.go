@@ -175,10 +175,10 @@ func (m *Mesh) axisCoord(i, a int) int {
 	return i % m.Shape[a]
 }
 
-// Slices returns the teams along t: for every combination of the other
+// Teams returns the teams along t: for every combination of the other
 // coordinates, in row-major order, the devices that vary along t's axis.
 // A mesh without an axis for t gives one team per device.
-func (m *Mesh) Slices(t ParallelType) [][]int {
+func (m *Mesh) Teams(t ParallelType) [][]int {
 	a := m.Axis(t)
 	if a < 0 {
 		teams := make([][]int, len(m.Devices))

@@ -674,7 +674,7 @@ func TestParseMesh(t *testing.T) {
 		got[m.Name] = meshInfo{
 			Rank: m.Rank(), SizeX: m.Size(DIDx), SizeY: m.Size(DIDy), SizeZ: m.Size(DIDz),
 			HasY: m.Has(DIDy), HasZ: m.Has(DIDz),
-			SlicesX: m.Slices(DIDx), SlicesY: m.Slices(DIDy),
+			SlicesX: m.Teams(DIDx), SlicesY: m.Teams(DIDy),
 		}
 	}
 	want := map[string]meshInfo{

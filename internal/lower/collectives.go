@@ -16,14 +16,14 @@ func (c *opCtx) allgather(src, dst *view, t ir.ParallelType) {
 	got := concat(d, in.stored)
 	out, after := c.finish(got, dst, "gathered")
 	c.emitCollective(plan.Step{Type: plan.Allgather, Input: in.name, Output: out, Axis: ptr(src.axisOf(t))},
-		src.mesh.Slices(t), in, dst, in.size(), dst.size())
+		src.mesh.Teams(t), in, dst, in.size(), dst.size())
 	after()
 }
 
 // scatterSameMesh: src replicated along t, dst sharded; one Scatter per
 // slice of the mesh along t, rooted at the slice's first device.
 func (c *opCtx) scatterSameMesh(src, dst *view, t ir.ParallelType) {
-	teams := src.mesh.Slices(t)
+	teams := src.mesh.Teams(t)
 	var roots []int
 	for _, team := range teams {
 		roots = append(roots, team[0])
@@ -72,7 +72,7 @@ func (c *opCtx) allToAll(src, dst *view, t ir.ParallelType) {
 	in := c.arrange(src, concat(dc, rest), "in", src.mesh.Devices)
 	out, after := c.finish(concat(dp, rest), dst, "exchanged")
 	c.emitCollective(plan.Step{Type: plan.AllToAll, Input: in.name, Output: out, Axis: ptr(src.axisOf(t))},
-		src.mesh.Slices(t), in, dst, in.size(), dst.size())
+		src.mesh.Teams(t), in, dst, in.size(), dst.size())
 	after()
 }
 
@@ -129,7 +129,7 @@ func (c *opCtx) sendRecv(src, dst *view) {
 func (c *opCtx) allreduce(src, dst *view, t ir.ParallelType) {
 	out, after := c.finish(src.stored, dst, "reduced")
 	c.emitCollective(plan.Step{Type: plan.Allreduce, ReduceOp: c.reduceOp(), Input: src.name, Output: out, Axis: ptr(c.op.Axis)},
-		src.mesh.Slices(t), src, dst, src.size(), src.size())
+		src.mesh.Teams(t), src, dst, src.size(), src.size())
 	after()
 }
 
@@ -139,7 +139,7 @@ func (c *opCtx) allreduce(src, dst *view, t ir.ParallelType) {
 func (c *opCtx) reduceScatter(src, dst *view, t ir.ParallelType) {
 	in := c.arrange(src, concat(dst.did[t], dst.stored), "in", src.mesh.Devices)
 	c.emitCollective(plan.Step{Type: plan.ReduceScatter, ReduceOp: c.reduceOp(), Input: in.name, Output: dst.name, Axis: ptr(c.op.Axis)},
-		src.mesh.Slices(t), in, dst, in.size(), dst.size())
+		src.mesh.Teams(t), in, dst, in.size(), dst.size())
 }
 
 // reduce: the reduced axis is sharded along t, dst replicated on another 1-D

@@ -88,7 +88,7 @@ func (pl *planner) linkAlong(m *ir.Mesh, t ir.ParallelType) string {
 		return link
 	}
 	link := cost.LinkNVLink
-	for _, team := range m.Slices(t) {
+	for _, team := range m.Teams(t) {
 		if pl.c.topology.LinkOf(team) == cost.LinkNetwork {
 			link = cost.LinkNetwork
 			break

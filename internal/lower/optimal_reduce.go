@@ -91,7 +91,7 @@ func toOneDevice(src, cv *view, t ir.ParallelType) bool {
 // contributes the identity).
 func (c *opCtx) reduceTo(src, dst *view, t ir.ParallelType) {
 	root := dst.mesh.Devices[0]
-	teams := src.mesh.Slices(t)
+	teams := src.mesh.Teams(t)
 	team := teams[0]
 	for _, tm := range teams {
 		if slices.Contains(tm, root) {

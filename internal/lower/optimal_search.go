@@ -94,7 +94,7 @@ func (c *opCtx) slice(src, dst *view, t ir.ParallelType) {
 	rest := without(src.stored, d)
 	in := c.arrange(src, concat(d, rest), "in", src.mesh.Devices)
 	out, after := c.finish(rest, dst, "sliced")
-	teams := src.mesh.Slices(t)
+	teams := src.mesh.Teams(t)
 	c.emitLocalTeams(plan.Step{Type: plan.Slice, Input: in.name, Output: out, Axis: ptr(dst.axisOf(t))},
 		teams, in.size(), dst.size())
 	after()
