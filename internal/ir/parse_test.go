@@ -663,27 +663,27 @@ func TestParseMesh(t *testing.T) {
 		t.Fatal(err)
 	}
 	type meshInfo struct {
-		Rank             int
-		SizeX, SizeY     int
-		SizeZ            int
-		HasY, HasZ       bool
-		SlicesX, SlicesY [][]int
+		Rank           int
+		SizeX, SizeY   int
+		SizeZ          int
+		HasY, HasZ     bool
+		TeamsX, TeamsY [][]int
 	}
 	got := map[string]meshInfo{}
 	for _, m := range f.Meshes {
 		got[m.Name] = meshInfo{
 			Rank: m.Rank(), SizeX: m.Size(DIDx), SizeY: m.Size(DIDy), SizeZ: m.Size(DIDz),
 			HasY: m.Has(DIDy), HasZ: m.Has(DIDz),
-			SlicesX: m.Teams(DIDx), SlicesY: m.Teams(DIDy),
+			TeamsX: m.Teams(DIDx), TeamsY: m.Teams(DIDy),
 		}
 	}
 	want := map[string]meshInfo{
 		"a": {Rank: 1, SizeX: 2, SizeY: 1, SizeZ: 1,
-			SlicesX: [][]int{{3, 1}}, SlicesY: [][]int{{3}, {1}}},
+			TeamsX: [][]int{{3, 1}}, TeamsY: [][]int{{3}, {1}}},
 		"b": {Rank: 2, SizeX: 3, SizeY: 2, SizeZ: 1, HasY: true,
-			SlicesX: [][]int{{0, 1, 2}, {3, 4, 5}}, SlicesY: [][]int{{0, 3}, {1, 4}, {2, 5}}},
+			TeamsX: [][]int{{0, 1, 2}, {3, 4, 5}}, TeamsY: [][]int{{0, 3}, {1, 4}, {2, 5}}},
 		"c": {Rank: 3, SizeX: 2, SizeY: 2, SizeZ: 2, HasY: true, HasZ: true,
-			SlicesX: [][]int{{0, 1}, {2, 3}, {4, 5}, {6, 7}}, SlicesY: [][]int{{0, 2}, {1, 3}, {4, 6}, {5, 7}}},
+			TeamsX: [][]int{{0, 1}, {2, 3}, {4, 5}, {6, 7}}, TeamsY: [][]int{{0, 2}, {1, 3}, {4, 6}, {5, 7}}},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("mesh mismatch (-want +got):\n%s", diff)
