@@ -282,6 +282,19 @@ func contractedDevice(t *ir.Tensor) (ir.ParallelType, bool) {
 // unsupported reports a tensor of a layer op whose sharding the layer
 // lowering does not take yet.
 func (ins *inserter) unsupported(op *ir.Op, t *ir.Tensor) {
-	ins.errs.AddHint(op.Pos, "shard the tensors of layer ops with placements (Shard(d)) or outer_split by the mesh size",
-		"op %q cannot be lowered: %q is sharded unevenly, strided, nested or through a merge, which layer ops do not take yet", op.Expr(), t.Name)
+	ins.errs.AddHint(op.Pos, "shard the outputs of layer ops with placements (Shard(d)) or outer_split by the mesh size, on extents the mesh divides",
+		"op %q cannot be lowered: %q %s, and layer ops take even block splits only", op.Expr(), t.Name, whyNotBlock(t))
+}
+
+// whyNotBlock says how t's sharding differs from even block splits.
+func whyNotBlock(t *ir.Tensor) string {
+	if t.IsUneven() {
+		return fmt.Sprintf("is split unevenly (shape %v, shards of up to %v)", t.Shape(), t.LocalShape())
+	}
+	for _, s := range t.Shardings() {
+		if s.Kind != ir.Block {
+			return fmt.Sprintf("is split %s along %s", s.Kind, s.Type)
+		}
+	}
+	return "is split on one axis by several device types"
 }
