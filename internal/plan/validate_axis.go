@@ -28,11 +28,10 @@ func (v *validator) checkCollectiveAxis(i int, s *Step, op *Op) {
 		if !v.becomesTensor(i, s.Output, op.Output) {
 			return // an intermediate sharding of a multi-step change
 		}
-		teamMesh := op.Output
-		if s.Type == Slice {
-			teamMesh = first // a Slice runs where the input is, maybe before a move to the output's mesh
-		}
-		want = v.firstInputAxis(op, v.shardedAxisAlong(op.Output, teamMesh, s.Teams[0]))
+		// The step's output becomes the op's output on the same devices,
+		// so its team spans a type of the output's mesh, also for a Slice
+		// after a move from another mesh.
+		want = v.firstInputAxis(op, v.shardedAxis(op.Output, s.Teams[0]))
 	case SendRecv:
 		if first = v.sourceOperand(i, s, op); first == "" {
 			return // an intermediate sharding of a multi-step change
@@ -165,6 +164,13 @@ func (v *validator) becomesTensor(i int, name, t string) bool {
 		if next < 0 {
 			return false
 		}
+		// As in comesFromTensor, every step that writes the next buffer
+		// must keep the sharding: a Copy on the devices that already hold
+		// their block, beside SendRecv pairs that permute the others,
+		// does not make this buffer the tensor.
+		if w := v.writes[v.p.Steps[next].Output]; w.moved[len(w.moved)-1] {
+			return false
+		}
 		name, i = v.p.Steps[next].Output, next
 	}
 	return true
@@ -215,17 +221,11 @@ func (v *validator) firstShardedAxis(name string) *int {
 // shardedAxis returns the logical axis of tensor name that is sharded along
 // the device type whose mesh axis team spans, or nil.
 func (v *validator) shardedAxis(name string, team []int) *int {
-	return v.shardedAxisAlong(name, name, team)
-}
-
-// shardedAxisAlong is shardedAxis with the device type read on the mesh of
-// tensor teamMesh.
-func (v *validator) shardedAxisAlong(name, teamMesh string, team []int) *int {
-	t, tm := v.tensors[name], v.tensors[teamMesh]
-	if t == nil || tm == nil || tm.mesh == nil {
+	t := v.tensors[name]
+	if t == nil || t.mesh == nil {
 		return nil
 	}
-	typ := spannedType(*tm.mesh, team)
+	typ := spannedType(*t.mesh, team)
 	for _, sh := range t.t.Sharding {
 		if sh.Type == typ {
 			return &sh.LogicalAxis
