@@ -26,9 +26,10 @@ func newCalibrateCmd() *cobra.Command {
 		Use:   "calibrate [--fit MEASUREMENTS.csv]",
 		Short: "Measure collectives on the GPUs at hand and fit the cost model's topology file",
 		Long: `calibrate, without --fit, writes a Python program that measures the collectives
-with torch.distributed on the devices at hand and writes a calibration CSV:
+with torch.distributed on the devices at hand and writes a calibration CSV (to
+calibrate.py unless -o says otherwise; -o - for standard output):
 
-  nvcomm calibrate -o calibrate.py
+  nvcomm calibrate
   torchrun --nproc-per-node=8 calibrate.py --out calibration.csv
 
 With --fit it fits the cost model t = max(λ, min(α + S·f(n)/busbw, α_ll +
@@ -40,20 +41,27 @@ sample by sample, goes to standard error:
   nvcomm calibrate --fit calibration.csv -o topology.yaml
 
 See docs/export.md.`,
-		Args: exactArgs(0),
-		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
+		Example: `  nvcomm calibrate
+  torchrun --nproc-per-node=8 calibrate.py --out calibration.csv
+  nvcomm calibrate --fit calibration.csv -o topology.yaml
+  nvcomm simulate fusion.yaml --topology topology.yaml`,
+		Args:              exactArgs(0),
+		ValidArgsFunction: cobra.NoFileCompletions,
+		RunE:              func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
 	}
-	cmd.Flags().StringVarP(&o.output, "output", "o", "", "write to `FILE` (atomically) instead of standard output")
+	cmd.Flags().StringVarP(&o.output, "output", "o", "", "write to `FILE` (atomically; - for standard output): the program, by default to "+calibrateProgram+", or with --fit the topology, by default to standard output")
 	cmd.Flags().StringVar(&o.fit, "fit", "", "fit a topology to the calibration CSV `FILE` (- for standard input)")
 	cmd.Flags().StringVar(&o.name, "name", "fitted", "name of the fitted topology")
 	cmd.Flags().IntVar(&o.devicesPerNode, "devices-per-node", 8, "devices per node of the fitted topology")
 	cmd.Flags().Int64Var(&o.minBytes, "min-bytes", cost.DefaultMinFitBytes, "fit messages of at least `N` bytes")
+	fileFlag(cmd, "output")
+	fileFlag(cmd, "fit", "csv")
 	return cmd
 }
 
 func (o *calibrateOptions) run(cmd *cobra.Command) error {
 	if o.fit == "" {
-		return writeOutput(cmd, o.output, export.CalibrationProgram())
+		return o.writeProgram(cmd)
 	}
 	if o.devicesPerNode < 1 {
 		return usageError{fmt.Errorf("--devices-per-node must be at least 1, got %d", o.devicesPerNode)}
@@ -67,12 +75,12 @@ func (o *calibrateOptions) run(cmd *cobra.Command) error {
 	}
 	samples, err := cost.ReadSamples(bytes.NewReader(src))
 	if err != nil {
-		return report(cmd, fmt.Errorf("%s: %w", name, err))
+		return reportIn(cmd, name, err)
 	}
 	t, points, err := cost.Fit(samples, cost.FitOptions{Name: o.name, DevicesPerNode: o.devicesPerNode, MinBytes: o.minBytes,
 		Source: fmt.Sprintf("nvcomm calibrate --fit %s (minimax relative error, messages >= %d bytes, outliers dropped)", name, o.minBytes)})
 	if err != nil {
-		return report(cmd, fmt.Errorf("%s: %w", name, err))
+		return reportIn(cmd, name, err)
 	}
 	out, err := t.Marshal()
 	if err != nil {
@@ -82,6 +90,26 @@ func (o *calibrateOptions) run(cmd *cobra.Command) error {
 		return err
 	}
 	return writeOutput(cmd, o.output, out)
+}
+
+// calibrateProgram is where calibrate writes its program without -o: 266
+// lines of Python are for a file, not a terminal.
+const calibrateProgram = "calibrate.py"
+
+// writeProgram writes the calibration program to -o, or to calibrate.py
+// and says so on standard error, with how to run it.
+func (o *calibrateOptions) writeProgram(cmd *cobra.Command) error {
+	out := o.output
+	if out == "" {
+		out = calibrateProgram
+	}
+	if err := writeOutput(cmd, out, export.CalibrationProgram()); err != nil {
+		return err
+	}
+	if out != "-" {
+		fmt.Fprintf(cmd.ErrOrStderr(), "nvcomm: wrote %s; run it on the GPUs to measure: torchrun --nproc-per-node=N %s --out calibration.csv\n", out, out)
+	}
+	return nil
 }
 
 // writeFit prints every sample with the fitted model's prediction.

@@ -12,9 +12,12 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/nvcomm/nvcomm/internal/diag"
 )
 
 // Exit codes.
@@ -88,6 +91,12 @@ func newRootCmd() *cobra.Command {
 		Long: `nvcomm turns a fusion file (YAML: device meshes, sharded tensors, ops) into a
 deterministic JSON plan of collectives and local steps, checks plans, and proves
 them on virtual devices against the unsharded program.`,
+		Example: `  nvcomm lower testdata/examples/allgather_loop_split.yaml
+  nvcomm lower --format text --policy nvfuser fusion.yaml
+  nvcomm lower fusion.yaml -o plan.json && nvcomm validate plan.json
+  nvcomm simulate fusion.yaml --topology default
+  nvcomm export torch fusion.yaml -o run.py && torchrun --nproc-per-node=4 run.py`,
+		Version:       readBuildInfo().Version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		// Without a command, print the usage to stderr and exit 2, as the go
@@ -97,12 +106,15 @@ them on virtual devices against the unsharded program.`,
 			return usageError{errors.New("missing command")}
 		},
 	}
-	root.CompletionOptions.HiddenDefaultCmd = true
+	// The template is the text itself, quoted: a version string is data.
+	root.SetVersionTemplate("{{" + strconv.Quote(readBuildInfo().String()) + "}}")
+	root.Flags().Bool("version", false, "print nvcomm's version, commit and Go version (as nvcomm version)")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.PersistentFlags().Var(&sizeFlag{DefaultMaxInput}, maxInputFlag,
 		"refuse input files larger than `SIZE` (bytes, or with a unit: 64MiB, 1GB)")
 	root.SetHelpCommand(newHelpCmd())
-	root.AddCommand(newLowerCmd(), newValidateCmd(), newSimulateCmd(), newExportCmd(), newCalibrateCmd())
+	root.AddCommand(newLowerCmd(), newValidateCmd(), newSimulateCmd(), newExportCmd(), newCalibrateCmd(), newVersionCmd())
+	setUpCompletion(root)
 	return root
 }
 
@@ -113,6 +125,8 @@ func newHelpCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "help [command]",
 		Short: "Help about any command",
+		Example: `  nvcomm help
+  nvcomm help export torch`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			target, rest, err := cmd.Root().Find(args)
 			if err != nil || target == nil || len(rest) > 0 {
@@ -144,4 +158,18 @@ func report(cmd *cobra.Command, err error) error {
 		fmt.Fprintln(cmd.ErrOrStderr(), err)
 	}
 	return reportedError{}
+}
+
+// reportIn reports err, an error in the input file name, in the one style
+// of input errors: "name:line:col: error: message" when err is diagnostics
+// that know the position, "name: error: message" otherwise. It returns the
+// marker that makes Main exit 1. Errors that are not about an input
+// (a file that cannot be read or written) go back to Run instead, which
+// prints them as "nvcomm: message".
+func reportIn(cmd *cobra.Command, name string, err error) error {
+	var d diag.Diagnostic
+	if _, ok := err.(io.WriterTo); ok || errors.As(err, &d) {
+		return report(cmd, err)
+	}
+	return report(cmd, diag.Diagnostic{File: name, Message: err.Error()})
 }

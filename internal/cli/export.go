@@ -24,7 +24,9 @@ func newExportCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "export",
 		Short: "Export a plan to a program for a real distributed engine",
-		Args:  noArgs,
+		Example: `  nvcomm export torch fusion.yaml -o run.py
+  torchrun --nproc-per-node=4 run.py`,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			fmt.Fprint(cmd.ErrOrStderr(), cmd.UsageString())
 			return usageError{errors.New("missing target (torch)")}
@@ -42,7 +44,8 @@ type exportOptions struct {
 }
 
 func newExportTorchCmd() *cobra.Command {
-	o := &exportOptions{policy: newEnum(lower.Policies...)}
+	o := &exportOptions{policy: newEnum(lower.Policies...).describe("the plan that moves the fewest bytes to the busiest device",
+		"nvFuser's lowering rules exactly")}
 	cmd := &cobra.Command{
 		Use:   "torch FUSION|PLAN|-",
 		Short: "Write a PyTorch program that runs a plan with torch.distributed and checks it",
@@ -53,18 +56,27 @@ torch.distributed call, checks every output shard against a float64 reference an
 prints PASS or the first mismatch (exit code 1). --bench N in the program times
 every step beside the time the cost model predicts. Input starting with '{' is a
 plan; anything else a fusion file. See docs/export.md.`,
-		Args: exactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd, args[0]) },
+		Example: `  nvcomm export torch testdata/examples/gpu2_allreduce.yaml -o run.py
+  torchrun --nproc-per-node=2 run.py                     # NCCL on 2 GPUs
+  torchrun --nproc-per-node=2 run.py --bench 20          # also time each step
+  nvcomm export torch plan.json --topology topology.yaml -o run.py
+  nvcomm export torch fusion.yaml --topology none --seed 7 -o run.py`,
+		Args:              exactArgs(1),
+		ValidArgsFunction: fileArg(anyInputExts...),
+		RunE:              func(cmd *cobra.Command, args []string) error { return o.run(cmd, args[0]) },
 	}
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", "write the program to `FILE` (atomically) instead of standard output")
-	cmd.Flags().Var(o.policy, "policy", "lowering policy for a fusion file: nvfuser")
-	cmd.Flags().StringVar(&o.topology, "topology", "default", "topology `FILE` for the predicted times: a file, default (built-in H200) or none")
+	fileFlag(cmd, "output", "py")
+	enumVar(cmd, o.policy, "policy", "lowering policy for a fusion file: optimal (fewest bytes to the busiest device) or nvfuser (nvFuser's rules)")
+	choiceOrFileVar(cmd, &o.topology, "topology", "default",
+		"topology of the predicted times: default (the built-in H200 one), none (no predictions) or a FILE that calibrate --fit wrote",
+		[]string{"default", "none"}, topologyExts...)
 	cmd.Flags().Uint64Var(&o.seed, "seed", 0, "default seed of the program's input data")
 	return cmd
 }
 
 func (o *exportOptions) run(cmd *cobra.Command, arg string) error {
-	p, err := loadPlan(cmd, arg, lower.Policy(o.policy.value))
+	name, p, err := loadNamedPlan(cmd, arg, lower.Policy(o.policy.value))
 	if err != nil {
 		return err
 	}
@@ -76,7 +88,7 @@ func (o *exportOptions) run(cmd *cobra.Command, arg string) error {
 		}
 		pr, err := cost.Predict(t, p)
 		if err != nil {
-			return report(cmd, fmt.Errorf("export: %w", err))
+			return reportIn(cmd, name, fmt.Errorf("cannot price the plan on topology %s: %w", t.Name, err))
 		}
 		opts.Topology = t.Name
 		for _, st := range pr.Steps {
@@ -133,28 +145,43 @@ func loadTopology(cmd *cobra.Command, arg string) (*cost.Topology, error) {
 	if err != nil {
 		return nil, err
 	}
-	return cost.ParseTopology(arg, src)
+	t, err := cost.ParseTopology(arg, src)
+	if err != nil {
+		return nil, reportIn(cmd, arg, err)
+	}
+	return t, nil
 }
 
 // loadPlan returns a plan: decoded, validated and certified (checkPlan)
 // when the input is a plan, lowered when it is a fusion file.
 func loadPlan(cmd *cobra.Command, arg string, policy lower.Policy) (*plan.Plan, error) {
+	_, p, err := loadNamedPlan(cmd, arg, policy)
+	return p, err
+}
+
+// loadNamedPlan is loadPlan that also returns the input's name for
+// diagnostics (<stdin> for "-").
+func loadNamedPlan(cmd *cobra.Command, arg string, policy lower.Policy) (string, *plan.Plan, error) {
 	name, src, err := readInput(cmd, arg)
 	if err != nil {
-		return nil, err
+		return name, nil, err
 	}
-	if !bytes.HasPrefix(bytes.TrimSpace(src), []byte("{")) {
-		return compileSource(cmd, name, src, policy)
+	if !isPlan(src) {
+		p, err := compileSource(cmd, name, src, policy)
+		return name, p, err
 	}
 	p, err := plan.Decode(name, src)
 	if err != nil {
-		return nil, report(cmd, err)
+		return name, nil, report(cmd, err)
 	}
 	if err := checkPlan(cmd, name, p); err != nil {
-		return nil, err
+		return name, nil, err
 	}
-	return p, nil
+	return name, p, nil
 }
+
+// isPlan tells a plan (JSON: an object) from a fusion file (YAML).
+func isPlan(src []byte) bool { return bytes.HasPrefix(bytes.TrimSpace(src), []byte("{")) }
 
 // noArgs is cobra.NoArgs with a usage error, so an unknown subcommand
 // exits 2.

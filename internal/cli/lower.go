@@ -17,11 +17,23 @@ type lowerOptions struct {
 }
 
 func newLowerCmd() *cobra.Command {
-	o := &lowerOptions{format: newEnum("json", "text"), policy: newEnum(lower.Policies...)}
+	o := &lowerOptions{
+		format: newEnum("json", "text").describe("the plan as JSON (docs/plan.md)", "the plan as tables"),
+		policy: newEnum(lower.Policies...).describe("the plan that moves the fewest bytes to the busiest device",
+			"nvFuser's lowering rules exactly"),
+	}
 	cmd := &cobra.Command{
 		Use:   "lower FUSION|-",
 		Short: "Compile a fusion file into a communication plan",
-		Args:  exactArgs(1),
+		Long: `lower checks a fusion file (YAML, docs/fusion.md) and compiles it into a plan: the
+collectives and local steps that carry out its ops on the devices, with the bytes
+each moves (JSON, docs/plan.md). Errors point at file:line:col.`,
+		Example: `  nvcomm lower testdata/examples/allgather_loop_split.yaml
+  nvcomm lower --format text fusion.yaml
+  nvcomm lower --policy nvfuser fusion.yaml -o plan.json
+  cat fusion.yaml | nvcomm lower -`,
+		Args:              exactArgs(1),
+		ValidArgsFunction: fileArg(fusionExts...),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, err := compile(cmd, args[0], lower.Policy(o.policy.value))
 			if err != nil {
@@ -40,8 +52,9 @@ func newLowerCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", "write the plan to `FILE` (atomically) instead of standard output")
-	cmd.Flags().Var(o.format, "format", "output format: json or text")
-	cmd.Flags().Var(o.policy, "policy", "lowering policy: nvfuser")
+	fileFlag(cmd, "output")
+	enumVar(cmd, o.format, "format", "output format: json (the plan) or text (tables for reading)")
+	enumVar(cmd, o.policy, "policy", "lowering policy: optimal (fewest bytes to the busiest device) or nvfuser (nvFuser's rules)")
 	return cmd
 }
 

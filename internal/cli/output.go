@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/google/renameio/v2"
 	"github.com/spf13/cobra"
@@ -18,10 +20,33 @@ func writeOutput(cmd *cobra.Command, path string, data []byte) error {
 		_, err := cmd.OutOrStdout().Write(data)
 		return err
 	}
+	warnFormatName(cmd, path)
 	if err := writeFile(path, data); err != nil {
 		return fmt.Errorf("cannot write %s: %w", path, pathErr(err))
 	}
 	return nil
+}
+
+// formatNames are the words that, given to -o, more likely meant an output
+// format than a file: `lower -o json` writes a file named "json".
+var formatNames = []string{"json", "text", "txt", "yaml", "yml", "csv", "py", "python", "torch"}
+
+// warnFormatName warns, on standard error, when the file that -o names is
+// a format's name and does not exist yet: the user most likely meant
+// --format (an existing file of that name was meant, and is replaced
+// without a word).
+func warnFormatName(cmd *cobra.Command, path string) {
+	if !slices.Contains(formatNames, strings.ToLower(path)) {
+		return
+	}
+	if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	hint := "-o takes a file name"
+	if f := cmd.Flags().Lookup("format"); f != nil {
+		hint = fmt.Sprintf("to choose the output format, use --format (%s)", f.Value.Type())
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "nvcomm: warning: writing to a new file named %q; %s\n", path, hint)
 }
 
 // writeFile writes data to path without ever destroying what path names.

@@ -13,8 +13,9 @@ import (
 	"github.com/nvcomm/nvcomm/internal/sim"
 )
 
-// predict prices p with the --topology of simulate; nil without one.
-func (o *simulateOptions) predict(cmd *cobra.Command, p *plan.Plan) (*cost.Prediction, error) {
+// predict prices p, read from the input name, with the --topology of
+// simulate; nil without one.
+func (o *simulateOptions) predict(cmd *cobra.Command, name string, p *plan.Plan) (*cost.Prediction, error) {
 	if o.topology == "" {
 		return nil, nil
 	}
@@ -24,7 +25,7 @@ func (o *simulateOptions) predict(cmd *cobra.Command, p *plan.Plan) (*cost.Predi
 	}
 	pr, err := cost.Predict(t, p)
 	if err != nil {
-		return nil, report(cmd, fmt.Errorf("simulate: %w", err))
+		return nil, reportIn(cmd, name, fmt.Errorf("cannot price the plan on topology %s: %w", t.Name, err))
 	}
 	return pr, nil
 }

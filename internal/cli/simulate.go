@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"runtime/debug"
@@ -21,7 +22,12 @@ type simulateOptions struct {
 }
 
 func newSimulateCmd() *cobra.Command {
-	o := &simulateOptions{policy: newEnum(lower.Policies...), format: newEnum("text", "json"), maxBytes: sizeFlag{sim.DefaultMaxBytes}}
+	o := &simulateOptions{
+		policy: newEnum(lower.Policies...).describe("the plan that moves the fewest bytes to the busiest device",
+			"nvFuser's lowering rules exactly"),
+		format:   newEnum("text", "json").describe("a report for reading", "the report as JSON"),
+		maxBytes: sizeFlag{sim.DefaultMaxBytes},
+	}
 	cmd := &cobra.Command{
 		Use:   "simulate FUSION|PLAN|-",
 		Short: "Run a plan on virtual devices and check it against the unsharded program",
@@ -30,32 +36,40 @@ virtual devices with deterministic integer data, checks every op's output on eve
 device against the unsharded reference, and reports PASS or the first mismatch,
 with the bytes each step moves. Input starting with '{' is a plan; anything else a
 fusion file.`,
-		Args: exactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd, args[0]) },
+		Example: `  nvcomm simulate testdata/examples/megatron_mlp.yaml
+  nvcomm simulate plan.json --seed 7
+  nvcomm simulate fusion.yaml --policy nvfuser --format json
+  nvcomm simulate fusion.yaml --topology default     # also predict each step's time on H200s
+  nvcomm simulate fusion.yaml --topology topology.yaml --max-bytes 4GiB`,
+		Args:              exactArgs(1),
+		ValidArgsFunction: fileArg(anyInputExts...),
+		RunE:              func(cmd *cobra.Command, args []string) error { return o.run(cmd, args[0]) },
 	}
-	cmd.Flags().Var(o.policy, "policy", "lowering policy for a fusion file: nvfuser")
-	cmd.Flags().Var(o.format, "format", "report format: text or json")
+	enumVar(cmd, o.policy, "policy", "lowering policy for a fusion file: optimal (fewest bytes to the busiest device) or nvfuser (nvFuser's rules)")
+	enumVar(cmd, o.format, "format", "report format: text or json")
 	cmd.Flags().Uint64Var(&o.seed, "seed", 0, "seed of the input data")
 	cmd.Flags().Var(&o.maxBytes, "max-bytes", "refuse simulations that need more memory than `SIZE` (bytes, or with a unit: 512MiB, 4GB); never more than the machine has")
-	cmd.Flags().StringVar(&o.topology, "topology", "", "also predict every step's time with the topology `FILE` (\"default\": the built-in H200 topology)")
+	choiceOrFileVar(cmd, &o.topology, "topology", "",
+		"also predict every step's time on a topology: default (the built-in H200 one) or a FILE that calibrate --fit wrote",
+		[]string{"default"}, topologyExts...)
 	return cmd
 }
 
 func (o *simulateOptions) run(cmd *cobra.Command, arg string) error {
-	p, err := o.load(cmd, arg)
+	name, p, err := loadNamedPlan(cmd, arg, lower.Policy(o.policy.value))
 	if err != nil {
 		return err
 	}
 	restore, err := guardMemory(p, o.maxBytes.bytes)
 	if err != nil {
-		return report(cmd, fmt.Errorf("simulate: %w", err))
+		return reportIn(cmd, name, simError(err))
 	}
 	res, err := sim.Run(p, sim.Options{Seed: o.seed, MaxBytes: o.maxBytes.bytes})
 	restore()
 	if err != nil {
-		return report(cmd, fmt.Errorf("simulate: %w", err))
+		return reportIn(cmd, name, simError(err))
 	}
-	pred, err := o.predict(cmd, p)
+	pred, err := o.predict(cmd, name, p)
 	if err != nil {
 		return err
 	}
@@ -68,9 +82,13 @@ func (o *simulateOptions) run(cmd *cobra.Command, arg string) error {
 	return nil
 }
 
-// load returns the plan to simulate.
-func (o *simulateOptions) load(cmd *cobra.Command, arg string) (*plan.Plan, error) {
-	return loadPlan(cmd, arg, lower.Policy(o.policy.value))
+// simError words an error of the simulator: "too large to simulate: …"
+// says it already.
+func simError(err error) error {
+	if errors.Is(err, sim.ErrTooLarge) {
+		return err
+	}
+	return fmt.Errorf("cannot simulate: %w", err)
 }
 
 // guardMemory refuses a simulation that this machine cannot hold, whatever

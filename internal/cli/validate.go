@@ -1,12 +1,14 @@
 package cli
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/nvcomm/nvcomm/internal/diag"
 	"github.com/nvcomm/nvcomm/internal/lower"
 	"github.com/nvcomm/nvcomm/internal/plan"
 	"github.com/nvcomm/nvcomm/internal/sim"
@@ -22,11 +24,17 @@ bytes, and the summary. It then certifies the plan: the analyses (sharding,
 local_shape, padded_shape, layout) and lower bounds it states must be the ones
 nvcomm computes for its fusion. At most 10 problems are printed, then how many more
 there were.`,
-		Args: exactArgs(1),
+		Example: `  nvcomm lower fusion.yaml -o plan.json && nvcomm validate plan.json
+  nvcomm lower fusion.yaml | nvcomm validate -`,
+		Args:              exactArgs(1),
+		ValidArgsFunction: fileArg(planExts...),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name, src, err := readInput(cmd, args[0])
 			if err != nil {
 				return err
+			}
+			if d, ok := notPlan(name, args[0], src); ok {
+				return report(cmd, d)
 			}
 			p, err := plan.Decode(name, src)
 			if err != nil {
@@ -63,9 +71,31 @@ func checkPlan(cmd *cobra.Command, name string, p *plan.Plan) error {
 		return nil
 	}
 	for _, pr := range problems {
-		fmt.Fprintf(cmd.ErrOrStderr(), "%s: %s\n", name, pr)
+		msg := pr.String()
+		if pr.Step < 0 {
+			msg = pr.Msg // not "plan: …": the whole input is the plan
+		}
+		fmt.Fprintln(cmd.ErrOrStderr(), diag.Diagnostic{File: name, Message: msg}.Error())
 	}
 	return reportedError{}
+}
+
+// notPlan recognizes a fusion file given where a plan is expected (a plan
+// is a JSON object; anything else that is not empty is taken for YAML) and
+// returns the diagnostic that says what to run instead.
+func notPlan(name, arg string, src []byte) (diag.Diagnostic, bool) {
+	trimmed := bytes.TrimLeft(src, " \t\r\n")
+	if len(trimmed) == 0 || trimmed[0] == '{' || trimmed[0] == '[' {
+		return diag.Diagnostic{}, false // plan.Decode words these errors
+	}
+	before := src[:len(src)-len(trimmed)]
+	pos := diag.Pos{Line: 1 + bytes.Count(before, []byte("\n")), Col: 1 + len(before) - (bytes.LastIndexByte(before, '\n') + 1)}
+	return diag.Diagnostic{
+		File:    name,
+		Pos:     pos,
+		Message: "not a plan: a plan is JSON, an object starting with '{', and this looks like a fusion file (YAML)",
+		Hint:    fmt.Sprintf("lower it first: nvcomm lower %s | nvcomm validate - (simulate and export torch take fusion files as they are)", arg),
+	}, true
 }
 
 // prove simulates a plan whose ops are lowered otherwise than nvcomm would

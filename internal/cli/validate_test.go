@@ -134,7 +134,9 @@ func TestEditedPlansAreRejected(t *testing.T) {
 			var want strings.Builder
 			for _, line := range tc.want {
 				if !strings.HasPrefix(line, "p.json:") {
-					line = "p.json: " + line
+					// Problems of the whole plan and of a step, without a
+					// position: "p.json: error: message".
+					line = "p.json: error: " + strings.TrimPrefix(line, "plan: ")
 				}
 				fmt.Fprintln(&want, line)
 			}
@@ -180,7 +182,7 @@ func TestValidateCapsProblems(t *testing.T) {
 	if code != 1 || stdout != "" || len(lines) != plan.MaxProblems+1 {
 		t.Fatalf("exit %d, stdout %q, %d lines of stderr; want exit 1, no output, %d lines", code, stdout, len(lines), plan.MaxProblems+1)
 	}
-	want := fmt.Sprintf("%s: plan: too many problems (%d more)", path, strangers-plan.MaxProblems+1)
+	want := fmt.Sprintf("%s: error: too many problems (%d more)", path, strangers-plan.MaxProblems+1)
 	if diff := cmp.Diff(want, lines[plan.MaxProblems]); diff != "" {
 		t.Errorf("last line mismatch (-want +got):\n%s", diff)
 	}
@@ -214,7 +216,7 @@ func TestValidateProvesOtherLowerings(t *testing.T) {
 	}{
 		{name: "right data", mutate: func(*plan.Plan) {}},
 		{name: "wrong order", mutate: func(p *plan.Plan) { p.Steps[0].Teams[0] = []int{0, 2, 1, 3} }, code: 1,
-			stderr: "p.json: plan: op 0 is lowered otherwise than nvcomm lowers it, which only a simulation proves, and the simulation finds wrong data: " +
+			stderr: "p.json: error: op 0 is lowered otherwise than nvcomm lowers it, which only a simulation proves, and the simulation finds wrong data: " +
 				"op 0 (after step 1), tensor tv1, device 0, flat index 4, logical index [4]: expected -195, actual 231 (value differs)\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -8,12 +8,14 @@ import (
 	"io"
 	"maps"
 	"math"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/nvcomm/nvcomm/internal/diag"
 	"github.com/nvcomm/nvcomm/internal/plan"
 )
 
@@ -123,22 +125,39 @@ func Default() *Topology {
 func DefaultYAML() []byte { return slices.Clone(defaultYAML) }
 
 // ParseTopology decodes and checks a topology file; unknown fields are
-// errors.
+// errors. An error is a diag.Diagnostic naming the file.
 func ParseTopology(name string, src []byte) (*Topology, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(src))
 	dec.KnownFields(true)
 	var t Topology
 	if err := dec.Decode(&t); err != nil {
 		if errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("%s: empty topology file", name)
+			return nil, diag.Diagnostic{File: name, Message: "empty topology file"}
 		}
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return nil, diag.Diagnostic{File: name, Message: yamlMessage(err)}
 	}
 	if problems := t.Check(); len(problems) > 0 {
-		return nil, fmt.Errorf("%s: %s", name, strings.Join(problems, "; "))
+		return nil, diag.Diagnostic{File: name, Message: strings.Join(problems, "; ")}
 	}
 	return &t, nil
 }
+
+// yamlMessage words a YAML decoding error on one line, without the Go
+// types it was decoded into: "line 2: field bogus not found".
+func yamlMessage(err error) string {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return strings.TrimPrefix(err.Error(), "yaml: ")
+	}
+	msgs := make([]string, len(te.Errors))
+	for i, m := range te.Errors {
+		msgs[i] = goType.ReplaceAllString(m, "")
+	}
+	return strings.Join(msgs, "; ")
+}
+
+// goType matches the Go type that yaml names in its errors.
+var goType = regexp.MustCompile(` (in|into) (type )?[*\[\]]*[a-z]+\.[A-Za-z]+`)
 
 // Check lists what is wrong with t; none means it is usable.
 func (t *Topology) Check() []string {
