@@ -4,13 +4,17 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"reflect"
 	"regexp"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/nvcomm/nvcomm/internal/diag"
 	"github.com/nvcomm/nvcomm/internal/ir"
@@ -19,39 +23,183 @@ import (
 	"github.com/nvcomm/nvcomm/internal/sim"
 )
 
-// outcome classifies one generated fusion.
+// outcome classifies one generated fusion under one policy.
 type outcome struct {
-	kind   string // "pass", "rejected", or a failure kind
+	kind   string // "pass", "rejected", "too-large", or a failure kind
 	reason string // normalized rejection reason or failure detail
 }
 
-// check runs one fusion through parse, lower, validate and simulate.
-func check(src string, seed uint64) outcome {
-	f, err := ir.Parse("gen.yaml", []byte(src))
-	if err != nil {
-		return rejected("parse", err)
+// failed reports whether o is a failure: anything but a pass, a clear
+// rejection, or a refusal of the simulator's memory guard.
+func (o outcome) failed() bool {
+	return o.kind != "pass" && o.kind != "rejected" && o.kind != "too-large"
+}
+
+// verdict is what became of one case under each policy. A case the parser
+// rejects has no nvfuser outcome (kind ""): parsing does not depend on the
+// policy.
+type verdict struct {
+	optimal, nvfuser outcome
+	// features names what the optimal plan exercises, for the coverage
+	// check of TestDifferential; nil unless the case passed.
+	features []string
+}
+
+// check runs one case through parse, then, under each policy, lower,
+// validate, certify and simulate (lowering does not change the fusion, so
+// one parse serves both). The optimal policy lowers every valid
+// fusion, so its rejection of a case with nothing deliberately invalid
+// is a failure; the nvfuser policy rejects what nvFuser rejects, which is
+// counted, not failed. The nvfuser plan is certified and simulated only
+// where it differs from the optimal one: the same steps on the same
+// tensors compute the same numbers, and certifying them again would redo
+// the optimal plan's checks.
+func check(c Case, seed uint64) verdict {
+	var v verdict
+	f, o := parse(c)
+	if f == nil {
+		v.optimal = o
+		return v
 	}
-	p, err := lower.Lower(f, lower.Options{})
+	var po *plan.Plan
+	v.optimal, po = lowerAndRun(f, lower.PolicyOptimal, seed, nil)
+	if v.optimal.kind == "rejected" && len(c.Deliberate) == 0 {
+		v.optimal = outcome{"unexpected-rejection", v.optimal.reason}
+	}
+	if v.optimal.kind == "pass" {
+		v.features = features(po)
+		for _, d := range c.Deliberate {
+			// Not every deliberate break is one: a merge whose split falls
+			// on a whole axis is a block split. Counted, to be seen.
+			v.features = append(v.features, "deliberately invalid, lowered anyway: "+d)
+		}
+	}
+	v.nvfuser, _ = lowerAndRun(f, lower.PolicyNvFuser, seed, po)
+	return v
+}
+
+// parse parses a case, or returns its outcome: a rejection, a rejection
+// that nothing deliberate explains (see unexpectedParse), or a panic.
+func parse(c Case) (f *ir.Fusion, o outcome) {
+	defer func() {
+		if r := recover(); r != nil {
+			f, o = nil, panicked("parse", r)
+		}
+	}()
+	f, err := ir.Parse("gen.yaml", []byte(c.Src))
+	if err == nil {
+		return f, outcome{}
+	}
+	o = rejected("parse", err)
+	if unexpectedParse(c, err) {
+		o.kind = "unexpected-rejection"
+	}
+	return nil, o
+}
+
+// subject is what a diagnostic is about, as nvcomm's messages begin.
+var subject = regexp.MustCompile(`^(ops\[\d+\]|tensor "[^"]+")`)
+
+// unexpectedParse reports whether every error of a parse rejection is
+// about a tensor or an op that the generator built valid by construction,
+// in a case with nothing deliberately invalid: such a rejection is a bug of
+// the generator or of the parser. Errors about the random schedules,
+// which the generator does not track, are expected.
+func unexpectedParse(c Case, err error) bool {
+	if len(c.Deliberate) > 0 || len(c.Sure) == 0 {
+		return false
+	}
+	var dl *diag.List
+	if !errors.As(err, &dl) || len(dl.Items) == 0 {
+		return true // not a positioned error at all
+	}
+	for _, it := range dl.Items {
+		if s := subject.FindString(it.Message); s == "" || !c.Sure[s] {
+			return false
+		}
+	}
+	return true
+}
+
+// lowerAndRun lowers f under policy, then validates, certifies and
+// simulates the plan; a plan with the same tensors and steps as same (the
+// other policy's plan, already checked) is validated only. A panic
+// anywhere is an outcome.
+func lowerAndRun(f *ir.Fusion, policy lower.Policy, seed uint64, same *plan.Plan) (o outcome, p *plan.Plan) {
+	defer func() {
+		if r := recover(); r != nil {
+			o, p = panicked(string(policy), r), nil
+		}
+	}()
+	p, err := lower.Lower(f, lower.Options{Policy: policy})
 	if err != nil {
-		return rejected("lower", err)
+		return rejected("lower", err), nil
 	}
 	if problems := plan.Validate(p); len(problems) > 0 {
-		return outcome{"invalid-plan", fmt.Sprint(problems)}
+		return outcome{"invalid-plan", fmt.Sprint(problems)}, p
+	}
+	if same != nil && reflect.DeepEqual(same.Steps, p.Steps) && reflect.DeepEqual(same.Tensors, p.Tensors) {
+		return outcome{kind: "pass"}, p
 	}
 	if problems, unproven := lower.Certify(p); len(problems) > 0 || len(unproven) > 0 {
-		return outcome{"uncertified-plan", fmt.Sprint(problems, " unproven ops ", unproven)}
+		return outcome{"uncertified-plan", fmt.Sprint(problems, " unproven ops ", unproven)}, p
 	}
 	res, err := sim.Run(p, sim.Options{Seed: seed, MaxBytes: 64 << 20})
 	if errors.Is(err, sim.ErrTooLarge) {
-		return outcome{"too-large", ""} // the memory guard refused it, as designed
+		return outcome{"too-large", ""}, p // the memory guard refused it, as designed
 	}
 	if err != nil {
-		return outcome{"sim-error", err.Error()}
+		return outcome{"sim-error", err.Error()}, p
 	}
 	if !res.Pass {
-		return outcome{"mismatch", fmt.Sprintf("%+v", *res.Mismatch)}
+		return outcome{"mismatch", fmt.Sprintf("%+v", *res.Mismatch)}, p
 	}
-	return outcome{kind: "pass"}
+	return outcome{kind: "pass"}, p
+}
+
+// panicked is the outcome of a panic in phase, with the top of its stack.
+func panicked(phase string, r any) outcome {
+	stack := strings.SplitN(string(debug.Stack()), "\n", 24)
+	return outcome{"panic", fmt.Sprintf("%s: %v\n%s", phase, r, strings.Join(stack[:len(stack)-1], "\n"))}
+}
+
+// features names what a passing plan exercises: each op kind (a set
+// named x/resharded was inserted before a multi-operand op, one from
+// x/<op> after a single-operand op), a contraction whose partial products
+// are summed (by which collective), a Matmul sharing b across batches,
+// and the rank of the meshes of layer ops.
+func features(p *plan.Plan) []string {
+	var fs []string
+	layer := false
+	for _, op := range p.Ops {
+		fs = append(fs, "op "+op.Op)
+		switch {
+		case op.Op == "set" && strings.Contains(op.Output, "/resharded"):
+			fs = append(fs, "resharding set before an op")
+		case op.Op == "set" && strings.Contains(op.Input, "/"):
+			fs = append(fs, "resharding set after an op")
+		case op.Op != "set" && op.Op != "sum" && op.Op != "prod" && op.Op != "max" && op.Op != "min":
+			layer = true
+			for _, t := range p.Tensors {
+				if t.Name == op.Output {
+					fs = append(fs, fmt.Sprintf("layer op on a %d-D mesh", len(p.Meshes[t.Mesh].Shape)))
+				}
+			}
+		}
+	}
+	for _, s := range p.Steps {
+		contraction := strings.Contains(s.Expr, "= matmul(") || strings.Contains(s.Expr, "= linear(")
+		switch {
+		case contraction && s.Kind == plan.KindCollective:
+			fs = append(fs, "contraction summed by "+s.Type)
+		case s.Type == plan.Matmul && s.BroadcastB:
+			fs = append(fs, "Matmul with b shared by batches")
+		}
+	}
+	if layer {
+		fs = append(fs, "layer case")
+	}
+	return fs
 }
 
 var numbers = regexp.MustCompile(`-?\d+`)
@@ -70,33 +218,80 @@ func rejected(phase string, err error) outcome {
 	return outcome{"rejected", phase + ": " + msg}
 }
 
-// run checks n generated fusions, spread over the CPUs, and returns counts
-// by outcome and reason; failures are reported through t with the fusion as
-// YAML. Case i is always the same fusion, whatever the number of workers.
-func run(t *testing.T, n int, seed uint64) map[string]int {
+// tally is the counts of run: cases by outcome (and rejection reason)
+// under each policy, and passing cases by feature.
+type tally struct {
+	optimal, nvfuser, features map[string]int
+}
+
+func newTally() tally {
+	return tally{map[string]int{}, map[string]int{}, map[string]int{}}
+}
+
+// key is how an outcome is counted: its kind, with the reason of a
+// rejection.
+func key(o outcome) string {
+	if o.kind == "rejected" {
+		return o.kind + " | " + o.reason
+	}
+	return o.kind
+}
+
+// add counts v.
+func (t tally) add(v verdict) {
+	t.optimal[key(v.optimal)]++
+	if v.nvfuser.kind != "" {
+		t.nvfuser[key(v.nvfuser)]++
+	}
+	for _, f := range slices.Compact(slices.Sorted(slices.Values(v.features))) {
+		t.features[f]++
+	}
+}
+
+// merge adds u's counts to t.
+func (t tally) merge(u tally) {
+	for _, p := range [][2]map[string]int{{t.optimal, u.optimal}, {t.nvfuser, u.nvfuser}, {t.features, u.features}} {
+		for k, v := range p[1] {
+			p[0][k] += v
+		}
+	}
+}
+
+// run checks n generated cases, spread over the CPUs, and returns their
+// counts; failures are reported through t with the fusion as YAML (the
+// first three; all of them are written to $NVCOMM_FAILDIR when it is set).
+// Case i is always the same fusion, whatever the number of workers.
+func run(t *testing.T, n int, seed uint64) tally {
 	workers := runtime.GOMAXPROCS(0)
-	results := make([]map[string]int, workers)
+	results := make([]tally, workers)
 	var mu sync.Mutex
 	failures := 0
 	var wg sync.WaitGroup
 	for w := range workers {
-		results[w] = map[string]int{}
+		results[w] = newTally()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := w; i < n; i += workers {
-				src := NewGenerator(seed*1_000_003 + uint64(i)).Fusion()
-				o := check(src, uint64(i))
-				key := o.kind
-				if o.kind == "rejected" {
-					key += " | " + o.reason
-				}
-				results[w][key]++
-				if o.kind != "pass" && o.kind != "rejected" && o.kind != "too-large" {
+				c := NewGenerator(seed*1_000_003 + uint64(i)).Case()
+				v := check(c, uint64(i))
+				results[w].add(v)
+				for _, o := range []struct {
+					policy string
+					outcome
+				}{{"optimal", v.optimal}, {"nvfuser", v.nvfuser}} {
+					if !o.failed() || o.kind == "" {
+						continue
+					}
+					if dir := os.Getenv("NVCOMM_FAILDIR"); dir != "" {
+						// Keep every failing fusion, to reduce to a reproducer.
+						os.WriteFile(filepath.Join(dir, fmt.Sprintf("case_%d_%s.yaml", i, o.policy)),
+							[]byte(fmt.Sprintf("# %s: %s\n%s", o.kind, strings.ReplaceAll(o.reason, "\n", "\n# "), c.Src)), 0o644)
+					}
 					mu.Lock()
 					failures++
 					if failures <= 3 {
-						t.Errorf("case %d: %s: %s\nfusion:\n%s", i, o.kind, o.reason, src)
+						t.Errorf("case %d (policy %s): %s: %s\ndeliberate: %q\nfusion:\n%s", i, o.policy, o.kind, o.reason, c.Deliberate, c.Src)
 					}
 					mu.Unlock()
 				}
@@ -104,37 +299,74 @@ func run(t *testing.T, n int, seed uint64) map[string]int {
 		}()
 	}
 	wg.Wait()
-	counts := map[string]int{}
+	total := newTally()
 	for _, r := range results {
-		for k, v := range r {
-			counts[k] += v
-		}
+		total.merge(r)
 	}
-	return counts
+	if failures > 3 {
+		t.Errorf("%d failures in all (the first 3 shown)", failures)
+	}
+	return total
 }
 
+// required are the features that TestDifferential's cases must exercise,
+// each in at least minFeature passing cases: the generator's coverage of
+// the layer ops, which a change to it could otherwise lose silently.
+var required = []string{
+	"op add", "op sub", "op mul", "op maximum", "op minimum", "op relu", "op neg", "op abs",
+	"op broadcast", "op matmul", "op linear", "op set", "op sum", "op prod", "op max", "op min",
+	"resharding set before an op", "resharding set after an op",
+	"contraction summed by Allreduce", "contraction summed by ReduceScatter",
+	"Matmul with b shared by batches",
+	"layer op on a 1-D mesh", "layer op on a 2-D mesh", "layer op on a 3-D mesh",
+}
+
+const minFeature = 10
+
 // TestDifferential lowers and simulates a few thousand random fusions: each
-// must be rejected with a clear error or simulate PASS.
+// must be rejected with a clear error or simulate PASS, and together they
+// must cover every op and the ways layer ops are lowered.
 func TestDifferential(t *testing.T) {
 	n := 3000
 	if testing.Short() {
 		n = 300
 	}
 	counts := run(t, n, 1)
-	if counts["pass"] < n/3 {
-		t.Errorf("only %d of %d cases passed; the generator produces too few lowerable fusions:\n%s", counts["pass"], n, report(counts))
+	t.Logf("policy optimal:\n%s\npolicy nvfuser:\n%s\npassing cases by feature:\n%s", report(counts.optimal), report(counts.nvfuser), report(counts.features))
+	if counts.optimal["pass"] < n/3 {
+		t.Errorf("only %d of %d cases passed; the generator produces too few lowerable fusions:\n%s", counts.optimal["pass"], n, report(counts.optimal))
+	}
+	if testing.Short() {
+		return
+	}
+	for _, f := range required {
+		if counts.features[f] < minFeature {
+			t.Errorf("only %d passing cases exercise %q (want at least %d):\n%s", counts.features[f], f, minFeature, report(counts.features))
+		}
+	}
+	// The deliberately invalid layer outputs must be rejected, clearly.
+	refused := 0
+	for k, v := range counts.optimal {
+		if strings.Contains(k, "layer ops take even block splits only") {
+			refused += v
+		}
+	}
+	if refused < minFeature {
+		t.Errorf("only %d cases rejected for a layer op's output sharding (want at least %d)", refused, minFeature)
 	}
 }
 
 // TestSoak runs NVCOMM_SOAK cases (make soak) and prints counts by outcome
-// and rejection reason.
+// and rejection reason, under each policy, and passing cases by feature.
 func TestSoak(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv("NVCOMM_SOAK"))
 	if n == 0 {
 		t.Skip("set NVCOMM_SOAK=N to run N cases")
 	}
+	start := time.Now()
 	counts := run(t, n, 7)
-	fmt.Printf("soak: %d cases\n%s", n, report(counts))
+	fmt.Printf("soak: %d cases, %d workers, %s\npolicy optimal:\n%s\npolicy nvfuser (cases the parser accepted):\n%s\npassing cases (optimal) by feature:\n%s",
+		n, runtime.GOMAXPROCS(0), time.Since(start).Round(time.Second), report(counts.optimal), report(counts.nvfuser), report(counts.features))
 }
 
 func report(counts map[string]int) string {
@@ -142,7 +374,12 @@ func report(counts map[string]int) string {
 	for k := range counts {
 		keys = append(keys, k)
 	}
-	slices.SortFunc(keys, func(a, b string) int { return counts[b] - counts[a] })
+	slices.SortFunc(keys, func(a, b string) int {
+		if c := counts[b] - counts[a]; c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
 	var b strings.Builder
 	for _, k := range keys {
 		fmt.Fprintf(&b, "%9d  %s\n", counts[k], k)

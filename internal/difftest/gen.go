@@ -233,8 +233,40 @@ func (g *Generator) allocation(s *tensorState) string {
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
 
+// Case is one generated fusion and what the generator meant by it.
+type Case struct {
+	// Src is the fusion as YAML.
+	Src string
+	// Deliberate lists the errors the generator put in on purpose where it
+	// knows it did: a layer op's output sharded otherwise than in even
+	// blocks, operands whose shapes do not fit, a Partial tensor read by an
+	// op other than set. A case with none that nvcomm rejects must have been
+	// rejected for one of the random schedules, which the generator does
+	// not track (see Sure).
+	Deliberate []string
+	// Sure holds the subjects the generator built valid by construction,
+	// as nvcomm's messages name them (`tensor "t3"`, `ops[2]`): a parse
+	// error about these alone, in a case with nothing deliberate, is a bug
+	// of the generator or of nvcomm.
+	Sure map[string]bool
+}
+
+// Case draws one random fusion: two in five are chains of sets and
+// reductions (the generator's first kind, which moves data only), the rest
+// chains and small DAGs of layer ops mixed with sets and reductions.
+func (g *Generator) Case() Case {
+	if g.r.IntN(5) < 2 {
+		return Case{Src: g.setChain()}
+	}
+	return g.layerChain()
+}
+
 // Fusion draws one random fusion and returns it as YAML.
-func (g *Generator) Fusion() string {
+func (g *Generator) Fusion() string { return g.Case().Src }
+
+// setChain draws a chain of one to three sets and reductions of one input,
+// every tensor with a random schedule or placements.
+func (g *Generator) setChain() string {
 	var b strings.Builder
 	main := g.mesh("m", 3)
 	other := g.mesh("n", 1)
@@ -252,9 +284,8 @@ func (g *Generator) Fusion() string {
 	for i := range ext {
 		ext[i] = g.extent()
 	}
-	dtypes := []string{"float32", "float32", "float16", "bfloat16", "float64", "int32", "int64"}
 	b.WriteString("tensors:\n")
-	g.writeTensor(&b, "t0", main, ext, make([]bool, rank), dtypes[g.r.IntN(len(dtypes))], true)
+	terms := g.writeTensor(&b, "t0", main, ext, make([]bool, rank), dtypes[g.r.IntN(len(dtypes))], true, true, true)
 	var ops []string
 	cur, curMesh := "t0", main
 	for i := 1; i <= 1+g.r.IntN(3); i++ {
@@ -270,11 +301,18 @@ func (g *Generator) Fusion() string {
 			red[ax] = true
 			ops = append(ops, fmt.Sprintf("  - {op: %s, in: %s, out: %s, axis: %d}", kind, cur, name, g.signed(ax, len(ext))))
 			outExt = ext
-			g.writeTensor(&b, name, mesh, outExt, red, "", mesh.name != curMesh.name)
+			g.writeTensor(&b, name, mesh, outExt, red, "", mesh.name != curMesh.name, false, false)
 			ext = slices.Delete(slices.Clone(ext), ax, ax+1)
 		} else {
 			ops = append(ops, fmt.Sprintf("  - {op: set, in: %s, out: %s}", cur, name))
-			g.writeTensor(&b, name, mesh, outExt, red, "", mesh.name != curMesh.name)
+			if cur == "t0" && terms > 0 {
+				// A set from a Partial input reduces its terms, a leading
+				// logical axis that its output keeps as a reduction axis
+				// (docs/fusion.md, placements), so schedule positions
+				// count it.
+				outExt, red = append([]int{terms}, ext...), append([]bool{true}, red...)
+			}
+			g.writeTensor(&b, name, mesh, outExt, red, "", mesh.name != curMesh.name, false, false)
 		}
 		cur, curMesh = name, mesh
 		if len(ext) == 0 {
@@ -287,14 +325,16 @@ func (g *Generator) Fusion() string {
 	return b.String()
 }
 
-// writeTensor writes a tensor declaration with a random schedule.
-func (g *Generator) writeTensor(b *strings.Builder, name string, m genMesh, ext []int, red []bool, dtype string, withMesh bool) {
+// writeTensor writes a tensor declaration with a random schedule, or
+// random placements, sometimes Partial where partialOK (on an input). An
+// input (a tensor no op produces) is written with its mesh
+// and shape. It reports whether the tensor is Partial.
+func (g *Generator) writeTensor(b *strings.Builder, name string, m genMesh, ext []int, red []bool, dtype string, withMesh, input, partialOK bool) int {
 	if g.r.IntN(5) == 0 {
-		g.writePlacements(b, name, m, ext, red, dtype, withMesh)
-		return
+		return g.writePlacements(b, name, m, ext, red, dtype, withMesh, input, partialOK)
 	}
 	s := g.schedule(ext, red, m)
-	writeHeader(b, name, m, ext, dtype, withMesh)
+	writeHeader(b, name, m, ext, dtype, withMesh, input)
 	if len(s.steps) > 0 {
 		b.WriteString("    schedule:\n")
 		for _, st := range s.steps {
@@ -304,22 +344,23 @@ func (g *Generator) writeTensor(b *strings.Builder, name string, m genMesh, ext 
 	if alloc := g.allocation(s); alloc != "" {
 		fmt.Fprintf(b, "    allocation: %s\n", alloc)
 	}
-	if len(s.steps) == 0 && !withMesh && name != "t0" && dtype == "" {
+	if len(s.steps) == 0 && !withMesh && !input && dtype == "" {
 		fmt.Fprintf(b, "    mesh: %s\n", m.name)
 	}
+	return 0
 }
 
-// writeHeader writes a tensor's name, and its mesh, dtype and (for the
+// writeHeader writes a tensor's name, and its mesh, dtype and (for an
 // input) shape when given.
-func writeHeader(b *strings.Builder, name string, m genMesh, ext []int, dtype string, withMesh bool) {
+func writeHeader(b *strings.Builder, name string, m genMesh, ext []int, dtype string, withMesh, input bool) {
 	fmt.Fprintf(b, "  %s:\n", name)
-	if withMesh || name == "t0" {
+	if withMesh || input {
 		fmt.Fprintf(b, "    mesh: %s\n", m.name)
 	}
 	if dtype != "" {
 		fmt.Fprintf(b, "    dtype: %s\n", dtype)
 	}
-	if name == "t0" {
+	if input {
 		parts := make([]string, len(ext))
 		for i, e := range ext {
 			parts[i] = fmt.Sprint(e)
@@ -330,8 +371,10 @@ func writeHeader(b *strings.Builder, name string, m genMesh, ext []int, dtype st
 
 // writePlacements writes a tensor declared with DTensor placements instead
 // of a schedule: Shard over random dims (nesting when two mesh axes pick one
-// dim), Replicate, and on the input sometimes Partial.
-func (g *Generator) writePlacements(b *strings.Builder, name string, m genMesh, ext []int, red []bool, dtype string, withMesh bool) {
+// dim), Replicate, and, where partialOK, sometimes Partial. It returns
+// the number of partial terms (the size of the Partial placement's mesh
+// axis), or 0 without one.
+func (g *Generator) writePlacements(b *strings.Builder, name string, m genMesh, ext []int, red []bool, dtype string, withMesh, input, partialOK bool) int {
 	var dims []int
 	for k := range ext {
 		if !red[k] {
@@ -339,18 +382,19 @@ func (g *Generator) writePlacements(b *strings.Builder, name string, m genMesh, 
 		}
 	}
 	pls := make([]string, len(m.shape))
-	partial := false
+	terms := 0
 	for i := range pls {
 		switch k := g.r.IntN(5); {
 		case k < 2 && len(dims) > 0:
 			pls[i] = fmt.Sprintf("Shard(%d)", g.r.IntN(len(dims)))
-		case k == 2 && name == "t0" && !partial:
+		case k == 2 && partialOK && terms == 0:
 			pls[i] = "Partial(" + []string{"sum", "prod", "max", "min"}[g.r.IntN(4)] + ")"
-			partial = true
+			terms = m.shape[i]
 		default:
 			pls[i] = "Replicate()"
 		}
 	}
-	writeHeader(b, name, m, ext, dtype, withMesh)
+	writeHeader(b, name, m, ext, dtype, withMesh, input)
 	fmt.Fprintf(b, "    placements: [%s]\n", strings.Join(pls, ", "))
+	return terms
 }

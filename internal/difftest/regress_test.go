@@ -7,7 +7,8 @@ import (
 )
 
 // TestRegressions re-checks fusions that once failed the differential test
-// (testdata/regress): each must lower to a valid plan that simulates PASS.
+// (testdata/regress): each must lower to a valid plan that simulates PASS
+// under the optimal policy, and be rejected or do the same under nvfuser.
 // Their plans are also pinned as goldens (internal/lower's TestGoldenPlans).
 func TestRegressions(t *testing.T) {
 	files, err := filepath.Glob("../../testdata/regress/*.yaml")
@@ -20,8 +21,12 @@ func TestRegressions(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if o := check(string(src), 1); o.kind != "pass" {
-				t.Errorf("%s: %s", o.kind, o.reason)
+			v := check(Case{Src: string(src)}, 1)
+			if o := v.optimal; o.kind != "pass" {
+				t.Errorf("policy optimal: %s: %s", o.kind, o.reason)
+			}
+			if o := v.nvfuser; o.failed() {
+				t.Errorf("policy nvfuser: %s: %s", o.kind, o.reason)
 			}
 		})
 	}
