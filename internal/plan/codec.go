@@ -13,20 +13,21 @@ import (
 
 // Encode writes p as two-space indented JSON with a trailing newline, short
 // lists and objects kept on one line. The output is deterministic: struct
-// fields in declaration order, map keys sorted, no HTML escaping.
+// fields in declaration order, map keys sorted, no HTML escaping; it is
+// what encoding/json writes, re-indented. It streams: w receives the plan
+// in pieces of about 64 KiB. A plan that cannot be encoded (a bytes_ratio
+// that is NaN or infinite) is an error before anything is written.
 func Encode(w io.Writer, p *Plan) error {
-	var compact bytes.Buffer
-	enc := json.NewEncoder(&compact)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(p); err != nil {
-		return err
+	if r := p.Summary.BytesRatio; r != nil {
+		if _, err := json.Marshal(*r); err != nil {
+			return err
+		}
 	}
-	out, err := pretty(compact.Bytes())
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(out)
-	return err
+	e := &encoder{w: w, buf: make([]byte, 0, flushSize+4*inlineWidth), open: make([]frame, 0, 16)}
+	e.plan(p)
+	e.buf = append(e.buf, '\n')
+	e.flush()
+	return e.err
 }
 
 // Marshal returns the encoding of p.
