@@ -167,7 +167,8 @@ func panicked(phase string, r any) outcome {
 // named x/resharded was inserted before a multi-operand op, one from
 // x/<op> after a single-operand op), a contraction whose partial products
 // are summed (by which collective), a Matmul sharing b across batches,
-// and the rank of the meshes of layer ops.
+// the rank of the meshes of layer ops, and a sharding that format 2
+// propagated.
 func features(p *plan.Plan) []string {
 	var fs []string
 	layer := false
@@ -198,6 +199,12 @@ func features(p *plan.Plan) []string {
 	}
 	if layer {
 		fs = append(fs, "layer case")
+	}
+	for _, t := range p.Tensors {
+		if t.Propagated {
+			fs = append(fs, "format 2: a propagated sharding")
+			break
+		}
 	}
 	return fs
 }
@@ -319,6 +326,7 @@ var required = []string{
 	"contraction summed by Allreduce", "contraction summed by ReduceScatter",
 	"Matmul with b shared by batches",
 	"layer op on a 1-D mesh", "layer op on a 2-D mesh", "layer op on a 3-D mesh",
+	"format 2: a propagated sharding",
 }
 
 const minFeature = 10

@@ -35,8 +35,11 @@ type lt struct {
 // layerGen accumulates one layer chain.
 type layerGen struct {
 	*Generator
-	meshes     []genMesh // the main mesh, and another
-	dtype      string
+	meshes []genMesh // the main mesh, and another
+	dtype  string
+	// format2 turns on propagation: the outputs of layer ops are then now
+	// and then left undeclared, and nvcomm gives them shardings.
+	format2    bool
 	tensors    strings.Builder // the declarations under tensors:
 	ops        []genOp
 	pool       []lt // tensors that later ops may read
@@ -96,6 +99,7 @@ func (g *Generator) layerChain() Case {
 	}
 	l.meshes = []genMesh{main, other}
 	l.dtype = dtypes[g.r.IntN(len(dtypes))]
+	l.format2 = g.r.IntN(5) == 0
 	shape := make([]int, 1+g.r.IntN(3))
 	for i := range shape {
 		shape[i] = l.extent(main)
@@ -119,6 +123,9 @@ func (g *Generator) layerChain() Case {
 // order (nvcomm sorts them).
 func (l *layerGen) finish() Case {
 	var b strings.Builder
+	if l.format2 {
+		b.WriteString("format: 2\n")
+	}
 	b.WriteString("meshes:\n")
 	for _, m := range l.meshes {
 		fmt.Fprintf(&b, "  %s: %s\n", m.name, m.yaml())
@@ -545,16 +552,31 @@ func (l *layerGen) set(cur lt) lt {
 	return out
 }
 
-// reduce reduces one axis of cur into a tensor with a random schedule.
+// reduce reduces one axis of cur into a tensor with a random schedule, or
+// with block placements that may split the reduced axis (Partial of the
+// reduction's op).
 func (l *layerGen) reduce(cur lt) lt {
 	m, withMesh := l.outMesh(cur)
 	kind := []string{"sum", "prod", "max", "min"}[l.r.IntN(4)]
 	ax := l.r.IntN(len(cur.shape))
 	out := lt{name: l.name(), shape: slices.Delete(slices.Clone(cur.shape), ax, ax+1), mesh: m}
 	l.ops = append(l.ops, genOp{fmt.Sprintf("  - {op: %s, in: %s, out: %s, axis: %d}", kind, cur.name, out.name, l.signed(ax, len(cur.shape))), true})
-	red := make([]bool, len(cur.shape))
-	red[ax] = true
-	l.writeTensor(&l.tensors, out.name, m, cur.shape, red, "", withMesh, false, false)
+	if l.r.IntN(4) == 0 {
+		// Placements with Partial(kind) split the reduced axis over a mesh
+		// axis: each device reduces its slice, the op combines the slices.
+		d := l.blockPlacements(out.shape, cur.shape[ax], m)
+		for i, p := range d.pls {
+			if p == "Partial(sum)" {
+				d.pls[i] = "Partial(" + kind + ")"
+			}
+		}
+		l.declare(out.name, m, withMesh, "", nil, d)
+		l.sure[fmt.Sprintf("tensor %q", out.name)] = true
+	} else {
+		red := make([]bool, len(cur.shape))
+		red[ax] = true
+		l.writeTensor(&l.tensors, out.name, m, cur.shape, red, "", withMesh, false, false)
+	}
 	l.pool = append(l.pool, out)
 	return out
 }
@@ -592,6 +614,29 @@ func (l *layerGen) declareOut(name string, shape []int, k int, m genMesh, withMe
 		dtype = l.dtype
 	}
 	l.declare(name, m, withMesh, dtype, given, d)
+}
+
+// splitK returns the output placements pls that new operands align with:
+// now and then, for a contraction whose output does not split its
+// contracted axis k, with k split along a mesh axis that pls replicates
+// anyway, so that the operands hold slices of k. The optimal policy may
+// then sum partial products instead of gathering the operands.
+func (l *layerGen) splitK(pls []string, k int, m genMesh) []string {
+	if k == 0 || pls == nil || slices.Contains(pls, "Partial(sum)") || l.r.IntN(3) != 0 {
+		return pls
+	}
+	var axes []int
+	for i, p := range pls {
+		if p == "Replicate()" && m.shape[i] > 1 && k%m.shape[i] == 0 {
+			axes = append(axes, i)
+		}
+	}
+	if len(axes) == 0 {
+		return pls
+	}
+	out := slices.Clone(pls)
+	out[axes[l.r.IntN(len(axes))]] = "Partial(sum)"
+	return out
 }
 
 // aligned returns the placements that give operand i of an op the
@@ -647,34 +692,55 @@ func (l *layerGen) emit(kind string, ops []operand, shape []int, k int, extra st
 		m, withMesh = l.meshes[l.r.IntN(2)], true
 	}
 	out := lt{name: l.name(), shape: shape, mesh: m}
-	d := l.outDecl(out.name, shape, k, m)
-	names := make([]string, len(ops))
+	// In format 2 the output is now and then left to propagation: it then
+	// takes its operands' block splits, which layer ops take.
+	propagate := l.format2 && !full && l.r.IntN(5) < 2
+	d := decl{}
+	if !propagate {
+		d = l.outDecl(out.name, shape, k, m)
+	}
+	names, meshes := make([]string, len(ops)), make([]genMesh, len(ops))
+	pls := l.splitK(d.pls, k, m)
 	for i, o := range ops {
 		if o.t != nil {
-			names[i] = o.t.name
+			names[i], meshes[i] = o.t.name, o.t.mesh
 			continue
 		}
-		im, al := m, aligned(d.pls, len(shape), o.mapAxis, o.kAxis)
+		im, al := m, aligned(pls, len(shape), o.mapAxis, o.kAxis)
 		if l.r.IntN(5) == 0 {
 			im, al = l.meshes[l.r.IntN(2)], nil
 		}
-		t := l.input(o.shape, im, al, false)
-		names[i] = t.name
-		if i == 0 && im.name != m.name {
+		names[i], meshes[i] = l.input(o.shape, im, al, false).name, im
+	}
+	for i, om := range meshes {
+		// The output lies on its first operand's mesh unless it says
+		// otherwise; propagation (format 2) takes the mesh of the op's
+		// first reference, which is not always its first operand.
+		if om.name != m.name && (i == 0 || l.format2) {
 			withMesh = true
 		}
 	}
-	if ops[0].t != nil && ops[0].t.mesh.name != m.name {
-		withMesh = true
+	switch {
+	case propagate && withMesh:
+		// Its mesh must be given: replicated there, on purpose.
+		l.declare(out.name, m, true, "", nil, d)
+		l.sure[fmt.Sprintf("tensor %q", out.name)] = true
+	case !propagate:
+		l.declareOut(out.name, shape, k, m, withMesh, full, d)
 	}
-	l.declareOut(out.name, shape, k, m, withMesh, full, d)
+	l.ops = append(l.ops, genOp{l.opLine(kind, names, out.name, extra), sure})
+	l.pool = append(l.pool, out)
+	return out
+}
+
+// opLine writes an op: in is a name, or a list for several operands (and
+// now and then for one).
+func (l *layerGen) opLine(kind string, names []string, out, extra string) string {
 	in := names[0]
 	if len(names) > 1 || l.r.IntN(4) == 0 {
 		in = "[" + strings.Join(names, ", ") + "]"
 	}
-	l.ops = append(l.ops, genOp{fmt.Sprintf("  - {op: %s, in: %s, out: %s%s}", kind, in, out.name, extra), sure})
-	l.pool = append(l.pool, out)
-	return out
+	return fmt.Sprintf("  - {op: %s, in: %s, out: %s%s}", kind, in, out, extra)
 }
 
 func identityMap(outAxis int) int { return outAxis }
