@@ -104,11 +104,12 @@ func guardMemory(p *plan.Plan, maxBytes int64) (restore func(), err error) {
 	}
 	total := satAdd(need, sim.RuntimeBytes)
 	if limit := memoryLimit(); limit > 0 && total > limit {
-		return nil, fmt.Errorf("%w: it needs about %d bytes, more than the %d bytes of memory this machine gives the process (whatever --max-bytes says); use smaller extents",
-			sim.ErrTooLarge, total, limit)
+		return nil, fmt.Errorf("%w: it needs %s, more than the %s of memory this machine gives the process (whatever --max-bytes says); use smaller extents",
+			sim.ErrTooLarge, aboutSize(total), plan.Size(limit))
 	}
-	if err := sim.CheckMemory(need, maxBytes); err != nil {
-		return nil, err
+	if need > maxBytes {
+		return nil, fmt.Errorf("%w: it needs %s, more than the limit of %s; raise --max-bytes or use smaller extents",
+			sim.ErrTooLarge, aboutSize(need), plan.Size(maxBytes))
 	}
 	prev := debug.SetMemoryLimit(-1)
 	if total >= prev {
@@ -116,6 +117,15 @@ func guardMemory(p *plan.Plan, maxBytes int64) (restore func(), err error) {
 	}
 	debug.SetMemoryLimit(total)
 	return func() { debug.SetMemoryLimit(prev) }, nil
+}
+
+// aboutSize words an estimate of memory for readers: "about 24 GiB", or
+// "more than 8.0 EiB" when it saturated at the largest int64.
+func aboutSize(n int64) string {
+	if n == math.MaxInt64 {
+		return "more than " + plan.Size(n)
+	}
+	return "about " + plan.Size(n)
 }
 
 // satAdd adds non-negative numbers, saturating instead of overflowing.

@@ -124,19 +124,19 @@ ops:
 	}{
 		"larger than the machine, flag at 2^62": {
 			fusion: huge, args: []string{"--max-bytes", "4611686018427387904"}, machine: true,
-			wantCode: cli.ExitInput, wantErr: "bytes of memory this machine gives the process (whatever --max-bytes says)",
+			wantCode: cli.ExitInput, wantErr: "iB of memory this machine gives the process (whatever --max-bytes says)",
 		},
 		"larger than the machine, default flag": {
 			fusion: huge, machine: true,
-			wantCode: cli.ExitInput, wantErr: "bytes of memory this machine gives the process",
+			wantCode: cli.ExitInput, wantErr: "it needs about 6.0 TiB, more than the ",
 		},
 		"larger than the flag": {
 			fusion: seedFusion, args: []string{"--max-bytes", "1000"},
-			wantCode: cli.ExitInput, wantErr: "more than the limit of 1000; raise --max-bytes",
+			wantCode: cli.ExitInput, wantErr: "more than the limit of 1000 B; raise --max-bytes",
 		},
 		"larger than the flag, with a unit": {
 			fusion: seedFusion, args: []string{"--max-bytes", "1KiB"},
-			wantCode: cli.ExitInput, wantErr: "more than the limit of 1024; raise --max-bytes",
+			wantCode: cli.ExitInput, wantErr: "more than the limit of 1.0 KiB; raise --max-bytes",
 		},
 		"small, flag at 2^62": {
 			fusion: seedFusion, args: []string{"--max-bytes", "4611686018427387904"}, wantCode: cli.ExitOK,

@@ -6,40 +6,194 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/dustin/go-humanize"
 )
 
-// WriteText writes a readable table of p's steps and its summary.
+// WriteText writes a readable table of p's steps and its summary. Sizes
+// are in B, KiB, MiB or GiB and element counts have thousands separators;
+// the JSON plan keeps the raw integers.
 func WriteText(w io.Writer, p *Plan) error {
 	ratio := "-"
 	if r := p.Summary.BytesRatio; r != nil {
 		ratio = fmt.Sprintf("%.3g", *r)
 	}
-	fmt.Fprintf(w, "plan %s (policy %s): %d collectives, %d local steps, max bytes received per device %d (lower bound %d, ratio %s)\n\n",
-		p.Fusion, p.Policy, p.Summary.Collectives, p.Summary.LocalSteps, p.Summary.BytesReceivedMax, p.Summary.BytesLowerBound, ratio)
+	fmt.Fprintf(w, "plan %s (policy %s): %d collectives, %d local steps, max received per device %s (lower bound %s, ratio %s)\n\n",
+		p.Fusion, p.Policy, p.Summary.Collectives, p.Summary.LocalSteps, Size(p.Summary.BytesReceivedMax), Size(p.Summary.BytesLowerBound), ratio)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "step\top\ttype\tinput -> output\tteams / devices\troot\treduce\tcount in/out\tbytes sent/recv/bound")
+	fmt.Fprintln(tw, "step\top\ttype\tinput -> output\tteams / devices\troot\treduce\telements in/out\tsent\treceived\tbound")
 	for _, s := range p.Steps {
-		who := fmt.Sprint(s.Devices)
-		if s.Kind == KindCollective {
-			who = teamsText(s.Teams)
-		}
-		root, red, bytes := "-", "-", "-"
+		root, red := "-", "-"
 		if s.Root != nil {
 			root = fmt.Sprint(*s.Root)
 		}
 		if s.ReduceOp != nil {
 			red = *s.ReduceOp
 		}
-		if s.Bytes != nil {
-			bytes = fmt.Sprintf("%d/%d/%d", s.Bytes.SentPerDevice, s.Bytes.ReceivedPerDevice, s.Bytes.LowerBound)
+		sent, recv, bound := "-", "-", "-"
+		if b := s.Bytes; b != nil {
+			sent, recv, bound = Size(b.SentPerDevice), Size(b.ReceivedPerDevice), Size(b.LowerBound)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s -> %s\t%s\t%s\t%s\t%d/%d\t%s\n",
-			s.ID, s.Expr, s.Type, strings.Join(s.Operands(), ", "), s.Output, who, root, red, s.Count.Input, s.Count.Output, bytes)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s -> %s\t%s\t%s\t%s\t%s/%s\t%s\t%s\t%s\n",
+			s.ID, s.Expr, s.Type, strings.Join(s.Operands(), ", "), s.Output, StepDevices(&s), root, red,
+			humanize.Comma(int64(s.Count.Input)), humanize.Comma(int64(s.Count.Output)), sent, recv, bound)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if err := writeTerms(w, p); err != nil {
+		return err
+	}
 	return writePropagated(w, p)
+}
+
+// writeTerms explains, after the steps, the inputs that hold partial
+// terms: a set from a Partial(op) input is, in a plan, the reduction of
+// the input's added leading dim ("y = sum(p, axis=0)"), which a reader of
+// the fusion file would not recognize.
+func writeTerms(w io.Writer, p *Plan) error {
+	header := false
+	for _, t := range p.Tensors {
+		pi, ok := PartialInputOf(p, t.Name)
+		if !ok {
+			continue
+		}
+		if !header {
+			fmt.Fprintln(w, "\npartial terms:")
+			header = true
+		}
+		if _, err := fmt.Fprintf(w, "  %s: dim 0 holds one term per device along %s, reduced with %s by %s: a set from a Partial(%s) input reads so\n",
+			t.Name, pi.Type, pi.Op, strings.Join(readersOf(p, t.Name), ", "), pi.Op); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readersOf lists the ops that read tensor name, as "op N".
+func readersOf(p *Plan, name string) []string {
+	var out []string
+	for i, op := range p.Ops {
+		if slices.Contains(op.Operands(), name) {
+			out = append(out, fmt.Sprintf("op %d", i))
+		}
+	}
+	return out
+}
+
+// Size renders a byte count for readers: "768 B", "1.5 KiB", "24 GiB"
+// (powers of 1024, as --max-bytes and --max-input accept them).
+func Size(n int64) string {
+	if n < 0 {
+		return fmt.Sprintf("%d B", n)
+	}
+	return humanize.IBytes(uint64(n))
+}
+
+// StepDevices renders who runs a step: its teams, each in brackets, for a
+// collective or a Slice (which has teams), else its devices.
+func StepDevices(s *Step) string {
+	if len(s.Teams) > 0 {
+		return teamsText(s.Teams)
+	}
+	return fmt.Sprint(s.Devices)
+}
+
+// PartialInput describes a fusion input that holds partial terms: its
+// logical axis 0, of the mesh axis's size, holds one term per device along
+// device type Type, and every op that reads it reduces those terms with Op.
+// A fusion input with a Partial(op) placement is one (the sets that read
+// it become these reductions), and so is an input that a fusion file
+// shards and reduces that way itself: the plan does not tell them apart.
+type PartialInput struct {
+	Op   string // sum, prod, max or min
+	Type string // the device type along which the terms lie
+}
+
+// PartialInputOf reports whether tensor name holds partial terms: a tensor
+// no op produces, whose logical axis 0 is parallelized on a device type
+// whole (one term per device: the mesh axis's size), and that only
+// reductions over that axis read, all with one reduce op.
+func PartialInputOf(p *Plan, name string) (PartialInput, bool) {
+	var pi PartialInput
+	for _, op := range p.Ops {
+		if op.Output == name {
+			return pi, false
+		}
+		if !slices.Contains(op.Operands(), name) {
+			continue
+		}
+		if op.Input != name || op.Axis == nil || *op.Axis != 0 || !slices.Contains(ReduceOps, op.Op) || (pi.Op != "" && pi.Op != op.Op) {
+			return PartialInput{}, false
+		}
+		pi.Op = op.Op
+	}
+	if pi.Op == "" {
+		return pi, false
+	}
+	t, ok := tensorNamed(p, name)
+	if !ok || len(t.ReductionAxes) > 0 || len(t.Shape) == 0 {
+		return PartialInput{}, false
+	}
+	pi.Type, ok = wholeAxisZeroType(p, t)
+	return pi, ok
+}
+
+// wholeAxisZeroType is the device type that parallelizes t's logical axis
+// 0 unsplit, when one does and its mesh axis has axis 0's extent.
+func wholeAxisZeroType(p *Plan, t Tensor) (string, bool) {
+	origin := make([]int, len(t.Shape)) // logical axis of each loop axis; -1 once split or merged
+	for i := range origin {
+		origin[i] = i
+	}
+	for _, s := range t.Schedule {
+		switch {
+		case s.Split != nil, s.OuterSplit != nil:
+			a := splitAxis(s)
+			if a < 0 || a >= len(origin) {
+				return "", false
+			}
+			origin[a] = -1
+			origin = slices.Insert(origin, a, -1)
+		case s.Merge != nil:
+			a := s.Merge.Axis
+			if a < 0 || a+1 >= len(origin) {
+				return "", false
+			}
+			origin = slices.Replace(origin, a, a+2, -1)
+		case s.Reorder != nil:
+			if origin = reordered(origin, s.Reorder); origin == nil {
+				return "", false
+			}
+		case s.Parallelize != nil:
+			a, typ := s.Parallelize.Axis, s.Parallelize.Type
+			if a >= 0 && a < len(origin) && origin[a] == 0 && meshExtent(p, t.Mesh, typ) == t.Shape[0] {
+				return typ, true
+			}
+		}
+	}
+	return "", false
+}
+
+// meshExtent is the size of mesh's axis along device type typ, 0 when the
+// mesh has no such axis.
+func meshExtent(p *Plan, mesh, typ string) int {
+	m, ok := p.Meshes[mesh]
+	i := slices.Index(deviceTypes, typ)
+	if !ok || i < 0 || i >= len(m.Shape) {
+		return 0
+	}
+	return m.Shape[len(m.Shape)-1-i]
+}
+
+// tensorNamed finds a tensor of p by name.
+func tensorNamed(p *Plan, name string) (Tensor, bool) {
+	for _, t := range p.Tensors {
+		if t.Name == name {
+			return t, true
+		}
+	}
+	return Tensor{}, false
 }
 
 // writePropagated lists, after the steps, the tensors whose sharding
