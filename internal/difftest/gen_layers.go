@@ -17,10 +17,13 @@ import (
 // the same device type as an output axis: a ReduceScatter) — and their
 // operands with block shardings, with the sharding the output requires
 // (no resharding), or with the random schedules of the first kind (a
-// resharding set first). Now and then it breaks a rule on purpose (an
-// uneven, strided, nested or merged output; operands whose shapes do not
-// fit; a Partial input read by a layer op) and records it in
-// Case.Deliberate, so that every other rejection is a failure.
+// resharding set first). Reductions may split their reduced axis
+// (Partial(op) placements), and one case in five is in format 2, where
+// some outputs are left to propagation. Now and then the generator breaks
+// a rule on purpose (an uneven, strided, nested or merged output, or an
+// uneven split of k; operands whose shapes do not fit; a Partial input
+// read by another op than set) and records it in Case.Deliberate, so that
+// every other rejection of the lowering is a failure.
 
 // lt is a tensor of a layer chain that later ops may read.
 type lt struct {
@@ -84,6 +87,7 @@ func (d decl) write(b *strings.Builder) {
 	}
 }
 
+// dtypes are the element types drawn, float32 twice as often as another.
 var dtypes = []string{"float32", "float32", "float16", "bfloat16", "float64", "int32", "int64"}
 
 // layerChain draws a case of the second kind: an input t0 (a random
@@ -195,6 +199,11 @@ func (l *layerGen) input(shape []int, m genMesh, aligned []string, partialOK boo
 func (l *layerGen) declare(name string, m genMesh, withMesh bool, dtype string, shape []int, d decl) {
 	if !withMesh && dtype == "" && shape == nil && d.empty() {
 		return
+	}
+	if l.format2 && d.empty() && d.alloc != "" {
+		// An allocation needs a given sharding, and in format 2 a tensor
+		// that gives none of mesh, schedule or placements is propagated.
+		withMesh = true
 	}
 	b := &l.tensors
 	fmt.Fprintf(b, "  %s:\n", name)
