@@ -1,0 +1,86 @@
+package cli
+
+import (
+	"bytes"
+	"errors"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nvcomm/nvcomm/internal/cost"
+	"github.com/nvcomm/nvcomm/internal/explain"
+	"github.com/nvcomm/nvcomm/internal/lower"
+)
+
+type explainOptions struct {
+	policy   *enumFlag
+	color    *enumFlag
+	tensor   string
+	op       int
+	topology string
+}
+
+func newExplainCmd() *cobra.Command {
+	o := &explainOptions{
+		policy: newEnum(lower.Policies...).describe("the plan that moves the fewest bytes to the busiest device",
+			"nvFuser's lowering rules exactly"),
+		color: newEnum("auto", "always", "never").describe("on a terminal, unless NO_COLOR is set", "always", "never"),
+	}
+	cmd := &cobra.Command{
+		Use:   "explain FUSION|PLAN|-",
+		Short: "Show a plan: every tensor's sharding as a picture, every op's steps and why",
+		Long: `explain lowers a fusion file (or reads a plan) and shows, for every tensor, its
+mesh, its sharding in DTensor's notation (nvcomm's where DTensor has none: strided,
+nested, merged) and a picture of which devices hold which block; for every op, the
+shardings it goes between, its steps and why each was chosen, the bytes they move,
+their predicted time on a topology, and the lower bounds of both. Input starting
+with '{' is a plan; anything else a fusion file.`,
+		Example: `  nvcomm explain testdata/examples/megatron_mlp.yaml
+  nvcomm explain plan.json --tensor y
+  nvcomm explain fusion.yaml --op 2 --policy nvfuser
+  nvcomm explain fusion.yaml --topology none --color never`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd, args[0]) },
+	}
+	enumVar(cmd, o.policy, "policy", "lowering policy for a fusion file: optimal (fewest bytes to the busiest device) or nvfuser (nvFuser's rules)")
+	enumVar(cmd, o.color, "color", "colour the output: auto (on a terminal without NO_COLOR), always or never")
+	cmd.Flags().StringVar(&o.tensor, "tensor", "", "explain only the tensor `NAME`")
+	cmd.Flags().IntVar(&o.op, "op", -1, "explain only op `N` (0 is the first)")
+	cmd.Flags().StringVar(&o.topology, "topology", "default", "predict step times on the topology `FILE`, \"default\" (the built-in H200 one) or \"none\"")
+	return cmd
+}
+
+func (o *explainOptions) run(cmd *cobra.Command, arg string) error {
+	if o.op < -1 {
+		return usageError{errors.New("--op: must be an op's index (0 or more)")}
+	}
+	p, err := loadPlan(cmd, arg, lower.Policy(o.policy.value))
+	if err != nil {
+		return err
+	}
+	opts := explain.Options{Tensor: o.tensor, Op: o.op}
+	if err := opts.Check(p); err != nil {
+		return usageError{err}
+	}
+	if o.topology != "none" {
+		if opts.Topology, err = o.loadTopology(cmd); err != nil {
+			return err
+		}
+	}
+	out := cmd.OutOrStdout()
+	opts.Color = o.color.value == "always" || (o.color.value == "auto" && explain.ColorAuto(out))
+	var b bytes.Buffer
+	if err := explain.Write(&b, p, opts); err != nil {
+		return report(cmd, err)
+	}
+	_, err = out.Write(b.Bytes())
+	return err
+}
+
+// loadTopology reads --topology, reporting a bad file.
+func (o *explainOptions) loadTopology(cmd *cobra.Command) (*cost.Topology, error) {
+	t, err := loadTopology(cmd, o.topology)
+	if err != nil {
+		return nil, report(cmd, err)
+	}
+	return t, nil
+}

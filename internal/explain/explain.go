@@ -1,0 +1,226 @@
+// Package explain shows a plan to a person: for every tensor its mesh, its
+// sharding in DTensor's notation (in nvcomm's where DTensor has none) and a
+// picture of which devices hold which block, as JAX's
+// visualize_array_sharding and DTensor's visualize_sharding draw them; for
+// every op the shardings it goes between, its steps and why each was
+// chosen, the bytes they move, their predicted time and both bounds.
+//
+// It reads plans (internal/plan) and prices them with internal/cost; the
+// output is deterministic, coloured only when asked (see ColorAuto).
+package explain
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/dustin/go-humanize"
+
+	"github.com/nvcomm/nvcomm/internal/cost"
+	"github.com/nvcomm/nvcomm/internal/plan"
+)
+
+// Options select what Write explains and how.
+type Options struct {
+	// Tensor, when not empty, limits the output to that tensor (and, with
+	// Op, that op).
+	Tensor string
+	// Op, when not negative, limits the output to that op.
+	Op int
+	// Topology prices the steps; nil leaves times out.
+	Topology *cost.Topology
+	// Color paints the output with terminal colours.
+	Color bool
+}
+
+// All explains every tensor and op, priced on the default topology,
+// without colour.
+func All() Options { return Options{Op: -1, Topology: cost.Default()} }
+
+// Check reports a Tensor or Op that p does not have, naming what it has.
+func (o Options) Check(p *plan.Plan) error {
+	if o.Tensor != "" && !slices.ContainsFunc(p.Tensors, func(t plan.Tensor) bool { return t.Name == o.Tensor }) {
+		names := make([]string, len(p.Tensors))
+		for i, t := range p.Tensors {
+			names[i] = t.Name
+		}
+		return fmt.Errorf("no tensor %q in %s (tensors: %s)", o.Tensor, p.Fusion, strings.Join(names, ", "))
+	}
+	if o.Op >= len(p.Ops) {
+		return fmt.Errorf("no op %d in %s: it has ops 0 to %d", o.Op, p.Fusion, len(p.Ops)-1)
+	}
+	return nil
+}
+
+// explainer holds what every part of the output needs.
+type explainer struct {
+	p     *plan.Plan
+	o     Options
+	st    *styles
+	sh    map[string]*sharding // nil for a tensor whose schedule does not replay
+	errs  map[string]error
+	times map[int]cost.StepTime // by step id; empty without a topology
+	price error                 // why the plan could not be priced
+}
+
+// Write explains p as o asks.
+func Write(w io.Writer, p *plan.Plan, o Options) error {
+	if err := o.Check(p); err != nil {
+		return err
+	}
+	e := &explainer{p: p, o: o, st: newStyles(o.Color), sh: map[string]*sharding{}, errs: map[string]error{}, times: map[int]cost.StepTime{}}
+	for _, t := range p.Tensors {
+		e.sh[t.Name], e.errs[t.Name] = analyze(p, t)
+	}
+	if o.Topology != nil {
+		e.prices()
+	}
+	var b strings.Builder
+	e.summary(&b)
+	if o.Tensor != "" || o.Op < 0 {
+		e.tensors(&b)
+	}
+	if o.Op >= 0 || o.Tensor == "" {
+		e.ops(&b)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// prices predicts every step's time.
+func (e *explainer) prices() {
+	pr, err := cost.Predict(e.o.Topology, e.p)
+	if err != nil {
+		e.price = err
+		return
+	}
+	for _, st := range pr.Steps {
+		e.times[st.Step] = st
+	}
+}
+
+// summary writes the plan's headline: its size, the bytes the busiest
+// device receives against the bound, and the predicted time.
+func (e *explainer) summary(b *strings.Builder) {
+	p, st := e.p, e.st
+	fmt.Fprintf(b, "%s (policy %s): %s, %s, %s (%s, %d local)\n",
+		st.paint(st.name, p.Fusion), p.Policy, count(len(p.Tensors), "tensor"), count(len(p.Ops), "op"), count(len(p.Steps), "step"),
+		count(p.Summary.Collectives, "collective"), p.Summary.LocalSteps)
+	ratio := "-"
+	if r := p.Summary.BytesRatio; r != nil {
+		ratio = fmt.Sprintf("%.3g", *r)
+	}
+	fmt.Fprintf(b, "the busiest device receives %s (lower bound %s, ratio %s)", plan.Size(p.Summary.BytesReceivedMax), plan.Size(p.Summary.BytesLowerBound), ratio)
+	if t := e.o.Topology; t != nil && e.price == nil {
+		total, bound := e.opTime(func(*plan.Step) bool { return true })
+		fmt.Fprintf(b, "; predicted %s on topology %s (bound %s)", Seconds(total), t.Name, Seconds(bound))
+	} else if e.price != nil {
+		fmt.Fprintf(b, "; no prediction: %v", e.price)
+	}
+	b.WriteString("\n")
+	for _, name := range sortedKeys(p.Meshes) {
+		m := p.Meshes[name]
+		fmt.Fprintf(b, "mesh %s: shape %s, devices %s (%s)\n", st.paint(st.name, name), intList(m.Shape), deviceList(m.Devices), meshAxes(m))
+	}
+}
+
+// meshAxes names a mesh's axes by device type, outermost first.
+func meshAxes(m plan.Mesh) string {
+	parts := make([]string, len(m.Shape))
+	for d := range m.Shape {
+		parts[d] = fmt.Sprintf("axis %d: %s", d, typeOfDim(m, d))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// tensors writes every tensor, or the one asked for.
+func (e *explainer) tensors(b *strings.Builder) {
+	b.WriteString("\n" + e.st.paint(e.st.title, "Tensors") + "\n")
+	b.WriteString(e.st.paint(e.st.dim, "Pictures: a 2-D tensor's dim 0 down and dim 1 across (a 1-D tensor's dim 0 across), each block labelled\n"+
+		"with the ids of the devices that hold it; for more dims, each device's index ranges as Python slices\n"+
+		"(8:16 is 8 to 15, 1:16:4 every fourth from 1).") + "\n")
+	for _, t := range e.p.Tensors {
+		if e.o.Tensor == "" || e.o.Tensor == t.Name {
+			b.WriteString("\n")
+			e.tensor(b, t)
+		}
+	}
+}
+
+// tensor writes one tensor: its line, its sharding and its picture.
+func (e *explainer) tensor(b *strings.Builder, t plan.Tensor) {
+	st := e.st
+	s := e.sh[t.Name]
+	if s == nil {
+		fmt.Fprintf(b, "%s  %s %s on %s: %v\n", st.paint(st.name, t.Name), t.DType, intList(t.Shape), t.Mesh, e.errs[t.Name])
+		return
+	}
+	fmt.Fprintf(b, "%s  %s %s on %s, %s\n", st.paint(st.name, t.Name), t.DType, intList(s.valueShape()), t.Mesh, e.origin(t))
+	red := reduceOpOf(e.p, t.Name)
+	notation := "placements " + s.placements(red)
+	if !s.isDTensor(red) {
+		notation = "sharding (nvcomm's notation; DTensor has none) " + s.placements(red)
+	}
+	fmt.Fprintf(b, "  %s\n", st.paint(st.typ, notation))
+	for _, n := range s.notes(red) {
+		fmt.Fprintf(b, "  %s\n", n)
+	}
+	s.picture(b, st, "  ")
+}
+
+// valueShape is the extents of the value axes.
+func (s *sharding) valueShape() []int {
+	out := make([]int, len(s.Axes))
+	for i, ax := range s.Axes {
+		out[i] = ax.Extent
+	}
+	return out
+}
+
+// origin says where a tensor's sharding comes from: the fusion file, the
+// propagation of format 2, or nvcomm's resharding of an operand.
+func (e *explainer) origin(t plan.Tensor) string {
+	switch {
+	case t.Propagated:
+		return e.st.paint(e.st.dim, "propagated (format 2)")
+	case strings.Contains(t.Name, "/"):
+		return e.st.paint(e.st.dim, "inserted by nvcomm")
+	}
+	return "given"
+}
+
+// Seconds renders a time for readers with three significant digits and
+// an SI prefix: "12.3 µs", "1.5 ms"; "0 s" for none.
+func Seconds(x float64) string {
+	if x <= 0 || math.IsNaN(x) || math.IsInf(x, 0) {
+		return "0 s"
+	}
+	v, prefix := humanize.ComputeSI(x)
+	if v >= 999.5 { // rounds up to the next prefix's 1
+		v, prefix = humanize.ComputeSI(1000 * x / v)
+	}
+	return fmt.Sprintf("%.3g %ss", v, prefix)
+}
+
+// count renders n things: "1 op", "3 ops".
+func count(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
+}
+
+// intList renders xs as "[8, 16]".
+func intList(xs []int) string { return "[" + joinInts(xs, ", ") + "]" }
+
+// sortedKeys returns m's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

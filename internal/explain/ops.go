@@ -1,0 +1,227 @@
+package explain
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/nvcomm/nvcomm/internal/cost"
+	"github.com/nvcomm/nvcomm/internal/plan"
+)
+
+// ops writes every op, or the one asked for.
+func (e *explainer) ops(b *strings.Builder) {
+	b.WriteString("\n" + e.st.paint(e.st.title, "Ops") + "\n")
+	for i, op := range e.p.Ops {
+		if e.o.Op < 0 || e.o.Op == i {
+			b.WriteString("\n")
+			e.op(b, i, op)
+		}
+	}
+}
+
+// op writes one op: where its operands and output stand, why its
+// sharding changes, its steps with their reasons, and its totals.
+func (e *explainer) op(b *strings.Builder, i int, op plan.Op) {
+	st := e.st
+	fmt.Fprintf(b, "%s %s\n", st.paint(st.name, fmt.Sprintf("op %d:", i)), st.paint(st.name, op.Expr()))
+	for _, line := range e.opContext(i, op) {
+		fmt.Fprintf(b, "  %s\n", line)
+	}
+	steps := e.stepsOf(i)
+	if len(steps) == 0 {
+		b.WriteString("  no steps\n")
+		return
+	}
+	rows := [][]cell{{{"step", st.name}, {"type", st.name}, {"input -> output", st.name}, {"teams / devices", st.name},
+		{"received", st.name}, {"bound", st.name}, {"time", st.name}, {"why", st.name}}}
+	for k, s := range steps {
+		style := st.typ
+		if s.Kind == plan.KindCollective {
+			style = st.collective
+		}
+		recv, bound := "-", "-"
+		if s.Bytes != nil {
+			recv, bound = plan.Size(s.Bytes.ReceivedPerDevice), plan.Size(s.Bytes.LowerBound)
+		}
+		rows = append(rows, []cell{{fmt.Sprint(s.ID), nil}, {s.Type, style},
+			{strings.Join(s.Operands(), ", ") + " -> " + s.Output, nil}, {plan.StepDevices(s), nil},
+			{recv, nil}, {bound, nil}, {e.stepTime(s), nil}, {e.reason(op, steps, k), st.dim}})
+	}
+	st.writeTable(b, "  ", rows)
+	fmt.Fprintf(b, "  %s\n", e.opTotals(steps))
+}
+
+// stepsOf returns the steps of op i, in order.
+func (e *explainer) stepsOf(i int) []*plan.Step {
+	var out []*plan.Step
+	for k := range e.p.Steps {
+		if e.p.Steps[k].Op == i {
+			out = append(out, &e.p.Steps[k])
+		}
+	}
+	return out
+}
+
+// stepTime is a step's predicted time, or "-" without a prediction.
+func (e *explainer) stepTime(s *plan.Step) string {
+	t, ok := e.times[s.ID]
+	if !ok {
+		return "-"
+	}
+	return Seconds(t.Seconds)
+}
+
+// opTotals sums an op's bytes and times: what the busiest device of each
+// step receives against the steps' bounds, the predicted time against the
+// time the bound takes at the links' bandwidth.
+func (e *explainer) opTotals(steps []*plan.Step) string {
+	var recv, bound int64
+	for _, s := range steps {
+		if s.Bytes != nil {
+			recv += s.Bytes.ReceivedPerDevice
+			bound += s.Bytes.LowerBound
+		}
+	}
+	moved := "moves nothing between devices"
+	if recv > 0 || bound > 0 {
+		moved = fmt.Sprintf("receives %s on the busiest device of each step (lower bound %s)", plan.Size(recv), plan.Size(bound))
+	}
+	if len(e.times) == 0 {
+		return moved
+	}
+	total, tb := e.opTime(func(s *plan.Step) bool { return slices.Contains(steps, s) })
+	return fmt.Sprintf("%s; predicted %s (bound %s)", moved, Seconds(total), Seconds(tb))
+}
+
+// opTime sums the predicted time of the steps in, and their time bound:
+// each collective's lower-bound bytes received at its link's bus
+// bandwidth, which no plan beats (local steps bound at zero).
+func (e *explainer) opTime(in func(*plan.Step) bool) (total, bound float64) {
+	for k := range e.p.Steps {
+		s := &e.p.Steps[k]
+		t, ok := e.times[s.ID]
+		if !ok || !in(s) {
+			continue
+		}
+		total += t.Seconds
+		if bw := e.bandwidth(t.Link, s.Type); s.Bytes != nil && s.Bytes.LowerBound > 0 && bw > 0 {
+			bound += float64(s.Bytes.LowerBound) / (bw * 1e9)
+		}
+	}
+	return total, bound
+}
+
+// bandwidth is the bus bandwidth of a collective type on a link class, in
+// GB/s: the larger of its lines'; 0 when it has none.
+func (e *explainer) bandwidth(link, typ string) float64 {
+	l := e.o.Topology.NVLink
+	if link == cost.LinkNetwork {
+		l = e.o.Topology.Network
+	}
+	bw := l.For(typ).Bandwidth
+	if p := l.For(typ).LowLatency; p != nil {
+		bw = max(bw, p.Bandwidth)
+	}
+	return bw
+}
+
+// opContext says where the op's tensors stand and what changes between
+// them: for a set or a reduction, the producer's and the consumer's
+// shardings and the mesh axes along which they differ; for a layer op, its
+// operands, which of them nvcomm resharded, and its output.
+func (e *explainer) opContext(i int, op plan.Op) []string {
+	var lines []string
+	if strings.HasSuffix(op.Output, "/resharded") || strings.Contains(op.Output, "/resharded.") {
+		lines = append(lines, e.reshardedFor(i, op)...)
+	}
+	out := e.sh[op.Output]
+	if out == nil {
+		return lines
+	}
+	red := reduceOpOf(e.p, op.Output)
+	ins := op.Operands()
+	for _, name := range ins {
+		if s := e.sh[name]; s != nil {
+			lines = append(lines, fmt.Sprintf("reads  %s %s on %s%s", name, s.placements(reduceOpOf(e.p, name)), s.Tensor.Mesh, e.reshardedNote(name)))
+		}
+	}
+	lines = append(lines, fmt.Sprintf("writes %s %s on %s", op.Output, out.placements(red), out.Tensor.Mesh))
+	if len(ins) == 1 && (op.Op == "set" || slices.Contains(plan.ReduceOps, op.Op)) {
+		if in := e.sh[ins[0]]; in != nil {
+			var r *reduction
+			if op.Op != "set" && op.Axis != nil {
+				r = &reduction{Dim: *op.Axis, Op: op.Op}
+			}
+			lines = append(lines, changes(in, out, reduceOpOf(e.p, ins[0]), red, r)...)
+		}
+	}
+	if len(out.Reduced) > 0 && (op.Op == "matmul" || op.Op == "linear") {
+		lines = append(lines, fmt.Sprintf("k, the summed dim, is split along %s: each device multiplies its slices of k, and the partial products are summed", typesOf(out.Reduced)))
+	}
+	return lines
+}
+
+// reshardedNote marks an operand that a resharding set made.
+func (e *explainer) reshardedNote(name string) string {
+	for k, op := range e.p.Ops {
+		if op.Output == name && strings.Contains(name, "/resharded") {
+			return fmt.Sprintf(" (resharded from %s by op %d)", op.Input, k)
+		}
+	}
+	return ""
+}
+
+// reshardedFor explains a set that nvcomm inserted: which op needs its
+// operand sharded otherwise, and how.
+func (e *explainer) reshardedFor(i int, op plan.Op) []string {
+	for k, user := range e.p.Ops {
+		if k > i && slices.Contains(user.Operands(), op.Output) {
+			return []string{fmt.Sprintf("inserted by nvcomm: op %d computes each device's block of %s from the blocks it holds, which needs %s sharded otherwise",
+				k, user.Output, op.Input)}
+		}
+	}
+	return []string{"inserted by nvcomm to reshard " + op.Input}
+}
+
+// changes lists the mesh axes along which a set's or a reduction's
+// producer and consumer differ, and a change of mesh; r is the reduction
+// (nil for a set), whose output numbers the dims without the reduced one.
+func changes(in, out *sharding, inRed, outRed string, r *reduction) []string {
+	var lines []string
+	if in.Tensor.Mesh != out.Tensor.Mesh {
+		lines = append(lines, fmt.Sprintf("changes mesh: %s (devices %s) -> %s (devices %s)",
+			in.Tensor.Mesh, deviceList(in.Mesh.Devices), out.Tensor.Mesh, deviceList(out.Mesh.Devices)))
+		return lines
+	}
+	for dim := range out.Mesh.Shape {
+		a, b := in.placementAfter(dim, inRed, r), out.complete().placement(dim, outRed)
+		if a != b {
+			lines = append(lines, fmt.Sprintf("changes mesh axis %d (%s, %d devices): %s -> %s", dim, typeOfDim(out.Mesh, dim), out.Mesh.Shape[dim], a, b))
+		}
+	}
+	if r != nil {
+		lines = append(lines, fmt.Sprintf("(%s's placements as the %s over its dim %d sees them: a split of that dim is a partial result)", in.Tensor.Name, r.Op, r.Dim))
+	}
+	if len(lines) == 0 {
+		lines = append(lines, "changes no mesh axis")
+	}
+	return lines
+}
+
+// complete is the sharding of the tensor's values once the op that
+// produces it has combined its partial results: without them.
+func (s *sharding) complete() *sharding {
+	c := *s
+	c.Reduced = nil
+	return &c
+}
+
+// typesOf names the device types of digits.
+func typesOf(ds []digit) string {
+	names := make([]string, len(ds))
+	for i, d := range ds {
+		names[i] = d.Type
+	}
+	return strings.Join(names, " and ")
+}
