@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nvcomm/nvcomm/internal/cost"
+	"github.com/nvcomm/nvcomm/internal/explain"
 	"github.com/nvcomm/nvcomm/internal/plan"
 	"github.com/nvcomm/nvcomm/internal/sim"
 )
@@ -58,13 +59,13 @@ func writeSimulation(cmd *cobra.Command, format string, res *sim.Result, pred *c
 // writePrediction prints every step's predicted time and the total.
 func writePrediction(w io.Writer, pr *cost.Prediction) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "step\ttype\tlink\tsize (B)\tpredicted (us)\n")
+	fmt.Fprintf(tw, "step\ttype\tlink\tsize\tpredicted\n")
 	for _, s := range pr.Steps {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%.1f\n", s.Step, s.Type, s.Link, s.Bytes, s.Seconds*1e6)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", s.Step, s.Type, s.Link, plan.Size(s.Bytes), explain.Seconds(s.Seconds))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "predicted total: %.1f us (topology %s)\n", pr.Total*1e6, pr.Topology)
+	_, err := fmt.Fprintf(w, "predicted total: %s (topology %s)\n", explain.Seconds(pr.Total), pr.Topology)
 	return err
 }
