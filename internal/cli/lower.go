@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nvcomm/nvcomm/internal/explain"
 	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/lower"
 	"github.com/nvcomm/nvcomm/internal/plan"
@@ -18,7 +19,8 @@ type lowerOptions struct {
 
 func newLowerCmd() *cobra.Command {
 	o := &lowerOptions{
-		format: newEnum("json", "text").describe("the plan as JSON (docs/plan.md)", "the plan as tables"),
+		format: newEnum("json", "text", "dot").describe("the plan as JSON (docs/plan.md)", "the plan as tables",
+			"the plan as a Graphviz graph (dot -Tsvg)"),
 		policy: newEnum(lower.Policies...).describe("the plan that moves the fewest bytes to the busiest device",
 			"nvFuser's lowering rules exactly"),
 	}
@@ -40,9 +42,12 @@ each moves (JSON, docs/plan.md). Errors point at file:line:col.`,
 				return err
 			}
 			var b bytes.Buffer
-			if o.format.value == "text" {
+			switch o.format.value {
+			case "text":
 				err = plan.WriteText(&b, p)
-			} else {
+			case "dot":
+				err = explain.WriteDot(&b, p)
+			default:
 				err = plan.Encode(&b, p)
 			}
 			if err != nil {
@@ -53,7 +58,7 @@ each moves (JSON, docs/plan.md). Errors point at file:line:col.`,
 	}
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", "write the plan to `FILE` (atomically) instead of standard output")
 	fileFlag(cmd, "output")
-	enumVar(cmd, o.format, "format", "output format: json (the plan) or text (tables for reading)")
+	enumVar(cmd, o.format, "format", "output format: json (the plan), text (tables for reading) or dot (a Graphviz graph)")
 	enumVar(cmd, o.policy, "policy", "lowering policy: optimal (fewest bytes to the busiest device) or nvfuser (nvFuser's rules)")
 	return cmd
 }

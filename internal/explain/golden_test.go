@@ -3,6 +3,7 @@ package explain
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -61,4 +62,82 @@ func decode(t *testing.T, path string) *plan.Plan {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// TestDotGolden compares the Graphviz graph of two examples with
+// testdata/NAME.dot, and checks every example's graph: braces balance and
+// every edge joins declared nodes.
+func TestDotGolden(t *testing.T) {
+	plans, _ := filepath.Glob("../../testdata/examples/*.optimal.json")
+	for _, path := range plans {
+		name := strings.TrimSuffix(filepath.Base(path), ".optimal.json")
+		var b bytes.Buffer
+		if err := WriteDot(&b, decode(t, path)); err != nil {
+			t.Fatal(err)
+		}
+		checkDot(t, name, b.String())
+		if name != "megatron_mlp" && name != "sequence_parallel_mlp" {
+			continue
+		}
+		golden := filepath.Join("testdata", name+".dot")
+		if update {
+			if err := os.WriteFile(golden, b.Bytes(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		want, err := os.ReadFile(golden)
+		if err != nil {
+			t.Fatalf("%v (NVCOMM_UPDATE=1 writes it)", err)
+		}
+		if diff := cmp.Diff(string(want), b.String()); diff != "" {
+			t.Errorf("dot %s (-want +got):\n%s", name, diff)
+		}
+	}
+}
+
+// checkDot checks a graph's structure without Graphviz.
+func checkDot(t *testing.T, name, dot string) {
+	t.Helper()
+	if strings.Count(dot, "{") != strings.Count(dot, "}") {
+		t.Errorf("%s: unbalanced braces", name)
+	}
+	nodes := map[string]bool{}
+	for line := range strings.Lines(dot) {
+		line = strings.TrimSpace(line)
+		if id, rest, ok := strings.Cut(line, " ["); ok && !strings.Contains(id, "->") && strings.HasPrefix(rest, "shape=") {
+			nodes[id] = true
+		}
+	}
+	for line := range strings.Lines(dot) {
+		from, rest, ok := strings.Cut(strings.TrimSpace(line), " -> ")
+		if !ok {
+			continue
+		}
+		to, _, _ := strings.Cut(rest, " [")
+		if !nodes[from] || !nodes[to] {
+			t.Errorf("%s: edge %s -> %s joins an undeclared node", name, from, to)
+		}
+	}
+}
+
+// TestDotRenders runs Graphviz on every example's graph where it is
+// installed (Debian's graphviz package).
+func TestDotRenders(t *testing.T) {
+	dot, err := exec.LookPath("dot")
+	if err != nil {
+		t.Skip("no Graphviz dot in PATH (apt-get install graphviz)")
+	}
+	plans, _ := filepath.Glob("../../testdata/examples/*.optimal.json")
+	for _, path := range plans {
+		var b bytes.Buffer
+		if err := WriteDot(&b, decode(t, path)); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(dot, "-Tsvg")
+		cmd.Stdin = &b
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("%s: dot: %v\n%.500s", path, err, out)
+		}
+	}
 }
