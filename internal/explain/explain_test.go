@@ -242,3 +242,16 @@ func TestColorAuto(t *testing.T) {
 		t.Error("colour with NO_COLOR")
 	}
 }
+
+// TestFourDimMesh: a mesh of more axes than device types (no valid plan
+// has one) names its axes by number rather than failing.
+func TestFourDimMesh(t *testing.T) {
+	p := onePlan(plan.Mesh{Shape: []int{1, 1, 1, 2}, Devices: []int{0, 1}}, plan.Tensor{Shape: []int{4}})
+	var b bytes.Buffer
+	if err := Write(&b, p, All()); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "axis 0: mesh axis 0") {
+		t.Errorf("no numbered axis:\n%s", b.String())
+	}
+}

@@ -124,6 +124,9 @@ func checkDot(t *testing.T, name, dot string) {
 // TestDotRenders runs Graphviz on every example's graph where it is
 // installed (Debian's graphviz package).
 func TestDotRenders(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs Graphviz 27 times")
+	}
 	dot, err := exec.LookPath("dot")
 	if err != nil {
 		t.Skip("no Graphviz dot in PATH (apt-get install graphviz)")

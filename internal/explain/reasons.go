@@ -38,7 +38,7 @@ func (e *explainer) collectiveReason(op plan.Op, s *plan.Step) string {
 	along, axis := e.along(s), axisText(s)
 	switch s.Type {
 	case plan.Allgather:
-		return fmt.Sprintf("%s is split along %s and wanted whole: each device receives the %d other blocks of its team", axis, along, teamSize(s)-1)
+		return fmt.Sprintf("%s is split along %s and wanted whole: each device receives the %s of its team", axis, along, others(teamSize(s)-1))
 	case plan.AllToAll:
 		return fmt.Sprintf("the split along %s moves from %s to another dim: each device sends every other member one block", along, axis)
 	case plan.Allreduce, plan.ReduceScatter, plan.Reduce:
@@ -187,6 +187,14 @@ func rootText(s *plan.Step) string {
 		return "?"
 	}
 	return fmt.Sprint(*s.Root)
+}
+
+// others words the blocks of a team's n other members.
+func others(n int) string {
+	if n == 1 {
+		return "other block"
+	}
+	return fmt.Sprintf("%d other blocks", n)
 }
 
 // teamSize is the size of a step's first team.

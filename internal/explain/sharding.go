@@ -196,7 +196,10 @@ func meshDim(m plan.Mesh, typ string) int {
 
 // typeOfDim is the device type of mesh axis dim.
 func typeOfDim(m plan.Mesh, dim int) string {
-	return deviceTypes[len(m.Shape)-1-dim]
+	if i := len(m.Shape) - 1 - dim; i >= 0 && i < len(deviceTypes) {
+		return deviceTypes[i]
+	}
+	return fmt.Sprintf("mesh axis %d", dim) // no device type: not a valid plan
 }
 
 // coords are the mesh coordinates of the device at flat position k.
