@@ -48,6 +48,7 @@ var goldens = map[string]struct {
 		Predicted: []float64{2.73e-05}, Topology: "h200"}},
 	"L-03_gather_root_appended":         {"../../testdata/conformance/L-03_gather_root_appended.json", Options{Seed: 3}},
 	"L-22_reduce_scatter_noncontiguous": {"../../testdata/conformance/L-22_reduce_scatter_noncontiguous.json", Options{}},
+	"layers_linear_row_parallel":        {"testdata/layers_linear_row_parallel.json", Options{}},
 }
 
 // runtimeMarker stands for runtime.py in the golden programs.
@@ -104,11 +105,16 @@ func TestPyString(t *testing.T) {
 	}
 }
 
-// allPlans lists every plan of the conformance corpus and the examples.
+// planDirs hold the plans every test exports: the examples, the
+// conformance corpus, and this package's hand-written plans of layer ops
+// (which no lowering writes yet).
+var planDirs = []string{"../../testdata/examples", "../../testdata/conformance", "testdata"}
+
+// allPlans lists every plan of planDirs.
 func allPlans(t *testing.T) []string {
 	t.Helper()
 	var files []string
-	for _, dir := range []string{"../../testdata/examples", "../../testdata/conformance"} {
+	for _, dir := range planDirs {
 		fs, err := filepath.Glob(filepath.Join(dir, "*.json"))
 		if err != nil {
 			t.Fatal(err)
@@ -168,10 +174,11 @@ func TestProgramsRunGloo(t *testing.T) {
 	}
 	py := stdcmp.Or(os.Getenv("PYTHON"), "python3")
 	dir := t.TempDir()
+	plans := allPlans(t)
 	for i, prog := range writePrograms(t, dir) {
 		name := strings.TrimSuffix(filepath.Base(prog), ".py")
 		t.Run(name, func(t *testing.T) {
-			n := maxDevice(readPlan(t, filepath.Join(planDir(name), name+".json"))) + 1
+			n := maxDevice(readPlan(t, plans[i])) + 1
 			out, err := launch(py, n, 29600+i%200, prog, "--backend", "gloo")
 			if err != nil || !bytes.Contains(out, []byte("\nPASS\n")) {
 				t.Errorf("%v\n%s", err, out)
@@ -216,9 +223,16 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 	return s.w.Write(p)
 }
 
-func planDir(name string) string {
-	if _, err := os.Stat(filepath.Join("../../testdata/examples", name+".json")); err == nil {
-		return "../../testdata/examples"
+// TestLayerPlansValid: the hand-written plans of testdata pass plan.Validate,
+// so that the programs they export run plans nvcomm accepts.
+func TestLayerPlansValid(t *testing.T) {
+	files, err := filepath.Glob("testdata/*.json")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no plans in testdata: %v", err)
 	}
-	return "../../testdata/conformance"
+	for _, f := range files {
+		if probs := plan.Validate(readPlan(t, f)); probs != nil {
+			t.Errorf("%s: %v", f, probs)
+		}
+	}
 }

@@ -35,6 +35,11 @@ def step_error(s, msg):
     return PlanError("step %d (%s): %s" % (s["id"], s["type"], msg))
 
 
+def operands(x):
+    """The buffers (tensors) an op or a step reads: "inputs" for several, else "input"."""
+    return x.get("inputs") or [x.get("input")]
+
+
 # --- input data: SplitMix64, exactly as internal/sim (docs/simulate.md) ------
 
 _M64 = (1 << 64) - 1
@@ -289,7 +294,7 @@ class Plan:
             self.shards[t["name"]] = Shard(t, p["meshes"][t["mesh"]])
         self.produced = {o["output"] for o in p["ops"]}
         for k, o in enumerate(p["ops"]):
-            if o["input"] not in self.tensors or o["output"] not in self.tensors:
+            if any(t not in self.tensors for t in operands(o)) or o["output"] not in self.tensors:
                 raise PlanError("op %d: unknown tensor" % k)
         self.inputs = [t["name"] for t in p["tensors"] if t["name"] not in self.produced]
         self.last = {}
@@ -354,12 +359,13 @@ class Plan:
             raise step_error(s, "a local step needs at least one device")
         if len(set(devs)) != len(devs):
             raise step_error(s, "a device is listed twice")
-        out = local_count(s)
+        out, reads = local_count(s)
         for d in devs:
-            if (d, s["input"]) not in held:
-                raise step_error(s, "device %d has no buffer %r" % (d, s["input"]))
-            if held[(d, s["input"])] != s["count"]["input"]:
-                raise step_error(s, "buffer %r on device %d has %d elements, count.input is %d" % (s["input"], d, held[(d, s["input"])], s["count"]["input"]))
+            for name, n in zip(operands(s), reads):
+                if (d, name) not in held:
+                    raise step_error(s, "device %d has no buffer %r" % (d, name))
+                if held[(d, name)] != n:
+                    raise step_error(s, "buffer %r on device %d has %d elements, the step reads %d" % (name, d, held[(d, name)], n))
             held[(d, s["output"])] = out
 
 
@@ -489,7 +495,9 @@ def collective_sizes(s, team, has, sizes):
 
 
 def local_count(s):
+    """The output count of a local step and the count it reads from each input, checked against its fields."""
     typ, n, dims = s["type"], s["count"]["input"], s.get("dims") or []
+    reads = [n]
     if typ == "Copy":
         want = n
     elif typ in ("Permute", "LocalReduce"):
@@ -506,11 +514,55 @@ def local_count(s):
             if s.get("reduce_op") not in REDUCE_OPS:
                 raise step_error(s, "reduce_op must be one of sum, prod, max, min")
             want = n // max(math.prod(dims[k] for k in rd), 1)
+    elif typ == "Matmul":
+        want, reads = matmul_counts(s)
+    elif typ == "Pointwise":
+        want, reads = pointwise_counts(s)
     else:
         raise step_error(s, "unknown step type")
+    if typ not in ("Matmul", "Pointwise") and len(operands(s)) != 1:
+        raise step_error(s, "a %s reads one buffer" % typ)
     if s["count"]["output"] != want:
         raise step_error(s, "count.output is %d, expected %d" % (s["count"]["output"], want))
-    return want
+    return want, reads
+
+
+def matmul_counts(s):
+    """A Matmul's output count and what it reads from A [Bt, M, K] and B [Bt, K, N] (or [K, N])."""
+    dims = s.get("dims") or []
+    if len(dims) != 4 or any(x < 1 for x in dims) or len(operands(s)) != 2:
+        raise step_error(s, "a Matmul reads inputs [A, B] with dims [Bt, M, K, N] of positive extents, got %r and %r" % (operands(s), dims))
+    bt, m, k, n = dims
+    if s["count"]["input"] != bt * m * k:
+        raise step_error(s, "count.input is %d, expected Bt*M*K = %d" % (s["count"]["input"], bt * m * k))
+    return bt * m * n, [bt * m * k, (1 if s.get("broadcast_b") else bt) * k * n]
+
+
+# Pointwise functions: arity, and the torch function on operands broadcast to each other.
+POINTWISE = {
+    "add": (2, torch.add), "sub": (2, torch.sub), "mul": (2, torch.mul),
+    "maximum": (2, torch.maximum), "minimum": (2, torch.minimum),
+    "relu": (1, lambda x: x.clamp_min(0)), "neg": (1, torch.neg), "abs": (1, torch.abs),
+    "copy": (1, lambda x: x),
+}
+
+
+def pointwise_counts(s):
+    """A Pointwise's output count and what it reads from each input (its input_dims)."""
+    fn, dims, ins = s.get("func"), s.get("dims") or [], operands(s)
+    if fn not in POINTWISE:
+        raise step_error(s, "func %r is not one of %s" % (fn, ", ".join(POINTWISE)))
+    if POINTWISE[fn][0] != len(ins):
+        raise step_error(s, "func %s takes %d inputs, got %d" % (fn, POINTWISE[fn][0], len(ins)))
+    idims = s.get("input_dims") or []
+    if any(x < 1 for x in dims) or len(idims) != len(ins):
+        raise step_error(s, "dims %r and input_dims %r must be positive, one input_dims per input" % (dims, idims))
+    for d in idims:
+        if len(d) != len(dims) or any(e != x and e != 1 for e, x in zip(d, dims)):
+            raise step_error(s, "input_dims %r do not broadcast to dims %r" % (d, dims))
+    if s["count"]["input"] != math.prod(idims[0]):
+        raise step_error(s, "count.input is %d, expected %d (input_dims[0])" % (s["count"]["input"], math.prod(idims[0])))
+    return math.prod(dims), [math.prod(d) for d in idims]
 
 
 # --- reference -----------------------------------------------------------------
@@ -529,24 +581,15 @@ class Reference:
             self._eval(o)
 
     def _eval(self, o):
-        x, shape = self.val[o["input"]], self.plan.shards[o["input"]].shape
-        lb, terms, out = self.log2bound[o["input"]], self.terms[o["input"]], o["output"]
-        if o["op"] == "set":
-            self.val[out] = x
-        else:
-            a = o["axis"]
-            if a is None or a < 0 or a >= len(shape):
-                raise PlanError("op %d (%s): axis must be a position among the input's non-reduction axes" % (o["index"], o["op"]))
-            self.val[out] = reduce_dims(o["op"], x.view(shape), [a]).reshape(-1)
-            n = shape[a]
-            lb = lb + math.log2(n) if o["op"] == "sum" else lb * n if o["op"] == "prod" else lb
-            terms *= n
-        want = list(shape)
-        if o["op"] != "set":
-            want = want[:o["axis"]] + want[o["axis"] + 1:]
-        if self.plan.shards[out].shape != want:
+        names, out = operands(o), o["output"]
+        shapes = [self.plan.shards[n].shape for n in names]
+        want = self.plan.shards[out].shape
+        y = apply_op(o, [self.val[n].view(sh) for n, sh in zip(names, shapes)], want)
+        if list(y.shape) != want:
             raise PlanError("op %d (%s): output %r has the wrong logical shape" % (o["index"], o["op"], out))
-        self.log2bound[out], self.terms[out] = lb, terms
+        self.val[out] = y.reshape(-1)
+        self.log2bound[out], self.terms[out] = op_bounds(
+            o, shapes, [self.log2bound[n] for n in names], [self.terms[n] for n in names])
 
     def tolerance(self, name, offs):
         """0 where every partial result is an integer the dtype holds exactly, else terms·2^-bits·Σ|x|."""
@@ -562,13 +605,89 @@ class Reference:
                 self.mag[name] = self.val[name].abs()
             else:
                 o = ops[name]
-                x = self._magnitude(o["input"])
-                if o["op"] == "set":
-                    self.mag[name] = x
-                else:
-                    op = "max" if o["op"] in ("max", "min") else o["op"]
-                    self.mag[name] = reduce_dims(op, x.view(self.plan.shards[o["input"]].shape), [o["axis"]]).reshape(-1)
+                xs = [self._magnitude(n).view(self.plan.shards[n].shape) for n in operands(o)]
+                self.mag[name] = apply_op(o, xs, self.plan.shards[name].shape, magnitude=True).reshape(-1)
         return self.mag[name]
+
+
+def _linear(x, w, bias=None):
+    return torch.nn.functional.linear(x, w, bias)
+
+
+def _same(x):
+    return x
+
+
+# The layer ops on global values in float64 (docs/plan.md, "ops"), and the
+# same combination of absolute values that bounds their rounding (Σ|x|).
+LAYER_OPS = {
+    "add": torch.add, "sub": torch.sub, "mul": torch.mul, "maximum": torch.maximum, "minimum": torch.minimum,
+    "relu": lambda x: x.clamp_min(0), "neg": torch.neg, "abs": torch.abs, "matmul": torch.matmul, "linear": _linear,
+}
+LAYER_MAGNITUDES = dict(LAYER_OPS, sub=torch.add, minimum=torch.maximum, relu=_same, neg=_same, abs=_same)
+ARITY = {"add": 2, "sub": 2, "mul": 2, "maximum": 2, "minimum": 2, "relu": 1, "neg": 1, "abs": 1,
+         "matmul": 2, "linear": (2, 3), "broadcast": 1, "set": 1, "sum": 1, "prod": 1, "max": 1, "min": 1}
+
+
+def apply_op(o, xs, out_shape, magnitude=False):
+    """Op o on its operands xs (global values viewed in their non-reduction shapes).
+
+    With magnitude, the same combination of absolute values: what the rounding of
+    an inexact result is bounded by (sub adds, minimum takes the larger, ...)."""
+    op = o["op"]
+    arity = ARITY.get(op)
+    if arity is None or len(xs) not in (arity if isinstance(arity, tuple) else (arity,)):
+        raise PlanError("op %d: %r with %d inputs is not an op" % (o["index"], op, len(xs)))
+    if op == "set":
+        return xs[0]
+    if op in REDUCE_OPS:
+        a = o.get("axis")
+        if a is None or a < 0 or a >= xs[0].dim():
+            raise PlanError("op %d (%s): axis must be a position among the input's non-reduction axes" % (o["index"], op))
+        return reduce_dims("max" if magnitude and op == "min" else op, xs[0], [a])
+    if op == "broadcast":
+        return broadcast_axes(o, xs[0], out_shape)
+    try:
+        return (LAYER_MAGNITUDES if magnitude else LAYER_OPS)[op](*xs)
+    except RuntimeError as e:  # operands whose shapes do not fit
+        raise PlanError("op %d (%s): %s" % (o["index"], op, e))
+
+
+def broadcast_axes(o, x, out_shape):
+    """x with new axes at o's axes (positions in the output), expanded to out_shape."""
+    axes = o.get("axes") or []
+    if sorted(set(axes)) != axes or len(out_shape) != x.dim() + len(axes) or any(a < 0 or a >= len(out_shape) for a in axes):
+        raise PlanError("op %d (broadcast): axes %r are not increasing positions among the output's %d axes" % (o["index"], axes, len(out_shape)))
+    view = list(x.shape)
+    for a in axes:
+        view.insert(a, 1)
+    try:
+        return x.reshape(view).expand(out_shape)
+    except RuntimeError as e:
+        raise PlanError("op %d (broadcast): %s" % (o["index"], e))
+
+
+def op_bounds(o, shapes, lbs, terms):
+    """log2 of a bound on every partial result's magnitude, and the number of roundings
+    an inexact result may carry (L of the tolerance), from those of the operands."""
+    op = o["op"]
+    if op in REDUCE_OPS:
+        n = shapes[0][o["axis"]]
+        lb = lbs[0] + math.log2(n) if op == "sum" else lbs[0] * n if op == "prod" else lbs[0]
+        return lb, terms[0] * n
+    if op in ("add", "sub"):
+        return max(lbs) + 1, sum(terms)
+    if op in ("maximum", "minimum"):
+        return max(lbs), max(terms)
+    if op == "mul":
+        return sum(lbs), sum(terms) + 1
+    if op in ("matmul", "linear"):
+        k = shapes[0][-1]
+        lb, n = lbs[0] + lbs[1] + math.log2(k), (terms[0] + terms[1] + 1) * k
+        if len(lbs) == 3:  # the bias, added after the sum
+            lb, n = max(lb, lbs[2]) + 1, n + terms[2]
+        return lb, n
+    return lbs[0], terms[0]  # set, relu, neg, abs, broadcast: no rounding
 
 
 def reduce_dims(op, x, dims):
@@ -639,7 +758,7 @@ def _unsupported(e):
 
 
 def attempt(name, fast, slow):
-    """Runs fast, or slow once fast has failed as unsupported by this backend (gloo)."""
+    """Runs fast, or slow once fast has failed as unsupported by this backend (gloo) or device (a dtype's kernel)."""
     if name not in _FALLBACK:
         try:
             return fast()
@@ -677,6 +796,10 @@ def prepare(ctx, s):
 
 
 def prepare_local(ctx, s):
+    if s["type"] == "Matmul":
+        return prepare_matmul(ctx, s)
+    if s["type"] == "Pointwise":
+        return prepare_pointwise(ctx, s)
     x, typ = ctx.bufs[s["input"]], s["type"]
     out = {}
 
@@ -688,6 +811,42 @@ def prepare_local(ctx, s):
         else:
             y = reduce_dims(s["reduce_op"], x.view(s["dims"]), s.get("reduce_dims") or [])
             out["y"] = y.to(x.dtype).reshape(-1)
+    return Exchange(comm, lambda: out["y"])
+
+
+def prepare_matmul(ctx, s):
+    """A [Bt, M, K] @ B [Bt, K, N] (or [K, N] for every batch), row-major [Bt, M, N]."""
+    bt, m, k, n = s["dims"]
+    a, b = (ctx.bufs[name] for name in operands(s))
+    a, b = a.view(bt, m, k), b.view(k, n) if s.get("broadcast_b") else b.view(bt, k, n)
+    out = {}
+
+    def comm():
+        out["y"] = in_dtype("matmul", torch.matmul, [a, b]).reshape(-1)
+    return Exchange(comm, lambda: out["y"])
+
+
+def in_dtype(name, fn, xs):
+    """fn on xs in their dtype, or, where the backend has no such kernel (integer
+    matmuls on CUDA, float16 on older CPUs), in float64 rounded back: exact
+    while every partial result is below 2^53, and a single rounding to the dtype
+    otherwise, as the dtype's own kernel rounds."""
+    dtype = xs[0].dtype
+
+    def slow():
+        y = fn(*(x.double() for x in xs))
+        return (y if dtype.is_floating_point else y.round()).to(dtype)
+    return attempt((name, dtype, xs[0].device.type), lambda: fn(*xs), slow)
+
+
+def prepare_pointwise(ctx, s):
+    """func on the inputs viewed as their input_dims, broadcast to dims, row-major."""
+    name, dims = s["func"], s.get("dims") or []
+    xs = [ctx.bufs[n].view(d) for n, d in zip(operands(s), s["input_dims"])]
+    out = {}
+
+    def comm():
+        out["y"] = in_dtype(name, POINTWISE[name][1], xs).expand(dims).contiguous().view(-1)
     return Exchange(comm, lambda: out["y"])
 
 
@@ -1026,6 +1185,8 @@ def main(argv=None, group_cache=None, out=sys.stdout):
 
 
 def run(args, group_cache, out):
+    # TF32 keeps 10 bits of a float32 operand: a Matmul of exact integers would round.
+    torch.backends.cuda.matmul.allow_tf32 = False
     rank, world = dist.get_rank(), dist.get_world_size()
     backend = dist.get_backend()
     dev = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")
