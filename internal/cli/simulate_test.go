@@ -128,7 +128,9 @@ ops:
 		},
 		"larger than the machine, default flag": {
 			fusion: huge, machine: true,
-			wantCode: cli.ExitInput, wantErr: "it needs about 6.0 TiB, more than the ",
+			// sim.Estimate: 2 TiB of reference, 1 TiB of input shards, 2 TiB
+			// of outputs (shards are enumerated run by run, no offsets).
+			wantCode: cli.ExitInput, wantErr: "it needs about 5.0 TiB, more than the ",
 		},
 		"larger than the flag": {
 			fusion: seedFusion, args: []string{"--max-bytes", "1000"},

@@ -16,9 +16,12 @@ import (
 //     the largest one per device and buffer name, a float64 an element
 //     rounded up to the allocator's size class, and the map entry that
 //     names it;
-//   - the offsets of the shard being enumerated (loading an input or
-//     checking an output), an int an element, in one scratch buffer as
-//     large as the largest shard;
+//   - the sorted offsets of the shard being enumerated (loading an input
+//     or checking an output), an int an element, in one scratch buffer as
+//     large as the largest shard that needs them: a tensor without
+//     allocation whose schedule merges on the way to an iterated axis
+//     (sharder.sortRuns). Every other shard is enumerated run by run,
+//     with no buffer that grows with it;
 //   - per device, its traffic total and bookkeeping; per team member of
 //     the largest step, the collective's scratch; per device a step or
 //     mesh lists, the plan's copy of it; per step, the plan's step and
@@ -53,7 +56,7 @@ const RuntimeBytes = 12 << 20
 type footprint struct {
 	reference int64 // elements of the global reference tensors
 	buffers   int64 // bytes of the largest buffer per device and name
-	transient int64 // elements of the largest shard enumerated
+	transient int64 // elements of the largest shard enumerated by sorting
 	entries   int64 // (device, buffer name) pairs
 	devices   int64 // distinct devices of every mesh and step
 	members   int64 // team members and devices of the largest step
@@ -120,8 +123,10 @@ func (w *world) footprint() footprint {
 		info := w.tensors[t.Name]
 		f.reference = satAdd(f.reference, satProduct(info.shard.shape))
 		// Inputs are enumerated when loaded, every other tensor (an op's
-		// output) when checked.
-		f.transient = max(f.transient, info.shard.maxElements())
+		// output) when checked; only sorted enumeration holds offsets.
+		if info.shard.sortRuns {
+			f.transient = max(f.transient, info.shard.maxElements())
+		}
 		if w.isInput(t.Name) {
 			write(t.Name, info.mesh.Devices, info.shard.maxElements())
 		}

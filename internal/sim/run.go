@@ -99,7 +99,6 @@ func Run(p *plan.Plan, opts Options) (*Result, error) {
 		return nil, err
 	}
 	m := newMachine(f.entries)
-	w.scratch = make([]int, 0, f.transient)
 	w.load(m, ref)
 	return w.execute(m, ref)
 }
@@ -223,29 +222,61 @@ func (w *world) check(m *machine, ref map[string][]float64, op, step int) *Misma
 	name := w.p.Ops[op].Output
 	t := w.tensors[name]
 	for _, d := range t.mesh.Devices {
-		w.scratch = t.shard.appendOffsets(w.scratch[:0], d)
-		offs := w.scratch
+		n := t.shard.size(d, &w.scratch)
 		mis := &Mismatch{Op: op, Step: step, Tensor: name, Device: d, FlatIndex: -1}
 		buf, ok := m.get(d, name)
 		switch {
 		case !ok:
-			mis.Expected = float64(len(offs))
+			mis.Expected = float64(n)
 			mis.Reason = fmt.Sprintf("device %d holds no buffer %q", d, name)
 			return mis
-		case len(buf) != len(offs):
-			mis.Expected, mis.Actual = float64(len(offs)), float64(len(buf))
-			mis.Reason = fmt.Sprintf("size: the buffer has %d elements, the shard has %d", len(buf), len(offs))
+		case len(buf) != n:
+			mis.Expected, mis.Actual = float64(n), float64(len(buf))
+			mis.Reason = fmt.Sprintf("size: the buffer has %d elements, the shard has %d", len(buf), n)
 			return mis
 		}
-		want := ref[name]
-		for i, off := range offs {
-			if buf[i] != want[off] {
-				mis.FlatIndex, mis.LogicalIndex = i, unflatten(off, t.shard.shape)
-				mis.Expected, mis.Actual = want[off], buf[i]
-				mis.Reason = "value differs"
-				return mis
-			}
+		if i, off, ok := w.firstDifference(t.shard, d, buf, ref[name]); !ok {
+			mis.FlatIndex, mis.LogicalIndex = i, unflatten(off, t.shard.shape)
+			mis.Expected, mis.Actual = ref[name][off], buf[i]
+			mis.Reason = "value differs"
+			return mis
 		}
 	}
 	return nil
+}
+
+// firstDifference compares device's buffer with its shard of want, run by
+// run. It returns true when they are equal, else the first differing
+// element's buffer position and offset in want.
+func (w *world) firstDifference(s *sharder, device int, buf, want []float64) (int, int, bool) {
+	pos, diff, off := 0, -1, 0
+	s.eachRun(device, &w.scratch, func(r run) bool {
+		if i := firstUnequal(buf[pos:pos+r.n], want, r); i >= 0 {
+			diff, off = pos+i, r.at(i)
+			return false
+		}
+		pos += r.n
+		return true
+	})
+	return diff, off, diff < 0
+}
+
+// firstUnequal returns the first position where got differs from the
+// elements of want that r lists, or -1.
+func firstUnequal(got, want []float64, r run) int {
+	if r.stride == 1 {
+		want = want[r.off : r.off+r.n] // one bounds check for the run
+		for i, v := range got {
+			if v != want[i] {
+				return i
+			}
+		}
+		return -1
+	}
+	for i, v := range got {
+		if v != want[r.at(i)] {
+			return i
+		}
+	}
+	return -1
 }

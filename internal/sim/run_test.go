@@ -126,6 +126,7 @@ func TestRunPasses(t *testing.T) {
 		"scatter to another mesh":                    scatterPlan(),
 		"gather to a root outside the mesh":          gatherPlan(),
 		"column-major output needs no final permute": columnMajorPlan(),
+		"merged shards, copied":                      mergedSetPlan(),
 	}
 	for name, p := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -28,9 +28,18 @@ type sharder struct {
 	role     []int
 	meshAxis []int
 	// order lists the loop positions to iterate, outermost first; sorted
-	// says the result is then sorted by logical index (no allocation).
+	// says the buffer is in row-major logical order (no allocation).
 	order  []int
 	sorted bool
+	// How shards are enumerated (planRuns): the loop positions iterated
+	// point by point, outermost first; the position iterated along a row
+	// (-1: none) with the splits from it to its logical axis and its
+	// stride in the logical offset; whether the offsets must be sorted.
+	outer    []int
+	inner    int
+	links    []link
+	stride   int
+	sortRuns bool
 }
 
 // Shard returns the elements of the global tensor t that device holds, in
@@ -42,11 +51,14 @@ func Shard(t plan.Tensor, m plan.Mesh, device int) ([][]int, error) {
 	if err != nil {
 		return nil, err
 	}
-	offs := s.offsets(device)
-	idx := make([][]int, len(offs))
-	for i, off := range offs {
-		idx[i] = unflatten(off, s.shape)
-	}
+	var idx [][]int
+	var scratch []int
+	s.eachRun(device, &scratch, func(r run) bool {
+		for i := range r.n {
+			idx = append(idx, unflatten(r.at(i), s.shape))
+		}
+		return true
+	})
 	return idx, nil
 }
 
@@ -74,6 +86,7 @@ func newSharder(t plan.Tensor, m plan.Mesh) (*sharder, error) {
 	if err := s.setOrder(t.Allocation); err != nil {
 		return nil, err
 	}
+	s.planRuns()
 	return s, nil
 }
 
@@ -132,52 +145,216 @@ func (s *sharder) setOrder(alloc []int) error {
 	return nil
 }
 
-// offsets returns device's elements in buffer order, as row-major offsets
-// into the global tensor's non-reduction shape.
-func (s *sharder) offsets(device int) []int {
-	if _, ok := s.at.position(device); !ok {
-		return nil
+// A run is a piece of a device's shard: n consecutive elements of its
+// buffer, holding the global tensor's elements at row-major offsets off,
+// off+stride, …, off+(n−1)·stride. Most shards are a few runs of stride 1,
+// moved with copy() rather than element by element (issue 13).
+type run struct{ off, stride, n int }
+
+// at returns the offset of the run's element i.
+func (r run) at(i int) int { return r.off + i*r.stride }
+
+// link is one split between a loop axis and its logical axis: the split's
+// input grows by step for every step of the loop axis.
+type link struct{ in, step int }
+
+// planRuns decides how shards are enumerated, once per tensor. A row is
+// every value of one loop axis, inner, with the others fixed. When inner
+// reaches its logical axis through splits only, a row is one run: the
+// logical offset grows by stride per step, and the row's valid points (a
+// split's input below its extent) are a prefix, whose length the links
+// give. The other iterated axes, outer, are enumerated point by point,
+// one replay a row. A merge on the way makes the offset non-affine: inner
+// is then -1 and every point is a row of one element.
+//
+// Without an allocation the buffer is in row-major logical order. When
+// every iterated axis reaches its logical axis through splits only,
+// iterating them by decreasing stride gives that order (a split's outer
+// part moves the offset by more than its whole inner part can), and
+// sortRuns stays false; with a merge on the way, the offsets are
+// enumerated and sorted.
+func (s *sharder) planRuns() {
+	s.inner = -1
+	for _, pos := range s.order {
+		if s.role[pos] == roleIterate && s.extentOf(pos) > 1 {
+			s.outer = append(s.outer, pos) // extent-1 axes stay 0
+		}
 	}
-	// Sized once: growing by append would briefly hold twice the shard.
-	return s.appendOffsets(make([]int, 0, s.maxElements()), device)
+	made := make(map[int]expr, len(s.d.exprs)) // IterDomain → the expr that made it
+	for _, e := range s.d.exprs {
+		for _, out := range e.out {
+			made[out] = e
+		}
+	}
+	strides := make(map[int]int, len(s.outer))
+	for _, pos := range s.outer {
+		_, stride, ok := s.chain(made, pos)
+		if !ok && s.sorted {
+			s.sortRuns = true
+			return
+		}
+		strides[pos] = stride
+	}
+	if s.sorted {
+		slices.SortStableFunc(s.outer, func(a, b int) int { return strides[b] - strides[a] })
+	}
+	if len(s.outer) == 0 {
+		return
+	}
+	last := s.outer[len(s.outer)-1]
+	if links, stride, ok := s.chain(made, last); ok {
+		s.inner, s.links, s.stride = last, links, stride
+		s.outer = s.outer[:len(s.outer)-1]
+	}
 }
 
-// appendOffsets is offsets appended to offs: a simulation enumerates every
-// device's shard into one scratch buffer, so that a million devices leave
-// no garbage behind (the memory estimate counts one shard).
-func (s *sharder) appendOffsets(offs []int, device int) []int {
+// chain follows the loop axis at pos back to its logical axis through
+// made, the expr that made each IterDomain. It returns the splits on the
+// way and how far one step of the axis moves the row-major logical
+// offset; ok is false when a merge is on the way.
+func (s *sharder) chain(made map[int]expr, pos int) (links []link, stride int, ok bool) {
+	id, step := s.d.loop[pos], 1
+	for e, found := made[id]; found; e, found = made[id] {
+		if e.kind == merge {
+			return nil, 0, false
+		}
+		if id == e.out[0] { // the outer part: a step moves the input by the inner extent
+			step *= s.d.ids[e.out[1]].extent
+		}
+		id = e.in[0]
+		links = append(links, link{in: id, step: step})
+	}
+	stride = step
+	for k := len(s.value) - 1; k >= 0 && s.d.logical[s.value[k]] != id; k-- {
+		stride *= s.shape[k]
+	}
+	return links, stride, true
+}
+
+// eachRun calls yield with device's shard, run by run in buffer order,
+// until yield returns false. Adjacent runs that continue one another are
+// joined. scratch is reused to sort the offsets of a tensor whose
+// enumeration order is not its buffer order (sortRuns).
+func (s *sharder) eachRun(device int, scratch *[]int, yield func(run) bool) {
+	vals, ok := s.deviceValues(device)
+	if !ok {
+		return
+	}
+	j := joiner{yield: yield}
+	if s.sortRuns {
+		offs := (*scratch)[:0]
+		s.rows(vals, func(r run) bool {
+			offs = append(offs, r.off) // rows of one element: inner is -1
+			return true
+		})
+		slices.Sort(offs)
+		*scratch = offs
+		for _, off := range offs {
+			if !j.add(run{off: off, stride: 1, n: 1}) {
+				return
+			}
+		}
+	} else if !s.rows(vals, j.add) {
+		return
+	}
+	j.flush()
+}
+
+// size returns the number of elements device holds.
+func (s *sharder) size(device int, scratch *[]int) int {
+	n := 0
+	s.eachRun(device, scratch, func(r run) bool {
+		n += r.n
+		return true
+	})
+	return n
+}
+
+// deviceValues returns the loop values with every device-parallel axis
+// fixed to device's coordinate, or false when device holds nothing: it is
+// outside the mesh, or its coordinate is beyond its axis's extent.
+func (s *sharder) deviceValues(device int) ([]int, bool) {
 	c, ok := s.at.coords(device)
 	if !ok {
-		return offs
+		return nil, false
 	}
 	vals := make([]int, len(s.d.ids))
-	ext := make([]int, len(s.order))
-	for k, pos := range s.order {
-		ext[k] = s.extentOf(pos)
-	}
 	for pos, id := range s.d.loop {
 		if s.role[pos] == roleDevice {
 			vals[id] = c[s.meshAxis[pos]]
 			if vals[id] >= s.d.ids[id].extent {
-				return offs // the device has no index on this axis
+				return nil, false
 			}
 		}
 	}
-	start := len(offs)
+	return vals, true
+}
+
+// rows calls yield with every row's run, rows in the order of the outer
+// axes, and reports whether yield always returned true. Every row replays
+// its first point; a hole there is a hole at every point of the row (a
+// split's input only grows along it).
+func (s *sharder) rows(vals []int, yield func(run) bool) bool {
+	ext := make([]int, len(s.outer))
+	for k, pos := range s.outer {
+		ext[k] = s.extentOf(pos)
+	}
+	inner, n := -1, 1
+	if s.inner >= 0 {
+		inner, n = s.d.loop[s.inner], s.extentOf(s.inner)
+	}
 	for point := range odometer(ext) {
-		for k, pos := range s.order {
-			if s.role[pos] == roleIterate {
-				vals[s.d.loop[pos]] = point[k]
-			}
+		for k, pos := range s.outer {
+			vals[s.d.loop[pos]] = point[k]
 		}
-		if off, ok := s.logicalOffset(vals); ok {
-			offs = append(offs, off)
+		if inner >= 0 {
+			vals[inner] = 0
+		}
+		off, ok := s.logicalOffset(vals)
+		if !ok {
+			continue
+		}
+		r := run{off: off, stride: max(s.stride, 1), n: n}
+		for _, l := range s.links {
+			r.n = min(r.n, ceilDiv(s.d.ids[l.in].extent-vals[l.in], l.step))
+		}
+		if !yield(r) {
+			return false
 		}
 	}
-	if s.sorted {
-		slices.Sort(offs[start:])
+	return true
+}
+
+// joiner joins runs that continue one another before passing them on.
+type joiner struct {
+	yield   func(run) bool
+	pending run // none while n is 0
+}
+
+// add takes the next run and reports whether to go on.
+func (j *joiner) add(r run) bool {
+	p := &j.pending
+	switch {
+	case p.n == 0:
+		*p = r
+		return true
+	case p.n == 1 && r.n == 1: // two elements make a run of any stride
+		p.stride, p.n = r.off-p.off, 2
+		return true
+	case r.off == p.at(p.n) && (r.n == 1 || r.stride == p.stride):
+		p.n += r.n
+		return true
 	}
-	return offs
+	ok := j.yield(*p)
+	*p = r
+	return ok
+}
+
+// flush passes on the last run.
+func (j *joiner) flush() {
+	if j.pending.n > 0 {
+		j.yield(j.pending)
+	}
 }
 
 // extentOf is how many values enumeration visits on a loop axis: its

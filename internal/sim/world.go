@@ -22,8 +22,13 @@ type world struct {
 	p        *plan.Plan
 	tensors  map[string]*tensorInfo
 	producer map[string]int
-	// scratch holds the offsets of the shard being loaded or checked,
-	// reused for every device and tensor.
+	// outputs are the tensors some op writes: an operand among them that
+	// no earlier op produced is produced later (one lookup, where a scan
+	// of the later ops made checking quadratic in ops).
+	outputs map[string]bool
+	// scratch holds the sorted offsets of the shard being loaded or
+	// checked when its tensor needs them (sharder.sortRuns), reused for
+	// every device and tensor.
 	scratch []int
 }
 
@@ -39,6 +44,10 @@ func newWorld(p *plan.Plan) (*world, error) {
 		if err := w.addTensor(i, t); err != nil {
 			return nil, err
 		}
+	}
+	w.outputs = make(map[string]bool, len(p.Ops))
+	for _, op := range p.Ops {
+		w.outputs[op.Output] = true
 	}
 	for i, op := range p.Ops {
 		if err := w.addOp(i, op); err != nil {
@@ -105,19 +114,10 @@ func (w *world) checkOperand(i int, in, out string) error {
 	if in == out {
 		return fmt.Errorf("op %d: reads and writes the same tensor %q", i, in)
 	}
-	if _, later := w.producer[in]; !later && w.producedLater(in, i) {
+	if _, earlier := w.producer[in]; !earlier && w.outputs[in] {
 		return fmt.Errorf("op %d: input %q is produced by a later op", i, in)
 	}
 	return nil
-}
-
-func (w *world) producedLater(name string, i int) bool {
-	for _, op := range w.p.Ops[i:] {
-		if op.Output == name {
-			return true
-		}
-	}
-	return false
 }
 
 // isInput reports whether no op produces the tensor.
@@ -179,16 +179,28 @@ func (w *world) load(m *machine, ref map[string][]float64) {
 		if !w.isInput(t.Name) {
 			continue
 		}
-		info := w.tensors[t.Name]
+		info, src := w.tensors[t.Name], ref[t.Name]
 		for _, d := range info.mesh.Devices {
-			w.scratch = info.shard.appendOffsets(w.scratch[:0], d)
-			offs := w.scratch
-			buf := make([]float64, len(offs))
-			for i, off := range offs {
-				buf[i] = ref[t.Name][off]
-			}
+			buf := make([]float64, info.shard.size(d, &w.scratch))
+			pos := 0
+			info.shard.eachRun(d, &w.scratch, func(r run) bool {
+				copyRun(buf[pos:pos+r.n], src, r)
+				pos += r.n
+				return true
+			})
 			m.put(d, t.Name, buf)
 		}
+	}
+}
+
+// copyRun copies the elements of src that r lists into dst.
+func copyRun(dst, src []float64, r run) {
+	if r.stride == 1 {
+		copy(dst, src[r.off:r.off+r.n])
+		return
+	}
+	for i := range dst {
+		dst[i] = src[r.at(i)]
 	}
 }
 
