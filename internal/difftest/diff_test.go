@@ -213,13 +213,24 @@ var numbers = regexp.MustCompile(`-?\d+`)
 var quoted = regexp.MustCompile(`"[^"]*"`)
 
 // rejected normalizes a compiler error into a reason: the first message
-// with names and numbers blanked, so reasons can be counted.
+// with names and numbers blanked, so reasons can be counted. A later
+// message that calls itself nvcomm's bug ("please report") is marked in
+// the reason, so that it shows in the counts: the lowering of layer ops
+// adds one after a clear error when it cannot reshard an operand.
 func rejected(phase string, err error) outcome {
 	var dl *diag.List
 	msg := err.Error()
+	suffix := ""
 	if errors.As(err, &dl) && len(dl.Items) > 0 {
 		msg = dl.Items[0].Message
+		for _, it := range dl.Items[1:] {
+			if strings.Contains(it.Message+it.Hint, "please report") {
+				suffix = " [then: " + it.Message + "]"
+				break
+			}
+		}
 	}
+	msg += suffix
 	msg = quoted.ReplaceAllString(msg, "_")
 	msg = numbers.ReplaceAllString(msg, "N")
 	return outcome{"rejected", phase + ": " + msg}
