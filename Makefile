@@ -3,11 +3,19 @@ GO      ?= go
 BIN     := bin/nvcomm
 EXAMPLE := testdata/examples/allgather_loop_split.yaml
 FUZZTIME ?= 60s
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: build run test golden bench fuzz lint soak clean export-check
+# nvcomm version prints the module version and commit from the build
+# information; these override them (make build VERSION=v0.2.0). The commit
+# is set here too because builds with -buildvcs=false record none.
+VERSION ?=
+COMMIT  ?= $(shell git describe --always --dirty --abbrev=12 --match=no-tag 2>/dev/null)
+LDFLAGS := $(if $(VERSION),-X github.com/nvcomm/nvcomm/internal/cli.version=$(VERSION)) $(if $(COMMIT),-X github.com/nvcomm/nvcomm/internal/cli.commit=$(COMMIT))
+
+.PHONY: build run test race golden bench fuzz lint tidy soak clean export-check
 
 build:
-	$(GO) build -o $(BIN) ./cmd/nvcomm
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/nvcomm
 
 # Lower the bundled seed example (nvFuser PR #3284) and print its plan.
 run: build
@@ -18,6 +26,16 @@ run: build
 test:
 	$(GO) vet ./...
 	$(GO) test ./...
+
+# The race detector on the packages that run goroutines (cost's fits, ir's
+# lazily built mesh index, the CLI's parallel in-process tests, export's
+# tests, difftest's parallel random programs). The CLI's scripts are left
+# out (each re-runs the race-instrumented binary: a minute of start-ups),
+# and so are the tests that compare peak RSS with an estimate, which the
+# race detector's own memory would fail.
+race:
+	$(GO) test -race -short -skip 'TestScripts|TestEstimateWithinPeakRSS|TestSimulateMemoryGuard' \
+		./internal/cost ./internal/ir ./internal/cli ./internal/export ./internal/difftest
 
 # Rewrite golden files; review the diff before committing.
 golden:
@@ -42,7 +60,11 @@ soak:
 lint:
 	@test -z "$$(gofmt -l .)" || (gofmt -l . && false)
 	$(GO) vet ./...
-	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+	$(GO) run $(STATICCHECK) ./...
+
+# Fail when go.mod or go.sum is not tidy (go mod tidy prints the change).
+tidy:
+	$(GO) mod tidy -diff
 
 # Export every plan to a torch.distributed program (docs/export.md); run
 # build/export-check/run.sh on a machine with PyTorch and 2 GPUs.
