@@ -815,10 +815,15 @@ def prepare_local(ctx, s):
 
 
 def prepare_matmul(ctx, s):
-    """A [Bt, M, K] @ B [Bt, K, N] (or [K, N] for every batch), row-major [Bt, M, N]."""
+    """A [Bt, M, K] @ B [Bt, K, N] (or [K, N] for every batch; stored [.., N, K] with
+    transpose_b), row-major [Bt, M, N]."""
     bt, m, k, n = s["dims"]
     a, b = (ctx.bufs[name] for name in operands(s))
-    a, b = a.view(bt, m, k), b.view(k, n) if s.get("broadcast_b") else b.view(bt, k, n)
+    a = a.view(bt, m, k)
+    kn = (n, k) if s.get("transpose_b") else (k, n)
+    b = b.view(*kn) if s.get("broadcast_b") else b.view(bt, *kn)
+    if s.get("transpose_b"):
+        b = b.transpose(-1, -2)  # a view: cuBLAS reads the transpose in place
     out = {}
 
     def comm():

@@ -77,3 +77,71 @@ func BenchmarkLowerMillionDevices(b *testing.B) {
 	b.ReportMetric(decode.Seconds()/float64(b.N), "s-yaml-decode")
 	b.ReportMetric(float64(lowering)/float64(decode), "x-yaml-decode")
 }
+
+// meshChangeFusion writes a fusion on an 8×8×64 mesh (4,096 devices) whose
+// set changes the sharding along all three device types at once, from
+// placements src to dst: the optimal policy's search over sharding states
+// at its largest realistic size (issue 14: 100 ms an op at 4,096 devices).
+func meshChangeFusion(src, dst string) []byte {
+	var b strings.Builder
+	b.WriteString("format: 1\nname: mesh_8x8x64\nmeshes:\n  m: [")
+	for z := range 8 {
+		if z > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("[")
+		for y := range 8 {
+			if y > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString("[")
+			for x := range 64 {
+				if x > 0 {
+					b.WriteString(", ")
+				}
+				b.WriteString(strconv.Itoa((z*8+y)*64 + x))
+			}
+			b.WriteString("]")
+		}
+		b.WriteString("]")
+	}
+	fmt.Fprintf(&b, `]
+tensors:
+  x:
+    mesh: m
+    shape: [4096, 4096, 64]
+    placements: %s
+  y:
+    mesh: m
+    placements: %s
+ops:
+  - {op: set, in: x, out: y}
+`, src, dst)
+	return []byte(b.String())
+}
+
+// BenchmarkLowerMesh8x8x64 lowers (policy optimal) three-axis sharding
+// changes on a 4,096-device mesh: a rotation of the sharded axes, a nested
+// shard to another axis, and a partial sum to shards.
+func BenchmarkLowerMesh8x8x64(b *testing.B) {
+	cases := []struct{ name, src, dst string }{
+		{"rotate", "[Shard(0), Shard(1), Shard(2)]", "[Shard(1), Shard(2), Shard(0)]"},
+		{"nested", "[Shard(0), Shard(0), Shard(0)]", "[Shard(1), Shard(1), Shard(1)]"},
+		{"gather", "[Shard(0), Shard(1), Shard(2)]", "[Replicate(), Replicate(), Replicate()]"},
+	}
+	for _, tc := range cases {
+		src := meshChangeFusion(tc.src, tc.dst)
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				f, err := ir.Parse("mesh_8x8x64.yaml", src)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := lower.Lower(f, lower.Options{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -111,15 +111,14 @@ func (c *opCtx) emitMatmul(out string) {
 	la, lb := a.LocalShape(), b.LocalShape()
 	ra, rb := len(la), len(lb)
 	var bt, m, k, n int
-	bOrder := identity(rb)
 	if op.Kind == ir.OpMatmul {
 		bt, m, k, n = localCount(la[:ra-2]), la[ra-2], la[ra-1], lb[rb-1]
 	} else {
 		bt, m, k, n = 1, localCount(la[:ra-1]), la[ra-1], lb[0]
-		bOrder = []int{1, 0} // w is [n, k]; the step reads [k, n]
 	}
-	s := plan.Step{Type: plan.Matmul, Output: out, Dims: []int{bt, m, k, n}, BroadcastB: rb == 2 && bt > 1}
-	setInputs(&s, []string{c.arranged(0, identity(ra)), c.arranged(1, bOrder)})
+	// linear's w is [n, k]: the step reads it transposed, in place.
+	s := plan.Step{Type: plan.Matmul, Output: out, Dims: []int{bt, m, k, n}, BroadcastB: rb == 2 && bt > 1, TransposeB: op.Kind == ir.OpLinear}
+	setInputs(&s, []string{c.arranged(0, identity(ra)), c.arranged(1, identity(rb))})
 	c.emitLocalOn(s, op.Out.Mesh.Devices, bt*m*k, bt*m*n)
 }
 

@@ -243,7 +243,7 @@ func (e *encoder) stepBuffers(s *Step) {
 	})
 }
 
-// stepGeometry writes the fields of a step from dims to broadcast_b.
+// stepGeometry writes the fields of a step from dims to transpose_b.
 func (e *encoder) stepGeometry(s *Step) {
 	if len(s.Dims) > 0 {
 		e.key("dims")
@@ -275,6 +275,10 @@ func (e *encoder) stepGeometry(s *Step) {
 	}
 	if s.BroadcastB {
 		e.key("broadcast_b")
+		e.bool(true)
+	}
+	if s.TransposeB {
+		e.key("transpose_b")
 		e.bool(true)
 	}
 }

@@ -253,7 +253,11 @@ type Step struct {
 	InputDims [][]int `json:"input_dims,omitempty"`
 	// BroadcastB says a Matmul's second input is one [K, N] matrix for
 	// every batch rather than [Bt, K, N].
-	BroadcastB bool   `json:"broadcast_b,omitempty"`
+	BroadcastB bool `json:"broadcast_b,omitempty"`
+	// TransposeB says a Matmul's second input is stored [Bt, N, K] (or
+	// [N, K]): the step reads its transpose, as a linear reads its
+	// weight, with no separate pass over memory.
+	TransposeB bool   `json:"transpose_b,omitempty"`
 	Bytes      *Bytes `json:"bytes,omitempty"`
 }
 

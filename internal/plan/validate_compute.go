@@ -20,7 +20,7 @@ var (
 )
 
 // checkComputeFields checks that only a Pointwise has func and input_dims,
-// and only a Matmul broadcast_b.
+// and only a Matmul broadcast_b and transpose_b.
 func (v *validator) checkComputeFields(i int, s *Step) {
 	if s.Func != nil && s.Type != Pointwise {
 		v.stepf(i, "func is set, but only a Pointwise takes one")
@@ -30,6 +30,9 @@ func (v *validator) checkComputeFields(i int, s *Step) {
 	}
 	if s.BroadcastB && s.Type != Matmul {
 		v.stepf(i, "broadcast_b is set, but only a Matmul takes it")
+	}
+	if s.TransposeB && s.Type != Matmul {
+		v.stepf(i, "transpose_b is set, but only a Matmul takes it")
 	}
 }
 

@@ -90,6 +90,20 @@ func dot(idx, st []int) int {
 // [modulus]. It accumulates row by row in the output (A's element times
 // B's row), which reads B contiguously, and keeps every partial sum within
 // ±modulus so that it stays exact in a float64 without a scratch buffer.
+// transposeMatrices reads b as row-major [batches, n, k] matrices and
+// returns them as [batches, k, n]: a Matmul's transpose_b operand.
+func transposeMatrices(b []float64, k, n int) []float64 {
+	out := make([]float64, len(b))
+	for base := 0; base+k*n <= len(b); base += k * n {
+		for j := range n {
+			for l := range k {
+				out[base+l*n+j] = b[base+j*k+l]
+			}
+		}
+	}
+	return out
+}
+
 func matmulKernel(a, b []float64, bt, m, k, n int, sharedB bool) []float64 {
 	out := make([]float64, bt*m*n)
 	for t := range bt {
@@ -163,9 +177,13 @@ func matmulStep(s *plan.Step) (computeStep, error) {
 		return computeStep{}, stepError(s, "dims %v give B more elements than a buffer holds", s.Dims)
 	}
 	sizes := []inputSize{counted(s), {int(nb), fmt.Sprintf("want %d (%s of dims %v)", nb, what, s.Dims)}}
-	sharedB := s.BroadcastB
+	sharedB, transposedB := s.BroadcastB, s.TransposeB
 	return computeStep{sizes, func(ins [][]float64) []float64 {
-		return matmulKernel(ins[0], ins[1], bt, m, k, n, sharedB)
+		b := ins[1]
+		if transposedB {
+			b = transposeMatrices(b, k, n)
+		}
+		return matmulKernel(ins[0], b, bt, m, k, n, sharedB)
 	}}, nil
 }
 
