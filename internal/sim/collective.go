@@ -318,9 +318,7 @@ func (c *call) errorf(format string, args ...any) error {
 func elementwise(op string, parts [][]float64) []float64 {
 	out := slices.Clone(parts[0])
 	for _, p := range parts[1:] {
-		for i, x := range p {
-			out[i] = combine(op, out[i], x)
-		}
+		combineInto(op, out, p)
 	}
 	return out
 }

@@ -148,10 +148,8 @@ func TestComputeSteps(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := bufs{}
-			for k, b := range m.bufs {
-				if k.name == "c" {
-					got[k.dev] = b
-				}
+			for d, b := range m.named("c") {
+				got[d] = b
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("buffers (-want +got):\n%s", diff)

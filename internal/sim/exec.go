@@ -7,36 +7,42 @@ import (
 	"github.com/nvcomm/nvcomm/internal/plan"
 )
 
-// machine is the set of virtual devices: per device and buffer name, a flat
-// buffer. A buffer exists once something has written it.
+// machine is the set of virtual devices: per buffer name, every device's
+// flat buffer of that name. A buffer exists once something has written it.
 type machine struct {
-	// One map for all devices: a map per device cost about 400 bytes a
-	// device, which dominated meshes of a million devices.
-	bufs map[bufKey][]float64
+	// Buffers by name, then by device: a step looks up each name it
+	// reads or writes once, then its devices in a small map. One map
+	// keyed by (device, name) held millions of entries in a plan of 100k
+	// ops, and every access missed the cache (issue 13); a map per
+	// device cost about 400 bytes a device, which dominated meshes of a
+	// million devices.
+	bufs map[string]buffers
 }
 
-// bufKey names one device's buffer.
-type bufKey struct {
-	dev  int
-	name string
-}
+// buffers are one name's buffers, by device.
+type buffers map[int][]float64
 
 // flow is what one device sends and receives in one step, in bytes.
 type flow struct{ sent, recv int64 }
 
-// newMachine returns a machine with room for the given number of buffers:
-// growing the map would briefly hold it twice.
-func newMachine(buffers int64) *machine {
-	return &machine{bufs: make(map[bufKey][]float64, buffers)}
+// newMachine returns a machine with room for the given number of buffer
+// names: growing the map would briefly hold it twice.
+func newMachine(names int) *machine {
+	return &machine{bufs: make(map[string]buffers, names)}
 }
 
-func (m *machine) get(dev int, name string) ([]float64, bool) {
-	b, ok := m.bufs[bufKey{dev, name}]
-	return b, ok
-}
+// named returns the buffers called name; none is an empty map.
+func (m *machine) named(name string) buffers { return m.bufs[name] }
 
-func (m *machine) put(dev int, name string, b []float64) {
-	m.bufs[bufKey{dev, name}] = b
+// output returns the buffers called name for writing, with room for n
+// devices when there are none yet.
+func (m *machine) output(name string, n int) buffers {
+	b, ok := m.bufs[name]
+	if !ok {
+		b = make(buffers, n)
+		m.bufs[name] = b
+	}
+	return b
 }
 
 // exec runs one step with elements of size bytes and returns each taking
@@ -63,14 +69,19 @@ func (m *machine) collective(s *plan.Step, size int64, f func(*call) error) (map
 		return nil, err
 	}
 	flows := map[int]flow{}
+	in := m.named(s.Input)
+	var out buffers
 	for _, team := range s.Teams {
-		c := m.newCall(s, team, size)
+		c := newCall(s, team, size, in)
 		if err := f(c); err != nil {
 			return nil, err
 		}
+		if out == nil {
+			out = m.output(s.Output, len(s.Teams)*len(team))
+		}
 		for r, d := range team {
 			if c.out[r] != nil {
-				m.put(d, s.Output, c.out[r])
+				out[d] = c.out[r]
 			}
 			fl := flows[d]
 			flows[d] = flow{fl.sent + c.sent[r], fl.recv + c.recv[r]}
@@ -79,13 +90,14 @@ func (m *machine) collective(s *plan.Step, size int64, f func(*call) error) (map
 	return flows, nil
 }
 
-func (m *machine) newCall(s *plan.Step, team []int, size int64) *call {
+// newCall prepares team's part of s, whose members read buffers in.
+func newCall(s *plan.Step, team []int, size int64, in buffers) *call {
 	t := len(team)
 	c := &call{s: s, team: team, size: size,
 		in: make([][]float64, t), held: make([]bool, t), out: make([][]float64, t),
 		sent: make([]int64, t), recv: make([]int64, t)}
 	for r, d := range team {
-		c.in[r], c.held[r] = m.get(d, s.Input)
+		c.in[r], c.held[r] = in[d]
 	}
 	return c
 }
@@ -152,29 +164,34 @@ func (m *machine) local(s *plan.Step) (map[int]flow, error) {
 	if len(s.Devices) == 0 {
 		return nil, stepError(s, "a local step needs at least one device")
 	}
+	names := s.Operands()
+	srcs := make([]buffers, len(names))
+	for k, name := range names {
+		srcs[k] = m.named(name)
+	}
+	out := m.output(s.Output, len(s.Devices))
 	flows := map[int]flow{}
 	for _, d := range s.Devices {
 		if _, dup := flows[d]; dup {
 			return nil, stepError(s, "device %d is listed twice", d)
 		}
 		flows[d] = flow{}
-		ins, err := m.inputs(s, d, c.sizes)
+		ins, err := inputs(s, d, names, srcs, c.sizes)
 		if err != nil {
 			return nil, err
 		}
-		m.put(d, s.Output, c.f(ins))
+		out[d] = c.f(ins)
 	}
 	return flows, nil
 }
 
-// inputs returns device d's buffers of s's operands, in order, each
-// checked against its size: a device must hold every input of a local
-// step.
-func (m *machine) inputs(s *plan.Step, d int, sizes []inputSize) ([][]float64, error) {
-	names := s.Operands()
+// inputs returns device d's buffers of s's operands names, found in srcs,
+// in order, each checked against its size: a device must hold every input
+// of a local step.
+func inputs(s *plan.Step, d int, names []string, srcs []buffers, sizes []inputSize) ([][]float64, error) {
 	ins := make([][]float64, len(names))
 	for k, name := range names {
-		in, ok := m.get(d, name)
+		in, ok := srcs[k][d]
 		if !ok {
 			return nil, stepError(s, "device %d has no buffer %q", d, name)
 		}
@@ -211,6 +228,7 @@ func (m *machine) slice(s *plan.Step) (map[int]flow, error) {
 		return nil, err
 	}
 	flows := map[int]flow{}
+	src, out := m.named(s.Input), m.output(s.Output, len(s.Teams)*len(s.Teams[0]))
 	for _, team := range s.Teams {
 		n := len(team)
 		if s.Count.Input != n*s.Count.Output {
@@ -218,14 +236,14 @@ func (m *machine) slice(s *plan.Step) (map[int]flow, error) {
 		}
 		for r, d := range team {
 			flows[d] = flow{}
-			in, ok := m.get(d, s.Input)
+			in, ok := src[d]
 			if !ok {
 				return nil, stepError(s, "device %d has no buffer %q", d, s.Input)
 			}
 			if len(in) != s.Count.Input {
 				return nil, stepError(s, "buffer %q on device %d has %d elements, count.input is %d", s.Input, d, len(in), s.Count.Input)
 			}
-			m.put(d, s.Output, slices.Clone(in[r*s.Count.Output:(r+1)*s.Count.Output]))
+			out[d] = slices.Clone(in[r*s.Count.Output : (r+1)*s.Count.Output])
 		}
 	}
 	return flows, nil
@@ -258,6 +276,7 @@ func (m *machine) pad(s *plan.Step) (map[int]flow, error) {
 	}
 	hull := make([]int, len(s.Dims))
 	flows := map[int]flow{}
+	src, out := m.named(s.Input), m.output(s.Output, len(s.Devices))
 	for k, d := range s.Devices {
 		box := s.Valid[k]
 		if len(box) != len(s.Dims) {
@@ -273,7 +292,7 @@ func (m *machine) pad(s *plan.Step) (map[int]flow, error) {
 		for i, v := range box {
 			hull[i] = max(hull[i], v)
 		}
-		in, ok := m.get(d, s.Input)
+		in, ok := src[d]
 		if !ok {
 			return nil, stepError(s, "device %d has no buffer %q", d, s.Input)
 		}
@@ -285,7 +304,7 @@ func (m *machine) pad(s *plan.Step) (map[int]flow, error) {
 			return nil, stepError(s, "buffer %q on device %d has %d elements, want %d", s.Input, d, len(in), want)
 		}
 		flows[d] = flow{}
-		m.put(d, s.Output, padBox(in, s.Dims, box, s.Type == plan.Pad, fill))
+		out[d] = padBox(in, s.Dims, box, s.Type == plan.Pad, fill)
 	}
 	if most := product(hull); real != most {
 		return nil, stepError(s, "the unpadded count %d must be %d, the box that holds every device's real box", real, most)

@@ -98,7 +98,9 @@ func checkDims(s *plan.Step) error {
 }
 
 // permute views in as row-major dims and returns the row-major array whose
-// dimension k is input dimension perm[k].
+// dimension k is input dimension perm[k]. The last output dimension is
+// copied a row at a time: with copy() when it is the last input dimension
+// too, else with its input stride.
 func permute(in []float64, dims, perm []int) []float64 {
 	stride := strides(dims)
 	outDims := make([]int, len(perm))
@@ -107,12 +109,23 @@ func permute(in []float64, dims, perm []int) []float64 {
 		outDims[k], outStride[k] = dims[p], stride[p]
 	}
 	out := make([]float64, 0, len(in))
-	for idx := range odometer(outDims) {
-		off := 0
+	if len(perm) == 0 {
+		return append(out, in...)
+	}
+	last := len(perm) - 1
+	n, step := outDims[last], outStride[last]
+	for idx := range odometer(outDims[:last]) {
+		base := 0
 		for k, i := range idx {
-			off += i * outStride[k]
+			base += i * outStride[k]
 		}
-		out = append(out, in[off])
+		if step == 1 {
+			out = append(out, in[base:base+n]...)
+			continue
+		}
+		for j := range n {
+			out = append(out, in[base+j*step])
+		}
 	}
 	return out
 }

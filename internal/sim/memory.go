@@ -14,8 +14,8 @@ import (
 //   - the global reference of every tensor, a float64 an element;
 //   - every device buffer the plan writes (input shards and step outputs),
 //     the largest one per device and buffer name, a float64 an element
-//     rounded up to the allocator's size class, and the map entry that
-//     names it;
+//     rounded up to the allocator's size class, and its slot in the map
+//     of its name's buffers;
 //   - the sorted offsets of the shard being enumerated (loading an input
 //     or checking an output), an int an element, in one scratch buffer as
 //     large as the largest shard that needs them: a tensor without
@@ -33,13 +33,15 @@ import (
 // Matmul accumulates in its output row; TestLayerOpsAllocateTheirOutput),
 // and a step's output is its count.output, which those steps check.
 //
-// The per-entry, per-device and per-member costs were measured on
-// linux/amd64 with meshes of up to a million devices; the element costs
-// are exact. TestEstimateWithinPeakRSS (internal/cli) holds the model
+// The per-entry, per-name, per-device and per-member costs were measured
+// on linux/amd64 with meshes of up to a million devices (per entry and per
+// name again when buffers became maps by name, issue 13); the element
+// costs are exact. TestEstimateWithinPeakRSS (internal/cli) holds the model
 // within 25% of the peak resident memory of real runs.
 const (
 	elemBytes   = 8   // a float64 value or an int offset
-	entryBytes  = 100 // one (device, buffer name) of the machine's map
+	entryBytes  = 70  // one device's slot in a buffer name's map (sized to a power of two)
+	nameBytes   = 100 // one buffer name: its map and its entry in the machine
 	deviceBytes = 150 // one device's traffic total, report line and index
 	memberBytes = 150 // one team member's scratch in the largest step
 	listedBytes = 16  // one device id in the plan's meshes and steps
@@ -58,6 +60,7 @@ type footprint struct {
 	buffers   int64 // bytes of the largest buffer per device and name
 	transient int64 // elements of the largest shard enumerated by sorting
 	entries   int64 // (device, buffer name) pairs
+	names     int   // buffer names
 	devices   int64 // distinct devices of every mesh and step
 	members   int64 // team members and devices of the largest step
 	listed    int64 // device ids listed by the plan's meshes and steps
@@ -68,6 +71,7 @@ type footprint struct {
 func (f footprint) bytes() int64 {
 	n := satAdd(satMul(satAdd(f.reference, f.transient), elemBytes), f.buffers)
 	n = satAdd(n, satMul(f.entries, entryBytes))
+	n = satAdd(n, satMul(int64(f.names), nameBytes))
 	n = satAdd(n, satMul(f.devices, deviceBytes))
 	n = satAdd(n, satMul(f.members, memberBytes))
 	n = satAdd(n, satMul(f.steps, stepBytes))
@@ -143,6 +147,7 @@ func (w *world) footprint() footprint {
 		f.listed += int64(len(devs))
 	}
 	seen := map[int]struct{}{}
+	f.names = len(written)
 	for _, byDev := range written {
 		for d, n := range byDev {
 			f.buffers = satAdd(f.buffers, allocBytes(n))

@@ -16,12 +16,14 @@ const modulus = 1<<31 - 1
 // inputData returns n deterministic integer values for the tensor at index
 // in the plan, value i from [inputValue]: from [-512, 512], or with small
 // (the fusion has a prod) from {-2, -1, 1, 2}, so that products stay in the
-// plain range longer.
+// plain range longer. It steps the generator's state, key + γ·(i+1), by one
+// γ a value rather than multiplying (the same state modulo 2⁶⁴).
 func inputData(seed uint64, index, n int, small bool) []float64 {
-	key := streamKey(seed, index)
+	state := streamKey(seed, index)
 	v := make([]float64, n)
 	for i := range v {
-		v[i] = inputValue(key, i, small)
+		state += splitMixGamma
+		v[i] = valueOf(mix64(state)>>32, small)
 	}
 	return v
 }
@@ -60,7 +62,11 @@ func streamKey(seed uint64, index int) uint64 {
 // only 64-bit wrapping arithmetic, so a vectorized program (PyTorch int64
 // tensors) reproduces it exactly.
 func inputValue(key uint64, i int, small bool) float64 {
-	h := mix64(key+splitMixGamma*uint64(i+1)) >> 32
+	return valueOf(mix64(key+splitMixGamma*uint64(i+1))>>32, small)
+}
+
+// valueOf maps the high 32 bits h of a SplitMix64 output to a value.
+func valueOf(h uint64, small bool) float64 {
 	if small {
 		return [4]float64{-2, -1, 1, 2}[h&3]
 	}
@@ -75,14 +81,12 @@ func hasProd(p *plan.Plan) bool {
 // reduceAxis combines in, row-major of shape shape, along axis.
 func reduceAxis(op string, in []float64, shape []int, axis int) []float64 {
 	outer, n, inner := product(shape[:axis]), shape[axis], product(shape[axis+1:])
-	out := make([]float64, outer*inner)
+	out := make([]float64, 0, outer*inner)
 	for o := range outer {
-		for i := range inner {
-			acc := in[o*n*inner+i]
-			for k := 1; k < n; k++ {
-				acc = combine(op, acc, in[(o*n+k)*inner+i])
-			}
-			out[o*inner+i] = acc
+		row := len(out)
+		out = append(out, in[o*n*inner:(o*n+1)*inner]...)
+		for k := 1; k < n; k++ {
+			combineInto(op, out[row:], in[(o*n+k)*inner:(o*n+k+1)*inner])
 		}
 	}
 	return out
@@ -93,15 +97,43 @@ func reduceAxis(op string, in []float64, shape []int, axis int) []float64 {
 func combine(op string, a, b float64) float64 {
 	switch op {
 	case "sum":
-		return residue(int64(a) + int64(b))
+		return sumMod(a, b)
 	case "prod":
-		return residue(int64(a) * int64(b))
+		return prodMod(a, b)
 	case "max":
 		return max(a, b)
 	default:
 		return min(a, b)
 	}
 }
+
+// combineInto sets dst[i] to combine(op, dst[i], src[i]) for every i of
+// dst, choosing op's case once rather than once an element.
+func combineInto(op string, dst, src []float64) {
+	src = src[:len(dst)]
+	switch op {
+	case "sum":
+		for i, x := range src {
+			dst[i] = sumMod(dst[i], x)
+		}
+	case "prod":
+		for i, x := range src {
+			dst[i] = prodMod(dst[i], x)
+		}
+	case "max":
+		for i, x := range src {
+			dst[i] = max(dst[i], x)
+		}
+	default:
+		for i, x := range src {
+			dst[i] = min(dst[i], x)
+		}
+	}
+}
+
+// sumMod and prodMod are a + b and a · b modulo [modulus].
+func sumMod(a, b float64) float64  { return residue(int64(a) + int64(b)) }
+func prodMod(a, b float64) float64 { return residue(int64(a) * int64(b)) }
 
 // residue returns the representative of v modulo [modulus] closest to 0.
 func residue(v int64) float64 {

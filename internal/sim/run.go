@@ -98,7 +98,7 @@ func Run(p *plan.Plan, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := newMachine(f.entries)
+	m := newMachine(f.names)
 	w.load(m, ref)
 	return w.execute(m, ref)
 }
@@ -220,11 +220,11 @@ func (w *world) opWithoutSteps() *Mismatch {
 // the reference.
 func (w *world) check(m *machine, ref map[string][]float64, op, step int) *Mismatch {
 	name := w.p.Ops[op].Output
-	t := w.tensors[name]
+	t, held := w.tensors[name], m.named(name)
 	for _, d := range t.mesh.Devices {
 		n := t.shard.size(d, &w.scratch)
 		mis := &Mismatch{Op: op, Step: step, Tensor: name, Device: d, FlatIndex: -1}
-		buf, ok := m.get(d, name)
+		buf, ok := held[d]
 		switch {
 		case !ok:
 			mis.Expected = float64(n)

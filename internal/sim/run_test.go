@@ -306,6 +306,38 @@ func TestInputData(t *testing.T) {
 	}
 }
 
+// TestInputDataSteps checks that inputData, which steps the generator's
+// state, gives inputValue's values.
+func TestInputDataSteps(t *testing.T) {
+	for _, small := range []bool{false, true} {
+		key := streamKey(9, 4)
+		for i, v := range inputData(9, 4, 300, small) {
+			if want := inputValue(key, i, small); v != want {
+				t.Fatalf("small %v, value %d: %v, inputValue gives %v", small, i, v, want)
+			}
+		}
+	}
+}
+
+// TestCombineInto checks the loops of combineInto against combine.
+func TestCombineInto(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, op := range plan.ReduceOps {
+		a, b := make([]float64, 200), make([]float64, 200)
+		for i := range a {
+			a[i] = float64(r.IntN(modulus) - modulus/2)
+			b[i] = float64(r.IntN(modulus) - modulus/2)
+		}
+		got := slices.Clone(a)
+		combineInto(op, got, b)
+		for i := range a {
+			if want := combine(op, a[i], b[i]); got[i] != want {
+				t.Fatalf("%s(%v, %v) = %v, combine gives %v", op, a[i], b[i], got[i], want)
+			}
+		}
+	}
+}
+
 // TestInputValuesPinned pins the documented SplitMix64 formula
 // (docs/simulate.md): exported programs reproduce these values.
 func TestInputValuesPinned(t *testing.T) {

@@ -40,6 +40,9 @@ type sharder struct {
 	links    []link
 	stride   int
 	sortRuns bool
+	// vals and point are scratch for enumerating one device's shard:
+	// a value per IterDomain, and a point of the outer axes.
+	vals, point []int
 }
 
 // Shard returns the elements of the global tensor t that device holds, in
@@ -87,6 +90,7 @@ func newSharder(t plan.Tensor, m plan.Mesh) (*sharder, error) {
 		return nil, err
 	}
 	s.planRuns()
+	s.vals, s.point = make([]int, len(s.d.ids)), make([]int, len(s.outer))
 	return s, nil
 }
 
@@ -278,7 +282,9 @@ func (s *sharder) deviceValues(device int) ([]int, bool) {
 	if !ok {
 		return nil, false
 	}
-	vals := make([]int, len(s.d.ids))
+	// Loop values other than the device axes' are set by rows, or stay 0
+	// (extent-1 and reduction axes); replay sets the others.
+	vals := s.vals
 	for pos, id := range s.d.loop {
 		if s.role[pos] == roleDevice {
 			vals[id] = c[s.meshAxis[pos]]
@@ -295,34 +301,45 @@ func (s *sharder) deviceValues(device int) ([]int, bool) {
 // its first point; a hole there is a hole at every point of the row (a
 // split's input only grows along it).
 func (s *sharder) rows(vals []int, yield func(run) bool) bool {
-	ext := make([]int, len(s.outer))
-	for k, pos := range s.outer {
-		ext[k] = s.extentOf(pos)
-	}
 	inner, n := -1, 1
 	if s.inner >= 0 {
 		inner, n = s.d.loop[s.inner], s.extentOf(s.inner)
 	}
-	for point := range odometer(ext) {
+	point := s.point
+	clear(point)
+	for {
 		for k, pos := range s.outer {
 			vals[s.d.loop[pos]] = point[k]
 		}
 		if inner >= 0 {
 			vals[inner] = 0
 		}
-		off, ok := s.logicalOffset(vals)
-		if !ok {
-			continue
+		if off, ok := s.logicalOffset(vals); ok {
+			r := run{off: off, stride: max(s.stride, 1), n: n}
+			for _, l := range s.links {
+				r.n = min(r.n, ceilDiv(s.d.ids[l.in].extent-vals[l.in], l.step))
+			}
+			if !yield(r) {
+				return false
+			}
 		}
-		r := run{off: off, stride: max(s.stride, 1), n: n}
-		for _, l := range s.links {
-			r.n = min(r.n, ceilDiv(s.d.ids[l.in].extent-vals[l.in], l.step))
-		}
-		if !yield(r) {
-			return false
+		if !s.nextPoint(point) {
+			return true
 		}
 	}
-	return true
+}
+
+// nextPoint advances point to the next point of the outer axes in
+// row-major order, and reports false after the last.
+func (s *sharder) nextPoint(point []int) bool {
+	for k := len(point) - 1; k >= 0; k-- {
+		point[k]++
+		if point[k] < s.extentOf(s.outer[k]) {
+			return true
+		}
+		point[k] = 0
+	}
+	return false
 }
 
 // joiner joins runs that continue one another before passing them on.

@@ -188,10 +188,8 @@ func TestStepSemantics(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := bufs{}
-			for k, b := range m.bufs {
-				if k.name == "b" {
-					got[k.dev] = b
-				}
+			for d, b := range m.named("b") {
+				got[d] = b
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("buffers (-want +got):\n%s", diff)

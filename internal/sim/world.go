@@ -180,6 +180,7 @@ func (w *world) load(m *machine, ref map[string][]float64) {
 			continue
 		}
 		info, src := w.tensors[t.Name], ref[t.Name]
+		out := m.output(t.Name, len(info.mesh.Devices))
 		for _, d := range info.mesh.Devices {
 			buf := make([]float64, info.shard.size(d, &w.scratch))
 			pos := 0
@@ -188,7 +189,7 @@ func (w *world) load(m *machine, ref map[string][]float64) {
 				pos += r.n
 				return true
 			})
-			m.put(d, t.Name, buf)
+			out[d] = buf
 		}
 	}
 }
