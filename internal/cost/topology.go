@@ -111,7 +111,7 @@ func (l Link) For(typ string) Params {
 var defaultYAML []byte
 
 // Default returns the built-in topology: H200 nodes of 8 GPUs, NVLink
-// parameters fitted to shared/calibration/nccl-h200-2gpu.csv (see
+// parameters fitted to internal/cost/testdata/nccl-h200-2gpu.csv (see
 // docs/export.md), network parameters assumed (one 400 Gb/s NIC a GPU).
 func Default() *Topology {
 	t, err := ParseTopology("h200.yaml", defaultYAML)

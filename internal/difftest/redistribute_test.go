@@ -199,7 +199,7 @@ transfers, an Allgather of n elements per device over T devices receives (T−1)
 (T−1)/T of the buffer, an Allreduce 2(T−1)/T of it, a ReduceScatter (T−1)/T of its input. The
 lower bound is what the busiest device must receive because it does not hold it yet
 ([lowering.md](lowering.md)). DTensor's column follows its default greedy planner
-(` + "`_gen_transform_infos`" + `, see ` + "`shared/reference/peers.md`" + ` §1.1): per mesh dim inner→outer, a
+(` + "`_gen_transform_infos`" + ` in PyTorch's ` + "`torch/distributed/tensor/_redistribute.py`" + `): per mesh dim inner→outer, a
 target ` + "`Shard(d)`" + ` whose outer mesh dims shard d differently is first all-gathered; then outer→inner
 each differing mesh dim takes one step (S→R all-gather, R→S local chunk, S(a)→S(b) all-to-all,
 P→R all-reduce, P→S reduce-scatter), with the same byte accounting. Local steps (Permute, Copy)

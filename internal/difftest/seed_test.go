@@ -10,7 +10,7 @@ import (
 )
 
 // noncontiguous is the seed PR's disabled test Allgather_LoopSplit_Noncontiguous
-// (nvfuser-cases L-13) with D = 4: the gathered axis is not outermost.
+// (conformance case L-13) with D = 4: the gathered axis is not outermost.
 const noncontiguous = `
 meshes: {m: [0, 1, 2, 3]}
 tensors:

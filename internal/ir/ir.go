@@ -3,8 +3,9 @@
 //
 // [Parse] turns a fusion file (format 1, see docs/fusion.md) into a checked
 // [Fusion]; every user-written node keeps its YAML position so later phases
-// can blame the right line. The analyses of DESIGN §3 (sharded-axis
-// resolution, local shapes, layouts) live beside the types in sharding.go.
+// can blame the right line. The analyses (sharded-axis resolution, local
+// shapes, layouts; docs/lowering.md, "The digit model") live beside the
+// types in sharding.go.
 package ir
 
 import (

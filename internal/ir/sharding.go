@@ -67,7 +67,8 @@ type analysisError struct {
 	Hint string
 }
 
-// analyze resolves t's shardings and layout (DESIGN §3).
+// analyze resolves t's shardings and layout (docs/lowering.md, "The digit
+// model").
 func (t *Tensor) analyze() *analysisError {
 	t.shardings = nil
 	valueIndex := map[int]int{}

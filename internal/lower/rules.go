@@ -21,7 +21,8 @@ func changedTypes(src, dst *view) []ir.ParallelType {
 	return out
 }
 
-// lowerSet lowers a copy from src to dst (DESIGN §4, the set rows).
+// lowerSet lowers a copy from src to dst (docs/lowering.md, "Policy
+// nvfuser": the rows of set).
 func (c *opCtx) lowerSet(src, dst *view) {
 	if !src.mesh.Equal(dst.mesh) {
 		c.lowerCrossMesh(src, dst)
