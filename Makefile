@@ -17,7 +17,7 @@ LDFLAGS := $(if $(VERSION),-X github.com/nvcomm/nvcomm/internal/cli.version=$(VE
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/nvcomm
 
-# Lower the bundled seed example (nvFuser PR #3284) and print its plan.
+# Lower the bundled example of nvFuser PR #3284 and print its plan.
 run: build
 	$(BIN) lower --format text $(EXAMPLE)
 	@echo

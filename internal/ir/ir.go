@@ -70,7 +70,7 @@ type Mesh struct {
 	Pos     diag.Pos
 
 	// The index makes Index O(1): meshes of a million devices are looked up
-	// once per device, and a linear search there is quadratic (issue 10).
+	// once per device, and a linear search there is quadratic.
 	indexOnce sync.Once
 	base      int         // when Devices is base, base+1, …: no map needed
 	index     map[int]int // device → position otherwise

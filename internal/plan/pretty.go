@@ -20,8 +20,8 @@ const inlineWidth = 88
 const flushSize = 64 << 10
 
 // encoder writes a plan as indented JSON in one pass over the plan, without
-// reflection or an intermediate encoding (issue 13: re-indenting
-// encoding/json's output took 75% of lowering 100k ops).
+// reflection or an intermediate encoding (re-indenting encoding/json's
+// output took 75% of the time of lowering 100k ops).
 //
 // A container (list or object) goes on one line when that line, indented,
 // is at most inlineWidth wide; else each child goes on its own line. The
@@ -204,7 +204,7 @@ func (e *encoder) null() {
 // str writes a JSON string. Names are almost always plain ASCII, written as
 // they are; anything else goes through encoding/json (without HTML
 // escaping), after replacing each invalid UTF-8 byte with U+FFFD: the
-// encoder before issue 13 decoded encoding/json's "\ufffd" escape and wrote
+// earlier encoder decoded encoding/json's "\ufffd" escape and wrote
 // the character itself.
 func (e *encoder) str(s string) {
 	if e.over() {

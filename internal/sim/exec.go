@@ -13,7 +13,7 @@ type machine struct {
 	// Buffers by name, then by device: a step looks up each name it
 	// reads or writes once, then its devices in a small map. One map
 	// keyed by (device, name) held millions of entries in a plan of 100k
-	// ops, and every access missed the cache (issue 13); a map per
+	// ops, and every access missed the cache; a map per
 	// device cost about 400 bytes a device, which dominated meshes of a
 	// million devices.
 	bufs map[string]buffers

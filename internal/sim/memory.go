@@ -35,7 +35,7 @@ import (
 //
 // The per-entry, per-name, per-device and per-member costs were measured
 // on linux/amd64 with meshes of up to a million devices (per entry and per
-// name again when buffers became maps by name, issue 13); the element
+// name again when buffers became maps by name); the element
 // costs are exact. TestEstimateWithinPeakRSS (internal/cli) holds the model
 // within 25% of the peak resident memory of real runs.
 const (

@@ -8,7 +8,7 @@ import (
 
 // meshIndex finds a device's row-major position in a mesh in constant
 // time: the simulator asks for every device of a mesh, and a linear search
-// made meshes of 100,000 devices take seconds (issue 10).
+// made meshes of 100,000 devices take seconds.
 type meshIndex struct {
 	shape []int
 	n     int         // number of devices

@@ -152,7 +152,7 @@ func (s *sharder) setOrder(alloc []int) error {
 // A run is a piece of a device's shard: n consecutive elements of its
 // buffer, holding the global tensor's elements at row-major offsets off,
 // off+stride, …, off+(n−1)·stride. Most shards are a few runs of stride 1,
-// moved with copy() rather than element by element (issue 13).
+// moved with copy() rather than element by element.
 type run struct{ off, stride, n int }
 
 // at returns the offset of the run's element i.
