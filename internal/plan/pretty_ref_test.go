@@ -1,6 +1,7 @@
 package plan
 
-// This file keeps the encoder plan.Encode used before issue 13, as the
+// This file keeps the encoder plan.Encode used before it wrote plans in one
+// streaming pass, as the
 // definition of the format: encoding/json's compact output, re-indented by
 // a parser that keeps short values on one line. It is the oracle of the
 // streaming encoder's tests (TestEncodeMatchesReference, FuzzEncode): a
@@ -12,8 +13,8 @@ import (
 	"strings"
 )
 
-// referenceEncode is the encoding of p as plan.Encode wrote it before
-// issue 13.
+// referenceEncode is the encoding of p as plan.Encode wrote it before the
+// streaming encoder.
 func referenceEncode(p *Plan) ([]byte, error) {
 	var compact bytes.Buffer
 	enc := json.NewEncoder(&compact)

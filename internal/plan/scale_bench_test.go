@@ -19,8 +19,8 @@ import (
 // chainFusion writes a fusion of n set ops, t0 → t1 → … → tn, each tensor
 // [16, 16] float32 with the next of a few shardings in turn: on mesh "1d",
 // 8 devices, dim 0, dim 1, replicated; on "2d", a 2×4 mesh, four
-// placements that shard one or both dims. It is issue 13's input for
-// lowering, validating and simulating at scale.
+// placements that shard one or both dims: the input of the scale
+// benchmarks of lowering, validating and simulating.
 func chainFusion(n int, mesh string) []byte {
 	var b strings.Builder
 	b.WriteString("format: 1\nname: chain\nmeshes:\n")
@@ -89,7 +89,7 @@ func yamlDecode(b *testing.B, src []byte) time.Duration {
 }
 
 // BenchmarkScaleLower measures what `nvcomm lower` does — parse, lower
-// (policy optimal) and encode the plan — on issue 13's inputs, beside the
+// (policy optimal) and encode the plan — on the scale inputs, beside the
 // YAML decode of the same file timed in the same loop. x-yaml-decode is
 // the ratio (goal ≤ 2 at 100k ops), encode-share the part of it that
 // plan.Encode takes, and plan-B/file-B the encoded plan's size over the
@@ -131,8 +131,8 @@ func BenchmarkScaleLower(b *testing.B) {
 	}
 }
 
-// BenchmarkScaleEncode measures plan.Encode alone on the plans of issue
-// 13's inputs, as a ratio to the YAML decode of the fusion file measured in
+// BenchmarkScaleEncode measures plan.Encode alone on the plans of the
+// scale inputs, as a ratio to the YAML decode of the fusion file measured in
 // the same run, and its throughput in bytes written.
 func BenchmarkScaleEncode(b *testing.B) {
 	for _, in := range scaleInputs() {

@@ -56,8 +56,7 @@ func permuteStep(s *plan.Step) (localFunc, error) {
 	if s.Count.Output != s.Count.Input {
 		return nil, stepError(s, "count.output %d must equal count.input %d", s.Count.Output, s.Count.Input)
 	}
-	dims, perm := s.Dims, s.Perm
-	return func(in []float64) []float64 { return permute(in, dims, perm) }, nil
+	return permuter(s.Dims, s.Perm), nil
 }
 
 func localReduceStep(s *plan.Step) (localFunc, error) {
@@ -97,37 +96,40 @@ func checkDims(s *plan.Step) error {
 	return nil
 }
 
-// permute views in as row-major dims and returns the row-major array whose
-// dimension k is input dimension perm[k]. The last output dimension is
-// copied a row at a time: with copy() when it is the last input dimension
-// too, else with its input stride.
-func permute(in []float64, dims, perm []int) []float64 {
+// permuter returns the transform that views its input as row-major dims
+// and returns the row-major array whose dimension k is input dimension
+// perm[k], its strides computed once for every device of a step. The last
+// output dimension is copied a row at a time: with copy() when it is the
+// last input dimension too, else with its input stride.
+func permuter(dims, perm []int) localFunc {
 	stride := strides(dims)
 	outDims := make([]int, len(perm))
 	outStride := make([]int, len(perm))
 	for k, p := range perm {
 		outDims[k], outStride[k] = dims[p], stride[p]
 	}
-	out := make([]float64, 0, len(in))
 	if len(perm) == 0 {
-		return append(out, in...)
+		return slices.Clone[[]float64]
 	}
 	last := len(perm) - 1
 	n, step := outDims[last], outStride[last]
-	for idx := range odometer(outDims[:last]) {
-		base := 0
-		for k, i := range idx {
-			base += i * outStride[k]
+	return func(in []float64) []float64 {
+		out := make([]float64, 0, len(in))
+		for idx := range odometer(outDims[:last]) {
+			base := 0
+			for k, i := range idx {
+				base += i * outStride[k]
+			}
+			if step == 1 {
+				out = append(out, in[base:base+n]...)
+				continue
+			}
+			for j := range n {
+				out = append(out, in[base+j*step])
+			}
 		}
-		if step == 1 {
-			out = append(out, in[base:base+n]...)
-			continue
-		}
-		for j := range n {
-			out = append(out, in[base+j*step])
-		}
+		return out
 	}
-	return out
 }
 
 // localReduce views in as row-major dims and combines the reduced dims,

@@ -70,11 +70,17 @@ func (x *meshIndex) position(device int) (int, bool) {
 // coords returns device's coordinates in the mesh, row-major, or false
 // when the device is not in the mesh.
 func (x *meshIndex) coords(device int) ([]int, bool) {
+	return x.coordsInto(make([]int, len(x.shape)), device)
+}
+
+// coordsInto is coords written into c, which has the mesh's rank: a shard
+// is enumerated for every device, and a slice each was most of what it
+// allocated.
+func (x *meshIndex) coordsInto(c []int, device int) ([]int, bool) {
 	i, ok := x.position(device)
 	if !ok {
 		return nil, false
 	}
-	c := make([]int, len(x.shape))
 	for k := len(x.shape) - 1; k >= 0; k-- {
 		c[k] = i % x.shape[k]
 		i /= x.shape[k]

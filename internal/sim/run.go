@@ -220,24 +220,22 @@ func (w *world) opWithoutSteps() *Mismatch {
 // the reference.
 func (w *world) check(m *machine, ref map[string][]float64, op, step int) *Mismatch {
 	name := w.p.Ops[op].Output
-	t, held := w.tensors[name], m.named(name)
+	t, held, want := w.tensors[name], m.named(name), ref[name]
 	for _, d := range t.mesh.Devices {
-		n := t.shard.size(d, &w.scratch)
-		mis := &Mismatch{Op: op, Step: step, Tensor: name, Device: d, FlatIndex: -1}
 		buf, ok := held[d]
+		n, diff, off := w.compareShard(t.shard, d, buf, want)
 		switch {
 		case !ok:
-			mis.Expected = float64(n)
+			mis := newMismatch(op, step, name, d, float64(n), 0)
 			mis.Reason = fmt.Sprintf("device %d holds no buffer %q", d, name)
 			return mis
 		case len(buf) != n:
-			mis.Expected, mis.Actual = float64(n), float64(len(buf))
+			mis := newMismatch(op, step, name, d, float64(n), float64(len(buf)))
 			mis.Reason = fmt.Sprintf("size: the buffer has %d elements, the shard has %d", len(buf), n)
 			return mis
-		}
-		if i, off, ok := w.firstDifference(t.shard, d, buf, ref[name]); !ok {
-			mis.FlatIndex, mis.LogicalIndex = i, unflatten(off, t.shard.shape)
-			mis.Expected, mis.Actual = ref[name][off], buf[i]
+		case diff >= 0:
+			mis := newMismatch(op, step, name, d, want[off], buf[diff])
+			mis.FlatIndex, mis.LogicalIndex = diff, unflatten(off, t.shard.shape)
 			mis.Reason = "value differs"
 			return mis
 		}
@@ -245,20 +243,28 @@ func (w *world) check(m *machine, ref map[string][]float64, op, step int) *Misma
 	return nil
 }
 
-// firstDifference compares device's buffer with its shard of want, run by
-// run. It returns true when they are equal, else the first differing
-// element's buffer position and offset in want.
-func (w *world) firstDifference(s *sharder, device int, buf, want []float64) (int, int, bool) {
-	pos, diff, off := 0, -1, 0
+// newMismatch is a mismatch of op's output on device, not yet about one
+// element.
+func newMismatch(op, step int, tensor string, device int, expected, actual float64) *Mismatch {
+	return &Mismatch{Op: op, Step: step, Tensor: tensor, Device: device, FlatIndex: -1, Expected: expected, Actual: actual}
+}
+
+// compareShard walks device's shard once, run by run: it returns the
+// shard's size n and, comparing buf with want while buf is long enough,
+// the buffer position diff of the first element that differs and its
+// offset off in want (diff is -1 when none does).
+func (w *world) compareShard(s *sharder, device int, buf, want []float64) (n, diff, off int) {
+	diff = -1
 	s.eachRun(device, &w.scratch, func(r run) bool {
-		if i := firstUnequal(buf[pos:pos+r.n], want, r); i >= 0 {
-			diff, off = pos+i, r.at(i)
-			return false
+		if diff < 0 && n+r.n <= len(buf) {
+			if i := firstUnequal(buf[n:n+r.n], want, r); i >= 0 {
+				diff, off = n+i, r.at(i)
+			}
 		}
-		pos += r.n
-		return true
+		n += r.n
+		return true // the size is needed whatever differs
 	})
-	return diff, off, diff < 0
+	return n, diff, off
 }
 
 // firstUnequal returns the first position where got differs from the

@@ -1,6 +1,6 @@
 package sim_test
 
-// The scale benchmarks of issue 13. They lower fusions with internal/lower
+// The scale benchmarks of simulate. They lower fusions with internal/lower
 // to get realistic plans and a baseline to compare with; package sim itself
 // never imports the compiler (it is the independent oracle).
 
@@ -67,7 +67,7 @@ func run(b *testing.B, p *plan.Plan) {
 	}
 }
 
-// BenchmarkScaleSimulateChain simulates issue 13's chains of set ops
+// BenchmarkScaleSimulateChain simulates long chains of set ops
 // (small extents, many ops) beside lowering the same fusion in the same
 // loop: x-lower is the ratio of wall times (goal ≤ 2 at 100k ops, and the
 // same at every size: linear), x-lower-cpu of CPU times (the process's,
@@ -103,7 +103,7 @@ func BenchmarkScaleSimulateChain(b *testing.B) {
 	}
 }
 
-// bigFusions are issue 13's big tensors: 64 MiB of float32 on 8 devices,
+// bigFusions are the big tensors: 64 MiB of float32 on 8 devices,
 // each lowered to one collective.
 var bigFusions = []struct{ name, tensors, op string }{
 	{"allgather", "x: {mesh: m, shape: [8, 2097152], placements: [Shard(0)]}\n  y: {mesh: m, placements: [Replicate()]}", "{op: set, in: x, out: y}"},

@@ -40,9 +40,10 @@ type sharder struct {
 	links    []link
 	stride   int
 	sortRuns bool
-	// vals and point are scratch for enumerating one device's shard:
-	// a value per IterDomain, and a point of the outer axes.
-	vals, point []int
+	// vals, point and coord are scratch for enumerating one device's
+	// shard: a value per IterDomain, a point of the outer axes, the
+	// device's coordinates.
+	vals, point, coord []int
 }
 
 // Shard returns the elements of the global tensor t that device holds, in
@@ -90,7 +91,7 @@ func newSharder(t plan.Tensor, m plan.Mesh) (*sharder, error) {
 		return nil, err
 	}
 	s.planRuns()
-	s.vals, s.point = make([]int, len(s.d.ids)), make([]int, len(s.outer))
+	s.vals, s.point, s.coord = make([]int, len(s.d.ids)), make([]int, len(s.outer)), make([]int, len(m.Shape))
 	return s, nil
 }
 
@@ -278,7 +279,7 @@ func (s *sharder) size(device int, scratch *[]int) int {
 // fixed to device's coordinate, or false when device holds nothing: it is
 // outside the mesh, or its coordinate is beyond its axis's extent.
 func (s *sharder) deviceValues(device int) ([]int, bool) {
-	c, ok := s.at.coords(device)
+	c, ok := s.at.coordsInto(s.coord, device)
 	if !ok {
 		return nil, false
 	}

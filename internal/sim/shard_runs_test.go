@@ -11,7 +11,7 @@ import (
 )
 
 // referenceOffsets is the definition of a shard that eachRun computes run
-// by run (and what the simulator computed before issue 13): every loop
+// by run (and what the simulator computed before it had runs): every loop
 // point in allocation order, device axes fixed, replayed one by one to its
 // logical offset, holes skipped, and sorted when there is no allocation.
 func referenceOffsets(s *sharder, device int) []int {
