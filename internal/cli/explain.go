@@ -12,18 +12,20 @@ import (
 )
 
 type explainOptions struct {
-	policy   *enumFlag
-	color    *enumFlag
-	tensor   string
-	op       int
-	topology string
+	policy    *enumFlag
+	objective *enumFlag
+	color     *enumFlag
+	tensor    string
+	op        int
+	topology  string
 }
 
 func newExplainCmd() *cobra.Command {
 	o := &explainOptions{
 		policy: newEnum(lower.Policies...).describe("the plan that moves the fewest bytes to the busiest device",
 			"nvFuser's lowering rules exactly"),
-		color: newEnum("auto", "always", "never").describe("on a terminal, unless NO_COLOR is set", "always", "never"),
+		color:     newEnum("auto", "always", "never").describe("on a terminal, unless NO_COLOR is set", "always", "never"),
+		objective: newObjective(),
 	}
 	cmd := &cobra.Command{
 		Use:   "explain FUSION|PLAN|-",
@@ -42,6 +44,7 @@ with '{' is a plan; anything else a fusion file.`,
 		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd, args[0]) },
 	}
 	enumVar(cmd, o.policy, "policy", "lowering policy for a fusion file: optimal (fewest bytes to the busiest device) or nvfuser (nvFuser's rules)")
+	objectiveVar(cmd, o.objective)
 	enumVar(cmd, o.color, "color", "colour the output: auto (on a terminal without NO_COLOR), always or never")
 	cmd.Flags().StringVar(&o.tensor, "tensor", "", "explain only the tensor `NAME`")
 	cmd.Flags().IntVar(&o.op, "op", -1, "explain only op `N` (0 is the first)")
@@ -53,7 +56,11 @@ func (o *explainOptions) run(cmd *cobra.Command, arg string) error {
 	if o.op < -1 {
 		return usageError{errors.New("--op: must be an op's index (0 or more)")}
 	}
-	p, err := loadPlan(cmd, arg, lower.Policy(o.policy.value))
+	lo, err := lowering(cmd, o.policy, o.objective, o.topology)
+	if err != nil {
+		return err
+	}
+	p, err := loadPlan(cmd, arg, lo)
 	if err != nil {
 		return err
 	}

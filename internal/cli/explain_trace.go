@@ -13,15 +13,16 @@ import (
 )
 
 type traceOptions struct {
-	policy   *enumFlag
-	output   string
-	run      string
-	topology string
+	policy    *enumFlag
+	objective *enumFlag
+	output    string
+	run       string
+	topology  string
 }
 
 func newTraceCmd() *cobra.Command {
 	o := &traceOptions{policy: newEnum(lower.Policies...).describe("the plan that moves the fewest bytes to the busiest device",
-		"nvFuser's lowering rules exactly")}
+		"nvFuser's lowering rules exactly"), objective: newObjective()}
 	cmd := &cobra.Command{
 		Use:   "trace FUSION|PLAN|-",
 		Short: "Write a plan's timeline as Chrome trace events, for ui.perfetto.dev",
@@ -39,6 +40,7 @@ second set of tracks.`,
 		RunE:              func(cmd *cobra.Command, args []string) error { return o.runTrace(cmd, args[0]) },
 	}
 	enumVar(cmd, o.policy, "policy", "lowering policy for a fusion file: optimal (fewest bytes to the busiest device) or nvfuser (nvFuser's rules)")
+	objectiveVar(cmd, o.objective)
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", "write the trace to `FILE` (atomically) instead of standard output")
 	cmd.Flags().StringVar(&o.run, "run", "", "add the measured times of a run: the `RESULT.json` that the exported program's --json wrote")
 	choiceOrFileVar(cmd, &o.topology, "topology", "default",
@@ -51,7 +53,11 @@ func (o *traceOptions) runTrace(cmd *cobra.Command, arg string) error {
 	if o.topology == "" || o.topology == "none" {
 		return usageError{errors.New("--topology: trace needs a topology to predict times")}
 	}
-	p, err := loadPlan(cmd, arg, lower.Policy(o.policy.value))
+	lo, err := lowering(cmd, o.policy, o.objective, o.topology)
+	if err != nil {
+		return err
+	}
+	p, err := loadPlan(cmd, arg, lo)
 	if err != nil {
 		return err
 	}

@@ -37,15 +37,16 @@ func newExportCmd() *cobra.Command {
 }
 
 type exportOptions struct {
-	output   string
-	policy   *enumFlag
-	topology string
-	seed     uint64
+	output    string
+	policy    *enumFlag
+	objective *enumFlag
+	topology  string
+	seed      uint64
 }
 
 func newExportTorchCmd() *cobra.Command {
 	o := &exportOptions{policy: newEnum(lower.Policies...).describe("the plan that moves the fewest bytes to the busiest device",
-		"nvFuser's lowering rules exactly")}
+		"nvFuser's lowering rules exactly"), objective: newObjective()}
 	cmd := &cobra.Command{
 		Use:   "torch FUSION|PLAN|-",
 		Short: "Write a PyTorch program that runs a plan with torch.distributed and checks it",
@@ -68,6 +69,7 @@ plan; anything else a fusion file. See docs/export.md.`,
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", "write the program to `FILE` (atomically) instead of standard output")
 	fileFlag(cmd, "output", "py")
 	enumVar(cmd, o.policy, "policy", "lowering policy for a fusion file: optimal (fewest bytes to the busiest device) or nvfuser (nvFuser's rules)")
+	objectiveVar(cmd, o.objective)
 	choiceOrFileVar(cmd, &o.topology, "topology", "default",
 		"topology of the predicted times: default (the built-in H200 one), none (no predictions) or a FILE that calibrate --fit wrote",
 		[]string{"default", "none"}, topologyExts...)
@@ -76,7 +78,11 @@ plan; anything else a fusion file. See docs/export.md.`,
 }
 
 func (o *exportOptions) run(cmd *cobra.Command, arg string) error {
-	name, p, err := loadNamedPlan(cmd, arg, lower.Policy(o.policy.value))
+	lo, err := lowering(cmd, o.policy, o.objective, o.topology)
+	if err != nil {
+		return err
+	}
+	name, p, err := loadNamedPlan(cmd, arg, lo)
 	if err != nil {
 		return err
 	}
@@ -154,20 +160,20 @@ func loadTopology(cmd *cobra.Command, arg string) (*cost.Topology, error) {
 
 // loadPlan returns a plan: decoded, validated and certified (checkPlan)
 // when the input is a plan, lowered when it is a fusion file.
-func loadPlan(cmd *cobra.Command, arg string, policy lower.Policy) (*plan.Plan, error) {
-	_, p, err := loadNamedPlan(cmd, arg, policy)
+func loadPlan(cmd *cobra.Command, arg string, opts lower.Options) (*plan.Plan, error) {
+	_, p, err := loadNamedPlan(cmd, arg, opts)
 	return p, err
 }
 
 // loadNamedPlan is loadPlan that also returns the input's name for
 // diagnostics (<stdin> for "-").
-func loadNamedPlan(cmd *cobra.Command, arg string, policy lower.Policy) (string, *plan.Plan, error) {
+func loadNamedPlan(cmd *cobra.Command, arg string, opts lower.Options) (string, *plan.Plan, error) {
 	name, src, err := readInput(cmd, arg)
 	if err != nil {
 		return name, nil, err
 	}
 	if !isPlan(src) {
-		p, err := compileSource(cmd, name, src, policy)
+		p, err := compileSource(cmd, name, src, opts)
 		return name, p, err
 	}
 	p, err := plan.Decode(name, src)

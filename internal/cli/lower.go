@@ -12,9 +12,11 @@ import (
 )
 
 type lowerOptions struct {
-	output string
-	format *enumFlag
-	policy *enumFlag
+	output    string
+	format    *enumFlag
+	policy    *enumFlag
+	objective *enumFlag
+	topology  string
 }
 
 func newLowerCmd() *cobra.Command {
@@ -23,6 +25,7 @@ func newLowerCmd() *cobra.Command {
 			"the plan as a Graphviz graph (dot -Tsvg)"),
 		policy: newEnum(lower.Policies...).describe("the plan that moves the fewest bytes to the busiest device",
 			"nvFuser's lowering rules exactly"),
+		objective: newObjective(),
 	}
 	cmd := &cobra.Command{
 		Use:   "lower FUSION|-",
@@ -37,7 +40,11 @@ each moves (JSON, docs/plan.md). Errors point at file:line:col.`,
 		Args:              exactArgs(1),
 		ValidArgsFunction: fileArg(fusionExts...),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, err := compile(cmd, args[0], lower.Policy(o.policy.value))
+			opts, err := lowering(cmd, o.policy, o.objective, o.topology)
+			if err != nil {
+				return err
+			}
+			p, err := compile(cmd, args[0], opts)
 			if err != nil {
 				return err
 			}
@@ -60,25 +67,29 @@ each moves (JSON, docs/plan.md). Errors point at file:line:col.`,
 	fileFlag(cmd, "output")
 	enumVar(cmd, o.format, "format", "output format: json (the plan), text (tables for reading) or dot (a Graphviz graph)")
 	enumVar(cmd, o.policy, "policy", "lowering policy: optimal (fewest bytes to the busiest device) or nvfuser (nvFuser's rules)")
+	objectiveVar(cmd, o.objective)
+	choiceOrFileVar(cmd, &o.topology, "topology", "default",
+		"price the optimal policy's steps on a topology: default (the built-in H200 one) or a FILE that calibrate --fit wrote",
+		[]string{"default"}, topologyExts...)
 	return cmd
 }
 
 // compile parses and lowers a fusion file, reporting diagnostics.
-func compile(cmd *cobra.Command, arg string, policy lower.Policy) (*plan.Plan, error) {
+func compile(cmd *cobra.Command, arg string, opts lower.Options) (*plan.Plan, error) {
 	name, src, err := readInput(cmd, arg)
 	if err != nil {
 		return nil, err
 	}
-	return compileSource(cmd, name, src, policy)
+	return compileSource(cmd, name, src, opts)
 }
 
 // compileSource parses and lowers fusion source, reporting diagnostics.
-func compileSource(cmd *cobra.Command, name string, src []byte, policy lower.Policy) (*plan.Plan, error) {
+func compileSource(cmd *cobra.Command, name string, src []byte, opts lower.Options) (*plan.Plan, error) {
 	f, err := ir.Parse(name, src)
 	if err != nil {
 		return nil, report(cmd, err)
 	}
-	p, err := lower.Lower(f, lower.Options{Policy: policy})
+	p, err := lower.Lower(f, opts)
 	if err != nil {
 		return nil, report(cmd, err)
 	}

@@ -14,19 +14,21 @@ import (
 )
 
 type simulateOptions struct {
-	policy   *enumFlag
-	format   *enumFlag
-	seed     uint64
-	maxBytes sizeFlag
-	topology string
+	policy    *enumFlag
+	objective *enumFlag
+	format    *enumFlag
+	seed      uint64
+	maxBytes  sizeFlag
+	topology  string
 }
 
 func newSimulateCmd() *cobra.Command {
 	o := &simulateOptions{
 		policy: newEnum(lower.Policies...).describe("the plan that moves the fewest bytes to the busiest device",
 			"nvFuser's lowering rules exactly"),
-		format:   newEnum("text", "json").describe("a report for reading", "the report as JSON"),
-		maxBytes: sizeFlag{sim.DefaultMaxBytes},
+		format:    newEnum("text", "json").describe("a report for reading", "the report as JSON"),
+		maxBytes:  sizeFlag{sim.DefaultMaxBytes},
+		objective: newObjective(),
 	}
 	cmd := &cobra.Command{
 		Use:   "simulate FUSION|PLAN|-",
@@ -46,6 +48,7 @@ fusion file.`,
 		RunE:              func(cmd *cobra.Command, args []string) error { return o.run(cmd, args[0]) },
 	}
 	enumVar(cmd, o.policy, "policy", "lowering policy for a fusion file: optimal (fewest bytes to the busiest device) or nvfuser (nvFuser's rules)")
+	objectiveVar(cmd, o.objective)
 	enumVar(cmd, o.format, "format", "report format: text or json")
 	cmd.Flags().Uint64Var(&o.seed, "seed", 0, "seed of the input data")
 	cmd.Flags().Var(&o.maxBytes, "max-bytes", "refuse simulations that need more memory than `SIZE` (bytes, or with a unit: 512MiB, 4GB); never more than the machine has")
@@ -56,7 +59,11 @@ fusion file.`,
 }
 
 func (o *simulateOptions) run(cmd *cobra.Command, arg string) error {
-	name, p, err := loadNamedPlan(cmd, arg, lower.Policy(o.policy.value))
+	lo, err := lowering(cmd, o.policy, o.objective, o.topology)
+	if err != nil {
+		return err
+	}
+	name, p, err := loadNamedPlan(cmd, arg, lo)
 	if err != nil {
 		return err
 	}

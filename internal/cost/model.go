@@ -151,12 +151,42 @@ func (t *Topology) team(s *plan.Step, team []int, size int64) (StepTime, error) 
 		return st, err
 	}
 	st.Link = t.LinkOf(members)
-	elems, ok := MessageElements(s.Type, s.Count, len(team))
-	if st.Bytes, err = stepBytes(s, size, elems); !ok {
+	var ok bool
+	if st.Seconds, st.Bytes, ok = t.TeamSeconds(st.Link, s.Type, s.Count, len(team), size); !ok {
 		err = tooManyBytes(s)
 	}
-	st.Seconds = t.Collective(st.Link, s.Type, st.Bytes, len(team))
 	return st, err
+}
+
+// TeamSeconds predicts one team of n devices (at least two distinct) of a
+// collective step of type typ with counts c of elem-byte elements, on link
+// class link: what Step charges that team, and the message size S in
+// bytes. The optimal policy's search prices the steps it may emit with it,
+// so its objective is the prediction of the plan it writes. ok is false
+// when S does not fit in int64.
+func (t *Topology) TeamSeconds(link, typ string, c plan.Count, n int, elem int64) (seconds float64, bytes int64, ok bool) {
+	elems, ok := MessageElements(typ, c, n)
+	if ok {
+		bytes, ok = checked.Mul(elems, elem)
+	}
+	if !ok {
+		return 0, 0, false
+	}
+	return t.Collective(link, typ, bytes, n), bytes, true
+}
+
+// LocalSeconds predicts a local step (other than a Matmul, whose
+// arithmetic Step adds) with counts c of elem-byte elements, as Step does:
+// its bytes read plus written at the memory's rate. ok is false when they
+// do not fit in int64.
+func (t *Topology) LocalSeconds(c plan.Count, elem int64) (float64, bool) {
+	in, ok1 := checked.Mul(int64(c.Input), elem)
+	out, ok2 := checked.Mul(int64(c.Output), elem)
+	sum, ok3 := checked.Add(in, out)
+	if !ok1 || !ok2 || !ok3 {
+		return 0, false
+	}
+	return t.Local(sum), true
 }
 
 // stepBytes is the bytes of the given element counts of size bytes, summed;

@@ -15,7 +15,9 @@ import (
 // computes: a plan is a certificate, and its analyses and numbers may not
 // be edited. It rebuilds the fusion from the plan's meshes, tensors and ops
 // (shapes, schedules and allocations, through ir.NewTensor), lowers it
-// again under the plan's policy, and compares:
+// again under the plan's policy and objective (on the built-in topology:
+// a plan lowered on another may differ in its steps, which are then
+// unproven), and compares:
 //
 //   - every tensor's sharding, local_shape, padded_shape and layout with
 //     the analyses of its schedule;
@@ -44,7 +46,11 @@ func Certify(p *plan.Plan) (problems []plan.Problem, unproven []int) {
 		ps.Addf(-1, "", "policy %q is not one of %v", p.Policy, Policies)
 		return ps.List(), nil
 	}
-	again, err := Lower(f, Options{Policy: policy})
+	if p.Objective != "" && !slices.Contains(Objectives, p.Objective) {
+		ps.Addf(-1, "", "objective %q is not one of %v", p.Objective, Objectives)
+		return ps.List(), nil
+	}
+	again, err := Lower(f, Options{Policy: policy, Objective: Objective(p.Objective)})
 	if err != nil {
 		addLowerErrors(&ps, policy, err)
 		return ps.List(), nil

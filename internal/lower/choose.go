@@ -1,7 +1,12 @@
 package lower
 
 import (
+	"slices"
+
+	"github.com/nvcomm/nvcomm/internal/checked"
+	"github.com/nvcomm/nvcomm/internal/cost"
 	"github.com/nvcomm/nvcomm/internal/ir"
+	"github.com/nvcomm/nvcomm/internal/plan"
 )
 
 // This file is the optimal policy's one choice in lowering a layer: where
@@ -11,8 +16,10 @@ import (
 // the optimal policy may keep the operands as they are, multiply the
 // local slices of k and sum the partial products (an Allreduce, or a
 // ReduceScatter when the output is split along the same device type), as
-// Megatron-LM's row-parallel linear does. It takes the way in which the
-// busiest device receives fewer bytes, nvFuser's way on a tie.
+// Megatron-LM's row-parallel linear does. It takes the way that is better
+// under the objective — the gathers or the sum, priced by the cost model
+// (the collectives only: both ways add a few Permutes) — nvFuser's way on
+// a tie.
 
 // chooseSum returns the device type over which op should sum partial
 // products instead of gathering its operands, if the optimal policy
@@ -26,14 +33,52 @@ func (ins *inserter) chooseSum(op *ir.Op, want []split) (ir.ParallelType, bool) 
 		return 0, false
 	}
 	withSum := append(want[:len(want):len(want)], split{-1, t})
-	gather := int64(0)
+	l := ins.lowerer
+	gather, ok := pathCost{}, true
 	for i, x := range op.Inputs[:2] {
 		if !matches(x, op.Out.Mesh, operandShards(op, i, withSum)) {
 			return 0, false // the operands would move either way: keep nvFuser's plan
 		}
-		gather += int64(op.Out.Mesh.Size(t)-1) * localBytes(x)
+		g, priced := l.gatherCost(x, t)
+		var fits bool
+		gather, fits = l.costOrder.Add(gather, g)
+		ok = ok && priced && fits
 	}
-	return t, sumBytes(op.Out, t, want) < gather
+	sum, fits := l.sumCost(op.Out, t, want)
+	return t, ok && fits && l.costOrder.Less(sum, gather)
+}
+
+// gatherCost is the cost of the Allgather of operand x along t.
+func (l *lowerer) gatherCost(x *ir.Tensor, t ir.ParallelType) (pathCost, bool) {
+	n := x.Mesh.Size(t)
+	elems := localCount(x.LocalShape())
+	recv, ok := checked.Mul(int64(n-1), localBytes(x))
+	s, _, fits := l.topology.TeamSeconds(l.linkAlong(x.Mesh, t), plan.Allgather, plan.Count{Input: elems, Output: n * elems}, n, int64(x.DType.Size()))
+	return pathCost{ps: picoseconds(s), busiest: recv, steps: 1}, ok && fits
+}
+
+// sumCost is the cost of summing y's partial products over the devices
+// along t: an Allreduce, or a ReduceScatter when y is split along t too.
+func (l *lowerer) sumCost(y *ir.Tensor, t ir.ParallelType, want []split) (pathCost, bool) {
+	n := y.Mesh.Size(t)
+	elems := localCount(y.LocalShape())
+	typ, count := plan.Allreduce, plan.Count{Input: elems, Output: elems}
+	if slices.ContainsFunc(want, func(s split) bool { return s.Type == t }) {
+		typ, count = plan.ReduceScatter, plan.Count{Input: n * elems, Output: elems}
+	}
+	s, _, ok := l.topology.TeamSeconds(l.linkAlong(y.Mesh, t), typ, count, n, int64(y.DType.Size()))
+	return pathCost{ps: picoseconds(s), busiest: sumBytes(y, t, want), steps: 1}, ok
+}
+
+// linkAlong is the link class of the teams along t on m: the network when
+// any of them spans nodes.
+func (l *lowerer) linkAlong(m *ir.Mesh, t ir.ParallelType) string {
+	for _, team := range m.Teams(t) {
+		if l.topology.LinkOf(team) == cost.LinkNetwork {
+			return cost.LinkNetwork
+		}
+	}
+	return cost.LinkNVLink
 }
 
 // commonKSplit returns the device type that splits the contracted axis of

@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/lower"
 )
 
@@ -27,32 +28,45 @@ ops:
 
 // TestOptimalSumsOrGathers checks the optimal policy's choice for a
 // contraction whose operands are split along the summed axis and whose
-// output is whole: sum the partial products when that moves fewer bytes
-// than gathering the operands, gather them (nvFuser's plan, which the
-// nvfuser policy always gives) otherwise.
+// output is whole: sum the partial products when that is better under the
+// objective than gathering the operands, gather them (nvFuser's plan, which
+// the nvfuser policy always gives) otherwise.
 func TestOptimalSumsOrGathers(t *testing.T) {
+	gather := []string{"Allgather", "Permute", "Allgather", "Permute", "Matmul"}
 	tests := map[string]struct {
-		src    string
-		policy lower.Policy
-		want   []string
-		bytes  int64
+		src       string
+		policy    lower.Policy
+		objective lower.Objective
+		want      []string
+		bytes     int64
 	}{
 		// Gathering x and w (each Allgather of a split axis 1 followed by
 		// the Permute that orders it): 3·(8·8 + 8·8)·4 B = 1536 B; an
-		// Allreduce of
-		// y [8, 8]: 2·3/4·64·4 B = 384 B.
-		"small output, optimal sums": {rowParallel(8, 32, 8), lower.PolicyOptimal,
+		// Allreduce of y [8, 8]: 2·3/4·64·4 B = 384 B, and one collective
+		// instead of two.
+		"small output, optimal sums": {rowParallel(8, 32, 8), lower.PolicyOptimal, lower.ObjectiveTime,
 			[]string{"Matmul", "Allreduce"}, 384},
-		"small output, nvfuser gathers": {rowParallel(8, 32, 8), lower.PolicyNvFuser,
-			[]string{"Allgather", "Permute", "Allgather", "Permute", "Matmul"}, 1536},
-		// Gathering: 3·(64·2 + 64·2)·4 B = 3072 B; an Allreduce of y
-		// [64, 64]: 2·3/4·4096·4 B = 24576 B.
-		"large output, optimal gathers": {rowParallel(64, 8, 64), lower.PolicyOptimal,
-			[]string{"Allgather", "Permute", "Allgather", "Permute", "Matmul"}, 3072},
+		"small output, optimal sums for bytes": {rowParallel(8, 32, 8), lower.PolicyOptimal, lower.ObjectiveBytes,
+			[]string{"Matmul", "Allreduce"}, 384},
+		"small output, nvfuser gathers": {rowParallel(8, 32, 8), lower.PolicyNvFuser, "", gather, 1536},
+		// Gathering: 3·(64·2 + 64·2)·4 B = 3072 B in two Allgathers; an
+		// Allreduce of y [64, 64]: 2·3/4·4096·4 B = 24576 B in one, which
+		// the cost model predicts faster (a collective's latency, 20 µs,
+		// is worth 6 MB at NVLink's rate).
+		"large output, optimal gathers for bytes": {rowParallel(64, 8, 64), lower.PolicyOptimal, lower.ObjectiveBytes, gather, 3072},
+		"large output, optimal sums for time": {rowParallel(64, 8, 64), lower.PolicyOptimal, lower.ObjectiveTime,
+			[]string{"Matmul", "Allreduce"}, 24576},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			p := lowerSource(t, tc.src, tc.policy)
+			f, err := ir.Parse("f.yaml", []byte(tc.src))
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := lower.Lower(f, lower.Options{Policy: tc.policy, Objective: tc.objective})
+			if err != nil {
+				t.Fatal(err)
+			}
 			var got []string
 			for _, s := range p.Steps {
 				got = append(got, s.Type)

@@ -7,16 +7,40 @@ import (
 	"github.com/nvcomm/nvcomm/internal/plan"
 )
 
-// allgather: src sharded along t, dst not, same mesh. Concatenation in team
-// order puts t's digits outermost, so the input is first arranged as dst's
-// order without them.
-func (c *opCtx) allgather(src, dst *view, t ir.ParallelType) {
-	d := src.did[t]
-	in := c.arrange(src, without(dst.stored, d), "in", src.mesh.Devices)
-	got := concat(d, in.stored)
+// maskOf is the mask of one device type.
+func maskOf(t ir.ParallelType) uint8 { return 1 << typeIndex(t) }
+
+// axisAlong is the axis of v's digits for the outermost type of mask: the
+// axis a step over their teams names.
+func axisAlong(v *view, mask uint8) *int {
+	return ptr(v.axisOf(typesOf(v.mesh, mask)[0]))
+}
+
+// allgather: src sharded along t, dst not, same mesh.
+func (c *opCtx) allgather(src, dst *view, t ir.ParallelType) { c.allgatherAlong(src, dst, maskOf(t)) }
+
+// allgatherAlong: src sharded along the types of mask, dst not, same mesh.
+// Concatenation in team order puts their digits outermost, so the input is
+// first arranged as dst's order without them.
+func (c *opCtx) allgatherAlong(src, dst *view, mask uint8) {
+	in, got := gatherOrders(rankDigits(src, mask), dst.stored)
+	arranged := c.arrange(src, in, "in", src.mesh.Devices)
 	out, after := c.finish(got, dst, "gathered")
-	c.emitCollective(plan.Step{Type: plan.Allgather, Input: in.name, Output: out, Axis: ptr(src.axisOf(t))},
-		src.mesh.Teams(t), in, dst, in.size(), dst.size())
+	c.emitCollective(plan.Step{Type: plan.Allgather, Input: arranged.name, Output: out, Axis: axisAlong(src, mask)},
+		teamsAlong(src.mesh, mask), arranged, dst, arranged.size(), dst.size())
+	after()
+}
+
+// sliceAlong: src replicated along the types of mask, dst sharded; each
+// device keeps its part locally, no communication. The input is arranged
+// with dst's digits for those types outermost, then every team member
+// keeps the chunk of its rank.
+func (c *opCtx) sliceAlong(src, dst *view, mask uint8) {
+	in, got := sliceOrders(src.stored, rankDigits(dst, mask))
+	arranged := c.arrange(src, in, "in", src.mesh.Devices)
+	out, after := c.finish(got, dst, "sliced")
+	c.emitLocalTeams(plan.Step{Type: plan.Slice, Input: arranged.name, Output: out, Axis: axisAlong(dst, mask)},
+		teamsAlong(src.mesh, mask), arranged.size(), dst.size())
 	after()
 }
 
@@ -64,15 +88,18 @@ func (c *opCtx) scatterCrossMesh(src, dst *view, t ir.ParallelType) {
 }
 
 // allToAll: the sharded axis along t moves from one logical axis to another
-// on one mesh. Each rank sends chunk j (dst's digits = j) to rank j and
+// on one mesh.
+func (c *opCtx) allToAll(src, dst *view, t ir.ParallelType) { c.allToAllAlong(src, dst, maskOf(t)) }
+
+// allToAllAlong: the digits the types of mask select change to others on
+// one mesh. Each rank sends chunk j (dst's digits = j) to rank j and
 // receives src's digits as the outermost part.
-func (c *opCtx) allToAll(src, dst *view, t ir.ParallelType) {
-	dp, dc := src.did[t], dst.did[t]
-	rest := without(dst.stored, dp)
-	in := c.arrange(src, concat(dc, rest), "in", src.mesh.Devices)
-	out, after := c.finish(concat(dp, rest), dst, "exchanged")
-	c.emitCollective(plan.Step{Type: plan.AllToAll, Input: in.name, Output: out, Axis: ptr(src.axisOf(t))},
-		src.mesh.Teams(t), in, dst, in.size(), dst.size())
+func (c *opCtx) allToAllAlong(src, dst *view, mask uint8) {
+	in, got := allToAllOrders(rankDigits(src, mask), rankDigits(dst, mask), dst.stored)
+	arranged := c.arrange(src, in, "in", src.mesh.Devices)
+	out, after := c.finish(got, dst, "exchanged")
+	c.emitCollective(plan.Step{Type: plan.AllToAll, Input: arranged.name, Output: out, Axis: axisAlong(src, mask)},
+		teamsAlong(src.mesh, mask), arranged, dst, arranged.size(), dst.size())
 	after()
 }
 
@@ -126,20 +153,31 @@ func (c *opCtx) sendRecv(src, dst *view) {
 
 // allreduce: the reduced axis is sharded along t and dst is replicated along
 // t on the same mesh.
-func (c *opCtx) allreduce(src, dst *view, t ir.ParallelType) {
+func (c *opCtx) allreduce(src, dst *view, t ir.ParallelType) { c.allreduceAlong(src, dst, maskOf(t)) }
+
+// allreduceAlong: src holds partial terms along the types of mask, dst
+// their combination on the same mesh.
+func (c *opCtx) allreduceAlong(src, dst *view, mask uint8) {
 	out, after := c.finish(src.stored, dst, "reduced")
 	c.emitCollective(plan.Step{Type: plan.Allreduce, ReduceOp: c.reduceOp(), Input: src.name, Output: out, Axis: ptr(c.op.Axis)},
-		src.mesh.Teams(t), src, dst, src.size(), src.size())
+		teamsAlong(src.mesh, mask), src, dst, src.size(), src.size())
 	after()
 }
 
 // reduceScatter: the reduced axis is sharded along t and dst is sharded
-// along t on another axis, same mesh. Chunk r of the input must hold dst's
-// rank-r shard, so dst's digits for t go outermost.
+// along t on another axis, same mesh.
 func (c *opCtx) reduceScatter(src, dst *view, t ir.ParallelType) {
-	in := c.arrange(src, concat(dst.did[t], dst.stored), "in", src.mesh.Devices)
-	c.emitCollective(plan.Step{Type: plan.ReduceScatter, ReduceOp: c.reduceOp(), Input: in.name, Output: dst.name, Axis: ptr(c.op.Axis)},
-		src.mesh.Teams(t), in, dst, in.size(), dst.size())
+	c.reduceScatterAlong(src, dst, maskOf(t))
+}
+
+// reduceScatterAlong: src holds partial terms along the types of mask, dst
+// their combination sharded along them. Chunk r of the input must hold
+// dst's rank-r shard, so dst's digits for those types go outermost.
+func (c *opCtx) reduceScatterAlong(src, dst *view, mask uint8) {
+	in, _ := reduceScatterOrders(rankDigits(dst, mask), dst.stored)
+	arranged := c.arrange(src, in, "in", src.mesh.Devices)
+	c.emitCollective(plan.Step{Type: plan.ReduceScatter, ReduceOp: c.reduceOp(), Input: arranged.name, Output: dst.name, Axis: ptr(c.op.Axis)},
+		teamsAlong(src.mesh, mask), arranged, dst, arranged.size(), dst.size())
 }
 
 // reduce: the reduced axis is sharded along t, dst replicated on another 1-D

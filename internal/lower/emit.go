@@ -28,11 +28,8 @@ func (c *opCtx) emitCollective(s plan.Step, teams [][]int, in, out *view, countI
 		n := recv[dev]
 		b.ReceivedPerDevice = max(b.ReceivedPerDevice, n)
 		c.addBytes(c.received, dev, n, "receives over the plan")
-		if plan.IsReduction(s.Type) {
-			c.addBytes(c.reduced, dev, n, "receives in the op's reducing collectives")
-		}
 	}
-	b.LowerBound = b.ReceivedPerDevice
+	b.LowerBound = stepBound(&s, b.ReceivedPerDevice, elem)
 	if !plan.IsReduction(s.Type) {
 		b.LowerBound = 0
 		for dev := range recv {
@@ -42,6 +39,18 @@ func (c *opCtx) emitCollective(s plan.Step, teams [][]int, in, out *view, countI
 	}
 	s.Bytes = b
 	c.append(s)
+}
+
+// stepBound is what the busiest device must receive in a reducing step
+// that receives recv bytes at most (bound.go): an Allreduce or a
+// ReduceScatter, what it receives (the bandwidth bounds, which it meets);
+// a Reduce's root, one value per element of its input, however the engine
+// combines the others' (NCCL pipelines a Reduce through a ring or a tree).
+func stepBound(s *plan.Step, recv, elem int64) int64 {
+	if s.Type == plan.Reduce {
+		return min(recv, int64(s.Count.Input)*elem) // one buffer: no overflow
+	}
+	return recv
 }
 
 // sortedKeys lists the devices of m in increasing order.

@@ -36,8 +36,8 @@ import (
 // Policy names a lowering policy.
 type Policy string
 
-// The policies. PolicyOptimal, the default, minimizes the bytes the busiest
-// device receives; PolicyNvFuser follows nvFuser's lowering table.
+// The policies. PolicyOptimal, the default, searches for the best plan under
+// an Objective; PolicyNvFuser follows nvFuser's lowering table.
 const (
 	PolicyOptimal Policy = "optimal"
 	PolicyNvFuser Policy = "nvfuser"
@@ -49,8 +49,11 @@ var Policies = []string{string(PolicyOptimal), string(PolicyNvFuser)}
 // Options configure Lower.
 type Options struct {
 	Policy Policy // empty means PolicyOptimal
-	// Topology prices steps for the optimal policy, which breaks ties in
-	// bytes by predicted time; nil means cost.Default().
+	// Objective is what the optimal policy minimizes; empty means
+	// ObjectiveTime. The nvfuser policy has none.
+	Objective Objective
+	// Topology prices steps for the optimal policy; nil means
+	// cost.Default().
 	Topology *cost.Topology
 }
 
@@ -63,11 +66,18 @@ func Lower(f *ir.Fusion, opts Options) (*plan.Plan, error) {
 	if !slices.Contains(Policies, string(opts.Policy)) {
 		return nil, fmt.Errorf("unknown policy %q (expected one of %v)", opts.Policy, Policies)
 	}
+	if opts.Objective == "" {
+		opts.Objective = ObjectiveTime
+	}
+	if !slices.Contains(Objectives, string(opts.Objective)) {
+		return nil, fmt.Errorf("unknown objective %q (expected one of %v)", opts.Objective, Objectives)
+	}
 	if opts.Topology == nil {
 		opts.Topology = cost.Default()
 	}
-	l := &lowerer{f: f, policy: opts.Policy, topology: opts.Topology, errs: &diag.List{File: f.File}, received: map[int]int64{}, bound: map[int]int64{}}
-	l.f, l.sumTypes = insertReshardings(f, opts.Policy, l.errs)
+	l := &lowerer{f: f, policy: opts.Policy, objective: opts.Objective, costOrder: costOrders[opts.Objective], topology: opts.Topology,
+		errs: &diag.List{File: f.File}, received: map[int]int64{}, bound: map[int]int64{}}
+	l.f, l.sumTypes = insertReshardings(f, l)
 	for _, op := range l.f.Ops {
 		l.lowerOp(op)
 	}
@@ -79,13 +89,18 @@ func Lower(f *ir.Fusion, opts Options) (*plan.Plan, error) {
 
 // lowerer accumulates the steps of a plan.
 type lowerer struct {
-	f        *ir.Fusion
-	policy   Policy
-	topology *cost.Topology
-	errs     *diag.List
-	steps    []plan.Step
-	received map[int]int64 // bytes each device receives over the whole plan
-	bound    map[int]int64 // bytes each device must receive, whatever the plan
+	f         *ir.Fusion
+	policy    Policy
+	objective Objective
+	costOrder costOrder // the objective's
+	topology  *cost.Topology
+	errs      *diag.List
+	steps     []plan.Step
+	received  map[int]int64 // bytes each device receives over the whole plan
+	bound     map[int]int64 // bytes each device must receive, whatever the plan
+	// aggregates are what the devices of some ops must receive between
+	// them beyond bound (bound.go).
+	aggregates []aggregate
 	// sumTypes are the contractions the optimal policy rFactors although
 	// their outputs do not split the summed axis (choose.go).
 	sumTypes map[*ir.Op]ir.ParallelType
@@ -99,10 +114,8 @@ type opCtx struct {
 	*lowerer
 	*opState
 	op *ir.Op
-	// fact is the pair's common factoring; resolved its view once no axis
-	// is partial (for the bound of a reduction).
-	fact     *factoring
-	resolved *view
+	// fact is the pair's common factoring.
+	fact *factoring
 	// toOpAxis maps the axes of the pair being lowered to the op input's,
 	// when they differ; steps name axes of the op's input.
 	toOpAxis []int
@@ -114,9 +127,6 @@ type opCtx struct {
 // opState is what every part of one op's lowering shares.
 type opState struct {
 	names map[string]int // intermediate buffer names used so far
-	// reduced is what each device receives in the op's reducing
-	// collectives.
-	reduced map[int]int64
 	// overflowed is set once the op failed for a count beyond int64.
 	overflowed bool
 }
@@ -138,7 +148,7 @@ func (c *opCtx) exprText() string {
 
 func (l *lowerer) lowerOp(op *ir.Op) {
 	producer, consumer := op.In(), op.Out
-	ctx := &opCtx{lowerer: l, op: op, opState: &opState{names: map[string]int{}, reduced: map[int]int64{}}}
+	ctx := &opCtx{lowerer: l, op: op, opState: &opState{names: map[string]int{}}}
 	if op.Kind != ir.OpSet && !op.Kind.IsReduction() {
 		ctx.lowerComputing()
 		return
@@ -242,7 +252,7 @@ func (c *opCtx) lowerFactored(fact *factoring, producer, consumer *ir.Tensor, re
 	case c.policy == PolicyOptimal && reduce:
 		c.optimalReduction(src, dst)
 	case c.policy == PolicyOptimal:
-		c.optimal(src, dst)
+		c.optimal(src, dst, 0)
 	case reduce:
 		c.lowerReduction(src, dst)
 	default:
@@ -254,22 +264,6 @@ func (c *opCtx) lowerFactored(fact *factoring, producer, consumer *ir.Tensor, re
 	return src, dst
 }
 
-// addSizeBound adds a lower bound that needs no common factoring: a device
-// must receive at least what it holds of the consumer beyond all it holds of
-// the producer, plus what the op's reducing collectives received.
-func (c *opCtx) addSizeBound(p, t *ir.Tensor) {
-	elem := int64(t.DType.Size())
-	for _, d := range t.Mesh.Devices {
-		have := int64(0)
-		if p.Mesh.Contains(d) {
-			have = int64(p.LocalSize())
-		}
-		// One tensor's bytes: no overflow (sizes.go); the sums may.
-		c.addBytes(c.bound, d, max(0, int64(t.LocalSize())-have)*elem, "must receive over the plan")
-		c.addBytes(c.bound, d, c.reduced[d], "must receive over the plan")
-	}
-}
-
 // paddedExtents returns, per producer axis, the extent both tensors' shards
 // tile: the true extent, or more where an uneven split pads it.
 func paddedExtents(p, c *ir.Tensor, cMap []int) []int {
@@ -278,27 +272,6 @@ func paddedExtents(p, c *ir.Tensor, cMap []int) []int {
 		ext[cMap[j]] = max(ext[cMap[j]], e)
 	}
 	return ext
-}
-
-// addBound adds the op's lower bound to each device's total: the elements of
-// the consumer it does not hold in the producer, and for a reduction over a
-// sharded axis what its reducing collectives must receive (the bandwidth
-// bounds of reduce-scatter and all-reduce) plus what the reduced result
-// lacks (docs/lowering.md).
-func (c *opCtx) addBound(pv, cv *view) {
-	from := pv
-	if c.op.Kind.IsReduction() {
-		from = c.resolved
-	}
-	if from == nil {
-		return
-	}
-	elem := int64(cv.dtype.Size())
-	for _, d := range cv.mesh.Devices {
-		// need counts elements of one buffer: no overflow (sizes.go).
-		c.addBytes(c.bound, d, need(from, cv, d)*elem, "must receive over the plan")
-		c.addBytes(c.bound, d, c.reduced[d], "must receive over the plan")
-	}
 }
 
 // fail reports that the op cannot be lowered under the policy.
@@ -355,6 +328,9 @@ func (l *lowerer) plan() *plan.Plan {
 	if p.Steps == nil {
 		p.Steps = []plan.Step{}
 	}
+	if l.policy == PolicyOptimal && l.objective != ObjectiveTime {
+		p.Objective = string(l.objective) // the default is left out
+	}
 	p.Summary = l.summary()
 	return p
 }
@@ -372,9 +348,7 @@ func (l *lowerer) summary() plan.Summary {
 	for _, b := range l.received {
 		s.BytesReceivedMax = max(s.BytesReceivedMax, b)
 	}
-	for _, b := range l.bound {
-		s.BytesLowerBound = max(s.BytesLowerBound, b)
-	}
+	s.BytesLowerBound = l.lowerBound()
 	s.BytesRatio = plan.BytesRatio(s.BytesReceivedMax, s.BytesLowerBound)
 	return s
 }

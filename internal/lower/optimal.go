@@ -3,147 +3,66 @@ package lower
 import (
 	"fmt"
 	"slices"
+	"strings"
 
-	"github.com/nvcomm/nvcomm/internal/checked"
-	"github.com/nvcomm/nvcomm/internal/cost"
 	"github.com/nvcomm/nvcomm/internal/ir"
-	"github.com/nvcomm/nvcomm/internal/plan"
 )
 
 // The optimal policy (docs/lowering.md) searches, per op, the sharding states
-// between the producer's and the consumer's: a state is a mesh and, for each
-// device type, the digits it selects. Each edge is one collective (or a local
-// Slice) that changes one thing; Dijkstra finds the path that minimizes the
-// bytes received by the busiest device, then the total bytes, then the
-// number of steps.
+// between the producer's and the consumer's: a state is a mesh, for each
+// device type the digits it selects or that it still holds partial terms
+// of a reduction, and the order of the buffer's stored digits. Each edge is
+// one collective (or a local Slice) with the local steps around it; its
+// cost is the time the cost model predicts for those steps and the bytes
+// they move, so that a path's cost is what the plan it emits costs.
+// Dijkstra finds the path that is best under the op's objective
+// (objective.go).
 
-// searchState is a node of the search.
+// placement is where a state's data is: the mesh (the producer's or the
+// consumer's), per device type (DIDx, DIDy, DIDz) the index of the digits
+// it selects among the planner's options (0: none), and the types along
+// which devices still hold partial terms of a reduction (bit i: type i).
+type placement struct {
+	onDst   bool
+	partial uint8
+	pick    [3]int
+}
+
+// searchState is a node of the search: a placement and the order in which
+// the buffer stores its digits, one rune per digit indexing planner.order.
+// The order decides which Permutes the next steps need.
 type searchState struct {
-	onDst bool   // on the consumer's mesh (else the producer's)
-	pick  [3]int // per device type (DIDx, DIDy, DIDz): index into options
-}
-
-// cost orders paths: bytes received by the busiest device, then bytes that
-// cross from one mesh to the other (each element should cross once and the
-// rest happen inside the destination mesh), then the time the cost model
-// predicts (byte ties are broken by time), then total bytes, then steps.
-type pathCost struct {
-	busiest, cross, total int64
-	seconds               float64
-	steps                 int
-}
-
-func (a pathCost) less(b pathCost) bool {
-	switch {
-	case a.busiest != b.busiest:
-		return a.busiest < b.busiest
-	case a.cross != b.cross:
-		return a.cross < b.cross
-	case a.seconds != b.seconds:
-		return a.seconds < b.seconds
-	case a.total != b.total:
-		return a.total < b.total
-	}
-	return a.steps < b.steps
-}
-
-// plus adds two costs, and false when a byte count overflows: the path
-// then costs more than nvcomm can count.
-func (a pathCost) plus(b pathCost) (pathCost, bool) {
-	busiest, ok1 := checked.Add(a.busiest, b.busiest)
-	cross, ok2 := checked.Add(a.cross, b.cross)
-	total, ok3 := checked.Add(a.total, b.total)
-	return pathCost{busiest, cross, total, a.seconds + b.seconds, a.steps + b.steps}, ok1 && ok2 && ok3
-}
-
-// local is the cost of a step inside one mesh; crossing that of a step from
-// one mesh to the other.
-func local(busiest, total int64, steps int) pathCost {
-	return pathCost{busiest: busiest, total: total, steps: steps}
-}
-
-func crossing(busiest, total int64, steps int) pathCost {
-	return pathCost{busiest: busiest, cross: total, total: total, steps: steps}
-}
-
-// timed adds the predicted time of repeat collectives of type typ over n
-// devices of link class link with message size msg bytes (nccl-tests' S),
-// or of a local step over msg bytes when typ is Slice.
-func (pl *planner) timed(c pathCost, link, typ string, msg int64, n, repeat int) pathCost {
-	t := pl.c.topology
-	if typ == plan.Slice {
-		c.seconds = t.Memory.Seconds(2 * float64(msg)) // read and write; 2·msg may not fit in int64
-		return c
-	}
-	c.seconds = float64(repeat) * t.Collective(link, typ, msg, n)
-	return c
-}
-
-// linkAlong is the link class of the teams along device type t of mesh m:
-// the network when any of them spans nodes (teams run at once; the step
-// takes the slowest).
-func (pl *planner) linkAlong(m *ir.Mesh, t ir.ParallelType) string {
-	key := linkKey{m, t}
-	if link, ok := pl.links[key]; ok {
-		return link
-	}
-	link := cost.LinkNVLink
-	for _, team := range m.Teams(t) {
-		if pl.c.topology.LinkOf(team) == cost.LinkNetwork {
-			link = cost.LinkNetwork
-			break
-		}
-	}
-	pl.links[key] = link
-	return link
-}
-
-// linkKey names the teams of one device type of one mesh.
-type linkKey struct {
-	mesh *ir.Mesh
-	typ  ir.ParallelType
-}
-
-// edgeKind names the step an edge emits.
-type edgeKind int
-
-const (
-	edgeSlice edgeKind = iota
-	edgeAllgather
-	edgeAllToAll
-	edgeSendRecv
-	edgeBroadcast
-	edgeScatter
-	edgeGather
-	edgeSwap
-)
-
-// edge is one transition of the search.
-type edge struct {
-	kind edgeKind
-	typ  ir.ParallelType
-	to   searchState
-	cost pathCost
+	placement
+	order string
 }
 
 // planner holds one op's search space.
 type planner struct {
 	c        *opCtx
 	src, dst *view
+	obj      costOrder
 	options  [3][][]ir.Digit // per type: nil (replicated), then candidate digit groups
-	order    []ir.Digit      // every stored-or-device digit, in the consumer's layout order
+	order    []ir.Digit      // every digit of the result, in the consumer's layout order
+	index    map[ir.Digit]int
+	// partials are the digits of the reduced axis that each partial type
+	// selects in the producer: the views of partial states keep them.
+	partials [3][]ir.Digit
 	elem     int64
-	bySet    map[string][]searchState // valid states by mesh and selected digits
+	bySet    map[string][]placement // valid placements without partial terms by mesh and digits
+	start    searchState
+	goal     searchState
 	// overflowed notes an edge or path left out because its cost in bytes
 	// does not fit in int64.
 	overflowed bool
-	links      map[linkKey]string // linkAlong's results
+	links      map[linkKey]string     // linkAlong's results
+	swaps      map[[2]placement]*swap // relabel's results
+	keys       map[placement]string   // setKey's results
 }
 
-// optimal lowers src (the producer, after any local reduction and partial
-// resolution) to dst.
-func (c *opCtx) optimal(src, dst *view) {
-	pl := newPlanner(c, src, dst)
+// optimal lowers src (the producer, after any local reduction) to dst; the
+// types of partial still hold partial terms of the op's reduction.
+func (c *opCtx) optimal(src, dst *view, partial uint8) {
+	pl := newPlanner(c, src, dst, partial)
 	path, ok := pl.search()
 	if !ok && pl.overflowed {
 		c.overflow("the bytes of every sequence of collectives from the producer's sharding to the consumer's")
@@ -154,26 +73,49 @@ func (c *opCtx) optimal(src, dst *view) {
 			"reshard within one mesh first, then move between meshes of the same shape")
 		return
 	}
+	first := len(c.steps)
 	pl.emit(path)
+	if searched != nil && len(path) > 0 {
+		total := pathCost{}
+		for _, e := range path {
+			total, _ = pl.obj.Add(total, e.cost)
+		}
+		searched(total, first, len(c.steps))
+	}
 }
 
-func newPlanner(c *opCtx, src, dst *view) *planner {
-	pl := &planner{c: c, src: src, dst: dst, elem: int64(src.dtype.Size()), links: map[linkKey]string{}}
+// searched, when tests set it, is told the cost of every path the search
+// finds and the steps [first, end) that its emission appended: they must
+// be what the search priced.
+var searched func(c pathCost, first, end int)
+
+func newPlanner(c *opCtx, src, dst *view, partial uint8) *planner {
+	pl := &planner{c: c, src: src, dst: dst, obj: c.costOrder, elem: int64(src.dtype.Size()),
+		links: map[linkKey]string{}, swaps: map[[2]placement]*swap{}, keys: map[placement]string{}}
+	all := slices.Clone(dst.stored)
 	for i, t := range ir.DeviceTypes {
 		pl.options[i] = [][]ir.Digit{nil}
-		for _, v := range []*view{src, dst} {
-			if d := v.did[t]; len(d) > 0 && !containsDigits(pl.options[i], d) {
-				pl.options[i] = append(pl.options[i], d)
-			}
+		if partial&(1<<i) != 0 {
+			pl.partials[i] = src.did[t]
+		} else if d := src.did[t]; len(d) > 0 {
+			pl.options[i] = append(pl.options[i], d)
+		}
+		if d := dst.did[t]; len(d) > 0 && !containsDigits(pl.options[i], d) {
+			pl.options[i] = append(pl.options[i], d)
+		}
+		for _, o := range pl.options[i] {
+			all = append(all, o...)
 		}
 	}
-	all := concat(dst.stored)
-	for _, t := range ir.DeviceTypes {
-		all = concat(all, src.did[t], dst.did[t])
-	}
 	pl.order = canonicalOrder(all, dst, c.fact)
+	pl.index = make(map[ir.Digit]int, len(pl.order))
+	for k, d := range pl.order {
+		pl.index[d] = k
+	}
 	pl.addGroups()
 	pl.indexStates()
+	pl.start = searchState{pl.placementOf(src, false, partial), pl.encode(src.stored)}
+	pl.goal = searchState{pl.placementOf(dst, !src.mesh.Equal(dst.mesh), 0), pl.encode(dst.stored)}
 	return pl
 }
 
@@ -204,20 +146,20 @@ func (pl *planner) addGroups() {
 	}
 }
 
-// indexStates groups the valid states of each mesh by the set of digits
-// they select: a device permutation moves between states of one group.
+// indexStates groups the valid placements without partial terms of each
+// mesh by the set of digits they select: a device permutation moves
+// between placements of one group.
 func (pl *planner) indexStates() {
-	pl.bySet = map[string][]searchState{}
+	pl.bySet = map[string][]placement{}
 	for _, onDst := range []bool{false, true} {
-		var s searchState
-		s.onDst = onDst
+		p := placement{onDst: onDst}
 		for a := range pl.options[0] {
 			for b := range pl.options[1] {
 				for c := range pl.options[2] {
-					s.pick = [3]int{a, b, c}
-					if pl.valid(s) {
-						k := pl.setKey(s)
-						pl.bySet[k] = append(pl.bySet[k], s)
+					p.pick = [3]int{a, b, c}
+					if pl.valid(p) {
+						k := pl.setKey(p)
+						pl.bySet[k] = append(pl.bySet[k], p)
 					}
 				}
 			}
@@ -225,19 +167,30 @@ func (pl *planner) indexStates() {
 	}
 }
 
-// setKey names the mesh and the set of digits a state selects.
-func (pl *planner) setKey(s searchState) string {
-	var sel []ir.Digit
-	for i := range ir.DeviceTypes {
-		sel = append(sel, pl.options[i][s.pick[i]]...)
+// setKey names the mesh and the set of digits a placement selects.
+func (pl *planner) setKey(p placement) string {
+	if k, ok := pl.keys[p]; ok {
+		return k
 	}
+	sel := pl.selected(p)
 	slices.SortFunc(sel, func(a, b ir.Digit) int {
 		if a.Axis != b.Axis {
 			return a.Axis - b.Axis
 		}
 		return b.Stride - a.Stride
 	})
-	return fmt.Sprint(s.onDst, sel)
+	k := fmt.Sprint(p.onDst, sel)
+	pl.keys[p] = k
+	return k
+}
+
+// selected lists the digits a placement's device types select.
+func (pl *planner) selected(p placement) []ir.Digit {
+	var sel []ir.Digit
+	for i := range ir.DeviceTypes {
+		sel = append(sel, pl.options[i][p.pick[i]]...)
+	}
+	return sel
 }
 
 func containsDigits(list [][]ir.Digit, d []ir.Digit) bool {
@@ -269,37 +222,61 @@ func canonicalOrder(ds []ir.Digit, dst *view, f *factoring) []ir.Digit {
 	return out
 }
 
-// stateOf returns the search state a view is in.
-func (pl *planner) stateOf(v *view, onDst bool) searchState {
-	s := searchState{onDst: onDst}
+// placementOf returns the placement a view is in.
+func (pl *planner) placementOf(v *view, onDst bool, partial uint8) placement {
+	p := placement{onDst: onDst, partial: partial}
 	for i, t := range ir.DeviceTypes {
+		if partial&(1<<i) != 0 {
+			continue
+		}
 		for k, o := range pl.options[i] {
 			if slices.Equal(o, v.did[t]) {
-				s.pick[i] = k
+				p.pick[i] = k
 			}
 		}
 	}
-	return s
+	return p
 }
 
-func (pl *planner) mesh(s searchState) *ir.Mesh {
-	if s.onDst {
+// encode writes a digit order as a state's order; decode reads it back.
+func (pl *planner) encode(ds []ir.Digit) string {
+	var b strings.Builder
+	for _, d := range ds {
+		b.WriteRune(rune(pl.index[d]))
+	}
+	return b.String()
+}
+
+func (pl *planner) decode(s string) []ir.Digit {
+	out := make([]ir.Digit, 0, len(s))
+	for _, r := range s {
+		out = append(out, pl.order[r])
+	}
+	return out
+}
+
+func (pl *planner) mesh(p placement) *ir.Mesh {
+	if p.onDst {
 		return pl.dst.mesh
 	}
 	return pl.src.mesh
 }
 
-// valid reports whether every type's digits fit its mesh axis and no digit
-// is selected twice.
-func (pl *planner) valid(s searchState) bool {
-	m := pl.mesh(s)
+// valid reports whether every type's digits fit its mesh axis, no digit is
+// selected twice, and partial terms stay on the producer's mesh along
+// types that select nothing.
+func (pl *planner) valid(p placement) bool {
+	m := pl.mesh(p)
+	if p.partial != 0 && p.onDst {
+		return false
+	}
 	var used []ir.Digit
 	for i, t := range ir.DeviceTypes {
-		d := pl.options[i][s.pick[i]]
+		d := pl.options[i][p.pick[i]]
 		if d == nil {
 			continue
 		}
-		if extentOf(d) != m.Size(t) || m.Size(t) == 1 {
+		if extentOf(d) != m.Size(t) || m.Size(t) == 1 || p.partial&(1<<i) != 0 {
 			return false
 		}
 		for _, x := range d {
@@ -320,41 +297,54 @@ func extentOf(ds []ir.Digit) int {
 	return n
 }
 
-// view builds the (flexible) intermediate view of a state.
-func (pl *planner) view(s searchState) *view {
-	v := &view{name: pl.c.buffer("step"), mesh: pl.mesh(s), dtype: pl.src.dtype, did: map[ir.ParallelType][]ir.Digit{}, flexible: true}
-	var sel []ir.Digit
+// view builds the intermediate view of a placement, its buffer in the
+// canonical order (the step that writes it may choose another: flexible).
+func (pl *planner) view(p placement) *view {
+	v := &view{name: pl.c.buffer("step"), mesh: pl.mesh(p), dtype: pl.src.dtype, did: map[ir.ParallelType][]ir.Digit{}, flexible: true}
 	for i, t := range ir.DeviceTypes {
-		if d := pl.options[i][s.pick[i]]; d != nil {
+		if d := pl.options[i][p.pick[i]]; d != nil {
 			v.did[t] = d
-			sel = append(sel, d...)
+		}
+		if p.partial&(1<<i) != 0 {
+			v.did[t] = pl.partials[i]
 		}
 	}
-	v.stored = without(pl.order, sel)
+	v.stored = pl.canonical(p)
 	return v
 }
 
-// size is the bytes per device in state s: one buffer of the op, so no
-// overflow (sizes.go).
-func (pl *planner) size(s searchState) int64 {
-	n := int64(1)
-	for _, d := range pl.order {
-		n *= int64(d.Extent)
-	}
-	for i := range ir.DeviceTypes {
-		n /= int64(extentOf(pl.options[i][s.pick[i]]))
-	}
-	return n * pl.elem
+// canonical is the order in which an intermediate buffer of p stores its
+// digits unless the step writing it chooses another.
+func (pl *planner) canonical(p placement) []ir.Digit {
+	return without(pl.order, pl.selected(p))
 }
 
-func (pl *planner) isReplicated(s searchState) bool { return s.pick == [3]int{} }
+// target is the stored order a step into p writes toward: the consumer's
+// for the goal, else the canonical one.
+func (pl *planner) target(p placement) []ir.Digit {
+	if p == pl.goal.placement {
+		return pl.dst.stored
+	}
+	return pl.canonical(p)
+}
+
+// size is the elements per device in placement p: one buffer of the op,
+// so no overflow (sizes.go).
+func (pl *planner) size(p placement) int {
+	n := 1
+	for _, d := range pl.order {
+		n *= d.Extent
+	}
+	for i := range ir.DeviceTypes {
+		n /= extentOf(pl.options[i][p.pick[i]])
+	}
+	return n
+}
+
+func (pl *planner) isReplicated(p placement) bool { return p.pick == [3]int{} }
 
 // fits reports ok, noting in pl when a cost overflowed.
 func (pl *planner) fits(ok bool) bool {
 	pl.overflowed = pl.overflowed || !ok
 	return ok
 }
-
-// product multiplies byte counts of an edge's cost; ok is false when the
-// product overflows, and the edge is then left out.
-func product(xs ...int64) (int64, bool) { return checked.Product(xs...) }

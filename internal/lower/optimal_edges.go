@@ -1,176 +1,231 @@
 package lower
 
 import (
+	"math/bits"
 	"slices"
 
-	"github.com/nvcomm/nvcomm/internal/checked"
-	"github.com/nvcomm/nvcomm/internal/cost"
 	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/plan"
-	"github.com/nvcomm/nvcomm/internal/shard"
 )
 
-// The edges of the optimal policy's search: the steps that change one
-// thing about a sharding state (optimal.go).
+// The edges of the optimal policy's search inside one mesh: steps that
+// change the digits some device types select (optimal.go). A step may span
+// several device types at once — one Allgather, AllToAll or Slice over
+// their teams instead of one per type: the same bytes in fewer steps.
+
+// edgeKind names the step an edge emits.
+type edgeKind int
+
+const (
+	edgeSlice edgeKind = iota
+	edgeAllgather
+	edgeAllToAll
+	edgeSwap
+	edgeSendRecv
+	edgeBroadcast
+	edgeRelabel
+	edgeScatter
+	edgeGather
+	edgeAllreduce
+	edgeReduceScatter
+	edgeReduce
+)
+
+// edge is one transition of the search: its step, the device types along
+// which the step's teams run (bit i: DeviceTypes[i]), the state it leads
+// to and what it costs.
+type edge struct {
+	kind edgeKind
+	mask uint8
+	to   searchState
+	cost pathCost
+}
 
 // edges lists the transitions out of s.
 func (pl *planner) edges(s searchState) []edge {
 	var out []edge
-	m := pl.mesh(s)
-	size := pl.size(s)
-	devices := int64(len(m.Devices))
-	for i, t := range ir.DeviceTypes {
+	out = pl.singleTypeEdges(s, out)
+	out = pl.multiTypeEdges(s, out)
+	if s.partial != 0 {
+		return pl.partialEdges(s, out)
+	}
+	out = pl.swapEdges(s, out)
+	if !s.onDst && !pl.src.mesh.Equal(pl.dst.mesh) {
+		out = pl.crossEdges(s, out)
+	}
+	return out
+}
+
+// singleTypeEdges lists the changes of one device type's digits: a Slice
+// (replicated → sharded), an Allgather (sharded → replicated), an
+// AllToAll (sharded → sharded on other digits).
+func (pl *planner) singleTypeEdges(s searchState, out []edge) []edge {
+	for i := range ir.DeviceTypes {
+		if s.partial&(1<<i) != 0 {
+			continue
+		}
 		for k := range pl.options[i] {
 			if k == s.pick[i] {
 				continue
 			}
-			to := s
+			to := s.placement
 			to.pick[i] = k
 			if !pl.valid(to) {
 				continue
 			}
-			n := int64(m.Size(t))
-			cur, next := pl.options[i][s.pick[i]], pl.options[i][k]
-			switch {
-			case cur == nil:
-				out = append(out, edge{kind: edgeSlice, typ: t, to: to, cost: pl.timed(local(0, 0, 1), cost.LinkMemory, plan.Slice, size, 1, 1)})
-			case next == nil:
-				// n·size is the gathered buffer, (n−1)·size less.
-				recv := (n - 1) * size
-				total, ok := product(recv, devices)
-				if pl.fits(ok) {
-					c := pl.timed(local(recv, total, 1), pl.linkAlong(m, t), plan.Allgather, n*size, int(n), 1)
-					out = append(out, edge{kind: edgeAllgather, typ: t, to: to, cost: c})
-				}
-			case disjoint(cur, next):
-				recv := (n - 1) * (size / n) // size is a multiple of n: the chunks
-				total, ok := product(recv, devices)
-				if pl.fits(ok) {
-					c := pl.timed(local(recv, total, 1), pl.linkAlong(m, t), plan.AllToAll, size, int(n), 1)
-					out = append(out, edge{kind: edgeAllToAll, typ: t, to: to, cost: c})
-				}
+			if kind, ok := changeKind(pl.options[i][s.pick[i]], pl.options[i][k]); ok {
+				out = pl.appendChange(out, s, to, 1<<i, kind)
 			}
 		}
-	}
-	out = append(out, pl.swapEdges(s, size)...)
-	if !s.onDst && !pl.src.mesh.Equal(pl.dst.mesh) {
-		out = append(out, pl.crossEdges(s, size)...)
 	}
 	return out
 }
 
-// swapEdges lists the device permutations: states on the same mesh that
-// select the same digits, assigned to other device types. Each device sends
-// its whole buffer to the device that must hold it (SendRecv pairs): the
-// direct exchange for transposed shardings such as [S(0), S(1)] →
-// [S(1), S(0)], and, followed by a collective, for nested ones.
-func (pl *planner) swapEdges(s searchState, size int64) []edge {
-	var out []edge
-	if pl.isReplicated(s) {
-		return nil
+// changeKind is the step that changes cur digits into next ones.
+func changeKind(cur, next []ir.Digit) (edgeKind, bool) {
+	switch {
+	case cur == nil:
+		return edgeSlice, true
+	case next == nil:
+		return edgeAllgather, true
+	case disjoint(cur, next):
+		return edgeAllToAll, true
 	}
-	for _, to := range pl.bySet[pl.setKey(s)] {
-		if to == s {
-			continue
-		}
-		moves, ok := pl.relabeling(s, to)
-		if !ok {
-			continue
-		}
-		moved := int64(0)
-		link := cost.LinkNVLink
-		for from, dest := range moves {
-			if from != dest {
-				moved++
-				link = pl.worse(link, []int{from, dest})
-			}
-		}
-		total, ok := product(size, moved)
-		if !pl.fits(ok) {
-			continue
-		}
-		c := pl.timed(local(size, total, int(moved)), link, plan.SendRecv, size, 2, int(moved))
-		out = append(out, edge{kind: edgeSwap, to: to, cost: c})
-	}
-	return out
+	return 0, false
 }
 
-// relabeling maps each device of the mesh to the device that holds its
-// buffer in state to: the same digit values, and the same coordinates along
-// the replicated axes (matched in order, which must have equal sizes).
-func (pl *planner) relabeling(from, to searchState) (map[int]int, bool) {
-	m := pl.mesh(from)
-	freeFrom, freeTo := pl.freeTypes(from), pl.freeTypes(to)
-	if len(freeFrom) != len(freeTo) {
-		return nil, false
-	}
-	for k := range freeFrom {
-		if m.Size(freeFrom[k]) != m.Size(freeTo[k]) {
-			return nil, false
+// multiTypeEdges lists steps over several device types at once: an
+// Allgather of all their digits, and a Slice or an AllToAll to the
+// consumer's digits along all of them.
+func (pl *planner) multiTypeEdges(s searchState, out []edge) []edge {
+	m := pl.mesh(s.placement)
+	for mask := uint8(3); mask < 8; mask++ {
+		if bits.OnesCount8(mask) < 2 || mask&s.partial != 0 || len(typesOf(m, mask)) < bits.OnesCount8(mask) ||
+			slices.ContainsFunc(typesOf(m, mask), func(t ir.ParallelType) bool { return m.Size(t) == 1 }) {
+			continue
 		}
-	}
-	moves := map[int]int{}
-	for idx, d := range m.Devices {
-		coords := m.Coords(idx)
-		vals := map[ir.Digit]int{}
-		for i, t := range ir.DeviceTypes {
-			ds := pl.options[i][from.pick[i]]
-			c := 0
-			if a := m.Axis(t); a >= 0 {
-				c = coords[a]
-			}
-			for k := len(ds) - 1; k >= 0; k-- {
-				vals[ds[k]] = c % ds[k].Extent
-				c /= ds[k].Extent
-			}
-		}
-		target := slices.Clone(coords)
-		for i, t := range ir.DeviceTypes {
-			ds := pl.options[i][to.pick[i]]
-			if len(ds) == 0 {
+		var cur, next []ir.Digit
+		gathered, toward := s.placement, s.placement
+		sharded, replicated, targeted := true, true, true
+		for i := range ir.DeviceTypes {
+			if mask&(1<<i) == 0 {
 				continue
 			}
-			c := 0
-			for _, g := range ds {
-				c = c*g.Extent + vals[g]
-			}
-			target[m.Axis(t)] = c
+			c, g := pl.options[i][s.pick[i]], pl.goal.pick[i]
+			sharded, replicated = sharded && c != nil, replicated && c == nil
+			targeted = targeted && g != 0 && g != s.pick[i]
+			cur, next = append(cur, c...), append(next, pl.options[i][g]...)
+			gathered.pick[i], toward.pick[i] = 0, g
 		}
-		for k := range freeTo {
-			target[m.Axis(freeTo[k])] = coords[m.Axis(freeFrom[k])]
+		if sharded {
+			out = pl.appendChange(out, s, gathered, mask, edgeAllgather)
 		}
-		moves[d] = m.Devices[shard.Index(target, m.Shape)]
-	}
-	return moves, true
-}
-
-// freeTypes lists the types a state leaves replicated on a mesh axis of
-// size > 1.
-func (pl *planner) freeTypes(s searchState) []ir.ParallelType {
-	m := pl.mesh(s)
-	var out []ir.ParallelType
-	for i, t := range ir.DeviceTypes {
-		if m.Size(t) > 1 && pl.options[i][s.pick[i]] == nil {
-			out = append(out, t)
+		if !targeted || !pl.valid(toward) {
+			continue
+		}
+		switch {
+		case replicated:
+			out = pl.appendChange(out, s, toward, mask, edgeSlice)
+		case sharded && disjoint(cur, next):
+			out = pl.appendChange(out, s, toward, mask, edgeAllToAll)
 		}
 	}
 	return out
 }
 
-// swap emits the SendRecv pairs of a permutation edge (a Copy where a
-// device keeps its buffer).
-func (c *opCtx) swap(src, dst *view, moves map[int]int) {
-	out, after := c.finish(src.stored, dst, "swapped")
-	for _, from := range src.mesh.Devices {
-		to := moves[from]
-		if from == to {
-			c.emitLocalOn(plan.Step{Type: plan.Copy, Input: src.name, Output: out}, []int{from}, src.size(), src.size())
-			continue
-		}
-		c.emitCollective(plan.Step{Type: plan.SendRecv, Root: ptr(from), Input: src.name, Output: out, Axis: src.firstAxis()},
-			[][]int{{from, to}}, src, dst, src.size(), src.size())
+// appendChange prices a Slice, Allgather or AllToAll along the types of
+// mask from s to placement to and appends its edge (collectives.go emits
+// it).
+func (pl *planner) appendChange(out []edge, s searchState, to placement, mask uint8, kind edgeKind) []edge {
+	m := pl.mesh(s.placement)
+	n := teamSize(m, mask)
+	cur := pl.decode(s.order)
+	size, next := pl.size(s.placement), pl.size(to)
+	bytes, devices := int64(size)*pl.elem, int64(len(m.Devices))
+	dp, dn := pl.rankPicks(s.placement, m, mask), pl.rankPicks(to, m, mask)
+	e := pl.newCost()
+	var in, got []ir.Digit
+	switch kind {
+	case edgeSlice:
+		in, got = sliceOrders(cur, dn)
+		e.permute(cur, in, size)
+		e.local(size, next)
+	case edgeAllgather:
+		in, got = gatherOrders(dp, pl.target(to))
+		e.permute(cur, in, size)
+		e.collective(pl.linkAlong(m, mask), plan.Allgather, plan.Count{Input: size, Output: next}, n)
+		recv := e.times(int64(n-1), bytes)
+		e.bytes(recv, e.times(recv, devices))
+	case edgeAllToAll:
+		in, got = allToAllOrders(dp, dn, pl.target(to))
+		e.permute(cur, in, size)
+		e.collective(pl.linkAlong(m, mask), plan.AllToAll, plan.Count{Input: size, Output: size}, n)
+		recv := e.share(int64(n-1), bytes, int64(n))
+		e.bytes(recv, e.times(recv, devices))
 	}
-	after()
+	return pl.appendEdge(out, kind, mask, to, got, e)
+}
+
+// appendEdge completes an edge whose steps leave a buffer stored as got:
+// into the consumer, a Permute where its order differs.
+func (pl *planner) appendEdge(out []edge, kind edgeKind, mask uint8, to placement, got []ir.Digit, e *edgeCost) []edge {
+	next := searchState{placement: to}
+	if to == pl.goal.placement {
+		e.permute(got, pl.dst.stored, pl.size(to))
+		next.order = pl.goal.order
+	} else {
+		next.order = pl.encode(got)
+	}
+	c, ok := e.result()
+	if !ok {
+		return out
+	}
+	return append(out, edge{kind: kind, mask: mask, to: next, cost: c})
+}
+
+// rankPicks are the digits p's types of mask select on m, in team-rank
+// order (rankDigits of the placement's view).
+func (pl *planner) rankPicks(p placement, m *ir.Mesh, mask uint8) []ir.Digit {
+	var out []ir.Digit
+	for _, t := range typesOf(m, mask) {
+		i := typeIndex(t)
+		out = append(out, pl.options[i][p.pick[i]]...)
+	}
+	return out
+}
+
+// typeIndex is t's position in ir.DeviceTypes (its bit in a mask).
+func typeIndex(t ir.ParallelType) int { return slices.Index(ir.DeviceTypes, t) }
+
+// The buffer orders of the steps, shared by their emission (collectives.go)
+// and their pricing: in is the order a step reads (a Permute arranges it
+// when the buffer is stored otherwise), got the order it writes.
+
+// sliceOrders: a step that keeps or sends chunk d of a buffer stored as cur
+// (Slice, Scatter) reads it with d outermost and writes the rest.
+func sliceOrders(cur, d []ir.Digit) (in, got []ir.Digit) {
+	rest := without(cur, d)
+	return concat(d, rest), rest
+}
+
+// gatherOrders: a step that gathers digits d (Allgather, Gather) into a
+// buffer stored toward want concatenates buffers stored as want without d.
+func gatherOrders(d, want []ir.Digit) (in, got []ir.Digit) {
+	in = without(want, d)
+	return in, concat(d, in)
+}
+
+// allToAllOrders: an AllToAll trading device digits dp for stored ones dc
+// reads chunks of dc and writes chunks of dp.
+func allToAllOrders(dp, dc, want []ir.Digit) (in, got []ir.Digit) {
+	rest := without(want, dp)
+	return concat(dc, rest), concat(dp, rest)
+}
+
+// reduceScatterOrders: a ReduceScatter onto digits dn reads chunks of dn
+// and writes the order wanted.
+func reduceScatterOrders(dn, want []ir.Digit) (in, got []ir.Digit) {
+	return concat(dn, want), want
 }
 
 func disjoint(a, b []ir.Digit) bool {
@@ -180,95 +235,4 @@ func disjoint(a, b []ir.Digit) bool {
 		}
 	}
 	return true
-}
-
-// crossEdges lists the moves from the producer's mesh to the consumer's.
-func (pl *planner) crossEdges(s searchState, size int64) []edge {
-	var out []edge
-	from, to := pl.src.mesh, pl.dst.mesh
-	moved := s
-	moved.onDst = true
-	receivers := int64(len(to.Devices))
-	total, ok := product(size, receivers)
-	if !pl.fits(ok) {
-		return nil // every move sends a buffer of size to each receiver
-	}
-	link := pl.c.topology.LinkOf(slices.Concat(from.Devices, to.Devices))
-	if slices.Equal(from.Shape, to.Shape) && pl.valid(moved) {
-		pairs := cost.LinkNVLink
-		for i, d := range from.Devices {
-			pairs = pl.worse(pairs, []int{d, to.Devices[i]})
-		}
-		c := pl.timed(crossing(size, total, len(to.Devices)), pairs, plan.SendRecv, size, 2, len(to.Devices))
-		out = append(out, edge{kind: edgeSendRecv, typ: ir.Serial, to: moved, cost: c})
-	}
-	if pl.isReplicated(s) {
-		c := pl.timed(crossing(size, total, 1), link, plan.Broadcast, size, len(to.Devices)+1, 1)
-		out = append(out, edge{kind: edgeBroadcast, typ: ir.Serial, to: moved, cost: c})
-		target := pl.stateOf(pl.dst, true)
-		if to.Rank() == 1 && commonRoot(from, to) >= 0 && !pl.isReplicated(target) && onlyType(target, 0) {
-			// The chunks tile the consumer: one buffer, no overflow.
-			chunk := pl.size(target)
-			c := pl.timed(crossing(chunk, chunk*(receivers-1), 1), link, plan.Scatter, chunk*receivers, len(to.Devices), 1)
-			out = append(out, edge{kind: edgeScatter, typ: ir.DIDx, to: target, cost: c})
-		}
-	}
-	if from.Rank() == 1 && onlyType(s, 0) && !pl.isReplicated(s) {
-		target := moved
-		target.pick = [3]int{}
-		full := size * int64(from.Size(ir.DIDx)) // the replicated buffer
-		if busiest, total, ok := gatherBytes(from, to, size); pl.fits(ok) {
-			c := pl.timed(crossing(busiest, total, len(to.Devices)), link, plan.Gather, full, len(from.Devices)+1, len(to.Devices))
-			out = append(out, edge{kind: edgeGather, typ: ir.DIDx, to: target, cost: c})
-		}
-	}
-	return out
-}
-
-// gatherBytes is what the Gathers of a cross-mesh edge make the busiest
-// receiver and all receivers receive, as the plan counts it: one Gather to
-// each device of to from every device of from but itself (a root that is
-// in from already holds its chunk; one outside is appended to the team).
-func gatherBytes(from, to *ir.Mesh, chunk int64) (busiest, total int64, ok bool) {
-	for _, d := range to.Devices {
-		senders := int64(len(from.Devices))
-		if from.Contains(d) {
-			senders--
-		}
-		recv, ok1 := product(senders, chunk)
-		sum, ok2 := checked.Add(total, recv)
-		if !ok1 || !ok2 {
-			return 0, 0, false
-		}
-		busiest, total = max(busiest, recv), sum
-	}
-	return busiest, total, true
-}
-
-// worse is the slower of link and the link class of team.
-func (pl *planner) worse(link string, team []int) string {
-	if link == cost.LinkNetwork {
-		return link
-	}
-	return pl.c.topology.LinkOf(team)
-}
-
-// onlyType reports whether s selects digits for no type but DeviceTypes[i].
-func onlyType(s searchState, i int) bool {
-	for k, p := range s.pick {
-		if k != i && p != 0 {
-			return false
-		}
-	}
-	return true
-}
-
-// commonRoot returns the first device of from that is in to, or -1.
-func commonRoot(from, to *ir.Mesh) int {
-	for _, d := range from.Devices {
-		if to.Contains(d) {
-			return d
-		}
-	}
-	return -1
 }

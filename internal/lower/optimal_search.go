@@ -3,35 +3,33 @@ package lower
 import (
 	"container/heap"
 	"slices"
-
-	"github.com/nvcomm/nvcomm/internal/ir"
-	"github.com/nvcomm/nvcomm/internal/plan"
 )
 
 // The optimal policy's search (Dijkstra over sharding states, optimal.go)
 // and the emission of the path it finds.
 
-// search runs Dijkstra from the producer's state to the consumer's.
+// search runs Dijkstra from the producer's state to the consumer's,
+// ordering paths by the op's objective.
 func (pl *planner) search() ([]edge, bool) {
-	start, goal := pl.stateOf(pl.src, false), pl.stateOf(pl.dst, !pl.src.mesh.Equal(pl.dst.mesh))
+	start := pl.start
 	best := map[searchState]pathCost{start: {}}
 	prev := map[searchState]edge{}
 	from := map[searchState]searchState{}
-	q := &stateQueue{{start, pathCost{}}}
+	q := &stateQueue{obj: pl.obj, items: []queued{{start, pathCost{}}}}
 	for q.Len() > 0 {
 		it := heap.Pop(q).(queued)
-		if c, ok := best[it.s]; ok && c.less(it.c) {
+		if c, ok := best[it.s]; ok && pl.obj.Less(c, it.c) {
 			continue
 		}
-		if it.s == goal {
-			return pl.path(start, goal, prev, from), true
+		if it.s.placement == pl.goal.placement {
+			return pl.path(start, it.s, prev, from), true
 		}
 		for _, e := range pl.edges(it.s) {
-			nc, fits := it.c.plus(e.cost)
+			nc, fits := pl.obj.Add(it.c, e.cost)
 			if !pl.fits(fits) {
 				continue
 			}
-			if c, ok := best[e.to]; ok && !nc.less(c) {
+			if c, ok := best[e.to]; ok && !pl.obj.Less(nc, c) {
 				continue
 			}
 			best[e.to], prev[e.to], from[e.to] = nc, e, it.s
@@ -57,47 +55,54 @@ func (pl *planner) emit(path []edge) {
 		c.local(cur, pl.dst)
 		return
 	}
-	prevState := pl.stateOf(pl.src, false)
+	at := pl.start.placement
 	for k, e := range path {
+		if e.kind == edgeRelabel {
+			cur, at = pl.relabelTo(cur, k == len(path)-1), e.to.placement
+			continue
+		}
 		next := pl.dst
 		if k < len(path)-1 {
-			next = pl.view(e.to)
+			next = pl.view(e.to.placement)
 		}
 		switch e.kind {
 		case edgeSlice:
-			c.slice(cur, next, e.typ)
+			c.sliceAlong(cur, next, e.mask)
 		case edgeAllgather:
-			c.allgather(cur, next, e.typ)
+			c.allgatherAlong(cur, next, e.mask)
 		case edgeAllToAll:
-			c.allToAll(cur, next, e.typ)
-		case edgeSendRecv:
-			c.sendRecv(cur, next)
-		case edgeBroadcast:
-			c.broadcast(cur, next)
-		case edgeScatter:
-			c.scatterCrossMesh(cur, next, e.typ)
-		case edgeGather:
-			c.gather(cur, next, e.typ)
+			c.allToAllAlong(cur, next, e.mask)
 		case edgeSwap:
-			moves, _ := pl.relabeling(prevState, e.to)
-			c.swap(cur, next, moves)
+			c.swap(cur, next, pl.relabel(at, e.to.placement))
+		case edgeSendRecv:
+			c.sendRecvPairs(cur, next)
+		case edgeBroadcast:
+			c.broadcastTo(cur, next, e.mask == 1)
+		case edgeScatter:
+			c.scatterTo(cur, next)
+		case edgeGather:
+			c.gatherTo(cur, next, pl.options[0][at.pick[0]], pl.options[0][e.to.pick[0]])
+		case edgeAllreduce:
+			c.allreduceAlong(cur, next, e.mask)
+		case edgeReduceScatter:
+			c.reduceScatterAlong(cur, next, e.mask)
+		case edgeReduce:
+			c.reduceTo(cur, next, e.mask)
 		}
-		cur, prevState = next, e.to
+		cur, at = next, e.to.placement
 	}
 }
 
-// slice: cur is replicated along t, next sharded; each device keeps its
-// part locally, no communication. The input is arranged with next's digits
-// for t outermost, then every team member keeps chunk rank of T.
-func (c *opCtx) slice(src, dst *view, t ir.ParallelType) {
-	d := dst.did[t]
-	rest := without(src.stored, d)
-	in := c.arrange(src, concat(d, rest), "in", src.mesh.Devices)
-	out, after := c.finish(rest, dst, "sliced")
-	teams := src.mesh.Teams(t)
-	c.emitLocalTeams(plan.Step{Type: plan.Slice, Input: in.name, Output: out, Axis: ptr(dst.axisOf(t))},
-		teams, in.size(), dst.size())
-	after()
+// relabelTo makes a replicated buffer that every consumer device holds
+// the consumer's (relabelEdge): the same buffer on the consumer's mesh,
+// and when last, the consumer itself.
+func (pl *planner) relabelTo(cur *view, last bool) *view {
+	moved := &view{name: cur.name, mesh: pl.dst.mesh, dtype: cur.dtype, did: cur.did, stored: cur.stored}
+	if !last {
+		return moved
+	}
+	pl.c.local(moved, pl.dst)
+	return pl.dst
 }
 
 // queued is a search state with its path cost, for the priority queue.
@@ -106,16 +111,18 @@ type queued struct {
 	c pathCost
 }
 
-// stateQueue is a min-heap of queued states by cost.
-type stateQueue []queued
+// stateQueue is a min-heap of queued states by cost under an objective.
+type stateQueue struct {
+	obj   costOrder
+	items []queued
+}
 
-func (q stateQueue) Len() int           { return len(q) }
-func (q stateQueue) Less(i, j int) bool { return q[i].c.less(q[j].c) }
-func (q stateQueue) Swap(i, j int)      { q[i], q[j] = q[j], q[i] }
-func (q *stateQueue) Push(x any)        { *q = append(*q, x.(queued)) }
+func (q *stateQueue) Len() int           { return len(q.items) }
+func (q *stateQueue) Less(i, j int) bool { return q.obj.Less(q.items[i].c, q.items[j].c) }
+func (q *stateQueue) Swap(i, j int)      { q.items[i], q.items[j] = q.items[j], q.items[i] }
+func (q *stateQueue) Push(x any)         { q.items = append(q.items, x.(queued)) }
 func (q *stateQueue) Pop() any {
-	old := *q
-	it := old[len(old)-1]
-	*q = old[:len(old)-1]
+	it := q.items[len(q.items)-1]
+	q.items = q.items[:len(q.items)-1]
 	return it
 }

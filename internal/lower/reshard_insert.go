@@ -32,7 +32,7 @@ type split struct {
 // summed axis may instead keep them so and sum its partial products
 // (rFactor), when that moves fewer bytes (choose.go); sumTypes records the
 // device type of every op so decided.
-func insertReshardings(f *ir.Fusion, policy Policy, errs *diag.List) (*ir.Fusion, map[*ir.Op]ir.ParallelType) {
+func insertReshardings(f *ir.Fusion, l *lowerer) (*ir.Fusion, map[*ir.Op]ir.ParallelType) {
 	out := *f
 	out.Ops = nil
 	out.Tensors = slices.Clone(f.Inputs)
@@ -40,7 +40,7 @@ func insertReshardings(f *ir.Fusion, policy Policy, errs *diag.List) (*ir.Fusion
 	for _, t := range f.Tensors {
 		names[t.Name]++
 	}
-	ins := &inserter{fusion: &out, names: names, errs: errs, policy: policy, sumTypes: map[*ir.Op]ir.ParallelType{}}
+	ins := &inserter{fusion: &out, names: names, errs: l.errs, policy: l.policy, lowerer: l, sumTypes: map[*ir.Op]ir.ParallelType{}}
 	for _, op := range f.Ops {
 		if op.Kind == ir.OpSet || op.Kind.IsReduction() {
 			ins.add(op)
@@ -59,6 +59,8 @@ type inserter struct {
 	names  map[string]int // tensor names taken
 	errs   *diag.List
 	policy Policy
+	// lowerer prices the optimal policy's choice (choose.go).
+	lowerer *lowerer
 	// sumTypes is, per contraction that sums partial products although its
 	// output does not split its summed axis, the device type they are
 	// summed over.

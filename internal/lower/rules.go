@@ -117,11 +117,9 @@ func (c *opCtx) lowerReduction(pv, cv *view) {
 		src = c.localReduce(pv, local)
 	}
 	if len(reducedBy) == 0 {
-		c.resolved = src
 		c.lowerSet(src, cv)
 		return
 	}
-	c.resolved = cv
 	t := reducedBy[0]
 	for _, u := range changedTypes(src, cv) {
 		if u != t {

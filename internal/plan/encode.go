@@ -15,6 +15,10 @@ func (e *encoder) plan(p *Plan) {
 		e.str(p.Fusion)
 		e.key("policy")
 		e.str(p.Policy)
+		if p.Objective != "" {
+			e.key("objective")
+			e.str(p.Objective)
+		}
 		e.key("meshes")
 		e.meshes(p.Meshes)
 		e.key("tensors")

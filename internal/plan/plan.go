@@ -18,14 +18,18 @@ const Format = 1
 
 // Plan is a lowered fusion.
 type Plan struct {
-	Format  int             `json:"format"`
-	Fusion  string          `json:"fusion"`
-	Policy  string          `json:"policy"`
-	Meshes  map[string]Mesh `json:"meshes"`
-	Tensors []Tensor        `json:"tensors"`
-	Ops     []Op            `json:"ops"`
-	Steps   []Step          `json:"steps"`
-	Summary Summary         `json:"summary"`
+	Format int    `json:"format"`
+	Fusion string `json:"fusion"`
+	Policy string `json:"policy"`
+	// Objective is what policy optimal minimized when it is not the
+	// default, predicted time: "bytes" (docs/lowering.md). Certify lowers
+	// the plan's fusion again under it.
+	Objective string          `json:"objective,omitempty"`
+	Meshes    map[string]Mesh `json:"meshes"`
+	Tensors   []Tensor        `json:"tensors"`
+	Ops       []Op            `json:"ops"`
+	Steps     []Step          `json:"steps"`
+	Summary   Summary         `json:"summary"`
 }
 
 // Mesh is an n-D array of device ids, row-major.

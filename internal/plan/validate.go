@@ -131,6 +131,11 @@ func (v *validator) checkHeader() {
 	if !slices.Contains(policies, v.p.Policy) {
 		v.planf("policy %q is not nvfuser or optimal", v.p.Policy)
 	}
+	// Only the optimal policy has an objective, and the default (time) is
+	// written by leaving it out.
+	if o := v.p.Objective; o != "" && (o != "bytes" || v.p.Policy != "optimal") {
+		v.planf("objective %q: policy optimal may name objective bytes, its default (time) is left out", o)
+	}
 }
 
 // checkMeshes checks every mesh, by name, and collects the plan's devices.

@@ -1,0 +1,164 @@
+package lower
+
+import (
+	"math"
+	"slices"
+
+	"github.com/nvcomm/nvcomm/internal/checked"
+	"github.com/nvcomm/nvcomm/internal/ir"
+)
+
+// Lower bounds (docs/lowering.md, "Lower bounds"). A bound holds for every
+// plan the step vocabulary can express, whatever the policy and objective:
+// it depends on the op's producer and consumer only, so that Certify, which
+// lowers the plan's fusion again, computes the same. Each step of the
+// vocabulary moves data as one algorithm does (an Allreduce as a ring, a
+// Reduce by direct transfers, …), and the bounds below hold for every
+// algorithm in which devices, not the network, combine values.
+//
+// Per device: a device must receive every element of its consumer block
+// that it does not hold; of a reduction over an axis split among n > 1
+// devices' terms, every element, since it holds one term at most.
+//
+// In all: an element of a reduction over n terms, wanted by ρ devices, takes
+// at least n−1+ρ−1 transfers. Order the transfers in time and take the first
+// wanting device c to hold the whole value: before it does, the terms of
+// the n−1 groups of devices that do not hold c's term have each left their
+// group (n−1 transfers with distinct senders: a term is first sent by one
+// of its holders), and each of the ρ−1 other wanting devices receives a
+// transfer after that (distinct receivers). The transfers land on the op's
+// devices, so some device receives at least their average.
+
+// aggregate is a reduction's bound in all: extra bytes beyond the
+// per-device bounds of its consumer, which the devices of its meshes must
+// receive between them.
+type aggregate struct {
+	devices []int // the producer's and the consumer's devices, sorted, once each
+	extra   int64
+}
+
+// addBound adds the op's lower bound: pv is the producer's view (for a
+// reduction, over the reduced axis too), cv the consumer's.
+func (c *opCtx) addBound(pv, cv *view) {
+	elem := int64(cv.dtype.Size())
+	n := 1
+	if c.op.Kind.IsReduction() {
+		n = extentOf(onAxis(allDid(pv), c.op.Axis))
+	}
+	// Buffers and need count elements of one buffer: no overflow (sizes.go).
+	mine := int64(0)
+	for _, d := range cv.mesh.Devices {
+		b := int64(cv.size()) * elem
+		if n == 1 {
+			b = need(pv, cv, d) * elem
+		}
+		c.addBytes(c.bound, d, b, "must receive over the plan")
+		mine, _ = checked.Add(mine, b)
+	}
+	if n > 1 {
+		c.addAggregate(pv, cv, n, mine)
+	}
+}
+
+// addAggregate records a reduction's bound in all, beyond mine, the sum of
+// its consumer's per-device bounds.
+func (c *opCtx) addAggregate(pv, cv *view, n int, mine int64) {
+	blocks := extentOf(allDid(cv))
+	wanting := len(cv.mesh.Devices) / blocks
+	all, ok := checked.Product(int64(cv.size()), int64(blocks), int64(n-1+wanting-1), int64(cv.dtype.Size()))
+	if !ok {
+		all = math.MaxInt64 // less than the true count: still a bound
+	}
+	if all > mine {
+		devices := slices.Concat(pv.mesh.Devices, cv.mesh.Devices)
+		slices.Sort(devices)
+		c.aggregates = append(c.aggregates, aggregate{slices.Compact(devices), all - mine})
+	}
+}
+
+// allDid lists every device digit of a view.
+func allDid(v *view) []ir.Digit {
+	var out []ir.Digit
+	for _, t := range ir.DeviceTypes {
+		out = append(out, v.did[t]...)
+	}
+	return out
+}
+
+// addSizeBound adds a lower bound that needs no common factoring: a device
+// must receive at least what it holds of the consumer beyond all it holds
+// of the producer; of a reduction over an axis split among devices, all it
+// holds of the consumer.
+func (c *opCtx) addSizeBound(p, t *ir.Tensor) {
+	elem := int64(t.DType.Size())
+	split := false
+	if c.op.Kind.IsReduction() {
+		for _, s := range p.Shardings() {
+			split = split || slices.ContainsFunc(s.Digits, func(d ir.Digit) bool { return d.Axis == c.op.Axis })
+		}
+	}
+	for _, d := range t.Mesh.Devices {
+		have := int64(0)
+		if p.Mesh.Contains(d) && !split {
+			have = int64(p.LocalSize())
+		}
+		// One tensor's bytes: no overflow (sizes.go).
+		c.addBytes(c.bound, d, max(0, int64(t.LocalSize())-have)*elem, "must receive over the plan")
+	}
+}
+
+// lowerBound is the plan's bytes_lower_bound: the largest per-device sum
+// of the ops' bounds, or, for a set S of devices (the devices of an op
+// with a bound in all, or of them all), what S must receive between them
+// shared evenly, whichever is more. The busiest device receives at least
+// the average over any set.
+func (l *lowerer) lowerBound() int64 {
+	best := int64(0)
+	for _, b := range l.bound {
+		best = max(best, b)
+	}
+	if len(l.aggregates) == 0 {
+		return best
+	}
+	var union []int
+	for _, a := range l.aggregates {
+		best = max(best, l.average(a.devices))
+		union = append(union, a.devices...)
+	}
+	slices.Sort(union)
+	return max(best, l.average(slices.Compact(union)))
+}
+
+// average is what the devices of set must receive between them — their
+// per-device bounds and the extra of every aggregate within set — divided
+// among them, rounded down. A sum past int64 counts as int64's largest:
+// the bound stays true.
+func (l *lowerer) average(set []int) int64 {
+	total := int64(0)
+	add := func(n int64) {
+		s, ok := checked.Add(total, n)
+		if !ok {
+			s = math.MaxInt64
+		}
+		total = s
+	}
+	for _, d := range set {
+		add(l.bound[d])
+	}
+	for _, a := range l.aggregates {
+		if subset(a.devices, set) {
+			add(a.extra)
+		}
+	}
+	return total / int64(len(set))
+}
+
+// subset reports whether sorted a is within sorted b.
+func subset(a, b []int) bool {
+	for _, d := range a {
+		if _, ok := slices.BinarySearch(b, d); !ok {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,86 @@
+package lower
+
+import (
+	"github.com/nvcomm/nvcomm/internal/ir"
+	"github.com/nvcomm/nvcomm/internal/plan"
+)
+
+// The optimal policy's steps between meshes (optimal_cross.go prices them).
+// nvFuser's own, which its policy keeps, are in collectives.go.
+
+// sendRecvPairs: the same sharding on meshes of one shape; device i of
+// src's mesh sends its buffer to device i of dst's, and the devices of
+// both copy theirs in one local step.
+func (c *opCtx) sendRecvPairs(src, dst *view) {
+	out, after := c.finish(src.stored, dst, "received")
+	var stay []int
+	for i, from := range src.mesh.Devices {
+		if dst.mesh.Devices[i] == from {
+			stay = append(stay, from)
+		}
+	}
+	if len(stay) > 0 {
+		c.emitLocalOn(plan.Step{Type: plan.Copy, Input: src.name, Output: out}, stay, src.size(), src.size())
+	}
+	for i, from := range src.mesh.Devices {
+		if to := dst.mesh.Devices[i]; to != from {
+			c.emitCollective(plan.Step{Type: plan.SendRecv, Root: ptr(from), Input: src.name, Output: out, Axis: src.firstAxis()},
+				[][]int{{from, to}}, src, dst, src.size(), src.size())
+		}
+	}
+	after()
+}
+
+// broadcastTo: both replicated, meshes differ. One Broadcast to the
+// consumer's devices, or with skip to those that do not hold the data,
+// which then copy it.
+func (c *opCtx) broadcastTo(src, dst *view, skip bool) {
+	team, copies := broadcastTeam(src.mesh, dst.mesh, skip)
+	out, after := c.finish(src.stored, dst, "received")
+	if team != nil {
+		c.emitCollective(plan.Step{Type: plan.Broadcast, Root: ptr(team[0]), Input: src.name, Output: out},
+			[][]int{team}, src, dst, src.size(), src.size())
+	}
+	if len(copies) > 0 {
+		c.emitLocalOn(plan.Step{Type: plan.Copy, Input: src.name, Output: out}, copies, src.size(), src.size())
+	}
+	after()
+}
+
+// scatterTo: src replicated, dst sharded along DIDx of its 1-D mesh. Rooted
+// at a device of both meshes when there is one (scatterCrossMesh); else at
+// src's first device, appended to the team, whose input a Pad extends by a
+// chunk that it scatters to itself.
+func (c *opCtx) scatterTo(src, dst *view) {
+	team, root, padded := scatterTeam(src.mesh, dst.mesh)
+	if !padded {
+		c.scatterCrossMesh(src, dst, ir.DIDx)
+		return
+	}
+	in, got := sliceOrders(src.stored, dst.did[ir.DIDx])
+	arranged := c.arrange(src, in, "in", []int{root})
+	chunk, n := dst.size(), len(dst.mesh.Devices)
+	pad := &view{name: c.buffer("padded"), mesh: src.mesh, dtype: src.dtype, did: src.did, stored: arranged.stored}
+	c.emitLocalOn(plan.Step{Type: plan.Pad, Input: arranged.name, Output: pad.name, Dims: []int{n + 1, chunk},
+		Valid: [][]int{{n, chunk}}, Fill: ptr("0")}, []int{root}, n*chunk, (n+1)*chunk)
+	out, after := c.finish(got, dst, "scattered")
+	c.emitCollective(plan.Step{Type: plan.Scatter, Root: ptr(root), Input: pad.name, Output: out, Axis: ptr(dst.axisOf(ir.DIDx))},
+		[][]int{team}, pad, dst, (n+1)*chunk, chunk)
+	after()
+}
+
+// gatherTo: src sharded along DIDx on digits g of its 1-D mesh, dst on
+// their leading digits h (none: replicated) of its own; one Gather to each
+// device of dst's mesh from the devices that hold the chunks of its block.
+func (c *opCtx) gatherTo(src, dst *view, g, h []ir.Digit) {
+	starts, n, _ := gatherGroups(src.mesh, dst.mesh, g, h)
+	in, got := gatherOrders(g[len(h):], dst.stored)
+	arranged := c.arrange(src, in, "in", src.mesh.Devices)
+	out, after := c.finish(got, dst, "gathered")
+	for i, root := range dst.mesh.Devices {
+		team := gatherTeam(src.mesh.Devices[starts[i]:starts[i]+n], root)
+		c.emitCollective(plan.Step{Type: plan.Gather, Root: ptr(root), Input: arranged.name, Output: out, Axis: ptr(src.axisOf(ir.DIDx))},
+			[][]int{team}, arranged, dst, arranged.size(), n*arranged.size())
+	}
+	after()
+}

@@ -1,0 +1,120 @@
+package lower
+
+import (
+	"math"
+
+	"github.com/nvcomm/nvcomm/internal/checked"
+)
+
+// Objective names what the optimal policy minimizes (docs/lowering.md,
+// "The objective").
+type Objective string
+
+// The objectives. ObjectiveTime, the default, minimizes the time the cost
+// model predicts on the topology (steps in sequence, the teams of one step
+// at once), bytes breaking ties; ObjectiveBytes minimizes the bytes the
+// busiest device receives, time breaking ties.
+const (
+	ObjectiveTime  Objective = "time"
+	ObjectiveBytes Objective = "bytes"
+)
+
+// Objectives lists the accepted objective names, the default first.
+var Objectives = []string{string(ObjectiveTime), string(ObjectiveBytes)}
+
+// pathCost is the cost of a sequence of steps: the predicted time in
+// picoseconds, the bytes received by the busiest device (each step's
+// busiest, summed: at least the busiest device's total), the bytes that
+// cross from one mesh to the other (each element should cross once and
+// the rest happen inside the destination mesh), the bytes received by all
+// devices, and the number of steps.
+//
+// Time is an integer so that sums are exact and associative: two paths
+// with the same steps in another order cost the same, and ties are ties.
+type pathCost struct {
+	ps                    int64
+	busiest, cross, total int64
+	steps                 int
+}
+
+// costOrder ranks path costs for an objective. Its Add is the same for
+// every objective: what differs is which part of a cost counts first.
+type costOrder interface {
+	// Less reports whether a path of cost a is preferred to one of cost b.
+	Less(a, b pathCost) bool
+	// Add is the cost of two paths one after the other, false when a byte
+	// count overflows: the path then costs more than nvcomm can count.
+	Add(a, b pathCost) (pathCost, bool)
+}
+
+// costOrders maps each objective to its order.
+var costOrders = map[Objective]costOrder{ObjectiveTime: fastest{}, ObjectiveBytes: fewestBytes{}}
+
+// sum is the Add shared by the orders.
+type sum struct{}
+
+// Add adds component-wise; time saturates (a time past 106 days is as good
+// as infinite and must not wrap), bytes must fit.
+func (sum) Add(a, b pathCost) (pathCost, bool) {
+	busiest, ok1 := checked.Add(a.busiest, b.busiest)
+	cross, ok2 := checked.Add(a.cross, b.cross)
+	total, ok3 := checked.Add(a.total, b.total)
+	ps, ok := checked.Add(a.ps, b.ps)
+	if !ok {
+		ps = math.MaxInt64
+	}
+	return pathCost{ps, busiest, cross, total, a.steps + b.steps}, ok1 && ok2 && ok3
+}
+
+// fastest orders by predicted time, then bytes of the busiest device,
+// bytes crossing meshes, all bytes, and steps.
+type fastest struct{ sum }
+
+// Less implements costOrder.
+func (fastest) Less(a, b pathCost) bool {
+	if a.ps != b.ps {
+		return a.ps < b.ps
+	}
+	return bytesFirst(a, b)
+}
+
+// fewestBytes orders by bytes of the busiest device, then bytes crossing
+// meshes, predicted time, all bytes, and steps: the policy's order before
+// time became the objective.
+type fewestBytes struct{ sum }
+
+// Less implements costOrder.
+func (fewestBytes) Less(a, b pathCost) bool {
+	switch {
+	case a.busiest != b.busiest:
+		return a.busiest < b.busiest
+	case a.cross != b.cross:
+		return a.cross < b.cross
+	case a.ps != b.ps:
+		return a.ps < b.ps
+	}
+	return bytesFirst(a, b)
+}
+
+// bytesFirst orders costs of equal time by bytes, then steps.
+func bytesFirst(a, b pathCost) bool {
+	switch {
+	case a.busiest != b.busiest:
+		return a.busiest < b.busiest
+	case a.cross != b.cross:
+		return a.cross < b.cross
+	case a.total != b.total:
+		return a.total < b.total
+	}
+	return a.steps < b.steps
+}
+
+// picoseconds converts a predicted time to the integer the search adds,
+// saturating where it does not fit.
+func picoseconds(seconds float64) int64 {
+	ps := math.Round(seconds * 1e12)
+	if ps >= math.MaxInt64 || math.IsNaN(ps) {
+		return math.MaxInt64
+	}
+	return int64(max(ps, 0))
+}

@@ -1,0 +1,182 @@
+package lower
+
+import (
+	"github.com/nvcomm/nvcomm/internal/cost"
+	"github.com/nvcomm/nvcomm/internal/ir"
+	"github.com/nvcomm/nvcomm/internal/plan"
+	"github.com/nvcomm/nvcomm/internal/shard"
+)
+
+// Device permutations (optimal.go): placements on the same mesh that
+// select the same digits, assigned to other device types. Each device
+// sends its whole buffer to the device that must hold it (SendRecv pairs):
+// the direct exchange for transposed shardings such as [S(0), S(1)] →
+// [S(1), S(0)], and, followed by a collective, for nested ones. A SendRecv
+// has one sender, so every pair is a step of its own: at small sizes the
+// time objective prefers collectives.
+
+// swap is a device permutation: per mesh position, the position that
+// receives its buffer, and how many pairs move over each link class.
+type swap struct {
+	to              []int
+	nvlink, network int
+	stayed          int
+}
+
+// swapEdges lists the device permutations out of s.
+func (pl *planner) swapEdges(s searchState, out []edge) []edge {
+	if pl.isReplicated(s.placement) {
+		return out
+	}
+	size := pl.size(s.placement)
+	bytes := int64(size) * pl.elem
+	for _, to := range pl.bySet[pl.setKey(s.placement)] {
+		if to == s.placement {
+			continue
+		}
+		sw := pl.relabel(s.placement, to)
+		if sw == nil {
+			continue
+		}
+		e := pl.newCost()
+		sw.price(e, size)
+		if moved := int64(sw.nvlink + sw.network); moved > 0 {
+			e.bytes(bytes, e.times(bytes, moved))
+		}
+		out = pl.appendEdge(out, edgeSwap, 0, to, pl.decode(s.order), e)
+	}
+	return out
+}
+
+// price adds the steps of the permutation of buffers of size elements: a
+// Copy on the devices that keep theirs, one SendRecv per pair.
+func (sw *swap) price(e *edgeCost, size int) {
+	if sw.stayed > 0 {
+		e.local(size, size)
+	}
+	for range sw.nvlink {
+		e.collective(cost.LinkNVLink, plan.SendRecv, plan.Count{Input: size, Output: size}, 2)
+	}
+	for range sw.network {
+		e.collective(cost.LinkNetwork, plan.SendRecv, plan.Count{Input: size, Output: size}, 2)
+	}
+}
+
+// relabel returns the permutation from one placement to another of the
+// same digits, or nil when there is none; the search asks for each pair
+// many times, and a mesh may have thousands of devices.
+func (pl *planner) relabel(from, to placement) *swap {
+	key := [2]placement{from, to}
+	if sw, ok := pl.swaps[key]; ok {
+		return sw
+	}
+	sw := pl.computeSwap(from, to)
+	pl.swaps[key] = sw
+	return sw
+}
+
+// computeSwap maps each device of the mesh to the device that holds its
+// buffer in placement to: the same digit values, and the same coordinates
+// along the replicated axes (matched in order, which must have equal
+// sizes).
+func (pl *planner) computeSwap(from, to placement) *swap {
+	m := pl.mesh(from)
+	freeFrom, freeTo := pl.freeTypes(from), pl.freeTypes(to)
+	if len(freeFrom) != len(freeTo) {
+		return nil
+	}
+	for k := range freeFrom {
+		if m.Size(freeFrom[k]) != m.Size(freeTo[k]) {
+			return nil
+		}
+	}
+	sw := &swap{to: make([]int, len(m.Devices))}
+	vals := make([]int, len(pl.order))
+	coords, target := make([]int, m.Rank()), make([]int, m.Rank())
+	for idx := range m.Devices {
+		k := idx
+		for a := m.Rank() - 1; a >= 0; a-- {
+			coords[a], k = k%m.Shape[a], k/m.Shape[a]
+		}
+		pl.digitValues(from, m, coords, vals)
+		copy(target, coords)
+		for i, t := range ir.DeviceTypes {
+			c := 0
+			for _, g := range pl.options[i][to.pick[i]] {
+				c = c*g.Extent + vals[pl.index[g]]
+			}
+			if len(pl.options[i][to.pick[i]]) > 0 {
+				target[m.Axis(t)] = c
+			}
+		}
+		for k := range freeTo {
+			target[m.Axis(freeTo[k])] = coords[m.Axis(freeFrom[k])]
+		}
+		sw.to[idx] = shard.Index(target, m.Shape)
+		sw.count(pl, m, idx)
+	}
+	return sw
+}
+
+// digitValues writes into vals (by digit index) the value of every digit
+// that placement p selects on the device at coords.
+func (pl *planner) digitValues(p placement, m *ir.Mesh, coords, vals []int) {
+	for i, t := range ir.DeviceTypes {
+		ds := pl.options[i][p.pick[i]]
+		c := 0
+		if a := m.Axis(t); a >= 0 {
+			c = coords[a]
+		}
+		for k := len(ds) - 1; k >= 0; k-- {
+			vals[pl.index[ds[k]]] = c % ds[k].Extent
+			c /= ds[k].Extent
+		}
+	}
+}
+
+// count books the pair of position idx by its link class.
+func (sw *swap) count(pl *planner, m *ir.Mesh, idx int) {
+	switch {
+	case sw.to[idx] == idx:
+		sw.stayed++
+	case pl.c.topology.LinkOf([]int{m.Devices[idx], m.Devices[sw.to[idx]]}) == cost.LinkNetwork:
+		sw.network++
+	default:
+		sw.nvlink++
+	}
+}
+
+// freeTypes lists the types a placement leaves replicated on a mesh axis
+// of size > 1.
+func (pl *planner) freeTypes(p placement) []ir.ParallelType {
+	m := pl.mesh(p)
+	var out []ir.ParallelType
+	for i, t := range ir.DeviceTypes {
+		if m.Size(t) > 1 && pl.options[i][p.pick[i]] == nil {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// swap emits a permutation: one Copy on the devices that keep their
+// buffer, then a SendRecv per device that moves.
+func (c *opCtx) swap(src, dst *view, sw *swap) {
+	out, after := c.finish(src.stored, dst, "swapped")
+	var stay []int
+	for idx, d := range src.mesh.Devices {
+		if sw.to[idx] == idx {
+			stay = append(stay, d)
+		}
+	}
+	if len(stay) > 0 {
+		c.emitLocalOn(plan.Step{Type: plan.Copy, Input: src.name, Output: out}, stay, src.size(), src.size())
+	}
+	for idx, from := range src.mesh.Devices {
+		if to := src.mesh.Devices[sw.to[idx]]; to != from {
+			c.emitCollective(plan.Step{Type: plan.SendRecv, Root: ptr(from), Input: src.name, Output: out, Axis: src.firstAxis()},
+				[][]int{{from, to}}, src, dst, src.size(), src.size())
+		}
+	}
+	after()
+}

@@ -1,0 +1,70 @@
+package lower
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/nvcomm/nvcomm/internal/cost"
+	"github.com/nvcomm/nvcomm/internal/ir"
+)
+
+// TestSearchPricesWhatItEmits lowers every example, conformance and
+// regression fusion under both objectives and checks that each path the
+// search chose costs what the steps it emitted cost: the same number of
+// steps, and the time cost.Predict gives them (within a picosecond a
+// step, the search's rounding). The search ranks plans by this price, so
+// a step emitted but not priced (a Permute, a Copy) would make it pick
+// plans by a wrong time.
+func TestSearchPricesWhatItEmits(t *testing.T) {
+	type found struct {
+		c          pathCost
+		first, end int
+	}
+	var paths []found
+	searched = func(c pathCost, first, end int) { paths = append(paths, found{c, first, end}) }
+	defer func() { searched = nil }()
+	topo := cost.Default()
+	checked := 0
+	defer func() {
+		if checked < 100 {
+			t.Errorf("%d paths checked, want the corpus's (over 100)", checked)
+		}
+	}()
+	for _, dir := range []string{"../../testdata/examples", "../../testdata/conformance", "../../testdata/regress"} {
+		files, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
+		for _, file := range files {
+			src, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, err := ir.Parse(file, src)
+			if err != nil {
+				continue // fusions the checker rejects have .err goldens
+			}
+			for _, obj := range Objectives {
+				paths = nil
+				p, err := Lower(f, Options{Objective: Objective(obj)})
+				if err != nil {
+					continue
+				}
+				checked += len(paths)
+				for _, fd := range paths {
+					seconds := 0.0
+					for i := fd.first; i < fd.end; i++ {
+						st, err := topo.Step(p, &p.Steps[i])
+						if err != nil {
+							t.Fatalf("%s: %v", file, err)
+						}
+						seconds += st.Seconds
+					}
+					if n := fd.end - fd.first; n != fd.c.steps || math.Abs(seconds*1e12-float64(fd.c.ps)) > float64(n) {
+						t.Errorf("%s (%s): op %d: the search priced %d steps at %d ps; it emitted %d steps (%d..%d) that cost %.0f ps",
+							filepath.Base(file), obj, p.Steps[fd.first].Op, fd.c.steps, fd.c.ps, n, fd.first, fd.end-1, seconds*1e12)
+					}
+				}
+			}
+		}
+	}
+}
