@@ -59,11 +59,16 @@ func (sum) Add(a, b pathCost) (pathCost, bool) {
 	busiest, ok1 := checked.Add(a.busiest, b.busiest)
 	cross, ok2 := checked.Add(a.cross, b.cross)
 	total, ok3 := checked.Add(a.total, b.total)
-	ps, ok := checked.Add(a.ps, b.ps)
-	if !ok {
-		ps = math.MaxInt64
+	return pathCost{saturated(a.ps, b.ps), busiest, cross, total, a.steps + b.steps}, ok1 && ok2 && ok3
+}
+
+// saturated adds two non-negative times, the largest int64 when the sum
+// does not fit.
+func saturated(a, b int64) int64 {
+	if s, ok := checked.Add(a, b); ok {
+		return s
 	}
-	return pathCost{ps, busiest, cross, total, a.steps + b.steps}, ok1 && ok2 && ok3
+	return math.MaxInt64
 }
 
 // fastest orders by predicted time, then bytes of the busiest device,

@@ -57,6 +57,12 @@ type planner struct {
 	links      map[linkKey]string     // linkAlong's results
 	swaps      map[[2]placement]*swap // relabel's results
 	keys       map[placement]string   // setKey's results
+	canon      map[placement][]ir.Digit // canonical's results
+	// noSwaps leaves device permutations out (the search's first pass);
+	// limit, once that pass found a path, is its cost: a permutation that
+	// alone costs more cannot be on a better path (optimal_swap.go).
+	noSwaps bool
+	limit   *pathCost
 }
 
 // optimal lowers src (the producer, after any local reduction) to dst; the
@@ -91,7 +97,8 @@ var searched func(c pathCost, first, end int)
 
 func newPlanner(c *opCtx, src, dst *view, partial uint8) *planner {
 	pl := &planner{c: c, src: src, dst: dst, obj: c.costOrder, elem: int64(src.dtype.Size()),
-		links: map[linkKey]string{}, swaps: map[[2]placement]*swap{}, keys: map[placement]string{}}
+		links: map[linkKey]string{}, swaps: map[[2]placement]*swap{}, keys: map[placement]string{},
+		canon: map[placement][]ir.Digit{}}
 	all := slices.Clone(dst.stored)
 	for i, t := range ir.DeviceTypes {
 		pl.options[i] = [][]ir.Digit{nil}
@@ -316,7 +323,13 @@ func (pl *planner) view(p placement) *view {
 // canonical is the order in which an intermediate buffer of p stores its
 // digits unless the step writing it chooses another.
 func (pl *planner) canonical(p placement) []ir.Digit {
-	return without(pl.order, pl.selected(p))
+	p.partial = 0 // partial terms store the same digits
+	if c, ok := pl.canon[p]; ok {
+		return c
+	}
+	c := without(pl.order, pl.selected(p))
+	pl.canon[p] = c
+	return c
 }
 
 // target is the stored order a step into p writes toward: the consumer's

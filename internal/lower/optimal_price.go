@@ -1,6 +1,7 @@
 package lower
 
 import (
+	"math"
 	"slices"
 
 	"github.com/nvcomm/nvcomm/internal/checked"
@@ -47,6 +48,22 @@ func (e *edgeCost) collective(link, typ string, c plan.Count, n int) {
 	e.add(s, ok)
 }
 
+// repeat adds k collective steps alike (the SendRecv pairs of a device
+// permutation): priced once, added k times.
+func (e *edgeCost) repeat(k int, link, typ string, c plan.Count, n int) {
+	if k == 0 {
+		return
+	}
+	s, _, ok := e.pl.c.topology.TeamSeconds(link, typ, c, n, e.pl.elem)
+	ps, fits := checked.Mul(picoseconds(s), int64(k))
+	if !fits {
+		ps = math.MaxInt64
+	}
+	e.c.ps = saturated(e.c.ps, ps)
+	e.c.steps += k
+	e.ok = e.ok && ok
+}
+
 // bytes adds what a step makes devices receive.
 func (e *edgeCost) bytes(busiest, total int64) {
 	var ok1, ok2 bool
@@ -56,7 +73,7 @@ func (e *edgeCost) bytes(busiest, total int64) {
 }
 
 func (e *edgeCost) add(seconds float64, ok bool) {
-	e.c.ps, _ = checked.Add(e.c.ps, picoseconds(seconds))
+	e.c.ps = saturated(e.c.ps, picoseconds(seconds))
 	e.c.steps++
 	e.ok = e.ok && ok
 }

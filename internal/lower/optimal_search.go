@@ -8,41 +8,65 @@ import (
 // The optimal policy's search (Dijkstra over sharding states, optimal.go)
 // and the emission of the path it finds.
 
-// search runs Dijkstra from the producer's state to the consumer's,
-// ordering paths by the op's objective.
+// search finds the best path from the producer's state to the consumer's
+// under the op's objective. A device permutation costs a step per device
+// that moves, and a mesh may have thousands: a first pass without them
+// finds a path whose cost bounds the permutations worth pricing in the
+// second (swapEdges).
 func (pl *planner) search() ([]edge, bool) {
+	pl.noSwaps = true
+	if path, ok := pl.dijkstra(); ok {
+		limit := pathCost{}
+		for _, e := range path {
+			limit, _ = pl.obj.Add(limit, e.cost)
+		}
+		pl.limit = &limit
+	}
+	pl.noSwaps = false
+	return pl.dijkstra()
+}
+
+// dijkstra runs Dijkstra from the producer's state to the consumer's,
+// ordering paths by the op's objective.
+func (pl *planner) dijkstra() ([]edge, bool) {
 	start := pl.start
-	best := map[searchState]pathCost{start: {}}
-	prev := map[searchState]edge{}
-	from := map[searchState]searchState{}
+	best := map[searchState]*reached{start: {}}
 	q := &stateQueue{obj: pl.obj, items: []queued{{start, pathCost{}}}}
 	for q.Len() > 0 {
 		it := heap.Pop(q).(queued)
-		if c, ok := best[it.s]; ok && pl.obj.Less(c, it.c) {
-			continue
+		if pl.obj.Less(best[it.s].cost, it.c) {
+			continue // reached more cheaply since it was queued
 		}
 		if it.s.placement == pl.goal.placement {
-			return pl.path(start, it.s, prev, from), true
+			return pl.path(start, it.s, best), true
 		}
 		for _, e := range pl.edges(it.s) {
 			nc, fits := pl.obj.Add(it.c, e.cost)
 			if !pl.fits(fits) {
 				continue
 			}
-			if c, ok := best[e.to]; ok && !pl.obj.Less(nc, c) {
+			if r, ok := best[e.to]; ok && !pl.obj.Less(nc, r.cost) {
 				continue
 			}
-			best[e.to], prev[e.to], from[e.to] = nc, e, it.s
+			best[e.to] = &reached{cost: nc, via: e, from: it.s}
 			heap.Push(q, queued{e.to, nc})
 		}
 	}
 	return nil, false
 }
 
-func (pl *planner) path(start, goal searchState, prev map[searchState]edge, from map[searchState]searchState) []edge {
+// reached is how the search reached a state: its cost, and the edge and
+// state it came by.
+type reached struct {
+	cost pathCost
+	via  edge
+	from searchState
+}
+
+func (pl *planner) path(start, goal searchState, best map[searchState]*reached) []edge {
 	var path []edge
-	for s := goal; s != start; s = from[s] {
-		path = append(path, prev[s])
+	for s := goal; s != start; s = best[s].from {
+		path = append(path, best[s].via)
 	}
 	slices.Reverse(path)
 	return path

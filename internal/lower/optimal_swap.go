@@ -25,7 +25,7 @@ type swap struct {
 
 // swapEdges lists the device permutations out of s.
 func (pl *planner) swapEdges(s searchState, out []edge) []edge {
-	if pl.isReplicated(s.placement) {
+	if pl.noSwaps || pl.isReplicated(s.placement) {
 		return out
 	}
 	size := pl.size(s.placement)
@@ -38,14 +38,32 @@ func (pl *planner) swapEdges(s searchState, out []edge) []edge {
 		if sw == nil {
 			continue
 		}
-		e := pl.newCost()
-		sw.price(e, size)
-		if moved := int64(sw.nvlink + sw.network); moved > 0 {
-			e.bytes(bytes, e.times(bytes, moved))
-		}
+		e := pl.swapCost(sw, size, bytes)
 		out = pl.appendEdge(out, edgeSwap, 0, to, pl.decode(s.order), e)
 	}
 	return out
+}
+
+// swapCost prices the steps of a permutation (so far) of buffers of size
+// elements, bytes each.
+func (pl *planner) swapCost(sw *swap, size int, bytes int64) *edgeCost {
+	e := pl.newCost()
+	sw.price(e, size)
+	if moved := int64(sw.nvlink + sw.network); moved > 0 {
+		e.bytes(bytes, e.times(bytes, moved))
+	}
+	return e
+}
+
+// tooCostly reports whether a permutation, counted up to some device,
+// already costs more than the limit: it cannot be on a better path, and
+// the rest of the mesh need not be looked at.
+func (pl *planner) tooCostly(sw *swap, from placement) bool {
+	if pl.limit == nil {
+		return false
+	}
+	size := pl.size(from)
+	return pl.obj.Less(*pl.limit, pl.swapCost(sw, size, int64(size)*pl.elem).c)
 }
 
 // price adds the steps of the permutation of buffers of size elements: a
@@ -54,17 +72,14 @@ func (sw *swap) price(e *edgeCost, size int) {
 	if sw.stayed > 0 {
 		e.local(size, size)
 	}
-	for range sw.nvlink {
-		e.collective(cost.LinkNVLink, plan.SendRecv, plan.Count{Input: size, Output: size}, 2)
-	}
-	for range sw.network {
-		e.collective(cost.LinkNetwork, plan.SendRecv, plan.Count{Input: size, Output: size}, 2)
-	}
+	e.repeat(sw.nvlink, cost.LinkNVLink, plan.SendRecv, plan.Count{Input: size, Output: size}, 2)
+	e.repeat(sw.network, cost.LinkNetwork, plan.SendRecv, plan.Count{Input: size, Output: size}, 2)
 }
 
 // relabel returns the permutation from one placement to another of the
-// same digits, or nil when there is none; the search asks for each pair
-// many times, and a mesh may have thousands of devices.
+// same digits, or nil when there is none or it costs more than the limit;
+// the search asks for each pair many times, and a mesh may have thousands
+// of devices.
 func (pl *planner) relabel(from, to placement) *swap {
 	key := [2]placement{from, to}
 	if sw, ok := pl.swaps[key]; ok {
@@ -78,7 +93,8 @@ func (pl *planner) relabel(from, to placement) *swap {
 // computeSwap maps each device of the mesh to the device that holds its
 // buffer in placement to: the same digit values, and the same coordinates
 // along the replicated axes (matched in order, which must have equal
-// sizes).
+// sizes). It runs once per pair of placements over every device of the
+// mesh, so it looks nothing up by key.
 func (pl *planner) computeSwap(from, to placement) *swap {
 	m := pl.mesh(from)
 	freeFrom, freeTo := pl.freeTypes(from), pl.freeTypes(to)
@@ -90,6 +106,7 @@ func (pl *planner) computeSwap(from, to placement) *swap {
 			return nil
 		}
 	}
+	src, dst := pl.digitAxes(from, m), pl.digitAxes(to, m)
 	sw := &swap{to: make([]int, len(m.Devices))}
 	vals := make([]int, len(pl.order))
 	coords, target := make([]int, m.Rank()), make([]int, m.Rank())
@@ -98,48 +115,67 @@ func (pl *planner) computeSwap(from, to placement) *swap {
 		for a := m.Rank() - 1; a >= 0; a-- {
 			coords[a], k = k%m.Shape[a], k/m.Shape[a]
 		}
-		pl.digitValues(from, m, coords, vals)
+		for _, g := range src { // the digit values from the coordinates
+			c := coords[g.axis]
+			for k := len(g.digits) - 1; k >= 0; k-- {
+				vals[g.digits[k]] = c % g.extents[k]
+				c /= g.extents[k]
+			}
+		}
 		copy(target, coords)
-		for i, t := range ir.DeviceTypes {
+		for _, g := range dst {
 			c := 0
-			for _, g := range pl.options[i][to.pick[i]] {
-				c = c*g.Extent + vals[pl.index[g]]
+			for k, d := range g.digits {
+				c = c*g.extents[k] + vals[d]
 			}
-			if len(pl.options[i][to.pick[i]]) > 0 {
-				target[m.Axis(t)] = c
-			}
+			target[g.axis] = c
 		}
 		for k := range freeTo {
 			target[m.Axis(freeTo[k])] = coords[m.Axis(freeFrom[k])]
 		}
 		sw.to[idx] = shard.Index(target, m.Shape)
 		sw.count(pl, m, idx)
+		if idx%64 == 63 && pl.tooCostly(sw, from) {
+			return nil
+		}
+	}
+	if pl.tooCostly(sw, from) {
+		return nil
 	}
 	return sw
 }
 
-// digitValues writes into vals (by digit index) the value of every digit
-// that placement p selects on the device at coords.
-func (pl *planner) digitValues(p placement, m *ir.Mesh, coords, vals []int) {
+// axisDigits are the digits a device type selects, by index into
+// planner.order, with their extents, and the mesh axis they are read from.
+type axisDigits struct {
+	axis            int
+	digits, extents []int
+}
+
+// digitAxes lists the digits each device type of p selects on m.
+func (pl *planner) digitAxes(p placement, m *ir.Mesh) []axisDigits {
+	var out []axisDigits
 	for i, t := range ir.DeviceTypes {
 		ds := pl.options[i][p.pick[i]]
-		c := 0
-		if a := m.Axis(t); a >= 0 {
-			c = coords[a]
+		if len(ds) == 0 || !m.Has(t) {
+			continue
 		}
-		for k := len(ds) - 1; k >= 0; k-- {
-			vals[pl.index[ds[k]]] = c % ds[k].Extent
-			c /= ds[k].Extent
+		g := axisDigits{axis: m.Axis(t)}
+		for _, d := range ds {
+			g.digits, g.extents = append(g.digits, pl.index[d]), append(g.extents, d.Extent)
 		}
+		out = append(out, g)
 	}
+	return out
 }
 
 // count books the pair of position idx by its link class.
 func (sw *swap) count(pl *planner, m *ir.Mesh, idx int) {
+	pair := [2]int{m.Devices[idx], m.Devices[sw.to[idx]]}
 	switch {
 	case sw.to[idx] == idx:
 		sw.stayed++
-	case pl.c.topology.LinkOf([]int{m.Devices[idx], m.Devices[sw.to[idx]]}) == cost.LinkNetwork:
+	case pl.c.topology.LinkOf(pair[:]) == cost.LinkNetwork:
 		sw.network++
 	default:
 		sw.nvlink++
