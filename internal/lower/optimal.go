@@ -54,9 +54,9 @@ type planner struct {
 	// overflowed notes an edge or path left out because its cost in bytes
 	// does not fit in int64.
 	overflowed bool
-	links      map[linkKey]string     // linkAlong's results
-	swaps      map[[2]placement]*swap // relabel's results
-	keys       map[placement]string   // setKey's results
+	links      map[linkKey]string       // linkAlong's results
+	swaps      map[[2]placement]*swap   // relabel's results
+	keys       map[placement]string     // setKey's results
 	canon      map[placement][]ir.Digit // canonical's results
 	// noSwaps leaves device permutations out (the search's first pass);
 	// limit, once that pass found a path, is its cost: a permutation that
