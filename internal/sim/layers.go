@@ -199,7 +199,10 @@ func evalOp(op plan.Op, ins []operand, out []int) []float64 {
 	in := ins[0]
 	switch {
 	case op.Op == "set":
-		return slices.Clone(in.vals)
+		// The same values: shared, since no reference value changes once
+		// computed (devices get copies), which saves a copy of every set's
+		// output.
+		return in.vals
 	case slices.Contains(plan.ReduceOps, op.Op):
 		return reduceAxis(op.Op, in.vals, in.shape, *op.Axis)
 	case op.Op == "broadcast":

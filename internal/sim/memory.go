@@ -11,7 +11,8 @@ import (
 // Nothing a simulation allocates is freed before the end: at its peak,
 // while the last op is checked, it holds
 //
-//   - the global reference of every tensor, a float64 an element;
+//   - the global reference of every tensor, a float64 an element, but for
+//     the output of a set, which shares its input's;
 //   - every device buffer the plan writes (input shards and step outputs),
 //     the largest one per device and buffer name, a float64 an element
 //     rounded up to the allocator's size class, and its slot in the map
@@ -123,9 +124,15 @@ func (w *world) footprint() footprint {
 			byDev[d] = max(byDev[d], n)
 		}
 	}
+	shared := map[string]bool{} // the output of a set shares its input's reference
+	for _, op := range w.p.Ops {
+		shared[op.Output] = op.Op == "set"
+	}
 	for _, t := range w.p.Tensors {
 		info := w.tensors[t.Name]
-		f.reference = satAdd(f.reference, satProduct(info.shard.shape))
+		if !shared[t.Name] {
+			f.reference = satAdd(f.reference, satProduct(info.shard.shape))
+		}
 		// Inputs are enumerated when loaded, every other tensor (an op's
 		// output) when checked; only sorted enumeration holds offsets.
 		if info.shard.sortRuns {
