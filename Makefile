@@ -50,6 +50,10 @@ fuzz:
 	$(GO) test ./internal/lower -run '^$$' -fuzz '^FuzzCertify$$' -fuzztime $(FUZZTIME) -parallel 2
 	$(GO) test ./internal/cost -run '^$$' -fuzz '^FuzzParseTopology$$' -fuzztime $(FUZZTIME) -parallel 2
 	$(GO) test ./internal/cost -run '^$$' -fuzz '^FuzzFit$$' -fuzztime $(FUZZTIME) -parallel 2
+	$(GO) test ./internal/plan -run '^$$' -fuzz '^FuzzEncode$$' -fuzztime $(FUZZTIME) -parallel 2
+	$(GO) test ./internal/sim -run '^$$' -fuzz '^FuzzRun$$' -fuzztime $(FUZZTIME) -parallel 2
+	$(GO) test ./internal/sim -run '^$$' -fuzz '^FuzzRuns$$' -fuzztime $(FUZZTIME) -parallel 2
+	$(GO) test ./internal/checked -run '^$$' -fuzz '^FuzzArith$$' -fuzztime $(FUZZTIME) -parallel 2
 
 # Lower and simulate a million random fusions; prints counts by outcome and
 # rejection reason (SOAK=N for another count).
