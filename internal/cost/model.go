@@ -119,7 +119,8 @@ func (t *Topology) Step(p *plan.Plan, s *plan.Step) (StepTime, error) {
 	}
 	st := StepTime{Step: s.ID, Type: s.Type, Link: LinkMemory}
 	if s.Kind == plan.KindLocal {
-		st.Bytes, err = stepBytes(s, size, int64(s.Count.Input), int64(s.Count.Output))
+		in, out := localCounts(s.Type, s.Count)
+		st.Bytes, err = stepBytes(s, size, in, out)
 		st.Seconds = max(t.Local(st.Bytes), t.arithmetic(p, s))
 		return st, err
 	}
@@ -175,13 +176,24 @@ func (t *Topology) TeamSeconds(link, typ string, c plan.Count, n int, elem int64
 	return t.Collective(link, typ, bytes, n), bytes, true
 }
 
-// LocalSeconds predicts a local step (other than a Matmul, whose
-// arithmetic Step adds) with counts c of elem-byte elements, as Step does:
-// its bytes read plus written at the memory's rate. ok is false when they
-// do not fit in int64.
-func (t *Topology) LocalSeconds(c plan.Count, elem int64) (float64, bool) {
-	in, ok1 := checked.Mul(int64(c.Input), elem)
-	out, ok2 := checked.Mul(int64(c.Output), elem)
+// localCounts are the elements a local step of type typ with counts c
+// reads and writes: a Slice reads only the chunk it keeps (its output),
+// every other step its whole input.
+func localCounts(typ string, c plan.Count) (in, out int64) {
+	if typ == plan.Slice {
+		return int64(c.Output), int64(c.Output)
+	}
+	return int64(c.Input), int64(c.Output)
+}
+
+// LocalSeconds predicts a local step of type typ (other than a Matmul,
+// whose arithmetic Step adds) with counts c of elem-byte elements, as Step
+// does: its bytes read plus written at the memory's rate. ok is false when
+// they do not fit in int64.
+func (t *Topology) LocalSeconds(typ string, c plan.Count, elem int64) (float64, bool) {
+	ci, co := localCounts(typ, c)
+	in, ok1 := checked.Mul(ci, elem)
+	out, ok2 := checked.Mul(co, elem)
 	sum, ok3 := checked.Add(in, out)
 	if !ok1 || !ok2 || !ok3 {
 		return 0, false

@@ -234,7 +234,11 @@ func (c *opCtx) axisMaps(producer *ir.Tensor, reduce bool) pairAxes {
 // false when they cut an axis at strides that do not divide each other.
 func (c *opCtx) factor(producer, consumer *ir.Tensor, reduce bool) (*factoring, bool) {
 	m := c.axisMaps(producer, reduce)
-	return newFactoring(paddedExtents(producer, consumer, m.consumer), []*ir.Tensor{producer, consumer}, [][]int{m.producer, m.consumer})
+	f, ok := newFactoring(paddedExtents(producer, consumer, m.consumer), []*ir.Tensor{producer, consumer}, [][]int{m.producer, m.consumer})
+	if ok && reduce && c.policy == PolicyOptimal && len(consumer.Layout()) > 0 {
+		f.cutForScatter(producer, c.op.Axis, m.consumer[consumer.Layout()[0]])
+	}
+	return f, ok
 }
 
 // lowerFactored lowers a pair that factors: pads uneven shards, follows the

@@ -55,7 +55,7 @@ func (pl *planner) sendRecvEdge(s searchState, to placement, out []edge) []edge 
 		e.collective(pl.c.topology.LinkOf([]int{d, r}), plan.SendRecv, plan.Count{Input: size, Output: size}, 2)
 	}
 	if copied {
-		e.local(size, size)
+		e.local(plan.Copy, size, size)
 	}
 	if moved > 0 {
 		e.bytes(bytes, e.times(bytes, moved))
@@ -117,7 +117,7 @@ func (pl *planner) relabelEdge(s searchState, to placement, out []edge) []edge {
 	cur := pl.decode(s.order)
 	e := pl.newCost()
 	if to == pl.goal.placement && s == pl.start && !strings.Contains(pl.src.name, "/") && sameOrder(cur, pl.dst.stored) {
-		e.local(pl.size(s.placement), pl.size(s.placement))
+		e.local(plan.Copy, pl.size(s.placement), pl.size(s.placement))
 	}
 	return pl.appendEdge(out, edgeRelabel, 0, to, cur, e)
 }
@@ -134,7 +134,7 @@ func (pl *planner) broadcastEdge(s searchState, to placement, skip bool, out []e
 		e.bytes(bytes, e.times(bytes, int64(len(team)-1)))
 	}
 	if len(copies) > 0 {
-		e.local(size, size)
+		e.local(plan.Copy, size, size)
 	}
 	e.crossing()
 	return pl.appendEdge(out, edgeBroadcast, boolMask(skip), to, pl.decode(s.order), e)
@@ -166,7 +166,7 @@ func (pl *planner) scatterEdge(s searchState, out []edge) []edge {
 	input := size
 	if padded {
 		input += chunk
-		e.local(size, input)
+		e.local(plan.Pad, size, input)
 	}
 	e.collective(pl.c.topology.LinkOf(team), plan.Scatter, plan.Count{Input: input, Output: chunk}, len(team))
 	b := int64(chunk) * pl.elem

@@ -149,7 +149,7 @@ func (pl *planner) appendChange(out []edge, s searchState, to placement, mask ui
 	case edgeSlice:
 		in, got = sliceOrders(cur, dn)
 		e.permute(cur, in, size)
-		e.local(size, next)
+		e.local(plan.Slice, size, next)
 	case edgeAllgather:
 		in, got = gatherOrders(dp, pl.target(to))
 		e.permute(cur, in, size)

@@ -26,9 +26,9 @@ type edgeCost struct {
 
 func (pl *planner) newCost() *edgeCost { return &edgeCost{pl: pl, ok: true} }
 
-// local adds a local step reading in and writing out elements per device.
-func (e *edgeCost) local(in, out int) {
-	s, ok := e.pl.c.topology.LocalSeconds(plan.Count{Input: in, Output: out}, e.pl.elem)
+// local adds a local step of type typ with counts in and out per device.
+func (e *edgeCost) local(typ string, in, out int) {
+	s, ok := e.pl.c.topology.LocalSeconds(typ, plan.Count{Input: in, Output: out}, e.pl.elem)
 	e.add(s, ok)
 }
 
@@ -36,7 +36,7 @@ func (e *edgeCost) local(in, out int) {
 // have into want, when they differ (rules.go, arrange and finish).
 func (e *edgeCost) permute(have, want []ir.Digit, n int) {
 	if !sameOrder(have, want) {
-		e.local(n, n)
+		e.local(plan.Permute, n, n)
 	}
 }
 

@@ -70,7 +70,7 @@ func (pl *planner) tooCostly(sw *swap, from placement) bool {
 // Copy on the devices that keep theirs, one SendRecv per pair.
 func (sw *swap) price(e *edgeCost, size int) {
 	if sw.stayed > 0 {
-		e.local(size, size)
+		e.local(plan.Copy, size, size)
 	}
 	e.repeat(sw.nvlink, cost.LinkNVLink, plan.SendRecv, plan.Count{Input: size, Output: size}, 2)
 	e.repeat(sw.network, cost.LinkNetwork, plan.SendRecv, plan.Count{Input: size, Output: size}, 2)

@@ -98,6 +98,42 @@ func newFactoring(extents []int, tensors []*ir.Tensor, axisMaps [][]int) (*facto
 	return f, true
 }
 
+// cutForScatter cuts axis a, the consumer's outermost, into as many blocks
+// as the devices that split the producer's reduced axis r, along each
+// device type and along all of them, where the extents allow: the digits
+// a ReduceScatter can scatter the partial terms onto when the consumer
+// does not split that many ways itself (a ReduceScatter then a Gather to
+// one device moves fewer bytes than a Reduce).
+func (f *factoring) cutForScatter(producer *ir.Tensor, r, a int) {
+	all := 1
+	var sizes []int
+	for _, s := range producer.Shardings() {
+		if slices.ContainsFunc(s.Digits, func(d ir.Digit) bool { return d.Axis == r }) {
+			n := producer.Mesh.Size(s.Type)
+			sizes, all = append(sizes, n), all*n
+		}
+	}
+	for _, n := range append(sizes, all) {
+		if e := f.extents[a]; n > 1 && e%n == 0 {
+			f.addCut(a, e/n)
+		}
+	}
+}
+
+// addCut cuts axis a at stride b when that keeps every cut dividing the
+// next.
+func (f *factoring) addCut(a, b int) {
+	cuts := append(slices.Clone(f.cuts[a]), b)
+	slices.Sort(cuts)
+	cuts = slices.Compact(cuts)
+	for i := 1; i < len(cuts); i++ {
+		if cuts[i]%cuts[i-1] != 0 {
+			return
+		}
+	}
+	f.cuts[a] = cuts
+}
+
 // tensorView builds the view of tensor t, whose value axes map to producer
 // axes through axisMap.
 func (f *factoring) tensorView(t *ir.Tensor, axisMap []int) *view {
