@@ -1,6 +1,8 @@
 package lower
 
 import (
+	"slices"
+
 	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/plan"
 )
@@ -37,6 +39,9 @@ func (c *opCtx) sendRecvPairs(src, dst *view) {
 func (c *opCtx) broadcastTo(src, dst *view, skip bool) {
 	team, copies := broadcastTeam(src.mesh, dst.mesh, skip)
 	out, after := c.finish(src.stored, dst, "received")
+	if team != nil && !dst.mesh.Contains(team[0]) {
+		out, after = c.finishOutside(src.stored, dst, "received")
+	}
 	if team != nil {
 		c.emitCollective(plan.Step{Type: plan.Broadcast, Root: ptr(team[0]), Input: src.name, Output: out},
 			[][]int{team}, src, dst, src.size(), src.size())
@@ -63,10 +68,44 @@ func (c *opCtx) scatterTo(src, dst *view) {
 	pad := &view{name: c.buffer("padded"), mesh: src.mesh, dtype: src.dtype, did: src.did, stored: arranged.stored}
 	c.emitLocalOn(plan.Step{Type: plan.Pad, Input: arranged.name, Output: pad.name, Dims: []int{n + 1, chunk},
 		Valid: [][]int{{n, chunk}}, Fill: ptr("0")}, []int{root}, n*chunk, (n+1)*chunk)
-	out, after := c.finish(got, dst, "scattered")
+	out, after := c.finishOutside(got, dst, "scattered")
 	c.emitCollective(plan.Step{Type: plan.Scatter, Root: ptr(root), Input: pad.name, Output: out, Axis: ptr(dst.axisOf(ir.DIDx))},
 		[][]int{team}, pad, dst, (n+1)*chunk, chunk)
 	after()
+}
+
+// finishOutside is finish for a step that also writes on a device outside
+// dst's mesh (a root of the producer's mesh): there, when a later op reads
+// the consumer, its output must not be the consumer, which a Gather or a
+// Reduce would take for the consumer's data. Into such a consumer, the
+// step writes an intermediate that a Copy (or a Permute) on the
+// consumer's devices turns into it.
+func (c *opCtx) finishOutside(got []ir.Digit, dst *view, what string) (output string, after func()) {
+	if dst.flexible || !c.readLater() {
+		return c.finish(got, dst, what)
+	}
+	tmp := &view{name: c.buffer(what), mesh: dst.mesh, dtype: dst.dtype, did: dst.did, stored: got}
+	return tmp.name, func() { c.copyTo(tmp, dst) }
+}
+
+// readLater reports whether an op after c's reads its output.
+func (c *opCtx) readLater() bool {
+	for _, op := range c.f.Ops {
+		if op.Index > c.op.Index && slices.Contains(op.Inputs, c.op.Out) {
+			return true
+		}
+	}
+	return false
+}
+
+// copyTo writes dst from tmp on dst's devices: a Copy, or a Permute where
+// their orders differ.
+func (c *opCtx) copyTo(tmp, dst *view) {
+	if sameOrder(tmp.stored, dst.stored) {
+		c.emitLocalOn(plan.Step{Type: plan.Copy, Input: tmp.name, Output: dst.name}, dst.mesh.Devices, tmp.size(), tmp.size())
+		return
+	}
+	c.permute(tmp, dst.stored, dst.name, dst.mesh.Devices)
 }
 
 // gatherTo: src sharded along DIDx on digits g of its 1-D mesh, dst on

@@ -112,14 +112,35 @@ func (pl *planner) broadcastEdges(s searchState, to placement, out []edge) []edg
 // relabelEdge: replicated, and every consumer device holds the data: the
 // buffer becomes the consumer's as it is, with no step. Into the consumer
 // itself, the step that wrote the buffer writes the consumer instead
-// (rules.go, local), or, when the buffer is the producer, a Copy.
+// (rules.go, local), or a Copy does: when the buffer is the producer, and
+// when a later op reads the consumer (the writer ran on the producer's
+// other devices too, cross_collectives.go, finishOutside).
 func (pl *planner) relabelEdge(s searchState, to placement, out []edge) []edge {
 	cur := pl.decode(s.order)
 	e := pl.newCost()
-	if to == pl.goal.placement && s == pl.start && !strings.Contains(pl.src.name, "/") && sameOrder(cur, pl.dst.stored) {
-		e.local(plan.Copy, pl.size(s.placement), pl.size(s.placement))
+	if !pl.c.readLater() && !(s == pl.start && !strings.Contains(pl.src.name, "/")) {
+		return pl.appendEdge(out, edgeRelabel, 0, to, cur, e) // renamed, or a Permute
 	}
+	pl.copyInto(e, to, cur)
 	return pl.appendEdge(out, edgeRelabel, 0, to, cur, e)
+}
+
+// copyInto adds the Copy into the consumer that a step into placement to
+// needs when it does not write the consumer itself (finishOutside): none
+// into an intermediate, and none when the buffer's order differs, since
+// the Permute appendEdge adds writes the consumer.
+func (pl *planner) copyInto(e *edgeCost, to placement, got []ir.Digit) {
+	if to == pl.goal.placement && sameOrder(got, pl.dst.stored) {
+		e.local(plan.Copy, pl.size(to), pl.size(to))
+	}
+}
+
+// outside adds the Copy of a step whose root is outside the consumer's
+// mesh into the consumer, when a later op reads it (finishOutside).
+func (pl *planner) outside(e *edgeCost, to placement, got []ir.Digit) {
+	if pl.c.readLater() {
+		pl.copyInto(e, to, got)
+	}
 }
 
 // broadcastEdge: a Broadcast to the consumer's devices, or with skip to
@@ -135,6 +156,9 @@ func (pl *planner) broadcastEdge(s searchState, to placement, skip bool, out []e
 	}
 	if len(copies) > 0 {
 		e.local(plan.Copy, size, size)
+	}
+	if team != nil && !pl.dst.mesh.Contains(team[0]) {
+		pl.outside(e, to, pl.decode(s.order))
 	}
 	e.crossing()
 	return pl.appendEdge(out, edgeBroadcast, boolMask(skip), to, pl.decode(s.order), e)
@@ -169,6 +193,9 @@ func (pl *planner) scatterEdge(s searchState, out []edge) []edge {
 		e.local(plan.Pad, size, input)
 	}
 	e.collective(pl.c.topology.LinkOf(team), plan.Scatter, plan.Count{Input: input, Output: chunk}, len(team))
+	if padded {
+		pl.outside(e, target, got)
+	}
 	b := int64(chunk) * pl.elem
 	e.bytes(b, e.times(b, int64(len(team)-1)))
 	e.crossing()

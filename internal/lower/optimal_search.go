@@ -119,13 +119,17 @@ func (pl *planner) emit(path []edge) {
 
 // relabelTo makes a replicated buffer that every consumer device holds
 // the consumer's (relabelEdge): the same buffer on the consumer's mesh,
-// and when last, the consumer itself.
+// and when last, a copy of it into the consumer.
 func (pl *planner) relabelTo(cur *view, last bool) *view {
 	moved := &view{name: cur.name, mesh: pl.dst.mesh, dtype: cur.dtype, did: cur.did, stored: cur.stored}
-	if !last {
+	switch {
+	case !last:
 		return moved
+	case pl.c.readLater():
+		pl.c.copyTo(moved, pl.dst)
+	default:
+		pl.c.local(moved, pl.dst)
 	}
-	pl.c.local(moved, pl.dst)
 	return pl.dst
 }
 

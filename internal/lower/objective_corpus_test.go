@@ -1,0 +1,101 @@
+package lower_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/nvcomm/nvcomm/internal/cost"
+	"github.com/nvcomm/nvcomm/internal/ir"
+	"github.com/nvcomm/nvcomm/internal/lower"
+	"github.com/nvcomm/nvcomm/internal/plan"
+)
+
+// corpus lowers every example, conformance and regression fusion that
+// parses under each policy and objective, calling check with the plans
+// (nil where the policy rejects the fusion).
+func corpus(t *testing.T, check func(file string, plans map[string]*plan.Plan)) {
+	t.Helper()
+	for _, dir := range goldenDirs {
+		files, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
+		for _, file := range files {
+			src, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, err := ir.Parse(file, src)
+			if err != nil {
+				continue
+			}
+			plans := map[string]*plan.Plan{}
+			for name, opts := range map[string]lower.Options{
+				"time":    {},
+				"bytes":   {Objective: lower.ObjectiveBytes},
+				"nvfuser": {Policy: lower.PolicyNvFuser},
+			} {
+				if p, err := lower.Lower(f, opts); err == nil {
+					plans[name] = p
+				}
+			}
+			check(filepath.Base(file), plans)
+		}
+	}
+}
+
+// TestBoundsHold checks on the corpus that every bound nvcomm reports is at
+// most what its plan achieves, whatever the policy and objective, and that
+// the plan's bound does not depend on them: it is a bound of the fusion.
+func TestBoundsHold(t *testing.T) {
+	corpus(t, func(file string, plans map[string]*plan.Plan) {
+		bound := int64(-1)
+		for name, p := range plans {
+			if bound >= 0 && p.Summary.BytesLowerBound != bound {
+				t.Errorf("%s: the %s plan's bound is %d, another's %d", file, name, p.Summary.BytesLowerBound, bound)
+			}
+			bound = p.Summary.BytesLowerBound
+			if bound > p.Summary.BytesReceivedMax {
+				t.Errorf("%s: the %s plan receives %d bytes, its bound is %d", file, name, p.Summary.BytesReceivedMax, bound)
+			}
+			for _, s := range p.Steps {
+				if s.Bytes != nil && s.Bytes.LowerBound > s.Bytes.ReceivedPerDevice {
+					t.Errorf("%s: the %s plan's step %d (%s) receives %d bytes, its bound is %d", file, name, s.ID, s.Type, s.Bytes.ReceivedPerDevice, s.Bytes.LowerBound)
+				}
+			}
+		}
+	})
+}
+
+// TestObjectivesWin checks on the corpus that the time objective's plan is
+// predicted no slower than the bytes objective's and nvFuser's, and the
+// bytes objective's receives no more bytes than nvFuser's (the busiest
+// device).
+func TestObjectivesWin(t *testing.T) {
+	topo := cost.Default()
+	seconds := func(p *plan.Plan) float64 {
+		pr, err := cost.Predict(topo, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pr.Total
+	}
+	corpus(t, func(file string, plans map[string]*plan.Plan) {
+		fast, few, nv := plans["time"], plans["bytes"], plans["nvfuser"]
+		if fast == nil || few == nil {
+			t.Errorf("%s: the optimal policy rejects it", file)
+			return
+		}
+		slack := 1e-12 * float64(len(fast.Steps)+len(few.Steps))
+		if seconds(fast) > seconds(few)+slack {
+			t.Errorf("%s: the time objective's plan takes %g s, the bytes objective's %g s", file, seconds(fast), seconds(few))
+		}
+		if nv == nil {
+			return
+		}
+		if seconds(fast) > seconds(nv)+slack {
+			t.Errorf("%s: the time objective's plan takes %g s, nvFuser's %g s", file, seconds(fast), seconds(nv))
+		}
+		if few.Summary.BytesReceivedMax > nv.Summary.BytesReceivedMax {
+			t.Errorf("%s: the bytes objective's plan receives %d bytes, nvFuser's %d", file, few.Summary.BytesReceivedMax, nv.Summary.BytesReceivedMax)
+		}
+	})
+}
