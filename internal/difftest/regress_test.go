@@ -21,7 +21,7 @@ func TestRegressions(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			v := check(Case{Src: string(src)}, 1)
+			v := check(Case{Src: string(src)}, 1, true)
 			if o := v.optimal; o.kind != "pass" {
 				t.Errorf("policy optimal: %s: %s", o.kind, o.reason)
 			}
