@@ -22,7 +22,7 @@ type explainOptions struct {
 
 func newExplainCmd() *cobra.Command {
 	o := &explainOptions{
-		policy: newEnum(lower.Policies...).describe("the plan that moves the fewest bytes to the busiest device",
+		policy: newEnum(lower.Policies...).describe("the best plan under --objective: by default the fastest the cost model predicts",
 			"nvFuser's lowering rules exactly"),
 		color:     newEnum("auto", "always", "never").describe("on a terminal, unless NO_COLOR is set", "always", "never"),
 		objective: newObjective(),
@@ -43,7 +43,7 @@ with '{' is a plan; anything else a fusion file.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd, args[0]) },
 	}
-	enumVar(cmd, o.policy, "policy", "lowering policy for a fusion file: optimal (fewest bytes to the busiest device) or nvfuser (nvFuser's rules)")
+	enumVar(cmd, o.policy, "policy", "lowering policy for a fusion file: optimal (the best plan under --objective) or nvfuser (nvFuser's rules)")
 	objectiveVar(cmd, o.objective)
 	enumVar(cmd, o.color, "color", "colour the output: auto (on a terminal without NO_COLOR), always or never")
 	cmd.Flags().StringVar(&o.tensor, "tensor", "", "explain only the tensor `NAME`")

@@ -21,7 +21,7 @@ type traceOptions struct {
 }
 
 func newTraceCmd() *cobra.Command {
-	o := &traceOptions{policy: newEnum(lower.Policies...).describe("the plan that moves the fewest bytes to the busiest device",
+	o := &traceOptions{policy: newEnum(lower.Policies...).describe("the best plan under --objective: by default the fastest the cost model predicts",
 		"nvFuser's lowering rules exactly"), objective: newObjective()}
 	cmd := &cobra.Command{
 		Use:   "trace FUSION|PLAN|-",
@@ -39,7 +39,7 @@ second set of tracks.`,
 		ValidArgsFunction: fileArg(anyInputExts...),
 		RunE:              func(cmd *cobra.Command, args []string) error { return o.runTrace(cmd, args[0]) },
 	}
-	enumVar(cmd, o.policy, "policy", "lowering policy for a fusion file: optimal (fewest bytes to the busiest device) or nvfuser (nvFuser's rules)")
+	enumVar(cmd, o.policy, "policy", "lowering policy for a fusion file: optimal (the best plan under --objective) or nvfuser (nvFuser's rules)")
 	objectiveVar(cmd, o.objective)
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", "write the trace to `FILE` (atomically) instead of standard output")
 	cmd.Flags().StringVar(&o.run, "run", "", "add the measured times of a run: the `RESULT.json` that the exported program's --json wrote")

@@ -45,7 +45,7 @@ type exportOptions struct {
 }
 
 func newExportTorchCmd() *cobra.Command {
-	o := &exportOptions{policy: newEnum(lower.Policies...).describe("the plan that moves the fewest bytes to the busiest device",
+	o := &exportOptions{policy: newEnum(lower.Policies...).describe("the best plan under --objective: by default the fastest the cost model predicts",
 		"nvFuser's lowering rules exactly"), objective: newObjective()}
 	cmd := &cobra.Command{
 		Use:   "torch FUSION|PLAN|-",
@@ -68,7 +68,7 @@ plan; anything else a fusion file. See docs/export.md.`,
 	}
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", "write the program to `FILE` (atomically) instead of standard output")
 	fileFlag(cmd, "output", "py")
-	enumVar(cmd, o.policy, "policy", "lowering policy for a fusion file: optimal (fewest bytes to the busiest device) or nvfuser (nvFuser's rules)")
+	enumVar(cmd, o.policy, "policy", "lowering policy for a fusion file: optimal (the best plan under --objective) or nvfuser (nvFuser's rules)")
 	objectiveVar(cmd, o.objective)
 	choiceOrFileVar(cmd, &o.topology, "topology", "default",
 		"topology of the predicted times: default (the built-in H200 one), none (no predictions) or a FILE that calibrate --fit wrote",

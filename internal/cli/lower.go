@@ -23,7 +23,7 @@ func newLowerCmd() *cobra.Command {
 	o := &lowerOptions{
 		format: newEnum("json", "text", "dot").describe("the plan as JSON (docs/plan.md)", "the plan as tables",
 			"the plan as a Graphviz graph (dot -Tsvg)"),
-		policy: newEnum(lower.Policies...).describe("the plan that moves the fewest bytes to the busiest device",
+		policy: newEnum(lower.Policies...).describe("the best plan under --objective: by default the fastest the cost model predicts",
 			"nvFuser's lowering rules exactly"),
 		objective: newObjective(),
 	}
@@ -66,7 +66,7 @@ each moves (JSON, docs/plan.md). Errors point at file:line:col.`,
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", "write the plan to `FILE` (atomically) instead of standard output")
 	fileFlag(cmd, "output")
 	enumVar(cmd, o.format, "format", "output format: json (the plan), text (tables for reading) or dot (a Graphviz graph)")
-	enumVar(cmd, o.policy, "policy", "lowering policy: optimal (fewest bytes to the busiest device) or nvfuser (nvFuser's rules)")
+	enumVar(cmd, o.policy, "policy", "lowering policy: optimal (the best plan under --objective) or nvfuser (nvFuser's rules)")
 	objectiveVar(cmd, o.objective)
 	choiceOrFileVar(cmd, &o.topology, "topology", "default",
 		"price the optimal policy's steps on a topology: default (the built-in H200 one) or a FILE that calibrate --fit wrote",

@@ -24,7 +24,7 @@ type simulateOptions struct {
 
 func newSimulateCmd() *cobra.Command {
 	o := &simulateOptions{
-		policy: newEnum(lower.Policies...).describe("the plan that moves the fewest bytes to the busiest device",
+		policy: newEnum(lower.Policies...).describe("the best plan under --objective: by default the fastest the cost model predicts",
 			"nvFuser's lowering rules exactly"),
 		format:    newEnum("text", "json").describe("a report for reading", "the report as JSON"),
 		maxBytes:  sizeFlag{sim.DefaultMaxBytes},
@@ -47,7 +47,7 @@ fusion file.`,
 		ValidArgsFunction: fileArg(anyInputExts...),
 		RunE:              func(cmd *cobra.Command, args []string) error { return o.run(cmd, args[0]) },
 	}
-	enumVar(cmd, o.policy, "policy", "lowering policy for a fusion file: optimal (fewest bytes to the busiest device) or nvfuser (nvFuser's rules)")
+	enumVar(cmd, o.policy, "policy", "lowering policy for a fusion file: optimal (the best plan under --objective) or nvfuser (nvFuser's rules)")
 	objectiveVar(cmd, o.objective)
 	enumVar(cmd, o.format, "format", "report format: text or json")
 	cmd.Flags().Uint64Var(&o.seed, "seed", 0, "seed of the input data")

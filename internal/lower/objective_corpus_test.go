@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/nvcomm/nvcomm/internal/cost"
 	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/lower"
@@ -98,4 +100,70 @@ func TestObjectivesWin(t *testing.T) {
 			t.Errorf("%s: the bytes objective's plan receives %d bytes, nvFuser's %d", file, few.Summary.BytesReceivedMax, nv.Summary.BytesReceivedMax)
 		}
 	})
+}
+
+// scatterAcross moves a replicated tensor to the chunks of 3 devices of
+// another mesh: the objectives disagree (a Broadcast then a Slice is
+// faster, a padded Scatter moves a third of the bytes).
+const scatterAcross = `format: 1
+meshes: {a: [0, 1], b: [2, 3, 4]}
+tensors:
+  x: {mesh: a, shape: [6, 4], placements: [Replicate()]}
+  y: {mesh: b, placements: [Shard(0)]}
+ops:
+  - {op: set, in: x, out: y}
+`
+
+// TestObjectiveRecorded checks that a plan records a bytes objective and
+// leaves the default out, that validate and Certify accept exactly that,
+// and that Certify lowers the plan's fusion again under its objective.
+func TestObjectiveRecorded(t *testing.T) {
+	f, err := ir.Parse("f.yaml", []byte(scatterAcross))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		Objective string
+		Problems  []string
+		Unproven  []int
+	}
+	tests := map[string]struct {
+		opts lower.Options
+		edit func(*plan.Plan)
+		want result
+	}{
+		"time, left out":  {lower.Options{}, nil, result{}},
+		"bytes, recorded": {lower.Options{Objective: lower.ObjectiveBytes}, nil, result{Objective: "bytes"}},
+		"bytes plan, edited to the default": {lower.Options{Objective: lower.ObjectiveBytes}, func(p *plan.Plan) { p.Objective = "" },
+			result{Unproven: []int{0}}},
+		"the default written out": {lower.Options{}, func(p *plan.Plan) { p.Objective = "time" },
+			result{Objective: "time", Problems: []string{`plan: objective "time": policy optimal may name objective bytes, its default (time) is left out`}}},
+		"nvfuser with an objective": {lower.Options{}, func(p *plan.Plan) { p.Policy, p.Objective = "nvfuser", "bytes" },
+			result{Objective: "bytes", Problems: []string{`plan: objective "bytes": policy optimal may name objective bytes, its default (time) is left out`}}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			p, err := lower.Lower(f, tc.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.edit != nil {
+				tc.edit(p)
+			}
+			got := result{Objective: p.Objective}
+			for _, pr := range plan.Validate(p) {
+				got.Problems = append(got.Problems, pr.String())
+			}
+			if got.Problems == nil {
+				var problems []plan.Problem
+				problems, got.Unproven = lower.Certify(p)
+				for _, pr := range problems {
+					got.Problems = append(got.Problems, pr.String())
+				}
+			}
+			if d := cmp.Diff(tc.want, got); d != "" {
+				t.Errorf("(-want +got):\n%s", d)
+			}
+		})
+	}
 }
