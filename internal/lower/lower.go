@@ -16,8 +16,12 @@
 //     around layer ops, and the optimal policy's rFactor choice;
 //   - views.go, padding.go: buffers as digits; uneven shards;
 //   - rules.go, collectives.go: nvFuser's lowering table;
-//   - optimal.go, optimal_edges.go, optimal_search.go, optimal_reduce.go:
-//     the optimal policy's search over sharding states;
+//   - objective.go: path costs and the objectives' orders of them;
+//   - optimal.go, optimal_edges.go, optimal_swap.go, optimal_cross.go,
+//     optimal_partial.go, optimal_price.go, optimal_search.go,
+//     optimal_reduce.go, cross_collectives.go: the optimal policy's search
+//     over sharding states, its edges, their prices and their steps;
+//   - bound.go: lower bounds, per device and in all;
 //   - compute.go: Matmul and Pointwise steps of layer ops;
 //   - emit.go: steps, bytes and bounds;
 //   - certify.go: a plan's numbers recomputed (validate).
@@ -77,7 +81,9 @@ func Lower(f *ir.Fusion, opts Options) (*plan.Plan, error) {
 	}
 	l := &lowerer{f: f, policy: opts.Policy, objective: opts.Objective, costOrder: costOrders[opts.Objective], topology: opts.Topology,
 		errs: &diag.List{File: f.File}, received: map[int]int64{}, bound: map[int]int64{}}
-	l.f, l.sumTypes = insertReshardings(f, l)
+	var ins *inserter
+	l.f, ins = insertReshardings(f, l)
+	l.sumTypes, l.failed = ins.sumTypes, ins.failed
 	for _, op := range l.f.Ops {
 		l.lowerOp(op)
 	}
@@ -104,6 +110,8 @@ type lowerer struct {
 	// sumTypes are the contractions the optimal policy rFactors although
 	// their outputs do not split the summed axis (choose.go).
 	sumTypes map[*ir.Op]ir.ParallelType
+	// failed are the ops the resharding pass reported errors for.
+	failed map[*ir.Op]bool
 }
 
 // opCtx is the lowering of one op, or of one pair of tensors within it (a
@@ -147,6 +155,9 @@ func (c *opCtx) exprText() string {
 }
 
 func (l *lowerer) lowerOp(op *ir.Op) {
+	if l.failed[op] {
+		return
+	}
 	producer, consumer := op.In(), op.Out
 	ctx := &opCtx{lowerer: l, op: op, opState: &opState{names: map[string]int{}}}
 	if op.Kind != ir.OpSet && !op.Kind.IsReduction() {

@@ -32,7 +32,7 @@ type split struct {
 // summed axis may instead keep them so and sum its partial products
 // (rFactor), when that moves fewer bytes (choose.go); sumTypes records the
 // device type of every op so decided.
-func insertReshardings(f *ir.Fusion, l *lowerer) (*ir.Fusion, map[*ir.Op]ir.ParallelType) {
+func insertReshardings(f *ir.Fusion, l *lowerer) (*ir.Fusion, *inserter) {
 	out := *f
 	out.Ops = nil
 	out.Tensors = slices.Clone(f.Inputs)
@@ -40,7 +40,7 @@ func insertReshardings(f *ir.Fusion, l *lowerer) (*ir.Fusion, map[*ir.Op]ir.Para
 	for _, t := range f.Tensors {
 		names[t.Name]++
 	}
-	ins := &inserter{fusion: &out, names: names, errs: l.errs, policy: l.policy, lowerer: l, sumTypes: map[*ir.Op]ir.ParallelType{}}
+	ins := &inserter{fusion: &out, names: names, errs: l.errs, policy: l.policy, lowerer: l, sumTypes: map[*ir.Op]ir.ParallelType{}, failed: map[*ir.Op]bool{}}
 	for _, op := range f.Ops {
 		if op.Kind == ir.OpSet || op.Kind.IsReduction() {
 			ins.add(op)
@@ -50,7 +50,7 @@ func insertReshardings(f *ir.Fusion, l *lowerer) (*ir.Fusion, map[*ir.Op]ir.Para
 		cp.Inputs = slices.Clone(op.Inputs)
 		ins.computing(&cp)
 	}
-	return &out, ins.sumTypes
+	return &out, ins
 }
 
 // inserter accumulates the ops and tensors of the rewritten fusion.
@@ -65,6 +65,15 @@ type inserter struct {
 	// output does not split its summed axis, the device type they are
 	// summed over.
 	sumTypes map[*ir.Op]ir.ParallelType
+	// failed are the ops whose errors the pass reported.
+	failed map[*ir.Op]bool
+}
+
+// addFailed appends op, whose errors are reported, and marks it so that
+// the lowering skips it rather than report it again.
+func (ins *inserter) addFailed(op *ir.Op) {
+	ins.add(op)
+	ins.failed[op] = true
 }
 
 // add appends op (and its output) with the next index. Ops of the
@@ -85,7 +94,7 @@ func (ins *inserter) add(op *ir.Op) {
 func (ins *inserter) computing(op *ir.Op) {
 	want, ok := ins.outputShards(op)
 	if !ok {
-		ins.add(op)
+		ins.addFailed(op)
 		return
 	}
 	if _, block := blockShards(op.In()); len(op.Inputs) == 1 && block {
@@ -99,7 +108,7 @@ func (ins *inserter) computing(op *ir.Op) {
 		}
 		r, ok := ins.newTensor(op, x.Name+"/resharded", op.Out.Mesh, x.DType, x.Shape(), need)
 		if !ok {
-			ins.add(op)
+			ins.addFailed(op)
 			return
 		}
 		ins.add(&ir.Op{Kind: ir.OpSet, Inputs: []*ir.Tensor{x}, Out: r, Axis: -1, Pos: op.Pos})
@@ -126,7 +135,7 @@ func (ins *inserter) reshardAfter(op *ir.Op, want []split) {
 	y := op.Out
 	mid, ok := ins.newTensor(op, x.Name+"/"+string(op.Kind), x.Mesh, y.DType, y.Shape(), mapped)
 	if !ok {
-		ins.add(op)
+		ins.addFailed(op)
 		return
 	}
 	op.Out = mid
@@ -144,6 +153,9 @@ func (ins *inserter) outputShards(op *ir.Op) ([]split, bool) {
 		return nil, false
 	}
 	if t, ok := contractedDevice(op.Out); ok {
+		if !ins.evenSum(op, t) {
+			return nil, false
+		}
 		return append(want, split{-1, t}), true
 	}
 	if t, ok := ins.chooseSum(op, want); ok {
@@ -151,6 +163,20 @@ func (ins *inserter) outputShards(op *ir.Op) ([]split, bool) {
 		want = append(want, split{-1, t})
 	}
 	return want, true
+}
+
+// evenSum reports (after saying why not) whether the devices along t divide
+// the contraction's summed axis k into equal slices, as the splits of its
+// operands must be.
+func (ins *inserter) evenSum(op *ir.Op, t ir.ParallelType) bool {
+	k := op.Inputs[0].Shape()[op.ContractedAxis(0)]
+	if n := op.Out.Mesh.Size(t); k%n != 0 {
+		ins.errs.AddHint(op.Pos, "choose a summed extent that the mesh axis divides, or leave k whole on the output",
+			"op %q cannot be lowered: %q splits its summed axis k of extent %d over the %d devices along %s, which do not divide it, and layer ops take even splits only",
+			op.Expr(), op.Out.Name, k, n, t)
+		return false
+	}
+	return true
 }
 
 // operandShards maps the output's splits onto operand i: each split of an
