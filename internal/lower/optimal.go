@@ -63,6 +63,10 @@ type planner struct {
 	// alone costs more cannot be on a better path (optimal_swap.go).
 	noSwaps bool
 	limit   *pathCost
+	// priced keeps each state's edges but permutations from the first
+	// pass for the second.
+	priced  map[searchState][]edge
+	decoded map[string][]ir.Digit // decode's results
 }
 
 // optimal lowers src (the producer, after any local reduction) to dst; the
@@ -98,7 +102,8 @@ var searched func(c pathCost, first, end int)
 func newPlanner(c *opCtx, src, dst *view, partial uint8) *planner {
 	pl := &planner{c: c, src: src, dst: dst, obj: c.costOrder, elem: int64(src.dtype.Size()),
 		links: map[linkKey]string{}, swaps: map[[2]placement]*swap{}, keys: map[placement]string{},
-		canon: map[placement][]ir.Digit{}}
+		canon: map[placement][]ir.Digit{}, priced: map[searchState][]edge{},
+		decoded: map[string][]ir.Digit{}}
 	all := slices.Clone(dst.stored)
 	for i, t := range ir.DeviceTypes {
 		pl.options[i] = [][]ir.Digit{nil}
@@ -254,11 +259,17 @@ func (pl *planner) encode(ds []ir.Digit) string {
 	return b.String()
 }
 
+// decode is shared by every edge out of a state: callers do not modify
+// it.
 func (pl *planner) decode(s string) []ir.Digit {
+	if ds, ok := pl.decoded[s]; ok {
+		return ds
+	}
 	out := make([]ir.Digit, 0, len(s))
 	for _, r := range s {
 		out = append(out, pl.order[r])
 	}
+	pl.decoded[s] = slices.Clip(out)
 	return out
 }
 

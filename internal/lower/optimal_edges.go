@@ -41,19 +41,24 @@ type edge struct {
 	cost pathCost
 }
 
-// edges lists the transitions out of s.
+// edges lists the transitions out of s: those the first pass of the
+// search priced again (kept), and device permutations in the second.
 func (pl *planner) edges(s searchState) []edge {
-	var out []edge
-	out = pl.singleTypeEdges(s, out)
-	out = pl.multiTypeEdges(s, out)
-	if s.partial != 0 {
-		return pl.partialEdges(s, out)
+	out, ok := pl.priced[s]
+	if !ok {
+		out = pl.singleTypeEdges(s, nil)
+		out = pl.multiTypeEdges(s, out)
+		if s.partial != 0 {
+			out = pl.partialEdges(s, out)
+		} else if !s.onDst && !pl.src.mesh.Equal(pl.dst.mesh) {
+			out = pl.crossEdges(s, out)
+		}
+		pl.priced[s] = out
 	}
-	out = pl.swapEdges(s, out)
-	if !s.onDst && !pl.src.mesh.Equal(pl.dst.mesh) {
-		out = pl.crossEdges(s, out)
+	if pl.noSwaps || s.partial != 0 {
+		return out
 	}
-	return out
+	return pl.swapEdges(s, slices.Clip(out))
 }
 
 // singleTypeEdges lists the changes of one device type's digits: a Slice

@@ -25,7 +25,7 @@ type swap struct {
 
 // swapEdges lists the device permutations out of s.
 func (pl *planner) swapEdges(s searchState, out []edge) []edge {
-	if pl.noSwaps || pl.isReplicated(s.placement) {
+	if pl.isReplicated(s.placement) {
 		return out
 	}
 	size := pl.size(s.placement)
