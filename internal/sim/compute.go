@@ -90,20 +90,6 @@ func dot(idx, st []int) int {
 // [modulus]. It accumulates row by row in the output (A's element times
 // B's row), which reads B contiguously, and keeps every partial sum within
 // ±modulus so that it stays exact in a float64 without a scratch buffer.
-// transposeMatrices reads b as row-major [batches, n, k] matrices and
-// returns them as [batches, k, n]: a Matmul's transpose_b operand.
-func transposeMatrices(b []float64, k, n int) []float64 {
-	out := make([]float64, len(b))
-	for base := 0; base+k*n <= len(b); base += k * n {
-		for j := range n {
-			for l := range k {
-				out[base+l*n+j] = b[base+j*k+l]
-			}
-		}
-	}
-	return out
-}
-
 func matmulKernel(a, b []float64, bt, m, k, n int, sharedB bool) []float64 {
 	out := make([]float64, bt*m*n)
 	for t := range bt {
@@ -125,6 +111,33 @@ func matmulKernel(a, b []float64, bt, m, k, n int, sharedB bool) []float64 {
 			}
 			for j, v := range row {
 				row[j] = residue(int64(v))
+			}
+		}
+	}
+	return out
+}
+
+// matmulKernelBT is matmulKernel for a B stored transposed (transpose_b):
+// row-major [n, k] matrices, read in place. Each output element is the
+// dot product of a row of A and a row of B, both contiguous, its partial
+// sums kept within ±modulus; a transposed copy of B would be memory the
+// model does not price, as large as B on every device.
+func matmulKernelBT(a, b []float64, bt, m, k, n int, sharedB bool) []float64 {
+	out := make([]float64, bt*m*n)
+	for t := range bt {
+		bt0 := t * k * n
+		if sharedB {
+			bt0 = 0
+		}
+		for i := range m {
+			arow := a[(t*m+i)*k : (t*m+i+1)*k]
+			for j := range n {
+				brow := b[bt0+j*k : bt0+(j+1)*k]
+				var acc int64
+				for l, x := range arow {
+					acc = (acc + int64(x)*int64(brow[l])) % modulus
+				}
+				out[(t*m+i)*n+j] = residue(acc)
 			}
 		}
 	}
@@ -177,13 +190,12 @@ func matmulStep(s *plan.Step) (computeStep, error) {
 		return computeStep{}, stepError(s, "dims %v give B more elements than a buffer holds", s.Dims)
 	}
 	sizes := []inputSize{counted(s), {int(nb), fmt.Sprintf("want %d (%s of dims %v)", nb, what, s.Dims)}}
-	sharedB, transposedB := s.BroadcastB, s.TransposeB
+	sharedB, kernel := s.BroadcastB, matmulKernel
+	if s.TransposeB {
+		kernel = matmulKernelBT
+	}
 	return computeStep{sizes, func(ins [][]float64) []float64 {
-		b := ins[1]
-		if transposedB {
-			b = transposeMatrices(b, k, n)
-		}
-		return matmulKernel(ins[0], b, bt, m, k, n, sharedB)
+		return kernel(ins[0], ins[1], bt, m, k, n, sharedB)
 	}}, nil
 }
 

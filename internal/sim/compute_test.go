@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -300,5 +301,49 @@ func TestComputeStepErrors(t *testing.T) {
 				t.Errorf("exec error = %v, want one containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestMatmulTransposeB checks that a Matmul reading B transposed
+// (transpose_b, B as [n, k]) computes what it computes on B transposed
+// beforehand, batched and with broadcast_b, values across the modulus.
+func TestMatmulTransposeB(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, shared := range []bool{false, true} {
+		bt, m, k, n := 3, 4, 5, 6
+		nb := bt
+		if shared {
+			nb = 1
+		}
+		a, bT := make([]float64, bt*m*k), make([]float64, nb*n*k)
+		for i := range a {
+			a[i] = float64(r.IntN(modulus) - modulus/2)
+		}
+		for i := range bT {
+			bT[i] = float64(r.IntN(modulus) - modulus/2)
+		}
+		b := make([]float64, len(bT)) // bT's matrices transposed: [nb, k, n]
+		for t := range nb {
+			for j := range n {
+				for l := range k {
+					b[(t*k+l)*n+j] = bT[(t*n+j)*k+l]
+				}
+			}
+		}
+		s := mm([2]int{bt * m * k, bt * m * n}, []int{bt, m, k, n}, 0)
+		s.BroadcastB = shared
+		plain, err := matmulStep(&s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.TransposeB = true
+		transposed, err := matmulStep(&s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, got := plain.f([][]float64{a, b}), transposed.f([][]float64{a, bT})
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("broadcast_b %v: transpose_b (-want +got):\n%s", shared, diff)
+		}
 	}
 }
