@@ -40,15 +40,18 @@ with '{' is a plan; anything else a fusion file.`,
   nvcomm explain plan.json --tensor y
   nvcomm explain fusion.yaml --op 2 --policy nvfuser
   nvcomm explain fusion.yaml --topology none --color never`,
-		Args: exactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd, args[0]) },
+		Args:              exactArgs(1),
+		ValidArgsFunction: fileArg(anyInputExts...),
+		RunE:              func(cmd *cobra.Command, args []string) error { return o.run(cmd, args[0]) },
 	}
 	enumVar(cmd, o.policy, "policy", "lowering policy for a fusion file: optimal (the best plan under --objective) or nvfuser (nvFuser's rules)")
 	objectiveVar(cmd, o.objective)
 	enumVar(cmd, o.color, "color", "colour the output: auto (on a terminal without NO_COLOR), always or never")
 	cmd.Flags().StringVar(&o.tensor, "tensor", "", "explain only the tensor `NAME`")
 	cmd.Flags().IntVar(&o.op, "op", -1, "explain only op `N` (0 is the first)")
-	cmd.Flags().StringVar(&o.topology, "topology", "default", "predict step times on the topology `FILE`, \"default\" (the built-in H200 one) or \"none\"")
+	choiceOrFileVar(cmd, &o.topology, "topology", "default",
+		"predict step times on a topology: default (the built-in H200 one), none (no predictions) or a FILE that calibrate --fit wrote",
+		[]string{"default", "none"}, topologyExts...)
 	return cmd
 }
 
