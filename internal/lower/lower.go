@@ -396,6 +396,9 @@ func tensorOf(t *ir.Tensor) plan.Tensor {
 	}
 	for _, s := range t.Shardings() {
 		sh := plan.Sharding{Type: s.Type.String(), LogicalAxis: s.Axis(), Kind: string(s.Kind)}
+		if at := t.ValueAxes()[s.Axis()]; at != s.Axis() {
+			sh.ShapeAxis = ptr(at)
+		}
 		if s.Kind == ir.Merged {
 			sh.LogicalAxes = s.Axes()
 		}

@@ -156,6 +156,10 @@ func (e *encoder) shardings(ss []Sharding) {
 			e.str(s.Type)
 			e.key("logical_axis")
 			e.int(s.LogicalAxis)
+			if s.ShapeAxis != nil {
+				e.key("shape_axis")
+				e.int(*s.ShapeAxis)
+			}
 			e.key("kind")
 			e.str(s.Kind)
 			if len(s.LogicalAxes) > 0 {

@@ -101,7 +101,12 @@ type ParallelizeArgs struct {
 type Sharding struct {
 	Type        string `json:"type"`
 	LogicalAxis int    `json:"logical_axis"` // among non-reduction axes; the first for merged
-	Kind        string `json:"kind"`         // block, strided, nested or merged
+	// ShapeAxis is LogicalAxis as a position in the tensor's shape, which
+	// counts its reduction axes too: present only where the two numberings
+	// differ (an axis after a reduction's kept reduced axis), so that a
+	// reader never has to guess which one a number means.
+	ShapeAxis *int   `json:"shape_axis,omitempty"`
+	Kind      string `json:"kind"` // block, strided, nested or merged
 	// LogicalAxes lists every axis a merged device axis spans.
 	LogicalAxes []int `json:"logical_axes,omitempty"`
 }

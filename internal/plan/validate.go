@@ -88,10 +88,12 @@ type validator struct {
 
 // tensorInfo is what the step checks need to know about a tensor.
 type tensorInfo struct {
-	t     *Tensor
-	mesh  *Mesh // nil when the tensor names no existing mesh
-	rank  int   // number of non-reduction axes, -1 when unknown
-	local int   // elements per device, -1 when unknown
+	t    *Tensor
+	mesh *Mesh // nil when the tensor names no existing mesh
+	rank int   // number of non-reduction axes, -1 when unknown
+	// values are the positions in Shape of the non-reduction axes.
+	values []int
+	local  int // elements per device, -1 when unknown
 }
 
 // buffer is what a step wrote.
@@ -220,7 +222,7 @@ func (v *validator) checkTensor(what string, t *Tensor) *tensorInfo {
 	}
 	values := v.valueAxes(what, t)
 	if values != nil {
-		info.rank = len(values)
+		info.rank, info.values = len(values), values
 		if shapeOK {
 			v.checkSchedule(what, t, info.mesh)
 		}
@@ -346,8 +348,23 @@ func (v *validator) checkSharding(what string, t *Tensor, s Sharding, info *tens
 	} else if s.LogicalAxis < 0 || s.LogicalAxis >= info.rank {
 		v.planf("%s: logical_axis %d is not among the %d non-reduction axes", what, s.LogicalAxis, info.rank)
 		ok = false
+	} else {
+		v.checkShapeAxis(what, s, info.values[s.LogicalAxis])
 	}
 	return ok
+}
+
+// checkShapeAxis checks that shape_axis is given exactly where the
+// position in shape of logical_axis differs from it, and is that position.
+func (v *validator) checkShapeAxis(what string, s Sharding, want int) {
+	switch {
+	case want == s.LogicalAxis && s.ShapeAxis != nil:
+		v.planf("%s: shape_axis is given, but logical_axis %d is also its position in shape (give shape_axis only where they differ)", what, s.LogicalAxis)
+	case want != s.LogicalAxis && s.ShapeAxis == nil:
+		v.planf("%s: logical_axis %d is position %d in shape, which counts the reduction axes: shape_axis %d is missing", what, s.LogicalAxis, want, want)
+	case want != s.LogicalAxis && *s.ShapeAxis != want:
+		v.planf("%s: shape_axis is %d, but logical_axis %d is position %d in shape", what, *s.ShapeAxis, s.LogicalAxis, want)
+	}
 }
 
 // checkLocalShape checks that LocalShape has one non-negative entry per

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -167,7 +168,7 @@ func reduceScatterPlan() *Plan {
 	p.Tensors[0].Schedule, p.Tensors[0].LocalShape = nil, []int{1, 1024}
 	t := &p.Tensors[1]
 	t.Shape, t.ReductionAxes, t.LocalShape, t.Layout = []int{4, 1024}, []int{0}, []int{256}, []int{0}
-	t.Sharding = []Sharding{{Type: "DIDx", LogicalAxis: 0, Kind: "block"}}
+	t.Sharding = []Sharding{{Type: "DIDx", LogicalAxis: 0, ShapeAxis: new(1), Kind: "block"}}
 	p.Ops[0].Op, p.Ops[0].Axis = "sum", new(0)
 	s := asStep(p, ReduceScatter, nil, Count{Input: 1024, Output: 256}, Bytes{SentPerDevice: 3072, ReceivedPerDevice: 3072})
 	s.ReduceOp, s.Expr, s.Axis = new("sum"), "tv1 = sum(tv0, axis=0)", new(0)
@@ -180,7 +181,7 @@ func localReducePlan() *Plan {
 	p := allgatherPlan()
 	t := &p.Tensors[1]
 	t.ReductionAxes, t.LocalShape, t.Layout = []int{0}, []int{256}, []int{0}
-	t.Sharding = []Sharding{{Type: "DIDx", LogicalAxis: 0, Kind: "block"}}
+	t.Sharding = []Sharding{{Type: "DIDx", LogicalAxis: 0, ShapeAxis: new(1), Kind: "block"}}
 	p.Ops[0].Op, p.Ops[0].Axis = "sum", new(0)
 	p.Steps[0] = Step{
 		ID: 0, Op: 0, Expr: "tv1 = sum(tv0, axis=0)", Kind: KindLocal, Type: LocalReduce,
@@ -695,5 +696,37 @@ func summaryCases() []validateCase {
 			want: []Problem{sp(2, Allreduce, "a collective needs bytes (sent_per_device, received_per_device)")}},
 		{name: "local step with bytes", base: twoOpPlan, mutate: func(p *Plan) { p.Steps[0].Bytes = &Bytes{} },
 			want: []Problem{sp(0, Permute, "a local step moves no bytes between devices; bytes must be absent")}},
+	}
+}
+
+// TestShapeAxis checks that a sharding gives shape_axis exactly where its
+// logical_axis, counted among the non-reduction axes, is another position
+// in shape, and then that position.
+func TestShapeAxis(t *testing.T) {
+	tests := map[string]struct {
+		shapeAxis *int
+		want      []string
+	}{
+		"given and right": {new(1), nil},
+		"missing":         {nil, []string{`plan: tensor "tv1": sharding[0]: logical_axis 0 is position 1 in shape, which counts the reduction axes: shape_axis 1 is missing`}},
+		"wrong":           {new(2), []string{`plan: tensor "tv1": sharding[0]: shape_axis is 2, but logical_axis 0 is position 1 in shape`}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			p := localReducePlan()
+			p.Tensors[1].Sharding[0].ShapeAxis = tc.shapeAxis
+			var got []string
+			for _, pr := range Validate(p) {
+				got = append(got, pr.String())
+			}
+			if d := cmp.Diff(tc.want, got); d != "" {
+				t.Errorf("Validate (-want +got):\n%s", d)
+			}
+		})
+	}
+	p := allgatherPlan()
+	p.Tensors[0].Sharding[0].ShapeAxis = new(0)
+	if got := Validate(p); len(got) != 1 || !strings.Contains(got[0].String(), "give shape_axis only where they differ") {
+		t.Errorf("shape_axis equal to logical_axis: %v", got)
 	}
 }

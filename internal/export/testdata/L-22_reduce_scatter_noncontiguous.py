@@ -44,7 +44,7 @@ PLAN = json.loads(r'''
         {"outer_split": {"axis": 3, "factor": 4}},
         {"parallelize": {"axis": 3, "type": "DIDx"}}
       ],
-      "sharding": [{"type": "DIDx", "logical_axis": 1, "kind": "block"}],
+      "sharding": [{"type": "DIDx", "logical_axis": 1, "shape_axis": 2, "kind": "block"}],
       "local_shape": [5, 7],
       "layout": [0, 1]
     }
