@@ -247,27 +247,13 @@ func checkSteps(p, again *plan.Plan, ps *plan.Problems) (unproven []int) {
 // checkStep compares the axis and lower bound of a step with those of
 // nvcomm's step for it.
 func checkStep(s, want plan.Step, op int, ps *plan.Problems) {
-	if !sameAxis(s.Axis, want.Axis) {
-		ps.Addf(s.ID, s.Type, "axis is %s, but nvcomm's lowering of op %d, whose steps these are, gives %s", axisText(s.Axis), op, axisText(want.Axis))
+	if !plan.SameAxis(s.Axis, want.Axis) {
+		ps.Addf(s.ID, s.Type, "axis is %s, but nvcomm's lowering of op %d, whose steps these are, gives %s", plan.AxisText(s.Axis), op, plan.AxisText(want.Axis))
 	}
 	if s.Bytes != nil && want.Bytes != nil && s.Bytes.LowerBound != want.Bytes.LowerBound {
 		ps.Addf(s.ID, s.Type, "lower_bound is %d, but nvcomm's lowering of op %d, whose steps these are, bounds this step at %d",
 			s.Bytes.LowerBound, op, want.Bytes.LowerBound)
 	}
-}
-
-func sameAxis(a, b *int) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return *a == *b
-}
-
-func axisText(a *int) string {
-	if a == nil {
-		return "null"
-	}
-	return fmt.Sprint(*a)
 }
 
 // stepsByOp groups steps by the op (of n) they implement, in order.

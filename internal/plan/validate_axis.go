@@ -54,8 +54,8 @@ func (v *validator) checkCollectiveAxis(i int, s *Step, op *Op) {
 	if in := v.tensors[first]; want != nil && (*want < 0 || in == nil || in.rank < 0 || *want >= in.rank) {
 		return // the tensor or op is malformed, and reported as such
 	}
-	if !sameAxis(s.Axis, want) {
-		v.stepf(i, "axis is %s, but the step changes the sharding of axis %s", axisText(s.Axis), axisText(want))
+	if !SameAxis(s.Axis, want) {
+		v.stepf(i, "axis is %s, but the step changes the sharding of axis %s", AxisText(s.Axis), AxisText(want))
 	}
 }
 
@@ -290,14 +290,18 @@ func coords(m Mesh, d int) []int {
 	return nil
 }
 
-func sameAxis(a, b *int) bool {
+// SameAxis reports whether two optional axes are equal (both absent, or
+// the same position).
+func SameAxis(a, b *int) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
 	return *a == *b
 }
 
-func axisText(a *int) string {
+// AxisText renders an optional axis as a plan writes it: its position, or
+// null.
+func AxisText(a *int) string {
 	if a == nil {
 		return "null"
 	}
