@@ -93,10 +93,7 @@ func dot(idx, st []int) int {
 func matmulKernel(a, b []float64, bt, m, k, n int, sharedB bool) []float64 {
 	out := make([]float64, bt*m*n)
 	for t := range bt {
-		bt0 := t * k * n
-		if sharedB {
-			bt0 = 0
-		}
+		bt0 := batchOffset(t, k*n, sharedB)
 		for i := range m {
 			row := out[(t*m+i)*n : (t*m+i+1)*n]
 			for l := range k {
@@ -117,6 +114,15 @@ func matmulKernel(a, b []float64, bt, m, k, n int, sharedB bool) []float64 {
 	return out
 }
 
+// batchOffset is where batch t's B matrix of size elements starts: 0 for
+// every batch when they share one.
+func batchOffset(t, size int, shared bool) int {
+	if shared {
+		return 0
+	}
+	return t * size
+}
+
 // matmulKernelBT is matmulKernel for a B stored transposed (transpose_b):
 // row-major [n, k] matrices, read in place. Each output element is the
 // dot product of a row of A and a row of B, both contiguous, its partial
@@ -125,10 +131,7 @@ func matmulKernel(a, b []float64, bt, m, k, n int, sharedB bool) []float64 {
 func matmulKernelBT(a, b []float64, bt, m, k, n int, sharedB bool) []float64 {
 	out := make([]float64, bt*m*n)
 	for t := range bt {
-		bt0 := t * k * n
-		if sharedB {
-			bt0 = 0
-		}
+		bt0 := batchOffset(t, k*n, sharedB)
 		for i := range m {
 			arow := a[(t*m+i)*k : (t*m+i+1)*k]
 			for j := range n {
