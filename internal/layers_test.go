@@ -32,6 +32,8 @@ var allowed = map[string][]string{
 	// Packages of tests: their non-test files import no nvcomm package.
 	"internal":          {},
 	"internal/difftest": {},
+	// Generators and baselines of the scale benchmarks (make bench-scale).
+	"internal/scale": {},
 }
 
 // TestImportsPointDown lists every package of the module with go list, so a
