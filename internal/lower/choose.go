@@ -4,9 +4,9 @@ import (
 	"slices"
 
 	"github.com/nvcomm/nvcomm/internal/checked"
-	"github.com/nvcomm/nvcomm/internal/cost"
 	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/plan"
+	"github.com/nvcomm/nvcomm/internal/reshard"
 )
 
 // This file is the optimal policy's one choice in lowering a layer: where
@@ -25,7 +25,7 @@ import (
 // products instead of gathering its operands, if the optimal policy
 // prefers that. want is the output's block splits.
 func (ins *inserter) chooseSum(op *ir.Op, want []split) (ir.ParallelType, bool) {
-	if ins.policy != PolicyOptimal || !op.Kind.IsContraction() {
+	if ins.planner.Policy() != PolicyOptimal || !op.Kind.IsContraction() {
 		return 0, false
 	}
 	t, ok := commonKSplit(op)
@@ -33,52 +33,40 @@ func (ins *inserter) chooseSum(op *ir.Op, want []split) (ir.ParallelType, bool) 
 		return 0, false
 	}
 	withSum := append(want[:len(want):len(want)], split{-1, t})
-	l := ins.lowerer
-	gather, ok := pathCost{}, true
+	pl := ins.planner
+	gather, ok := reshard.Cost{}, true
 	for i, x := range op.Inputs[:2] {
 		if !matches(x, op.Out.Mesh, operandShards(op, i, withSum)) {
 			return 0, false // the operands would move either way: keep nvFuser's plan
 		}
-		g, priced := l.gatherCost(x, t)
+		g, priced := gatherCost(pl, x, t)
 		var fits bool
-		gather, fits = l.costOrder.Add(gather, g)
+		gather, fits = pl.Add(gather, g)
 		ok = ok && priced && fits
 	}
-	sum, fits := l.sumCost(op.Out, t, want)
-	return t, ok && fits && l.costOrder.Less(sum, gather)
+	sum, fits := sumCost(pl, op.Out, t, want)
+	return t, ok && fits && pl.Less(sum, gather)
 }
 
 // gatherCost is the cost of the Allgather of operand x along t.
-func (l *lowerer) gatherCost(x *ir.Tensor, t ir.ParallelType) (pathCost, bool) {
+func gatherCost(pl *reshard.Planner, x *ir.Tensor, t ir.ParallelType) (reshard.Cost, bool) {
 	n := x.Mesh.Size(t)
 	elems := localCount(x.LocalShape())
 	recv, ok := checked.Mul(int64(n-1), localBytes(x))
-	s, _, fits := l.topology.TeamSeconds(l.linkAlong(x.Mesh, t), plan.Allgather, plan.Count{Input: elems, Output: n * elems}, n, int64(x.DType.Size()))
-	return pathCost{ps: picoseconds(s), busiest: recv, steps: 1}, ok && fits
+	c, fits := pl.TeamCost(x.Mesh, t, plan.Allgather, plan.Count{Input: elems, Output: n * elems}, int64(x.DType.Size()), recv)
+	return c, ok && fits
 }
 
 // sumCost is the cost of summing y's partial products over the devices
 // along t: an Allreduce, or a ReduceScatter when y is split along t too.
-func (l *lowerer) sumCost(y *ir.Tensor, t ir.ParallelType, want []split) (pathCost, bool) {
+func sumCost(pl *reshard.Planner, y *ir.Tensor, t ir.ParallelType, want []split) (reshard.Cost, bool) {
 	n := y.Mesh.Size(t)
 	elems := localCount(y.LocalShape())
 	typ, count := plan.Allreduce, plan.Count{Input: elems, Output: elems}
 	if slices.ContainsFunc(want, func(s split) bool { return s.Type == t }) {
 		typ, count = plan.ReduceScatter, plan.Count{Input: n * elems, Output: elems}
 	}
-	s, _, ok := l.topology.TeamSeconds(l.linkAlong(y.Mesh, t), typ, count, n, int64(y.DType.Size()))
-	return pathCost{ps: picoseconds(s), busiest: sumBytes(y, t, want), steps: 1}, ok
-}
-
-// linkAlong is the link class of the teams along t on m: the network when
-// any of them spans nodes.
-func (l *lowerer) linkAlong(m *ir.Mesh, t ir.ParallelType) string {
-	for _, team := range m.Teams(t) {
-		if l.topology.LinkOf(team) == cost.LinkNetwork {
-			return cost.LinkNetwork
-		}
-	}
-	return cost.LinkNVLink
+	return pl.TeamCost(y.Mesh, t, typ, count, int64(y.DType.Size()), sumBytes(y, t, want))
 }
 
 // commonKSplit returns the device type that splits the contracted axis of

@@ -152,9 +152,7 @@ func (c *opCtx) sumPartials(partial string, t ir.ParallelType, bias bool) string
 		}
 	}
 	sumOp := &ir.Op{Index: op.Index, Kind: ir.OpSum, Inputs: []*ir.Tensor{p}, Out: sum, Axis: 0, Pos: op.Pos}
-	part := c.part(sumOp, c.partialAxes(len(y.Shape())))
-	part.expr = op.Expr()
-	part.reshard(p, sum, true)
+	c.job.Reshard(sumOp, c.partialAxes(len(y.Shape())))
 	return sum.Name
 }
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/nvcomm/nvcomm/internal/diag"
 	"github.com/nvcomm/nvcomm/internal/ir"
+	"github.com/nvcomm/nvcomm/internal/reshard"
 )
 
 // This file is the pass that makes every computing op (elementwise,
@@ -40,7 +41,7 @@ func insertReshardings(f *ir.Fusion, l *lowerer) (*ir.Fusion, *inserter) {
 	for _, t := range f.Tensors {
 		names[t.Name]++
 	}
-	ins := &inserter{fusion: &out, names: names, errs: l.errs, policy: l.policy, lowerer: l, sumTypes: map[*ir.Op]ir.ParallelType{}, failed: map[*ir.Op]bool{}}
+	ins := &inserter{fusion: &out, names: names, errs: l.ledger.Errs(), planner: l.planner, sumTypes: map[*ir.Op]ir.ParallelType{}, failed: map[*ir.Op]bool{}}
 	for _, op := range f.Ops {
 		if op.Kind == ir.OpSet || op.Kind.IsReduction() {
 			ins.add(op)
@@ -58,9 +59,8 @@ type inserter struct {
 	fusion *ir.Fusion
 	names  map[string]int // tensor names taken
 	errs   *diag.List
-	policy Policy
-	// lowerer prices the optimal policy's choice (choose.go).
-	lowerer *lowerer
+	// planner prices the optimal policy's choice (choose.go).
+	planner *reshard.Planner
 	// sumTypes is, per contraction that sums partial products although its
 	// output does not split its summed axis, the device type they are
 	// summed over.

@@ -1,4 +1,4 @@
-package lower
+package reshard
 
 import (
 	"fmt"
@@ -82,8 +82,14 @@ func (c *opCtx) append(s plan.Step) {
 	}
 	s.ID = len(c.steps)
 	s.Op = c.op.Index
-	s.Expr = c.exprText()
+	s.Expr = c.Job.op.Expr()
 	c.steps = append(c.steps, s)
+}
+
+// EmitLocal appends a local step of the job's op run by devices, with
+// countIn and countOut elements per device.
+func (j *Job) EmitLocal(s plan.Step, devices []int, countIn, countOut int) {
+	j.ctx(j.op, nil).emitLocalOn(s, devices, countIn, countOut)
 }
 
 // emitLocalTeams appends a local step whose devices act by rank in their

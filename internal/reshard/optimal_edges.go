@@ -1,4 +1,4 @@
-package lower
+package reshard
 
 import (
 	"math/bits"
@@ -43,7 +43,7 @@ type edge struct {
 
 // edges lists the transitions out of s: those the first pass of the
 // search priced again (kept), and device permutations in the second.
-func (pl *planner) edges(s searchState) []edge {
+func (pl *searcher) edges(s searchState) []edge {
 	out, ok := pl.priced[s]
 	if !ok {
 		out = pl.singleTypeEdges(s, nil)
@@ -64,7 +64,7 @@ func (pl *planner) edges(s searchState) []edge {
 // singleTypeEdges lists the changes of one device type's digits: a Slice
 // (replicated → sharded), an Allgather (sharded → replicated), an
 // AllToAll (sharded → sharded on other digits).
-func (pl *planner) singleTypeEdges(s searchState, out []edge) []edge {
+func (pl *searcher) singleTypeEdges(s searchState, out []edge) []edge {
 	for i := range ir.DeviceTypes {
 		if s.partial&(1<<i) != 0 {
 			continue
@@ -102,7 +102,7 @@ func changeKind(cur, next []ir.Digit) (edgeKind, bool) {
 // multiTypeEdges lists steps over several device types at once: an
 // Allgather of all their digits, and a Slice or an AllToAll to the
 // consumer's digits along all of them.
-func (pl *planner) multiTypeEdges(s searchState, out []edge) []edge {
+func (pl *searcher) multiTypeEdges(s searchState, out []edge) []edge {
 	m := pl.mesh(s.placement)
 	for mask := uint8(3); mask < 8; mask++ {
 		if bits.OnesCount8(mask) < 2 || mask&s.partial != 0 || len(typesOf(m, mask)) < bits.OnesCount8(mask) ||
@@ -141,7 +141,7 @@ func (pl *planner) multiTypeEdges(s searchState, out []edge) []edge {
 // appendChange prices a Slice, Allgather or AllToAll along the types of
 // mask from s to placement to and appends its edge (collectives.go emits
 // it).
-func (pl *planner) appendChange(out []edge, s searchState, to placement, mask uint8, kind edgeKind) []edge {
+func (pl *searcher) appendChange(out []edge, s searchState, to placement, mask uint8, kind edgeKind) []edge {
 	m := pl.mesh(s.placement)
 	n := teamSize(m, mask)
 	cur := pl.decode(s.order)
@@ -173,7 +173,7 @@ func (pl *planner) appendChange(out []edge, s searchState, to placement, mask ui
 
 // appendEdge completes an edge whose steps leave a buffer stored as got:
 // into the consumer, a Permute where its order differs.
-func (pl *planner) appendEdge(out []edge, kind edgeKind, mask uint8, to placement, got []ir.Digit, e *edgeCost) []edge {
+func (pl *searcher) appendEdge(out []edge, kind edgeKind, mask uint8, to placement, got []ir.Digit, e *edgeCost) []edge {
 	next := searchState{placement: to}
 	if to == pl.goal.placement {
 		e.permute(got, pl.dst.stored, pl.size(to))
@@ -190,7 +190,7 @@ func (pl *planner) appendEdge(out []edge, kind edgeKind, mask uint8, to placemen
 
 // rankPicks are the digits p's types of mask select on m, in team-rank
 // order (rankDigits of the placement's view).
-func (pl *planner) rankPicks(p placement, m *ir.Mesh, mask uint8) []ir.Digit {
+func (pl *searcher) rankPicks(p placement, m *ir.Mesh, mask uint8) []ir.Digit {
 	var out []ir.Digit
 	for _, t := range typesOf(m, mask) {
 		i := typeIndex(t)

@@ -1,4 +1,4 @@
-package lower
+package reshard
 
 import (
 	"github.com/nvcomm/nvcomm/internal/ir"

@@ -1,4 +1,4 @@
-package lower
+package reshard
 
 import (
 	"math"
@@ -107,12 +107,12 @@ func (c *opCtx) addSizeBound(p, t *ir.Tensor) {
 	}
 }
 
-// lowerBound is the plan's bytes_lower_bound: the largest per-device sum
+// LowerBound is the plan's bytes_lower_bound: the largest per-device sum
 // of the ops' bounds, or, for a set S of devices (the devices of an op
 // with a bound in all, or of them all), what S must receive between them
 // shared evenly, whichever is more. The busiest device receives at least
 // the average over any set.
-func (l *lowerer) lowerBound() int64 {
+func (l *Ledger) LowerBound() int64 {
 	best := int64(0)
 	for _, b := range l.bound {
 		best = max(best, b)
@@ -133,7 +133,7 @@ func (l *lowerer) lowerBound() int64 {
 // per-device bounds and the extra of every aggregate within set — divided
 // among them, rounded down. A sum past int64 counts as int64's largest:
 // the bound stays true.
-func (l *lowerer) average(set []int) int64 {
+func (l *Ledger) average(set []int) int64 {
 	total := int64(0)
 	add := func(n int64) {
 		s, ok := checked.Add(total, n)

@@ -1,4 +1,4 @@
-package lower
+package reshard
 
 import (
 	"slices"
@@ -16,7 +16,7 @@ import (
 // its block.
 
 // crossEdges lists the moves from the producer's mesh to the consumer's.
-func (pl *planner) crossEdges(s searchState, out []edge) []edge {
+func (pl *searcher) crossEdges(s searchState, out []edge) []edge {
 	from, to := pl.src.mesh, pl.dst.mesh
 	moved := s.placement
 	moved.onDst = true
@@ -40,7 +40,7 @@ func (pl *planner) crossEdges(s searchState, out []edge) []edge {
 // sendRecvEdge: the same sharding on a mesh of the same shape; device i of
 // one mesh sends its buffer to device i of the other, or copies it when
 // they are the same device.
-func (pl *planner) sendRecvEdge(s searchState, to placement, out []edge) []edge {
+func (pl *searcher) sendRecvEdge(s searchState, to placement, out []edge) []edge {
 	size := pl.size(s.placement)
 	bytes := int64(size) * pl.elem
 	e := pl.newCost()
@@ -97,7 +97,7 @@ func broadcastTeam(from, to *ir.Mesh, skip bool) (team, copies []int) {
 // broadcastEdges: replicated to replicated on the other mesh, by a
 // Broadcast to every consumer device, and to those that do not hold the
 // data when some do.
-func (pl *planner) broadcastEdges(s searchState, to placement, out []edge) []edge {
+func (pl *searcher) broadcastEdges(s searchState, to placement, out []edge) []edge {
 	team, copies := broadcastTeam(pl.src.mesh, pl.dst.mesh, true)
 	if team == nil {
 		return pl.relabelEdge(s, to, out)
@@ -115,7 +115,7 @@ func (pl *planner) broadcastEdges(s searchState, to placement, out []edge) []edg
 // (rules.go, local), or a Copy does: when the buffer is the producer, and
 // when a later op reads the consumer (the writer ran on the producer's
 // other devices too, cross_collectives.go, finishOutside).
-func (pl *planner) relabelEdge(s searchState, to placement, out []edge) []edge {
+func (pl *searcher) relabelEdge(s searchState, to placement, out []edge) []edge {
 	cur := pl.decode(s.order)
 	e := pl.newCost()
 	if !pl.c.readLater() && !(s == pl.start && !strings.Contains(pl.src.name, "/")) {
@@ -129,7 +129,7 @@ func (pl *planner) relabelEdge(s searchState, to placement, out []edge) []edge {
 // needs when it does not write the consumer itself (finishOutside): none
 // into an intermediate, and none when the buffer's order differs, since
 // the Permute appendEdge adds writes the consumer.
-func (pl *planner) copyInto(e *edgeCost, to placement, got []ir.Digit) {
+func (pl *searcher) copyInto(e *edgeCost, to placement, got []ir.Digit) {
 	if to == pl.goal.placement && sameOrder(got, pl.dst.stored) {
 		e.local(plan.Copy, pl.size(to), pl.size(to))
 	}
@@ -137,7 +137,7 @@ func (pl *planner) copyInto(e *edgeCost, to placement, got []ir.Digit) {
 
 // outside adds the Copy of a step whose root is outside the consumer's
 // mesh into the consumer, when a later op reads it (finishOutside).
-func (pl *planner) outside(e *edgeCost, to placement, got []ir.Digit) {
+func (pl *searcher) outside(e *edgeCost, to placement, got []ir.Digit) {
 	if pl.c.readLater() {
 		pl.copyInto(e, to, got)
 	}
@@ -145,7 +145,7 @@ func (pl *planner) outside(e *edgeCost, to placement, got []ir.Digit) {
 
 // broadcastEdge: a Broadcast to the consumer's devices, or with skip to
 // those that do not hold the data.
-func (pl *planner) broadcastEdge(s searchState, to placement, skip bool, out []edge) []edge {
+func (pl *searcher) broadcastEdge(s searchState, to placement, skip bool, out []edge) []edge {
 	size := pl.size(s.placement)
 	bytes := int64(size) * pl.elem
 	team, copies := broadcastTeam(pl.src.mesh, pl.dst.mesh, skip)
@@ -179,7 +179,7 @@ func scatterTeam(from, to *ir.Mesh) (team []int, root int, padded bool) {
 
 // scatterEdge: replicated on the producer's mesh to the consumer's
 // sharding along DIDx of its 1-D mesh.
-func (pl *planner) scatterEdge(s searchState, out []edge) []edge {
+func (pl *searcher) scatterEdge(s searchState, out []edge) []edge {
 	target := pl.goal.placement
 	cur := pl.decode(s.order)
 	size, chunk := pl.size(s.placement), pl.size(target)
@@ -238,7 +238,7 @@ func gatherTeam(group []int, root int) []int {
 // gatherEdge: sharded on the producer's 1-D mesh to option k of DIDx on the
 // consumer's 1-D mesh (0: replicated), one Gather to each consumer device
 // of the chunks of its block.
-func (pl *planner) gatherEdge(s searchState, k int, out []edge) []edge {
+func (pl *searcher) gatherEdge(s searchState, k int, out []edge) []edge {
 	target := placement{onDst: true}
 	target.pick[0] = k
 	g, h := pl.options[0][s.pick[0]], pl.options[0][k]
@@ -271,7 +271,7 @@ func (pl *planner) gatherEdge(s searchState, k int, out []edge) []edge {
 
 // gatherLink is the link class of a Gather team: the group's own (cached
 // by its start), or the network when the root is on another node.
-func (pl *planner) gatherLink(links map[int]string, start int, group []int, root int) string {
+func (pl *searcher) gatherLink(links map[int]string, start int, group []int, root int) string {
 	link, ok := links[start]
 	if !ok {
 		link = pl.c.topology.LinkOf(group)

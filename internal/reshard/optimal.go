@@ -1,4 +1,4 @@
-package lower
+package reshard
 
 import (
 	"fmt"
@@ -20,7 +20,7 @@ import (
 
 // placement is where a state's data is: the mesh (the producer's or the
 // consumer's), per device type (DIDx, DIDy, DIDz) the index of the digits
-// it selects among the planner's options (0: none), and the types along
+// it selects among the searcher's options (0: none), and the types along
 // which devices still hold partial terms of a reduction (bit i: type i).
 type placement struct {
 	onDst   bool
@@ -29,15 +29,15 @@ type placement struct {
 }
 
 // searchState is a node of the search: a placement and the order in which
-// the buffer stores its digits, one rune per digit indexing planner.order.
+// the buffer stores its digits, one rune per digit indexing searcher.order.
 // The order decides which Permutes the next steps need.
 type searchState struct {
 	placement
 	order string
 }
 
-// planner holds one op's search space.
-type planner struct {
+// searcher holds one op's search space.
+type searcher struct {
 	c        *opCtx
 	src, dst *view
 	obj      costOrder
@@ -72,7 +72,7 @@ type planner struct {
 // optimal lowers src (the producer, after any local reduction) to dst; the
 // types of partial still hold partial terms of the op's reduction.
 func (c *opCtx) optimal(src, dst *view, partial uint8) {
-	pl := newPlanner(c, src, dst, partial)
+	pl := newSearcher(c, src, dst, partial)
 	path, ok := pl.search()
 	if !ok && pl.overflowed {
 		c.overflow("the bytes of every sequence of collectives from the producer's sharding to the consumer's")
@@ -99,8 +99,8 @@ func (c *opCtx) optimal(src, dst *view, partial uint8) {
 // be what the search priced.
 var searched func(c pathCost, first, end int)
 
-func newPlanner(c *opCtx, src, dst *view, partial uint8) *planner {
-	pl := &planner{c: c, src: src, dst: dst, obj: c.costOrder, elem: int64(src.dtype.Size()),
+func newSearcher(c *opCtx, src, dst *view, partial uint8) *searcher {
+	pl := &searcher{c: c, src: src, dst: dst, obj: c.costOrder, elem: int64(src.dtype.Size()),
 		links: map[linkKey]string{}, swaps: map[[2]placement]*swap{}, keys: map[placement]string{},
 		canon: map[placement][]ir.Digit{}, priced: map[searchState][]edge{},
 		decoded: map[string][]ir.Digit{}}
@@ -138,7 +138,7 @@ const maxSubsetDigits = 10
 // addGroups adds, per device type, every set of digits (in canonical order)
 // whose extents multiply to the type's mesh size: the intermediate
 // shardings a device permutation may need.
-func (pl *planner) addGroups() {
+func (pl *searcher) addGroups() {
 	if len(pl.order) > maxSubsetDigits {
 		return
 	}
@@ -161,7 +161,7 @@ func (pl *planner) addGroups() {
 // indexStates groups the valid placements without partial terms of each
 // mesh by the set of digits they select: a device permutation moves
 // between placements of one group.
-func (pl *planner) indexStates() {
+func (pl *searcher) indexStates() {
 	pl.bySet = map[string][]placement{}
 	for _, onDst := range []bool{false, true} {
 		p := placement{onDst: onDst}
@@ -180,7 +180,7 @@ func (pl *planner) indexStates() {
 }
 
 // setKey names the mesh and the set of digits a placement selects.
-func (pl *planner) setKey(p placement) string {
+func (pl *searcher) setKey(p placement) string {
 	if k, ok := pl.keys[p]; ok {
 		return k
 	}
@@ -197,7 +197,7 @@ func (pl *planner) setKey(p placement) string {
 }
 
 // selected lists the digits a placement's device types select.
-func (pl *planner) selected(p placement) []ir.Digit {
+func (pl *searcher) selected(p placement) []ir.Digit {
 	var sel []ir.Digit
 	for i := range ir.DeviceTypes {
 		sel = append(sel, pl.options[i][p.pick[i]]...)
@@ -235,7 +235,7 @@ func canonicalOrder(ds []ir.Digit, dst *view, f *factoring) []ir.Digit {
 }
 
 // placementOf returns the placement a view is in.
-func (pl *planner) placementOf(v *view, onDst bool, partial uint8) placement {
+func (pl *searcher) placementOf(v *view, onDst bool, partial uint8) placement {
 	p := placement{onDst: onDst, partial: partial}
 	for i, t := range ir.DeviceTypes {
 		if partial&(1<<i) != 0 {
@@ -251,7 +251,7 @@ func (pl *planner) placementOf(v *view, onDst bool, partial uint8) placement {
 }
 
 // encode writes a digit order as a state's order; decode reads it back.
-func (pl *planner) encode(ds []ir.Digit) string {
+func (pl *searcher) encode(ds []ir.Digit) string {
 	var b strings.Builder
 	for _, d := range ds {
 		b.WriteRune(rune(pl.index[d]))
@@ -261,7 +261,7 @@ func (pl *planner) encode(ds []ir.Digit) string {
 
 // decode is shared by every edge out of a state: callers do not modify
 // it.
-func (pl *planner) decode(s string) []ir.Digit {
+func (pl *searcher) decode(s string) []ir.Digit {
 	if ds, ok := pl.decoded[s]; ok {
 		return ds
 	}
@@ -273,7 +273,7 @@ func (pl *planner) decode(s string) []ir.Digit {
 	return out
 }
 
-func (pl *planner) mesh(p placement) *ir.Mesh {
+func (pl *searcher) mesh(p placement) *ir.Mesh {
 	if p.onDst {
 		return pl.dst.mesh
 	}
@@ -283,7 +283,7 @@ func (pl *planner) mesh(p placement) *ir.Mesh {
 // valid reports whether every type's digits fit its mesh axis, no digit is
 // selected twice, and partial terms stay on the producer's mesh along
 // types that select nothing.
-func (pl *planner) valid(p placement) bool {
+func (pl *searcher) valid(p placement) bool {
 	m := pl.mesh(p)
 	if p.partial != 0 && p.onDst {
 		return false
@@ -317,7 +317,7 @@ func extentOf(ds []ir.Digit) int {
 
 // view builds the intermediate view of a placement, its buffer in the
 // canonical order (the step that writes it may choose another: flexible).
-func (pl *planner) view(p placement) *view {
+func (pl *searcher) view(p placement) *view {
 	v := &view{name: pl.c.buffer("step"), mesh: pl.mesh(p), dtype: pl.src.dtype, did: map[ir.ParallelType][]ir.Digit{}, flexible: true}
 	for i, t := range ir.DeviceTypes {
 		if d := pl.options[i][p.pick[i]]; d != nil {
@@ -333,7 +333,7 @@ func (pl *planner) view(p placement) *view {
 
 // canonical is the order in which an intermediate buffer of p stores its
 // digits unless the step writing it chooses another.
-func (pl *planner) canonical(p placement) []ir.Digit {
+func (pl *searcher) canonical(p placement) []ir.Digit {
 	p.partial = 0 // partial terms store the same digits
 	if c, ok := pl.canon[p]; ok {
 		return c
@@ -345,7 +345,7 @@ func (pl *planner) canonical(p placement) []ir.Digit {
 
 // target is the stored order a step into p writes toward: the consumer's
 // for the goal, else the canonical one.
-func (pl *planner) target(p placement) []ir.Digit {
+func (pl *searcher) target(p placement) []ir.Digit {
 	if p == pl.goal.placement {
 		return pl.dst.stored
 	}
@@ -354,7 +354,7 @@ func (pl *planner) target(p placement) []ir.Digit {
 
 // size is the elements per device in placement p: one buffer of the op,
 // so no overflow (sizes.go).
-func (pl *planner) size(p placement) int {
+func (pl *searcher) size(p placement) int {
 	n := 1
 	for _, d := range pl.order {
 		n *= d.Extent
@@ -365,10 +365,10 @@ func (pl *planner) size(p placement) int {
 	return n
 }
 
-func (pl *planner) isReplicated(p placement) bool { return p.pick == [3]int{} }
+func (pl *searcher) isReplicated(p placement) bool { return p.pick == [3]int{} }
 
 // fits reports ok, noting in pl when a cost overflowed.
-func (pl *planner) fits(ok bool) bool {
+func (pl *searcher) fits(ok bool) bool {
 	pl.overflowed = pl.overflowed || !ok
 	return ok
 }

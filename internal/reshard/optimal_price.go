@@ -1,4 +1,4 @@
-package lower
+package reshard
 
 import (
 	"math"
@@ -19,12 +19,12 @@ import (
 // edgeCost accumulates the cost of an edge's steps; ok turns false when a
 // count does not fit in int64, and the edge is then left out.
 type edgeCost struct {
-	pl *planner
+	pl *searcher
 	c  pathCost
 	ok bool
 }
 
-func (pl *planner) newCost() *edgeCost { return &edgeCost{pl: pl, ok: true} }
+func (pl *searcher) newCost() *edgeCost { return &edgeCost{pl: pl, ok: true} }
 
 // local adds a local step of type typ with counts in and out per device.
 func (e *edgeCost) local(typ string, in, out int) {
@@ -81,7 +81,7 @@ func (e *edgeCost) add(seconds float64, ok bool) {
 // crossing marks the edge's bytes as crossing from one mesh to the other.
 func (e *edgeCost) crossing() { e.c.cross = e.c.total }
 
-// result returns the cost, noting an overflow in the planner.
+// result returns the cost, noting an overflow in the searcher.
 func (e *edgeCost) result() (pathCost, bool) { return e.c, e.pl.fits(e.ok) }
 
 // times multiplies byte counts, noting an overflow.
@@ -176,7 +176,7 @@ func teamsAlong(m *ir.Mesh, mask uint8) [][]int {
 // linkAlong is the link class of the teams along the types of mask on m:
 // the network when any of them spans nodes (teams run at once; the step
 // takes the slowest).
-func (pl *planner) linkAlong(m *ir.Mesh, mask uint8) string {
+func (pl *searcher) linkAlong(m *ir.Mesh, mask uint8) string {
 	key := linkKey{m, mask}
 	if link, ok := pl.links[key]; ok {
 		return link

@@ -1,4 +1,4 @@
-package lower
+package reshard
 
 import (
 	"math/bits"
@@ -18,7 +18,7 @@ import (
 // one device than a Reduce.
 
 // partialEdges lists the steps that combine partial terms out of s.
-func (pl *planner) partialEdges(s searchState, out []edge) []edge {
+func (pl *searcher) partialEdges(s searchState, out []edge) []edge {
 	for mask := s.partial; mask > 0; mask = (mask - 1) & s.partial {
 		to := s.placement
 		to.partial &^= mask
@@ -51,7 +51,7 @@ func (pl *planner) partialEdges(s searchState, out []edge) []edge {
 
 // combineEdge prices an Allreduce, or a ReduceScatter, of the partial
 // terms along the types of mask, from s to placement to.
-func (pl *planner) combineEdge(s searchState, to placement, mask uint8, kind edgeKind, out []edge) []edge {
+func (pl *searcher) combineEdge(s searchState, to placement, mask uint8, kind edgeKind, out []edge) []edge {
 	if !pl.valid(to) {
 		return out
 	}
@@ -92,7 +92,7 @@ func reduceTeam(m *ir.Mesh, mask uint8, root int) []int {
 
 // reduceEdge: the partial terms, otherwise replicated, reduced onto the
 // consumer's single device.
-func (pl *planner) reduceEdge(s searchState, out []edge) []edge {
+func (pl *searcher) reduceEdge(s searchState, out []edge) []edge {
 	team := reduceTeam(pl.src.mesh, s.partial, pl.dst.mesh.Devices[0])
 	size := pl.size(s.placement)
 	bytes := int64(size) * pl.elem

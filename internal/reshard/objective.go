@@ -1,9 +1,12 @@
-package lower
+package reshard
 
 import (
 	"math"
 
 	"github.com/nvcomm/nvcomm/internal/checked"
+	"github.com/nvcomm/nvcomm/internal/cost"
+	"github.com/nvcomm/nvcomm/internal/ir"
+	"github.com/nvcomm/nvcomm/internal/plan"
 )
 
 // Objective names what the optimal policy minimizes (docs/lowering.md,
@@ -123,3 +126,31 @@ func picoseconds(seconds float64) int64 {
 	}
 	return int64(max(ps, 0))
 }
+
+// Cost is the price of a sequence of steps under the planner's objective:
+// compare costs with Planner.Less, add them with Planner.Add.
+type Cost struct{ c pathCost }
+
+// TeamCost prices one collective of typ run at once by the teams along t
+// on m, count elements of elem bytes per device, of which the busiest
+// device receives busiest bytes; false when the time does not fit.
+func (p *Planner) TeamCost(m *ir.Mesh, t ir.ParallelType, typ string, count plan.Count, elem, busiest int64) (Cost, bool) {
+	link := cost.LinkNVLink
+	for _, team := range m.Teams(t) {
+		if p.topology.LinkOf(team) == cost.LinkNetwork {
+			link = cost.LinkNetwork // the teams run at once: the step takes the slowest
+			break
+		}
+	}
+	s, _, ok := p.topology.TeamSeconds(link, typ, count, m.Size(t), elem)
+	return Cost{pathCost{ps: picoseconds(s), busiest: busiest, steps: 1}}, ok
+}
+
+// Add is the cost of a then b, false when a byte count overflows.
+func (p *Planner) Add(a, b Cost) (Cost, bool) {
+	c, ok := p.costOrder.Add(a.c, b.c)
+	return Cost{c}, ok
+}
+
+// Less reports whether the objective prefers cost a to cost b.
+func (p *Planner) Less(a, b Cost) bool { return p.costOrder.Less(a.c, b.c) }

@@ -1,4 +1,4 @@
-package lower
+package reshard
 
 import (
 	"github.com/nvcomm/nvcomm/internal/cost"
@@ -24,7 +24,7 @@ type swap struct {
 }
 
 // swapEdges lists the device permutations out of s.
-func (pl *planner) swapEdges(s searchState, out []edge) []edge {
+func (pl *searcher) swapEdges(s searchState, out []edge) []edge {
 	if pl.isReplicated(s.placement) {
 		return out
 	}
@@ -46,7 +46,7 @@ func (pl *planner) swapEdges(s searchState, out []edge) []edge {
 
 // swapCost prices the steps of a permutation (so far) of buffers of size
 // elements, bytes each.
-func (pl *planner) swapCost(sw *swap, size int, bytes int64) *edgeCost {
+func (pl *searcher) swapCost(sw *swap, size int, bytes int64) *edgeCost {
 	e := pl.newCost()
 	sw.price(e, size)
 	if moved := int64(sw.nvlink + sw.network); moved > 0 {
@@ -58,7 +58,7 @@ func (pl *planner) swapCost(sw *swap, size int, bytes int64) *edgeCost {
 // tooCostly reports whether a permutation, counted up to some device,
 // already costs more than the limit: it cannot be on a better path, and
 // the rest of the mesh need not be looked at.
-func (pl *planner) tooCostly(sw *swap, from placement) bool {
+func (pl *searcher) tooCostly(sw *swap, from placement) bool {
 	if pl.limit == nil {
 		return false
 	}
@@ -80,7 +80,7 @@ func (sw *swap) price(e *edgeCost, size int) {
 // same digits, or nil when there is none or it costs more than the limit;
 // the search asks for each pair many times, and a mesh may have thousands
 // of devices.
-func (pl *planner) relabel(from, to placement) *swap {
+func (pl *searcher) relabel(from, to placement) *swap {
 	key := [2]placement{from, to}
 	if sw, ok := pl.swaps[key]; ok {
 		return sw
@@ -95,7 +95,7 @@ func (pl *planner) relabel(from, to placement) *swap {
 // along the replicated axes (matched in order, which must have equal
 // sizes). It runs once per pair of placements over every device of the
 // mesh, so it looks nothing up by key.
-func (pl *planner) computeSwap(from, to placement) *swap {
+func (pl *searcher) computeSwap(from, to placement) *swap {
 	m := pl.mesh(from)
 	freeFrom, freeTo := pl.freeTypes(from), pl.freeTypes(to)
 	if len(freeFrom) != len(freeTo) {
@@ -146,14 +146,14 @@ func (pl *planner) computeSwap(from, to placement) *swap {
 }
 
 // axisDigits are the digits a device type selects, by index into
-// planner.order, with their extents, and the mesh axis they are read from.
+// searcher.order, with their extents, and the mesh axis they are read from.
 type axisDigits struct {
 	axis            int
 	digits, extents []int
 }
 
 // digitAxes lists the digits each device type of p selects on m.
-func (pl *planner) digitAxes(p placement, m *ir.Mesh) []axisDigits {
+func (pl *searcher) digitAxes(p placement, m *ir.Mesh) []axisDigits {
 	var out []axisDigits
 	for i, t := range ir.DeviceTypes {
 		ds := pl.options[i][p.pick[i]]
@@ -170,7 +170,7 @@ func (pl *planner) digitAxes(p placement, m *ir.Mesh) []axisDigits {
 }
 
 // count books the pair of position idx by its link class.
-func (sw *swap) count(pl *planner, m *ir.Mesh, idx int) {
+func (sw *swap) count(pl *searcher, m *ir.Mesh, idx int) {
 	pair := [2]int{m.Devices[idx], m.Devices[sw.to[idx]]}
 	switch {
 	case sw.to[idx] == idx:
@@ -184,7 +184,7 @@ func (sw *swap) count(pl *planner, m *ir.Mesh, idx int) {
 
 // freeTypes lists the types a placement leaves replicated on a mesh axis
 // of size > 1.
-func (pl *planner) freeTypes(p placement) []ir.ParallelType {
+func (pl *searcher) freeTypes(p placement) []ir.ParallelType {
 	m := pl.mesh(p)
 	var out []ir.ParallelType
 	for i, t := range ir.DeviceTypes {

@@ -1,4 +1,4 @@
-package lower
+package reshard
 
 import (
 	"fmt"
@@ -158,6 +158,9 @@ func (c *opCtx) buffer(what string) string {
 	}
 	return name
 }
+
+// Buffer names a new intermediate buffer of the job's op, as buffer does.
+func (j *Job) Buffer(what string) string { return j.ctx(j.op, nil).buffer(what) }
 
 // local lowers a same-mesh set that keeps the sharding: a copy, or a permute
 // when the layouts differ. A preceding local step of this op that produced

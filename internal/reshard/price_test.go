@@ -1,4 +1,4 @@
-package lower
+package reshard_test
 
 import (
 	"math"
@@ -8,6 +8,8 @@ import (
 
 	"github.com/nvcomm/nvcomm/internal/cost"
 	"github.com/nvcomm/nvcomm/internal/ir"
+	"github.com/nvcomm/nvcomm/internal/lower"
+	"github.com/nvcomm/nvcomm/internal/reshard"
 )
 
 // TestSearchPricesWhatItEmits lowers every example, conformance and
@@ -19,12 +21,12 @@ import (
 // plans by a wrong time.
 func TestSearchPricesWhatItEmits(t *testing.T) {
 	type found struct {
-		c          pathCost
-		first, end int
+		ps                int64
+		steps, first, end int
 	}
 	var paths []found
-	searched = func(c pathCost, first, end int) { paths = append(paths, found{c, first, end}) }
-	defer func() { searched = nil }()
+	reshard.SetSearched(func(ps int64, steps, first, end int) { paths = append(paths, found{ps, steps, first, end}) })
+	defer reshard.SetSearched(nil)
 	topo := cost.Default()
 	checked := 0
 	defer func() {
@@ -43,9 +45,9 @@ func TestSearchPricesWhatItEmits(t *testing.T) {
 			if err != nil {
 				continue // fusions the checker rejects have .err goldens
 			}
-			for _, obj := range Objectives {
+			for _, obj := range reshard.Objectives {
 				paths = nil
-				p, err := Lower(f, Options{Objective: Objective(obj)})
+				p, err := lower.Lower(f, lower.Options{Objective: reshard.Objective(obj)})
 				if err != nil {
 					continue
 				}
@@ -59,9 +61,9 @@ func TestSearchPricesWhatItEmits(t *testing.T) {
 						}
 						seconds += st.Seconds
 					}
-					if n := fd.end - fd.first; n != fd.c.steps || math.Abs(seconds*1e12-float64(fd.c.ps)) > float64(n) {
+					if n := fd.end - fd.first; n != fd.steps || math.Abs(seconds*1e12-float64(fd.ps)) > float64(n) {
 						t.Errorf("%s (%s): op %d: the search priced %d steps at %d ps; it emitted %d steps (%d..%d) that cost %.0f ps",
-							filepath.Base(file), obj, p.Steps[fd.first].Op, fd.c.steps, fd.c.ps, n, fd.first, fd.end-1, seconds*1e12)
+							filepath.Base(file), obj, p.Steps[fd.first].Op, fd.steps, fd.ps, n, fd.first, fd.end-1, seconds*1e12)
 					}
 				}
 			}

@@ -1,4 +1,4 @@
-package lower
+package reshard
 
 import (
 	"container/heap"
@@ -13,7 +13,7 @@ import (
 // that moves, and a mesh may have thousands: a first pass without them
 // finds a path whose cost bounds the permutations worth pricing in the
 // second (swapEdges).
-func (pl *planner) search() ([]edge, bool) {
+func (pl *searcher) search() ([]edge, bool) {
 	pl.noSwaps = true
 	if path, ok := pl.dijkstra(); ok {
 		limit := pathCost{}
@@ -28,7 +28,7 @@ func (pl *planner) search() ([]edge, bool) {
 
 // dijkstra runs Dijkstra from the producer's state to the consumer's,
 // ordering paths by the op's objective.
-func (pl *planner) dijkstra() ([]edge, bool) {
+func (pl *searcher) dijkstra() ([]edge, bool) {
 	start := pl.start
 	best := map[searchState]*reached{start: {}}
 	q := &stateQueue{obj: pl.obj, items: []queued{{start, pathCost{}}}}
@@ -63,7 +63,7 @@ type reached struct {
 	from searchState
 }
 
-func (pl *planner) path(start, goal searchState, best map[searchState]*reached) []edge {
+func (pl *searcher) path(start, goal searchState, best map[searchState]*reached) []edge {
 	var path []edge
 	for s := goal; s != start; s = best[s].from {
 		path = append(path, best[s].via)
@@ -73,7 +73,7 @@ func (pl *planner) path(start, goal searchState, best map[searchState]*reached) 
 }
 
 // emit turns the path into steps, the last one writing the consumer.
-func (pl *planner) emit(path []edge) {
+func (pl *searcher) emit(path []edge) {
 	c, cur := pl.c, pl.src
 	if len(path) == 0 {
 		c.local(cur, pl.dst)
@@ -120,7 +120,7 @@ func (pl *planner) emit(path []edge) {
 // relabelTo makes a replicated buffer that every consumer device holds
 // the consumer's (relabelEdge): the same buffer on the consumer's mesh,
 // and when last, a copy of it into the consumer.
-func (pl *planner) relabelTo(cur *view, last bool) *view {
+func (pl *searcher) relabelTo(cur *view, last bool) *view {
 	moved := &view{name: cur.name, mesh: pl.dst.mesh, dtype: cur.dtype, did: cur.did, stored: cur.stored}
 	switch {
 	case !last:

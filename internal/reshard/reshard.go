@@ -1,0 +1,326 @@
+// Package reshard is nvcomm's resharding planner: it turns a change of
+// sharding — a producer tensor to a consumer tensor, a copy or a reduction
+// over one axis, on one mesh or between two — into collectives and the
+// local steps that make flat-buffer collectives correct (docs/lowering.md).
+//
+// A Planner follows a policy: nvFuser's lowering table, or a search over
+// sharding states for the plan that is best under an Objective on a
+// topology. It writes steps to a Ledger, which also keeps each device's
+// bytes, the lower bounds and the errors of a whole fusion; a Job is the
+// lowering of one op within it.
+//
+// Files:
+//
+//   - reshard.go: Planner, Ledger, Job, and the pair lowering (factor, pad,
+//     rule table or search, unpad);
+//   - views.go, padding.go: buffers as digits; uneven shards;
+//   - rules.go, collectives.go: nvFuser's lowering table;
+//   - objective.go: path costs and the objectives' orders of them;
+//   - optimal.go, optimal_edges.go, optimal_swap.go, optimal_cross.go,
+//     optimal_partial.go, optimal_price.go, optimal_search.go,
+//     optimal_reduce.go, cross_collectives.go: the optimal policy's search
+//     over sharding states, its edges, their prices and their steps;
+//   - bound.go: lower bounds, per device and in all;
+//   - emit.go, sizes.go: steps, bytes and overflow.
+package reshard
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/nvcomm/nvcomm/internal/cost"
+	"github.com/nvcomm/nvcomm/internal/diag"
+	"github.com/nvcomm/nvcomm/internal/ir"
+	"github.com/nvcomm/nvcomm/internal/plan"
+)
+
+// Policy names a lowering policy.
+type Policy string
+
+// The policies. PolicyOptimal, the default, searches for the best plan under
+// an Objective; PolicyNvFuser follows nvFuser's lowering table.
+const (
+	PolicyOptimal Policy = "optimal"
+	PolicyNvFuser Policy = "nvfuser"
+)
+
+// Policies lists the accepted policy names, the default first.
+var Policies = []string{string(PolicyOptimal), string(PolicyNvFuser)}
+
+// Planner plans reshardings under a policy, an objective and a topology.
+type Planner struct {
+	policy    Policy
+	objective Objective
+	costOrder costOrder // the objective's
+	topology  *cost.Topology
+}
+
+// NewPlanner returns a planner; empty policy and objective mean the
+// defaults, a nil topology cost.Default().
+func NewPlanner(policy Policy, objective Objective, topology *cost.Topology) (*Planner, error) {
+	if policy == "" {
+		policy = PolicyOptimal
+	}
+	if !slices.Contains(Policies, string(policy)) {
+		return nil, fmt.Errorf("unknown policy %q (expected one of %v)", policy, Policies)
+	}
+	if objective == "" {
+		objective = ObjectiveTime
+	}
+	if !slices.Contains(Objectives, string(objective)) {
+		return nil, fmt.Errorf("unknown objective %q (expected one of %v)", objective, Objectives)
+	}
+	if topology == nil {
+		topology = cost.Default()
+	}
+	return &Planner{policy: policy, objective: objective, costOrder: costOrders[objective], topology: topology}, nil
+}
+
+// Policy is the planner's policy.
+func (p *Planner) Policy() Policy { return p.policy }
+
+// Objective is what the planner minimizes under the optimal policy.
+func (p *Planner) Objective() Objective { return p.objective }
+
+// Topology is the topology the planner prices steps on.
+func (p *Planner) Topology() *cost.Topology { return p.topology }
+
+// Ledger is what lowering a fusion writes: its steps in order, the bytes
+// each device receives, the lower bounds and the errors. Step ids and byte
+// totals run across the ops of the fusion.
+type Ledger struct {
+	steps    []plan.Step
+	received map[int]int64 // bytes each device receives over the whole plan
+	bound    map[int]int64 // bytes each device must receive, whatever the plan
+	// aggregates are what the devices of some ops must receive between
+	// them beyond bound (bound.go).
+	aggregates []aggregate
+	errs       *diag.List
+}
+
+// NewLedger returns an empty ledger whose errors name file.
+func NewLedger(file string) *Ledger {
+	return &Ledger{received: map[int]int64{}, bound: map[int]int64{}, errs: &diag.List{File: file}}
+}
+
+// Steps are the steps written so far.
+func (l *Ledger) Steps() []plan.Step { return l.steps }
+
+// Errs is the fusion's error list, which every pass of a lowering adds to.
+func (l *Ledger) Errs() *diag.List { return l.errs }
+
+// Err is the errors reported so far, or nil.
+func (l *Ledger) Err() error { return l.errs.Err() }
+
+// BusiestReceived is the most bytes one device receives over the steps.
+func (l *Ledger) BusiestReceived() int64 {
+	most := int64(0)
+	for _, b := range l.received {
+		most = max(most, b)
+	}
+	return most
+}
+
+// Job is the lowering of one op of a fusion: the reshardings within it
+// share its buffer names and write their steps under it.
+type Job struct {
+	*Planner
+	*Ledger
+	f  *ir.Fusion
+	op *ir.Op
+	// names counts the intermediate buffer names used so far.
+	names map[string]int
+	// overflowed is set once the op failed for a count beyond int64.
+	overflowed bool
+}
+
+// Job starts the lowering of op, an op of f, into led.
+func (p *Planner) Job(led *Ledger, f *ir.Fusion, op *ir.Op) *Job {
+	return &Job{Planner: p, Ledger: led, f: f, op: op, names: map[string]int{}}
+}
+
+// Lower lowers the job's op, a set or a reduction, and adds its lower
+// bound.
+func (j *Job) Lower() {
+	c := j.ctx(j.op, nil)
+	producer, consumer := j.op.In(), j.op.Out
+	if j.policy == PolicyNvFuser && !c.nvfuserAccepts(producer, consumer) {
+		return
+	}
+	c.reshard(producer, consumer, j.op.Kind.IsReduction())
+}
+
+// Reshard lowers op, a reduction or a set within the job's op (such as
+// the sum of a contraction's partial products), and adds its lower bound.
+// toOpAxis maps op's producer axes to the job's op's first input's, which
+// the steps name; nil when they are the same.
+func (j *Job) Reshard(op *ir.Op, toOpAxis []int) {
+	j.ctx(op, toOpAxis).reshard(op.In(), op.Out, op.Kind.IsReduction())
+}
+
+// Fail reports that the job's op cannot be lowered under the policy.
+func (j *Job) Fail(reason, hint string) {
+	j.errs.AddHint(j.op.Pos, hint, "op %q cannot be lowered (policy %s): %s", j.op.Expr(), j.policy, reason)
+}
+
+// ctx returns a context lowering op within the job.
+func (j *Job) ctx(op *ir.Op, toOpAxis []int) *opCtx {
+	return &opCtx{Job: j, op: op, toOpAxis: toOpAxis}
+}
+
+// opCtx is the lowering of one pair of tensors within a job: the job's op,
+// a half of its lowering through a replicated copy, or a sum of partial
+// products.
+type opCtx struct {
+	*Job
+	op *ir.Op
+	// fact is the pair's common factoring.
+	fact *factoring
+	// toOpAxis maps the axes of the pair being lowered to the op input's,
+	// when they differ; steps name axes of the op's input.
+	toOpAxis []int
+}
+
+// part returns a context for a pair within c's op whose axes map to the
+// op input's through toOpAxis (nil: they are the op input's).
+func (c *opCtx) part(toOpAxis []int) *opCtx {
+	return c.Job.ctx(c.op, toOpAxis)
+}
+
+// nvfuserAccepts reports (after saying why not) whether nvFuser can lower
+// the op at all: even shards, meshes of one size, no merged device axes.
+func (c *opCtx) nvfuserAccepts(p, t *ir.Tensor) bool {
+	if p.IsUneven() || t.IsUneven() {
+		c.fail("a sharded axis does not divide evenly among its devices, which nvFuser rejects (\"Sharded axis must be evenly divisible by mesh\")",
+			"use --policy optimal, which pads uneven shards")
+		return false
+	}
+	if reason, bad := meshSizeMismatch(c.op); bad {
+		c.fail(reason, "use meshes of the same size, or gather on one mesh and scatter on the other")
+		return false
+	}
+	for _, x := range []*ir.Tensor{p, t} {
+		if pt, ok := x.MergedDeviceAxis(); ok {
+			c.fail(fmt.Sprintf("the %s axis of %q derives from a merge; nvFuser needs exactly one logical axis producing each device dimension (\"Expected exactly one logical ID producing the device dimension\")", pt, x.Name),
+				"shard the logical axis with a split instead of merging first, or use --policy optimal, which lowers merged device axes")
+			return false
+		}
+	}
+	return true
+}
+
+// reshard lowers producer to consumer — a reduction over the op's axis
+// when reduce, else a copy — and adds the op's lower bound. When the two
+// cut an axis at strides that do not divide each other, the optimal policy
+// goes through a replicated copy on the producer's mesh: each side then
+// factors on its own.
+func (c *opCtx) reshard(producer, consumer *ir.Tensor, reduce bool) {
+	fact, ok := c.factor(producer, consumer, reduce)
+	switch {
+	case ok:
+		src, dst := c.lowerFactored(fact, producer, consumer, reduce)
+		if src != nil {
+			c.addBound(src, dst)
+		}
+	case c.policy == PolicyOptimal:
+		mid := ir.NewReplicated(c.buffer("replicated"), producer.Mesh, producer.DType, consumer.Shape())
+		c.lowerPair(producer, mid, reduce)
+		c.part(c.axisMaps(producer, reduce).consumer).lowerPair(mid, consumer, false) // mid's axes are the consumer's
+		c.addSizeBound(producer, consumer)
+	default:
+		c.fail("producer and consumer cut a logical axis at strides that do not divide each other",
+			"shard both tensors with splits whose factors divide one another, or use --policy optimal")
+	}
+}
+
+// lowerPair lowers producer to consumer within the op, with no bound: the
+// two must factor.
+func (c *opCtx) lowerPair(producer, consumer *ir.Tensor, reduce bool) {
+	fact, ok := c.factor(producer, consumer, reduce)
+	if !ok {
+		c.fail("producer and consumer cut a logical axis at strides that do not divide each other",
+			"shard both tensors with splits whose factors divide one another, or use --policy optimal")
+		return
+	}
+	c.lowerFactored(fact, producer, consumer, reduce)
+}
+
+// pairAxes maps a pair's value axes to the producer's.
+type pairAxes struct{ producer, consumer []int }
+
+// axisMaps returns the maps of a pair whose producer is producer: the
+// identity, and for a reduction the producer's axes without the op's.
+func (c *opCtx) axisMaps(producer *ir.Tensor, reduce bool) pairAxes {
+	m := identity(len(producer.ValueAxes()))
+	if reduce {
+		return pairAxes{m, without1(m, c.op.Axis)}
+	}
+	return pairAxes{m, m}
+}
+
+// factor refines the axes of producer and consumer at both tensors' cuts;
+// false when they cut an axis at strides that do not divide each other.
+func (c *opCtx) factor(producer, consumer *ir.Tensor, reduce bool) (*factoring, bool) {
+	m := c.axisMaps(producer, reduce)
+	f, ok := newFactoring(paddedExtents(producer, consumer, m.consumer), []*ir.Tensor{producer, consumer}, [][]int{m.producer, m.consumer})
+	if ok && reduce && c.policy == PolicyOptimal && len(consumer.Layout()) > 0 {
+		f.cutForScatter(producer, c.op.Axis, m.consumer[consumer.Layout()[0]])
+	}
+	return f, ok
+}
+
+// lowerFactored lowers a pair that factors: pads uneven shards, follows the
+// policy's rule table or search, and unpads. It returns the views the
+// bound compares, or nils after a failure.
+func (c *opCtx) lowerFactored(fact *factoring, producer, consumer *ir.Tensor, reduce bool) (src, dst *view) {
+	if !c.factoringFits(fact, producer.DType) {
+		return nil, nil
+	}
+	m := c.axisMaps(producer, reduce)
+	c.fact = fact
+	pv, tv := fact.tensorView(producer, m.producer), fact.tensorView(consumer, m.consumer)
+	src, dst = c.pad(pv, producer.Shape(), m.producer), c.padded(tv, consumer.Shape(), m.consumer)
+	switch {
+	case c.policy == PolicyOptimal && reduce:
+		c.optimalReduction(src, dst)
+	case c.policy == PolicyOptimal:
+		c.optimal(src, dst, 0)
+	case reduce:
+		c.lowerReduction(src, dst)
+	default:
+		c.lowerSet(src, dst)
+	}
+	if dst != tv {
+		c.unpad(dst, tv, consumer.Shape(), m.consumer)
+	}
+	return src, dst
+}
+
+// paddedExtents returns, per producer axis, the extent both tensors' shards
+// tile: the true extent, or more where an uneven split pads it.
+func paddedExtents(p, c *ir.Tensor, cMap []int) []int {
+	ext := p.PaddedShape()
+	for j, e := range c.PaddedShape() {
+		ext[cMap[j]] = max(ext[cMap[j]], e)
+	}
+	return ext
+}
+
+// fail reports that the op cannot be lowered under the policy.
+func (c *opCtx) fail(reason, hint string) { c.Job.Fail(reason, hint) }
+
+func identity(n int) []int {
+	m := make([]int, n)
+	for i := range m {
+		m[i] = i
+	}
+	return m
+}
+
+// without1 maps the consumer axes of a reduction over axis r to producer
+// axes: consumer value axis j is producer axis j, or j+1 from r on.
+func without1(m []int, r int) []int {
+	return slices.Delete(slices.Clone(m), r, r+1)
+}
+
+func ptr[T any](v T) *T { return &v }
