@@ -21,7 +21,8 @@ var allowed = map[string][]string{
 	"internal/export":  {"internal/plan"},
 	"internal/cost":    {"internal/plan", "internal/diag", "internal/checked", "internal/shard"},
 	"internal/sim":     {"internal/plan", "internal/diag"}, // the independent oracle: not internal/checked or internal/shard
-	"internal/lower":   {"internal/cost", "internal/plan", "internal/ir", "internal/diag", "internal/checked", "internal/shard"},
+	"internal/lower":   {"internal/reshard", "internal/cost", "internal/plan", "internal/ir", "internal/diag", "internal/checked", "internal/shard"},
+	"internal/reshard": {"internal/cost", "internal/plan", "internal/ir", "internal/diag", "internal/checked", "internal/shard"},
 	"internal/plan":    {"internal/diag", "internal/checked", "internal/shard"},
 	"internal/ir":      {"internal/diag", "internal/checked", "internal/shard"},
 	"internal/diag":    {},
