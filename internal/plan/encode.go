@@ -9,36 +9,15 @@ package plan
 
 func (e *encoder) plan(p *Plan) {
 	e.object(func() {
-		e.key("format")
-		e.int(p.Format)
-		e.key("fusion")
-		e.str(p.Fusion)
-		e.key("policy")
-		e.str(p.Policy)
-		if p.Objective != "" {
-			e.key("objective")
-			e.str(p.Objective)
-		}
+		e.intField("format", p.Format)
+		e.strField("fusion", p.Fusion)
+		e.strField("policy", p.Policy)
+		e.strIf("objective", p.Objective)
 		e.key("meshes")
 		e.meshes(p.Meshes)
-		e.key("tensors")
-		if p.Tensors == nil {
-			e.null()
-		} else {
-			e.list(len(p.Tensors), func(i int) { e.tensor(&p.Tensors[i]) })
-		}
-		e.key("ops")
-		if p.Ops == nil {
-			e.null()
-		} else {
-			e.list(len(p.Ops), func(i int) { e.op(&p.Ops[i]) })
-		}
-		e.key("steps")
-		if p.Steps == nil {
-			e.null()
-		} else {
-			e.list(len(p.Steps), func(i int) { e.step(&p.Steps[i]) })
-		}
+		listField(e, "tensors", p.Tensors, e.tensor)
+		listField(e, "ops", p.Ops, e.op)
+		listField(e, "steps", p.Steps, e.step)
 		e.key("summary")
 		e.summary(&p.Summary)
 	})
@@ -54,10 +33,8 @@ func (e *encoder) meshes(ms map[string]Mesh) {
 			m := ms[name]
 			e.mapKey(name)
 			e.object(func() {
-				e.key("shape")
-				e.ints(m.Shape)
-				e.key("devices")
-				e.ints(m.Devices)
+				e.intsField("shape", m.Shape)
+				e.intsField("devices", m.Devices)
 			})
 		}
 	})
@@ -65,40 +42,22 @@ func (e *encoder) meshes(ms map[string]Mesh) {
 
 func (e *encoder) tensor(t *Tensor) {
 	e.object(func() {
-		e.key("name")
-		e.str(t.Name)
-		e.key("dtype")
-		e.str(t.DType)
-		e.key("mesh")
-		e.str(t.Mesh)
-		e.key("shape")
-		e.ints(t.Shape)
-		if len(t.ReductionAxes) > 0 {
-			e.key("reduction_axes")
-			e.ints(t.ReductionAxes)
-		}
+		e.strField("name", t.Name)
+		e.strField("dtype", t.DType)
+		e.strField("mesh", t.Mesh)
+		e.intsField("shape", t.Shape)
+		e.intsIf("reduction_axes", t.ReductionAxes)
 		if len(t.Schedule) > 0 {
 			e.key("schedule")
 			e.list(len(t.Schedule), func(i int) { e.scheduleStep(&t.Schedule[i]) })
 		}
-		if len(t.Allocation) > 0 {
-			e.key("allocation")
-			e.ints(t.Allocation)
-		}
+		e.intsIf("allocation", t.Allocation)
 		e.key("sharding")
 		e.shardings(t.Sharding)
-		e.key("local_shape")
-		e.ints(t.LocalShape)
-		if len(t.PaddedShape) > 0 {
-			e.key("padded_shape")
-			e.ints(t.PaddedShape)
-		}
-		e.key("layout")
-		e.ints(t.Layout)
-		if t.Propagated {
-			e.key("propagated")
-			e.bool(true)
-		}
+		e.intsField("local_shape", t.LocalShape)
+		e.intsIf("padded_shape", t.PaddedShape)
+		e.intsField("layout", t.Layout)
+		e.trueIf("propagated", t.Propagated)
 	})
 }
 
@@ -115,21 +74,15 @@ func (e *encoder) scheduleStep(s *ScheduleStep) {
 		if s.Merge != nil {
 			e.key("merge")
 			e.object(func() {
-				e.key("axis")
-				e.int(s.Merge.Axis)
+				e.intField("axis", s.Merge.Axis)
 			})
 		}
-		if len(s.Reorder) > 0 {
-			e.key("reorder")
-			e.ints(s.Reorder)
-		}
+		e.intsIf("reorder", s.Reorder)
 		if p := s.Parallelize; p != nil {
 			e.key("parallelize")
 			e.object(func() {
-				e.key("axis")
-				e.int(p.Axis)
-				e.key("type")
-				e.str(p.Type)
+				e.intField("axis", p.Axis)
+				e.strField("type", p.Type)
 			})
 		}
 	})
@@ -137,10 +90,8 @@ func (e *encoder) scheduleStep(s *ScheduleStep) {
 
 func (e *encoder) splitArgs(a *SplitArgs) {
 	e.object(func() {
-		e.key("axis")
-		e.int(a.Axis)
-		e.key("factor")
-		e.int(a.Factor)
+		e.intField("axis", a.Axis)
+		e.intField("factor", a.Factor)
 	})
 }
 
@@ -152,73 +103,40 @@ func (e *encoder) shardings(ss []Sharding) {
 	e.list(len(ss), func(i int) {
 		s := &ss[i]
 		e.object(func() {
-			e.key("type")
-			e.str(s.Type)
-			e.key("logical_axis")
-			e.int(s.LogicalAxis)
+			e.strField("type", s.Type)
+			e.intField("logical_axis", s.LogicalAxis)
 			if s.ShapeAxis != nil {
-				e.key("shape_axis")
-				e.int(*s.ShapeAxis)
+				e.intField("shape_axis", *s.ShapeAxis)
 			}
-			e.key("kind")
-			e.str(s.Kind)
-			if len(s.LogicalAxes) > 0 {
-				e.key("logical_axes")
-				e.ints(s.LogicalAxes)
-			}
+			e.strField("kind", s.Kind)
+			e.intsIf("logical_axes", s.LogicalAxes)
 		})
 	})
 }
 
 func (e *encoder) op(o *Op) {
 	e.object(func() {
-		e.key("index")
-		e.int(o.Index)
-		e.key("op")
-		e.str(o.Op)
-		if o.Input != "" {
-			e.key("input")
-			e.str(o.Input)
-		}
-		if len(o.Inputs) > 0 {
-			e.key("inputs")
-			e.strs(o.Inputs)
-		}
-		e.key("output")
-		e.str(o.Output)
-		e.key("axis")
-		e.optInt(o.Axis)
-		if len(o.Axes) > 0 {
-			e.key("axes")
-			e.ints(o.Axes)
-		}
+		e.intField("index", o.Index)
+		e.strField("op", o.Op)
+		e.strIf("input", o.Input)
+		e.strsIf("inputs", o.Inputs)
+		e.strField("output", o.Output)
+		e.optIntField("axis", o.Axis)
+		e.intsIf("axes", o.Axes)
 	})
 }
 
 func (e *encoder) step(s *Step) {
 	e.object(func() {
-		e.key("id")
-		e.int(s.ID)
-		e.key("op")
-		e.int(s.Op)
-		e.key("expr")
-		e.str(s.Expr)
-		e.key("kind")
-		e.str(s.Kind)
-		e.key("type")
-		e.str(s.Type)
-		if len(s.Teams) > 0 {
-			e.key("teams")
-			e.intLists(s.Teams)
-		}
-		if len(s.Devices) > 0 {
-			e.key("devices")
-			e.ints(s.Devices)
-		}
-		e.key("root")
-		e.optInt(s.Root)
-		e.key("reduce_op")
-		e.optStr(s.ReduceOp)
+		e.intField("id", s.ID)
+		e.intField("op", s.Op)
+		e.strField("expr", s.Expr)
+		e.strField("kind", s.Kind)
+		e.strField("type", s.Type)
+		e.intListsIf("teams", s.Teams)
+		e.intsIf("devices", s.Devices)
+		e.optIntField("root", s.Root)
+		e.optStrField("reduce_op", s.ReduceOp)
 		e.stepBuffers(s)
 		e.stepGeometry(s)
 		if s.Bytes != nil {
@@ -230,90 +148,50 @@ func (e *encoder) step(s *Step) {
 
 // stepBuffers writes the fields of a step from input to count.
 func (e *encoder) stepBuffers(s *Step) {
-	if s.Input != "" {
-		e.key("input")
-		e.str(s.Input)
-	}
-	if len(s.Inputs) > 0 {
-		e.key("inputs")
-		e.strs(s.Inputs)
-	}
-	e.key("output")
-	e.str(s.Output)
-	e.key("axis")
-	e.optInt(s.Axis)
+	e.strIf("input", s.Input)
+	e.strsIf("inputs", s.Inputs)
+	e.strField("output", s.Output)
+	e.optIntField("axis", s.Axis)
 	e.key("count")
 	e.object(func() {
-		e.key("input")
-		e.int(s.Count.Input)
-		e.key("output")
-		e.int(s.Count.Output)
+		e.intField("input", s.Count.Input)
+		e.intField("output", s.Count.Output)
 	})
 }
 
 // stepGeometry writes the fields of a step from dims to transpose_b.
 func (e *encoder) stepGeometry(s *Step) {
-	if len(s.Dims) > 0 {
-		e.key("dims")
-		e.ints(s.Dims)
-	}
-	if len(s.Perm) > 0 {
-		e.key("perm")
-		e.ints(s.Perm)
-	}
-	if len(s.ReduceDims) > 0 {
-		e.key("reduce_dims")
-		e.ints(s.ReduceDims)
-	}
-	if len(s.Valid) > 0 {
-		e.key("valid")
-		e.intLists(s.Valid)
-	}
+	e.intsIf("dims", s.Dims)
+	e.intsIf("perm", s.Perm)
+	e.intsIf("reduce_dims", s.ReduceDims)
+	e.intListsIf("valid", s.Valid)
 	if s.Fill != nil {
-		e.key("fill")
-		e.str(*s.Fill)
+		e.strField("fill", *s.Fill)
 	}
 	if s.Func != nil {
-		e.key("func")
-		e.str(*s.Func)
+		e.strField("func", *s.Func)
 	}
-	if len(s.InputDims) > 0 {
-		e.key("input_dims")
-		e.intLists(s.InputDims)
-	}
-	if s.BroadcastB {
-		e.key("broadcast_b")
-		e.bool(true)
-	}
-	if s.TransposeB {
-		e.key("transpose_b")
-		e.bool(true)
-	}
+	e.intListsIf("input_dims", s.InputDims)
+	e.trueIf("broadcast_b", s.BroadcastB)
+	e.trueIf("transpose_b", s.TransposeB)
 }
 
 func (e *encoder) bytes(b *Bytes) {
 	e.object(func() {
-		e.key("sent_per_device")
-		e.int64(b.SentPerDevice)
-		e.key("received_per_device")
-		e.int64(b.ReceivedPerDevice)
-		e.key("lower_bound")
-		e.int64(b.LowerBound)
+		e.int64Field("sent_per_device", b.SentPerDevice)
+		e.int64Field("received_per_device", b.ReceivedPerDevice)
+		e.int64Field("lower_bound", b.LowerBound)
 	})
 }
 
 func (e *encoder) summary(s *Summary) {
 	e.object(func() {
-		e.key("collectives")
-		e.int(s.Collectives)
-		e.key("local_steps")
-		e.int(s.LocalSteps)
+		e.intField("collectives", s.Collectives)
+		e.intField("local_steps", s.LocalSteps)
 		e.key("by_type")
 		e.byType(s.ByType)
-		e.key("bytes_received_max")
-		e.int64(s.BytesReceivedMax)
-		e.key("bytes_lower_bound")
-		e.int64(s.BytesLowerBound)
+		e.int64Field("bytes_received_max", s.BytesReceivedMax)
+		e.int64Field("bytes_lower_bound", s.BytesLowerBound)
 		e.key("bytes_ratio")
 		if s.BytesRatio == nil {
 			e.null()
@@ -334,4 +212,57 @@ func (e *encoder) byType(m map[string]int) {
 			e.int(m[k])
 		}
 	})
+}
+
+// listField writes field k, a list whose elements elem writes, or null.
+func listField[T any](e *encoder, k string, xs []T, elem func(*T)) {
+	e.key(k)
+	if xs == nil {
+		e.null()
+		return
+	}
+	e.list(len(xs), func(i int) { elem(&xs[i]) })
+}
+
+// The fields of an object: a key and its value; an If variant leaves the
+// field out when the value is empty (omitempty).
+
+func (e *encoder) intField(k string, x int)        { e.key(k); e.int(x) }
+func (e *encoder) int64Field(k string, x int64)    { e.key(k); e.int64(x) }
+func (e *encoder) strField(k, s string)            { e.key(k); e.str(s) }
+func (e *encoder) intsField(k string, xs []int)    { e.key(k); e.ints(xs) }
+func (e *encoder) optIntField(k string, x *int)    { e.key(k); e.optInt(x) }
+func (e *encoder) optStrField(k string, s *string) { e.key(k); e.optStr(s) }
+
+func (e *encoder) strIf(k, s string) {
+	if s != "" {
+		e.strField(k, s)
+	}
+}
+
+func (e *encoder) intsIf(k string, xs []int) {
+	if len(xs) > 0 {
+		e.intsField(k, xs)
+	}
+}
+
+func (e *encoder) intListsIf(k string, xss [][]int) {
+	if len(xss) > 0 {
+		e.key(k)
+		e.intLists(xss)
+	}
+}
+
+func (e *encoder) strsIf(k string, xs []string) {
+	if len(xs) > 0 {
+		e.key(k)
+		e.strs(xs)
+	}
+}
+
+func (e *encoder) trueIf(k string, b bool) {
+	if b {
+		e.key(k)
+		e.bool(true)
+	}
 }
