@@ -137,43 +137,33 @@ func (e *encoder) step(s *Step) {
 		e.intsIf("devices", s.Devices)
 		e.optIntField("root", s.Root)
 		e.optStrField("reduce_op", s.ReduceOp)
-		e.stepBuffers(s)
-		e.stepGeometry(s)
+		e.strIf("input", s.Input)
+		e.strsIf("inputs", s.Inputs)
+		e.strField("output", s.Output)
+		e.optIntField("axis", s.Axis)
+		e.key("count")
+		e.object(func() {
+			e.intField("input", s.Count.Input)
+			e.intField("output", s.Count.Output)
+		})
+		e.intsIf("dims", s.Dims)
+		e.intsIf("perm", s.Perm)
+		e.intsIf("reduce_dims", s.ReduceDims)
+		e.intListsIf("valid", s.Valid)
+		if s.Fill != nil {
+			e.strField("fill", *s.Fill)
+		}
+		if s.Func != nil {
+			e.strField("func", *s.Func)
+		}
+		e.intListsIf("input_dims", s.InputDims)
+		e.trueIf("broadcast_b", s.BroadcastB)
+		e.trueIf("transpose_b", s.TransposeB)
 		if s.Bytes != nil {
 			e.key("bytes")
 			e.bytes(s.Bytes)
 		}
 	})
-}
-
-// stepBuffers writes the fields of a step from input to count.
-func (e *encoder) stepBuffers(s *Step) {
-	e.strIf("input", s.Input)
-	e.strsIf("inputs", s.Inputs)
-	e.strField("output", s.Output)
-	e.optIntField("axis", s.Axis)
-	e.key("count")
-	e.object(func() {
-		e.intField("input", s.Count.Input)
-		e.intField("output", s.Count.Output)
-	})
-}
-
-// stepGeometry writes the fields of a step from dims to transpose_b.
-func (e *encoder) stepGeometry(s *Step) {
-	e.intsIf("dims", s.Dims)
-	e.intsIf("perm", s.Perm)
-	e.intsIf("reduce_dims", s.ReduceDims)
-	e.intListsIf("valid", s.Valid)
-	if s.Fill != nil {
-		e.strField("fill", *s.Fill)
-	}
-	if s.Func != nil {
-		e.strField("func", *s.Func)
-	}
-	e.intListsIf("input_dims", s.InputDims)
-	e.trueIf("broadcast_b", s.BroadcastB)
-	e.trueIf("transpose_b", s.TransposeB)
 }
 
 func (e *encoder) bytes(b *Bytes) {
