@@ -6,26 +6,20 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/nvcomm/nvcomm/internal/cost"
 	"github.com/nvcomm/nvcomm/internal/explain"
-	"github.com/nvcomm/nvcomm/internal/lower"
 )
 
 type explainOptions struct {
-	policy    *enumFlag
-	objective *enumFlag
-	color     *enumFlag
-	tensor    string
-	op        int
-	topology  string
+	input  *planInput
+	color  *enumFlag
+	tensor string
+	op     int
 }
 
 func newExplainCmd() *cobra.Command {
 	o := &explainOptions{
-		policy: newEnum(lower.Policies...).describe("the best plan under --objective: by default the fastest the cost model predicts",
-			"nvFuser's lowering rules exactly"),
-		color:     newEnum("auto", "always", "never").describe("on a terminal, unless NO_COLOR is set", "always", "never"),
-		objective: newObjective(),
+		input: newPlanInput(),
+		color: newEnum("auto", "always", "never").describe("on a terminal, unless NO_COLOR is set", "always", "never"),
 	}
 	cmd := &cobra.Command{
 		Use:   "explain FUSION|PLAN|-",
@@ -44,14 +38,10 @@ with '{' is a plan; anything else a fusion file.`,
 		ValidArgsFunction: fileArg(anyInputExts...),
 		RunE:              func(cmd *cobra.Command, args []string) error { return o.run(cmd, args[0]) },
 	}
-	enumVar(cmd, o.policy, "policy", "lowering policy for a fusion file: optimal (the best plan under --objective) or nvfuser (nvFuser's rules)")
-	objectiveVar(cmd, o.objective)
+	o.input.define(cmd)
 	enumVar(cmd, o.color, "color", "colour the output: auto (on a terminal without NO_COLOR), always or never")
 	cmd.Flags().StringVar(&o.tensor, "tensor", "", "explain only the tensor `NAME`")
 	cmd.Flags().IntVar(&o.op, "op", -1, "explain only op `N` (0 is the first)")
-	choiceOrFileVar(cmd, &o.topology, "topology", "default",
-		"predict step times on a topology: default (the built-in H200 one), none (no predictions) or a FILE that calibrate --fit wrote",
-		[]string{"default", "none"}, topologyExts...)
 	return cmd
 }
 
@@ -59,11 +49,7 @@ func (o *explainOptions) run(cmd *cobra.Command, arg string) error {
 	if o.op < -1 {
 		return usageError{errors.New("--op: must be an op's index (0 or more)")}
 	}
-	lo, err := lowering(cmd, o.policy, o.objective, o.topology)
-	if err != nil {
-		return err
-	}
-	p, err := loadPlan(cmd, arg, lo)
+	p, err := o.input.load(cmd, arg)
 	if err != nil {
 		return err
 	}
@@ -71,10 +57,8 @@ func (o *explainOptions) run(cmd *cobra.Command, arg string) error {
 	if err := opts.Check(p); err != nil {
 		return usageError{err}
 	}
-	if o.topology != "none" {
-		if opts.Topology, err = o.loadTopology(cmd); err != nil {
-			return err
-		}
+	if opts.Topology, err = o.input.pricing(cmd); err != nil {
+		return err
 	}
 	out := cmd.OutOrStdout()
 	opts.Color = o.color.value == "always" || (o.color.value == "auto" && explain.ColorAuto(out))
@@ -84,13 +68,4 @@ func (o *explainOptions) run(cmd *cobra.Command, arg string) error {
 	}
 	_, err = out.Write(b.Bytes())
 	return err
-}
-
-// loadTopology reads --topology, reporting a bad file.
-func (o *explainOptions) loadTopology(cmd *cobra.Command) (*cost.Topology, error) {
-	t, err := loadTopology(cmd, o.topology)
-	if err != nil {
-		return nil, report(cmd, err)
-	}
-	return t, nil
 }

@@ -70,13 +70,7 @@ func Write(w io.Writer, p *plan.Plan, o Options) error {
 	if err := o.Check(p); err != nil {
 		return err
 	}
-	e := &explainer{p: p, o: o, st: newStyles(o.Color), sh: map[string]*sharding{}, errs: map[string]error{}, times: map[int]cost.StepTime{}}
-	for _, t := range p.Tensors {
-		e.sh[t.Name], e.errs[t.Name] = analyze(p, t)
-	}
-	if o.Topology != nil {
-		e.prices()
-	}
+	e := newExplainer(p, o)
 	var b strings.Builder
 	e.summary(&b)
 	if o.Tensor != "" || o.Op < 0 {
@@ -87,6 +81,19 @@ func Write(w io.Writer, p *plan.Plan, o Options) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// newExplainer analyses every tensor of p and prices its steps when o has
+// a topology.
+func newExplainer(p *plan.Plan, o Options) *explainer {
+	e := &explainer{p: p, o: o, st: newStyles(o.Color), sh: map[string]*sharding{}, errs: map[string]error{}, times: map[int]cost.StepTime{}}
+	for _, t := range p.Tensors {
+		e.sh[t.Name], e.errs[t.Name] = analyze(p, t)
+	}
+	if o.Topology != nil {
+		e.prices()
+	}
+	return e
 }
 
 // prices predicts every step's time.
@@ -159,15 +166,20 @@ func (e *explainer) tensor(b *strings.Builder, t plan.Tensor) {
 	}
 	fmt.Fprintf(b, "%s  %s %s on %s, %s\n", st.paint(st.name, t.Name), t.DType, intList(s.valueShape()), t.Mesh, e.origin(t))
 	red := reduceOpOf(e.p, t.Name)
-	notation := "placements " + s.placements(red)
-	if !s.isDTensor(red) {
-		notation = "sharding (nvcomm's notation; DTensor has none) " + s.placements(red)
-	}
-	fmt.Fprintf(b, "  %s\n", st.paint(st.typ, notation))
+	fmt.Fprintf(b, "  %s\n", st.paint(st.typ, s.notation(red)))
 	for _, n := range s.notes(red) {
 		fmt.Fprintf(b, "  %s\n", n)
 	}
 	s.picture(b, st, "  ")
+}
+
+// notation is the tensor's sharding in DTensor's placements, or in
+// nvcomm's notation where DTensor has none.
+func (s *sharding) notation(reduceOp string) string {
+	if !s.isDTensor(reduceOp) {
+		return "sharding (nvcomm's notation; DTensor has none) " + s.placements(reduceOp)
+	}
+	return "placements " + s.placements(reduceOp)
 }
 
 // valueShape is the extents of the value axes.

@@ -40,16 +40,22 @@ func (e *explainer) op(b *strings.Builder, i int, op plan.Op) {
 		if s.Kind == plan.KindCollective {
 			style = st.collective
 		}
-		recv, bound := "-", "-"
-		if s.Bytes != nil {
-			recv, bound = plan.Size(s.Bytes.ReceivedPerDevice), plan.Size(s.Bytes.LowerBound)
-		}
+		recv, bound := stepSizes(s)
 		rows = append(rows, []cell{{fmt.Sprint(s.ID), nil}, {s.Type, style},
 			{strings.Join(s.Operands(), ", ") + " -> " + s.Output, nil}, {plan.StepDevices(s), nil},
 			{recv, nil}, {bound, nil}, {e.stepTime(s), nil}, {e.reason(op, steps, k), st.dim}})
 	}
 	st.writeTable(b, "  ", rows)
 	fmt.Fprintf(b, "  %s\n", e.opTotals(steps))
+}
+
+// stepSizes are what the busiest device of a step receives and its bound,
+// "-" for a local step.
+func stepSizes(s *plan.Step) (recv, bound string) {
+	if s.Bytes == nil {
+		return "-", "-"
+	}
+	return plan.Size(s.Bytes.ReceivedPerDevice), plan.Size(s.Bytes.LowerBound)
 }
 
 // stepsOf returns the steps of op i, in order.

@@ -14,13 +14,16 @@ const (
 	maxGridWidth = 120
 )
 
+// noPicture says why a tensor split through merged dims has no picture.
+const noPicture = "no picture: a device type splits a merge of dims"
+
 // picture writes which devices hold which block of the tensor: for 0-, 1-
 // and 2-D tensors a grid of blocks labelled with the ids of the devices
 // that hold them (as JAX's visualize_array_sharding draws), for higher
 // ranks, or grids too large to read, a table of device -> index ranges.
 func (s *sharding) picture(w io.Writer, st *styles, indent string) error {
 	if len(s.Merged) > 0 {
-		_, err := fmt.Fprintf(w, "%s(no picture: a device type splits a merge of dims)\n", indent)
+		_, err := fmt.Fprintf(w, "%s(%s)\n", indent, noPicture)
 		return err
 	}
 	if g, ok := s.grid(); ok {
@@ -162,6 +165,11 @@ func (g *grid) write(w io.Writer, st *styles, indent string) error {
 // table writes, for each device of the mesh, the index ranges it holds
 // along every value axis.
 func (s *sharding) table(w io.Writer, st *styles, indent string) error {
+	return st.writeTable(w, indent, s.tableRows(st))
+}
+
+// tableRows are the rows of the device table, its header first.
+func (s *sharding) tableRows(st *styles) [][]cell {
 	head := []cell{{"device", st.name}}
 	if len(s.Mesh.Shape) > 1 {
 		head = append(head, cell{"mesh coords", st.name})
@@ -181,5 +189,5 @@ func (s *sharding) table(w io.Writer, st *styles, indent string) error {
 		}
 		rows = append(rows, row)
 	}
-	return st.writeTable(w, indent, rows)
+	return rows
 }

@@ -1,0 +1,232 @@
+package report
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"golang.org/x/net/html"
+
+	"github.com/nvcomm/nvcomm/internal/cost"
+	"github.com/nvcomm/nvcomm/internal/explain"
+	"github.com/nvcomm/nvcomm/internal/plan"
+)
+
+// update rewrites the goldens (make golden sets it); review their diff
+// before committing.
+var update = os.Getenv("NVCOMM_UPDATE") != ""
+
+// example is one example's optimal plan and its report.
+type example struct {
+	name string
+	plan *plan.Plan
+	html []byte
+}
+
+// examples reports the optimal plan of every example of testdata/examples
+// on the default topology.
+func examples(t *testing.T) []example {
+	t.Helper()
+	paths, err := filepath.Glob("../../testdata/examples/*.optimal.json")
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no example plans: %v", err)
+	}
+	var out []example
+	for _, path := range paths {
+		src, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := plan.Decode(path, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		if err := Write(&b, p, Options{Topology: cost.Default()}); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		out = append(out, example{strings.TrimSuffix(filepath.Base(path), ".optimal.json"), p, b.Bytes()})
+	}
+	return out
+}
+
+// TestExamplesGolden compares every example's report with
+// testdata/NAME.html, and a second report of the same plan with the
+// first: the page is the same bytes every time.
+func TestExamplesGolden(t *testing.T) {
+	for _, ex := range examples(t) {
+		t.Run(ex.name, func(t *testing.T) {
+			var again bytes.Buffer
+			if err := Write(&again, ex.plan, Options{Topology: cost.Default()}); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(again.Bytes(), ex.html) {
+				t.Errorf("two reports of one plan differ")
+			}
+			golden := filepath.Join("testdata", ex.name+".html")
+			if update {
+				if err := os.WriteFile(golden, ex.html, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (NVCOMM_UPDATE=1 writes it)", err)
+			}
+			if diff := cmp.Diff(string(want), string(ex.html)); diff != "" {
+				t.Errorf("report %s (-want +got):\n%s", ex.name, diff)
+			}
+		})
+	}
+}
+
+// TestSelfContained parses every example's report as HTML (as a browser
+// would, golang.org/x/net/html) and checks that it refers to nothing
+// outside itself: no element that loads a resource, no attribute or style
+// with a URL, no script; and that it has what the page promises: a
+// picture for every tensor, a row for every step, a timeline box for
+// every device of every step.
+func TestSelfContained(t *testing.T) {
+	for _, ex := range examples(t) {
+		t.Run(ex.name, func(t *testing.T) {
+			doc, err := html.Parse(bytes.NewReader(ex.html))
+			if err != nil {
+				t.Fatalf("not HTML: %v", err)
+			}
+			if bytes.Contains(ex.html, []byte("http://")) || bytes.Contains(ex.html, []byte("https://")) {
+				t.Errorf("the page names an http(s) address")
+			}
+			var got counts
+			got.walk(t, doc)
+			if diff := cmp.Diff(wantCounts(ex.plan), got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// counts are the parts of a page that TestSelfContained counts.
+type counts struct {
+	Tensors  []string // data-tensor of each tensor's box that holds a picture
+	Steps    int      // rows of the steps table that have a step id
+	Boxes    int      // rects of the timeline
+	Timeline bool
+}
+
+// wantCounts is what p's report must have.
+func wantCounts(p *plan.Plan) counts {
+	c := counts{Steps: len(p.Steps), Timeline: true}
+	for _, t := range p.Tensors {
+		c.Tensors = append(c.Tensors, t.Name)
+	}
+	for i := range p.Steps {
+		c.Boxes += len(explainDevices(&p.Steps[i]))
+	}
+	return c
+}
+
+// explainDevices lists the devices that run a step: its teams' members or
+// its devices, each once.
+func explainDevices(s *plan.Step) map[int]bool {
+	ds := map[int]bool{}
+	for _, d := range s.Devices {
+		ds[d] = true
+	}
+	for _, team := range s.Teams {
+		for _, d := range team {
+			ds[d] = true
+		}
+	}
+	return ds
+}
+
+// loaders are the elements that fetch or run something.
+var loaders = map[string]bool{"script": true, "link": true, "img": true, "iframe": true, "object": true,
+	"embed": true, "image": true, "use": true, "audio": true, "video": true, "source": true, "base": true, "form": true}
+
+// walk counts n's parts and fails on anything that loads a resource.
+func (c *counts) walk(t *testing.T, n *html.Node) {
+	if n.Type == html.ElementNode {
+		if loaders[n.Data] {
+			t.Errorf("element <%s> loads or runs something", n.Data)
+		}
+		for _, a := range n.Attr {
+			v := strings.ToLower(a.Val)
+			if strings.Contains(v, "url(") || strings.Contains(v, "//") || strings.HasPrefix(a.Key, "on") || strings.HasPrefix(v, "javascript:") {
+				t.Errorf("<%s %s=%q> refers outside the page or runs script", n.Data, a.Key, a.Val)
+			}
+			if (a.Key == "href" || a.Key == "src") && !strings.HasPrefix(a.Val, "#") {
+				t.Errorf("<%s %s=%q> is not a link within the page", n.Data, a.Key, a.Val)
+			}
+		}
+		c.element(n)
+	}
+	if n.Type == html.TextNode && n.Parent != nil && n.Parent.Data == "style" && (strings.Contains(n.Data, "url(") || strings.Contains(n.Data, "@import")) {
+		t.Errorf("the style sheet loads something")
+	}
+	for k := n.FirstChild; k != nil; k = k.NextSibling {
+		c.walk(t, k)
+	}
+}
+
+// element counts one element.
+func (c *counts) element(n *html.Node) {
+	switch {
+	case attr(n, "data-tensor") != "" && hasPicture(n):
+		c.Tensors = append(c.Tensors, attr(n, "data-tensor"))
+	case n.Data == "tr" && n.FirstChild != nil && attr(n.FirstChild, "class") == "num":
+		c.Steps++
+	case n.Data == "rect" && attr(n, "class") == "step":
+		c.Boxes++
+	case n.Data == "svg" && attr(n, "class") == "timeline":
+		c.Timeline = true
+	}
+}
+
+// hasPicture reports whether an element holds one with class picture.
+func hasPicture(n *html.Node) bool {
+	for k := n.FirstChild; k != nil; k = k.NextSibling {
+		if k.Type == html.ElementNode && (strings.Contains(attr(k, "class"), "picture") || hasPicture(k)) {
+			return true
+		}
+	}
+	return false
+}
+
+// attr is n's attribute key, "" when it has none.
+func attr(n *html.Node, key string) string {
+	for _, a := range n.Attr {
+		if a.Key == key {
+			return a.Val
+		}
+	}
+	return ""
+}
+
+// TestLayoutGrid places a 2-D grid's blocks: labels sized cells, rows
+// below the column heads, colours by set of devices.
+func TestLayoutGrid(t *testing.T) {
+	g := &explain.Grid{Rows: []string{"0:4", "4:8"}, Cols: []string{"0:8", "8:16"},
+		Blocks: [][]explain.Block{{{Devices: "0", Set: 0}, {Devices: "1", Set: 1}}, {{Devices: "0,4", Set: 2}, {Devices: "0-3", Set: 0}}}}
+	got := layoutGrid(g)
+	const hw = 3*charWidth + 12 // the row labels' width: "0:4" and a margin
+	want := &gridView{Width: hw + 2*minCell + 2, Height: headHeight + 2*cellHeight + 2,
+		Cols: []label{{X: hw + 1 + 28, Y: 14, Text: "0:8"}, {X: hw + 1 + 84, Y: 14, Text: "8:16"}},
+		Rows: []label{{X: hw - 6, Y: 36, Text: "0:4"}, {X: hw - 6, Y: 66, Text: "4:8"}},
+		Blocks: []blockView{
+			{X: hw + 1, Y: 21, W: 56, H: 30, CX: hw + 29, CY: 36, Fill: palette[0], Devices: "0"},
+			{X: hw + 57, Y: 21, W: 56, H: 30, CX: hw + 85, CY: 36, Fill: palette[1], Devices: "1"},
+			{X: hw + 1, Y: 51, W: 56, H: 30, CX: hw + 29, CY: 66, Fill: palette[2], Devices: "0,4"},
+			{X: hw + 57, Y: 51, W: 56, H: 30, CX: hw + 85, CY: 66, Fill: palette[0], Devices: "0-3"},
+		}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	if layoutGrid(nil) != nil {
+		t.Error("a grid laid out from none")
+	}
+}
