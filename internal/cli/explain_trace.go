@@ -10,6 +10,7 @@ import (
 	"github.com/nvcomm/nvcomm/internal/cost"
 	"github.com/nvcomm/nvcomm/internal/explain"
 	"github.com/nvcomm/nvcomm/internal/lower"
+	"github.com/nvcomm/nvcomm/internal/plan"
 )
 
 type traceOptions struct {
@@ -65,10 +66,6 @@ func (o *traceOptions) runTrace(cmd *cobra.Command, arg string) error {
 	if err != nil {
 		return report(cmd, err)
 	}
-	pr, err := cost.Predict(t, p)
-	if err != nil {
-		return report(cmd, fmt.Errorf("cannot price the plan on topology %s: %w", t.Name, err))
-	}
 	var measured explain.Measured
 	if o.run != "" {
 		src, err := readFile(cmd, o.run)
@@ -79,13 +76,28 @@ func (o *traceOptions) runTrace(cmd *cobra.Command, arg string) error {
 			return report(cmd, fmt.Errorf("%s: %w", o.run, err))
 		}
 	}
+	data, err := predictedTrace(cmd, p, t, measured)
+	if err != nil {
+		return err
+	}
+	return writeOutput(cmd, o.output, data)
+}
+
+// predictedTrace prices p on topology t and returns its timeline as
+// Chrome trace events, with the measured times of a run when measured is
+// not nil: what trace writes, and simulate --trace.
+func predictedTrace(cmd *cobra.Command, p *plan.Plan, t *cost.Topology, measured explain.Measured) ([]byte, error) {
+	pr, err := cost.Predict(t, p)
+	if err != nil {
+		return nil, report(cmd, fmt.Errorf("cannot price the plan on topology %s: %w", t.Name, err))
+	}
 	tr, err := explain.NewTrace(p, pr, t, measured)
 	if err != nil {
-		return report(cmd, err)
+		return nil, report(cmd, err)
 	}
 	var b bytes.Buffer
 	if err := tr.Write(&b); err != nil {
-		return err
+		return nil, err
 	}
-	return writeOutput(cmd, o.output, b.Bytes())
+	return b.Bytes(), nil
 }

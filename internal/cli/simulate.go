@@ -20,6 +20,7 @@ type simulateOptions struct {
 	seed      uint64
 	maxBytes  sizeFlag
 	topology  string
+	trace     string
 }
 
 func newSimulateCmd() *cobra.Command {
@@ -42,7 +43,8 @@ fusion file.`,
   nvcomm simulate plan.json --seed 7
   nvcomm simulate fusion.yaml --policy nvfuser --format json
   nvcomm simulate fusion.yaml --topology default     # also predict each step's time on H200s
-  nvcomm simulate fusion.yaml --topology topology.yaml --max-bytes 4GiB`,
+  nvcomm simulate fusion.yaml --topology topology.yaml --max-bytes 4GiB
+  nvcomm simulate fusion.yaml --trace plan.trace.json  # also the predicted timeline, for ui.perfetto.dev`,
 		Args:              exactArgs(1),
 		ValidArgsFunction: fileArg(anyInputExts...),
 		RunE:              func(cmd *cobra.Command, args []string) error { return o.run(cmd, args[0]) },
@@ -55,10 +57,15 @@ fusion file.`,
 	choiceOrFileVar(cmd, &o.topology, "topology", "",
 		"also predict every step's time on a topology: default (the built-in H200 one) or a FILE that calibrate --fit wrote",
 		[]string{"default"}, topologyExts...)
+	cmd.Flags().StringVar(&o.trace, "trace", "", "also write the plan's predicted timeline to `FILE` as Chrome trace events (nvcomm trace's), priced on --topology (the built-in one by default)")
+	fileFlag(cmd, "trace", "json")
 	return cmd
 }
 
 func (o *simulateOptions) run(cmd *cobra.Command, arg string) error {
+	if o.trace == "-" {
+		return usageError{errors.New("--trace: needs a file name (the report goes to standard output)")}
+	}
 	lo, err := lowering(cmd, o.policy, o.objective, o.topology)
 	if err != nil {
 		return err
@@ -83,10 +90,34 @@ func (o *simulateOptions) run(cmd *cobra.Command, arg string) error {
 	if err := writeSimulation(cmd, o.format.value, res, pred); err != nil {
 		return err
 	}
+	if err := o.writeTrace(cmd, p); err != nil {
+		return err
+	}
 	if !res.Pass {
 		return reportedError{}
 	}
 	return nil
+}
+
+// writeTrace writes the plan's timeline to the --trace file, if any, as
+// the trace command does, priced on --topology or the built-in topology.
+func (o *simulateOptions) writeTrace(cmd *cobra.Command, p *plan.Plan) error {
+	if o.trace == "" {
+		return nil
+	}
+	topology := o.topology
+	if topology == "" {
+		topology = "default"
+	}
+	t, err := loadTopology(cmd, topology)
+	if err != nil {
+		return err
+	}
+	data, err := predictedTrace(cmd, p, t, nil)
+	if err != nil {
+		return err
+	}
+	return writeOutput(cmd, o.trace, data)
 }
 
 // simError words an error of the simulator: "too large to simulate: …"
