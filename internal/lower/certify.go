@@ -46,8 +46,12 @@ func Certify(p *plan.Plan) (problems []plan.Problem, unproven []int) {
 		ps.Addf(-1, "", "policy %q is not one of %v", p.Policy, Policies)
 		return ps.List(), nil
 	}
-	if p.Objective != "" && !slices.Contains(Objectives, p.Objective) {
+	switch {
+	case p.Objective != "" && !slices.Contains(Objectives, p.Objective):
 		ps.Addf(-1, "", "objective %q is not one of %v", p.Objective, Objectives)
+		return ps.List(), nil
+	case p.Objective != "" && policy != PolicyOptimal:
+		ps.Addf(-1, "", "objective %q: only policy optimal has an objective", p.Objective)
 		return ps.List(), nil
 	}
 	again, err := Lower(f, Options{Policy: policy, Objective: Objective(p.Objective)})

@@ -115,8 +115,10 @@ ops:
 `
 
 // TestObjectiveRecorded checks that a plan records a bytes objective and
-// leaves the default out, that validate and Certify accept exactly that,
-// and that Certify lowers the plan's fusion again under its objective.
+// leaves the default out; that validate and Certify accept it (and the
+// default written out, which means the same) and reject objectives and
+// policies nvcomm does not have; and that Certify lowers the plan's fusion
+// again under its objective.
 func TestObjectiveRecorded(t *testing.T) {
 	f, err := ir.Parse("f.yaml", []byte(scatterAcross))
 	if err != nil {
@@ -137,9 +139,11 @@ func TestObjectiveRecorded(t *testing.T) {
 		"bytes plan, edited to the default": {lower.Options{Objective: lower.ObjectiveBytes}, func(p *plan.Plan) { p.Objective = "" },
 			result{Unproven: []int{0}}},
 		"the default written out": {lower.Options{}, func(p *plan.Plan) { p.Objective = "time" },
-			result{Objective: "time", Problems: []string{`plan: objective "time": policy optimal may name objective bytes, its default (time) is left out`}}},
+			result{Objective: "time"}},
 		"nvfuser with an objective": {lower.Options{}, func(p *plan.Plan) { p.Policy, p.Objective = "nvfuser", "bytes" },
-			result{Objective: "bytes", Problems: []string{`plan: objective "bytes": policy optimal may name objective bytes, its default (time) is left out`}}},
+			result{Objective: "bytes", Problems: []string{`plan: objective "bytes": only policy optimal has an objective`}}},
+		"an unknown policy": {lower.Options{}, func(p *plan.Plan) { p.Policy = "greedy" },
+			result{Problems: []string{`plan: policy "greedy" is not one of [optimal nvfuser]`}}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -1,9 +1,6 @@
 package plan
 
-import (
-	"slices"
-	"strings"
-)
+import "slices"
 
 // checkSteps checks every step in order (rules 4 to 6), tracking the
 // buffers that earlier steps wrote.
@@ -273,14 +270,13 @@ func (v *validator) checkOutput(i int, s *Step, op *Op) {
 	}
 }
 
-// checkIntermediate checks the name of a buffer that is not a tensor: "out/"
-// followed by anything, where out is the op's output tensor.
+// checkIntermediate checks a buffer that is not a tensor of the plan: an
+// intermediate buffer of the op whose step first writes it, which no step
+// of another op may read or write (the engines name buffers by name alone:
+// two ops sharing one would read each other's data).
 func (v *validator) checkIntermediate(i int, field, name string, op *Op) {
-	switch {
-	case op != nil && !strings.HasPrefix(name, op.Output+"/"):
-		v.stepf(i, "%s %q is neither a tensor nor an intermediate buffer named %q", field, name, op.Output+"/...")
-	case op == nil && !strings.Contains(name, "/"):
-		v.stepf(i, "%s %q is neither a tensor nor an intermediate buffer (a name with \"/\")", field, name)
+	if b, ok := v.buffers[name]; ok && op != nil && v.p.Steps[b.step].Op != v.p.Steps[i].Op {
+		v.stepf(i, "%s %q is an intermediate buffer of op %d (step %d writes it); an op's intermediate buffers are its own", field, name, v.p.Steps[b.step].Op, b.step)
 	}
 }
 

@@ -248,7 +248,7 @@ func TestValidateEmpty(t *testing.T) {
 	want := []Problem{
 		{Step: -1, Msg: "format is 0, want 1"},
 		{Step: -1, Msg: "fusion name is empty"},
-		{Step: -1, Msg: `policy "" is not nvfuser or optimal`},
+		{Step: -1, Msg: "policy is empty; it names the policy that lowered the plan"},
 		{Step: -1, Msg: "summary: bytes_ratio is null, want 1 (bytes_received_max / bytes_lower_bound, to 3 decimals)"},
 	}
 	if diff := cmp.Diff(want, Validate(&Plan{})); diff != "" {
@@ -329,8 +329,9 @@ func planCases() []validateCase {
 			want: []Problem{pp("format is 2, want 1")}},
 		{name: "fusion name", mutate: func(p *Plan) { p.Fusion = "" },
 			want: []Problem{pp("fusion name is empty")}},
-		{name: "policy", mutate: func(p *Plan) { p.Policy = "greedy" },
-			want: []Problem{pp(`policy "greedy" is not nvfuser or optimal`)}},
+		{name: "policy", mutate: func(p *Plan) { p.Policy = "" },
+			want: []Problem{pp("policy is empty; it names the policy that lowered the plan")}},
+		{name: "policy nvcomm does not have (Certify's to reject)", mutate: func(p *Plan) { p.Policy = "greedy" }},
 		{name: "policy optimal", mutate: func(p *Plan) { p.Policy = "optimal" }},
 		{name: "mesh product", mutate: func(p *Plan) { p.Meshes["n"] = Mesh{Shape: []int{3}, Devices: []int{4, 5}} },
 			want: []Problem{pp(`mesh "n": shape [3] does not hold its 2 devices`)}},
@@ -542,32 +543,27 @@ func bufferCases() []validateCase {
 			}},
 		{name: "output of another op", base: twoOpPlan, mutate: func(p *Plan) { p.Steps[1].Op = 1 },
 			want: []Problem{
-				sp(1, Allgather, `input "tv1/permuted" is neither a tensor nor an intermediate buffer named "tv3/..."`),
+				sp(1, Allgather, `input "tv1/permuted" is an intermediate buffer of op 0 (step 0 writes it); an op's intermediate buffers are its own`),
 				sp(1, Allgather, `output "tv1" is not the output "tv3" of op 1`),
 				pp(`op 0: no step of the op writes its output "tv1"`),
 			}},
-		{name: "intermediate without slash", base: twoOpPlan, mutate: func(p *Plan) {
-			p.Steps[0].Output, p.Steps[1].Input = "tmp", "tmp"
-		},
-			want: []Problem{
-				sp(0, Permute, `output "tmp" is neither a tensor nor an intermediate buffer named "tv1/..."`),
-				sp(1, Allgather, `input "tmp" is neither a tensor nor an intermediate buffer named "tv1/..."`),
-			}},
 		{name: "intermediate of another op", base: twoOpPlan, mutate: func(p *Plan) {
-			p.Steps[0].Output, p.Steps[1].Input = "tv3/p", "tv3/p"
+			p.Steps[2].Input = "tv1/permuted"
 		},
 			want: []Problem{
-				sp(0, Permute, `output "tv3/p" is neither a tensor nor an intermediate buffer named "tv1/..."`),
-				sp(1, Allgather, `input "tv3/p" is neither a tensor nor an intermediate buffer named "tv1/..."`),
+				sp(2, Allreduce, `input "tv1/permuted" is an intermediate buffer of op 0 (step 0 writes it); an op's intermediate buffers are its own`),
+				sp(2, Allreduce, `count.input is 64, but step 0 wrote "tv1/permuted" with 2048 elements`),
 			}},
+		{name: "any intermediate name", base: twoOpPlan, mutate: func(p *Plan) {
+			p.Steps[0].Output, p.Steps[1].Input = "tmp", "tmp"
+		}},
 		{name: "intermediate without op", base: twoOpPlan, mutate: func(p *Plan) {
 			p.Steps[0].Op = -1
 			p.Steps[0].Output, p.Steps[1].Input = "tmp", "tmp"
 		},
 			want: []Problem{
 				sp(0, Permute, "op -1 is not an op of the plan (2 ops)"),
-				sp(0, Permute, `output "tmp" is neither a tensor nor an intermediate buffer (a name with "/")`),
-				sp(1, Allgather, `input "tmp" is neither a tensor nor an intermediate buffer named "tv1/..."`),
+				sp(1, Allgather, `input "tmp" is an intermediate buffer of op -1 (step 0 writes it); an op's intermediate buffers are its own`),
 			}},
 	}
 }
