@@ -18,10 +18,11 @@ func WriteText(w io.Writer, p *Plan) error {
 	if r := p.Summary.BytesRatio; r != nil {
 		ratio = fmt.Sprintf("%.3g", *r)
 	}
-	fmt.Fprintf(w, "plan %s (policy %s): %d collectives, %d local steps, max received per device %s (lower bound %s, ratio %s)\n\n",
-		p.Fusion, p.Policy, p.Summary.Collectives, p.Summary.LocalSteps, Size(p.Summary.BytesReceivedMax), Size(p.Summary.BytesLowerBound), ratio)
+	fmt.Fprintf(w, "plan %s (policy %s): %s, %s, max received per device %s (lower bound %s, ratio %s)\n\n",
+		p.Fusion, p.Policy, things(p.Summary.Collectives, "collective"), things(p.Summary.LocalSteps, "local step"), Size(p.Summary.BytesReceivedMax), Size(p.Summary.BytesLowerBound), ratio)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "step\top\ttype\tinput -> output\tteams / devices\troot\treduce\telements in/out\tsent\treceived\tbound")
+	resolves := resolvedPartials(p)
 	for _, s := range p.Steps {
 		root, red := "-", "-"
 		if s.Root != nil {
@@ -35,7 +36,7 @@ func WriteText(w io.Writer, p *Plan) error {
 			sent, recv, bound = Size(b.SentPerDevice), Size(b.ReceivedPerDevice), Size(b.LowerBound)
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s -> %s\t%s\t%s\t%s\t%s/%s\t%s\t%s\t%s\n",
-			s.ID, s.Expr, s.Type, strings.Join(s.Operands(), ", "), s.Output, StepDevices(&s), root, red,
+			s.ID, s.Expr+resolves[s.Op], s.Type, strings.Join(s.Operands(), ", "), s.Output, StepDevices(&s), root, red,
 			humanize.Comma(int64(s.Count.Input)), humanize.Comma(int64(s.Count.Output)), sent, recv, bound)
 	}
 	if err := tw.Flush(); err != nil {
@@ -45,6 +46,28 @@ func WriteText(w io.Writer, p *Plan) error {
 		return err
 	}
 	return writePropagated(w, p)
+}
+
+// things counts n things: "1 collective", "3 local steps".
+func things(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
+}
+
+// resolvedPartials marks, by op index, the ops that read an input of
+// partial terms: the plan writes a set from a Partial(sum) input as the
+// sum over the input's terms, "y = sum(p, axis=0)", which alone would not
+// say that it resolves the Partial.
+func resolvedPartials(p *Plan) map[int]string {
+	out := map[int]string{}
+	for i, op := range p.Ops {
+		if pi, ok := PartialInputOf(p, op.Input); ok && op.Input != "" {
+			out[i] = fmt.Sprintf(", resolves Partial(%s)", pi.Op)
+		}
+	}
+	return out
 }
 
 // writeTerms explains, after the steps, the inputs that hold partial

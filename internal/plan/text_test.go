@@ -103,14 +103,19 @@ func TestWriteTextUnits(t *testing.T) {
 	p.Steps[0].Bytes = &Bytes{SentPerDevice: 48, ReceivedPerDevice: 1 << 20, LowerBound: 1536}
 	p.Steps[0].Count = Count{Input: 1234567, Output: 8}
 	p.Summary.BytesReceivedMax = 1 << 20
+	p.Summary.Collectives, p.Summary.LocalSteps = 1, 1
 	var b bytes.Buffer
 	if err := WriteText(&b, p); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"max received per device 1.0 MiB", "y = sum(p, axis=0)",
+	for _, want := range []string{"max received per device 1.0 MiB", "y = sum(p, axis=0), resolves Partial(sum)  Allreduce", "z = set(y)  ",
+		"(policy ): 1 collective, 1 local step, ",
 		"partial terms:\n  p: dim 0 holds one term per device along DIDx, reduced with sum by op 0: a set from a Partial(sum) input reads so\n", "1,234,567/8", "48 B", "1.0 MiB", "1.5 KiB"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("WriteText lacks %q:\n%s", want, b.String())
 		}
+	}
+	if strings.Contains(b.String(), "z = set(y), resolves") {
+		t.Errorf("a set of a tensor that holds no terms resolves a Partial:\n%s", b.String())
 	}
 }

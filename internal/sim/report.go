@@ -7,10 +7,13 @@ import (
 	"slices"
 	"strconv"
 	"text/tabwriter"
+
+	"github.com/nvcomm/nvcomm/internal/plan"
 )
 
 // WriteText writes "PASS" or "FAIL: " and the first mismatch, then the
-// bytes every step moves and the totals per device.
+// bytes every step moves and the totals per device, in B, KiB, MiB or GiB
+// (plan.Size); the JSON report keeps the raw byte counts.
 func (r *Result) WriteText(w io.Writer) error {
 	ew := &errWriter{w: w}
 	if r.Pass {
@@ -25,7 +28,7 @@ func (r *Result) WriteText(w io.Writer) error {
 	if err := r.writeDevices(ew); err != nil {
 		return err
 	}
-	ew.printf("max received per device: %d B\ntotal sent: %d B\n", r.MaxReceived, r.TotalSent)
+	ew.printf("max received per device: %s\ntotal sent: %s\n", plan.Size(r.MaxReceived), plan.Size(r.TotalSent))
 	return ew.err
 }
 
@@ -33,9 +36,9 @@ func (r *Result) WriteText(w io.Writer) error {
 // receives at most.
 func (r *Result) writeSteps(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "step\ttype\tsent (B)\treceived (B)\n")
+	fmt.Fprintf(tw, "step\ttype\tsent\treceived\n")
 	for _, s := range r.Steps {
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%d\n", s.Step, s.Type, s.Sent, s.Received)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", s.Step, s.Type, plan.Size(s.Sent), plan.Size(s.Received))
 	}
 	return tw.Flush()
 }
@@ -53,9 +56,9 @@ func (r *Result) writeDevices(w io.Writer) error {
 	}
 	slices.Sort(devs)
 	bw := bufio.NewWriter(w)
-	fmt.Fprintf(bw, "%-*s%s\n", width+2, "device", "received (B)")
+	fmt.Fprintf(bw, "%-*s%s\n", width+2, "device", "received")
 	for _, d := range devs {
-		fmt.Fprintf(bw, "%-*d%d\n", width+2, d, r.DeviceReceived[d])
+		fmt.Fprintf(bw, "%-*d%s\n", width+2, d, plan.Size(r.DeviceReceived[d]))
 	}
 	return bw.Flush()
 }

@@ -9,6 +9,8 @@ import (
 	"text/tabwriter"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/nvcomm/nvcomm/internal/plan"
 )
 
 // TestWriteDevicesColumns checks that the device table, written line by
@@ -37,9 +39,9 @@ func TestWriteDevicesColumns(t *testing.T) {
 func tabwriterDevices(recv map[int]int64) string {
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "device\treceived (B)\n")
+	fmt.Fprintf(tw, "device\treceived\n")
 	for _, d := range sortedKeys(recv) {
-		fmt.Fprintf(tw, "%d\t%d\n", d, recv[d])
+		fmt.Fprintf(tw, "%d\t%s\n", d, plan.Size(recv[d]))
 	}
 	tw.Flush()
 	return b.String()

@@ -424,14 +424,14 @@ func TestWriteText(t *testing.T) {
 	ref := inputData(1, 0, 24, false)
 	want := "FAIL: op 0 (after step 0), tensor tv1, device 0, flat index 3, logical index [0 3]: expected " +
 		formatValue(ref[3]) + ", actual " + formatValue(ref[12]) + " (value differs)\n" +
-		"step  type       sent (B)  received (B)\n" +
-		"0     Allgather  72        72\n" +
+		"step  type       sent  received\n" +
+		"0     Allgather  72 B  72 B\n" +
 		"\n" +
-		"device  received (B)\n" +
-		"0       72\n" +
-		"1       72\n" +
-		"2       72\n" +
-		"3       72\n" +
+		"device  received\n" +
+		"0       72 B\n" +
+		"1       72 B\n" +
+		"2       72 B\n" +
+		"3       72 B\n" +
 		"max received per device: 72 B\n" +
 		"total sent: 288 B\n"
 	if diff := cmp.Diff(want, b.String()); diff != "" {
