@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/nvcomm/nvcomm/internal/cost"
 	"github.com/nvcomm/nvcomm/internal/plan"
 )
 
@@ -20,6 +21,30 @@ var update = os.Getenv("NVCOMM_UPDATE") != ""
 // TestExamplesGolden explains the optimal plan of every example of
 // testdata/examples and compares with testdata/NAME.txt.
 func TestExamplesGolden(t *testing.T) {
+	forExamples(t, ".txt", func(p *plan.Plan, b *bytes.Buffer) error { return Write(b, p, All()) })
+}
+
+// TestTraceGolden compares the trace of the optimal plan of every example
+// on the default topology with testdata/NAME.trace.json.
+func TestTraceGolden(t *testing.T) {
+	forExamples(t, ".trace.json", func(p *plan.Plan, b *bytes.Buffer) error {
+		pr, err := cost.Predict(cost.Default(), p)
+		if err != nil {
+			return err
+		}
+		tr, err := NewTrace(p, pr, cost.Default(), nil)
+		if err != nil {
+			return err
+		}
+		return tr.Write(b)
+	})
+}
+
+// forExamples renders the optimal plan of every example of
+// testdata/examples with render and compares with testdata/NAME+ext,
+// which NVCOMM_UPDATE=1 rewrites.
+func forExamples(t *testing.T, ext string, render func(*plan.Plan, *bytes.Buffer) error) {
+	t.Helper()
 	plans, err := filepath.Glob("../../testdata/examples/*.optimal.json")
 	if err != nil || len(plans) == 0 {
 		t.Fatalf("no example plans: %v", err)
@@ -27,12 +52,11 @@ func TestExamplesGolden(t *testing.T) {
 	for _, path := range plans {
 		name := strings.TrimSuffix(filepath.Base(path), ".optimal.json")
 		t.Run(name, func(t *testing.T) {
-			p := decode(t, path)
 			var b bytes.Buffer
-			if err := Write(&b, p, All()); err != nil {
+			if err := render(decode(t, path), &b); err != nil {
 				t.Fatal(err)
 			}
-			golden := filepath.Join("testdata", name+".txt")
+			golden := filepath.Join("testdata", name+ext)
 			if update {
 				if err := os.WriteFile(golden, b.Bytes(), 0o644); err != nil {
 					t.Fatal(err)
@@ -44,7 +68,7 @@ func TestExamplesGolden(t *testing.T) {
 				t.Fatalf("%v (NVCOMM_UPDATE=1 writes it)", err)
 			}
 			if diff := cmp.Diff(string(want), b.String()); diff != "" {
-				t.Errorf("explain %s (-want +got):\n%s", name, diff)
+				t.Errorf("%s%s (-want +got):\n%s", name, ext, diff)
 			}
 		})
 	}
@@ -64,36 +88,17 @@ func decode(t *testing.T, path string) *plan.Plan {
 	return p
 }
 
-// TestDotGolden compares the Graphviz graph of two examples with
-// testdata/NAME.dot, and checks every example's graph: braces balance and
-// every edge joins declared nodes.
+// TestDotGolden compares the Graphviz graph of every example with
+// testdata/NAME.dot, and checks its structure: braces balance and every
+// edge joins declared nodes.
 func TestDotGolden(t *testing.T) {
-	plans, _ := filepath.Glob("../../testdata/examples/*.optimal.json")
-	for _, path := range plans {
-		name := strings.TrimSuffix(filepath.Base(path), ".optimal.json")
-		var b bytes.Buffer
-		if err := WriteDot(&b, decode(t, path)); err != nil {
-			t.Fatal(err)
+	forExamples(t, ".dot", func(p *plan.Plan, b *bytes.Buffer) error {
+		if err := WriteDot(b, p); err != nil {
+			return err
 		}
-		checkDot(t, name, b.String())
-		if name != "megatron_mlp" && name != "sequence_parallel_mlp" {
-			continue
-		}
-		golden := filepath.Join("testdata", name+".dot")
-		if update {
-			if err := os.WriteFile(golden, b.Bytes(), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		want, err := os.ReadFile(golden)
-		if err != nil {
-			t.Fatalf("%v (NVCOMM_UPDATE=1 writes it)", err)
-		}
-		if diff := cmp.Diff(string(want), b.String()); diff != "" {
-			t.Errorf("dot %s (-want +got):\n%s", name, diff)
-		}
-	}
+		checkDot(t, p.Fusion, b.String())
+		return nil
+	})
 }
 
 // checkDot checks a graph's structure without Graphviz.
