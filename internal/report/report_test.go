@@ -2,6 +2,8 @@ package report
 
 import (
 	"bytes"
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -230,3 +232,53 @@ func TestLayoutGrid(t *testing.T) {
 		t.Error("a grid laid out from none")
 	}
 }
+
+// TestTimeline lays out an example's timeline: a row per device, each
+// step's boxes starting where the steps before it end and as wide as its
+// share of the predicted total, the last ending at the plot's right edge;
+// without a topology, no timeline and a sentence saying why.
+func TestTimeline(t *testing.T) {
+	src, err := os.ReadFile("../../testdata/examples/dp_tp_mlp.optimal.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := plan.Decode("dp_tp_mlp", src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	topo := cost.Default()
+	pr, err := cost.Predict(topo, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := explain.NewModel(p, explain.Options{Op: -1, Topology: topo})
+	tl, why := newTimeline(p, m, topo)
+	if tl == nil {
+		t.Fatalf("no timeline: %s", why)
+	}
+	if len(tl.Rows) != 8 || tl.Rows[7].Text != "device 7" {
+		t.Errorf("rows %v, want devices 0 to 7", tl.Rows)
+	}
+	start, k := 0.0, 0
+	for i, st := range pr.Steps {
+		x, w := gutter+plotWidth*start/pr.Total, max(plotWidth*st.Seconds/pr.Total, 1)
+		for range explainDevices(&p.Steps[i]) {
+			b := tl.Boxes[k]
+			if !near(b.X, x) || !near(b.W, w) || !strings.HasPrefix(b.Title, fmt.Sprintf("step %d %s ", st.Step, st.Type)) {
+				t.Errorf("box %d: x %g w %g %q, want step %d at x %g w %g", k, b.X, b.W, b.Title, st.Step, x, w)
+			}
+			k++
+		}
+		start += st.Seconds
+	}
+	if last := tl.Boxes[len(tl.Boxes)-1]; !near(last.X+last.W, gutter+plotWidth) {
+		t.Errorf("the last box ends at %g, want %g", last.X+last.W, gutter+plotWidth)
+	}
+	if tl, why := newTimeline(p, m, nil); tl != nil || !strings.Contains(why, "--topology none") {
+		t.Errorf("without a topology: %v, %q", tl, why)
+	}
+}
+
+// near compares pixels to a hundredth: the trace rounds times to the
+// nanosecond.
+func near(a, b float64) bool { return math.Abs(a-b) < 0.01 }
