@@ -386,9 +386,9 @@ func (p *parser) checkOutputPartial(op *Op, pls []placement, what string) bool {
 	switch {
 	case !ok:
 		return true
-	case op.Kind.IsReduction() && pl.op != op.Kind:
+	case op.Kind.IsReduction() && pl.op() != op.Kind:
 		p.errs.AddHint(pl.pos, fmt.Sprintf("write Partial(%s)", op.Kind),
-			"%s: %s combines its terms with %s, not %s", what, op.Kind, op.Kind, pl.op)
+			"%s: %s combines its terms with %s, not %s", what, op.Kind, op.Kind, pl.op())
 		return false
 	case op.Kind.IsReduction():
 		return true
@@ -396,9 +396,9 @@ func (p *parser) checkOutputPartial(op *Op, pls []placement, what string) bool {
 		p.errs.AddHint(pl.pos, "declare the partial terms as a fusion input and reduce them with a set",
 			"%s: Partial is only allowed on fusion inputs and on the outputs of matmul, linear and the reductions", what)
 		return false
-	case pl.op != OpSum:
+	case pl.op() != OpSum:
 		p.errs.AddHint(pl.pos, "write Partial(sum): each device holds the sum over its slice of k",
-			"%s: %s sums over its contracted axis, so its partial terms are a sum, not %s", what, op.Kind, pl.op)
+			"%s: %s sums over its contracted axis, so its partial terms are a sum, not %s", what, op.Kind, pl.op())
 		return false
 	}
 	return true

@@ -9,7 +9,6 @@
 package ir
 
 import (
-	"fmt"
 	"slices"
 	"sync"
 
@@ -17,39 +16,23 @@ import (
 	"github.com/nvcomm/nvcomm/internal/shard"
 )
 
-// ParallelType says how a loop axis is executed: serially on every device, or
-// spread over one axis of the device mesh.
-type ParallelType int
+// ParallelType says how a loop axis is executed (shard.ParallelType).
+type ParallelType = shard.ParallelType
 
 // The parallel types. DIDx maps to the last mesh axis, DIDy to the
 // second-to-last and DIDz to the third-to-last, as in nvFuser.
 const (
-	Serial ParallelType = iota
-	DIDx
-	DIDy
-	DIDz
+	Serial = shard.Serial
+	DIDx   = shard.DIDx
+	DIDy   = shard.DIDy
+	DIDz   = shard.DIDz
 )
 
 // DeviceTypes lists the device-parallel types in the order nvFuser checks them.
-var DeviceTypes = []ParallelType{DIDx, DIDy, DIDz}
-
-var parallelNames = []string{"Serial", "DIDx", "DIDy", "DIDz"}
-
-func (p ParallelType) String() string {
-	if int(p) < len(parallelNames) {
-		return parallelNames[p]
-	}
-	return fmt.Sprintf("ParallelType(%d)", int(p))
-}
-
-// IsDevice reports whether p spreads an axis over devices.
-func (p ParallelType) IsDevice() bool { return p >= DIDx && p <= DIDz }
+var DeviceTypes = shard.DeviceTypes
 
 // ParseParallelType maps a name such as "DIDx" to its type.
-func ParseParallelType(s string) (ParallelType, bool) {
-	i := slices.Index(parallelNames, s)
-	return ParallelType(max(i, 0)), i >= 0
-}
+func ParseParallelType(s string) (ParallelType, bool) { return shard.ParseParallelType(s) }
 
 // DType is an element type.
 type DType string
@@ -80,16 +63,7 @@ type Mesh struct {
 func (m *Mesh) Rank() int { return len(m.Shape) }
 
 // Axis is the mesh axis that t spreads over, or -1 when the mesh has no such axis.
-func (m *Mesh) Axis(t ParallelType) int {
-	if !t.IsDevice() {
-		return -1
-	}
-	a := m.Rank() - int(t-DIDx) - 1
-	if a < 0 {
-		return -1
-	}
-	return a
-}
+func (m *Mesh) Axis(t ParallelType) int { return t.MeshAxis(m.Rank()) }
 
 // Has reports whether the mesh has an axis for t.
 func (m *Mesh) Has(t ParallelType) bool { return m.Axis(t) >= 0 }

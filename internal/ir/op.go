@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/nvcomm/nvcomm/internal/diag"
+	"github.com/nvcomm/nvcomm/internal/shard"
 )
 
 // OpKind is the operation an op performs.
@@ -48,7 +49,7 @@ var OpNames = []string{
 
 // reductionNames are the ops a reduction (or a Partial placement) combines
 // values with.
-var reductionNames = []string{"sum", "prod", "max", "min"}
+var reductionNames = shard.ReduceOps
 
 // IsReduction reports whether k reduces one axis of its input (sum, prod,
 // max, min). The contractions also sum over an axis but are not reductions

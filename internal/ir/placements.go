@@ -1,13 +1,10 @@
 package ir
 
 import (
-	"regexp"
-	"strconv"
-	"strings"
-
 	"go.yaml.in/yaml/v3"
 
 	"github.com/nvcomm/nvcomm/internal/diag"
+	"github.com/nvcomm/nvcomm/internal/shard"
 )
 
 // Placements are PyTorch DTensor's way to say how a tensor lies on a mesh:
@@ -29,15 +26,14 @@ import (
 //     sums the partial products across devices (nvFuser's device-split
 //     reduction axis, which it rFactors).
 
-var placementRE = regexp.MustCompile(`^\s*(Shard|Replicate|Partial)\s*\(\s*([^)]*?)\s*\)\s*$`)
-
-// placement is one decoded entry.
+// placement is one decoded entry, with its position.
 type placement struct {
-	kind string // Shard, Replicate or Partial
-	dim  int    // Shard's dim
-	op   OpKind // Partial's op
-	pos  diag.Pos
+	shard.Placement
+	pos diag.Pos
 }
+
+// op is a Partial placement's reduce op.
+func (pl placement) op() OpKind { return OpKind(pl.Op) }
 
 // placements decodes a placements list for a tensor on mesh m.
 func (p *parser) placements(n *yaml.Node, m *Mesh, what string) ([]placement, bool) {
@@ -56,7 +52,7 @@ func (p *parser) placements(n *yaml.Node, m *Mesh, what string) ([]placement, bo
 		if !ok {
 			return nil, false
 		}
-		if pl.kind == "Partial" {
+		if pl.Kind == shard.Partial {
 			partials++
 			if partials > 1 {
 				p.errs.Add(pl.pos, "%s: at most one Partial placement is supported", what)
@@ -73,40 +69,19 @@ func (p *parser) placement(n *yaml.Node, what string) (placement, bool) {
 	if !ok {
 		return placement{}, false
 	}
-	pl := placement{pos: posOf(n)}
-	m := placementRE.FindStringSubmatch(s)
-	if m == nil {
-		head, _, _ := strings.Cut(s, "(")
-		p.errs.AddHint(pl.pos, diag.Suggest(strings.TrimSpace(head), []string{"Shard", "Replicate", "Partial"}),
-			"%s: %q is not a placement (expected Shard(dim), Replicate() or Partial(sum|prod|max|min))", what, s)
-		return pl, false
+	pl, err := shard.ParsePlacement(s)
+	if err != nil {
+		hint := ""
+		switch {
+		case err.Near != "":
+			hint = diag.Suggest(err.Near, shard.PlacementKinds)
+		case err.Op != "":
+			hint = diag.Suggest(err.Op, shard.ReduceOps)
+		}
+		p.errs.AddHint(posOf(n), hint, "%s: %s", what, err.Msg)
+		return placement{}, false
 	}
-	pl.kind = m[1]
-	switch pl.kind {
-	case "Replicate":
-		if m[2] != "" {
-			p.errs.Add(pl.pos, "%s: Replicate takes no argument, got %q", what, m[2])
-			return pl, false
-		}
-	case "Shard":
-		d, err := strconv.Atoi(m[2])
-		if err != nil {
-			p.errs.Add(pl.pos, "%s: Shard needs a tensor dim, got %q", what, m[2])
-			return pl, false
-		}
-		pl.dim = d
-	case "Partial":
-		op := m[2]
-		if op == "" {
-			op = "sum" // DTensor's default
-		}
-		if !contains(reductionNames, op) {
-			p.errs.AddHint(pl.pos, diag.Suggest(op, reductionNames), "%s: Partial needs a reduce op (sum, prod, max, min), got %q", what, op)
-			return pl, false
-		}
-		pl.op = OpKind(op)
-	}
-	return pl, true
+	return placement{pl, posOf(n)}, true
 }
 
 // placementSchedule turns placements into schedule steps on t, whose loop
@@ -119,15 +94,15 @@ func (p *parser) placementSchedule(t *Tensor, pls []placement, what string) bool
 	// Mesh axes sharding each logical position, in mesh order.
 	byPos := map[int][]int{}
 	for i, pl := range pls {
-		if pl.kind != "Shard" {
+		if pl.Kind != shard.Shard {
 			continue
 		}
-		d := pl.dim
+		d := pl.Dim
 		if d < 0 {
 			d += len(dims)
 		}
 		if d < 0 || d >= len(dims) {
-			p.errs.Add(pl.pos, "%s: Shard(%d) is out of range for a tensor of %d dims", what, pl.dim, len(dims))
+			p.errs.Add(pl.pos, "%s: Shard(%d) is out of range for a tensor of %d dims", what, pl.Dim, len(dims))
 			return false
 		}
 		byPos[dims[d]] = append(byPos[dims[d]], i)
@@ -156,7 +131,7 @@ func (p *parser) placementSchedule(t *Tensor, pls []placement, what string) bool
 		}
 	}
 	for i, pl := range pls {
-		if pl.kind == "Partial" && t.partial != "" {
+		if pl.Kind == shard.Partial && t.partial != "" {
 			s := ScheduleStep{Kind: StepParallelize, Axis: 0, Type: DeviceTypes[t.Mesh.Rank()-1-i], Pos: pl.pos}
 			if !p.applySteps(t, s) {
 				return false
@@ -194,7 +169,7 @@ func reductionAxis(t *Tensor) int {
 // partialOf returns the Partial entry of pls and its mesh axis, if any.
 func partialOf(pls []placement) (placement, int, bool) {
 	for i, pl := range pls {
-		if pl.kind == "Partial" {
+		if pl.Kind == shard.Partial {
 			return pl, i, true
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/nvcomm/nvcomm/internal/diag"
+	"github.com/nvcomm/nvcomm/internal/shard"
 )
 
 var stepNames = []string{"split", "outer_split", "merge", "reorder", "parallelize"}
@@ -165,7 +166,7 @@ func (p *parser) step(t *Tensor, f field) (ScheduleStep, bool) {
 		if ok {
 			s.Type, ok = ParseParallelType(name)
 			if !ok {
-				p.errs.AddHint(posOf(got["type"]), diag.Suggest(name, parallelNames), "%s: unknown parallel type %q (expected DIDx, DIDy, DIDz or Serial)", what, name)
+				p.errs.AddHint(posOf(got["type"]), diag.Suggest(name, shard.ParallelTypeNames()), "%s: unknown parallel type %q (expected DIDx, DIDy, DIDz or Serial)", what, name)
 			}
 		}
 		if ok && s.Type.IsDevice() && !t.Mesh.Has(s.Type) {

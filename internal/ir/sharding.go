@@ -8,20 +8,11 @@ import (
 	"strings"
 
 	"github.com/nvcomm/nvcomm/internal/diag"
+	"github.com/nvcomm/nvcomm/internal/shard"
 )
 
-// Digit is one factor of a logical axis written in mixed radix: logical index
-// i along Axis contributes the digit (i / Stride) % Extent. A tensor whose
-// splits divide evenly factors each axis into digits; device-parallel loop
-// axes select digits, the remaining digits are stored.
-type Digit struct {
-	Axis   int // value axis (position among non-reduction logical axes)
-	Stride int
-	Extent int
-}
-
-// Span is Stride*Extent, the stride of the next more significant digit.
-func (d Digit) Span() int { return d.Stride * d.Extent }
+// Digit is one factor of a logical axis in mixed radix (shard.Digit).
+type Digit = shard.Digit
 
 // ShardKind says how a device dimension cuts its logical axis.
 type ShardKind string
@@ -201,10 +192,10 @@ func splitDigits(ds []Digit, c int) (outer, inner []Digit, ok bool) {
 			return nil, nil, false
 		}
 		r := c / p
-		outer = append(slices.Clone(ds[:k]), Digit{d.Axis, d.Stride * r, d.Extent / r})
+		outer = append(slices.Clone(ds[:k]), Digit{Axis: d.Axis, Stride: d.Stride * r, Extent: d.Extent / r})
 		inner = slices.Clone(ds[k+1:])
 		if r > 1 {
-			inner = append([]Digit{{d.Axis, d.Stride, r}}, inner...)
+			inner = append([]Digit{{Axis: d.Axis, Stride: d.Stride, Extent: r}}, inner...)
 		}
 		return outer, inner, true
 	}

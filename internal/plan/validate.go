@@ -6,6 +6,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/nvcomm/nvcomm/internal/shard"
 )
 
 // Problem is one reason a plan is invalid.
@@ -105,8 +107,7 @@ type buffer struct {
 
 // The accepted values of enumerated fields.
 var (
-	dtypes      = []string{"float32", "float16", "bfloat16", "float64", "int32", "int64"}
-	deviceTypes = []string{"DIDx", "DIDy", "DIDz"} // DIDx is the last mesh axis
+	deviceTypes = shard.DeviceTypeNames() // DIDx is the last mesh axis
 	shardKinds  = []string{"block", "strided", "nested", "merged"}
 )
 
@@ -206,8 +207,8 @@ func (v *validator) checkTensor(what string, t *Tensor) *tensorInfo {
 	} else {
 		v.planf("%s: mesh %q does not exist", what, t.Mesh)
 	}
-	if !slices.Contains(dtypes, t.DType) {
-		v.planf("%s: dtype %q is not one of %s", what, t.DType, strings.Join(dtypes, ", "))
+	if shard.DTypeSize(t.DType) == 0 {
+		v.planf("%s: dtype %q is not one of %s", what, t.DType, strings.Join(shard.DTypeNames(), ", "))
 	}
 	shapeOK := true
 	for k, e := range t.Shape {

@@ -264,7 +264,7 @@ func spannedType(m Mesh, team []int) string {
 	if varying < 0 {
 		return ""
 	}
-	return []string{"DIDx", "DIDy", "DIDz"}[len(m.Shape)-1-varying]
+	return deviceTypes[len(m.Shape)-1-varying]
 }
 
 // coords returns the mesh coordinates of device d, or nil when d is not in m

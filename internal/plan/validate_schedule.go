@@ -3,11 +3,13 @@ package plan
 import (
 	"fmt"
 	"slices"
+
+	"github.com/nvcomm/nvcomm/internal/shard"
 )
 
 // parallelTypes are the parallel types a schedule may name, as in the
 // fusion format: Serial, or one of the device types.
-var parallelTypes = append([]string{"Serial"}, deviceTypes...)
+var parallelTypes = shard.ParallelTypeNames()
 
 // loopAxis is one axis of a replayed loop domain: enough to check the
 // schedule's positions and the device axes, not the analyses (which lower's

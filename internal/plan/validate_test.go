@@ -356,7 +356,7 @@ func tensorCases() []validateCase {
 		{name: "tensor mesh", mutate: func(p *Plan) { p.Tensors[1].Mesh = "nope" },
 			want: []Problem{pp(`tensor "tv1": mesh "nope" does not exist`)}},
 		{name: "tensor dtype", mutate: func(p *Plan) { p.Tensors[1].DType = "float8" },
-			want: []Problem{pp(`tensor "tv1": dtype "float8" is not one of float32, float16, bfloat16, float64, int32, int64`)}},
+			want: []Problem{pp(`tensor "tv1": dtype "float8" is not one of bfloat16, float16, float32, float64, int32, int64`)}},
 		{name: "tensor extent", mutate: func(p *Plan) { p.Tensors[1].Shape[0] = 0 },
 			want: []Problem{
 				pp(`tensor "tv1": shape[0] is 0, want >= 1`),

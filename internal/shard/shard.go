@@ -1,6 +1,9 @@
 // Package shard is the vocabulary under nvcomm's phases: the element types
-// and their sizes, and the row-major (mixed-radix) numbering of positions
-// in a mesh or a buffer. The fusion (internal/ir), the plan
+// and their sizes, the parallel types and the mesh axes they spread over,
+// digits (the mixed-radix factors of an axis that shardings select),
+// DTensor's placements (Shard, Replicate, Partial) and their notation, and
+// the row-major (mixed-radix) numbering of positions in a mesh or a
+// buffer. The fusion (internal/ir), the plan
 // (internal/plan), the cost model and the lowering share it, so that one
 // table and one decoding serve them all; the simulator keeps its own on
 // purpose, as an independent oracle.
