@@ -20,7 +20,7 @@ func (p *parser) build(name string) *Fusion {
 	if order == nil && len(p.ops) > 0 {
 		return nil
 	}
-	tensors := make(map[string]*Tensor, len(p.raw)+len(p.ops))
+	tensors := map[string]*Tensor{}
 	get := func(name string, pos diag.Pos) *Tensor {
 		if t, ok := tensors[name]; ok {
 			return t
@@ -33,14 +33,14 @@ func (p *parser) build(name string) *Fusion {
 		return t
 	}
 	// Inputs first (tensors no op produces), in file order of their first mention.
-	produced := make(map[string]bool, len(p.ops))
+	produced := map[string]bool{}
 	for _, op := range p.ops {
 		produced[op.out] = true
 	}
 	// resolved holds the tensors whose domains were built without error:
 	// an op reading any other is skipped, its problem reported already. (A
 	// rank-0 tensor has no logical axes, so Logical cannot tell.)
-	resolved := make(map[*Tensor]bool, len(tensors)+len(p.ops))
+	resolved := map[*Tensor]bool{}
 	prop := newPropagator(p)
 	for _, n := range p.mentionOrder() {
 		if !produced[n.name] {
@@ -111,8 +111,8 @@ type mention struct {
 // mentionOrder lists every tensor name once: declared ones in file order,
 // then names only used by ops in op order.
 func (p *parser) mentionOrder() []mention {
-	out := make([]mention, 0, len(p.tensorNames))
-	seen := make(map[string]bool, len(p.tensorNames))
+	var out []mention
+	seen := map[string]bool{}
 	add := func(n string, pos diag.Pos) {
 		if !seen[n] {
 			seen[n] = true
@@ -134,7 +134,7 @@ func (p *parser) mentionOrder() []mention {
 // sortOps checks that every tensor is produced at most once and that the ops
 // form no cycle, and returns them in topological order (ties in file order).
 func (p *parser) sortOps() []*rawOp {
-	producer := make(map[string]*rawOp, len(p.ops))
+	producer := map[string]*rawOp{}
 	bad := false
 	for _, op := range p.ops {
 		if prev, ok := producer[op.out]; ok {
@@ -151,24 +151,29 @@ func (p *parser) sortOps() []*rawOp {
 	if bad {
 		return nil
 	}
-	order := make([]*rawOp, 0, len(p.ops))
+	var order []*rawOp
+	done := map[*rawOp]bool{}
+	state := map[*rawOp]int{} // 1 visiting, 2 done
 	var visit func(op *rawOp) bool
 	visit = func(op *rawOp) bool {
-		switch op.visit {
-		case visiting:
+		switch state[op] {
+		case 1:
 			p.errs.AddHint(op.pos, "every tensor must be computable from the fusion inputs", "ops form a cycle through tensor %q", op.out)
 			return false
-		case visited:
+		case 2:
 			return true
 		}
-		op.visit = visiting
+		state[op] = 1
 		for _, in := range op.ins {
 			if dep, ok := producer[in]; ok && !visit(dep) {
 				return false
 			}
 		}
-		op.visit = visited
-		order = append(order, op)
+		state[op] = 2
+		if !done[op] {
+			done[op] = true
+			order = append(order, op)
+		}
 		return true
 	}
 	for _, op := range p.ops {
