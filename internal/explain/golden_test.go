@@ -149,3 +149,46 @@ func TestDotRenders(t *testing.T) {
 		}
 	}
 }
+
+// TestDocsShowGoldens: every picture or op that the README and
+// docs/explain.md show as explain's output is explain's output now: each
+// paragraph of their code blocks that holds placements or a step table
+// stands, to the byte, in an example's golden file.
+func TestDocsShowGoldens(t *testing.T) {
+	goldens, err := filepath.Glob("testdata/*.txt")
+	if err != nil || len(goldens) == 0 {
+		t.Fatalf("no goldens: %v", err)
+	}
+	var all strings.Builder
+	for _, g := range goldens {
+		b, err := os.ReadFile(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all.Write(b)
+	}
+	shown := 0
+	for _, doc := range []string{"../../README.md", "../../docs/explain.md"} {
+		src, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, block := range strings.Split(string(src), "```") {
+			if i%2 == 0 {
+				continue // prose between the fences
+			}
+			for _, para := range strings.Split(strings.TrimPrefix(block, "\n"), "\n\n") {
+				if !strings.Contains(para, "placements [") && !strings.Contains(para, "  step  type") {
+					continue
+				}
+				shown++
+				if !strings.Contains(all.String(), strings.TrimSuffix(para, "\n")+"\n") {
+					t.Errorf("%s shows explain output that no golden has (make golden, then copy):\n%s", doc, para)
+				}
+			}
+		}
+	}
+	if shown < 6 {
+		t.Errorf("found %d paragraphs of explain output in the docs, want the seed's and the 2-D example's", shown)
+	}
+}
