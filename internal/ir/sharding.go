@@ -362,19 +362,6 @@ func (t *Tensor) LocalSize() int {
 	return n
 }
 
-// Boundaries returns the strides at which t's device digits cut value axis a.
-func (t *Tensor) Boundaries(a int) []int {
-	var b []int
-	for _, s := range t.shardings {
-		for _, d := range s.Digits {
-			if d.Axis == a {
-				b = append(b, d.Stride, d.Span())
-			}
-		}
-	}
-	return b
-}
-
 // misalignedSplit explains a split of a merged axis whose cut falls inside
 // a logical axis at a point that is not a divisor of it: the device axis
 // would then hold pieces of two logical axes that no digit list describes.

@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/nvcomm/nvcomm/internal/ir"
+	"github.com/nvcomm/nvcomm/internal/shard"
 )
 
 // A view describes one per-device buffer in the digit model (see
@@ -58,14 +59,7 @@ type factoring struct {
 // fine returns the digits of axis a between cuts lo and hi (strides),
 // most significant first.
 func (f *factoring) fine(a, lo, hi int) []ir.Digit {
-	var out []ir.Digit
-	b := f.cuts[a]
-	for i := len(b) - 1; i > 0; i-- {
-		if b[i-1] >= lo && b[i] <= hi {
-			out = append(out, ir.Digit{Axis: a, Stride: b[i-1], Extent: b[i] / b[i-1]})
-		}
-	}
-	return out
+	return shard.DigitsBetween(a, f.cuts[a], lo, hi)
 }
 
 // newFactoring refines every axis at the boundaries of the given sharded
@@ -85,15 +79,11 @@ func newFactoring(extents []int, tensors []*ir.Tensor, axisMaps [][]int) (*facto
 		}
 	}
 	for a := range f.cuts {
-		b := f.cuts[a]
-		slices.Sort(b)
-		b = slices.Compact(b)
-		for i := 1; i < len(b); i++ {
-			if b[i]%b[i-1] != 0 {
-				return nil, false
-			}
+		cuts, ok := shard.Cuts(f.cuts[a])
+		if !ok {
+			return nil, false
 		}
-		f.cuts[a] = b
+		f.cuts[a] = cuts
 	}
 	return f, true
 }
@@ -123,15 +113,9 @@ func (f *factoring) cutForScatter(producer *ir.Tensor, r, a int) {
 // addCut cuts axis a at stride b when that keeps every cut dividing the
 // next.
 func (f *factoring) addCut(a, b int) {
-	cuts := append(slices.Clone(f.cuts[a]), b)
-	slices.Sort(cuts)
-	cuts = slices.Compact(cuts)
-	for i := 1; i < len(cuts); i++ {
-		if cuts[i]%cuts[i-1] != 0 {
-			return
-		}
+	if cuts, ok := shard.Cuts(append(slices.Clone(f.cuts[a]), b)); ok {
+		f.cuts[a] = cuts
 	}
-	f.cuts[a] = cuts
 }
 
 // tensorView builds the view of tensor t, whose value axes map to producer

@@ -1,5 +1,7 @@
 package shard
 
+import "slices"
+
 // Digit is one factor of a logical axis written in mixed radix: logical
 // index i along Axis contributes the digit (i / Stride) % Extent. A tensor
 // whose splits divide evenly factors each axis into digits; device-parallel
@@ -13,3 +15,27 @@ type Digit struct {
 
 // Span is Stride*Extent, the stride of the next more significant digit.
 func (d Digit) Span() int { return d.Stride * d.Extent }
+
+// Cuts sorts the strides at which an axis is cut and drops repeats; false
+// unless each divides the next, as the strides of its digits must.
+func Cuts(strides []int) ([]int, bool) {
+	c := slices.Compact(slices.Sorted(slices.Values(strides)))
+	for i := 1; i < len(c); i++ {
+		if c[i]%c[i-1] != 0 {
+			return nil, false
+		}
+	}
+	return c, true
+}
+
+// DigitsBetween returns the digits of axis a cut at cuts (as Cuts returns
+// them) that lie between strides lo and hi, most significant first.
+func DigitsBetween(a int, cuts []int, lo, hi int) []Digit {
+	var out []Digit
+	for i := len(cuts) - 1; i > 0; i-- {
+		if cuts[i-1] >= lo && cuts[i] <= hi {
+			out = append(out, Digit{Axis: a, Stride: cuts[i-1], Extent: cuts[i] / cuts[i-1]})
+		}
+	}
+	return out
+}

@@ -37,3 +37,34 @@ func TestCoordsIndex(t *testing.T) {
 		}
 	}
 }
+
+func TestCuts(t *testing.T) {
+	type result struct {
+		Cuts   []int
+		OK     bool
+		Digits []Digit
+	}
+	tests := map[string]struct {
+		strides []int
+		want    result
+	}{
+		"one digit":         {[]int{1, 8}, result{[]int{1, 8}, true, []Digit{{Axis: 2, Stride: 1, Extent: 8}}}},
+		"repeats, unsorted": {[]int{8, 2, 1, 8, 2}, result{[]int{1, 2, 8}, true, []Digit{{Axis: 2, Stride: 2, Extent: 4}, {Axis: 2, Stride: 1, Extent: 2}}}},
+		"not dividing":      {[]int{1, 4, 6, 12}, result{}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var got result
+			got.Cuts, got.OK = Cuts(tc.strides)
+			if got.OK {
+				got.Digits = DigitsBetween(2, got.Cuts, 1, got.Cuts[len(got.Cuts)-1])
+			}
+			if d := cmp.Diff(tc.want, got); d != "" {
+				t.Errorf("(-want +got):\n%s", d)
+			}
+		})
+	}
+	if got := DigitsBetween(0, []int{1, 2, 8, 16}, 2, 8); !cmp.Equal(got, []Digit{{Axis: 0, Stride: 2, Extent: 4}}) {
+		t.Errorf("DigitsBetween(cuts 1|2|8|16, 2..8) = %v, want the digit of stride 2", got)
+	}
+}
