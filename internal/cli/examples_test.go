@@ -25,10 +25,10 @@ type exampleCommand struct {
 // print those bytes from the fusion files.
 var exampleCommands = []exampleCommand{
 	{"explain", []string{"explain"}, "../explain/testdata/NAME.txt"},
-	{"trace", []string{"trace"}, "../explain/testdata/NAME.trace.json"},
+	{"trace", []string{"trace"}, "../explain/testdata/NAME.trace"},
 	{"dot", []string{"lower", "--format", "dot"}, "../explain/testdata/NAME.dot"},
 	{"report", []string{"report", "-o", "FILE"}, "../report/testdata/NAME.html"},
-	{"simulate_trace", []string{"simulate", "--trace", "FILE"}, "../explain/testdata/NAME.trace.json"},
+	{"simulate_trace", []string{"simulate", "--trace", "FILE"}, "../explain/testdata/NAME.trace"},
 }
 
 // TestExampleCommands runs explain, trace, lower --format dot, report and

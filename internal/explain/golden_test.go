@@ -25,9 +25,10 @@ func TestExamplesGolden(t *testing.T) {
 }
 
 // TestTraceGolden compares the trace of the optimal plan of every example
-// on the default topology with testdata/NAME.trace.json.
+// on the default topology with testdata/NAME.trace (JSON: a .json
+// there would be taken for a golden plan).
 func TestTraceGolden(t *testing.T) {
-	forExamples(t, ".trace.json", func(p *plan.Plan, b *bytes.Buffer) error {
+	forExamples(t, ".trace", func(p *plan.Plan, b *bytes.Buffer) error {
 		pr, err := cost.Predict(cost.Default(), p)
 		if err != nil {
 			return err
