@@ -2,6 +2,7 @@ package reshard
 
 import (
 	"math"
+	"slices"
 
 	"github.com/nvcomm/nvcomm/internal/checked"
 	"github.com/nvcomm/nvcomm/internal/cost"
@@ -80,10 +81,9 @@ type fastest struct{ sum }
 
 // Less implements costOrder.
 func (fastest) Less(a, b pathCost) bool {
-	if a.ps != b.ps {
-		return a.ps < b.ps
-	}
-	return bytesFirst(a, b)
+	return slices.Compare(
+		[]int64{a.ps, a.busiest, a.cross, a.total, int64(a.steps)},
+		[]int64{b.ps, b.busiest, b.cross, b.total, int64(b.steps)}) < 0
 }
 
 // fewestBytes orders by bytes of the busiest device, then bytes crossing
@@ -93,28 +93,9 @@ type fewestBytes struct{ sum }
 
 // Less implements costOrder.
 func (fewestBytes) Less(a, b pathCost) bool {
-	switch {
-	case a.busiest != b.busiest:
-		return a.busiest < b.busiest
-	case a.cross != b.cross:
-		return a.cross < b.cross
-	case a.ps != b.ps:
-		return a.ps < b.ps
-	}
-	return bytesFirst(a, b)
-}
-
-// bytesFirst orders costs of equal time by bytes, then steps.
-func bytesFirst(a, b pathCost) bool {
-	switch {
-	case a.busiest != b.busiest:
-		return a.busiest < b.busiest
-	case a.cross != b.cross:
-		return a.cross < b.cross
-	case a.total != b.total:
-		return a.total < b.total
-	}
-	return a.steps < b.steps
+	return slices.Compare(
+		[]int64{a.busiest, a.cross, a.ps, a.total, int64(a.steps)},
+		[]int64{b.busiest, b.cross, b.ps, b.total, int64(b.steps)}) < 0
 }
 
 // picoseconds converts a predicted time to the integer the search adds,
