@@ -1,7 +1,7 @@
 package cli
 
 import (
-	"bytes"
+	"io"
 
 	"github.com/spf13/cobra"
 
@@ -48,19 +48,16 @@ each moves (JSON, docs/plan.md). Errors point at file:line:col.`,
 			if err != nil {
 				return err
 			}
-			var b bytes.Buffer
-			switch o.format.value {
-			case "text":
-				err = plan.WriteText(&b, p)
-			case "dot":
-				err = explain.WriteDot(&b, p)
-			default:
-				err = plan.Encode(&b, p)
-			}
-			if err != nil {
-				return err
-			}
-			return writeOutput(cmd, o.output, b.Bytes())
+			// Streamed, not buffered: the plan of 100k ops is 100 MB of JSON.
+			return streamOutput(cmd, o.output, func(w io.Writer) error {
+				switch o.format.value {
+				case "text":
+					return plan.WriteText(w, p)
+				case "dot":
+					return explain.WriteDot(w, p)
+				}
+				return plan.Encode(w, p)
+			})
 		},
 	}
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", "write the plan to `FILE` (atomically) instead of standard output")

@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -16,15 +18,69 @@ import (
 // writeOutput writes data to path, or to standard output when path is "" or
 // "-". The error names path as the user gave it, never a temporary file.
 func writeOutput(cmd *cobra.Command, path string, data []byte) error {
-	if path == "" || path == "-" {
-		_, err := cmd.OutOrStdout().Write(data)
+	return streamOutput(cmd, path, func(w io.Writer) error {
+		_, err := w.Write(data)
 		return err
+	})
+}
+
+// streamOutput is writeOutput for output that write produces piece by
+// piece: a plan goes to its file as it is encoded and is never held whole
+// in memory (buffering it took more memory than lowering it). A file is
+// still replaced atomically: write fills a temporary file that is renamed
+// over path only once write has succeeded, so an error leaves path as it
+// was. An error of write itself is returned as it is; one of writing the
+// file names path.
+func streamOutput(cmd *cobra.Command, path string, write func(io.Writer) error) error {
+	if path == "" || path == "-" {
+		return buffered(cmd.OutOrStdout(), write)
 	}
 	warnFormatName(cmd, path)
-	if err := writeFile(path, data); err != nil {
+	var produceErr error
+	err := writeFile(path, func(w io.Writer) error {
+		ew := &errWriter{w: w}
+		err := buffered(ew, write)
+		if err != nil && ew.err == nil {
+			produceErr = err
+		}
+		return err
+	})
+	if produceErr != nil {
+		return produceErr
+	}
+	if err != nil {
 		return fmt.Errorf("cannot write %s: %w", path, pathErr(err))
 	}
 	return nil
+}
+
+// bufferSize is the buffer between a writer and a file: writers that
+// write a line at a time (text tables) would otherwise make a system call
+// a line.
+const bufferSize = 64 << 10
+
+// buffered runs write on a buffer in front of w and flushes it.
+func buffered(w io.Writer, write func(io.Writer) error) error {
+	bw := bufio.NewWriterSize(w, bufferSize)
+	if err := write(bw); err != nil {
+		return err
+	}
+	return bw.Flush()
+}
+
+// errWriter remembers the first error of its writer, telling a failed
+// write of the file from an error of producing the output.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(b []byte) (int, error) {
+	n, err := e.w.Write(b)
+	if err != nil && e.err == nil {
+		e.err = err
+	}
+	return n, err
 }
 
 // formatNames are the words that, given to -o, more likely meant an output
@@ -49,7 +105,8 @@ func warnFormatName(cmd *cobra.Command, path string) {
 	fmt.Fprintf(cmd.ErrOrStderr(), "nvcomm: warning: writing to a new file named %q; %s\n", path, hint)
 }
 
-// writeFile writes data to path without ever destroying what path names.
+// writeFile writes what write produces to path without ever destroying
+// what path names.
 // A regular file (new or existing) is replaced atomically: a temporary file
 // in the same directory, synced, then renamed over it, keeping an existing
 // file's permissions, so a failed write leaves the old contents. A symbolic
@@ -57,7 +114,7 @@ func warnFormatName(cmd *cobra.Command, path string) {
 // else — a device such as /dev/null or /dev/full, a FIFO, a socket — is
 // opened and written in place: renaming over it would replace the device
 // node with a regular file.
-func writeFile(path string, data []byte) error {
+func writeFile(path string, write func(io.Writer) error) error {
 	target, err := resolveLinks(path)
 	if err != nil {
 		return err
@@ -65,15 +122,15 @@ func writeFile(path string, data []byte) error {
 	fi, err := os.Stat(target)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return writeAtomic(target, data)
+		return writeAtomic(target, write)
 	case err != nil:
 		return err
 	case fi.IsDir():
 		return errors.New("is a directory")
 	case fi.Mode().IsRegular():
-		return writeAtomic(target, data)
+		return writeAtomic(target, write)
 	default:
-		return writeInPlace(target, data)
+		return writeInPlace(target, write)
 	}
 }
 
@@ -105,19 +162,32 @@ func resolveLinks(path string) (string, error) {
 }
 
 // writeAtomic replaces the regular file at path (or creates it, mode 0644
-// less the umask) with data in one rename.
-func writeAtomic(path string, data []byte) error {
-	return renameio.WriteFile(path, data, 0o644, renameio.WithTempDir(filepath.Dir(path)))
+// less the umask, or an existing file's mode) with what write produces, in
+// one rename of a temporary file in the same directory (renameio's pending
+// file, as renameio.WriteFile makes it); a failed write removes the
+// temporary file and leaves path untouched.
+func writeAtomic(path string, write func(io.Writer) error) error {
+	f, err := renameio.NewPendingFile(path, renameio.WithPermissions(0o644), renameio.WithExistingPermissions(),
+		renameio.WithTempDir(filepath.Dir(path)))
+	if err != nil {
+		return err
+	}
+	defer f.Cleanup() // after CloseAtomicallyReplace it does nothing
+	if err := write(f); err != nil {
+		return err
+	}
+	return f.CloseAtomicallyReplace()
 }
 
-// writeInPlace writes data to an existing file that is not a regular file.
-// It never creates one: the file was there when writeFile looked.
-func writeInPlace(path string, data []byte) error {
+// writeInPlace writes what write produces to an existing file that is not
+// a regular file. It never creates one: the file was there when writeFile
+// looked.
+func writeInPlace(path string, write func(io.Writer) error) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
 	if err != nil {
 		return err
 	}
-	_, err = f.Write(data)
+	err = write(f)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

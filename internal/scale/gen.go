@@ -120,9 +120,23 @@ func sep(i int) string {
 	return ", "
 }
 
-// Shapes4096 are the 3-D meshes of 4,096 devices the search is timed on:
-// the most uneven and the most even.
+// Shapes4096 are two 3-D meshes of 4,096 devices, the most uneven the
+// benchmarks time and the most even.
 var Shapes4096 = [][3]int{{8, 8, 64}, {16, 16, 16}}
+
+// Shapes3D lists every 3-D mesh shape z×y×x of n devices whose three
+// extents are at least 2, z first, then y.
+func Shapes3D(n int) [][3]int {
+	var out [][3]int
+	for z := 2; z <= n; z++ {
+		for y := 2; n%z == 0 && y <= n/z; y++ {
+			if x := n / z / y; (n/z)%y == 0 && x >= 2 {
+				out = append(out, [3]int{z, y, n / z / y})
+			}
+		}
+	}
+	return out
+}
 
 // Big is a fusion of one collective on a 64 MiB float32 tensor over 8
 // devices.

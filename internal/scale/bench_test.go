@@ -1,0 +1,168 @@
+package scale_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nvcomm/nvcomm/internal/ir"
+	"github.com/nvcomm/nvcomm/internal/scale"
+)
+
+// The benchmarks time one row of the report each, for profiling
+// (go test -run '^$' -bench ScaleLower/chain1d_100k -cpuprofile cpu.out
+// ./internal/scale). `make bench` leaves them out: their inputs are big.
+
+// chains are the chain inputs: sizes that show the exponent, and the 2×4
+// mesh.
+var chains = []struct {
+	n    int
+	mesh scale.Mesh
+}{{1_000, scale.Mesh1D}, {10_000, scale.Mesh1D}, {100_000, scale.Mesh1D}, {10_000, scale.Mesh2x4}}
+
+func chainName(n int, mesh scale.Mesh) string {
+	if n >= 1000 {
+		return fmt.Sprintf("chain%s_%dk", mesh, n/1000)
+	}
+	return fmt.Sprintf("chain%s_%d", mesh, n)
+}
+
+// BenchmarkScaleLower parses, lowers and encodes chains and a 1M-device
+// mesh; x-yaml-decode is the ratio to decoding the file's YAML (goal ≤ 2).
+func BenchmarkScaleLower(b *testing.B) {
+	inputs := map[string][]byte{"mesh_1M": scale.BigMesh(1_000_000)}
+	names := []string{}
+	for _, c := range chains {
+		name := chainName(c.n, c.mesh)
+		inputs[name] = scale.Chain(c.n, c.mesh)
+		names = append(names, name)
+	}
+	for _, name := range append(names, "mesh_1M") {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			var sum lowering
+			for b.Loop() {
+				l, err := lowerSource(name, inputs[name])
+				if err != nil {
+					b.Fatal(err)
+				}
+				sum.decode, sum.parse, sum.lower, sum.encode = sum.decode+l.decode, sum.parse+l.parse, sum.lower+l.lower, sum.encode+l.encode
+			}
+			b.ReportMetric(sum.total().Seconds()/float64(b.N), "s-lower")
+			b.ReportMetric(float64(sum.total())/float64(sum.decode), "x-yaml-decode")
+			b.ReportMetric(float64(sum.parse)/float64(sum.total()), "parse-share")
+			b.ReportMetric(float64(sum.encode)/float64(sum.total()), "encode-share")
+		})
+	}
+}
+
+// BenchmarkScaleParse parses the chain of 100k ops; x-yaml-decode is the
+// ratio to decoding its YAML alone, the part of parsing that ir.Parse
+// cannot avoid.
+func BenchmarkScaleParse(b *testing.B) {
+	src := scale.Chain(100_000, scale.Mesh1D)
+	b.ReportAllocs()
+	var decode, parse time.Duration
+	for b.Loop() {
+		b.StopTimer()
+		d, err := scale.YAMLDecode(src)
+		if err != nil {
+			b.Fatal(err)
+		}
+		decode += d
+		b.StartTimer()
+		start := time.Now()
+		if _, err := ir.Parse("chain.yaml", src); err != nil {
+			b.Fatal(err)
+		}
+		parse += time.Since(start)
+	}
+	b.ReportMetric(float64(parse)/float64(decode), "x-yaml-decode")
+}
+
+// BenchmarkScaleValidate validates the plans of chains; x-lower is the
+// ratio to lowering them (goal ≤ 0.5).
+func BenchmarkScaleValidate(b *testing.B) {
+	for _, c := range chains {
+		name, src := chainName(c.n, c.mesh), scale.Chain(c.n, c.mesh)
+		l, err := lowerSource(name, src)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(name, func(b *testing.B) {
+			var validating time.Duration
+			for b.Loop() {
+				v, err := validateSource(name, src)
+				if err != nil {
+					b.Fatal(err)
+				}
+				validating += v.validate
+			}
+			b.ReportMetric(validating.Seconds()/float64(b.N), "s-validate")
+			b.ReportMetric(validating.Seconds()/float64(b.N)/l.total().Seconds(), "x-lower")
+		})
+	}
+}
+
+// BenchmarkScaleSimulateChain simulates the plans of chains; x-lower is
+// the ratio to lowering them (goal ≤ 2).
+func BenchmarkScaleSimulateChain(b *testing.B) {
+	for _, c := range chains {
+		name := chainName(c.n, c.mesh)
+		l, err := lowerSource(name, scale.Chain(c.n, c.mesh))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			var simulating time.Duration
+			for b.Loop() {
+				wall, _, err := simulate(l.plan)
+				if err != nil {
+					b.Fatal(err)
+				}
+				simulating += wall
+			}
+			b.ReportMetric(simulating.Seconds()/float64(b.N), "s-simulate")
+			b.ReportMetric(simulating.Seconds()/float64(b.N)/l.total().Seconds(), "x-lower")
+		})
+	}
+}
+
+// BenchmarkScaleSimulateBig simulates a collective on 64 MiB of float32
+// over 8 devices; x-copy-bw is its bandwidth over the bytes the devices
+// hold relative to copy()'s, measured in the same loop (goal ≥ 0.5).
+func BenchmarkScaleSimulateBig(b *testing.B) {
+	for _, big := range scale.BigTensors() {
+		b.Run(big.Name, func(b *testing.B) {
+			b.ReportAllocs()
+			var sum bandwidth
+			for b.Loop() {
+				bw, err := simulateBig(big)
+				if err != nil {
+					b.Fatal(err)
+				}
+				sum.held, sum.simulate, sum.copy = bw.held, sum.simulate+bw.simulate, sum.copy+bw.copy
+			}
+			b.ReportMetric(float64(sum.held)*float64(b.N)/sum.simulate.Seconds()/1e9, "GB/s-simulate")
+			b.ReportMetric(sum.ratio(), "x-copy-bw")
+		})
+	}
+}
+
+// BenchmarkScaleMesh4096 lowers three-axis sharding changes on meshes of
+// 4,096 devices (goal ≤ 0.2 s each).
+func BenchmarkScaleMesh4096(b *testing.B) {
+	for _, shape := range scale.Shapes4096 {
+		for _, c := range scale.MeshChanges {
+			src := scale.MeshChange(shape[0], shape[1], shape[2], c)
+			b.Run(fmt.Sprintf("%dx%dx%d_%s", shape[0], shape[1], shape[2], c.Name), func(b *testing.B) {
+				for b.Loop() {
+					if _, err := lowerSource("mesh", src); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
