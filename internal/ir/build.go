@@ -20,7 +20,7 @@ func (p *parser) build(name string) *Fusion {
 	if order == nil && len(p.ops) > 0 {
 		return nil
 	}
-	tensors := map[string]*Tensor{}
+	tensors := make(map[string]*Tensor, len(p.raw)+len(p.ops))
 	get := func(name string, pos diag.Pos) *Tensor {
 		if t, ok := tensors[name]; ok {
 			return t
@@ -33,14 +33,14 @@ func (p *parser) build(name string) *Fusion {
 		return t
 	}
 	// Inputs first (tensors no op produces), in file order of their first mention.
-	produced := map[string]bool{}
+	produced := make(map[string]bool, len(p.ops))
 	for _, op := range p.ops {
 		produced[op.out] = true
 	}
 	// resolved holds the tensors whose domains were built without error:
 	// an op reading any other is skipped, its problem reported already. (A
 	// rank-0 tensor has no logical axes, so Logical cannot tell.)
-	resolved := map[*Tensor]bool{}
+	resolved := make(map[*Tensor]bool, len(tensors)+len(p.ops))
 	prop := newPropagator(p)
 	for _, n := range p.mentionOrder() {
 		if !produced[n.name] {
@@ -111,8 +111,8 @@ type mention struct {
 // mentionOrder lists every tensor name once: declared ones in file order,
 // then names only used by ops in op order.
 func (p *parser) mentionOrder() []mention {
-	var out []mention
-	seen := map[string]bool{}
+	out := make([]mention, 0, len(p.tensorNames))
+	seen := make(map[string]bool, len(p.tensorNames))
 	add := func(n string, pos diag.Pos) {
 		if !seen[n] {
 			seen[n] = true
@@ -134,7 +134,7 @@ func (p *parser) mentionOrder() []mention {
 // sortOps checks that every tensor is produced at most once and that the ops
 // form no cycle, and returns them in topological order (ties in file order).
 func (p *parser) sortOps() []*rawOp {
-	producer := map[string]*rawOp{}
+	producer := make(map[string]*rawOp, len(p.ops))
 	bad := false
 	for _, op := range p.ops {
 		if prev, ok := producer[op.out]; ok {
@@ -151,29 +151,24 @@ func (p *parser) sortOps() []*rawOp {
 	if bad {
 		return nil
 	}
-	var order []*rawOp
-	done := map[*rawOp]bool{}
-	state := map[*rawOp]int{} // 1 visiting, 2 done
+	order := make([]*rawOp, 0, len(p.ops))
 	var visit func(op *rawOp) bool
 	visit = func(op *rawOp) bool {
-		switch state[op] {
-		case 1:
+		switch op.visit {
+		case visiting:
 			p.errs.AddHint(op.pos, "every tensor must be computable from the fusion inputs", "ops form a cycle through tensor %q", op.out)
 			return false
-		case 2:
+		case visited:
 			return true
 		}
-		state[op] = 1
+		op.visit = visiting
 		for _, in := range op.ins {
 			if dep, ok := producer[in]; ok && !visit(dep) {
 				return false
 			}
 		}
-		state[op] = 2
-		if !done[op] {
-			done[op] = true
-			order = append(order, op)
-		}
+		op.visit = visited
+		order = append(order, op)
 		return true
 	}
 	for _, op := range p.ops {

@@ -3,7 +3,6 @@ package ir
 import (
 	"errors"
 	"math"
-	"regexp"
 	"strconv"
 	"strings"
 
@@ -61,19 +60,26 @@ func (w *walker) mapping(n *yaml.Node, what string, known []string) ([]field, bo
 		w.errs.Add(posOf(n), "%s: expected a mapping, got %s", what, kindName(n))
 		return nil, false
 	}
-	var fields []field
-	seen := map[string]*yaml.Node{}
+	fields := make([]field, 0, len(n.Content)/2)
+	// A map finds repeated keys in the long mappings (tensors: one key a
+	// tensor); the short ones, nearly all of a fusion, are searched.
+	var seen map[string]*yaml.Node
+	if len(n.Content) > 2*smallMapping {
+		seen = make(map[string]*yaml.Node, len(n.Content)/2)
+	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		if k.Kind != yaml.ScalarNode || k.Tag == "!!null" {
 			w.errs.Add(posOf(k), "%s: expected a string key, got %s", what, kindName(k))
 			continue
 		}
-		if prev, dup := seen[k.Value]; dup {
+		if prev := firstKey(n, i, seen); prev != nil {
 			w.errs.Add(posOf(k), "%s: duplicate key %q (first at %s)", what, k.Value, posOf(prev))
 			continue
 		}
-		seen[k.Value] = k
+		if seen != nil {
+			seen[k.Value] = k
+		}
 		if known != nil && !contains(known, k.Value) {
 			w.errs.AddHint(posOf(k), diag.Suggest(k.Value, known),
 				"%s: unknown key %q (expected one of %s)", what, k.Value, strings.Join(known, ", "))
@@ -82,6 +88,26 @@ func (w *walker) mapping(n *yaml.Node, what string, known []string) ([]field, bo
 		fields = append(fields, field{k.Value, k, v})
 	}
 	return fields, true
+}
+
+// smallMapping is the number of keys up to which mapping searches the
+// keys before a key rather than keeping a map of them.
+const smallMapping = 16
+
+// firstKey returns the string key before position i of mapping n that
+// equals the key at i, or nil: from seen when there is one, else by
+// search.
+func firstKey(n *yaml.Node, i int, seen map[string]*yaml.Node) *yaml.Node {
+	key := n.Content[i].Value
+	if seen != nil {
+		return seen[key]
+	}
+	for j := 0; j < i; j += 2 {
+		if k := n.Content[j]; k.Kind == yaml.ScalarNode && k.Tag != "!!null" && k.Value == key {
+			return k
+		}
+	}
+	return nil
 }
 
 // misspelled reports whether mapping n has an unknown key (not in known)
@@ -159,13 +185,11 @@ func (w *walker) str(n *yaml.Node, what string) (string, bool) {
 	return n.Value, true
 }
 
-var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
 // ident decodes a name: a string that is a C-like identifier, so generated
 // buffer names such as "tv1/partial" never collide with user names.
 func (w *walker) ident(n *yaml.Node, what string) (string, bool) {
 	s, ok := w.str(n, what)
-	if ok && !identRE.MatchString(s) {
+	if ok && !isIdent(s) {
 		w.errs.Add(posOf(n), "%s: %q is not a valid name (expected letters, digits and _, not starting with a digit)", what, s)
 		return "", false
 	}
@@ -174,9 +198,23 @@ func (w *walker) ident(n *yaml.Node, what string) (string, bool) {
 
 // keyIdent checks a mapping key used as a name.
 func (w *walker) keyIdent(k *yaml.Node, what string) bool {
-	if !identRE.MatchString(k.Value) {
+	if !isIdent(k.Value) {
 		w.errs.Add(posOf(k), "%s name %q is not valid (expected letters, digits and _, not starting with a digit)", what, k.Value)
 		return false
 	}
 	return true
+}
+
+// isIdent reports whether s matches [A-Za-z_][A-Za-z0-9_]*: a loop over
+// bytes, as every name of a fusion is checked (a regular expression took
+// a tenth of parsing).
+func isIdent(s string) bool {
+	for i := range len(s) {
+		c := s[i]
+		letter := c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
+		if !letter && (i == 0 || c < '0' || c > '9') {
+			return false
+		}
+	}
+	return s != ""
 }
