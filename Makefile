@@ -12,7 +12,7 @@ VERSION ?=
 COMMIT  ?= $(shell git describe --always --dirty --abbrev=12 --match=no-tag 2>/dev/null)
 LDFLAGS := $(if $(VERSION),-X github.com/nvcomm/nvcomm/internal/cli.version=$(VERSION)) $(if $(COMMIT),-X github.com/nvcomm/nvcomm/internal/cli.commit=$(COMMIT))
 
-.PHONY: build run test race golden bench fuzz lint tidy soak clean export-check
+.PHONY: build run test race golden bench bench-scale fuzz lint tidy soak clean export-check
 
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/nvcomm
@@ -41,8 +41,17 @@ race:
 golden:
 	NVCOMM_UPDATE=1 $(GO) test ./...
 
+# Every package's benchmarks but internal/scale's, whose inputs are big
+# (bench-scale measures those).
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+	$(GO) test -run '^$$' -bench . -benchmem $$($(GO) list ./... | grep -v '/internal/scale$$')
+
+# The scale report of docs/performance.md: lower, validate and simulate on
+# generated inputs (100k ops, 64 MiB tensors, every 3-D mesh of 4,096
+# devices) beside YAML decoding and copy() measured in the same run, each
+# ratio with its goal. About a minute on 2 cores, a few GB of memory.
+bench-scale:
+	NVCOMM_SCALE=1 $(GO) test -count=1 -timeout 0 -run '^TestScaleReport$$' -v ./internal/scale
 
 fuzz:
 	$(GO) test ./internal/ir -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) -parallel 2
