@@ -39,13 +39,7 @@ const (
 )
 
 // OpNames lists the op kinds in documentation order.
-var OpNames = []string{
-	"set", "sum", "prod", "max", "min",
-	"add", "sub", "mul", "maximum", "minimum",
-	"relu", "neg", "abs",
-	"broadcast",
-	"matmul", "linear",
-}
+var OpNames = shard.OpNames
 
 // reductionNames are the ops a reduction (or a Partial placement) combines
 // values with.

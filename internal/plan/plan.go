@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/nvcomm/nvcomm/internal/shard"
 )
 
 // Format is the plan format this package reads and writes.
@@ -213,7 +215,7 @@ func IsReduction(typ string) bool {
 }
 
 // ReduceOps lists the reduce operators.
-var ReduceOps = []string{"sum", "prod", "max", "min"}
+var ReduceOps = shard.ReduceOps
 
 // Step is one collective or local operation. Buffers are named: a tensor of
 // the fusion, or an intermediate buffer "out/what" that an earlier step of

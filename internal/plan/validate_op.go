@@ -4,29 +4,23 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/nvcomm/nvcomm/internal/shard"
 )
 
 // opNames are the ops a plan may name, in documentation order: the copy,
 // the reductions, the elementwise binary and unary ops, broadcast and the
 // contractions (docs/plan.md, "ops").
-var opNames = []string{
-	"set", "sum", "prod", "max", "min",
-	"add", "sub", "mul", "maximum", "minimum",
-	"relu", "neg", "abs",
-	"broadcast",
-	"matmul", "linear",
-}
+var opNames = shard.OpNames
 
 // isReductionOp reports whether op reduces one axis of its input.
 func isReductionOp(op string) bool { return slices.Contains(ReduceOps, op) }
 
 // isBinaryOp reports whether op is an elementwise op of two operands.
-func isBinaryOp(op string) bool {
-	return slices.Contains([]string{"add", "sub", "mul", "maximum", "minimum"}, op)
-}
+func isBinaryOp(op string) bool { return slices.Contains(shard.BinaryOps, op) }
 
 // isUnaryOp reports whether op is an elementwise op of one operand.
-func isUnaryOp(op string) bool { return slices.Contains([]string{"relu", "neg", "abs"}, op) }
+func isUnaryOp(op string) bool { return slices.Contains(shard.UnaryOps, op) }
 
 // isContraction reports whether op multiplies two operands and sums over
 // their shared axis k.

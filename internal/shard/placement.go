@@ -29,10 +29,6 @@ const (
 // PlacementKinds lists the kinds, for messages and suggestions.
 var PlacementKinds = []string{string(Shard), string(Replicate), string(Partial)}
 
-// ReduceOps are the ops a Partial placement (or a reduction) combines
-// terms with.
-var ReduceOps = []string{"sum", "prod", "max", "min"}
-
 // String writes p in DTensor's notation: Shard(0), Replicate(),
 // Partial(sum).
 func (p Placement) String() string {
