@@ -1,15 +1,13 @@
 package plan
 
-import "github.com/nvcomm/nvcomm/internal/checked"
-
-// dtypeSizes maps each element type a plan may name to its size in bytes.
-var dtypeSizes = map[string]int{
-	"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int32": 4, "int64": 8,
-}
+import (
+	"github.com/nvcomm/nvcomm/internal/checked"
+	"github.com/nvcomm/nvcomm/internal/shard"
+)
 
 // DTypeSize is the size in bytes of an element of type dtype, 0 for a type
 // plans do not have.
-func DTypeSize(dtype string) int { return dtypeSizes[dtype] }
+func DTypeSize(dtype string) int { return shard.DTypeSize(dtype) }
 
 // Traffic counts, per device, the bytes a collective step sends and
 // receives under the direct-transfer model of docs/plan.md ("Bytes"), for
