@@ -43,6 +43,9 @@ type TensorModel struct {
 	NoPicture string
 }
 
+// ShapeText renders the tensor's shape as explain does: "[8, 16]".
+func (t TensorModel) ShapeText() string { return intList(t.Shape) }
+
 // Grid is a 0-, 1- or 2-D tensor's blocks: Rows along dim 0 (one row
 // with an empty label for a 1-D tensor), Cols along the last dim, each
 // label an index range as a Python slice.

@@ -17,8 +17,6 @@ import (
 	"fmt"
 	"html/template"
 	"io"
-	"strconv"
-	"strings"
 
 	"github.com/nvcomm/nvcomm/internal/cost"
 	"github.com/nvcomm/nvcomm/internal/explain"
@@ -36,7 +34,7 @@ type Options struct {
 var pageSource string
 
 // pageTemplate is the page; its functions format numbers for SVG.
-var pageTemplate = template.Must(template.New("report").Funcs(template.FuncMap{"px": px, "dims": dims}).Parse(pageSource))
+var pageTemplate = template.Must(template.New("report").Funcs(template.FuncMap{"px": px}).Parse(pageSource))
 
 // page is what the template renders.
 type page struct {
@@ -66,15 +64,6 @@ func Write(w io.Writer, p *plan.Plan, o Options) error {
 	}
 	_, err := w.Write(b.Bytes())
 	return err
-}
-
-// dims renders a shape as explain does: "[8, 16]".
-func dims(shape []int) string {
-	parts := make([]string, len(shape))
-	for i, n := range shape {
-		parts[i] = strconv.Itoa(n)
-	}
-	return "[" + strings.Join(parts, ", ") + "]"
 }
 
 // px renders a length in pixels with one decimal, the same on every

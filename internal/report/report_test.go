@@ -2,10 +2,12 @@ package report
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -38,12 +40,9 @@ func examples(t *testing.T) []example {
 	}
 	var out []example
 	for _, path := range paths {
-		src, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
+		src, readErr := os.ReadFile(path)
 		p, err := plan.Decode(path, src)
-		if err != nil {
+		if err = errors.Join(readErr, err); err != nil {
 			t.Fatal(err)
 		}
 		var b bytes.Buffer
@@ -133,17 +132,10 @@ func wantCounts(p *plan.Plan) counts {
 
 // explainDevices lists the devices that run a step: its teams' members or
 // its devices, each once.
-func explainDevices(s *plan.Step) map[int]bool {
-	ds := map[int]bool{}
-	for _, d := range s.Devices {
-		ds[d] = true
-	}
-	for _, team := range s.Teams {
-		for _, d := range team {
-			ds[d] = true
-		}
-	}
-	return ds
+func explainDevices(s *plan.Step) []int {
+	ds := slices.Concat(append([][]int{s.Devices}, s.Teams...)...)
+	slices.Sort(ds)
+	return slices.Compact(ds)
 }
 
 // loaders are the elements that fetch or run something.
@@ -238,12 +230,9 @@ func TestLayoutGrid(t *testing.T) {
 // share of the predicted total, the last ending at the plot's right edge;
 // without a topology, no timeline and a sentence saying why.
 func TestTimeline(t *testing.T) {
-	src, err := os.ReadFile("../../testdata/examples/dp_tp_mlp.optimal.json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	src, readErr := os.ReadFile("../../testdata/examples/dp_tp_mlp.optimal.json")
 	p, err := plan.Decode("dp_tp_mlp", src)
-	if err != nil {
+	if err = errors.Join(readErr, err); err != nil {
 		t.Fatal(err)
 	}
 	topo := cost.Default()
