@@ -317,9 +317,7 @@ func (c *call) errorf(format string, args ...any) error {
 // elementwise combines equally long buffers with op, in order.
 func elementwise(op string, parts [][]float64) []float64 {
 	out := slices.Clone(parts[0])
-	for _, p := range parts[1:] {
-		combineInto(op, out, p)
-	}
+	combineParts(op, out, parts[1:])
 	return out
 }
 

@@ -1,0 +1,123 @@
+package sim
+
+import (
+	"math/rand/v2"
+	"slices"
+	"sync/atomic"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/nvcomm/nvcomm/internal/plan"
+)
+
+// The tests of what makes big simulations fast: each fast path against
+// the plain computation it replaces.
+
+// TestInPiecesCoverEachOnce checks that the pieces cover every position
+// exactly once, whatever the number of workers.
+func TestInPiecesCoverEachOnce(t *testing.T) {
+	for _, n := range []int{0, 1, 2, 7, 100, 1<<17 + 3} {
+		for _, workers := range []int{0, 1, 2, 3, 8, 200} {
+			hits := make([]int32, n)
+			inPieces(n, workers, func(lo, hi int) {
+				for i := lo; i < hi; i++ {
+					atomic.AddInt32(&hits[i], 1)
+				}
+			})
+			for i, h := range hits {
+				if h != 1 {
+					t.Fatalf("n %d, %d workers: position %d covered %d times", n, workers, i, h)
+				}
+			}
+		}
+	}
+}
+
+// TestInputDataInPieces checks that input values filled in pieces, from
+// any position, are inputValue's, and that inputData, which runs on every
+// CPU for large tensors, gives them too.
+func TestInputDataInPieces(t *testing.T) {
+	const n = 3*minPiece + 17 // several pieces on a machine of 2 CPUs or more
+	for _, small := range []bool{false, true} {
+		key := streamKey(7, 3)
+		v := make([]float64, n)
+		for _, r := range [][2]int{{0, 5}, {5, 1000}, {1000, n}} {
+			fillInputs(v, key, small, r[0], r[1])
+		}
+		for i, x := range v {
+			if want := inputValue(key, i, small); x != want {
+				t.Fatalf("small %v, value %d: %v, inputValue gives %v", small, i, x, want)
+			}
+		}
+		if d := cmp.Diff(v, inputData(7, 3, n, small)); d != "" {
+			t.Errorf("inputData differs from the values filled in pieces:\n%s", d)
+		}
+	}
+}
+
+// TestCombineParts checks the blocked combination against combining the
+// parts one after the other, over lengths that end inside a block.
+func TestCombineParts(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, op := range plan.ReduceOps {
+		for _, n := range []int{0, 1, combineBlock - 1, combineBlock, 2*combineBlock + 5} {
+			parts := make([][]float64, 4)
+			for k := range parts {
+				parts[k] = make([]float64, n)
+				for i := range parts[k] {
+					parts[k][i] = float64(r.IntN(modulus) - modulus/2)
+				}
+			}
+			want := slices.Clone(parts[0])
+			for _, p := range parts[1:] {
+				for i := range want {
+					want[i] = combine(op, want[i], p[i])
+				}
+			}
+			if d := cmp.Diff(want, elementwise(op, parts)); d != "" {
+				t.Errorf("%s, %d elements (-want +got):\n%s", op, n, d)
+			}
+		}
+	}
+}
+
+// TestReduceAxis checks reduceAxis against a sum by definition, along
+// each axis of a small tensor.
+func TestReduceAxis(t *testing.T) {
+	shape := []int{3, 4, 5}
+	in := inputData(1, 0, 60, false)
+	for axis := range shape {
+		out := reduceAxis("sum", in, shape, axis)
+		outer, n, inner := product(shape[:axis]), shape[axis], product(shape[axis+1:])
+		for o := range outer {
+			for i := range inner {
+				want := 0.0
+				for k := range n {
+					want += in[(o*n+k)*inner+i]
+				}
+				if got := out[o*inner+i]; got != want {
+					t.Fatalf("axis %d, output %d: %v, want %v", axis, o*inner+i, got, want)
+				}
+			}
+		}
+	}
+}
+
+// TestSumModFastPath checks sumMod against the remainder it skips when
+// the sum is already a representative, at and around the range's ends.
+func TestSumModFastPath(t *testing.T) {
+	const half = modulus / 2
+	values := []float64{0, 1, -1, 512, -512, half, -half, half - 1, -half + 1, half / 2, -half / 2}
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 1000 {
+		values = append(values, float64(r.IntN(modulus)-half))
+	}
+	for _, a := range values {
+		for _, b := range values[:12] {
+			if got, want := sumMod(a, b), residue(int64(a)+int64(b)); got != want {
+				t.Fatalf("sumMod(%v, %v) = %v, want %v", a, b, got, want)
+			}
+		}
+	}
+}
