@@ -86,6 +86,10 @@ type validator struct {
 	reads  map[string][]int
 	// meshSets maps each mesh, by name, to the set of its devices.
 	meshSets map[string]map[int]bool
+	// firstSharded maps each tensor name to the axis of the first
+	// sharding entry of the first tensor of that name that has one
+	// (firstShardedAxis); built on first use.
+	firstSharded map[string]*int
 }
 
 // tensorInfo is what the step checks need to know about a tensor.
@@ -179,7 +183,7 @@ func (v *validator) checkMesh(name string, m Mesh) {
 
 // checkTensors checks every tensor and indexes them by name.
 func (v *validator) checkTensors() {
-	v.tensors = map[string]*tensorInfo{}
+	v.tensors = make(map[string]*tensorInfo, len(v.p.Tensors))
 	for i := range v.p.Tensors {
 		t := &v.p.Tensors[i]
 		what := fmt.Sprintf("tensor %q", t.Name)

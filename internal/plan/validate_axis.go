@@ -189,7 +189,7 @@ type writes struct {
 // steps that read it, so that following a buffer through the steps costs
 // a search rather than a scan of the plan.
 func (v *validator) indexBuffers() {
-	v.writes, v.reads = map[string]*writes{}, map[string][]int{}
+	v.writes, v.reads = make(map[string]*writes, len(v.p.Ops)), make(map[string][]int, len(v.p.Ops))
 	for k, s := range v.p.Steps {
 		w := v.writes[s.Output]
 		if w == nil {
@@ -209,13 +209,19 @@ func (v *validator) indexBuffers() {
 
 // firstShardedAxis returns the axis of a tensor's first sharding entry (a
 // SendRecv moves a whole shard and names that axis), or nil.
+// It is a lookup: searching the tensors for every SendRecv step made
+// plans of many ops quadratic.
 func (v *validator) firstShardedAxis(name string) *int {
-	for _, t := range v.p.Tensors {
-		if t.Name == name && len(t.Sharding) > 0 {
-			return &t.Sharding[0].LogicalAxis
+	if v.firstSharded == nil {
+		v.firstSharded = map[string]*int{}
+		for i := range v.p.Tensors {
+			t := &v.p.Tensors[i]
+			if _, seen := v.firstSharded[t.Name]; !seen && len(t.Sharding) > 0 {
+				v.firstSharded[t.Name] = &t.Sharding[0].LogicalAxis
+			}
 		}
 	}
-	return nil
+	return v.firstSharded[name]
 }
 
 // shardedAxis returns the logical axis of tensor name that is sharded along
