@@ -16,12 +16,13 @@ const module = "github.com/nvcomm/nvcomm/"
 // allowed lists, per package, the nvcomm packages it may import.
 var allowed = map[string][]string{
 	"cmd/nvcomm":       {"internal/cli"},
-	"internal/cli":     {"internal/sim", "internal/lower", "internal/export", "internal/explain", "internal/report", "internal/cost", "internal/plan", "internal/ir", "internal/diag", "internal/checked", "internal/shard"},
+	"internal/cli":     {"internal/auto", "internal/sim", "internal/lower", "internal/export", "internal/explain", "internal/report", "internal/cost", "internal/plan", "internal/ir", "internal/diag", "internal/checked", "internal/shard"},
 	"internal/explain": {"internal/cost", "internal/plan"},
 	"internal/report":  {"internal/explain", "internal/cost", "internal/plan"},
 	"internal/export":  {"internal/plan"},
 	"internal/cost":    {"internal/plan", "internal/diag", "internal/checked", "internal/shard"},
 	"internal/sim":     {"internal/plan", "internal/diag"}, // the independent oracle: not internal/checked or internal/shard
+	"internal/auto":    {"internal/lower", "internal/cost", "internal/ir", "internal/checked", "internal/shard"},
 	"internal/lower":   {"internal/reshard", "internal/cost", "internal/plan", "internal/ir", "internal/diag", "internal/checked", "internal/shard"},
 	"internal/reshard": {"internal/cost", "internal/plan", "internal/ir", "internal/diag", "internal/checked", "internal/shard"},
 	"internal/plan":    {"internal/diag", "internal/checked", "internal/shard"},

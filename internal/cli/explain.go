@@ -33,7 +33,8 @@ with '{' is a plan; anything else a fusion file.`,
 		Example: `  nvcomm explain testdata/examples/megatron_mlp.yaml
   nvcomm explain plan.json --tensor y
   nvcomm explain fusion.yaml --op 2 --policy nvfuser
-  nvcomm explain fusion.yaml --topology none --color never`,
+  nvcomm explain fusion.yaml --topology none --color never
+  nvcomm explain --auto --memory-budget 64MiB layer.yaml`,
 		Args:              exactArgs(1),
 		ValidArgsFunction: fileArg(anyInputExts...),
 		RunE:              func(cmd *cobra.Command, args []string) error { return o.run(cmd, args[0]) },
@@ -63,6 +64,11 @@ func (o *explainOptions) run(cmd *cobra.Command, arg string) error {
 	out := cmd.OutOrStdout()
 	opts.Color = o.color.value == "always" || (o.color.value == "auto" && explain.ColorAuto(out))
 	var b bytes.Buffer
+	if o.input.chosen != nil {
+		if err := writeDecisions(&b, o.input.chosen); err != nil {
+			return err
+		}
+	}
 	if err := explain.Write(&b, p, opts); err != nil {
 		return report(cmd, err)
 	}

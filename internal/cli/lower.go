@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nvcomm/nvcomm/internal/auto"
 	"github.com/nvcomm/nvcomm/internal/explain"
 	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/lower"
@@ -17,6 +18,7 @@ type lowerOptions struct {
 	policy    *enumFlag
 	objective *enumFlag
 	topology  string
+	auto      autoOptions
 }
 
 func newLowerCmd() *cobra.Command {
@@ -36,15 +38,25 @@ each moves (JSON, docs/plan.md). Errors point at file:line:col.`,
 		Example: `  nvcomm lower testdata/examples/allgather_loop_split.yaml
   nvcomm lower --format text fusion.yaml
   nvcomm lower --policy nvfuser fusion.yaml -o plan.json
+  nvcomm lower --auto --memory-budget 64MiB --emit-fusion chosen.yaml layer.yaml
   cat fusion.yaml | nvcomm lower -`,
 		Args:              exactArgs(1),
 		ValidArgsFunction: fileArg(fusionExts...),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.auto.check(cmd); err != nil {
+				return err
+			}
 			opts, err := lowering(cmd, o.policy, o.objective, o.topology)
 			if err != nil {
 				return err
 			}
-			p, err := compile(cmd, args[0], opts)
+			var p *plan.Plan
+			var chosen *auto.Result
+			if o.auto.enabled {
+				p, chosen, err = o.auto.compileAuto(cmd, args[0], opts)
+			} else {
+				p, err = compile(cmd, args[0], opts)
+			}
 			if err != nil {
 				return err
 			}
@@ -52,6 +64,11 @@ each moves (JSON, docs/plan.md). Errors point at file:line:col.`,
 			return streamOutput(cmd, o.output, func(w io.Writer) error {
 				switch o.format.value {
 				case "text":
+					if chosen != nil {
+						if err := writeDecisions(w, chosen); err != nil {
+							return err
+						}
+					}
 					return plan.WriteText(w, p)
 				case "dot":
 					return explain.WriteDot(w, p)
@@ -65,6 +82,7 @@ each moves (JSON, docs/plan.md). Errors point at file:line:col.`,
 	enumVar(cmd, o.format, "format", "output format: json (the plan), text (tables for reading) or dot (a Graphviz graph)")
 	enumVar(cmd, o.policy, "policy", "lowering policy: optimal (the best plan under --objective) or nvfuser (nvFuser's rules)")
 	objectiveVar(cmd, o.objective)
+	autoVars(cmd, &o.auto)
 	choiceOrFileVar(cmd, &o.topology, "topology", "default",
 		"price the optimal policy's steps on a topology: default (the built-in H200 one) or a FILE that calibrate --fit wrote",
 		[]string{"default"}, topologyExts...)

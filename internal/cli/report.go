@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nvcomm/nvcomm/internal/auto"
 	"github.com/nvcomm/nvcomm/internal/cost"
 	"github.com/nvcomm/nvcomm/internal/lower"
 	"github.com/nvcomm/nvcomm/internal/plan"
@@ -18,6 +19,9 @@ import (
 type planInput struct {
 	policy, objective *enumFlag
 	topology          string
+	auto              autoOptions
+	// chosen is what --auto chose, once load has run with it.
+	chosen *auto.Result
 }
 
 func newPlanInput() *planInput {
@@ -35,16 +39,29 @@ func (in *planInput) define(cmd *cobra.Command) {
 	choiceOrFileVar(cmd, &in.topology, "topology", "default",
 		"predict step times on a topology: default (the built-in H200 one), none (no predictions) or a FILE that calibrate --fit wrote",
 		[]string{"default", "none"}, topologyExts...)
+	autoVars(cmd, &in.auto)
 }
 
 // load lowers or reads the plan that arg names (loadPlan), reporting bad
 // input.
 func (in *planInput) load(cmd *cobra.Command, arg string) (*plan.Plan, error) {
+	if err := in.auto.check(cmd); err != nil {
+		return nil, err
+	}
 	lo, err := lowering(cmd, in.policy, in.objective, in.topology)
 	if err != nil {
 		return nil, err
 	}
-	return loadPlan(cmd, arg, lo)
+	if !in.auto.enabled {
+		return loadPlan(cmd, arg, lo)
+	}
+	name, src, err := readInput(cmd, arg)
+	if err != nil {
+		return nil, err
+	}
+	p, chosen, err := in.auto.compileAutoSource(cmd, name, src, lo)
+	in.chosen = chosen
+	return p, err
 }
 
 // pricing is the --topology to price the steps on: nil for none.

@@ -27,7 +27,10 @@ func (p *parser) build(name string) *Fusion {
 		}
 		t := &Tensor{Name: name, Pos: pos}
 		if rt, ok := p.raw[name]; ok {
-			t.Pos, t.Declared = rt.pos, true
+			t.Pos, t.Declared, t.Auto = rt.pos, true, rt.auto
+			if rt.auto && p.format != 2 {
+				p.errs.AddHint(rt.pos, "add format: 2 at the top of the file", "tensor %q: placements: auto needs format 2", name)
+			}
 		}
 		tensors[name] = t
 		return t

@@ -255,6 +255,10 @@ type Tensor struct {
 	// placements; docs/fusion.md, "format 2: propagation"). Its Schedule
 	// is then the one propagation chose, as if written in the file.
 	Propagated bool
+	// Auto reports `placements: auto` (ParseAuto): a sharding for the
+	// auto-sharder to choose. The tensor is parsed as if it declared no
+	// placements.
+	Auto bool
 	// partial is the op of a Partial placement: the tensor's logical axis 0
 	// holds the terms, one per device along a mesh axis, of that op.
 	partial OpKind

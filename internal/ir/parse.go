@@ -21,7 +21,18 @@ import (
 // default fusion name. In format 2 the tensors that declare no sharding get
 // one by propagation (propagate.go). Parse never panics on any input.
 func Parse(file string, src []byte) (*Fusion, error) {
-	p := &parser{file: file, errs: &diag.List{File: file}, format: 1}
+	return parse(file, src, false)
+}
+
+// ParseAuto is Parse for nvcomm lower --auto: a format-2 tensor may declare
+// `placements: auto`, a sharding for the auto-sharder to choose. Such a
+// tensor is marked Auto and parsed as if it declared no placements.
+func ParseAuto(file string, src []byte) (*Fusion, error) {
+	return parse(file, src, true)
+}
+
+func parse(file string, src []byte, allowAuto bool) (*Fusion, error) {
+	p := &parser{file: file, errs: &diag.List{File: file}, format: 1, allowAuto: allowAuto}
 	p.w = walker{errs: p.errs}
 	f := p.parse(src)
 	if err := p.errs.Err(); err != nil {
@@ -36,6 +47,8 @@ type parser struct {
 	w    walker
 	// format is the file's format: 1, or 2, which propagates shardings.
 	format int
+	// allowAuto accepts `placements: auto` (ParseAuto).
+	allowAuto bool
 
 	meshes      map[string]*Mesh
 	meshNames   []string
@@ -52,6 +65,9 @@ type rawTensor struct {
 	pos                              diag.Pos
 	mesh, dtype, shape, sched, alloc *yaml.Node
 	placements                       *yaml.Node
+	// auto is set by `placements: auto` (ParseAuto), which leaves
+	// placements nil.
+	auto bool
 }
 
 // rawOp is an op as written.
@@ -320,6 +336,14 @@ func (p *parser) propagates(name string) bool {
 	return rt == nil || rt.mesh == nil && rt.sched == nil && rt.placements == nil
 }
 
+// checkAuto reports `placements: auto` where it is not accepted.
+func (p *parser) checkAuto(n *yaml.Node, what string) {
+	if !p.allowAuto {
+		p.errs.AddHint(posOf(n), "run nvcomm lower --auto, which chooses the shardings of such tensors, or give placements",
+			"%s placements: auto asks nvcomm to choose the sharding", what)
+	}
+}
+
 var tensorKeys = []string{"mesh", "dtype", "shape", "schedule", "allocation", "placements"}
 
 func (p *parser) parseTensors(n *yaml.Node) {
@@ -360,6 +384,10 @@ func (p *parser) parseTensors(n *yaml.Node) {
 				rt.alloc = x.Value
 			case "placements":
 				rt.placements = x.Value
+				if x.Value.Kind == yaml.ScalarNode && x.Value.Value == "auto" {
+					rt.placements, rt.auto = nil, true
+					p.checkAuto(x.Value, what)
+				}
 			}
 		}
 		// Check what needs no op now, so these errors are reported along

@@ -1,0 +1,133 @@
+// Package auto chooses the shardings of a layer (nvcomm lower --auto): every
+// tensor of a format-2 fusion that is not given, and every tensor declared
+// with `placements: auto`, is a decision; nvcomm picks for each the
+// sharding that makes the whole layer fastest under the cost model, within
+// a per-device memory budget (docs/auto.md).
+//
+// The cost of an assignment is the predicted time of the plan nvcomm
+// lowers for it: each op's resharding sets, collectives and local compute
+// (Matmul and Pointwise steps priced by the topology's roofline). Lowering
+// is per op, so the time is a sum over ops, each depending only on the
+// shardings of its own tensors: the solver tabulates every op's time for
+// every combination of its tensors' candidate shardings, by lowering the op
+// alone, and searches the assignments exactly (solve.go).
+package auto
+
+import (
+	"fmt"
+
+	"github.com/nvcomm/nvcomm/internal/cost"
+	"github.com/nvcomm/nvcomm/internal/ir"
+	"github.com/nvcomm/nvcomm/internal/lower"
+)
+
+// Options configure Solve.
+type Options struct {
+	// Lowering is how each op is lowered and priced: the policy, the
+	// objective of its resharding, the topology (nil: cost.Default()).
+	Lowering lower.Options
+	// MemoryBudget is the most bytes a device may hold at once (the
+	// layer's inputs and weights, and its intermediates while live); 0
+	// means no limit.
+	MemoryBudget int64
+}
+
+// Decision is the sharding chosen for one tensor, and the best the layer
+// could do with any other.
+type Decision struct {
+	Tensor string
+	Chosen string // placements, as a fusion file writes them
+	// RunnerUp is the best other sharding of the tensor, "" when there is
+	// none within the budget; Slower is how much more the layer's
+	// predicted time is with it, in seconds.
+	RunnerUp string
+	Slower   float64
+}
+
+// Result is the chosen shardings and the fusion annotated with them.
+type Result struct {
+	// Fusion is the input file with every decision's placements written
+	// (format 2: lowering it gives the chosen plan).
+	Fusion    []byte
+	Decisions []Decision
+	// Seconds is the predicted time of the chosen plan; PeakBytes the
+	// most bytes a device holds at once under it.
+	Seconds   float64
+	PeakBytes int64
+	// Lowered counts the single-op fusions priced.
+	Lowered int
+}
+
+// Solve chooses the shardings of the decisions of the fusion in src (file
+// names it in messages) and returns the annotated fusion.
+func Solve(file string, src []byte, opts Options) (*Result, error) {
+	f, err := ir.ParseAuto(file, src)
+	if err != nil {
+		return nil, err
+	}
+	tree, err := readSource(src)
+	if err != nil {
+		return nil, err
+	}
+	m, err := newModel(f, tree)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	if opts.Lowering.Topology == nil {
+		opts.Lowering.Topology = cost.Default()
+	}
+	ev := &evaluator{lowering: opts.Lowering, cache: map[string]int64{}}
+	for _, fa := range m.factors {
+		ev.fill(m, fa)
+	}
+	sv := newSolver(m, opts.MemoryBudget)
+	best, err := sv.solve()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w%s", file, err, budgetHint(opts.MemoryBudget))
+	}
+	res := &Result{Seconds: float64(best.cost) / 1e12, PeakBytes: best.peak, Lowered: ev.lowered}
+	chosen := map[string]sharding{}
+	var order []string
+	for _, k := range sv.decisions {
+		v := m.vars[k]
+		chosen[v.t.Name] = v.options[best.choice[k]]
+		order = append(order, v.t.Name)
+		d, err := runnerUp(sv, k, best)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		res.Decisions = append(res.Decisions, d)
+	}
+	if res.Fusion, err = tree.annotate(order, chosen); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// runnerUp solves again with decision k barred from its chosen option.
+func runnerUp(sv *solver, k int, best *solution) (Decision, error) {
+	v := sv.m.vars[k]
+	d := Decision{Tensor: v.t.Name, Chosen: v.options[best.choice[k]].String()}
+	sv.allowed[k] = make([]bool, len(v.options))
+	for o := range sv.allowed[k] {
+		sv.allowed[k][o] = o != best.choice[k]
+	}
+	defer func() { sv.allowed[k] = nil }()
+	other, err := sv.solve()
+	switch {
+	case err == errInfeasible:
+		return d, nil
+	case err != nil:
+		return d, err
+	}
+	d.RunnerUp = v.options[other.choice[k]].String()
+	d.Slower = float64(other.cost-best.cost) / 1e12
+	return d, nil
+}
+
+func budgetHint(budget int64) string {
+	if budget > 0 {
+		return fmt.Sprintf(" within a memory budget of %d bytes per device; raise --memory-budget or give some tensors placements", budget)
+	}
+	return ""
+}

@@ -1,0 +1,271 @@
+package auto
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/nvcomm/nvcomm/internal/cost"
+	"github.com/nvcomm/nvcomm/internal/ir"
+	"github.com/nvcomm/nvcomm/internal/lower"
+	"github.com/nvcomm/nvcomm/internal/plan"
+	"github.com/nvcomm/nvcomm/internal/sim"
+)
+
+// mlp is Megatron-LM's MLP on a 1-D mesh of 4 with only its input given:
+// tokens × hidden, ffn = 4 × hidden, the weights and every intermediate
+// left to the auto-sharder.
+func mlp(tokens, hidden int) string {
+	return fmt.Sprintf(`format: 2
+name: mlp
+meshes:
+  tp: [0, 1, 2, 3]
+tensors:
+  x:  {mesh: tp, shape: [%[1]d, %[2]d]}         # the input, replicated
+  w1: {mesh: tp, shape: [%[3]d, %[2]d], placements: auto}
+  w2: {mesh: tp, shape: [%[2]d, %[3]d], placements: auto}
+  y:  {placements: [Replicate()]}               # the next layer wants it whole
+ops:
+  - {op: linear, in: [x, w1], out: h}
+  - {op: relu, in: h, out: a}
+  - {op: linear, in: [a, w2], out: y}
+`, tokens, hidden, 4*hidden)
+}
+
+// chosen lists the decisions as "tensor placements".
+func chosen(res *Result) []string {
+	var out []string
+	for _, d := range res.Decisions {
+		out = append(out, d.Tensor+" "+d.Chosen)
+	}
+	return out
+}
+
+// TestMegatron checks the choices the issue names: under a budget below
+// the replicated weights, column-parallel then row-parallel with one
+// Allreduce (Megatron-LM's split); with room for the replicated weights and
+// a tiny batch, replicated weights (no collective: each device computes the
+// whole layer); with room but a large batch, the split again.
+func TestMegatron(t *testing.T) {
+	const hidden = 1024
+	weights := int64(2 * 4 * hidden * hidden * 4) // both weights, float32: 32 MiB
+	megatron := []string{"w1 [Shard(0)]", "w2 [Shard(1)]", "h [Shard(1)]", "a [Shard(1)]"}
+	replicated := []string{"w1 [Replicate()]", "w2 [Replicate()]", "h [Replicate()]", "a [Replicate()]"}
+	tests := map[string]struct {
+		tokens int
+		budget int64
+		want   []string
+		steps  []string
+	}{
+		"budget below the weights":          {tokens: 8, budget: weights / 2, want: megatron, steps: []string{"Matmul", "Pointwise", "Matmul", "Allreduce"}},
+		"room for the weights, tiny batch":  {tokens: 8, budget: 2 * weights, want: replicated, steps: []string{"Matmul", "Pointwise", "Matmul"}},
+		"room for the weights, large batch": {tokens: 8192, budget: 0, want: megatron, steps: []string{"Matmul", "Pointwise", "Matmul", "Allreduce"}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			res, err := Solve("mlp.yaml", []byte(mlp(tc.tokens, hidden)), Options{MemoryBudget: tc.budget})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(tc.want, chosen(res)); d != "" {
+				t.Errorf("decisions (-want +got):\n%s", d)
+			}
+			p := lowerChosen(t, res)
+			var steps []string
+			for _, s := range p.Steps {
+				steps = append(steps, s.Type)
+			}
+			if d := cmp.Diff(tc.steps, steps); d != "" {
+				t.Errorf("steps (-want +got):\n%s", d)
+			}
+			if tc.budget > 0 && res.PeakBytes > tc.budget {
+				t.Errorf("peak %d bytes over the budget %d", res.PeakBytes, tc.budget)
+			}
+		})
+	}
+}
+
+// lowerChosen lowers the annotated fusion and checks what Solve claims of
+// it: its predicted time is the sum Solve computed from single ops.
+func lowerChosen(t *testing.T, res *Result) *plan.Plan {
+	t.Helper()
+	f, err := ir.Parse("chosen.yaml", res.Fusion)
+	if err != nil {
+		t.Fatalf("the annotated fusion does not parse: %v\n%s", err, res.Fusion)
+	}
+	p, err := lower.Lower(f, lower.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr, err := cost.Predict(cost.Default(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(pr.Total-res.Seconds) > 1e-12*float64(len(f.Ops)) {
+		t.Errorf("the chosen plan is predicted %.6g s; Solve summed %.6g s from its ops", pr.Total, res.Seconds)
+	}
+	return p
+}
+
+// layers are small fusions with decisions of every kind: intermediates, a
+// residual add (a DAG), weights marked auto, a 2-D mesh, a reduction.
+var layers = map[string]string{
+	"mlp":              mlp(8, 16),
+	"mlp, output free": strings.Replace(mlp(16, 8), "  y:  {placements: [Replicate()]}               # the next layer wants it whole\n", "", 1),
+	"residual": `format: 2
+meshes:
+  tp: [0, 1]
+tensors:
+  x: {mesh: tp, shape: [8, 6], placements: [Shard(0)]}
+  w: {mesh: tp, shape: [6, 6], placements: auto}
+ops:
+  - {op: linear, in: [x, w], out: h}
+  - {op: relu, in: h, out: a}
+  - {op: add, in: [a, x], out: y}
+`,
+	"2-D mesh": `format: 2
+meshes:
+  g: [[0, 1], [2, 3]]
+tensors:
+  x: {mesh: g, shape: [4, 8], placements: [Shard(0), Replicate()]}
+  w: {mesh: g, shape: [8, 8], placements: auto}
+ops:
+  - {op: matmul, in: [x, w], out: y}
+  - {op: neg, in: y, out: z}
+`,
+	"reduction": `format: 2
+meshes:
+  m: [0, 1, 2, 3]
+tensors:
+  x: {mesh: m, shape: [8, 12], placements: [Shard(1)]}
+ops:
+  - {op: abs, in: x, out: a}
+  - {op: sum, in: a, axis: 1, out: s}
+  - {op: relu, in: s, out: r}
+`,
+}
+
+// TestExactSearch checks the branch and bound against every assignment,
+// with and without a memory budget: the same cost, and the first of the
+// cheapest in search order.
+func TestExactSearch(t *testing.T) {
+	for name, src := range layers {
+		t.Run(name, func(t *testing.T) {
+			m := buildModel(t, src)
+			for _, budget := range []int64{0, minPeak(m) + 1} {
+				want, wantOK := bruteForce(m, budget)
+				got, err := newSolver(m, budget).solve()
+				if !wantOK {
+					if err == nil {
+						t.Errorf("budget %d: solved at %d, but no assignment fits", budget, got.cost)
+					}
+					continue
+				}
+				if err != nil {
+					t.Fatalf("budget %d: %v", budget, err)
+				}
+				if d := cmp.Diff(want, got, cmp.AllowUnexported(solution{})); d != "" {
+					t.Errorf("budget %d (-brute force +search):\n%s", budget, d)
+				}
+			}
+		})
+	}
+}
+
+func buildModel(t *testing.T, src string) *model {
+	t.Helper()
+	f, err := ir.ParseAuto("layer.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree, err := readSource([]byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := newModel(f, tree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := &evaluator{lowering: lower.Options{Topology: cost.Default()}, cache: map[string]int64{}}
+	for _, fa := range m.factors {
+		ev.fill(m, fa)
+	}
+	return m
+}
+
+// bruteForce enumerates every assignment in search order and keeps the
+// first cheapest within the budget.
+func bruteForce(m *model, budget int64) (*solution, bool) {
+	s := newSolver(m, budget)
+	var best *solution
+	var walk func(depth int)
+	walk = func(depth int) {
+		if depth == len(s.decisions) {
+			total := int64(0)
+			var combo []int
+			for _, fa := range m.factors {
+				combo = combo[:0]
+				for _, k := range fa.vars {
+					combo = append(combo, s.choice[k])
+				}
+				c := fa.table[entry(m, fa, combo)]
+				if c == maxCost {
+					return
+				}
+				total += c
+			}
+			peak := s.peak()
+			if budget > 0 && peak > budget || best != nil && total >= best.cost {
+				return
+			}
+			best = &solution{choice: slices.Clone(s.choice), cost: total, peak: peak}
+			return
+		}
+		k := s.decisions[depth]
+		for o := range m.vars[k].options {
+			s.choice[k] = o
+			walk(depth + 1)
+		}
+		s.choice[k] = -1
+	}
+	walk(0)
+	return best, best != nil
+}
+
+// entry is the table index of a combination: combination's inverse.
+func entry(m *model, fa *factor, combo []int) int {
+	i := 0
+	for j, k := range fa.vars {
+		i = i*len(m.vars[k].options) + combo[j]
+	}
+	return i
+}
+
+// minPeak is the smallest peak any assignment could have, so that a budget
+// just above it binds.
+func minPeak(m *model) int64 { return newSolver(m, 0).peak() }
+
+// TestChosenPlansSimulate lowers the fusion each layer's choice writes and
+// runs it on virtual devices against the unsharded program.
+func TestChosenPlansSimulate(t *testing.T) {
+	for name, src := range layers {
+		t.Run(name, func(t *testing.T) {
+			res, err := Solve("layer.yaml", []byte(src), Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := lowerChosen(t, res)
+			out, err := sim.Run(p, sim.Options{Seed: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !out.Pass {
+				t.Errorf("simulation mismatch: %+v\n%s", out.Mismatch, res.Fusion)
+			}
+		})
+	}
+}

@@ -1,0 +1,160 @@
+package auto
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/nvcomm/nvcomm/internal/ir"
+)
+
+// source is the fusion file as a YAML tree: the given tensors' placements
+// are read from it, and the chosen ones written into it, comments and
+// order kept.
+type source struct {
+	doc     *yaml.Node // the document
+	tensors *yaml.Node // the tensors mapping; nil when the file has none
+}
+
+func readSource(src []byte) (*source, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(src, &doc); err != nil {
+		return nil, err
+	}
+	s := &source{doc: &doc}
+	if root := s.root(); root != nil {
+		s.tensors = lookup(root, "tensors")
+	}
+	return s, nil
+}
+
+// root is the top-level mapping, or nil.
+func (s *source) root() *yaml.Node {
+	if len(s.doc.Content) == 0 || s.doc.Content[0].Kind != yaml.MappingNode {
+		return nil
+	}
+	return s.doc.Content[0]
+}
+
+// lookup returns the value of key in mapping m, or nil.
+func lookup(m *yaml.Node, key string) *yaml.Node {
+	if m == nil || m.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i+1]
+		}
+	}
+	return nil
+}
+
+// given returns the sharding of a given tensor as its declaration writes
+// it: its placements, or Replicate on every mesh axis when it declares a
+// mesh alone. A tensor given by a schedule has no placements to start the
+// search from.
+func (s *source) given(t *ir.Tensor) (sharding, error) {
+	decl := lookup(s.tensors, t.Name)
+	if lookup(decl, "schedule") != nil {
+		return nil, fmt.Errorf("tensor %q is given by a schedule; lower --auto reads given shardings as placements (write them with placements, or mark the tensor placements: auto)", t.Name)
+	}
+	pls := lookup(decl, "placements")
+	if pls == nil {
+		return replicated(t.Mesh.Rank()), nil
+	}
+	var items []string
+	if err := pls.Decode(&items); err != nil {
+		return nil, fmt.Errorf("tensor %q: placements: %v", t.Name, err)
+	}
+	return parseSharding(items)
+}
+
+func replicated(rank int) sharding {
+	s := make(sharding, rank)
+	for i := range s {
+		s[i].Kind = "Replicate"
+	}
+	return s
+}
+
+// annotate writes the chosen shardings into the file: each decision
+// tensor's placements (a declared tensor's replaced, an undeclared one
+// added at the end of tensors), and returns the new file.
+func (s *source) annotate(order []string, chosen map[string]sharding) ([]byte, error) {
+	root := s.root()
+	if root == nil {
+		return nil, fmt.Errorf("the fusion is not a mapping")
+	}
+	if s.tensors == nil {
+		s.tensors = &yaml.Node{Kind: yaml.MappingNode}
+		root.Content = append(root.Content, scalar("tensors"), s.tensors)
+	}
+	for _, name := range order {
+		decl := lookup(s.tensors, name)
+		if decl == nil {
+			decl = &yaml.Node{Kind: yaml.MappingNode, Style: yaml.FlowStyle}
+			s.tensors.Content = append(s.tensors.Content, scalar(name), decl)
+		}
+		setKey(decl, "placements", placementsNode(chosen[name]))
+	}
+	var b bytes.Buffer
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(s.doc); err != nil {
+		return nil, err
+	}
+	if err := enc.Close(); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+func scalar(v string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Value: v} }
+
+// setKey sets key in mapping m to v, in place when present.
+func setKey(m *yaml.Node, key string, v *yaml.Node) {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			v.LineComment = m.Content[i+1].LineComment
+			m.Content[i+1] = v
+			return
+		}
+	}
+	m.Content = append(m.Content, scalar(key), v)
+}
+
+func placementsNode(s sharding) *yaml.Node {
+	n := &yaml.Node{Kind: yaml.SequenceNode, Style: yaml.FlowStyle}
+	for _, p := range s {
+		n.Content = append(n.Content, scalar(p.String()))
+	}
+	return n
+}
+
+// meshYAML writes a mesh's devices as nested lists: [[0, 1], [2, 3]].
+func meshYAML(m *ir.Mesh) string {
+	var b strings.Builder
+	var walk func(axis, start int)
+	walk = func(axis, start int) {
+		b.WriteByte('[')
+		stride := 1
+		for _, e := range m.Shape[axis+1:] {
+			stride *= e
+		}
+		for i := range m.Shape[axis] {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			if axis == len(m.Shape)-1 {
+				fmt.Fprint(&b, m.Devices[start+i])
+			} else {
+				walk(axis+1, start+i*stride)
+			}
+		}
+		b.WriteByte(']')
+	}
+	walk(0, 0)
+	return b.String()
+}

@@ -1,0 +1,87 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nvcomm/nvcomm/internal/auto"
+	"github.com/nvcomm/nvcomm/internal/explain"
+	"github.com/nvcomm/nvcomm/internal/lower"
+	"github.com/nvcomm/nvcomm/internal/plan"
+)
+
+// autoOptions are the flags of the auto-sharder (docs/auto.md).
+type autoOptions struct {
+	enabled bool
+	budget  sizeFlag
+	emit    string
+}
+
+func autoVars(cmd *cobra.Command, o *autoOptions) {
+	cmd.Flags().BoolVar(&o.enabled, "auto", false, "choose the shardings of the tensors that are not given and of those with placements: auto (format 2; docs/auto.md)")
+	cmd.Flags().Var(&o.budget, "memory-budget", "with --auto: the most a device may hold at once, `SIZE` (bytes, or with a unit: 64MiB, 80GB)")
+	cmd.Flags().StringVar(&o.emit, "emit-fusion", "", "with --auto: write the fusion with the chosen placements to `FILE` (atomically)")
+	fileFlag(cmd, "emit-fusion")
+}
+
+// check refuses the auto flags without --auto.
+func (o *autoOptions) check(cmd *cobra.Command) error {
+	for _, name := range []string{"memory-budget", "emit-fusion"} {
+		if !o.enabled && cmd.Flags().Changed(name) {
+			return usageError{fmt.Errorf("--%s needs --auto", name)}
+		}
+	}
+	return nil
+}
+
+// compileAuto chooses the shardings of the fusion in arg, writes the
+// annotated fusion where --emit-fusion says, and lowers it.
+func (o *autoOptions) compileAuto(cmd *cobra.Command, arg string, opts lower.Options) (*plan.Plan, *auto.Result, error) {
+	name, src, err := readInput(cmd, arg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return o.compileAutoSource(cmd, name, src, opts)
+}
+
+// compileAutoSource is compileAuto of fusion source read from name.
+func (o *autoOptions) compileAutoSource(cmd *cobra.Command, name string, src []byte, opts lower.Options) (*plan.Plan, *auto.Result, error) {
+	if isPlan(src) {
+		return nil, nil, usageError{fmt.Errorf("--auto chooses the shardings of a fusion file; %s is a plan", name)}
+	}
+	res, err := auto.Solve(name, src, auto.Options{Lowering: opts, MemoryBudget: o.budget.bytes})
+	if err != nil {
+		return nil, nil, reportIn(cmd, name, err)
+	}
+	if o.emit != "" {
+		if err := writeOutput(cmd, o.emit, res.Fusion); err != nil {
+			return nil, nil, err
+		}
+	}
+	p, err := compileSource(cmd, name+" (annotated by --auto)", res.Fusion, opts)
+	return p, res, err
+}
+
+// writeDecisions prints what --auto chose for each tensor, the best other
+// sharding and how much slower the layer would be with it.
+func writeDecisions(w io.Writer, res *auto.Result) error {
+	ew := &errWriter{w: w}
+	fmt.Fprintf(ew, "auto: predicted %s, at most %s per device\n", explain.Seconds(res.Seconds), plan.Size(res.PeakBytes))
+	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "tensor\tchosen\trunner-up\tslower by")
+	for _, d := range res.Decisions {
+		runnerUp, slower := d.RunnerUp, "+"+explain.Seconds(d.Slower)
+		if runnerUp == "" {
+			runnerUp, slower = "none within the budget", ""
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", d.Tensor, d.Chosen, runnerUp, slower)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(ew)
+	return ew.err
+}
