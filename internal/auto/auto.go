@@ -16,6 +16,8 @@ package auto
 import (
 	"fmt"
 
+	"github.com/dustin/go-humanize"
+
 	"github.com/nvcomm/nvcomm/internal/cost"
 	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/lower"
@@ -56,6 +58,9 @@ type Result struct {
 	PeakBytes int64
 	// Lowered counts the single-op fusions priced.
 	Lowered int
+	// Exact is false when the search stopped at its limit: the shardings
+	// are then the best it found, not proven the fastest.
+	Exact bool
 }
 
 // Solve chooses the shardings of the decisions of the fusion in src (file
@@ -71,7 +76,7 @@ func Solve(file string, src []byte, opts Options) (*Result, error) {
 	}
 	m, err := newModel(f, tree)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", file, err)
+		return nil, err
 	}
 	if opts.Lowering.Topology == nil {
 		opts.Lowering.Topology = cost.Default()
@@ -81,11 +86,11 @@ func Solve(file string, src []byte, opts Options) (*Result, error) {
 		ev.fill(m, fa)
 	}
 	sv := newSolver(m, opts.MemoryBudget)
-	best, err := sv.solve()
+	best, exact, err := sv.solve()
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w%s", file, err, budgetHint(opts.MemoryBudget))
+		return nil, fmt.Errorf("%w%s", err, budgetHint(opts.MemoryBudget))
 	}
-	res := &Result{Seconds: float64(best.cost) / 1e12, PeakBytes: best.peak, Lowered: ev.lowered}
+	res := &Result{Seconds: float64(best.cost) / 1e12, PeakBytes: best.peak, Lowered: ev.lowered, Exact: exact}
 	chosen := map[string]sharding{}
 	var order []string
 	for _, k := range sv.decisions {
@@ -94,7 +99,7 @@ func Solve(file string, src []byte, opts Options) (*Result, error) {
 		order = append(order, v.t.Name)
 		d, err := runnerUp(sv, k, best)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", file, err)
+			return nil, err
 		}
 		res.Decisions = append(res.Decisions, d)
 	}
@@ -113,10 +118,10 @@ func runnerUp(sv *solver, k int, best *solution) (Decision, error) {
 		sv.allowed[k][o] = o != best.choice[k]
 	}
 	defer func() { sv.allowed[k] = nil }()
-	other, err := sv.solve()
+	other, _, err := sv.solve()
 	switch {
-	case err == errInfeasible:
-		return d, nil
+	case err == errInfeasible || err == errTooLarge:
+		return d, nil // no runner-up to show
 	case err != nil:
 		return d, err
 	}
@@ -127,7 +132,7 @@ func runnerUp(sv *solver, k int, best *solution) (Decision, error) {
 
 func budgetHint(budget int64) string {
 	if budget > 0 {
-		return fmt.Sprintf(" within a memory budget of %d bytes per device; raise --memory-budget or give some tensors placements", budget)
+		return fmt.Sprintf(" within a memory budget of %s per device; raise --memory-budget or give some tensors placements", humanize.IBytes(uint64(budget)))
 	}
 	return ""
 }

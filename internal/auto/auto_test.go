@@ -158,15 +158,15 @@ func TestExactSearch(t *testing.T) {
 			m := buildModel(t, src)
 			for _, budget := range []int64{0, minPeak(m) + 1} {
 				want, wantOK := bruteForce(m, budget)
-				got, err := newSolver(m, budget).solve()
+				got, exact, err := newSolver(m, budget).solve()
 				if !wantOK {
 					if err == nil {
 						t.Errorf("budget %d: solved at %d, but no assignment fits", budget, got.cost)
 					}
 					continue
 				}
-				if err != nil {
-					t.Fatalf("budget %d: %v", budget, err)
+				if err != nil || !exact {
+					t.Fatalf("budget %d: %v (exact %v)", budget, err, exact)
 				}
 				if d := cmp.Diff(want, got, cmp.AllowUnexported(solution{})); d != "" {
 					t.Errorf("budget %d (-brute force +search):\n%s", budget, d)
@@ -267,5 +267,32 @@ func TestChosenPlansSimulate(t *testing.T) {
 				t.Errorf("simulation mismatch: %+v\n%s", out.Mismatch, res.Fusion)
 			}
 		})
+	}
+}
+
+// TestSearchLimit checks the fallback past the node limit: the best
+// assignment found so far, not proven, and no worse than the first one the
+// search completes.
+func TestSearchLimit(t *testing.T) {
+	m := buildModel(t, layers["2-D mesh"])
+	full, exact, err := newSolver(m, 0).solve()
+	if err != nil || !exact {
+		t.Fatalf("full search: %v (exact %v)", err, exact)
+	}
+	s := newSolver(m, 0)
+	s.maxNodes = len(s.decisions) + 2 // one assignment, and a little more
+	got, exact, err := s.solve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exact {
+		t.Error("a search stopped at its limit says it is exact")
+	}
+	if got.cost < full.cost {
+		t.Errorf("the stopped search found %d ps, below the optimum %d", got.cost, full.cost)
+	}
+	s.maxNodes = 1
+	if _, _, err := s.solve(); err != errTooLarge {
+		t.Errorf("a search stopped before any assignment: %v, want errTooLarge", err)
 	}
 }

@@ -19,11 +19,13 @@ import (
 // order (Replicate first) and only a strictly cheaper assignment replaces
 // the best, so equal costs resolve the same way on every run.
 
-// maxNodes bounds the search; a fusion that needs more is an error that
-// asks for some placements to be given.
+// maxNodes bounds the search. Past it the search stops and keeps the best
+// assignment found so far (depth first, the cheapest options first: a
+// greedy assignment improved for as long as the search ran), which is then
+// not proven the fastest.
 const maxNodes = 2_000_000
 
-// errTooLarge reports a search past maxNodes.
+// errTooLarge stops a search past maxNodes.
 var errTooLarge = errors.New("the search for the best shardings visited more than 2,000,000 assignments")
 
 // errInfeasible reports that no assignment fits: every one costs maxCost
@@ -46,10 +48,12 @@ type solver struct {
 	choice    []int // -1: not fixed
 	best      *solution
 	nodes     int
+	// maxNodes is maxNodes but in tests.
+	maxNodes int
 }
 
 func newSolver(m *model, budget int64) *solver {
-	s := &solver{m: m, budget: budget, allowed: make([][]bool, len(m.vars)), choice: make([]int, len(m.vars))}
+	s := &solver{m: m, budget: budget, allowed: make([][]bool, len(m.vars)), choice: make([]int, len(m.vars)), maxNodes: maxNodes}
 	for k, v := range m.vars {
 		s.choice[k] = -1
 		if !v.decision {
@@ -61,24 +65,27 @@ func newSolver(m *model, budget int64) *solver {
 	return s
 }
 
-// solve returns the cheapest assignment within the budget.
-func (s *solver) solve() (*solution, error) {
+// solve returns the cheapest assignment within the budget, and whether
+// the search finished: false when it stopped at maxNodes with the best
+// assignment it had found.
+func (s *solver) solve() (*solution, bool, error) {
 	s.best, s.nodes = nil, 0
 	for _, k := range s.decisions {
 		s.choice[k] = -1
 	}
-	if err := s.search(0); err != nil {
-		return nil, err
+	err := s.search(0)
+	switch {
+	case err != nil && s.best == nil:
+		return nil, false, err
+	case s.best == nil:
+		return nil, true, errInfeasible
 	}
-	if s.best == nil {
-		return nil, errInfeasible
-	}
-	return s.best, nil
+	return s.best, err == nil, nil
 }
 
 func (s *solver) search(depth int) error {
 	s.nodes++
-	if s.nodes > maxNodes {
+	if s.nodes > s.maxNodes {
 		return errTooLarge
 	}
 	bound, ok := s.bound()

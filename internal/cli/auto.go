@@ -56,6 +56,9 @@ func (o *autoOptions) compileAutoSource(cmd *cobra.Command, name string, src []b
 	if err != nil {
 		return nil, nil, reportIn(cmd, name, err)
 	}
+	if !res.Exact {
+		fmt.Fprintf(cmd.ErrOrStderr(), "%s: warning: --auto stopped its search at its limit; the shardings are the best it found, not proven the fastest (give some tensors placements)\n", name)
+	}
 	if o.emit != "" {
 		if err := writeOutput(cmd, o.emit, res.Fusion); err != nil {
 			return nil, nil, err
