@@ -30,7 +30,7 @@ with torch.distributed on the devices at hand and writes a calibration CSV (to
 calibrate.py unless -o says otherwise; -o - for standard output):
 
   nvcomm calibrate
-  torchrun --nproc-per-node=8 calibrate.py --out calibration.csv
+  torchrun --nproc_per_node=8 calibrate.py --out calibration.csv
 
 With --fit it fits the cost model t = max(λ, min(α + S·f(n)/busbw, α_ll +
 S·f(n)/busbw_ll)) to such a CSV (nccl-tests units; the floor λ and the
@@ -42,7 +42,7 @@ sample by sample, goes to standard error:
 
 See docs/export.md.`,
 		Example: `  nvcomm calibrate
-  torchrun --nproc-per-node=8 calibrate.py --out calibration.csv
+  torchrun --nproc_per_node=8 calibrate.py --out calibration.csv
   nvcomm calibrate --fit calibration.csv -o topology.yaml
   nvcomm simulate fusion.yaml --topology topology.yaml`,
 		Args:              exactArgs(0),
@@ -107,7 +107,7 @@ func (o *calibrateOptions) writeProgram(cmd *cobra.Command) error {
 		return err
 	}
 	if out != "-" {
-		fmt.Fprintf(cmd.ErrOrStderr(), "nvcomm: wrote %s; run it on the GPUs to measure: torchrun --nproc-per-node=N %s --out calibration.csv\n", out, out)
+		fmt.Fprintf(cmd.ErrOrStderr(), "nvcomm: wrote %s; run it on the GPUs to measure: torchrun --nproc_per_node=N %s --out calibration.csv\n", out, out)
 	}
 	return nil
 }

@@ -95,7 +95,7 @@ them on virtual devices against the unsharded program.`,
   nvcomm lower --format text --policy nvfuser fusion.yaml
   nvcomm lower fusion.yaml -o plan.json && nvcomm validate plan.json
   nvcomm simulate fusion.yaml --topology default
-  nvcomm export torch fusion.yaml -o run.py && torchrun --nproc-per-node=4 run.py`,
+  nvcomm export torch fusion.yaml -o run.py && torchrun --nproc_per_node=4 run.py`,
 		Version:       readBuildInfo().Version,
 		SilenceUsage:  true,
 		SilenceErrors: true,

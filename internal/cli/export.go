@@ -13,6 +13,7 @@ import (
 	"github.com/nvcomm/nvcomm/internal/export"
 	"github.com/nvcomm/nvcomm/internal/lower"
 	"github.com/nvcomm/nvcomm/internal/plan"
+	"github.com/nvcomm/nvcomm/internal/shard"
 	"github.com/nvcomm/nvcomm/internal/sim"
 )
 
@@ -25,7 +26,7 @@ func newExportCmd() *cobra.Command {
 		Use:   "export",
 		Short: "Export a plan to a program for a real distributed engine",
 		Example: `  nvcomm export torch fusion.yaml -o run.py
-  torchrun --nproc-per-node=4 run.py`,
+  torchrun --nproc_per_node=4 run.py`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			fmt.Fprint(cmd.ErrOrStderr(), cmd.UsageString())
@@ -58,8 +59,8 @@ prints PASS or the first mismatch (exit code 1). --bench N in the program times
 every step beside the time the cost model predicts. Input starting with '{' is a
 plan; anything else a fusion file. See docs/export.md.`,
 		Example: `  nvcomm export torch testdata/examples/gpu2_allreduce.yaml -o run.py
-  torchrun --nproc-per-node=2 run.py                     # NCCL on 2 GPUs
-  torchrun --nproc-per-node=2 run.py --bench 20          # also time each step
+  torchrun --nproc_per_node=2 run.py                     # NCCL on 2 GPUs
+  torchrun --nproc_per_node=2 run.py --bench 20          # also time each block
   nvcomm export torch plan.json --topology topology.yaml -o run.py
   nvcomm export torch fusion.yaml --topology none --seed 7 -o run.py`,
 		Args:              exactArgs(1),
@@ -92,20 +93,54 @@ func (o *exportOptions) run(cmd *cobra.Command, arg string) error {
 		if err != nil {
 			return err
 		}
-		pr, err := cost.Predict(t, p)
+		pred, err := predictBlocks(t, p)
 		if err != nil {
 			return reportIn(cmd, name, fmt.Errorf("cannot price the plan on topology %s: %w", t.Name, err))
 		}
-		opts.Topology = t.Name
-		for _, st := range pr.Steps {
-			opts.Predicted = append(opts.Predicted, st.Seconds)
-		}
+		opts.Topology, opts.Predicted = t.Name, pred
 	}
 	var b bytes.Buffer
 	if err := export.Torch(&b, p, opts); err != nil {
 		return err
 	}
 	return writeOutput(cmd, o.output, b.Bytes())
+}
+
+// predictBlocks predicts every block of the exported function: a block
+// that moves memory (a local step, or local steps fused into one pass) at
+// the memory rate of its pass, any other as its plan step (the last of
+// the block: a Permute fused into a Matmul moves nothing).
+func predictBlocks(t *cost.Topology, p *plan.Plan) ([]float64, error) {
+	pr, err := cost.Predict(t, p)
+	if err != nil {
+		return nil, err
+	}
+	blocks, err := export.Blocks(p)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]float64, len(blocks))
+	for i, b := range blocks {
+		last := b.Steps[len(b.Steps)-1]
+		if b.Pass == "" {
+			out[i] = pr.Steps[last].Seconds
+			continue
+		}
+		size := int64(shard.DTypeSize(stepDType(p, last)))
+		out[i] = t.Pass(b.Pass, b.Elements*size)
+	}
+	return out, nil
+}
+
+// stepDType is the dtype of the buffers of step i: its op's output's.
+func stepDType(p *plan.Plan, i int) string {
+	op := p.Steps[i].Op
+	for _, t := range p.Tensors {
+		if op >= 0 && op < len(p.Ops) && t.Name == p.Ops[op].Output {
+			return t.DType
+		}
+	}
+	return ""
 }
 
 // probes returns the first values simulate fills every fusion input with.

@@ -146,7 +146,7 @@ func testTopology() *Topology {
 			plan.Reduce:    {Bandwidth: 400, Latency: 40, LowLatency: &Line{Bandwidth: 20, Latency: 2}},
 		}},
 		Network: Link{Params: Params{Bandwidth: 10, Latency: 50}},
-		Memory:  Params{Bandwidth: 1000, Latency: 1},
+		Memory:  Memory{Params: Params{Bandwidth: 1000, Latency: 1}},
 	}
 }
 

@@ -74,10 +74,56 @@ func (l Line) Seconds(x float64) float64 {
 	return l.Latency*1e-6 + x/(l.Bandwidth*1e9)
 }
 
+// Memory prices local steps: the parameters of a contiguous copy (Params,
+// bytes read plus written), and optionally those of a strided copy
+// (Strided), which `nvcomm calibrate` measures. Without them a strided
+// copy costs what a contiguous one does, as in topology files before they
+// had the field.
+type Memory struct {
+	Params `yaml:",inline"`
+	// Strided prices a copy between strided views: a Permute, and a Pad's
+	// or an Unpad's box, written or read row by row.
+	Strided *Params `yaml:"strided,omitempty"`
+}
+
+// StridedParams are the parameters of a strided copy.
+func (m Memory) StridedParams() Params {
+	if m.Strided != nil {
+		return *m.Strided
+	}
+	return m.Params
+}
+
 // Local predicts a local step that reads and writes bytes in all, in
-// seconds.
+// seconds, at the rate of a contiguous copy.
 func (t *Topology) Local(bytes int64) float64 {
 	return t.Memory.Seconds(float64(bytes))
+}
+
+// localStep predicts a local step of type typ that reads and writes bytes
+// in all: the strided copies (Permute, Pad, Unpad) at the strided rate,
+// the others at a contiguous copy's.
+func (t *Topology) localStep(typ string, bytes int64) float64 {
+	switch typ {
+	case plan.Permute, plan.Pad, plan.Unpad:
+		return t.Pass("strided", bytes)
+	}
+	return t.Local(bytes)
+}
+
+// Pass predicts one pass over memory of an exported program's local block
+// that reads plus writes bytes: a "copy" (contiguous) at the memory's rate,
+// a "strided" copy between strided views at its own rate where the
+// topology has one (memory.strided, which calibrate measures), and a
+// "view", which moves nothing, as free.
+func (t *Topology) Pass(pass string, bytes int64) float64 {
+	switch pass {
+	case "view":
+		return 0
+	case "strided":
+		return t.Memory.StridedParams().Seconds(float64(bytes))
+	}
+	return t.Local(bytes)
 }
 
 // arithmetic is the time of a Matmul step's multiply-adds at the peak
@@ -121,7 +167,7 @@ func (t *Topology) Step(p *plan.Plan, s *plan.Step) (StepTime, error) {
 	if s.Kind == plan.KindLocal {
 		in, out := localCounts(s.Type, s.Count)
 		st.Bytes, err = stepBytes(s, size, in, out)
-		st.Seconds = max(t.Local(st.Bytes), t.arithmetic(p, s))
+		st.Seconds = max(t.localStep(s.Type, st.Bytes), t.arithmetic(p, s))
 		return st, err
 	}
 	if len(s.Teams) == 0 {
@@ -198,7 +244,7 @@ func (t *Topology) LocalSeconds(typ string, c plan.Count, elem int64) (float64, 
 	if !ok1 || !ok2 || !ok3 {
 		return 0, false
 	}
-	return t.Local(sum), true
+	return t.localStep(typ, sum), true
 }
 
 // stepBytes is the bytes of the given element counts of size bytes, summed;

@@ -46,7 +46,7 @@ type Topology struct {
 	Network Link `yaml:"network"`
 	// Memory prices local steps: Bandwidth counts bytes read plus bytes
 	// written.
-	Memory Params `yaml:"memory"`
+	Memory Memory `yaml:"memory"`
 	// Compute prices the arithmetic of Matmul steps; absent, they cost
 	// only their memory traffic.
 	Compute *Compute `yaml:"compute,omitempty"`
@@ -168,7 +168,10 @@ func (t *Topology) Check() []string {
 	if t.DevicesPerNode < 1 {
 		problems = append(problems, fmt.Sprintf("devices_per_node must be at least 1, got %d", t.DevicesPerNode))
 	}
-	problems = append(problems, checkParams("memory", t.Memory)...)
+	problems = append(problems, checkParams("memory", t.Memory.Params)...)
+	if t.Memory.Strided != nil {
+		problems = append(problems, checkParams("memory.strided", *t.Memory.Strided)...)
+	}
 	if t.Compute != nil {
 		for _, dt := range slices.Sorted(maps.Keys(t.Compute.TFLOPS)) {
 			if v := t.Compute.TFLOPS[dt]; !(v > 0) || math.IsInf(v, 0) {

@@ -1,13 +1,17 @@
 // Package export turns a plan into a program for a real distributed engine.
 //
-// [Torch] writes a standalone Python program for torchrun: one process per
-// device (device id d on global rank d), one torch.distributed process
-// group per team, every step as the matching torch.distributed call or
-// local torch op, the input data of `nvcomm simulate`, and a check of every
-// op's output on every device against a float64 reference. The program's
-// generic part is runtime.py, the same in every program; the plan is
-// embedded as JSON. [CalibrationProgram] is the program `nvcomm calibrate`
-// writes, which measures collectives on the GPUs at hand.
+// [Torch] writes a standalone Python program for torchrun, one process
+// per device (device id d on global rank d). Its first part is the plan as
+// straight-line code: one Python function, one block of statements per
+// step (the torch.distributed call of a collective, the torch ops of a
+// local step), where consecutive local steps that allow it are fused into
+// one pass over memory (fuse.go; the plan itself is unchanged, so the plan
+// that runs is the plan `nvcomm simulate` proves). Its second part,
+// runtime.py, the same in every program, builds the input data of `nvcomm
+// simulate`, calls the function, checks every op's output on every device
+// against a float64 reference and times the blocks. [CalibrationProgram]
+// is the program `nvcomm calibrate` writes, which measures collectives and
+// local copies on the GPUs at hand.
 //
 // The package reads plans (internal/plan) and nothing else of nvcomm;
 // predicted times and simulate's data come in through [Options].
@@ -61,18 +65,34 @@ type Options struct {
 	// fills it with for Seed; the program checks its own data against
 	// them. Nil checks nothing.
 	Probes map[string][]float64
-	// Predicted is every step's predicted time in seconds, in step order,
-	// printed beside the measured times of --bench; nil predicts nothing.
+	// Predicted is every block's predicted time in seconds, in the order
+	// of [Blocks], printed beside the measured times of --bench; nil
+	// predicts nothing.
 	Predicted []float64
 	// Topology names the topology Predicted comes from.
 	Topology string
 }
 
+// Blocks returns the blocks of the function [Torch] writes for p: its
+// steps, grouped where the exporter fuses them, with what each moves.
+func Blocks(p *plan.Plan) ([]Block, error) {
+	g := newGen(p)
+	if _, err := g.function(); err != nil {
+		return nil, err
+	}
+	return g.blocks, nil
+}
+
 // Torch writes the Python program that runs p on torch.distributed and
 // checks it (docs/export.md).
 func Torch(w io.Writer, p *plan.Plan, o Options) error {
-	if o.Predicted != nil && len(o.Predicted) != len(p.Steps) {
-		return fmt.Errorf("export: %d predicted times for %d steps", len(o.Predicted), len(p.Steps))
+	g := newGen(p)
+	fn, err := g.function()
+	if err != nil {
+		return err
+	}
+	if o.Predicted != nil && len(o.Predicted) != len(g.blocks) {
+		return fmt.Errorf("export: %d predicted times for %d blocks", len(o.Predicted), len(g.blocks))
 	}
 	src, err := plan.Marshal(p)
 	if err != nil {
@@ -80,17 +100,41 @@ func Torch(w io.Writer, p *plan.Plan, o Options) error {
 	}
 	var b bytes.Buffer
 	writeHeader(&b, p)
+	b.WriteString("import torch\nimport torch.distributed as dist\n\n\n")
+	if g.helpers["exact"] {
+		b.WriteString(exactHelper + "\n\n")
+	}
+	b.WriteString(strings.Join(fn, "\n") + "\n\n\n")
+	b.WriteString("# --- What the runtime below needs: the plan, simulate's data, the predictions. ---\n")
+	b.WriteString("import json  # noqa: E402\n\n")
+	fmt.Fprintf(&b, "RUN = %s\n", funcName(p))
 	fmt.Fprintf(&b, "PLAN = json.loads(%s)\n", pyString(src))
 	fmt.Fprintf(&b, "DEFAULT_SEED = %d\n", o.Seed)
 	fmt.Fprintf(&b, "# First values of each fusion input in `nvcomm simulate --seed %d`.\n", o.Seed)
 	fmt.Fprintf(&b, "PROBES = %s\n", pyProbes(o.Probes))
-	fmt.Fprintf(&b, "# Predicted seconds per step (topology %s).\n", pyRepr(o.Topology))
+	fmt.Fprintf(&b, "# Predicted seconds per block of %s (topology %s).\n", funcName(p), pyRepr(o.Topology))
 	fmt.Fprintf(&b, "TOPOLOGY = %s\n", pyRepr(o.Topology))
-	fmt.Fprintf(&b, "PREDICTED = %s\n\n", pyFloats(o.Predicted))
+	fmt.Fprintf(&b, "PREDICTED = %s\n\n\n", pyFloats(o.Predicted))
 	b.WriteString(runtime)
 	_, err = w.Write(b.Bytes())
 	return err
 }
+
+// exactHelper is the function the plan's function calls for a local
+// computation in a dtype some devices have no kernel for.
+const exactHelper = `def exact(fn, *xs, **kw):
+    """fn(*xs, **kw) in the inputs' dtype; where the device has no kernel for it
+    (integer matmuls on CUDA, float16 on older CPUs), in float64 rounded back once,
+    as the dtype's own kernel rounds (exact while results stay below 2**53)."""
+    dtype = xs[0].dtype
+    try:
+        return fn(*xs, **kw).to(dtype)
+    except (RuntimeError, NotImplementedError) as e:
+        if "not implemented" not in str(e).lower() and "support" not in str(e).lower():
+            raise
+    y = fn(*(x.double() for x in xs), **kw)
+    return (y if dtype.is_floating_point else y.round()).to(dtype)
+`
 
 // CalibrationProgram returns the Python program that measures collectives
 // with torch.distributed and writes a calibration CSV for `nvcomm calibrate
@@ -102,18 +146,19 @@ func writeHeader(b *bytes.Buffer, p *plan.Plan) {
 	fmt.Fprintf(b, `#!/usr/bin/env python3
 # Generated by nvcomm export torch from plan %q (%d steps). Do not edit.
 #
-# Runs the plan on torch.distributed, one process per device: device d is
-# global rank d, so start at least %d processes; extra ranks idle.
-#   torchrun --nproc-per-node=%d run.py                  # one node, NCCL on GPUs
-#   torchrun --nproc-per-node=%d run.py --backend gloo   # CPU processes
-#   torchrun --nnodes=2 --nproc-per-node=G --node-rank=R \
-#            --rdzv-backend=c10d --rdzv-endpoint=HOST:29500 run.py   # several nodes
-# It prints PASS, or FAIL and the first mismatch (exit code 1). --bench N
-# times every step (median of N after --warmup) beside the predicted time.
+# %s below runs the plan on one rank: one statement block per step, local steps
+# fused where the plan allows. The rest of this file (the runtime) builds the
+# input data, runs it on every rank, checks every op's output against a float64
+# reference and prints PASS, or FAIL and the first mismatch (exit code 1).
+# Device d is global rank d, so start at least %d processes; extra ranks idle.
+# Needs PyTorch 1.13 or later.
+#   torchrun --nproc_per_node=%d run.py                  # one node, NCCL on GPUs
+#   torchrun --nproc_per_node=%d run.py --backend gloo   # CPU processes
+#   torchrun --nproc_per_node=%d run.py --bench 20       # and time every block
+#   torchrun --nnodes=2 --nproc_per_node=G --node_rank=R \
+#            --rdzv_backend=c10d --rdzv_endpoint=HOST:29500 run.py   # several nodes
 # See docs/export.md.
-import json
-
-`, p.Fusion, len(p.Steps), need, need, need)
+`, p.Fusion, len(p.Steps), funcName(p)+"()", need, need, need, need)
 }
 
 // maxDevice is the largest device id a mesh or a step names.

@@ -86,7 +86,7 @@ func TestGoldenPrograms(t *testing.T) {
 func TestPredictedLength(t *testing.T) {
 	p := readPlan(t, "../../testdata/examples/allgather_loop_split.json")
 	err := Torch(&bytes.Buffer{}, p, Options{Predicted: []float64{1, 2}})
-	if err == nil || !strings.Contains(err.Error(), "2 predicted times for 1 steps") {
+	if err == nil || !strings.Contains(err.Error(), "2 predicted times for 1 blocks") {
 		t.Errorf("Torch error = %v, want a count mismatch", err)
 	}
 }

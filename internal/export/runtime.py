@@ -1,17 +1,21 @@
 # ---------------------------------------------------------------------------
 # nvcomm runtime (internal/export/runtime.py): the same in every exported
-# program. It reads PLAN, PREDICTED, TOPOLOGY, PROBES and DEFAULT_SEED above.
-# Semantics: docs/plan.md (steps), docs/simulate.md (data, shards),
-# docs/export.md (this program).
+# program. It builds every rank's input shards from simulate's data, calls
+# RUN, the plan's function above, checks every op's output against a float64
+# reference, and times RUN's blocks with --bench. It reads RUN, PLAN,
+# PREDICTED, TOPOLOGY, PROBES and DEFAULT_SEED above. Semantics: docs/plan.md
+# (steps), docs/simulate.md (data, shards), docs/export.md (this program).
 # ---------------------------------------------------------------------------
 import argparse
+import ast
 import datetime
+import inspect
 import json
 import math
 import os
-import statistics
+import re
 import sys
-import time
+import textwrap
 
 import torch
 import torch.distributed as dist
@@ -23,16 +27,10 @@ DTYPES = {
 # Bits of each dtype's significand: integers up to 2**bits are exact.
 EXACT_BITS = {"float32": 24, "float16": 11, "bfloat16": 8, "float64": 53, "int32": 31, "int64": 53}
 REDUCE_OPS = ("sum", "prod", "max", "min")
-COLLECTIVES = ("Scatter", "Gather", "Allgather", "Broadcast", "Reduce", "Allreduce",
-               "ReduceScatter", "SendRecv", "AllToAll")
 
 
 class PlanError(Exception):
-    """The plan cannot be executed: what `nvcomm simulate` reports as an error."""
-
-
-def step_error(s, msg):
-    return PlanError("step %d (%s): %s" % (s["id"], s["type"], msg))
+    """The plan cannot be checked: a tensor whose shards cannot be computed."""
 
 
 def operands(x):
@@ -276,10 +274,12 @@ class Shard:
         return idx[::-1]
 
 
+
+
 # --- the plan ----------------------------------------------------------------
 
 class Plan:
-    """PLAN with its tensors' shards, checked by replaying the steps on buffer sizes."""
+    """PLAN with its tensors' shards."""
 
     def __init__(self, p):
         self.p = p
@@ -297,14 +297,12 @@ class Plan:
             if any(t not in self.tensors for t in operands(o)) or o["output"] not in self.tensors:
                 raise PlanError("op %d: unknown tensor" % k)
         self.inputs = [t["name"] for t in p["tensors"] if t["name"] not in self.produced]
-        self.last = {}
+        self.last = {}  # op -> its last step: the step after which the op is checked
         for k, s in enumerate(p["steps"]):
             self.last[s["op"]] = k
-        self.holders = {}  # step id -> per team, whether each member holds the input
-        self._replay()
 
     def devices(self):
-        """Every device a mesh or a step names."""
+        """Every device a mesh or a step names: the ranks that call RUN."""
         ds = set()
         for m in self.p["meshes"].values():
             ds.update(m["devices"])
@@ -313,256 +311,6 @@ class Plan:
                 ds.update(team)
             ds.update(s.get("devices") or [])
         return ds
-
-    def dtype_name(self, s):
-        if s["op"] < 0 or s["op"] >= len(self.p["ops"]):
-            raise step_error(s, "op %d does not exist" % s["op"])
-        return self.tensors[self.p["ops"][s["op"]]["output"]]["dtype"]
-
-    def _replay(self):
-        held = {}
-        for name in self.inputs:
-            for d in self.shards[name].mesh["devices"]:
-                held[(d, name)] = self.shards[name].count(d)
-        for s in self.p["steps"]:
-            self.dtype_name(s)
-            if s["type"] in COLLECTIVES:
-                if s["kind"] != "collective":
-                    raise step_error(s, "kind is %r, a %s is a collective step" % (s["kind"], s["type"]))
-                self._replay_collective(s, held)
-            else:
-                if s["kind"] != "local":
-                    raise step_error(s, "kind is %r, expected local" % s["kind"])
-                self._replay_local(s, held)
-
-    def _replay_collective(self, s, held):
-        teams = s.get("teams") or []
-        check_teams(s, teams)
-        n, out = s["count"]["input"], s["count"]["output"]
-        self.holders[s["id"]] = []
-        for team in teams:
-            has = [(d, s["input"]) in held for d in team]
-            self.holders[s["id"]].append(has)
-            want, writers = collective_sizes(s, team, has, [held.get((d, s["input"])) for d in team])
-            if out != want:
-                raise step_error(s, "count.output is %d, but on team %r the step produces %d elements" % (out, team, want))
-            for r in writers:
-                held[(team[r], s["output"])] = out
-
-    def _replay_local(self, s, held):
-        if s["type"] == "Slice":
-            return self._replay_slice(s, held)
-        if s["type"] in ("Pad", "Unpad"):
-            return self._replay_pad(s, held)
-        devs = s.get("devices") or []
-        if not devs:
-            raise step_error(s, "a local step needs at least one device")
-        if len(set(devs)) != len(devs):
-            raise step_error(s, "a device is listed twice")
-        out, reads = local_count(s)
-        for d in devs:
-            for name, n in zip(operands(s), reads):
-                if (d, name) not in held:
-                    raise step_error(s, "device %d has no buffer %r" % (d, name))
-                if held[(d, name)] != n:
-                    raise step_error(s, "buffer %r on device %d has %d elements, the step reads %d" % (name, d, held[(d, name)], n))
-            held[(d, s["output"])] = out
-
-
-    def _replay_slice(self, s, held):
-        teams = s.get("teams") or []
-        if not teams or s.get("devices"):
-            raise step_error(s, "a Slice takes teams, not devices")
-        check_teams(s, teams)
-        n, m = s["count"]["input"], s["count"]["output"]
-        for team in teams:
-            if n != len(team) * m:
-                raise step_error(s, "count.input %d must be the team size %d times count.output %d" % (n, len(team), m))
-            for d in team:
-                if (d, s["input"]) not in held:
-                    raise step_error(s, "device %d has no buffer %r" % (d, s["input"]))
-                if held[(d, s["input"])] != n:
-                    raise step_error(s, "buffer %r on device %d has %d elements, count.input is %d" % (s["input"], d, held[(d, s["input"])], n))
-                held[(d, s["output"])] = m
-
-    def _replay_pad(self, s, held):
-        pad_fill(s)
-        devs, valid, dims = s.get("devices") or [], s.get("valid") or [], s.get("dims") or []
-        if not devs or len(valid) != len(devs):
-            raise step_error(s, "valid has %d boxes for %d devices" % (len(valid), len(devs)))
-        if any(x < 0 for x in dims):
-            raise step_error(s, "dims %r are negative" % (dims,))
-        full = math.prod(dims)
-        padded, real = s["count"]["output"], s["count"]["input"]
-        if s["type"] == "Unpad":
-            padded, real = real, padded
-        if padded != full:
-            raise step_error(s, "the padded count %d must be the product %d of dims %r" % (padded, full, dims))
-        hull = [0] * len(dims)
-        for d, box in zip(devs, valid):
-            if len(box) != len(dims) or any(v < 0 or v > e for v, e in zip(box, dims)):
-                raise step_error(s, "valid box %r of device %d does not fit dims %r" % (box, d, dims))
-            hull = [max(h, v) for h, v in zip(hull, box)]
-            want = math.prod(box) if s["type"] == "Pad" else full
-            if held.get((d, s["input"])) != want:
-                raise step_error(s, "device %d must hold buffer %r of %d elements" % (d, s["input"], want))
-            held[(d, s["output"])] = full if s["type"] == "Pad" else math.prod(box)
-        if math.prod(hull) != real:
-            raise step_error(s, "the unpadded count %d must be %d, the box that holds every device's real box" % (real, math.prod(hull)))
-
-
-def pad_fill(s):
-    """A Pad's fill value (an Unpad has none)."""
-    if s["type"] == "Unpad":
-        if s.get("fill") is not None:
-            raise step_error(s, "an Unpad takes no fill")
-        return 0
-    fills = {"0": 0.0, "1": 1.0, "-inf": -math.inf, "inf": math.inf}
-    if s.get("fill") not in fills:
-        raise step_error(s, "fill %r is not 0, 1, -inf or inf" % (s.get("fill"),))
-    return fills[s["fill"]]
-
-
-def check_teams(s, teams):
-    if not teams:
-        raise step_error(s, "a collective needs at least one team")
-    seen = set()
-    for team in teams:
-        if not team:
-            raise step_error(s, "empty team")
-        members = team
-        if s["type"] == "SendRecv":
-            if len(team) != 2:
-                raise step_error(s, "team %r must be [sender, receiver]" % (team,))
-            if team[0] == team[1]:
-                members = team[:1]
-        for d in members:
-            if d in seen:
-                raise step_error(s, "device %d appears more than once in teams %r" % (d, teams))
-            seen.add(d)
-    if s["type"] in ("Scatter", "Gather", "Broadcast", "Reduce", "SendRecv"):
-        if len(teams) != 1:
-            raise step_error(s, "a rooted collective has exactly one team, got %d" % len(teams))
-        if s.get("root") not in teams[0]:
-            raise step_error(s, "root must be a device of team %r" % (teams[0],))
-        if s["type"] == "SendRecv" and s["root"] != teams[0][0]:
-            raise step_error(s, "root %d must be the sender, the first device of team %r" % (s["root"], teams[0]))
-    if s["type"] in ("Reduce", "Allreduce", "ReduceScatter") and s.get("reduce_op") not in REDUCE_OPS:
-        raise step_error(s, "reduce_op must be one of sum, prod, max, min")
-
-
-def collective_sizes(s, team, has, sizes):
-    """The output count a collective produces on team and the ranks it writes."""
-    typ, n, T = s["type"], s["count"]["input"], len(team)
-
-    def need(ranks, count):
-        for r in ranks:
-            if not has[r]:
-                raise step_error(s, "device %d has no buffer %r" % (team[r], s["input"]))
-        for r in ranks:
-            if sizes[r] != count:
-                raise step_error(s, "buffer %r on device %d has %d elements, count.input is %d" % (s["input"], team[r], sizes[r], count))
-
-    def chunk():
-        if n % T:
-            raise step_error(s, "count.input %d is not a multiple of the team size %d" % (n, T))
-        return n // T
-
-    everyone = range(T)
-    if typ == "Allgather":
-        need(everyone, n)
-        return T * n, everyone
-    if typ in ("ReduceScatter", "Scatter"):
-        m = chunk()
-        need(everyone if typ == "ReduceScatter" else [team.index(s["root"])], n)
-        return m, everyone
-    if typ in ("Allreduce", "AllToAll"):
-        if typ == "AllToAll":
-            chunk()
-        need(everyone, n)
-        return n, everyone
-    if typ == "Broadcast":
-        need([team.index(s["root"])], n)
-        return n, everyone
-    if typ == "SendRecv":
-        need([0], n)
-        return n, [1]
-    holders = [r for r in everyone if has[r]]  # Gather, Reduce
-    if not holders:
-        raise step_error(s, "no member of team %r holds buffer %r" % (team, s["input"]))
-    need(holders, n)
-    return (len(holders) * n if typ == "Gather" else n), [team.index(s["root"])]
-
-
-def local_count(s):
-    """The output count of a local step and the count it reads from each input, checked against its fields."""
-    typ, n, dims = s["type"], s["count"]["input"], s.get("dims") or []
-    reads = [n]
-    if typ == "Copy":
-        want = n
-    elif typ in ("Permute", "LocalReduce"):
-        if any(x < 0 for x in dims) or math.prod(dims) != n:
-            raise step_error(s, "dims %r hold %d elements, count.input is %d" % (dims, math.prod(dims), n))
-        if typ == "Permute":
-            if sorted(s.get("perm") or []) != list(range(len(dims))):
-                raise step_error(s, "perm %r is not a permutation of the %d dims" % (s.get("perm"), len(dims)))
-            want = n
-        else:
-            rd = s.get("reduce_dims") or []
-            if len(set(rd)) != len(rd) or any(k < 0 or k >= len(dims) for k in rd):
-                raise step_error(s, "reduce_dims %r must be distinct positions in dims %r" % (rd, dims))
-            if s.get("reduce_op") not in REDUCE_OPS:
-                raise step_error(s, "reduce_op must be one of sum, prod, max, min")
-            want = n // max(math.prod(dims[k] for k in rd), 1)
-    elif typ == "Matmul":
-        want, reads = matmul_counts(s)
-    elif typ == "Pointwise":
-        want, reads = pointwise_counts(s)
-    else:
-        raise step_error(s, "unknown step type")
-    if typ not in ("Matmul", "Pointwise") and len(operands(s)) != 1:
-        raise step_error(s, "a %s reads one buffer" % typ)
-    if s["count"]["output"] != want:
-        raise step_error(s, "count.output is %d, expected %d" % (s["count"]["output"], want))
-    return want, reads
-
-
-def matmul_counts(s):
-    """A Matmul's output count and what it reads from A [Bt, M, K] and B [Bt, K, N] (or [K, N])."""
-    dims = s.get("dims") or []
-    if len(dims) != 4 or any(x < 1 for x in dims) or len(operands(s)) != 2:
-        raise step_error(s, "a Matmul reads inputs [A, B] with dims [Bt, M, K, N] of positive extents, got %r and %r" % (operands(s), dims))
-    bt, m, k, n = dims
-    if s["count"]["input"] != bt * m * k:
-        raise step_error(s, "count.input is %d, expected Bt*M*K = %d" % (s["count"]["input"], bt * m * k))
-    return bt * m * n, [bt * m * k, (1 if s.get("broadcast_b") else bt) * k * n]
-
-
-# Pointwise functions: arity, and the torch function on operands broadcast to each other.
-POINTWISE = {
-    "add": (2, torch.add), "sub": (2, torch.sub), "mul": (2, torch.mul),
-    "maximum": (2, torch.maximum), "minimum": (2, torch.minimum),
-    "relu": (1, lambda x: x.clamp_min(0)), "neg": (1, torch.neg), "abs": (1, torch.abs),
-    "copy": (1, lambda x: x),
-}
-
-
-def pointwise_counts(s):
-    """A Pointwise's output count and what it reads from each input (its input_dims)."""
-    fn, dims, ins = s.get("func"), s.get("dims") or [], operands(s)
-    if fn not in POINTWISE:
-        raise step_error(s, "func %r is not one of %s" % (fn, ", ".join(POINTWISE)))
-    if POINTWISE[fn][0] != len(ins):
-        raise step_error(s, "func %s takes %d inputs, got %d" % (fn, POINTWISE[fn][0], len(ins)))
-    idims = s.get("input_dims") or []
-    if any(x < 1 for x in dims) or len(idims) != len(ins):
-        raise step_error(s, "dims %r and input_dims %r must be positive, one input_dims per input" % (dims, idims))
-    for d in idims:
-        if len(d) != len(dims) or any(e != x and e != 1 for e, x in zip(d, dims)):
-            raise step_error(s, "input_dims %r do not broadcast to dims %r" % (d, dims))
-    if s["count"]["input"] != math.prod(idims[0]):
-        raise step_error(s, "count.input is %d, expected %d (input_dims[0])" % (s["count"]["input"], math.prod(idims[0])))
-    return math.prod(dims), [math.prod(d) for d in idims]
 
 
 # --- reference -----------------------------------------------------------------
@@ -705,30 +453,12 @@ def reduce_dims(op, x, dims):
     return x
 
 
-def identity(op, dtype):
-    if op == "sum":
-        return 0
-    if op == "prod":
-        return 1
-    big = math.inf if dtype.is_floating_point else torch.iinfo(dtype).max
-    return -big if op == "max" else big
 
-
-# --- execution -----------------------------------------------------------------
-
-class Context:
-    """One rank's view: its device, buffers and process groups."""
-
-    def __init__(self, plan, rank, dev, backend, groups):
-        self.plan, self.rank, self.dev, self.backend = plan, rank, dev, backend
-        self.groups, self.bufs = groups, {}
-
-    def group(self, team):
-        return self.groups[tuple(sorted(set(team)))]
-
+# --- process groups ----------------------------------------------------------
 
 def make_groups(plan, cache):
-    """Creates one process group per distinct team, on every rank in the same order."""
+    """One process group per distinct team of the plan's collectives, by its devices in
+    ascending order, created on every rank in the same order (the whole job: the default group)."""
     groups = {}
     for s in plan.p["steps"]:
         if s["kind"] != "collective":
@@ -741,7 +471,7 @@ def make_groups(plan, cache):
                 groups[key] = cache[key]
                 continue
             if key == tuple(range(dist.get_world_size())):
-                groups[key] = dist.group.WORLD  # the whole job: the default group
+                groups[key] = dist.group.WORLD
                 continue
             groups[key] = dist.new_group(ranks=list(key))
             if cache is not None:
@@ -749,287 +479,102 @@ def make_groups(plan, cache):
     return groups
 
 
-_FALLBACK = set()
-
-
-def _unsupported(e):
-    msg = str(e).lower()
-    return "support" in msg or "implement" in msg
-
-
-def attempt(name, fast, slow):
-    """Runs fast, or slow once fast has failed as unsupported by this backend (gloo) or device (a dtype's kernel)."""
-    if name not in _FALLBACK:
-        try:
-            return fast()
-        except (RuntimeError, NotImplementedError, AttributeError, ValueError) as e:
-            if not _unsupported(e):
-                raise
-            _FALLBACK.add(name)
-    return slow()
-
-
-class Exchange:
-    """One rank's part of a step: comm() moves the data (what --bench times), finish() returns the output buffer or None."""
-
-    def __init__(self, comm, finish):
-        self.comm, self.finish = comm, finish
-
-
-def prepare(ctx, s):
-    """The rank's Exchange for step s, or None when it takes no part."""
-    if s["type"] == "Slice":
-        for team in s["teams"]:
-            if ctx.rank in team:
-                return prepare_slice(ctx, s, team)
-        return None
-    if s["kind"] == "local":
-        if ctx.rank not in s["devices"]:
-            return None
-        if s["type"] in ("Pad", "Unpad"):
-            return prepare_pad(ctx, s, s["valid"][s["devices"].index(ctx.rank)])
-        return prepare_local(ctx, s)
-    for k, team in enumerate(s["teams"]):
-        if ctx.rank in team:
-            return prepare_collective(ctx, s, team, ctx.plan.holders[s["id"]][k])
-    return None
-
-
-def prepare_local(ctx, s):
-    if s["type"] == "Matmul":
-        return prepare_matmul(ctx, s)
-    if s["type"] == "Pointwise":
-        return prepare_pointwise(ctx, s)
-    x, typ = ctx.bufs[s["input"]], s["type"]
-    out = {}
-
-    def comm():
-        if typ == "Copy":
-            out["y"] = x.clone()
-        elif typ == "Permute":
-            out["y"] = x.view(s["dims"]).permute(s["perm"]).contiguous().view(-1)
-        else:
-            y = reduce_dims(s["reduce_op"], x.view(s["dims"]), s.get("reduce_dims") or [])
-            out["y"] = y.to(x.dtype).reshape(-1)
-    return Exchange(comm, lambda: out["y"])
-
-
-def prepare_matmul(ctx, s):
-    """A [Bt, M, K] @ B [Bt, K, N] (or [K, N] for every batch; stored [.., N, K] with
-    transpose_b), row-major [Bt, M, N]."""
-    bt, m, k, n = s["dims"]
-    a, b = (ctx.bufs[name] for name in operands(s))
-    a = a.view(bt, m, k)
-    kn = (n, k) if s.get("transpose_b") else (k, n)
-    b = b.view(*kn) if s.get("broadcast_b") else b.view(bt, *kn)
-    if s.get("transpose_b"):
-        b = b.transpose(-1, -2)  # a view: cuBLAS reads the transpose in place
-    out = {}
-
-    def comm():
-        out["y"] = in_dtype("matmul", torch.matmul, [a, b]).reshape(-1)
-    return Exchange(comm, lambda: out["y"])
-
-
-def in_dtype(name, fn, xs):
-    """fn on xs in their dtype, or, where the backend has no such kernel (integer
-    matmuls on CUDA, float16 on older CPUs), in float64 rounded back: exact
-    while every partial result is below 2^53, and a single rounding to the dtype
-    otherwise, as the dtype's own kernel rounds."""
-    dtype = xs[0].dtype
-
-    def slow():
-        y = fn(*(x.double() for x in xs))
-        return (y if dtype.is_floating_point else y.round()).to(dtype)
-    return attempt((name, dtype, xs[0].device.type), lambda: fn(*xs), slow)
-
-
-def prepare_pointwise(ctx, s):
-    """func on the inputs viewed as their input_dims, broadcast to dims, row-major."""
-    name, dims = s["func"], s.get("dims") or []
-    xs = [ctx.bufs[n].view(d) for n, d in zip(operands(s), s["input_dims"])]
-    out = {}
-
-    def comm():
-        out["y"] = in_dtype(name, POINTWISE[name][1], xs).expand(dims).contiguous().view(-1)
-    return Exchange(comm, lambda: out["y"])
-
-
-def prepare_slice(ctx, s, team):
-    x, m, r = ctx.bufs[s["input"]], s["count"]["output"], team.index(ctx.rank)
-    out = {}
-
-    def comm():
-        out["y"] = x[r * m:(r + 1) * m].clone()
-    return Exchange(comm, lambda: out["y"])
-
-
-def prepare_pad(ctx, s, box):
-    """Pad: the device's real box at the low corner of dims, fill elsewhere; Unpad: the inverse."""
-    x, dims = ctx.bufs[s["input"]], s["dims"]
-    window = tuple(slice(0, v) for v in box)
-    out = {}
-
-    def comm():
-        if s["type"] == "Pad":
-            fill = pad_fill(s)
-            if not x.dtype.is_floating_point and math.isinf(fill):
-                fill = torch.iinfo(x.dtype).max if fill > 0 else torch.iinfo(x.dtype).min
-            y = torch.full(dims, fill, dtype=x.dtype, device=x.device)
-            y[window] = x.view(box)
-            out["y"] = y.view(-1)
-        else:
-            out["y"] = x.view(dims)[window].contiguous().view(-1)
-    return Exchange(comm, lambda: out["y"])
-
-
-def prepare_collective(ctx, s, team, has):
-    typ, me = s["type"], team.index(ctx.rank)
-    dtype = DTYPES[ctx.plan.dtype_name(s)]
-    x = ctx.bufs.get(s["input"])
-    if x is not None:
-        x = x.to(dtype).contiguous()
-    if len(set(team)) == 1:  # no peers: the collective is a copy (timed as one)
-        out = {"y": None}
-
-        def copy():
-            out["y"] = x.clone() if x is not None else None
-        return Exchange(copy, lambda: out["y"])
-    g = ctx.group(team)
-    order = sorted(team)  # torch numbers a group's ranks in ascending global rank
-    to_team = [team.index(d) for d in order]  # group rank -> team rank
-    to_group = [order.index(d) for d in team]  # team rank -> group rank
-    if ctx.backend == "gloo" and dtype == torch.bfloat16:
-        # gloo has no bfloat16 reductions: move float32 copies, round back after.
-        ex = PREPARE[typ](ctx, s, team, has, me, x.float() if x is not None else None, torch.float32, g, to_team, to_group)
-        return Exchange(ex.comm, lambda: _cast(ex.finish(), dtype))
-    return PREPARE[typ](ctx, s, team, has, me, x, dtype, g, to_team, to_group)
-
-
-def _cast(y, dtype):
-    return None if y is None else y.to(dtype)
-
-
-def _empty(ctx, n, dtype):
-    return torch.empty(n, dtype=dtype, device=ctx.dev)
-
-
-def _rows(x, T, idx):
-    """x viewed as T rows, rows in the order idx."""
-    return x.view(T, -1)[torch.tensor(idx, device=x.device)].reshape(-1) if idx != list(range(T)) else x
-
-
-def _allgather(ctx, s, team, has, me, x, dtype, g, to_team, to_group):
-    T, n = len(team), s["count"]["input"]
-    out = _empty(ctx, T * n, dtype)
-
-    def comm():
-        attempt("all_gather_into_tensor",
-                lambda: dist.all_gather_into_tensor(out, x, group=g),
-                lambda: dist.all_gather(list(out.view(T, n).unbind(0)), x, group=g))
-    return Exchange(comm, lambda: _rows(out, T, to_group))
-
-
-def _reduce_scatter(ctx, s, team, has, me, x, dtype, g, to_team, to_group):
-    T, op = len(team), REDUCE[s["reduce_op"]]
-    xin = _rows(x, T, to_team).contiguous()
-    m = s["count"]["input"] // T
-    out = _empty(ctx, m, dtype)
-
-    def slow():
-        buf = xin.clone()
-        dist.all_reduce(buf, op=op, group=g)
-        out.copy_(buf.view(T, m)[to_group[me]])
-
-    def comm():
-        attempt("reduce_scatter_tensor", lambda: dist.reduce_scatter_tensor(out, xin, op=op, group=g), slow)
-    return Exchange(comm, lambda: out)
-
-
-def _allreduce(ctx, s, team, has, me, x, dtype, g, to_team, to_group):
-    buf = x.clone()
-    return Exchange(lambda: dist.all_reduce(buf, op=REDUCE[s["reduce_op"]], group=g), lambda: buf)
-
-
-def _alltoall(ctx, s, team, has, me, x, dtype, g, to_team, to_group):
-    T, n = len(team), s["count"]["input"]
-    xin = _rows(x, T, to_team).contiguous()
-    out = _empty(ctx, n, dtype)
-
-    def slow():
-        every = _empty(ctx, T * n, dtype)
-        dist.all_gather(list(every.view(T, n).unbind(0)), xin, group=g)
-        out.copy_(every.view(T, T, n // T)[:, to_group[me]].reshape(-1))
-
-    def comm():
-        attempt("all_to_all_single", lambda: dist.all_to_all_single(out, xin, group=g), slow)
-    return Exchange(comm, lambda: _rows(out, T, to_group))
-
-
-def _broadcast(ctx, s, team, has, me, x, dtype, g, to_team, to_group):
-    buf = x.clone() if ctx.rank == s["root"] else _empty(ctx, s["count"]["input"], dtype)
-    return Exchange(lambda: dist.broadcast(buf, src=s["root"], group=g), lambda: buf)
-
-
-def _scatter(ctx, s, team, has, me, x, dtype, g, to_team, to_group):
-    T, m = len(team), s["count"]["output"]
-    out = _empty(ctx, m, dtype)
-    parts = None
-    if ctx.rank == s["root"]:
-        parts = [x.view(T, m)[to_team[q]].contiguous() for q in range(T)]
-    return Exchange(lambda: dist.scatter(out, parts, src=s["root"], group=g), lambda: out)
-
-
-def _gather(ctx, s, team, has, me, x, dtype, g, to_team, to_group):
-    T, n = len(team), s["count"]["input"]
-    src = x if has[me] else torch.zeros(n, dtype=dtype, device=ctx.dev)
-    root = ctx.rank == s["root"]
-    parts = [_empty(ctx, n, dtype) for _ in range(T)] if root else None
-
-    def finish():
-        if not root:
-            return None
-        return torch.cat([parts[to_group[r]] for r in range(T) if has[r]])
-    return Exchange(lambda: dist.gather(src, parts, dst=s["root"], group=g), finish)
-
-
-def _reduce(ctx, s, team, has, me, x, dtype, g, to_team, to_group):
-    n = s["count"]["input"]
-    buf = x.clone() if has[me] else torch.full((n,), identity(s["reduce_op"], dtype), dtype=dtype, device=ctx.dev)
-    root = ctx.rank == s["root"]
-    return Exchange(lambda: dist.reduce(buf, dst=s["root"], op=REDUCE[s["reduce_op"]], group=g),
-                    lambda: buf if root else None)
-
-
-def _sendrecv(ctx, s, team, has, me, x, dtype, g, to_team, to_group):
-    sender, receiver = team
-    if ctx.rank == sender:
-        buf, op, peer = x, dist.isend, receiver
-    else:
-        buf, op, peer = _empty(ctx, s["count"]["input"], dtype), dist.irecv, sender
-
-    def comm():
-        for req in dist.batch_isend_irecv([dist.P2POp(op, buf, peer, g)]):
-            req.wait()
-    return Exchange(comm, lambda: buf if ctx.rank == receiver else None)
-
-
-PREPARE = {
-    "Allgather": _allgather, "ReduceScatter": _reduce_scatter, "Allreduce": _allreduce,
-    "AllToAll": _alltoall, "Broadcast": _broadcast, "Scatter": _scatter, "Gather": _gather,
-    "Reduce": _reduce, "SendRecv": _sendrecv,
-}
-REDUCE = {"sum": dist.ReduceOp.SUM, "prod": dist.ReduceOp.PRODUCT, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
-
-
-def run_step(ctx, s):
-    ex = prepare(ctx, s)
-    if ex is None:
-        return
-    ex.comm()
-    y = ex.finish()
-    if y is not None:
-        ctx.bufs[s["output"]] = y
+class GlooDist:
+    """torch.distributed as RUN calls it, on gloo: the collectives gloo lacks in older
+    PyTorch (all_gather_into_tensor, reduce_scatter_tensor, all_to_all_single) run
+    through the list and all_reduce forms, and bfloat16 buffers move as float32
+    copies (gloo has no bfloat16 reductions). Everything else is torch.distributed."""
+
+    def __init__(self, real):
+        self._d, self._slow = real, set()
+
+    def __getattr__(self, name):
+        return getattr(self._d, name)
+
+    def _try(self, name, fast, slow):
+        if name not in self._slow:
+            try:
+                return fast()
+            except (RuntimeError, NotImplementedError, AttributeError, ValueError) as e:
+                msg = str(e).lower()
+                if "support" not in msg and "implement" not in msg:
+                    raise
+                self._slow.add(name)
+        return slow()
+
+    def all_gather_into_tensor(self, out, x, group=None):
+        d, T = self._d, self._d.get_world_size(group)
+        with _as_float(out, x) as (o, xf):
+            self._try("all_gather_into_tensor", lambda: d.all_gather_into_tensor(o, xf, group=group),
+                      lambda: d.all_gather(list(o.view(T, -1).unbind(0)), xf, group=group))
+
+    def reduce_scatter_tensor(self, out, x, op=dist.ReduceOp.SUM, group=None):
+        d, T = self._d, self._d.get_world_size(group)
+
+        def slow(o, xf):
+            buf = xf.clone()
+            d.all_reduce(buf, op=op, group=group)
+            o.copy_(buf.view(T, -1)[d.get_rank(group)])
+        with _as_float(out, x) as (o, xf):
+            self._try("reduce_scatter_tensor", lambda: d.reduce_scatter_tensor(o, xf, op=op, group=group),
+                      lambda: slow(o, xf))
+
+    def all_to_all_single(self, out, x, group=None):
+        d, T = self._d, self._d.get_world_size(group)
+
+        def slow(o, xf):
+            every = torch.empty(T * xf.numel(), dtype=xf.dtype, device=xf.device)
+            d.all_gather(list(every.view(T, -1).unbind(0)), xf, group=group)
+            o.copy_(every.view(T, T, -1)[:, d.get_rank(group)].reshape(-1))
+        with _as_float(out, x) as (o, xf):
+            self._try("all_to_all_single", lambda: d.all_to_all_single(o, xf, group=group), lambda: slow(o, xf))
+
+    def all_reduce(self, x, op=dist.ReduceOp.SUM, group=None):
+        with _as_float(x) as (xf,):
+            self._d.all_reduce(xf, op=op, group=group)
+
+    def broadcast(self, x, src, group=None):
+        with _as_float(x) as (xf,):
+            self._d.broadcast(xf, src=src, group=group)
+
+    def reduce(self, x, dst, op=dist.ReduceOp.SUM, group=None):
+        with _as_float(x) as (xf,):
+            self._d.reduce(xf, dst=dst, op=op, group=group)
+
+    def scatter(self, out, parts=None, src=0, group=None):
+        with _as_float(out, *(parts or [])) as (o, *ps):
+            self._d.scatter(o, ps if parts is not None else None, src=src, group=group)
+
+    def gather(self, x, parts=None, dst=0, group=None):
+        with _as_float(*(parts or []), x) as (*ps, xf):
+            self._d.gather(xf, ps if parts is not None else None, dst=dst, group=group)
+
+    def send(self, x, dst, group=None):
+        with _as_float(x) as (xf,):
+            self._d.send(xf, dst=dst, group=group)
+
+    def recv(self, x, src, group=None):
+        with _as_float(x) as (xf,):
+            self._d.recv(xf, src=src, group=group)
+
+
+class _as_float:
+    """The tensors themselves, or, where they are bfloat16, float32 copies whose
+    values are copied back on exit (into the first: the one a collective writes)."""
+
+    def __init__(self, *ts):
+        self.ts = ts
+        self.bf = any(t.dtype == torch.bfloat16 for t in ts)
+
+    def __enter__(self):
+        self.fs = [t.float() for t in self.ts] if self.bf else list(self.ts)
+        return self.fs
+
+    def __exit__(self, *exc):
+        if self.bf and exc[0] is None:
+            for t, f in zip(self.ts, self.fs):
+                t.copy_(f)
+        return False
 
 
 # --- checking --------------------------------------------------------------------
@@ -1039,18 +584,17 @@ def fmt(v):
     return str(int(v)) if v.is_integer() and abs(v) < 2 ** 63 else repr(v)
 
 
-def check_op(ctx, ref, k, step_id):
-    """The first mismatch of op k's output on this rank, as a dict, or None."""
-    plan, name = ctx.plan, ctx.plan.p["ops"][k]["output"]
+def check_op(plan, rank, ref, k, buf):
+    """The first mismatch of op k's output on this rank (buf: its buffer there), as a dict, or None."""
+    name = plan.p["ops"][k]["output"]
     shard = plan.shards[name]
-    if ctx.rank not in shard.mesh["devices"]:
+    if rank not in shard.mesh["devices"]:
         return None
-    offs = shard.offsets(ctx.rank, ref.dev)
-    mis = {"op": k, "step": step_id, "tensor": name, "device": ctx.rank, "flat_index": -1,
-           "logical_index": None, "expected": offs.numel(), "actual": 0}
-    buf = ctx.bufs.get(name)
+    offs = shard.offsets(rank, ref.dev)
+    mis = {"op": k, "step": plan.p["steps"][plan.last[k]]["id"], "tensor": name, "device": rank,
+           "flat_index": -1, "logical_index": None, "expected": offs.numel(), "actual": 0}
     if buf is None:
-        mis["reason"] = 'device %d holds no buffer "%s"' % (ctx.rank, name)
+        mis["reason"] = 'device %d holds no buffer "%s"' % (rank, name)
         return mis
     if buf.numel() != offs.numel():
         mis["actual"] = buf.numel()
@@ -1108,22 +652,64 @@ def check_data(plan, seed, dev):
 
 # --- timing ------------------------------------------------------------------------
 
-def bench(ctx, args):
-    """Median seconds of each step on this rank; 0 where it takes no part."""
+# The comment that opens a block of RUN: "# step 3 (Allgather): ..." or "# steps 2-3 (Permute + Unpad): ...".
+BLOCK = re.compile(r"#\s*steps?\s+(\d+)(?:-(\d+))?\s+\(([^)]*)\)")
+
+
+def code_blocks(fn):
+    """fn's body cut at its block comments: the statements before the first block
+    (compiled), and each block's (first step, last step, types, compiled statements)."""
+    src = textwrap.dedent(inspect.getsource(fn))
+    lines = src.splitlines()
+    marks = [(i + 1, m) for i, line in enumerate(lines) for m in [BLOCK.match(line.strip())] if m]
+    pre, blocks = [], [[int(m.group(1)), int(m.group(2) or m.group(1)), m.group(3), []] for _, m in marks]
+    for st in ast.parse(src).body[0].body:
+        if isinstance(st, ast.Return) or isinstance(st, ast.Expr) and isinstance(st.value, ast.Constant):
+            continue  # the docstring and the return statement
+        owner = [k for k, (line, _) in enumerate(marks) if line < st.lineno]
+        (blocks[owner[-1]][3] if owner else pre).append(st)
+
+    def compiled(stmts):
+        return compile(ast.Module(body=stmts, type_ignores=[]), "<%s>" % fn.__name__, "exec")
+    return compiled(pre), [(a, b, t, compiled(s)) for a, b, t, s in blocks]
+
+
+def bench(ctx, args, inputs):
+    """Median seconds of each block of RUN on this rank (0 where it takes no part), and
+    of one call of RUN. Each block is timed alone: its statements run again and again
+    on the buffers a first run of the blocks before it left (so it times exactly the
+    code RUN shows)."""
+    try:
+        pre, blocks = code_blocks(RUN)
+    except (OSError, TypeError, SyntaxError) as e:  # no source at hand: time the whole call only
+        print("nvcomm bench: cannot read %s's source (%s): timing the whole call only" % (RUN.__name__, e), file=sys.stderr)
+        pre, blocks = None, []
+    mine = ctx.rank in ctx.plan.devices()
+    ns = dict(RUN.__globals__)  # one namespace: RUN's globals and its arguments
+    ns.update(zip(inspect.signature(RUN).parameters, [ctx.rank, ctx.dev, ctx.groups] + inputs))
+    if mine and pre is not None:
+        exec(pre, ns)
     times = []
-    for s in ctx.plan.p["steps"]:
+    for _, _, _, code in blocks:
         barrier(ctx)
-        ex = prepare(ctx, s)
-        if ex is None:
+        if not mine:
             times.append(0.0)
             continue
-        for _ in range(args.warmup):
-            ex.comm()
-        times.append(time_calls(ctx.dev, ex.comm, args.bench, args.timing))
+        def fn(code=code):
+            exec(code, ns)
+        for _ in range(max(args.warmup, 1)):
+            fn()
+        times.append(time_calls(ctx.dev, fn, args.bench, args.timing))
     barrier(ctx)
-    return times
-
-
+    whole = 0.0
+    if mine:
+        def call():
+            RUN(ctx.rank, ctx.dev, ctx.groups, *inputs)
+        for _ in range(args.warmup):
+            call()
+        whole = time_calls(ctx.dev, call, args.bench, args.timing)
+    barrier(ctx)
+    return [(a, b, t) for a, b, t, _ in blocks], times, whole
 
 
 def barrier(ctx):
@@ -1133,28 +719,41 @@ def barrier(ctx):
         dist.barrier()
 
 
-def bench_report(plan, times, out):
+def bench_report(blocks, times, whole, out):
+    """Prints and returns the measured and predicted time of every block and of RUN."""
     rows = []
-    lines = ["step  type            measured (us)  predicted (us)  measured/predicted"]
-    for s, t in zip(plan.p["steps"], times):
-        pred = PREDICTED[s["id"]] if PREDICTED else None
-        ratio = "%.2f" % (t / pred) if pred else "-"
-        lines.append("%-5d %-15s %13.1f  %14s  %s" % (s["id"], s["type"], t * 1e6, "%.1f" % (pred * 1e6) if pred else "-", ratio))
-        rows.append({"step": s["id"], "type": s["type"], "measured_s": t, "predicted_s": pred})
-    total, ptotal = sum(times), sum(PREDICTED) if PREDICTED else None
-    lines.append("total %-15s %13.1f  %14s" % ("", total * 1e6, "%.1f" % (ptotal * 1e6) if ptotal else "-"))
+    lines = ["block  steps  type                   measured (us)  predicted (us)  measured/predicted"]
+    us = lambda s: "-" if s is None else "%.1f" % (s * 1e6)
+    for k, ((a, b, types), t) in enumerate(zip(blocks, times)):
+        pred = PREDICTED[k] if PREDICTED and k < len(PREDICTED) else None
+        steps = str(a) if a == b else "%d-%d" % (a, b)
+        lines.append("%-6d %-6s %-22s %13.1f  %14s  %s" % (k, steps, types, t * 1e6, us(pred), "%.2f" % (t / pred) if pred else "-"))
+        rows.append({"block": k, "step": a, "steps": list(range(a, b + 1)), "type": types.replace(" ", ""),
+                     "measured_s": t, "predicted_s": pred})
+    ptotal = sum(PREDICTED) if PREDICTED else None
+    lines.append("%-36s %13.1f  %14s" % ("sum of blocks", sum(times) * 1e6, us(ptotal)))
+    lines.append("%-36s %13.1f  %14s  %s" % ("one call of %s" % RUN.__name__, whole * 1e6, us(ptotal),
+                                             "%.2f" % (whole / ptotal) if ptotal else "-"))
     print("\n".join(lines), file=out)
     return rows
 
 
 # --- main ----------------------------------------------------------------------------
 
+class Context:
+    """One rank: its device, backend and process groups."""
+
+    def __init__(self, plan, rank, dev, backend, groups):
+        self.plan, self.rank, self.dev, self.backend, self.groups = plan, rank, dev, backend, groups
+
+
 def parse_args(argv):
     ap = argparse.ArgumentParser(description="Run nvcomm plan %r on torch.distributed and check it." % PLAN["fusion"])
     ap.add_argument("--backend", choices=("nccl", "gloo"), default=None,
                     help="process group backend (default: nccl when CUDA is available, else gloo)")
     ap.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed of the input data (as nvcomm simulate --seed)")
-    ap.add_argument("--bench", type=int, default=0, metavar="N", help="time every step: median of N runs after --warmup")
+    ap.add_argument("--bench", type=int, default=0, metavar="N",
+                    help="time every block of %s and one call of it: median of N runs after --warmup" % RUN.__name__)
     ap.add_argument("--warmup", type=int, default=10, help="untimed runs before timing (default 10)")
     ap.add_argument("--timing", choices=TIMINGS, default="queued", help=TIMING_HELP)
     ap.add_argument("--json", metavar="FILE", help="write the result as JSON (rank 0)")
@@ -1194,6 +793,8 @@ def run(args, group_cache, out):
     torch.backends.cuda.matmul.allow_tf32 = False
     rank, world = dist.get_rank(), dist.get_world_size()
     backend = dist.get_backend()
+    if backend == "gloo" and not isinstance(RUN.__globals__["dist"], GlooDist):
+        RUN.__globals__["dist"] = GlooDist(dist)
     dev = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")
     say = (lambda *a: print(*a, file=out, flush=True)) if rank == 0 else (lambda *a: None)
     try:
@@ -1203,14 +804,14 @@ def run(args, group_cache, out):
         return 1
     need = max(plan.devices()) + 1
     if world < need:
-        say("error: the plan uses devices up to %d: run it with at least %d processes (torchrun --nproc-per-node=%d), got %d" % (need - 1, need, need, world))
+        say("error: the plan uses devices up to %d: run it with at least %d processes (torchrun --nproc_per_node=%d), got %d" % (need - 1, need, need, world))
         return 2
     say("plan %s: %d steps on devices %s; %d ranks, backend %s, seed %d" % (
         PLAN["fusion"], len(PLAN["steps"]), sorted(plan.devices()), world, backend, args.seed))
     ctx = Context(plan, rank, dev, backend, make_groups(plan, group_cache))
     data = check_data(plan, args.seed, dev) if rank == 0 else ""
     say("data: %s" % data)
-    mine = execute(ctx, args.seed) if rank in plan.devices() else {}
+    mine, inputs = execute(ctx, args.seed) if rank in plan.devices() else ({}, [])
     every = [None] * world
     dist.all_gather_object(every, mine)
     result = {"plan": PLAN["fusion"], "backend": backend, "world_size": world, "seed": args.seed,
@@ -1219,10 +820,13 @@ def run(args, group_cache, out):
     result["mismatch"], result["pass"] = m, m is None and not data.startswith("DIFFERS")
     say("PASS" if result["pass"] else "FAIL: %s" % (describe(m) if m else "data " + data))
     if args.bench:
-        times = torch.tensor(bench(ctx, args), dtype=torch.float64, device=dev)
-        dist.all_reduce(times, op=dist.ReduceOp.MAX)
+        blocks, times, whole = bench(ctx, args, inputs)
+        t = torch.tensor(times + [whole], dtype=torch.float64, device=dev)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)  # the slowest rank's
         if rank == 0:
-            result["steps"] = bench_report(plan, times.tolist(), out)
+            t = t.tolist()
+            result["steps"] = bench_report(blocks, t[:-1], t[-1], out)
+            result["call_s"], result["predicted_s"] = t[-1], sum(PREDICTED) if PREDICTED else None
     if rank == 0 and args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=2)
@@ -1231,22 +835,25 @@ def run(args, group_cache, out):
 
 
 def execute(ctx, seed):
-    """Loads the inputs, runs every step and checks each op after its last step."""
+    """Builds this rank's input shards, calls RUN and checks every op's output.
+    Returns the mismatches by op, and the inputs (for --bench)."""
     plan = ctx.plan
     ref = Reference(plan, seed, ctx.dev)
+    inputs = []
     for name in plan.inputs:
         shard = plan.shards[name]
+        buf = None
         if ctx.rank in shard.mesh["devices"]:
-            vals = ref.val[name][shard.offsets(ctx.rank, ctx.dev)]
-            ctx.bufs[name] = vals.to(DTYPES[plan.tensors[name]["dtype"]])
+            buf = ref.val[name][shard.offsets(ctx.rank, ctx.dev)].to(DTYPES[plan.tensors[name]["dtype"]])
+        inputs.append(buf)
+    outs = RUN(ctx.rank, ctx.dev, ctx.groups, *inputs)
     found = {}
-    for k, s in enumerate(plan.p["steps"]):
-        run_step(ctx, s)
-        if plan.last[s["op"]] == k:
-            m = check_op(ctx, ref, s["op"], s["id"])
+    for k, o in enumerate(plan.p["ops"]):
+        if k in plan.last:
+            m = check_op(plan, ctx.rank, ref, k, outs.get(o["output"]))
             if m is not None:
-                found[s["op"]] = m
-    return found
+                found[k] = m
+    return found, inputs
 
 
 if __name__ == "__main__":

@@ -1,0 +1,480 @@
+package export
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/nvcomm/nvcomm/internal/plan"
+)
+
+// block writes one planned block.
+func (g *gen) block(b planned) error {
+	s := &g.p.Steps[b.steps[0]]
+	switch b.kind {
+	case permuteUnpad:
+		u := &g.p.Steps[b.steps[1]]
+		g.unpad(b, s.Input, u, s.Dims, s.Perm)
+	case permuteSlice:
+		g.permuteSlice(b, s, &g.p.Steps[b.steps[1]])
+	case padPermute:
+		q := &g.p.Steps[b.steps[1]]
+		g.pad(b, s, q.Output, permuted(q.Dims, q.Perm), inverse(q.Perm))
+	case permuteMatmul:
+		return g.matmul(b, &g.p.Steps[b.steps[1]], s)
+	default:
+		return g.step(b, s)
+	}
+	return nil
+}
+
+// step writes a block of one step.
+func (g *gen) step(b planned, s *plan.Step) error {
+	if s.Kind == plan.KindCollective {
+		return g.collective(b, s)
+	}
+	switch s.Type {
+	case plan.Copy:
+		g.comment(b, "a copy")
+		g.copyStep(b, s)
+	case plan.Permute:
+		g.permute(b, s)
+	case plan.Slice:
+		g.slice(b, s)
+	case plan.Pad:
+		g.pad(b, s, s.Output, s.Dims, iota(len(s.Dims)))
+	case plan.Unpad:
+		g.unpad(b, s.Input, s, s.Dims, iota(len(s.Dims)))
+	case plan.LocalReduce:
+		g.localReduce(b, s)
+	case plan.Matmul:
+		return g.matmul(b, s, nil)
+	case plan.Pointwise:
+		return g.pointwise(b, s)
+	case plan.Scatter, plan.Gather, plan.Allgather, plan.Broadcast, plan.Reduce, plan.Allreduce,
+		plan.ReduceScatter, plan.SendRecv, plan.AllToAll:
+		return g.collective(b, s)
+	default:
+		return fmt.Errorf("step %d: unknown step type %q", s.ID, s.Type)
+	}
+	return nil
+}
+
+// record adds the block with its pass over memory.
+func (g *gen) record(b planned, pass string, elements int64) {
+	g.blocks = append(g.blocks, Block{Steps: b.steps, Pass: pass, Elements: elements})
+}
+
+func (g *gen) copyStep(b planned, s *plan.Step) {
+	done := g.guard(s.Devices)
+	g.w.line("%s = %s.clone()", g.names[s.Output], g.names[s.Input])
+	done()
+	g.alloc(s.Output, s.Devices)
+	g.record(b, "copy", 2*int64(s.Count.Input))
+}
+
+// permute writes a Permute: torch.cat of the input's chunks along the
+// dim the first moves to, where that is the permutation (cat reads
+// contiguous chunks: on an H200 as fast as a copy, where a copy from the
+// permuted view runs at two thirds of that), else a copy from the
+// permuted view.
+func (g *gen) permute(b planned, s *plan.Step) {
+	dims, perm := canonPermute(s.Dims, s.Perm)
+	x, y := g.names[s.Input], g.names[s.Output]
+	n := s.Count.Input
+	done := g.guard(s.Devices)
+	defer g.alloc(s.Output, s.Devices)
+	defer done()
+	if q, ok := catDim(dims, perm); ok {
+		g.comment(b, "the chunks of "+x+" concatenated: one pass")
+		g.w.line("%s = %s", y, g.empty(s.Output, n))
+		outDims := slices.Clone(dims[1:])
+		outDims[q] *= dims[0]
+		g.w.line("torch.cat(%s.view(%s).unbind(0), dim=%d, out=%s.view(%s))", x, ints(dims), q, y, ints(outDims))
+		g.record(b, "copy", 2*int64(n))
+		return
+	}
+	if isIdentity(perm) {
+		g.comment(b, "the order does not change: a copy")
+		g.w.line("%s = %s.clone()", y, x)
+		g.record(b, "copy", 2*int64(n))
+		return
+	}
+	g.comment(b, "one copy from the permuted view")
+	g.w.line("%s = %s", y, g.empty(s.Output, n))
+	g.w.line("%s.view(%s).copy_(%s.view(%s).permute(%s))", y, ints(permuted(dims, perm)), x, ints(dims), ints(perm))
+	g.record(b, "strided", 2*int64(n))
+}
+
+// canonPermute drops the dims of extent 1 from a permutation and merges
+// the dims that stay next to each other: [2, 1, 8, 6] by [2, 0, 1, 3] is
+// [2, 48] by [1, 0].
+func canonPermute(dims, perm []int) ([]int, []int) {
+	var runs [][]int // runs of input dims, in output order
+	for _, d := range perm {
+		if dims[d] == 1 {
+			continue
+		}
+		if n := len(runs); n > 0 && runs[n-1][len(runs[n-1])-1] == d-1 {
+			runs[n-1] = append(runs[n-1], d)
+			continue
+		}
+		if n := len(runs); n > 0 && onesBetween(dims, runs[n-1][len(runs[n-1])-1], d) {
+			runs[n-1] = append(runs[n-1], d)
+			continue
+		}
+		runs = append(runs, []int{d})
+	}
+	byInput := slices.Clone(runs)
+	slices.SortFunc(byInput, func(a, b []int) int { return a[0] - b[0] })
+	outDims := make([]int, len(byInput))
+	for i, r := range byInput {
+		outDims[i] = 1
+		for _, d := range r {
+			outDims[i] *= dims[d]
+		}
+	}
+	outPerm := make([]int, len(runs))
+	for k, r := range runs {
+		outPerm[k] = slices.IndexFunc(byInput, func(x []int) bool { return x[0] == r[0] })
+	}
+	return outDims, outPerm
+}
+
+// onesBetween reports whether every dim strictly between a and b (a < b)
+// has extent 1, so that b follows a in memory.
+func onesBetween(dims []int, a, b int) bool {
+	if b <= a {
+		return false
+	}
+	for d := a + 1; d < b; d++ {
+		if dims[d] != 1 {
+			return false
+		}
+	}
+	return true
+}
+
+// catDim reports whether a permutation moves only the first dim, to
+// position q+1 (not the last), of at most 64 chunks: then it is
+// torch.cat of the chunks along dim q.
+func catDim(dims, perm []int) (int, bool) {
+	if len(perm) < 3 || dims[0] > 64 {
+		return 0, false
+	}
+	for q := 1; q+1 < len(perm); q++ {
+		want := append(append(iota(q + 1)[1:], 0), iota(len(perm))[q+1:]...)
+		if slices.Equal(perm, want) {
+			return q, true
+		}
+	}
+	return 0, false
+}
+
+// slice writes a Slice: a view of the chunk the rank keeps, no copy.
+func (g *gen) slice(b planned, s *plan.Step) {
+	members := slices.Concat(s.Teams...)
+	g.comment(b, "a view of the chunk this rank keeps, no copy")
+	done := g.guard(members)
+	g.w.line("r = %s", perRank(members, func(d int) string { return fmt.Sprint(teamRank(s.Teams, d)) }))
+	m := s.Count.Output
+	g.w.line("%s = %s[%d * r:%d * (r + 1)]", g.names[s.Output], g.names[s.Input], m, m)
+	done()
+	g.alias(s.Output, s.Input, members)
+	g.record(b, "view", 0)
+}
+
+// teamRank is d's position in its team.
+func teamRank(teams [][]int, d int) int {
+	for _, t := range teams {
+		if i := slices.Index(t, d); i >= 0 {
+			return i
+		}
+	}
+	return -1
+}
+
+// permuteSlice writes a Permute whose output only a Slice reads: only the
+// chunk the rank keeps is copied, from the permuted view.
+func (g *gen) permuteSlice(b planned, p, s *plan.Step) {
+	members := slices.Concat(s.Teams...)
+	geo, _ := newGeometry(p.Dims, p.Perm, sliceShape(s))
+	piece := make([]sel, len(geo.r.f))
+	fixed := map[int]string{}
+	radix := make([]int, len(geo.r.gb[0]))
+	for i, k := range geo.r.gb[0] {
+		radix[i] = geo.r.f[k]
+		piece[k] = sel{lo: 0, hi: 1, fixed: true}
+	}
+	for i, k := range geo.r.gb[0] {
+		fixed[k] = digitOf("r", radix, i)
+	}
+	for _, k := range geo.r.gb[1] {
+		piece[k] = sel{lo: 0, hi: geo.r.f[k]}
+	}
+	m := s.Count.Output
+	y := g.names[s.Output]
+	g.comment(b, "only the chunk this rank keeps, copied from the permuted view")
+	done := g.guard(members)
+	g.w.line("r = %s", perRank(members, func(d int) string { return fmt.Sprint(teamRank(s.Teams, d)) }))
+	g.w.line("%s = %s", y, g.empty(s.Output, m))
+	g.w.line("%s.copy_(%s)", geo.yView(y, piece, []int{0, 0}, []int{1, m}), geo.xView(g.names[p.Input], piece, fixed))
+	done()
+	g.alloc(s.Output, members)
+	g.record(b, "strided", 2*int64(m))
+}
+
+// digitOf renders digit i of value v in the mixed radix.
+func digitOf(v string, radix []int, i int) string {
+	below := 1
+	for _, e := range radix[i+1:] {
+		below *= e
+	}
+	switch {
+	case len(radix) == 1:
+		return v
+	case i == 0:
+		return fmt.Sprintf("%s // %d", v, below)
+	case below == 1:
+		return fmt.Sprintf("%s %% %d", v, radix[i])
+	}
+	return fmt.Sprintf("%s // %d %% %d", v, below, radix[i])
+}
+
+// pad writes a Pad (and, fused, the Permute after it): out is fresh memory
+// that, viewed as dx and permuted by px, is the padded buffer; each
+// device's box is copied into it and the holes filled, one pass.
+func (g *gen) pad(b planned, s *plan.Step, out string, dx, px []int) {
+	geo, ok := newGeometry(dx, px, s.Dims)
+	if !ok { // a plain Pad: dx is s.Dims itself, which always refines
+		geo, _ = newGeometry(s.Dims, iota(len(s.Dims)), s.Dims)
+	}
+	x, y := g.names[out], g.names[s.Input]
+	what := "the real box copied in, the holes filled: one pass"
+	if len(b.steps) > 1 {
+		what = "the real box copied into the permuted layout, the holes filled: one pass"
+	}
+	g.comment(b, what)
+	done := g.guard(s.Devices)
+	g.w.line("%s = %s", x, g.empty(out, product(s.Dims)))
+	fill := g.fillValue(s.Output, s.Fill)
+	g.byBox(s, func(box []int) {
+		zero := make([]int, len(box))
+		for _, p := range geo.boxPieces(zero, box) {
+			g.w.line("%s.copy_(%s)", geo.xView(x, p, nil), geo.yView(y, p, zero, box))
+		}
+		los, his := holes(s.Dims, box)
+		for i := range los {
+			for _, p := range geo.boxPieces(los[i], his[i]) {
+				g.w.line("%s.fill_(%s)", geo.xView(x, p, nil), fill)
+			}
+		}
+	})
+	done()
+	g.alloc(out, s.Devices)
+	g.record(b, "strided", int64(product(s.Dims))+int64(maxBox(s)))
+}
+
+// unpad writes an Unpad (and, fused, the Permute before it): x viewed as
+// dx and permuted by px is the padded buffer, each device's box of which
+// is copied out; a box that is a prefix of the buffer is a view.
+func (g *gen) unpad(b planned, in string, s *plan.Step, dx, px []int) {
+	x, y := g.names[in], g.names[s.Output]
+	if len(b.steps) == 1 && prefixes(s) {
+		g.comment(b, "the box is the buffer's head: a view, no copy")
+		done := g.guard(s.Devices)
+		g.w.line("%s = %s[:%s]", y, x, perRank(s.Devices, func(d int) string { return fmt.Sprint(product(boxOf(s, d))) }))
+		done()
+		g.alias(s.Output, in, s.Devices)
+		g.record(b, "view", 0)
+		return
+	}
+	geo, _ := newGeometry(dx, px, s.Dims)
+	what := "the real box copied out: one pass"
+	if len(b.steps) > 1 {
+		what = "the real box copied out of the permuted view: one pass"
+	}
+	g.comment(b, what)
+	done := g.guard(s.Devices)
+	g.w.line("%s = %s", y, g.emptyPerRank(s.Output, s.Devices, func(d int) int { return product(boxOf(s, d)) }))
+	g.byBox(s, func(box []int) {
+		zero := make([]int, len(box))
+		for _, p := range geo.boxPieces(zero, box) {
+			g.w.line("%s.copy_(%s)", geo.yView(y, p, zero, box), geo.xView(x, p, nil))
+		}
+	})
+	done()
+	g.alloc(s.Output, s.Devices)
+	g.record(b, "strided", 2*int64(maxBox(s)))
+}
+
+// prefixes reports whether every device's box of an Unpad is the head of
+// the padded buffer: dims before the first short one of extent 1, the dims
+// after it whole.
+func prefixes(s *plan.Step) bool {
+	for _, box := range s.Valid {
+		short := slices.IndexFunc(iota(len(box)), func(d int) bool { return box[d] < s.Dims[d] })
+		if short < 0 {
+			continue
+		}
+		for d := range box {
+			if d < short && s.Dims[d] != 1 || d > short && box[d] != s.Dims[d] {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// byBox writes fn for each distinct box of a Pad or Unpad, under a test of
+// the rank where devices differ.
+func (g *gen) byBox(s *plan.Step, fn func(box []int)) {
+	var boxes [][]int
+	var who [][]int
+	for i, d := range s.Devices {
+		k := slices.IndexFunc(boxes, func(b []int) bool { return slices.Equal(b, s.Valid[i]) })
+		if k < 0 {
+			boxes, who = append(boxes, s.Valid[i]), append(who, nil)
+			k = len(boxes) - 1
+		}
+		who[k] = append(who[k], d)
+	}
+	if len(boxes) == 1 {
+		fn(boxes[0])
+		return
+	}
+	for k, box := range boxes {
+		switch k {
+		case 0:
+			g.w.line("if %s:", rankIn(who[k]))
+		case len(boxes) - 1:
+			g.w.line("else:")
+		default:
+			g.w.line("elif %s:", rankIn(who[k]))
+		}
+		g.w.indent++
+		fn(box)
+		g.w.indent--
+	}
+}
+
+func boxOf(s *plan.Step, d int) []int {
+	if i := slices.Index(s.Devices, d); i >= 0 && i < len(s.Valid) {
+		return s.Valid[i]
+	}
+	return nil
+}
+
+func maxBox(s *plan.Step) int {
+	m := 0
+	for _, b := range s.Valid {
+		m = max(m, product(b))
+	}
+	return m
+}
+
+func product(xs []int) int {
+	n := 1
+	for _, x := range xs {
+		n *= x
+	}
+	return n
+}
+
+// emptyPerRank renders a fresh buffer whose size may differ per device.
+func (g *gen) emptyPerRank(b string, devices []int, n func(d int) int) string {
+	size := perRank(devices, func(d int) string { return fmt.Sprint(n(d)) })
+	return fmt.Sprintf("torch.empty(%s, dtype=%s, device=device)", size, torchDTypes[g.dtype[b]])
+}
+
+// fillValue renders a Pad's fill in buffer b's dtype: an integer dtype has
+// no infinities, so ±inf is its largest or smallest value.
+func (g *gen) fillValue(b string, fill *string) string {
+	f := "0"
+	if fill != nil {
+		f = *fill
+	}
+	switch f {
+	case "inf", "-inf":
+		if bits, ok := intBits[g.dtype[b]]; ok {
+			if f == "inf" {
+				return fmt.Sprint(int64(math.MaxInt64 >> (64 - bits)))
+			}
+			return fmt.Sprint(-int64(math.MaxInt64>>(64-bits)) - 1)
+		}
+		return fmt.Sprintf("float(%q)", f)
+	}
+	return f
+}
+
+// intBits are the widths of the integer dtypes.
+var intBits = map[string]int{"int32": 32, "int64": 64}
+
+// localReduce writes a LocalReduce: the input viewed as dims, combined
+// over reduce_dims.
+func (g *gen) localReduce(b planned, s *plan.Step) {
+	x, y := g.names[s.Input], g.names[s.Output]
+	view := fmt.Sprintf("%s.view(%s)", x, ints(s.Dims))
+	rd := slices.Sorted(slices.Values(s.ReduceDims))
+	op := ""
+	if s.ReduceOp != nil {
+		op = *s.ReduceOp
+	}
+	g.comment(b, fmt.Sprintf("%s over dims %v of %v", op, rd, s.Dims))
+	done := g.guard(s.Devices)
+	defer g.record(b, "", 0)
+	defer g.alloc(s.Output, s.Devices)
+	defer done()
+	if len(rd) == 0 {
+		g.w.line("%s = %s.clone()", y, x)
+		return
+	}
+	dim := fmt.Sprint(rd[0])
+	if len(rd) > 1 {
+		dim = "(" + ints(rd) + ")"
+	}
+	c := call{fn: "torch.sum", args: []string{view}, kw: "dim=" + dim}
+	switch op {
+	case "max", "min":
+		c.fn = "torch.a" + op
+	case "prod": // torch.prod takes one dim at a time: a chain of methods
+		c = call{args: []string{view}}
+		for _, d := range slices.Backward(rd) {
+			c.method += fmt.Sprintf(".prod(dim=%d)", d)
+		}
+	}
+	g.w.line("%s = %s.view(-1)", y, g.render(c, g.dtype[s.Output], op))
+}
+
+// call is a torch call: fn(args..., kw), or, with method, the methods
+// applied to the one argument.
+type call struct {
+	fn     string
+	args   []string
+	kw     string
+	method string
+}
+
+// render writes a call, through the exact helper where the device may
+// have no kernel for the dtype: integer matmuls on CUDA, float16 (and a
+// bfloat16 prod) on older CPUs. The helper then runs it in float64 and
+// rounds back once, as the dtype's own kernel rounds.
+func (g *gen) render(c call, dtype, what string) string {
+	args := slices.Clone(c.args)
+	if c.kw != "" {
+		args = append(args, c.kw)
+	}
+	fn := c.fn
+	if !(dtype == "float16" || strings.HasPrefix(dtype, "int") || dtype == "bfloat16" && what == "prod") {
+		if c.method != "" {
+			return c.args[0] + c.method
+		}
+		return fn + "(" + strings.Join(args, ", ") + ")"
+	}
+	if c.method != "" {
+		fn = "lambda v: v" + c.method
+	}
+	g.helpers["exact"] = true
+	return "exact(" + strings.Join(append([]string{fn}, args...), ", ") + ")"
+}
