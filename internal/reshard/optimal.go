@@ -72,8 +72,8 @@ type searcher struct {
 // optimal lowers src (the producer, after any local reduction) to dst; the
 // types of partial still hold partial terms of the op's reduction.
 func (c *opCtx) optimal(src, dst *view, partial uint8) {
-	pl := newSearcher(c, src, dst, partial)
-	path, ok := pl.search()
+	found := c.searchFor(src, dst, partial)
+	pl, path, ok := found.pl, found.path, found.ok
 	if !ok && pl.overflowed {
 		c.overflow("the bytes of every sequence of collectives from the producer's sharding to the consumer's")
 		return

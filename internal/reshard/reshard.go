@@ -96,6 +96,8 @@ type Ledger struct {
 	// them beyond bound (bound.go).
 	aggregates []aggregate
 	errs       *diag.List
+	// memo keeps the optimal policy's searches (memo.go).
+	memo memo
 }
 
 // NewLedger returns an empty ledger whose errors name file.

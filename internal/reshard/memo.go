@@ -1,0 +1,106 @@
+package reshard
+
+import (
+	"encoding/binary"
+	"strings"
+
+	"github.com/nvcomm/nvcomm/internal/ir"
+)
+
+// The optimal policy's search depends only on what a pair of views and the
+// op's factoring say — the digits each device type selects, the buffer
+// orders, the meshes, the element type, the partial types, whether later
+// ops read the output and whether the producer is an intermediate buffer
+// — not on the tensors' names. The ops of a layer or a chain repeat a few
+// such pairs, so a lowering keeps each search it ran (its searcher, with
+// the states and prices it built, and the path it found) under a key of
+// those facts, and an op whose key was seen emits the stored path with
+// its own names. Emission, not search, names buffers: the steps and names
+// are what a fresh search gives.
+
+// search is a stored search: its searcher and the path it found.
+type search struct {
+	pl   *searcher
+	path []edge
+	ok   bool
+}
+
+// memo holds a lowering's searches by key, and numbers its meshes for
+// the keys.
+type memo struct {
+	searches map[string]*search
+	meshes   map[*ir.Mesh]uint64
+}
+
+// searchFor returns the search from src to dst with the given partial
+// types, running it unless an equal one ran before in this lowering.
+func (c *opCtx) searchFor(src, dst *view, partial uint8) *search {
+	if c.memo.searches == nil {
+		c.memo = memo{searches: map[string]*search{}, meshes: map[*ir.Mesh]uint64{}}
+	}
+	key := c.searchKey(src, dst, partial)
+	if s, ok := c.memo.searches[key]; ok {
+		s.pl.c, s.pl.src, s.pl.dst = c, src, dst
+		return s
+	}
+	pl := newSearcher(c, src, dst, partial)
+	path, ok := pl.search()
+	s := &search{pl: pl, path: path, ok: ok}
+	c.memo.searches[key] = s
+	return s
+}
+
+// searchKey writes every fact the search reads (see above).
+func (c *opCtx) searchKey(src, dst *view, partial uint8) string {
+	b := make([]byte, 0, 256)
+	u := func(x int) { b = binary.AppendUvarint(b, uint64(x)) }
+	flag := func(v bool) {
+		if v {
+			u(1)
+		} else {
+			u(0)
+		}
+	}
+	digits := func(ds []ir.Digit) {
+		u(len(ds))
+		for _, d := range ds {
+			u(d.Axis)
+			u(d.Stride)
+			u(d.Extent)
+		}
+	}
+	ints := func(xs []int) {
+		u(len(xs))
+		for _, x := range xs {
+			u(x)
+		}
+	}
+	for _, v := range []*view{src, dst} {
+		u(int(c.meshID(v.mesh)))
+		b = append(b, v.dtype...)
+		u(0)
+		for _, t := range ir.DeviceTypes {
+			digits(v.did[t])
+		}
+		digits(v.stored)
+		flag(v.flexible)
+	}
+	u(int(partial))
+	flag(c.readLater())
+	flag(strings.Contains(src.name, "/"))
+	ints(c.fact.extents)
+	for _, cuts := range c.fact.cuts {
+		ints(cuts)
+	}
+	return string(b)
+}
+
+// meshID numbers m within the lowering.
+func (c *opCtx) meshID(m *ir.Mesh) uint64 {
+	id, ok := c.memo.meshes[m]
+	if !ok {
+		id = uint64(len(c.memo.meshes))
+		c.memo.meshes[m] = id
+	}
+	return id
+}
