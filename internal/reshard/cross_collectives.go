@@ -1,8 +1,6 @@
 package reshard
 
 import (
-	"slices"
-
 	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/plan"
 )
@@ -90,12 +88,16 @@ func (c *opCtx) finishOutside(got []ir.Digit, dst *view, what string) (output st
 
 // readLater reports whether an op after c's reads its output.
 func (c *opCtx) readLater() bool {
-	for _, op := range c.f.Ops {
-		if op.Index > c.op.Index && slices.Contains(op.Inputs, c.op.Out) {
-			return true
+	if c.memo.lastReader == nil {
+		c.memo.lastReader = map[*ir.Tensor]int{}
+		for _, op := range c.f.Ops {
+			for _, in := range op.Inputs {
+				c.memo.lastReader[in] = max(c.memo.lastReader[in], op.Index)
+			}
 		}
 	}
-	return false
+	last, ok := c.memo.lastReader[c.op.Out]
+	return ok && last > c.op.Index
 }
 
 // copyTo writes dst from tmp on dst's devices: a Copy, or a Permute where

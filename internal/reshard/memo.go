@@ -25,11 +25,12 @@ type search struct {
 	ok   bool
 }
 
-// memo holds a lowering's searches by key, and numbers its meshes for
-// the keys.
+// memo holds a lowering's searches by key, numbers its meshes for the
+// keys, and indexes the last op that reads each tensor (readLater).
 type memo struct {
-	searches map[string]*search
-	meshes   map[*ir.Mesh]uint64
+	searches   map[string]*search
+	meshes     map[*ir.Mesh]uint64
+	lastReader map[*ir.Tensor]int
 }
 
 // searchFor returns the search from src to dst with the given partial
