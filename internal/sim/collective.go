@@ -46,9 +46,9 @@ func allgather(c *call) error {
 	// it: no temporary buffer, so the memory estimate holds.
 	for r := range c.team {
 		if r == 0 {
-			c.out[r] = slices.Concat(c.in...)
+			c.out[r] = concatFloats(c.in...)
 		} else {
-			c.out[r] = slices.Clone(c.out[0])
+			c.out[r] = cloneFloats(c.out[0])
 		}
 		c.move(r, int64(len(c.team)-1)*int64(n), int64(len(c.team)-1)*int64(n))
 	}
@@ -98,7 +98,7 @@ func allreduce(c *call) error {
 		if r == 0 {
 			c.out[r] = elementwise(op, c.in) // the others copy it, as in allgather
 		} else {
-			c.out[r] = slices.Clone(c.out[0])
+			c.out[r] = cloneFloats(c.out[0])
 		}
 		// Reduce-scatter then all-gather: 2(T-1)·n/T elements each way,
 		// rounded down after converting to bytes.
@@ -124,7 +124,7 @@ func allToAll(c *call) error {
 		for i, in := range c.in {
 			parts[i] = in[j*m : (j+1)*m]
 		}
-		c.out[j] = slices.Concat(parts...)
+		c.out[j] = concatFloats(parts...)
 		c.move(j, int64(len(c.team)-1)*int64(m), int64(len(c.team)-1)*int64(m))
 	}
 	return nil
@@ -140,7 +140,7 @@ func broadcast(c *call) error {
 		return err
 	}
 	for r := range c.team {
-		c.out[r] = slices.Clone(c.in[root])
+		c.out[r] = cloneFloats(c.in[root])
 		if r != root {
 			c.move(r, 0, int64(n))
 		}
@@ -162,7 +162,7 @@ func scatter(c *call) error {
 		return err
 	}
 	for r := range c.team {
-		c.out[r] = slices.Clone(c.in[root][r*m : (r+1)*m])
+		c.out[r] = cloneFloats(c.in[root][r*m : (r+1)*m])
 		if r != root {
 			c.move(r, 0, int64(m))
 		}
@@ -179,7 +179,7 @@ func gather(c *call) error {
 	if err := c.wantOutput(len(parts) * c.s.Count.Input); err != nil {
 		return err
 	}
-	c.out[root] = slices.Concat(parts...)
+	c.out[root] = concatFloats(parts...)
 	return nil
 }
 
@@ -207,7 +207,7 @@ func sendRecv(c *call) error {
 	if err := c.wantOutput(n); err != nil {
 		return err
 	}
-	c.out[1] = slices.Clone(c.in[0])
+	c.out[1] = cloneFloats(c.in[0])
 	if c.team[0] != c.team[1] {
 		c.move(0, int64(n), 0)
 		c.move(1, 0, int64(n))
@@ -316,7 +316,7 @@ func (c *call) errorf(format string, args ...any) error {
 
 // elementwise combines equally long buffers with op, in order.
 func elementwise(op string, parts [][]float64) []float64 {
-	out := slices.Clone(parts[0])
+	out := cloneFloats(parts[0])
 	combineParts(op, out, parts[1:])
 	return out
 }

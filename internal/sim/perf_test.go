@@ -121,3 +121,33 @@ func TestSumModFastPath(t *testing.T) {
 		}
 	}
 }
+
+// TestParallelCopies checks cloneFloats, concatFloats and firstDiffering
+// against their one-CPU forms, at lengths below and above where they
+// split the work.
+func TestParallelCopies(t *testing.T) {
+	for _, n := range []int{0, 3, 2*minPiece - 1, 2 * minPiece, 5*minPiece + 3} {
+		a, b := inputData(1, 0, n, false), inputData(1, 1, n/2, false)
+		if d := cmp.Diff(a, cloneFloats(a)); d != "" {
+			t.Errorf("cloneFloats, %d elements:\n%s", n, d)
+		}
+		if d := cmp.Diff(slices.Concat(a, b, a), concatFloats(a, b, a)); d != "" {
+			t.Errorf("concatFloats, %d elements:\n%s", n, d)
+		}
+		if got := firstDiffering(a, slices.Clone(a)); got != -1 {
+			t.Errorf("firstDiffering of equal buffers of %d elements: %d, want -1", n, got)
+		}
+		for _, diffs := range [][]int{{0}, {n - 1}, {n / 3, n / 2, n - 1}, {n - 2, 1}} {
+			if n < 3 {
+				continue
+			}
+			c := slices.Clone(a)
+			for _, i := range diffs {
+				c[i]++
+			}
+			if got, want := firstDiffering(a, c), slices.Min(diffs); got != want {
+				t.Errorf("firstDiffering, %d elements differing at %v: %d, want %d", n, diffs, got, want)
+			}
+		}
+	}
+}

@@ -114,13 +114,16 @@ const combineBlock = 2048
 
 // combineParts combines every part into dst, in order, with op: dst[i]
 // becomes combine(op, …combine(op, dst[i], parts[0][i])…, parts[k][i]).
+// Long buffers are combined in pieces on every CPU.
 func combineParts(op string, dst []float64, parts [][]float64) {
-	for lo := 0; lo < len(dst); lo += combineBlock {
-		hi := min(lo+combineBlock, len(dst))
-		for _, p := range parts {
-			combineInto(op, dst[lo:hi], p[lo:hi])
+	inParallel(len(dst), func(from, to int) {
+		for lo := from; lo < to; lo += combineBlock {
+			hi := min(lo+combineBlock, to)
+			for _, p := range parts {
+				combineInto(op, dst[lo:hi], p[lo:hi])
+			}
 		}
-	}
+	})
 }
 
 // combine applies a reduce op to two values: sum and prod modulo

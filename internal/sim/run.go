@@ -271,13 +271,7 @@ func (w *world) compareShard(s *sharder, device int, buf, want []float64) (n, di
 // elements of want that r lists, or -1.
 func firstUnequal(got, want []float64, r run) int {
 	if r.stride == 1 {
-		want = want[r.off : r.off+r.n] // one bounds check for the run
-		for i, v := range got {
-			if v != want[i] {
-				return i
-			}
-		}
-		return -1
+		return firstDiffering(got, want[r.off:r.off+r.n])
 	}
 	for i, v := range got {
 		if v != want[r.at(i)] {

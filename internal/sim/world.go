@@ -197,7 +197,7 @@ func (w *world) load(m *machine, ref map[string][]float64) {
 // copyRun copies the elements of src that r lists into dst.
 func copyRun(dst, src []float64, r run) {
 	if r.stride == 1 {
-		copy(dst, src[r.off:r.off+r.n])
+		copyFloats(dst, src[r.off:r.off+r.n])
 		return
 	}
 	for i := range dst {
