@@ -162,12 +162,31 @@ func bigRows(t *testing.T) []row {
 	var rows []row
 	before := map[string]string{"allgather": "86 MB/s", "alltoall": "29 MB/s", "allreduce": "67 MB/s"}
 	for _, big := range scale.BigTensors() {
-		bw := best(t, 3, func(a, b bandwidth) bool { return a.ratio() > b.ratio() }, func() (bandwidth, error) { return simulateBig(big) })
+		bw := fastestBandwidth(t, big)
 		t.Logf("%s: held %d B (float64), simulate %v, copy %v", big.Name, bw.held, bw.simulate, bw.copy)
 		rows = append(rows, row{fmt.Sprintf("`simulate` 64 MiB %s, ÷ copy() bandwidth", big.Name), before[big.Name],
 			fmt.Sprintf("%.2f (%.1f GB/s)", bw.ratio(), float64(bw.held)/bw.simulate.Seconds()/1e9), "≥ 0.5", bw.ratio() >= 0.5})
 	}
 	return rows
+}
+
+// fastestBandwidth simulates big and copies the bytes its devices hold a
+// few times, and keeps the fastest of each: a busy machine slows single
+// runs of either by up to several times.
+func fastestBandwidth(t *testing.T, big scale.Big) bandwidth {
+	var out bandwidth
+	for i := range 4 {
+		runtime.GC()
+		bw, err := simulateBig(big)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			out = bw
+		}
+		out.simulate, out.copy = min(out.simulate, bw.simulate), min(out.copy, bw.copy)
+	}
+	return out
 }
 
 // bigMemoryRows runs `nvcomm simulate` on the big tensors in children and
