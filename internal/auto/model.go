@@ -178,19 +178,26 @@ func opFusion(m *model, fa *factor, combo []int) string {
 		if !v.produced && slices.ContainsFunc(s, func(p shard.Placement) bool { return p.Kind == shard.Partial }) {
 			shape = shape[1:] // a Partial input's terms axis is not declared
 		}
-		fmt.Fprintf(&b, "  %s: {mesh: %s, dtype: %s, shape: %s, placements: %s}\n", v.t.Name, v.t.Mesh.Name, v.t.DType, intList(shape), s)
+		fmt.Fprintf(&b, "  %s: {mesh: %s, dtype: %s, shape: %s, placements: %s}\n", m.name(fa, k), v.t.Mesh.Name, v.t.DType, intList(shape), s)
 	}
-	b.WriteString("ops:\n  - " + opYAML(fa.op) + "\n")
+	b.WriteString("ops:\n  - " + opYAML(fa.op, func(t *ir.Tensor) string { return m.name(fa, m.index[t]) }) + "\n")
 	return b.String()
 }
 
-// opYAML writes an op as a fusion file does.
-func opYAML(op *ir.Op) string {
+// name is the name of var k in the fusion of fa's op alone: its position
+// among the op's tensors, so that ops alike but for their tensors' names
+// write the same fusion and are priced once.
+func (m *model) name(fa *factor, k int) string {
+	return fmt.Sprintf("t%d", slices.Index(fa.vars, k))
+}
+
+// opYAML writes an op as a fusion file does, its tensors named by name.
+func opYAML(op *ir.Op, name func(*ir.Tensor) string) string {
 	names := make([]string, len(op.Inputs))
 	for i, in := range op.Inputs {
-		names[i] = in.Name
+		names[i] = name(in)
 	}
-	s := fmt.Sprintf("{op: %s, in: [%s], out: %s", op.Kind, strings.Join(names, ", "), op.Out.Name)
+	s := fmt.Sprintf("{op: %s, in: [%s], out: %s", op.Kind, strings.Join(names, ", "), name(op.Out))
 	switch {
 	case op.Kind.IsReduction():
 		s += fmt.Sprintf(", axis: %d", op.Axis)
