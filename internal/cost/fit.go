@@ -37,9 +37,17 @@ var csvNames = map[string]string{
 	"sendrecv": plan.SendRecv, "gather": plan.Gather, "scatter": plan.Scatter,
 }
 
+// localNames maps the local copies of calibration files, measured on one
+// device (link memory), to the memory parameters they fit: copy, a
+// contiguous copy (memory), and permute, a copy from a permuted view
+// (memory.strided).
+var localNames = map[string]string{"copy": PassCopy, "permute": PassStrided}
+
 // ReadSamples reads a calibration CSV: a header line
 // "collective,ranks,bytes,seconds" with an optional fifth column "link",
-// then one measurement a line; lines starting with '#' are comments.
+// then one measurement a line; lines starting with '#' are comments. A
+// local copy ("copy" or "permute", link memory, ranks 1) gives as bytes
+// those read plus written.
 func ReadSamples(r io.Reader) ([]Sample, error) {
 	cr := csv.NewReader(r)
 	cr.Comment = '#'
@@ -66,9 +74,19 @@ func parseSample(row []string) (Sample, error) {
 	if len(row) != 4 && len(row) != 5 {
 		return Sample{}, fmt.Errorf("expected 4 or 5 fields, got %d", len(row))
 	}
-	typ, ok := csvNames[strings.ToLower(row[0])]
+	link := LinkNVLink
+	if len(row) == 5 {
+		link = row[4]
+	}
+	names, minRanks := csvNames, 2
+	if link == LinkMemory {
+		names, minRanks = localNames, 1
+	} else if link != LinkNVLink && link != LinkNetwork {
+		return Sample{}, fmt.Errorf("link must be %s, %s or %s, got %q", LinkNVLink, LinkNetwork, LinkMemory, link)
+	}
+	typ, ok := names[strings.ToLower(row[0])]
 	if !ok {
-		return Sample{}, fmt.Errorf("unknown collective %q", row[0])
+		return Sample{}, fmt.Errorf("unknown %s %q", map[bool]string{true: "local copy", false: "collective"}[link == LinkMemory], row[0])
 	}
 	ranks, err1 := strconv.Atoi(row[1])
 	size, err2 := strconv.ParseInt(row[2], 10, 64)
@@ -76,15 +94,8 @@ func parseSample(row []string) (Sample, error) {
 	if err := errors.Join(err1, err2, err3); err != nil {
 		return Sample{}, err
 	}
-	if ranks < 2 || size < 1 || !(secs > 0) || math.IsInf(secs, 0) {
-		return Sample{}, fmt.Errorf("ranks must be at least 2, bytes and seconds positive (and finite): %v", row)
-	}
-	link := LinkNVLink
-	if len(row) == 5 {
-		link = row[4]
-	}
-	if link != LinkNVLink && link != LinkNetwork {
-		return Sample{}, fmt.Errorf("link must be %s or %s, got %q", LinkNVLink, LinkNetwork, link)
+	if ranks < minRanks || size < 1 || !(secs > 0) || math.IsInf(secs, 0) {
+		return Sample{}, fmt.Errorf("ranks must be at least %d, bytes and seconds positive (and finite): %v", minRanks, row)
 	}
 	return Sample{Collective: typ, Ranks: ranks, Bytes: size, Seconds: secs, Link: link}, nil
 }
@@ -138,6 +149,9 @@ func Fit(samples []Sample, o FitOptions) (*Topology, []FitPoint, error) {
 	if !slices.ContainsFunc(points, func(p FitPoint) bool { return p.Used }) {
 		return nil, nil, fmt.Errorf("no sample of %d bytes or more to fit", o.MinBytes)
 	}
+	if err := fitMemory(&t, points); err != nil {
+		return nil, nil, err
+	}
 	for _, link := range []string{LinkNVLink, LinkNetwork} {
 		l, ok, err := fitLink(points, link)
 		if err != nil {
@@ -154,9 +168,40 @@ func Fit(samples []Sample, o FitOptions) (*Topology, []FitPoint, error) {
 	}
 	for i := range points {
 		p := &points[i]
+		if p.Link == LinkMemory {
+			p.Predicted = t.Pass(p.Collective, p.Bytes)
+			continue
+		}
 		p.Predicted = t.Collective(p.Link, p.Collective, p.Bytes, p.Ranks)
 	}
 	return &t, points, nil
+}
+
+// fitMemory fits the memory parameters to the local copies among the
+// samples, when there are: copy gives memory's own (a contiguous copy),
+// permute memory.strided.
+func fitMemory(t *Topology, points []FitPoint) error {
+	for _, pass := range []string{PassCopy, PassStrided} {
+		var used []FitPoint
+		for _, p := range points {
+			if p.Used && p.Link == LinkMemory && p.Collective == pass {
+				used = append(used, p)
+			}
+		}
+		if len(used) == 0 {
+			continue
+		}
+		params, err := fitParams(used)
+		if err != nil {
+			return fmt.Errorf("memory %s: %w", pass, err)
+		}
+		if pass == PassCopy {
+			t.Memory.Params = params
+		} else {
+			t.Memory.Strided = &params
+		}
+	}
+	return nil
 }
 
 func (o FitOptions) withDefaults() FitOptions {
@@ -333,9 +378,15 @@ func (f lineFits) fit(a, b int) (Line, bool) {
 	return r.line, r.ok
 }
 
-// sortedByX returns the points' x = S·f(n) and times, by increasing x.
+// sortedByX returns the points' x = S·f(n) and times, by increasing x
+// (a local copy's x is its bytes read plus written).
 func sortedByX(points []FitPoint) (xs, ts []float64) {
-	x := func(p FitPoint) float64 { return float64(p.Bytes) * BusFactor(p.Collective, p.Ranks) }
+	x := func(p FitPoint) float64 {
+		if p.Link == LinkMemory {
+			return float64(p.Bytes)
+		}
+		return float64(p.Bytes) * BusFactor(p.Collective, p.Ranks)
+	}
 	sorted := slices.SortedStableFunc(slices.Values(points), func(a, b FitPoint) int { return cmp.Compare(x(a), x(b)) })
 	for _, p := range sorted {
 		xs, ts = append(xs, x(p)), append(ts, p.Seconds)

@@ -106,7 +106,7 @@ func (t *Topology) Local(bytes int64) float64 {
 func (t *Topology) localStep(typ string, bytes int64) float64 {
 	switch typ {
 	case plan.Permute, plan.Pad, plan.Unpad:
-		return t.Pass("strided", bytes)
+		return t.Pass(PassStrided, bytes)
 	}
 	return t.Local(bytes)
 }
@@ -118,13 +118,20 @@ func (t *Topology) localStep(typ string, bytes int64) float64 {
 // "view", which moves nothing, as free.
 func (t *Topology) Pass(pass string, bytes int64) float64 {
 	switch pass {
-	case "view":
+	case PassView:
 		return 0
-	case "strided":
+	case PassStrided:
 		return t.Memory.StridedParams().Seconds(float64(bytes))
 	}
 	return t.Local(bytes)
 }
+
+// The passes over memory of [Topology.Pass].
+const (
+	PassCopy    = "copy"
+	PassStrided = "strided"
+	PassView    = "view"
+)
 
 // arithmetic is the time of a Matmul step's multiply-adds at the peak
 // throughput of its dtype; zero for other steps and unlisted dtypes.

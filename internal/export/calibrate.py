@@ -5,12 +5,16 @@
 # calibration CSV (collective,ranks,bytes,seconds,link) in nccl-tests units:
 # bytes is the full buffer (the gathered or scattered whole for allgather,
 # reducescatter, alltoall, gather and scatter; the buffer for allreduce,
-# broadcast, reduce and sendrecv). Then fit a topology file to it:
-#   torchrun --nproc-per-node=8 calibrate.py --out calibration.csv
+# broadcast, reduce and sendrecv). It also measures, on every rank's device,
+# the two local copies exported programs make (link memory, ranks 1, bytes
+# read plus written): copy, contiguous, and permute, from a permuted view.
+# Then fit a topology file to it:
+#   torchrun --nproc_per_node=8 calibrate.py --out calibration.csv
 #   nvcomm calibrate --fit calibration.csv -o topology.yaml
-# On several nodes it measures the whole job (link network) and each node's
-# ranks (link nvlink). Each time is the median of --iters calls timed with
-# CUDA events after --warmup calls, the slowest rank's. See docs/export.md.
+# On one process it measures the local copies only. On several nodes it
+# measures the whole job (link network) and each node's ranks (link nvlink).
+# Each time is the median of --iters calls timed with CUDA events after
+# --warmup calls, the slowest rank's. See docs/export.md.
 import argparse
 import datetime
 import os
@@ -23,6 +27,7 @@ import torch.distributed as dist
 
 COLLECTIVES = ("allgather", "reducescatter", "allreduce", "alltoall", "broadcast", "reduce",
                "gather", "scatter", "sendrecv")
+LOCAL = ("copy", "permute")
 
 
 def parse_args(argv):
@@ -37,12 +42,12 @@ def parse_args(argv):
     ap.add_argument("--timing", choices=TIMINGS, default="queued", help=TIMING_HELP)
     ap.add_argument("--subgroup", action="store_true",
                     help="measure on a group made with new_group, as exported programs do, rather than the default group")
-    ap.add_argument("--collectives", default=",".join(COLLECTIVES),
-                    help="comma-separated subset of " + ",".join(COLLECTIVES))
+    ap.add_argument("--collectives", default=",".join(COLLECTIVES + LOCAL),
+                    help="comma-separated subset of " + ",".join(COLLECTIVES + LOCAL))
     args = ap.parse_args(argv)
     args.collectives = args.collectives.split(",")
     for c in args.collectives:
-        if c not in COLLECTIVES:
+        if c not in COLLECTIVES + LOCAL:
             ap.error("unknown collective %r" % c)
     if args.factor < 2 or args.min_bytes < 1 or args.max_bytes < args.min_bytes:
         ap.error("need --factor >= 2 and 1 <= --min-bytes <= --max-bytes")
@@ -116,6 +121,42 @@ class Bench:
         return time_calls(self.dev, fn, self.iters, self.timing)
 
 
+def local_call(name, S, dev):
+    """The copy one local measurement makes, of S bytes read plus written, and its
+    bytes: copy, out.copy_(x); permute, as exported programs copy from a permuted
+    view: x seen as [2, R, H] (two gathered chunks) into out seen as [R, 2, H]."""
+    n = max(S // 8, 2)  # float32 elements on each side
+    x = torch.ones(n, dtype=torch.float32, device=dev)
+    out = torch.empty(n, dtype=torch.float32, device=dev)
+    if name == "copy":
+        return (lambda: out.copy_(x)), 8 * n
+    H = min(8192, n // 2)
+    R = n // (2 * H)
+    xs, o = x[:2 * R * H].view(2, R, H), out[:2 * R * H].view(R, 2, H)
+    return (lambda: o.copy_(xs.permute(1, 0, 2))), 8 * 2 * R * H
+
+
+def measure_local(args, dev):
+    """CSV rows of the local copies, each the slowest rank's."""
+    rows = []
+    b = Bench(dev, None, list(range(dist.get_world_size())), args.iters, args.warmup, args.timing)
+    if dev.type == "cuda":  # half a second of copies first: the clocks leave idle
+        warm, _ = local_call("copy", 1 << 28, dev)
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < 0.5:
+            warm()
+            torch.cuda.synchronize()
+    for name in [c for c in args.collectives if c in LOCAL]:
+        for S in sizes(args):
+            fn, nbytes = local_call(name, S, dev)
+            t = torch.tensor([b.time(fn)], dtype=torch.float64, device=dev)
+            dist.all_reduce(t, op=dist.ReduceOp.MAX)
+            rows.append("%s,1,%d,%.4e,memory" % (name, nbytes, t.item()))
+        if dev.type == "cuda":
+            torch.cuda.empty_cache()
+    return rows
+
+
 def groups(world, per_node):
     """(link, ranks, group) to measure on this rank: the whole job, and each node when there are several."""
     out = [("nvlink" if world <= per_node else "network", list(range(world)), None)]
@@ -140,19 +181,16 @@ def main(argv=None):
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     dist.init_process_group(backend, timeout=datetime.timedelta(seconds=600))
     rank, world = dist.get_rank(), dist.get_world_size()
-    if world < 2:
-        print("error: run with at least 2 processes (torchrun --nproc-per-node=N)", file=sys.stderr)
-        return 2
     dev = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")
     per_node = int(os.environ.get("LOCAL_WORLD_SIZE", world))
-    rows = []
-    todo, pairs = groups(world, per_node)
+    rows = measure_local(args, dev)
+    todo, pairs = groups(world, per_node) if world >= 2 else ([], {})
     if args.subgroup:
         todo = [(link, ranks, g if g is not None else dist.new_group(ranks=ranks)) for link, ranks, g in todo]
     for link, ranks, g in todo:
         b = Bench(dev, g, ranks, args.iters, args.warmup, args.timing)
         b.pair = pairs[tuple(ranks[:2])]
-        for name in args.collectives:
+        for name in [c for c in args.collectives if c in COLLECTIVES]:
             for S in sizes(args):
                 if S % (4 * len(ranks)):
                     continue

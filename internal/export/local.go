@@ -200,26 +200,13 @@ func teamRank(teams [][]int, d int) int {
 func (g *gen) permuteSlice(b planned, p, s *plan.Step) {
 	members := slices.Concat(s.Teams...)
 	geo, _ := newGeometry(p.Dims, p.Perm, sliceShape(s))
-	piece := make([]sel, len(geo.r.f))
-	fixed := map[int]string{}
-	radix := make([]int, len(geo.r.gb[0]))
-	for i, k := range geo.r.gb[0] {
-		radix[i] = geo.r.f[k]
-		piece[k] = sel{lo: 0, hi: 1, fixed: true}
-	}
-	for i, k := range geo.r.gb[0] {
-		fixed[k] = digitOf("r", radix, i)
-	}
-	for _, k := range geo.r.gb[1] {
-		piece[k] = sel{lo: 0, hi: geo.r.f[k]}
-	}
 	m := s.Count.Output
 	y := g.names[s.Output]
 	g.comment(b, "only the chunk this rank keeps, copied from the permuted view")
 	done := g.guard(members)
 	g.w.line("r = %s", perRank(members, func(d int) string { return fmt.Sprint(teamRank(s.Teams, d)) }))
 	g.w.line("%s = %s", y, g.empty(s.Output, m))
-	g.w.line("%s.copy_(%s)", geo.yView(y, piece, []int{0, 0}, []int{1, m}), geo.xView(g.names[p.Input], piece, fixed))
+	g.w.line("%s", geo.sliceLine(g.names[p.Input], y, m))
 	done()
 	g.alloc(s.Output, members)
 	g.record(b, "strided", 2*int64(m))
@@ -260,15 +247,8 @@ func (g *gen) pad(b planned, s *plan.Step, out string, dx, px []int) {
 	g.w.line("%s = %s", x, g.empty(out, product(s.Dims)))
 	fill := g.fillValue(s.Output, s.Fill)
 	g.byBox(s, func(box []int) {
-		zero := make([]int, len(box))
-		for _, p := range geo.boxPieces(zero, box) {
-			g.w.line("%s.copy_(%s)", geo.xView(x, p, nil), geo.yView(y, p, zero, box))
-		}
-		los, his := holes(s.Dims, box)
-		for i := range los {
-			for _, p := range geo.boxPieces(los[i], his[i]) {
-				g.w.line("%s.fill_(%s)", geo.xView(x, p, nil), fill)
-			}
+		for _, l := range geo.padLines(x, y, box, fill) {
+			g.w.line("%s", l)
 		}
 	})
 	done()
@@ -299,9 +279,8 @@ func (g *gen) unpad(b planned, in string, s *plan.Step, dx, px []int) {
 	done := g.guard(s.Devices)
 	g.w.line("%s = %s", y, g.emptyPerRank(s.Output, s.Devices, func(d int) int { return product(boxOf(s, d)) }))
 	g.byBox(s, func(box []int) {
-		zero := make([]int, len(box))
-		for _, p := range geo.boxPieces(zero, box) {
-			g.w.line("%s.copy_(%s)", geo.yView(y, p, zero, box), geo.xView(x, p, nil))
+		for _, l := range geo.unpadLines(x, y, box) {
+			g.w.line("%s", l)
 		}
 	})
 	done()
@@ -421,7 +400,7 @@ func (g *gen) localReduce(b planned, s *plan.Step) {
 	if s.ReduceOp != nil {
 		op = *s.ReduceOp
 	}
-	g.comment(b, fmt.Sprintf("%s over dims %v of %v", op, rd, s.Dims))
+	g.comment(b, fmt.Sprintf("%s over dims [%s] of [%s]", op, ints(rd), ints(s.Dims)))
 	done := g.guard(s.Devices)
 	defer g.record(b, "", 0)
 	defer g.alloc(s.Output, s.Devices)

@@ -184,6 +184,56 @@ func holes(w, box []int) (lo, hi [][]int) {
 	return lo, hi
 }
 
+// padLines writes the box [0, box) of w from Y (named y) into X (named x)
+// and fills the rest of X with fill: a Pad, or a Pad and the Permute after
+// it. Each piece is one copy_ between strided views, each hole one fill_.
+func (g geometry) padLines(x, y string, box []int, fill string) []string {
+	zero := make([]int, len(box))
+	var out []string
+	for _, p := range g.boxPieces(zero, box) {
+		out = append(out, g.xView(x, p, nil)+".copy_("+g.yView(y, p, zero, box)+")")
+	}
+	los, his := holes(g.w, box)
+	for i := range los {
+		for _, p := range g.boxPieces(los[i], his[i]) {
+			out = append(out, g.xView(x, p, nil)+".fill_("+fill+")")
+		}
+	}
+	return out
+}
+
+// unpadLines writes the box [0, box) of w from X (named x) into Y (named
+// y): an Unpad, or a Permute and the Unpad after it.
+func (g geometry) unpadLines(x, y string, box []int) []string {
+	zero := make([]int, len(box))
+	var out []string
+	for _, p := range g.boxPieces(zero, box) {
+		out = append(out, g.yView(y, p, zero, box)+".copy_("+g.xView(x, p, nil)+")")
+	}
+	return out
+}
+
+// sliceLine writes into Y (named y, m elements) row r of A viewed as
+// [T, m], w: a Permute and the Slice after it, r a variable that holds
+// the rank's position in its team. The row is one box of the refinement:
+// the digits of T fixed to r's, the digits of m whole.
+func (g geometry) sliceLine(x, y string, m int) string {
+	piece := make([]sel, len(g.r.f))
+	fixed := map[int]string{}
+	radix := make([]int, len(g.r.gb[0]))
+	for i, k := range g.r.gb[0] {
+		radix[i] = g.r.f[k]
+		piece[k] = sel{lo: 0, hi: 1, fixed: true}
+	}
+	for i, k := range g.r.gb[0] {
+		fixed[k] = digitOf("r", radix, i)
+	}
+	for _, k := range g.r.gb[1] {
+		piece[k] = sel{lo: 0, hi: g.r.f[k]}
+	}
+	return g.yView(y, piece, []int{0, 0}, []int{1, m}) + ".copy_(" + g.xView(x, piece, fixed) + ")"
+}
+
 // xView renders piece p on X (named x): X viewed with dx's dims split into
 // the refinement's digits, indexed, and its remaining digits permuted into
 // A's order. fixed overrides the value of fixed digits (by digit) with an

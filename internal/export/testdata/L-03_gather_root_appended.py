@@ -24,11 +24,11 @@ def L_03_gather_root_appended(rank, device, groups, tv0):
     groups: the process group of each team, by its devices in ascending order.
     Returns this rank's buffer of every op's output, flat (None where it holds none)."""
     tv1 = None
-    # step 0 (Gather): team [1 2 0], root 0
+    # step 0 (Gather): team [1, 2, 0], root 0
     src = torch.zeros(4, dtype=torch.float32, device=device) if rank == 0 else tv0
     tv1 = torch.empty(8, dtype=torch.float32, device=device) if rank == 0 else None
     dist.gather(src, [torch.empty(4, dtype=torch.float32, device=device), tv1.view(2, 4)[0], tv1.view(2, 4)[1]] if rank == 0 else None, dst=0, group=groups[0, 1, 2])
-    # step 1 (Gather): team [1 2], root 2
+    # step 1 (Gather): team [1, 2], root 2
     if rank in (1, 2):
         tv1 = torch.empty(8, dtype=torch.float32, device=device) if rank == 2 else None
         dist.gather(tv0, list(tv1.view(2, 4).unbind(0)) if rank == 2 else None, dst=2, group=groups[1, 2])

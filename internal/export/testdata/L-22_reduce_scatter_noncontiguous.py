@@ -23,12 +23,12 @@ def L_22_reduce_scatter_noncontiguous(rank, device, groups, tv0):
     tv0: this rank's shard of tv0 (float32), flat; None on a rank outside mesh m.
     groups: the process group of each team, by its devices in ascending order.
     Returns this rank's buffer of every op's output, flat (None where it holds none)."""
-    # step 0 (LocalReduce): sum over dims [1] of [5 3 28]
+    # step 0 (LocalReduce): sum over dims [1] of [5, 3, 28]
     tv1_partial = torch.sum(tv0.view(5, 3, 28), dim=1).view(-1)
     # step 1 (Permute): the chunks of tv1_partial concatenated: one pass
     tv1_in = torch.empty(140, dtype=torch.float32, device=device)
     torch.cat(tv1_partial.view(5, 4, 7).unbind(0), dim=1, out=tv1_in.view(4, 35))
-    # step 2 (ReduceScatter): team [0 1 2 3], sum
+    # step 2 (ReduceScatter): team [0, 1, 2, 3], sum
     tv1 = torch.empty(35, dtype=torch.float32, device=device)
     dist.reduce_scatter_tensor(tv1, tv1_in, op=dist.ReduceOp.SUM, group=groups[0, 1, 2, 3])
     return {"tv1": tv1}

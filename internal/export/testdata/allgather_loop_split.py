@@ -23,7 +23,7 @@ def allgather_loop_split(rank, device, groups, tv0):
     tv0: this rank's shard of tv0 (float32), flat; None on a rank outside mesh m.
     groups: the process group of each team, by its devices in ascending order.
     Returns this rank's buffer of every op's output, flat (None where it holds none)."""
-    # step 0 (Allgather): team [0 1 2 3]
+    # step 0 (Allgather): team [0, 1, 2, 3]
     tv1 = torch.empty(16, dtype=torch.float32, device=device)
     dist.all_gather_into_tensor(tv1, tv0, group=groups[0, 1, 2, 3])
     return {"tv1": tv1}

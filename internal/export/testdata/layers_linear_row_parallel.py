@@ -27,7 +27,7 @@ def layers_linear_row_parallel(rank, device, groups, x, w, bias):
     Returns this rank's buffer of every op's output, flat (None where it holds none)."""
     # steps 0-1 (Permute + Matmul): A @ B, B read transposed from the Permute's input in place (no copy)
     y_product = torch.matmul(x.view(2, 2), w.view(3, 2).t()).view(-1)
-    # step 2 (Allreduce): team [0 1], sum
+    # step 2 (Allreduce): team [0, 1], sum
     y_sum = y_product  # in place: no later step reads y_product
     dist.all_reduce(y_sum, op=dist.ReduceOp.SUM, group=groups[0, 1])
     # step 3 (Pointwise): add
