@@ -86,12 +86,10 @@ func (g *gen) permute(b planned, s *plan.Step) {
 	done := g.guard(s.Devices)
 	defer g.alloc(s.Output, s.Devices)
 	defer done()
-	if q, ok := catDim(dims, perm); ok {
+	if a, q, ok := catDim(dims, perm); ok {
 		g.comment(b, "the chunks of "+x+" concatenated: one pass")
 		g.w.line("%s = %s", y, g.empty(s.Output, n))
-		outDims := slices.Clone(dims[1:])
-		outDims[q] *= dims[0]
-		g.w.line("torch.cat(%s.view(%s).unbind(0), dim=%d, out=%s.view(%s))", x, ints(dims), q, y, ints(outDims))
+		g.w.line("torch.cat(%s.view(%s).unbind(%d), dim=%d, out=%s.view(%s))", x, ints(dims), a, q, y, ints(catShape(dims, perm, q)))
 		g.record(b, "copy", 2*int64(n))
 		return
 	}
@@ -156,20 +154,35 @@ func onesBetween(dims []int, a, b int) bool {
 	return true
 }
 
-// catDim reports whether a permutation moves only the first dim, to
-// position q+1 (not the last), of at most 64 chunks: then it is
-// torch.cat of the chunks along dim q.
-func catDim(dims, perm []int) (int, bool) {
-	if len(perm) < 3 || dims[0] > 64 {
-		return 0, false
+// catDim reports whether a permutation moves one dim, a, of at most 64
+// chunks, to a position q that is not the last: then it is torch.cat of
+// the input's chunks along a, concatenated along output dim q with the dim
+// after it. Chunks along dim 0 (contiguous) are preferred: on an H200 their
+// cat runs at a copy's rate, strided chunks about 25% slower, still faster
+// than a copy from the permuted view.
+func catDim(dims, perm []int) (a, q int, ok bool) {
+	if len(perm) < 3 {
+		return 0, 0, false
 	}
-	for q := 1; q+1 < len(perm); q++ {
-		want := append(append(iota(q + 1)[1:], 0), iota(len(perm))[q+1:]...)
-		if slices.Equal(perm, want) {
-			return q, true
+	for a := range dims {
+		if dims[a] > 64 {
+			continue
+		}
+		rest := slices.DeleteFunc(iota(len(perm)), func(d int) bool { return d == a })
+		for q := 0; q+1 < len(perm); q++ {
+			if slices.Equal(perm, slices.Insert(slices.Clone(rest), q, a)) && q != a {
+				return a, q, true
+			}
 		}
 	}
-	return 0, false
+	return 0, 0, false
+}
+
+// catShape is the output of a Permute seen as torch.cat writes it: dim q
+// (the moved one) merged with the dim after it.
+func catShape(dims, perm []int, q int) []int {
+	out := permuted(dims, perm)
+	return slices.Concat(out[:q], []int{out[q] * out[q+1]}, out[q+2:])
 }
 
 // slice writes a Slice: a view of the chunk the rank keeps, no copy.

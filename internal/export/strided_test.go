@@ -260,6 +260,7 @@ func TestSliceLine(t *testing.T) {
 // permutation; where catDim takes it, torch.cat of the chunks is it too.
 func TestCanonPermute(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
+	cats := 0
 	for range 500 {
 		dx := make([]int, 1+rng.IntN(5))
 		for i := range dx {
@@ -271,40 +272,45 @@ func TestCanonPermute(t *testing.T) {
 		if got := permutedFlat(dims, perm); !slices.Equal(got, want) {
 			t.Fatalf("canonPermute(%v, %v) = %v, %v: a different permutation", dx, px, dims, perm)
 		}
-		q, ok := catDim(dims, perm)
+		a, q, ok := catDim(dims, perm)
 		if !ok {
 			continue
 		}
-		out := slices.Clone(dims[1:])
-		out[q] *= dims[0]
-		if got := catFlat(dims, q, out); !slices.Equal(got, want) {
-			t.Fatalf("cat of %v along %d into %v = %v, want %v", dims, q, out, got, want)
+		cats++
+		out := catShape(dims, perm, q)
+		if got := catFlat(dims, a, q, out); !slices.Equal(got, want) {
+			t.Fatalf("cat of %v's chunks along %d, along %d of %v = %v, want %v", dims, a, q, out, got, want)
 		}
+	}
+	if cats < 50 {
+		t.Errorf("only %d permutations were torch.cat", cats)
 	}
 }
 
-// catFlat is torch.cat(x.view(dims).unbind(0), dim=q, out=y.view(out))
-// with x[i] = i: chunk c fills rows [c·len, (c+1)·len) of dim q.
-func catFlat(dims []int, q int, out []int) []float64 {
+// catFlat is torch.cat(x.view(dims).unbind(a), dim=q, out=y.view(out))
+// with x[i] = i: chunk c fills [c·len, (c+1)·len) of dim q.
+func catFlat(dims []int, a, q int, out []int) []float64 {
 	y := make([]float64, product(dims))
-	chunk := product(dims[1:])
+	sIn, _ := strides(dims)
 	sOut, _ := strides(out)
-	piece := dims[1:]
+	piece := slices.Delete(slices.Clone(dims), a, a+1)
+	pieceIn := slices.Delete(slices.Clone(sIn[1:]), a, a+1) // x's strides of the chunk's dims
 	idx := make([]int, len(piece))
-	for c := range dims[0] {
-		for i := range chunk {
+	for c := range dims[a] {
+		for i := range product(piece) {
 			rem := i
 			for k := len(piece) - 1; k >= 0; k-- {
 				idx[k], rem = rem%piece[k], rem/piece[k]
 			}
-			off := 0
+			from, to := c*sIn[a+1], 0
 			for k, v := range idx {
+				from += v * pieceIn[k]
 				if k == q {
 					v += c * piece[q]
 				}
-				off += v * sOut[k+1]
+				to += v * sOut[k+1]
 			}
-			y[off] = float64(c*chunk + i)
+			y[to] = float64(from)
 		}
 	}
 	return y
