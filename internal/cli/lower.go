@@ -69,7 +69,10 @@ each moves (JSON, docs/plan.md). Errors point at file:line:col.`,
 							return err
 						}
 					}
-					return plan.WriteText(w, p)
+					if err := plan.WriteText(w, p); err != nil {
+						return err
+					}
+					return writeTime(w, p, opts.Topology)
 				case "dot":
 					return explain.WriteDot(w, p)
 				}

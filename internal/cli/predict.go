@@ -66,6 +66,28 @@ func writePrediction(w io.Writer, pr *cost.Prediction) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "predicted total: %s (topology %s)\n", explain.Seconds(pr.Total), pr.Topology)
+	_, err := fmt.Fprintf(w, "predicted total: %s (topology %s; %s)\n", explain.Seconds(pr.Total), pr.Topology, timeBound(pr))
+	return err
+}
+
+// timeBound writes a prediction's lower bound and the ratio to it.
+func timeBound(pr *cost.Prediction) string {
+	if pr.LowerBound <= 0 {
+		return "lower bound 0 s"
+	}
+	return fmt.Sprintf("lower bound %s, ratio %.3g", explain.Seconds(pr.LowerBound), pr.Ratio)
+}
+
+// writeTime ends a text plan with its predicted time on topology t (nil:
+// the built-in one) and the time bound.
+func writeTime(w io.Writer, p *plan.Plan, t *cost.Topology) error {
+	if t == nil {
+		t = cost.Default()
+	}
+	pr, err := cost.Predict(t, p)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "\npredicted %s on topology %s (%s)\n", explain.Seconds(pr.Total), pr.Topology, timeBound(pr))
 	return err
 }

@@ -2,6 +2,7 @@ package cost
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 
@@ -34,6 +35,11 @@ type Prediction struct {
 	// Total is the sum of the steps' times, in seconds: steps run one
 	// after another.
 	Total float64 `json:"total"`
+	// LowerBound is the least time any plan of the same fusion takes on
+	// the topology (Topology.LowerBound of the plan's bytes_lower_bound);
+	// Ratio is Total over it, rounded to 3 decimals, 0 when the bound is.
+	LowerBound float64 `json:"lower_bound"`
+	Ratio      float64 `json:"ratio"`
 }
 
 // BusFactor is nccl-tests' bus factor f(n) of a collective type for a team
@@ -152,7 +158,7 @@ func (t *Topology) arithmetic(p *plan.Plan, s *plan.Step) float64 {
 
 // Predict prices every step of p.
 func Predict(t *Topology, p *plan.Plan) (*Prediction, error) {
-	pr := &Prediction{Topology: t.Name}
+	pr := &Prediction{Topology: t.Name, LowerBound: t.LowerBound(p.Summary.BytesLowerBound)}
 	for i := range p.Steps {
 		st, err := t.Step(p, &p.Steps[i])
 		if err != nil {
@@ -160,6 +166,9 @@ func Predict(t *Topology, p *plan.Plan) (*Prediction, error) {
 		}
 		pr.Steps = append(pr.Steps, st)
 		pr.Total += st.Seconds
+	}
+	if pr.LowerBound > 0 {
+		pr.Ratio = math.Round(pr.Total/pr.LowerBound*1000) / 1000
 	}
 	return pr, nil
 }
@@ -349,4 +358,36 @@ func Less(t *Topology, a, b *plan.Plan) (bool, error) {
 		return false, err
 	}
 	return pa.Total < pb.Total, nil
+}
+
+// LowerBound is the least time in which the busiest device of any plan
+// can receive bytes (docs/lowering.md, "Lower bounds"): every step that
+// moves data takes at least one latency, and a device receives at most at
+// the largest bus bandwidth of any line of the topology — so one latency,
+// the smallest of any line, plus the bytes at that bandwidth. 0 for no
+// bytes: a plan that moves nothing may take no time.
+func (t *Topology) LowerBound(bytes int64) float64 {
+	if bytes <= 0 {
+		return 0
+	}
+	latency, bandwidth := math.Inf(1), 0.0
+	for _, l := range []Link{t.NVLink, t.Network} {
+		params := []Params{l.Params}
+		for _, typ := range slices.Sorted(maps.Keys(l.Collectives)) {
+			params = append(params, l.Collectives[typ])
+		}
+		for _, p := range params {
+			lines := []Line{{Bandwidth: p.Bandwidth, Latency: p.Latency}}
+			if p.LowLatency != nil {
+				lines = append(lines, *p.LowLatency)
+			}
+			for _, ln := range lines {
+				latency, bandwidth = min(latency, ln.Latency), max(bandwidth, ln.Bandwidth)
+			}
+		}
+	}
+	if bandwidth <= 0 || math.IsInf(latency, 1) {
+		return 0
+	}
+	return max(latency, 0)*1e-6 + float64(bytes)/(bandwidth*1e9)
 }

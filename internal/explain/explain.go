@@ -121,8 +121,8 @@ func (e *explainer) summary(b *strings.Builder) {
 	}
 	fmt.Fprintf(b, "the busiest device receives %s (lower bound %s, ratio %s)", plan.Size(p.Summary.BytesReceivedMax), plan.Size(p.Summary.BytesLowerBound), ratio)
 	if t := e.o.Topology; t != nil && e.price == nil {
-		total, bound := e.opTime(func(*plan.Step) bool { return true })
-		fmt.Fprintf(b, "; predicted %s on topology %s (bound %s)", Seconds(total), t.Name, Seconds(bound))
+		total := e.opTime(func(*plan.Step) bool { return true })
+		fmt.Fprintf(b, "; predicted %s on topology %s (bound %s)", Seconds(total), t.Name, Seconds(t.LowerBound(p.Summary.BytesLowerBound)))
 	} else if e.price != nil {
 		fmt.Fprintf(b, "; no prediction: %v", e.price)
 	}

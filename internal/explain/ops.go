@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/nvcomm/nvcomm/internal/cost"
 	"github.com/nvcomm/nvcomm/internal/plan"
 )
 
@@ -96,40 +95,20 @@ func (e *explainer) opTotals(steps []*plan.Step) string {
 	if len(e.times) == 0 {
 		return moved
 	}
-	total, tb := e.opTime(func(s *plan.Step) bool { return slices.Contains(steps, s) })
-	return fmt.Sprintf("%s; predicted %s (bound %s)", moved, Seconds(total), Seconds(tb))
+	total := e.opTime(func(s *plan.Step) bool { return slices.Contains(steps, s) })
+	return fmt.Sprintf("%s; predicted %s (bound %s)", moved, Seconds(total), Seconds(e.o.Topology.LowerBound(bound)))
 }
 
-// opTime sums the predicted time of the steps in, and their time bound:
-// each collective's lower-bound bytes received at its link's bus
-// bandwidth, which no plan beats (local steps bound at zero).
-func (e *explainer) opTime(in func(*plan.Step) bool) (total, bound float64) {
+// opTime sums the predicted time of the steps in.
+func (e *explainer) opTime(in func(*plan.Step) bool) float64 {
+	total := 0.0
 	for k := range e.p.Steps {
 		s := &e.p.Steps[k]
-		t, ok := e.times[s.ID]
-		if !ok || !in(s) {
-			continue
-		}
-		total += t.Seconds
-		if bw := e.bandwidth(t.Link, s.Type); s.Bytes != nil && s.Bytes.LowerBound > 0 && bw > 0 {
-			bound += float64(s.Bytes.LowerBound) / (bw * 1e9)
+		if t, ok := e.times[s.ID]; ok && in(s) {
+			total += t.Seconds
 		}
 	}
-	return total, bound
-}
-
-// bandwidth is the bus bandwidth of a collective type on a link class, in
-// GB/s: the larger of its lines'; 0 when it has none.
-func (e *explainer) bandwidth(link, typ string) float64 {
-	l := e.o.Topology.NVLink
-	if link == cost.LinkNetwork {
-		l = e.o.Topology.Network
-	}
-	bw := l.For(typ).Bandwidth
-	if p := l.For(typ).LowLatency; p != nil {
-		bw = max(bw, p.Bandwidth)
-	}
-	return bw
+	return total
 }
 
 // opContext says where the op's tensors stand and what changes between

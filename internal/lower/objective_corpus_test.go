@@ -45,9 +45,11 @@ func corpus(t *testing.T, check func(file string, plans map[string]*plan.Plan)) 
 }
 
 // TestBoundsHold checks on the corpus that every bound nvcomm reports is at
-// most what its plan achieves, whatever the policy and objective, and that
-// the plan's bound does not depend on them: it is a bound of the fusion.
+// most what its plan achieves (bytes, and the predicted time on the
+// built-in topology), whatever the policy and objective, and that the
+// plan's bound does not depend on them: it is a bound of the fusion.
 func TestBoundsHold(t *testing.T) {
+	topo := cost.Default()
 	corpus(t, func(file string, plans map[string]*plan.Plan) {
 		bound := int64(-1)
 		for name, p := range plans {
@@ -62,6 +64,16 @@ func TestBoundsHold(t *testing.T) {
 				if s.Bytes != nil && s.Bytes.LowerBound > s.Bytes.ReceivedPerDevice {
 					t.Errorf("%s: the %s plan's step %d (%s) receives %d bytes, its bound is %d", file, name, s.ID, s.Type, s.Bytes.ReceivedPerDevice, s.Bytes.LowerBound)
 				}
+			}
+			pr, err := cost.Predict(topo, p)
+			if err != nil {
+				t.Fatalf("%s: %v", file, err)
+			}
+			if pr.LowerBound > pr.Total {
+				t.Errorf("%s: the %s plan is predicted %g s, its time bound is %g s", file, name, pr.Total, pr.LowerBound)
+			}
+			if (pr.LowerBound > 0) != (bound > 0) {
+				t.Errorf("%s: the %s plan's time bound is %g s for a bytes bound of %d", file, name, pr.LowerBound, bound)
 			}
 		}
 	})
