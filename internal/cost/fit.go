@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -255,7 +256,7 @@ func fitLink(points []FitPoint, link string) (Link, bool, error) {
 	}
 	l := Link{Params: Params{Bandwidth: def.Bandwidth, Latency: def.Latency}, Collectives: map[string]Params{}}
 	// The types are independent fits of a second or so each: run them at once.
-	types := sortedKeys(byType)
+	types := slices.Sorted(maps.Keys(byType))
 	fits, errs := make([]Params, len(types)), make([]error, len(types))
 	var wg sync.WaitGroup
 	for i, typ := range types {

@@ -10,7 +10,6 @@ import (
 	"math"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -184,7 +183,7 @@ func (t *Topology) Check() []string {
 		link Link
 	}{{LinkNVLink, t.NVLink}, {LinkNetwork, t.Network}} {
 		problems = append(problems, checkParams(l.name, l.link.Params)...)
-		for _, typ := range sortedKeys(l.link.Collectives) {
+		for _, typ := range slices.Sorted(maps.Keys(l.link.Collectives)) {
 			if !slices.Contains(plan.CollectiveTypes, typ) {
 				problems = append(problems, fmt.Sprintf("%s.collectives: unknown collective %q (expected one of %s)", l.name, typ, strings.Join(plan.CollectiveTypes, ", ")))
 				continue
@@ -224,13 +223,4 @@ func (t *Topology) Marshal() ([]byte, error) {
 		return nil, err
 	}
 	return b.Bytes(), nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

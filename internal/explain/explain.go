@@ -12,6 +12,7 @@ package explain
 import (
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -127,7 +128,7 @@ func (e *explainer) summary(b *strings.Builder) {
 		fmt.Fprintf(b, "; no prediction: %v", e.price)
 	}
 	b.WriteString("\n")
-	for _, name := range sortedKeys(p.Meshes) {
+	for _, name := range slices.Sorted(maps.Keys(p.Meshes)) {
 		m := p.Meshes[name]
 		fmt.Fprintf(b, "mesh %s: shape %s, devices %s (%s)\n", st.paint(st.name, name), intList(m.Shape), deviceList(m.Devices), meshAxes(m))
 	}
@@ -226,13 +227,3 @@ func count(n int, thing string) string {
 
 // intList renders xs as "[8, 16]".
 func intList(xs []int) string { return "[" + joinInts(xs, ", ") + "]" }
-
-// sortedKeys returns m's keys in order.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}

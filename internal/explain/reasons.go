@@ -2,6 +2,7 @@ package explain
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -133,7 +134,7 @@ func (e *explainer) along(s *plan.Step) string {
 	if len(teams) == 0 {
 		return "the mesh"
 	}
-	for _, name := range sortedKeys(e.p.Meshes) {
+	for _, name := range slices.Sorted(maps.Keys(e.p.Meshes)) {
 		m := e.p.Meshes[name]
 		if dims, ok := varyingDims(m, teams[0]); ok && len(dims) > 0 {
 			parts := make([]string, len(dims))

@@ -1,5 +1,10 @@
 package plan
 
+import (
+	"maps"
+	"slices"
+)
+
 // The writers of the plan's types. Each writes the fields of its struct in
 // declaration order, under their json tags, and follows encoding/json's
 // rules: an omitempty field is left out when zero (nil, empty or false),
@@ -29,7 +34,7 @@ func (e *encoder) meshes(ms map[string]Mesh) {
 		return
 	}
 	e.object(func() {
-		for _, name := range sortedKeys(ms) {
+		for _, name := range slices.Sorted(maps.Keys(ms)) {
 			m := ms[name]
 			e.mapKey(name)
 			e.object(func() {
@@ -197,7 +202,7 @@ func (e *encoder) byType(m map[string]int) {
 		return
 	}
 	e.object(func() {
-		for _, k := range sortedKeys(m) {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
 			e.mapKey(k)
 			e.int(m[k])
 		}

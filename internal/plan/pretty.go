@@ -3,7 +3,6 @@ package plan
 import (
 	"encoding/json"
 	"io"
-	"slices"
 	"strconv"
 	"unicode/utf8"
 )
@@ -330,14 +329,4 @@ func (e *encoder) optStr(s *string) {
 		return
 	}
 	e.str(*s)
-}
-
-// sortedKeys returns m's keys in encoding/json's order: byte-wise.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

@@ -2,6 +2,7 @@ package reshard
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/nvcomm/nvcomm/internal/plan"
@@ -24,7 +25,7 @@ func (c *opCtx) emitCollective(s plan.Step, teams [][]int, in, out *view, countI
 	for _, n := range sent {
 		b.SentPerDevice = max(b.SentPerDevice, n)
 	}
-	for _, dev := range sortedKeys(recv) { // an overflow names the first device
+	for _, dev := range slices.Sorted(maps.Keys(recv)) { // an overflow names the first device
 		n := recv[dev]
 		b.ReceivedPerDevice = max(b.ReceivedPerDevice, n)
 		c.addBytes(c.received, dev, n, "receives over the plan")
@@ -51,16 +52,6 @@ func stepBound(s *plan.Step, recv, elem int64) int64 {
 		return min(recv, int64(s.Count.Input)*elem) // one buffer: no overflow
 	}
 	return recv
-}
-
-// sortedKeys lists the devices of m in increasing order.
-func sortedKeys(m map[int]int64) []int {
-	keys := make([]int, 0, len(m))
-	for d := range m {
-		keys = append(keys, d)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // emitLocal appends a local step on every device of src's mesh.

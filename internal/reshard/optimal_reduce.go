@@ -1,6 +1,8 @@
 package reshard
 
 import (
+	"maps"
+
 	"github.com/nvcomm/nvcomm/internal/ir"
 )
 
@@ -23,7 +25,7 @@ func (c *opCtx) optimalReduction(pv, cv *view) {
 			// A merged device axis that spans the reduced axis and others:
 			// its devices hold different elements of the other axes, so
 			// gather it first and reduce the whole axis locally.
-			next := &view{name: c.buffer("gathered"), mesh: pv.mesh, dtype: pv.dtype, did: maps(pv.did),
+			next := &view{name: c.buffer("gathered"), mesh: pv.mesh, dtype: pv.dtype, did: maps.Clone(pv.did),
 				stored: concat(pv.did[t], pv.stored), flexible: true}
 			delete(next.did, t)
 			c.allgather(pv, next, t)
@@ -35,13 +37,4 @@ func (c *opCtx) optimalReduction(pv, cv *view) {
 		src = c.localReduce(pv, local)
 	}
 	c.optimal(src, cv, partial)
-}
-
-// maps copies a digit map.
-func maps(m map[ir.ParallelType][]ir.Digit) map[ir.ParallelType][]ir.Digit {
-	out := make(map[ir.ParallelType][]ir.Digit, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }
