@@ -46,6 +46,7 @@ func TestScaleReport(t *testing.T) {
 	if os.Getenv("NVCOMM_SCALE") == "" {
 		t.Skip("set NVCOMM_SCALE=1 to measure the scale report (make bench-scale)")
 	}
+	loadBefore := loadAverage()
 	dir := t.TempDir()
 	// The children first: Linux counts in a child's peak the memory of
 	// the parent it was forked from, so the parent must still be small.
@@ -58,6 +59,9 @@ func TestScaleReport(t *testing.T) {
 	rows = append(rows, bigMemory...)
 	rows = append(rows, meshRow(t))
 	printReport(os.Stdout, rows)
+	// Other work on the machine slows single timings by up to several
+	// times: the load says how much there was.
+	fmt.Printf("\nload average (1 min) before and after: %s, %s\n", loadBefore, loadAverage())
 }
 
 // best runs f k times and keeps the result that faster says is fastest:
@@ -259,6 +263,16 @@ func printReport(w io.Writer, rows []row) {
 		}
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", r.work, before, r.now, r.goal, met)
 	}
+}
+
+// loadAverage is the system's load average over the last minute, or "?"
+// where /proc/loadavg cannot be read.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
+		return f[0]
+	}
+	return "?"
 }
 
 func ratio(a, b time.Duration) float64 { return float64(a) / float64(b) }
