@@ -54,11 +54,7 @@ func (o *traceOptions) runTrace(cmd *cobra.Command, arg string) error {
 	if o.topology == "" || o.topology == "none" {
 		return usageError{errors.New("--topology: trace needs a topology to predict times")}
 	}
-	lo, err := lowering(cmd, o.policy, o.objective, o.topology)
-	if err != nil {
-		return err
-	}
-	p, err := loadPlan(cmd, arg, lo)
+	_, p, err := loadLowered(cmd, o.policy, o.objective, o.topology, arg)
 	if err != nil {
 		return err
 	}

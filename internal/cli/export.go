@@ -79,11 +79,7 @@ plan; anything else a fusion file. See docs/export.md.`,
 }
 
 func (o *exportOptions) run(cmd *cobra.Command, arg string) error {
-	lo, err := lowering(cmd, o.policy, o.objective, o.topology)
-	if err != nil {
-		return err
-	}
-	name, p, err := loadNamedPlan(cmd, arg, lo)
+	name, p, err := loadLowered(cmd, o.policy, o.objective, o.topology, arg)
 	if err != nil {
 		return err
 	}
@@ -193,15 +189,9 @@ func loadTopology(cmd *cobra.Command, arg string) (*cost.Topology, error) {
 	return t, nil
 }
 
-// loadPlan returns a plan: decoded, validated and certified (checkPlan)
-// when the input is a plan, lowered when it is a fusion file.
-func loadPlan(cmd *cobra.Command, arg string, opts lower.Options) (*plan.Plan, error) {
-	_, p, err := loadNamedPlan(cmd, arg, opts)
-	return p, err
-}
-
-// loadNamedPlan is loadPlan that also returns the input's name for
-// diagnostics (<stdin> for "-").
+// loadNamedPlan returns a plan — decoded, validated and certified
+// (checkPlan) when the input is a plan, lowered when it is a fusion file —
+// and the input's name for diagnostics (<stdin> for "-").
 func loadNamedPlan(cmd *cobra.Command, arg string, opts lower.Options) (string, *plan.Plan, error) {
 	name, src, err := readInput(cmd, arg)
 	if err != nil {

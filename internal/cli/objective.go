@@ -4,6 +4,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nvcomm/nvcomm/internal/lower"
+	"github.com/nvcomm/nvcomm/internal/plan"
 )
 
 // --objective: what policy optimal minimizes (docs/lowering.md, "The
@@ -34,4 +35,15 @@ func lowering(cmd *cobra.Command, policy, objective *enumFlag, topology string) 
 	}
 	opts.Topology = t
 	return opts, nil
+}
+
+// loadLowered reads the plan that arg names, or lowers the fusion file it
+// names under the lowering flags (loadNamedPlan); it returns the input's
+// name for diagnostics.
+func loadLowered(cmd *cobra.Command, policy, objective *enumFlag, topology, arg string) (string, *plan.Plan, error) {
+	lo, err := lowering(cmd, policy, objective, topology)
+	if err != nil {
+		return "", nil, err
+	}
+	return loadNamedPlan(cmd, arg, lo)
 }

@@ -42,8 +42,9 @@ func (in *planInput) define(cmd *cobra.Command) {
 	autoVars(cmd, &in.auto)
 }
 
-// load lowers or reads the plan that arg names (loadPlan), reporting bad
-// input.
+// load lowers or reads the plan that arg names (loadNamedPlan), or, with
+// --auto, chooses the shardings of the fusion it names and lowers it,
+// reporting bad input.
 func (in *planInput) load(cmd *cobra.Command, arg string) (*plan.Plan, error) {
 	if err := in.auto.check(cmd); err != nil {
 		return nil, err
@@ -53,7 +54,8 @@ func (in *planInput) load(cmd *cobra.Command, arg string) (*plan.Plan, error) {
 		return nil, err
 	}
 	if !in.auto.enabled {
-		return loadPlan(cmd, arg, lo)
+		_, p, err := loadNamedPlan(cmd, arg, lo)
+		return p, err
 	}
 	name, src, err := readInput(cmd, arg)
 	if err != nil {

@@ -66,11 +66,7 @@ func (o *simulateOptions) run(cmd *cobra.Command, arg string) error {
 	if o.trace == "-" {
 		return usageError{errors.New("--trace: needs a file name (the report goes to standard output)")}
 	}
-	lo, err := lowering(cmd, o.policy, o.objective, o.topology)
-	if err != nil {
-		return err
-	}
-	name, p, err := loadNamedPlan(cmd, arg, lo)
+	name, p, err := loadLowered(cmd, o.policy, o.objective, o.topology, arg)
 	if err != nil {
 		return err
 	}
