@@ -123,7 +123,7 @@ func predictBlocks(t *cost.Topology, p *plan.Plan) ([]float64, error) {
 			continue
 		}
 		size := int64(shard.DTypeSize(stepDType(p, last)))
-		out[i] = t.Pass(b.Pass, b.Elements*size)
+		out[i] = t.Pass(b.Pass, b.Elements*size, b.Kernels)
 	}
 	return out, nil
 }

@@ -170,7 +170,7 @@ func Fit(samples []Sample, o FitOptions) (*Topology, []FitPoint, error) {
 	for i := range points {
 		p := &points[i]
 		if p.Link == LinkMemory {
-			p.Predicted = t.Pass(p.Collective, p.Bytes)
+			p.Predicted = t.Pass(p.Collective, p.Bytes, 1)
 			continue
 		}
 		p.Predicted = t.Collective(p.Link, p.Collective, p.Bytes, p.Ranks)

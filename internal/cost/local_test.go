@@ -99,11 +99,15 @@ func TestLocalStepPricing(t *testing.T) {
 	}
 	for _, tc := range tests {
 		name := fmt.Sprintf("%s strided=%v", tc.typ, tc.topo.Memory.Strided != nil)
-		if got := tc.topo.Pass(tc.pass, bytes); math.Abs(got-tc.want) > 1e-12 {
+		if got := tc.topo.Pass(tc.pass, bytes, 1); math.Abs(got-tc.want) > 1e-12 {
 			t.Errorf("%s: Pass(%s) = %g, want %g", name, tc.pass, got, tc.want)
 		}
 		if tc.pass == PassView {
 			continue
+		}
+		// A second kernel (a Pad's fill of its holes) adds its latency.
+		if got, want := tc.topo.Pass(tc.pass, bytes, 2), tc.want+1e-6*tc.topo.Memory.StridedParams().Latency; tc.pass == PassStrided && math.Abs(got-want) > 1e-12 {
+			t.Errorf("%s: Pass of two kernels = %g, want %g", name, got, want)
 		}
 		got, ok := tc.topo.LocalSeconds(tc.typ, plan.Count{Input: bytes / 8, Output: bytes / 8}, 4)
 		if !ok || math.Abs(got-tc.want) > 1e-12 {

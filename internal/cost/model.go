@@ -112,24 +112,27 @@ func (t *Topology) Local(bytes int64) float64 {
 func (t *Topology) localStep(typ string, bytes int64) float64 {
 	switch typ {
 	case plan.Permute, plan.Pad, plan.Unpad:
-		return t.Pass(PassStrided, bytes)
+		return t.Pass(PassStrided, bytes, 1)
 	}
 	return t.Local(bytes)
 }
 
 // Pass predicts one pass over memory of an exported program's local block
-// that reads plus writes bytes: a "copy" (contiguous) at the memory's rate,
-// a "strided" copy between strided views at its own rate where the
-// topology has one (memory.strided, which calibrate measures), and a
-// "view", which moves nothing, as free.
-func (t *Topology) Pass(pass string, bytes int64) float64 {
+// that reads plus writes bytes in kernels copies or fills: a "copy"
+// (contiguous) at the memory's rate, a "strided" copy between strided
+// views at its own rate where the topology has one (memory.strided, which
+// calibrate measures), and a "view", which moves nothing, as free. Each
+// kernel past the first adds its latency (at least the launch floor): a
+// Pad's fill of its holes is a kernel of its own, however few they are.
+func (t *Topology) Pass(pass string, bytes int64, kernels int) float64 {
+	p := t.Memory.Params
 	switch pass {
 	case PassView:
 		return 0
 	case PassStrided:
-		return t.Memory.StridedParams().Seconds(float64(bytes))
+		p = t.Memory.StridedParams()
 	}
-	return t.Local(bytes)
+	return p.Seconds(float64(bytes)) + float64(max(kernels-1, 0))*max(p.Latency, p.Launch)*1e-6
 }
 
 // The passes over memory of [Topology.Pass].

@@ -68,7 +68,7 @@ func (g *gen) collective(b planned, s *plan.Step) error {
 		}
 	}
 	done()
-	g.record(b, "", 0)
+	g.record(b, "", 0, 0)
 	return nil
 }
 

@@ -45,7 +45,7 @@ func (g *gen) matmul(b planned, s, perm *plan.Step) error {
 	g.w.line("%s = %s.view(-1)", g.names[s.Output], g.render(c, g.dtype[s.Output], "matmul"))
 	done()
 	g.alloc(s.Output, s.Devices)
-	g.record(b, "", 0)
+	g.record(b, "", 0, 0)
 	return nil
 }
 
@@ -104,7 +104,7 @@ func (g *gen) pointwise(b planned, s *plan.Step) error {
 	g.w.line("%s = %s", g.names[s.Output], expr)
 	done()
 	g.alloc(s.Output, s.Devices)
-	g.record(b, "", 0)
+	g.record(b, "", 0, 0)
 	return nil
 }
 

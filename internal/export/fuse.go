@@ -21,6 +21,10 @@ type Block struct {
 	// Elements are the elements read plus written by the busiest device,
 	// for a Pass of copy or strided.
 	Elements int64
+	// Kernels are the copies and fills the busiest device launches, for a
+	// Pass of copy or strided: a Pad's box and each of its holes, each
+	// piece of a fused copy.
+	Kernels int
 }
 
 // fusion kinds: which consecutive local steps a block runs as one pass.

@@ -62,8 +62,8 @@ func (g *gen) step(b planned, s *plan.Step) error {
 }
 
 // record adds the block with its pass over memory.
-func (g *gen) record(b planned, pass string, elements int64) {
-	g.blocks = append(g.blocks, Block{Steps: b.steps, Pass: pass, Elements: elements})
+func (g *gen) record(b planned, pass string, elements int64, kernels int) {
+	g.blocks = append(g.blocks, Block{Steps: b.steps, Pass: pass, Elements: elements, Kernels: kernels})
 }
 
 func (g *gen) copyStep(b planned, s *plan.Step) {
@@ -71,7 +71,7 @@ func (g *gen) copyStep(b planned, s *plan.Step) {
 	g.w.line("%s = %s.clone()", g.names[s.Output], g.names[s.Input])
 	done()
 	g.alloc(s.Output, s.Devices)
-	g.record(b, "copy", 2*int64(s.Count.Input))
+	g.record(b, "copy", 2*int64(s.Count.Input), 1)
 }
 
 // permute writes a Permute: torch.cat of the input's chunks along the
@@ -90,19 +90,23 @@ func (g *gen) permute(b planned, s *plan.Step) {
 		g.comment(b, "the chunks of "+x+" concatenated: one pass")
 		g.w.line("%s = %s", y, g.empty(s.Output, n))
 		g.w.line("torch.cat(%s.view(%s).unbind(%d), dim=%d, out=%s.view(%s))", x, ints(dims), a, q, y, ints(catShape(dims, perm, q)))
-		g.record(b, "copy", 2*int64(n))
+		pass := "copy" // contiguous chunks
+		if a > 0 {
+			pass = "strided"
+		}
+		g.record(b, pass, 2*int64(n), 1)
 		return
 	}
 	if isIdentity(perm) {
 		g.comment(b, "the order does not change: a copy")
 		g.w.line("%s = %s.clone()", y, x)
-		g.record(b, "copy", 2*int64(n))
+		g.record(b, "copy", 2*int64(n), 1)
 		return
 	}
 	g.comment(b, "one copy from the permuted view")
 	g.w.line("%s = %s", y, g.empty(s.Output, n))
 	g.w.line("%s.view(%s).copy_(%s.view(%s).permute(%s))", y, ints(permuted(dims, perm)), x, ints(dims), ints(perm))
-	g.record(b, "strided", 2*int64(n))
+	g.record(b, "strided", 2*int64(n), 1)
 }
 
 // canonPermute drops the dims of extent 1 from a permutation and merges
@@ -154,8 +158,8 @@ func onesBetween(dims []int, a, b int) bool {
 	return true
 }
 
-// catDim reports whether a permutation moves one dim, a, of at most 64
-// chunks, to a position q that is not the last: then it is torch.cat of
+// catDim reports whether a permutation moves one dim, a, of at most 16
+// chunks (torch.cat of many small chunks is slower than one copy), to a position q that is not the last: then it is torch.cat of
 // the input's chunks along a, concatenated along output dim q with the dim
 // after it. Chunks along dim 0 (contiguous) are preferred: on an H200 their
 // cat runs at a copy's rate, strided chunks about 25% slower, still faster
@@ -165,7 +169,7 @@ func catDim(dims, perm []int) (a, q int, ok bool) {
 		return 0, 0, false
 	}
 	for a := range dims {
-		if dims[a] > 64 {
+		if dims[a] > 16 {
 			continue
 		}
 		rest := slices.DeleteFunc(iota(len(perm)), func(d int) bool { return d == a })
@@ -195,7 +199,7 @@ func (g *gen) slice(b planned, s *plan.Step) {
 	g.w.line("%s = %s[%d * r:%d * (r + 1)]", g.names[s.Output], g.names[s.Input], m, m)
 	done()
 	g.alias(s.Output, s.Input, members)
-	g.record(b, "view", 0)
+	g.record(b, "view", 0, 0)
 }
 
 // teamRank is d's position in its team.
@@ -222,7 +226,7 @@ func (g *gen) permuteSlice(b planned, p, s *plan.Step) {
 	g.w.line("%s", geo.sliceLine(g.names[p.Input], y, m))
 	done()
 	g.alloc(s.Output, members)
-	g.record(b, "strided", 2*int64(m))
+	g.record(b, "strided", 2*int64(m), 1)
 }
 
 // digitOf renders digit i of value v in the mixed radix.
@@ -259,14 +263,27 @@ func (g *gen) pad(b planned, s *plan.Step, out string, dx, px []int) {
 	done := g.guard(s.Devices)
 	g.w.line("%s = %s", x, g.empty(out, product(s.Dims)))
 	fill := g.fillValue(s.Output, s.Fill)
+	kernels := 0
 	g.byBox(s, func(box []int) {
-		for _, l := range geo.padLines(x, y, box, fill) {
+		lines := geo.padLines(x, y, box, fill)
+		for _, l := range lines {
 			g.w.line("%s", l)
 		}
+		kernels = max(kernels, len(lines))
 	})
 	done()
 	g.alloc(out, s.Devices)
-	g.record(b, "strided", int64(product(s.Dims))+int64(maxBox(s)))
+	g.record(b, boxPass(s, px), int64(product(s.Dims))+int64(maxBox(s)), kernels)
+}
+
+// boxPass is how a Pad or an Unpad moves memory: a contiguous copy where
+// every device's box is the head of the padded buffer and nothing is
+// permuted, else a strided one.
+func boxPass(s *plan.Step, px []int) string {
+	if isIdentity(px) && prefixes(s) {
+		return "copy"
+	}
+	return "strided"
 }
 
 // unpad writes an Unpad (and, fused, the Permute before it): x viewed as
@@ -280,7 +297,7 @@ func (g *gen) unpad(b planned, in string, s *plan.Step, dx, px []int) {
 		g.w.line("%s = %s[:%s]", y, x, perRank(s.Devices, func(d int) string { return fmt.Sprint(product(boxOf(s, d))) }))
 		done()
 		g.alias(s.Output, in, s.Devices)
-		g.record(b, "view", 0)
+		g.record(b, "view", 0, 0)
 		return
 	}
 	geo, _ := newGeometry(dx, px, s.Dims)
@@ -291,14 +308,17 @@ func (g *gen) unpad(b planned, in string, s *plan.Step, dx, px []int) {
 	g.comment(b, what)
 	done := g.guard(s.Devices)
 	g.w.line("%s = %s", y, g.emptyPerRank(s.Output, s.Devices, func(d int) int { return product(boxOf(s, d)) }))
+	kernels := 0
 	g.byBox(s, func(box []int) {
-		for _, l := range geo.unpadLines(x, y, box) {
+		lines := geo.unpadLines(x, y, box)
+		for _, l := range lines {
 			g.w.line("%s", l)
 		}
+		kernels = max(kernels, len(lines))
 	})
 	done()
 	g.alloc(s.Output, s.Devices)
-	g.record(b, "strided", 2*int64(maxBox(s)))
+	g.record(b, boxPass(s, px), 2*int64(maxBox(s)), kernels)
 }
 
 // prefixes reports whether every device's box of an Unpad is the head of
@@ -415,7 +435,7 @@ func (g *gen) localReduce(b planned, s *plan.Step) {
 	}
 	g.comment(b, fmt.Sprintf("%s over dims [%s] of [%s]", op, ints(rd), ints(s.Dims)))
 	done := g.guard(s.Devices)
-	defer g.record(b, "", 0)
+	defer g.record(b, "", 0, 0)
 	defer g.alloc(s.Output, s.Devices)
 	defer done()
 	if len(rd) == 0 {

@@ -5,6 +5,7 @@ in one torchrun job, and prints the ratio table of docs/export.md.
 
   torchrun --nproc_per_node=2 scripts/export-check/peer_dtensor.py \\
       [--nvcomm bin/nvcomm] [--sizes 1,4,16,64,256,1024] [--timing batch] [--bench 20] [--out DIR]
+  python3 scripts/export-check/peer_dtensor.py --emit-only [--topology FILE] [--out DIR]   # programs only
 
 For each transition and size (MiB of the float32 [R, 32768] tensor, R = 8 per
 MiB; the uneven rows have one row or one column less), rank 0 writes the fusion,
@@ -68,6 +69,7 @@ TRANSITIONS = [
     ("Shard(1)->Replicate", "set", 1, False, ("S1", "R"), 0, 0),
     ("Shard(1)->Replicate uneven", "set", 1, False, ("S1", "R"), 0, 1),
     ("Shard(0)->Replicate uneven", "set", 0, False, ("S0", "R"), 1, 0),
+    ("Shard(0)->Shard(1) uneven", "set", 0, True, ("S0", "S1"), 1, 0),
 ]
 
 
@@ -138,14 +140,22 @@ def main():
     ap.add_argument("--bench", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--out", default="build/peer")
+    ap.add_argument("--emit-only", action="store_true",
+                    help="only write the programs (no GPUs needed), e.g. for local_blocks.py")
     args = ap.parse_args()
+    todo = cases([int(s) for s in args.sizes.split(",")])
+    if args.emit_only:
+        os.makedirs(args.out, exist_ok=True)
+        for k, (name, mib, text, _, _) in enumerate(todo):
+            export(args.nvcomm, args.topology, text, os.path.join(args.out, "case%02d" % k))
+            print("%s/case%02d.py: %s, %s MiB" % (args.out, k, name, mib))
+        return 0
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     dist.init_process_group("nccl", timeout=datetime.timedelta(seconds=600))
     rank, dev = dist.get_rank(), torch.device("cuda", torch.cuda.current_device())
     from torch.distributed.device_mesh import init_device_mesh
     mesh = init_device_mesh("cuda", (2,))
     os.makedirs(args.out, exist_ok=True)
-    todo = cases([int(s) for s in args.sizes.split(",")])
     if rank == 0:
         for k, (_, _, text, _, _) in enumerate(todo):
             export(args.nvcomm, args.topology, text, os.path.join(args.out, "case%02d" % k))
