@@ -29,13 +29,15 @@ test:
 
 # The race detector on the packages that run goroutines (cost's fits, ir's
 # lazily built mesh index, the CLI's parallel in-process tests, export's
-# tests, difftest's parallel random programs). The CLI's scripts are left
-# out (each re-runs the race-instrumented binary: a minute of start-ups),
-# and so are the tests that compare peak RSS with an estimate, which the
-# race detector's own memory would fail.
+# tests, difftest's parallel random programs, and the simulator's work on
+# long buffers in pieces, whose tests make buffers long enough to split).
+# The CLI's scripts are left out (each re-runs the race-instrumented
+# binary: a minute of start-ups), and so are the tests that compare peak
+# RSS with an estimate, which the race detector's own memory would fail.
 race:
 	$(GO) test -race -short -skip 'TestScripts|TestEstimateWithinPeakRSS|TestSimulateMemoryGuard' \
 		./internal/cost ./internal/ir ./internal/cli ./internal/export ./internal/difftest
+	$(GO) test -race -run 'TestInPieces|TestInputDataInPieces|TestCombineParts|TestParallelCopies' ./internal/sim
 
 # Rewrite golden files; review the diff before committing.
 golden:
