@@ -165,8 +165,14 @@ func funcName(p *plan.Plan) string {
 	return identifier(p.Fusion, map[string]bool{"main": true, "run": true})
 }
 
-// function returns the plan's function, its lines unindented at def.
+// function returns the plan's function, its lines unindented at def. It
+// writes only valid plans: the code relies on what validate checks (a
+// device holds every buffer a step reads, a box per device, teams of
+// matching sizes).
 func (g *gen) function() ([]string, error) {
+	if probs := plan.Validate(g.p); len(probs) > 0 {
+		return nil, fmt.Errorf("export: invalid plan: %s", probs[0])
+	}
 	for _, b := range fuse(g.p) {
 		if err := g.block(b); err != nil {
 			return nil, err

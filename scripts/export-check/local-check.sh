@@ -13,7 +13,7 @@ cd "$(dirname "$0")/../.."
 out=$(mkdir -p "$1" && cd "$1" && pwd)
 mkdir -p build
 bin/nvcomm calibrate -o build/calibrate.py 2>/dev/null
-python3 -m torch.distributed.run --nproc_per_node=1 --master-port=29650 build/calibrate.py \
+python3 -m torch.distributed.run --nproc_per_node=1 --master_port=29650 build/calibrate.py \
   --collectives copy,permute --out "$out/cal-local.csv" >"$out/calibrate-local.log" 2>&1
 bin/nvcomm calibrate --fit "$out/cal-local.csv" --devices-per-node 2 --name h200-local \
   -o "$out/topo-local.yaml" 2>"$out/fit-local.txt"

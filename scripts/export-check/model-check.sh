@@ -18,7 +18,7 @@ port=29600
 for timing in ${TIMINGS:-queued each}; do
   port=$((port + 1))
   start=$(date +%s)
-  timeout 240 python3 -m torch.distributed.run --nproc-per-node=2 --master-port=$port build/calibrate.py \
+  timeout 240 python3 -m torch.distributed.run --nproc_per_node=2 --master_port=$port build/calibrate.py \
     --timing "$timing" --out "$out/cal-$timing.csv" >"$out/calibrate-$timing.log" 2>&1
   echo "calibrate $timing rc=$? in $(( $(date +%s) - start )) s"
   bin/nvcomm calibrate --fit "$out/cal-$timing.csv" --devices-per-node 2 --name "h200-x2-$timing" \
@@ -27,7 +27,7 @@ for timing in ${TIMINGS:-queued each}; do
   for run in $(seq 1 "${RUNS:-1}"); do
     port=$((port + 1))
     start=$(date +%s)
-    timeout 300 python3 -m torch.distributed.run --nproc-per-node=2 --master-port=$port build/sweep-$timing/run_many.py \
+    timeout 300 python3 -m torch.distributed.run --nproc_per_node=2 --master_port=$port build/sweep-$timing/run_many.py \
       --bench 50 --timing "$timing" --out "$out/sweep-$timing-$run" build/sweep-$timing/sweep/*.py \
       >"$out/sweep-$timing-$run.log" 2>&1
     echo "sweep $timing run $run rc=$? in $(( $(date +%s) - start )) s, $(grep -l '"pass": true' "$out/sweep-$timing-$run"/*.json 2>/dev/null | wc -l) PASS"
@@ -40,7 +40,7 @@ if [ "${CORPUS:-0}" = 1 ]; then
   timing=$(echo ${TIMINGS:-queued each} | awk '{print $1}')
   TOPOLOGY="$out/topo-$timing.yaml" bash scripts/export-check/prepare.sh build/export-check >/dev/null
   start=$(date +%s)
-  timeout 300 python3 -m torch.distributed.run --nproc-per-node=2 --master-port=29690 build/export-check/run_many.py \
+  timeout 300 python3 -m torch.distributed.run --nproc_per_node=2 --master_port=29690 build/export-check/run_many.py \
     --bench 20 --timing "$timing" --out "$out/sweep-corpus_$timing-1" build/export-check/gpu/*.py >"$out/corpus.log" 2>&1
   echo "corpus rc=$? in $(( $(date +%s) - start )) s, $(grep -l '"pass": true' "$out/sweep-corpus_$timing-1"/*.json | wc -l) PASS of $(ls build/export-check/gpu | wc -l)"
 fi

@@ -25,26 +25,26 @@ nprocs() { grep -o 'start at least [0-9]*' "$1" | awk '{print $4}'; }
 port=29501
 for name in R-21_allgather gpu2_sendrecv_swap C-06_sendrecv_to_self; do
   port=$((port + 1))
-  timeout 60 python3 -m torch.distributed.run --nproc-per-node=2 --master-port=$port "gpu/$name.py" >"$out/gpu/standalone_$name.log" 2>&1
+  timeout 60 python3 -m torch.distributed.run --nproc_per_node=2 --master_port=$port "gpu/$name.py" >"$out/gpu/standalone_$name.log" 2>&1
   echo "standalone nccl $name rc=$?" | tee -a "$out/standalone.txt"
 done
 start=$(date +%s)
-timeout 240 python3 -m torch.distributed.run --nproc-per-node=2 --master-port=29510 run_many.py --bench "$bench" --out "$out/gpu" gpu/*.py >"$out/gpu.log" 2>&1
+timeout 240 python3 -m torch.distributed.run --nproc_per_node=2 --master_port=29510 run_many.py --bench "$bench" --out "$out/gpu" gpu/*.py >"$out/gpu.log" 2>&1
 echo "gpu: run_many rc=$? in $(( $(date +%s) - start )) s"
 for prog in gpu/*.py; do  # anything the job did not finish, standalone
   name=$(basename "$prog" .py)
   [ -f "$out/gpu/$name.json" ] && continue
   port=$((port + 1))
-  timeout 60 python3 -m torch.distributed.run --nproc-per-node=2 --master-port=$port "$prog" --bench "$bench" --json "$out/gpu/$name.json" >"$out/gpu/$name.log" 2>&1
+  timeout 60 python3 -m torch.distributed.run --nproc_per_node=2 --master_port=$port "$prog" --bench "$bench" --json "$out/gpu/$name.json" >"$out/gpu/$name.log" 2>&1
   echo "gpu retry $name rc=$?" | tee -a "$out/gpu.log"
 done
 
 # 1b. Extra ranks idle: a 2-device plan on 4 gloo processes.
-timeout 120 python3 -m torch.distributed.run --nproc-per-node=4 --master-port=29950 gpu/gpu2_allgather.py --backend gloo >"$out/extra_ranks.log" 2>&1
+timeout 120 python3 -m torch.distributed.run --nproc_per_node=4 --master_port=29950 gpu/gpu2_allgather.py --backend gloo >"$out/extra_ranks.log" 2>&1
 echo "extra ranks rc=$?" | tee -a "$out/standalone.txt"
 
 # 2. Calibration on the GPUs.
-timeout 180 python3 -m torch.distributed.run --nproc-per-node=2 --master-port=29520 calibrate.py --out "$out/calibration.csv" >"$out/calibrate.log" 2>&1
+timeout 180 python3 -m torch.distributed.run --nproc_per_node=2 --master_port=29520 calibrate.py --out "$out/calibration.csv" >"$out/calibrate.log" 2>&1
 echo "calibrate rc=$?"
 
 # 3. Every plan as CPU processes with gloo, 8 jobs at a time.
@@ -52,7 +52,7 @@ gloo_one() {
   prog=$1 out=$2 i=$3
   name=$(basename "$prog" .py)
   n=$(grep -o 'start at least [0-9]*' "$prog" | awk '{print $4}')
-  timeout 300 python3 -m torch.distributed.run --nproc-per-node="$n" --master-port=$((30000 + i)) "$prog" --backend gloo \
+  timeout 300 python3 -m torch.distributed.run --nproc_per_node="$n" --master_port=$((30000 + i)) "$prog" --backend gloo \
     --json "$out/gloo/$name.json" >"$out/gloo/$name.log" 2>&1
   echo "gloo $name nproc=$n rc=$?"
 }

@@ -8,7 +8,7 @@
 # exported to OUTDIR/sweep/<type>_<S>.py (plans in OUTDIR/plans). Needs
 # bin/nvcomm (make build). TOPOLOGY=FILE predicts with that topology file.
 # Run on 2 GPUs:
-#   torchrun --nproc-per-node=2 OUTDIR/run_many.py --bench 50 --out RESULTS OUTDIR/sweep/*.py
+#   torchrun --nproc_per_node=2 OUTDIR/run_many.py --bench 50 --out RESULTS OUTDIR/sweep/*.py
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:-build/sweep}
