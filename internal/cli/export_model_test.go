@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/nvcomm/nvcomm/internal/cost"
@@ -38,9 +39,10 @@ func TestLocalBlocksWithinBand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	plans := plansIn(t, filepath.Join(dir, "plans"))
 	checked, worst := 0, 0.0
 	for _, r := range rows[1:] { // program,block,steps,type,measured_s,predicted_s
-		p := readPlanFile(t, filepath.Join(dir, "plans", r[0]+".json"))
+		p := plans[r[0]]
 		if p == nil || outputBytes(p) < 16<<20 {
 			continue
 		}
@@ -66,22 +68,25 @@ func TestLocalBlocksWithinBand(t *testing.T) {
 	t.Logf("%d blocks, largest error %.0f%%", checked, 100*worst)
 }
 
-// readPlanFile decodes a plan, or returns nil when the file does not
-// exist (the measurements below 16 MiB keep no plan).
-func readPlanFile(t *testing.T, path string) *plan.Plan {
+// plansIn decodes every plan of a directory, by file name without .json
+// (the measurements below 16 MiB keep no plan).
+func plansIn(t *testing.T, dir string) map[string]*plan.Plan {
 	t.Helper()
-	src, err := os.ReadFile(path)
-	if os.IsNotExist(err) {
-		return nil
+	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no plans in %s: %v", dir, err)
 	}
-	if err != nil {
-		t.Fatal(err)
+	plans := map[string]*plan.Plan{}
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err == nil {
+			plans[strings.TrimSuffix(filepath.Base(f), ".json")], err = plan.Decode(f, src)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
-	p, err := plan.Decode(path, src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return plans
 }
 
 // outputBytes is the size of the plan's last op's output, float32.
