@@ -106,12 +106,26 @@ func (t *Topology) Local(bytes int64) float64 {
 	return t.Memory.Seconds(float64(bytes))
 }
 
+// StridedSlice names, for pricing, a Slice with dims: each rank keeps a
+// chunk of the middle dim of [outer, T, inner], outer chunks of inner
+// elements apart, a strided copy.
+const StridedSlice = "Slice (strided)"
+
+// localType is the type a local step is priced as.
+func localType(s *plan.Step) string {
+	if s.Type == plan.Slice && len(s.Dims) > 0 {
+		return StridedSlice
+	}
+	return s.Type
+}
+
 // localStep predicts a local step of type typ that reads and writes bytes
-// in all: the strided copies (Permute, Pad, Unpad) at the strided rate,
+// in all: the strided copies (Permute, Pad, Unpad, a strided Slice) at the
+// strided rate,
 // the others at a contiguous copy's.
 func (t *Topology) localStep(typ string, bytes int64) float64 {
 	switch typ {
-	case plan.Permute, plan.Pad, plan.Unpad:
+	case plan.Permute, plan.Pad, plan.Unpad, StridedSlice:
 		return t.Pass(PassStrided, bytes, 1)
 	}
 	return t.Local(bytes)
@@ -186,7 +200,7 @@ func (t *Topology) Step(p *plan.Plan, s *plan.Step) (StepTime, error) {
 	if s.Kind == plan.KindLocal {
 		in, out := localCounts(s.Type, s.Count)
 		st.Bytes, err = stepBytes(s, size, in, out)
-		st.Seconds = max(t.localStep(s.Type, st.Bytes), t.arithmetic(p, s))
+		st.Seconds = max(t.localStep(localType(s), st.Bytes), t.arithmetic(p, s))
 		return st, err
 	}
 	if len(s.Teams) == 0 {
@@ -245,7 +259,7 @@ func (t *Topology) TeamSeconds(link, typ string, c plan.Count, n int, elem int64
 // reads and writes: a Slice reads only the chunk it keeps (its output),
 // every other step its whole input.
 func localCounts(typ string, c plan.Count) (in, out int64) {
-	if typ == plan.Slice {
+	if typ == plan.Slice || typ == StridedSlice {
 		return int64(c.Output), int64(c.Output)
 	}
 	return int64(c.Input), int64(c.Output)

@@ -44,12 +44,12 @@ var redistributions = []redistribution{
 	{name: "S0->R", mesh: mesh4, shape: "[8, 12]", src: "[Shard(0)]", dst: "[Replicate()]", want: types("Allgather")},
 	{name: "S1->R", mesh: mesh4, shape: "[8, 12]", src: "[Shard(1)]", dst: "[Replicate()]", want: types("Allgather", "Permute")},
 	{name: "R->S0", mesh: mesh4, shape: "[8, 12]", src: "[Replicate()]", dst: "[Shard(0)]", want: types("Slice")},
-	{name: "R->S1", mesh: mesh4, shape: "[8, 12]", src: "[Replicate()]", dst: "[Shard(1)]", want: types("Permute", "Slice")},
+	{name: "R->S1", mesh: mesh4, shape: "[8, 12]", src: "[Replicate()]", dst: "[Shard(1)]", want: types("Slice")},
 	{name: "P->R", mesh: mesh4, shape: "[8, 12]", src: "[Partial(sum)]", dst: "[Replicate()]", want: types("Allreduce")},
 	{name: "Pmax->R", mesh: mesh4, shape: "[8, 12]", src: "[Partial(max)]", dst: "[Replicate()]", want: types("Allreduce")},
 	{name: "P->S0", mesh: mesh4, shape: "[8, 12]", src: "[Partial(sum)]", dst: "[Shard(0)]", want: types("ReduceScatter")},
-	{name: "P->S1", mesh: mesh4, shape: "[8, 12]", src: "[Partial(sum)]", dst: "[Shard(1)]", want: types("Permute", "ReduceScatter")},
-	{name: "S0->S1", mesh: mesh4, shape: "[8, 12]", src: "[Shard(0)]", dst: "[Shard(1)]", want: types("Permute", "AllToAll")},
+	{name: "P->S1", mesh: mesh4, shape: "[8, 12]", src: "[Partial(sum)]", dst: "[Shard(1)]", want: types("Allreduce", "Slice")},
+	{name: "S0->S1", mesh: mesh4, shape: "[8, 12]", src: "[Shard(0)]", dst: "[Shard(1)]", want: types("Allgather", "Slice")},
 	{name: "S1->S0", mesh: mesh4, shape: "[8, 12]", src: "[Shard(1)]", dst: "[Shard(0)]", want: types("AllToAll", "Permute")},
 	{name: "S0->S0", mesh: mesh4, shape: "[8, 12]", src: "[Shard(0)]", dst: "[Shard(0)]", want: types("Copy")},
 	{name: "S0->S1 3-D", mesh: mesh4, shape: "[4, 8, 6]", src: "[Shard(0)]", dst: "[Shard(1)]", want: types("AllToAll")},
@@ -57,7 +57,7 @@ var redistributions = []redistribution{
 	{name: "RS->RR", mesh: mesh2x4, shape: "[8, 16]", src: "[Replicate(), Shard(1)]", dst: "[Replicate(), Replicate()]", want: types("Allgather", "Permute")},
 	{name: "SR->RR", mesh: mesh2x4, shape: "[8, 16]", src: "[Shard(0), Replicate()]", dst: "[Replicate(), Replicate()]", want: types("Allgather")},
 	{name: "SS->RR", mesh: mesh2x4, shape: "[8, 16]", src: "[Shard(0), Shard(1)]", dst: "[Replicate(), Replicate()]", want: types("Allgather", "Permute")},
-	{name: "RR->SS", mesh: mesh2x4, shape: "[8, 16]", src: "[Replicate(), Replicate()]", dst: "[Shard(0), Shard(1)]", want: types("Permute", "Slice")},
+	{name: "RR->SS", mesh: mesh2x4, shape: "[8, 16]", src: "[Replicate(), Replicate()]", dst: "[Shard(0), Shard(1)]", want: types("Slice", "Slice")},
 	{name: "S0S0->RS0", mesh: mesh2x4, shape: "[8, 16]", src: "[Shard(0), Shard(0)]", dst: "[Replicate(), Shard(0)]", want: types("Allgather", "Slice")},
 	{name: "S0S0->S0R", mesh: mesh2x4, shape: "[8, 16]", src: "[Shard(0), Shard(0)]", dst: "[Shard(0), Replicate()]", want: types("Allgather")},
 	{name: "S0S0->S1S1", mesh: mesh2x4, shape: "[8, 16]", src: "[Shard(0), Shard(0)]", dst: "[Shard(1), Shard(1)]", want: types("AllToAll")},
@@ -66,7 +66,7 @@ var redistributions = []redistribution{
 	{name: "S0S1S2->S2S1S0", mesh: mesh2x2x2, shape: "[4, 4, 4]", src: "[Shard(0), Shard(1), Shard(2)]", dst: "[Shard(2), Shard(1), Shard(0)]", want: types("Allgather", "Slice", "Slice")},
 	{name: "RS0->S0R", mesh: mesh2x4, shape: "[8, 16]", src: "[Replicate(), Shard(0)]", dst: "[Shard(0), Replicate()]", want: types("Allgather", "Slice")},
 	{name: "PR->RR", mesh: mesh2x4, shape: "[8, 16]", src: "[Partial(sum), Replicate()]", dst: "[Replicate(), Replicate()]", want: types("Allreduce")},
-	{name: "RP->RS", mesh: mesh2x4, shape: "[8, 16]", src: "[Replicate(), Partial(sum)]", dst: "[Replicate(), Shard(1)]", want: types("Permute", "ReduceScatter")},
+	{name: "RP->RS", mesh: mesh2x4, shape: "[8, 16]", src: "[Replicate(), Partial(sum)]", dst: "[Replicate(), Shard(1)]", want: types("Allreduce", "Slice")},
 	{name: "PS->SS", mesh: mesh2x4, shape: "[8, 16]", src: "[Partial(sum), Shard(1)]", dst: "[Shard(0), Shard(1)]", want: types("ReduceScatter")},
 	{name: "SP->SR", mesh: mesh2x4, shape: "[8, 16]", src: "[Shard(0), Partial(max)]", dst: "[Shard(0), Replicate()]", want: types("Allreduce")},
 	// 3-D mesh 2x2x2.
@@ -74,11 +74,11 @@ var redistributions = []redistribution{
 	{name: "S0S0S0->RRS0", mesh: mesh2x2x2, shape: "[8, 4]", src: "[Shard(0), Shard(0), Shard(0)]", dst: "[Replicate(), Replicate(), Shard(0)]", want: types("Allgather", "Slice")},
 	{name: "RRR->S2S1S0", mesh: mesh2x2x2, shape: "[4, 4, 4]", src: "[Replicate(), Replicate(), Replicate()]", dst: "[Shard(2), Shard(1), Shard(0)]", want: types("Permute", "Slice")},
 	{name: "S0RR->RRS0", mesh: mesh2x2x2, shape: "[8, 4]", src: "[Shard(0), Replicate(), Replicate()]", dst: "[Replicate(), Replicate(), Shard(0)]", want: types("Allgather", "Slice")},
-	{name: "PRR->RRS1", mesh: mesh2x2x2, shape: "[4, 8]", src: "[Partial(sum), Replicate(), Replicate()]", dst: "[Replicate(), Replicate(), Shard(1)]", want: types("Permute", "Slice", "Allreduce")},
+	{name: "PRR->RRS1", mesh: mesh2x2x2, shape: "[4, 8]", src: "[Partial(sum), Replicate(), Replicate()]", dst: "[Replicate(), Replicate(), Shard(1)]", want: types("Slice", "Allreduce")},
 	// Uneven extents (torch.chunk: 10 rows on 4 devices are 3, 3, 3, 1).
 	{name: "uneven S0->R", mesh: mesh4, shape: "[10, 3]", src: "[Shard(0)]", dst: "[Replicate()]", want: types("Pad", "Allgather", "Unpad")},
 	{name: "uneven R->S0", mesh: mesh4, shape: "[10, 3]", src: "[Replicate()]", dst: "[Shard(0)]", want: types("Pad", "Slice", "Unpad")},
-	{name: "uneven S0->S1", mesh: mesh4, shape: "[10, 6]", src: "[Shard(0)]", dst: "[Shard(1)]", want: types("Pad", "Permute", "AllToAll", "Unpad")},
+	{name: "uneven S0->S1", mesh: mesh4, shape: "[10, 6]", src: "[Shard(0)]", dst: "[Shard(1)]", want: types("Pad", "Allgather", "Slice", "Unpad")},
 	{name: "uneven P->S0", mesh: mesh4, shape: "[10, 3]", src: "[Partial(sum)]", dst: "[Shard(0)]", want: types("Pad", "ReduceScatter", "Unpad")},
 	{name: "Pmin->R, odd extent", mesh: mesh4, shape: "[10, 3]", src: "[Partial(min)]", dst: "[Replicate()]", want: types("Allreduce")},
 	{name: "uneven 2-D S0R->RS0", mesh: "[[0, 1, 2], [3, 4, 5], [6, 7, 8], [9, 10, 11]]", shape: "[10, 2]", src: "[Shard(0), Replicate()]", dst: "[Replicate(), Shard(0)]", want: types("Pad", "Allgather", "Unpad", "Pad", "Slice", "Unpad")},
@@ -86,12 +86,12 @@ var redistributions = []redistribution{
 	{name: "strided->R", mesh: mesh4, shape: "[8, 3]", src: "split: {axis: 0, factor: 4}|parallelize: {axis: 1, type: DIDx}", dst: "[Replicate()]", want: types("Allgather", "Permute")},
 	{name: "strided->S0", mesh: mesh4, shape: "[8, 3]", src: "split: {axis: 0, factor: 4}|parallelize: {axis: 1, type: DIDx}", dst: "[Shard(0)]", want: types("Allgather", "Permute", "Slice")},
 	{name: "merged->R", mesh: mesh4, shape: "[2, 6]", src: "merge: {axis: 0}|outer_split: {axis: 0, factor: 4}|parallelize: {axis: 0, type: DIDx}", dst: "[Replicate()]", want: types("Allgather")},
-	{name: "merged->S1", mesh: mesh4, shape: "[2, 8]", src: "merge: {axis: 0}|outer_split: {axis: 0, factor: 4}|parallelize: {axis: 0, type: DIDx}", dst: "[Shard(1)]", want: types("Allgather", "Permute", "Slice")},
+	{name: "merged->S1", mesh: mesh4, shape: "[2, 8]", src: "merge: {axis: 0}|outer_split: {axis: 0, factor: 4}|parallelize: {axis: 0, type: DIDx}", dst: "[Shard(1)]", want: types("Allgather", "Slice")},
 	// Across meshes.
 	{name: "S0 -> S0 other mesh", mesh: mesh4, to: "[4, 5, 6, 7]", shape: "[8, 12]", src: "[Shard(0)]", dst: "[Shard(0)]", want: types("Allgather", "Broadcast", "Slice")},
 	{name: "S0 -> R other mesh", mesh: mesh4, to: "[4, 5, 6, 7]", shape: "[8, 12]", src: "[Shard(0)]", dst: "[Replicate()]", want: types("Allgather", "Broadcast")},
-	{name: "R -> S1 other mesh", mesh: "[0, 1]", to: "[1, 2]", shape: "[8, 12]", src: "[Replicate()]", dst: "[Shard(1)]", want: types("Broadcast", "Permute", "Slice")},
-	{name: "S0 -> S1 other mesh", mesh: mesh4, to: "[4, 5, 6, 7]", shape: "[8, 12]", src: "[Shard(0)]", dst: "[Shard(1)]", want: types("Allgather", "Broadcast", "Permute", "Slice")},
+	{name: "R -> S1 other mesh", mesh: "[0, 1]", to: "[1, 2]", shape: "[8, 12]", src: "[Replicate()]", dst: "[Shard(1)]", want: types("Broadcast", "Slice")},
+	{name: "S0 -> S1 other mesh", mesh: mesh4, to: "[4, 5, 6, 7]", shape: "[8, 12]", src: "[Shard(0)]", dst: "[Shard(1)]", want: types("Allgather", "Broadcast", "Slice")},
 	{name: "R -> R other mesh", mesh: "[0, 1]", to: "[2, 3]", shape: "[8, 12]", src: "[Replicate()]", dst: "[Replicate()]", want: types("Broadcast")},
 	{name: "P -> one device of the mesh", mesh: mesh4, to: "[2]", shape: "[8, 12]", src: "[Partial(sum)]", dst: "[Replicate()]", want: types("Allreduce")},
 	{name: "P -> one device outside", mesh: mesh4, to: "[5]", shape: "[8, 12]", src: "[Partial(max)]", dst: "[Replicate()]", want: types("Reduce")},
@@ -102,7 +102,7 @@ var redistributions = []redistribution{
 	{name: "sum over DIDy and DIDx", mesh: mesh2x4, shape: "[8, 4, 4]", src: "outer_split: {axis: 0, factor: 2}|parallelize: {axis: 0, type: DIDy}|outer_split: {axis: 1, factor: 4}|parallelize: {axis: 1, type: DIDx}", dst: "[Replicate(), Replicate()]", want: types("Allreduce")},
 	{name: "R -> R, consumer devices hold it", mesh: mesh4, to: "[1, 2]", shape: "[3, 6]", src: "[Replicate()]", dst: "[Replicate()]", want: types("Copy")},
 	{name: "R -> R, one consumer device holds it", mesh: "[0, 1]", to: "[1, 2, 3]", shape: "[3, 3]", src: "[Replicate()]", dst: "[Replicate()]", want: types("Broadcast")},
-	{name: "S0S0S0->S1S1S1", mesh: mesh2x2x2, shape: "[16, 32]", src: "[Shard(0), Shard(0), Shard(0)]", dst: "[Shard(1), Shard(1), Shard(1)]", want: types("Permute", "AllToAll")},
+	{name: "S0S0S0->S1S1S1", mesh: mesh2x2x2, shape: "[16, 32]", src: "[Shard(0), Shard(0), Shard(0)]", dst: "[Shard(1), Shard(1), Shard(1)]", want: types("Allgather", "Slice")},
 	{name: "S0 -> S0 on half the devices", mesh: mesh4, to: "[4, 5]", shape: "[8, 16]", src: "[Shard(0)]", dst: "[Shard(0)]", want: types("Allgather", "Broadcast", "Slice")},
 	{name: "R -> S0 on 3 other devices", mesh: "[0, 1]", to: "[2, 3, 4]", shape: "[6, 4]", src: "[Replicate()]", dst: "[Shard(0)]", want: types("Broadcast", "Slice")},
 }
@@ -124,9 +124,6 @@ type issueCase struct {
 // slower than DTensor's, and why: steps the plan format does not have
 // (docs/lowering.md, "What the search does not do").
 var slowerThanDTensor = map[string]string{
-	"R->S1":               stridedSlice,
-	"RR->SS":              stridedSlice,
-	"PRR->RRS1":           stridedSlice,
 	"uneven S0->R":        unevenSteps,
 	"uneven R->S0":        unevenSteps,
 	"uneven S0->S1":       unevenSteps,
@@ -135,8 +132,7 @@ var slowerThanDTensor = map[string]string{
 }
 
 const (
-	stridedSlice = "a Slice keeps a contiguous chunk: a chunk of an inner dimension takes a Permute first, where torch copies the strided chunk at once"
-	unevenSteps  = "collectives take equal buffers: uneven shards are padded and unpadded around them (Pad and Unpad steps), where DTensor pads only for some collectives and chunks unevenly"
+	unevenSteps = "collectives take equal buffers: uneven shards are padded and unpadded around them (Pad and Unpad steps), where DTensor pads only for some collectives and chunks unevenly"
 )
 
 // reductions are the cases whose op is y = sum(x, axis=0), not a set.

@@ -189,9 +189,15 @@ func catShape(dims, perm []int, q int) []int {
 	return slices.Concat(out[:q], []int{out[q] * out[q+1]}, out[q+2:])
 }
 
-// slice writes a Slice: a view of the chunk the rank keeps, no copy.
+// slice writes a Slice: a view of the chunk the rank keeps, no copy; a
+// strided Slice (dims [a, T, b]) copies the rank's a pieces of b elements
+// into one buffer.
 func (g *gen) slice(b planned, s *plan.Step) {
 	members := slices.Concat(s.Teams...)
+	if len(s.Dims) == 3 {
+		g.stridedSlice(b, s, members)
+		return
+	}
 	g.comment(b, "a view of the chunk this rank keeps, no copy")
 	done := g.guard(members)
 	g.w.line("r = %s", perRank(members, func(d int) string { return fmt.Sprint(teamRank(s.Teams, d)) }))
@@ -200,6 +206,20 @@ func (g *gen) slice(b planned, s *plan.Step) {
 	done()
 	g.alias(s.Output, s.Input, members)
 	g.record(b, "view", 0, 0)
+}
+
+// stridedSlice writes a Slice with dims [a, T, b]: rank r keeps [:, r, :]
+// of its input viewed so, copied into a buffer of its own.
+func (g *gen) stridedSlice(b planned, s *plan.Step, members []int) {
+	m, y := s.Count.Output, g.names[s.Output]
+	g.comment(b, "this rank's index of the middle dim, copied into one buffer")
+	done := g.guard(members)
+	g.w.line("r = %s", perRank(members, func(d int) string { return fmt.Sprint(teamRank(s.Teams, d)) }))
+	g.w.line("%s = %s", y, g.empty(s.Output, m))
+	g.w.line("%s.view(%d, %d).copy_(%s.view(%d, %d, %d)[:, r, :])", y, s.Dims[0], s.Dims[2], g.names[s.Input], s.Dims[0], s.Dims[1], s.Dims[2])
+	done()
+	g.alloc(s.Output, members)
+	g.record(b, "strided", 2*int64(m), 1)
 }
 
 // teamRank is d's position in its team.

@@ -236,6 +236,10 @@ func (v *validator) checkLocalFields(i int, s *Step) {
 		v.checkReduceDims(i, s)
 	case Pad, Unpad:
 		v.checkPad(i, s)
+	case Slice:
+		if len(s.Dims) > 0 {
+			v.checkSliceDims(i, s)
+		}
 	}
 	if (len(s.Valid) > 0 || s.Fill != nil) && s.Type != Pad && s.Type != Unpad {
 		v.stepf(i, "valid or fill is set, but only a Pad or Unpad takes them")
@@ -245,6 +249,22 @@ func (v *validator) checkLocalFields(i int, s *Step) {
 	}
 	if len(s.ReduceDims) > 0 && s.Type != LocalReduce {
 		v.stepf(i, "reduce_dims is set, but only a LocalReduce takes them")
+	}
+}
+
+// checkSliceDims checks a strided Slice: dims [outer, T, inner] of
+// count.input elements, T the team size, each rank keeping outer·inner.
+func (v *validator) checkSliceDims(i int, s *Step) {
+	if len(s.Dims) != 3 {
+		v.stepf(i, "dims %v are not [outer, T, inner], three extents", s.Dims)
+		return
+	}
+	v.checkDims(i, s)
+	if t, ok := v.teamSize(i, s); ok && s.Dims[1] != t {
+		v.stepf(i, "dims[1] is %d, want the team size %d (each rank keeps its index of it)", s.Dims[1], t)
+	}
+	if kept, ok := mul(s.Dims[0], s.Dims[2]); ok && kept != s.Count.Output {
+		v.stepf(i, "count.output is %d, want outer·inner = %d (dims %v)", s.Count.Output, kept, s.Dims)
 	}
 }
 

@@ -32,11 +32,21 @@ func (c *opCtx) allgatherAlong(src, dst *view, mask uint8) {
 }
 
 // sliceAlong: src replicated along the types of mask, dst sharded; each
-// device keeps its part locally, no communication. The input is arranged
-// with dst's digits for those types outermost, then every team member
-// keeps the chunk of its rank.
+// device keeps its part locally, no communication. Where dst's digits for
+// those types lie together in src's buffer, in rank order, a Slice with
+// dims [outer, T, inner] keeps each rank's chunks where they are;
+// otherwise the input is arranged with those digits outermost, and every
+// team member keeps the chunk of its rank.
 func (c *opCtx) sliceAlong(src, dst *view, mask uint8) {
-	in, got := sliceOrders(src.stored, rankDigits(dst, mask))
+	d := rankDigits(dst, mask)
+	if outer, inner, ok := stridedSlice(src.stored, d); ok {
+		out, after := c.finish(without(src.stored, d), dst, "sliced")
+		c.emitLocalTeams(plan.Step{Type: plan.Slice, Input: src.name, Output: out, Axis: axisAlong(dst, mask), Dims: []int{outer, src.size() / (outer * inner), inner}},
+			teamsAlong(src.mesh, mask), src.size(), dst.size())
+		after()
+		return
+	}
+	in, got := sliceOrders(src.stored, d)
 	arranged := c.arrange(src, in, "in", src.mesh.Devices)
 	out, after := c.finish(got, dst, "sliced")
 	c.emitLocalTeams(plan.Step{Type: plan.Slice, Input: arranged.name, Output: out, Axis: axisAlong(dst, mask)},

@@ -4,6 +4,7 @@ import (
 	"math/bits"
 	"slices"
 
+	"github.com/nvcomm/nvcomm/internal/cost"
 	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/plan"
 )
@@ -152,6 +153,11 @@ func (pl *searcher) appendChange(out []edge, s searchState, to placement, mask u
 	var in, got []ir.Digit
 	switch kind {
 	case edgeSlice:
+		if _, _, ok := stridedSlice(cur, dn); ok {
+			in, got = cur, without(cur, dn)
+			e.local(cost.StridedSlice, size, next)
+			break
+		}
 		in, got = sliceOrders(cur, dn)
 		e.permute(cur, in, size)
 		e.local(plan.Slice, size, next)
@@ -207,6 +213,29 @@ func typeIndex(t ir.ParallelType) int { return slices.Index(ir.DeviceTypes, t) }
 // when the buffer is stored otherwise), got the order it writes.
 
 // sliceOrders: a step that keeps or sends chunk d of a buffer stored as cur
+// stridedSlice reports whether digits d lie in cur together, in order,
+// below at least one other digit, and the extents of the digits before
+// (outer) and after (inner) them: a Slice with dims [outer, T, inner]
+// then keeps each rank's chunks without a Permute (docs/plan.md). With d
+// outermost, the plain Slice does (sliceOrders).
+func stridedSlice(cur, d []ir.Digit) (outer, inner int, ok bool) {
+	if len(d) == 0 {
+		return 0, 0, false
+	}
+	i := slices.Index(cur, d[0])
+	if i < 1 || i+len(d) > len(cur) || !slices.Equal(cur[i:i+len(d)], d) {
+		return 0, 0, false
+	}
+	outer, inner = 1, 1
+	for _, x := range cur[:i] {
+		outer *= x.Extent
+	}
+	for _, x := range cur[i+len(d):] {
+		inner *= x.Extent
+	}
+	return outer, inner, true
+}
+
 // (Slice, Scatter) reads it with d outermost and writes the rest.
 func sliceOrders(cur, d []ir.Digit) (in, got []ir.Digit) {
 	rest := without(cur, d)

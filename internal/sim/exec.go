@@ -219,7 +219,8 @@ func checkOperands(s *plan.Step) error {
 }
 
 // slice runs a Slice: each member of a team of T keeps chunk rank of its own
-// input split into T equal chunks; nothing moves between devices.
+// input split into T equal chunks (with dims [a, T, b], index rank of the
+// middle dim of its input viewed so); nothing moves between devices.
 func (m *machine) slice(s *plan.Step) (map[int]flow, error) {
 	if len(s.Teams) == 0 || len(s.Devices) > 0 {
 		return nil, stepError(s, "a Slice takes teams, not devices")
@@ -234,6 +235,9 @@ func (m *machine) slice(s *plan.Step) (map[int]flow, error) {
 		if s.Count.Input != n*s.Count.Output {
 			return nil, stepError(s, "count.input %d must be the team size %d times count.output %d", s.Count.Input, n, s.Count.Output)
 		}
+		if len(s.Dims) > 0 && (len(s.Dims) != 3 || s.Dims[0] < 1 || s.Dims[2] < 1 || s.Dims[1] != n || s.Count.Output%s.Dims[2] != 0 || s.Count.Output/s.Dims[2] != s.Dims[0]) {
+			return nil, stepError(s, "dims %v are not [outer, %d, inner] with outer·inner = count.output %d", s.Dims, n, s.Count.Output)
+		}
 		for r, d := range team {
 			flows[d] = flow{}
 			in, ok := src[d]
@@ -243,7 +247,7 @@ func (m *machine) slice(s *plan.Step) (map[int]flow, error) {
 			if len(in) != s.Count.Input {
 				return nil, stepError(s, "buffer %q on device %d has %d elements, count.input is %d", s.Input, d, len(in), s.Count.Input)
 			}
-			out[d] = slices.Clone(in[r*s.Count.Output : (r+1)*s.Count.Output])
+			out[d] = keep(in, r, n, s)
 		}
 	}
 	return flows, nil
@@ -370,6 +374,20 @@ func padBox(in []float64, dims, box []int, pad bool, fill float64) []float64 {
 		} else {
 			out[j] = in[flat]
 		}
+	}
+	return out
+}
+
+// keep is the part of in that rank r of a team of n keeps in Slice s.
+func keep(in []float64, r, n int, s *plan.Step) []float64 {
+	if len(s.Dims) != 3 {
+		return slices.Clone(in[r*s.Count.Output : (r+1)*s.Count.Output])
+	}
+	a, b := s.Dims[0], s.Dims[2]
+	out := make([]float64, 0, a*b)
+	for i := range a {
+		start := (i*n + r) * b
+		out = append(out, in[start:start+b]...)
 	}
 	return out
 }
