@@ -22,11 +22,11 @@ import (
 // every block within 25% of its measured time.
 func TestLocalBlocksWithinBand(t *testing.T) {
 	dir := filepath.Join("..", "..", "docs", "export-results", "local-h200")
-	src, err := os.ReadFile(filepath.Join(dir, "topo-local.yaml"))
+	src, err := os.ReadFile(filepath.Join(dir, "..", "topology-h200-local.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	topo, err := cost.ParseTopology("topo-local.yaml", src)
+	topo, err := cost.ParseTopology("topology-h200-local.yaml", src)
 	if err != nil {
 		t.Fatal(err)
 	}
