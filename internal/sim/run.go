@@ -114,7 +114,7 @@ func CheckMemory(need, maxBytes int64) error {
 	if need == math.MaxInt64 {
 		about = "more than" // the estimate saturates instead of wrapping
 	}
-	return fmt.Errorf("%w: it needs %s %d bytes, more than the limit of %d; raise --max-bytes or use smaller extents", ErrTooLarge, about, need, maxBytes)
+	return fmt.Errorf("%w: it needs %s %s, more than the limit of %s; raise --max-bytes or use smaller extents", ErrTooLarge, about, plan.Size(need), plan.Size(maxBytes))
 }
 
 // execute runs every step, checks each op after its last step, and

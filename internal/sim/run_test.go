@@ -281,7 +281,7 @@ func TestMemoryGuardDefault(t *testing.T) {
 	p.Tensors[0].Shape = []int{1 << 14, 1 << 14} // 2 GiB of float64 per copy
 	p.Tensors[1].Shape = p.Tensors[0].Shape
 	_, err := Run(p, Options{})
-	if err == nil || !strings.Contains(err.Error(), "more than the limit of 1073741824") {
+	if err == nil || !strings.Contains(err.Error(), "more than the limit of 1.0 GiB") {
 		t.Errorf("Run error = %v, want the 1 GiB limit", err)
 	}
 }
