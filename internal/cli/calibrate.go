@@ -112,7 +112,8 @@ func (o *calibrateOptions) writeProgram(cmd *cobra.Command) error {
 	return nil
 }
 
-// writeFit prints every sample with the fitted model's prediction.
+// writeFit prints every sample with the fitted model's prediction (a
+// matmul's "bytes" are its floating-point operations).
 func writeFit(w io.Writer, points []cost.FitPoint) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "collective\tlink\tranks\tbytes\tmeasured (us)\tpredicted (us)\terror\tused\n")
@@ -124,7 +125,11 @@ func writeFit(w io.Writer, points []cost.FitPoint) error {
 		case !p.Used:
 			used = "small"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.1f\t%.1f\t%+.0f%%\t%s\n", p.Collective, p.Link, p.Ranks, p.Bytes,
+		name := p.Collective
+		if p.Link == cost.LinkCompute {
+			name = "matmul " + name // its "bytes" are floating-point operations
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.1f\t%.1f\t%+.0f%%\t%s\n", name, p.Link, p.Ranks, p.Bytes,
 			p.Seconds*1e6, p.Predicted*1e6, 100*p.RelErr(), used)
 	}
 	return tw.Flush()

@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	"github.com/nvcomm/nvcomm/internal/plan"
+	"github.com/nvcomm/nvcomm/internal/shard"
 )
 
 // Sample is one measured collective, in nccl-tests units.
@@ -43,6 +44,20 @@ var csvNames = map[string]string{
 // contiguous copy (memory), and permute, a copy from a permuted view
 // (memory.strided).
 var localNames = map[string]string{"copy": PassCopy, "permute": PassStrided}
+
+// matmulPrefix names the matmul samples of calibration files (link
+// compute): matmul_DTYPE, the bytes column holding the floating-point
+// operations of one product (2·N³ for N×N by N×N).
+const matmulPrefix = "matmul_"
+
+// matmulNames maps each matmul sample name to its dtype.
+func matmulNames() map[string]string {
+	names := map[string]string{}
+	for _, dt := range shard.DTypeNames() {
+		names[matmulPrefix+dt] = dt
+	}
+	return names
+}
 
 // ReadSamples reads a calibration CSV: a header line
 // "collective,ranks,bytes,seconds" with an optional fifth column "link",
@@ -80,14 +95,22 @@ func parseSample(row []string) (Sample, error) {
 		link = row[4]
 	}
 	names, minRanks := csvNames, 2
-	if link == LinkMemory {
+	switch link {
+	case LinkMemory:
 		names, minRanks = localNames, 1
-	} else if link != LinkNVLink && link != LinkNetwork {
-		return Sample{}, fmt.Errorf("link must be %s, %s or %s, got %q", LinkNVLink, LinkNetwork, LinkMemory, link)
+	case LinkCompute:
+		names, minRanks = matmulNames(), 1
+	case LinkNVLink, LinkNetwork:
+	default:
+		return Sample{}, fmt.Errorf("link must be %s, %s, %s or %s, got %q", LinkNVLink, LinkNetwork, LinkMemory, LinkCompute, link)
 	}
 	typ, ok := names[strings.ToLower(row[0])]
 	if !ok {
-		return Sample{}, fmt.Errorf("unknown %s %q", map[bool]string{true: "local copy", false: "collective"}[link == LinkMemory], row[0])
+		what := map[string]string{LinkMemory: "local copy", LinkCompute: "matmul"}[link]
+		if what == "" {
+			what = "collective"
+		}
+		return Sample{}, fmt.Errorf("unknown %s %q", what, row[0])
 	}
 	ranks, err1 := strconv.Atoi(row[1])
 	size, err2 := strconv.ParseInt(row[2], 10, 64)
@@ -153,6 +176,7 @@ func Fit(samples []Sample, o FitOptions) (*Topology, []FitPoint, error) {
 	if err := fitMemory(&t, points); err != nil {
 		return nil, nil, err
 	}
+	fitCompute(&t, points)
 	for _, link := range []string{LinkNVLink, LinkNetwork} {
 		l, ok, err := fitLink(points, link)
 		if err != nil {
@@ -171,6 +195,10 @@ func Fit(samples []Sample, o FitOptions) (*Topology, []FitPoint, error) {
 		p := &points[i]
 		if p.Link == LinkMemory {
 			p.Predicted = t.Pass(p.Collective, p.Bytes, 1)
+			continue
+		}
+		if p.Link == LinkCompute {
+			p.Predicted = float64(p.Bytes) / (t.Compute.TFLOPS[p.Collective] * 1e12)
 			continue
 		}
 		p.Predicted = t.Collective(p.Link, p.Collective, p.Bytes, p.Ranks)
@@ -203,6 +231,28 @@ func fitMemory(t *Topology, points []FitPoint) error {
 		}
 	}
 	return nil
+}
+
+// fitCompute sets, per dtype with matmul samples among the used ones, the
+// topology's throughput to the fastest of them (operations over seconds):
+// the roofline's peak is what the device reaches on large products. Dtypes
+// without samples keep the base topology's.
+func fitCompute(t *Topology, points []FitPoint) {
+	peak := map[string]float64{}
+	for _, p := range points {
+		if p.Used && p.Link == LinkCompute {
+			peak[p.Collective] = max(peak[p.Collective], float64(p.Bytes)/p.Seconds/1e12)
+		}
+	}
+	if len(peak) == 0 {
+		return
+	}
+	c := Compute{TFLOPS: map[string]float64{}}
+	if t.Compute != nil {
+		maps.Copy(c.TFLOPS, t.Compute.TFLOPS)
+	}
+	maps.Copy(c.TFLOPS, peak)
+	t.Compute = &c
 }
 
 func (o FitOptions) withDefaults() FitOptions {

@@ -26,6 +26,9 @@ const (
 	LinkNVLink  = "nvlink"  // every member of the team on one node
 	LinkNetwork = "network" // the team spans nodes
 	LinkMemory  = "memory"  // a local step, or a collective without peers
+	// LinkCompute marks calibration samples of matmul throughput (their
+	// bytes column holds floating-point operations); no step runs on it.
+	LinkCompute = "compute"
 )
 
 // Topology describes the machines a plan runs on: how many devices share a

@@ -7,7 +7,10 @@
 # reducescatter, alltoall, gather and scatter; the buffer for allreduce,
 # broadcast, reduce and sendrecv). It also measures, on every rank's device,
 # the two local copies exported programs make (link memory, ranks 1, bytes
-# read plus written): copy, contiguous, and permute, from a permuted view.
+# read plus written): copy, contiguous, and permute, from a permuted view;
+# and the matmul throughput of each floating dtype (link compute, ranks 1,
+# the "bytes" column holding the multiply-adds' 2·N³ floating-point
+# operations of an N×N by N×N product: matmul_float32, matmul_bfloat16, ...).
 # Then fit a topology file to it:
 #   torchrun --nproc_per_node=8 calibrate.py --out calibration.csv
 #   nvcomm calibrate --fit calibration.csv -o topology.yaml
@@ -28,6 +31,8 @@ import torch.distributed as dist
 COLLECTIVES = ("allgather", "reducescatter", "allreduce", "alltoall", "broadcast", "reduce",
                "gather", "scatter", "sendrecv")
 LOCAL = ("copy", "permute")
+MATMULS = ("matmul_float32", "matmul_bfloat16", "matmul_float16")
+MATMUL_SIDES = (1024, 2048, 4096, 8192)  # N: the products are 2·N³ operations
 
 
 def parse_args(argv):
@@ -42,12 +47,12 @@ def parse_args(argv):
     ap.add_argument("--timing", choices=TIMINGS, default="queued", help=TIMING_HELP)
     ap.add_argument("--subgroup", action="store_true",
                     help="measure on a group made with new_group, as exported programs do, rather than the default group")
-    ap.add_argument("--collectives", default=",".join(COLLECTIVES + LOCAL),
-                    help="comma-separated subset of " + ",".join(COLLECTIVES + LOCAL))
+    ap.add_argument("--collectives", default=",".join(COLLECTIVES + LOCAL + MATMULS),
+                    help="comma-separated subset of " + ",".join(COLLECTIVES + LOCAL + MATMULS))
     args = ap.parse_args(argv)
     args.collectives = args.collectives.split(",")
     for c in args.collectives:
-        if c not in COLLECTIVES + LOCAL:
+        if c not in COLLECTIVES + LOCAL + MATMULS:
             ap.error("unknown collective %r" % c)
     if args.factor < 2 or args.min_bytes < 1 or args.max_bytes < args.min_bytes:
         ap.error("need --factor >= 2 and 1 <= --min-bytes <= --max-bytes")
@@ -157,6 +162,29 @@ def measure_local(args, dev):
     return rows
 
 
+def measure_matmuls(args, dev):
+    """CSV rows of the matmul throughputs (link compute: the bytes column holds
+    the 2·N³ operations of one N×N by N×N product), each the slowest rank's. A
+    CPU measures float32 only, and the smaller sides."""
+    rows = []
+    b = Bench(dev, None, list(range(dist.get_world_size())), args.iters, args.warmup, args.timing)
+    for name in [c for c in args.collectives if c in MATMULS]:
+        dtype = getattr(torch, name.split("_", 1)[1])
+        if dev.type != "cuda" and dtype != torch.float32:
+            continue
+        for n in MATMUL_SIDES if dev.type == "cuda" else MATMUL_SIDES[:2]:
+            x = torch.ones(n, n, dtype=dtype, device=dev)
+            y = torch.ones(n, n, dtype=dtype, device=dev)
+            out = torch.empty(n, n, dtype=dtype, device=dev)
+            t = torch.tensor([b.time(lambda: torch.matmul(x, y, out=out))], dtype=torch.float64, device=dev)
+            dist.all_reduce(t, op=dist.ReduceOp.MAX)
+            rows.append("%s,1,%d,%.4e,compute" % (name, 2 * n ** 3, t.item()))
+            del x, y, out
+        if dev.type == "cuda":
+            torch.cuda.empty_cache()
+    return rows
+
+
 def groups(world, per_node):
     """(link, ranks, group) to measure on this rank: the whole job, and each node when there are several."""
     out = [("nvlink" if world <= per_node else "network", list(range(world)), None)]
@@ -183,7 +211,7 @@ def main(argv=None):
     rank, world = dist.get_rank(), dist.get_world_size()
     dev = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")
     per_node = int(os.environ.get("LOCAL_WORLD_SIZE", world))
-    rows = measure_local(args, dev)
+    rows = measure_local(args, dev) + measure_matmuls(args, dev)
     todo, pairs = groups(world, per_node) if world >= 2 else ([], {})
     if args.subgroup:
         todo = [(link, ranks, g if g is not None else dist.new_group(ranks=ranks)) for link, ranks, g in todo]
