@@ -1,0 +1,190 @@
+package export
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/nvcomm/nvcomm/internal/plan"
+)
+
+// Pad and Unpad steps, alone or fused with a Permute: each device's real
+// box copied into or out of the padded buffer with one copy_ a piece, the
+// holes filled with fill_ (strided.go has the geometry).
+
+// pad writes a Pad (and, fused, the Permute after it): out is fresh memory
+// that, viewed as dx and permuted by px, is the padded buffer; each
+// device's box is copied into it and the holes filled, one pass.
+func (g *gen) pad(b planned, s *plan.Step, out string, dx, px []int) {
+	geo, ok := newGeometry(dx, px, s.Dims)
+	if !ok { // a plain Pad: dx is s.Dims itself, which always refines
+		geo, _ = newGeometry(s.Dims, iota(len(s.Dims)), s.Dims)
+	}
+	x, y := g.names[out], g.names[s.Input]
+	what := "the real box copied in, the holes filled: one pass"
+	if len(b.steps) > 1 {
+		what = "the real box copied into the permuted layout, the holes filled: one pass"
+	}
+	g.comment(b, what)
+	done := g.guard(s.Devices)
+	g.w.line("%s = %s", x, g.empty(out, product(s.Dims)))
+	fill := g.fillValue(s.Output, s.Fill)
+	kernels := 0
+	g.byBox(s, func(box []int) {
+		lines := geo.padLines(x, y, box, fill)
+		for _, l := range lines {
+			g.w.line("%s", l)
+		}
+		kernels = max(kernels, len(lines))
+	})
+	done()
+	g.alloc(out, s.Devices)
+	g.record(b, boxPass(s, px), int64(product(s.Dims))+int64(maxBox(s)), kernels)
+}
+
+// boxPass is how a Pad or an Unpad moves memory: a contiguous copy where
+// every device's box is the head of the padded buffer and nothing is
+// permuted, else a strided one.
+func boxPass(s *plan.Step, px []int) string {
+	if isIdentity(px) && prefixes(s) {
+		return "copy"
+	}
+	return "strided"
+}
+
+// unpad writes an Unpad (and, fused, the Permute before it): x viewed as
+// dx and permuted by px is the padded buffer, each device's box of which
+// is copied out; a box that is a prefix of the buffer is a view.
+func (g *gen) unpad(b planned, in string, s *plan.Step, dx, px []int) {
+	x, y := g.names[in], g.names[s.Output]
+	if len(b.steps) == 1 && prefixes(s) {
+		g.comment(b, "the box is the buffer's head: a view, no copy")
+		done := g.guard(s.Devices)
+		g.w.line("%s = %s[:%s]", y, x, perRank(s.Devices, func(d int) string { return fmt.Sprint(product(boxOf(s, d))) }))
+		done()
+		g.alias(s.Output, in, s.Devices)
+		g.record(b, "view", 0, 0)
+		return
+	}
+	geo, _ := newGeometry(dx, px, s.Dims)
+	what := "the real box copied out: one pass"
+	if len(b.steps) > 1 {
+		what = "the real box copied out of the permuted view: one pass"
+	}
+	g.comment(b, what)
+	done := g.guard(s.Devices)
+	g.w.line("%s = %s", y, g.emptyPerRank(s.Output, s.Devices, func(d int) int { return product(boxOf(s, d)) }))
+	kernels := 0
+	g.byBox(s, func(box []int) {
+		lines := geo.unpadLines(x, y, box)
+		for _, l := range lines {
+			g.w.line("%s", l)
+		}
+		kernels = max(kernels, len(lines))
+	})
+	done()
+	g.alloc(s.Output, s.Devices)
+	g.record(b, boxPass(s, px), 2*int64(maxBox(s)), kernels)
+}
+
+// prefixes reports whether every device's box of an Unpad is the head of
+// the padded buffer: dims before the first short one of extent 1, the dims
+// after it whole.
+func prefixes(s *plan.Step) bool {
+	for _, box := range s.Valid {
+		short := slices.IndexFunc(iota(len(box)), func(d int) bool { return box[d] < s.Dims[d] })
+		if short < 0 {
+			continue
+		}
+		for d := range box {
+			if d < short && s.Dims[d] != 1 || d > short && box[d] != s.Dims[d] {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// byBox writes fn for each distinct box of a Pad or Unpad, under a test of
+// the rank where devices differ.
+func (g *gen) byBox(s *plan.Step, fn func(box []int)) {
+	var boxes [][]int
+	var who [][]int
+	for i, d := range s.Devices {
+		k := slices.IndexFunc(boxes, func(b []int) bool { return slices.Equal(b, s.Valid[i]) })
+		if k < 0 {
+			boxes, who = append(boxes, s.Valid[i]), append(who, nil)
+			k = len(boxes) - 1
+		}
+		who[k] = append(who[k], d)
+	}
+	if len(boxes) == 1 {
+		fn(boxes[0])
+		return
+	}
+	for k, box := range boxes {
+		switch k {
+		case 0:
+			g.w.line("if %s:", rankIn(who[k]))
+		case len(boxes) - 1:
+			g.w.line("else:")
+		default:
+			g.w.line("elif %s:", rankIn(who[k]))
+		}
+		g.w.indent++
+		fn(box)
+		g.w.indent--
+	}
+}
+
+func boxOf(s *plan.Step, d int) []int {
+	if i := slices.Index(s.Devices, d); i >= 0 && i < len(s.Valid) {
+		return s.Valid[i]
+	}
+	return nil
+}
+
+func maxBox(s *plan.Step) int {
+	m := 0
+	for _, b := range s.Valid {
+		m = max(m, product(b))
+	}
+	return m
+}
+
+func product(xs []int) int {
+	n := 1
+	for _, x := range xs {
+		n *= x
+	}
+	return n
+}
+
+// emptyPerRank renders a fresh buffer whose size may differ per device.
+func (g *gen) emptyPerRank(b string, devices []int, n func(d int) int) string {
+	size := perRank(devices, func(d int) string { return fmt.Sprint(n(d)) })
+	return fmt.Sprintf("torch.empty(%s, dtype=%s, device=device)", size, torchDTypes[g.dtype[b]])
+}
+
+// fillValue renders a Pad's fill in buffer b's dtype: an integer dtype has
+// no infinities, so ±inf is its largest or smallest value.
+func (g *gen) fillValue(b string, fill *string) string {
+	f := "0"
+	if fill != nil {
+		f = *fill
+	}
+	switch f {
+	case "inf", "-inf":
+		if bits, ok := intBits[g.dtype[b]]; ok {
+			if f == "inf" {
+				return fmt.Sprint(int64(math.MaxInt64 >> (64 - bits)))
+			}
+			return fmt.Sprint(-int64(math.MaxInt64>>(64-bits)) - 1)
+		}
+		return fmt.Sprintf("float(%q)", f)
+	}
+	return f
+}
+
+// intBits are the widths of the integer dtypes.
+var intBits = map[string]int{"int32": 32, "int64": 64}
