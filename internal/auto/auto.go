@@ -15,6 +15,7 @@ package auto
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/dustin/go-humanize"
 
@@ -69,6 +70,9 @@ func Solve(file string, src []byte, opts Options) (*Result, error) {
 	f, err := ir.ParseAuto(file, src)
 	if err != nil {
 		return nil, err
+	}
+	if !slices.ContainsFunc(f.Tensors, func(t *ir.Tensor) bool { return t.Auto || t.Propagated }) {
+		return &Result{Fusion: src, Exact: true}, nil // nothing to choose: the fusion as it is
 	}
 	tree, err := readSource(src)
 	if err != nil {

@@ -72,6 +72,10 @@ func (o *autoOptions) compileAutoSource(cmd *cobra.Command, name string, src []b
 // sharding and how much slower the layer would be with it.
 func writeDecisions(w io.Writer, res *auto.Result) error {
 	ew := &errWriter{w: w}
+	if len(res.Decisions) == 0 {
+		fmt.Fprintf(ew, "auto: nothing to choose: every tensor is given\n\n")
+		return ew.err
+	}
 	fmt.Fprintf(ew, "auto: predicted %s, at most %s per device\n", explain.Seconds(res.Seconds), plan.Size(res.PeakBytes))
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "tensor\tchosen\trunner-up\tslower by")
