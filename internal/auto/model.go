@@ -20,6 +20,10 @@ type variable struct {
 	bytes    []int64 // per option, what one device holds
 	decision bool
 	produced bool
+	// decl declares a given fusion input in its ops' fusions when its
+	// placements alone do not (source.given): its shape, schedule or
+	// placements, and allocation keys as written.
+	decl string
 	// first and last are the ops during which the tensor is live: its
 	// producer (0 for a fusion input) to its last reader (the last op for
 	// an input or an output of the fusion).
@@ -72,11 +76,12 @@ func newModel(f *ir.Fusion, src *source) (*model, error) {
 				v.bytes = append(v.bytes, localBytes(o, t.Shape(), t.Mesh.Shape, t.DType))
 			}
 		} else {
-			s, err := src.given(t)
+			s, decl, err := src.given(t)
 			if err != nil {
 				return nil, err
 			}
-			v.options, v.bytes = []sharding{s}, []int64{int64(t.LocalSize()) * int64(t.DType.Size())}
+			v.options, v.decl = []sharding{s}, decl
+			v.bytes = []int64{int64(t.LocalSize()) * int64(t.DType.Size())}
 		}
 		if len(v.options) == 0 {
 			return nil, fmt.Errorf("tensor %q has no sharding on mesh %q", t.Name, t.Mesh.Name)
@@ -178,7 +183,11 @@ func opFusion(m *model, fa *factor, combo []int) string {
 		if !v.produced && slices.ContainsFunc(s, func(p shard.Placement) bool { return p.Kind == shard.Partial }) {
 			shape = shape[1:] // a Partial input's terms axis is not declared
 		}
-		fmt.Fprintf(&b, "  %s: {mesh: %s, dtype: %s, shape: %s, placements: %s}\n", m.name(fa, k), v.t.Mesh.Name, v.t.DType, intList(shape), s)
+		keys := fmt.Sprintf("shape: %s, placements: %s", intList(shape), s)
+		if v.decl != "" {
+			keys = v.decl
+		}
+		fmt.Fprintf(&b, "  %s: {mesh: %s, dtype: %s, %s}\n", m.name(fa, k), v.t.Mesh.Name, v.t.DType, keys)
 	}
 	b.WriteString("ops:\n  - " + opYAML(fa.op, func(t *ir.Tensor) string { return m.name(fa, m.index[t]) }) + "\n")
 	return b.String()

@@ -53,22 +53,61 @@ func lookup(m *yaml.Node, key string) *yaml.Node {
 
 // given returns the sharding of a given tensor as its declaration writes
 // it: its placements, or Replicate on every mesh axis when it declares a
-// mesh alone. A tensor given by a schedule has no placements to start the
-// search from.
-func (s *source) given(t *ir.Tensor) (sharding, error) {
-	decl := lookup(s.tensors, t.Name)
-	if lookup(decl, "schedule") != nil {
-		return nil, fmt.Errorf("tensor %q is given by a schedule; lower --auto reads given shardings as placements (write them with placements, or mark the tensor placements: auto)", t.Name)
+// mesh alone. A fusion input given by a schedule, or with an allocation,
+// is declared in its ops' own fusions with its keys as written (decl,
+// flow YAML: shape, schedule or placements, allocation),
+// since they decide its layout and so its ops' steps. A produced tensor
+// given by a schedule has no placements to start the search from: its
+// schedule's positions count its reduction axes, which its readers do not
+// see.
+func (s *source) given(t *ir.Tensor) (sh sharding, decl string, err error) {
+	n := lookup(s.tensors, t.Name)
+	sched, alloc := lookup(n, "schedule"), lookup(n, "allocation")
+	if t.Producer != nil && sched != nil {
+		return nil, "", fmt.Errorf("tensor %q is produced by an op and given by a schedule; lower --auto reads given shardings as placements (write them with placements, or mark the tensor placements: auto)", t.Name)
 	}
-	pls := lookup(decl, "placements")
+	if t.Producer == nil && (sched != nil || alloc != nil) {
+		var keys []string
+		for _, kv := range []struct {
+			key  string
+			node *yaml.Node
+		}{{"shape", lookup(n, "shape")}, {"schedule", sched}, {"placements", lookup(n, "placements")}, {"allocation", alloc}} {
+			if kv.node != nil {
+				keys = append(keys, kv.key+": "+flowYAML(kv.node))
+			}
+		}
+		return nil, strings.Join(keys, ", "), nil
+	}
+	pls := lookup(n, "placements")
 	if pls == nil {
-		return replicated(t.Mesh.Rank()), nil
+		return replicated(t.Mesh.Rank()), "", nil
 	}
 	var items []string
 	if err := pls.Decode(&items); err != nil {
-		return nil, fmt.Errorf("tensor %q: placements: %v", t.Name, err)
+		return nil, "", fmt.Errorf("tensor %q: placements: %v", t.Name, err)
 	}
-	return parseSharding(items)
+	sh, err = parseSharding(items)
+	return sh, "", err
+}
+
+// flowYAML writes n on one line, in flow style.
+func flowYAML(n *yaml.Node) string {
+	var flow func(n *yaml.Node) *yaml.Node
+	flow = func(n *yaml.Node) *yaml.Node {
+		c := *n
+		c.Style |= yaml.FlowStyle
+		c.HeadComment, c.LineComment, c.FootComment = "", "", ""
+		c.Content = nil
+		for _, k := range n.Content {
+			c.Content = append(c.Content, flow(k))
+		}
+		return &c
+	}
+	out, err := yaml.Marshal(flow(n))
+	if err != nil {
+		return "null" // a node the parser accepted always marshals
+	}
+	return strings.TrimSpace(string(out))
 }
 
 func replicated(rank int) sharding {
