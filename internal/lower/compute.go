@@ -6,6 +6,7 @@ import (
 
 	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/plan"
+	"github.com/nvcomm/nvcomm/internal/shard"
 )
 
 // This file lowers the computing ops (elementwise, broadcast, matmul,
@@ -62,7 +63,7 @@ func (c *opCtx) pointwise(out string, order []int) {
 
 // emitPointwise appends a Pointwise step on the output's devices.
 func (c *opCtx) emitPointwise(fn string, bufs []string, inDims [][]int, dims []int, out string) {
-	s := plan.Step{Type: plan.Pointwise, Func: ptr(fn), Output: out, Dims: dims, InputDims: inDims}
+	s := plan.Step{Type: plan.Pointwise, Func: new(fn), Output: out, Dims: dims, InputDims: inDims}
 	setInputs(&s, bufs)
 	c.emitLocalOn(s, c.op.Out.Mesh.Devices, localCount(inDims[0]), localCount(dims))
 }
@@ -72,7 +73,7 @@ func (c *opCtx) emitPointwise(fn string, bufs []string, inDims [][]int, dims []i
 // bias, and a Permute when the output is not stored row-major.
 func (c *opCtx) contraction() {
 	op, y := c.op, c.op.Out
-	identity := identity(len(y.Shape()))
+	identity := shard.Identity(len(y.Shape()))
 	bias := op.Kind == ir.OpLinear && len(op.Inputs) == 3
 	sumType, split := c.sumDevice()
 	direct := !bias && !split && slices.Equal(y.Layout(), identity)
@@ -118,7 +119,7 @@ func (c *opCtx) emitMatmul(out string) {
 	}
 	// linear's w is [n, k]: the step reads it transposed, in place.
 	s := plan.Step{Type: plan.Matmul, Output: out, Dims: []int{bt, m, k, n}, BroadcastB: rb == 2 && bt > 1, TransposeB: op.Kind == ir.OpLinear}
-	setInputs(&s, []string{c.arranged(0, identity(ra)), c.arranged(1, identity(rb))})
+	setInputs(&s, []string{c.arranged(0, shard.Identity(ra)), c.arranged(1, shard.Identity(rb))})
 	c.emitLocalOn(s, op.Out.Mesh.Devices, bt*m*k, bt*m*n)
 }
 
@@ -171,7 +172,7 @@ func (c *opCtx) partialAxes(rank int) []int {
 // the output when it is stored row-major, else into an intermediate.
 func (c *opCtx) addBias(in string, rowMajor bool) string {
 	op, y := c.op, c.op.Out
-	order := identity(len(y.Shape()))
+	order := shard.Identity(len(y.Shape()))
 	out := y.Name
 	if !rowMajor {
 		out = c.buffer("biased")

@@ -128,14 +128,6 @@ func (c *opCtx) emitLocalOn(s plan.Step, devices []int, countIn, countOut int) {
 	c.job.EmitLocal(s, devices, countIn, countOut)
 }
 
-func identity(n int) []int {
-	m := make([]int, n)
-	for i := range m {
-		m[i] = i
-	}
-	return m
-}
-
 // plan assembles the plan from the fusion and the emitted steps.
 func (l *lowerer) plan() *plan.Plan {
 	p := &plan.Plan{
@@ -164,7 +156,7 @@ func (l *lowerer) plan() *plan.Plan {
 			o.Input, o.Inputs = o.Inputs[0], nil
 		}
 		if op.Kind.IsReduction() {
-			o.Axis = ptr(op.Axis)
+			o.Axis = new(op.Axis)
 		}
 		p.Ops = append(p.Ops, o)
 	}
@@ -223,7 +215,7 @@ func tensorOf(t *ir.Tensor) plan.Tensor {
 	for _, s := range t.Shardings() {
 		sh := plan.Sharding{Type: s.Type.String(), LogicalAxis: s.Axis(), Kind: string(s.Kind)}
 		if at := t.ValueAxes()[s.Axis()]; at != s.Axis() {
-			sh.ShapeAxis = ptr(at)
+			sh.ShapeAxis = new(at)
 		}
 		if s.Kind == ir.Merged {
 			sh.LogicalAxes = s.Axes()
@@ -254,5 +246,3 @@ func scheduleStep(s ir.ScheduleStep) plan.ScheduleStep {
 	}
 	return plan.ScheduleStep{Parallelize: &plan.ParallelizeArgs{Axis: s.Axis, Type: s.Type.String()}}
 }
-
-func ptr[T any](v T) *T { return &v }

@@ -13,7 +13,7 @@ func maskOf(t ir.ParallelType) uint8 { return 1 << typeIndex(t) }
 // axisAlong is the axis of v's digits for the outermost type of mask: the
 // axis a step over their teams names.
 func axisAlong(v *view, mask uint8) *int {
-	return ptr(v.axisOf(typesOf(v.mesh, mask)[0]))
+	return new(v.axisOf(typesOf(v.mesh, mask)[0]))
 }
 
 // allgather: src sharded along t, dst not, same mesh.
@@ -67,7 +67,7 @@ func (c *opCtx) scatterSameMesh(src, dst *view, t ir.ParallelType) {
 	in := c.arrange(src, concat(d, rest), "in", roots)
 	out, after := c.finish(rest, dst, "scattered")
 	for _, team := range teams {
-		c.emitCollective(plan.Step{Type: plan.Scatter, Root: ptr(team[0]), Input: in.name, Output: out, Axis: ptr(dst.axisOf(t))},
+		c.emitCollective(plan.Step{Type: plan.Scatter, Root: new(team[0]), Input: in.name, Output: out, Axis: new(dst.axisOf(t))},
 			[][]int{team}, in, dst, in.size(), dst.size())
 	}
 	after()
@@ -92,7 +92,7 @@ func (c *opCtx) scatterCrossMesh(src, dst *view, t ir.ParallelType) {
 	rest := without(src.stored, d)
 	in := c.arrange(src, concat(d, rest), "in", []int{root})
 	out, after := c.finish(rest, dst, "scattered")
-	c.emitCollective(plan.Step{Type: plan.Scatter, Root: ptr(root), Input: in.name, Output: out, Axis: ptr(dst.axisOf(t))},
+	c.emitCollective(plan.Step{Type: plan.Scatter, Root: new(root), Input: in.name, Output: out, Axis: new(dst.axisOf(t))},
 		[][]int{slices.Clone(dst.mesh.Devices)}, in, dst, in.size(), dst.size())
 	after()
 }
@@ -122,7 +122,7 @@ func (c *opCtx) broadcast(src, dst *view) {
 		team = append(team, root)
 	}
 	out, after := c.finish(src.stored, dst, "received")
-	c.emitCollective(plan.Step{Type: plan.Broadcast, Root: ptr(root), Input: src.name, Output: out},
+	c.emitCollective(plan.Step{Type: plan.Broadcast, Root: new(root), Input: src.name, Output: out},
 		[][]int{team}, src, dst, src.size(), src.size())
 	after()
 }
@@ -138,7 +138,7 @@ func (c *opCtx) gather(src, dst *view, t ir.ParallelType) {
 		if !slices.Contains(team, root) {
 			team = append(team, root)
 		}
-		c.emitCollective(plan.Step{Type: plan.Gather, Root: ptr(root), Input: in.name, Output: out, Axis: ptr(src.axisOf(t))},
+		c.emitCollective(plan.Step{Type: plan.Gather, Root: new(root), Input: in.name, Output: out, Axis: new(src.axisOf(t))},
 			[][]int{team}, in, dst, in.size(), dst.size())
 	}
 	after()
@@ -155,7 +155,7 @@ func (c *opCtx) sendRecv(src, dst *view) {
 			c.emitLocalOn(plan.Step{Type: plan.Copy, Input: src.name, Output: out}, []int{from}, src.size(), src.size())
 			continue
 		}
-		c.emitCollective(plan.Step{Type: plan.SendRecv, Root: ptr(from), Input: src.name, Output: out, Axis: src.firstAxis()},
+		c.emitCollective(plan.Step{Type: plan.SendRecv, Root: new(from), Input: src.name, Output: out, Axis: src.firstAxis()},
 			[][]int{{from, to}}, src, dst, src.size(), src.size())
 	}
 	after()
@@ -169,7 +169,7 @@ func (c *opCtx) allreduce(src, dst *view, t ir.ParallelType) { c.allreduceAlong(
 // their combination on the same mesh.
 func (c *opCtx) allreduceAlong(src, dst *view, mask uint8) {
 	out, after := c.finish(src.stored, dst, "reduced")
-	c.emitCollective(plan.Step{Type: plan.Allreduce, ReduceOp: c.reduceOp(), Input: src.name, Output: out, Axis: ptr(c.op.Axis)},
+	c.emitCollective(plan.Step{Type: plan.Allreduce, ReduceOp: c.reduceOp(), Input: src.name, Output: out, Axis: new(c.op.Axis)},
 		teamsAlong(src.mesh, mask), src, dst, src.size(), src.size())
 	after()
 }
@@ -186,7 +186,7 @@ func (c *opCtx) reduceScatter(src, dst *view, t ir.ParallelType) {
 func (c *opCtx) reduceScatterAlong(src, dst *view, mask uint8) {
 	in, _ := reduceScatterOrders(rankDigits(dst, mask), dst.stored)
 	arranged := c.arrange(src, in, "in", src.mesh.Devices)
-	c.emitCollective(plan.Step{Type: plan.ReduceScatter, ReduceOp: c.reduceOp(), Input: arranged.name, Output: dst.name, Axis: ptr(c.op.Axis)},
+	c.emitCollective(plan.Step{Type: plan.ReduceScatter, ReduceOp: c.reduceOp(), Input: arranged.name, Output: dst.name, Axis: new(c.op.Axis)},
 		teamsAlong(src.mesh, mask), arranged, dst, arranged.size(), dst.size())
 }
 
@@ -199,7 +199,7 @@ func (c *opCtx) reduce(src, dst *view, t ir.ParallelType) {
 		if !slices.Contains(team, root) {
 			team = append(team, root)
 		}
-		c.emitCollective(plan.Step{Type: plan.Reduce, Root: ptr(root), ReduceOp: c.reduceOp(), Input: src.name, Output: out, Axis: ptr(c.op.Axis)},
+		c.emitCollective(plan.Step{Type: plan.Reduce, Root: new(root), ReduceOp: c.reduceOp(), Input: src.name, Output: out, Axis: new(c.op.Axis)},
 			[][]int{team}, src, dst, src.size(), src.size())
 	}
 	after()

@@ -24,7 +24,7 @@ func (c *opCtx) sendRecvPairs(src, dst *view) {
 	}
 	for i, from := range src.mesh.Devices {
 		if to := dst.mesh.Devices[i]; to != from {
-			c.emitCollective(plan.Step{Type: plan.SendRecv, Root: ptr(from), Input: src.name, Output: out, Axis: src.firstAxis()},
+			c.emitCollective(plan.Step{Type: plan.SendRecv, Root: new(from), Input: src.name, Output: out, Axis: src.firstAxis()},
 				[][]int{{from, to}}, src, dst, src.size(), src.size())
 		}
 	}
@@ -41,7 +41,7 @@ func (c *opCtx) broadcastTo(src, dst *view, skip bool) {
 		out, after = c.finishOutside(src.stored, dst, "received")
 	}
 	if team != nil {
-		c.emitCollective(plan.Step{Type: plan.Broadcast, Root: ptr(team[0]), Input: src.name, Output: out},
+		c.emitCollective(plan.Step{Type: plan.Broadcast, Root: new(team[0]), Input: src.name, Output: out},
 			[][]int{team}, src, dst, src.size(), src.size())
 	}
 	if len(copies) > 0 {
@@ -65,9 +65,9 @@ func (c *opCtx) scatterTo(src, dst *view) {
 	chunk, n := dst.size(), len(dst.mesh.Devices)
 	pad := &view{name: c.buffer("padded"), mesh: src.mesh, dtype: src.dtype, did: src.did, stored: arranged.stored}
 	c.emitLocalOn(plan.Step{Type: plan.Pad, Input: arranged.name, Output: pad.name, Dims: []int{n + 1, chunk},
-		Valid: [][]int{{n, chunk}}, Fill: ptr("0")}, []int{root}, n*chunk, (n+1)*chunk)
+		Valid: [][]int{{n, chunk}}, Fill: new("0")}, []int{root}, n*chunk, (n+1)*chunk)
 	out, after := c.finishOutside(got, dst, "scattered")
-	c.emitCollective(plan.Step{Type: plan.Scatter, Root: ptr(root), Input: pad.name, Output: out, Axis: ptr(dst.axisOf(ir.DIDx))},
+	c.emitCollective(plan.Step{Type: plan.Scatter, Root: new(root), Input: pad.name, Output: out, Axis: new(dst.axisOf(ir.DIDx))},
 		[][]int{team}, pad, dst, (n+1)*chunk, chunk)
 	after()
 }
@@ -120,7 +120,7 @@ func (c *opCtx) gatherTo(src, dst *view, g, h []ir.Digit) {
 	out, after := c.finish(got, dst, "gathered")
 	for i, root := range dst.mesh.Devices {
 		team := gatherTeam(src.mesh.Devices[starts[i]:starts[i]+n], root)
-		c.emitCollective(plan.Step{Type: plan.Gather, Root: ptr(root), Input: arranged.name, Output: out, Axis: ptr(src.axisOf(ir.DIDx))},
+		c.emitCollective(plan.Step{Type: plan.Gather, Root: new(root), Input: arranged.name, Output: out, Axis: new(src.axisOf(ir.DIDx))},
 			[][]int{team}, arranged, dst, arranged.size(), n*arranged.size())
 	}
 	after()

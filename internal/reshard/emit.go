@@ -69,7 +69,7 @@ func (c *opCtx) emitLocalOn(s plan.Step, devices []int, countIn, countOut int) {
 
 func (c *opCtx) append(s plan.Step) {
 	if s.Axis != nil && c.toOpAxis != nil {
-		s.Axis = ptr(c.toOpAxis[*s.Axis])
+		s.Axis = new(c.toOpAxis[*s.Axis])
 	}
 	s.ID = len(c.steps)
 	s.Op = c.op.Index

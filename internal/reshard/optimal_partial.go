@@ -110,7 +110,7 @@ func (c *opCtx) reduceTo(src, dst *view, mask uint8) {
 	root := dst.mesh.Devices[0]
 	team := reduceTeam(src.mesh, mask, root)
 	out, after := c.finish(src.stored, dst, "reduced")
-	c.emitCollective(plan.Step{Type: plan.Reduce, Root: ptr(root), ReduceOp: c.reduceOp(), Input: src.name, Output: out, Axis: ptr(c.op.Axis)},
+	c.emitCollective(plan.Step{Type: plan.Reduce, Root: new(root), ReduceOp: c.reduceOp(), Input: src.name, Output: out, Axis: new(c.op.Axis)},
 		[][]int{team}, src, dst, src.size(), src.size())
 	after()
 }

@@ -210,7 +210,7 @@ func (c *opCtx) swap(src, dst *view, sw *swap) {
 	}
 	for idx, from := range src.mesh.Devices {
 		if to := src.mesh.Devices[sw.to[idx]]; to != from {
-			c.emitCollective(plan.Step{Type: plan.SendRecv, Root: ptr(from), Input: src.name, Output: out, Axis: src.firstAxis()},
+			c.emitCollective(plan.Step{Type: plan.SendRecv, Root: new(from), Input: src.name, Output: out, Axis: src.firstAxis()},
 				[][]int{{from, to}}, src, dst, src.size(), src.size())
 		}
 	}

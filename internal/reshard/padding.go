@@ -37,7 +37,7 @@ func (c *opCtx) pad(pv *view, shape, axisMap []int) *view {
 	if c.op.Kind.IsReduction() {
 		fill = identityFill[c.op.Kind]
 	}
-	c.emitLocalOn(plan.Step{Type: plan.Pad, Input: pv.name, Output: out.name, Dims: dims, Valid: valid, Fill: ptr(fill)},
+	c.emitLocalOn(plan.Step{Type: plan.Pad, Input: pv.name, Output: out.name, Dims: dims, Valid: valid, Fill: new(fill)},
 		pv.mesh.Devices, largestBox(valid), pv.size())
 	return out
 }

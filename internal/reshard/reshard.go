@@ -32,6 +32,7 @@ import (
 	"github.com/nvcomm/nvcomm/internal/diag"
 	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/plan"
+	"github.com/nvcomm/nvcomm/internal/shard"
 )
 
 // Policy names a lowering policy.
@@ -81,9 +82,6 @@ func (p *Planner) Policy() Policy { return p.policy }
 
 // Objective is what the planner minimizes under the optimal policy.
 func (p *Planner) Objective() Objective { return p.objective }
-
-// Topology is the topology the planner prices steps on.
-func (p *Planner) Topology() *cost.Topology { return p.topology }
 
 // Ledger is what lowering a fusion writes: its steps in order, the bytes
 // each device receives, the lower bounds and the errors. Step ids and byte
@@ -253,7 +251,7 @@ type pairAxes struct{ producer, consumer []int }
 // axisMaps returns the maps of a pair whose producer is producer: the
 // identity, and for a reduction the producer's axes without the op's.
 func (c *opCtx) axisMaps(producer *ir.Tensor, reduce bool) pairAxes {
-	m := identity(len(producer.ValueAxes()))
+	m := shard.Identity(len(producer.ValueAxes()))
 	if reduce {
 		return pairAxes{m, without1(m, c.op.Axis)}
 	}
@@ -311,18 +309,8 @@ func paddedExtents(p, c *ir.Tensor, cMap []int) []int {
 // fail reports that the op cannot be lowered under the policy.
 func (c *opCtx) fail(reason, hint string) { c.Job.Fail(reason, hint) }
 
-func identity(n int) []int {
-	m := make([]int, n)
-	for i := range m {
-		m[i] = i
-	}
-	return m
-}
-
 // without1 maps the consumer axes of a reduction over axis r to producer
 // axes: consumer value axis j is producer axis j, or j+1 from r on.
 func without1(m []int, r int) []int {
 	return slices.Delete(slices.Clone(m), r, r+1)
 }
-
-func ptr[T any](v T) *T { return &v }

@@ -146,7 +146,7 @@ func (c *opCtx) lowerReduction(pv, cv *view) {
 }
 
 // reduceOp is the op's reduce operator.
-func (c *opCtx) reduceOp() *string { return ptr(string(c.op.Kind)) }
+func (c *opCtx) reduceOp() *string { return new(string(c.op.Kind)) }
 
 // buffer names a new intermediate buffer of the op, "out/what", numbered
 // when the op already has one of that name.

@@ -44,7 +44,7 @@ func (v *view) axisOf(pt ir.ParallelType) int { return v.did[pt][0].Axis }
 func (v *view) firstAxis() *int {
 	for _, t := range ir.DeviceTypes {
 		if v.sharded(t) {
-			return ptr(v.axisOf(t))
+			return new(v.axisOf(t))
 		}
 	}
 	return nil

@@ -46,3 +46,12 @@ func Index(coords, shape []int) int {
 	}
 	return i
 }
+
+// Identity is the identity permutation of n positions: 0, 1, …, n−1.
+func Identity(n int) []int {
+	m := make([]int, n)
+	for i := range m {
+		m[i] = i
+	}
+	return m
+}
