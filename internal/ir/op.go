@@ -1,8 +1,8 @@
 package ir
 
 import (
-	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/nvcomm/nvcomm/internal/diag"
@@ -112,18 +112,29 @@ func (o *Op) In() *Tensor { return o.Inputs[0] }
 // Expr renders the op as a call: "b = set(a)", "b = sum(a, axis=0)",
 // "c = add(a, b)", "y = linear(x, w, bias)", "w = broadcast(v, axes=[0])".
 func (o *Op) Expr() string {
-	names := make([]string, len(o.Inputs))
+	// Built by concatenation: the lowering names every op of a fusion,
+	// and fmt's formatting was a tenth of that.
+	var b strings.Builder
+	b.WriteString(o.Out.Name)
+	b.WriteString(" = ")
+	b.WriteString(string(o.Kind))
+	b.WriteByte('(')
 	for i, t := range o.Inputs {
-		names[i] = t.Name
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(t.Name)
 	}
-	args := strings.Join(names, ", ")
 	switch {
 	case o.Kind.IsReduction():
-		args += fmt.Sprintf(", axis=%d", o.Axis)
+		b.WriteString(", axis=")
+		b.WriteString(strconv.Itoa(o.Axis))
 	case o.Kind == OpBroadcast:
-		args += ", axes=" + fmtShape(o.Axes)
+		b.WriteString(", axes=")
+		b.WriteString(fmtShape(o.Axes))
 	}
-	return fmt.Sprintf("%s = %s(%s)", o.Out.Name, o.Kind, args)
+	b.WriteByte(')')
+	return b.String()
 }
 
 // InputAxis maps a dimension of the output to a dimension of input i: for

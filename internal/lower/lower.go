@@ -136,6 +136,11 @@ func (l *lowerer) plan() *plan.Plan {
 		Policy: string(l.planner.Policy()),
 		Meshes: map[string]plan.Mesh{},
 		Steps:  l.ledger.Steps(),
+		// Sized up front: a fusion may have 100k tensors and ops, and a
+		// plan.Tensor is a few hundred bytes to copy at each growth. None
+		// stays nil, which the plan writes as null.
+		Tensors: sized[plan.Tensor](len(l.f.Tensors)),
+		Ops:     sized[plan.Op](len(l.f.Ops)),
 	}
 	used := map[*ir.Mesh]bool{}
 	for _, t := range l.f.Tensors {
@@ -168,6 +173,14 @@ func (l *lowerer) plan() *plan.Plan {
 	}
 	p.Summary = l.summary()
 	return p
+}
+
+// sized is an empty slice with room for n elements, nil when n is 0.
+func sized[T any](n int) []T {
+	if n == 0 {
+		return nil
+	}
+	return make([]T, 0, n)
 }
 
 func (l *lowerer) summary() plan.Summary {

@@ -71,10 +71,10 @@ func (c *opCtx) append(s plan.Step) {
 	if s.Axis != nil && c.toOpAxis != nil {
 		s.Axis = new(c.toOpAxis[*s.Axis])
 	}
-	s.ID = len(c.steps)
+	s.ID = c.steps.len()
 	s.Op = c.op.Index
-	s.Expr = c.Job.op.Expr()
-	c.steps = append(c.steps, s)
+	s.Expr = c.expr()
+	c.steps.add(s)
 }
 
 // EmitLocal appends a local step of the job's op run by devices, with

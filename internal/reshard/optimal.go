@@ -83,14 +83,14 @@ func (c *opCtx) optimal(src, dst *view, partial uint8) {
 			"reshard within one mesh first, then move between meshes of the same shape")
 		return
 	}
-	first := len(c.steps)
+	first := c.steps.len()
 	pl.emit(path)
 	if searched != nil && len(path) > 0 {
 		total := pathCost{}
 		for _, e := range path {
 			total, _ = pl.obj.Add(total, e.cost)
 		}
-		searched(total, first, len(c.steps))
+		searched(total, first, c.steps.len())
 	}
 }
 

@@ -87,7 +87,7 @@ func (p *Planner) Objective() Objective { return p.objective }
 // each device receives, the lower bounds and the errors. Step ids and byte
 // totals run across the ops of the fusion.
 type Ledger struct {
-	steps    []plan.Step
+	steps    stepList
 	received map[int]int64 // bytes each device receives over the whole plan
 	bound    map[int]int64 // bytes each device must receive, whatever the plan
 	// aggregates are what the devices of some ops must receive between
@@ -104,7 +104,7 @@ func NewLedger(file string) *Ledger {
 }
 
 // Steps are the steps written so far.
-func (l *Ledger) Steps() []plan.Step { return l.steps }
+func (l *Ledger) Steps() []plan.Step { return l.steps.all() }
 
 // Errs is the fusion's error list, which every pass of a lowering adds to.
 func (l *Ledger) Errs() *diag.List { return l.errs }
@@ -132,11 +132,21 @@ type Job struct {
 	names map[string]int
 	// overflowed is set once the op failed for a count beyond int64.
 	overflowed bool
+	// opExpr is op.Expr(), which every step of the op repeats: built once.
+	opExpr string
 }
 
 // Job starts the lowering of op, an op of f, into led.
 func (p *Planner) Job(led *Ledger, f *ir.Fusion, op *ir.Op) *Job {
 	return &Job{Planner: p, Ledger: led, f: f, op: op, names: map[string]int{}}
+}
+
+// expr is the job's op as its steps name it (ir.Op.Expr).
+func (j *Job) expr() string {
+	if j.opExpr == "" {
+		j.opExpr = j.op.Expr()
+	}
+	return j.opExpr
 }
 
 // Lower lowers the job's op, a set or a reduction, and adds its lower

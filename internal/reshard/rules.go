@@ -179,13 +179,13 @@ func (c *opCtx) local(src, dst *view) {
 // retarget renames the output of the op's steps that produced the
 // intermediate src, when the last step did, saving a copy.
 func (c *opCtx) retarget(src, dst *view) bool {
-	n := len(c.steps)
-	if n == 0 || c.steps[n-1].Op != c.op.Index || c.steps[n-1].Output != src.name || !strings.Contains(src.name, "/") {
+	n := c.steps.len()
+	if n == 0 || c.steps.at(n-1).Op != c.op.Index || c.steps.at(n-1).Output != src.name || !strings.Contains(src.name, "/") {
 		return false
 	}
-	for i := n - 1; i >= 0 && c.steps[i].Op == c.op.Index; i-- {
-		if c.steps[i].Output == src.name {
-			c.steps[i].Output = dst.name
+	for i := n - 1; i >= 0 && c.steps.at(i).Op == c.op.Index; i-- {
+		if s := c.steps.at(i); s.Output == src.name {
+			s.Output = dst.name
 		}
 	}
 	return true
