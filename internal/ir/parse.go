@@ -13,6 +13,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/nvcomm/nvcomm/internal/diag"
+	"github.com/nvcomm/nvcomm/internal/shard"
 )
 
 // Parse reads a fusion file (format 1 or 2) and returns the checked fusion,
@@ -57,6 +58,10 @@ type parser struct {
 	ops         []*rawOp
 	inputsN     *yaml.Node
 	outputsN    *yaml.Node
+	// parsedPlacements are the placements read so far by their text: a
+	// fusion repeats a few, and the regular expression that reads one
+	// was a tenth of building a fusion of 100k tensors.
+	parsedPlacements map[string]shard.Placement
 }
 
 // rawTensor is a tensor declaration before shapes and schedules are resolved.
@@ -114,25 +119,10 @@ func (p *parser) parse(src []byte) *Fusion {
 		p.errs.AddHint(diag.Pos{Line: 1, Col: 1}, "save the file as UTF-8", "the fusion file is not UTF-8 text")
 		return nil
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(src))
-	var doc yaml.Node
-	if err := dec.Decode(&doc); err != nil && err != io.EOF {
-		p.syntaxError(err)
+	root := p.decode(src)
+	if root == nil {
 		return nil
 	}
-	if doc.Kind == 0 || len(doc.Content) == 0 {
-		p.errs.Add(diag.Pos{Line: 1, Col: 1}, "empty fusion file: expected a mapping with meshes, tensors and ops")
-		return nil
-	}
-	// A second document would otherwise be ignored without a word.
-	var extra yaml.Node
-	if err := dec.Decode(&extra); err != nil && err != io.EOF {
-		p.syntaxError(err)
-		return nil
-	} else if err == nil {
-		p.errs.Add(posOf(&extra), "expected a single YAML document, found a second one")
-	}
-	root := doc.Content[0]
 	fields, ok := p.w.mapping(root, "fusion", topKeys)
 	if !ok {
 		return nil
@@ -174,6 +164,34 @@ func (p *parser) parse(src []byte) *Fusion {
 		return nil
 	}
 	return p.build(name)
+}
+
+// decode reads src's one YAML document and returns its root node, or nil
+// after reporting why not. Files in fastDecode's part of YAML are read by
+// it, the others by the YAML library.
+func (p *parser) decode(src []byte) *yaml.Node {
+	if doc, ok := fastDecode(src); ok {
+		return doc.Content[0]
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(src))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil && err != io.EOF {
+		p.syntaxError(err)
+		return nil
+	}
+	if doc.Kind == 0 || len(doc.Content) == 0 {
+		p.errs.Add(diag.Pos{Line: 1, Col: 1}, "empty fusion file: expected a mapping with meshes, tensors and ops")
+		return nil
+	}
+	// A second document would otherwise be ignored without a word.
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err != nil && err != io.EOF {
+		p.syntaxError(err)
+		return nil
+	} else if err == nil {
+		p.errs.Add(posOf(&extra), "expected a single YAML document, found a second one")
+	}
+	return doc.Content[0]
 }
 
 // parserProblems are the messages of the YAML library's parser errors, whose

@@ -69,6 +69,9 @@ func (p *parser) placement(n *yaml.Node, what string) (placement, bool) {
 	if !ok {
 		return placement{}, false
 	}
+	if pl, ok := p.parsedPlacements[s]; ok {
+		return placement{pl, posOf(n)}, true
+	}
 	pl, err := shard.ParsePlacement(s)
 	if err != nil {
 		hint := ""
@@ -81,6 +84,10 @@ func (p *parser) placement(n *yaml.Node, what string) (placement, bool) {
 		p.errs.AddHint(posOf(n), hint, "%s: %s", what, err.Msg)
 		return placement{}, false
 	}
+	if p.parsedPlacements == nil {
+		p.parsedPlacements = map[string]shard.Placement{}
+	}
+	p.parsedPlacements[s] = pl
 	return placement{pl, posOf(n)}, true
 }
 

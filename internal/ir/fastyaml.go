@@ -1,0 +1,390 @@
+package ir
+
+import "go.yaml.in/yaml/v3"
+
+// fastDecode builds the yaml.Node tree that the YAML library would build
+// for src, when src keeps to the small part of YAML that generated fusions
+// and most hand-written ones use: block mappings and sequences, one-line
+// flow collections, and plain scalars that are names, placements such as
+// Shard(0), or decimal integers. Anything else — comments, quotes, tabs,
+// anchors, multi-line scalars, an empty value, any scalar it is not sure
+// how the library would type — makes it give up (ok false), and the
+// library decodes the file instead, errors included. The library takes
+// three times as long and allocates a dozen objects a node, most of the
+// cost of parsing a fusion of 100k ops; here nodes, their contents and
+// their strings come from a few large allocations. TestFastDecode and
+// FuzzFastDecode hold it to the library's trees.
+func fastDecode(src []byte) (doc *yaml.Node, ok bool) {
+	for _, c := range src {
+		if !fastByte[c] {
+			return nil, false
+		}
+	}
+	d := &fastDecoder{s: string(src), line: 1}
+	defer func() {
+		// The decoder gives up by panicking with giveUp, from any depth.
+		if r := recover(); r != nil {
+			if r != giveUp {
+				panic(r)
+			}
+			doc, ok = nil, false
+		}
+	}()
+	if !d.nextLine() {
+		return nil, false // empty: the library's message
+	}
+	root := d.blockNode(d.col())
+	if d.pos < len(d.s) {
+		d.fail() // content left of the root's indentation
+	}
+	doc = d.node(yaml.DocumentNode, "", 1, 1)
+	doc.Content = []*yaml.Node{root}
+	return doc, true
+}
+
+// fastByte marks the bytes fastDecode reads: letters, digits, _ ( ) -
+// and the punctuation of mappings, sequences and flow collections.
+var fastByte = func() (ok [256]bool) {
+	for _, c := range []byte("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_()- \n:,[]{}") {
+		ok[c] = true
+	}
+	return ok
+}()
+
+// giveUp is what fastDecoder panics with when src leaves its subset.
+var giveUp = new(int)
+
+// maxFastDepth bounds the nesting fastDecode follows (a fusion nests a few
+// levels): deeper input goes to the library, with its own limits.
+const maxFastDepth = 64
+
+// fastDecoder reads src byte by byte; pos is the next byte, on line line,
+// which starts at lineStart.
+type fastDecoder struct {
+	s                    string
+	pos, line, lineStart int
+	depth                int
+	nodes                []yaml.Node  // the chunk nodes are allocated from
+	ptrs                 []*yaml.Node // the chunk contents are allocated from
+	stack                []*yaml.Node // the children of the open collections
+}
+
+func (d *fastDecoder) fail() { panic(giveUp) }
+
+// col is pos's column, 1-based: src is ASCII, so bytes are characters.
+func (d *fastDecoder) col() int { return d.pos - d.lineStart + 1 }
+
+// peek is the byte at pos, 0 at the end.
+func (d *fastDecoder) peek() byte {
+	if d.pos < len(d.s) {
+		return d.s[d.pos]
+	}
+	return 0
+}
+
+// node allocates a node at line, col.
+func (d *fastDecoder) node(kind yaml.Kind, tag string, line, col int) *yaml.Node {
+	if len(d.nodes) == cap(d.nodes) {
+		d.nodes = make([]yaml.Node, 0, 1024)
+	}
+	d.nodes = append(d.nodes, yaml.Node{Kind: kind, Tag: tag, Line: line, Column: col})
+	return &d.nodes[len(d.nodes)-1]
+}
+
+// content moves the children pushed since stack height from onto n.
+func (d *fastDecoder) content(n *yaml.Node, from int) {
+	kids := d.stack[from:]
+	if k := len(kids); k > 256 {
+		n.Content = append([]*yaml.Node(nil), kids...)
+	} else if k > 0 {
+		if cap(d.ptrs)-len(d.ptrs) < k {
+			d.ptrs = make([]*yaml.Node, 0, 4096)
+		}
+		start := len(d.ptrs)
+		d.ptrs = append(d.ptrs, kids...)
+		n.Content = d.ptrs[start : start+k : start+k]
+	}
+	clear(kids)
+	d.stack = d.stack[:from]
+}
+
+// spaces skips blanks within the line.
+func (d *fastDecoder) spaces() {
+	for d.peek() == ' ' {
+		d.pos++
+	}
+}
+
+// nextLine skips the rest of the current line, which must be blank, and
+// the blank lines after it, stopping at the first content byte; false at
+// the end of src.
+func (d *fastDecoder) nextLine() bool {
+	for {
+		d.spaces()
+		switch d.peek() {
+		case 0:
+			return false
+		case '\n':
+			d.pos++
+			d.line, d.lineStart = d.line+1, d.pos
+		default:
+			return true
+		}
+	}
+}
+
+// endLine ends a line after its last value: only blanks may follow. It
+// reports whether a content line follows.
+func (d *fastDecoder) endLine() bool {
+	d.spaces()
+	if c := d.peek(); c != '\n' && c != 0 {
+		d.fail()
+	}
+	return d.nextLine()
+}
+
+// enter and leave bound the nesting.
+func (d *fastDecoder) enter() {
+	if d.depth++; d.depth > maxFastDepth {
+		d.fail()
+	}
+}
+
+func (d *fastDecoder) leave() { d.depth-- }
+
+// dash reports whether pos starts a block sequence entry, "- ".
+func (d *fastDecoder) dash() bool {
+	return d.peek() == '-' && d.pos+1 < len(d.s) && d.s[d.pos+1] == ' '
+}
+
+// blockNode reads the block collection at column col, where pos is.
+func (d *fastDecoder) blockNode(col int) *yaml.Node {
+	if d.dash() {
+		return d.blockSequence(col)
+	}
+	return d.blockMapping(col)
+}
+
+// blockMapping reads the keys at column col and their values; it returns
+// at the first line indented less, or at the end.
+func (d *fastDecoder) blockMapping(col int) *yaml.Node {
+	d.enter()
+	defer d.leave()
+	n := d.node(yaml.MappingNode, "!!map", d.line, col)
+	from := len(d.stack)
+	for more := true; more && d.col() == col; {
+		k := d.key()
+		var v *yaml.Node
+		v, more = d.blockValue(col)
+		d.stack = append(d.stack, k, v)
+	}
+	if d.col() > col && d.pos < len(d.s) {
+		d.fail() // indented more than its mapping, not under a key
+	}
+	d.content(n, from)
+	return n
+}
+
+// key reads a mapping key, a name, and the colon after it.
+func (d *fastDecoder) key() *yaml.Node {
+	k := d.scalar()
+	if k.Tag != "!!str" || len(k.Value) > 1000 || d.peek() != ':' {
+		d.fail() // the library takes no longer implicit keys
+	}
+	d.pos++
+	return k
+}
+
+// blockValue reads the value after a block mapping key at column col: the
+// rest of the line, or the block below it. It reports whether a content
+// line follows.
+func (d *fastDecoder) blockValue(col int) (*yaml.Node, bool) {
+	d.spaces()
+	if c := d.peek(); c != '\n' && c != 0 {
+		if d.s[d.pos-1] != ' ' {
+			d.fail() // "key:value"
+		}
+		v := d.flowValue()
+		return v, d.endLine()
+	}
+	if !d.nextLine() {
+		d.fail() // an empty value: null, positioned as the library knows
+	}
+	switch c := d.col(); {
+	case c > col:
+		v := d.blockNode(c)
+		return v, d.pos < len(d.s)
+	case c == col && d.dash():
+		v := d.blockSequence(c)
+		return v, d.pos < len(d.s)
+	}
+	d.fail()
+	return nil, false
+}
+
+// blockSequence reads the entries "- " at column col.
+func (d *fastDecoder) blockSequence(col int) *yaml.Node {
+	d.enter()
+	defer d.leave()
+	n := d.node(yaml.SequenceNode, "!!seq", d.line, col)
+	from := len(d.stack)
+	more := true
+	for more && d.col() == col && d.dash() {
+		d.pos += 2
+		d.spaces()
+		var item *yaml.Node
+		if d.compactKey() {
+			item = d.blockMapping(d.col())
+			more = d.pos < len(d.s)
+		} else {
+			item = d.flowValue()
+			more = d.endLine()
+		}
+		d.stack = append(d.stack, item)
+	}
+	d.content(n, from)
+	return n
+}
+
+// compactKey reports whether a sequence entry is a mapping on its line,
+// "- key: value": a name followed by a colon.
+func (d *fastDecoder) compactKey() bool {
+	i := d.pos
+	for i < len(d.s) && isNameByte(d.s[i]) {
+		i++
+	}
+	return i > d.pos && i < len(d.s) && d.s[i] == ':'
+}
+
+func isNameByte(c byte) bool {
+	return c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
+}
+
+// flowValue reads a value within one line: a flow mapping, a flow
+// sequence or a scalar.
+func (d *fastDecoder) flowValue() *yaml.Node {
+	switch d.peek() {
+	case '{':
+		return d.flowCollection(yaml.MappingNode, "!!map", '}')
+	case '[':
+		return d.flowCollection(yaml.SequenceNode, "!!seq", ']')
+	}
+	return d.scalar()
+}
+
+// flowCollection reads "{key: value, ...}" or "[value, ...]" on one line.
+func (d *fastDecoder) flowCollection(kind yaml.Kind, tag string, end byte) *yaml.Node {
+	d.enter()
+	defer d.leave()
+	n := d.node(kind, tag, d.line, d.col())
+	n.Style = yaml.FlowStyle
+	from := len(d.stack)
+	d.pos++
+	d.spaces()
+	if d.peek() == end {
+		d.pos++
+		return n
+	}
+	for {
+		if kind == yaml.MappingNode {
+			k := d.key()
+			if d.peek() != ' ' {
+				d.fail() // "key:value", or a null value
+			}
+			d.spaces()
+			d.stack = append(d.stack, k)
+		}
+		v := d.flowValue() // pushes and pops its own children
+		d.stack = append(d.stack, v)
+		d.spaces()
+		c := d.peek()
+		d.pos++
+		if c == end {
+			break
+		}
+		if c != ',' {
+			d.fail()
+		}
+		d.spaces()
+		if c := d.peek(); c == end || c == ',' {
+			d.fail() // an empty entry
+		}
+	}
+	d.content(n, from)
+	return n
+}
+
+// scalar reads a plain scalar: a name (!!str), a name with a
+// parenthesized name or number such as Shard(0) (!!str), or a decimal
+// integer of at most 18 digits (!!int). Names the library types
+// otherwise (true, null, ...) and every other scalar give up.
+func (d *fastDecoder) scalar() *yaml.Node {
+	line, col, start := d.line, d.col(), d.pos
+	for d.pos < len(d.s) && (isNameByte(d.s[d.pos]) || d.s[d.pos] == '(' || d.s[d.pos] == ')' || d.s[d.pos] == '-') {
+		d.pos++
+	}
+	v := d.s[start:d.pos]
+	tag := scalarTag(v)
+	if tag == "" {
+		d.fail()
+	}
+	n := d.node(yaml.ScalarNode, tag, line, col)
+	n.Value = v
+	return n
+}
+
+// scalarTag is the tag of plain scalar v, or "" when fastDecode leaves it
+// to the library.
+func scalarTag(v string) string {
+	if isDecimal(v) {
+		return "!!int"
+	}
+	name, rest := v, ""
+	for i := range len(v) {
+		if v[i] == '(' {
+			name, rest = v[:i], v[i:]
+			break
+		}
+	}
+	if !isIdent(name) || reservedScalars[name] {
+		return ""
+	}
+	if rest != "" && (len(rest) < 2 || rest[len(rest)-1] != ')' || !isNameOrEmpty(rest[1:len(rest)-1])) {
+		return ""
+	}
+	return "!!str"
+}
+
+// isDecimal reports whether v is -?(0|[1-9][0-9]*), at most 18 digits.
+func isDecimal(v string) bool {
+	digits := v
+	if len(digits) > 0 && digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if digits == "" || len(digits) > 18 || len(digits) > 1 && digits[0] == '0' {
+		return false
+	}
+	for i := range len(digits) {
+		if digits[i] < '0' || digits[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// isNameOrEmpty reports whether s is made of name bytes only.
+func isNameOrEmpty(s string) bool {
+	for i := range len(s) {
+		if !isNameByte(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// reservedScalars are the names the YAML library reads as something other
+// than a string (its resolve table): booleans and null.
+var reservedScalars = map[string]bool{
+	"true": true, "True": true, "TRUE": true, "false": true, "False": true, "FALSE": true,
+	"null": true, "Null": true, "NULL": true,
+}
