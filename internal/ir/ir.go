@@ -271,9 +271,12 @@ type Tensor struct {
 // ValueAxes returns the positions of the non-reduction logical axes: the
 // tensor's actual dimensions.
 func (t *Tensor) ValueAxes() []int {
-	var axes []int
+	var axes []int // nil when there are none
 	for i, id := range t.Logical {
 		if !id.Reduction {
+			if axes == nil {
+				axes = make([]int, 0, len(t.Logical)) // one allocation
+			}
 			axes = append(axes, i)
 		}
 	}
@@ -282,9 +285,12 @@ func (t *Tensor) ValueAxes() []int {
 
 // Shape returns the extents of the non-reduction logical axes.
 func (t *Tensor) Shape() []int {
-	var shape []int
+	var shape []int // nil when there are none
 	for _, id := range t.Logical {
 		if !id.Reduction {
+			if shape == nil {
+				shape = make([]int, 0, len(t.Logical)) // one allocation
+			}
 			shape = append(shape, id.Extent)
 		}
 	}

@@ -115,6 +115,7 @@ func (o *Op) Expr() string {
 	// Built by concatenation: the lowering names every op of a fusion,
 	// and fmt's formatting was a tenth of that.
 	var b strings.Builder
+	b.Grow(len(o.Out.Name) + len(o.Kind) + 16*len(o.Inputs) + 8)
 	b.WriteString(o.Out.Name)
 	b.WriteString(" = ")
 	b.WriteString(string(o.Kind))

@@ -336,7 +336,31 @@ func ValidPrefix(stored []Digit, base, n int) int {
 }
 
 // IsUneven reports whether some device holds fewer elements than others.
-func (t *Tensor) IsUneven() bool { return !slices.Equal(t.Shape(), t.PaddedShape()) }
+func (t *Tensor) IsUneven() bool {
+	// PaddedShape without its slice: the lowering asks of every tensor of
+	// every op.
+	for _, s := range t.shardings {
+		for _, d := range s.Digits {
+			if max(d.Span(), t.rootPad[d.Axis]) > t.valueExtent(d.Axis) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// valueExtent is the extent of value axis a: Shape()[a].
+func (t *Tensor) valueExtent(a int) int {
+	for _, id := range t.Logical {
+		if !id.Reduction {
+			if a == 0 {
+				return id.Extent
+			}
+			a--
+		}
+	}
+	panic("ir: value axis out of range")
+}
 
 // LocalShape returns the per-device extent of every value axis: the largest
 // over devices when the tensor is uneven.

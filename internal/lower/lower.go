@@ -73,6 +73,9 @@ func Lower(f *ir.Fusion, opts Options) (*plan.Plan, error) {
 		return nil, err
 	}
 	l := &lowerer{f: f, planner: planner, ledger: reshard.NewLedger(f.File)}
+	// Most ops lower to one or two steps (a set between two shardings of
+	// a 1-D mesh: a collective and a local step).
+	l.ledger.Reserve(2 * len(f.Ops))
 	var ins *inserter
 	l.f, ins = insertReshardings(f, l)
 	l.sumTypes, l.failed = ins.sumTypes, ins.failed

@@ -2,7 +2,6 @@ package reshard
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 
 	"github.com/nvcomm/nvcomm/internal/plan"
@@ -25,10 +24,13 @@ func (c *opCtx) emitCollective(s plan.Step, teams [][]int, in, out *view, countI
 	for _, n := range sent {
 		b.SentPerDevice = max(b.SentPerDevice, n)
 	}
-	for _, dev := range slices.Sorted(maps.Keys(recv)) { // an overflow names the first device
+	for _, dev := range sortedKeys(recv) { // an overflow names the first device
 		n := recv[dev]
 		b.ReceivedPerDevice = max(b.ReceivedPerDevice, n)
 		c.addBytes(c.received, dev, n, "receives over the plan")
+		if c.rec != nil {
+			c.rec.received = append(c.rec.received, deviceBytes{dev, n})
+		}
 	}
 	b.LowerBound = stepBound(&s, b.ReceivedPerDevice, elem)
 	if !plan.IsReduction(s.Type) {
@@ -40,6 +42,17 @@ func (c *opCtx) emitCollective(s plan.Step, teams [][]int, in, out *view, countI
 	}
 	s.Bytes = b
 	c.append(s)
+}
+
+// sortedKeys lists m's keys in order, in one allocation (slices.Sorted
+// grows its slice as it goes).
+func sortedKeys(m map[int]int64) []int {
+	keys := make([]int, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 // stepBound is what the busiest device must receive in a reducing step

@@ -10,3 +10,6 @@ func SetSearched(f func(ps int64, steps, first, end int)) {
 	}
 	searched = func(c pathCost, first, end int) { f(c.ps, c.steps, first, end) }
 }
+
+// SetReplay turns the replay of recorded emissions (replay.go) on or off.
+func SetReplay(on bool) { replayTemplates = on }

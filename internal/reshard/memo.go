@@ -23,6 +23,9 @@ type search struct {
 	pl   *searcher
 	path []edge
 	ok   bool
+	// template is the path's first emission that may be replayed
+	// (replay.go), or nil.
+	template *template
 }
 
 // memo holds a lowering's searches by key, numbers its meshes for the

@@ -84,7 +84,7 @@ func (c *opCtx) optimal(src, dst *view, partial uint8) {
 		return
 	}
 	first := c.steps.len()
-	pl.emit(path)
+	c.emitPath(found, src, dst)
 	if searched != nil && len(path) > 0 {
 		total := pathCost{}
 		for _, e := range path {

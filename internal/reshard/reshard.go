@@ -103,6 +103,11 @@ func NewLedger(file string) *Ledger {
 	return &Ledger{received: map[int]int64{}, bound: map[int]int64{}, errs: &diag.List{File: file}}
 }
 
+// Reserve makes room for n steps, before the first: a fusion's steps
+// then need no copy into the plan when they are no more (reserved but
+// unused steps take address space, not memory, until written).
+func (l *Ledger) Reserve(n int) { l.steps.reserve(n) }
+
 // Steps are the steps written so far.
 func (l *Ledger) Steps() []plan.Step { return l.steps.all() }
 
@@ -134,6 +139,8 @@ type Job struct {
 	overflowed bool
 	// opExpr is op.Expr(), which every step of the op repeats: built once.
 	opExpr string
+	// rec, while an emission is recorded, is its template (replay.go).
+	rec *template
 }
 
 // Job starts the lowering of op, an op of f, into led.

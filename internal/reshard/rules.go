@@ -156,6 +156,9 @@ func (c *opCtx) buffer(what string) string {
 	if n := c.names[what]; n > 1 {
 		name = fmt.Sprintf("%s%d", name, n)
 	}
+	if c.rec != nil {
+		c.rec.whats, c.rec.names = append(c.rec.whats, what), append(c.rec.names, name)
+	}
 	return name
 }
 

@@ -2,65 +2,70 @@ package reshard
 
 import "github.com/nvcomm/nvcomm/internal/plan"
 
-// stepChunk is how many steps a stepList allocates at once. A plan.Step is
-// a few hundred bytes and a fusion of 100k ops has more steps than ops:
-// appending to one slice copied every step several times over as it grew
-// (a third of the planner's time), where chunks are written once and
-// copied once, into the plan.
+// stepChunk is how many steps a stepList allocates at once beyond its
+// head. A plan.Step is a few hundred bytes and a fusion of 100k ops has
+// more steps than ops: appending to one slice copied every step several
+// times over as it grew (a third of the planner's time), where chunks are
+// written once, and copied once into the plan only when the head
+// reserved for them was too short.
 const stepChunk = 1024
 
-// stepList is the ledger's steps in order, in chunks: every chunk of full
-// holds stepChunk steps, and last the rest.
+// stepList is the ledger's steps in order: head, filled up to its
+// capacity, then chunks of stepChunk (the last one partly filled).
 type stepList struct {
-	full [][]plan.Step
-	last []plan.Step
-	// flat is every step in one slice, once all made it and until add.
-	flat []plan.Step
+	head []plan.Step
+	tail [][]plan.Step
+}
+
+// reserve makes room for n steps in head, before any step is added.
+func (l *stepList) reserve(n int) {
+	if l.len() == 0 && n > cap(l.head) {
+		l.head = make([]plan.Step, 0, n)
+	}
 }
 
 // len is the number of steps.
-func (l *stepList) len() int { return len(l.full)*stepChunk + len(l.last) }
+func (l *stepList) len() int {
+	n := len(l.head)
+	if k := len(l.tail); k > 0 {
+		n += (k-1)*stepChunk + len(l.tail[k-1])
+	}
+	return n
+}
 
 // at is step i, which the caller may change in place.
 func (l *stepList) at(i int) *plan.Step {
-	if k := i / stepChunk; k < len(l.full) {
-		return &l.full[k][i%stepChunk]
+	if i < len(l.head) {
+		return &l.head[i]
 	}
-	return &l.last[i-len(l.full)*stepChunk]
+	i -= len(l.head)
+	return &l.tail[i/stepChunk][i%stepChunk]
 }
 
 // add appends s.
 func (l *stepList) add(s plan.Step) {
-	if len(l.last) == stepChunk {
-		l.full, l.last = append(l.full, l.last), nil
+	if len(l.tail) == 0 && len(l.head) < cap(l.head) {
+		l.head = append(l.head, s)
+		return
 	}
-	if l.last == nil {
-		l.last = make([]plan.Step, 0, stepChunk)
+	if k := len(l.tail); k == 0 || len(l.tail[k-1]) == stepChunk {
+		l.tail = append(l.tail, make([]plan.Step, 0, stepChunk))
 	}
-	l.last = append(l.last, s)
-	l.flat = nil
+	k := len(l.tail) - 1
+	l.tail[k] = append(l.tail[k], s)
 }
 
-// all returns every step in one slice. It copies the chunks once, into a
-// slice that the list then holds its chunks in.
+// all returns every step in one slice: head, or when the steps overflowed
+// it, a copy that becomes the head.
 func (l *stepList) all() []plan.Step {
-	n := l.len()
-	switch {
-	case l.flat != nil:
-		return l.flat
-	case len(l.full) == 0:
-		return l.last[:n:n]
+	if len(l.tail) > 0 {
+		out := make([]plan.Step, 0, l.len()+stepChunk)
+		out = append(out, l.head...)
+		for _, c := range l.tail {
+			out = append(out, c...)
+		}
+		l.head, l.tail = out, nil
 	}
-	out := make([]plan.Step, n, (n/stepChunk+1)*stepChunk)
-	k := 0
-	for _, c := range l.full {
-		k += copy(out[k:], c)
-	}
-	copy(out[k:], l.last)
-	for i := range l.full {
-		l.full[i] = out[i*stepChunk : (i+1)*stepChunk : (i+1)*stepChunk]
-	}
-	l.last = out[k:n:min(k+stepChunk, cap(out))]
-	l.flat = out[:n:n]
-	return l.flat
+	n := len(l.head)
+	return l.head[:n:n]
 }

@@ -6,34 +6,38 @@ import (
 	"github.com/nvcomm/nvcomm/internal/plan"
 )
 
-// TestStepList adds steps across chunk boundaries, before and after all,
+// TestStepList adds steps across chunk boundaries, beyond the reserved
+// head or within it, before and after all,
 // and checks that at and all see every step in order, changes included.
 func TestStepList(t *testing.T) {
 	for _, n := range []int{0, 1, stepChunk - 1, stepChunk, stepChunk + 1, 3*stepChunk + 5} {
-		var l stepList
-		check := func(n int) {
-			t.Helper()
-			all := l.all()
-			if len(all) != n || l.len() != n {
-				t.Fatalf("%d steps: all has %d, len %d", n, len(all), l.len())
-			}
-			for i := range n {
-				if all[i].ID != i || l.at(i).ID != i || all[i].Output != l.at(i).Output {
-					t.Fatalf("%d steps: step %d is %d in all, %d at", n, i, all[i].ID, l.at(i).ID)
+		for _, reserved := range []int{0, 1, n / 2, n, 2 * n} {
+			var l stepList
+			l.reserve(reserved)
+			check := func(n int) {
+				t.Helper()
+				all := l.all()
+				if len(all) != n || l.len() != n {
+					t.Fatalf("%d steps: all has %d, len %d", n, len(all), l.len())
+				}
+				for i := range n {
+					if all[i].ID != i || l.at(i).ID != i || all[i].Output != l.at(i).Output {
+						t.Fatalf("%d steps: step %d is %d in all, %d at", n, i, all[i].ID, l.at(i).ID)
+					}
 				}
 			}
+			for i := range n {
+				l.add(plan.Step{ID: i})
+			}
+			check(n)
+			for i := range n {
+				l.at(i).Output = "x"
+			}
+			check(n)
+			for i := n; i < n+stepChunk+2; i++ {
+				l.add(plan.Step{ID: i, Output: "x"})
+			}
+			check(n + stepChunk + 2)
 		}
-		for i := range n {
-			l.add(plan.Step{ID: i})
-		}
-		check(n)
-		for i := range n {
-			l.at(i).Output = "x"
-		}
-		check(n)
-		for i := n; i < n+stepChunk+2; i++ {
-			l.add(plan.Step{ID: i, Output: "x"})
-		}
-		check(n + stepChunk + 2)
 	}
 }

@@ -19,7 +19,9 @@ func (d Digit) Span() int { return d.Stride * d.Extent }
 // Cuts sorts the strides at which an axis is cut and drops repeats; false
 // unless each divides the next, as the strides of its digits must.
 func Cuts(strides []int) ([]int, bool) {
-	c := slices.Compact(slices.Sorted(slices.Values(strides)))
+	c := slices.Clone(strides) // one allocation, where Sorted grows its slice
+	slices.Sort(c)
+	c = slices.Compact(c)
 	for i := 1; i < len(c); i++ {
 		if c[i]%c[i-1] != 0 {
 			return nil, false
@@ -31,9 +33,12 @@ func Cuts(strides []int) ([]int, bool) {
 // DigitsBetween returns the digits of axis a cut at cuts (as Cuts returns
 // them) that lie between strides lo and hi, most significant first.
 func DigitsBetween(a int, cuts []int, lo, hi int) []Digit {
-	var out []Digit
+	var out []Digit // nil when there are none
 	for i := len(cuts) - 1; i > 0; i-- {
 		if cuts[i-1] >= lo && cuts[i] <= hi {
+			if out == nil {
+				out = make([]Digit, 0, i) // one allocation
+			}
 			out = append(out, Digit{Axis: a, Stride: cuts[i-1], Extent: cuts[i] / cuts[i-1]})
 		}
 	}

@@ -1,0 +1,66 @@
+package reshard_test
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/nvcomm/nvcomm/internal/ir"
+	"github.com/nvcomm/nvcomm/internal/lower"
+	"github.com/nvcomm/nvcomm/internal/plan"
+	"github.com/nvcomm/nvcomm/internal/reshard"
+	"github.com/nvcomm/nvcomm/internal/scale"
+)
+
+// TestReplayEmitsAsFresh lowers every example, conformance and regression
+// fusion, and chains on both meshes, under both objectives, with the
+// replay of recorded emissions and without: the plans (or errors) must
+// be the same bytes.
+func TestReplayEmitsAsFresh(t *testing.T) {
+	inputs := map[string][]byte{
+		"chain1d.yaml": scale.Chain(300, scale.Mesh1D),
+		"chain2d.yaml": scale.Chain(300, scale.Mesh2x4),
+	}
+	for _, dir := range []string{"../../testdata/examples", "../../testdata/conformance", "../../testdata/regress"} {
+		files, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
+		for _, file := range files {
+			src, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			inputs[file] = src
+		}
+	}
+	defer reshard.SetReplay(true)
+	for file, src := range inputs {
+		f, err := ir.Parse(file, src)
+		if err != nil {
+			continue // fusions the checker rejects have .err goldens
+		}
+		for _, obj := range reshard.Objectives {
+			var out [2]string
+			for i, on := range []bool{false, true} {
+				reshard.SetReplay(on)
+				out[i] = lowered(f, reshard.Objective(obj))
+			}
+			if out[0] != out[1] {
+				t.Errorf("%s (%s): the plan with replays differs from the plan without", file, obj)
+			}
+		}
+	}
+}
+
+// lowered is f's plan under objective obj as JSON, or its error.
+func lowered(f *ir.Fusion, obj reshard.Objective) string {
+	p, err := lower.Lower(f, lower.Options{Objective: obj})
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	var b bytes.Buffer
+	if err := plan.Encode(&b, p); err != nil {
+		return fmt.Sprint("encode: ", err)
+	}
+	return b.String()
+}
