@@ -230,10 +230,21 @@ func (p *parser) resolveInput(t *Tensor) {
 	if !p.checkBytes(shape, t.DType, posOf(rt.shape), what+" shape", note) {
 		return
 	}
-	for i, e := range shape {
-		t.Logical = append(t.Logical, &IterDomain{Extent: e, Logical: i})
-	}
+	t.Logical = logicalDomain(shape, -1)
 	p.scheduleWith(t, rt, pls)
+}
+
+// logicalDomain is a logical domain of the given extents, axis reduction
+// (-1: none) a reduction axis. Its axes come from one allocation, as do
+// the pointers to them: a fusion of 100k tensors builds as many domains.
+func logicalDomain(shape []int, reduction int) []*IterDomain {
+	ids := make([]IterDomain, len(shape))
+	out := make([]*IterDomain, len(shape))
+	for k, e := range shape {
+		ids[k] = IterDomain{Extent: e, Logical: k, Reduction: k == reduction}
+		out[k] = &ids[k]
+	}
+	return out
 }
 
 // checkShape compares a declared shape of a produced tensor with the inferred

@@ -37,7 +37,7 @@ func fastDecode(src []byte) (doc *yaml.Node, ok bool) {
 	if d.pos < len(d.s) {
 		d.fail() // content left of the root's indentation
 	}
-	doc = d.node(yaml.DocumentNode, "", 1, 1)
+	doc = d.node(yaml.DocumentNode, "", 1, 1, false)
 	doc.Content = []*yaml.Node{root}
 	return doc, true
 }
@@ -60,13 +60,48 @@ const maxFastDepth = 64
 
 // fastDecoder reads src byte by byte; pos is the next byte, on line line,
 // which starts at lineStart.
+//
+// Nodes and contents come from chunks, kept apart by what the parser keeps
+// of them: it keeps the values of a fusion's fields (rawTensor, rawOp)
+// until the fusion is built, and with them the chunks they lie in, but
+// neither the keys nor the mappings, which are half the nodes of a fusion
+// of 100k ops (100 MB) and can go as soon as the fields are read.
 type fastDecoder struct {
 	s                    string
 	pos, line, lineStart int
 	depth                int
-	nodes                []yaml.Node  // the chunk nodes are allocated from
-	ptrs                 []*yaml.Node // the chunk contents are allocated from
+	keys, maps, values   nodeChunk
+	mapPtrs, listPtrs    ptrChunk     // the contents of mappings, of lists
 	stack                []*yaml.Node // the children of the open collections
+}
+
+// nodeChunk allocates nodes from chunks of 1024.
+type nodeChunk []yaml.Node
+
+func (c *nodeChunk) next() *yaml.Node {
+	if len(*c) == cap(*c) {
+		*c = make([]yaml.Node, 0, 1024)
+	}
+	*c = (*c)[:len(*c)+1]
+	return &(*c)[len(*c)-1]
+}
+
+// ptrChunk allocates the contents of collections from chunks of 4096
+// pointers.
+type ptrChunk []*yaml.Node
+
+// take returns a copy of kids.
+func (c *ptrChunk) take(kids []*yaml.Node) []*yaml.Node {
+	k := len(kids)
+	if k > 256 {
+		return append([]*yaml.Node(nil), kids...)
+	}
+	if cap(*c)-len(*c) < k {
+		*c = make([]*yaml.Node, 0, 4096)
+	}
+	start := len(*c)
+	*c = append(*c, kids...)
+	return (*c)[start : start+k : start+k]
 }
 
 func (d *fastDecoder) fail() { panic(giveUp) }
@@ -82,27 +117,29 @@ func (d *fastDecoder) peek() byte {
 	return 0
 }
 
-// node allocates a node at line, col.
-func (d *fastDecoder) node(kind yaml.Kind, tag string, line, col int) *yaml.Node {
-	if len(d.nodes) == cap(d.nodes) {
-		d.nodes = make([]yaml.Node, 0, 1024)
+// node allocates a node at line, col: a key when key is set.
+func (d *fastDecoder) node(kind yaml.Kind, tag string, line, col int, key bool) *yaml.Node {
+	chunk := &d.values
+	switch {
+	case key:
+		chunk = &d.keys
+	case kind == yaml.MappingNode:
+		chunk = &d.maps
 	}
-	d.nodes = append(d.nodes, yaml.Node{Kind: kind, Tag: tag, Line: line, Column: col})
-	return &d.nodes[len(d.nodes)-1]
+	n := chunk.next()
+	*n = yaml.Node{Kind: kind, Tag: tag, Line: line, Column: col}
+	return n
 }
 
 // content moves the children pushed since stack height from onto n.
 func (d *fastDecoder) content(n *yaml.Node, from int) {
 	kids := d.stack[from:]
-	if k := len(kids); k > 256 {
-		n.Content = append([]*yaml.Node(nil), kids...)
-	} else if k > 0 {
-		if cap(d.ptrs)-len(d.ptrs) < k {
-			d.ptrs = make([]*yaml.Node, 0, 4096)
-		}
-		start := len(d.ptrs)
-		d.ptrs = append(d.ptrs, kids...)
-		n.Content = d.ptrs[start : start+k : start+k]
+	switch {
+	case len(kids) == 0:
+	case n.Kind == yaml.MappingNode:
+		n.Content = d.mapPtrs.take(kids)
+	default:
+		n.Content = d.listPtrs.take(kids)
 	}
 	clear(kids)
 	d.stack = d.stack[:from]
@@ -170,7 +207,7 @@ func (d *fastDecoder) blockNode(col int) *yaml.Node {
 func (d *fastDecoder) blockMapping(col int) *yaml.Node {
 	d.enter()
 	defer d.leave()
-	n := d.node(yaml.MappingNode, "!!map", d.line, col)
+	n := d.node(yaml.MappingNode, "!!map", d.line, col, false)
 	from := len(d.stack)
 	for more := true; more && d.col() == col; {
 		k := d.key()
@@ -187,7 +224,7 @@ func (d *fastDecoder) blockMapping(col int) *yaml.Node {
 
 // key reads a mapping key, a name, and the colon after it.
 func (d *fastDecoder) key() *yaml.Node {
-	k := d.scalar()
+	k := d.scalar(true)
 	if k.Tag != "!!str" || len(k.Value) > 1000 || d.peek() != ':' {
 		d.fail() // the library takes no longer implicit keys
 	}
@@ -226,7 +263,7 @@ func (d *fastDecoder) blockValue(col int) (*yaml.Node, bool) {
 func (d *fastDecoder) blockSequence(col int) *yaml.Node {
 	d.enter()
 	defer d.leave()
-	n := d.node(yaml.SequenceNode, "!!seq", d.line, col)
+	n := d.node(yaml.SequenceNode, "!!seq", d.line, col, false)
 	from := len(d.stack)
 	more := true
 	for more && d.col() == col && d.dash() {
@@ -269,14 +306,14 @@ func (d *fastDecoder) flowValue() *yaml.Node {
 	case '[':
 		return d.flowCollection(yaml.SequenceNode, "!!seq", ']')
 	}
-	return d.scalar()
+	return d.scalar(false)
 }
 
 // flowCollection reads "{key: value, ...}" or "[value, ...]" on one line.
 func (d *fastDecoder) flowCollection(kind yaml.Kind, tag string, end byte) *yaml.Node {
 	d.enter()
 	defer d.leave()
-	n := d.node(kind, tag, d.line, d.col())
+	n := d.node(kind, tag, d.line, d.col(), false)
 	n.Style = yaml.FlowStyle
 	from := len(d.stack)
 	d.pos++
@@ -314,11 +351,11 @@ func (d *fastDecoder) flowCollection(kind yaml.Kind, tag string, end byte) *yaml
 	return n
 }
 
-// scalar reads a plain scalar: a name (!!str), a name with a
+// scalar reads a plain scalar, a mapping key when key is set: a name (!!str), a name with a
 // parenthesized name or number such as Shard(0) (!!str), or a decimal
 // integer of at most 18 digits (!!int). Names the library types
 // otherwise (true, null, ...) and every other scalar give up.
-func (d *fastDecoder) scalar() *yaml.Node {
+func (d *fastDecoder) scalar(key bool) *yaml.Node {
 	line, col, start := d.line, d.col(), d.pos
 	for d.pos < len(d.s) && (isNameByte(d.s[d.pos]) || d.s[d.pos] == '(' || d.s[d.pos] == ')' || d.s[d.pos] == '-') {
 		d.pos++
@@ -328,7 +365,7 @@ func (d *fastDecoder) scalar() *yaml.Node {
 	if tag == "" {
 		d.fail()
 	}
-	n := d.node(yaml.ScalarNode, tag, line, col)
+	n := d.node(yaml.ScalarNode, tag, line, col, key)
 	n.Value = v
 	return n
 }

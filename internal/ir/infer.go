@@ -34,12 +34,12 @@ func (p *parser) resolveOp(op *Op, ro *rawOp) (inferred, ok bool) {
 	if reduction >= 0 {
 		value = slices.Delete(value, reduction, reduction+1)
 	}
-	if !p.checkBytes(value, op.In().DType, ro.pos, fmt.Sprintf("ops[%d]: output %q", ro.fileIdx, out.Name), "") {
+	if _, fits := Bytes(value, op.In().DType); !fits {
+		// What the error names is formatted only for it.
+		p.checkBytes(value, op.In().DType, ro.pos, fmt.Sprintf("ops[%d]: output %q", ro.fileIdx, out.Name), "")
 		return false, false
 	}
-	for k, e := range shape {
-		out.Logical = append(out.Logical, &IterDomain{Extent: e, Logical: k, Reduction: k == reduction})
-	}
+	out.Logical = logicalDomain(shape, reduction)
 	out.DType = op.In().DType
 	out.Propagated = p.propagates(out.Name)
 	if out.Propagated {

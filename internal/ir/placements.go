@@ -1,6 +1,8 @@
 package ir
 
 import (
+	"fmt"
+
 	"go.yaml.in/yaml/v3"
 
 	"github.com/nvcomm/nvcomm/internal/diag"
@@ -93,13 +95,20 @@ func (p *parser) placement(n *yaml.Node, what string) (placement, bool) {
 
 // placementSchedule turns placements into schedule steps on t, whose loop
 // domain is its logical domain. It returns false after reporting an error.
-func (p *parser) placementSchedule(t *Tensor, pls []placement, what string) bool {
+func (p *parser) placementSchedule(t *Tensor, pls []placement) bool {
+	// Named only for an error: formatted for every tensor, it was a tenth
+	// of building a fusion.
+	what := func() string { return fmt.Sprintf("tensor %q placements", t.Name) }
 	dims := t.ValueAxes() // a tensor's dims are its non-reduction axes
 	if t.partial != "" {
 		dims = dims[1:] // the partial terms' axis is not a dim of the value
 	}
-	// Mesh axes sharding each logical position, in mesh order.
-	byPos := map[int][]int{}
+	// The logical position each placement shards, -1 for none: a list
+	// (a mesh has at most 3 axes) rather than a map per tensor.
+	byPos := make([]int, len(pls))
+	for i := range byPos {
+		byPos[i] = -1
+	}
 	for i, pl := range pls {
 		if pl.Kind != shard.Shard {
 			continue
@@ -109,10 +118,10 @@ func (p *parser) placementSchedule(t *Tensor, pls []placement, what string) bool
 			d += len(dims)
 		}
 		if d < 0 || d >= len(dims) {
-			p.errs.Add(pl.pos, "%s: Shard(%d) is out of range for a tensor of %d dims", what, pl.Dim, len(dims))
+			p.errs.Add(pl.pos, "%s: Shard(%d) is out of range for a tensor of %d dims", what(), pl.Dim, len(dims))
 			return false
 		}
-		byPos[dims[d]] = append(byPos[dims[d]], i)
+		byPos[i] = dims[d]
 	}
 	if pl, i, ok := partialOf(pls); ok && t.partial == "" {
 		// A contraction's or a reduction's output: the Partial splits the
@@ -120,16 +129,19 @@ func (p *parser) placementSchedule(t *Tensor, pls []placement, what string) bool
 		// allows no other produced tensor a Partial).
 		r := reductionAxis(t)
 		if r < 0 {
-			p.errs.Add(pl.pos, "%s: Partial needs a reduction axis to split", what)
+			p.errs.Add(pl.pos, "%s: Partial needs a reduction axis to split", what())
 			return false
 		}
-		byPos[r] = append(byPos[r], i)
+		byPos[i] = r
 	}
 	// Positions from last to first, so splits do not move the positions
 	// still to shard.
 	for pos := len(t.Logical) - 1; pos >= 0; pos-- {
 		at := pos
-		for _, i := range byPos[pos] {
+		for i := range pls {
+			if byPos[i] != pos {
+				continue
+			}
 			typ := DeviceTypes[t.Mesh.Rank()-1-i]
 			if !p.applySteps(t, blockSplit(t.Mesh, at, typ, pls[i].pos)...) {
 				return false

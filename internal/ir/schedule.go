@@ -26,7 +26,7 @@ func (p *parser) scheduleWith(t *Tensor, rt *rawTensor, pls []placement) bool {
 			"tensor %q: both placements and schedule are given", t.Name)
 		return false
 	}
-	if pls != nil && !p.placementSchedule(t, pls, fmt.Sprintf("tensor %q placements", t.Name)) {
+	if pls != nil && !p.placementSchedule(t, pls) {
 		return false
 	}
 	if rt != nil && rt.sched != nil {
@@ -245,12 +245,22 @@ func (p *parser) apply(t *Tensor, s ScheduleStep) bool {
 		if s.Kind == StepOuterSplit {
 			inner = ceilDiv(in.Extent, s.Factor)
 		}
-		outer := &IterDomain{Extent: ceilDiv(in.Extent, inner), Reduction: in.Reduction, Logical: -1}
+		// The split's transform, axes and lists in one allocation: every
+		// sharded tensor of a fusion has a split.
+		a := new(struct {
+			tr           Transform
+			outer, inner IterDomain
+			in           [1]*IterDomain
+			out          [2]*IterDomain
+		})
+		outer, innerID, tr := &a.outer, &a.inner, &a.tr
+		*outer = IterDomain{Extent: ceilDiv(in.Extent, inner), Reduction: in.Reduction, Logical: -1}
 		if s.Kind == StepOuterSplit {
 			outer.Extent = s.Factor
 		}
-		innerID := &IterDomain{Extent: inner, Reduction: in.Reduction, Logical: -1}
-		tr := &Transform{Kind: Split, In: []*IterDomain{in}, Out: []*IterDomain{outer, innerID}, Pos: s.Pos, Step: s.Kind, Factor: s.Factor}
+		*innerID = IterDomain{Extent: inner, Reduction: in.Reduction, Logical: -1}
+		a.in, a.out = [1]*IterDomain{in}, [2]*IterDomain{outer, innerID}
+		*tr = Transform{Kind: Split, In: a.in[:], Out: a.out[:], Pos: s.Pos, Step: s.Kind, Factor: s.Factor}
 		outer.Def, innerID.Def = tr, tr
 		t.Loop = slices.Replace(t.Loop, s.Axis, s.Axis+1, outer, innerID)
 	case StepMerge:
@@ -289,7 +299,7 @@ func ceilDiv(a, b int) int { return (a + b - 1) / b }
 // checkDevices enforces one loop axis per device type among non-reduction
 // axes, and that every device-parallel axis spans its mesh axis exactly.
 func (p *parser) checkDevices(t *Tensor) {
-	seen := map[ParallelType]*IterDomain{}
+	var seen [DIDz + 1]*IterDomain // by type: a map per tensor cost more
 	for _, id := range t.Loop {
 		if !id.Parallel.IsDevice() {
 			continue
@@ -303,7 +313,7 @@ func (p *parser) checkDevices(t *Tensor) {
 		if id.Reduction {
 			continue
 		}
-		if prev, dup := seen[id.Parallel]; dup {
+		if prev := seen[id.Parallel]; prev != nil {
 			p.errs.Add(id.ParPos, "tensor %q: two loop axes are parallelized on %s (the first at %s)", t.Name, id.Parallel, prev.ParPos)
 			continue
 		}
