@@ -133,7 +133,8 @@ type Job struct {
 	*Ledger
 	f  *ir.Fusion
 	op *ir.Op
-	// names counts the intermediate buffer names used so far.
+	// names counts the intermediate buffer names used so far; nil until
+	// the first (most ops name none).
 	names map[string]int
 	// overflowed is set once the op failed for a count beyond int64.
 	overflowed bool
@@ -145,7 +146,7 @@ type Job struct {
 
 // Job starts the lowering of op, an op of f, into led.
 func (p *Planner) Job(led *Ledger, f *ir.Fusion, op *ir.Op) *Job {
-	return &Job{Planner: p, Ledger: led, f: f, op: op, names: map[string]int{}}
+	return &Job{Planner: p, Ledger: led, f: f, op: op}
 }
 
 // expr is the job's op as its steps name it (ir.Op.Expr).
@@ -280,6 +281,9 @@ func (c *opCtx) axisMaps(producer *ir.Tensor, reduce bool) pairAxes {
 func (c *opCtx) factor(producer, consumer *ir.Tensor, reduce bool) (*factoring, bool) {
 	m := c.axisMaps(producer, reduce)
 	f, ok := newFactoring(paddedExtents(producer, consumer, m.consumer), []*ir.Tensor{producer, consumer}, [][]int{m.producer, m.consumer})
+	if ok {
+		f.maps = m
+	}
 	if ok && reduce && c.policy == PolicyOptimal && len(consumer.Layout()) > 0 {
 		f.cutForScatter(producer, c.op.Axis, m.consumer[consumer.Layout()[0]])
 	}
@@ -293,7 +297,7 @@ func (c *opCtx) lowerFactored(fact *factoring, producer, consumer *ir.Tensor, re
 	if !c.factoringFits(fact, producer.DType) {
 		return nil, nil
 	}
-	m := c.axisMaps(producer, reduce)
+	m := fact.maps
 	c.fact = fact
 	pv, tv := fact.tensorView(producer, m.producer), fact.tensorView(consumer, m.consumer)
 	src, dst = c.pad(pv, producer.Shape(), m.producer), c.padded(tv, consumer.Shape(), m.consumer)

@@ -152,6 +152,9 @@ func (c *opCtx) reduceOp() *string { return new(string(c.op.Kind)) }
 // when the op already has one of that name.
 func (c *opCtx) buffer(what string) string {
 	name := c.op.Out.Name + "/" + what
+	if c.names == nil {
+		c.names = map[string]int{}
+	}
 	c.names[what]++
 	if n := c.names[what]; n > 1 {
 		name = fmt.Sprintf("%s%d", name, n)

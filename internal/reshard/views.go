@@ -54,6 +54,8 @@ func (v *view) firstAxis() *int {
 type factoring struct {
 	extents []int   // producer value-axis extents
 	cuts    [][]int // per axis: sorted strides it is cut at, 1 = b0 | b1 | ... | N
+	// maps are the axis maps of the pair factor built it for.
+	maps pairAxes
 }
 
 // fine returns the digits of axis a between cuts lo and hi (strides),
@@ -62,13 +64,19 @@ func (f *factoring) fine(a, lo, hi int) []ir.Digit {
 	return shard.DigitsBetween(a, f.cuts[a], lo, hi)
 }
 
+// appendFine appends fine's digits to dst.
+func (f *factoring) appendFine(dst []ir.Digit, a, lo, hi int) []ir.Digit {
+	return shard.AppendDigitsBetween(dst, a, f.cuts[a], lo, hi)
+}
+
 // newFactoring refines every axis at the boundaries of the given sharded
 // tensors; axisMaps[k] maps tensor k's value axes to producer axes. It fails
 // when two tensors cut an axis at strides that do not divide each other.
 func newFactoring(extents []int, tensors []*ir.Tensor, axisMaps [][]int) (*factoring, bool) {
 	f := &factoring{extents: extents, cuts: make([][]int, len(extents))}
 	for a, n := range extents {
-		f.cuts[a] = []int{1, n}
+		// Room for two tensors' cuts of the axis without growing.
+		f.cuts[a] = append(make([]int, 0, 8), 1, n)
 	}
 	for k, t := range tensors {
 		for _, s := range t.Shardings() {
@@ -129,18 +137,30 @@ func (f *factoring) tensorView(t *ir.Tensor, axisMap []int) *view {
 	for _, s := range shardings {
 		var ds []ir.Digit
 		for _, d := range s.Digits {
-			ds = append(ds, f.fine(axisMap[d.Axis], d.Stride, d.Span())...)
+			ds = f.appendFine(ds, axisMap[d.Axis], d.Stride, d.Span())
 		}
 		v.did[s.Type] = ds
 		covered = append(covered, ds...)
 	}
+	// Every digit of the layout's axes, then those the devices select
+	// dropped, in place.
+	n := 0
+	for _, a := range t.Layout() {
+		n += len(f.cuts[axisMap[a]]) - 1
+	}
+	all := make([]ir.Digit, 0, n)
 	for _, a := range t.Layout() {
 		pa := axisMap[a]
-		for _, d := range f.fine(pa, 1, f.extents[pa]) {
-			if !slices.Contains(covered, d) {
-				v.stored = append(v.stored, d)
-			}
+		all = f.appendFine(all, pa, 1, f.extents[pa])
+	}
+	stored := all[:0]
+	for _, d := range all {
+		if !slices.Contains(covered, d) {
+			stored = append(stored, d)
 		}
+	}
+	if len(stored) > 0 {
+		v.stored = stored // else nil, as a view that stores nothing has
 	}
 	return v
 }

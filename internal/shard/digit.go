@@ -17,11 +17,12 @@ type Digit struct {
 func (d Digit) Span() int { return d.Stride * d.Extent }
 
 // Cuts sorts the strides at which an axis is cut and drops repeats; false
-// unless each divides the next, as the strides of its digits must.
+// unless each divides the next, as the strides of its digits must. It
+// sorts strides in place and returns a prefix of it: callers pass a list
+// they built for it.
 func Cuts(strides []int) ([]int, bool) {
-	c := slices.Clone(strides) // one allocation, where Sorted grows its slice
-	slices.Sort(c)
-	c = slices.Compact(c)
+	slices.Sort(strides)
+	c := slices.Compact(strides)
 	for i := 1; i < len(c); i++ {
 		if c[i]%c[i-1] != 0 {
 			return nil, false
@@ -33,14 +34,15 @@ func Cuts(strides []int) ([]int, bool) {
 // DigitsBetween returns the digits of axis a cut at cuts (as Cuts returns
 // them) that lie between strides lo and hi, most significant first.
 func DigitsBetween(a int, cuts []int, lo, hi int) []Digit {
-	var out []Digit // nil when there are none
+	return AppendDigitsBetween(nil, a, cuts, lo, hi)
+}
+
+// AppendDigitsBetween appends to dst the digits DigitsBetween returns.
+func AppendDigitsBetween(dst []Digit, a int, cuts []int, lo, hi int) []Digit {
 	for i := len(cuts) - 1; i > 0; i-- {
 		if cuts[i-1] >= lo && cuts[i] <= hi {
-			if out == nil {
-				out = make([]Digit, 0, i) // one allocation
-			}
-			out = append(out, Digit{Axis: a, Stride: cuts[i-1], Extent: cuts[i] / cuts[i-1]})
+			dst = append(dst, Digit{Axis: a, Stride: cuts[i-1], Extent: cuts[i] / cuts[i-1]})
 		}
 	}
-	return out
+	return dst
 }
