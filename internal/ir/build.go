@@ -20,34 +20,18 @@ func (p *parser) build(name string) *Fusion {
 	if order == nil && len(p.ops) > 0 {
 		return nil
 	}
-	tensors := make(map[string]*Tensor, len(p.raw)+len(p.ops))
-	get := func(name string, pos diag.Pos) *Tensor {
-		if t, ok := tensors[name]; ok {
-			return t
-		}
-		t := &Tensor{Name: name, Pos: pos}
-		if rt, ok := p.raw[name]; ok {
-			t.Pos, t.Declared, t.Auto = rt.pos, true, rt.auto
-			if rt.auto && p.format != 2 {
-				p.errs.AddHint(rt.pos, "add format: 2 at the top of the file", "tensor %q: placements: auto needs format 2", name)
-			}
-		}
-		tensors[name] = t
-		return t
-	}
-	// Inputs first (tensors no op produces), in file order of their first mention.
-	produced := make(map[string]bool, len(p.ops))
-	for _, op := range p.ops {
-		produced[op.out] = true
-	}
+	mentions := p.mentionOrder()
+	tensors := &tensorTable{p: p, undeclared: map[string]*Tensor{}, slab: make([]Tensor, 0, len(mentions))}
 	// resolved holds the tensors whose domains were built without error:
 	// an op reading any other is skipped, its problem reported already. (A
 	// rank-0 tensor has no logical axes, so Logical cannot tell.)
-	resolved := make(map[*Tensor]bool, len(tensors)+len(p.ops))
+	resolved := make(map[*Tensor]bool, len(mentions))
+	f.Tensors, f.Ops = make([]*Tensor, 0, len(mentions)), make([]*Op, 0, len(order))
 	prop := newPropagator(p)
-	for _, n := range p.mentionOrder() {
-		if !produced[n.name] {
-			t := get(n.name, n.pos)
+	// Inputs first (tensors no op produces), in file order of their first mention.
+	for _, n := range mentions {
+		if p.producers[n.name] == nil {
+			t := tensors.get(n.name, n.pos)
 			before := p.errs.Len()
 			p.resolveInput(t)
 			resolved[t] = p.errs.Len() == before
@@ -58,10 +42,10 @@ func (p *parser) build(name string) *Fusion {
 		ins := make([]*Tensor, len(ro.ins))
 		ready := true
 		for k, name := range ro.ins {
-			ins[k] = tensors[name]
+			ins[k] = tensors.lookup(name)
 			ready = ready && resolved[ins[k]]
 		}
-		out := get(ro.out, posOf(ro.outN))
+		out := tensors.get(ro.out, posOf(ro.outN))
 		op := &Op{Index: i, Kind: ro.kind, Inputs: ins, Out: out, Axis: -1, Pos: ro.pos}
 		out.Producer = op
 		if !ready {
@@ -93,6 +77,47 @@ func (p *parser) build(name string) *Fusion {
 	return f
 }
 
+// tensorTable finds a fusion's tensors by name while build makes them: a
+// declared tensor hangs off its declaration, the others are in a map of
+// their own (a map of every name cost a tenth of building 100k tensors),
+// and all come from one slice.
+type tensorTable struct {
+	p          *parser
+	undeclared map[string]*Tensor
+	slab       []Tensor
+}
+
+// lookup is the tensor named name, or nil when there is none yet.
+func (tt *tensorTable) lookup(name string) *Tensor {
+	if rt := tt.p.raw[name]; rt != nil {
+		return rt.tensor
+	}
+	return tt.undeclared[name]
+}
+
+// get is the tensor named name, made at pos when there is none yet.
+func (tt *tensorTable) get(name string, pos diag.Pos) *Tensor {
+	if t := tt.lookup(name); t != nil {
+		return t
+	}
+	if len(tt.slab) == cap(tt.slab) {
+		tt.slab = make([]Tensor, 0, 16) // build sizes it for every name
+	}
+	tt.slab = append(tt.slab, Tensor{Name: name, Pos: pos})
+	t := &tt.slab[len(tt.slab)-1]
+	rt := tt.p.raw[name]
+	if rt == nil {
+		tt.undeclared[name] = t
+		return t
+	}
+	rt.tensor = t
+	t.Pos, t.Declared, t.Auto = rt.pos, true, rt.auto
+	if rt.auto && tt.p.format != 2 {
+		tt.p.errs.AddHint(rt.pos, "add format: 2 at the top of the file", "tensor %q: placements: auto needs format 2", name)
+	}
+	return t
+}
+
 // knownTensors lists the declared tensors and those produced by an op that
 // does not read reader: the names reader may be a misspelling of.
 func (p *parser) knownTensors(reader string) []string {
@@ -115,15 +140,17 @@ type mention struct {
 // then names only used by ops in op order.
 func (p *parser) mentionOrder() []mention {
 	out := make([]mention, 0, len(p.tensorNames))
-	seen := make(map[string]bool, len(p.tensorNames))
+	for _, n := range p.tensorNames {
+		out = append(out, mention{n, p.raw[n].pos})
+	}
+	// The declared names are listed, each once: only the others need a
+	// set of their own.
+	seen := map[string]bool{}
 	add := func(n string, pos diag.Pos) {
-		if !seen[n] {
+		if p.raw[n] == nil && !seen[n] {
 			seen[n] = true
 			out = append(out, mention{n, pos})
 		}
-	}
-	for _, n := range p.tensorNames {
-		add(n, p.raw[n].pos)
 	}
 	for _, op := range p.ops {
 		for k, in := range op.ins {
@@ -138,6 +165,7 @@ func (p *parser) mentionOrder() []mention {
 // form no cycle, and returns them in topological order (ties in file order).
 func (p *parser) sortOps() []*rawOp {
 	producer := make(map[string]*rawOp, len(p.ops))
+	p.producers = producer
 	bad := false
 	for _, op := range p.ops {
 		if prev, ok := producer[op.out]; ok {
@@ -340,7 +368,7 @@ func (p *parser) extents(n *yaml.Node, what string) ([]int, bool) {
 
 // endpoints resolves inputs/outputs, defaulting to the tensors no op produces
 // and the tensors no op consumes.
-func (p *parser) endpoints(f *Fusion, tensors map[string]*Tensor) (ins, outs []*Tensor) {
+func (p *parser) endpoints(f *Fusion, tensors *tensorTable) (ins, outs []*Tensor) {
 	consumed := map[*Tensor]bool{}
 	for _, op := range f.Ops {
 		for _, in := range op.Inputs {
@@ -371,7 +399,7 @@ func (p *parser) endpoints(f *Fusion, tensors map[string]*Tensor) (ins, outs []*
 			if !ok {
 				continue
 			}
-			t := tensors[name]
+			t := tensors.lookup(name)
 			if t == nil {
 				p.errs.AddHint(posOf(it), diag.Suggest(name, names), "%s: unknown tensor %q", what, name)
 				continue

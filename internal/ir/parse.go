@@ -58,6 +58,8 @@ type parser struct {
 	ops         []*rawOp
 	inputsN     *yaml.Node
 	outputsN    *yaml.Node
+	// producers are the ops by the tensor they produce (sortOps).
+	producers map[string]*rawOp
 	// parsedPlacements are the placements read so far by their text: a
 	// fusion repeats a few, and the regular expression that reads one
 	// was a tenth of building a fusion of 100k tensors.
@@ -73,6 +75,8 @@ type rawTensor struct {
 	// auto is set by `placements: auto` (ParseAuto), which leaves
 	// placements nil.
 	auto bool
+	// tensor is the tensor build made of the declaration.
+	tensor *Tensor
 }
 
 // rawOp is an op as written.

@@ -37,11 +37,7 @@ func insertReshardings(f *ir.Fusion, l *lowerer) (*ir.Fusion, *inserter) {
 	out := *f
 	out.Ops = nil
 	out.Tensors = slices.Clone(f.Inputs)
-	names := map[string]int{}
-	for _, t := range f.Tensors {
-		names[t.Name]++
-	}
-	ins := &inserter{fusion: &out, names: names, errs: l.ledger.Errs(), planner: l.planner, sumTypes: map[*ir.Op]ir.ParallelType{}, failed: map[*ir.Op]bool{}}
+	ins := &inserter{source: f, fusion: &out, errs: l.ledger.Errs(), planner: l.planner, sumTypes: map[*ir.Op]ir.ParallelType{}, failed: map[*ir.Op]bool{}}
 	for _, op := range f.Ops {
 		if op.Kind == ir.OpSet || op.Kind.IsReduction() {
 			ins.add(op)
@@ -56,9 +52,12 @@ func insertReshardings(f *ir.Fusion, l *lowerer) (*ir.Fusion, *inserter) {
 
 // inserter accumulates the ops and tensors of the rewritten fusion.
 type inserter struct {
+	source *ir.Fusion // the caller's
 	fusion *ir.Fusion
-	names  map[string]int // tensor names taken
-	errs   *diag.List
+	// names counts the tensor names taken, once a tensor is inserted
+	// (a fusion of sets inserts none).
+	names map[string]int
+	errs  *diag.List
 	// planner prices the optimal policy's choice (choose.go).
 	planner *reshard.Planner
 	// sumTypes is, per contraction that sums partial products although its
@@ -225,6 +224,12 @@ func outputAxisOf(op *ir.Op, a int) int {
 // newTensor builds an even, row-major tensor of the given value shape with
 // block splits need, named uniquely from base.
 func (ins *inserter) newTensor(op *ir.Op, base string, mesh *ir.Mesh, dtype ir.DType, shape []int, need []split) (*ir.Tensor, bool) {
+	if ins.names == nil {
+		ins.names = make(map[string]int, len(ins.source.Tensors))
+		for _, t := range ins.source.Tensors {
+			ins.names[t.Name]++
+		}
+	}
 	name := base
 	if n := ins.names[base]; n > 0 {
 		name = fmt.Sprintf("%s.%d", base, n)
