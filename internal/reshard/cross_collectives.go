@@ -96,8 +96,12 @@ func (c *opCtx) readLater() bool {
 			}
 		}
 	}
-	last, ok := c.memo.lastReader[c.op.Out]
-	return ok && last > c.op.Index
+	if c.laterOf != c.op {
+		// Asked several times an op: the answer is kept for the last op.
+		last, ok := c.memo.lastReader[c.op.Out]
+		c.laterOf, c.later = c.op, ok && last > c.op.Index
+	}
+	return c.later
 }
 
 // copyTo writes dst from tmp on dst's devices: a Copy, or a Permute where

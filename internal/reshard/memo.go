@@ -34,6 +34,9 @@ type memo struct {
 	searches   map[string]*search
 	meshes     map[*ir.Mesh]uint64
 	lastReader map[*ir.Tensor]int
+	// key is the buffer searchKey writes into, reused: the map is read
+	// with it as is, and a key is copied only when a search is stored.
+	key []byte
 }
 
 // searchFor returns the search from src to dst with the given partial
@@ -42,21 +45,21 @@ func (c *opCtx) searchFor(src, dst *view, partial uint8) *search {
 	if c.memo.searches == nil {
 		c.memo = memo{searches: map[string]*search{}, meshes: map[*ir.Mesh]uint64{}}
 	}
-	key := c.searchKey(src, dst, partial)
-	if s, ok := c.memo.searches[key]; ok {
+	key := c.searchKey(c.memo.key[:0], src, dst, partial)
+	c.memo.key = key
+	if s, ok := c.memo.searches[string(key)]; ok {
 		s.pl.c, s.pl.src, s.pl.dst = c, src, dst
 		return s
 	}
 	pl := newSearcher(c, src, dst, partial)
 	path, ok := pl.search()
 	s := &search{pl: pl, path: path, ok: ok}
-	c.memo.searches[key] = s
+	c.memo.searches[string(key)] = s
 	return s
 }
 
-// searchKey writes every fact the search reads (see above).
-func (c *opCtx) searchKey(src, dst *view, partial uint8) string {
-	b := make([]byte, 0, 256)
+// searchKey appends to b every fact the search reads (see above).
+func (c *opCtx) searchKey(b []byte, src, dst *view, partial uint8) []byte {
 	u := func(x int) { b = binary.AppendUvarint(b, uint64(x)) }
 	flag := func(v bool) {
 		if v {
@@ -96,7 +99,7 @@ func (c *opCtx) searchKey(src, dst *view, partial uint8) string {
 	for _, cuts := range c.fact.cuts {
 		ints(cuts)
 	}
-	return string(b)
+	return b
 }
 
 // meshID numbers m within the lowering.

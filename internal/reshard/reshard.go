@@ -20,8 +20,11 @@
 //     optimal_partial.go, optimal_price.go, optimal_search.go,
 //     optimal_reduce.go, cross_collectives.go: the optimal policy's search
 //     over sharding states, its edges, their prices and their steps;
+//   - memo.go, replay.go: searches kept by what they depend on, and their
+//     emissions replayed with other names;
 //   - bound.go: lower bounds, per device and in all;
-//   - emit.go, sizes.go: steps, bytes and overflow.
+//   - emit.go, sizes.go, steps.go: steps, bytes and overflow; the ledger's
+//     list of steps.
 package reshard
 
 import (
@@ -142,6 +145,9 @@ type Job struct {
 	opExpr string
 	// rec, while an emission is recorded, is its template (replay.go).
 	rec *template
+	// later is readLater's answer for op laterOf.
+	laterOf *ir.Op
+	later   bool
 }
 
 // Job starts the lowering of op, an op of f, into led.
