@@ -124,3 +124,26 @@ func nodeDiff(got, want *yaml.Node, path string) string {
 	}
 	return ""
 }
+
+// BenchmarkDecode decodes a chain of 10k ops with fastDecode and with the
+// YAML library.
+func BenchmarkDecode(b *testing.B) {
+	src := scale.Chain(10_000, scale.Mesh1D)
+	b.Run("fast", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, ok := fastDecode(src); !ok {
+				b.Fatal("fastDecode gave up")
+			}
+		}
+	})
+	b.Run("library", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var n yaml.Node
+			if err := yaml.Unmarshal(src, &n); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
