@@ -284,6 +284,17 @@ func (t *Tensor) ValueAxes() []int {
 	return axes
 }
 
+// NumValueAxes is len(ValueAxes()), without building the list.
+func (t *Tensor) NumValueAxes() int {
+	n := 0
+	for _, id := range t.Logical {
+		if !id.Reduction {
+			n++
+		}
+	}
+	return n
+}
+
 // Shape returns the extents of the non-reduction logical axes.
 func (t *Tensor) Shape() []int {
 	var shape []int // nil when there are none

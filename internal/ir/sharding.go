@@ -62,7 +62,9 @@ type analysisError struct {
 // model").
 func (t *Tensor) analyze() *analysisError {
 	t.shardings = nil
-	valueIndex := map[int]int{}
+	// By logical position: a list, where a map per tensor cost more. A
+	// reduction axis maps to 0, as a map's missing key did.
+	valueIndex := make([]int, len(t.Logical))
 	for k, a := range t.ValueAxes() {
 		valueIndex[a] = k
 	}
@@ -87,7 +89,7 @@ func (t *Tensor) kindOf(digits []Digit) ShardKind {
 	}
 	d := digits[0]
 	switch {
-	case d.Span() >= t.Shape()[d.Axis]:
+	case d.Span() >= t.valueExtent(d.Axis):
 		return Block
 	case d.Stride == 1:
 		return Strided
@@ -108,7 +110,7 @@ func (t *Tensor) deviceAxis(pt ParallelType) *IterDomain {
 // digits factors a loop axis into digits of logical axes, most significant
 // first, by replaying the splits and merges that produced it. Digits of
 // extent 1 are dropped. Splits must divide evenly.
-func (t *Tensor) digits(id *IterDomain, valueIndex map[int]int) ([]Digit, *analysisError) {
+func (t *Tensor) digits(id *IterDomain, valueIndex []int) ([]Digit, *analysisError) {
 	return t.digitsMemo(id, valueIndex, map[*IterDomain]digitsResult{})
 }
 
@@ -120,7 +122,7 @@ type digitsResult struct {
 	err *analysisError
 }
 
-func (t *Tensor) digitsMemo(id *IterDomain, valueIndex map[int]int, memo map[*IterDomain]digitsResult) ([]Digit, *analysisError) {
+func (t *Tensor) digitsMemo(id *IterDomain, valueIndex []int, memo map[*IterDomain]digitsResult) ([]Digit, *analysisError) {
 	if r, ok := memo[id]; ok {
 		return r.ds, r.err
 	}
@@ -129,12 +131,16 @@ func (t *Tensor) digitsMemo(id *IterDomain, valueIndex map[int]int, memo map[*It
 	return ds, err
 }
 
-func (t *Tensor) digitsOf(id *IterDomain, valueIndex map[int]int, memo map[*IterDomain]digitsResult) ([]Digit, *analysisError) {
+func (t *Tensor) digitsOf(id *IterDomain, valueIndex []int, memo map[*IterDomain]digitsResult) ([]Digit, *analysisError) {
 	if id.Def == nil {
 		if id.Extent == 1 {
 			return nil, nil
 		}
-		return []Digit{{Axis: valueIndex[id.Logical], Stride: 1, Extent: id.Extent}}, nil
+		axis := 0 // for a position valueIndex lacks, as a map's missing key gave
+		if l := id.Logical; l >= 0 && l < len(valueIndex) {
+			axis = valueIndex[l]
+		}
+		return []Digit{{Axis: axis, Stride: 1, Extent: id.Extent}}, nil
 	}
 	tr := id.Def
 	if tr.Kind == Merge {
@@ -209,8 +215,8 @@ func splitDigits(ds []Digit, c int) (outer, inner []Digit, ok bool) {
 // allocation. The allocation must store each axis's local elements in
 // increasing index order, one axis after another (a permutation of the
 // logical axes, as nvFuser's canonical layouts are).
-func (t *Tensor) resolveLayout(valueIndex map[int]int) *analysisError {
-	rank := len(t.ValueAxes())
+func (t *Tensor) resolveLayout(valueIndex []int) *analysisError {
+	rank := t.NumValueAxes()
 	if t.Allocation == nil {
 		t.layout = make([]int, rank)
 		for i := range t.layout {

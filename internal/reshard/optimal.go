@@ -318,7 +318,7 @@ func extentOf(ds []ir.Digit) int {
 // view builds the intermediate view of a placement, its buffer in the
 // canonical order (the step that writes it may choose another: flexible).
 func (pl *searcher) view(p placement) *view {
-	v := &view{name: pl.c.buffer("step"), mesh: pl.mesh(p), dtype: pl.src.dtype, did: map[ir.ParallelType][]ir.Digit{}, flexible: true}
+	v := &view{name: pl.c.buffer("step"), mesh: pl.mesh(p), dtype: pl.src.dtype, flexible: true}
 	for i, t := range ir.DeviceTypes {
 		if d := pl.options[i][p.pick[i]]; d != nil {
 			v.did[t] = d

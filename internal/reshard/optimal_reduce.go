@@ -1,8 +1,6 @@
 package reshard
 
 import (
-	"maps"
-
 	"github.com/nvcomm/nvcomm/internal/ir"
 )
 
@@ -25,9 +23,9 @@ func (c *opCtx) optimalReduction(pv, cv *view) {
 			// A merged device axis that spans the reduced axis and others:
 			// its devices hold different elements of the other axes, so
 			// gather it first and reduce the whole axis locally.
-			next := &view{name: c.buffer("gathered"), mesh: pv.mesh, dtype: pv.dtype, did: maps.Clone(pv.did),
+			next := &view{name: c.buffer("gathered"), mesh: pv.mesh, dtype: pv.dtype, did: pv.did,
 				stored: concat(pv.did[t], pv.stored), flexible: true}
-			delete(next.did, t)
+			next.did[t] = nil
 			c.allgather(pv, next, t)
 			pv = next
 		}

@@ -275,7 +275,7 @@ type pairAxes struct{ producer, consumer []int }
 // axisMaps returns the maps of a pair whose producer is producer: the
 // identity, and for a reduction the producer's axes without the op's.
 func (c *opCtx) axisMaps(producer *ir.Tensor, reduce bool) pairAxes {
-	m := shard.Identity(len(producer.ValueAxes()))
+	m := shard.Identity(producer.NumValueAxes())
 	if reduce {
 		return pairAxes{m, without1(m, c.op.Axis)}
 	}

@@ -17,12 +17,17 @@ type view struct {
 	name   string
 	mesh   *ir.Mesh
 	dtype  ir.DType
-	did    map[ir.ParallelType][]ir.Digit // device digits per type
-	stored []ir.Digit                     // buffer order
+	did    deviceDigits // device digits per type
+	stored []ir.Digit   // buffer order
 	// flexible marks an intermediate buffer whose order the step that
 	// writes it may choose.
 	flexible bool
 }
+
+// deviceDigits are a view's device digits by parallel type (Serial's
+// none): an array, copied with the view that shares them, rather than a
+// map per view.
+type deviceDigits [ir.DIDz + 1][]ir.Digit
 
 // size is the number of elements per device.
 func (v *view) size() int {
@@ -130,7 +135,7 @@ func (f *factoring) addCut(a, b int) {
 // axes through axisMap.
 func (f *factoring) tensorView(t *ir.Tensor, axisMap []int) *view {
 	shardings := t.Shardings()
-	v := &view{name: t.Name, mesh: t.Mesh, dtype: t.DType, did: make(map[ir.ParallelType][]ir.Digit, len(shardings))}
+	v := &view{name: t.Name, mesh: t.Mesh, dtype: t.DType}
 	// A tensor has a few device digits: a list beats a map, which cost a
 	// tenth of lowering a chain of sets.
 	var covered []ir.Digit
