@@ -73,13 +73,20 @@ func Lower(f *ir.Fusion, opts Options) (*plan.Plan, error) {
 		return nil, err
 	}
 	l := &lowerer{f: f, planner: planner, ledger: reshard.NewLedger(f.File)}
-	// Most ops lower to one or two steps (a set between two shardings of
-	// a 1-D mesh: a collective and a local step).
-	l.ledger.Reserve(2 * len(f.Ops))
+	// The plan's steps are reserved up front, so that they are not copied
+	// as they grow: room for the first ops' steps, then, once reserveProbe
+	// ops are lowered, for as many as those say the whole fusion will have
+	// (a set on a 1-D mesh takes one or two steps, on a 2×4 mesh four) and
+	// a sixteenth more.
+	l.ledger.Reserve(2 * min(len(f.Ops), reserveProbe))
 	var ins *inserter
 	l.f, ins = insertReshardings(f, l)
 	l.sumTypes, l.failed = ins.sumTypes, ins.failed
-	for _, op := range l.f.Ops {
+	for i, op := range l.f.Ops {
+		if i == reserveProbe {
+			n := len(l.f.Ops)
+			l.ledger.Reserve(l.ledger.NumSteps()*n/reserveProbe + n/16)
+		}
 		l.lowerOp(op)
 	}
 	if err := l.ledger.Err(); err != nil {
@@ -87,6 +94,10 @@ func Lower(f *ir.Fusion, opts Options) (*plan.Plan, error) {
 	}
 	return l.plan(), nil
 }
+
+// reserveProbe is the number of ops whose steps Lower counts to reserve
+// the plan's.
+const reserveProbe = 256
 
 // lowerer holds what the passes share: the fusion, the resharding planner
 // and the ledger its steps, bytes and errors go to.

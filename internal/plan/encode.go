@@ -46,7 +46,7 @@ func (e *encoder) meshes(ms map[string]Mesh) {
 }
 
 func (e *encoder) tensor(t *Tensor) {
-	e.object(func() {
+	e.wideObject(func() {
 		e.strField("name", t.Name)
 		e.strField("dtype", t.DType)
 		e.strField("mesh", t.Mesh)
@@ -132,7 +132,7 @@ func (e *encoder) op(o *Op) {
 }
 
 func (e *encoder) step(s *Step) {
-	e.object(func() {
+	e.wideObject(func() {
 		e.intField("id", s.ID)
 		e.intField("op", s.Op)
 		e.strField("expr", s.Expr)

@@ -70,6 +70,17 @@ func (e *encoder) flush() {
 // e.key(name).
 func (e *encoder) object(body func()) { e.container('{', '}', body) }
 
+// wideObject writes a JSON object whose fields that are always written
+// are wider than inlineWidth (a step's take 151 characters at the least, a
+// tensor's 99): across lines
+// at once, without the inline attempt that container would make and drop,
+// which was a third of writing a step.
+func (e *encoder) wideObject(body func()) {
+	if !e.over() {
+		e.write('{', '}', e.depth, body)
+	}
+}
+
 // list writes a JSON array of n elements; elem writes element i.
 func (e *encoder) list(n int, elem func(i int)) {
 	e.container('[', ']', func() {

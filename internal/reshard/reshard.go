@@ -106,10 +106,14 @@ func NewLedger(file string) *Ledger {
 	return &Ledger{received: map[int]int64{}, bound: map[int]int64{}, errs: &diag.List{File: file}}
 }
 
-// Reserve makes room for n steps, before the first: a fusion's steps
-// then need no copy into the plan when they are no more (reserved but
-// unused steps take address space, not memory, until written).
+// Reserve makes room for n steps in all: a fusion's steps then need no
+// copy into the plan when they are no more (reserved but unused steps
+// take address space, not memory, until written). Steps written so far
+// are moved.
 func (l *Ledger) Reserve(n int) { l.steps.reserve(n) }
+
+// NumSteps is the number of steps written so far.
+func (l *Ledger) NumSteps() int { return l.steps.len() }
 
 // Steps are the steps written so far.
 func (l *Ledger) Steps() []plan.Step { return l.steps.all() }

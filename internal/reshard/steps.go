@@ -17,11 +17,17 @@ type stepList struct {
 	tail [][]plan.Step
 }
 
-// reserve makes room for n steps in head, before any step is added.
+// reserve makes room for n steps in all in head, moving the steps added
+// so far there.
 func (l *stepList) reserve(n int) {
-	if l.len() == 0 && n > cap(l.head) {
-		l.head = make([]plan.Step, 0, n)
+	if n <= l.len() || len(l.tail) == 0 && n <= cap(l.head) {
+		return
 	}
+	head := append(make([]plan.Step, 0, n), l.head...)
+	for _, c := range l.tail {
+		head = append(head, c...)
+	}
+	l.head, l.tail = head, nil
 }
 
 // len is the number of steps.

@@ -7,8 +7,8 @@ import (
 )
 
 // TestStepList adds steps across chunk boundaries, beyond the reserved
-// head or within it, before and after all,
-// and checks that at and all see every step in order, changes included.
+// head or within it, before and after all and a second reservation, and
+// checks that at and all see every step in order, changes included.
 func TestStepList(t *testing.T) {
 	for _, n := range []int{0, 1, stepChunk - 1, stepChunk, stepChunk + 1, 3*stepChunk + 5} {
 		for _, reserved := range []int{0, 1, n / 2, n, 2 * n} {
@@ -33,6 +33,8 @@ func TestStepList(t *testing.T) {
 			for i := range n {
 				l.at(i).Output = "x"
 			}
+			check(n)
+			l.reserve(2*n + 5)
 			check(n)
 			for i := n; i < n+stepChunk+2; i++ {
 				l.add(plan.Step{ID: i, Output: "x"})
