@@ -226,7 +226,7 @@ func (p *parser) resolveInput(t *Tensor) {
 		p.errs.AddHint(t.Pos, hint, "tensor %q is read by an op but neither declared nor produced", t.Name)
 		return
 	}
-	what := fmt.Sprintf("tensor %q", t.Name)
+	what := rt.what()
 	// A propagated input takes its consumer's mesh after the ops are
 	// resolved (propagate.go), and no device split: it is replicated.
 	t.Propagated = p.propagates(t.Name)

@@ -316,7 +316,7 @@ func (p *parser) declareOutput(op *Op) bool {
 	if rt == nil {
 		return p.schedule(out, nil) // no schedule, but resolves the layout
 	}
-	what := fmt.Sprintf("tensor %q", out.Name)
+	what := rt.what()
 	if rt.mesh != nil {
 		out.Mesh = p.meshRef(rt.mesh, what)
 	} else if out.Mesh == nil {
@@ -366,7 +366,7 @@ func (p *parser) declarePropagated(op *Op) bool {
 	if rt == nil {
 		return true
 	}
-	what := fmt.Sprintf("tensor %q", op.Out.Name)
+	what := rt.what()
 	before := p.errs.Len()
 	p.checkDeclared(op, rt, what)
 	if rt.alloc != nil {

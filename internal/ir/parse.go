@@ -77,6 +77,17 @@ type rawTensor struct {
 	auto bool
 	// tensor is the tensor build made of the declaration.
 	tensor *Tensor
+	// named is what(), once built.
+	named string
+}
+
+// what names the tensor in messages, `tensor "t0"`: built once, though
+// parsing and building the fusion each ask.
+func (rt *rawTensor) what() string {
+	if rt.named == "" {
+		rt.named = "tensor " + strconv.Quote(rt.name)
+	}
+	return rt.named
 }
 
 // rawOp is an op as written.
@@ -387,7 +398,7 @@ func (p *parser) parseTensors(n *yaml.Node) {
 		if f.Value.Kind == yaml.ScalarNode && f.Value.Tag == "!!null" {
 			continue // "tv1:" with nothing: declared, all defaults
 		}
-		what := "tensor " + strconv.Quote(f.Key)
+		what := rt.what()
 		tf, ok := p.w.mapping(f.Value, what, tensorKeys)
 		if !ok {
 			continue

@@ -136,6 +136,17 @@ func (p *parser) placementSchedule(t *Tensor, pls []placement) bool {
 	}
 	// Positions from last to first, so splits do not move the positions
 	// still to shard.
+	// Room for the steps: a split and a parallelize for each placement
+	// that shards (none left nil, as a tensor without steps has).
+	k := 0
+	for i, pl := range pls {
+		if byPos[i] >= 0 || pl.Kind == shard.Partial {
+			k++
+		}
+	}
+	if t.Schedule == nil && k > 0 {
+		t.Schedule = make([]ScheduleStep, 0, 2*k)
+	}
 	for pos := len(t.Logical) - 1; pos >= 0; pos-- {
 		at := pos
 		for i := range pls {
