@@ -219,7 +219,7 @@ func tensorOf(t *ir.Tensor) plan.Tensor {
 		Name: t.Name, DType: string(t.DType), Mesh: t.Mesh.Name,
 		Shape:       t.LogicalExtents(),
 		Allocation:  slices.Clone(t.Allocation),
-		Sharding:    []plan.Sharding{},
+		Sharding:    make([]plan.Sharding, 0, len(t.Shardings())), // [] when none
 		LocalShape:  t.LocalShape(),
 		PaddedShape: paddedShape(t),
 		Layout:      slices.Clone(t.Layout()),
@@ -236,12 +236,19 @@ func tensorOf(t *ir.Tensor) plan.Tensor {
 			pt.ReductionAxes = append(pt.ReductionAxes, i)
 		}
 	}
+	if len(t.Schedule) > 0 {
+		pt.Schedule = make([]plan.ScheduleStep, 0, len(t.Schedule))
+	}
 	for _, s := range t.Schedule {
 		pt.Schedule = append(pt.Schedule, scheduleStep(s))
 	}
+	var valueAxes []int
+	if len(t.Shardings()) > 0 {
+		valueAxes = t.ValueAxes()
+	}
 	for _, s := range t.Shardings() {
 		sh := plan.Sharding{Type: s.Type.String(), LogicalAxis: s.Axis(), Kind: string(s.Kind)}
-		if at := t.ValueAxes()[s.Axis()]; at != s.Axis() {
+		if at := valueAxes[s.Axis()]; at != s.Axis() {
 			sh.ShapeAxis = new(at)
 		}
 		if s.Kind == ir.Merged {
