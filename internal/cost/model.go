@@ -111,6 +111,14 @@ func (t *Topology) Local(bytes int64) float64 {
 // elements apart, a strided copy.
 const StridedSlice = "Slice (strided)"
 
+// isView reports whether a local step moves no memory as the exporter runs
+// it: an Unpad whose every box is the head of its input keeps a prefix of
+// it, a view (export's "the box is the buffer's head"). It costs nothing:
+// no bytes, no launch.
+func isView(s *plan.Step) bool {
+	return s.Type == plan.Unpad && s.HeadBoxes()
+}
+
 // localType is the type a local step is priced as.
 func localType(s *plan.Step) string {
 	if s.Type == plan.Slice && len(s.Dims) > 0 {
@@ -198,6 +206,9 @@ func (t *Topology) Step(p *plan.Plan, s *plan.Step) (StepTime, error) {
 	}
 	st := StepTime{Step: s.ID, Type: s.Type, Link: LinkMemory}
 	if s.Kind == plan.KindLocal {
+		if isView(s) {
+			return st, nil
+		}
 		in, out := localCounts(s.Type, s.Count)
 		st.Bytes, err = stepBytes(s, size, in, out)
 		st.Seconds = max(t.localStep(localType(s), st.Bytes), t.arithmetic(p, s))

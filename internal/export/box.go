@@ -46,7 +46,7 @@ func (g *gen) pad(b planned, s *plan.Step, out string, dx, px []int) {
 // every device's box is the head of the padded buffer and nothing is
 // permuted, else a strided one.
 func boxPass(s *plan.Step, px []int) string {
-	if isIdentity(px) && prefixes(s) {
+	if isIdentity(px) && s.HeadBoxes() {
 		return "copy"
 	}
 	return "strided"
@@ -57,7 +57,7 @@ func boxPass(s *plan.Step, px []int) string {
 // is copied out; a box that is a prefix of the buffer is a view.
 func (g *gen) unpad(b planned, in string, s *plan.Step, dx, px []int) {
 	x, y := g.names[in], g.names[s.Output]
-	if len(b.steps) == 1 && prefixes(s) {
+	if len(b.steps) == 1 && s.HeadBoxes() {
 		g.comment(b, "the box is the buffer's head: a view, no copy")
 		done := g.guard(s.Devices)
 		g.w.line("%s = %s[:%s]", y, x, perRank(s.Devices, func(d int) string { return fmt.Sprint(product(boxOf(s, d))) }))
@@ -85,24 +85,6 @@ func (g *gen) unpad(b planned, in string, s *plan.Step, dx, px []int) {
 	done()
 	g.alloc(s.Output, s.Devices)
 	g.record(b, boxPass(s, px), 2*int64(maxBox(s)), kernels)
-}
-
-// prefixes reports whether every device's box of an Unpad is the head of
-// the padded buffer: dims before the first short one of extent 1, the dims
-// after it whole.
-func prefixes(s *plan.Step) bool {
-	for _, box := range s.Valid {
-		short := slices.IndexFunc(iota(len(box)), func(d int) bool { return box[d] < s.Dims[d] })
-		if short < 0 {
-			continue
-		}
-		for d := range box {
-			if d < short && s.Dims[d] != 1 || d > short && box[d] != s.Dims[d] {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 // byBox writes fn for each distinct box of a Pad or Unpad, under a test of

@@ -87,7 +87,7 @@ func fusable(a, b *plan.Step) string {
 		if _, ok := newGeometry(a.Dims, a.Perm, b.Dims); ok {
 			return permuteUnpad
 		}
-	case a.Type == plan.Permute && b.Type == plan.Slice && len(b.Dims) == 0 && sameSet(a.Devices, slices.Concat(b.Teams...)):
+	case a.Type == plan.Permute && b.Type == plan.Slice && len(b.Dims) == 0 && !b.ShortSlice() && sameSet(a.Devices, slices.Concat(b.Teams...)):
 		if _, ok := newGeometry(a.Dims, a.Perm, sliceShape(b)); ok {
 			return permuteSlice
 		}

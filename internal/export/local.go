@@ -188,22 +188,40 @@ func catShape(dims, perm []int, q int) []int {
 	return slices.Concat(out[:q], []int{out[q] * out[q+1]}, out[q+2:])
 }
 
-// slice writes a Slice: a view of the chunk the rank keeps, no copy; a
-// strided Slice (dims [a, T, b]) copies the rank's a pieces of b elements
-// into one buffer.
+// slice writes a Slice: a view of the chunk the rank keeps, no copy (of a
+// short input, a rank whose chunk is cut short concatenates what is left
+// of it and zeros into a buffer of its own); a strided Slice (dims
+// [a, T, b]) copies the rank's a pieces of b elements into one buffer.
 func (g *gen) slice(b planned, s *plan.Step) {
 	members := slices.Concat(s.Teams...)
 	if len(s.Dims) == 3 {
 		g.stridedSlice(b, s, members)
 		return
 	}
-	g.comment(b, "a view of the chunk this rank keeps, no copy")
+	short := s.ShortSlice()
+	if short {
+		g.comment(b, "a view of the chunk this rank keeps; where the input cuts it short, what is left and zeros")
+	} else {
+		g.comment(b, "a view of the chunk this rank keeps, no copy")
+	}
 	done := g.guard(members)
 	g.w.line("r = %s", perRank(members, func(d int) string { return fmt.Sprint(teamRank(s.Teams, d)) }))
-	m := s.Count.Output
-	g.w.line("%s = %s[%d * r:%d * (r + 1)]", g.names[s.Output], g.names[s.Input], m, m)
+	m, y := s.Count.Output, g.names[s.Output]
+	g.w.line("%s = %s[%d * r:%d * (r + 1)]", y, g.names[s.Input], m, m)
+	if short {
+		g.w.line("if %s.numel() < %d:", y, m)
+		g.w.indent++
+		g.w.line("%s = torch.cat([%s, %s.new_zeros(%d - %s.numel())])", y, y, y, m, y)
+		g.w.indent--
+	}
 	done()
+	// A short rank's chunk is fresh memory, the others views of the input:
+	// as an alias, it is never written in place while the input is read.
 	g.alias(s.Output, s.Input, members)
+	if short {
+		g.record(b, "copy", 2*int64(m), 1)
+		return
+	}
 	g.record(b, "view", 0, 0)
 }
 

@@ -100,9 +100,13 @@ func (v *validator) checkTypeCount(i int, s *Step) {
 		if t, ok := v.teamSize(i, s); ok {
 			v.wantMultiple(i, "count.output", out, "count.input", in, t, "the team size")
 		}
-	case ReduceScatter, Scatter, Slice:
+	case ReduceScatter, Scatter:
 		if t, ok := v.teamSize(i, s); ok {
 			v.wantMultiple(i, "count.input", in, "count.output", out, t, "the team size")
+		}
+	case Slice:
+		if t, ok := v.teamSize(i, s); ok {
+			v.checkSliceCount(i, s, t)
 		}
 	case AllToAll:
 		v.wantEqual(i, in, out)
@@ -119,6 +123,25 @@ func (v *validator) checkTypeCount(i int, s *Step) {
 		if r, ok := reducedExtent(s); ok {
 			v.wantMultiple(i, "count.input", in, "count.output", out, r, "the extent of reduce_dims")
 		}
+	}
+}
+
+// checkSliceCount checks a Slice's counts for teams of t: a strided one
+// (dims) reads exactly t chunks; a plain one may read a short input,
+// 1 <= count.input <= t·count.output, each rank keeping what is left of its
+// chunk and zeros after it (docs/plan.md, "Step semantics").
+func (v *validator) checkSliceCount(i int, s *Step, t int) {
+	in, out := s.Count.Input, s.Count.Output
+	if len(s.Dims) > 0 {
+		v.wantMultiple(i, "count.input", in, "count.output", out, t, "the team size")
+		return
+	}
+	most, ok := mul(out, t)
+	switch {
+	case !ok:
+		v.stepf(i, "count.output %d * %d (the team size) overflows", out, t)
+	case in < 1 || in > most:
+		v.stepf(i, "count.input is %d, want 1 to count.output * %d = %d (the team size; the last chunks may be short)", in, t, most)
 	}
 }
 

@@ -50,6 +50,29 @@ func slicePlan() *Plan {
 	return p
 }
 
+// shortSlicePlan lowers tv1 = set(tv0), tv0 [3] replicated and tv1 split
+// over two devices (shards of 2 and 1), to a Slice of a short input (rank 1
+// keeps tv0[2:3] and a zero) and an Unpad.
+func shortSlicePlan() *Plan {
+	p := unevenPlan()
+	p.Tensors[0] = Tensor{Name: "tv0", DType: "float32", Mesh: "m", Shape: []int{3}, Sharding: []Sharding{}, LocalShape: []int{3}, Layout: []int{0}}
+	p.Tensors[1] = Tensor{Name: "tv1", DType: "float32", Mesh: "m", Shape: []int{3},
+		Schedule: []ScheduleStep{
+			{OuterSplit: &SplitArgs{Axis: 0, Factor: 2}},
+			{Parallelize: &ParallelizeArgs{Axis: 0, Type: "DIDx"}},
+		},
+		Sharding: []Sharding{{Type: "DIDx", LogicalAxis: 0, Kind: "block"}}, LocalShape: []int{2}, PaddedShape: []int{4}, Layout: []int{0}}
+	p.Steps = []Step{
+		{ID: 0, Op: 0, Expr: "tv1 = set(tv0)", Kind: KindLocal, Type: Slice, Teams: [][]int{{0, 1}},
+			Input: "tv0", Output: "tv1/unpadded", Axis: new(0), Count: Count{Input: 3, Output: 2}},
+		{ID: 1, Op: 0, Expr: "tv1 = set(tv0)", Kind: KindLocal, Type: Unpad, Devices: []int{0, 1},
+			Input: "tv1/unpadded", Output: "tv1", Count: Count{Input: 2, Output: 2},
+			Dims: []int{2}, Valid: [][]int{{2}, {1}}},
+	}
+	p.Summary = Summary{LocalSteps: 2, ByType: map[string]int{}, BytesRatio: new(1.0)}
+	return p
+}
+
 // padCases break the Pad, Unpad and Slice rules, one each.
 func padCases() []validateCase {
 	return []validateCase{
@@ -77,8 +100,19 @@ func padCases() []validateCase {
 			want: []Problem{sp(0, Slice, "a Slice needs teams (each member keeps the chunk of its rank)")}},
 		{name: "slice count", base: slicePlan, mutate: func(p *Plan) { p.Steps[0].Count.Output = 1 },
 			want: []Problem{
-				sp(0, Slice, "count.input is 4, want count.output * 2 = 2 (the team size)"),
+				sp(0, Slice, "count.input is 4, want 1 to count.output * 2 = 2 (the team size; the last chunks may be short)"),
 				sp(0, Slice, "count.output is 1, but \"tv1\" holds 2 elements per device"),
+			}},
+		{name: "short slice", base: shortSlicePlan, mutate: func(*Plan) {}},
+		{name: "slice input too long", base: shortSlicePlan, mutate: func(p *Plan) { p.Steps[0].Count.Input = 5 },
+			want: []Problem{
+				sp(0, Slice, "count.input is 5, want 1 to count.output * 2 = 4 (the team size; the last chunks may be short)"),
+				sp(0, Slice, "count.input is 5, but \"tv0\" holds 3 elements per device"),
+			}},
+		{name: "strided slice of a short input", base: shortSlicePlan, mutate: func(p *Plan) { p.Steps[0].Dims = []int{1, 2, 2} },
+			want: []Problem{
+				sp(0, Slice, "count.input is 3, want count.output * 2 = 4 (the team size)"),
+				sp(0, Slice, "dims [1 2 2] hold 4 elements, but count.input is 3"),
 			}},
 	}
 }

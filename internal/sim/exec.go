@@ -232,8 +232,8 @@ func (m *machine) slice(s *plan.Step) (map[int]flow, error) {
 	src, out := m.named(s.Input), m.output(s.Output, len(s.Teams)*len(s.Teams[0]))
 	for _, team := range s.Teams {
 		n := len(team)
-		if s.Count.Input != n*s.Count.Output {
-			return nil, stepError(s, "count.input %d must be the team size %d times count.output %d", s.Count.Input, n, s.Count.Output)
+		if err := sliceCount(s, n); err != nil {
+			return nil, err
 		}
 		if len(s.Dims) > 0 && (len(s.Dims) != 3 || s.Dims[0] < 1 || s.Dims[2] < 1 || s.Dims[1] != n || s.Count.Output%s.Dims[2] != 0 || s.Count.Output/s.Dims[2] != s.Dims[0]) {
 			return nil, stepError(s, "dims %v are not [outer, %d, inner] with outer·inner = count.output %d", s.Dims, n, s.Count.Output)
@@ -251,6 +251,20 @@ func (m *machine) slice(s *plan.Step) (map[int]flow, error) {
 		}
 	}
 	return flows, nil
+}
+
+// sliceCount checks a Slice's counts for a team of n: a strided Slice reads
+// exactly n chunks of count.output elements, a plain one 1 to n of them,
+// the last short or missing (docs/plan.md).
+func sliceCount(s *plan.Step, n int) error {
+	in, m := s.Count.Input, s.Count.Output
+	if len(s.Dims) > 0 && in != n*m {
+		return stepError(s, "count.input %d must be the team size %d times count.output %d", in, n, m)
+	}
+	if len(s.Dims) == 0 && (in < 1 || in > n*m) {
+		return stepError(s, "count.input %d must be 1 to the team size %d times count.output %d", in, n, m)
+	}
+	return nil
 }
 
 // pad runs a Pad or an Unpad: each device's real box (its entry of Valid)
@@ -381,7 +395,13 @@ func padBox(in []float64, dims, box []int, pad bool, fill float64) []float64 {
 // keep is the part of in that rank r of a team of n keeps in Slice s.
 func keep(in []float64, r, n int, s *plan.Step) []float64 {
 	if len(s.Dims) != 3 {
-		return slices.Clone(in[r*s.Count.Output : (r+1)*s.Count.Output])
+		// A short input: the rank's chunk is what is left of it, then zeros.
+		m := s.Count.Output
+		out := make([]float64, m)
+		if lo := r * m; lo < len(in) {
+			copy(out, in[lo:min(lo+m, len(in))])
+		}
+		return out
 	}
 	a, b := s.Dims[0], s.Dims[2]
 	out := make([]float64, 0, a*b)

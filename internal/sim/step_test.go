@@ -97,6 +97,13 @@ func TestStepSemantics(t *testing.T) {
 			want:  bufs{0: {1, 2}, 1: {3, 4}, 2: {7, 8}, 3: {5, 6}},
 			flows: map[int]flow{0: {}, 1: {}, 2: {}, 3: {}},
 		},
+		"Slice of a short input: the rest of a rank's chunk, then zeros": {
+			step: plan.Step{ID: 7, Kind: plan.KindLocal, Type: plan.Slice, Teams: [][]int{{0, 1, 2, 3}},
+				Input: "a", Output: "b", Count: plan.Count{Input: 5, Output: 2}},
+			in:    bufs{0: {1, 2, 3, 4, 5}, 1: {1, 2, 3, 4, 5}, 2: {1, 2, 3, 4, 5}, 3: {1, 2, 3, 4, 5}},
+			want:  bufs{0: {1, 2}, 1: {3, 4}, 2: {5, 0}, 3: {0, 0}},
+			flows: map[int]flow{0: {}, 1: {}, 2: {}, 3: {}},
+		},
 		"Broadcast": {
 			step:  rooted(coll(plan.Broadcast, [2]int{2, 2}, []int{0, 1, 2}), 1),
 			in:    bufs{1: {7, 8}},
@@ -295,7 +302,12 @@ func TestStepErrors(t *testing.T) {
 		"Slice with a wrong count": {
 			step: plan.Step{ID: 7, Kind: plan.KindLocal, Type: plan.Slice, Teams: [][]int{{0, 1}}, Input: "a", Output: "b", Count: plan.Count{Input: 4, Output: 1}},
 			in:   bufs{0: {1, 2, 3, 4}, 1: {1, 2, 3, 4}},
-			want: "step 7 (Slice): count.input 4 must be the team size 2 times count.output 1",
+			want: "step 7 (Slice): count.input 4 must be 1 to the team size 2 times count.output 1",
+		},
+		"strided Slice of a short input": {
+			step: plan.Step{ID: 7, Kind: plan.KindLocal, Type: plan.Slice, Teams: [][]int{{0, 1}}, Input: "a", Output: "b", Count: plan.Count{Input: 3, Output: 2}, Dims: []int{1, 2, 2}},
+			in:   bufs{0: {1, 2, 3}, 1: {1, 2, 3}},
+			want: "step 7 (Slice): count.input 3 must be the team size 2 times count.output 2",
 		},
 		"kind disagrees with type": {
 			step: loc(plan.Allgather, [2]int{1, 1}, 0),
