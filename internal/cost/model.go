@@ -111,12 +111,23 @@ func (t *Topology) Local(bytes int64) float64 {
 // elements apart, a strided copy.
 const StridedSlice = "Slice (strided)"
 
-// isView reports whether a local step moves no memory as the exporter runs
-// it: an Unpad whose every box is the head of its input keeps a prefix of
-// it, a view (export's "the box is the buffer's head"). It costs nothing:
-// no bytes, no launch.
-func isView(s *plan.Step) bool {
-	return s.Type == plan.Unpad && s.HeadBoxes()
+// localElements are the elements the busiest device of a local step reads
+// and writes, as the exporter runs it; moves is false when it moves no
+// memory, which costs nothing (no bytes, no launch): an Unpad whose every
+// box is the head of its input keeps a prefix of it, a view (export's "the
+// box is the buffer's head"), and a Pad's device whose box fills dims pads
+// nothing, its input is its padded buffer, so a Pad is priced by its
+// busiest device that has holes to fill (plan.Step.PadInput).
+func localElements(s *plan.Step) (in, out int64, moves bool) {
+	switch {
+	case s.Type == plan.Unpad && s.HeadBoxes():
+		return 0, 0, false
+	case s.Type == plan.Pad:
+		n, ok := s.PadInput()
+		return int64(n), int64(s.Count.Output), ok
+	}
+	in, out = localCounts(s.Type, s.Count)
+	return in, out, true
 }
 
 // localType is the type a local step is priced as.
@@ -206,10 +217,10 @@ func (t *Topology) Step(p *plan.Plan, s *plan.Step) (StepTime, error) {
 	}
 	st := StepTime{Step: s.ID, Type: s.Type, Link: LinkMemory}
 	if s.Kind == plan.KindLocal {
-		if isView(s) {
+		in, out, moves := localElements(s)
+		if !moves {
 			return st, nil
 		}
-		in, out := localCounts(s.Type, s.Count)
 		st.Bytes, err = stepBytes(s, size, in, out)
 		st.Seconds = max(t.localStep(localType(s), st.Bytes), t.arithmetic(p, s))
 		return st, err
@@ -279,7 +290,9 @@ func localCounts(typ string, c plan.Count) (in, out int64) {
 // LocalSeconds predicts a local step of type typ (other than a Matmul,
 // whose arithmetic Step adds) with counts c of elem-byte elements, as Step
 // does: its bytes read plus written at the memory's rate. ok is false when
-// they do not fit in int64.
+// they do not fit in int64. It knows no boxes: a Pad's c.Input is what its
+// busiest padding device reads, and an Unpad is priced as a copy (Step
+// prices one whose boxes are the heads of its input as a view).
 func (t *Topology) LocalSeconds(typ string, c plan.Count, elem int64) (float64, bool) {
 	ci, co := localCounts(typ, c)
 	in, ok1 := checked.Mul(ci, elem)

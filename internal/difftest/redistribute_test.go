@@ -77,11 +77,11 @@ var redistributions = []redistribution{
 	{name: "PRR->RRS1", mesh: mesh2x2x2, shape: "[4, 8]", src: "[Partial(sum), Replicate(), Replicate()]", dst: "[Replicate(), Replicate(), Shard(1)]", want: types("Slice", "Allreduce")},
 	// Uneven extents (torch.chunk: 10 rows on 4 devices are 3, 3, 3, 1).
 	{name: "uneven S0->R", mesh: mesh4, shape: "[10, 3]", src: "[Shard(0)]", dst: "[Replicate()]", want: types("Pad", "Allgather", "Unpad")},
-	{name: "uneven R->S0", mesh: mesh4, shape: "[10, 3]", src: "[Replicate()]", dst: "[Shard(0)]", want: types("Pad", "Slice", "Unpad")},
+	{name: "uneven R->S0", mesh: mesh4, shape: "[10, 3]", src: "[Replicate()]", dst: "[Shard(0)]", want: types("Slice", "Unpad")},
 	{name: "uneven S0->S1", mesh: mesh4, shape: "[10, 6]", src: "[Shard(0)]", dst: "[Shard(1)]", want: types("Pad", "Allgather", "Slice", "Unpad")},
 	{name: "uneven P->S0", mesh: mesh4, shape: "[10, 3]", src: "[Partial(sum)]", dst: "[Shard(0)]", want: types("Pad", "ReduceScatter", "Unpad")},
 	{name: "Pmin->R, odd extent", mesh: mesh4, shape: "[10, 3]", src: "[Partial(min)]", dst: "[Replicate()]", want: types("Allreduce")},
-	{name: "uneven 2-D S0R->RS0", mesh: "[[0, 1, 2], [3, 4, 5], [6, 7, 8], [9, 10, 11]]", shape: "[10, 2]", src: "[Shard(0), Replicate()]", dst: "[Replicate(), Shard(0)]", want: types("Pad", "Allgather", "Unpad", "Pad", "Slice", "Unpad")},
+	{name: "uneven 2-D S0R->RS0", mesh: "[[0, 1, 2], [3, 4, 5], [6, 7, 8], [9, 10, 11]]", shape: "[10, 2]", src: "[Shard(0), Replicate()]", dst: "[Replicate(), Shard(0)]", want: types("Pad", "Allgather", "Unpad", "Slice", "Unpad")},
 	// Strided and merged shards (schedules, not placements).
 	{name: "strided->R", mesh: mesh4, shape: "[8, 3]", src: "split: {axis: 0, factor: 4}|parallelize: {axis: 1, type: DIDx}", dst: "[Replicate()]", want: types("Allgather", "Permute")},
 	{name: "strided->S0", mesh: mesh4, shape: "[8, 3]", src: "split: {axis: 0, factor: 4}|parallelize: {axis: 1, type: DIDx}", dst: "[Shard(0)]", want: types("Allgather", "Permute", "Slice")},
@@ -122,18 +122,11 @@ type issueCase struct {
 
 // slowerThanDTensor are the cases whose plan the cost model predicts
 // slower than DTensor's, and why: steps the plan format does not have
-// (docs/lowering.md, "What the search does not do").
-var slowerThanDTensor = map[string]string{
-	"uneven S0->R":        unevenSteps,
-	"uneven R->S0":        unevenSteps,
-	"uneven S0->S1":       unevenSteps,
-	"uneven P->S0":        unevenSteps,
-	"uneven 2-D S0R->RS0": unevenSteps,
-}
-
-const (
-	unevenSteps = "collectives take equal buffers: uneven shards are padded and unpadded around them (Pad and Unpad steps), where DTensor pads only for some collectives and chunks unevenly"
-)
+// (docs/lowering.md, "What the search does not do"). None is: the uneven
+// cases were, until a Pad was priced by its devices with holes, an Unpad
+// of a buffer's head as a view, a Replicate → Shard one short Slice, and
+// DTensor's own pads were priced (dtensorPlan).
+var slowerThanDTensor = map[string]string{}
 
 // reductions are the cases whose op is y = sum(x, axis=0), not a set.
 var reductions = map[string]bool{"sum over DIDy and DIDx": true}
@@ -422,9 +415,20 @@ of every plan in the row. DTensor's column follows its default greedy planner
 (` + "`_gen_transform_infos`" + ` in ` + "`torch/distributed/tensor/_redistribute.py`" + `): per mesh dim inner→outer, a
 target ` + "`Shard(d)`" + ` whose outer mesh dims shard d differently is first all-gathered; then outer→inner
 each differing mesh dim takes one step (S→R all-gather, R→S local chunk, S(a)→S(b) all-to-all,
-P→R all-reduce, P→S reduce-scatter), with the same byte accounting, its collectives and chunks
-priced by the same model (its local copies are not: a favour to DTensor). Local steps (Permute,
-Copy, Pad) are omitted from the step lists; Slice is listed because DTensor's local chunk is its
+P→R all-reduce, P→S reduce-scatter), with the same byte accounting, priced by the same model
+(` + "`torch/distributed/tensor/placement_types.py`" + `, ` + "`Shard`" + `'s methods): its collectives; a
+contiguous copy of the buffer around a collective along a tensor dim other than 0, which
+` + "`all_gather_tensor`" + `, ` + "`reduce_scatter_tensor`" + ` and ` + "`shard_dim_alltoall`" + ` chunk and
+concatenate; the clone of the largest chunk in ` + "`_replicate_to_shard`" + `, which chunks without
+padding; and its pads on uneven shards, each priced as nvcomm prices a ` + "`Pad`" + ` step of the same
+buffers (its busiest device with holes to fill, bytes read plus written at the strided rate):
+the short chunks padded to the full one before the all-gather of ` + "`_to_replicate_tensor`" + ` and
+the all-to-all of ` + "`_to_new_shard_dim`" + ` (a full chunk pads nothing: ` + "`pad_tensor`" + ` returns it
+as it is), the new dim padded to a multiple of the mesh size before that all-to-all, and the whole
+tensor padded before the reduce-scatter of ` + "`_reduce_shard_tensor`" + ` (one pass, though it pads
+the short chunks and then concatenates them). Its unpads (` + "`unpad_tensor`" + `, a ` + "`narrow`" + `) are
+views, free, as are nvcomm's Unpads that keep a prefix. Local steps (Permute, Copy, Pad, Unpad)
+are omitted from the step lists; Slice is listed because DTensor's local chunk is its
 counterpart.
 
 | case | mesh | shape | placements | nvcomm (time) | bytes, time | nvcomm (bytes) | bytes, time | lower bound | nvfuser policy | DTensor steps | DTensor bytes, time |
@@ -544,27 +548,64 @@ func dtensorPlan(r redistribution) dtensor {
 	links := meshLinks(parseInts(r.mesh), mesh)
 	shape := parseInts(r.shape)
 	cur, dst := parsePlacements(r.src), parsePlacements(r.dst)
-	// local is a device's padded buffer: each sharded dim's chunk is
-	// ceil(extent / mesh size), nested in mesh order (torch.chunk).
-	// padTo rounds a dim up to a multiple of the mesh axis it is about to
-	// be scattered over, as DTensor pads before all_to_all/reduce_scatter.
-	local := func(pl []dpl, padDim, padTo int) int64 {
+	// extents are a device's largest local block under pl, each sharded
+	// dim's chunk ceil(extent / mesh size), nested in mesh order
+	// (torch.chunk); the mesh dims from `upto` on are left out.
+	extents := func(pl []dpl, upto int) []int {
 		ext := slices.Clone(shape)
-		for i, p := range pl {
+		for i, p := range pl[:upto] {
 			if p.kind == 'S' {
 				ext[p.dim] = (ext[p.dim] + mesh[i] - 1) / mesh[i]
 			}
 		}
-		if padDim >= 0 {
-			ext[padDim] = (ext[padDim] + padTo - 1) / padTo * padTo
-		}
+		return ext
+	}
+	bytesOf := func(ext []int) int64 {
 		n := int64(4)
 		for _, e := range ext {
 			n *= int64(e)
 		}
 		return n
 	}
+	// local is a device's buffer under pl, in bytes; padDim >= 0 rounds
+	// that dim up to a multiple of padTo, the mesh axis it is about to be
+	// scattered over, as DTensor pads before all_to_all/reduce_scatter.
+	local := func(pl []dpl, padDim, padTo int) int64 {
+		ext := extents(pl, len(pl))
+		if padDim >= 0 {
+			ext[padDim] = roundUp(ext[padDim], padTo)
+		}
+		return bytesOf(ext)
+	}
 	topo := cost.Default()
+	// padded prices one of DTensor's pads (pad_tensor, torch.nn.functional.pad)
+	// of a block of in bytes into out bytes exactly as nvcomm's cost model
+	// prices a Pad step of the same buffers: the busiest padding device's
+	// bytes read plus written at the strided rate.
+	padded := func(in, out int64) {
+		sec, _ := topo.LocalSeconds(plan.Pad, plan.Count{Input: int(in / 4), Output: int(out / 4)}, 4)
+		d.seconds += sec
+	}
+	// padShort prices Shard(dim)'s pad of its short chunks to the full one
+	// before an all_gather or all_to_all on mesh dim i (ranks whose chunk
+	// is full pad nothing: pad_tensor returns the tensor itself).
+	padShort := func(pl []dpl, i, dim int) {
+		logical, n := extents(pl, i)[dim], mesh[i]
+		if logical%n == 0 {
+			return
+		}
+		ext := extents(pl, len(pl))
+		out := bytesOf(ext)
+		ext[dim] = logical % ((logical + n - 1) / n) // the largest short chunk; 0 when only empty ones are short
+		padded(bytesOf(ext), out)
+	}
+	// padWhole prices the pad of a whole dim up to a multiple of mesh dim
+	// i's size, before an all_to_all or a reduce_scatter onto it.
+	padWhole := func(pl []dpl, i, dim int) {
+		if ext := extents(pl, len(pl)); ext[dim]%mesh[i] != 0 {
+			padded(bytesOf(ext), local(pl, dim, mesh[i]))
+		}
+	}
 	// copied prices a local copy of b bytes when a step works along a
 	// tensor dim other than 0: DTensor's collectives move dim 0, and it
 	// chunks and concatenates the others (all_gather_tensor,
@@ -574,6 +615,8 @@ func dtensorPlan(r redistribution) dtensor {
 			d.seconds += topo.Local(2 * b)
 		}
 	}
+	// The unpads after the collectives (unpad_tensor) are narrows, views:
+	// free.
 	step := func(i int, to dpl) {
 		from, n, size := cur[i], int64(mesh[i]), local(cur, -1, 0)
 		if to.kind == 'S' {
@@ -584,20 +627,27 @@ func dtensorPlan(r redistribution) dtensor {
 			d.seconds += topo.Collective(links[i], typ, msg, int(n))
 		}
 		switch {
-		case from.kind == 'S' && to.kind == 'R':
+		case from.kind == 'S' && to.kind == 'R': // _to_replicate_tensor
+			padShort(cur, i, from.dim)
 			add(plan.Allgather, (n-1)*size, n*size)
 			copied(from.dim, n*size)
 		case from.kind == 'R' && to.kind == 'S':
-			// _replicate_to_shard clones the chunk.
+			// _replicate_to_shard chunks without padding and clones the
+			// chunk: the busiest device, the largest one.
 			d.steps = append(d.steps, plan.Slice)
-			d.seconds += topo.Local(2 * size / n)
-		case from.kind == 'S' && to.kind == 'S':
+			next := slices.Clone(cur)
+			next[i] = to
+			d.seconds += topo.Local(2 * local(next, -1, 0))
+		case from.kind == 'S' && to.kind == 'S': // _to_new_shard_dim
+			padShort(cur, i, from.dim)
+			padWhole(cur, i, to.dim)
 			copied(to.dim, size)
 			add(plan.AllToAll, (n-1)*size/n, size)
 			copied(from.dim, size)
 		case from.kind == 'P' && to.kind == 'R':
 			add(plan.Allreduce, 2*(n-1)*size/n, size)
-		case from.kind == 'P' && to.kind == 'S':
+		case from.kind == 'P' && to.kind == 'S': // _reduce_shard_tensor
+			padWhole(cur, i, to.dim)
 			copied(to.dim, size)
 			add(plan.ReduceScatter, (n-1)*size/n, size)
 		}
@@ -656,3 +706,6 @@ func meshLinks(devices, shape []int) []string {
 	}
 	return links
 }
+
+// roundUp rounds n up to a multiple of m.
+func roundUp(n, m int) int { return (n + m - 1) / m * m }

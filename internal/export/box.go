@@ -25,12 +25,23 @@ func (g *gen) pad(b planned, s *plan.Step, out string, dx, px []int) {
 	if len(b.steps) > 1 {
 		what = "the real box copied into the permuted layout, the holes filled: one pass"
 	}
+	// Alone, a device whose box fills dims has nothing to pad: its input
+	// is its padded buffer, a view (DTensor's pad_tensor of pad size 0).
+	plain := len(b.steps) == 1
+	if plain && slices.ContainsFunc(s.Valid, func(box []int) bool { return slices.Equal(box, s.Dims) }) {
+		what += "; a device whose box fills the buffer takes its input as it is"
+	}
 	g.comment(b, what)
 	done := g.guard(s.Devices)
-	g.w.line("%s = %s", x, g.empty(out, product(s.Dims)))
 	fill := g.fillValue(s.Output, s.Fill)
-	kernels := 0
+	kernels, viewed := 0, false
 	g.byBox(s, func(box []int) {
+		if plain && slices.Equal(box, s.Dims) {
+			g.w.line("%s = %s", x, y)
+			viewed = true
+			return
+		}
+		g.w.line("%s = %s", x, g.empty(out, product(s.Dims)))
 		lines := geo.padLines(x, y, box, fill)
 		for _, l := range lines {
 			g.w.line("%s", l)
@@ -38,8 +49,28 @@ func (g *gen) pad(b planned, s *plan.Step, out string, dx, px []int) {
 		kernels = max(kernels, len(lines))
 	})
 	done()
-	g.alloc(out, s.Devices)
-	g.record(b, boxPass(s, px), int64(product(s.Dims))+int64(maxBox(s)), kernels)
+	g.recordPad(b, s, out, px, viewed, kernels)
+}
+
+// recordPad books a Pad's output and its block: priced by its busiest
+// device with holes to fill (plan.Step.PadInput), a view when none has.
+// Where some device's output is its input, the output is an alias of it
+// (never written in place while the input is read), else fresh memory.
+func (g *gen) recordPad(b planned, s *plan.Step, out string, px []int, viewed bool, kernels int) {
+	if viewed {
+		g.alias(out, s.Input, s.Devices)
+	} else {
+		g.alloc(out, s.Devices)
+	}
+	in, ok := s.PadInput()
+	if viewed && !ok {
+		g.record(b, "view", 0, 0)
+		return
+	}
+	if !viewed {
+		in = maxBox(s) // a fused Pad copies every box
+	}
+	g.record(b, boxPass(s, px), int64(product(s.Dims))+int64(in), kernels)
 }
 
 // boxPass is how a Pad or an Unpad moves memory: a contiguous copy where

@@ -1,5 +1,7 @@
 package plan
 
+import "slices"
+
 // HeadBoxes reports whether every device's real box of a Pad or an Unpad
 // (its entry of Valid within Dims) is the head of the padded buffer: the
 // dims before the box's first short one have extent 1 and the dims after
@@ -39,4 +41,21 @@ func isHead(box, dims []int) bool {
 		}
 	}
 	return true
+}
+
+// PadInput is the elements the busiest device of a Pad reads: its largest
+// real box that does not fill dims. A device whose box fills dims pads
+// nothing — its padded buffer is its input as it is, as the exporter runs
+// it and as DTensor's pad_tensor returns a chunk with nothing to pad — so
+// ok is false when every device's box fills dims, or for another step.
+func (s *Step) PadInput() (elems int, ok bool) {
+	if s.Type != Pad {
+		return 0, false
+	}
+	for _, box := range s.Valid {
+		if n, within := boxSize(box, s.Dims); within && !slices.Equal(box, s.Dims) {
+			elems, ok = max(elems, n), true
+		}
+	}
+	return elems, ok
 }

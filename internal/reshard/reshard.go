@@ -301,7 +301,8 @@ func (c *opCtx) factor(producer, consumer *ir.Tensor, reduce bool) (*factoring, 
 }
 
 // lowerFactored lowers a pair that factors: pads uneven shards, follows the
-// policy's rule table or search, and unpads. It returns the views the
+// policy's rule table or search, fuses a Pad into the Slice after it, and
+// unpads. It returns the views the
 // bound compares, or nils after a failure.
 func (c *opCtx) lowerFactored(fact *factoring, producer, consumer *ir.Tensor, reduce bool) (src, dst *view) {
 	if !c.factoringFits(fact, producer.DType) {
@@ -310,7 +311,9 @@ func (c *opCtx) lowerFactored(fact *factoring, producer, consumer *ir.Tensor, re
 	m := fact.maps
 	c.fact = fact
 	pv, tv := fact.tensorView(producer, m.producer), fact.tensorView(consumer, m.consumer)
+	padAt := len(c.steps)
 	src, dst = c.pad(pv, producer.Shape(), m.producer), c.padded(tv, consumer.Shape(), m.consumer)
+	release := holdSearched()
 	switch {
 	case c.policy == PolicyOptimal && reduce:
 		c.optimalReduction(src, dst)
@@ -321,6 +324,11 @@ func (c *opCtx) lowerFactored(fact *factoring, producer, consumer *ir.Tensor, re
 	default:
 		c.lowerSet(src, dst)
 	}
+	fused := 0
+	if src != pv && c.fusePadSlice(padAt) {
+		fused = 1 // the search's steps moved up one
+	}
+	release(fused)
 	if dst != tv {
 		c.unpad(dst, tv, consumer.Shape(), m.consumer)
 	}
