@@ -29,7 +29,7 @@ func (g *gen) pad(b planned, s *plan.Step, out string, dx, px []int) {
 	// is its padded buffer, a view (DTensor's pad_tensor of pad size 0).
 	plain := len(b.steps) == 1
 	if plain && slices.ContainsFunc(s.Valid, func(box []int) bool { return slices.Equal(box, s.Dims) }) {
-		what += "; a device whose box fills the buffer takes its input as it is"
+		what += " (a box that fills the buffer: the input itself)"
 	}
 	g.comment(b, what)
 	done := g.guard(s.Devices)
