@@ -29,6 +29,9 @@ func (e *explainer) reason(op plan.Op, steps []*plan.Step, k int) string {
 	case plan.Copy:
 		return "each device copies its block; nothing moves"
 	case plan.Slice:
+		if s.ShortSlice() {
+			return fmt.Sprintf("replicated -> unevenly split along %s: each device keeps its block, the last ones cut short and padded with zeros; nothing moves", e.along(s))
+		}
 		return fmt.Sprintf("replicated -> split along %s: each device keeps its block; nothing moves", e.along(s))
 	}
 	return e.collectiveReason(op, s)
