@@ -198,6 +198,25 @@ func (w *bfWorld) locals(b *bfBuf, out string, try func(bfMove)) {
 			}
 		}
 	}
+	if m, ok := w.shortChunk(b); ok {
+		for i := range teams.equal {
+			ts := &teams.equal[i]
+			if ts.mask&^b.held == 0 && b.count < len(ts.teams[0])*m {
+				try(bfMove{typ: plan.Slice, in: b, out: out, countOut: m, ts: ts})
+			}
+		}
+	}
+}
+
+// shortChunk is the chunk of the one Slice of a short input the search
+// tries, as nvcomm lowers an uneven Replicate → Shard: of the op's input,
+// into the padded buffer of nvcomm's Unpad; false without one, or for
+// another buffer.
+func (w *bfWorld) shortChunk(b *bfBuf) (int, bool) {
+	if w.unpad == nil || b.name != w.op.Input {
+		return 0, false
+	}
+	return w.unpad.Count.Input, true
 }
 
 // permutes returns the Permute views of n elements, computed once.
@@ -304,8 +323,11 @@ func (w *bfWorld) teamOutput(mv *bfMove, in [][]bfVal) [][]bfVal {
 			out[r] = slices.Concat(in...)
 		case plan.Allreduce:
 			out[r] = w.sum(in)
-		case plan.Slice:
-			out[r] = in[r][r*m : (r+1)*m]
+		case plan.Slice: // of a short input, the rest of the chunk then zeros (holes)
+			out[r] = make([]bfVal, mv.countOut)
+			if lo := r * mv.countOut; lo < len(in[r]) {
+				copy(out[r], in[r][lo:min(lo+mv.countOut, len(in[r]))])
+			}
 		case plan.AllToAll, plan.ReduceScatter:
 			parts := make([][]bfVal, t)
 			for i, v := range in {
