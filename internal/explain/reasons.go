@@ -25,6 +25,9 @@ func (e *explainer) reason(op plan.Op, steps []*plan.Step, k int) string {
 	case plan.Pad:
 		return "uneven split: each device pads its block to the largest, so the collectives run on equal buffers"
 	case plan.Unpad:
+		if s.HeadBoxes() {
+			return "keeps each device's real elements of the padded buffer, its head: a view, no copy"
+		}
 		return "keeps each device's real elements of the padded buffer"
 	case plan.Copy:
 		return "each device copies its block; nothing moves"
