@@ -145,7 +145,11 @@ func (g *gen) byBox(s *plan.Step, fn func(box []int)) {
 			g.w.line("elif %s:", rankIn(who[k]))
 		}
 		g.w.indent++
+		n := len(g.w.lines)
 		fn(box)
+		if len(g.w.lines) == n {
+			g.w.line("pass") // an empty box: nothing to copy
+		}
 		g.w.indent--
 	}
 }

@@ -6,10 +6,10 @@ import "slices"
 // (its entry of Valid within Dims) is the head of the padded buffer: the
 // dims before the box's first short one have extent 1 and the dims after
 // it are whole, so the box's elements are the buffer's first ones, in
-// order. Such an Unpad keeps a prefix of its input — the exporter runs it
-// as a view and the cost model prices it as one — and such a Pad writes its
-// input at the start of its output and fills the tail. It is false for
-// other steps.
+// order (an empty box is the empty head). Such an Unpad keeps a prefix of
+// its input — the exporter runs it as a view and the cost model prices it
+// as one — and such a Pad writes its input at the start of its output and
+// fills the tail. It is false for other steps.
 func (s *Step) HeadBoxes() bool {
 	if s.Type != Pad && s.Type != Unpad {
 		return false
@@ -23,8 +23,11 @@ func (s *Step) HeadBoxes() bool {
 }
 
 // isHead reports whether box, at the low corner of row-major dims, is the
-// array's first elements.
+// array's first elements. An empty box (an extent 0) is: it has none.
 func isHead(box, dims []int) bool {
+	if slices.Contains(box, 0) {
+		return true
+	}
 	short := -1
 	for d := range box {
 		if box[d] < dims[d] {

@@ -41,7 +41,7 @@ func (c *opCtx) fusePadSlice(padAt int) bool {
 // order). The fused Slice's chunks, zeros included, are then the Slice's.
 func padSliceFuses(p, sl *plan.Step) bool {
 	switch {
-	case p.Type != plan.Pad || p.Fill == nil || *p.Fill != "0" || !p.HeadBoxes():
+	case p.Type != plan.Pad || p.Fill == nil || *p.Fill != "0" || !p.HeadBoxes() || p.Count.Input < 1:
 		return false
 	case sl.Type != plan.Slice || len(sl.Dims) > 0 || sl.Input != p.Output || sl.Count.Input != p.Count.Output:
 		return false
