@@ -144,7 +144,7 @@ var issueCases = map[string]issueCase{
 		[]string{"Permute", "AllToAll"}, ""},
 	"S0S1->S1S0": {"Permute, AllToAll ×3, 112 B, bound 64", "(not named)", 64,
 		[]string{"Permute", "AllToAll", "AllToAll", "AllToAll"},
-		"each device must receive half a buffer from each of two devices, which holding neither wants whole: no collective of the vocabulary sends unequal parts of a buffer"},
+		"each device must receive half a buffer from each of two devices: two rounds of AllToAll in pairs would, but only with a Permute on some devices and not others between them, and a step permutes every device's buffer alike (lowering.md)"},
 	"S0 -> S0 on half the devices": {"Gathers of everything to each root, then Slice, 512 B", "each device gathers only its half", 256,
 		[]string{"Gather", "Gather"}, ""},
 	"R -> S0 on 3 other devices": {"Broadcast, Slice, 96 B", "each device receives only its chunk", 32,

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/nvcomm/nvcomm/internal/ir"
+	"github.com/nvcomm/nvcomm/internal/plan"
 )
 
 // The optimal policy (docs/lowering.md) searches, per op, the sharding states
@@ -90,14 +91,18 @@ func (c *opCtx) optimal(src, dst *view, partial uint8) {
 		for _, e := range path {
 			total, _ = pl.obj.Add(total, e.cost)
 		}
-		searched(total, first, c.steps.len())
+		emitted := make([]plan.Step, 0, c.steps.len()-first)
+		for i := first; i < c.steps.len(); i++ {
+			emitted = append(emitted, *c.steps.at(i))
+		}
+		searched(total, emitted)
 	}
 }
 
 // searched, when tests set it, is told the cost of every path the search
-// finds and the steps [first, end) that its emission appended: they must
-// be what the search priced.
-var searched func(c pathCost, first, end int)
+// finds and the steps its emission appended (as emitted: a later pass may
+// fuse them): they must be what the search priced.
+var searched func(c pathCost, emitted []plan.Step)
 
 func newSearcher(c *opCtx, src, dst *view, partial uint8) *searcher {
 	pl := &searcher{c: c, src: src, dst: dst, obj: c.costOrder, elem: int64(src.dtype.Size()),

@@ -9,6 +9,7 @@ import (
 	"github.com/nvcomm/nvcomm/internal/cost"
 	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/lower"
+	"github.com/nvcomm/nvcomm/internal/plan"
 	"github.com/nvcomm/nvcomm/internal/reshard"
 )
 
@@ -21,11 +22,12 @@ import (
 // plans by a wrong time.
 func TestSearchPricesWhatItEmits(t *testing.T) {
 	type found struct {
-		ps                int64
-		steps, first, end int
+		ps      int64
+		steps   int
+		emitted []plan.Step
 	}
 	var paths []found
-	reshard.SetSearched(func(ps int64, steps, first, end int) { paths = append(paths, found{ps, steps, first, end}) })
+	reshard.SetSearched(func(ps int64, steps int, emitted []plan.Step) { paths = append(paths, found{ps, steps, emitted}) })
 	defer reshard.SetSearched(nil)
 	topo := cost.Default()
 	checked := 0
@@ -54,16 +56,16 @@ func TestSearchPricesWhatItEmits(t *testing.T) {
 				checked += len(paths)
 				for _, fd := range paths {
 					seconds := 0.0
-					for i := fd.first; i < fd.end; i++ {
-						st, err := topo.Step(p, &p.Steps[i])
+					for i := range fd.emitted {
+						st, err := topo.Step(p, &fd.emitted[i])
 						if err != nil {
 							t.Fatalf("%s: %v", file, err)
 						}
 						seconds += st.Seconds
 					}
-					if n := fd.end - fd.first; n != fd.steps || math.Abs(seconds*1e12-float64(fd.ps)) > float64(n) {
-						t.Errorf("%s (%s): op %d: the search priced %d steps at %d ps; it emitted %d steps (%d..%d) that cost %.0f ps",
-							filepath.Base(file), obj, p.Steps[fd.first].Op, fd.steps, fd.ps, n, fd.first, fd.end-1, seconds*1e12)
+					if n := len(fd.emitted); n != fd.steps || math.Abs(seconds*1e12-float64(fd.ps)) > float64(n) {
+						t.Errorf("%s (%s): op %d: the search priced %d steps at %d ps; it emitted %d steps that cost %.0f ps",
+							filepath.Base(file), obj, fd.emitted[0].Op, fd.steps, fd.ps, n, seconds*1e12)
 					}
 				}
 			}

@@ -311,9 +311,8 @@ func (c *opCtx) lowerFactored(fact *factoring, producer, consumer *ir.Tensor, re
 	m := fact.maps
 	c.fact = fact
 	pv, tv := fact.tensorView(producer, m.producer), fact.tensorView(consumer, m.consumer)
-	padAt := len(c.steps)
+	padAt := c.steps.len()
 	src, dst = c.pad(pv, producer.Shape(), m.producer), c.padded(tv, consumer.Shape(), m.consumer)
-	release := holdSearched()
 	switch {
 	case c.policy == PolicyOptimal && reduce:
 		c.optimalReduction(src, dst)
@@ -324,11 +323,9 @@ func (c *opCtx) lowerFactored(fact *factoring, producer, consumer *ir.Tensor, re
 	default:
 		c.lowerSet(src, dst)
 	}
-	fused := 0
-	if src != pv && c.fusePadSlice(padAt) {
-		fused = 1 // the search's steps moved up one
+	if src != pv {
+		c.fusePadSlice(padAt)
 	}
-	release(fused)
 	if dst != tv {
 		c.unpad(dst, tv, consumer.Shape(), m.consumer)
 	}

@@ -19,16 +19,26 @@ import (
 // by one Slice of the Pad's input, when that Slice writes the same buffer:
 // see padSliceFuses. It reports whether it did.
 func (c *opCtx) fusePadSlice(padAt int) bool {
-	if padAt+1 >= len(c.steps) || !padSliceFuses(&c.steps[padAt], &c.steps[padAt+1]) ||
-		readsAfter(c.steps[padAt+2:], c.steps[padAt].Output) {
+	n := c.steps.len()
+	if padAt+1 >= n {
 		return false
 	}
-	pad, fused := c.steps[padAt], c.steps[padAt+1]
+	pad, fused := *c.steps.at(padAt), *c.steps.at(padAt + 1)
+	if !padSliceFuses(&pad, &fused) {
+		return false
+	}
+	rest := make([]plan.Step, 0, n-padAt-2)
+	for i := padAt + 2; i < n; i++ {
+		if slices.Contains(c.steps.at(i).Operands(), pad.Output) {
+			return false
+		}
+		rest = append(rest, *c.steps.at(i))
+	}
 	fused.Input, fused.Count.Input = pad.Input, pad.Count.Input
-	c.steps = slices.Delete(c.steps, padAt, padAt+1)
-	c.steps[padAt] = fused
-	for i := padAt; i < len(c.steps); i++ {
-		c.steps[i].ID = i
+	c.steps.truncate(padAt)
+	for _, s := range append([]plan.Step{fused}, rest...) {
+		s.ID = c.steps.len()
+		c.steps.add(s)
 	}
 	return true
 }
@@ -59,31 +69,4 @@ func padSliceFuses(p, sl *plan.Step) bool {
 		}
 	}
 	return true
-}
-
-// readsAfter reports whether one of steps reads buffer name.
-func readsAfter(steps []plan.Step, name string) bool {
-	return slices.ContainsFunc(steps, func(s plan.Step) bool { return slices.Contains(s.Operands(), name) })
-}
-
-// holdSearched holds back what the search tells its test hook (searched)
-// until release, which tells it with every step index shifted down by
-// shift: the steps a fused Pad left. Without a hook it does nothing.
-func holdSearched() (release func(shift int)) {
-	hook := searched
-	if hook == nil {
-		return func(int) {}
-	}
-	type report struct {
-		c          pathCost
-		first, end int
-	}
-	var held []report
-	searched = func(c pathCost, first, end int) { held = append(held, report{c, first, end}) }
-	return func(shift int) {
-		searched = hook
-		for _, r := range held {
-			hook(r.c, r.first-shift, r.end-shift)
-		}
-	}
 }

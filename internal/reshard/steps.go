@@ -75,3 +75,19 @@ func (l *stepList) all() []plan.Step {
 	n := len(l.head)
 	return l.head[:n:n]
 }
+
+// truncate drops every step from n on.
+func (l *stepList) truncate(n int) {
+	if n <= len(l.head) {
+		l.head, l.tail = l.head[:n], nil
+		return
+	}
+	n -= len(l.head)
+	k, r := n/stepChunk, n%stepChunk
+	if r == 0 {
+		l.tail = l.tail[:k] // the chunks kept are full
+		return
+	}
+	l.tail = l.tail[:k+1]
+	l.tail[k] = l.tail[k][:r]
+}

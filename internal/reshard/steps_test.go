@@ -43,3 +43,39 @@ func TestStepList(t *testing.T) {
 		}
 	}
 }
+
+// TestStepListTruncate cuts lists of every shape (head only, head and
+// chunks, at and across chunk boundaries) and adds steps again: at, all
+// and len see exactly the kept steps and the new ones.
+func TestStepListTruncate(t *testing.T) {
+	for _, n := range []int{1, stepChunk, 2*stepChunk + 3} {
+		for _, reserved := range []int{0, n / 2, n} {
+			for _, keep := range []int{0, 1, n / 2, reserved, n - 1, n} {
+				if keep > n {
+					continue
+				}
+				var l stepList
+				l.reserve(reserved)
+				for i := range n {
+					l.add(plan.Step{ID: i})
+				}
+				l.truncate(keep)
+				if l.len() != keep {
+					t.Fatalf("n %d, reserved %d: truncate(%d) leaves %d steps", n, reserved, keep, l.len())
+				}
+				for i := keep; i < keep+stepChunk+1; i++ {
+					l.add(plan.Step{ID: i})
+				}
+				all := l.all()
+				for i := range all {
+					if all[i].ID != i || l.at(i).ID != i {
+						t.Fatalf("n %d, reserved %d, keep %d: step %d is %d in all, %d at", n, reserved, keep, i, all[i].ID, l.at(i).ID)
+					}
+				}
+				if len(all) != keep+stepChunk+1 {
+					t.Fatalf("n %d, reserved %d, keep %d: %d steps after adding, want %d", n, reserved, keep, len(all), keep+stepChunk+1)
+				}
+			}
+		}
+	}
+}
