@@ -1,6 +1,7 @@
 package reshard
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/nvcomm/nvcomm/internal/ir"
@@ -85,7 +86,7 @@ func (c *opCtx) emitPath(found *search, src, dst *view) {
 // producer, the consumer or a buffer the emission named.
 func (t *template) covers() bool {
 	known := func(name string) bool {
-		return name == t.src || name == t.dst || indexOf(t.names, name) >= 0
+		return name == t.src || name == t.dst || slices.Contains(t.names, name)
 	}
 	for i := range t.steps {
 		s := &t.steps[i]
@@ -115,7 +116,7 @@ func (c *opCtx) replay(t *template, src, dst *view) {
 		case t.dst:
 			return dst.name
 		}
-		return names[indexOf(t.names, name)]
+		return names[slices.Index(t.names, name)]
 	}
 	for _, s := range t.steps {
 		if s.Input != "" {
@@ -134,14 +135,4 @@ func (c *opCtx) replay(t *template, src, dst *view) {
 	for _, r := range t.received {
 		c.addBytes(c.received, r.dev, r.n, "receives over the plan")
 	}
-}
-
-// indexOf is the position of s in list, or -1.
-func indexOf(list []string, s string) int {
-	for i, x := range list {
-		if x == s {
-			return i
-		}
-	}
-	return -1
 }
