@@ -13,7 +13,9 @@
 //
 //   - reshard.go: Planner, Ledger, Job, and the pair lowering (factor, pad,
 //     rule table or search, unpad);
-//   - views.go, padding.go: buffers as digits; uneven shards;
+//   - views.go, padding.go, shortslice.go: buffers as digits; uneven
+//     shards, and the Pad + Slice of an uneven Replicate → Shard as one
+//     Slice of a short input;
 //   - rules.go, collectives.go: nvFuser's lowering table;
 //   - objective.go: path costs and the objectives' orders of them;
 //   - optimal.go, optimal_edges.go, optimal_swap.go, optimal_cross.go,
