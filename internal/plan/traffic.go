@@ -18,16 +18,23 @@ func DTypeSize(dtype string) int { return shard.DTypeSize(dtype) }
 // plan's bytes, with this one function.
 func Traffic(s *Step, elem int64, holds func(int) bool) (sent, recv map[int]int64, ok bool) {
 	sent, recv = map[int]int64{}, map[int]int64{}
+	return sent, recv, trafficInto(s, elem, holds, sent, recv)
+}
+
+// trafficInto is [Traffic] booked into empty maps the caller owns, so that
+// validating a plan of many collectives reuses two maps rather than make
+// two a step.
+func trafficInto(s *Step, elem int64, holds func(int) bool, sent, recv map[int]int64) bool {
 	in, okIn := checked.Mul(s.Count.Input, int(elem))
 	out, okOut := checked.Mul(s.Count.Output, int(elem))
 	if !okIn || !okOut {
-		return sent, recv, false
+		return false
 	}
 	t := &tally{sent: sent, recv: recv, ok: true}
 	for _, team := range s.Teams {
 		t.team(s, team, in, out, holds)
 	}
-	return sent, recv, t.ok
+	return t.ok
 }
 
 // tally accumulates one step's traffic, noting an overflow.

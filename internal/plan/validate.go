@@ -46,7 +46,7 @@ func Validate(p *Plan) []Problem {
 	}
 	v := &validator{
 		p: p, received: map[int]int64{},
-		held: map[string]map[int]bool{}, unknownHolders: map[string]bool{}, meshSets: map[string]map[int]bool{},
+		held: make(map[string]*deviceSet, len(p.Steps)), meshSets: map[string]*deviceSet{},
 	}
 	v.checkHeader()
 	v.checkMeshes()
@@ -77,19 +77,26 @@ type validator struct {
 	// trafficUnknown is set once a collective's traffic is not certain.
 	received       map[int]int64
 	trafficUnknown bool
-	// held maps each buffer some step wrote to the devices that hold it;
-	// unknownHolders marks those a step with problems wrote.
-	held           map[string]map[int]bool
-	unknownHolders map[string]bool
+	// sent and recv are checkTraffic's maps, emptied for every step.
+	sent, recv map[int]int64
+	// held maps each buffer some step wrote to the devices that hold it,
+	// marked unknown when a step with problems wrote it; devIndex numbers
+	// the devices of its sets, from slabs of sets and of their words.
+	held     map[string]*deviceSet
+	devIndex deviceIndex
+	setSlab  []deviceSet
+	wordSlab []uint64
 	// writes and reads index the steps by the buffers they write and read.
 	writes map[string]*writes
 	reads  map[string][]int
 	// meshSets maps each mesh, by name, to the set of its devices.
-	meshSets map[string]map[int]bool
+	meshSets map[string]*deviceSet
 	// firstSharded maps each tensor name to the axis of the first
 	// sharding entry of the first tensor of that name that has one
 	// (firstShardedAxis); built on first use.
 	firstSharded map[string]*int
+	// exprs holds each op's Expr once a step has needed it ("" until then).
+	exprs []string
 }
 
 // tensorInfo is what the step checks need to know about a tensor.
@@ -104,9 +111,8 @@ type tensorInfo struct {
 
 // buffer is what a step wrote.
 type buffer struct {
-	step    int          // the producing step
-	count   int          // its count.output
-	holders map[int]bool // the devices of the producing step
+	step  int // the producing step
+	count int // its count.output
 }
 
 // The accepted values of enumerated fields.
@@ -153,6 +159,7 @@ func (v *validator) checkMeshes() {
 			}
 		}
 	}
+	v.devIndex = newDeviceIndex(v.devices)
 }
 
 func (v *validator) checkMesh(name string, m Mesh) {

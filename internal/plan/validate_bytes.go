@@ -28,7 +28,13 @@ func (v *validator) checkTraffic(i int, s *Step, op *Op) {
 		return
 	}
 	holders := v.holders(s.Input)
-	sent, recv, ok := Traffic(s, int64(elem), func(d int) bool { return holders[d] })
+	if v.sent == nil {
+		v.sent, v.recv = map[int]int64{}, map[int]int64{}
+	}
+	sent, recv := v.sent, v.recv
+	clear(sent)
+	clear(recv)
+	ok := trafficInto(s, int64(elem), func(d int) bool { return holders != nil && holders.has(&v.devIndex, d) }, sent, recv)
 	if !ok {
 		v.stepf(i, "the bytes of count {%d, %d} overflow a 64-bit integer", s.Count.Input, s.Count.Output)
 		v.trafficUnknown = true

@@ -191,7 +191,7 @@ func (v *validator) gatherSenders(s *Step) (int, bool) {
 	n := 0
 	seen := map[int]bool{}
 	for _, d := range s.Teams[0] {
-		if holders[d] && !seen[d] {
+		if holders.has(&v.devIndex, d) && !seen[d] {
 			n++
 		}
 		seen[d] = true
@@ -201,27 +201,27 @@ func (v *validator) gatherSenders(s *Step) (int, bool) {
 
 // holders returns the devices that hold buffer name: the mesh of a fusion
 // input, or the devices the steps so far left it on; nil when unknown.
-func (v *validator) holders(name string) map[int]bool {
+func (v *validator) holders(name string) *deviceSet {
 	if t := v.tensors[name]; t != nil && v.isFusionInput(name) {
 		if t.mesh == nil {
 			return nil
 		}
 		return v.meshSet(t.t.Mesh, t.mesh)
 	}
-	if v.unknownHolders[name] {
-		return nil
+	if s := v.held[name]; s != nil && !s.unknown {
+		return s
 	}
-	return v.held[name]
+	return nil
 }
 
 // meshSet returns the devices of a mesh as a set, once per mesh.
-func (v *validator) meshSet(name string, m *Mesh) map[int]bool {
+func (v *validator) meshSet(name string, m *Mesh) *deviceSet {
 	if set, ok := v.meshSets[name]; ok {
 		return set
 	}
-	set := make(map[int]bool, len(m.Devices))
+	set := v.newSet()
 	for _, d := range m.Devices {
-		set[d] = true
+		set.add(&v.devIndex, d)
 	}
 	v.meshSets[name] = set
 	return set

@@ -51,8 +51,11 @@ func writers(s *Step) []int {
 
 // members lists a step's devices and team members.
 func members(s *Step) []int {
-	if len(s.Teams) == 0 {
+	switch len(s.Teams) {
+	case 0:
 		return s.Devices
+	case 1:
+		return s.Teams[0] // no copy: callers only read it
 	}
 	return slices.Concat(s.Teams...)
 }
@@ -63,7 +66,7 @@ func (v *validator) checkReaders(i int, s *Step) {
 	for _, name := range s.Operands() {
 		have := v.holders(name)
 		for _, d := range readers(s) {
-			if have != nil && !have[d] {
+			if have != nil && !have.has(&v.devIndex, d) {
 				v.stepf(i, "device %d reads %q, which it does not hold", d, name)
 			}
 		}
@@ -72,13 +75,9 @@ func (v *validator) checkReaders(i int, s *Step) {
 
 // recordWriters notes the devices that hold the step's output after it.
 func (v *validator) recordWriters(s *Step) {
-	held := v.held[s.Output]
-	if held == nil {
-		held = map[int]bool{}
-		v.held[s.Output] = held
-	}
+	held := v.heldSet(s.Output)
 	for _, d := range writers(s) {
-		held[d] = true
+		held.add(&v.devIndex, d)
 	}
 }
 
@@ -87,11 +86,12 @@ func (v *validator) recordWriters(s *Step) {
 func (v *validator) checkOutputsHeld() {
 	for i, op := range v.p.Ops {
 		t := v.tensors[op.Output]
-		if t == nil || t.mesh == nil || v.held[op.Output] == nil || v.unknownHolders[op.Output] {
+		held := v.held[op.Output]
+		if t == nil || t.mesh == nil || held == nil || held.unknown {
 			continue // reported as a missing tensor, or a step with problems
 		}
 		for _, d := range t.mesh.Devices {
-			if !v.held[op.Output][d] {
+			if !held.has(&v.devIndex, d) {
 				v.planf("op %d: device %d of mesh %q never receives the output %q", i, d, t.t.Mesh, op.Output)
 			}
 		}

@@ -10,7 +10,7 @@ func (v *validator) checkSteps() {
 	for i := range v.p.Steps {
 		s := &v.p.Steps[i]
 		v.checkStep(i, s)
-		v.buffers[s.Output] = buffer{step: i, count: s.Count.Output, holders: stepDevices(s)}
+		v.buffers[s.Output] = buffer{step: i, count: s.Count.Output}
 		v.recordWriters(s)
 	}
 }
@@ -45,7 +45,7 @@ func (v *validator) checkStep(i int, s *Step) {
 	// the problems above.
 	if v.probs.Count() > before {
 		v.trafficUnknown = true
-		v.unknownHolders[s.Output] = true
+		v.heldSet(s.Output).unknown = true
 		return
 	}
 	v.checkExpr(i, s, op)
@@ -55,9 +55,22 @@ func (v *validator) checkStep(i int, s *Step) {
 
 // checkExpr checks that the step names its op as the op renders itself.
 func (v *validator) checkExpr(i int, s *Step, op *Op) {
-	if op != nil && v.opOK[s.Op] && s.Expr != op.Expr() {
-		v.stepf(i, "expr is %q, but op %d is %q", s.Expr, s.Op, op.Expr())
+	if op != nil && v.opOK[s.Op] && s.Expr != v.opExpr(s.Op) {
+		v.stepf(i, "expr is %q, but op %d is %q", s.Expr, s.Op, v.opExpr(s.Op))
 	}
+}
+
+// opExpr returns op k's Expr, rendered once: the steps of an op (a few
+// each) all name it, and rendering it per step was a formatted string a
+// step.
+func (v *validator) opExpr(k int) string {
+	if v.exprs == nil {
+		v.exprs = make([]string, len(v.p.Ops))
+	}
+	if v.exprs[k] == "" {
+		v.exprs[k] = v.p.Ops[k].Expr()
+	}
+	return v.exprs[k]
 }
 
 // checkKind checks the kind and the type and reports whether the type is
@@ -338,18 +351,4 @@ func (v *validator) checkBytes(i int, s *Step) {
 		// What the busiest device must receive is at most what it does.
 		v.stepf(i, "lower_bound is %d, not between 0 and received_per_device %d", b.LowerBound, b.ReceivedPerDevice)
 	}
-}
-
-// stepDevices returns the devices that run s: its devices and team members.
-func stepDevices(s *Step) map[int]bool {
-	ds := map[int]bool{}
-	for _, d := range s.Devices {
-		ds[d] = true
-	}
-	for _, team := range s.Teams {
-		for _, d := range team {
-			ds[d] = true
-		}
-	}
-	return ds
 }

@@ -1,0 +1,106 @@
+package plan
+
+// Sets of devices, as the validator follows which devices hold which
+// buffers. A plan of many ops has a buffer or two per op, each held by a
+// mesh's devices: a map per buffer was most of what validating such a
+// plan allocated. A set here is a bitset over the devices of the plan's
+// meshes, its words cut from a shared slab, with a map only for devices
+// in no mesh (which a step names only with a problem).
+
+// deviceIndex numbers the distinct devices of the plan's meshes 0..n-1:
+// the bits of a deviceSet.
+type deviceIndex struct {
+	n int
+	// dense is set when the devices are exactly 0..n-1, each its own
+	// number; index is nil then.
+	dense bool
+	index map[int]int
+}
+
+// newDeviceIndex numbers devices, the set of the plan's mesh devices.
+func newDeviceIndex(devices map[int]bool) deviceIndex {
+	x := deviceIndex{n: len(devices), dense: true}
+	for d := range devices {
+		if d >= len(devices) {
+			x.dense = false
+			break
+		}
+	}
+	if x.dense {
+		return x
+	}
+	x.index = make(map[int]int, len(devices))
+	for d := range devices {
+		x.index[d] = len(x.index)
+	}
+	return x
+}
+
+// bit returns d's number, false when d is in no mesh.
+func (x *deviceIndex) bit(d int) (int, bool) {
+	if x.dense {
+		return d, d >= 0 && d < x.n
+	}
+	b, ok := x.index[d]
+	return b, ok
+}
+
+// deviceSet is a set of devices: the plan's mesh devices as bits
+// (deviceIndex), others in a map. unknown marks the holders of a buffer
+// that a step with problems wrote.
+type deviceSet struct {
+	words   []uint64
+	other   map[int]bool
+	unknown bool
+}
+
+// has reports whether d is in s.
+func (s *deviceSet) has(x *deviceIndex, d int) bool {
+	if b, ok := x.bit(d); ok {
+		return s.words[b/64]&(1<<(b%64)) != 0
+	}
+	return s.other[d]
+}
+
+// add puts d in s.
+func (s *deviceSet) add(x *deviceIndex, d int) {
+	if b, ok := x.bit(d); ok {
+		s.words[b/64] |= 1 << (b % 64)
+		return
+	}
+	if s.other == nil {
+		s.other = map[int]bool{}
+	}
+	s.other[d] = true
+}
+
+// setSlabSize is how many sets, and how many sets' words, the validator
+// allocates at once.
+const setSlabSize = 1024
+
+// newSet returns an empty set from the validator's slabs.
+func (v *validator) newSet() *deviceSet {
+	if len(v.setSlab) == cap(v.setSlab) {
+		v.setSlab = make([]deviceSet, 0, setSlabSize)
+	}
+	v.setSlab = v.setSlab[:len(v.setSlab)+1]
+	s := &v.setSlab[len(v.setSlab)-1]
+	n := (v.devIndex.n + 63) / 64
+	if len(v.wordSlab)+n > cap(v.wordSlab) {
+		v.wordSlab = make([]uint64, 0, n*setSlabSize)
+	}
+	s.words = v.wordSlab[len(v.wordSlab) : len(v.wordSlab)+n : len(v.wordSlab)+n]
+	v.wordSlab = v.wordSlab[:len(v.wordSlab)+n]
+	return s
+}
+
+// heldSet returns the set of the devices that hold buffer name, made
+// empty on first use.
+func (v *validator) heldSet(name string) *deviceSet {
+	s := v.held[name]
+	if s == nil {
+		s = v.newSet()
+		v.held[name] = s
+	}
+	return s
+}
