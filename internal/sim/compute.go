@@ -148,15 +148,26 @@ func matmulKernelBT(a, b []float64, bt, m, k, n int, sharedB bool) []float64 {
 }
 
 // inputSize is how many elements an input buffer of a local step must hold,
-// and, for messages, where that number comes from.
+// and, for messages, where that number comes from: from, or when it is
+// empty, count.input.
 type inputSize struct {
 	n    int
 	from string
 }
 
-// counted is the size count.input gives.
+// counted is the size count.input gives. Its message is written only when
+// needed (describe): formatting it for every step of a long plan was a
+// tenth of what running a Permute cost.
 func counted(s *plan.Step) inputSize {
-	return inputSize{s.Count.Input, fmt.Sprintf("count.input is %d", s.Count.Input)}
+	return inputSize{n: s.Count.Input}
+}
+
+// describe says where the size comes from, for messages.
+func (z inputSize) describe() string {
+	if z.from == "" {
+		return fmt.Sprintf("count.input is %d", z.n)
+	}
+	return z.from
 }
 
 // computeStep is a checked local step: the size of each input buffer, in

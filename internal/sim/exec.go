@@ -17,6 +17,11 @@ type machine struct {
 	// device cost about 400 bytes a device, which dominated meshes of a
 	// million devices.
 	bufs map[string]buffers
+	// flows and call are reused by every step: a map and a call a step
+	// were most of what a long plan of small steps allocated besides its
+	// buffers.
+	flows map[int]flow
+	call  call
 }
 
 // buffers are one name's buffers, by device.
@@ -46,7 +51,7 @@ func (m *machine) output(name string, n int) buffers {
 }
 
 // exec runs one step with elements of size bytes and returns each taking
-// part device's traffic.
+// part device's traffic, in a map the next step reuses.
 func (m *machine) exec(s *plan.Step, size int64) (map[int]flow, error) {
 	if err := checkOperands(s); err != nil {
 		return nil, err
@@ -68,11 +73,11 @@ func (m *machine) collective(s *plan.Step, size int64, f func(*call) error) (map
 	if err := checkTeams(s); err != nil {
 		return nil, err
 	}
-	flows := map[int]flow{}
+	flows := m.newFlows()
 	in := m.named(s.Input)
 	var out buffers
 	for _, team := range s.Teams {
-		c := newCall(s, team, size, in)
+		c := m.newCall(s, team, size, in)
 		if err := f(c); err != nil {
 			return nil, err
 		}
@@ -90,16 +95,39 @@ func (m *machine) collective(s *plan.Step, size int64, f func(*call) error) (map
 	return flows, nil
 }
 
-// newCall prepares team's part of s, whose members read buffers in.
-func newCall(s *plan.Step, team []int, size int64, in buffers) *call {
+// newCall prepares team's part of s, whose members read buffers in, in
+// the machine's call: the collective has copied what it needs of the
+// previous team's (its outputs, its traffic) by then.
+func (m *machine) newCall(s *plan.Step, team []int, size int64, in buffers) *call {
 	t := len(team)
-	c := &call{s: s, team: team, size: size,
-		in: make([][]float64, t), held: make([]bool, t), out: make([][]float64, t),
-		sent: make([]int64, t), recv: make([]int64, t)}
+	c := &m.call
+	c.s, c.team, c.size = s, team, size
+	c.in, c.held, c.out = resize(c.in, t), resize(c.held, t), resize(c.out, t)
+	c.sent, c.recv = resize(c.sent, t), resize(c.recv, t)
 	for r, d := range team {
 		c.in[r], c.held[r] = in[d]
 	}
 	return c
+}
+
+// resize returns s with n zero elements, reusing its array when it has
+// room.
+func resize[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	s = s[:n]
+	clear(s)
+	return s
+}
+
+// newFlows returns the machine's traffic map, emptied for the next step.
+func (m *machine) newFlows() map[int]flow {
+	if m.flows == nil {
+		m.flows = map[int]flow{}
+	}
+	clear(m.flows)
+	return m.flows
 }
 
 // checkTeams checks the team structure: non-empty teams, each device in at
@@ -170,7 +198,7 @@ func (m *machine) local(s *plan.Step) (map[int]flow, error) {
 		srcs[k] = m.named(name)
 	}
 	out := m.output(s.Output, len(s.Devices))
-	flows := map[int]flow{}
+	flows := m.newFlows()
 	for _, d := range s.Devices {
 		if _, dup := flows[d]; dup {
 			return nil, stepError(s, "device %d is listed twice", d)
@@ -196,7 +224,7 @@ func inputs(s *plan.Step, d int, names []string, srcs []buffers, sizes []inputSi
 			return nil, stepError(s, "device %d has no buffer %q", d, name)
 		}
 		if len(in) != sizes[k].n {
-			return nil, stepError(s, "buffer %q on device %d has %d elements, %s", name, d, len(in), sizes[k].from)
+			return nil, stepError(s, "buffer %q on device %d has %d elements, %s", name, d, len(in), sizes[k].describe())
 		}
 		ins[k] = in
 	}
@@ -228,7 +256,7 @@ func (m *machine) slice(s *plan.Step) (map[int]flow, error) {
 	if err := checkTeams(s); err != nil {
 		return nil, err
 	}
-	flows := map[int]flow{}
+	flows := m.newFlows()
 	src, out := m.named(s.Input), m.output(s.Output, len(s.Teams)*len(s.Teams[0]))
 	for _, team := range s.Teams {
 		n := len(team)
@@ -293,7 +321,7 @@ func (m *machine) pad(s *plan.Step) (map[int]flow, error) {
 		return nil, stepError(s, "the padded count %d must be the product %d of dims %v", padded, full, s.Dims)
 	}
 	hull := make([]int, len(s.Dims))
-	flows := map[int]flow{}
+	flows := m.newFlows()
 	src, out := m.named(s.Input), m.output(s.Output, len(s.Devices))
 	for k, d := range s.Devices {
 		box := s.Valid[k]

@@ -121,10 +121,10 @@ func CheckMemory(need, maxBytes int64) error {
 // accounts the traffic.
 func (w *world) execute(m *machine, ref map[string][]float64) (*Result, error) {
 	res := &Result{DeviceReceived: w.devices(), Mismatch: w.opWithoutSteps()}
-	last := map[int]int{}
-	for i, s := range w.p.Steps {
-		last[s.Op] = i
+	if len(w.p.Steps) > 0 { // none stays nil, as the report writes it
+		res.Steps = make([]StepTraffic, 0, len(w.p.Steps))
 	}
+	last := w.lastSteps()
 	for i := range w.p.Steps {
 		s := &w.p.Steps[i]
 		if err := w.run(m, s, res); err != nil {
@@ -139,6 +139,22 @@ func (w *world) execute(m *machine, ref map[string][]float64) (*Result, error) {
 	}
 	res.Pass = res.Mismatch == nil
 	return res, nil
+}
+
+// lastSteps returns, per op, the position of its last step, or -1 when it
+// has none. A step of an op that does not exist is left out: running it
+// fails before any op is checked after it.
+func (w *world) lastSteps() []int {
+	last := make([]int, len(w.p.Ops))
+	for i := range last {
+		last[i] = -1
+	}
+	for i := range w.p.Steps {
+		if op := w.p.Steps[i].Op; op >= 0 && op < len(last) {
+			last[op] = i
+		}
+	}
+	return last
 }
 
 // earlier returns the mismatch of the earlier op; nil means none.
@@ -193,8 +209,14 @@ func (w *world) devices() map[int]int64 {
 			all[d] = 0
 		}
 	}
-	for _, s := range w.p.Steps {
-		for _, d := range stepDevices(&s) {
+	for i := range w.p.Steps {
+		s := &w.p.Steps[i]
+		for _, team := range s.Teams {
+			for _, d := range team {
+				all[d] = 0
+			}
+		}
+		for _, d := range s.Devices {
 			all[d] = 0
 		}
 	}
@@ -203,9 +225,11 @@ func (w *world) devices() map[int]int64 {
 
 // opWithoutSteps reports the first op that no step implements.
 func (w *world) opWithoutSteps() *Mismatch {
-	has := map[int]bool{}
-	for _, s := range w.p.Steps {
-		has[s.Op] = true
+	has := make([]bool, len(w.p.Ops))
+	for i := range w.p.Steps {
+		if op := w.p.Steps[i].Op; op >= 0 && op < len(has) {
+			has[op] = true
+		}
 	}
 	for i, op := range w.p.Ops {
 		if !has[i] {
