@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"encoding/binary"
 	"fmt"
 	"slices"
 
@@ -30,6 +31,11 @@ type world struct {
 	// checked when its tensor needs them (sharder.sortRuns), reused for
 	// every device and tensor.
 	scratch []int
+	// sharders are the sharders built so far by geometry (geometryKey):
+	// the tensors of a long plan repeat a few shardings, and building a
+	// sharder a tensor was most of what checking the plan allocated.
+	sharders map[string]*sharder
+	key      []byte
 }
 
 // dtypeSizes gives the bytes of an element of each dtype.
@@ -39,7 +45,7 @@ var dtypeSizes = map[string]int64{
 
 // newWorld checks p's tensors and ops and builds every tensor's sharder.
 func newWorld(p *plan.Plan) (*world, error) {
-	w := &world{p: p, tensors: map[string]*tensorInfo{}, producer: map[string]int{}}
+	w := &world{p: p, tensors: map[string]*tensorInfo{}, producer: map[string]int{}, sharders: map[string]*sharder{}}
 	for i, t := range p.Tensors {
 		if err := w.addTensor(i, t); err != nil {
 			return nil, err
@@ -69,12 +75,82 @@ func (w *world) addTensor(i int, t plan.Tensor) error {
 	if !ok {
 		return fmt.Errorf("tensor %q: unknown mesh %q", t.Name, t.Mesh)
 	}
-	s, err := newSharder(t, m)
+	s, err := w.sharder(t, m)
 	if err != nil {
 		return err
 	}
 	w.tensors[t.Name] = &tensorInfo{t: t, index: i, mesh: m, shard: s, elemSize: size}
 	return nil
+}
+
+// sharder returns t's sharder on m, shared with every earlier tensor of
+// the same geometry. A sharder depends on nothing else but for the name its
+// errors give, and only a sharder built without error is shared.
+func (w *world) sharder(t plan.Tensor, m plan.Mesh) (*sharder, error) {
+	w.key = geometryKey(w.key[:0], t)
+	if s, ok := w.sharders[string(w.key)]; ok {
+		return s, nil
+	}
+	s, err := newSharder(t, m)
+	if err != nil {
+		return nil, err
+	}
+	w.sharders[string(w.key)] = s
+	return s, nil
+}
+
+// geometryKey appends to b what newSharder reads of t besides its name:
+// its mesh's name, shape, reduction axes, schedule and allocation, each
+// list preceded by its length so that the key is unambiguous.
+func geometryKey(b []byte, t plan.Tensor) []byte {
+	b = binary.AppendVarint(b, int64(len(t.Mesh)))
+	b = appendInts(append(b, t.Mesh...), t.Shape)
+	b = appendInts(b, t.ReductionAxes)
+	b = binary.AppendVarint(b, int64(len(t.Schedule)))
+	for _, st := range t.Schedule {
+		b = appendSchedule(b, st)
+	}
+	if t.Allocation == nil { // nil is row-major; an empty allocation is checked
+		return append(b, 0)
+	}
+	return appendInts(append(b, 1), t.Allocation)
+}
+
+// appendSchedule appends one schedule step: each of its transforms, set
+// or not, and its arguments.
+func appendSchedule(b []byte, st plan.ScheduleStep) []byte {
+	for _, split := range []*plan.SplitArgs{st.Split, st.OuterSplit} {
+		if split == nil {
+			b = append(b, 0)
+		} else {
+			b = binary.AppendVarint(binary.AppendVarint(append(b, 1), int64(split.Axis)), int64(split.Factor))
+		}
+	}
+	if st.Merge == nil {
+		b = append(b, 0)
+	} else {
+		b = binary.AppendVarint(append(b, 1), int64(st.Merge.Axis))
+	}
+	if st.Reorder == nil {
+		b = append(b, 0)
+	} else {
+		b = appendInts(append(b, 1), st.Reorder)
+	}
+	if st.Parallelize == nil {
+		return append(b, 0)
+	}
+	b = binary.AppendVarint(append(b, 1), int64(st.Parallelize.Axis))
+	b = binary.AppendVarint(b, int64(len(st.Parallelize.Type)))
+	return append(b, st.Parallelize.Type...)
+}
+
+// appendInts appends xs and, first, their count.
+func appendInts(b []byte, xs []int) []byte {
+	b = binary.AppendVarint(b, int64(len(xs)))
+	for _, x := range xs {
+		b = binary.AppendVarint(b, int64(x))
+	}
+	return b
 }
 
 // addOp checks that op is a known op with as many inputs as it takes,
