@@ -71,8 +71,6 @@ type validator struct {
 	written map[string]int
 	// opOK says, per op, whether it has no problem of its own.
 	opOK []bool
-	// buffers maps each buffer an earlier step wrote to its latest producer.
-	buffers map[string]buffer
 	// received is what each device receives in the steps checked so far;
 	// trafficUnknown is set once a collective's traffic is not certain.
 	received       map[int]int64
@@ -109,7 +107,7 @@ type tensorInfo struct {
 	local  int // elements per device, -1 when unknown
 }
 
-// buffer is what a step wrote.
+// buffer is what a step wrote ([validator.producer]).
 type buffer struct {
 	step  int // the producing step
 	count int // its count.output

@@ -187,24 +187,54 @@ type writes struct {
 
 // indexBuffers records, for every buffer, the steps that write it and the
 // steps that read it, so that following a buffer through the steps costs
-// a search rather than a scan of the plan.
+// a search rather than a scan of the plan. Most buffers have one writer
+// and a reader or two: a buffer's first entry is a slice of one element
+// cut from a slab (an append past it copies), its writes come from
+// another, so that a plan of many steps allocates a few slabs rather
+// than a few slices a buffer.
 func (v *validator) indexBuffers() {
-	v.writes, v.reads = make(map[string]*writes, len(v.p.Ops)), make(map[string][]int, len(v.p.Ops))
-	for k, s := range v.p.Steps {
-		w := v.writes[s.Output]
-		if w == nil {
-			w = &writes{}
-			v.writes[s.Output] = w
-		}
+	n := len(v.p.Steps)
+	v.writes, v.reads = make(map[string]*writes, n), make(map[string][]int, n)
+	all, steps, moves := make([]writes, n), make([]int, n), make([]bool, n)
+	var reads []int
+	for k := range v.p.Steps {
+		s := &v.p.Steps[k]
 		moved := s.Kind != KindLocal || s.Type == Slice || readsSeveral(s.Type)
-		if n := len(w.moved); n > 0 {
-			moved = moved || w.moved[n-1]
+		if w := v.writes[s.Output]; w != nil {
+			moved = moved || w.moved[len(w.moved)-1]
+			w.steps, w.moved = append(w.steps, k), append(w.moved, moved)
+		} else {
+			steps[k], moves[k] = k, moved
+			all[k] = writes{steps: steps[k : k+1 : k+1], moved: moves[k : k+1 : k+1]}
+			v.writes[s.Output] = &all[k]
 		}
-		w.steps, w.moved = append(w.steps, k), append(w.moved, moved)
 		for _, name := range s.Operands() {
-			v.reads[name] = append(v.reads[name], k)
+			if r, ok := v.reads[name]; ok {
+				v.reads[name] = append(r, k)
+				continue
+			}
+			if len(reads) == cap(reads) {
+				reads = make([]int, 0, n)
+			}
+			reads = append(reads, k)
+			v.reads[name] = reads[len(reads)-1 : len(reads) : len(reads)]
 		}
 	}
+}
+
+// producer returns the latest step before step i that wrote buffer name
+// and its count.output, or false when no earlier step wrote it.
+func (v *validator) producer(name string, i int) (buffer, bool) {
+	w := v.writes[name]
+	if w == nil {
+		return buffer{}, false
+	}
+	n := sort.SearchInts(w.steps, i) // writers before i
+	if n == 0 {
+		return buffer{}, false
+	}
+	k := w.steps[n-1]
+	return buffer{step: k, count: v.p.Steps[k].Count.Output}, true
 }
 
 // firstShardedAxis returns the axis of a tensor's first sharding entry (a
@@ -232,8 +262,10 @@ func (v *validator) shardedAxis(name string, team []int) *int {
 		return nil
 	}
 	typ := spannedType(*t.mesh, team)
-	for _, sh := range t.t.Sharding {
-		if sh.Type == typ {
+	for k := range t.t.Sharding {
+		// The plan's own field: a pointer to a loop variable's copy
+		// escaped, an allocation a step.
+		if sh := &t.t.Sharding[k]; sh.Type == typ {
 			return &sh.LogicalAxis
 		}
 	}

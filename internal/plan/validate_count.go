@@ -20,7 +20,7 @@ func (v *validator) checkCounts(i int, s *Step) {
 	}
 	v.checkTensorCount(i, "output", s.Output, c.Output)
 	for k, name := range s.Operands() {
-		if b, ok := v.buffers[name]; ok && reads[k].ok && b.count != reads[k].n {
+		if b, ok := v.producer(name, i); ok && reads[k].ok && b.count != reads[k].n {
 			v.checkProducerCount(i, k, name, reads[k], b)
 		}
 	}

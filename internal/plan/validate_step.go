@@ -5,12 +5,10 @@ import "slices"
 // checkSteps checks every step in order (rules 4 to 6), tracking the
 // buffers that earlier steps wrote.
 func (v *validator) checkSteps() {
-	v.buffers = map[string]buffer{}
 	v.indexBuffers()
 	for i := range v.p.Steps {
 		s := &v.p.Steps[i]
 		v.checkStep(i, s)
-		v.buffers[s.Output] = buffer{step: i, count: s.Count.Output}
 		v.recordWriters(s)
 	}
 }
@@ -265,7 +263,7 @@ func (v *validator) checkInput(i int, s *Step, name string, op *Op) {
 		}
 		v.stepf(i, "input %q is neither %s nor the output of op %d", name, which, s.Op)
 	}
-	if _, ok := v.buffers[name]; !ok && !v.isFusionInput(name) {
+	if _, ok := v.producer(name, i); !ok && !v.isFusionInput(name) {
 		v.stepf(i, "input %q is neither a fusion input nor written by an earlier step", name)
 	}
 }
@@ -288,7 +286,7 @@ func (v *validator) checkOutput(i int, s *Step, op *Op) {
 // of another op may read or write (the engines name buffers by name alone:
 // two ops sharing one would read each other's data).
 func (v *validator) checkIntermediate(i int, field, name string, op *Op) {
-	if b, ok := v.buffers[name]; ok && op != nil && v.p.Steps[b.step].Op != v.p.Steps[i].Op {
+	if b, ok := v.producer(name, i); ok && op != nil && v.p.Steps[b.step].Op != v.p.Steps[i].Op {
 		v.stepf(i, "%s %q is an intermediate buffer of op %d (step %d writes it); an op's intermediate buffers are its own", field, name, v.p.Steps[b.step].Op, b.step)
 	}
 }
