@@ -8,7 +8,6 @@
 package plan
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
 
@@ -139,14 +138,15 @@ func (o *Op) Operands() []string {
 // set(in)", "out = sum(in, axis=k)", "c = matmul(a, b)", "w =
 // broadcast(v, axes=[0, 2])".
 func (o Op) Expr() string {
+	// Concatenated, not formatted: validate renders every op of a plan.
 	args := strings.Join(o.Operands(), ", ")
 	switch {
 	case o.Op == "broadcast":
 		args += ", axes=" + intList(o.Axes)
 	case o.Op != "set" && o.Axis != nil:
-		args += fmt.Sprintf(", axis=%d", *o.Axis)
+		args += ", axis=" + strconv.Itoa(*o.Axis)
 	}
-	return fmt.Sprintf("%s = %s(%s)", o.Output, o.Op, args)
+	return o.Output + " = " + o.Op + "(" + args + ")"
 }
 
 // intList renders xs as "[0, 2]", the way fusion files write lists.

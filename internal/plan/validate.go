@@ -191,11 +191,10 @@ func (v *validator) checkTensors() {
 	v.tensors = make(map[string]*tensorInfo, len(v.p.Tensors))
 	for i := range v.p.Tensors {
 		t := &v.p.Tensors[i]
-		what := fmt.Sprintf("tensor %q", t.Name)
+		what := tensorRef{name: t.Name, index: i, sharding: -1}
 		_, dup := v.tensors[t.Name]
 		switch {
 		case t.Name == "":
-			what = fmt.Sprintf("tensor %d", i)
 			v.planf("%s has no name", what)
 		case dup:
 			v.planf("%s is declared more than once", what)
@@ -207,9 +206,31 @@ func (v *validator) checkTensors() {
 	}
 }
 
+// tensorRef names a tensor, or one of its sharding entries, in problems:
+// `tensor "t1"`, `tensor 3` for one with no name (its position),
+// `tensor "t1": sharding[0]`. It is formatted only when a problem is
+// reported: formatting the name of every tensor of a plan, and of every
+// sharding entry, made strings that only errors read.
+type tensorRef struct {
+	name     string
+	index    int
+	sharding int // the sharding entry, -1 for the tensor itself
+}
+
+func (r tensorRef) String() string {
+	s := fmt.Sprintf("tensor %q", r.name)
+	if r.name == "" {
+		s = fmt.Sprintf("tensor %d", r.index)
+	}
+	if r.sharding >= 0 {
+		s = fmt.Sprintf("%s: sharding[%d]", s, r.sharding)
+	}
+	return s
+}
+
 // checkTensor checks one tensor's fields (rule 2) and returns what the step
 // checks need to know about it.
-func (v *validator) checkTensor(what string, t *Tensor) *tensorInfo {
+func (v *validator) checkTensor(what tensorRef, t *Tensor) *tensorInfo {
 	info := &tensorInfo{t: t, rank: -1, local: -1}
 	if m, ok := v.p.Meshes[t.Mesh]; ok {
 		info.mesh = &m
@@ -252,7 +273,7 @@ func (v *validator) checkTensor(what string, t *Tensor) *tensorInfo {
 
 // valueAxes checks the reduction axes and returns the positions in Shape of
 // the non-reduction axes, or nil when the reduction axes are invalid.
-func (v *validator) valueAxes(what string, t *Tensor) []int {
+func (v *validator) valueAxes(what tensorRef, t *Tensor) []int {
 	reduction := make([]bool, len(t.Shape))
 	ok := true
 	for k, a := range t.ReductionAxes {
@@ -281,7 +302,7 @@ func (v *validator) valueAxes(what string, t *Tensor) []int {
 
 // checkLocalShape checks that LocalShape has one non-negative entry per
 // non-reduction axis, and reports whether it does.
-func (v *validator) checkLocalShape(what string, t *Tensor, rank int) bool {
+func (v *validator) checkLocalShape(what tensorRef, t *Tensor, rank int) bool {
 	if len(t.LocalShape) != rank {
 		v.planf("%s: local_shape has %d entries, want %d (one per non-reduction axis)", what, len(t.LocalShape), rank)
 		return false
@@ -297,7 +318,7 @@ func (v *validator) checkLocalShape(what string, t *Tensor, rank int) bool {
 
 // checkLocalExtents checks that each local extent is the global extent
 // divided by the devices that shard the axis.
-func (v *validator) checkLocalExtents(what string, t *Tensor, values, divisors []int) {
+func (v *validator) checkLocalExtents(what tensorRef, t *Tensor, values, divisors []int) {
 	if t.PaddedShape != nil && len(t.PaddedShape) != len(values) {
 		v.planf("%s: padded_shape has %d entries, want %d (one per non-reduction axis)", what, len(t.PaddedShape), len(values))
 		return
@@ -327,7 +348,7 @@ func (v *validator) checkLocalExtents(what string, t *Tensor, values, divisors [
 }
 
 // checkLayout checks that Layout is a permutation of the non-reduction axes.
-func (v *validator) checkLayout(what string, t *Tensor, rank int) {
+func (v *validator) checkLayout(what tensorRef, t *Tensor, rank int) {
 	if !isPermutation(t.Layout, rank) {
 		v.planf("%s: layout %v is not a permutation of the %d non-reduction axes", what, t.Layout, rank)
 	}

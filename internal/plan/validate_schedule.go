@@ -27,7 +27,7 @@ func (a loopAxis) onDevices() bool { return slices.Contains(deviceTypes, a.paral
 // returns the loop domain, nil when the schedule is invalid. The shape and
 // reduction axes must be valid. mesh is nil when unknown; the device-axis
 // extents are then not checked.
-func (v *validator) checkSchedule(what string, t *Tensor, mesh *Mesh) []loopAxis {
+func (v *validator) checkSchedule(what tensorRef, t *Tensor, mesh *Mesh) []loopAxis {
 	loop := make([]loopAxis, len(t.Shape))
 	for k, e := range t.Shape {
 		loop[k] = loopAxis{extent: e, reduction: slices.Contains(t.ReductionAxes, k)}
@@ -157,7 +157,7 @@ func checkPosition(step string, axis, rank int) string {
 // checkDeviceAxes checks that every device-parallel loop axis spans its
 // mesh axis exactly and that no device type parallelizes two non-reduction
 // axes, and reports whether both hold.
-func (v *validator) checkDeviceAxes(what string, loop []loopAxis, mesh *Mesh) bool {
+func (v *validator) checkDeviceAxes(what tensorRef, loop []loopAxis, mesh *Mesh) bool {
 	ok := true
 	seen := map[string]int{}
 	for k, a := range loop {
@@ -192,7 +192,7 @@ func meshSize(mesh *Mesh, typ string) (int, bool) {
 
 // checkAllocation checks that an allocation lists every stored loop axis
 // (neither on devices nor a reduction) exactly once.
-func (v *validator) checkAllocation(what string, alloc []int, loop []loopAxis) {
+func (v *validator) checkAllocation(what tensorRef, alloc []int, loop []loopAxis) {
 	if alloc == nil {
 		return
 	}

@@ -1,15 +1,12 @@
 package plan
 
-import (
-	"fmt"
-	"slices"
-)
+import "slices"
 
 // The checks of a tensor's sharding entries (validate.go).
 
 // checkShardings checks the sharding entries and returns, per non-reduction
 // axis, the number of devices that split it, or nil when that is unknown.
-func (v *validator) checkShardings(what string, t *Tensor, info *tensorInfo) []int {
+func (v *validator) checkShardings(what tensorRef, t *Tensor, info *tensorInfo) []int {
 	var divisors []int
 	if info.rank >= 0 {
 		divisors = make([]int, info.rank)
@@ -19,7 +16,9 @@ func (v *validator) checkShardings(what string, t *Tensor, info *tensorInfo) []i
 	}
 	seen := make([]bool, len(deviceTypes))
 	for k, s := range t.Sharding {
-		if !v.checkSharding(fmt.Sprintf("%s: sharding[%d]", what, k), t, s, info, seen) {
+		entry := what
+		entry.sharding = k
+		if !v.checkSharding(entry, t, s, info, seen) {
 			divisors = nil
 			continue
 		}
@@ -43,7 +42,7 @@ func (v *validator) checkShardings(what string, t *Tensor, info *tensorInfo) []i
 
 // checkSharding checks one sharding entry and reports whether it is valid
 // and its mesh axis known.
-func (v *validator) checkSharding(what string, t *Tensor, s Sharding, info *tensorInfo, seen []bool) bool {
+func (v *validator) checkSharding(what tensorRef, t *Tensor, s Sharding, info *tensorInfo, seen []bool) bool {
 	ok := true
 	switch ti := slices.Index(deviceTypes, s.Type); {
 	case ti < 0:
@@ -90,7 +89,7 @@ func (v *validator) checkSharding(what string, t *Tensor, s Sharding, info *tens
 
 // checkShapeAxis checks that shape_axis is given exactly where the
 // position in shape of logical_axis differs from it, and is that position.
-func (v *validator) checkShapeAxis(what string, s Sharding, want int) {
+func (v *validator) checkShapeAxis(what tensorRef, s Sharding, want int) {
 	switch {
 	case want == s.LogicalAxis && s.ShapeAxis != nil:
 		v.planf("%s: shape_axis is given, but logical_axis %d is also its position in shape (give shape_axis only where they differ)", what, s.LogicalAxis)
