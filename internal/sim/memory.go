@@ -113,24 +113,17 @@ func Estimate(p *plan.Plan) (int64, error) {
 // of every mesh and step once, so it costs what decoding the plan did.
 func (w *world) footprint() footprint {
 	var f footprint
-	written := map[string]map[int]int64{} // buffer name → device → largest count
+	written := map[string]*writes{} // by buffer name
 	write := func(name string, devices []int, n int64) {
-		byDev := written[name]
-		if byDev == nil {
-			byDev = make(map[int]int64, len(devices))
-			written[name] = byDev
+		if wr := written[name]; wr != nil {
+			wr.add(devices, n)
+		} else {
+			written[name] = newWrites(devices, n)
 		}
-		for _, d := range devices {
-			byDev[d] = max(byDev[d], n)
-		}
-	}
-	shared := map[string]bool{} // the output of a set shares its input's reference
-	for _, op := range w.p.Ops {
-		shared[op.Output] = op.Op == "set"
 	}
 	for _, t := range w.p.Tensors {
 		info := w.tensors[t.Name]
-		if !shared[t.Name] {
+		if !w.isSetOutput(t.Name) { // a set's output shares its input's reference
 			f.reference = satAdd(f.reference, satProduct(info.shard.shape))
 		}
 		// Inputs are enumerated when loaded, every other tensor (an op's
@@ -155,19 +148,91 @@ func (w *world) footprint() footprint {
 	}
 	seen := map[int]struct{}{}
 	f.names = len(written)
-	for _, byDev := range written {
-		for d, n := range byDev {
+	for _, wr := range written {
+		wr.each(func(d int, n int64) {
 			f.buffers = satAdd(f.buffers, allocBytes(n))
 			f.entries++
 			seen[d] = struct{}{}
-		}
+		})
 	}
 	f.devices = int64(len(seen))
 	return f
 }
 
-// stepDevices lists every device a step names, in teams or devices.
+// isSetOutput reports whether a set produces the tensor.
+func (w *world) isSetOutput(name string) bool {
+	i, ok := w.producer[name]
+	return ok && w.p.Ops[i].Op == "set"
+}
+
+// writes are the largest count written to one buffer name on each device.
+// Most names are written once, by one step whose devices are listed in
+// increasing order: those keep the step's list and count, and only a name
+// written again, or by a list that may repeat a device, gets a map (a map
+// a name was most of what the estimate of a long plan allocated).
+type writes struct {
+	devices []int
+	n       int64
+	byDev   map[int]int64 // device → largest count; nil while devices holds them
+}
+
+// newWrites is a name's first write: n elements on every device listed.
+func newWrites(devices []int, n int64) *writes {
+	if increasing(devices) {
+		return &writes{devices: devices, n: n}
+	}
+	wr := &writes{byDev: make(map[int]int64, len(devices))}
+	wr.add(devices, n)
+	return wr
+}
+
+// add books n elements on every device listed.
+func (wr *writes) add(devices []int, n int64) {
+	if wr.byDev == nil {
+		wr.byDev = make(map[int]int64, len(wr.devices)+len(devices))
+		for _, d := range wr.devices {
+			wr.byDev[d] = wr.n
+		}
+		wr.devices = nil
+	}
+	for _, d := range devices {
+		wr.byDev[d] = max(wr.byDev[d], n)
+	}
+}
+
+// each calls f with every device written and its largest count.
+func (wr *writes) each(f func(d int, n int64)) {
+	if wr.byDev == nil {
+		for _, d := range wr.devices {
+			f(d, wr.n)
+		}
+		return
+	}
+	for d, n := range wr.byDev {
+		f(d, n)
+	}
+}
+
+// increasing reports whether ids are strictly increasing (so distinct).
+func increasing(ids []int) bool {
+	for i := 1; i < len(ids); i++ {
+		if ids[i] <= ids[i-1] {
+			return false
+		}
+	}
+	return true
+}
+
+// stepDevices lists every device a step names, in teams or devices: the
+// plan's own list when it has one (not to be written into), a new one
+// otherwise.
 func stepDevices(s *plan.Step) []int {
+	switch {
+	case len(s.Teams) == 0:
+		return s.Devices
+	case len(s.Teams) == 1 && len(s.Devices) == 0:
+		return s.Teams[0]
+	}
 	return slices.Concat(slices.Concat(s.Teams...), s.Devices)
 }
 
