@@ -46,7 +46,7 @@ func Validate(p *Plan) []Problem {
 	}
 	v := &validator{
 		p: p, received: map[int]int64{},
-		held: make(map[string]*deviceSet, len(p.Steps)), meshSets: map[string]*deviceSet{},
+		names: make(map[string]*nameInfo, len(p.Tensors)+len(p.Steps)), meshSets: map[string]*deviceSet{},
 	}
 	v.checkHeader()
 	v.checkMeshes()
@@ -65,10 +65,12 @@ type validator struct {
 	probs Problems
 	// devices holds every non-negative device id of every mesh.
 	devices map[int]bool
-	// tensors maps each tensor name to its first declaration.
-	tensors map[string]*tensorInfo
-	// written maps each tensor some op writes to the first such op.
-	written map[string]int
+	// names holds what is known of each tensor and buffer (nameInfo),
+	// from a slab; recent holds the last names lookup found.
+	names      map[string]*nameInfo
+	nameSlab   []nameInfo
+	recent     [recentNames]recentName
+	nextRecent int
 	// opOK says, per op, whether it has no problem of its own.
 	opOK []bool
 	// received is what each device receives in the steps checked so far;
@@ -77,16 +79,11 @@ type validator struct {
 	trafficUnknown bool
 	// sent and recv are checkTraffic's maps, emptied for every step.
 	sent, recv map[int]int64
-	// held maps each buffer some step wrote to the devices that hold it,
-	// marked unknown when a step with problems wrote it; devIndex numbers
-	// the devices of its sets, from slabs of sets and of their words.
-	held     map[string]*deviceSet
+	// devIndex numbers the devices of the sets of the devices that hold
+	// each buffer (nameInfo.held), from slabs of sets and of their words.
 	devIndex deviceIndex
 	setSlab  []deviceSet
 	wordSlab []uint64
-	// writes and reads index the steps by the buffers they write and read.
-	writes map[string]*writes
-	reads  map[string][]int
 	// meshSets maps each mesh, by name, to the set of its devices.
 	meshSets map[string]*deviceSet
 	// firstSharded maps each tensor name to the axis of the first
@@ -188,11 +185,10 @@ func (v *validator) checkMesh(name string, m Mesh) {
 
 // checkTensors checks every tensor and indexes them by name.
 func (v *validator) checkTensors() {
-	v.tensors = make(map[string]*tensorInfo, len(v.p.Tensors))
 	for i := range v.p.Tensors {
 		t := &v.p.Tensors[i]
 		what := tensorRef{name: t.Name, index: i, sharding: -1}
-		_, dup := v.tensors[t.Name]
+		dup := v.tensor(t.Name) != nil
 		switch {
 		case t.Name == "":
 			v.planf("%s has no name", what)
@@ -201,7 +197,7 @@ func (v *validator) checkTensors() {
 		}
 		info := v.checkTensor(what, t)
 		if !dup && t.Name != "" {
-			v.tensors[t.Name] = info
+			v.entry(t.Name).tensor = info
 		}
 	}
 }
@@ -356,8 +352,8 @@ func (v *validator) checkLayout(what tensorRef, t *Tensor, rank int) {
 
 // isFusionInput reports whether name is a tensor that no op writes.
 func (v *validator) isFusionInput(name string) bool {
-	_, written := v.written[name]
-	return v.tensors[name] != nil && !written
+	e := v.lookup(name)
+	return e != nil && e.tensor != nil && !e.written
 }
 
 // checkCoverage checks that every op's output tensor is written by a step

@@ -51,7 +51,7 @@ func (v *validator) checkCollectiveAxis(i int, s *Step, op *Op) {
 	if want == nil && s.Type != Broadcast && s.Type != SendRecv {
 		return // what the axis should be is unknown; other rules report why
 	}
-	if in := v.tensors[first]; want != nil && (*want < 0 || in == nil || in.rank < 0 || *want >= in.rank) {
+	if in := v.tensor(first); want != nil && (*want < 0 || in == nil || in.rank < 0 || *want >= in.rank) {
 		return // the tensor or op is malformed, and reported as such
 	}
 	if !SameAxis(s.Axis, want) {
@@ -66,7 +66,7 @@ func (v *validator) reducedAxis(op *Op) *int {
 	if !isContraction(op.Op) {
 		return op.Axis
 	}
-	in := v.tensors[op.Operands()[0]]
+	in := v.tensor(op.Operands()[0])
 	if in == nil || in.rank < 1 {
 		return nil
 	}
@@ -96,7 +96,7 @@ func (v *validator) firstInputAxis(op *Op, j *int) *int {
 			a++ // the output's axes skip the reduced one
 		}
 	case isContraction(op.Op), isBinaryOp(op.Op):
-		in, out := v.tensors[op.Operands()[0]], v.tensors[op.Output]
+		in, out := v.tensor(op.Operands()[0]), v.tensor(op.Output)
 		if in == nil || out == nil || !sameIndex(op.Op, valueShape(in.t), valueShape(out.t), a) {
 			return nil
 		}
@@ -130,7 +130,7 @@ func (v *validator) sourceOperand(i int, s *Step, op *Op) string {
 // or was made from it by local steps that keep its sharding.
 func (v *validator) comesFromTensor(i int, name, t string) bool {
 	for name != t {
-		w := v.writes[name]
+		w := v.writesOf(name)
 		if w == nil {
 			return false
 		}
@@ -154,9 +154,9 @@ func (v *validator) comesFromTensor(i int, name, t string) bool {
 func (v *validator) becomesTensor(i int, name, t string) bool {
 	for name != t {
 		next := -1
-		readers := v.reads[name]
+		readers := v.readsOf(name)
 		for _, k := range readers[sort.SearchInts(readers, i+1):] {
-			if s := v.p.Steps[k]; s.Type == Permute || s.Type == Copy {
+			if s := &v.p.Steps[k]; s.Type == Permute || s.Type == Copy {
 				next = k
 				break
 			}
@@ -168,7 +168,7 @@ func (v *validator) becomesTensor(i int, name, t string) bool {
 		// must keep the sharding: a Copy on the devices that already hold
 		// their block, beside SendRecv pairs that permute the others,
 		// does not make this buffer the tensor.
-		if w := v.writes[v.p.Steps[next].Output]; w.moved[len(w.moved)-1] {
+		if w := v.writesOf(v.p.Steps[next].Output); w.moved[len(w.moved)-1] {
 			return false
 		}
 		name, i = v.p.Steps[next].Output, next
@@ -194,30 +194,29 @@ type writes struct {
 // than a few slices a buffer.
 func (v *validator) indexBuffers() {
 	n := len(v.p.Steps)
-	v.writes, v.reads = make(map[string]*writes, n), make(map[string][]int, n)
-	all, steps, moves := make([]writes, n), make([]int, n), make([]bool, n)
+	steps, moves := make([]int, n), make([]bool, n)
 	var reads []int
 	for k := range v.p.Steps {
 		s := &v.p.Steps[k]
 		moved := s.Kind != KindLocal || s.Type == Slice || readsSeveral(s.Type)
-		if w := v.writes[s.Output]; w != nil {
+		if w := &v.entry(s.Output).writes; len(w.steps) > 0 {
 			moved = moved || w.moved[len(w.moved)-1]
 			w.steps, w.moved = append(w.steps, k), append(w.moved, moved)
 		} else {
 			steps[k], moves[k] = k, moved
-			all[k] = writes{steps: steps[k : k+1 : k+1], moved: moves[k : k+1 : k+1]}
-			v.writes[s.Output] = &all[k]
+			*w = writes{steps: steps[k : k+1 : k+1], moved: moves[k : k+1 : k+1]}
 		}
 		for _, name := range s.Operands() {
-			if r, ok := v.reads[name]; ok {
-				v.reads[name] = append(r, k)
+			e := v.entry(name)
+			if e.reads != nil {
+				e.reads = append(e.reads, k)
 				continue
 			}
 			if len(reads) == cap(reads) {
 				reads = make([]int, 0, n)
 			}
 			reads = append(reads, k)
-			v.reads[name] = reads[len(reads)-1 : len(reads) : len(reads)]
+			e.reads = reads[len(reads)-1 : len(reads) : len(reads)]
 		}
 	}
 }
@@ -225,7 +224,7 @@ func (v *validator) indexBuffers() {
 // producer returns the latest step before step i that wrote buffer name
 // and its count.output, or false when no earlier step wrote it.
 func (v *validator) producer(name string, i int) (buffer, bool) {
-	w := v.writes[name]
+	w := v.writesOf(name)
 	if w == nil {
 		return buffer{}, false
 	}
@@ -257,7 +256,7 @@ func (v *validator) firstShardedAxis(name string) *int {
 // shardedAxis returns the logical axis of tensor name that is sharded along
 // the device type whose mesh axis team spans, or nil.
 func (v *validator) shardedAxis(name string, team []int) *int {
-	t := v.tensors[name]
+	t := v.tensor(name)
 	if t == nil || t.mesh == nil {
 		return nil
 	}

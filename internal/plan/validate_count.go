@@ -76,7 +76,7 @@ func (v *validator) checkTensorRead(i, k int, name string, r read) {
 		v.checkTensorCount(i, "input", name, r.n)
 		return
 	}
-	if t := v.tensors[name]; t != nil && t.local >= 0 && t.local != r.n {
+	if t := v.tensor(name); t != nil && t.local >= 0 && t.local != r.n {
 		v.stepf(i, "input %q holds %d elements per device, but the step reads %d (%s)", name, t.local, r.n, r.why)
 	}
 }
@@ -202,13 +202,13 @@ func (v *validator) gatherSenders(s *Step) (int, bool) {
 // holders returns the devices that hold buffer name: the mesh of a fusion
 // input, or the devices the steps so far left it on; nil when unknown.
 func (v *validator) holders(name string) *deviceSet {
-	if t := v.tensors[name]; t != nil && v.isFusionInput(name) {
+	if t := v.tensor(name); t != nil && v.isFusionInput(name) {
 		if t.mesh == nil {
 			return nil
 		}
 		return v.meshSet(t.t.Mesh, t.mesh)
 	}
-	if s := v.held[name]; s != nil && !s.unknown {
+	if s := v.heldBy(name); s != nil && !s.unknown {
 		return s
 	}
 	return nil
@@ -229,7 +229,7 @@ func (v *validator) meshSet(name string, m *Mesh) *deviceSet {
 
 // checkTensorCount checks that a fusion tensor's count is its local size.
 func (v *validator) checkTensorCount(i int, field, name string, got int) {
-	t := v.tensors[name]
+	t := v.tensor(name)
 	if t == nil || t.local < 0 || got == t.local {
 		return
 	}

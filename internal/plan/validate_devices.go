@@ -97,10 +97,9 @@ func (v *validator) newSet() *deviceSet {
 // heldSet returns the set of the devices that hold buffer name, made
 // empty on first use.
 func (v *validator) heldSet(name string) *deviceSet {
-	s := v.held[name]
-	if s == nil {
-		s = v.newSet()
-		v.held[name] = s
+	e := v.entry(name)
+	if e.held == nil {
+		e.held = v.newSet()
 	}
-	return s
+	return e.held
 }

@@ -85,8 +85,7 @@ func (v *validator) recordWriters(s *Step) {
 // the output once the steps are done.
 func (v *validator) checkOutputsHeld() {
 	for i, op := range v.p.Ops {
-		t := v.tensors[op.Output]
-		held := v.held[op.Output]
+		t, held := v.tensor(op.Output), v.heldBy(op.Output)
 		if t == nil || t.mesh == nil || held == nil || held.unknown {
 			continue // reported as a missing tensor, or a step with problems
 		}

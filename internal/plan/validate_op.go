@@ -50,12 +50,11 @@ func arityText(lo, hi int) string {
 
 // checkOps checks every op (rule 3) and records which tensors ops write.
 func (v *validator) checkOps() {
-	v.written = map[string]int{}
 	v.opOK = make([]bool, len(v.p.Ops))
 	for i, op := range v.p.Ops {
 		v.checkOp(i, op)
-		if _, ok := v.written[op.Output]; !ok {
-			v.written[op.Output] = i
+		if e := v.entry(op.Output); !e.written {
+			e.written, e.writer = true, i
 		}
 	}
 }
@@ -71,11 +70,11 @@ func (v *validator) checkOp(i int, op Op) {
 		v.planf("op %d: op %q is not one of %s", i, op.Op, strings.Join(opNames, ", "))
 	}
 	ins := v.checkOperands(i, op, known)
-	if v.tensors[op.Output] == nil {
+	if v.tensor(op.Output) == nil {
 		v.planf("op %d: output %q is not a tensor", i, op.Output)
 	}
-	if j, ok := v.written[op.Output]; ok {
-		v.planf("op %d: output %q is also the output of op %d", i, op.Output, j)
+	if e := v.lookup(op.Output); e != nil && e.written {
+		v.planf("op %d: output %q is also the output of op %d", i, op.Output, e.writer)
 	}
 	v.checkOpAxis(i, op, ins[0])
 	v.checkOpAxes(i, op, ins[0])
@@ -98,7 +97,7 @@ func (v *validator) checkOperands(i int, op Op, known bool) []*tensorInfo {
 	}
 	ins := make([]*tensorInfo, len(names))
 	for k, name := range names {
-		if ins[k] = v.tensors[name]; ins[k] == nil {
+		if ins[k] = v.tensor(name); ins[k] == nil {
 			v.planf("op %d: input %q is not a tensor", i, name)
 		}
 	}
@@ -148,7 +147,7 @@ func increasing(xs []int, n int) bool {
 // operands: their dtype (format 1 has no casts) and the logical shape and
 // reduction axes of docs/plan.md ("ops").
 func (v *validator) checkOpOutput(i int, op Op, ins []*tensorInfo) {
-	out := v.tensors[op.Output]
+	out := v.tensor(op.Output)
 	if out == nil || out.rank < 0 || slices.ContainsFunc(ins, func(in *tensorInfo) bool { return in == nil || in.rank < 0 }) {
 		return
 	}

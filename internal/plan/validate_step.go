@@ -254,7 +254,7 @@ func readsSeveral(typ string) bool { return typ == Matmul || typ == Pointwise }
 // buffer an earlier step wrote, and, for a tensor, an operand or the
 // output of the step's op.
 func (v *validator) checkInput(i int, s *Step, name string, op *Op) {
-	if v.tensors[name] == nil {
+	if v.tensor(name) == nil {
 		v.checkIntermediate(i, "input", name, op)
 	} else if op != nil && !slices.Contains(op.Operands(), name) && name != op.Output {
 		which := "the input"
@@ -272,7 +272,7 @@ func (v *validator) checkInput(i int, s *Step, name string, op *Op) {
 // intermediate buffers.
 func (v *validator) checkOutput(i int, s *Step, op *Op) {
 	switch {
-	case v.tensors[s.Output] == nil:
+	case v.tensor(s.Output) == nil:
 		v.checkIntermediate(i, "output", s.Output, op)
 	case v.isFusionInput(s.Output):
 		v.stepf(i, "output %q is a fusion input", s.Output)
@@ -323,7 +323,7 @@ func (v *validator) widestOperand(op *Op) (string, *tensorInfo) {
 	var name string
 	var widest *tensorInfo
 	for _, n := range op.Operands() {
-		in := v.tensors[n]
+		in := v.tensor(n)
 		if in == nil || in.rank < 0 {
 			return "", nil
 		}
