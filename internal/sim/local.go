@@ -100,7 +100,10 @@ func checkDims(s *plan.Step) error {
 // and returns the row-major array whose dimension k is input dimension
 // perm[k], its strides computed once for every device of a step. The last
 // output dimension is copied a row at a time: with copy() when it is the
-// last input dimension too, else with its input stride.
+// last input dimension too, else with its input stride. The rows of the
+// second-to-last output dimension are walked by a plain loop, and only the
+// dimensions before them by the odometer: rows are often a few elements
+// long, and the odometer's step cost more than copying one.
 func permuter(dims, perm []int) localFunc {
 	stride := strides(dims)
 	outDims := make([]int, len(perm))
@@ -113,23 +116,31 @@ func permuter(dims, perm []int) localFunc {
 	}
 	last := len(perm) - 1
 	n, step := outDims[last], outStride[last]
+	walked, rows, rowStep := outDims[:max(last-1, 0)], 1, 0
+	if last > 0 {
+		rows, rowStep = outDims[last-1], outStride[last-1]
+	}
 	return func(in []float64) []float64 {
 		out := make([]float64, 0, len(in))
-		for idx := range odometer(outDims[:last]) {
-			base := 0
-			for k, i := range idx {
-				base += i * outStride[k]
-			}
-			if step == 1 {
-				out = append(out, in[base:base+n]...)
-				continue
-			}
-			for j := range n {
-				out = append(out, in[base+j*step])
+		for idx := range odometer(walked) {
+			base := dot(idx, outStride)
+			for r := range rows {
+				out = appendRow(out, in, base+r*rowStep, n, step)
 			}
 		}
 		return out
 	}
+}
+
+// appendRow appends the n elements of in from base, step apart.
+func appendRow(out, in []float64, base, n, step int) []float64 {
+	if step == 1 {
+		return append(out, in[base:base+n]...)
+	}
+	for j := range n {
+		out = append(out, in[base+j*step])
+	}
+	return out
 }
 
 // localReduce views in as row-major dims and combines the reduced dims,
