@@ -22,7 +22,9 @@ import (
 //     large as the largest shard that needs them: a tensor without
 //     allocation whose schedule merges on the way to an iterated axis
 //     (sharder.sortRuns). Every other shard is enumerated run by run,
-//     with no buffer that grows with it;
+//     with no buffer that grows with it (the runs kept by sharders that
+//     several tensors share are bounded by runBudget, left to
+//     RuntimeBytes);
 //   - per device, its traffic total and bookkeeping; per team member of
 //     the largest step, the collective's scratch; per device a step or
 //     mesh lists, the plan's copy of it; per step, the plan's step and
@@ -121,8 +123,8 @@ func (w *world) footprint() footprint {
 			written[name] = newWrites(devices, n)
 		}
 	}
-	for _, t := range w.p.Tensors {
-		info := w.tensors[t.Name]
+	for _, info := range w.ordered {
+		t := info.t
 		if !w.isSetOutput(t.Name) { // a set's output shares its input's reference
 			f.reference = satAdd(f.reference, satProduct(info.shard.shape))
 		}

@@ -170,7 +170,7 @@ func (w *world) run(m *machine, s *plan.Step, res *Result) error {
 	if s.Op < 0 || s.Op >= len(w.p.Ops) {
 		return stepError(s, "op %d does not exist (the plan has %d ops)", s.Op, len(w.p.Ops))
 	}
-	flows, err := m.exec(s, w.tensors[w.p.Ops[s.Op].Output].elemSize)
+	flows, err := m.exec(s, w.opOutputs[s.Op].elemSize)
 	if err != nil {
 		return err
 	}
@@ -244,7 +244,7 @@ func (w *world) opWithoutSteps() *Mismatch {
 // the reference.
 func (w *world) check(m *machine, ref map[string][]float64, op, step int) *Mismatch {
 	name := w.p.Ops[op].Output
-	t, held, want := w.tensors[name], m.named(name), ref[name]
+	t, held, want := w.opOutputs[op], m.named(name), ref[name]
 	for _, d := range t.mesh.Devices {
 		buf, ok := held[d]
 		n, diff, off := w.compareShard(t.shard, d, buf, want)

@@ -44,6 +44,28 @@ type sharder struct {
 	// shard: a value per IterDomain, a point of the outer axes, the
 	// device's coordinates.
 	vals, point, coord []int
+	// runs keeps each device's runs once enumerated, when the sharder
+	// serves several tensors (budget is then set, see cacheRuns): a chain
+	// enumerates the same few shards for every tensor it loads or checks.
+	runs   map[int][]run
+	budget *int
+}
+
+// runBudget is how many runs the sharders of one simulation may keep
+// between them (24 bytes each, 1.5 MiB in all): a bound that the memory
+// model leaves to the runtime's share (RuntimeBytes).
+const runBudget = 1 << 16
+
+// maxCachedRuns is the most runs a sharder keeps for one device: a longer
+// shard is enumerated again each time, as it would take most of the
+// budget for one device.
+const maxCachedRuns = 256
+
+// cacheRuns lets s keep devices' runs, drawing on budget.
+func (s *sharder) cacheRuns(budget *int) {
+	if s.budget == nil {
+		s.budget, s.runs = budget, map[int][]run{}
+	}
 }
 
 // Shard returns the elements of the global tensor t that device holds, in
@@ -239,8 +261,41 @@ func (s *sharder) chain(made map[int]expr, pos int) (links []link, stride int, o
 // eachRun calls yield with device's shard, run by run in buffer order,
 // until yield returns false. Adjacent runs that continue one another are
 // joined. scratch is reused to sort the offsets of a tensor whose
-// enumeration order is not its buffer order (sortRuns).
+// enumeration order is not its buffer order (sortRuns). The runs come
+// from the cache when s keeps them (cacheRuns).
 func (s *sharder) eachRun(device int, scratch *[]int, yield func(run) bool) {
+	if rs, ok := s.runs[device]; ok {
+		for _, r := range rs {
+			if !yield(r) {
+				return
+			}
+		}
+		return
+	}
+	if s.budget == nil || *s.budget <= 0 {
+		s.enumerate(device, scratch, yield)
+		return
+	}
+	var rs []run
+	kept := true // every run was seen and is in rs
+	s.enumerate(device, scratch, func(r run) bool {
+		if kept = kept && len(rs) < maxCachedRuns; kept {
+			rs = append(rs, r)
+		}
+		if !yield(r) {
+			kept = false
+			return false
+		}
+		return true
+	})
+	if kept && len(rs) <= *s.budget {
+		s.runs[device] = rs
+		*s.budget -= max(len(rs), 1) // a shard without runs is kept too
+	}
+}
+
+// enumerate is eachRun without the cache.
+func (s *sharder) enumerate(device int, scratch *[]int, yield func(run) bool) {
 	vals, ok := s.deviceValues(device)
 	if !ok {
 		return

@@ -23,6 +23,11 @@ type world struct {
 	p        *plan.Plan
 	tensors  map[string]*tensorInfo
 	producer map[string]int
+	// ordered are the tensors in the plan's order, and opOutputs every
+	// op's output: what each step and op needs, found without looking
+	// names up in maps of every tensor.
+	ordered   []*tensorInfo
+	opOutputs []*tensorInfo
 	// outputs are the tensors some op writes: an operand among them that
 	// no earlier op produced is produced later (one lookup, where a scan
 	// of the later ops made checking quadratic in ops).
@@ -36,6 +41,8 @@ type world struct {
 	// sharder a tensor was most of what checking the plan allocated.
 	sharders map[string]*sharder
 	key      []byte
+	// runBudget is what is left of the runs the shared sharders may keep.
+	runBudget int
 }
 
 // dtypeSizes gives the bytes of an element of each dtype.
@@ -45,7 +52,7 @@ var dtypeSizes = map[string]int64{
 
 // newWorld checks p's tensors and ops and builds every tensor's sharder.
 func newWorld(p *plan.Plan) (*world, error) {
-	w := &world{p: p, tensors: map[string]*tensorInfo{}, producer: map[string]int{}, sharders: map[string]*sharder{}}
+	w := &world{p: p, tensors: map[string]*tensorInfo{}, producer: map[string]int{}, sharders: map[string]*sharder{}, runBudget: runBudget}
 	for i, t := range p.Tensors {
 		if err := w.addTensor(i, t); err != nil {
 			return nil, err
@@ -79,7 +86,9 @@ func (w *world) addTensor(i int, t plan.Tensor) error {
 	if err != nil {
 		return err
 	}
-	w.tensors[t.Name] = &tensorInfo{t: t, index: i, mesh: m, shard: s, elemSize: size}
+	info := &tensorInfo{t: t, index: i, mesh: m, shard: s, elemSize: size}
+	w.tensors[t.Name] = info
+	w.ordered = append(w.ordered, info)
 	return nil
 }
 
@@ -89,6 +98,7 @@ func (w *world) addTensor(i int, t plan.Tensor) error {
 func (w *world) sharder(t plan.Tensor, m plan.Mesh) (*sharder, error) {
 	w.key = geometryKey(w.key[:0], t)
 	if s, ok := w.sharders[string(w.key)]; ok {
+		s.cacheRuns(&w.runBudget) // it serves several tensors now
 		return s, nil
 	}
 	s, err := newSharder(t, m)
@@ -166,7 +176,8 @@ func (w *world) addOp(i int, op plan.Op) error {
 	if err := checkArity(op); err != nil {
 		return err
 	}
-	if _, ok := w.tensors[op.Output]; !ok {
+	out, ok := w.tensors[op.Output]
+	if !ok {
 		return fmt.Errorf("op %d: unknown tensor %q", i, op.Output)
 	}
 	if _, dup := w.producer[op.Output]; dup {
@@ -178,6 +189,7 @@ func (w *world) addOp(i int, op plan.Op) error {
 		}
 	}
 	w.producer[op.Output] = i
+	w.opOutputs = append(w.opOutputs, out)
 	return nil
 }
 
@@ -207,18 +219,17 @@ func (w *world) isInput(name string) bool {
 func (w *world) reference(seed uint64) (map[string][]float64, error) {
 	ref := map[string][]float64{}
 	small := hasProd(w.p)
-	for _, t := range w.p.Tensors {
-		if w.isInput(t.Name) {
-			info := w.tensors[t.Name]
-			ref[t.Name] = inputData(seed, info.index, product(info.shard.shape), small)
+	for _, info := range w.ordered {
+		if w.isInput(info.t.Name) {
+			ref[info.t.Name] = inputData(seed, info.index, product(info.shard.shape), small)
 		}
 	}
-	for _, op := range w.p.Ops {
+	for i, op := range w.p.Ops {
 		ins := w.operands(op, ref)
 		if err := w.checkOutputDomain(op, ins); err != nil {
 			return nil, err
 		}
-		ref[op.Output] = evalOp(op, ins, w.tensors[op.Output].shard.shape)
+		ref[op.Output] = evalOp(op, ins, w.opOutputs[i].shard.shape)
 	}
 	return ref, nil
 }
@@ -237,7 +248,7 @@ func (w *world) operands(op plan.Op, ref map[string][]float64) []operand {
 // output declares the logical domain op makes of them (opDomain), which
 // evalOp relies on.
 func (w *world) checkOutputDomain(op plan.Op, ins []operand) error {
-	out := w.tensors[op.Output].t
+	out := w.opOutputs[op.Index].t
 	want, err := opDomain(op, ins, out.Shape)
 	if err != nil {
 		return err
@@ -251,11 +262,12 @@ func (w *world) checkOutputDomain(op plan.Op, ins []operand) error {
 
 // load writes every fusion input's shard onto each device of its mesh.
 func (w *world) load(m *machine, ref map[string][]float64) {
-	for _, t := range w.p.Tensors {
+	for _, info := range w.ordered {
+		t := info.t
 		if !w.isInput(t.Name) {
 			continue
 		}
-		info, src := w.tensors[t.Name], ref[t.Name]
+		src := ref[t.Name]
 		out := m.output(t.Name, len(info.mesh.Devices))
 		for _, d := range info.mesh.Devices {
 			buf := make([]float64, info.shard.size(d, &w.scratch))
