@@ -71,6 +71,10 @@ type validator struct {
 	nameSlab   []nameInfo
 	recent     [recentNames]recentName
 	nextRecent int
+	// opOutputs and stepOutputs are the records of each op's and step's
+	// output, found once: a later pass over the ops or steps would look
+	// each up again, in a map too large for the processor's caches.
+	opOutputs, stepOutputs []*nameInfo
 	// opOK says, per op, whether it has no problem of its own.
 	opOK []bool
 	// received is what each device receives in the steps checked so far;

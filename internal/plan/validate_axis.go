@@ -195,11 +195,13 @@ type writes struct {
 func (v *validator) indexBuffers() {
 	n := len(v.p.Steps)
 	steps, moves := make([]int, n), make([]bool, n)
+	v.stepOutputs = make([]*nameInfo, n)
 	var reads []int
 	for k := range v.p.Steps {
 		s := &v.p.Steps[k]
 		moved := s.Kind != KindLocal || s.Type == Slice || readsSeveral(s.Type)
-		if w := &v.entry(s.Output).writes; len(w.steps) > 0 {
+		v.stepOutputs[k] = v.entry(s.Output)
+		if w := &v.stepOutputs[k].writes; len(w.steps) > 0 {
 			moved = moved || w.moved[len(w.moved)-1]
 			w.steps, w.moved = append(w.steps, k), append(w.moved, moved)
 		} else {

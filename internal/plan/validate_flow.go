@@ -85,7 +85,7 @@ func (v *validator) recordWriters(s *Step) {
 // the output once the steps are done.
 func (v *validator) checkOutputsHeld() {
 	for i, op := range v.p.Ops {
-		t, held := v.tensor(op.Output), v.heldBy(op.Output)
+		t, held := v.opOutputs[i].tensor, v.opOutputs[i].held
 		if t == nil || t.mesh == nil || held == nil || held.unknown {
 			continue // reported as a missing tensor, or a step with problems
 		}

@@ -40,10 +40,23 @@ func (v *validator) lookup(name string) *nameInfo {
 	}
 	e := v.names[name]
 	if e != nil {
-		v.recent[v.nextRecent] = recentName{name, e}
-		v.nextRecent = (v.nextRecent + 1) % recentNames
+		v.remember(name, e)
 	}
 	return e
+}
+
+// stepOutput returns the record of step i's output, found by
+// indexBuffers, and remembers it for the lookups of the step's checks.
+func (v *validator) stepOutput(i int) *nameInfo {
+	e := v.stepOutputs[i]
+	v.remember(v.p.Steps[i].Output, e)
+	return e
+}
+
+// remember puts a name lookup found among the recent ones.
+func (v *validator) remember(name string, e *nameInfo) {
+	v.recent[v.nextRecent] = recentName{name, e}
+	v.nextRecent = (v.nextRecent + 1) % recentNames
 }
 
 // recentName is a name lookup found.

@@ -51,11 +51,14 @@ func arityText(lo, hi int) string {
 // checkOps checks every op (rule 3) and records which tensors ops write.
 func (v *validator) checkOps() {
 	v.opOK = make([]bool, len(v.p.Ops))
+	v.opOutputs = make([]*nameInfo, len(v.p.Ops))
 	for i, op := range v.p.Ops {
 		v.checkOp(i, op)
-		if e := v.entry(op.Output); !e.written {
+		e := v.entry(op.Output)
+		if !e.written {
 			e.written, e.writer = true, i
 		}
+		v.opOutputs[i] = e
 	}
 }
 

@@ -272,7 +272,7 @@ func (v *validator) checkInput(i int, s *Step, name string, op *Op) {
 // intermediate buffers.
 func (v *validator) checkOutput(i int, s *Step, op *Op) {
 	switch {
-	case v.tensor(s.Output) == nil:
+	case v.stepOutput(i).tensor == nil:
 		v.checkIntermediate(i, "output", s.Output, op)
 	case v.isFusionInput(s.Output):
 		v.stepf(i, "output %q is a fusion input", s.Output)
