@@ -434,8 +434,7 @@ func keep(in []float64, r, n int, s *plan.Step) []float64 {
 	a, b := s.Dims[0], s.Dims[2]
 	out := make([]float64, 0, a*b)
 	for i := range a {
-		start := (i*n + r) * b
-		out = append(out, in[start:start+b]...)
+		out = appendRow(out, in, (i*n+r)*b, b, 1)
 	}
 	return out
 }

@@ -132,9 +132,14 @@ func permuter(dims, perm []int) localFunc {
 	}
 }
 
+// shortRow is the longest row appendRow copies element by element when it
+// is contiguous: calling copy() for a row of two elements cost more than
+// moving them.
+const shortRow = 16
+
 // appendRow appends the n elements of in from base, step apart.
 func appendRow(out, in []float64, base, n, step int) []float64 {
-	if step == 1 {
+	if step == 1 && n > shortRow {
 		return append(out, in[base:base+n]...)
 	}
 	for j := range n {
