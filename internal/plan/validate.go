@@ -192,7 +192,11 @@ func (v *validator) checkTensors() {
 	for i := range v.p.Tensors {
 		t := &v.p.Tensors[i]
 		what := tensorRef{name: t.Name, index: i, sharding: -1}
-		dup := v.tensor(t.Name) != nil
+		var e *nameInfo // the name's record, found once
+		if t.Name != "" {
+			e = v.entry(t.Name)
+		}
+		dup := e != nil && e.tensor != nil
 		switch {
 		case t.Name == "":
 			v.planf("%s has no name", what)
@@ -200,8 +204,8 @@ func (v *validator) checkTensors() {
 			v.planf("%s is declared more than once", what)
 		}
 		info := v.checkTensor(what, t)
-		if !dup && t.Name != "" {
-			v.entry(t.Name).tensor = info
+		if !dup && e != nil {
+			e.tensor = info
 		}
 	}
 }
@@ -363,11 +367,16 @@ func (v *validator) isFusionInput(name string) bool {
 // checkCoverage checks that every op's output tensor is written by a step
 // of that op (rule 7).
 func (v *validator) checkCoverage() {
-	hasStep := map[int]bool{}
-	writes := map[int]bool{}
-	for _, s := range v.p.Steps {
+	// Per op: a step of it, and one that writes its output (a step of no
+	// op is reported with the step).
+	hasStep, writes := make([]bool, len(v.p.Ops)), make([]bool, len(v.p.Ops))
+	for i := range v.p.Steps {
+		s := &v.p.Steps[i]
+		if s.Op < 0 || s.Op >= len(v.p.Ops) {
+			continue
+		}
 		hasStep[s.Op] = true
-		if s.Op >= 0 && s.Op < len(v.p.Ops) && s.Output == v.p.Ops[s.Op].Output {
+		if s.Output == v.p.Ops[s.Op].Output {
 			writes[s.Op] = true
 		}
 	}

@@ -200,7 +200,7 @@ func (v *validator) indexBuffers() {
 	for k := range v.p.Steps {
 		s := &v.p.Steps[k]
 		moved := s.Kind != KindLocal || s.Type == Slice || readsSeveral(s.Type)
-		v.stepOutputs[k] = v.entry(s.Output)
+		v.stepOutputs[k] = v.outputEntry(s)
 		if w := &v.stepOutputs[k].writes; len(w.steps) > 0 {
 			moved = moved || w.moved[len(w.moved)-1]
 			w.steps, w.moved = append(w.steps, k), append(w.moved, moved)

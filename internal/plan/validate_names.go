@@ -53,6 +53,17 @@ func (v *validator) stepOutput(i int) *nameInfo {
 	return e
 }
 
+// outputEntry returns the record of step s's output: its op's output
+// record, found by checkOps, when it writes the op's output.
+func (v *validator) outputEntry(s *Step) *nameInfo {
+	if s.Op >= 0 && s.Op < len(v.p.Ops) && v.p.Ops[s.Op].Output == s.Output {
+		e := v.opOutputs[s.Op]
+		v.remember(s.Output, e)
+		return e
+	}
+	return v.entry(s.Output)
+}
+
 // remember puts a name lookup found among the recent ones.
 func (v *validator) remember(name string, e *nameInfo) {
 	v.recent[v.nextRecent] = recentName{name, e}
