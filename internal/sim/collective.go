@@ -14,6 +14,7 @@ type call struct {
 	s    *plan.Step
 	team []int
 	size int64 // bytes per element
+	slab *slab // the machine's, for small outputs
 	in   [][]float64
 	held []bool // whether each member holds the input buffer
 	out  [][]float64
@@ -46,9 +47,9 @@ func allgather(c *call) error {
 	// it: no temporary buffer, so the memory estimate holds.
 	for r := range c.team {
 		if r == 0 {
-			c.out[r] = concatFloats(c.in...)
+			c.out[r] = c.slab.concat(c.in...)
 		} else {
-			c.out[r] = cloneFloats(c.out[0])
+			c.out[r] = c.slab.clone(c.out[0])
 		}
 		c.move(r, int64(len(c.team)-1)*int64(n), int64(len(c.team)-1)*int64(n))
 	}
@@ -98,7 +99,7 @@ func allreduce(c *call) error {
 		if r == 0 {
 			c.out[r] = elementwise(op, c.in) // the others copy it, as in allgather
 		} else {
-			c.out[r] = cloneFloats(c.out[0])
+			c.out[r] = c.slab.clone(c.out[0])
 		}
 		// Reduce-scatter then all-gather: 2(T-1)·n/T elements each way,
 		// rounded down after converting to bytes.
@@ -124,7 +125,7 @@ func allToAll(c *call) error {
 		for i, in := range c.in {
 			parts[i] = in[j*m : (j+1)*m]
 		}
-		c.out[j] = concatFloats(parts...)
+		c.out[j] = c.slab.concat(parts...)
 		c.move(j, int64(len(c.team)-1)*int64(m), int64(len(c.team)-1)*int64(m))
 	}
 	return nil
@@ -140,7 +141,7 @@ func broadcast(c *call) error {
 		return err
 	}
 	for r := range c.team {
-		c.out[r] = cloneFloats(c.in[root])
+		c.out[r] = c.slab.clone(c.in[root])
 		if r != root {
 			c.move(r, 0, int64(n))
 		}
@@ -162,7 +163,7 @@ func scatter(c *call) error {
 		return err
 	}
 	for r := range c.team {
-		c.out[r] = cloneFloats(c.in[root][r*m : (r+1)*m])
+		c.out[r] = c.slab.clone(c.in[root][r*m : (r+1)*m])
 		if r != root {
 			c.move(r, 0, int64(m))
 		}
@@ -179,7 +180,7 @@ func gather(c *call) error {
 	if err := c.wantOutput(len(parts) * c.s.Count.Input); err != nil {
 		return err
 	}
-	c.out[root] = concatFloats(parts...)
+	c.out[root] = c.slab.concat(parts...)
 	return nil
 }
 
@@ -207,7 +208,7 @@ func sendRecv(c *call) error {
 	if err := c.wantOutput(n); err != nil {
 		return err
 	}
-	c.out[1] = cloneFloats(c.in[0])
+	c.out[1] = c.slab.clone(c.in[0])
 	if c.team[0] != c.team[1] {
 		c.move(0, int64(n), 0)
 		c.move(1, 0, int64(n))

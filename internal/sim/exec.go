@@ -22,6 +22,7 @@ type machine struct {
 	// buffers.
 	flows map[int]flow
 	call  call
+	slab  slab
 }
 
 // buffers are one name's buffers, by device.
@@ -101,7 +102,7 @@ func (m *machine) collective(s *plan.Step, size int64, f func(*call) error) (map
 func (m *machine) newCall(s *plan.Step, team []int, size int64, in buffers) *call {
 	t := len(team)
 	c := &m.call
-	c.s, c.team, c.size = s, team, size
+	c.s, c.team, c.size, c.slab = s, team, size, &m.slab
 	c.in, c.held, c.out = resize(c.in, t), resize(c.held, t), resize(c.out, t)
 	c.sent, c.recv = resize(c.sent, t), resize(c.recv, t)
 	for r, d := range team {
@@ -185,7 +186,7 @@ func (m *machine) local(s *plan.Step) (map[int]flow, error) {
 	case plan.Pad, plan.Unpad:
 		return m.pad(s)
 	}
-	c, err := localStep(s)
+	c, err := localStep(s, &m.slab)
 	if err != nil {
 		return nil, err
 	}
@@ -275,7 +276,7 @@ func (m *machine) slice(s *plan.Step) (map[int]flow, error) {
 			if len(in) != s.Count.Input {
 				return nil, stepError(s, "buffer %q on device %d has %d elements, count.input is %d", s.Input, d, len(in), s.Count.Input)
 			}
-			out[d] = keep(in, r, n, s)
+			out[d] = keep(in, r, n, s, &m.slab)
 		}
 	}
 	return flows, nil
@@ -420,19 +421,20 @@ func padBox(in []float64, dims, box []int, pad bool, fill float64) []float64 {
 	return out
 }
 
-// keep is the part of in that rank r of a team of n keeps in Slice s.
-func keep(in []float64, r, n int, s *plan.Step) []float64 {
+// keep is the part of in that rank r of a team of n keeps in Slice s,
+// allocated from slab.
+func keep(in []float64, r, n int, s *plan.Step, slab *slab) []float64 {
 	if len(s.Dims) != 3 {
 		// A short input: the rank's chunk is what is left of it, then zeros.
 		m := s.Count.Output
-		out := make([]float64, m)
+		out := slab.make(m)
 		if lo := r * m; lo < len(in) {
 			copy(out, in[lo:min(lo+m, len(in))])
 		}
 		return out
 	}
 	a, b := s.Dims[0], s.Dims[2]
-	out := make([]float64, 0, a*b)
+	out := slab.make(a * b)[:0]
 	for i := range a {
 		out = appendRow(out, in, (i*n+r)*b, b, 1)
 	}

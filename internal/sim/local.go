@@ -10,15 +10,15 @@ import (
 type localFunc func(in []float64) []float64
 
 // localStep checks a local step's geometry and returns the sizes of its
-// inputs and its transform.
-func localStep(s *plan.Step) (computeStep, error) {
+// inputs and its transform, which takes small outputs from slab.
+func localStep(s *plan.Step, slab *slab) (computeStep, error) {
 	switch s.Type {
 	case plan.Matmul:
 		return matmulStep(s)
 	case plan.Pointwise:
 		return pointwiseStep(s)
 	}
-	f, err := oneInputStep(s)
+	f, err := oneInputStep(s, slab)
 	if err != nil {
 		return computeStep{}, err
 	}
@@ -27,12 +27,12 @@ func localStep(s *plan.Step) (computeStep, error) {
 
 // oneInputStep checks a local step that reads one buffer and returns its
 // transform.
-func oneInputStep(s *plan.Step) (localFunc, error) {
+func oneInputStep(s *plan.Step, slab *slab) (localFunc, error) {
 	switch s.Type {
 	case plan.Copy:
 		return copyStep(s)
 	case plan.Permute:
-		return permuteStep(s)
+		return permuteStep(s, slab)
 	case plan.LocalReduce:
 		return localReduceStep(s)
 	}
@@ -46,7 +46,7 @@ func copyStep(s *plan.Step) (localFunc, error) {
 	return slices.Clone[[]float64], nil
 }
 
-func permuteStep(s *plan.Step) (localFunc, error) {
+func permuteStep(s *plan.Step, slab *slab) (localFunc, error) {
 	if err := checkDims(s); err != nil {
 		return nil, err
 	}
@@ -56,7 +56,7 @@ func permuteStep(s *plan.Step) (localFunc, error) {
 	if s.Count.Output != s.Count.Input {
 		return nil, stepError(s, "count.output %d must equal count.input %d", s.Count.Output, s.Count.Input)
 	}
-	return permuter(s.Dims, s.Perm), nil
+	return permuter(s.Dims, s.Perm, slab), nil
 }
 
 func localReduceStep(s *plan.Step) (localFunc, error) {
@@ -104,7 +104,7 @@ func checkDims(s *plan.Step) error {
 // second-to-last output dimension are walked by a plain loop, and only the
 // dimensions before them by the odometer: rows are often a few elements
 // long, and the odometer's step cost more than copying one.
-func permuter(dims, perm []int) localFunc {
+func permuter(dims, perm []int, slab *slab) localFunc {
 	stride := strides(dims)
 	outDims := make([]int, len(perm))
 	outStride := make([]int, len(perm))
@@ -121,7 +121,7 @@ func permuter(dims, perm []int) localFunc {
 		rows, rowStep = outDims[last-1], outStride[last-1]
 	}
 	return func(in []float64) []float64 {
-		out := make([]float64, 0, len(in))
+		out := slab.make(len(in))[:0]
 		for idx := range odometer(walked) {
 			base := dot(idx, outStride)
 			for r := range rows {

@@ -16,7 +16,9 @@ import (
 //   - every device buffer the plan writes (input shards and step outputs),
 //     the largest one per device and buffer name, a float64 an element
 //     rounded up to the allocator's size class, and its slot in the map
-//     of its name's buffers;
+//     of its name's buffers (most outputs of collectives, and those of
+//     Permutes and Slices, of at most 4 KiB come from a slab without
+//     rounding: the model may price them up to an eighth high);
 //   - the sorted offsets of the shard being enumerated (loading an input
 //     or checking an output), an int an element, in one scratch buffer as
 //     large as the largest shard that needs them: a tensor without
