@@ -1,6 +1,9 @@
 package plan
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // checkCounts checks a step's element counts (rule 5): against its type and
 // team size, against the local size of fusion tensors, and against what the
@@ -12,7 +15,8 @@ func (v *validator) checkCounts(i int, s *Step) {
 		return
 	}
 	v.checkTypeCount(i, s)
-	reads := operandCounts(s)
+	var buf [2]read // most steps read one or two buffers
+	reads := operandCounts(s, buf[:0])
 	for k, name := range s.Operands() {
 		if reads[k].ok {
 			v.checkTensorRead(i, k, name, reads[k])
@@ -37,9 +41,11 @@ type read struct {
 // operandCounts returns what a step reads from each input: count.input
 // from the first; from a Matmul's B, Bt·K·N (K·N with broadcast_b) of its
 // dims; from a Pointwise's later inputs, the product of their input_dims.
-func operandCounts(s *Step) []read {
+// It fills and returns reads, grown as needed.
+func operandCounts(s *Step, reads []read) []read {
 	names := s.Operands()
-	reads := make([]read, len(names))
+	reads = slices.Grow(reads[:0], len(names))[:len(names)]
+	clear(reads)
 	reads[0] = read{n: s.Count.Input, ok: true}
 	for k := 1; k < len(names); k++ {
 		switch {

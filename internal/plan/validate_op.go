@@ -179,8 +179,13 @@ type outputDomain struct {
 	why            string
 }
 
-// valueShape returns the extents of a tensor's non-reduction axes.
+// valueShape returns the extents of a tensor's non-reduction axes, for
+// reading only: a tensor with no reduction axis gives its own shape
+// (validate asks for the shape of every op's operands).
 func valueShape(t *Tensor) []int {
+	if len(t.ReductionAxes) == 0 {
+		return slices.Clip(t.Shape)
+	}
 	var shape []int
 	for k, e := range t.Shape {
 		if !slices.Contains(t.ReductionAxes, k) {

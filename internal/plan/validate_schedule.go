@@ -28,7 +28,8 @@ func (a loopAxis) onDevices() bool { return slices.Contains(deviceTypes, a.paral
 // reduction axes must be valid. mesh is nil when unknown; the device-axis
 // extents are then not checked.
 func (v *validator) checkSchedule(what tensorRef, t *Tensor, mesh *Mesh) []loopAxis {
-	loop := make([]loopAxis, len(t.Shape))
+	// A split adds an axis, so the loop domain grows in place.
+	loop := make([]loopAxis, len(t.Shape), len(t.Shape)+len(t.Schedule))
 	for k, e := range t.Shape {
 		loop[k] = loopAxis{extent: e, reduction: slices.Contains(t.ReductionAxes, k)}
 	}
@@ -48,7 +49,8 @@ func (v *validator) checkSchedule(what tensorRef, t *Tensor, mesh *Mesh) []loopA
 }
 
 // replayStep applies one schedule step to loop, as the fusion parser does,
-// and returns the new loop domain or why the step is invalid.
+// and returns the new loop domain or why the step is invalid. It changes
+// loop, checkSchedule's own, in place, except for a reorder.
 func replayStep(loop []loopAxis, s ScheduleStep, mesh *Mesh) ([]loopAxis, string) {
 	if n := s.fields(); n != 1 {
 		return nil, fmt.Sprintf("has %d transforms, want exactly one of split, outer_split, merge, reorder, parallelize", n)
@@ -97,7 +99,7 @@ func splitStep(loop []loopAxis, name string, a SplitArgs, outer bool) ([]loopAxi
 		o.extent = a.Factor
 	}
 	i := loopAxis{extent: inner, reduction: in.reduction}
-	return slices.Replace(slices.Clone(loop), a.Axis, a.Axis+1, o, i), ""
+	return slices.Replace(loop, a.Axis, a.Axis+1, o, i), ""
 }
 
 func mergeStep(loop []loopAxis, axis int) ([]loopAxis, string) {
@@ -115,7 +117,7 @@ func mergeStep(loop []loopAxis, axis int) ([]loopAxis, string) {
 	if !ok {
 		return nil, fmt.Sprintf("merged extent %d x %d overflows", a.extent, b.extent)
 	}
-	return slices.Replace(slices.Clone(loop), axis, axis+2, loopAxis{extent: e, reduction: a.reduction}), ""
+	return slices.Replace(loop, axis, axis+2, loopAxis{extent: e, reduction: a.reduction}), ""
 }
 
 func reorderStep(loop []loopAxis, order []int) ([]loopAxis, string) {
@@ -140,9 +142,8 @@ func parallelizeStep(loop []loopAxis, a ParallelizeArgs, mesh *Mesh) ([]loopAxis
 	case ti >= 0 && mesh != nil && len(mesh.Shape) <= ti:
 		return nil, fmt.Sprintf("parallel type %s, but the mesh has %d axes", a.Type, len(mesh.Shape))
 	}
-	out := slices.Clone(loop)
-	out[a.Axis].parallel = a.Type
-	return out, ""
+	loop[a.Axis].parallel = a.Type
+	return loop, ""
 }
 
 // checkPosition says why axis is not a position in a loop domain of rank
