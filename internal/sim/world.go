@@ -52,7 +52,11 @@ var dtypeSizes = map[string]int64{
 
 // newWorld checks p's tensors and ops and builds every tensor's sharder.
 func newWorld(p *plan.Plan) (*world, error) {
-	w := &world{p: p, tensors: map[string]*tensorInfo{}, producer: map[string]int{}, sharders: map[string]*sharder{}, runBudget: runBudget}
+	// The maps of every tensor and op are sized once: growing them rehashed
+	// every entry several times over in a plan of 100k ops.
+	w := &world{p: p, tensors: make(map[string]*tensorInfo, len(p.Tensors)), producer: make(map[string]int, len(p.Ops)),
+		sharders: map[string]*sharder{}, runBudget: runBudget, ordered: make([]*tensorInfo, 0, len(p.Tensors)),
+		opOutputs: make([]*tensorInfo, 0, len(p.Ops))}
 	for i, t := range p.Tensors {
 		if err := w.addTensor(i, t); err != nil {
 			return nil, err
@@ -217,7 +221,7 @@ func (w *world) isInput(name string) bool {
 // reference fills the fusion inputs and evaluates every op on unsharded
 // tensors. Values are row-major over each tensor's non-reduction axes.
 func (w *world) reference(seed uint64) (map[string][]float64, error) {
-	ref := map[string][]float64{}
+	ref := make(map[string][]float64, len(w.p.Tensors))
 	small := hasProd(w.p)
 	for _, info := range w.ordered {
 		if w.isInput(info.t.Name) {
