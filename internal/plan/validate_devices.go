@@ -7,8 +7,14 @@ package plan
 // meshes, its words cut from a shared slab, with a map only for devices
 // in no mesh (which a step names only with a problem).
 
+// maxSetBits is the most devices a deviceSet holds as bits: 1 KiB a set.
+// A plan of more devices keeps every set in its map, as sparse as the
+// devices it holds: a bitset a buffer over a million devices, for buffers
+// held by a few (SendRecv pairs), would be gigabytes.
+const maxSetBits = 8192
+
 // deviceIndex numbers the distinct devices of the plan's meshes 0..n-1:
-// the bits of a deviceSet.
+// the bits of a deviceSet (none past maxSetBits devices).
 type deviceIndex struct {
 	n int
 	// dense is set when the devices are exactly 0..n-1, each its own
@@ -19,6 +25,9 @@ type deviceIndex struct {
 
 // newDeviceIndex numbers devices, the set of the plan's mesh devices.
 func newDeviceIndex(devices map[int]bool) deviceIndex {
+	if len(devices) > maxSetBits {
+		return deviceIndex{dense: true} // no bits: every device in the map
+	}
 	x := deviceIndex{n: len(devices), dense: true}
 	for d := range devices {
 		if d >= len(devices) {
