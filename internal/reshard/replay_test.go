@@ -3,8 +3,6 @@ package reshard_test
 import (
 	"bytes"
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/nvcomm/nvcomm/internal/ir"
@@ -19,26 +17,19 @@ import (
 // replay of recorded emissions and without: the plans (or errors) must
 // be the same bytes.
 func TestReplayEmitsAsFresh(t *testing.T) {
-	inputs := map[string][]byte{
+	fusions := corpus(t)
+	for name, src := range map[string][]byte{
 		"chain1d.yaml": scale.Chain(300, scale.Mesh1D),
 		"chain2d.yaml": scale.Chain(300, scale.Mesh2x4),
-	}
-	for _, dir := range []string{"../../testdata/examples", "../../testdata/conformance", "../../testdata/regress"} {
-		files, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
-		for _, file := range files {
-			src, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatal(err)
-			}
-			inputs[file] = src
+	} {
+		f, err := ir.Parse(name, src)
+		if err != nil {
+			t.Fatal(err)
 		}
+		fusions[name] = f
 	}
 	defer reshard.SetReplay(true)
-	for file, src := range inputs {
-		f, err := ir.Parse(file, src)
-		if err != nil {
-			continue // fusions the checker rejects have .err goldens
-		}
+	for file, f := range fusions {
 		for _, obj := range reshard.Objectives {
 			var out [2]string
 			for i, on := range []bool{false, true} {
