@@ -253,6 +253,14 @@ func (t *Topology) team(s *plan.Step, team []int, size int64) (StepTime, error) 
 		return st, err
 	}
 	st.Link = t.LinkOf(members)
+	if s.Type == plan.AllToAllV {
+		received, ok := exchangeReceived(s, team, size)
+		if !ok {
+			return st, tooManyBytes(s)
+		}
+		st.Seconds, st.Bytes = t.ExchangeSeconds(st.Link, received), received
+		return st, nil
+	}
 	var ok bool
 	if st.Seconds, st.Bytes, ok = t.TeamSeconds(st.Link, s.Type, s.Count, len(team), size); !ok {
 		err = tooManyBytes(s)
@@ -275,6 +283,37 @@ func (t *Topology) TeamSeconds(link, typ string, c plan.Count, n int, elem int64
 		return 0, 0, false
 	}
 	return t.Collective(link, typ, bytes, n), bytes, true
+}
+
+// ExchangeSeconds predicts an AllToAllV over a team of link class link
+// whose busiest member receives received bytes from the others. NCCL runs
+// it as grouped sends and receives, as it runs an AllToAll, so it is priced
+// on the AllToAll line at x = received: an AllToAll's S·(n−1)/n is what
+// each of its members receives.
+func (t *Topology) ExchangeSeconds(link string, received int64) float64 {
+	l := t.NVLink
+	if link == LinkNetwork {
+		l = t.Network
+	}
+	return l.For(plan.AllToAll).Seconds(float64(received))
+}
+
+// exchangeReceived is the most bytes a member of an AllToAllV's team
+// receives from other devices (its chunk for itself stays), for elements
+// of size bytes; ok is false when it does not fit in int64.
+func exchangeReceived(s *plan.Step, team []int, size int64) (most int64, ok bool) {
+	for r, d := range team {
+		got := int64(0)
+		for k, row := range s.SendCounts {
+			if k < len(team) && team[k] != d && r < len(row) {
+				if got, ok = checked.Add(got, int64(row[r])); !ok {
+					return 0, false
+				}
+			}
+		}
+		most = max(most, got)
+	}
+	return checked.Mul(most, size)
 }
 
 // localCounts are the elements a local step of type typ with counts c

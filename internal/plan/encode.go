@@ -164,6 +164,7 @@ func (e *encoder) step(s *Step) {
 		e.intListsIf("input_dims", s.InputDims)
 		e.trueIf("broadcast_b", s.BroadcastB)
 		e.trueIf("transpose_b", s.TransposeB)
+		e.intListsIf("send_counts", s.SendCounts)
 		if s.Bytes != nil {
 			e.key("bytes")
 			e.bytes(s.Bytes)

@@ -175,6 +175,10 @@ const (
 	ReduceScatter = "ReduceScatter"
 	SendRecv      = "SendRecv"
 	AllToAll      = "AllToAll"
+	// AllToAllV is an all-to-all with split sizes: member k sends the
+	// next SendCounts[k][r] elements of its input to member r
+	// (torch.distributed's all_to_all_single with input_split_sizes).
+	AllToAllV = "AllToAllV"
 )
 
 // Local step types.
@@ -191,7 +195,7 @@ const (
 )
 
 // CollectiveTypes lists the collective step types.
-var CollectiveTypes = []string{Scatter, Gather, Allgather, Broadcast, Reduce, Allreduce, ReduceScatter, SendRecv, AllToAll}
+var CollectiveTypes = []string{Scatter, Gather, Allgather, Broadcast, Reduce, Allreduce, ReduceScatter, SendRecv, AllToAll, AllToAllV}
 
 // LocalTypes lists the local step types.
 var LocalTypes = []string{Copy, Permute, Slice, LocalReduce, Pad, Unpad, Matmul, Pointwise}
@@ -268,8 +272,14 @@ type Step struct {
 	// TransposeB says a Matmul's second input is stored [Bt, N, K] (or
 	// [N, K]): the step reads its transpose, as a linear reads its
 	// weight, with no separate pass over memory.
-	TransposeB bool   `json:"transpose_b,omitempty"`
-	Bytes      *Bytes `json:"bytes,omitempty"`
+	TransposeB bool `json:"transpose_b,omitempty"`
+	// SendCounts are an AllToAllV's split sizes, the same for every team:
+	// member k's input is cut, in order, into chunks of SendCounts[k][r]
+	// elements, chunk r going to member r; member r's output is the
+	// chunks it receives in member order. Row k sums to count.input,
+	// column r to count.output.
+	SendCounts [][]int `json:"send_counts,omitempty"`
+	Bytes      *Bytes  `json:"bytes,omitempty"`
 }
 
 // Operands returns the buffers the step reads, in order, whichever field

@@ -1,6 +1,8 @@
 package plan
 
 import (
+	"slices"
+
 	"github.com/nvcomm/nvcomm/internal/checked"
 	"github.com/nvcomm/nvcomm/internal/shard"
 )
@@ -30,7 +32,7 @@ func trafficInto(s *Step, elem int64, holds func(int) bool, sent, recv map[int]i
 	if !okIn || !okOut {
 		return false
 	}
-	t := &tally{sent: sent, recv: recv, ok: true}
+	t := &tally{sent: sent, recv: recv, elem: elem, ok: true}
 	for _, team := range s.Teams {
 		t.team(s, team, in, out, holds)
 	}
@@ -40,6 +42,7 @@ func trafficInto(s *Step, elem int64, holds func(int) bool, sent, recv map[int]i
 // tally accumulates one step's traffic, noting an overflow.
 type tally struct {
 	sent, recv map[int]int64
+	elem       int64 // bytes of an element
 	ok         bool
 }
 
@@ -57,6 +60,23 @@ func (t *tally) share(k, n, q int) int64 {
 	p, ok := checked.MulDiv(k, n, q)
 	t.ok = t.ok && ok
 	return int64(p)
+}
+
+// exchange books what member d of an AllToAllV's team sends by its row of
+// counts: each chunk to another device, the receiver's too; the chunk for
+// itself stays.
+func (t *tally) exchange(counts [][]int, team []int, d int) {
+	k := slices.Index(team, d)
+	if k >= len(counts) {
+		return // malformed, and reported as such
+	}
+	for r, n := range counts[k] {
+		if r < len(team) && team[r] != d && n > 0 {
+			b := t.times(n, int(t.elem))
+			t.add(t.sent, d, b)
+			t.add(t.recv, team[r], b)
+		}
+	}
 }
 
 // add adds n to m[d], noting an overflow.
@@ -92,6 +112,8 @@ func (t *tally) team(s *Step, team []int, in, out int, holds func(int) bool) {
 				t.add(t.sent, d, int64(in))
 				t.add(t.recv, *s.Root, int64(in))
 			}
+		case AllToAllV:
+			t.exchange(s.SendCounts, team, d)
 		case SendRecv:
 			if n == 2 && team[0] != team[1] && d == team[1] {
 				t.add(t.sent, team[0], int64(in))

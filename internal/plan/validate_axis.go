@@ -10,7 +10,7 @@ import (
 // whose sharding it changes (docs/plan.md), as a non-reduction position of
 // an input of the op: the reduced axis for Allreduce, Reduce and
 // ReduceScatter (a contraction's k in its first input); for Allgather,
-// Gather, AllToAll and SendRecv the axis of the input the buffer comes from
+// Gather, AllToAll, AllToAllV and SendRecv the axis of the input the buffer comes from
 // sharded along the device type the team spans; for Scatter and Slice (a
 // local step that takes teams) the op output's, counted among the first
 // input's axes; none for Broadcast.
@@ -40,7 +40,7 @@ func (v *validator) checkCollectiveAxis(i int, s *Step, op *Op) {
 		if want == nil {
 			break // a replicated tensor: the axis must be null
 		}
-	case Allgather, Gather, AllToAll:
+	case Allgather, Gather, AllToAll, AllToAllV:
 		if first = v.sourceOperand(i, s, op); first == "" {
 			return // an intermediate sharding of a multi-step change
 		}

@@ -3,6 +3,8 @@ package plan
 import (
 	"fmt"
 	"slices"
+
+	"github.com/nvcomm/nvcomm/internal/checked"
 )
 
 // checkCounts checks a step's element counts (rule 5): against its type and
@@ -118,6 +120,10 @@ func (v *validator) checkTypeCount(i int, s *Step) {
 		v.wantEqual(i, in, out)
 		if t, ok := v.teamSize(i, s); ok && in%t != 0 {
 			v.stepf(i, "count.input %d does not divide among the %d members of a team", in, t)
+		}
+	case AllToAllV:
+		if t, ok := v.teamSize(i, s); ok {
+			v.checkSendCounts(i, s, t)
 		}
 	case Allreduce, Broadcast, Reduce, SendRecv, Copy, Permute:
 		v.wantEqual(i, in, out)
@@ -278,6 +284,50 @@ func (v *validator) checkLocalFields(i int, s *Step) {
 	}
 	if len(s.ReduceDims) > 0 && s.Type != LocalReduce {
 		v.stepf(i, "reduce_dims is set, but only a LocalReduce takes them")
+	}
+	if len(s.SendCounts) > 0 && s.Type != AllToAllV {
+		v.stepf(i, "send_counts is set, but only an AllToAllV takes them")
+	}
+}
+
+// checkSendCounts checks an AllToAllV's split sizes: a t×t matrix of
+// counts of at least 0 whose row k, what member k sends, sums to
+// count.input and whose column r, what member r receives, to
+// count.output.
+func (v *validator) checkSendCounts(i int, s *Step, t int) {
+	if len(s.SendCounts) != t {
+		v.stepf(i, "send_counts has %d rows, want one per member of a team (%d)", len(s.SendCounts), t)
+		return
+	}
+	cols := make([]int, t)
+	for k, row := range s.SendCounts {
+		if len(row) != t {
+			v.stepf(i, "send_counts[%d] has %d counts, want one per member of a team (%d)", k, len(row), t)
+			return
+		}
+		sum, ok := 0, true
+		for r, n := range row {
+			if n < 0 {
+				v.stepf(i, "send_counts[%d][%d] is %d, want >= 0", k, r, n)
+				return
+			}
+			sum, ok = checked.Add(sum, n)
+			if ok {
+				cols[r], ok = checked.Add(cols[r], n)
+			}
+			if !ok {
+				v.stepf(i, "send_counts[%d] sums to more elements than an int counts", k)
+				return
+			}
+		}
+		if sum != s.Count.Input {
+			v.stepf(i, "send_counts[%d] sums to %d, but member %d sends its whole input, count.input = %d", k, sum, k, s.Count.Input)
+		}
+	}
+	for r, sum := range cols {
+		if sum != s.Count.Output {
+			v.stepf(i, "member %d receives %d elements (column %d of send_counts), but count.output is %d", r, sum, r, s.Count.Output)
+		}
 	}
 }
 
