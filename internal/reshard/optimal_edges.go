@@ -30,6 +30,7 @@ const (
 	edgeAllreduce
 	edgeReduceScatter
 	edgeReduce
+	edgeAllToAllV
 )
 
 // edge is one transition of the search: its step, the device types along
@@ -64,7 +65,8 @@ func (pl *searcher) edges(s searchState) []edge {
 
 // singleTypeEdges lists the changes of one device type's digits: a Slice
 // (replicated → sharded), an Allgather (sharded → replicated), an
-// AllToAll (sharded → sharded on other digits).
+// AllToAll (sharded → sharded on other digits), an AllToAllV (sharded →
+// sharded on digits that share some, exchange.go).
 func (pl *searcher) singleTypeEdges(s searchState, out []edge) []edge {
 	for i := range ir.DeviceTypes {
 		if s.partial&(1<<i) != 0 {
@@ -81,6 +83,8 @@ func (pl *searcher) singleTypeEdges(s searchState, out []edge) []edge {
 			}
 			if kind, ok := changeKind(pl.options[i][s.pick[i]], pl.options[i][k]); ok {
 				out = pl.appendChange(out, s, to, 1<<i, kind)
+			} else {
+				out = pl.appendExchange(out, s, to, 1<<i)
 			}
 		}
 	}
@@ -101,8 +105,8 @@ func changeKind(cur, next []ir.Digit) (edgeKind, bool) {
 }
 
 // multiTypeEdges lists steps over several device types at once: an
-// Allgather of all their digits, and a Slice or an AllToAll to the
-// consumer's digits along all of them.
+// Allgather of all their digits, and a Slice, an AllToAll or an AllToAllV
+// to the consumer's digits along all of them.
 func (pl *searcher) multiTypeEdges(s searchState, out []edge) []edge {
 	m := pl.mesh(s.placement)
 	for mask := uint8(3); mask < 8; mask++ {
@@ -134,6 +138,8 @@ func (pl *searcher) multiTypeEdges(s searchState, out []edge) []edge {
 			out = pl.appendChange(out, s, toward, mask, edgeSlice)
 		case sharded && disjoint(cur, next):
 			out = pl.appendChange(out, s, toward, mask, edgeAllToAll)
+		case sharded:
+			out = pl.appendExchange(out, s, toward, mask)
 		}
 	}
 	return out

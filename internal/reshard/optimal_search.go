@@ -96,6 +96,8 @@ func (pl *searcher) emit(path []edge) {
 			c.allgatherAlong(cur, next, e.mask)
 		case edgeAllToAll:
 			c.allToAllAlong(cur, next, e.mask)
+		case edgeAllToAllV:
+			c.allToAllVAlong(cur, next, e.mask)
 		case edgeSwap:
 			c.swap(cur, next, pl.relabel(at, e.to.placement))
 		case edgeSendRecv:
