@@ -48,6 +48,8 @@ func (e *explainer) collectiveReason(op plan.Op, s *plan.Step) string {
 		return fmt.Sprintf("%s is split along %s and wanted whole: each device receives the %s of its team", axis, along, others(teamSize(s)-1))
 	case plan.AllToAll:
 		return fmt.Sprintf("the split along %s moves from %s to another dim: each device sends every other member one block", along, axis)
+	case plan.AllToAllV:
+		return fmt.Sprintf("the split along %s changes: an all-to-all with split sizes, each device sending each part only to the member that keeps it%s", along, exchangePeers(s))
 	case plan.Allreduce, plan.ReduceScatter, plan.Reduce:
 		return e.reductionReason(op, s, along)
 	case plan.Broadcast:
@@ -60,6 +62,39 @@ func (e *explainer) collectiveReason(op plan.Op, s *plan.Step) string {
 		return "each device sends its block to the device that holds it in the output (another mesh, or devices relabelled)"
 	}
 	return ""
+}
+
+// exchangePeers says, from an AllToAllV's split sizes, to how many other
+// members of its team a device sends at most (its own part stays): ", to
+// at most 1 of the 7 others". It says nothing of split sizes that are not
+// a matrix of the team's size.
+func exchangePeers(s *plan.Step) string {
+	t := teamSize(s)
+	if len(s.SendCounts) != t || t < 2 {
+		return ""
+	}
+	most := 0
+	for k, row := range s.SendCounts {
+		if len(row) != t {
+			return ""
+		}
+		peers := 0
+		for r, n := range row {
+			if r != k && n > 0 {
+				peers++
+			}
+		}
+		most = max(most, peers)
+	}
+	switch {
+	case most == 0:
+		return "; here every part stays where it is"
+	case most == t-1 && t == 2:
+		return ", to the other member"
+	case most == t-1:
+		return fmt.Sprintf(", to each of the %d others", t-1)
+	}
+	return fmt.Sprintf(", to at most %d of the %d others", most, t-1)
 }
 
 // reductionReason explains an Allreduce, a ReduceScatter or a Reduce: the
