@@ -28,6 +28,7 @@ var collectives = map[string]func(*call) error{
 	plan.ReduceScatter: reduceScatter,
 	plan.Allreduce:     allreduce,
 	plan.AllToAll:      allToAll,
+	plan.AllToAllV:     allToAllV,
 	plan.Broadcast:     broadcast,
 	plan.Scatter:       scatter,
 	plan.Gather:        gather,
@@ -127,6 +128,79 @@ func allToAll(c *call) error {
 		}
 		c.out[j] = c.slab.concat(parts...)
 		c.move(j, int64(len(c.team)-1)*int64(m), int64(len(c.team)-1)*int64(m))
+	}
+	return nil
+}
+
+// allToAllV is an all-to-all with split sizes: member k cuts its input, in
+// order, into chunks of send_counts[k][0], send_counts[k][1], ...
+// elements, chunk r going to member r; member r's output is the chunks it
+// receives, in member order. A member's chunk for itself stays: it is
+// neither sent nor received.
+func allToAllV(c *call) error {
+	if err := c.checkSendCounts(); err != nil {
+		return err
+	}
+	if err := c.allHold(c.s.Count.Input); err != nil {
+		return err
+	}
+	for r := range c.team {
+		c.out[r] = c.slab.make(c.s.Count.Output)[:0]
+	}
+	// Senders in member order, so that each output gets its chunks in
+	// member order.
+	for k, in := range c.in {
+		lo := 0
+		for r, n := range c.s.SendCounts[k] {
+			c.out[r] = append(c.out[r], in[lo:lo+n]...)
+			lo += n
+			if r != k {
+				c.move(k, int64(n), 0)
+				c.move(r, 0, int64(n))
+			}
+		}
+	}
+	return nil
+}
+
+// checkSendCounts checks an AllToAllV's send_counts against the team and
+// the step's counts: a row and a column per member, no negative count,
+// rows that sum to count.input (a member sends its whole input) and
+// columns that sum to count.output (what a member receives is its output).
+func (c *call) checkSendCounts() error {
+	t, counts := len(c.team), c.s.SendCounts
+	in, out := c.s.Count.Input, c.s.Count.Output
+	if len(counts) != t {
+		return c.errorf("send_counts has %d rows, but team %v has %d members", len(counts), c.team, t)
+	}
+	// A sum is checked against the count it must reach before it grows:
+	// counts of at least 0 that pass never sum past an int.
+	cols := make([]int, t)
+	for k, row := range counts {
+		if len(row) != t {
+			return c.errorf("send_counts[%d] has %d counts, but team %v has %d members", k, len(row), c.team, t)
+		}
+		sum := 0
+		for r, n := range row {
+			switch {
+			case n < 0:
+				return c.errorf("send_counts[%d][%d] is %d, a count is at least 0", k, r, n)
+			case n > in-sum:
+				return c.errorf("send_counts[%d] sums to more than count.input %d: member %d cuts its whole input into these chunks", k, in, k)
+			case n > out-cols[r]:
+				return c.errorf("column %d of send_counts sums to more than count.output %d: member %d of team %v receives these chunks", r, out, r, c.team)
+			}
+			sum += n
+			cols[r] += n
+		}
+		if sum != in {
+			return c.errorf("send_counts[%d] sums to %d, but count.input is %d: member %d cuts its whole input into these chunks", k, sum, in, k)
+		}
+	}
+	for r, sum := range cols {
+		if sum != out {
+			return c.errorf("column %d of send_counts sums to %d, but count.output is %d: member %d of team %v receives these chunks", r, sum, out, r, c.team)
+		}
 	}
 	return nil
 }

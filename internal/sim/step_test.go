@@ -2,6 +2,8 @@ package sim
 
 import (
 	"math"
+	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -22,6 +24,12 @@ func coll(typ string, count [2]int, teams ...[]int) plan.Step {
 
 func rooted(s plan.Step, root int) plan.Step {
 	s.Root = ip(root)
+	return s
+}
+
+// splitting gives an AllToAllV its send_counts.
+func splitting(s plan.Step, counts ...[]int) plan.Step {
+	s.SendCounts = counts
 	return s
 }
 
@@ -73,6 +81,38 @@ func TestStepSemantics(t *testing.T) {
 			in:    bufs{0: {1, 2, 3, 4}, 1: {5, 6, 7, 8}},
 			want:  bufs{0: {1, 2, 5, 6}, 1: {3, 4, 7, 8}},
 			flows: map[int]flow{0: {8, 8}, 1: {8, 8}},
+		},
+		"AllToAllV, unequal chunks, empty ones and a chunk kept": {
+			// Member 0 keeps 1 element, sends none to member 1 and 3 to
+			// member 2; member 1 sends 2 to member 0, keeps 2 and sends
+			// none to member 2; member 2 sends 1 and 2 and keeps 1. Only
+			// the chunks between members count as traffic.
+			step: splitting(coll(plan.AllToAllV, [2]int{4, 4}, []int{5, 3, 8}),
+				[]int{1, 0, 3}, []int{2, 2, 0}, []int{1, 2, 1}),
+			in:    bufs{5: {1, 2, 3, 4}, 3: {10, 20, 30, 40}, 8: {100, 200, 300, 400}},
+			want:  bufs{5: {1, 10, 20, 100}, 3: {30, 40, 200, 300}, 8: {2, 3, 4, 400}},
+			flows: map[int]flow{5: {12, 12}, 3: {8, 8}, 8: {12, 12}},
+		},
+		"AllToAllV, two teams share the counts": {
+			// Team [1, 0] and team [2, 3]: the first member of each keeps
+			// 2 elements and sends 1; the second sends 1 and keeps 2.
+			step: splitting(coll(plan.AllToAllV, [2]int{3, 3}, []int{1, 0}, []int{2, 3}),
+				[]int{2, 1}, []int{1, 2}),
+			in:    bufs{0: {1, 2, 3}, 1: {4, 5, 6}, 2: {7, 8, 9}, 3: {10, 11, 12}},
+			want:  bufs{1: {4, 5, 1}, 0: {6, 2, 3}, 2: {7, 8, 10}, 3: {9, 11, 12}},
+			flows: map[int]flow{0: {4, 4}, 1: {4, 4}, 2: {4, 4}, 3: {4, 4}},
+		},
+		"AllToAllV, nothing to send": {
+			step:  splitting(coll(plan.AllToAllV, [2]int{2, 2}, []int{0, 1}), []int{2, 0}, []int{0, 2}),
+			in:    bufs{0: {1, 2}, 1: {3, 4}},
+			want:  bufs{0: {1, 2}, 1: {3, 4}},
+			flows: map[int]flow{0: {}, 1: {}},
+		},
+		"AllToAllV of empty buffers": {
+			step:  splitting(coll(plan.AllToAllV, [2]int{0, 0}, []int{0, 1}), []int{0, 0}, []int{0, 0}),
+			in:    bufs{0: {}, 1: {}},
+			want:  bufs{0: {}, 1: {}},
+			flows: map[int]flow{0: {}, 1: {}},
 		},
 		"Pad puts each device's box at the low corner": {
 			step: plan.Step{ID: 7, Kind: plan.KindLocal, Type: plan.Pad, Devices: []int{0, 1},
@@ -309,6 +349,61 @@ func TestStepErrors(t *testing.T) {
 			in:   bufs{0: {1, 2, 3}, 1: {1, 2, 3}},
 			want: "step 7 (Slice): count.input 3 must be the team size 2 times count.output 2",
 		},
+		"AllToAllV input shorter than count.input": {
+			step: splitting(coll(plan.AllToAllV, [2]int{3, 3}, []int{0, 1}), []int{1, 2}, []int{2, 1}),
+			in:   bufs{0: {1, 2, 3}, 1: {4, 5}},
+			want: `step 7 (AllToAllV): buffer "a" on device 1 has 2 elements, count.input is 3 (team sizes 0:3 1:2)`,
+		},
+		"AllToAllV member without input": {
+			step: splitting(coll(plan.AllToAllV, [2]int{1, 1}, []int{0, 1}), []int{0, 1}, []int{1, 0}),
+			in:   bufs{0: {1}},
+			want: `step 7 (AllToAllV): device 1 has no buffer "a"`,
+		},
+		"AllToAllV row short of count.input": {
+			step: splitting(coll(plan.AllToAllV, [2]int{3, 3}, []int{0, 1}), []int{1, 1}, []int{2, 2}),
+			in:   bufs{0: {1, 2, 3}, 1: {4, 5, 6}},
+			want: "step 7 (AllToAllV): send_counts[0] sums to 2, but count.input is 3: member 0 cuts its whole input into these chunks",
+		},
+		"AllToAllV row past count.input": {
+			step: splitting(coll(plan.AllToAllV, [2]int{2, 2}, []int{0, 1}), []int{1, 1}, []int{1, 2}),
+			in:   bufs{0: {1, 2}, 1: {3, 4}},
+			want: "step 7 (AllToAllV): send_counts[1] sums to more than count.input 2",
+		},
+		"AllToAllV column past count.output": {
+			step: splitting(coll(plan.AllToAllV, [2]int{2, 2}, []int{0, 1}), []int{2, 0}, []int{2, 0}),
+			in:   bufs{0: {1, 2}, 1: {3, 4}},
+			want: "step 7 (AllToAllV): column 0 of send_counts sums to more than count.output 2: member 0 of team [0 1] receives these chunks",
+		},
+		"AllToAllV column short of count.output": {
+			step: splitting(coll(plan.AllToAllV, [2]int{2, 3}, []int{0, 1}), []int{1, 1}, []int{1, 1}),
+			in:   bufs{0: {1, 2}, 1: {3, 4}},
+			want: "step 7 (AllToAllV): column 0 of send_counts sums to 2, but count.output is 3",
+		},
+		"AllToAllV negative count": {
+			step: splitting(coll(plan.AllToAllV, [2]int{2, 2}, []int{0, 1}), []int{-1, 3}, []int{3, -1}),
+			in:   bufs{0: {1, 2}, 1: {3, 4}},
+			want: "step 7 (AllToAllV): send_counts[0][0] is -1, a count is at least 0",
+		},
+		"AllToAllV counts that would overflow": {
+			step: splitting(coll(plan.AllToAllV, [2]int{2, 2}, []int{0, 1}), []int{math.MaxInt, math.MaxInt}, []int{0, 2}),
+			in:   bufs{0: {1, 2}, 1: {3, 4}},
+			want: "send_counts[0] sums to more than count.input 2",
+		},
+		"AllToAllV without send_counts": {
+			step: coll(plan.AllToAllV, [2]int{2, 2}, []int{0, 1}),
+			in:   bufs{0: {1, 2}, 1: {3, 4}},
+			want: "step 7 (AllToAllV): send_counts has 0 rows, but team [0 1] has 2 members",
+		},
+		"AllToAllV row of the wrong length": {
+			step: splitting(coll(plan.AllToAllV, [2]int{2, 2}, []int{0, 1}), []int{2}, []int{0, 2}),
+			in:   bufs{0: {1, 2}, 1: {3, 4}},
+			want: "step 7 (AllToAllV): send_counts[0] has 1 counts, but team [0 1] has 2 members",
+		},
+		"AllToAllV teams of another size than the counts": {
+			step: splitting(coll(plan.AllToAllV, [2]int{1, 1}, []int{0, 1}, []int{2}), []int{1, 0}, []int{0, 1}),
+			in:   bufs{0: {1}, 1: {2}, 2: {3}},
+			want: "step 7 (AllToAllV): send_counts has 2 rows, but team [2] has 1 members",
+		},
 		"kind disagrees with type": {
 			step: loc(plan.Allgather, [2]int{1, 1}, 0),
 			in:   bufs{0: {1}},
@@ -326,5 +421,75 @@ func TestStepErrors(t *testing.T) {
 				t.Errorf("exec error = %v, want one containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestAllToAllVTraffic runs AllToAllVs of random split sizes on teams in
+// random order: every element reaches the member and place the counts
+// give it, and the bytes each device sends and receives are what
+// plan.Traffic books (validate checks a plan's bytes with it).
+func TestAllToAllVTraffic(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 11))
+	for trial := range 200 {
+		size, teams := 1+r.IntN(5), 1+r.IntN(3)
+		devices := r.Perm(size * teams)
+		var team [][]int
+		for i := range teams {
+			team = append(team, devices[i*size:(i+1)*size])
+		}
+		// A sum of permutation matrices has every row and column sum
+		// alike; some of the weights are 0.
+		counts := make([][]int, size)
+		for k := range counts {
+			counts[k] = make([]int, size)
+		}
+		n := 0
+		for range 3 {
+			w := r.IntN(4)
+			for k, to := range r.Perm(size) {
+				counts[k][to] += w
+			}
+			n += w
+		}
+		s := splitting(coll(plan.AllToAllV, [2]int{n, n}, team...), counts...)
+		m := newMachine(0)
+		for _, d := range devices {
+			in := make([]float64, n)
+			for i := range in {
+				in[i] = float64(1000*d + i) // device and place
+			}
+			m.put(d, "a", in)
+		}
+		flows, err := m.exec(&s, 2)
+		if err != nil {
+			t.Fatalf("trial %d: %v", trial, err)
+		}
+		for _, members := range team {
+			for to, d := range members {
+				var want []float64
+				for k, from := range members {
+					lo := 0
+					for _, c := range counts[k][:to] {
+						lo += c
+					}
+					for i := range counts[k][to] {
+						want = append(want, float64(1000*from+lo+i))
+					}
+				}
+				if got := m.named("b")[d]; !slices.Equal(got, want) {
+					t.Fatalf("trial %d, counts %v, teams %v: device %d holds %v, want %v", trial, counts, team, d, got, want)
+				}
+			}
+		}
+		sent, recv, ok := plan.Traffic(&s, 2, func(int) bool { return true })
+		if !ok {
+			t.Fatalf("trial %d: plan.Traffic overflowed", trial)
+		}
+		for _, d := range devices {
+			if f := flows[d]; f.sent != sent[d] || f.recv != recv[d] {
+				t.Errorf("trial %d, counts %v, teams %v: device %d sends %d and receives %d bytes, plan.Traffic books %d and %d",
+					trial, counts, team, d, f.sent, f.recv, sent[d], recv[d])
+			}
+		}
 	}
 }
