@@ -23,6 +23,12 @@ func FuzzDecodeValidate(f *testing.F) {
 	}
 	f.Add([]byte(`{"format": 1}`))
 	f.Add([]byte(`{"format": 1, "meshes": {"m": {"shape": null, "devices": null}}, "tensors": [{}], "ops": [{"axis": -1}], "steps": [{"kind": "collective", "type": "Gather", "root": 0, "teams": [[]]}]}`))
+	// Split sizes that are no matrix of the team's size: ragged, short,
+	// negative, on teams of two sizes and on a type that takes none.
+	f.Add([]byte(`{"format": 1, "meshes": {"m": {"shape": [3], "devices": [0, 1, 2]}}, "steps": [` +
+		`{"kind": "collective", "type": "AllToAllV", "teams": [[0, 1], [2]], "count": {"input": 2, "output": 2}, "send_counts": [[1, -1], [2], []]},` +
+		`{"kind": "collective", "type": "AllToAllV", "teams": [[0, 1, 1]], "send_counts": [[9223372036854775807, 1, 0]]},` +
+		`{"kind": "collective", "type": "AllToAll", "teams": [[0, 1]], "send_counts": [[1, 1], [1, 1]]}]}`))
 	f.Fuzz(func(t *testing.T, src []byte) {
 		p, err := Decode("fuzz.json", src)
 		if err != nil {
