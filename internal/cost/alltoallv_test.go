@@ -1,6 +1,7 @@
 package cost
 
 import (
+	"maps"
 	"math"
 	"testing"
 
@@ -210,5 +211,24 @@ func TestAllToAllVPricedAsAllToAll(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestExchangeSecondsOwnLine checks that a topology's own AllToAllV line,
+// where it has one, prices an AllToAllV rather than the AllToAll line.
+func TestExchangeSecondsOwnLine(t *testing.T) {
+	tp := Default()
+	own := Params{Bandwidth: 1, Latency: 1000}
+	tp.NVLink.Collectives = maps.Clone(tp.NVLink.Collectives)
+	if tp.NVLink.Collectives == nil {
+		tp.NVLink.Collectives = map[string]Params{}
+	}
+	shared := tp.ExchangeSeconds(LinkNVLink, 1<<20)
+	if want := tp.NVLink.For(plan.AllToAll).Seconds(1 << 20); shared != want {
+		t.Fatalf("without its own line: %g s, want the AllToAll line's %g s", shared, want)
+	}
+	tp.NVLink.Collectives[plan.AllToAllV] = own
+	if got, want := tp.ExchangeSeconds(LinkNVLink, 1<<20), own.Seconds(1<<20); got != want {
+		t.Errorf("with its own line: %g s, want %g s", got, want)
 	}
 }

@@ -20,7 +20,8 @@ type StepTime struct {
 	// memory (a local step, or a collective whose teams have no peers).
 	Link string `json:"link"`
 	// Bytes is S, the message size as nccl-tests counts it, of the slowest
-	// team; for memory, the bytes read plus written on one device.
+	// team (for an AllToAllV, what its busiest member receives); for
+	// memory, the bytes read plus written on one device.
 	Bytes int64 `json:"bytes"`
 	// Seconds is the predicted time: the slowest team's, teams running
 	// concurrently.
@@ -288,14 +289,19 @@ func (t *Topology) TeamSeconds(link, typ string, c plan.Count, n int, elem int64
 // ExchangeSeconds predicts an AllToAllV over a team of link class link
 // whose busiest member receives received bytes from the others. NCCL runs
 // it as grouped sends and receives, as it runs an AllToAll, so it is priced
-// on the AllToAll line at x = received: an AllToAll's S·(n−1)/n is what
-// each of its members receives.
+// on the AllToAll line at x = received (an AllToAll's S·(n−1)/n is what
+// each of its members receives), or on its own line where the topology
+// has one.
 func (t *Topology) ExchangeSeconds(link string, received int64) float64 {
 	l := t.NVLink
 	if link == LinkNetwork {
 		l = t.Network
 	}
-	return l.For(plan.AllToAll).Seconds(float64(received))
+	p, ok := l.Collectives[plan.AllToAllV]
+	if !ok {
+		p = l.For(plan.AllToAll)
+	}
+	return p.Seconds(float64(received))
 }
 
 // exchangeReceived is the most bytes a member of an AllToAllV's team

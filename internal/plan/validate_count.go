@@ -252,6 +252,9 @@ func (v *validator) checkTensorCount(i int, field, name string, got int) {
 // computing steps (rule 6).
 func (v *validator) checkLocalFields(i int, s *Step) {
 	v.checkComputeFields(i, s)
+	if len(s.SendCounts) > 0 && s.Type != AllToAllV {
+		v.stepf(i, "send_counts is set, but only an AllToAllV takes them")
+	}
 	if s.Kind == KindCollective {
 		v.checkNoLocalFields(i, s)
 		return
@@ -284,9 +287,6 @@ func (v *validator) checkLocalFields(i int, s *Step) {
 	}
 	if len(s.ReduceDims) > 0 && s.Type != LocalReduce {
 		v.stepf(i, "reduce_dims is set, but only a LocalReduce takes them")
-	}
-	if len(s.SendCounts) > 0 && s.Type != AllToAllV {
-		v.stepf(i, "send_counts is set, but only an AllToAllV takes them")
 	}
 }
 
