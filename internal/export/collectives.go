@@ -136,6 +136,8 @@ func (g *gen) call(c *coll) error {
 		g.allreduce(c)
 	case plan.AllToAll:
 		g.alltoall(c)
+	case plan.AllToAllV:
+		g.alltoallv(c)
 	case plan.Broadcast:
 		g.broadcast(c)
 	case plan.Scatter:
@@ -238,6 +240,49 @@ func (g *gen) alltoall(c *coll) {
 	g.w.line("dist.all_to_all_single(%s, %s, group=%s)", c.y, x, c.group)
 	if c.reorders() {
 		g.w.line("%s = %s.view(%d, %d)[%s].view(-1)  # chunks from group order to team order", c.y, c.y, T, c.n/T, c.rows(true))
+	}
+	g.alloc(c.s.Output, c.members)
+}
+
+// alltoallv writes an AllToAllV: all_to_all_single with each rank's split
+// sizes. A member's row of send_counts cuts its input in team order, and
+// torch sends input chunks and receives output chunks in group order:
+// where a team is not ascending, the input's chunks are put in group order
+// first and the output's back in team order after.
+func (g *gen) alltoallv(c *coll) {
+	members := slices.Sorted(slices.Values(c.members))
+	counts := c.s.SendCounts
+	// split renders, by rank, the sizes of the chunks a member sends
+	// (out false) or receives (out true), in group order or team order.
+	split := func(out, group bool) string {
+		return perRank(members, func(d int) string {
+			k := slices.Index(teamOf(c.teams, d), d)
+			_, toTeam := c.order(d)
+			sizes := make([]int, len(toTeam))
+			for i := range sizes {
+				r := i
+				if group {
+					r = toTeam[i]
+				}
+				sizes[i] = counts[k][r]
+				if out {
+					sizes[i] = counts[r][k]
+				}
+			}
+			return "[" + ints(sizes) + "]"
+		})
+	}
+	x := c.x
+	if c.reorders() {
+		g.w.line("parts = %s.split(%s)  # chunks in team order", x, split(false, false))
+		x = fmt.Sprintf("torch.cat([parts[r] for r in %s])", c.rows(false))
+	}
+	g.w.line("%s = %s", c.y, g.empty(c.s.Output, c.s.Count.Output))
+	g.w.line("dist.all_to_all_single(%s, %s, output_split_sizes=%s, input_split_sizes=%s, group=%s)",
+		c.y, x, split(true, true), split(false, true), c.group)
+	if c.reorders() {
+		g.w.line("parts = %s.split(%s)  # chunks in group order", c.y, split(true, true))
+		g.w.line("%s = torch.cat([parts[r] for r in %s])  # chunks from group order to team order", c.y, c.rows(true))
 	}
 	g.alloc(c.s.Output, c.members)
 }

@@ -49,6 +49,7 @@ var goldens = map[string]struct {
 	"L-03_gather_root_appended":         {"../../testdata/conformance/L-03_gather_root_appended.json", Options{Seed: 3}},
 	"L-22_reduce_scatter_noncontiguous": {"../../testdata/conformance/L-22_reduce_scatter_noncontiguous.json", Options{}},
 	"layers_linear_row_parallel":        {"testdata/layers_linear_row_parallel.json", Options{}},
+	"alltoallv":                         {"testdata/alltoallv.json", Options{}},
 }
 
 // runtimeMarker stands for runtime.py in the golden programs.
@@ -180,6 +181,44 @@ func TestProgramsRunGloo(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			n := maxDevice(readPlan(t, plans[i])) + 1
 			out, err := launch(py, n, 29600+i%200, prog, "--backend", "gloo")
+			if err != nil || !bytes.Contains(out, []byte("\nPASS\n")) {
+				t.Errorf("%v\n%s", err, out)
+			}
+		})
+	}
+}
+
+// TestGlooFallbacks runs programs with the runtime's slow forms of the
+// collectives older PyTorch's gloo lacks (all_gather_into_tensor,
+// reduce_scatter_tensor, all_to_all_single, with and without split sizes),
+// which PyTorch 1.13 and later never take: each must still print PASS. It
+// needs PyTorch, as TestProgramsRunGloo.
+func TestGlooFallbacks(t *testing.T) {
+	if os.Getenv("NVCOMM_TORCH_TEST") != "1" {
+		t.Skip("set NVCOMM_TORCH_TEST=1 to run the programs with PyTorch (gloo)")
+	}
+	const fast = "self._d, self._slow = real, set()"
+	const slow = `self._d, self._slow = real, {"all_gather_into_tensor", "reduce_scatter_tensor", "all_to_all_single"}`
+	if n := strings.Count(runtime, fast); n != 1 {
+		t.Fatalf("runtime.py has %q %d times, want once", fast, n)
+	}
+	py := stdcmp.Or(os.Getenv("PYTHON"), "python3")
+	dir := t.TempDir()
+	plans := []string{"testdata/alltoallv.json", "../../testdata/examples/gpu2_alltoall.json",
+		"../../testdata/examples/gpu2_reduce_scatter_allgather.json"}
+	for i, f := range plans {
+		name := strings.TrimSuffix(filepath.Base(f), ".json")
+		t.Run(name, func(t *testing.T) {
+			p := readPlan(t, f)
+			var b bytes.Buffer
+			if err := Torch(&b, p, Options{}); err != nil {
+				t.Fatal(err)
+			}
+			prog := filepath.Join(dir, name+".py")
+			if err := os.WriteFile(prog, []byte(strings.Replace(b.String(), fast, slow, 1)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out, err := launch(py, maxDevice(p)+1, 29850+i, prog, "--backend", "gloo")
 			if err != nil || !bytes.Contains(out, []byte("\nPASS\n")) {
 				t.Errorf("%v\n%s", err, out)
 			}

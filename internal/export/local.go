@@ -52,7 +52,7 @@ func (g *gen) step(b planned, s *plan.Step) error {
 	case plan.Pointwise:
 		return g.pointwise(b, s)
 	case plan.Scatter, plan.Gather, plan.Allgather, plan.Broadcast, plan.Reduce, plan.Allreduce,
-		plan.ReduceScatter, plan.SendRecv, plan.AllToAll:
+		plan.ReduceScatter, plan.SendRecv, plan.AllToAll, plan.AllToAllV:
 		return g.collective(b, s)
 	default:
 		return fmt.Errorf("step %d: unknown step type %q", s.ID, s.Type)

@@ -519,15 +519,31 @@ class GlooDist:
             self._try("reduce_scatter_tensor", lambda: d.reduce_scatter_tensor(o, xf, op=op, group=group),
                       lambda: slow(o, xf))
 
-    def all_to_all_single(self, out, x, group=None):
+    def all_to_all_single(self, out, x, output_split_sizes=None, input_split_sizes=None, group=None):
+        """With split sizes (an AllToAllV), every rank's input has as many elements: the slow
+        form gathers the inputs and every rank's split sizes, and each rank keeps its chunks."""
         d, T = self._d, self._d.get_world_size(group)
 
         def slow(o, xf):
+            me = d.get_rank(group)
             every = torch.empty(T * xf.numel(), dtype=xf.dtype, device=xf.device)
             d.all_gather(list(every.view(T, -1).unbind(0)), xf, group=group)
-            o.copy_(every.view(T, T, -1)[:, d.get_rank(group)].reshape(-1))
+            if input_split_sizes is None:
+                o.copy_(every.view(T, T, -1)[:, me].reshape(-1))
+                return
+            rows = torch.empty(T * T, dtype=torch.int64, device=xf.device)
+            mine = torch.tensor(input_split_sizes, dtype=torch.int64, device=xf.device)
+            d.all_gather(list(rows.view(T, T).unbind(0)), mine, group=group)
+            rows = rows.view(T, T).tolist()
+            o.copy_(torch.cat([every.view(T, -1)[k].split(rows[k])[me] for k in range(T)]))
+
+        def fast(o, xf):
+            if input_split_sizes is None:
+                return d.all_to_all_single(o, xf, group=group)
+            return d.all_to_all_single(o, xf, output_split_sizes=output_split_sizes,
+                                       input_split_sizes=input_split_sizes, group=group)
         with _as_float(out, x) as (o, xf):
-            self._try("all_to_all_single", lambda: d.all_to_all_single(o, xf, group=group), lambda: slow(o, xf))
+            self._try("all_to_all_single", lambda: fast(o, xf), lambda: slow(o, xf))
 
     def all_reduce(self, x, op=dist.ReduceOp.SUM, group=None):
         with _as_float(x) as (xf,):
