@@ -73,7 +73,7 @@ var redistributions = []redistribution{
 	{name: "SSS->RRR", mesh: mesh2x2x2, shape: "[4, 4, 4]", src: "[Shard(0), Shard(1), Shard(2)]", dst: "[Replicate(), Replicate(), Replicate()]", want: types("Allgather", "Permute")},
 	{name: "S0S0S0->RRS0", mesh: mesh2x2x2, shape: "[8, 4]", src: "[Shard(0), Shard(0), Shard(0)]", dst: "[Replicate(), Replicate(), Shard(0)]", want: types("Allgather", "Slice")},
 	{name: "RRR->S2S1S0", mesh: mesh2x2x2, shape: "[4, 4, 4]", src: "[Replicate(), Replicate(), Replicate()]", dst: "[Shard(2), Shard(1), Shard(0)]", want: types("Permute", "Slice")},
-	{name: "S0RR->RRS0", mesh: mesh2x2x2, shape: "[8, 4]", src: "[Shard(0), Replicate(), Replicate()]", dst: "[Replicate(), Replicate(), Shard(0)]", want: types("Allgather", "Slice")},
+	{name: "S0RR->RRS0", mesh: mesh2x2x2, shape: "[8, 4]", src: "[Shard(0), Replicate(), Replicate()]", dst: "[Replicate(), Replicate(), Shard(0)]", want: types("AllToAllV")},
 	{name: "PRR->RRS1", mesh: mesh2x2x2, shape: "[4, 8]", src: "[Partial(sum), Replicate(), Replicate()]", dst: "[Replicate(), Replicate(), Shard(1)]", want: types("Slice", "Allreduce")},
 	// Uneven extents (torch.chunk: 10 rows on 4 devices are 3, 3, 3, 1).
 	{name: "uneven S0->R", mesh: mesh4, shape: "[10, 3]", src: "[Shard(0)]", dst: "[Replicate()]", want: types("Pad", "Allgather", "Unpad")},

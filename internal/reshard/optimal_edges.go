@@ -31,6 +31,7 @@ const (
 	edgeReduceScatter
 	edgeReduce
 	edgeAllToAllV
+	edgeSwapExchange
 )
 
 // edge is one transition of the search: its step, the device types along

@@ -100,6 +100,8 @@ func (pl *searcher) emit(path []edge) {
 			c.allToAllVAlong(cur, next, e.mask)
 		case edgeSwap:
 			c.swap(cur, next, pl.relabel(at, e.to.placement))
+		case edgeSwapExchange:
+			c.swapExchange(cur, next, pl.relabel(at, e.to.placement))
 		case edgeSendRecv:
 			c.sendRecvPairs(cur, next)
 		case edgeBroadcast:

@@ -1,6 +1,8 @@
 package reshard
 
 import (
+	"slices"
+
 	"github.com/nvcomm/nvcomm/internal/cost"
 	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/plan"
@@ -12,8 +14,9 @@ import (
 // sends its whole buffer to the device that must hold it (SendRecv pairs):
 // the direct exchange for transposed shardings such as [S(0), S(1)] →
 // [S(1), S(0)], and, followed by a collective, for nested ones. A SendRecv
-// has one sender, so every pair is a step of its own: at small sizes the
-// time objective prefers collectives.
+// has one sender, so every pair is a step of its own; on a mesh of at most
+// 64 devices the same transfers are also one AllToAllV (swapExchange), a
+// step in all.
 
 // swap is a device permutation: per mesh position, the position that
 // receives its buffer, and how many pairs move over each link class.
@@ -40,8 +43,27 @@ func (pl *searcher) swapEdges(s searchState, out []edge) []edge {
 		}
 		e := pl.swapCost(sw, size, bytes)
 		out = pl.appendEdge(out, edgeSwap, 0, to, pl.decode(s.order), e)
+		if e := pl.swapExchangeCost(sw, pl.mesh(s.placement), bytes); e != nil {
+			out = pl.appendEdge(out, edgeSwapExchange, 0, to, pl.decode(s.order), e)
+		}
 	}
 	return out
+}
+
+// swapExchangeCost prices a permutation (so far) done in one AllToAllV
+// over the mesh, every device sending its buffer to the one that must hold
+// it: the bytes of the SendRecv pairs in one step, over a team of the
+// mesh m's devices (the network's when they span nodes). It is nil when
+// nothing moves or the mesh has more devices than an exchange's team may.
+func (pl *searcher) swapExchangeCost(sw *swap, m *ir.Mesh, bytes int64) *edgeCost {
+	moved := int64(sw.nvlink + sw.network)
+	if moved == 0 || len(sw.to) > maxExchangeTeam {
+		return nil
+	}
+	e := pl.newCost()
+	e.add(pl.c.topology.ExchangeSeconds(pl.linkAlong(m, allTypes), bytes), true)
+	e.bytes(bytes, e.times(bytes, moved))
+	return e
 }
 
 // swapCost prices the steps of a permutation (so far) of buffers of size
@@ -63,7 +85,11 @@ func (pl *searcher) tooCostly(sw *swap, from placement) bool {
 		return false
 	}
 	size := pl.size(from)
-	return pl.obj.Less(*pl.limit, pl.swapCost(sw, size, int64(size)*pl.elem).c)
+	bytes := int64(size) * pl.elem
+	if e := pl.swapExchangeCost(sw, pl.mesh(from), bytes); e != nil && !pl.obj.Less(*pl.limit, e.c) {
+		return false // in one AllToAllV it may still be on a better path
+	}
+	return pl.obj.Less(*pl.limit, pl.swapCost(sw, size, bytes).c)
 }
 
 // price adds the steps of the permutation of buffers of size elements: a
@@ -214,5 +240,24 @@ func (c *opCtx) swap(src, dst *view, sw *swap) {
 				[][]int{{from, to}}, src, dst, src.size(), src.size())
 		}
 	}
+	after()
+}
+
+// allTypes is the mask of every device type: its teams are whole meshes.
+const allTypes uint8 = 1<<3 - 1 // DIDx, DIDy, DIDz
+
+// swapExchange emits a permutation as one AllToAllV over the mesh: each
+// device sends its whole buffer to the device that must hold it (itself,
+// for those that keep theirs).
+func (c *opCtx) swapExchange(src, dst *view, sw *swap) {
+	n, size := len(src.mesh.Devices), src.size()
+	counts, cells := make([][]int, n), make([]int, n*n)
+	for idx, to := range sw.to {
+		counts[idx] = cells[idx*n : (idx+1)*n : (idx+1)*n]
+		counts[idx][to] = size
+	}
+	out, after := c.finish(src.stored, dst, "swapped")
+	c.emitCollective(plan.Step{Type: plan.AllToAllV, SendCounts: counts, Input: src.name, Output: out, Axis: src.firstAxis()},
+		[][]int{slices.Clone(src.mesh.Devices)}, src, dst, size, size)
 	after()
 }
