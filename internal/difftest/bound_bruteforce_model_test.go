@@ -66,6 +66,9 @@ type bfWorld struct {
 	// output, when the tensors are uneven: the local steps uneven shards
 	// need, taken as they are.
 	pad, unpad *plan.Step
+	// own are nvcomm's plans of the case, whose AllToAllVs the search
+	// tries besides its own family (bfTeams.addOwn).
+	own []*plan.Plan
 	// cap is the most bytes a device may receive in a plan the search
 	// keeps (see TestBoundBruteForce).
 	cap int64
@@ -80,12 +83,13 @@ type bfWorld struct {
 	// views caches the Permute and LocalReduce views of n elements, by
 	// step type and n.
 	views map[string][]*bfView
-	// moves counts the collectives booked; trafficErrs are the
-	// disagreements with plan.Traffic found (checkTraffic).
-	moves       int
-	trafficErrs []string
-	scratch     []bfVal
-	acc         [64]bfVal // missing's scratch
+	// moves and exchangeMoves count the collectives booked, AllToAllVs
+	// apart; trafficErrs are the disagreements with plan.Traffic found
+	// (checkTraffic).
+	moves, exchangeMoves int
+	trafficErrs          []string
+	scratch              []bfVal
+	acc                  [64]bfVal // missing's scratch
 }
 
 // newBfWorld builds a case's world from nvcomm's plan of it.

@@ -11,6 +11,7 @@ import (
 // This file is the steps of the brute-force bound test: every step a state
 // can take next, what it writes in the symbolic model (docs/plan.md, "Step
 // semantics"), the plan step it is, and what it makes each device receive.
+// The AllToAllVs are in bound_bruteforce_exchange_test.go.
 
 // bfMove is a step being considered, with what the search needs to judge
 // it before it builds the step.
@@ -25,6 +26,10 @@ type bfMove struct {
 	// outer is, for a strided Slice (dims [outer, T, count/outer/T]),
 	// the outer extent; 0 for a Slice of a contiguous chunk.
 	outer int
+	// ex is an AllToAllV's teams and send counts, in chunks of chunk
+	// elements.
+	ex    *bfExchange
+	chunk int
 }
 
 // local reports whether mv is a local step.
@@ -37,7 +42,8 @@ func (mv *bfMove) local() bool {
 }
 
 // expand calls visit with every state one step after s: when the last
-// step is a local one, only those that read its output.
+// step is a local one, only those that read its output. AllToAllVs
+// (exchanges) come last.
 func (w *bfWorld) expand(s *bfState, visit func(*bfState)) {
 	out := fmt.Sprintf("%s/bf%d", w.op.Output, s.colls+s.locals)
 	bufs := s.bufs
@@ -66,6 +72,11 @@ func (w *bfWorld) expand(s *bfState, visit func(*bfState)) {
 			x.set(w.pos[d], w.x[w.pos[d]])
 		}
 		try(bfMove{typ: plan.Pad, in: x, out: w.pad.Output, countOut: w.pad.Count.Output})
+	}
+	if s.colls < w.maxColls {
+		for _, b := range bufs {
+			w.exchanges(s, b, out, lim, try)
+		}
 	}
 }
 
@@ -273,7 +284,7 @@ func (w *bfWorld) padMask() uint64 {
 // apply computes what mv writes.
 func (w *bfWorld) apply(mv *bfMove) *bfBuf {
 	switch mv.typ {
-	case plan.Allgather, plan.AllToAll, plan.ReduceScatter, plan.Allreduce, plan.Slice:
+	case plan.Allgather, plan.AllToAll, plan.AllToAllV, plan.ReduceScatter, plan.Allreduce, plan.Slice:
 		return w.perTeam(mv)
 	case plan.Permute, plan.LocalReduce:
 		o := newBfBuf(mv.out, mv.countOut, len(w.devs))
@@ -312,6 +323,9 @@ func (w *bfWorld) perTeam(mv *bfMove) *bfBuf {
 // from its members' inputs in rank order.
 func (w *bfWorld) teamOutput(mv *bfMove, in [][]bfVal) [][]bfVal {
 	typ, t, m := mv.typ, len(in), len(in[0])/len(in)
+	if typ == plan.AllToAllV {
+		return bfExchangeOutput(mv.ex, mv.chunk, in)
+	}
 	out := make([][]bfVal, t)
 	for r := range out {
 		if typ == plan.Slice && mv.outer > 0 {
@@ -430,6 +444,9 @@ func (w *bfWorld) build(mv *bfMove) plan.Step {
 	if mv.outer > 0 {
 		st.Dims = []int{mv.outer, len(mv.ts.teams[0]), mv.countOut / mv.outer}
 	}
+	if mv.ex != nil {
+		st.SendCounts = mv.ex.counts(mv.chunk)
+	}
 	return st
 }
 
@@ -446,6 +463,9 @@ func (w *bfWorld) ids(mask uint64) []int {
 // position, as plan.Traffic counts it (docs/plan.md, "Bytes"), and the
 // most a device sends and receives.
 func (w *bfWorld) traffic(mv *bfMove, recv *[64]int64) (sent, most int64) {
+	if mv.typ == plan.AllToAllV {
+		return bfExchangeTraffic(mv, w.elem, recv)
+	}
 	in, out := int64(mv.in.count)*w.elem, int64(mv.countOut)*w.elem
 	add := func(p int, r, s int64) {
 		recv[p] += r
@@ -486,14 +506,18 @@ func (w *bfWorld) traffic(mv *bfMove, recv *[64]int64) (sent, most int64) {
 // accounting, on one move in bfTrafficCheckEvery: the search prunes by
 // the bytes it books, so they must be those.
 func (w *bfWorld) checkTraffic(mv *bfMove, recv *[64]int64) {
-	if w.moves++; w.moves%bfTrafficCheckEvery != 0 {
+	n := &w.moves
+	if mv.ex != nil {
+		n = &w.exchangeMoves // as often, however few they are
+	}
+	if *n++; *n%bfTrafficCheckEvery != 0 {
 		return
 	}
 	st := w.build(mv)
 	_, want, _ := plan.Traffic(&st, w.elem, func(d int) bool { return mv.in.held&(1<<w.pos[d]) != 0 })
 	for p, d := range w.devs {
 		if want[d] != recv[p] && len(w.trafficErrs) < 5 {
-			w.trafficErrs = append(w.trafficErrs, fmt.Sprintf("%s %v root %v: device %d receives %d, plan.Traffic says %d", st.Type, st.Teams, st.Root, d, recv[p], want[d]))
+			w.trafficErrs = append(w.trafficErrs, fmt.Sprintf("%s %v root %v send_counts %v: device %d receives %d, plan.Traffic says %d", st.Type, st.Teams, st.Root, st.SendCounts, d, recv[p], want[d]))
 		}
 	}
 }

@@ -25,11 +25,15 @@ const bfNearMissEvery = 97
 const bfMaxStates = 300_000
 
 // bfCount is what the search of one case found: the states searched, the
-// plans that compute the output and the wrong ones simulated, the fewest
-// bytes and least predicted time of a plan that passes (-1: none), and
-// the steps of the first plan with each.
+// plans that compute the output (exchanges of them with an AllToAllV) and
+// the wrong ones simulated, the fewest bytes and least predicted time of a
+// plan that passes (-1: none), of one with an AllToAllV too, and the steps
+// of the first plan with each.
 type bfCount struct {
 	states, plans, wrong      int
+	exchanges                 int
+	exchangeFewest            int64
+	exchangeFastest           float64
 	fewest                    int64
 	fastest                   float64
 	fewestSteps, fastestSteps []plan.Step
@@ -38,8 +42,12 @@ type bfCount struct {
 // search visits every state from the input once, depth first, and judges
 // the plans it finds.
 func (w *bfWorld) search(t *testing.T) bfCount {
-	n := bfCount{fewest: -1, fastest: -1}
+	n := bfCount{fewest: -1, fastest: -1, exchangeFewest: -1, exchangeFastest: -1}
 	w.teams = newBfTeams(w.devs)
+	w.teams.exchanges(len(w.devs))
+	for _, p := range w.own {
+		w.teams.addOwn(p, len(w.devs))
+	}
 	seen := bfSeen{}
 	var visit func(s *bfState)
 	visit = func(s *bfState) {
@@ -74,8 +82,18 @@ func (w *bfWorld) checkPlan(t *testing.T, s *bfState, fin []plan.Step, n *bfCoun
 	if b := p.Summary.BytesReceivedMax; n.fewest < 0 || b < n.fewest {
 		n.fewest, n.fewestSteps = b, p.Steps
 	}
-	if secs := w.predict(t, p); n.fastest < 0 || secs < n.fastest {
+	secs := w.predict(t, p)
+	if n.fastest < 0 || secs < n.fastest {
 		n.fastest, n.fastestSteps = secs, p.Steps
+	}
+	if p.Summary.ByType[plan.AllToAllV] > 0 {
+		n.exchanges++
+		if b := p.Summary.BytesReceivedMax; n.exchangeFewest < 0 || b < n.exchangeFewest {
+			n.exchangeFewest = b
+		}
+		if n.exchangeFastest < 0 || secs < n.exchangeFastest {
+			n.exchangeFastest = secs
+		}
 	}
 }
 

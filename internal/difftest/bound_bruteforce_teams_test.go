@@ -17,6 +17,10 @@ type bfTeams struct {
 	// (Allgather, AllToAll, ReduceScatter, Slice); unordered sets of
 	// disjoint ascending teams of any sizes (Allreduce).
 	equal, unordered []bfTeamSet
+	// exch are the AllToAllVs over each set of equal, by its index
+	// (exchanges); routes their routes.
+	exch   [][]*bfExchange
+	routes map[string]bool
 }
 
 // bfTeamSet is the teams of one step (device ids), the same as

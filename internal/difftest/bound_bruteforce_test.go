@@ -113,19 +113,29 @@ var bfCases = []bfCase{
 // TestBoundBruteForce checks nvcomm's lower bounds against every plan of
 // at most bfMaxColls collectives (and bfMaxLocals local steps) that the
 // step vocabulary of docs/plan.md can express on tiny meshes: every
-// collective type, over every set of teams, in every member order, from
-// every root, on every buffer (the reductions only where the op reduces);
-// Permute and LocalReduce over every view of a buffer in up to three dims,
-// Slice of a contiguous or a strided chunk over every set of teams;
-// nvcomm's Pad and Unpad where shards are uneven; then a Copy into the
-// output. Matmul and Pointwise, the steps of layer ops, are left out. A
-// symbolic model says what each buffer holds (sets of input elements), so
-// that prefixes that reach the same state are searched once. Every plan
-// the model says computes the output is validated (plan.Validate) and
-// simulated (sim.Run) and must PASS; a sample of the others, finished from
-// the buffers closest to the output, must not. Every plan that passes must
-// receive at least the bound, and take at least the time bound on the
-// built-in topology; nvcomm's own plans too.
+// collective type but AllToAllV, over every set of teams, in every member
+// order, from every root, on every buffer (the reductions only where the
+// op reduces); AllToAllVs of a family of send counts
+// (bound_bruteforce_exchange_test.go): every permutation of the devices
+// that hold a buffer, and, over every set of equal teams (ascending) that
+// hold it, every block pattern: the t members of a team cut into groups of
+// j, 1 < j < t, as senders and again as receivers, each group of senders
+// matched with one of receivers, each sender cutting its buffer into j
+// equal chunks, one to each member of its matched group; each chunk sent
+// to another device carrying a value that device lacks; and the send
+// counts of nvcomm's own plans; Permute and LocalReduce over every view of
+// a buffer in up to three dims, Slice of a contiguous or a strided chunk
+// over every set of teams; nvcomm's Pad and Unpad where shards are uneven;
+// then a Copy into the output. Matmul and Pointwise, the steps of layer
+// ops, are left out. A symbolic model says what each buffer holds (sets
+// of input elements), so that prefixes that reach the same state are
+// searched once. Every plan the model says computes the output is
+// validated (plan.Validate) and simulated (sim.Run) and must PASS; a
+// sample of the others, finished from the buffers closest to the output,
+// must not. Every plan that passes must receive at least the bound, and
+// take at least the time bound on the built-in topology (cost.Predict, an
+// AllToAllV priced at the bytes its busiest member receives); nvcomm's own
+// plans too.
 //
 // The search keeps only plans in which no device receives more than the
 // bound (less, for the cases searched strictly): any other plan receives
@@ -147,6 +157,7 @@ func TestBoundBruteForce(t *testing.T) {
 func bfSearchCase(t *testing.T, c bfCase) {
 	few, fast := bfPlans(t, c)
 	w := bfCaseWorld(t, c, few)
+	w.own = []*plan.Plan{few, fast}
 	for _, p := range []*plan.Plan{few, fast} {
 		w.checkOwn(t, p)
 	}
@@ -158,9 +169,9 @@ func bfSearchCase(t *testing.T, c bfCase) {
 	if n.fewest >= 0 && n.fewest < few.Summary.BytesReceivedMax {
 		t.Logf("a plan receives %d B, nvcomm's bytes-objective plan %d B:\n%s", n.fewest, few.Summary.BytesReceivedMax, bfDescribe(n.fewestSteps))
 	}
-	t.Logf("%s: %d states searched, %d plans within %d B compute the output (each valid, simulated PASS), %d others simulated FAIL; fewest bytes %s, least time %s; bound %d B, %.2f µs; nvcomm's plan %d B (bytes objective), %d B (time)",
-		c.r.name, n.states, n.plans, w.cap, n.wrong, bfFewest(n.fewest), bfMicros(n.fastest), few.Summary.BytesLowerBound, w.seconds*1e6,
-		few.Summary.BytesReceivedMax, fast.Summary.BytesReceivedMax)
+	t.Logf("%s: %d states searched, %d plans within %d B compute the output (each valid, simulated PASS), %d others simulated FAIL; fewest bytes %s, least time %s; %d of the plans with an AllToAllV, fewest bytes %s, least time %s; bound %d B, %.2f µs; nvcomm's plan %d B (bytes objective), %d B (time)",
+		c.r.name, n.states, n.plans, w.cap, n.wrong, bfFewest(n.fewest), bfMicros(n.fastest), n.exchanges, bfFewest(n.exchangeFewest), bfMicros(n.exchangeFastest),
+		few.Summary.BytesLowerBound, w.seconds*1e6, few.Summary.BytesReceivedMax, fast.Summary.BytesReceivedMax)
 }
 
 // bfPlans lowers a case under the optimal policy, for bytes and for time.
@@ -277,6 +288,9 @@ func bfDescribe(steps []plan.Step) string {
 		recv := ""
 		if s.Bytes != nil {
 			recv = fmt.Sprintf(", busiest device receives %d B", s.Bytes.ReceivedPerDevice)
+		}
+		if s.SendCounts != nil {
+			who += fmt.Sprintf(" send_counts %v", s.SendCounts)
 		}
 		fmt.Fprintf(&b, "  %s %s: %s -> %s, count %d/%d%s\n", s.Type, who, s.Input, s.Output, s.Count.Input, s.Count.Output, recv)
 	}
