@@ -121,3 +121,59 @@ func TestTrafficAllToAllVLikeAllToAll(t *testing.T) {
 		}
 	}
 }
+
+// TestExchangeReadersWriters checks which members of an AllToAllV read its
+// input and write its output: those whose row, or column, of send_counts
+// is not all zeros, in every team; every member when there is nothing to
+// move or the matrix is malformed.
+func TestExchangeReadersWriters(t *testing.T) {
+	tests := []struct {
+		name          string
+		teams         [][]int
+		counts        [][]int
+		in, out       int
+		reads, writes []int
+	}{
+		{
+			name:  "two senders to three receivers",
+			teams: [][]int{{0, 1, 5, 6, 7}},
+			counts: [][]int{
+				{0, 0, 4, 2, 0},
+				{0, 0, 0, 2, 4},
+				{0, 0, 0, 0, 0},
+				{0, 0, 0, 0, 0},
+				{0, 0, 0, 0, 0},
+			},
+			in: 6, out: 4, reads: []int{0, 1}, writes: []int{5, 6, 7},
+		},
+		{
+			name:   "a member that sends and receives, two teams",
+			teams:  [][]int{{0, 1}, {2, 3}},
+			counts: [][]int{{1, 1}, {0, 0}},
+			in:     2, out: 1, reads: []int{0, 2}, writes: []int{0, 1, 2, 3},
+		},
+		{
+			name:   "nothing to move",
+			teams:  [][]int{{0, 1}},
+			counts: [][]int{{0, 0}, {0, 0}},
+			reads:  []int{0, 1}, writes: []int{0, 1},
+		},
+		{
+			name:   "ragged",
+			teams:  [][]int{{0, 1}},
+			counts: [][]int{{2}, {0, 0}},
+			in:     2, out: 2, reads: []int{0, 1}, writes: []int{0, 1},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &Step{Type: AllToAllV, Teams: tt.teams, SendCounts: tt.counts, Count: Count{Input: tt.in, Output: tt.out}}
+			if diff := cmp.Diff(tt.reads, readers(s)); diff != "" {
+				t.Errorf("readers (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tt.writes, writers(s)); diff != "" {
+				t.Errorf("writers (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

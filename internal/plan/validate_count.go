@@ -292,8 +292,9 @@ func (v *validator) checkLocalFields(i int, s *Step) {
 
 // checkSendCounts checks an AllToAllV's split sizes: a t×t matrix of
 // counts of at least 0 whose row k, what member k sends, sums to
-// count.input and whose column r, what member r receives, to
-// count.output.
+// count.input or to 0 (a member that sends nothing, and need not hold the
+// input), and whose column r, what member r receives, to count.output or
+// to 0 (a member that receives nothing, and writes no output).
 func (v *validator) checkSendCounts(i int, s *Step, t int) {
 	if len(s.SendCounts) != t {
 		v.stepf(i, "send_counts has %d rows, want one per member of a team (%d)", len(s.SendCounts), t)
@@ -320,13 +321,13 @@ func (v *validator) checkSendCounts(i int, s *Step, t int) {
 				return
 			}
 		}
-		if sum != s.Count.Input {
-			v.stepf(i, "send_counts[%d] sums to %d, but member %d sends its whole input, count.input = %d", k, sum, k, s.Count.Input)
+		if sum != s.Count.Input && sum != 0 {
+			v.stepf(i, "send_counts[%d] sums to %d, but member %d sends its whole input, count.input = %d, or nothing", k, sum, k, s.Count.Input)
 		}
 	}
 	for r, sum := range cols {
-		if sum != s.Count.Output {
-			v.stepf(i, "member %d receives %d elements (column %d of send_counts), but count.output is %d", r, sum, r, s.Count.Output)
+		if sum != s.Count.Output && sum != 0 {
+			v.stepf(i, "member %d receives %d elements (column %d of send_counts), but count.output is %d, or nothing", r, sum, r, s.Count.Output)
 		}
 	}
 }

@@ -11,7 +11,8 @@ import "slices"
 // readers returns the devices of a step that must hold its input: those
 // that send it or transform it. A Gather or Reduce needs none (members
 // without the input contribute nothing, as when the root is appended to
-// the team); a Broadcast, Scatter or SendRecv only its source.
+// the team); a Broadcast, Scatter or SendRecv only its source; an
+// AllToAllV its members that send something.
 func readers(s *Step) []int {
 	switch s.Type {
 	case Gather, Reduce:
@@ -26,13 +27,15 @@ func readers(s *Step) []int {
 			return s.Teams[0][:1]
 		}
 		return nil
+	case AllToAllV:
+		return exchangeMembers(s, s.Count.Input, func(k, r int) int { return s.SendCounts[k][r] })
 	}
 	return members(s)
 }
 
 // writers returns the devices a step leaves holding its output: the root
-// of a Gather or Reduce, the receiver of a SendRecv, every member or device
-// otherwise.
+// of a Gather or Reduce, the receiver of a SendRecv, an AllToAllV's
+// members that receive something, every member or device otherwise.
 func writers(s *Step) []int {
 	switch s.Type {
 	case Gather, Reduce:
@@ -45,8 +48,46 @@ func writers(s *Step) []int {
 			return s.Teams[0][1:]
 		}
 		return nil
+	case AllToAllV:
+		return exchangeMembers(s, s.Count.Output, func(r, k int) int { return s.SendCounts[k][r] })
 	}
 	return members(s)
+}
+
+// exchangeMembers lists the members of an AllToAllV's teams whose line of
+// send_counts (count(k, r) for r in the team) is not all zeros: those that
+// send, read the input, or that receive, write the output. With no
+// elements to move (n = 0), every member does, as for other collectives.
+// A malformed matrix counts every member; it is reported as such.
+func exchangeMembers(s *Step, n int, count func(k, r int) int) []int {
+	all := members(s)
+	if n == 0 || len(s.Teams) == 0 || len(s.SendCounts) != len(s.Teams[0]) {
+		return all
+	}
+	t := len(s.SendCounts)
+	for _, row := range s.SendCounts {
+		if len(row) != t {
+			return all
+		}
+	}
+	active := make([]bool, t)
+	for k := range t {
+		for r := range t {
+			if count(k, r) != 0 {
+				active[k] = true
+				break
+			}
+		}
+	}
+	var out []int
+	for _, team := range s.Teams {
+		for k, d := range team {
+			if k < t && active[k] {
+				out = append(out, d)
+			}
+		}
+	}
+	return out
 }
 
 // members lists a step's devices and team members.

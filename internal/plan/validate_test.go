@@ -668,8 +668,8 @@ func allToAllVCases() []validateCase {
 			p.Steps[0].SendCounts[2][0], p.Steps[0].SendCounts[3][0] = 499, 501
 		},
 			want: []Problem{
-				sp(0, AllToAllV, "send_counts[2] sums to 2047, but member 2 sends its whole input, count.input = 2048"),
-				sp(0, AllToAllV, "send_counts[3] sums to 2049, but member 3 sends its whole input, count.input = 2048"),
+				sp(0, AllToAllV, "send_counts[2] sums to 2047, but member 2 sends its whole input, count.input = 2048, or nothing"),
+				sp(0, AllToAllV, "send_counts[3] sums to 2049, but member 3 sends its whole input, count.input = 2048, or nothing"),
 			}},
 		// Row 0 moves one element from member 1's chunk to its own: the
 		// rows still sum to count.input.
@@ -677,8 +677,8 @@ func allToAllVCases() []validateCase {
 			p.Steps[0].SendCounts[0][0], p.Steps[0].SendCounts[0][1] = 1001, 599
 		},
 			want: []Problem{
-				sp(0, AllToAllV, "member 0 receives 2049 elements (column 0 of send_counts), but count.output is 2048"),
-				sp(0, AllToAllV, "member 1 receives 2047 elements (column 1 of send_counts), but count.output is 2048"),
+				sp(0, AllToAllV, "member 0 receives 2049 elements (column 0 of send_counts), but count.output is 2048, or nothing"),
+				sp(0, AllToAllV, "member 1 receives 2047 elements (column 1 of send_counts), but count.output is 2048, or nothing"),
 			}},
 		{name: "AllToAllV teams differ in size", base: v, mutate: func(p *Plan) { p.Steps[0].Teams = [][]int{{0, 1, 2}, {3}} },
 			want: []Problem{sp(0, AllToAllV, "teams 0 and 1 differ in size (3 and 1)")}},
