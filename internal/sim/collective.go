@@ -136,22 +136,46 @@ func allToAll(c *call) error {
 // order, into chunks of send_counts[k][0], send_counts[k][1], ...
 // elements, chunk r going to member r; member r's output is the chunks it
 // receives, in member order. A member's chunk for itself stays: it is
-// neither sent nor received.
+// neither sent nor received. A member whose row is all zeros sends nothing
+// and does not read the input (it need not hold it); one whose column is
+// all zeros receives nothing and gets no output buffer. When count.input
+// (count.output) is 0, every member reads (writes) as before.
 func allToAllV(c *call) error {
 	if err := c.checkSendCounts(); err != nil {
 		return err
 	}
-	if err := c.allHold(c.s.Count.Input); err != nil {
-		return err
+	for k := range c.team {
+		if !c.sends(k) {
+			continue
+		}
+		if err := c.require(k); err != nil {
+			return err
+		}
+	}
+	for k := range c.team {
+		if !c.sends(k) {
+			continue
+		}
+		if err := c.checkSize(k, c.s.Count.Input); err != nil {
+			return err
+		}
 	}
 	for r := range c.team {
-		c.out[r] = c.slab.make(c.s.Count.Output)[:0]
+		if c.receives(r) {
+			c.out[r] = c.slab.make(c.s.Count.Output)[:0]
+		}
 	}
 	// Senders in member order, so that each output gets its chunks in
 	// member order.
-	for k, in := range c.in {
-		lo := 0
+	for k := range c.team {
+		if !c.sends(k) {
+			continue
+		}
+		in, lo := c.in[k], 0
 		for r, n := range c.s.SendCounts[k] {
+			if n == 0 {
+				continue
+			}
 			c.out[r] = append(c.out[r], in[lo:lo+n]...)
 			lo += n
 			if r != k {
@@ -163,10 +187,33 @@ func allToAllV(c *call) error {
 	return nil
 }
 
+// sends reports whether AllToAllV member k reads its input: its row of
+// send_counts has a chunk, or count.input is 0 (every member reads an
+// empty input).
+func (c *call) sends(k int) bool {
+	return c.s.Count.Input == 0 || slices.ContainsFunc(c.s.SendCounts[k], func(n int) bool { return n != 0 })
+}
+
+// receives reports whether AllToAllV member r writes the output: its
+// column of send_counts has a chunk, or count.output is 0.
+func (c *call) receives(r int) bool {
+	if c.s.Count.Output == 0 {
+		return true
+	}
+	for _, row := range c.s.SendCounts {
+		if row[r] != 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // checkSendCounts checks an AllToAllV's send_counts against the team and
 // the step's counts: a row and a column per member, no negative count,
-// rows that sum to count.input (a member sends its whole input) and
-// columns that sum to count.output (what a member receives is its output).
+// rows that sum to count.input (a member sends its whole input) or to 0
+// (a member that sends nothing), and columns that sum to count.output
+// (what a member receives is its output) or to 0 (a member that receives
+// nothing).
 func (c *call) checkSendCounts() error {
 	t, counts := len(c.team), c.s.SendCounts
 	in, out := c.s.Count.Input, c.s.Count.Output
@@ -193,13 +240,13 @@ func (c *call) checkSendCounts() error {
 			sum += n
 			cols[r] += n
 		}
-		if sum != in {
-			return c.errorf("send_counts[%d] sums to %d, but count.input is %d: member %d cuts its whole input into these chunks", k, sum, in, k)
+		if sum != in && sum != 0 {
+			return c.errorf("send_counts[%d] sums to %d, but count.input is %d: member %d cuts its whole input into these chunks (or sends nothing)", k, sum, in, k)
 		}
 	}
 	for r, sum := range cols {
-		if sum != out {
-			return c.errorf("column %d of send_counts sums to %d, but count.output is %d: member %d of team %v receives these chunks", r, sum, out, r, c.team)
+		if sum != out && sum != 0 {
+			return c.errorf("column %d of send_counts sums to %d, but count.output is %d: member %d of team %v receives these chunks (or nothing)", r, sum, out, r, c.team)
 		}
 	}
 	return nil

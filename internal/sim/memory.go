@@ -241,13 +241,16 @@ func stepDevices(s *plan.Step) []int {
 }
 
 // writers returns the devices of devs, s's devices, that s gives an output
-// buffer: the root of a Gather or Reduce, the receiver of a SendRecv, every
-// device otherwise. Counting every member would overestimate a Gather to one
-// of T devices T times.
+// buffer: the root of a Gather or Reduce, the receiver of a SendRecv, the
+// members of an AllToAllV that receive a chunk, every device otherwise.
+// Counting every member would overestimate a Gather to one of T devices T
+// times.
 func writers(s *plan.Step, devs []int) []int {
 	switch {
 	case (s.Type == plan.Gather || s.Type == plan.Reduce) && s.Root != nil:
 		return []int{*s.Root}
+	case s.Type == plan.AllToAllV && s.Count.Output != 0:
+		return receivers(s, devs)
 	case s.Type == plan.SendRecv:
 		var out []int
 		for _, team := range s.Teams {
@@ -258,4 +261,28 @@ func writers(s *plan.Step, devs []int) []int {
 		return out
 	}
 	return devs
+}
+
+// receivers returns the members of AllToAllV s whose column of send_counts
+// has a chunk: the others get no output buffer. On send_counts that do not
+// fit the teams (the step fails when run) it returns devs.
+func receivers(s *plan.Step, devs []int) []int {
+	var out []int
+	for _, team := range s.Teams {
+		if len(s.SendCounts) != len(team) {
+			return devs
+		}
+		for r, d := range team {
+			for _, row := range s.SendCounts {
+				if len(row) != len(team) {
+					return devs
+				}
+				if row[r] != 0 {
+					out = append(out, d)
+					break
+				}
+			}
+		}
+	}
+	return out
 }

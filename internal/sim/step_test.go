@@ -114,6 +114,41 @@ func TestStepSemantics(t *testing.T) {
 			want:  bufs{0: {}, 1: {}},
 			flows: map[int]flow{0: {}, 1: {}},
 		},
+		"AllToAllV from two senders of 6 to three receivers of 4": {
+			// Team [0 1 5 6 7]: devices 0 and 1 send, 5, 6 and 7 receive;
+			// the receivers hold no input, the senders get no output.
+			step: splitting(coll(plan.AllToAllV, [2]int{6, 4}, []int{0, 1, 5, 6, 7}),
+				[]int{0, 0, 4, 2, 0}, []int{0, 0, 0, 2, 4},
+				[]int{0, 0, 0, 0, 0}, []int{0, 0, 0, 0, 0}, []int{0, 0, 0, 0, 0}),
+			in:    bufs{0: {1, 2, 3, 4, 5, 6}, 1: {7, 8, 9, 10, 11, 12}},
+			want:  bufs{5: {1, 2, 3, 4}, 6: {5, 6, 7, 8}, 7: {9, 10, 11, 12}},
+			flows: map[int]flow{0: {24, 0}, 1: {24, 0}, 5: {0, 16}, 6: {0, 16}, 7: {0, 16}},
+		},
+		"AllToAllV, two teams of a sender and two receivers": {
+			step: splitting(coll(plan.AllToAllV, [2]int{4, 2}, []int{0, 2, 3}, []int{1, 4, 5}),
+				[]int{0, 2, 2}, []int{0, 0, 0}, []int{0, 0, 0}),
+			in:    bufs{0: {1, 2, 3, 4}, 1: {5, 6, 7, 8}},
+			want:  bufs{2: {1, 2}, 3: {3, 4}, 4: {5, 6}, 5: {7, 8}},
+			flows: map[int]flow{0: {16, 0}, 1: {16, 0}, 2: {0, 8}, 3: {0, 8}, 4: {0, 8}, 5: {0, 8}},
+		},
+		"AllToAllV, a member that sends and receives": {
+			// Members 0 and 1 send 3 elements each, members 0 and 2
+			// receive 3: member 0 keeps 1, member 1 receives nothing and
+			// member 2 sends nothing, so its short input is not read.
+			step: splitting(coll(plan.AllToAllV, [2]int{3, 3}, []int{0, 1, 2}),
+				[]int{1, 0, 2}, []int{2, 0, 1}, []int{0, 0, 0}),
+			in:    bufs{0: {1, 2, 3}, 1: {4, 5, 6}, 2: {9}},
+			want:  bufs{0: {1, 4, 5}, 2: {2, 3, 6}},
+			flows: map[int]flow{0: {8, 8}, 1: {12, 0}, 2: {0, 12}},
+		},
+		"AllToAllV of empty inputs to every member": {
+			// count.input 0: every member reads its (empty) input and,
+			// count.output being 0 too, writes an empty output.
+			step:  splitting(coll(plan.AllToAllV, [2]int{0, 0}, []int{0, 1, 2}), []int{0, 0, 0}, []int{0, 0, 0}, []int{0, 0, 0}),
+			in:    bufs{0: {}, 1: {}, 2: {}},
+			want:  bufs{0: {}, 1: {}, 2: {}},
+			flows: map[int]flow{0: {}, 1: {}, 2: {}},
+		},
 		"Pad puts each device's box at the low corner": {
 			step: plan.Step{ID: 7, Kind: plan.KindLocal, Type: plan.Pad, Devices: []int{0, 1},
 				Input: "a", Output: "b", Count: plan.Count{Input: 6, Output: 6},
@@ -359,6 +394,36 @@ func TestStepErrors(t *testing.T) {
 			in:   bufs{0: {1}},
 			want: `step 7 (AllToAllV): device 1 has no buffer "a"`,
 		},
+		"AllToAllV sender without input": {
+			step: splitting(coll(plan.AllToAllV, [2]int{2, 2}, []int{0, 1, 2, 3}),
+				[]int{0, 0, 1, 1}, []int{0, 0, 1, 1}, []int{0, 0, 0, 0}, []int{0, 0, 0, 0}),
+			in:   bufs{0: {1, 2}, 2: {3, 4}, 3: {5, 6}},
+			want: `step 7 (AllToAllV): device 1 has no buffer "a"`,
+		},
+		"AllToAllV sender's input short": {
+			step: splitting(coll(plan.AllToAllV, [2]int{2, 2}, []int{0, 1, 2}),
+				[]int{0, 1, 1}, []int{0, 1, 1}, []int{0, 0, 0}),
+			in:   bufs{0: {1, 2}, 1: {3}},
+			want: `step 7 (AllToAllV): buffer "a" on device 1 has 1 elements, count.input is 2 (team sizes 0:2 1:1)`,
+		},
+		"AllToAllV empty inputs, a member without one": {
+			step: splitting(coll(plan.AllToAllV, [2]int{0, 0}, []int{0, 1}), []int{0, 0}, []int{0, 0}),
+			in:   bufs{0: {}},
+			want: `step 7 (AllToAllV): device 1 has no buffer "a"`,
+		},
+		"AllToAllV row neither 0 nor count.input": {
+			step: splitting(coll(plan.AllToAllV, [2]int{6, 4}, []int{0, 1, 2, 3}),
+				[]int{0, 0, 4, 2}, []int{0, 0, 0, 2}, []int{0, 0, 0, 0}, []int{0, 0, 0, 0}),
+			in:   bufs{0: {1, 2, 3, 4, 5, 6}, 1: {1, 2, 3, 4, 5, 6}},
+			want: "step 7 (AllToAllV): send_counts[1] sums to 2, but count.input is 6: member 1 cuts its whole input into these chunks (or sends nothing)",
+		},
+		"AllToAllV column neither 0 nor count.output": {
+			step: splitting(coll(plan.AllToAllV, [2]int{6, 4}, []int{0, 1, 2, 3, 4, 5}),
+				[]int{0, 0, 4, 2, 0, 0}, []int{0, 0, 0, 2, 3, 1},
+				[]int{0, 0, 0, 0, 0, 0}, []int{0, 0, 0, 0, 0, 0}, []int{0, 0, 0, 0, 0, 0}, []int{0, 0, 0, 0, 0, 0}),
+			in:   bufs{0: {1, 2, 3, 4, 5, 6}, 1: {1, 2, 3, 4, 5, 6}},
+			want: "step 7 (AllToAllV): column 4 of send_counts sums to 3, but count.output is 4: member 4 of team [0 1 2 3 4 5] receives these chunks (or nothing)",
+		},
 		"AllToAllV row short of count.input": {
 			step: splitting(coll(plan.AllToAllV, [2]int{3, 3}, []int{0, 1}), []int{1, 1}, []int{2, 2}),
 			in:   bufs{0: {1, 2, 3}, 1: {4, 5, 6}},
@@ -421,6 +486,39 @@ func TestStepErrors(t *testing.T) {
 				t.Errorf("exec error = %v, want one containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestAllToAllVAcrossMeshes moves a buffer from devices 0 and 1 to
+// devices 5, 6 and 7 in one AllToAllV: the receivers read it afterwards,
+// a sender that received nothing holds no output, so a step reading it
+// there fails as on any device without the buffer, and the memory model
+// prices the output on the receivers only.
+func TestAllToAllVAcrossMeshes(t *testing.T) {
+	s := splitting(coll(plan.AllToAllV, [2]int{6, 4}, []int{0, 1, 5, 6, 7}),
+		[]int{0, 0, 4, 2, 0}, []int{0, 0, 0, 2, 4},
+		[]int{0, 0, 0, 0, 0}, []int{0, 0, 0, 0, 0}, []int{0, 0, 0, 0, 0})
+	if got, want := writers(&s, stepDevices(&s)), []int{5, 6, 7}; !slices.Equal(got, want) {
+		t.Errorf("writers = %v, want %v", got, want)
+	}
+	m := newMachine(0)
+	m.put(0, "a", []float64{1, 2, 3, 4, 5, 6})
+	m.put(1, "a", []float64{7, 8, 9, 10, 11, 12})
+	if _, err := m.exec(&s, 4); err != nil {
+		t.Fatal(err)
+	}
+	read := func(devices ...int) plan.Step {
+		return plan.Step{ID: 8, Kind: plan.KindLocal, Type: plan.Copy, Devices: devices,
+			Input: "b", Output: "c", Count: plan.Count{Input: 4, Output: 4}}
+	}
+	ok := read(5, 6, 7)
+	if _, err := m.exec(&ok, 4); err != nil {
+		t.Fatalf("reading the output on the receivers: %v", err)
+	}
+	bad := read(6, 0)
+	_, err := m.exec(&bad, 4)
+	if want := `step 8 (Copy): device 0 has no buffer "b"`; err == nil || err.Error() != want {
+		t.Errorf("reading the output on a sender: error %v, want %q", err, want)
 	}
 }
 
