@@ -88,10 +88,10 @@ var redistributions = []redistribution{
 	{name: "merged->R", mesh: mesh4, shape: "[2, 6]", src: "merge: {axis: 0}|outer_split: {axis: 0, factor: 4}|parallelize: {axis: 0, type: DIDx}", dst: "[Replicate()]", want: types("Allgather")},
 	{name: "merged->S1", mesh: mesh4, shape: "[2, 8]", src: "merge: {axis: 0}|outer_split: {axis: 0, factor: 4}|parallelize: {axis: 0, type: DIDx}", dst: "[Shard(1)]", want: types("AllToAllV")},
 	// Across meshes.
-	{name: "S0 -> S0 other mesh", mesh: mesh4, to: "[4, 5, 6, 7]", shape: "[8, 12]", src: "[Shard(0)]", dst: "[Shard(0)]", want: types("Allgather", "Broadcast", "Slice")},
+	{name: "S0 -> S0 other mesh", mesh: mesh4, to: "[4, 5, 6, 7]", shape: "[8, 12]", src: "[Shard(0)]", dst: "[Shard(0)]", want: types("AllToAllV")},
 	{name: "S0 -> R other mesh", mesh: mesh4, to: "[4, 5, 6, 7]", shape: "[8, 12]", src: "[Shard(0)]", dst: "[Replicate()]", want: types("Allgather", "Broadcast")},
 	{name: "R -> S1 other mesh", mesh: "[0, 1]", to: "[1, 2]", shape: "[8, 12]", src: "[Replicate()]", dst: "[Shard(1)]", want: types("Broadcast", "Slice")},
-	{name: "S0 -> S1 other mesh", mesh: mesh4, to: "[4, 5, 6, 7]", shape: "[8, 12]", src: "[Shard(0)]", dst: "[Shard(1)]", want: types("Allgather", "Broadcast", "Slice")},
+	{name: "S0 -> S1 other mesh", mesh: mesh4, to: "[4, 5, 6, 7]", shape: "[8, 12]", src: "[Shard(0)]", dst: "[Shard(1)]", want: types("Permute", "AllToAllV")},
 	{name: "R -> R other mesh", mesh: "[0, 1]", to: "[2, 3]", shape: "[8, 12]", src: "[Replicate()]", dst: "[Replicate()]", want: types("Broadcast")},
 	{name: "P -> one device of the mesh", mesh: mesh4, to: "[2]", shape: "[8, 12]", src: "[Partial(sum)]", dst: "[Replicate()]", want: types("Allreduce")},
 	{name: "P -> one device outside", mesh: mesh4, to: "[5]", shape: "[8, 12]", src: "[Partial(max)]", dst: "[Replicate()]", want: types("Reduce")},
@@ -103,7 +103,7 @@ var redistributions = []redistribution{
 	{name: "R -> R, consumer devices hold it", mesh: mesh4, to: "[1, 2]", shape: "[3, 6]", src: "[Replicate()]", dst: "[Replicate()]", want: types("Copy")},
 	{name: "R -> R, one consumer device holds it", mesh: "[0, 1]", to: "[1, 2, 3]", shape: "[3, 3]", src: "[Replicate()]", dst: "[Replicate()]", want: types("Broadcast")},
 	{name: "S0S0S0->S1S1S1", mesh: mesh2x2x2, shape: "[16, 32]", src: "[Shard(0), Shard(0), Shard(0)]", dst: "[Shard(1), Shard(1), Shard(1)]", want: types("Allgather", "Slice")},
-	{name: "S0 -> S0 on half the devices", mesh: mesh4, to: "[4, 5]", shape: "[8, 16]", src: "[Shard(0)]", dst: "[Shard(0)]", want: types("Allgather", "Broadcast", "Slice")},
+	{name: "S0 -> S0 on half the devices", mesh: mesh4, to: "[4, 5]", shape: "[8, 16]", src: "[Shard(0)]", dst: "[Shard(0)]", want: types("AllToAllV")},
 	{name: "R -> S0 on 3 other devices", mesh: "[0, 1]", to: "[2, 3, 4]", shape: "[6, 4]", src: "[Replicate()]", dst: "[Shard(0)]", want: types("Broadcast", "Slice")},
 }
 
@@ -145,9 +145,9 @@ var issueCases = map[string]issueCase{
 	"S0S1->S1S0": {"Permute, AllToAll ×3, 112 B, bound 64", "(not named)", 64,
 		[]string{"AllToAllV", "Permute"}, ""},
 	"S0 -> S0 on half the devices": {"Gathers of everything to each root, then Slice, 512 B", "each device gathers only its half", 256,
-		[]string{"Gather", "Gather"}, ""},
+		[]string{"AllToAllV"}, ""},
 	"R -> S0 on 3 other devices": {"Broadcast, Slice, 96 B", "each device receives only its chunk", 32,
-		[]string{"Pad", "Scatter"}, ""},
+		[]string{"Slice", "AllToAllV"}, ""},
 }
 
 // fusionOf writes a redistribution as a fusion: x (src) → y (dst).

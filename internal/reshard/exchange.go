@@ -30,21 +30,25 @@ func exchangeOrders(dp, dn, want []ir.Digit) (in, got []ir.Digit) {
 	return allToAllOrders(without(dp, dn), without(dn, dp), want)
 }
 
-// exchangeCounts is the send_counts of an exchange from rank digits dp to
-// dn (both in team-rank order, each selecting one of n members) moving
-// chunks of chunk elements: member k sends to every member that selects,
-// in dn, what k selects in dp on the digits both select, one chunk per
-// value of the digits dn adds. Those are the input's outermost digits,
-// read most significant first, and the receiver's rank grows with them,
-// so each member's chunks follow each other in the order of the members
-// they go to, as an AllToAllV cuts its input.
-func exchangeCounts(dp, dn []ir.Digit, n, chunk int) [][]int {
+// exchangeCounts is the send_counts, t×t, of an exchange from rank
+// digits dp to dn (both in team-rank order) moving chunks of chunk
+// elements. The members that select dp are ranks 0, 1, …; those that
+// select dn are ranks at, at+1, … (at = 0 within one mesh, the number of
+// producer devices between two). Member k sends to every member that
+// selects, in dn, what k selects in dp on the digits both select, one
+// chunk per value of the digits dn adds. Those are the input's outermost
+// digits, read most significant first, and the receiver's rank grows with
+// them, so each member's chunks follow each other in the order of the
+// members they go to, as an AllToAllV cuts its input.
+func exchangeCounts(dp, dn []ir.Digit, t, at, chunk int) [][]int {
 	added := without(dn, dp)
-	counts := make([][]int, n)
-	cells := make([]int, n*n)
-	value := make([]int, len(dn)) // by position in dn
+	counts := make([][]int, t)
+	cells := make([]int, t*t)
 	for k := range counts {
-		counts[k] = cells[k*n : (k+1)*n : (k+1)*n]
+		counts[k] = cells[k*t : (k+1)*t : (k+1)*t]
+	}
+	value := make([]int, len(dn)) // by position in dn
+	for k := range extentOf(dp) {
 		for i, x := range digitsOf(k, dp) {
 			if j := slices.Index(dn, dp[i]); j >= 0 {
 				value[j] = x
@@ -54,7 +58,7 @@ func exchangeCounts(dp, dn []ir.Digit, n, chunk int) [][]int {
 			for i, x := range digitsOf(w, added) {
 				value[slices.Index(dn, added[i])] = x
 			}
-			counts[k][rankOf(dn, value)] = chunk
+			counts[k][at+rankOf(dn, value)] = chunk
 		}
 	}
 	return counts
@@ -144,11 +148,61 @@ func (pl *searcher) appendExchange(out []edge, s searchState, to placement, mask
 // on src become dst's on the same mesh.
 func (c *opCtx) allToAllVAlong(src, dst *view, mask uint8) {
 	dp, dn := rankDigits(src, mask), rankDigits(dst, mask)
-	counts := exchangeCounts(dp, dn, teamSize(src.mesh, mask), src.size()/extentOf(without(dn, dp)))
+	n := teamSize(src.mesh, mask)
+	counts := exchangeCounts(dp, dn, n, 0, src.size()/extentOf(without(dn, dp)))
 	in, got := exchangeOrders(dp, dn, dst.stored)
 	arranged := c.arrange(src, in, "in", src.mesh.Devices)
 	out, after := c.finish(got, dst, "exchanged")
 	c.emitCollective(plan.Step{Type: plan.AllToAllV, SendCounts: counts, Input: arranged.name, Output: out, Axis: axisAlong(src, mask)},
 		teamsAlong(src.mesh, mask), arranged, dst, arranged.size(), dst.size())
+	after()
+}
+
+// crossExchangeable reports whether one AllToAllV can move the data from
+// placement p on the producer's mesh to the consumer: the meshes share no
+// device, every element has one holder before and one after (p and the
+// goal select digits along every type of their meshes), and the team of
+// both meshes has at most maxExchangeTeam members.
+func (pl *searcher) crossExchangeable(p placement) (dp, dn []ir.Digit, ok bool) {
+	from, to := pl.src.mesh, pl.dst.mesh
+	if len(from.Devices)+len(to.Devices) > maxExchangeTeam || slices.ContainsFunc(from.Devices, to.Contains) {
+		return nil, nil, false
+	}
+	dp, dn = pl.rankPicks(p, from, allTypes), pl.rankPicks(pl.goal.placement, to, allTypes)
+	return dp, dn, extentOf(dp) == len(from.Devices) && extentOf(dn) == len(to.Devices)
+}
+
+// crossExchangeEdge prices the move from s to the consumer in one
+// AllToAllV over the devices of both meshes, the producer's sending and
+// the consumer's receiving: each consumer device receives its block,
+// chunk by chunk, straight from the devices that hold it.
+func (pl *searcher) crossExchangeEdge(s searchState, out []edge) []edge {
+	dp, dn, ok := pl.crossExchangeable(s.placement)
+	if !ok {
+		return out
+	}
+	size, next := pl.size(s.placement), pl.size(pl.goal.placement)
+	in, got := exchangeOrders(dp, dn, pl.dst.stored)
+	e := pl.newCost()
+	e.permute(pl.decode(s.order), in, size)
+	busiest := e.times(int64(next), pl.elem)
+	team := slices.Concat(pl.src.mesh.Devices, pl.dst.mesh.Devices)
+	e.add(pl.c.topology.ExchangeSeconds(pl.c.topology.LinkOf(team), busiest), true)
+	e.bytes(busiest, e.times(busiest, int64(len(pl.dst.mesh.Devices))))
+	e.crossing()
+	return pl.appendEdge(out, edgeCrossExchange, 0, pl.goal.placement, got, e)
+}
+
+// crossExchange emits the move of src, on the producer's mesh, to dst on
+// the consumer's, a mesh of other devices, in one AllToAllV over both.
+func (c *opCtx) crossExchange(src, dst *view) {
+	dp, dn := rankDigits(src, allTypes), rankDigits(dst, allTypes)
+	team := slices.Concat(src.mesh.Devices, dst.mesh.Devices)
+	counts := exchangeCounts(dp, dn, len(team), len(src.mesh.Devices), src.size()/extentOf(without(dn, dp)))
+	in, got := exchangeOrders(dp, dn, dst.stored)
+	arranged := c.arrange(src, in, "in", src.mesh.Devices)
+	out, after := c.finish(got, dst, "exchanged")
+	c.emitCollective(plan.Step{Type: plan.AllToAllV, SendCounts: counts, Input: arranged.name, Output: out, Axis: src.firstAxis()},
+		[][]int{team}, arranged, dst, arranged.size(), dst.size())
 	after()
 }

@@ -66,7 +66,7 @@ func TestExchangeCounts(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := exchangeCounts(tt.dp, tt.dn, tt.n, tt.c)
+			got := exchangeCounts(tt.dp, tt.dn, tt.n, 0, tt.c)
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("send_counts (-want +got):\n%s", diff)
 			}
@@ -107,7 +107,7 @@ func TestExchangeReceived(t *testing.T) {
 			}
 			tried++
 			chunk := 5
-			counts := exchangeCounts(dp, dn, n, chunk)
+			counts := exchangeCounts(dp, dn, n, 0, chunk)
 			wantMost, wantTotal := 0, 0
 			for r := range n {
 				got := 0

@@ -34,7 +34,7 @@ func (pl *searcher) crossEdges(s searchState, out []edge) []edge {
 			out = pl.gatherEdge(s, k, out)
 		}
 	}
-	return out
+	return pl.crossExchangeEdge(s, out)
 }
 
 // sendRecvEdge: the same sharding on a mesh of the same shape; device i of

@@ -32,6 +32,7 @@ const (
 	edgeReduce
 	edgeAllToAllV
 	edgeSwapExchange
+	edgeCrossExchange
 )
 
 // edge is one transition of the search: its step, the device types along

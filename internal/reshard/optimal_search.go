@@ -102,6 +102,8 @@ func (pl *searcher) emit(path []edge) {
 			c.swap(cur, next, pl.relabel(at, e.to.placement))
 		case edgeSwapExchange:
 			c.swapExchange(cur, next, pl.relabel(at, e.to.placement))
+		case edgeCrossExchange:
+			c.crossExchange(cur, next)
 		case edgeSendRecv:
 			c.sendRecvPairs(cur, next)
 		case edgeBroadcast:
