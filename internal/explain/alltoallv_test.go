@@ -99,3 +99,37 @@ func TestExplainAllToAllV(t *testing.T) {
 		t.Errorf("Write lacks the AllToAllV's reason:\n%s", b.String())
 	}
 }
+
+// TestExplainAllToAllVAcrossMeshes explains an AllToAllV whose team spans
+// the devices that hold the data and the output's mesh: [S(0)] on 4
+// devices to [S(0)] on 4 others.
+func TestExplainAllToAllVAcrossMeshes(t *testing.T) {
+	const src = `format: 1
+name: stages
+meshes:
+  a: [0, 1, 2, 3]
+  b: [4, 5, 6, 7]
+tensors:
+  x: {mesh: a, shape: [8, 12], placements: [Shard(0)]}
+  y: {mesh: b, placements: [Shard(0)]}
+ops:
+  - {op: set, in: x, out: y}
+`
+	f, err := ir.Parse("stages.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := lower.Lower(f, lower.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := NewModel(p, All())
+	if len(m.Ops) != 1 || len(m.Ops[0].Steps) != 1 || m.Ops[0].Steps[0].Type != plan.AllToAllV {
+		t.Fatalf("the move lowers to other steps: %+v", m.Ops)
+	}
+	want := "the data moves to the output's devices: an all-to-all with split sizes over them and the devices that hold it, " +
+		"each of which sends each output device only what it keeps, to at most 1 of the 7 others"
+	if got := m.Ops[0].Steps[0].Why; got != want {
+		t.Errorf("reason:\n got %q\nwant %q", got, want)
+	}
+}

@@ -49,6 +49,9 @@ func (e *explainer) collectiveReason(op plan.Op, s *plan.Step) string {
 	case plan.AllToAll:
 		return fmt.Sprintf("the split along %s moves from %s to another dim: each device sends every other member one block", along, axis)
 	case plan.AllToAllV:
+		if sendsNothing(s) {
+			return "the data moves to the output's devices: an all-to-all with split sizes over them and the devices that hold it, each of which sends each output device only what it keeps" + exchangePeers(s)
+		}
 		return fmt.Sprintf("the split along %s changes: an all-to-all with split sizes, each device sending each part only to the member that keeps it%s", along, exchangePeers(s))
 	case plan.Allreduce, plan.ReduceScatter, plan.Reduce:
 		return e.reductionReason(op, s, along)
@@ -62,6 +65,21 @@ func (e *explainer) collectiveReason(op plan.Op, s *plan.Step) string {
 		return "each device sends its block to the device that holds it in the output (another mesh, or devices relabelled)"
 	}
 	return ""
+}
+
+// sendsNothing reports whether some member of an AllToAllV sends nothing
+// (a row of zeros in send_counts): the step spans the devices that hold
+// the data and others, that only receive.
+func sendsNothing(s *plan.Step) bool {
+	if s.Count.Input == 0 {
+		return false
+	}
+	for _, row := range s.SendCounts {
+		if !slices.ContainsFunc(row, func(n int) bool { return n != 0 }) {
+			return true
+		}
+	}
+	return false
 }
 
 // exchangePeers says, from an AllToAllV's split sizes, to how many other
