@@ -109,7 +109,8 @@ func (g *gen) describe(c *coll) string {
 	return what
 }
 
-// singleTeams writes the copy a team of one device makes (no peers).
+// singleTeams writes the copy a team of one device makes (no peers); an
+// AllToAllV's may instead write an empty output, or nothing.
 func (g *gen) singleTeams(c *coll) {
 	if len(c.singles) == 0 {
 		return
@@ -117,6 +118,21 @@ func (g *gen) singleTeams(c *coll) {
 	var ds []int
 	for _, t := range c.singles {
 		ds = append(ds, t[0])
+	}
+	if c.s.Type == plan.AllToAllV {
+		// Its one member keeps its whole input, or, with a row of zeros,
+		// reads nothing and writes an empty output or none at all.
+		switch sends, receives := exchange(c.s); {
+		case !receives[0]:
+			g.w.line("if %s:  # a team of one device that moves nothing", rankIn(ds))
+			g.w.line("    pass")
+			return
+		case !sends[0]:
+			g.w.line("if %s:  # a team of one device: an empty output", rankIn(ds))
+			g.w.line("    %s = %s", c.y, g.empty(c.s.Output, 0))
+			g.alloc(c.s.Output, ds)
+			return
+		}
 	}
 	g.w.line("if %s:  # a team of one device: a copy", rankIn(ds))
 	g.w.indent++
@@ -248,15 +264,20 @@ func (g *gen) alltoall(c *coll) {
 // sizes. A member's row of send_counts cuts its input in team order, and
 // torch sends input chunks and receives output chunks in group order:
 // where a team is not ascending, the input's chunks are put in group order
-// first and the output's back in team order after.
+// first and the output's back in team order after. A member that sends
+// nothing (a row of zeros) passes an empty input, and need not hold one; a
+// member that receives nothing (a column of zeros) an empty output, which
+// is not bound to the step's output buffer.
 func (g *gen) alltoallv(c *coll) {
 	members := slices.Sorted(slices.Values(c.members))
 	counts := c.s.SendCounts
+	sends, receives := exchange(c.s)
+	rank := func(d int) int { return slices.Index(teamOf(c.teams, d), d) }
 	// split renders, by rank, the sizes of the chunks a member sends
 	// (out false) or receives (out true), in group order or team order.
 	split := func(out, group bool) string {
 		return perRank(members, func(d int) string {
-			k := slices.Index(teamOf(c.teams, d), d)
+			k := rank(d)
 			_, toTeam := c.order(d)
 			sizes := make([]int, len(toTeam))
 			for i := range sizes {
@@ -272,19 +293,69 @@ func (g *gen) alltoallv(c *coll) {
 			return "[" + ints(sizes) + "]"
 		})
 	}
+	// which lists the members whose team rank has f true.
+	which := func(f []bool) []int {
+		var ds []int
+		for _, d := range members {
+			if f[rank(d)] {
+				ds = append(ds, d)
+			}
+		}
+		return ds
+	}
+	senders, receivers := which(sends), which(receives)
 	x := c.x
+	if len(senders) < len(members) {
+		x = fmt.Sprintf("(%s if %s else %s)", x, rankIn(senders), g.empty(c.s.Output, 0))
+	}
 	if c.reorders() {
 		g.w.line("parts = %s.split(%s)  # chunks in team order", x, split(false, false))
 		x = fmt.Sprintf("torch.cat([parts[r] for r in %s])", c.rows(false))
 	}
-	g.w.line("%s = %s", c.y, g.empty(c.s.Output, c.s.Count.Output))
-	g.w.line("dist.all_to_all_single(%s, %s, output_split_sizes=%s, input_split_sizes=%s, group=%s)",
-		c.y, x, split(true, true), split(false, true), c.group)
-	if c.reorders() {
-		g.w.line("parts = %s.split(%s)  # chunks in group order", c.y, split(true, true))
-		g.w.line("%s = torch.cat([parts[r] for r in %s])  # chunks from group order to team order", c.y, c.rows(true))
+	y := c.y
+	if len(receivers) < len(members) {
+		y = "buf"
+		g.w.line("%s = %s", y, g.emptyPerRank(c.s.Output, members, func(d int) int {
+			if receives[rank(d)] {
+				return c.s.Count.Output
+			}
+			return 0
+		}))
+	} else {
+		g.w.line("%s = %s", y, g.empty(c.s.Output, c.s.Count.Output))
 	}
-	g.alloc(c.s.Output, c.members)
+	g.w.line("dist.all_to_all_single(%s, %s, output_split_sizes=%s, input_split_sizes=%s, group=%s)",
+		y, x, split(true, true), split(false, true), c.group)
+	if c.reorders() {
+		g.w.line("parts = %s.split(%s)  # chunks in group order", y, split(true, true))
+		g.w.line("%s = torch.cat([parts[r] for r in %s])  # chunks from group order to team order", y, c.rows(true))
+	}
+	if y != c.y {
+		g.w.line("if %s:  # the members that receive", rankIn(receivers))
+		g.w.line("    %s = %s", c.y, y)
+	}
+	g.alloc(c.s.Output, receivers)
+}
+
+// exchange tells, by team rank, which members of AllToAllV s send (read
+// the input: a row of send_counts that is not all zeros) and which
+// receive (write the output: such a column). With count.input 0 every
+// member reads, with count.output 0 every member writes.
+func exchange(s *plan.Step) (sends, receives []bool) {
+	t := len(s.SendCounts)
+	sends, receives = make([]bool, t), make([]bool, t)
+	for k, row := range s.SendCounts {
+		for r, n := range row {
+			if n != 0 {
+				sends[k], receives[r] = true, true
+			}
+		}
+	}
+	for k := range t {
+		sends[k] = sends[k] || s.Count.Input == 0
+		receives[k] = receives[k] || s.Count.Output == 0
+	}
+	return sends, receives
 }
 
 // root is a rooted collective's root.

@@ -50,6 +50,7 @@ var goldens = map[string]struct {
 	"L-22_reduce_scatter_noncontiguous": {"../../testdata/conformance/L-22_reduce_scatter_noncontiguous.json", Options{}},
 	"layers_linear_row_parallel":        {"testdata/layers_linear_row_parallel.json", Options{}},
 	"alltoallv":                         {"testdata/alltoallv.json", Options{}},
+	"alltoallv_meshes":                  {"testdata/alltoallv_meshes.json", Options{}},
 }
 
 // runtimeMarker stands for runtime.py in the golden programs.
@@ -204,7 +205,7 @@ func TestGlooFallbacks(t *testing.T) {
 	}
 	py := stdcmp.Or(os.Getenv("PYTHON"), "python3")
 	dir := t.TempDir()
-	plans := []string{"testdata/alltoallv.json", "../../testdata/examples/gpu2_alltoall.json",
+	plans := []string{"testdata/alltoallv.json", "testdata/alltoallv_meshes.json", "../../testdata/examples/gpu2_alltoall.json",
 		"../../testdata/examples/gpu2_reduce_scatter_allgather.json"}
 	for i, f := range plans {
 		name := strings.TrimSuffix(filepath.Base(f), ".json")
@@ -273,5 +274,78 @@ func TestLayerPlansValid(t *testing.T) {
 		if probs := plan.Validate(readPlan(t, f)); probs != nil {
 			t.Errorf("%s: %v", f, probs)
 		}
+	}
+}
+
+// TestAllToAllVReadersWriters writes AllToAllVs whose members do not all
+// send or receive: a member that sends nothing passes an empty input, one
+// that receives nothing an empty output, and only the receivers hold the
+// step's output; a team of one device copies, reads nothing and writes an
+// empty output, or moves nothing.
+func TestAllToAllVReadersWriters(t *testing.T) {
+	step := func(count [2]int, counts [][]int, teams ...[]int) plan.Step {
+		return plan.Step{ID: 0, Kind: plan.KindCollective, Type: plan.AllToAllV, Teams: teams,
+			Input: "a", Output: "b", Count: plan.Count{Input: count[0], Output: count[1]}, SendCounts: counts}
+	}
+	tests := []struct {
+		name    string
+		step    plan.Step
+		lines   []string // each in the code, in order
+		holders []int
+	}{
+		{
+			name: "two senders of 6 to three receivers of 4",
+			step: step([2]int{6, 4}, [][]int{{0, 0, 4, 2, 0}, {0, 0, 0, 2, 4}, {0, 0, 0, 0, 0}, {0, 0, 0, 0, 0}, {0, 0, 0, 0, 0}},
+				[]int{0, 1, 2, 3, 4}),
+			lines: []string{
+				"buf = torch.empty({0: 0, 1: 0, 2: 4, 3: 4, 4: 4}[rank], dtype=torch.float32, device=device)",
+				"dist.all_to_all_single(buf, (a if rank in (0, 1) else torch.empty(0, dtype=torch.float32, device=device)), " +
+					"output_split_sizes={0: [0, 0, 0, 0, 0], 1: [0, 0, 0, 0, 0], 2: [4, 0, 0, 0, 0], 3: [2, 2, 0, 0, 0], 4: [0, 4, 0, 0, 0]}[rank], " +
+					"input_split_sizes={0: [0, 0, 4, 2, 0], 1: [0, 0, 0, 2, 4], 2: [0, 0, 0, 0, 0], 3: [0, 0, 0, 0, 0], 4: [0, 0, 0, 0, 0]}[rank], group=groups[0, 1, 2, 3, 4])",
+				"if rank in (2, 3, 4):  # the members that receive",
+				"    b = buf",
+			},
+			holders: []int{2, 3, 4},
+		},
+		{
+			name:    "teams of one device copy",
+			step:    step([2]int{6, 6}, [][]int{{6}}, []int{0}, []int{1}),
+			lines:   []string{"if rank in (0, 1):  # a team of one device: a copy", "    b = a.clone()"},
+			holders: []int{0, 1},
+		},
+		{
+			name:  "a team of one device that moves nothing",
+			step:  step([2]int{6, 4}, [][]int{{0}}, []int{0}),
+			lines: []string{"if rank == 0:  # a team of one device that moves nothing", "    pass"},
+		},
+		{
+			name: "a team of one device that writes an empty output",
+			step: step([2]int{6, 0}, [][]int{{0}}, []int{0}),
+			lines: []string{"if rank == 0:  # a team of one device: an empty output",
+				"    b = torch.empty(0, dtype=torch.float32, device=device)"},
+			holders: []int{0},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := &plan.Plan{Tensors: []plan.Tensor{{Name: "a", DType: "float32"}, {Name: "b", DType: "float32"}}}
+			p.Steps = []plan.Step{tt.step}
+			g := newGen(p)
+			if err := g.collective(planned{steps: []int{0}}, &p.Steps[0]); err != nil {
+				t.Fatal(err)
+			}
+			code := strings.Join(g.w.lines, "\n")
+			rest := code
+			for _, l := range tt.lines {
+				i := strings.Index(rest, l)
+				if i < 0 {
+					t.Fatalf("no line %q (in order) in\n%s", l, code)
+				}
+				rest = rest[i+len(l):]
+			}
+			if diff := cmp.Diff(tt.holders, g.holders["b"]); diff != "" {
+				t.Errorf("holders of b (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -520,22 +520,30 @@ class GlooDist:
                       lambda: slow(o, xf))
 
     def all_to_all_single(self, out, x, output_split_sizes=None, input_split_sizes=None, group=None):
-        """With split sizes (an AllToAllV), every rank's input has as many elements: the slow
-        form gathers the inputs and every rank's split sizes, and each rank keeps its chunks."""
+        """With split sizes (an AllToAllV), a rank that sends nothing passes an empty input
+        and one that receives nothing an empty output: the slow form gathers every rank's
+        split sizes, then the inputs padded to the longest, and each rank keeps its chunks."""
         d, T = self._d, self._d.get_world_size(group)
 
         def slow(o, xf):
             me = d.get_rank(group)
-            every = torch.empty(T * xf.numel(), dtype=xf.dtype, device=xf.device)
-            d.all_gather(list(every.view(T, -1).unbind(0)), xf, group=group)
             if input_split_sizes is None:
+                every = torch.empty(T * xf.numel(), dtype=xf.dtype, device=xf.device)
+                d.all_gather(list(every.view(T, -1).unbind(0)), xf, group=group)
                 o.copy_(every.view(T, T, -1)[:, me].reshape(-1))
                 return
             rows = torch.empty(T * T, dtype=torch.int64, device=xf.device)
             mine = torch.tensor(input_split_sizes, dtype=torch.int64, device=xf.device)
             d.all_gather(list(rows.view(T, T).unbind(0)), mine, group=group)
             rows = rows.view(T, T).tolist()
-            o.copy_(torch.cat([every.view(T, -1)[k].split(rows[k])[me] for k in range(T)]))
+            n = max(sum(row) for row in rows)
+            if n == 0:
+                return
+            padded = torch.zeros(n, dtype=xf.dtype, device=xf.device)
+            padded[:xf.numel()] = xf
+            every = torch.empty(T * n, dtype=xf.dtype, device=xf.device).view(T, n)
+            d.all_gather(list(every.unbind(0)), padded, group=group)
+            o.copy_(torch.cat([every[k][:sum(rows[k])].split(rows[k])[me] for k in range(T)]))
 
         def fast(o, xf):
             if input_split_sizes is None:
