@@ -15,7 +15,7 @@ import (
 // and it receives from the members that agree with it, chunks of the
 // digits dp drops. Every element then travels once, straight to the
 // device that keeps it: each device receives what it lacks and nothing
-// else, in one step (docs/lowering.md, "Exchanges").
+// else, in one step (docs/lowering.md, "The search").
 
 // maxExchangeTeam is the largest team an exchange is built for: its
 // send_counts are a matrix of a count per pair of members.
