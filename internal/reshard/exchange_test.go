@@ -23,6 +23,7 @@ func TestExchangeCounts(t *testing.T) {
 		name   string
 		dp, dn []ir.Digit
 		n, c   int
+		at     int // the first receiver's rank, between two meshes
 		want   [][]int
 	}{
 		{
@@ -53,6 +54,34 @@ func TestExchangeCounts(t *testing.T) {
 			},
 		},
 		{
+			// [S(0)] of 8 on 4 devices (x, y) to [S(0)] on 2 others (x),
+			// ranks 4 and 5: each receiver takes its half from the two
+			// devices that hold it, who receive nothing.
+			name: "4 devices to 2 others", dp: []ir.Digit{x, y}, dn: []ir.Digit{x}, n: 6, c: 2, at: 4,
+			want: [][]int{
+				{0, 0, 0, 0, 2, 0},
+				{0, 0, 0, 0, 2, 0},
+				{0, 0, 0, 0, 0, 2},
+				{0, 0, 0, 0, 0, 2},
+				{0, 0, 0, 0, 0, 0},
+				{0, 0, 0, 0, 0, 0},
+			},
+		},
+		{
+			// A row of two devices (x) to a column of four others
+			// (x, y): each sender splits its half between the two that
+			// keep its quarters.
+			name: "2 devices to 4 others", dp: []ir.Digit{x}, dn: []ir.Digit{x, y}, n: 6, c: 2, at: 2,
+			want: [][]int{
+				{0, 0, 2, 2, 0, 0},
+				{0, 0, 0, 0, 2, 2},
+				{0, 0, 0, 0, 0, 0},
+				{0, 0, 0, 0, 0, 0},
+				{0, 0, 0, 0, 0, 0},
+				{0, 0, 0, 0, 0, 0},
+			},
+		},
+		{
 			// The same digits in another order: a device permutation,
 			// each buffer whole to one device.
 			name: "permutation", dp: []ir.Digit{a, c}, dn: []ir.Digit{c, a}, n: 4, c: 3,
@@ -66,7 +95,7 @@ func TestExchangeCounts(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := exchangeCounts(tt.dp, tt.dn, tt.n, 0, tt.c)
+			got := exchangeCounts(tt.dp, tt.dn, tt.n, tt.at, tt.c)
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("send_counts (-want +got):\n%s", diff)
 			}
