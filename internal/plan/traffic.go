@@ -1,8 +1,6 @@
 package plan
 
 import (
-	"slices"
-
 	"github.com/nvcomm/nvcomm/internal/checked"
 	"github.com/nvcomm/nvcomm/internal/shard"
 )
@@ -62,14 +60,15 @@ func (t *tally) share(k, n, q int) int64 {
 	return int64(p)
 }
 
-// exchange books what member d of an AllToAllV's team sends by its row of
-// counts: each chunk to another device, the receiver's too; the chunk for
-// itself stays.
-func (t *tally) exchange(counts [][]int, team []int, d int) {
-	k := slices.Index(team, d)
+// exchange books what member k (device d) of an AllToAllV's team sends by
+// its row of counts: each chunk to another device, the receiver's too; the
+// chunk for itself stays. A device listed twice books each of its rows
+// once.
+func (t *tally) exchange(counts [][]int, team []int, k int) {
 	if k >= len(counts) {
 		return // malformed, and reported as such
 	}
+	d := team[k]
 	for r, n := range counts[k] {
 		if r < len(team) && team[r] != d && n > 0 {
 			b := t.times(n, int(t.elem))
@@ -90,7 +89,7 @@ func (t *tally) add(m map[int]int64, d int, n int64) {
 // a member's input and output buffer in bytes.
 func (t *tally) team(s *Step, team []int, in, out int, holds func(int) bool) {
 	n := len(team)
-	for _, d := range team {
+	for k, d := range team {
 		switch s.Type {
 		case Allgather:
 			t.sent[d], t.recv[d] = t.times(n-1, in), t.times(n-1, in)
@@ -113,7 +112,7 @@ func (t *tally) team(s *Step, team []int, in, out int, holds func(int) bool) {
 				t.add(t.recv, *s.Root, int64(in))
 			}
 		case AllToAllV:
-			t.exchange(s.SendCounts, team, d)
+			t.exchange(s.SendCounts, team, k)
 		case SendRecv:
 			if n == 2 && team[0] != team[1] && d == team[1] {
 				t.add(t.sent, team[0], int64(in))

@@ -35,6 +35,16 @@ func TestTrafficAllToAllV(t *testing.T) {
 			sent:   map[int]int64{3: 6},
 			recv:   map[int]int64{1: 1, 0: 2, 2: 3},
 		},
+		// Members 0 and 2 are one device (validate rejects such a team):
+		// each of its rows is booked once, and what the two send each
+		// other stays on it.
+		"a device listed twice": {
+			teams:  [][]int{{0, 1, 0}},
+			counts: [][]int{{1, 10, 1000}, {2, 1, 20}, {3000, 30, 1}},
+			elem:   1,
+			sent:   map[int]int64{0: 40, 1: 22},
+			recv:   map[int]int64{0: 22, 1: 40},
+		},
 		"two teams, one matrix": {
 			teams: [][]int{{0, 1}, {2, 3}}, counts: [][]int{{1, 3}, {3, 1}}, elem: 2,
 			sent: map[int]int64{0: 6, 1: 6, 2: 6, 3: 6},
