@@ -22,7 +22,7 @@ type autoOptions struct {
 
 func autoVars(cmd *cobra.Command, o *autoOptions) {
 	cmd.Flags().BoolVar(&o.enabled, "auto", false, "choose the shardings of the tensors that are not given and of those with placements: auto (format 2; docs/auto.md)")
-	cmd.Flags().Var(&o.budget, "memory-budget", "with --auto: the most a device may hold at once, `SIZE` (bytes, or with a unit: 64MiB, 80GB)")
+	cmd.Flags().Var(&o.budget, "memory-budget", "with --auto: the most a device may hold at once, `SIZE` (bytes, or with a unit: 64MiB, 80GB); unlimited when unset")
 	cmd.Flags().StringVar(&o.emit, "emit-fusion", "", "with --auto: write the fusion with the chosen placements to `FILE` (atomically)")
 	fileFlag(cmd, "emit-fusion")
 }

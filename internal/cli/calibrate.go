@@ -51,9 +51,9 @@ See docs/export.md.`,
 	}
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", "write to `FILE` (atomically; - for standard output): the program, by default to "+calibrateProgram+", or with --fit the topology, by default to standard output")
 	cmd.Flags().StringVar(&o.fit, "fit", "", "fit a topology to the calibration CSV `FILE` (- for standard input)")
-	cmd.Flags().StringVar(&o.name, "name", "fitted", "name of the fitted topology")
-	cmd.Flags().IntVar(&o.devicesPerNode, "devices-per-node", 8, "devices per node of the fitted topology")
-	cmd.Flags().Int64Var(&o.minBytes, "min-bytes", cost.DefaultMinFitBytes, "fit messages of at least `N` bytes")
+	cmd.Flags().StringVar(&o.name, "name", "fitted", "with --fit: the fitted topology's `NAME`")
+	cmd.Flags().IntVar(&o.devicesPerNode, "devices-per-node", 8, "with --fit: the fitted topology's number of devices per node, `N`")
+	cmd.Flags().Int64Var(&o.minBytes, "min-bytes", cost.DefaultMinFitBytes, "with --fit: fit messages of at least `N` bytes")
 	fileFlag(cmd, "output")
 	fileFlag(cmd, "fit", "csv")
 	return cmd

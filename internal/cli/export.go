@@ -74,7 +74,7 @@ plan; anything else a fusion file. See docs/export.md.`,
 	choiceOrFileVar(cmd, &o.topology, "topology", "default",
 		"topology of the predicted times: default (the built-in H200 one), none (no predictions) or a FILE that calibrate --fit wrote",
 		[]string{"default", "none"}, topologyExts...)
-	cmd.Flags().Uint64Var(&o.seed, "seed", 0, "default seed of the program's input data")
+	cmd.Flags().Uint64Var(&o.seed, "seed", 0, "the default seed `N` of the program's input data")
 	return cmd
 }
 

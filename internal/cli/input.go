@@ -21,11 +21,20 @@ const DefaultMaxInput = 64 << 20
 const maxInputFlag = "max-input"
 
 // sizeFlag is a flag holding a positive byte count, written with or without
-// a unit: 4096, 64MiB, 1.5GB.
+// a unit: 4096, 64MiB, 1.5GB. Zero means unset (--memory-budget: no limit).
 type sizeFlag struct{ bytes int64 }
 
-func (s *sizeFlag) String() string { return humanize.IBytes(uint64(s.bytes)) }
-func (s *sizeFlag) Type() string   { return "size" }
+// String is the flag's value for the help's "(default ...)": empty when
+// unset, so that the help prints no default rather than "0 B", which would
+// read as a limit of nothing; the flag's usage says what unset means.
+func (s *sizeFlag) String() string {
+	if s.bytes == 0 {
+		return ""
+	}
+	return humanize.IBytes(uint64(s.bytes))
+}
+
+func (s *sizeFlag) Type() string { return "size" }
 
 func (s *sizeFlag) Set(v string) error {
 	n, err := humanize.ParseBytes(v)

@@ -52,7 +52,7 @@ fusion file.`,
 	enumVar(cmd, o.policy, "policy", "lowering policy for a fusion file: optimal (the best plan under --objective) or nvfuser (nvFuser's rules)")
 	objectiveVar(cmd, o.objective)
 	enumVar(cmd, o.format, "format", "report format: text or json")
-	cmd.Flags().Uint64Var(&o.seed, "seed", 0, "seed of the input data")
+	cmd.Flags().Uint64Var(&o.seed, "seed", 0, "the seed `N` of the input data")
 	cmd.Flags().Var(&o.maxBytes, "max-bytes", "refuse simulations that need more memory than `SIZE` (bytes, or with a unit: 512MiB, 4GB); never more than the machine has")
 	choiceOrFileVar(cmd, &o.topology, "topology", "",
 		"also predict every step's time on a topology: default (the built-in H200 one) or a FILE that calibrate --fit wrote",
