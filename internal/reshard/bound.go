@@ -1,6 +1,7 @@
 package reshard
 
 import (
+	"encoding/binary"
 	"math"
 	"slices"
 
@@ -29,12 +30,47 @@ import (
 // transfer after that (distinct receivers). The transfers land on the op's
 // devices, so some device receives at least their average.
 
-// aggregate is a reduction's bound in all: extra bytes beyond the
-// per-device bounds of its consumer, which the devices of its meshes must
-// receive between them.
+// aggregate is the reductions' bound in all over one set of devices:
+// extra bytes beyond the per-device bounds of their consumers, which the
+// devices must receive between them. The ledger keeps one aggregate per
+// distinct set (the union of an op's producer and consumer meshes), so
+// their number is bounded by the pairs of meshes, not by the ops.
 type aggregate struct {
-	devices []int // the producer's and the consumer's devices, sorted, once each
-	extra   int64
+	devices []int // sorted, once each
+	extra   int64 // saturating at int64's largest: the bound stays true
+}
+
+// aggregates are a ledger's aggregates, indexed by device set.
+type aggregates struct {
+	list  []aggregate
+	index map[string]int // a set's key → its position in list
+	key   []byte         // scratch for a set's key: ids, 8 bytes each
+}
+
+// add adds extra to the aggregate over devices, sorted and distinct.
+func (a *aggregates) add(devices []int, extra int64) {
+	a.key = a.key[:0]
+	for _, d := range devices {
+		a.key = binary.LittleEndian.AppendUint64(a.key, uint64(d))
+	}
+	i, ok := a.index[string(a.key)] // looked up without a copy
+	if !ok {
+		if a.index == nil {
+			a.index = map[string]int{}
+		}
+		i = len(a.list)
+		a.index[string(a.key)] = i
+		a.list = append(a.list, aggregate{devices: devices})
+	}
+	a.list[i].extra = saturatingAdd(a.list[i].extra, extra)
+}
+
+// saturatingAdd is a+b, or int64's largest past it.
+func saturatingAdd(a, b int64) int64 {
+	if s, ok := checked.Add(a, b); ok {
+		return s
+	}
+	return math.MaxInt64
 }
 
 // addBound adds the op's lower bound: pv is the producer's view (for a
@@ -72,7 +108,7 @@ func (c *opCtx) addAggregate(pv, cv *view, n int, mine int64) {
 	if all > mine {
 		devices := slices.Concat(pv.mesh.Devices, cv.mesh.Devices)
 		slices.Sort(devices)
-		c.aggregates = append(c.aggregates, aggregate{slices.Compact(devices), all - mine})
+		c.aggregates.add(slices.Compact(devices), all-mine)
 	}
 }
 
@@ -112,51 +148,73 @@ func (c *opCtx) addSizeBound(p, t *ir.Tensor) {
 // with a bound in all, or of them all), what S must receive between them
 // shared evenly, whichever is more. The busiest device receives at least
 // the average over any set.
+//
+// The sets are the distinct ones of the aggregates (k of them, at most
+// the pairs of meshes) and their union, so the work is k² subset tests
+// of bitsets, whatever the number of ops.
 func (l *Ledger) LowerBound() int64 {
 	best := int64(0)
 	for _, b := range l.bound {
 		best = max(best, b)
 	}
-	if len(l.aggregates) == 0 {
+	aggs := l.aggregates.list
+	if len(aggs) == 0 {
 		return best
 	}
 	var union []int
-	for _, a := range l.aggregates {
-		best = max(best, l.average(a.devices))
+	for _, a := range aggs {
 		union = append(union, a.devices...)
 	}
 	slices.Sort(union)
-	return max(best, l.average(slices.Compact(union)))
+	union = slices.Compact(union)
+	pos := make(map[int]int, len(union)) // device → bit
+	for i, d := range union {
+		pos[d] = i
+	}
+	bits := make([]deviceBits, len(aggs))
+	for i, a := range aggs {
+		bits[i] = newDeviceBits(a.devices, pos, len(union))
+	}
+	for i, a := range aggs {
+		best = max(best, l.average(a.devices, bits[i], bits))
+	}
+	return max(best, l.average(union, newDeviceBits(union, pos, len(union)), bits))
 }
 
 // average is what the devices of set must receive between them — their
 // per-device bounds and the extra of every aggregate within set — divided
-// among them, rounded down. A sum past int64 counts as int64's largest:
-// the bound stays true.
-func (l *Ledger) average(set []int) int64 {
+// among them, rounded down; in is set as bits, aggs the aggregates'. A sum
+// past int64 counts as int64's largest: the bound stays true.
+func (l *Ledger) average(set []int, in deviceBits, aggs []deviceBits) int64 {
 	total := int64(0)
-	add := func(n int64) {
-		s, ok := checked.Add(total, n)
-		if !ok {
-			s = math.MaxInt64
-		}
-		total = s
-	}
 	for _, d := range set {
-		add(l.bound[d])
+		total = saturatingAdd(total, l.bound[d])
 	}
-	for _, a := range l.aggregates {
-		if subset(a.devices, set) {
-			add(a.extra)
+	for i, a := range l.aggregates.list {
+		if aggs[i].within(in) {
+			total = saturatingAdd(total, a.extra)
 		}
 	}
 	return total / int64(len(set))
 }
 
-// subset reports whether sorted a is within sorted b.
-func subset(a, b []int) bool {
-	for _, d := range a {
-		if _, ok := slices.BinarySearch(b, d); !ok {
+// deviceBits is a set of devices as bits, numbered by a position map.
+type deviceBits []uint64
+
+// newDeviceBits is devices as bits of an n-bit set.
+func newDeviceBits(devices []int, pos map[int]int, n int) deviceBits {
+	b := make(deviceBits, (n+63)/64)
+	for _, d := range devices {
+		p := pos[d]
+		b[p/64] |= 1 << (p % 64)
+	}
+	return b
+}
+
+// within reports whether b is a subset of of.
+func (b deviceBits) within(of deviceBits) bool {
+	for i, w := range b {
+		if w&^of[i] != 0 {
 			return false
 		}
 	}

@@ -96,8 +96,8 @@ type Ledger struct {
 	received map[int]int64 // bytes each device receives over the whole plan
 	bound    map[int]int64 // bytes each device must receive, whatever the plan
 	// aggregates are what the devices of some ops must receive between
-	// them beyond bound (bound.go).
-	aggregates []aggregate
+	// them beyond bound, by device set (bound.go).
+	aggregates aggregates
 	errs       *diag.List
 	// memo keeps the optimal policy's searches (memo.go).
 	memo memo

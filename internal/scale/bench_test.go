@@ -13,36 +13,47 @@ import (
 // (go test -run '^$' -bench ScaleLower/chain1d_100k -cpuprofile cpu.out
 // ./internal/scale). `make bench` leaves them out: their inputs are big.
 
-// chains are the chain inputs: sizes that show the exponent, and the 2×4
-// mesh.
-var chains = []struct {
-	n    int
-	mesh scale.Mesh
-}{{1_000, scale.Mesh1D}, {10_000, scale.Mesh1D}, {100_000, scale.Mesh1D}, {10_000, scale.Mesh2x4}}
+// familySizes are the sizes every family is benchmarked at: enough to
+// show the exponent.
+var familySizes = []int{1_000, 10_000, 100_000}
 
-func chainName(n int, mesh scale.Mesh) string {
-	if n >= 1000 {
-		return fmt.Sprintf("chain%s_%dk", mesh, n/1000)
-	}
-	return fmt.Sprintf("chain%s_%d", mesh, n)
+// input is one generated fusion of a family.
+type input struct {
+	name string
+	src  []byte
 }
 
-// BenchmarkScaleLower parses, lowers and encodes chains and a 1M-device
-// mesh; x-yaml-decode is the ratio to decoding the file's YAML (goal ≤ 2).
-func BenchmarkScaleLower(b *testing.B) {
-	inputs := map[string][]byte{"mesh_1M": scale.BigMesh(1_000_000)}
-	names := []string{}
-	for _, c := range chains {
-		name := chainName(c.n, c.mesh)
-		inputs[name] = scale.Chain(c.n, c.mesh)
-		names = append(names, name)
+// familyInputs are every family at every size, named family_size
+// ("mixed1_10k").
+func familyInputs() []input {
+	var out []input
+	for _, f := range scale.Families {
+		for _, n := range familySizes {
+			out = append(out, input{sizeName(f.Name, n), f.Gen(n)})
+		}
 	}
-	for _, name := range append(names, "mesh_1M") {
-		b.Run(name, func(b *testing.B) {
+	return out
+}
+
+// sizeName names a family's input of n ops: chain1d_100k.
+func sizeName(family string, n int) string {
+	if n >= 1000 {
+		return fmt.Sprintf("%s_%dk", family, n/1000)
+	}
+	return fmt.Sprintf("%s_%d", family, n)
+}
+
+// BenchmarkScaleLower parses, lowers and encodes every family and a
+// 1M-device mesh; x-yaml-decode is the ratio to decoding the file's YAML
+// (goal ≤ 2).
+func BenchmarkScaleLower(b *testing.B) {
+	inputs := append(familyInputs(), input{"mesh_1M", scale.BigMesh(1_000_000)})
+	for _, in := range inputs {
+		b.Run(in.name, func(b *testing.B) {
 			b.ReportAllocs()
 			var sum lowering
 			for b.Loop() {
-				l, err := lowerSource(name, inputs[name])
+				l, err := lowerSource(in.name, in.src)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -80,19 +91,18 @@ func BenchmarkScaleParse(b *testing.B) {
 	b.ReportMetric(float64(parse)/float64(decode), "x-yaml-decode")
 }
 
-// BenchmarkScaleValidate validates the plans of chains; x-lower is the
-// ratio to lowering them (goal ≤ 0.5).
+// BenchmarkScaleValidate validates the plans of every family; x-lower is
+// the ratio to lowering them (goal ≤ 0.5).
 func BenchmarkScaleValidate(b *testing.B) {
-	for _, c := range chains {
-		name, src := chainName(c.n, c.mesh), scale.Chain(c.n, c.mesh)
-		l, err := lowerSource(name, src)
+	for _, in := range familyInputs() {
+		l, err := lowerSource(in.name, in.src)
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.Run(name, func(b *testing.B) {
+		b.Run(in.name, func(b *testing.B) {
 			var validating time.Duration
 			for b.Loop() {
-				v, err := validateSource(name, src)
+				v, err := validateSource(in.name, in.src)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -104,16 +114,15 @@ func BenchmarkScaleValidate(b *testing.B) {
 	}
 }
 
-// BenchmarkScaleSimulateChain simulates the plans of chains; x-lower is
-// the ratio to lowering them (goal ≤ 2).
+// BenchmarkScaleSimulateChain simulates the plans of every family; x-lower
+// is the ratio to lowering them (goal ≤ 2).
 func BenchmarkScaleSimulateChain(b *testing.B) {
-	for _, c := range chains {
-		name := chainName(c.n, c.mesh)
-		l, err := lowerSource(name, scale.Chain(c.n, c.mesh))
+	for _, in := range familyInputs() {
+		l, err := lowerSource(in.name, in.src)
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.Run(name, func(b *testing.B) {
+		b.Run(in.name, func(b *testing.B) {
 			b.ReportAllocs()
 			var simulating time.Duration
 			for b.Loop() {

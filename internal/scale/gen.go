@@ -160,3 +160,83 @@ func BigTensors() []Big {
 	}
 	return out
 }
+
+// Family is a kind of generated fusion whose size is its number of ops:
+// the scale report measures lower, validate and simulate on every family
+// at 1k, 10k and 100k ops.
+type Family struct {
+	// Name names the family in benchmarks and the report.
+	Name string
+	// Gen writes a fusion of n ops.
+	Gen func(n int) []byte
+}
+
+// Families are every generated fusion family: the chains of set ops on
+// either mesh, and the mixed fusions in both formats, whose ops are
+// mostly reductions, sets from Partial inputs and changes along both axes
+// of a 2×4 mesh, alternating with a 1-D mesh of the same 8 devices.
+var Families = []Family{
+	{"chain1d", func(n int) []byte { return Chain(n, Mesh1D) }},
+	{"chain2d", func(n int) []byte { return Chain(n, Mesh2x4) }},
+	{"mixed1", func(n int) []byte { return Mixed(n, 1) }},
+	{"mixed2", func(n int) []byte { return Mixed(n, 2) }},
+}
+
+// mixedCycle is the mixed family's cycle of ops on two meshes of the same
+// 8 devices: a, 1-D, and b, 2×4. Five of its eight ops are reductions or
+// sets from Partial inputs, each with a bound in all; one changes both of
+// b's axes at once; two are layer ops of a chain c0 → c1 → … on a
+// (chain), the add's output left undeclared in format 2 (propagated).
+var mixedCycle = []struct {
+	in, out, op       string
+	chain, propagated bool
+}{
+	{"x%[1]d: {mesh: a, shape: [16, 16], placements: [Shard(0)]}", "y%[1]d: {mesh: a, placements: [Replicate()]}",
+		"{op: sum, in: x%[1]d, out: y%[1]d, axis: 0}", false, false},
+	{"x%[1]d: {mesh: b, shape: [16, 16], placements: [Shard(0), Shard(1)]}", "y%[1]d: {mesh: b, placements: [Replicate(), Shard(0)]}",
+		"{op: max, in: x%[1]d, out: y%[1]d, axis: 0}", false, false},
+	{"x%[1]d: {mesh: a, shape: [16, 16], placements: [Partial(sum)]}", "y%[1]d: {mesh: a, placements: [Shard(0)]}",
+		"{op: set, in: x%[1]d, out: y%[1]d}", false, false},
+	{"", "c%[2]d: {mesh: a, placements: [Shard(1)]}",
+		"{op: relu, in: c%[3]d, out: c%[2]d}", true, false},
+	{"x%[1]d: {mesh: b, shape: [16, 16], placements: [Partial(max), Shard(0)]}", "y%[1]d: {mesh: b, placements: [Shard(1), Replicate()]}",
+		"{op: set, in: x%[1]d, out: y%[1]d}", false, false},
+	{"x%[1]d: {mesh: b, shape: [16, 16], placements: [Shard(0), Shard(1)]}", "y%[1]d: {mesh: b, placements: [Shard(1), Shard(0)]}",
+		"{op: set, in: x%[1]d, out: y%[1]d}", false, false},
+	{"x%[1]d: {mesh: a, shape: [16, 16], placements: [Shard(1)]}", "y%[1]d: {mesh: a, placements: [Shard(0)]}",
+		"{op: prod, in: x%[1]d, out: y%[1]d, axis: 1}", false, false},
+	{"w%[1]d: {mesh: a, shape: [16, 16], placements: [Shard(0)]}", "c%[2]d: {mesh: a, placements: [Shard(0)]}",
+		"{op: add, in: [c%[3]d, w%[1]d], out: c%[2]d}", true, true},
+}
+
+// Mixed writes a fusion of n ops in the given format (1 or 2) that cycle
+// through mixedCycle. The chain's tensors c1, c2, … are declared where
+// their op is; in format 2 the add's output is not declared and takes its
+// mesh and sharding from the op.
+func Mixed(n, format int) []byte {
+	var tensors, ops strings.Builder
+	tensors.Grow(90 * n)
+	ops.Grow(45 * n)
+	tensors.WriteString("  c0: {mesh: a, shape: [16, 16], placements: [Shard(0)]}\n")
+	chain := 0
+	for i := range n {
+		c := mixedCycle[i%len(mixedCycle)]
+		out := c.out
+		if format == 2 && c.propagated {
+			out = ""
+		}
+		next := chain
+		if c.chain {
+			next++
+		}
+		for _, decl := range []string{c.in, out} {
+			if decl != "" {
+				fmt.Fprintf(&tensors, "  "+decl+"\n", i, next, chain)
+			}
+		}
+		fmt.Fprintf(&ops, "  - "+c.op+"\n", i, next, chain)
+		chain = next
+	}
+	return fmt.Appendf(nil, "format: %d\nname: mixed%d\nmeshes:\n  a: [0, 1, 2, 3, 4, 5, 6, 7]\n"+
+		"  b: [[0, 1, 2, 3], [4, 5, 6, 7]]\ntensors:\n%sops:\n%s", format, format, tensors.String(), ops.String())
+}

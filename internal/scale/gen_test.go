@@ -24,6 +24,9 @@ func TestInputsParse(t *testing.T) {
 	for _, big := range scale.BigTensors() {
 		inputs[big.Name] = big.Src
 	}
+	for _, f := range scale.Families {
+		inputs[f.Name] = f.Gen(24)
+	}
 	for name, src := range inputs {
 		f, err := ir.Parse(name+".yaml", src)
 		if err != nil {
@@ -45,6 +48,33 @@ func TestChainOps(t *testing.T) {
 		}
 		if d := cmp.Diff([2]int{7, 8}, [2]int{len(f.Ops), len(f.Tensors)}); d != "" {
 			t.Errorf("%s: ops, tensors (-want +got):\n%s", mesh, d)
+		}
+	}
+}
+
+// TestMixedOps checks that the mixed family's fusions have the ops asked
+// for, that most are reductions or sets from Partial inputs, and that
+// format 2 leaves the layer chain's adds to propagation.
+func TestMixedOps(t *testing.T) {
+	for _, format := range []int{1, 2} {
+		f, err := ir.Parse("mixed.yaml", scale.Mixed(80, format))
+		if err != nil {
+			t.Fatal(err)
+		}
+		kinds := map[string]int{}
+		for _, op := range f.Ops {
+			kinds[string(op.Kind)]++
+			if op.Out.Propagated {
+				kinds["propagated "+string(op.Kind)]++
+			}
+		}
+		// A set from a Partial input is the reduction it resolves.
+		want := map[string]int{"sum": 20, "max": 20, "prod": 10, "set": 10, "relu": 10, "add": 10}
+		if format == 2 {
+			want["propagated add"] = 10
+		}
+		if d := cmp.Diff(want, kinds); d != "" {
+			t.Errorf("format %d: ops by kind (-want +got):\n%s", format, d)
 		}
 	}
 }

@@ -110,7 +110,7 @@ func chainRows(t *testing.T) []row {
 	var bigValidate validation
 	var bigSim time.Duration
 	for _, n := range sizes {
-		name, src := chainName(n, scale.Mesh1D), scale.Chain(n, scale.Mesh1D)
+		name, src := sizeName("chain1d", n), scale.Chain(n, scale.Mesh1D)
 		l := best(t, repeats(n), shorter(lowering.total), func() (lowering, error) { return lowerSource(name, src) })
 		v := best(t, repeats(n), shorter(func(v validation) time.Duration { return v.validate }),
 			func() (validation, error) { return validateSource(name, src) })
@@ -124,7 +124,7 @@ func chainRows(t *testing.T) []row {
 		lowers, validates, simulates = append(lowers, l.total()), append(validates, v.validate), append(simulates, s)
 		big, bigValidate, bigSim = l, v, s
 	}
-	name2d, src2d := chainName(10_000, scale.Mesh2x4), scale.Chain(10_000, scale.Mesh2x4)
+	name2d, src2d := sizeName("chain2d", 10_000), scale.Chain(10_000, scale.Mesh2x4)
 	l2d := best(t, 3, shorter(lowering.total), func() (lowering, error) { return lowerSource(name2d, src2d) })
 	l2d.decode = fastest(t, 3, func() (time.Duration, error) { return scale.YAMLDecode(src2d) })
 	lowerX := ratio(big.total(), big.decode)
