@@ -12,10 +12,12 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/nvcomm/nvcomm/internal/diag"
 )
@@ -109,13 +111,56 @@ them on virtual devices against the unsharded program.`,
 	// The template is the text itself, quoted: a version string is data.
 	root.SetVersionTemplate("{{" + strconv.Quote(readBuildInfo().String()) + "}}")
 	root.Flags().Bool("version", false, "print nvcomm's version, commit and Go version (as nvcomm version)")
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(flagError)
 	root.PersistentFlags().Var(&sizeFlag{DefaultMaxInput}, maxInputFlag,
 		"refuse input files larger than `SIZE` (bytes, or with a unit: 64MiB, 1GB)")
 	root.SetHelpCommand(newHelpCmd())
 	root.AddCommand(newLowerCmd(), newValidateCmd(), newSimulateCmd(), newExportCmd(), newCalibrateCmd(), newExplainCmd(), newTraceCmd(), newReportCmd(), newVersionCmd())
 	setUpCompletion(root)
 	return root
+}
+
+// flagError makes an error in a command's flags a usage error, and adds to
+// an unknown flag the flags it may have meant, as cobra does for an
+// unknown command ("Did you mean this?").
+func flagError(cmd *cobra.Command, err error) error {
+	var ne *pflag.NotExistError
+	if errors.As(err, &ne) {
+		if s := flagSuggestions(cmd, ne); len(s) > 0 {
+			err = fmt.Errorf("%w\n\nDid you mean this?\n\t%s\n", err, strings.Join(s, "\n\t"))
+		}
+	}
+	return usageError{err}
+}
+
+// flagSuggestions returns the flags of cmd that an unknown flag may have
+// meant: those it misspells (diag.Typo) or begins (--pol for --policy),
+// and a long flag written with one dash (-policy), which pflag reads as
+// shorthands.
+func flagSuggestions(cmd *cobra.Command, ne *pflag.NotExistError) []string {
+	typed := ne.GetSpecifiedName()
+	if short := ne.GetSpecifiedShortnames(); short != "" {
+		typed = short // -policy: the word after the dash
+	}
+	var names []string
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if !f.Hidden {
+			names = append(names, f.Name)
+		}
+	})
+	var out []string
+	for _, n := range names {
+		if n == typed || (len(typed) >= 3 && strings.HasPrefix(n, typed)) {
+			out = append(out, "--"+n)
+		}
+	}
+	if len(out) == 0 {
+		if n := diag.Typo(typed, names); n != "" {
+			out = append(out, "--"+n)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // newHelpCmd replaces cobra's help command, which prints "Unknown help

@@ -1,7 +1,7 @@
 package cli
 
 import (
-	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -121,15 +121,29 @@ func setUpCompletion(root *cobra.Command) {
   # zsh (compinit enabled), fish
   nvcomm completion zsh > "${fpath[1]}/_nvcomm"
   nvcomm completion fish > ~/.config/fish/completions/nvcomm.fish`
-	comp.Args = noArgs
+	comp.Args = func(cmd *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return usageError{fmt.Errorf("unknown shell %q for %q (expected %s)", args[0], cmd.CommandPath(), shellList())}
+		}
+		return nil
+	}
 	comp.RunE = func(cmd *cobra.Command, _ []string) error {
 		cmd.PrintErr(cmd.UsageString())
-		return usageError{errors.New("missing shell (bash, zsh, fish or powershell)")}
+		return usageError{fmt.Errorf("missing shell (%s)", shellList())}
 	}
 	for _, sh := range comp.Commands() {
 		sh.Example = shellExamples[sh.Name()]
 		sh.Args = noArgs
 	}
+}
+
+// shells are the shells cobra's completion command writes scripts for, in
+// the order the messages name them.
+var shells = []string{"bash", "zsh", "fish", "powershell"}
+
+// shellList is "bash, zsh, fish or powershell".
+func shellList() string {
+	return strings.Join(shells[:len(shells)-1], ", ") + " or " + shells[len(shells)-1]
 }
 
 // shellExamples holds the example of each shell's completion subcommand.

@@ -1,9 +1,11 @@
 package cli
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -37,4 +39,21 @@ func TestEveryCommandHasExamples(t *testing.T) {
 		}
 	}
 	walk(newRootCmd())
+}
+
+// TestShells: the shells the messages of completion name are its
+// subcommands.
+func TestShells(t *testing.T) {
+	comp, _, err := newRootCmd().Find([]string{"completion"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, sub := range comp.Commands() {
+		got = append(got, sub.Name())
+	}
+	want := slices.Sorted(slices.Values(shells))
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("completion's shells (-want +got):\n%s", d)
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"unicode/utf8"
 )
 
 // MaxErrors is how many diagnostics a [List] keeps; later ones are counted
@@ -158,6 +159,58 @@ func Suggest(name string, candidates []string) string {
 		return ""
 	}
 	return fmt.Sprintf("did you mean %q?", best)
+}
+
+// Typo returns the candidate of which name is a likely misspelling, or ""
+// when there is none: one edit (an insertion, deletion, substitution or
+// swap of neighbours) for names of up to 5 characters, two for longer
+// ones. It is stricter than [Suggest], for names where a near word is
+// often another word: "div" is not a misspelled "min", two edits in
+// three letters. A name that is a candidate is no typo. Ties go to the
+// first candidate in sorted order.
+func Typo(name string, candidates []string) string {
+	if name == "" || slices.Contains(candidates, name) {
+		return ""
+	}
+	limit := 1
+	if utf8.RuneCountInString(name) > 5 {
+		limit = 2
+	}
+	best, bestDist := "", limit+1
+	for _, c := range slices.Sorted(slices.Values(candidates)) {
+		if d := swapDistance(name, c); d < bestDist {
+			best, bestDist = c, d
+		}
+	}
+	return best
+}
+
+// swapDistance is the optimal string alignment distance between a and b:
+// the Levenshtein distance with a swap of two neighbouring characters
+// ("lienar") counted as one edit.
+func swapDistance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	d := make([][]int, len(ra)+1)
+	for i := range d {
+		d[i] = make([]int, len(rb)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(ra)][len(rb)]
 }
 
 // distance is the Levenshtein edit distance between a and b.

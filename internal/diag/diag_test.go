@@ -23,6 +23,35 @@ func TestSuggest(t *testing.T) {
 	}
 }
 
+// TestTypo: one edit (a swap of neighbours counting as one) in short
+// names, two in longer ones, and no suggestion for a word two edits from
+// a short candidate ("div" is not "min") or for the name itself.
+func TestTypo(t *testing.T) {
+	ops := []string{"set", "sum", "prod", "max", "min", "add", "sub", "mul", "maximum", "minimum", "relu", "neg", "abs", "broadcast", "matmul", "linear"}
+	tests := []struct{ name, want string }{
+		{"summ", "sum"},
+		{"sett", "set"},
+		{"mx", "max"},
+		{"lienar", "linear"}, // a swap
+		{"lnear", "linear"},
+		{"brodcst", "broadcast"}, // two edits in a long name
+		{"matmull", "matmul"},
+		{"maxmum", "maximum"},
+		{"rleu", "relu"},
+		{"div", ""}, // two edits from min, sub
+		{"silu", ""},
+		{"mean", ""},
+		{"brdcst", ""}, // three edits
+		{"sum", ""},    // the name itself is no typo
+		{"", ""},
+	}
+	for _, tt := range tests {
+		if got := Typo(tt.name, ops); got != tt.want {
+			t.Errorf("Typo(%q) = %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}
+
 func TestListSortsDedupesAndCaps(t *testing.T) {
 	l := &List{File: "f.yaml"}
 	l.Add(Pos{Line: 3, Col: 1}, "third")

@@ -1,6 +1,7 @@
 package ir
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -40,6 +41,48 @@ const (
 
 // OpNames lists the op kinds in documentation order.
 var OpNames = shard.OpNames
+
+// opFamilies lists the ops by family, for the message of an unknown op:
+// "set; reductions sum, prod, max, min; elementwise add, ...".
+func opFamilies() string {
+	return "set; reductions " + strings.Join(shard.ReduceOps, ", ") +
+		"; elementwise " + strings.Join(slices.Concat(shard.BinaryOps, shard.UnaryOps), ", ") +
+		"; broadcast; contractions " + strings.Join(shard.Contractions, ", ")
+}
+
+// unknownOpHint is the hint for an unknown op name: the op it misspells,
+// when it is a likely typo of one, and otherwise where the ops are
+// described. A name of another framework's op (gelu, div) is never taken
+// for a typo of one of nvcomm's that reads alike (relu, min): that would
+// propose an op of another meaning.
+func unknownOpHint(name string) string {
+	if !slices.Contains(otherOps, strings.ToLower(name)) {
+		if op := diag.Typo(name, OpNames); op != "" {
+			return fmt.Sprintf("did you mean %q?", op)
+		}
+	}
+	return "docs/fusion.md (\"ops\") describes what each op does"
+}
+
+// otherOps are names of ops of PyTorch (torch and torch.nn.functional) and
+// nvFuser that nvcomm does not have, with common spellings of them.
+var otherOps = []string{
+	// elementwise
+	"div", "divide", "true_divide", "floor_divide", "remainder", "mod", "fmod", "pow", "exp", "exp2", "expm1",
+	"log", "log2", "log10", "log1p", "sqrt", "rsqrt", "reciprocal", "square", "sin", "cos", "tan", "tanh",
+	"sinh", "cosh", "asin", "acos", "atan", "atan2", "erf", "erfc", "sigmoid", "gelu", "silu", "swish", "selu",
+	"elu", "celu", "mish", "softplus", "hardtanh", "leaky_relu", "relu6", "prelu", "clamp", "clip", "floor",
+	"ceil", "round", "trunc", "sign", "where", "lerp", "eq", "ne", "lt", "le", "gt", "ge", "not", "and", "or",
+	"xor", "cast", "to",
+	// reductions
+	"mean", "var", "std", "argmax", "argmin", "amax", "amin", "logsumexp", "norm", "any", "all", "cumsum", "cumprod",
+	// layers
+	"softmax", "log_softmax", "layer_norm", "layernorm", "rms_norm", "rmsnorm", "batch_norm", "dropout",
+	"embedding", "conv", "conv1d", "conv2d", "bmm", "mm", "einsum", "sdpa", "attention",
+	// shapes and data movement
+	"reshape", "view", "transpose", "permute", "squeeze", "unsqueeze", "expand", "cat", "concat", "stack",
+	"split", "chunk", "slice", "pad", "gather", "scatter", "index_select", "flatten", "repeat",
+}
 
 // reductionNames are the ops a reduction (or a Partial placement) combines
 // values with.

@@ -5,8 +5,6 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
-
-	"github.com/nvcomm/nvcomm/internal/diag"
 )
 
 // opKeys are the keys of an op; which of axis and axes an op takes depends
@@ -90,7 +88,7 @@ func (p *parser) opKind(op *rawOp, n *yaml.Node, what string) bool {
 		return false
 	}
 	if !contains(OpNames, s) {
-		p.errs.AddHint(posOf(n), diag.Suggest(s, OpNames), "%s: unknown op %q (expected one of %s)", what, s, strings.Join(OpNames, ", "))
+		p.errs.AddHint(posOf(n), unknownOpHint(s), "%s: unknown op %q (ops are: %s)", what, s, opFamilies())
 		return false
 	}
 	op.kind = OpKind(s)

@@ -1,0 +1,55 @@
+package ir
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestUnknownOpHint: a likely typo of an op is suggested; a word that is
+// two edits from a short op, or another framework's op that reads like
+// one of nvcomm's, is not.
+func TestUnknownOpHint(t *testing.T) {
+	const none = `docs/fusion.md ("ops") describes what each op does`
+	tests := []struct{ name, want string }{
+		{"summ", `did you mean "sum"?`},
+		{"lienar", `did you mean "linear"?`},
+		{"maxmum", `did you mean "maximum"?`},
+		{"brodcast", `did you mean "broadcast"?`},
+		{"rleu", `did you mean "relu"?`},
+		{"div", none},  // not min or sub
+		{"gelu", none}, // not relu
+		{"silu", none},
+		{"selu", none},
+		{"GELU", none},
+		{"amax", none}, // not max
+		{"ne", none},   // torch.ne, not neg
+		{"and", none},  // not add
+		{"mean", none},
+		{"frobnicate", none},
+	}
+	for _, tt := range tests {
+		if d := cmp.Diff(tt.want, unknownOpHint(tt.name)); d != "" {
+			t.Errorf("unknownOpHint(%q) (-want +got):\n%s", tt.name, d)
+		}
+	}
+}
+
+// TestOpFamilies: the families name every op once, and no op of
+// nvcomm's is listed as another framework's.
+func TestOpFamilies(t *testing.T) {
+	words := strings.FieldsFunc(opFamilies(), func(r rune) bool { return r == ',' || r == ';' || r == ' ' })
+	count := map[string]int{}
+	for _, w := range words {
+		count[w]++
+	}
+	for _, op := range OpNames {
+		if count[op] != 1 {
+			t.Errorf("op %q appears %d times in %q", op, count[op], opFamilies())
+		}
+		if contains(otherOps, op) {
+			t.Errorf("op %q is listed among other frameworks' ops", op)
+		}
+	}
+}
