@@ -7,6 +7,9 @@ package scale_test
 import (
 	"bytes"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"time"
 
 	"github.com/nvcomm/nvcomm/internal/ir"
@@ -135,10 +138,12 @@ func heldBytes(p *plan.Plan) int64 {
 }
 
 // bandwidth is one big-tensor simulation beside copy() of the bytes the
-// devices hold.
+// devices hold; user and system are the CPU time of a simulation run as
+// a command (zero in process).
 type bandwidth struct {
 	held           int64
 	simulate, copy time.Duration
+	user, system   time.Duration
 }
 
 // ratio is the simulation's bandwidth over the bytes held relative to
@@ -156,4 +161,32 @@ func simulateBig(big scale.Big) (bandwidth, error) {
 	bw.copy = scale.CopyTime(bw.held)
 	bw.simulate, _, err = simulate(l.plan)
 	return bw, err
+}
+
+// simulateBigCommand measures `nvcomm simulate` of a big-tensor fusion as
+// a user runs it: this test binary as nvcomm in a child process, on the
+// fusion file written to dir, timed from its start to its exit (reading
+// and lowering the file, page faults and zeroing of fresh memory
+// included), beside copy() of the bytes its devices hold.
+func simulateBigCommand(dir string, big scale.Big) (bandwidth, error) {
+	l, err := lowerSource(big.Name, big.Src)
+	if err != nil {
+		return bandwidth{}, err
+	}
+	file := filepath.Join(dir, big.Name+".yaml")
+	if err := os.WriteFile(file, big.Src, 0o644); err != nil {
+		return bandwidth{}, err
+	}
+	bw := bandwidth{held: heldBytes(l.plan)}
+	bw.copy = scale.CopyTime(bw.held)
+	cmd := exec.Command(os.Args[0], "simulate", "--max-bytes", "17179869184", file)
+	cmd.Env = append(os.Environ(), cliEnv+"=1")
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	bw.simulate = time.Since(start)
+	if err != nil || !bytes.HasPrefix(out, []byte("PASS\n")) {
+		return bw, fmt.Errorf("nvcomm simulate %s: %v\n%s", file, err, out)
+	}
+	bw.user, bw.system = cmd.ProcessState.UserTime(), cmd.ProcessState.SystemTime()
+	return bw, nil
 }
