@@ -227,6 +227,13 @@ func (p *parser) resolveInput(t *Tensor) {
 		return
 	}
 	what := rt.what()
+	if (rt.mesh == nil || rt.shape == nil) && !p.isRead(t.Name) {
+		// Not "needs a mesh" (or, in format 2, "has no mesh"): what is
+		// wrong is that no op uses it.
+		p.errs.AddHint(rt.pos, "remove it or use it in an op; to keep it as an input that no op reads, give it a mesh and a shape",
+			"%s is declared but never used: no op reads or writes it", what)
+		return
+	}
 	// A propagated input takes its consumer's mesh after the ops are
 	// resolved (propagate.go), and no device split: it is replicated.
 	t.Propagated = p.propagates(t.Name)
@@ -260,6 +267,19 @@ func (p *parser) resolveInput(t *Tensor) {
 	}
 	t.Logical = logicalDomain(shape, -1)
 	p.scheduleWith(t, rt, pls)
+}
+
+// isRead reports whether an op reads the tensor name.
+func (p *parser) isRead(name string) bool {
+	if p.read == nil {
+		p.read = map[string]bool{}
+		for _, op := range p.ops {
+			for _, in := range op.ins {
+				p.read[in] = true
+			}
+		}
+	}
+	return p.read[name]
 }
 
 // logicalDomain is a logical domain of the given extents, axis reduction

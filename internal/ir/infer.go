@@ -293,13 +293,13 @@ func (p *parser) inferLinear(op *Op, ro *rawOp) ([]int, int, bool) {
 	return shape, len(shape) - 1, true
 }
 
-// sameDTypes checks that all operands have one dtype: format 1 has no
-// casts.
+// sameDTypes checks that all operands have one dtype: ops do not cast (in
+// either format).
 func (p *parser) sameDTypes(op *Op, ro *rawOp) bool {
 	first := op.In()
 	for k, in := range op.Inputs[1:] {
 		if in.DType != first.DType {
-			p.errs.AddHint(posOf(ro.inNs[k+1]), "format 1 has no casts: declare the operands with one dtype",
+			p.errs.AddHint(posOf(ro.inNs[k+1]), "ops do not cast: declare the operands with one dtype",
 				"ops[%d]: %s operands have different dtypes: %q is %s and %q is %s", ro.fileIdx, op.Kind, first.Name, first.DType, in.Name, in.DType)
 			return false
 		}
@@ -350,7 +350,8 @@ func (p *parser) checkDeclared(op *Op, rt *rawTensor, what string) {
 			if len(op.Inputs) > 1 {
 				whose = "its operands'"
 			}
-			p.errs.Add(posOf(rt.dtype), "%s: dtype %s differs from %s %s (format 1 has no casts)", what, d, whose, op.In().DType)
+			p.errs.AddHint(posOf(rt.dtype), fmt.Sprintf("remove its dtype, or declare it %s", op.In().DType),
+				"%s: dtype %s differs from %s %s (ops do not cast)", what, d, whose, op.In().DType)
 		}
 	}
 	if rt.shape != nil {

@@ -305,7 +305,7 @@ tensors:
 ops:
   - {op: set, in: tv0, out: tv1}
 `,
-		want: `in.yaml:5:16: error: tensor "tv1": dtype float32 differs from its input's float16 (format 1 has no casts)`,
+		want: `in.yaml:5:16: error: tensor "tv1": dtype float32 differs from its input's float16 (ops do not cast); remove its dtype, or declare it float16`,
 	},
 	{
 		name: "duplicate_device",
@@ -368,6 +368,55 @@ ops:
   - {op: set, in: tv0, out: tv1}
 `,
 		want: `in.yaml:4:3: error: tensor "tv0": an input needs a "mesh"`,
+	},
+	{
+		// A declared tensor no op reads or writes is reported as unused,
+		// not as an input without a mesh (format 1) or a tensor that
+		// propagation found no mesh for (format 2).
+		name: "declared_unused",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  tv0: {mesh: m, shape: [4]}
+  spare: {shape: [4]}
+  kept: {mesh: m, shape: [4]}
+ops:
+  - {op: set, in: tv0, out: tv1}
+`,
+		want: `in.yaml:5:3: error: tensor "spare" is declared but never used: no op reads or writes it; remove it or use it in an op; to keep it as an input that no op reads, give it a mesh and a shape`,
+	},
+	{
+		name: "declared_unused_format2",
+		src: `format: 2
+meshes:
+  m: [0, 1]
+tensors:
+  x: {mesh: m, shape: [4]}
+  spare: {shape: [4]}
+  empty: {}
+ops:
+  - {op: relu, in: x, out: y}
+`,
+		want: `in.yaml:6:3: error: tensor "spare" is declared but never used: no op reads or writes it; remove it or use it in an op; to keep it as an input that no op reads, give it a mesh and a shape
+in.yaml:7:3: error: tensor "empty" is declared but never used: no op reads or writes it; remove it or use it in an op; to keep it as an input that no op reads, give it a mesh and a shape`,
+	},
+	{
+		// Format 2 has no casts either, and its messages do not say
+		// "format 1".
+		name: "mixed_dtypes_format2",
+		src: `format: 2
+meshes:
+  m: [0, 1]
+tensors:
+  a: {mesh: m, shape: [4]}
+  b: {mesh: m, shape: [4], dtype: float16}
+  d: {dtype: float16}
+ops:
+  - {op: add, in: [a, b], out: c}
+  - {op: relu, in: a, out: d}
+`,
+		want: `in.yaml:7:14: error: tensor "d": dtype float16 differs from its input's float32 (ops do not cast); remove its dtype, or declare it float32
+in.yaml:9:23: error: ops[0]: add operands have different dtypes: "a" is float32 and "b" is float16; ops do not cast: declare the operands with one dtype`,
 	},
 	{
 		name: "input_without_shape",
@@ -1413,9 +1462,9 @@ ops:
 		want: `in.yaml:9:26: error: ops[0]: linear contracts axis 1 of "x" (k = 8) with axis 1 of "w" (k = 6): the extents differ; w is [n, k], as torch.nn.functional.linear's weight; for x @ w with w of shape [k, n], use matmul
 in.yaml:11:23: error: ops[2]: add operands do not broadcast: axis 1 has extent 8 in "x" and 3 in "b"; extents must be equal, or 1 in one operand, which is then repeated (torch's broadcasting rule)
 in.yaml:12:26: error: ops[3]: matmul operand b, "h" of shape [4], has rank 1, expected 2 or a's rank 2; b is [k, n], shared by every batch, or [..., k, n] with a's batch axes
-in.yaml:12:26: error: ops[3]: matmul operands have different dtypes: "x" is float32 and "h" is float16; format 1 has no casts: declare the operands with one dtype
+in.yaml:12:26: error: ops[3]: matmul operands have different dtypes: "x" is float32 and "h" is float16; ops do not cast: declare the operands with one dtype
 in.yaml:14:23: error: ops[5]: mul operands must have equal ranks, but "x" has rank 2 and "u" rank 1; insert the missing axes with a broadcast op first
-in.yaml:14:23: error: ops[5]: mul operands have different dtypes: "x" is float32 and "u" is float16; format 1 has no casts: declare the operands with one dtype`,
+in.yaml:14:23: error: ops[5]: mul operands have different dtypes: "x" is float32 and "u" is float16; ops do not cast: declare the operands with one dtype`,
 	},
 	{
 		name: "linear_bias_shape",
@@ -1501,7 +1550,7 @@ tensors:
 ops:
   - {op: matmul, in: [a, b], out: c}
 `,
-		want: `in.yaml:6:14: error: tensor "c": dtype float32 differs from its operands' bfloat16 (format 1 has no casts)`,
+		want: `in.yaml:6:14: error: tensor "c": dtype float32 differs from its operands' bfloat16 (ops do not cast); remove its dtype, or declare it bfloat16`,
 	},
 	{
 		name: "matmul_output_too_large",
@@ -1577,7 +1626,7 @@ tensors:
 ops:
   - {op: mul, in: [a, b], out: c}
 `,
-		want: `in.yaml:7:23: error: ops[0]: mul operands have different dtypes: "a" is float32 and "b" is float16; format 1 has no casts: declare the operands with one dtype`,
+		want: `in.yaml:7:23: error: ops[0]: mul operands have different dtypes: "a" is float32 and "b" is float16; ops do not cast: declare the operands with one dtype`,
 	},
 	{
 		name: "op_in_empty_list",

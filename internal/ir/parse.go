@@ -60,6 +60,8 @@ type parser struct {
 	outputsN    *yaml.Node
 	// producers are the ops by the tensor they produce (sortOps).
 	producers map[string]*rawOp
+	// read holds the names the ops read (isRead), built on first use.
+	read map[string]bool
 	// parsedPlacements are the placements read so far by their text: a
 	// fusion repeats a few, and the regular expression that reads one
 	// was a tenth of building a fusion of 100k tensors.

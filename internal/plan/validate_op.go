@@ -147,7 +147,7 @@ func increasing(xs []int, n int) bool {
 }
 
 // checkOpOutput checks that an op's output is what the op makes of its
-// operands: their dtype (format 1 has no casts) and the logical shape and
+// operands: their dtype (ops do not cast) and the logical shape and
 // reduction axes of docs/plan.md ("ops").
 func (v *validator) checkOpOutput(i int, op Op, ins []*tensorInfo) {
 	out := v.tensor(op.Output)
@@ -157,7 +157,7 @@ func (v *validator) checkOpOutput(i int, op Op, ins []*tensorInfo) {
 	names := op.Operands()
 	for k, in := range ins {
 		if in.t.DType != out.t.DType && DTypeSize(in.t.DType) > 0 && DTypeSize(out.t.DType) > 0 {
-			v.planf("op %d: output %q has dtype %s, but its input %q has %s (format 1 has no casts)", i, op.Output, out.t.DType, names[k], in.t.DType)
+			v.planf("op %d: output %q has dtype %s, but its input %q has %s (ops do not cast)", i, op.Output, out.t.DType, names[k], in.t.DType)
 		}
 	}
 	if lo, hi := opArity(op.Op); !slices.Contains(opNames, op.Op) || len(ins) < lo || len(ins) > hi {

@@ -81,7 +81,7 @@ func scheduleCases() []validateCase {
 func opOutputCases() []validateCase {
 	return []validateCase{
 		{name: "op dtype change", mutate: func(p *Plan) { p.Tensors[1].DType = "float16" },
-			want: []Problem{pp(`op 0: output "tv1" has dtype float16, but its input "tv0" has float32 (format 1 has no casts)`)}},
+			want: []Problem{pp(`op 0: output "tv1" has dtype float16, but its input "tv0" has float32 (ops do not cast)`)}},
 		{name: "op output shape", mutate: func(p *Plan) {
 			p.Tensors[1].Shape, p.Tensors[1].LocalShape = []int{1024, 8}, []int{1024, 8}
 		},
