@@ -16,14 +16,37 @@ const (
 	headHeight = 20.0
 )
 
-// palette colours the blocks of a grid by their set of devices, and the
-// steps of the timeline by their type: ColorBrewer's Set3, pale enough
-// for dark labels.
-var palette = []string{"#8dd3c7", "#ffffb3", "#bebada", "#fb8072", "#80b1d3", "#fdb462",
-	"#b3de69", "#fccde5", "#d9d9d9", "#bc80bd", "#ccebc5", "#ffed6f"}
+// palette colours the blocks of the pictures by their set of devices, and
+// the steps of the timeline by their type: ColorBrewer's Set3, then the
+// colours of Pastel2 and Pastel1 that Set3 lacks (28 in all), pale enough
+// for dark labels. A page of 8 devices often shows more than Set3's 12
+// sets: the 8 devices alone, the rows and columns of its mesh, all of them.
+var palette = []string{
+	"#8dd3c7", "#ffffb3", "#bebada", "#fb8072", "#80b1d3", "#fdb462",
+	"#b3de69", "#fccde5", "#d9d9d9", "#bc80bd", "#ccebc5", "#ffed6f",
+	"#b3e2cd", "#fdcdac", "#cbd5e8", "#f4cae4", "#e6f5c9", "#fff2ae", "#f1e2cc", "#cccccc",
+	"#fbb4ae", "#b3cde3", "#decbe4", "#fed9a6", "#ffffcc", "#e5d8bd", "#fddaec", "#f2f2f2",
+}
 
 // colour is the k-th colour of the palette, cycling.
 func colour(k int) string { return palette[k%len(palette)] }
+
+// deviceColours gives every set of devices one colour on the whole page,
+// in the order the sets first appear (tensors in plan order, each
+// picture's blocks row by row), so that blocks held by the same devices
+// match across pictures, as they do within one. A set is named by its
+// label ("0-3", "0,4"), which lists its devices in one way only.
+type deviceColours map[string]string
+
+// of returns the colour of the set of devices labelled devices.
+func (dc deviceColours) of(devices string) string {
+	c, ok := dc[devices]
+	if !ok {
+		c = colour(len(dc))
+		dc[devices] = c
+	}
+	return c
+}
 
 // gridView is a grid laid out: the SVG's size, the column and row labels
 // and the blocks, each at its place.
@@ -48,8 +71,9 @@ type blockView struct {
 }
 
 // layoutGrid places g's blocks: row labels on the left, column labels
-// above, every cell as wide as the widest label. Nil for no grid.
-func layoutGrid(g *explain.Grid) *gridView {
+// above, every cell as wide as the widest label, each block filled with
+// its set of devices' colour in dc. Nil for no grid.
+func layoutGrid(g *explain.Grid, dc deviceColours) *gridView {
 	if g == nil {
 		return nil
 	}
@@ -81,7 +105,7 @@ func layoutGrid(g *explain.Grid) *gridView {
 		}
 		for c, b := range row {
 			x := hw + 1 + float64(c)*cw
-			v.Blocks = append(v.Blocks, blockView{X: x, Y: y, W: cw, H: cellHeight, CX: x + cw/2, CY: y + cellHeight/2, Fill: colour(b.Set), Devices: b.Devices})
+			v.Blocks = append(v.Blocks, blockView{X: x, Y: y, W: cw, H: cellHeight, CX: x + cw/2, CY: y + cellHeight/2, Fill: dc.of(b.Devices), Devices: b.Devices})
 		}
 	}
 	return v

@@ -54,8 +54,9 @@ type tensorView struct {
 // Write writes p's report to w.
 func Write(w io.Writer, p *plan.Plan, o Options) error {
 	pg := &page{Model: explain.NewModel(p, explain.Options{Op: -1, Topology: o.Topology})}
+	dc := deviceColours{}
 	for _, t := range pg.Model.Tensors {
-		pg.Tensors = append(pg.Tensors, tensorView{TensorModel: t, Grid: layoutGrid(t.Grid)})
+		pg.Tensors = append(pg.Tensors, tensorView{TensorModel: t, Grid: layoutGrid(t.Grid, dc)})
 	}
 	pg.Timeline, pg.NoTimeline = newTimeline(p, pg.Model, o.Topology)
 	var b bytes.Buffer

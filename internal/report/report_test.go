@@ -202,25 +202,27 @@ func attr(n *html.Node, key string) string {
 }
 
 // TestLayoutGrid places a 2-D grid's blocks: labels sized cells, rows
-// below the column heads, colours by set of devices.
+// below the column heads, colours by set of devices: the next colour for a
+// set not seen before on the page, the same for one seen.
 func TestLayoutGrid(t *testing.T) {
 	g := &explain.Grid{Rows: []string{"0:4", "4:8"}, Cols: []string{"0:8", "8:16"},
-		Blocks: [][]explain.Block{{{Devices: "0", Set: 0}, {Devices: "1", Set: 1}}, {{Devices: "0,4", Set: 2}, {Devices: "0-3", Set: 0}}}}
-	got := layoutGrid(g)
+		Blocks: [][]explain.Block{{{Devices: "0", Set: 0}, {Devices: "1", Set: 1}}, {{Devices: "0,4", Set: 2}, {Devices: "0-3", Set: 3}}}}
+	dc := deviceColours{"1": palette[0]} // an earlier picture's set
+	got := layoutGrid(g, dc)
 	const hw = 3*charWidth + 12 // the row labels' width: "0:4" and a margin
 	want := &gridView{Width: hw + 2*minCell + 2, Height: headHeight + 2*cellHeight + 2,
 		Cols: []label{{X: hw + 1 + 28, Y: 14, Text: "0:8"}, {X: hw + 1 + 84, Y: 14, Text: "8:16"}},
 		Rows: []label{{X: hw - 6, Y: 36, Text: "0:4"}, {X: hw - 6, Y: 66, Text: "4:8"}},
 		Blocks: []blockView{
-			{X: hw + 1, Y: 21, W: 56, H: 30, CX: hw + 29, CY: 36, Fill: palette[0], Devices: "0"},
-			{X: hw + 57, Y: 21, W: 56, H: 30, CX: hw + 85, CY: 36, Fill: palette[1], Devices: "1"},
+			{X: hw + 1, Y: 21, W: 56, H: 30, CX: hw + 29, CY: 36, Fill: palette[1], Devices: "0"},
+			{X: hw + 57, Y: 21, W: 56, H: 30, CX: hw + 85, CY: 36, Fill: palette[0], Devices: "1"},
 			{X: hw + 1, Y: 51, W: 56, H: 30, CX: hw + 29, CY: 66, Fill: palette[2], Devices: "0,4"},
-			{X: hw + 57, Y: 51, W: 56, H: 30, CX: hw + 85, CY: 66, Fill: palette[0], Devices: "0-3"},
+			{X: hw + 57, Y: 51, W: 56, H: 30, CX: hw + 85, CY: 66, Fill: palette[3], Devices: "0-3"},
 		}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
-	if layoutGrid(nil) != nil {
+	if layoutGrid(nil, dc) != nil {
 		t.Error("a grid laid out from none")
 	}
 }
@@ -271,3 +273,66 @@ func TestTimeline(t *testing.T) {
 // near compares pixels to a hundredth: the trace rounds times to the
 // nanosecond.
 func near(a, b float64) bool { return math.Abs(a-b) < 0.01 }
+
+// TestOneColourPerDeviceSet: on every example's page, the blocks of all
+// pictures held by one set of devices have one colour, and two sets have
+// two colours (while the palette lasts): device 0, device 2, "0,1" and
+// "0-3" are told apart across the page, as docs/explain.md promises.
+func TestOneColourPerDeviceSet(t *testing.T) {
+	blocks := 0
+	for _, ex := range examples(t) {
+		t.Run(ex.name, func(t *testing.T) {
+			doc, err := html.Parse(bytes.NewReader(ex.html))
+			if err != nil {
+				t.Fatal(err)
+			}
+			fills := map[string]string{} // devices -> fill
+			sets := map[string]string{}  // fill -> devices
+			for _, b := range pictureBlocks(doc) {
+				if f, ok := fills[b.devices]; ok && f != b.fill {
+					t.Errorf("devices %s are drawn in %s and %s", b.devices, f, b.fill)
+				}
+				if d, ok := sets[b.fill]; ok && d != b.devices && len(fills) < len(palette) {
+					t.Errorf("devices %s and %s share the colour %s", d, b.devices, b.fill)
+				}
+				fills[b.devices], sets[b.fill] = b.fill, b.devices
+				blocks++
+			}
+		})
+	}
+	if blocks == 0 {
+		t.Error("no example's page has a picture")
+	}
+}
+
+// TestPaletteDistinct: no colour of the palette appears twice.
+func TestPaletteDistinct(t *testing.T) {
+	seen := map[string]bool{}
+	for _, c := range palette {
+		if seen[c] {
+			t.Errorf("%s appears twice in the palette", c)
+		}
+		seen[c] = true
+	}
+}
+
+// pictureBlock is a block of a tensor's picture: its devices and fill.
+type pictureBlock struct{ devices, fill string }
+
+// pictureBlocks lists the blocks of every picture of a page, in order.
+func pictureBlocks(n *html.Node) []pictureBlock {
+	var out []pictureBlock
+	if n.Type == html.ElementNode && n.Data == "svg" && strings.Contains(attr(n, "class"), "grid") {
+		for k := n.FirstChild; k != nil; k = k.NextSibling {
+			if k.Type == html.ElementNode && k.Data == "rect" && k.FirstChild != nil && k.FirstChild.FirstChild != nil {
+				devices := strings.TrimPrefix(k.FirstChild.FirstChild.Data, "devices ")
+				out = append(out, pictureBlock{devices, attr(k, "fill")})
+			}
+		}
+		return out
+	}
+	for k := n.FirstChild; k != nil; k = k.NextSibling {
+		out = append(out, pictureBlocks(k)...)
+	}
+	return out
+}
