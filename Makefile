@@ -12,7 +12,7 @@ VERSION ?=
 COMMIT  ?= $(shell git describe --always --dirty --abbrev=12 --match=no-tag 2>/dev/null)
 LDFLAGS := $(if $(VERSION),-X github.com/nvcomm/nvcomm/internal/cli.version=$(VERSION)) $(if $(COMMIT),-X github.com/nvcomm/nvcomm/internal/cli.commit=$(COMMIT))
 
-.PHONY: build run test race golden bench bench-scale fuzz lint tidy soak clean export-check
+.PHONY: build run test browser-note race golden bench bench-scale fuzz lint tidy soak clean export-check
 
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/nvcomm
@@ -23,9 +23,17 @@ run: build
 	@echo
 	$(BIN) lower $(EXAMPLE)
 
-test:
+test: browser-note
 	$(GO) vet ./...
 	$(GO) test ./...
+
+# The browser test of internal/report (TestBrowser) skips without headless
+# Chromium, and go test shows no skip without -v: say so, once. BROWSERS is
+# where the test looks (TestBrowserNote checks that the lists agree).
+BROWSERS := /usr/bin/chromium chromium chromium-browser google-chrome google-chrome-stable
+browser-note:
+	@for b in $(BROWSERS); do command -v $$b >/dev/null 2>&1 && exit 0; done; \
+	echo "note: no headless Chromium ($(BROWSERS)): the browser test (internal/report TestBrowser) is skipped; apt-get install chromium to run it"
 
 # The race detector on the packages that run goroutines (cost's fits, ir's
 # lazily built mesh index, the CLI's parallel in-process tests, export's
