@@ -36,7 +36,7 @@ func (ins *inserter) chooseSum(op *ir.Op, want []split) (ir.ParallelType, bool) 
 	pl := ins.planner
 	gather, ok := reshard.Cost{}, true
 	for i, x := range op.Inputs[:2] {
-		if !matches(x, op.Out.Mesh, operandShards(op, i, withSum)) {
+		if _, fits := ins.bcast.fits(op, i, operandShards(op, i, withSum)); !fits {
 			return 0, false // the operands would move either way: keep nvFuser's plan
 		}
 		g, priced := gatherCost(pl, x, t)

@@ -27,21 +27,140 @@ func (c *opCtx) lowerComputing() {
 	if !ok {
 		return // insertReshardings reported it
 	}
-	if t, ok := c.sumDevice(); ok {
-		want = append(want, split{-1, t})
+	c.sumType, c.summed = c.sumDevice()
+	if c.summed {
+		want = append(want, split{-1, c.sumType})
 	}
-	for i, x := range op.Inputs {
-		if !matches(x, op.Out.Mesh, operandShards(op, i, want)) {
-			c.fail(fmt.Sprintf("operand %q is not sharded as the output requires", x.Name),
-				"this is a bug in nvcomm's resharding pass; please report it with the input")
-			return
-		}
+	if !c.sliceBroadcasts(want) {
+		return
 	}
 	if op.Kind.IsContraction() {
 		c.contraction()
 		return
 	}
 	c.pointwise(op.Out.Name, op.Out.Layout())
+}
+
+// sliceBroadcasts checks that every operand is sharded as the output
+// requires but for its broadcast axes (broadcast.go), and makes the block
+// each device reads of an operand that does not hold it as it is: a local
+// Slice of the broadcast axes it holds whole where the output splits them,
+// and, for a contraction's factor, a Pointwise copy that repeats a
+// broadcast axis of local extent 1 across the block. It then points c.op
+// at a copy of the op that reads those blocks. A tensor that two slots
+// read alike is made once.
+func (c *opCtx) sliceBroadcasts(want []split) bool {
+	op := c.op
+	var inputs []*ir.Tensor
+	var reads [][]split // per slot, the splits of the block made for it
+	for i, x := range op.Inputs {
+		need := operandShards(op, i, want)
+		f, ok := c.bcast.fits(op, i, need)
+		if !ok {
+			c.fail(fmt.Sprintf("operand %q is not sharded as the output requires", x.Name),
+				"this is a bug in nvcomm's resharding pass; please report it with the input")
+			return false
+		}
+		repeat := f.repeated && op.ContractedAxis(i) >= 0
+		if len(f.missing) == 0 && !repeat {
+			continue
+		}
+		if inputs == nil {
+			inputs, reads = slices.Clone(op.Inputs), make([][]split, len(op.Inputs))
+		}
+		have, _ := blockShards(x)
+		reads[i] = slices.Concat(have, f.missing)
+		if repeat {
+			reads[i] = need
+		}
+		if k := madeBefore(op.Inputs, reads, i); k >= 0 {
+			inputs[i] = inputs[k] // the same tensor, read the same way
+			continue
+		}
+		if inputs[i], ok = c.operandBlock(i, slices.Concat(have, f.missing), repeat, need); !ok {
+			return false
+		}
+	}
+	if inputs != nil {
+		cp := *op
+		cp.Inputs = inputs
+		c.op = &cp
+	}
+	return true
+}
+
+// madeBefore returns an earlier slot than i that reads the same tensor
+// through a block of the same splits, or -1.
+func madeBefore(inputs []*ir.Tensor, reads [][]split, i int) int {
+	for k := range i {
+		if inputs[k] == inputs[i] && reads[k] != nil && sameSplits(reads[k], reads[i]) {
+			return k
+		}
+	}
+	return -1
+}
+
+// operandBlock makes the block of operand i the op reads: sliced (when
+// sliced lists more splits than the operand has) to those splits, by a
+// local Slice on every device, then, when repeat, copied by a Pointwise
+// into the splits need with its broadcast axes of local extent 1
+// repeated. No data moves between devices.
+func (c *opCtx) operandBlock(i int, sliced []split, repeat bool, need []split) (*ir.Tensor, bool) {
+	op := c.op
+	x := op.Inputs[i]
+	src := x
+	if have, _ := blockShards(x); len(sliced) > len(have) {
+		t, ok := c.blockTensor(x, fmt.Sprintf("operand%d/sliced", i), sliced)
+		if !ok {
+			return nil, false
+		}
+		set := &ir.Op{Index: op.Index, Kind: ir.OpSet, Inputs: []*ir.Tensor{x}, Out: t, Axis: -1, Pos: op.Pos}
+		c.job.Slice(set, firstInputAxes(op, i))
+		src = t
+	}
+	if !repeat {
+		return src, true
+	}
+	t, ok := c.blockTensor(x, fmt.Sprintf("operand%d/repeated", i), need)
+	if !ok {
+		return nil, false
+	}
+	identity := shard.Identity(len(x.Shape()))
+	buf := c.arrangedTensor(src, fmt.Sprintf("operand%d/in", i), identity)
+	dims := localDims(t, identity)
+	c.emitPointwise("copy", []string{buf}, [][]int{localDims(src, identity)}, dims, t.Name)
+	return t, true
+}
+
+// blockTensor describes a row-major copy of x on its mesh with the block
+// splits given, named "out/what".
+func (c *opCtx) blockTensor(x *ir.Tensor, what string, splits []split) (*ir.Tensor, bool) {
+	t, err := ir.NewTensor(ir.TensorSpec{Name: c.buffer(what), Mesh: x.Mesh, DType: x.DType,
+		Shape: x.Shape(), Schedule: blockSchedule(x.Mesh, splits)})
+	if err != nil {
+		c.fail(fmt.Sprintf("the block of operand %q it reads cannot be described: %v", x.Name, err), "please report this with the input")
+		return nil, false
+	}
+	return t, true
+}
+
+// firstInputAxes maps the axes of operand i to the axes of op's first
+// input that the same output axis maps to (-1 where none does), for the
+// axis a step names; nil for the first input itself.
+func firstInputAxes(op *ir.Op, i int) []int {
+	if i == 0 {
+		return nil
+	}
+	m := make([]int, len(op.Inputs[i].Shape()))
+	for a := range m {
+		m[a] = -1
+	}
+	for j := range op.Out.Shape() {
+		if a := op.InputAxis(i, j); a >= 0 {
+			m[a] = op.InputAxis(0, j)
+		}
+	}
+	return m
 }
 
 // pointwise emits the Pointwise step of an elementwise op or a broadcast,
@@ -75,7 +194,7 @@ func (c *opCtx) contraction() {
 	op, y := c.op, c.op.Out
 	identity := shard.Identity(len(y.Shape()))
 	bias := op.Kind == ir.OpLinear && len(op.Inputs) == 3
-	sumType, split := c.sumDevice()
+	sumType, split := c.sumType, c.summed
 	direct := !bias && !split && slices.Equal(y.Layout(), identity)
 	product := y.Name
 	if !direct {
@@ -193,7 +312,13 @@ func (c *opCtx) emitPermute(in string, dims, perm []int, out string) {
 // with its axes in order: the operand itself when it is stored so, else a
 // Permute of it into "out/operandI".
 func (c *opCtx) arranged(i int, order []int) string {
-	x := c.op.Inputs[i]
+	return c.arrangedTensor(c.op.Inputs[i], fmt.Sprintf("operand%d", i), order)
+}
+
+// arrangedTensor returns the name of a buffer holding x's local block with
+// its axes in order: x itself when it is stored so, else a Permute of it
+// into "out/what".
+func (c *opCtx) arrangedTensor(x *ir.Tensor, what string, order []int) string {
 	layout := x.Layout()
 	if slices.Equal(layout, order) {
 		return x.Name
@@ -202,7 +327,7 @@ func (c *opCtx) arranged(i int, order []int) string {
 	for k, a := range order {
 		perm[k] = slices.Index(layout, a)
 	}
-	out := c.buffer(fmt.Sprintf("operand%d", i))
+	out := c.buffer(what)
 	c.emitPermute(x.Name, localDims(x, layout), perm, out)
 	return out
 }

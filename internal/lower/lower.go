@@ -81,7 +81,7 @@ func Lower(f *ir.Fusion, opts Options) (*plan.Plan, error) {
 	l.ledger.Reserve(2 * min(len(f.Ops), reserveProbe))
 	var ins *inserter
 	l.f, ins = insertReshardings(f, l)
-	l.sumTypes, l.failed = ins.sumTypes, ins.failed
+	l.sumTypes, l.failed, l.bcast = ins.sumTypes, ins.failed, ins.bcast
 	for i, op := range l.f.Ops {
 		if i == reserveProbe {
 			n := len(l.f.Ops)
@@ -110,13 +110,21 @@ type lowerer struct {
 	sumTypes map[*ir.Op]ir.ParallelType
 	// failed are the ops the resharding pass reported errors for.
 	failed map[*ir.Op]bool
+	// bcast are the broadcast axes of the tensors (broadcast.go).
+	bcast bcastAxes
 }
 
 // opCtx is the lowering of one computing op.
 type opCtx struct {
 	*lowerer
 	job *reshard.Job
-	op  *ir.Op
+	// op is the op, or a copy of it that reads the blocks of its operands
+	// that it sliced locally (compute.go).
+	op *ir.Op
+	// sumType, when summed, is the device type over which the op sums
+	// partial products.
+	sumType ir.ParallelType
+	summed  bool
 }
 
 func (l *lowerer) lowerOp(op *ir.Op) {

@@ -14,8 +14,11 @@ import (
 // DecomposeReshardings do, an operand sharded otherwise than the op's
 // output requires is first copied by a set into a tensor that is, so the op
 // itself moves no data (apart from the sum of a device-split contraction).
-// A single-operand op is computed in its operand's sharding instead and its
-// result resharded by a set after it (nvFuser's rule for unary ops).
+// One set serves every operand slot that reads the same tensor (nvFuser
+// collects the distinct inputs to reshard in a set). A broadcast axis asks
+// for no set (broadcast.go). A single-operand op is computed in its
+// operand's sharding instead and its result resharded by a set after it
+// (nvFuser's rule for unary ops).
 
 // split is one device split of a tensor's value axis: the axis, cut in
 // blocks over the mesh axis of type T.
@@ -37,7 +40,7 @@ func insertReshardings(f *ir.Fusion, l *lowerer) (*ir.Fusion, *inserter) {
 	out := *f
 	out.Ops = nil
 	out.Tensors = slices.Clone(f.Inputs)
-	ins := &inserter{source: f, fusion: &out, errs: l.ledger.Errs(), planner: l.planner, sumTypes: map[*ir.Op]ir.ParallelType{}, failed: map[*ir.Op]bool{}}
+	ins := &inserter{source: f, fusion: &out, errs: l.ledger.Errs(), planner: l.planner, sumTypes: map[*ir.Op]ir.ParallelType{}, failed: map[*ir.Op]bool{}, bcast: bcastAxes{}}
 	for _, op := range f.Ops {
 		if op.Kind == ir.OpSet || op.Kind.IsReduction() {
 			ins.add(op)
@@ -66,6 +69,8 @@ type inserter struct {
 	sumTypes map[*ir.Op]ir.ParallelType
 	// failed are the ops whose errors the pass reported.
 	failed map[*ir.Op]bool
+	// bcast are the broadcast axes of the rewritten fusion's tensors.
+	bcast bcastAxes
 }
 
 // addFailed appends op, whose errors are reported, and marks it so that
@@ -87,6 +92,7 @@ func (ins *inserter) add(op *ir.Op) {
 	}
 	ins.fusion.Ops = append(ins.fusion.Ops, op)
 	ins.fusion.Tensors = append(ins.fusion.Tensors, op.Out)
+	ins.bcast.record(op)
 }
 
 // computing inserts the sets a computing op needs, then the op.
@@ -100,27 +106,55 @@ func (ins *inserter) computing(op *ir.Op) {
 		ins.reshardAfter(op, want)
 		return
 	}
+	var sets []resharded
 	for i, x := range op.Inputs {
 		need := operandShards(op, i, want)
-		if matches(x, op.Out.Mesh, need) {
+		if _, ok := ins.bcast.fits(op, i, need); ok {
 			continue
 		}
-		r, ok := ins.newTensor(op, x.Name+"/resharded", op.Out.Mesh, x.DType, x.Shape(), need)
+		target := ins.bcast.setTarget(x, need)
+		if k := slices.IndexFunc(sets, func(r resharded) bool { return r.from == x && sameSplits(r.target, target) }); k >= 0 {
+			op.Inputs[i] = sets[k].to // the slot reads a tensor already resharded so
+			continue
+		}
+		r, ok := ins.newTensor(op, x.Name+"/resharded", op.Out.Mesh, x.DType, x.Shape(), target)
 		if !ok {
 			ins.addFailed(op)
 			return
 		}
 		ins.add(&ir.Op{Kind: ir.OpSet, Inputs: []*ir.Tensor{x}, Out: r, Axis: -1, Pos: op.Pos})
 		op.Inputs[i] = r
+		sets = append(sets, resharded{x, target, r})
 	}
 	ins.add(op)
+}
+
+// resharded is one resharding set of an op: the tensor it reads, the
+// splits it gives the copy, and the copy.
+type resharded struct {
+	from   *ir.Tensor
+	target []split
+	to     *ir.Tensor
+}
+
+// sameSplits reports whether a and b hold the same splits, in any order.
+func sameSplits(a, b []split) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, s := range a {
+		if !slices.Contains(b, s) {
+			return false
+		}
+	}
+	return true
 }
 
 // reshardAfter computes a single-operand op in its operand's sharding,
 // into a new tensor, and inserts the set from it to the op's output.
 func (ins *inserter) reshardAfter(op *ir.Op, want []split) {
 	x := op.In()
-	if matches(x, op.Out.Mesh, operandShards(op, 0, want)) {
+	if _, ok := ins.bcast.fits(op, 0, operandShards(op, 0, want)); ok {
 		ins.add(op)
 		return
 	}
@@ -278,24 +312,6 @@ func blockShards(t *ir.Tensor) ([]split, bool) {
 		out = append(out, split{s.Axis(), s.Type})
 	}
 	return out, true
-}
-
-// matches reports whether x already lies on mesh with exactly the splits
-// need.
-func matches(x *ir.Tensor, mesh *ir.Mesh, need []split) bool {
-	if !x.Mesh.Equal(mesh) {
-		return false
-	}
-	have, ok := blockShards(x)
-	if !ok || len(have) != len(need) {
-		return false
-	}
-	for _, s := range need {
-		if !slices.Contains(have, s) {
-			return false
-		}
-	}
-	return true
 }
 
 // contractedDevice returns the device type that splits t's trailing

@@ -82,7 +82,11 @@ func (c *opCtx) emitLocalOn(s plan.Step, devices []int, countIn, countOut int) {
 
 func (c *opCtx) append(s plan.Step) {
 	if s.Axis != nil && c.toOpAxis != nil {
-		s.Axis = new(c.toOpAxis[*s.Axis])
+		a := c.toOpAxis[*s.Axis]
+		s.Axis = nil // an axis the op's first input lacks: none to name
+		if a >= 0 {
+			s.Axis = new(a)
+		}
 	}
 	s.ID = c.steps.len()
 	s.Op = c.op.Index
