@@ -193,7 +193,7 @@ func loadTopology(cmd *cobra.Command, arg string) (*cost.Topology, error) {
 // (checkPlan) when the input is a plan, lowered when it is a fusion file —
 // and the input's name for diagnostics (<stdin> for "-").
 func loadNamedPlan(cmd *cobra.Command, arg string, opts lower.Options) (string, *plan.Plan, error) {
-	name, src, err := readInput(cmd, arg)
+	name, src, err := readPlanOrFusion(cmd, arg)
 	if err != nil {
 		return name, nil, err
 	}

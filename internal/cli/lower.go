@@ -76,7 +76,7 @@ each moves (JSON, docs/plan.md). Errors point at file:line:col.`,
 				case "dot":
 					return explain.WriteDot(w, p)
 				}
-				return plan.Encode(w, p)
+				return plan.Encode(&planLimitWriter{w: w, left: planLimit(cmd), cmd: cmd}, p)
 			})
 		},
 	}

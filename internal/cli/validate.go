@@ -29,7 +29,7 @@ there were.`,
 		Args:              exactArgs(1),
 		ValidArgsFunction: fileArg(planExts...),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name, src, err := readInput(cmd, args[0])
+			name, src, err := readPlanOrFusion(cmd, args[0])
 			if err != nil {
 				return err
 			}
