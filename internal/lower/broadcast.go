@@ -136,11 +136,13 @@ func blockExtent(n int, mesh *ir.Mesh, need []split, a int) int {
 	return n
 }
 
-// setTarget is the splits a resharding set gives operand x when it does
-// not fit need: need's, but for splits of x's broadcast axes that x does
-// not have already, which the op slices locally (as nvFuser shards the
-// set's output from the op's output through the same maps, which skip
-// broadcast axes).
+// setTarget is the splits nvFuser's resharding set gives operand x when x
+// does not fit need: need's, but for splits of x's broadcast axes that x
+// does not have already, which the op then slices locally. nvFuser shards
+// the set's output from the op's output through the same pairwise maps,
+// which skip broadcast axes; so the set changes one device type where
+// need's splits would change two. (The optimal policy's set takes all of
+// need: its search finds the best way there, a Slice among them.)
 func (b bcastAxes) setTarget(x *ir.Tensor, need []split) []split {
 	if b[x] == nil {
 		return need

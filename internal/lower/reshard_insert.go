@@ -112,7 +112,10 @@ func (ins *inserter) computing(op *ir.Op) {
 		if _, ok := ins.bcast.fits(op, i, need); ok {
 			continue
 		}
-		target := ins.bcast.setTarget(x, need)
+		target := need // the optimal policy's search finds the best way to all of it
+		if ins.planner.Policy() == PolicyNvFuser {
+			target = ins.bcast.setTarget(x, need)
+		}
 		if k := slices.IndexFunc(sets, func(r resharded) bool { return r.from == x && sameSplits(r.target, target) }); k >= 0 {
 			op.Inputs[i] = sets[k].to // the slot reads a tensor already resharded so
 			continue
