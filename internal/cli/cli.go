@@ -127,7 +127,7 @@ func flagError(cmd *cobra.Command, err error) error {
 	var ne *pflag.NotExistError
 	if errors.As(err, &ne) {
 		if s := flagSuggestions(cmd, ne); len(s) > 0 {
-			err = fmt.Errorf("%w\n\nDid you mean this?\n\t%s\n", err, strings.Join(s, "\n\t"))
+			err = fmt.Errorf("%w\n\nDid you mean this?\n\t%s", err, strings.Join(s, "\n\t"))
 		}
 	}
 	return usageError{err}
