@@ -84,6 +84,15 @@ func TestReshardingSets(t *testing.T) {
 			policy: lower.PolicyNvFuser,
 			want:   []string{"vb = broadcast(v, axes=[0]): Pointwise", "y = matmul(a, vb): Slice Matmul"},
 		},
+		"linear's weight broadcast along n, the output split along n": {
+			src: fusion4(`  x:  {mesh: m, shape: [8, 6]}
+  w0: {mesh: m, shape: [6]}
+  w:  {mesh: m, shape: [12, 6], placements: [Replicate()]}
+  y:  {shape: [8, 12], placements: [Shard(1)]}`, `  - {op: broadcast, in: w0, out: w, axes: [0]}
+  - {op: linear, in: [x, w], out: y}`),
+			policy: lower.PolicyNvFuser,
+			want:   []string{"w = broadcast(w0, axes=[0]): Pointwise", "y = linear(x, w): Slice Matmul"},
+		},
 		"an inner broadcast axis of an elementwise operand, and a unary op": {
 			src: fusion4(`  inp: {mesh: m, shape: [8, 6]}
   xb:  {mesh: m, shape: [8, 4, 6], placements: [Replicate()]}
