@@ -106,7 +106,7 @@ func BenchmarkScaleValidate(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				validating += v.validate
+				validating += v.total()
 			}
 			b.ReportMetric(validating.Seconds()/float64(b.N), "s-validate")
 			b.ReportMetric(validating.Seconds()/float64(b.N)/l.total().Seconds(), "x-lower")

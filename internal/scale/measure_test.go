@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	"github.com/nvcomm/nvcomm/internal/ir"
@@ -66,32 +67,50 @@ func (w *countingWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// validation is plan.Validate timed on a plan decoded from its JSON.
-type validation struct{ decode, validate, cpu time.Duration }
+// validation is `nvcomm validate` done in process on a plan's JSON:
+// decoding it, plan.Validate and lower.Certify (which lowers the plan's
+// fusion again), each timed.
+type validation struct{ decode, validate, certify, cpu time.Duration }
 
-// validateSource lowers src, encodes the plan and measures decoding and
-// validating it, as `nvcomm validate` does before it certifies.
+// total is the wall time of the whole validation.
+func (v validation) total() time.Duration { return v.decode + v.validate + v.certify }
+
+// validateSource lowers src, encodes the plan and measures validating
+// it as `nvcomm validate` does.
 func validateSource(name string, src []byte) (validation, error) {
 	var v validation
-	l, err := lowerSource(name, src)
+	js, err := planJSON(name, src)
 	if err != nil {
 		return v, err
 	}
-	var buf bytes.Buffer
-	if err := plan.Encode(&buf, l.plan); err != nil {
-		return v, err
-	}
-	start := time.Now()
-	p, err := plan.Decode(name+".json", buf.Bytes())
+	runtime.GC() // the lowering's garbage is not the validation's
+	cpu, start := scale.CPUTime(), time.Now()
+	p, err := plan.Decode(name+".json", js)
 	if err != nil {
 		return v, err
 	}
-	cpu, decoded := scale.CPUTime(), time.Now()
+	decoded := time.Now()
 	if problems := plan.Validate(p); len(problems) > 0 {
 		return v, fmt.Errorf("%s: %d problems, first %v", name, len(problems), problems[0])
 	}
-	v.decode, v.validate, v.cpu = decoded.Sub(start), time.Since(decoded), scale.CPUTime()-cpu
+	validated := time.Now()
+	if problems, unproven := lower.Certify(p); len(problems) > 0 || len(unproven) > 0 {
+		return v, fmt.Errorf("%s: not certified: %v, unproven ops %v", name, problems, unproven)
+	}
+	v.decode, v.validate, v.certify = decoded.Sub(start), validated.Sub(decoded), time.Since(validated)
+	v.cpu = scale.CPUTime() - cpu
 	return v, nil
+}
+
+// planJSON is the plan `nvcomm lower` writes for src.
+func planJSON(name string, src []byte) ([]byte, error) {
+	l, err := lowerSource(name, src)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	err = plan.Encode(&buf, l.plan)
+	return buf.Bytes(), err
 }
 
 // simulate runs p (seed 1) and fails unless it passes; it returns the wall
