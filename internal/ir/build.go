@@ -10,16 +10,16 @@ import (
 )
 
 // build resolves names, orders the ops, infers produced tensors and replays
-// every schedule.
+// every schedule. An error stops only what depends on the thing that is
+// wrong: a broken tensor is not used, an op reading one is not checked and
+// its output counts as broken, but every other tensor and op is checked,
+// so that the file's independent errors are reported together.
 func (p *parser) build(name string) *Fusion {
 	f := &Fusion{Name: name, File: p.file}
 	for _, n := range slices.Sorted(slices.Values(p.meshNames)) {
 		f.Meshes = append(f.Meshes, p.meshes[n])
 	}
 	order := p.sortOps()
-	if order == nil && len(p.ops) > 0 {
-		return nil
-	}
 	mentions := p.mentionOrder()
 	tensors := &tensorTable{p: p, undeclared: map[string]*Tensor{}, slab: make([]Tensor, 0, len(mentions))}
 	// resolved holds the tensors whose domains were built without error:
@@ -30,20 +30,21 @@ func (p *parser) build(name string) *Fusion {
 	prop := newPropagator(p)
 	// Inputs first (tensors no op produces), in file order of their first mention.
 	for _, n := range mentions {
-		if p.producers[n.name] == nil {
+		if p.producers[n.name] == nil && !p.lost[n.name] {
 			t := tensors.get(n.name, n.pos)
-			before := p.errs.Len()
-			p.resolveInput(t)
-			resolved[t] = p.errs.Len() == before
+			resolved[t] = p.resolveInput(t)
 			f.Tensors = append(f.Tensors, t)
 		}
 	}
 	for i, ro := range order {
+		if p.lost[ro.out] {
+			continue // produced twice or on a cycle, reported
+		}
 		ins := make([]*Tensor, len(ro.ins))
 		ready := true
 		for k, name := range ro.ins {
 			ins[k] = tensors.lookup(name)
-			ready = ready && resolved[ins[k]]
+			ready = ready && !p.lost[name] && ins[k] != nil && resolved[ins[k]]
 		}
 		out := tensors.get(ro.out, posOf(ro.outN))
 		op := &Op{Index: i, Kind: ro.kind, Inputs: ins, Out: out, Axis: -1, Pos: ro.pos}
@@ -53,25 +54,26 @@ func (p *parser) build(name string) *Fusion {
 		}
 		inferred, ok := p.resolveOp(op, ro)
 		// An output whose declaration is wrong still has its domain, so
-		// the ops reading it are checked too.
-		resolved[out] = inferred
+		// the ops reading it are checked too; one whose declaration is
+		// broken does not have it.
+		rt := p.raw[out.Name]
+		resolved[out] = inferred && (rt == nil || !rt.broken)
 		if !ok || !prop.forward(op) {
 			continue
 		}
 		f.Ops = append(f.Ops, op)
 		f.Tensors = append(f.Tensors, out)
 	}
-	if p.errs.Len() > 0 {
+	// The inputs and outputs lists are checked whatever the ops' errors;
+	// propagation backward needs every op.
+	f.Inputs, f.Outputs = p.endpoints(f, tensors)
+	if p.errs.Count() > 0 {
 		return nil
 	}
 	if p.format == 2 && prop.backward(f) {
 		prop.checkMeshes(f)
 	}
-	if p.errs.Len() > 0 {
-		return nil
-	}
-	f.Inputs, f.Outputs = p.endpoints(f, tensors)
-	if p.errs.Len() > 0 {
+	if p.errs.Count() > 0 {
 		return nil
 	}
 	return f
@@ -112,7 +114,7 @@ func (tt *tensorTable) get(name string, pos diag.Pos) *Tensor {
 	}
 	rt.tensor = t
 	t.Pos, t.Declared, t.Auto = rt.pos, true, rt.auto
-	if rt.auto && tt.p.format != 2 {
+	if rt.auto && tt.p.format != 2 && !rt.broken { // broken: said by checkAuto
 		tt.p.errs.AddHint(rt.pos, "add format: 2 at the top of the file", "tensor %q: placements: auto needs format 2", name)
 	}
 	return t
@@ -163,26 +165,27 @@ func (p *parser) mentionOrder() []mention {
 
 // sortOps checks that every tensor is produced at most once and that the ops
 // form no cycle, and returns them in topological order (ties in file order).
+// A tensor produced twice, by an op that reads it, or on a cycle is lost,
+// as are the outputs of the ops that lead to a cycle: the ops reading them
+// are not checked.
 func (p *parser) sortOps() []*rawOp {
 	producer := make(map[string]*rawOp, len(p.ops))
 	p.producers = producer
-	bad := false
 	for _, op := range p.ops {
 		if prev, ok := producer[op.out]; ok {
 			p.errs.Add(posOf(op.outN), "tensor %q is produced twice (first by the op at %s)", op.out, prev.pos)
-			bad = true
+			p.lose(op.out)
 			continue
 		}
 		producer[op.out] = op
 		if op.reads(op.out) {
 			p.errs.Add(posOf(op.outN), "op reads and writes the same tensor %q", op.out)
-			bad = true
+			p.lose(op.out)
 		}
 	}
-	if bad {
-		return nil
-	}
 	order := make([]*rawOp, 0, len(p.ops))
+	// visit orders op after its operands' producers, and reports false
+	// when op is on a cycle or depends on one, whose tensors it loses.
 	var visit func(op *rawOp) bool
 	visit = func(op *rawOp) bool {
 		switch op.visit {
@@ -194,7 +197,12 @@ func (p *parser) sortOps() []*rawOp {
 		}
 		op.visit = visiting
 		for _, in := range op.ins {
+			if p.lost[in] {
+				continue // its readers are not checked
+			}
 			if dep, ok := producer[in]; ok && !visit(dep) {
+				op.visit = visited
+				p.lose(op.out)
 				return false
 			}
 		}
@@ -203,18 +211,21 @@ func (p *parser) sortOps() []*rawOp {
 		return true
 	}
 	for _, op := range p.ops {
-		if !visit(op) {
-			return nil
-		}
+		visit(op)
 	}
 	return order
 }
 
 // resolveInput fills a fusion input from its declaration: mesh and shape are
-// required.
-func (p *parser) resolveInput(t *Tensor) {
+// required. It reports whether the input's domain was built without error,
+// so that the ops reading it can be checked.
+func (p *parser) resolveInput(t *Tensor) bool {
+	before := p.errs.Count()
 	rt := p.raw[t.Name]
 	if rt == nil {
+		if p.opsLost {
+			return false // perhaps the output of an op left out
+		}
 		hint := diag.Suggest(t.Name, p.knownTensors(t.Name))
 		switch {
 		case hint != "":
@@ -224,15 +235,21 @@ func (p *parser) resolveInput(t *Tensor) {
 			hint = "declare it under tensors with a mesh and a shape"
 		}
 		p.errs.AddHint(t.Pos, hint, "tensor %q is read by an op but neither declared nor produced", t.Name)
-		return
+		return false
+	}
+	if rt.broken {
+		return false // its errors are reported
 	}
 	what := rt.what()
 	if (rt.mesh == nil || rt.shape == nil) && !p.isRead(t.Name) {
+		if p.opsLost {
+			return false // perhaps read by an op left out
+		}
 		// Not "needs a mesh" (or, in format 2, "has no mesh"): what is
 		// wrong is that no op uses it.
 		p.errs.AddHint(rt.pos, "remove it or use it in an op; to keep it as an input that no op reads, give it a mesh and a shape",
 			"%s is declared but never used: no op reads or writes it", what)
-		return
+		return false
 	}
 	// A propagated input takes its consumer's mesh after the ops are
 	// resolved (propagate.go), and no device split: it is replicated.
@@ -244,17 +261,17 @@ func (p *parser) resolveInput(t *Tensor) {
 	t.DType = p.dtype(rt.dtype, what, "float32")
 	if rt.shape == nil {
 		p.errs.Add(rt.pos, "%s: an input needs a \"shape\"", what)
-		return
+		return false
 	}
 	shape, ok := p.extents(rt.shape, what+" shape")
 	if !ok || t.Mesh == nil && !t.Propagated || t.DType == "" {
-		return
+		return false
 	}
 	var pls []placement
 	note := ""
 	if rt.placements != nil {
 		if pls, ok = p.placements(rt.placements, t.Mesh, what+" placements"); !ok {
-			return
+			return false
 		}
 		if pl, i, ok := partialOf(pls); ok {
 			t.partial = pl.op()
@@ -263,13 +280,15 @@ func (p *parser) resolveInput(t *Tensor) {
 		}
 	}
 	if !p.checkBytes(shape, t.DType, posOf(rt.shape), what+" shape", note) {
-		return
+		return false
 	}
 	t.Logical = logicalDomain(shape, -1)
 	p.scheduleWith(t, rt, pls)
+	return p.errs.Count() == before
 }
 
-// isRead reports whether an op reads the tensor name.
+// isRead reports whether an op reads the tensor name, one left out for its
+// errors included.
 func (p *parser) isRead(name string) bool {
 	if p.read == nil {
 		p.read = map[string]bool{}
@@ -279,7 +298,7 @@ func (p *parser) isRead(name string) bool {
 			}
 		}
 	}
-	return p.read[name]
+	return p.read[name] || p.lostReads[name]
 }
 
 // logicalDomain is a logical domain of the given extents, axis reduction
@@ -421,7 +440,9 @@ func (p *parser) endpoints(f *Fusion, tensors *tensorTable) (ins, outs []*Tensor
 			}
 			t := tensors.lookup(name)
 			if t == nil {
-				p.errs.AddHint(posOf(it), diag.Suggest(name, names), "%s: unknown tensor %q", what, name)
+				if !p.opsLost && !p.lost[name] { // else perhaps an op's left out
+					p.errs.AddHint(posOf(it), diag.Suggest(name, names), "%s: unknown tensor %q", what, name)
+				}
 				continue
 			}
 			if msg := must(t); msg != "" {
@@ -442,7 +463,7 @@ func (p *parser) endpoints(f *Fusion, tensors *tensorTable) (ins, outs []*Tensor
 		}
 		return ""
 	})
-	if p.inputsN != nil {
+	if p.inputsN != nil && !p.opsLost { // an op left out may produce one
 		for _, t := range f.Tensors {
 			if t.Producer == nil && !slices.Contains(ins, t) {
 				p.errs.Add(posOf(p.inputsN), "inputs: tensor %q is not produced by any op, so it must be listed as an input", t.Name)

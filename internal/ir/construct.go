@@ -75,7 +75,7 @@ type TensorSpec struct {
 // uneven splits, sizes that fit in int64). The error, a *diag.List without
 // positions, says what is wrong; NewTensor never panics.
 func NewTensor(spec TensorSpec) (*Tensor, error) {
-	errs := &diag.List{}
+	errs := &errList{}
 	p := &parser{errs: errs, w: walker{errs: errs}}
 	what := fmt.Sprintf("tensor %q", spec.Name)
 	switch {
@@ -84,17 +84,17 @@ func NewTensor(spec TensorSpec) (*Tensor, error) {
 	case spec.DType.Size() == 0:
 		errs.Add(diag.Pos{}, "%s: unknown dtype %q (expected one of %s)", what, spec.DType, joinNames(DTypeNames()))
 	}
-	if errs.Len() > 0 {
-		return nil, errs
+	if errs.Count() > 0 {
+		return nil, errs.List()
 	}
 	shape, ok := p.extents(intList(spec.Shape), what+" shape")
 	if !ok || !p.checkBytes(shape, spec.DType, diag.Pos{}, what+" shape", "") {
-		return nil, errs
+		return nil, errs.List()
 	}
 	reduction, ok := reductionFlags(spec.ReductionAxes, len(shape))
 	if !ok {
 		errs.Add(diag.Pos{}, "%s: reduction axes %v are not distinct positions in a shape of %d axes", what, spec.ReductionAxes, len(shape))
-		return nil, errs
+		return nil, errs.List()
 	}
 	t := &Tensor{Name: spec.Name, Mesh: spec.Mesh, DType: spec.DType, Declared: true, Propagated: spec.Propagated}
 	for i, e := range shape {
@@ -105,7 +105,7 @@ func NewTensor(spec TensorSpec) (*Tensor, error) {
 		rt.alloc = intList(spec.Allocation)
 	}
 	if !p.scheduleWith(t, rt, nil) {
-		return nil, errs
+		return nil, errs.List()
 	}
 	return t, nil
 }

@@ -162,6 +162,9 @@ func (p *parser) inferElementwise(op *Op, ro *rawOp) ([]int, bool) {
 func (p *parser) inferBroadcast(op *Op, ro *rawOp) ([]int, bool) {
 	in, out := op.In(), op.Out
 	rt := p.raw[out.Name]
+	if rt != nil && rt.broken {
+		return nil, false // its declaration's errors are reported
+	}
 	if rt == nil || rt.shape == nil {
 		p.errs.AddHint(posOf(ro.outN), fmt.Sprintf("declare tensor %q with its full shape: the new axes' extents come from it", out.Name),
 			"ops[%d]: broadcast needs the shape of its output %q", ro.fileIdx, out.Name)
@@ -316,6 +319,9 @@ func (p *parser) declareOutput(op *Op) bool {
 	if rt == nil {
 		return p.schedule(out, nil) // no schedule, but resolves the layout
 	}
+	if rt.broken {
+		return false // its errors are reported
+	}
 	what := rt.what()
 	if rt.mesh != nil {
 		out.Mesh = p.meshRef(rt.mesh, what)
@@ -367,14 +373,17 @@ func (p *parser) declarePropagated(op *Op) bool {
 	if rt == nil {
 		return true
 	}
+	if rt.broken {
+		return false // its errors are reported
+	}
 	what := rt.what()
-	before := p.errs.Len()
+	before := p.errs.Count()
 	p.checkDeclared(op, rt, what)
 	if rt.alloc != nil {
 		p.errs.AddHint(posOf(rt.alloc), "give the tensor a mesh and a schedule or placements, or leave allocation out",
 			"%s: allocation needs a given sharding: the loop domain it counts positions of is propagated (format 2)", what)
 	}
-	return p.errs.Len() == before
+	return p.errs.Count() == before
 }
 
 // checkOutputPartial allows a Partial placement on a produced tensor only

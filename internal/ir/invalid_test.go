@@ -1710,6 +1710,31 @@ ops:
 `,
 		want: `in.yaml:7:23: error: tensor "biass" is read by an op but neither declared nor produced; did you mean "bias"?`,
 	},
+	{
+		// Issue 24: a missing axis (found while reading the ops) hid
+		// the errors that checking the tensors and shapes finds.
+		name: "independent_errors",
+		src: `# Four independent errors, all reported in one run; the ops that read a
+# broken tensor are not checked, so nothing repeats an error's cause.
+meshes:
+  m: [0, 1]
+tensors:
+  x: {mesh: m, shape: [4, 8]}
+  w: {mesh: m, shape: [6, 2]}
+  c: {mesh: m, shape: [4, 8], placements: [Shard(2)]}
+  d: {mesh: m, shape: [4, 8], placements: [Shard(0), Replicate()]}
+ops:
+  - {op: sum, in: x, out: s}
+  - {op: matmul, in: [x, w], out: y}
+  - {op: relu, in: c, out: r}
+  - {op: add, in: [d, s], out: e}
+  - {op: relu, in: y, out: f}
+`,
+		want: `in.yaml:8:44: error: tensor "c" placements: Shard(2) is out of range for a tensor of 2 dims
+in.yaml:9:43: error: tensor "d" placements: expected one placement per axis of mesh "m" (1), got 2
+in.yaml:11:5: error: ops[0]: sum needs an "axis" to reduce
+in.yaml:12:26: error: ops[1]: matmul contracts axis 1 of "x" (k = 8) with axis 0 of "w" (k = 6): the extents differ; a is [..., m, k] and b [..., k, n]; for x @ w.T with w of shape [n, k], use linear`,
+	},
 }
 
 func TestParseInvalid(t *testing.T) {

@@ -12,23 +12,56 @@ import (
 var opKeys = []string{"op", "in", "out", "axis", "axes"}
 
 // parseOps decodes the ops list. Each op's problems are reported together
-// (its kind, names, keys and arity), and a broken op is left out.
+// (its kind, names, keys and arity), and a broken op is left out (leaveOut).
 func (p *parser) parseOps(n *yaml.Node) {
 	if n == nil {
 		return
 	}
 	items, ok := p.w.sequence(n, "ops")
 	if !ok {
+		p.structural = true
 		return
 	}
 	for i, it := range items {
 		if op, ok := p.parseOp(it, i); ok {
 			p.ops = append(p.ops, op)
+		} else {
+			p.leaveOut(op)
 		}
 	}
 }
 
-// parseOp decodes one op, the i-th of the file.
+// leaveOut records what an op left out for its errors (nil when it is not
+// even a mapping) writes and reads: its output is lost, and its operands
+// are read.
+func (p *parser) leaveOut(op *rawOp) {
+	if op == nil || op.inN == nil || op.outN == nil || len(op.ins) == 0 {
+		p.opsLost = true
+	}
+	if op == nil {
+		return
+	}
+	if op.out != "" {
+		p.lose(op.out)
+	}
+	if p.lostReads == nil {
+		p.lostReads = map[string]bool{}
+	}
+	for _, in := range op.ins {
+		p.lostReads[in] = true
+	}
+}
+
+// lose marks the tensor name as lost: its producer is unknown.
+func (p *parser) lose(name string) {
+	if p.lost == nil {
+		p.lost = map[string]bool{}
+	}
+	p.lost[name] = true
+}
+
+// parseOp decodes one op, the i-th of the file. A broken op is returned
+// with what could be read of it, nil when it is not a mapping.
 func (p *parser) parseOp(it *yaml.Node, i int) (*rawOp, bool) {
 	what := fmt.Sprintf("ops[%d]", i)
 	fields, ok := p.w.mapping(it, what, opKeys)
@@ -72,7 +105,7 @@ func (p *parser) parseOp(it *yaml.Node, i int) (*rawOp, bool) {
 		}
 	}
 	if !kindOK {
-		return nil, false
+		return op, false
 	}
 	// The kind is known: check its keys and arity even when a name is
 	// wrong, so every problem of the op is reported at once.

@@ -33,7 +33,7 @@ func ParseAuto(file string, src []byte) (*Fusion, error) {
 }
 
 func parse(file string, src []byte, allowAuto bool) (*Fusion, error) {
-	p := &parser{file: file, errs: &diag.List{File: file}, format: 1, allowAuto: allowAuto}
+	p := &parser{file: file, errs: &errList{file: file}, format: 1, allowAuto: allowAuto}
 	p.w = walker{errs: p.errs}
 	f := p.parse(src)
 	if err := p.errs.Err(); err != nil {
@@ -44,7 +44,7 @@ func parse(file string, src []byte, allowAuto bool) (*Fusion, error) {
 
 type parser struct {
 	file string
-	errs *diag.List
+	errs *errList
 	w    walker
 	// format is the file's format: 1, or 2, which propagates shardings.
 	format int
@@ -66,6 +66,25 @@ type parser struct {
 	// fusion repeats a few, and the regular expression that reads one
 	// was a tenth of building a fusion of 100k tensors.
 	parsedPlacements map[string]shard.Placement
+
+	// An error stops only the checks that depend on what is wrong, so
+	// that a file's independent errors are reported in one run, and none
+	// that only repeats an earlier one's cause. structural is set by an
+	// error in the file's frame (its top-level keys, or the meshes,
+	// tensors and ops collections themselves, their keys included):
+	// build, whose every check relies on the frame, is then not run.
+	structural bool
+	// lost are the tensors whose producer is unknown: written by an op
+	// left out for its errors, produced twice, or on a cycle. No op
+	// reading one is checked, and it is no fusion input.
+	lost map[string]bool
+	// lostReads are the names that the ops left out for their errors
+	// read, so that such a name is not reported as unused.
+	lostReads map[string]bool
+	// opsLost is set when an op whose output or operands are unknown was
+	// left out: a tensor that seems unused or unproduced may then be
+	// that op's, and is not reported.
+	opsLost bool
 }
 
 // rawTensor is a tensor declaration before shapes and schedules are resolved.
@@ -81,6 +100,10 @@ type rawTensor struct {
 	tensor *Tensor
 	// named is what(), once built.
 	named string
+	// broken is set when the declaration has an error that parseTensors
+	// reported, or names a broken mesh: build checks it no further, and
+	// the ops reading it are not checked.
+	broken bool
 }
 
 // what names the tensor in messages, `tensor "t0"`: built once, though
@@ -144,6 +167,7 @@ func (p *parser) parse(src []byte) *Fusion {
 	if !ok {
 		return nil
 	}
+	frame := p.errs.Count()
 	name := strings.TrimSuffix(filepath.Base(p.file), filepath.Ext(p.file))
 	var meshesN, tensorsN, opsN *yaml.Node
 	for _, f := range fields {
@@ -174,10 +198,11 @@ func (p *parser) parse(src []byte) *Fusion {
 	if meshesN == nil && !misspelled(root, topKeys, "meshes") {
 		p.errs.Add(posOf(root), "fusion: missing key \"meshes\"")
 	}
+	p.structural = p.errs.Count() > frame || meshesN == nil
 	p.parseMeshes(meshesN)
 	p.parseTensors(tensorsN)
 	p.parseOps(opsN)
-	if p.errs.Len() > 0 {
+	if p.structural {
 		return nil
 	}
 	return p.build(name)
@@ -252,20 +277,26 @@ func (p *parser) parseMeshes(n *yaml.Node) {
 	if n == nil {
 		return
 	}
+	before := p.errs.Count()
 	fields, ok := p.w.mapping(n, "meshes", nil)
+	p.structural = p.structural || p.errs.Count() > before
 	if !ok {
 		return
 	}
 	if len(fields) == 0 {
 		p.errs.Add(posOf(n), "meshes: expected at least one mesh")
+		p.structural = true
 	}
 	for _, f := range fields {
 		if !p.w.keyIdent(f.KeyN, "mesh") {
+			p.structural = true
 			continue
 		}
 		m := &Mesh{Name: f.Key, Pos: posOf(f.KeyN)}
 		if p.meshShape(f.Value, m, 0) {
 			p.checkMeshDevices(m, f.Value)
+		} else {
+			m.Devices = nil // broken: meshRef finds no mesh in it
 		}
 		p.meshes[f.Key] = m
 		p.meshNames = append(p.meshNames, f.Key)
@@ -386,12 +417,15 @@ func (p *parser) parseTensors(n *yaml.Node) {
 	if n == nil {
 		return
 	}
+	before := p.errs.Count()
 	fields, ok := p.w.mapping(n, "tensors", nil)
+	p.structural = p.structural || p.errs.Count() > before
 	if !ok {
 		return
 	}
 	for _, f := range fields {
 		if !p.w.keyIdent(f.KeyN, "tensor") {
+			p.structural = true
 			continue
 		}
 		rt := &rawTensor{name: f.Key, pos: posOf(f.KeyN)}
@@ -400,37 +434,46 @@ func (p *parser) parseTensors(n *yaml.Node) {
 		if f.Value.Kind == yaml.ScalarNode && f.Value.Tag == "!!null" {
 			continue // "tv1:" with nothing: declared, all defaults
 		}
-		what := rt.what()
-		tf, ok := p.w.mapping(f.Value, what, tensorKeys)
-		if !ok {
-			continue
-		}
-		for _, x := range tf {
-			switch x.Key {
-			case "mesh":
-				rt.mesh = x.Value
-			case "dtype":
-				rt.dtype = x.Value
-			case "shape":
-				rt.shape = x.Value
-			case "schedule":
-				rt.sched = x.Value
-			case "allocation":
-				rt.alloc = x.Value
-			case "placements":
-				rt.placements = x.Value
-				if x.Value.Kind == yaml.ScalarNode && x.Value.Value == "auto" {
-					rt.placements, rt.auto = nil, true
-					p.checkAuto(x.Value, what)
-				}
+		p.parseTensor(rt, f.Value)
+	}
+}
+
+// parseTensor reads one tensor's declaration n into rt, and marks it
+// broken if it has errors.
+func (p *parser) parseTensor(rt *rawTensor, n *yaml.Node) {
+	before := p.errs.Count()
+	what := rt.what()
+	tf, ok := p.w.mapping(n, what, tensorKeys)
+	if !ok {
+		rt.broken = true
+		return
+	}
+	for _, x := range tf {
+		switch x.Key {
+		case "mesh":
+			rt.mesh = x.Value
+		case "dtype":
+			rt.dtype = x.Value
+		case "shape":
+			rt.shape = x.Value
+		case "schedule":
+			rt.sched = x.Value
+		case "allocation":
+			rt.alloc = x.Value
+		case "placements":
+			rt.placements = x.Value
+			if x.Value.Kind == yaml.ScalarNode && x.Value.Value == "auto" {
+				rt.placements, rt.auto = nil, true
+				p.checkAuto(x.Value, what)
 			}
 		}
-		// Check what needs no op now, so these errors are reported along
-		// with those of the ops; build checks them again.
-		p.meshRef(rt.mesh, what)
-		p.dtype(rt.dtype, what, "")
-		if rt.shape != nil {
-			p.extents(rt.shape, what+" shape")
-		}
 	}
+	// Check what needs no op now, so these errors are reported along
+	// with those of the ops; build checks them again, unless broken.
+	m := p.meshRef(rt.mesh, what)
+	p.dtype(rt.dtype, what, "")
+	if rt.shape != nil {
+		p.extents(rt.shape, what+" shape")
+	}
+	rt.broken = p.errs.Count() > before || rt.mesh != nil && m == nil
 }

@@ -20,7 +20,7 @@ func (p *parser) schedule(t *Tensor, rt *rawTensor) bool { return p.scheduleWith
 // in for a schedule.
 func (p *parser) scheduleWith(t *Tensor, rt *rawTensor, pls []placement) bool {
 	t.Loop = slices.Clone(t.Logical)
-	before := p.errs.Len()
+	before := p.errs.Count()
 	if rt != nil && rt.placements != nil && rt.sched != nil {
 		p.errs.AddHint(posOf(rt.placements), "placements are sugar for a schedule; keep one of them",
 			"tensor %q: both placements and schedule are given", t.Name)
@@ -32,7 +32,7 @@ func (p *parser) scheduleWith(t *Tensor, rt *rawTensor, pls []placement) bool {
 	if rt != nil && rt.sched != nil {
 		p.replay(t, rt.sched)
 	}
-	if p.errs.Len() > before {
+	if p.errs.Count() > before {
 		return false
 	}
 	var alloc *yaml.Node
@@ -47,7 +47,7 @@ func (p *parser) scheduleWith(t *Tensor, rt *rawTensor, pls []placement) bool {
 // tensor of the file: format 2's propagation builds its tensors so.
 func (p *parser) scheduleSteps(t *Tensor, steps []ScheduleStep) bool {
 	t.Loop, t.Schedule, t.rootPad = slices.Clone(t.Logical), nil, nil
-	before := p.errs.Len()
+	before := p.errs.Count()
 	if !p.applySteps(t, steps...) {
 		return false
 	}
@@ -72,17 +72,17 @@ func (p *parser) applySteps(t *Tensor, steps ...ScheduleStep) bool {
 // none was added since.
 func (p *parser) finishSchedule(t *Tensor, alloc *yaml.Node, before int) bool {
 	p.checkDevices(t)
-	if alloc != nil && p.errs.Len() == before {
+	if alloc != nil && p.errs.Count() == before {
 		p.allocation(t, alloc)
 	}
-	if p.errs.Len() == before {
+	if p.errs.Count() == before {
 		if err := t.analyze(); err != nil {
 			p.errs.AddHint(err.Pos, err.Hint, "tensor %q: %s", t.Name, err.Msg)
 		} else {
 			p.checkPadded(t)
 		}
 	}
-	return p.errs.Len() == before
+	return p.errs.Count() == before
 }
 
 func (p *parser) replay(t *Tensor, n *yaml.Node) {

@@ -1,0 +1,80 @@
+package ir
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+
+	"github.com/nvcomm/nvcomm/internal/diag"
+)
+
+// errList collects a file's diagnostics as a diag.List does, with one
+// difference: it keeps the first diag.MaxErrors by position, not the first
+// reported. The parser checks a file in passes (its structure, then the
+// ops' shapes and shardings) that report in their own order, and a user
+// fixing a file top down wants its first errors, whichever pass found
+// them. Identical diagnostics are kept once, as in a diag.List.
+type errList struct {
+	file string
+	// items are the kept diagnostics, sorted by position, ties in the
+	// order they were reported.
+	items []diag.Diagnostic
+	// dropped counts the diagnostics beyond the kept ones.
+	dropped int
+}
+
+// Add records an error at pos; the message is formatted with fmt.Sprintf.
+func (l *errList) Add(pos diag.Pos, format string, args ...any) {
+	l.AddHint(pos, "", format, args...)
+}
+
+// AddHint records an error at pos with a hint.
+func (l *errList) AddHint(pos diag.Pos, hint, format string, args ...any) {
+	d := diag.Diagnostic{File: l.file, Pos: pos, Message: fmt.Sprintf(format, args...), Hint: hint}
+	if slices.Contains(l.items, d) {
+		return
+	}
+	// The first kept diagnostic after d: d goes before it, after those at
+	// its own position.
+	i, _ := slices.BinarySearchFunc(l.items, d, func(a, b diag.Diagnostic) int {
+		if c := comparePos(a.Pos, b.Pos); c != 0 {
+			return c
+		}
+		return -1 // a was reported first
+	})
+	if len(l.items) < diag.MaxErrors {
+		l.items = slices.Insert(l.items, i, d)
+		return
+	}
+	l.dropped++
+	if i < len(l.items) {
+		// d comes before the last kept one, which it replaces.
+		copy(l.items[i+1:], l.items[i:len(l.items)-1])
+		l.items[i] = d
+	}
+}
+
+// comparePos orders positions as diag.List prints them: by line, then by
+// column (an unknown position first).
+func comparePos(a, b diag.Pos) int {
+	return cmp.Or(cmp.Compare(a.Line, b.Line), cmp.Compare(a.Col, b.Col))
+}
+
+// Count is the number of distinct errors reported so far, kept or
+// dropped: a check compares it before and after to learn whether it
+// found a problem, which the kept ones alone cannot tell once the list is
+// full.
+func (l *errList) Count() int { return len(l.items) + l.dropped }
+
+// List returns the diagnostics as a diag.List.
+func (l *errList) List() *diag.List {
+	return &diag.List{File: l.file, Items: slices.Clone(l.items), Dropped: l.dropped}
+}
+
+// Err returns the diagnostics as a *diag.List, or nil when there are none.
+func (l *errList) Err() error {
+	if l.Count() == 0 {
+		return nil
+	}
+	return l.List()
+}
