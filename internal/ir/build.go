@@ -270,7 +270,7 @@ func (p *parser) resolveInput(t *Tensor) bool {
 	var pls []placement
 	note := ""
 	if rt.placements != nil {
-		if pls, ok = p.placements(rt.placements, t.Mesh, what+" placements"); !ok {
+		if pls, ok = p.placementsOf(rt, t.Mesh, what+" placements"); !ok {
 			return false
 		}
 		if pl, i, ok := partialOf(pls); ok {

@@ -213,6 +213,30 @@ in.yaml:8:26: error: ops[0]: matmul contracts axis 1 of "x" (k = 8) with axis 0 
 in.yaml:10:5: error: ops[2]: sum needs an "axis" to reduce
 in.yaml:11:17: error: outputs: unknown tensor "nope"`,
 		},
+		{
+			// A placements list's own errors are reported when the op
+			// producing the tensor is broken (s2); an output whose
+			// placements are wrong still has its shape, so the add
+			// reading y is checked.
+			name: "an output's placements",
+			src: `meshes:
+  m: [0, 1]
+tensors:
+  x: {mesh: m, shape: [4, 8]}
+  z: {mesh: m, shape: [4, 3]}
+  y: {mesh: m, placements: [Shard(0), Shard(1)]}
+  s2: {mesh: m, placements: [Shard(0), Replicate()]}
+ops:
+  - {op: relu, in: x, out: y}
+  - {op: add, in: [y, z], out: r}
+  - {op: sum, in: x, out: s}
+  - {op: relu, in: s, out: s2}
+`,
+			want: `in.yaml:6:28: error: tensor "y" placements: expected one placement per axis of mesh "m" (1), got 2
+in.yaml:7:29: error: tensor "s2" placements: expected one placement per axis of mesh "m" (1), got 2
+in.yaml:10:23: error: ops[1]: add operands do not broadcast: axis 1 has extent 8 in "y" and 3 in "z"; extents must be equal, or 1 in one operand, which is then repeated (torch's broadcasting rule)
+in.yaml:11:5: error: ops[2]: sum needs an "axis" to reduce`,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

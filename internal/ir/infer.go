@@ -337,7 +337,7 @@ func (p *parser) declareOutput(op *Op) bool {
 	var pls []placement
 	if rt.placements != nil {
 		var ok bool
-		if pls, ok = p.placements(rt.placements, out.Mesh, what+" placements"); !ok {
+		if pls, ok = p.placementsOf(rt, out.Mesh, what+" placements"); !ok {
 			return false
 		}
 		if !p.checkOutputPartial(op, pls, what+" placements") {

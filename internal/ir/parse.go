@@ -104,6 +104,10 @@ type rawTensor struct {
 	// reported, or names a broken mesh: build checks it no further, and
 	// the ops reading it are not checked.
 	broken bool
+	// pls are the placements decoded for the mesh plsMesh, the one the
+	// tensor declares (placementsOf).
+	pls     []placement
+	plsMesh *Mesh
 }
 
 // what names the tensor in messages, `tensor "t0"`: built once, though
@@ -476,4 +480,13 @@ func (p *parser) parseTensor(rt *rawTensor, n *yaml.Node) {
 		p.extents(rt.shape, what+" shape")
 	}
 	rt.broken = p.errs.Count() > before || rt.mesh != nil && m == nil
+	if m != nil && rt.placements != nil {
+		// The list's own errors (an entry, how many) are reported even
+		// when the op producing the tensor is broken. They leave it
+		// unbroken: an output's shape comes from its op, and the ops
+		// reading it are still checked; build reports them again.
+		if pls, ok := p.placements(rt.placements, m, what+" placements"); ok {
+			rt.pls, rt.plsMesh = pls, m
+		}
+	}
 }

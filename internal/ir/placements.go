@@ -37,6 +37,15 @@ type placement struct {
 // op is a Partial placement's reduce op.
 func (pl placement) op() OpKind { return OpKind(pl.Op) }
 
+// placementsOf decodes rt's placements for the tensor on mesh m, or
+// returns those parseTensor decoded for it.
+func (p *parser) placementsOf(rt *rawTensor, m *Mesh, what string) ([]placement, bool) {
+	if rt.pls != nil && rt.plsMesh == m {
+		return rt.pls, true
+	}
+	return p.placements(rt.placements, m, what)
+}
+
 // placements decodes a placements list for a tensor on mesh m.
 func (p *parser) placements(n *yaml.Node, m *Mesh, what string) ([]placement, bool) {
 	items, ok := p.w.sequence(n, what)
