@@ -335,7 +335,7 @@ var schemaRejects = map[string][]string{
 		"arity_linear", "arity_matmul", "arity_unary", "axes_on_add", "axes_on_sum", "axis_on_matmul", "set_with_axis",
 	},
 	"several errors, one of them of the kinds above": {
-		"layer_several_errors", "several_errors", "too_many_errors",
+		"layer_several_errors", "several_errors", "too_many_errors", "independent_errors",
 	},
 }
 
