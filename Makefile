@@ -66,6 +66,7 @@ bench-scale:
 fuzz:
 	$(GO) test ./internal/ir -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) -parallel 2
 	$(GO) test ./internal/plan -run '^$$' -fuzz '^FuzzDecodeValidate$$' -fuzztime $(FUZZTIME) -parallel 2
+	$(GO) test ./internal/plan -run '^$$' -fuzz '^FuzzFastDecode$$' -fuzztime $(FUZZTIME) -parallel 2
 	$(GO) test ./internal/lower -run '^$$' -fuzz '^FuzzCertify$$' -fuzztime $(FUZZTIME) -parallel 2
 	$(GO) test ./internal/cost -run '^$$' -fuzz '^FuzzParseTopology$$' -fuzztime $(FUZZTIME) -parallel 2
 	$(GO) test ./internal/cost -run '^$$' -fuzz '^FuzzFit$$' -fuzztime $(FUZZTIME) -parallel 2

@@ -41,7 +41,19 @@ func Marshal(p *Plan) ([]byte, error) {
 // (two that differ only in case, in a struct), trailing data and a format
 // other than [Format] are errors. Errors are a *diag.List positioned by line
 // and column where the JSON decoder says where.
+//
+// A plan as Encode writes it is read by fastDecode; any other goes to
+// encoding/json, which decodes to the same plan or reports the error.
 func Decode(file string, src []byte) (*Plan, error) {
+	if p, ok := fastDecode(src); ok {
+		return p, nil
+	}
+	return decodeLibrary(file, src)
+}
+
+// decodeLibrary is Decode with encoding/json, and findDuplicate for what it
+// lets through.
+func decodeLibrary(file string, src []byte) (*Plan, error) {
 	errs := &diag.List{File: file}
 	dec := json.NewDecoder(bytes.NewReader(src))
 	dec.DisallowUnknownFields()

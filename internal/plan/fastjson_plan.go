@@ -1,0 +1,541 @@
+package plan
+
+// The plan's schema for fastDecode, type by type: each object reads its
+// fields by their exact names, each once (the bits of seen), and gives up
+// on any other key, so that encoding/json reports it.
+
+func (d *fastDecoder) plan(p *Plan) {
+	if !d.object() {
+		d.fail() // a plan of null: encoding/json reports its format, 0
+	}
+	var seen uint32
+	for k, more := d.firstKey(); more; k, more = d.nextKey() {
+		switch string(k) {
+		case "format":
+			d.once(&seen, 1<<0)
+			p.Format = d.int()
+		case "fusion":
+			d.once(&seen, 1<<1)
+			p.Fusion = d.string()
+		case "policy":
+			d.once(&seen, 1<<2)
+			p.Policy = d.string()
+		case "objective":
+			d.once(&seen, 1<<3)
+			p.Objective = d.string()
+		case "meshes":
+			d.once(&seen, 1<<4)
+			p.Meshes = d.meshes()
+		case "tensors":
+			d.once(&seen, 1<<5)
+			p.Tensors = d.tensors()
+		case "ops":
+			d.once(&seen, 1<<6)
+			p.Ops = d.ops(len(p.Tensors))
+		case "steps":
+			d.once(&seen, 1<<7)
+			p.Steps = d.steps()
+		case "summary":
+			d.once(&seen, 1<<8)
+			d.summary(&p.Summary)
+		default:
+			d.fail()
+		}
+	}
+}
+
+// meshes reads the map of meshes: a name repeated gives up.
+func (d *fastDecoder) meshes() map[string]Mesh {
+	if !d.object() {
+		return nil
+	}
+	m := make(map[string]Mesh)
+	for k, more := d.firstKey(); more; k, more = d.nextKey() {
+		name := d.intern(k) // tensors name their mesh
+		if _, dup := m[name]; dup {
+			d.fail()
+		}
+		var mesh Mesh
+		d.mesh(&mesh)
+		m[name] = mesh
+	}
+	return m
+}
+
+func (d *fastDecoder) mesh(m *Mesh) {
+	if !d.object() {
+		return
+	}
+	var seen uint32
+	for k, more := d.firstKey(); more; k, more = d.nextKey() {
+		switch string(k) {
+		case "shape":
+			d.once(&seen, 1<<0)
+			m.Shape = d.intList()
+		case "devices":
+			d.once(&seen, 1<<1)
+			m.Devices = d.intList()
+		default:
+			d.fail()
+		}
+	}
+}
+
+func (d *fastDecoder) tensors() []Tensor {
+	if !d.list() {
+		return nil
+	}
+	var ts blocks[Tensor]
+	for more := d.firstItem(); more; more = d.nextItem() {
+		d.tensor(ts.next())
+	}
+	d.text.flush()
+	return ts.all()
+}
+
+func (d *fastDecoder) tensor(t *Tensor) {
+	if !d.object() {
+		return
+	}
+	var seen uint32
+	for k, more := d.firstKey(); more; k, more = d.nextKey() {
+		switch string(k) {
+		case "name":
+			d.once(&seen, 1<<0)
+			d.textInto(&t.Name)
+		case "dtype":
+			d.once(&seen, 1<<1)
+			t.DType = d.symbol(&d.dtypes)
+		case "mesh":
+			d.once(&seen, 1<<2)
+			t.Mesh = d.symbol(&d.meshNames)
+		case "shape":
+			d.once(&seen, 1<<3)
+			t.Shape = d.intList()
+		case "reduction_axes":
+			d.once(&seen, 1<<4)
+			t.ReductionAxes = d.intList()
+		case "schedule":
+			d.once(&seen, 1<<5)
+			t.Schedule = d.schedule()
+		case "allocation":
+			d.once(&seen, 1<<6)
+			t.Allocation = d.intList()
+		case "sharding":
+			d.once(&seen, 1<<7)
+			t.Sharding = d.shardingList()
+		case "local_shape":
+			d.once(&seen, 1<<8)
+			t.LocalShape = d.intList()
+		case "padded_shape":
+			d.once(&seen, 1<<9)
+			t.PaddedShape = d.intList()
+		case "layout":
+			d.once(&seen, 1<<10)
+			t.Layout = d.intList()
+		case "propagated":
+			d.once(&seen, 1<<11)
+			t.Propagated = d.bool()
+		default:
+			d.fail()
+		}
+	}
+}
+
+func (d *fastDecoder) schedule() []ScheduleStep {
+	if !d.list() {
+		return nil
+	}
+	xs := d.scratchSchedule[:0]
+	for more := d.firstItem(); more; more = d.nextItem() {
+		xs = append(xs, ScheduleStep{})
+		d.scheduleStep(&xs[len(xs)-1])
+	}
+	d.scratchSchedule = xs
+	out := d.schedules.take(xs)
+	clear(xs) // drop the references
+	return out
+}
+
+func (d *fastDecoder) scheduleStep(s *ScheduleStep) {
+	if !d.object() {
+		return
+	}
+	var seen uint32
+	for k, more := d.firstKey(); more; k, more = d.nextKey() {
+		switch string(k) {
+		case "split":
+			d.once(&seen, 1<<0)
+			s.Split = d.split()
+		case "outer_split":
+			d.once(&seen, 1<<1)
+			s.OuterSplit = d.split()
+		case "merge":
+			d.once(&seen, 1<<2)
+			s.Merge = d.merge()
+		case "reorder":
+			d.once(&seen, 1<<3)
+			s.Reorder = d.intList()
+		case "parallelize":
+			d.once(&seen, 1<<4)
+			s.Parallelize = d.parallelize()
+		default:
+			d.fail()
+		}
+	}
+}
+
+func (d *fastDecoder) split() *SplitArgs {
+	if !d.object() {
+		return nil
+	}
+	a := d.splits.one()
+	var seen uint32
+	for k, more := d.firstKey(); more; k, more = d.nextKey() {
+		switch string(k) {
+		case "axis":
+			d.once(&seen, 1<<0)
+			a.Axis = d.int()
+		case "factor":
+			d.once(&seen, 1<<1)
+			a.Factor = d.int()
+		default:
+			d.fail()
+		}
+	}
+	return a
+}
+
+func (d *fastDecoder) merge() *AxisArgs {
+	if !d.object() {
+		return nil
+	}
+	a := d.merges.one()
+	var seen uint32
+	for k, more := d.firstKey(); more; k, more = d.nextKey() {
+		switch string(k) {
+		case "axis":
+			d.once(&seen, 1<<0)
+			a.Axis = d.int()
+		default:
+			d.fail()
+		}
+	}
+	return a
+}
+
+func (d *fastDecoder) parallelize() *ParallelizeArgs {
+	if !d.object() {
+		return nil
+	}
+	a := d.parallels.one()
+	var seen uint32
+	for k, more := d.firstKey(); more; k, more = d.nextKey() {
+		switch string(k) {
+		case "axis":
+			d.once(&seen, 1<<0)
+			a.Axis = d.int()
+		case "type":
+			d.once(&seen, 1<<1)
+			a.Type = d.symbol(&d.shardTypes)
+		default:
+			d.fail()
+		}
+	}
+	return a
+}
+
+func (d *fastDecoder) shardingList() []Sharding {
+	if !d.list() {
+		return nil
+	}
+	xs := d.scratchShardings[:0]
+	for more := d.firstItem(); more; more = d.nextItem() {
+		xs = append(xs, Sharding{})
+		d.sharding(&xs[len(xs)-1])
+	}
+	d.scratchShardings = xs
+	out := d.shardings.take(xs)
+	clear(xs) // drop the references
+	return out
+}
+
+func (d *fastDecoder) sharding(s *Sharding) {
+	if !d.object() {
+		return
+	}
+	var seen uint32
+	for k, more := d.firstKey(); more; k, more = d.nextKey() {
+		switch string(k) {
+		case "type":
+			d.once(&seen, 1<<0)
+			s.Type = d.symbol(&d.shardTypes)
+		case "logical_axis":
+			d.once(&seen, 1<<1)
+			s.LogicalAxis = d.int()
+		case "shape_axis":
+			d.once(&seen, 1<<2)
+			s.ShapeAxis = d.intPtr()
+		case "kind":
+			d.once(&seen, 1<<3)
+			s.Kind = d.symbol(&d.shardKinds)
+		case "logical_axes":
+			d.once(&seen, 1<<4)
+			s.LogicalAxes = d.intList()
+		default:
+			d.fail()
+		}
+	}
+}
+
+// ops reads the list of ops, in place when it has at most tensors ops,
+// as a plan has: an op's output is a tensor of its own.
+func (d *fastDecoder) ops(tensors int) []Op {
+	if !d.list() {
+		return nil
+	}
+	var ops blocks[Op]
+	for more := d.firstItem(); more; more = d.nextItem() {
+		if ops.n == 0 {
+			ops.reserve(tensors)
+		}
+		d.op(ops.next())
+	}
+	d.text.flush()
+	return ops.all()
+}
+
+func (d *fastDecoder) op(o *Op) {
+	if !d.object() {
+		return
+	}
+	var seen uint32
+	for k, more := d.firstKey(); more; k, more = d.nextKey() {
+		switch string(k) {
+		case "index":
+			d.once(&seen, 1<<0)
+			o.Index = d.int()
+		case "op":
+			d.once(&seen, 1<<1)
+			o.Op = d.symbol(&d.opNames)
+		case "input":
+			d.once(&seen, 1<<2)
+			d.textInto(&o.Input)
+		case "inputs":
+			d.once(&seen, 1<<3)
+			o.Inputs = d.symbolList()
+		case "output":
+			d.once(&seen, 1<<4)
+			d.textInto(&o.Output)
+		case "axis":
+			d.once(&seen, 1<<5)
+			o.Axis = d.intPtr()
+		case "axes":
+			d.once(&seen, 1<<6)
+			o.Axes = d.intList()
+		default:
+			d.fail()
+		}
+	}
+}
+
+// steps reads the list of steps, in place once its length is foreseen.
+func (d *fastDecoder) steps() []Step {
+	if !d.list() {
+		return nil
+	}
+	var steps blocks[Step]
+	start := d.pos
+	for more := d.firstItem(); more; more = d.nextItem() {
+		if steps.n == foresee {
+			d.text.flush()
+			steps.reserve(d.foreseeLength(start, steps.n))
+		}
+		d.step(steps.next())
+	}
+	d.text.flush()
+	return steps.all()
+}
+
+func (d *fastDecoder) step(s *Step) {
+	if !d.object() {
+		return
+	}
+	var seen uint32
+	for k, more := d.firstKey(); more; k, more = d.nextKey() {
+		switch string(k) {
+		case "id":
+			d.once(&seen, 1<<0)
+			s.ID = d.int()
+		case "op":
+			d.once(&seen, 1<<1)
+			s.Op = d.int()
+		case "expr":
+			d.once(&seen, 1<<2)
+			d.textInto(&s.Expr)
+		case "kind":
+			d.once(&seen, 1<<3)
+			s.Kind = d.symbol(&d.kinds)
+		case "type":
+			d.once(&seen, 1<<4)
+			s.Type = d.symbol(&d.types)
+		case "teams":
+			d.once(&seen, 1<<5)
+			s.Teams = d.intLists()
+		case "devices":
+			d.once(&seen, 1<<6)
+			s.Devices = d.intList()
+		case "root":
+			d.once(&seen, 1<<7)
+			s.Root = d.intPtr()
+		case "reduce_op":
+			d.once(&seen, 1<<8)
+			s.ReduceOp = d.symbolPtr()
+		case "input":
+			d.once(&seen, 1<<9)
+			d.textInto(&s.Input)
+		case "inputs":
+			d.once(&seen, 1<<10)
+			s.Inputs = d.symbolList()
+		case "output":
+			d.once(&seen, 1<<11)
+			d.textInto(&s.Output)
+		case "axis":
+			d.once(&seen, 1<<12)
+			s.Axis = d.intPtr()
+		case "count":
+			d.once(&seen, 1<<13)
+			d.count(&s.Count)
+		case "dims":
+			d.once(&seen, 1<<14)
+			s.Dims = d.intList()
+		case "perm":
+			d.once(&seen, 1<<15)
+			s.Perm = d.intList()
+		case "reduce_dims":
+			d.once(&seen, 1<<16)
+			s.ReduceDims = d.intList()
+		case "valid":
+			d.once(&seen, 1<<17)
+			s.Valid = d.intLists()
+		case "fill":
+			d.once(&seen, 1<<18)
+			s.Fill = d.symbolPtr()
+		case "func":
+			d.once(&seen, 1<<19)
+			s.Func = d.symbolPtr()
+		case "input_dims":
+			d.once(&seen, 1<<20)
+			s.InputDims = d.intLists()
+		case "broadcast_b":
+			d.once(&seen, 1<<21)
+			s.BroadcastB = d.bool()
+		case "transpose_b":
+			d.once(&seen, 1<<22)
+			s.TransposeB = d.bool()
+		case "send_counts":
+			d.once(&seen, 1<<23)
+			s.SendCounts = d.intLists()
+		case "bytes":
+			d.once(&seen, 1<<24)
+			s.Bytes = d.bytesPtr()
+		default:
+			d.fail()
+		}
+	}
+}
+
+func (d *fastDecoder) count(c *Count) {
+	if !d.object() {
+		return
+	}
+	var seen uint32
+	for k, more := d.firstKey(); more; k, more = d.nextKey() {
+		switch string(k) {
+		case "input":
+			d.once(&seen, 1<<0)
+			c.Input = d.int()
+		case "output":
+			d.once(&seen, 1<<1)
+			c.Output = d.int()
+		default:
+			d.fail()
+		}
+	}
+}
+
+func (d *fastDecoder) bytesPtr() *Bytes {
+	if !d.object() {
+		return nil
+	}
+	b := d.bytes.one()
+	var seen uint32
+	for k, more := d.firstKey(); more; k, more = d.nextKey() {
+		switch string(k) {
+		case "sent_per_device":
+			d.once(&seen, 1<<0)
+			b.SentPerDevice = d.integer()
+		case "received_per_device":
+			d.once(&seen, 1<<1)
+			b.ReceivedPerDevice = d.integer()
+		case "lower_bound":
+			d.once(&seen, 1<<2)
+			b.LowerBound = d.integer()
+		default:
+			d.fail()
+		}
+	}
+	return b
+}
+
+func (d *fastDecoder) summary(s *Summary) {
+	if !d.object() {
+		return
+	}
+	var seen uint32
+	for k, more := d.firstKey(); more; k, more = d.nextKey() {
+		switch string(k) {
+		case "collectives":
+			d.once(&seen, 1<<0)
+			s.Collectives = d.int()
+		case "local_steps":
+			d.once(&seen, 1<<1)
+			s.LocalSteps = d.int()
+		case "by_type":
+			d.once(&seen, 1<<2)
+			s.ByType = d.byType()
+		case "bytes_received_max":
+			d.once(&seen, 1<<3)
+			s.BytesReceivedMax = d.integer()
+		case "bytes_lower_bound":
+			d.once(&seen, 1<<4)
+			s.BytesLowerBound = d.integer()
+		case "bytes_ratio":
+			d.once(&seen, 1<<5)
+			if !d.isNull() {
+				r := d.floatPtrs.one()
+				*r = d.number()
+				s.BytesRatio = r
+			}
+		default:
+			d.fail()
+		}
+	}
+}
+
+// byType reads the summary's counts by step type: a type repeated gives
+// up.
+func (d *fastDecoder) byType() map[string]int {
+	if !d.object() {
+		return nil
+	}
+	m := make(map[string]int)
+	for k, more := d.firstKey(); more; k, more = d.nextKey() {
+		typ := d.intern(k)
+		if _, dup := m[typ]; dup {
+			d.fail()
+		}
+		m[typ] = d.int()
+	}
+	return m
+}
