@@ -16,7 +16,7 @@ import (
 // \u escape, invalid UTF-8, a type mismatch, data after the plan, a format
 // other than [Format] — makes it give up (ok false), and encoding/json
 // decodes the plan instead, errors included, so every diagnostic stays the
-// library's. encoding/json takes about ten times as long
+// library's. encoding/json takes six to nine times as long
 // (BenchmarkDecode): it reflects on every field and allocates every
 // string, list and pointer, and findDuplicate scans the bytes again. Here
 // the schema is code, repeated names are interned, and lists, pointers and
