@@ -54,7 +54,7 @@ func Certify(p *plan.Plan) (problems []plan.Problem, unproven []int) {
 		ps.Addf(-1, "", "objective %q: only policy optimal has an objective", p.Objective)
 		return ps.List(), nil
 	}
-	again, err := Lower(f, Options{Policy: policy, Objective: Objective(p.Objective)})
+	again, err := lowerSteps(f, Options{Policy: policy, Objective: Objective(p.Objective)})
 	if err != nil {
 		addLowerErrors(&ps, policy, err)
 		return ps.List(), nil
@@ -231,11 +231,11 @@ func jsonText(v any) string {
 // lowering of its fusion, and each op's steps with nvcomm's: where they
 // are nvcomm's but for axes and bytes, the axes and bounds must be
 // nvcomm's too. It returns the ops lowered another way.
-func checkSteps(p, again *plan.Plan, ps *plan.Problems) (unproven []int) {
-	if got, want := p.Summary.BytesLowerBound, again.Summary.BytesLowerBound; got != want {
+func checkSteps(p *plan.Plan, again *lowerer, ps *plan.Problems) (unproven []int) {
+	if got, want := p.Summary.BytesLowerBound, again.ledger.LowerBound(); got != want {
 		ps.Addf(-1, "", "summary: bytes_lower_bound is %d, but nvcomm computes %d for the plan's fusion (policy %s)", got, want, p.Policy)
 	}
-	mine, theirs := stepsByOp(p.Steps, len(p.Ops)), stepsByOp(again.Steps, len(p.Ops))
+	mine, theirs := stepsByOp(p.Steps, len(p.Ops)), stepsByOp(again.ledger.Steps(), len(p.Ops))
 	for op := range mine {
 		if !slices.EqualFunc(mine[op], theirs[op], sameStep) {
 			unproven = append(unproven, op)

@@ -68,6 +68,17 @@ type Options struct {
 // Lower compiles f into a plan. Ops the policy cannot lower correctly are
 // errors (a *diag.List) naming the op, its YAML position and the reason.
 func Lower(f *ir.Fusion, opts Options) (*plan.Plan, error) {
+	l, err := lowerSteps(f, opts)
+	if err != nil {
+		return nil, err
+	}
+	return l.plan(), nil
+}
+
+// lowerSteps runs the passes of Lower and returns the lowerer, whose
+// ledger holds the steps and bounds, without assembling the plan: Certify
+// compares only those.
+func lowerSteps(f *ir.Fusion, opts Options) (*lowerer, error) {
 	planner, err := reshard.NewPlanner(opts.Policy, opts.Objective, opts.Topology)
 	if err != nil {
 		return nil, err
@@ -92,7 +103,7 @@ func Lower(f *ir.Fusion, opts Options) (*plan.Plan, error) {
 	if err := l.ledger.Err(); err != nil {
 		return nil, err
 	}
-	return l.plan(), nil
+	return l, nil
 }
 
 // reserveProbe is the number of ops whose steps Lower counts to reserve
