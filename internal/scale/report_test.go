@@ -49,7 +49,7 @@ func TestScaleReport(t *testing.T) {
 	dir := t.TempDir()
 	// The children first: Linux counts in a child's peak the memory of
 	// the parent it was forked from, so the parent must still be small.
-	memory := lowerMemoryRows(t, dir)
+	memory := lowerCommandRows(t, dir)
 	bigMemory := bigMemoryRows(t, dir)
 	var rows []row
 	rows = append(rows, familyRows(t)...)
@@ -168,21 +168,19 @@ func measureFamily(t *testing.T, f scale.Family, n int) measured {
 	return m
 }
 
-// familyRows lowers, validates and simulates every family at 10k and
-// 100k ops: lower within twice YAML decoding of the same file, growing
-// linearly (100k ops within 12 times the 10k time), validate within half
-// of lower and simulate within twice.
+// familyRows lowers, validates and simulates every family's 100k ops in
+// process: lower within twice YAML decoding of the same file, validate
+// within half of lower and simulate within twice.
 func familyRows(t *testing.T) []row {
 	var rows []row
 	for _, f := range scale.Families {
-		small, big := measureFamily(t, f, 10_000), measureFamily(t, f, 100_000)
-		lowerX, growth := ratio(big.lower.total(), big.lower.decode), ratio(big.lower.total(), small.lower.total())
+		big := measureFamily(t, f, 100_000)
+		lowerX := ratio(big.lower.total(), big.lower.decode)
 		validateX, simulateX := ratio(big.validate.total(), big.lower.total()), ratio(big.simulate, big.lower.total())
 		before := familyBefore[f.Name]
 		rows = append(rows,
 			row{f.Name + ": `lower` 100k ops ÷ YAML decode", before[0], fmt.Sprintf("%.2f× (%s; parse %.2f×, encode %.2f×)", lowerX,
 				secs(big.lower.total()), ratio(big.lower.parse, big.lower.decode), ratio(big.lower.encode, big.lower.decode)), "≤ 2×", lowerX <= 2},
-			row{f.Name + ": `lower` 100k ÷ 10k ops", before[1], fmt.Sprintf("%.1f×", growth), "≤ 12×", growth <= 12},
 			row{f.Name + ": `validate` 100k ops ÷ lower", before[2], fmt.Sprintf("%.2f× (%s; decode %.2f×, validate %.2f×, certify %.2f×)", validateX,
 				secs(big.validate.total()), ratio(big.validate.decode, big.lower.total()), ratio(big.validate.validate, big.lower.total()),
 				ratio(big.validate.certify, big.lower.total())), "≤ 0.5×", validateX <= 0.5},
@@ -192,19 +190,35 @@ func familyRows(t *testing.T) []row {
 	return rows
 }
 
-// lowerMemoryRows runs `nvcomm lower` on every family's 100k ops in a
-// child and compares its peak resident memory with the size of the
-// fusion file.
-func lowerMemoryRows(t *testing.T, dir string) []row {
+// lowerCommandRows runs `nvcomm lower` in a child on every family's 10k
+// and 100k ops, as a user runs it (start-up, reading the file, fresh
+// memory and writing the plan included): its time grows linearly (100k
+// ops within 12 times the 10k ops, the fastest of three runs), and its
+// peak resident memory on 100k ops is within 10 times the file.
+func lowerCommandRows(t *testing.T, dir string) []row {
 	var rows []row
 	for _, f := range scale.Families {
-		src := f.Gen(100_000)
-		file := filepath.Join(dir, f.Name+".yaml")
-		if err := os.WriteFile(file, src, 0o644); err != nil {
-			t.Fatal(err)
+		var wall [2]time.Duration
+		var src []byte
+		var peak int64
+		for i, n := range []int{10_000, 100_000} {
+			src = f.Gen(n)
+			file := filepath.Join(dir, sizeName(f.Name, n)+".yaml")
+			if err := os.WriteFile(file, src, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			for k := range repeats(n) {
+				w, p := runCommand(t, "lower", file, "-o", filepath.Join(dir, f.Name+".json"))
+				if k == 0 || w < wall[i] {
+					wall[i] = w
+				}
+				peak = p
+			}
 		}
-		work := f.Name + ": `lower` 100k ops, peak RSS ÷ file"
-		peak := peakRSS(t, "lower", file, "-o", filepath.Join(dir, f.Name+".json"))
+		growth := ratio(wall[1], wall[0])
+		rows = append(rows, row{f.Name + ": `nvcomm lower` 100k ÷ 10k ops", familyBefore[f.Name][1],
+			fmt.Sprintf("%.1f× (%s, %s)", growth, secs(wall[0]), secs(wall[1])), "≤ 12×", growth <= 12})
+		work := f.Name + ": `nvcomm lower` 100k ops, peak RSS ÷ file"
 		if peak == 0 {
 			rows = append(rows, row{work, "", "not measured here", "≤ 10×", true})
 			continue
@@ -270,7 +284,7 @@ func bigMemoryRows(t *testing.T, dir string) []row {
 		if err := os.WriteFile(file, big.Src, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if peak := peakRSS(t, "simulate", "--max-bytes", "17179869184", file); peak > 0 {
+		if _, peak := runCommand(t, "simulate", "--max-bytes", "17179869184", file); peak > 0 {
 			x := float64(peak) / float64(held)
 			rows = append(rows, row{fmt.Sprintf("`simulate` 64 MiB %s, peak RSS ÷ bytes held", big.Name), "20–100×",
 				fmt.Sprintf("%.1f× (%s)", x, megabytes(peak)), "≤ 4×", x <= 4})
@@ -280,7 +294,8 @@ func bigMemoryRows(t *testing.T, dir string) []row {
 }
 
 // meshRow lowers every sharding change on every 3-D mesh of 4,096 devices
-// and reports the slowest.
+// and compares the slowest with YAML decoding of the 10k-op chain in the
+// same run (the goal was 0.2 s where that decode took 0.05 s: 4×).
 func meshRow(t *testing.T) row {
 	var slowest time.Duration
 	var which string
@@ -293,21 +308,27 @@ func meshRow(t *testing.T) row {
 			}
 		}
 	}
-	return row{"`lower`, every 4,096-device 3-D mesh × 3 three-axis changes, slowest", "3.05 s (8×8×64)",
-		fmt.Sprintf("%s (%s)", secs(slowest), which), "≤ 0.2 s", slowest <= 200*time.Millisecond}
+	src := scale.Chain(10_000, scale.Mesh1D)
+	decode := fastest(t, 3, func() (time.Duration, error) { return scale.YAMLDecode(src) })
+	x := ratio(slowest, decode)
+	return row{"`lower`, every 4,096-device 3-D mesh × 3 three-axis changes, slowest ÷ YAML decode of chain1d_10k", "3.05 s (8×8×64)",
+		fmt.Sprintf("%.1f× (%s, %s; decode %s)", x, secs(slowest), which, secs(decode)), "≤ 4×", x <= 4}
 }
 
-// peakRSS runs this test binary as nvcomm with args and returns its peak
-// resident memory in bytes, or 0 where the system does not say.
-func peakRSS(t *testing.T, args ...string) int64 {
+// runCommand runs this test binary as nvcomm with args and returns its
+// wall time and peak resident memory in bytes (0 where the system does
+// not say).
+func runCommand(t *testing.T, args ...string) (time.Duration, int64) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), cliEnv+"=1")
+	start := time.Now()
 	out, err := cmd.CombinedOutput()
+	wall := time.Since(start)
 	if err != nil {
 		t.Fatalf("nvcomm %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
-	return maxRSS(cmd.ProcessState)
+	return wall, maxRSS(cmd.ProcessState)
 }
 
 // printReport writes rows as a Markdown table.
