@@ -15,11 +15,24 @@ type call struct {
 	team []int
 	size int64 // bytes per element
 	slab *slab // the machine's, for small outputs
-	in   [][]float64
-	held []bool // whether each member holds the input buffer
-	out  [][]float64
+	// rope says whether an output that puts chunks together lists them
+	// (a rope) rather than copying them (listsChunks).
+	rope bool
+	// reduced are the reference's reductions by the values they read
+	// (combinationKey): a reduction that reads the same shares them.
+	reduced map[string]vec
+	in      []vec
+	held    []bool // whether each member holds the input buffer
+	out     []vec  // a zero vec: the member gets no output
 	// sent and recv are bytes per member.
 	sent, recv []int64
+	spans      []span // the chunks of one output, reused
+}
+
+// chunks returns the call's scratch for n chunks.
+func (c *call) chunks(n int) []span {
+	c.spans = resize(c.spans, n)
+	return c.spans
 }
 
 // collectives maps each collective type to its semantics (docs/plan.md).
@@ -44,14 +57,15 @@ func allgather(c *call) error {
 	if err := c.wantOutput(len(c.team) * n); err != nil {
 		return err
 	}
-	// The first member's output is the concatenation and the others copy
-	// it: no temporary buffer, so the memory estimate holds.
+	// Every member's output is the same values, which never change: the
+	// members share one.
+	parts := c.chunks(len(c.team))
+	for r, in := range c.in {
+		parts[r] = span{in, 0, n}
+	}
+	out := join(parts, c.rope, c.slab)
 	for r := range c.team {
-		if r == 0 {
-			c.out[r] = c.slab.concat(c.in...)
-		} else {
-			c.out[r] = c.slab.clone(c.out[0])
-		}
+		c.out[r] = out
 		c.move(r, int64(len(c.team)-1)*int64(n), int64(len(c.team)-1)*int64(n))
 	}
 	return nil
@@ -73,11 +87,11 @@ func reduceScatter(c *call) error {
 		return err
 	}
 	for r := range c.team {
-		parts := make([][]float64, len(c.team))
+		parts := c.chunks(len(c.team))
 		for i, in := range c.in {
-			parts[i] = in[r*m : (r+1)*m]
+			parts[i] = span{in, r * m, (r + 1) * m}
 		}
-		c.out[r] = elementwise(op, parts)
+		c.out[r] = c.combine(op, parts)
 		c.move(r, int64(len(c.team)-1)*int64(m), int64(len(c.team)-1)*int64(m))
 	}
 	return nil
@@ -96,12 +110,13 @@ func allreduce(c *call) error {
 		return err
 	}
 	t := int64(len(c.team))
+	parts := c.chunks(len(c.team))
+	for r, in := range c.in {
+		parts[r] = span{in, 0, n}
+	}
+	out := c.combine(op, parts) // shared by the members, as in allgather
 	for r := range c.team {
-		if r == 0 {
-			c.out[r] = elementwise(op, c.in) // the others copy it, as in allgather
-		} else {
-			c.out[r] = c.slab.clone(c.out[0])
-		}
+		c.out[r] = out
 		// Reduce-scatter then all-gather: 2(T-1)·n/T elements each way,
 		// rounded down after converting to bytes.
 		b := 2 * (t - 1) * int64(n) * c.size / t
@@ -122,11 +137,11 @@ func allToAll(c *call) error {
 		return err
 	}
 	for j := range c.team {
-		parts := make([][]float64, len(c.team))
+		parts := c.chunks(len(c.team))
 		for i, in := range c.in {
-			parts[i] = in[j*m : (j+1)*m]
+			parts[i] = span{in, j * m, (j + 1) * m}
 		}
-		c.out[j] = c.slab.concat(parts...)
+		c.out[j] = join(parts, c.rope, c.slab)
 		c.move(j, int64(len(c.team)-1)*int64(m), int64(len(c.team)-1)*int64(m))
 	}
 	return nil
@@ -160,29 +175,26 @@ func allToAllV(c *call) error {
 			return err
 		}
 	}
+	// lo[k] is where sender k's chunk for the receiver at hand starts.
+	lo := make([]int, len(c.team))
 	for r := range c.team {
-		if c.receives(r) {
-			c.out[r] = c.slab.make(c.s.Count.Output)[:0]
-		}
-	}
-	// Senders in member order, so that each output gets its chunks in
-	// member order.
-	for k := range c.team {
-		if !c.sends(k) {
+		if !c.receives(r) {
 			continue
 		}
-		in, lo := c.in[k], 0
-		for r, n := range c.s.SendCounts[k] {
-			if n == 0 {
-				continue
-			}
-			c.out[r] = append(c.out[r], in[lo:lo+n]...)
-			lo += n
-			if r != k {
-				c.move(k, int64(n), 0)
-				c.move(r, 0, int64(n))
+		// The chunks from the senders in member order.
+		parts := c.chunks(0)
+		for k, row := range c.s.SendCounts {
+			if n := row[r]; n != 0 {
+				parts = append(parts, span{c.in[k], lo[k], lo[k] + n})
+				lo[k] += n
+				if r != k {
+					c.move(k, int64(n), 0)
+					c.move(r, 0, int64(n))
+				}
 			}
 		}
+		c.spans = parts
+		c.out[r] = join(parts, c.rope, c.slab)
 	}
 	return nil
 }
@@ -262,7 +274,7 @@ func broadcast(c *call) error {
 		return err
 	}
 	for r := range c.team {
-		c.out[r] = c.slab.clone(c.in[root])
+		c.out[r] = c.in[root] // the values never change: shared, not copied
 		if r != root {
 			c.move(r, 0, int64(n))
 		}
@@ -284,7 +296,7 @@ func scatter(c *call) error {
 		return err
 	}
 	for r := range c.team {
-		c.out[r] = c.slab.clone(c.in[root][r*m : (r+1)*m])
+		c.out[r] = c.in[root].slice(r*m, (r+1)*m)
 		if r != root {
 			c.move(r, 0, int64(m))
 		}
@@ -301,7 +313,7 @@ func gather(c *call) error {
 	if err := c.wantOutput(len(parts) * c.s.Count.Input); err != nil {
 		return err
 	}
-	c.out[root] = c.slab.concat(parts...)
+	c.out[root] = join(parts, c.rope, c.slab)
 	return nil
 }
 
@@ -317,7 +329,7 @@ func reduce(c *call) error {
 	if err := c.wantOutput(c.s.Count.Input); err != nil {
 		return err
 	}
-	c.out[root] = elementwise(op, parts)
+	c.out[root] = c.combine(op, parts)
 	return nil
 }
 
@@ -329,7 +341,7 @@ func sendRecv(c *call) error {
 	if err := c.wantOutput(n); err != nil {
 		return err
 	}
-	c.out[1] = c.slab.clone(c.in[0])
+	c.out[1] = c.in[0] // shared, as in broadcast
 	if c.team[0] != c.team[1] {
 		c.move(0, int64(n), 0)
 		c.move(1, 0, int64(n))
@@ -339,9 +351,9 @@ func sendRecv(c *call) error {
 
 // fromHolders collects, in team order, the inputs of the members that hold
 // one (Gather, Reduce) and books their traffic to the root.
-func (c *call) fromHolders() ([][]float64, int, error) {
+func (c *call) fromHolders() ([]span, int, error) {
 	root := slices.Index(c.team, *c.s.Root)
-	var parts [][]float64
+	parts := c.chunks(0)
 	for r, ok := range c.held {
 		if !ok {
 			continue
@@ -349,12 +361,13 @@ func (c *call) fromHolders() ([][]float64, int, error) {
 		if err := c.checkSize(r, c.s.Count.Input); err != nil {
 			return nil, 0, err
 		}
-		parts = append(parts, c.in[r])
+		parts = append(parts, span{c.in[r], 0, c.in[r].len()})
 		if r != root {
 			c.move(r, int64(c.s.Count.Input), 0)
 			c.move(root, 0, int64(c.s.Count.Input))
 		}
 	}
+	c.spans = parts
 	if len(parts) == 0 {
 		return nil, 0, c.errorf("no member of team %v holds buffer %q", c.team, c.s.Input)
 	}
@@ -405,17 +418,17 @@ func (c *call) require(r int) error {
 // checkSize is nvFuser's assertBuffersHaveSameSize: member r's input must
 // have n elements.
 func (c *call) checkSize(r, n int) error {
-	if len(c.in[r]) == n {
+	if c.in[r].len() == n {
 		return nil
 	}
 	var sizes []string
 	for i, d := range c.team {
 		if c.held[i] {
-			sizes = append(sizes, fmt.Sprintf("%d:%d", d, len(c.in[i])))
+			sizes = append(sizes, fmt.Sprintf("%d:%d", d, c.in[i].len()))
 		}
 	}
 	return c.errorf("buffer %q on device %d has %d elements, count.input is %d (team sizes %s)",
-		c.s.Input, c.team[r], len(c.in[r]), n, strings.Join(sizes, " "))
+		c.s.Input, c.team[r], c.in[r].len(), n, strings.Join(sizes, " "))
 }
 
 // wantOutput checks the plan's count.output against the semantics.
@@ -436,11 +449,64 @@ func (c *call) errorf(format string, args ...any) error {
 	return stepError(c.s, format, args...)
 }
 
+// combine combines equally long spans with op, in order: the values of
+// the reference's reduction that reads the very same values, when there is
+// one (the same op on the same pieces of the same streams, in the same
+// order, computes the same values; they are computed only if something
+// reads them), else combineSpans's.
+func (c *call) combine(op string, parts []span) vec {
+	if len(c.reduced) > 0 && parts[0].hi-parts[0].lo >= ropeMin {
+		if key, ok := combinationKey(op, parts); ok {
+			if v, hit := c.reduced[key]; hit {
+				return v
+			}
+		}
+	}
+	return stored(combineSpans(op, parts))
+}
+
 // elementwise combines equally long buffers with op, in order.
 func elementwise(op string, parts [][]float64) []float64 {
-	out := cloneFloats(parts[0])
-	combineParts(op, out, parts[1:])
+	spans := make([]span, len(parts))
+	for k, p := range parts {
+		spans[k] = span{stored(p), 0, len(p)}
+	}
+	return combineSpans(op, spans)
+}
+
+// combineSpans combines equally long spans with op, in order, into a new
+// buffer: a block of the output at a time, on every CPU, so that each
+// span is read once and the output written once. A span in pieces is
+// read a block at a time into scratch; stored ones are read in place.
+func combineSpans(op string, parts []span) []float64 {
+	out := make([]float64, parts[0].hi-parts[0].lo)
+	combineSpansInto(op, out, parts)
 	return out
+}
+
+// combineSpansInto is combineSpans into out, as long as every span.
+func combineSpansInto(op string, out []float64, parts []span) {
+	inParallel(len(out), func(from, to int) {
+		var scratch []float64 // made once a piece, only for a span in pieces
+		for lo := from; lo < to; lo += combineBlock {
+			hi := min(lo+combineBlock, to)
+			dst := out[lo:hi]
+			first := parts[0]
+			first.v.readOne(first.lo+lo, dst)
+			for _, p := range parts[1:] {
+				if p.v.rope == nil {
+					combineInto(op, dst, p.v.vals[p.lo+lo:p.lo+hi])
+					continue
+				}
+				if scratch == nil {
+					scratch = make([]float64, combineBlock)
+				}
+				src := scratch[:hi-lo]
+				p.v.readOne(p.lo+lo, src)
+				combineInto(op, dst, src)
+			}
+		}
+	})
 }
 
 // reduceOp returns the step's reduce op.

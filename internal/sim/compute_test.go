@@ -150,7 +150,7 @@ func TestComputeSteps(t *testing.T) {
 			}
 			got := bufs{}
 			for d, b := range m.named("c") {
-				got[d] = b
+				got[d] = b.flat()
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("buffers (-want +got):\n%s", diff)

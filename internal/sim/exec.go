@@ -23,10 +23,17 @@ type machine struct {
 	flows map[int]flow
 	call  call
 	slab  slab
+	// copied are the steps that put long chunks together but copy them
+	// all the same: the memory model found that their ropes could list
+	// too many pieces (listsChunks).
+	copied map[*plan.Step]bool
+	// reduced are the reference's reductions by the values they read
+	// (world.reference).
+	reduced map[string]vec
 }
 
 // buffers are one name's buffers, by device.
-type buffers map[int][]float64
+type buffers map[int]vec
 
 // flow is what one device sends and receives in one step, in bytes.
 type flow struct{ sent, recv int64 }
@@ -86,7 +93,7 @@ func (m *machine) collective(s *plan.Step, size int64, f func(*call) error) (map
 			out = m.output(s.Output, len(s.Teams)*len(team))
 		}
 		for r, d := range team {
-			if c.out[r] != nil {
+			if c.out[r].present() {
 				out[d] = c.out[r]
 			}
 			fl := flows[d]
@@ -103,12 +110,46 @@ func (m *machine) newCall(s *plan.Step, team []int, size int64, in buffers) *cal
 	t := len(team)
 	c := &m.call
 	c.s, c.team, c.size, c.slab = s, team, size, &m.slab
+	c.rope, c.reduced = m.lists(s, t), m.reduced
 	c.in, c.held, c.out = resize(c.in, t), resize(c.held, t), resize(c.out, t)
 	c.sent, c.recv = resize(c.sent, t), resize(c.recv, t)
 	for r, d := range team {
 		c.in[r], c.held[r] = in[d]
 	}
 	return c
+}
+
+// lists reports whether s, on a team of t members, lists the chunks it
+// puts together in a rope.
+func (m *machine) lists(s *plan.Step, t int) bool {
+	return listsChunks(s, t) && !m.copied[s]
+}
+
+// listsChunks reports whether a step that puts chunks together into one
+// output (an Allgather, a Gather, an AllToAll, an AllToAllV, a Slice of
+// rows) lists them in a rope on a team of t members: when every chunk is
+// at least ropeMin elements. Shorter chunks are copied. The memory model
+// decides it as the steps run (footprint), from the step alone.
+func listsChunks(s *plan.Step, t int) bool {
+	switch s.Type {
+	case plan.Allgather, plan.Gather:
+		return s.Count.Input >= ropeMin
+	case plan.AllToAll:
+		return t > 0 && s.Count.Input/t >= ropeMin
+	case plan.AllToAllV:
+		least := 0
+		for _, row := range s.SendCounts {
+			for _, n := range row {
+				if n > 0 && (least == 0 || n < least) {
+					least = n
+				}
+			}
+		}
+		return least >= ropeMin
+	case plan.Slice:
+		return len(s.Dims) == 3 && s.Dims[2] >= ropeMin
+	}
+	return false
 }
 
 // resize returns s with n zero elements, reusing its array when it has
@@ -185,6 +226,8 @@ func (m *machine) local(s *plan.Step) (map[int]flow, error) {
 		return m.slice(s)
 	case plan.Pad, plan.Unpad:
 		return m.pad(s)
+	case plan.Copy:
+		return m.copyLocal(s)
 	}
 	c, err := localStep(s, &m.slab)
 	if err != nil {
@@ -200,32 +243,77 @@ func (m *machine) local(s *plan.Step) (map[int]flow, error) {
 	}
 	out := m.output(s.Output, len(s.Devices))
 	flows := m.newFlows()
+	flat := make([][]float64, len(names)) // every device's, in turn
+	ins := make([]vec, len(names))
 	for _, d := range s.Devices {
 		if _, dup := flows[d]; dup {
 			return nil, stepError(s, "device %d is listed twice", d)
 		}
 		flows[d] = flow{}
-		ins, err := inputs(s, d, names, srcs, c.sizes)
+		ins, err := inputs(ins, s, d, names, srcs, c.sizes)
 		if err != nil {
 			return nil, err
 		}
-		out[d] = c.f(ins)
+		for k, in := range ins {
+			flat[k] = stores(srcs[k], d, in)
+		}
+		out[d] = stored(c.f(flat))
+	}
+	return flows, nil
+}
+
+// stores returns the values of in, device d's buffer of bufs, stored: a
+// computation reads its inputs in an order of its own. A buffer in pieces
+// is copied out of them once and replaced by the copy (the same values),
+// so that the next computation that reads it reads the copy (the memory
+// model prices it so).
+func stores(bufs buffers, d int, in vec) []float64 {
+	if in.rope == nil {
+		return in.vals
+	}
+	vals := in.flat()
+	bufs[d] = stored(vals)
+	return vals
+}
+
+// copyLocal runs a Copy: each device's output is its input, shared (the
+// values never change).
+func (m *machine) copyLocal(s *plan.Step) (map[int]flow, error) {
+	if s.Count.Output != s.Count.Input {
+		return nil, stepError(s, "count.output %d must equal count.input %d", s.Count.Output, s.Count.Input)
+	}
+	if len(s.Devices) == 0 {
+		return nil, stepError(s, "a local step needs at least one device")
+	}
+	src, out := m.named(s.Input), m.output(s.Output, len(s.Devices))
+	flows := m.newFlows()
+	names, srcs, sizes, ins := []string{s.Input}, []buffers{src}, []inputSize{counted(s)}, make([]vec, 1)
+	for _, d := range s.Devices {
+		if _, dup := flows[d]; dup {
+			return nil, stepError(s, "device %d is listed twice", d)
+		}
+		flows[d] = flow{}
+		ins, err := inputs(ins, s, d, names, srcs, sizes)
+		if err != nil {
+			return nil, err
+		}
+		out[d] = ins[0]
 	}
 	return flows, nil
 }
 
 // inputs returns device d's buffers of s's operands names, found in srcs,
-// in order, each checked against its size: a device must hold every input
-// of a local step.
-func inputs(s *plan.Step, d int, names []string, srcs []buffers, sizes []inputSize) ([][]float64, error) {
-	ins := make([][]float64, len(names))
+// in order, in ins (as long as names, reused for every device), each
+// checked against its size: a device must hold every input of a local
+// step.
+func inputs(ins []vec, s *plan.Step, d int, names []string, srcs []buffers, sizes []inputSize) ([]vec, error) {
 	for k, name := range names {
 		in, ok := srcs[k][d]
 		if !ok {
 			return nil, stepError(s, "device %d has no buffer %q", d, name)
 		}
-		if len(in) != sizes[k].n {
-			return nil, stepError(s, "buffer %q on device %d has %d elements, %s", name, d, len(in), sizes[k].describe())
+		if in.len() != sizes[k].n {
+			return nil, stepError(s, "buffer %q on device %d has %d elements, %s", name, d, in.len(), sizes[k].describe())
 		}
 		ins[k] = in
 	}
@@ -273,10 +361,10 @@ func (m *machine) slice(s *plan.Step) (map[int]flow, error) {
 			if !ok {
 				return nil, stepError(s, "device %d has no buffer %q", d, s.Input)
 			}
-			if len(in) != s.Count.Input {
-				return nil, stepError(s, "buffer %q on device %d has %d elements, count.input is %d", s.Input, d, len(in), s.Count.Input)
+			if in.len() != s.Count.Input {
+				return nil, stepError(s, "buffer %q on device %d has %d elements, count.input is %d", s.Input, d, in.len(), s.Count.Input)
 			}
-			out[d] = keep(in, r, n, s, &m.slab)
+			out[d] = keep(in, r, n, s, &m.slab, m.lists(s, n))
 		}
 	}
 	return flows, nil
@@ -347,11 +435,11 @@ func (m *machine) pad(s *plan.Step) (map[int]flow, error) {
 		if s.Type == plan.Pad {
 			want = inBox
 		}
-		if len(in) != want {
-			return nil, stepError(s, "buffer %q on device %d has %d elements, want %d", s.Input, d, len(in), want)
+		if in.len() != want {
+			return nil, stepError(s, "buffer %q on device %d has %d elements, want %d", s.Input, d, in.len(), want)
 		}
 		flows[d] = flow{}
-		out[d] = padBox(in, s.Dims, box, s.Type == plan.Pad, fill)
+		out[d] = stored(padBox(stores(src, d, in), s.Dims, box, s.Type == plan.Pad, fill))
 	}
 	if most := product(hull); real != most {
 		return nil, stepError(s, "the unpadded count %d must be %d, the box that holds every device's real box", real, most)
@@ -421,22 +509,34 @@ func padBox(in []float64, dims, box []int, pad bool, fill float64) []float64 {
 	return out
 }
 
-// keep is the part of in that rank r of a team of n keeps in Slice s,
-// allocated from slab.
-func keep(in []float64, r, n int, s *plan.Step, slab *slab) []float64 {
+// keep is the part of in that rank r of a team of n keeps in Slice s:
+// its chunk shared with the input when the input holds it whole, its rows
+// listed in a rope when asRope, else copied into a buffer of slab.
+func keep(in vec, r, n int, s *plan.Step, slab *slab, asRope bool) vec {
 	if len(s.Dims) != 3 {
-		// A short input: the rank's chunk is what is left of it, then zeros.
-		m := s.Count.Output
-		out := slab.make(m)
-		if lo := r * m; lo < len(in) {
-			copy(out, in[lo:min(lo+m, len(in))])
+		m, lo := s.Count.Output, r*s.Count.Output
+		if lo+m <= in.len() {
+			return in.slice(lo, lo+m)
 		}
-		return out
+		// A short input: the rank's chunk is what is left of it, then zeros.
+		out := slab.make(m)
+		if lo < in.len() {
+			in.read(lo, out[:in.len()-lo])
+		}
+		return stored(out)
 	}
 	a, b := s.Dims[0], s.Dims[2]
+	if asRope || in.rope != nil {
+		rows := make([]span, a)
+		for i := range rows {
+			lo := (i*n + r) * b
+			rows[i] = span{in, lo, lo + b}
+		}
+		return join(rows, asRope, slab)
+	}
 	out := slab.make(a * b)[:0]
 	for i := range a {
-		out = appendRow(out, in, (i*n+r)*b, b, 1)
+		out = appendRow(out, in.vals, (i*n+r)*b, b, 1)
 	}
-	return out
+	return stored(out)
 }

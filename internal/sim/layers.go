@@ -51,7 +51,8 @@ func checkArity(op plan.Op) error {
 // values row-major over its non-reduction axes, and their extents.
 type operand struct {
 	name  string
-	vals  []float64
+	v     vec       // the values
+	vals  []float64 // stored, for the ops that read them in their own order
 	shape []int
 }
 

@@ -29,21 +29,12 @@ func localStep(s *plan.Step, slab *slab) (computeStep, error) {
 // transform.
 func oneInputStep(s *plan.Step, slab *slab) (localFunc, error) {
 	switch s.Type {
-	case plan.Copy:
-		return copyStep(s)
 	case plan.Permute:
 		return permuteStep(s, slab)
 	case plan.LocalReduce:
 		return localReduceStep(s)
 	}
 	return nil, stepError(s, "unknown step type")
-}
-
-func copyStep(s *plan.Step) (localFunc, error) {
-	if s.Count.Output != s.Count.Input {
-		return nil, stepError(s, "count.output %d must equal count.input %d", s.Count.Output, s.Count.Input)
-	}
-	return slices.Clone[[]float64], nil
 }
 
 func permuteStep(s *plan.Step, slab *slab) (localFunc, error) {

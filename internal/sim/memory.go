@@ -7,26 +7,45 @@ import (
 	"github.com/nvcomm/nvcomm/internal/plan"
 )
 
-// The memory model behind the guard (docs/simulate.md, "Memory guard").
-// Nothing a simulation allocates is freed before the end: at its peak,
-// while the last op is checked, it holds
+// The memory model behind the guard (docs/simulate.md, "Memory"). No
+// value changes once written, so values are shared wherever they are the
+// same ones (vec.go), and nothing a simulation allocates is freed before
+// the end: at its peak, while the last op is checked, it holds
 //
-//   - the global reference of every tensor, a float64 an element, but for
-//     the output of a set, which shares its input's;
-//   - every device buffer the plan writes (input shards and step outputs),
-//     the largest one per device and buffer name, a float64 an element
-//     rounded up to the allocator's size class, and its slot in the map
-//     of its name's buffers (most outputs of collectives, and those of
-//     Permutes and Slices, of at most 4 KiB come from a slab without
-//     rounding: the model may price them up to an eighth high);
+//   - the reference of every op's output, a float64 an element, but for
+//     a set's, which shares its input's; a fusion input's reference is its
+//     stream, generated where it is read, and stored (a float64 an
+//     element) only when it is small (smallInput) or an op other than a
+//     set or a reduction reads it, itself or through sets (storedInputs);
+//   - every device buffer the plan writes, and its slot in the map of its
+//     name's buffers. A buffer that stores values takes a float64 an
+//     element rounded up to the allocator's size class (most of at most
+//     4 KiB come from a slab without rounding: the model may price them up
+//     to an eighth high); the largest one per device and buffer name
+//     counts. A buffer shared takes nothing more: a Broadcast's, a
+//     SendRecv's and a Copy's outputs are their inputs, a Scatter's and a
+//     Slice's chunks share the input's values, and an Allgather's and an
+//     Allreduce's members share one output, priced once a team (an
+//     Allreduce that shares the reference's own values, combinationKey,
+//     is still priced: the model may be one output high). A buffer in
+//     pieces (a rope: a fusion input's shard with long rows, the output
+//     of a step that puts chunks of at least ropeMin elements together,
+//     listsChunks) takes a rope and its pieces, at most as many as the
+//     step's chunks times the pieces of its input's buffers (the model
+//     follows that bound from step to step, and has a step copy instead
+//     when its pieces could average fewer than ropeMin elements: copied).
+//     A computing step stores the buffers in pieces it reads, on the
+//     devices that read them (machine.stores), and the model prices them
+//     so;
 //   - the sorted offsets of the shard being enumerated (loading an input
 //     or checking an output), an int an element, in one scratch buffer as
 //     large as the largest shard that needs them: a tensor without
 //     allocation whose schedule merges on the way to an iterated axis
 //     (sharder.sortRuns). Every other shard is enumerated run by run,
 //     with no buffer that grows with it (the runs kept by sharders that
-//     several tensors share are bounded by runBudget, left to
-//     RuntimeBytes);
+//     several tensors share are bounded by runBudget, and the blocks a
+//     reduction or a check reads pieces into are a few a CPU: both left
+//     to RuntimeBytes);
 //   - per device, its traffic total and bookkeeping; per team member of
 //     the largest step, the collective's scratch; per device a step or
 //     mesh lists, the plan's copy of it; per step, the plan's step and
@@ -113,21 +132,25 @@ func Estimate(p *plan.Plan) (int64, error) {
 	return w.footprint().bytes(), nil
 }
 
-// footprint counts p's tensors, buffers and devices. It walks every device
-// of every mesh and step once, so it costs what decoding the plan did.
+// footprint counts p's tensors, buffers and devices, and decides which
+// steps copy long chunks (copied). It walks every device of every mesh
+// and step once, so it costs what decoding the plan did.
 func (w *world) footprint() footprint {
 	var f footprint
-	written := map[string]*writes{} // by buffer name
-	write := func(name string, devices []int, n int64) {
-		if wr := written[name]; wr != nil {
-			wr.add(devices, n)
-		} else {
-			written[name] = newWrites(devices, n)
+	names := map[string]*written{}
+	name := func(n string) *written {
+		wr := names[n]
+		if wr == nil {
+			wr = &written{}
+			names[n] = wr
 		}
+		return wr
 	}
+	stored := w.storedInputs()
 	for _, info := range w.ordered {
 		t := info.t
-		if !w.isSetOutput(t.Name) { // a set's output shares its input's reference
+		small := satProduct(info.shard.shape) < int64(smallInput)
+		if (w.isInput(t.Name) && (stored[t.Name] || small)) || (!w.isInput(t.Name) && !w.isSetOutput(t.Name)) {
 			f.reference = satAdd(f.reference, satProduct(info.shard.shape))
 		}
 		// Inputs are enumerated when loaded, every other tensor (an op's
@@ -136,31 +159,239 @@ func (w *world) footprint() footprint {
 			f.transient = max(f.transient, info.shard.maxElements())
 		}
 		if w.isInput(t.Name) {
-			write(t.Name, info.mesh.Devices, info.shard.maxElements())
+			n, b, pieces := info.shard.maxElements(), allocBytes(info.shard.maxElements()), int64(1)
+			long := info.shard.longRows()
+			if long {
+				pieces = info.shard.rowsBound()
+				b = ropeBytes(pieces)
+			}
+			name(t.Name).add(info.mesh.Devices, n, b, pieces, long)
 		}
 	}
 	for _, m := range w.p.Meshes {
 		f.listed += int64(len(m.Devices))
 	}
 	f.steps = int64(len(w.p.Steps))
+	w.copied = map[*plan.Step]bool{}
 	for i := range w.p.Steps {
 		s := &w.p.Steps[i]
 		devs := stepDevices(s)
-		write(s.Output, writers(s, devs), int64(max(s.Count.Output, 0)))
+		w.price(&f, s, devs, names, name)
 		f.members = max(f.members, int64(len(devs)))
 		f.listed += int64(len(devs))
 	}
 	seen := map[int]struct{}{}
-	f.names = len(written)
-	for _, wr := range written {
-		wr.each(func(d int, n int64) {
-			f.buffers = satAdd(f.buffers, allocBytes(n))
+	f.names = len(names)
+	for _, wr := range names {
+		if !wr.set {
+			continue
+		}
+		wr.writes.each(func(d int, b int64) {
+			f.buffers = satAdd(f.buffers, b)
 			f.entries++
 			seen[d] = struct{}{}
 		})
 	}
 	f.devices = int64(len(seen))
 	return f
+}
+
+// written is what the model knows of one buffer name: its buffers' bytes
+// by device, the most elements and pieces one holds, and whether one may
+// be a rope.
+type written struct {
+	writes writes
+	set    bool // whether anything is written
+	n      int64
+	pieces int64 // 1: stored, or a rope of one piece
+	rope   bool
+}
+
+// add books a buffer of n elements taking b bytes, of at most pieces
+// pieces, on every device listed.
+func (wr *written) add(devices []int, n, b, pieces int64, rope bool) {
+	if !wr.set {
+		wr.writes, wr.set = newWrites(devices, b), true
+	} else {
+		wr.writes.add(devices, b)
+	}
+	wr.n, wr.pieces, wr.rope = max(wr.n, n), max(wr.pieces, pieces), wr.rope || rope
+}
+
+// price books step s's output, on the devices devs it names, by the rules
+// of the memory model.
+func (w *world) price(f *footprint, s *plan.Step, devs []int, names map[string]*written, name func(string) *written) {
+	in := names[s.Input] // nil: no buffer of that name yet
+	inPieces, inRope := int64(1), false
+	if in != nil {
+		inPieces, inRope = in.pieces, in.rope
+	}
+	n := int64(max(s.Count.Output, 0))
+	out := name(s.Output)
+	flat := allocBytes(n)
+	switch s.Type {
+	case plan.Allgather, plan.Allreduce:
+		// One output a team, shared by its members.
+		asRope := s.Type == plan.Allgather && w.lists(s, inPieces)
+		for _, team := range s.Teams {
+			b, pieces := flat, int64(1)
+			if asRope && listsChunks(s, len(team)) {
+				pieces = satMul(int64(len(team)), inPieces)
+				b = ropeBytes(pieces)
+			}
+			f.buffers = satAdd(f.buffers, b)
+			out.add(team, n, 0, pieces, pieces > 1 || asRope)
+		}
+	case plan.AllToAll, plan.AllToAllV, plan.Gather:
+		asRope := w.lists(s, inPieces)
+		for _, team := range s.Teams {
+			b, pieces := flat, int64(1)
+			if asRope && listsChunks(s, len(team)) {
+				pieces = satMul(int64(len(team)), inPieces)
+				b = ropeBytes(pieces)
+			}
+			out.add(teamWriters(s, team), n, b, pieces, pieces > 1 || asRope)
+		}
+	case plan.Broadcast, plan.SendRecv, plan.Copy:
+		out.add(writers(s, devs), n, 0, inPieces, inRope) // the input itself
+	case plan.Scatter:
+		out.add(devs, n, sharedBytes(inRope, inPieces), inPieces, inRope)
+	case plan.Slice:
+		w.priceSlice(s, out, inPieces, inRope)
+	case plan.ReduceScatter, plan.Reduce:
+		// Stored outputs; the inputs are read a block at a time.
+		out.add(writers(s, devs), n, flat, 1, false)
+	default:
+		// A computation: its output stored, and its operands in pieces
+		// stored too (machine.stores) on the devices that read them.
+		for _, op := range s.Operands() {
+			if x := names[op]; x != nil && x.rope {
+				x.add(devs, x.n, allocBytes(x.n), x.pieces, true)
+			}
+		}
+		out.add(writers(s, devs), n, flat, 1, false)
+	}
+}
+
+// lists decides whether step s, which may put chunks together from inputs
+// of at most inPieces pieces, lists them in a rope: when its chunks are
+// long (listsChunks, on its largest team) and its output's pieces, at
+// most the chunks times inPieces, average at least ropeMin elements. A
+// step whose chunks are long but whose pieces could be short is copied.
+func (w *world) lists(s *plan.Step, inPieces int64) bool {
+	if !slices.ContainsFunc(s.Teams, func(team []int) bool { return listsChunks(s, len(team)) }) {
+		return false
+	}
+	chunks := int64(0)
+	for _, team := range s.Teams {
+		chunks = max(chunks, int64(len(team)))
+	}
+	if s.Type == plan.Slice {
+		chunks = int64(s.Dims[0]) // rows: listsChunks has checked the dims
+	}
+	if satMul(satMul(chunks, inPieces), int64(ropeMin)) > int64(max(s.Count.Output, 0)) {
+		w.copied[s] = true
+		return false
+	}
+	return true
+}
+
+// priceSlice books a Slice's output: rows listed or copied (dims [a, T,
+// b]), or each member's chunk, shared with its input when the input holds
+// it whole and copied with zeros after it when the input is short.
+func (w *world) priceSlice(s *plan.Step, out *written, inPieces int64, inRope bool) {
+	n := int64(max(s.Count.Output, 0))
+	if len(s.Dims) == 3 {
+		asRope := w.lists(s, inPieces)
+		for _, team := range s.Teams {
+			b, pieces := allocBytes(n), int64(1)
+			if asRope && listsChunks(s, len(team)) {
+				pieces = satMul(int64(max(s.Dims[0], 0)), inPieces)
+				b = ropeBytes(pieces)
+			}
+			out.add(team, n, b, pieces, pieces > 1 || asRope)
+		}
+		return
+	}
+	for _, team := range s.Teams {
+		// The first members' chunks are whole in the input: shared.
+		whole := len(team)
+		if n > 0 {
+			whole = int(min(int64(len(team)), int64(max(s.Count.Input, 0))/n))
+		}
+		if whole > 0 {
+			out.add(team[:whole], n, sharedBytes(inRope, inPieces), inPieces, inRope)
+		}
+		if whole < len(team) {
+			out.add(team[whole:], n, allocBytes(n), 1, false)
+		}
+	}
+}
+
+// teamWriters returns the members of team that step s gives an output
+// buffer, as writers does for the whole step.
+func teamWriters(s *plan.Step, team []int) []int {
+	switch {
+	case (s.Type == plan.Gather || s.Type == plan.Reduce) && s.Root != nil:
+		if slices.Contains(team, *s.Root) {
+			return []int{*s.Root}
+		}
+		return nil
+	case s.Type == plan.AllToAllV && s.Count.Output != 0:
+		return receivers(&plan.Step{SendCounts: s.SendCounts, Teams: [][]int{team}}, team)
+	}
+	return team
+}
+
+// sharedBytes is what a buffer that shares part of its input's values
+// takes: nothing of a stored input's, a rope of at most its pieces of a
+// rope's.
+func sharedBytes(inRope bool, inPieces int64) int64 {
+	if inRope {
+		return ropeBytes(inPieces)
+	}
+	return 0
+}
+
+// ropeBytes is what a rope of at most pieces pieces takes: the rope and
+// its pieces, 64 bytes each, whose slice grew by doubling.
+func ropeBytes(pieces int64) int64 {
+	const ropeHeader, pieceBytes = 32, 64
+	capacity := int64(1)
+	for capacity < pieces && capacity < 1<<40 {
+		capacity *= 2
+	}
+	return satAdd(ropeHeader, allocBytes(satMul(capacity, pieceBytes/elemBytes)))
+}
+
+// storedInputs returns the fusion inputs whose reference is stored: those
+// that an op other than a set or a reduction reads, itself or through sets
+// (world.reference generates the others where they are read).
+func (w *world) storedInputs() map[string]bool {
+	root := map[string]string{} // a tensor that shares a fusion input's reference → the input
+	out := map[string]bool{}
+	for _, info := range w.ordered {
+		if w.isInput(info.t.Name) {
+			root[info.t.Name] = info.t.Name
+		}
+	}
+	for _, op := range w.p.Ops {
+		names := op.Operands()
+		switch {
+		case op.Op == "set":
+			if r, ok := root[names[0]]; ok {
+				root[op.Output] = r
+			}
+		case isReduceOp(op.Op):
+		default:
+			for _, name := range names {
+				if r, ok := root[name]; ok {
+					out[r] = true
+				}
+			}
+		}
+	}
+	return out
 }
 
 // isSetOutput reports whether a set produces the tensor.
@@ -181,11 +412,11 @@ type writes struct {
 }
 
 // newWrites is a name's first write: n elements on every device listed.
-func newWrites(devices []int, n int64) *writes {
+func newWrites(devices []int, n int64) writes {
 	if increasing(devices) {
-		return &writes{devices: devices, n: n}
+		return writes{devices: devices, n: n}
 	}
-	wr := &writes{byDev: make(map[int]int64, len(devices))}
+	wr := writes{byDev: make(map[int]int64, len(devices))}
 	wr.add(devices, n)
 	return wr
 }

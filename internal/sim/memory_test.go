@@ -10,9 +10,11 @@ import (
 	"github.com/nvcomm/nvcomm/internal/plan"
 )
 
-// TestFootprint counts what the memory model prices on small plans: every
-// member of an Allgather gets the output, only the root of a Gather and
-// the receiver of a SendRecv do.
+// TestFootprint counts what the memory model prices on small plans: the
+// members of an Allgather or an Allreduce share one output, only the root
+// of a Gather and the receiver of a SendRecv get one (a SendRecv's and a
+// Copy's are their inputs), and a small fusion input's reference is
+// stored (a set's shares it).
 func TestFootprint(t *testing.T) {
 	tests := map[string]struct {
 		plan      *plan.Plan
@@ -23,11 +25,12 @@ func TestFootprint(t *testing.T) {
 			plan: seedPlan(),
 			want: footprint{
 				reference: 24, // tv1, a set, shares tv0's; shards are runs: no offsets held
-				// tv0 and tv1/in: 6 elements on 4 devices; tv1/gathered and tv1: 24.
-				buffers: 4*48 + 4*48 + 4*192 + 4*192,
+				// tv0 and tv1/in: 6 elements on 4 devices; tv1/gathered: 24,
+				// once for the team; tv1: 24 on each device.
+				buffers: 4*48 + 4*48 + 192 + 4*192,
 				entries: 16, names: 4, devices: 4, members: 4, listed: 4 + 3*4, steps: 3,
 			},
-			wantBytes: 24*8 + 1920 + 16*entryBytes + 4*nameBytes + 4*deviceBytes + 4*memberBytes + 16*listedBytes + 3*stepBytes,
+			wantBytes: 24*8 + 1344 + 16*entryBytes + 4*nameBytes + 4*deviceBytes + 4*memberBytes + 16*listedBytes + 3*stepBytes,
 		},
 		"gather to one root": {
 			plan: gatherPlan(),
@@ -42,32 +45,34 @@ func TestFootprint(t *testing.T) {
 			plan: sendRecvPlan(),
 			want: footprint{
 				reference: 4,
-				buffers:   4 * 16, // tv0 on 0 and 1, tv1 on 2 and 3
+				buffers:   2 * 16, // tv0 on 0 and 1; tv1 on 2 and 3 is tv0's
 				entries:   4, names: 2, devices: 4, members: 2, listed: 2 + 2 + 2 + 2, steps: 2,
 			},
-			wantBytes: 4*8 + 64 + 4*entryBytes + 2*nameBytes + 4*deviceBytes + 2*memberBytes + 8*listedBytes + 2*stepBytes,
+			wantBytes: 4*8 + 32 + 4*entryBytes + 2*nameBytes + 4*deviceBytes + 2*memberBytes + 8*listedBytes + 2*stepBytes,
 		},
 		"row-parallel linear with bias": {
 			plan: rowParallelLinearBias(),
 			want: footprint{
-				reference: 8 + 12 + 3 + 6, // x, w, bias, y
+				reference: 8 + 12 + 3 + 6, // x, w and bias, which the linear reads, and y
 				// On both devices: x 4 elements, w 6, bias 3; y/w, the Matmul's
-				// y/product, the Allreduce's y/sum and the Pointwise's y 6 each.
-				buffers: 2 * (32 + 48 + 32 + 4*48),
+				// y/product and the Pointwise's y 6 each; the Allreduce's y/sum
+				// 6 once.
+				buffers: 2*(32+48+32+3*48) + 48,
 				entries: 14, names: 7, devices: 2, members: 2, listed: 2 + 4*2, steps: 4,
 			},
-			wantBytes: 29*8 + 608 + 14*entryBytes + 7*nameBytes + 2*deviceBytes + 2*memberBytes + 10*listedBytes + 4*stepBytes,
+			wantBytes: 29*8 + 560 + 14*entryBytes + 7*nameBytes + 2*deviceBytes + 2*memberBytes + 10*listedBytes + 4*stepBytes,
 		},
 		"merged shard sorted through offsets": {
 			plan: mergedSetPlan(),
 			want: footprint{
 				// tv0 [4, 3] merged to 12 and split 3 ways; tv1 is tv0's
-				// copy: tv0 is sorted through 4 offsets on each device.
+				// copy, its buffers tv0's: tv0 is sorted through 4 offsets on
+				// each device.
 				reference: 12, transient: 4,
-				buffers: 3*32 + 3*32,
+				buffers: 3 * 32,
 				entries: 6, names: 2, devices: 3, members: 3, listed: 3 + 3, steps: 1,
 			},
-			wantBytes: 16*8 + 192 + 6*entryBytes + 2*nameBytes + 3*deviceBytes + 3*memberBytes + 6*listedBytes + stepBytes,
+			wantBytes: 16*8 + 96 + 6*entryBytes + 2*nameBytes + 3*deviceBytes + 3*memberBytes + 6*listedBytes + stepBytes,
 		},
 	}
 	for name, tt := range tests {

@@ -2,7 +2,6 @@ package sim
 
 import (
 	"runtime"
-	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -31,36 +30,6 @@ func inPieces(n, workers int, f func(lo, hi int)) {
 		wg.Go(func() { f(lo, min(lo+piece, n)) })
 	}
 	wg.Wait()
-}
-
-// cloneFloats returns a copy of s, made on every CPU when s is long: the
-// collectives' outputs are most of the bytes a big simulation writes.
-func cloneFloats(s []float64) []float64 {
-	if len(s) < 2*minPiece {
-		return slices.Clone(s)
-	}
-	out := make([]float64, len(s))
-	copyFloats(out, s)
-	return out
-}
-
-// concatFloats returns the parts one after the other, as slices.Concat,
-// copied on every CPU when they are long.
-func concatFloats(parts ...[]float64) []float64 {
-	n := 0
-	for _, p := range parts {
-		n += len(p)
-	}
-	if n < 2*minPiece {
-		return slices.Concat(parts...)
-	}
-	out := make([]float64, n)
-	pos := 0
-	for _, p := range parts {
-		copyFloats(out[pos:pos+len(p)], p)
-		pos += len(p)
-	}
-	return out
 }
 
 // copyFloats copies src into dst, which is as long, on every CPU.
@@ -101,4 +70,37 @@ func firstDiff(got, want []float64) int {
 		}
 	}
 	return -1
+}
+
+// firstMismatch compares n values a block at a time, on every CPU when n
+// is long: fill sets got and exp, as long, to the values and what they
+// should be at positions [lo, hi). It returns the first position where
+// they differ, or -1.
+func firstMismatch(n int, fill func(lo, hi int, got, exp []float64)) int {
+	var first atomic.Int64
+	first.Store(int64(n))
+	inParallel(n, func(from, to int) {
+		block := min(combineBlock, to-from)
+		got, exp := make([]float64, block), make([]float64, block)
+		for lo := from; lo < to && int64(lo) < first.Load(); lo += block {
+			hi := min(lo+block, to)
+			g, e := got[:hi-lo], exp[:hi-lo]
+			fill(lo, hi, g, e)
+			if i := firstDiff(g, e); i >= 0 {
+				lowerTo(&first, int64(lo+i))
+				return
+			}
+		}
+	})
+	if i := int(first.Load()); i < n {
+		return i
+	}
+	return -1
+}
+
+// lowerTo sets first to v when v is lower.
+func lowerTo(first *atomic.Int64, v int64) {
+	for cur := first.Load(); v < cur && !first.CompareAndSwap(cur, v); {
+		cur = first.Load()
+	}
 }

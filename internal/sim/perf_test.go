@@ -122,17 +122,18 @@ func TestSumModFastPath(t *testing.T) {
 	}
 }
 
-// TestParallelCopies checks cloneFloats, concatFloats and firstDiffering
-// against their one-CPU forms, at lengths below and above where they
-// split the work.
+// TestParallelCopies checks reading a long vec, which copies on every
+// CPU, and firstDiffering against their one-CPU forms, at lengths below
+// and above where they split the work.
 func TestParallelCopies(t *testing.T) {
 	for _, n := range []int{0, 3, 2*minPiece - 1, 2 * minPiece, 5*minPiece + 3} {
-		a, b := inputData(1, 0, n, false), inputData(1, 1, n/2, false)
-		if d := cmp.Diff(a, cloneFloats(a)); d != "" {
-			t.Errorf("cloneFloats, %d elements:\n%s", n, d)
-		}
-		if d := cmp.Diff(slices.Concat(a, b, a), concatFloats(a, b, a)); d != "" {
-			t.Errorf("concatFloats, %d elements:\n%s", n, d)
+		a := inputData(1, 0, n, false)
+		for _, v := range []vec{stored(a), generated(&stream{key: streamKey(1, 0)}, n)} {
+			got := make([]float64, n)
+			v.read(0, got)
+			if d := cmp.Diff(a, got); d != "" {
+				t.Errorf("read, %d elements:\n%s", n, d)
+			}
 		}
 		if got := firstDiffering(a, slices.Clone(a)); got != -1 {
 			t.Errorf("firstDiffering of equal buffers of %d elements: %d, want -1", n, got)

@@ -32,11 +32,7 @@ func inputData(seed uint64, index, n int, small bool) []float64 {
 // fillInputs sets v[lo:hi] to the values at those positions of the stream
 // that starts at key, stepping the state from position lo's.
 func fillInputs(v []float64, key uint64, small bool, lo, hi int) {
-	state := key + splitMixGamma*uint64(lo)
-	for i := lo; i < hi; i++ {
-		state += splitMixGamma
-		v[i] = valueOf(mix64(state)>>32, small)
-	}
+	(&stream{key: key, small: small}).fill(v[lo:hi], lo, 1)
 }
 
 // InputValues returns the first n values simulate fills the fusion input
@@ -81,8 +77,16 @@ func valueOf(h uint64, small bool) float64 {
 	if small {
 		return [4]float64{-2, -1, 1, 2}[h&3]
 	}
-	return float64(int64(h%1025) - 512)
+	return float64(int64(h-div1025(h)*1025) - 512)
 }
+
+// div1025 is h / 1025 for h below 2³², as one multiply and a shift: with
+// M = ⌈2⁴²/1025⌉ = 4290777085, M·1025 − 2⁴² = 1021 < 2¹⁰, so h·M/2⁴²
+// exceeds h/1025 by less than 1/1025 and has the same floor (Granlund and
+// Montgomery, 1994), and h·M fits in 64 bits. The compiler's h % 1025
+// takes a 128-bit multiply, and generating values is the costliest pass
+// of simulating a big tensor (TestDiv1025).
+func div1025(h uint64) uint64 { return h * 4290777085 >> 42 }
 
 // hasProd reports whether any op of p is a product.
 func hasProd(p *plan.Plan) bool {
@@ -91,40 +95,32 @@ func hasProd(p *plan.Plan) bool {
 
 // reduceAxis combines in, row-major of shape shape, along axis.
 func reduceAxis(op string, in []float64, shape []int, axis int) []float64 {
+	return reduceAxisVec(op, stored(in), shape, axis)
+}
+
+// reduceAxisVec is reduceAxis of values that may be a stream's: the
+// output's rows are combined a block at a time from the input's rows, so
+// that a stream is generated once, block by block, and never stored.
+func reduceAxisVec(op string, in vec, shape []int, axis int) []float64 {
 	outer, n, inner := product(shape[:axis]), shape[axis], product(shape[axis+1:])
-	out := make([]float64, 0, outer*inner)
-	rest := make([][]float64, n-1)
+	out := make([]float64, outer*inner)
+	rows := make([]span, n)
 	for o := range outer {
-		row := len(out)
-		out = append(out, in[o*n*inner:(o*n+1)*inner]...)
-		for k := 1; k < n; k++ {
-			rest[k-1] = in[(o*n+k)*inner : (o*n+k+1)*inner]
+		for k := range rows {
+			lo := (o*n + k) * inner
+			rows[k] = span{in, lo, lo + inner}
 		}
-		combineParts(op, out[row:], rest)
+		combineSpansInto(op, out[o*inner:(o+1)*inner], rows)
 	}
 	return out
 }
 
-// combineBlock is how many elements combineParts combines at a time: a
+// combineBlock is how many elements combineSpansInto combines at a time: a
 // block of the output stays in the first-level cache while every part is
 // combined into it, so that each part is read once and the output
 // written once, where combining whole buffers one after the other went
 // through the output once a part.
 const combineBlock = 2048
-
-// combineParts combines every part into dst, in order, with op: dst[i]
-// becomes combine(op, …combine(op, dst[i], parts[0][i])…, parts[k][i]).
-// Long buffers are combined in pieces on every CPU.
-func combineParts(op string, dst []float64, parts [][]float64) {
-	inParallel(len(dst), func(from, to int) {
-		for lo := from; lo < to; lo += combineBlock {
-			hi := min(lo+combineBlock, to)
-			for _, p := range parts {
-				combineInto(op, dst[lo:hi], p[lo:hi])
-			}
-		}
-	})
-}
 
 // combine applies a reduce op to two values: sum and prod modulo
 // [modulus], max and min as usual.

@@ -94,13 +94,23 @@ func Run(p *plan.Plan, opts Options) (*Result, error) {
 	if err := CheckMemory(f.bytes(), opts.MaxBytes); err != nil {
 		return nil, err
 	}
-	ref, err := w.reference(opts.Seed)
+	_, _, res, err := w.simulate(f, opts.Seed)
+	return res, err
+}
+
+// simulate computes the reference, loads the inputs onto a machine with
+// room for f's buffer names and runs the plan; it returns the machine and
+// the reference too, for tests.
+func (w *world) simulate(f footprint, seed uint64) (*machine, map[string]vec, *Result, error) {
+	ref, err := w.reference(seed)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	m := newMachine(f.names)
+	m.copied, m.reduced = w.copied, w.reduced
 	w.load(m, ref)
-	return w.execute(m, ref)
+	res, err := w.execute(m, ref)
+	return m, ref, res, err
 }
 
 // CheckMemory is the guard of [Run]: the error, wrapping [ErrTooLarge],
@@ -119,7 +129,7 @@ func CheckMemory(need, maxBytes int64) error {
 
 // execute runs every step, checks each op after its last step, and
 // accounts the traffic.
-func (w *world) execute(m *machine, ref map[string][]float64) (*Result, error) {
+func (w *world) execute(m *machine, ref map[string]vec) (*Result, error) {
 	res := &Result{DeviceReceived: w.devices(), Mismatch: w.opWithoutSteps()}
 	if len(w.p.Steps) > 0 { // none stays nil, as the report writes it
 		res.Steps = make([]StepTraffic, 0, len(w.p.Steps))
@@ -241,30 +251,86 @@ func (w *world) opWithoutSteps() *Mismatch {
 }
 
 // check compares every device's buffer of op's output with its shard of
-// the reference.
-func (w *world) check(m *machine, ref map[string][]float64, op, step int) *Mismatch {
+// the reference. A long buffer that a device shares with the last device
+// checked, whose shard is the same elements, is not compared again.
+func (w *world) check(m *machine, ref map[string]vec, op, step int) *Mismatch {
 	name := w.p.Ops[op].Output
 	t, held, want := w.opOutputs[op], m.named(name), ref[name]
+	var passed checked
 	for _, d := range t.mesh.Devices {
 		buf, ok := held[d]
+		if ok && passed.covers(w, t.shard, d, buf) {
+			continue
+		}
 		n, diff, off := w.compareShard(t.shard, d, buf, want)
 		switch {
 		case !ok:
 			mis := newMismatch(op, step, name, d, float64(n), 0)
 			mis.Reason = fmt.Sprintf("device %d holds no buffer %q", d, name)
 			return mis
-		case len(buf) != n:
-			mis := newMismatch(op, step, name, d, float64(n), float64(len(buf)))
-			mis.Reason = fmt.Sprintf("size: the buffer has %d elements, the shard has %d", len(buf), n)
+		case buf.len() != n:
+			mis := newMismatch(op, step, name, d, float64(n), float64(buf.len()))
+			mis.Reason = fmt.Sprintf("size: the buffer has %d elements, the shard has %d", buf.len(), n)
 			return mis
 		case diff >= 0:
-			mis := newMismatch(op, step, name, d, want[off], buf[diff])
+			mis := newMismatch(op, step, name, d, want.value(off), buf.value(diff))
 			mis.FlatIndex, mis.LogicalIndex = diff, unflatten(off, t.shard.shape)
 			mis.Reason = "value differs"
 			return mis
 		}
+		passed.record(w, t.shard, d, buf)
 	}
 	return nil
+}
+
+// checked is the last device whose buffer of a long output passed, with
+// the runs of its shard: a device that shares that buffer (an Allgather's
+// or an Allreduce's members do) and whose shard is the same runs holds the
+// same values where they must be, and passes without a comparison.
+type checked struct {
+	buf  vec
+	runs []run // nil: nothing recorded
+}
+
+// maxRecordedRuns is the most runs of a shard checked keeps: a shard of
+// more is compared again on every device that shares it.
+const maxRecordedRuns = 64
+
+// record keeps device's buffer buf, which passed, when it is long.
+func (c *checked) record(w *world, s *sharder, device int, buf vec) {
+	c.runs = c.runs[:0]
+	if buf.len() < ropeMin {
+		c.runs = nil
+		return
+	}
+	c.buf = buf
+	s.eachRun(device, &w.scratch, func(r run) bool {
+		c.runs = append(c.runs, r)
+		return len(c.runs) <= maxRecordedRuns
+	})
+	if len(c.runs) > maxRecordedRuns {
+		c.runs = nil
+	} else if c.runs == nil {
+		c.runs = []run{} // an empty shard is recorded too
+	}
+}
+
+// covers reports whether buf is the buffer recorded and device's shard
+// the same runs.
+func (c *checked) covers(w *world, s *sharder, device int, buf vec) bool {
+	if c.runs == nil || !buf.same(c.buf) {
+		return false
+	}
+	k := 0
+	s.eachRun(device, &w.scratch, func(r run) bool {
+		if k < len(c.runs) && c.runs[k] == r {
+			k++
+			return true
+		}
+		k = -1
+		return false
+	})
+	return k == len(c.runs)
 }
 
 // newMismatch is a mismatch of op's output on device, not yet about one
@@ -277,11 +343,11 @@ func newMismatch(op, step int, tensor string, device int, expected, actual float
 // shard's size n and, comparing buf with want while buf is long enough,
 // the buffer position diff of the first element that differs and its
 // offset off in want (diff is -1 when none does).
-func (w *world) compareShard(s *sharder, device int, buf, want []float64) (n, diff, off int) {
+func (w *world) compareShard(s *sharder, device int, buf, want vec) (n, diff, off int) {
 	diff = -1
 	s.eachRun(device, &w.scratch, func(r run) bool {
-		if diff < 0 && n+r.n <= len(buf) {
-			if i := firstUnequal(buf[n:n+r.n], want, r); i >= 0 {
+		if diff < 0 && n+r.n <= buf.len() {
+			if i := firstUnequalVec(buf, n, want, r); i >= 0 {
 				diff, off = n+i, r.at(i)
 			}
 		}
@@ -291,9 +357,85 @@ func (w *world) compareShard(s *sharder, device int, buf, want []float64) (n, di
 	return n, diff, off
 }
 
+// firstUnequalVec returns the first position where buf's values from pos
+// differ from the elements of want that r lists, or -1. A piece of buf
+// that is those very elements of want's array (the run of the stream or
+// of the values the reference is) is equal without reading it.
+func firstUnequalVec(buf vec, pos int, want vec, r run) int {
+	if buf.rope == nil && want.rope == nil {
+		return firstUnequal(buf.vals[pos:pos+r.n], want.vals, r)
+	}
+	first := -1
+	buf.each(pos, pos+r.n, func(p piece) bool {
+		j := p.pos - pos // p holds r's elements from j
+		seg := run{off: r.at(j), stride: r.stride, n: p.n}
+		if i := firstUnequalPiece(p, want, seg); i >= 0 {
+			first = j + i
+			return false
+		}
+		return true
+	})
+	return first
+}
+
+// firstUnequalPiece returns the first position where p's values differ
+// from the elements of want that seg lists, or -1.
+func firstUnequalPiece(p piece, want vec, seg run) int {
+	if listsSame(p, want, seg) {
+		return -1
+	}
+	if p.vals != nil && p.stride == 1 && want.rope == nil && seg.stride == 1 {
+		return firstDiffering(p.vals[p.off:p.off+p.n], want.vals[seg.off:seg.off+seg.n])
+	}
+	return firstMismatch(p.n, func(lo, hi int, got, exp []float64) {
+		p.cut(p.pos+lo, p.pos+hi).fill(got)
+		readRun(want, run{off: seg.at(lo), stride: seg.stride, n: hi - lo}, exp)
+	})
+}
+
+// listsSame reports whether piece p lists the very elements seg lists of
+// want: both within one piece q of want, the same array at the same
+// positions. Values never change, so those are equal.
+func listsSame(p piece, want vec, seg run) bool {
+	if want.rope == nil || seg.n == 0 {
+		return false
+	}
+	first, last := seg.off, seg.at(seg.n-1)
+	var q piece
+	found := false
+	want.each(min(first, last), max(first, last)+1, func(x piece) bool {
+		q, found = x, x.pos <= min(first, last) && max(first, last) < x.pos+x.n
+		return false // the first piece must hold them all
+	})
+	if !found || !p.sameArray(q) {
+		return false
+	}
+	off := q.off + (first-q.pos)*q.stride
+	return p.off == off && (p.n == 1 || p.stride == seg.stride*q.stride)
+}
+
+// readRun sets dst to the elements of v that r lists.
+func readRun(v vec, r run, dst []float64) {
+	switch {
+	case r.stride == 1:
+		v.readOne(r.off, dst)
+	case v.rope == nil:
+		for i := range dst {
+			dst[i] = v.vals[r.at(i)]
+		}
+	default:
+		for i := range dst {
+			dst[i] = v.value(r.at(i))
+		}
+	}
+}
+
 // firstUnequal returns the first position where got differs from the
 // elements of want that r lists, or -1.
 func firstUnequal(got, want []float64, r run) int {
+	if r.stride == 1 && len(got) > 0 && &got[0] == &want[r.off] {
+		return -1 // the very values: a buffer that shares the reference's
+	}
 	if r.stride == 1 {
 		return firstDiffering(got, want[r.off:r.off+r.n])
 	}

@@ -278,8 +278,9 @@ func TestRunErrors(t *testing.T) {
 
 func TestMemoryGuardDefault(t *testing.T) {
 	p := seedPlan()
-	p.Tensors[0].Shape = []int{1 << 14, 1 << 14} // 2 GiB of float64 per copy
-	p.Tensors[1].Shape = p.Tensors[0].Shape
+	// The first Permute computes 1 GiB of float64 on each of four devices
+	// (the guard refuses before the counts are checked).
+	p.Steps[0].Count = plan.Count{Input: 1 << 27, Output: 1 << 27}
 	_, err := Run(p, Options{})
 	if err == nil || !strings.Contains(err.Error(), "more than the limit of 1.0 GiB") {
 		t.Errorf("Run error = %v, want the 1 GiB limit", err)

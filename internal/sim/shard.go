@@ -320,6 +320,24 @@ func (s *sharder) enumerate(device int, scratch *[]int, yield func(run) bool) {
 	j.flush()
 }
 
+// longRows reports whether a device's shard is kept as the pieces of the
+// tensor's values it lists (a fusion input's: load) rather than copied:
+// when its rows are runs of at least ropeMin elements. It depends on the
+// tensor's geometry alone, so that the memory model knows it.
+func (s *sharder) longRows() bool {
+	return !s.sortRuns && s.inner >= 0 && s.extentOf(s.inner) >= ropeMin
+}
+
+// rowsBound bounds the runs of a device's shard: one a row, a row for
+// every point of the outer axes.
+func (s *sharder) rowsBound() int64 {
+	n := int64(1)
+	for _, pos := range s.outer {
+		n = satMul(n, int64(s.extentOf(pos)))
+	}
+	return n
+}
+
 // size returns the number of elements device holds.
 func (s *sharder) size(device int, scratch *[]int) int {
 	n := 0

@@ -31,31 +31,3 @@ func (b *slab) make(n int) []float64 {
 	b.free = b.free[n:]
 	return out
 }
-
-// clone returns a copy of s, as cloneFloats; an empty s is returned as
-// slices.Clone returns it (nil stays nil: no buffer).
-func (b *slab) clone(s []float64) []float64 {
-	if len(s) == 0 || len(s) > slabMax {
-		return cloneFloats(s)
-	}
-	out := b.make(len(s))
-	copy(out, s)
-	return out
-}
-
-// concat returns the parts one after the other, as concatFloats; empty
-// parts give what it gives.
-func (b *slab) concat(parts ...[]float64) []float64 {
-	n := 0
-	for _, p := range parts {
-		n += len(p)
-	}
-	if n == 0 || n > slabMax {
-		return concatFloats(parts...)
-	}
-	out := b.make(n)[:0]
-	for _, p := range parts {
-		out = append(out, p...)
-	}
-	return out
-}

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -260,26 +261,31 @@ func TestStepSemantics(t *testing.T) {
 		},
 	}
 	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			m := newMachine(0)
-			for d, b := range tc.in {
-				m.put(d, "a", b)
-			}
-			flows, err := m.exec(&tc.step, 4)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := bufs{}
-			for d, b := range m.named("b") {
-				got[d] = b
-			}
-			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("buffers (-want +got):\n%s", diff)
-			}
-			if diff := cmp.Diff(tc.flows, flows, cmp.AllowUnexported(flow{})); diff != "" {
-				t.Errorf("traffic (-want +got):\n%s", diff)
-			}
-		})
+		// Each chunk a step moves copied, and listed in a rope.
+		for _, rm := range []int{ropeMin, 1} {
+			t.Run(fmt.Sprintf("%s, ropeMin %d", name, rm), func(t *testing.T) {
+				withRopeMin(rm, func() {
+					m := newMachine(0)
+					for d, b := range tc.in {
+						m.put(d, "a", b)
+					}
+					flows, err := m.exec(&tc.step, 4)
+					if err != nil {
+						t.Fatal(err)
+					}
+					got := bufs{}
+					for d, b := range m.named("b") {
+						got[d] = b.flat()
+					}
+					if diff := cmp.Diff(tc.want, got); diff != "" {
+						t.Errorf("buffers (-want +got):\n%s", diff)
+					}
+					if diff := cmp.Diff(tc.flows, flows, cmp.AllowUnexported(flow{})); diff != "" {
+						t.Errorf("traffic (-want +got):\n%s", diff)
+					}
+				})
+			})
+		}
 	}
 }
 
@@ -574,7 +580,7 @@ func TestAllToAllVTraffic(t *testing.T) {
 						want = append(want, float64(1000*from+lo+i))
 					}
 				}
-				if got := m.named("b")[d]; !slices.Equal(got, want) {
+				if got := m.named("b")[d].flat(); !slices.Equal(got, want) {
 					t.Fatalf("trial %d, counts %v, teams %v: device %d holds %v, want %v", trial, counts, team, d, got, want)
 				}
 			}

@@ -43,6 +43,12 @@ type world struct {
 	key      []byte
 	// runBudget is what is left of the runs the shared sharders may keep.
 	runBudget int
+	// copied are the steps whose long chunks the memory model has copied
+	// (footprint): the machine copies them too.
+	copied map[*plan.Step]bool
+	// reduced are the reference's reductions of values in pieces, by the
+	// values they read (combinationKey).
+	reduced map[string]vec
 }
 
 // dtypeSizes gives the bytes of an element of each dtype.
@@ -218,32 +224,120 @@ func (w *world) isInput(name string) bool {
 	return !produced
 }
 
-// reference fills the fusion inputs and evaluates every op on unsharded
-// tensors. Values are row-major over each tensor's non-reduction axes.
-func (w *world) reference(seed uint64) (map[string][]float64, error) {
-	ref := make(map[string][]float64, len(w.p.Tensors))
+// smallInput is the size below which a fusion input's values are stored
+// rather than generated where they are read: a long chain of small
+// tensors checks every one of them against the same few inputs, and
+// generating the values again for every check cost more than the rest of
+// checking (the memory model prices them: 512 KiB at most each).
+var smallInput = 1 << 16 // tests lower it to generate every input
+
+// reference evaluates every op on unsharded tensors, values row-major over
+// each tensor's non-reduction axes. A fusion input's values are its
+// stream, generated where they are read; a set shares its input's values
+// and a reduction reads them a block at a time. Only the other ops, which
+// read their operands in an order of their own, get a fusion input's
+// values stored, once (the memory model prices them: storedInputs).
+func (w *world) reference(seed uint64) (map[string]vec, error) {
+	ref := make(map[string]vec, len(w.p.Tensors))
 	small := hasProd(w.p)
 	for _, info := range w.ordered {
 		if w.isInput(info.t.Name) {
-			ref[info.t.Name] = inputData(seed, info.index, product(info.shard.shape), small)
+			g := &stream{key: streamKey(seed, info.index), small: small}
+			ref[info.t.Name] = generated(g, product(info.shard.shape))
+			if product(info.shard.shape) < smallInput {
+				ref[info.t.Name] = stored(ref[info.t.Name].flat())
+			}
 		}
 	}
+	flat := map[*rope][]float64{} // the streams stored so far
 	for i, op := range w.p.Ops {
 		ins := w.operands(op, ref)
 		if err := w.checkOutputDomain(op, ins); err != nil {
 			return nil, err
 		}
-		ref[op.Output] = evalOp(op, ins, w.opOutputs[i].shard.shape)
+		shape := w.opOutputs[i].shard.shape
+		switch {
+		case op.Op == "set":
+			ref[op.Output] = ins[0].v
+		case isReduceOp(op.Op):
+			ref[op.Output] = w.reduction(op.Op, ins[0], *op.Axis)
+		default:
+			for k := range ins {
+				ins[k].vals = storedValues(ins[k].v, flat)
+			}
+			ref[op.Output] = stored(evalOp(op, ins, shape))
+		}
 	}
 	return ref, nil
 }
 
-// operands returns op's inputs with their unsharded values from ref.
-func (w *world) operands(op plan.Op, ref map[string][]float64) []operand {
+// reduction is the reference of the reduction of in along axis with op.
+// When in's values are a stream's, it is kept by the values it reads
+// (reductionKey) and computed only when first read: a reduction step that
+// reads the very same values shares it, and the check then finds the
+// devices' buffers equal to it without reading it. Otherwise it is
+// computed now.
+func (w *world) reduction(op string, in operand, axis int) vec {
+	compute := func() []float64 { return reduceAxisVec(op, in.v, in.shape, axis) }
+	key, ok := reductionKey(op, in, axis)
+	if !ok {
+		return stored(compute())
+	}
+	outer, inner := product(in.shape[:axis]), product(in.shape[axis+1:])
+	v := lazyVec(&lazy{compute: compute}, outer*inner)
+	if w.reduced == nil {
+		w.reduced = map[string]vec{}
+	}
+	w.reduced[key] = v
+	return v
+}
+
+// reductionKey words the reduction of in along axis with op as the
+// combination of its parts (combinationKey): in's rows along axis, part k
+// listing row k of every outer index, combined with op (reduceAxisVec). ok
+// is false when in is stored, the key would list too many pieces, or the
+// output is short (not worth a key).
+func reductionKey(op string, in operand, axis int) (string, bool) {
+	outer, n, inner := product(in.shape[:axis]), in.shape[axis], product(in.shape[axis+1:])
+	if in.v.rope == nil || satMul(int64(outer), int64(n)) > maxKeyPieces || outer*inner < ropeMin {
+		return "", false
+	}
+	parts := make([]span, n)
+	for k := range parts {
+		var b ropeBuilder
+		for o := range outer {
+			lo := (o*n + k) * inner
+			b.add(in.v, lo, lo+inner)
+		}
+		parts[k] = span{b.vec(), 0, b.n}
+	}
+	return combinationKey(op, parts)
+}
+
+// storedValues returns v's values stored: a stream's generated once and
+// kept in flat.
+func storedValues(v vec, flat map[*rope][]float64) []float64 {
+	if v.rope == nil {
+		return v.vals
+	}
+	if vals, ok := flat[v.rope]; ok {
+		return vals
+	}
+	vals := v.flat()
+	flat[v.rope] = vals
+	return vals
+}
+
+// isReduceOp reports whether op is a reduction (sum, prod, max, min).
+func isReduceOp(op string) bool { return slices.Contains(plan.ReduceOps, op) }
+
+// operands returns op's inputs with their unsharded values from ref (not
+// yet stored: see reference).
+func (w *world) operands(op plan.Op, ref map[string]vec) []operand {
 	names := op.Operands()
 	ins := make([]operand, len(names))
 	for k, name := range names {
-		ins[k] = operand{name: name, vals: ref[name], shape: w.tensors[name].shard.shape}
+		ins[k] = operand{name: name, v: ref[name], shape: w.tensors[name].shard.shape}
 	}
 	return ins
 }
@@ -264,37 +358,51 @@ func (w *world) checkOutputDomain(op plan.Op, ins []operand) error {
 		op.Index, op.Op, op.Output, out.Shape, out.ReductionAxes, want.shape, want.reduction)
 }
 
-// load writes every fusion input's shard onto each device of its mesh.
-func (w *world) load(m *machine, ref map[string][]float64) {
+// load puts every fusion input's shard onto each device of its mesh: the
+// pieces of the input's stream it holds when its rows are long
+// (sharder.longRows), else its values generated into a buffer.
+func (w *world) load(m *machine, ref map[string]vec) {
 	for _, info := range w.ordered {
 		t := info.t
 		if !w.isInput(t.Name) {
 			continue
 		}
-		src := ref[t.Name]
+		src := source(ref[t.Name])
 		out := m.output(t.Name, len(info.mesh.Devices))
+		long := info.shard.longRows()
 		for _, d := range info.mesh.Devices {
+			if long {
+				var b ropeBuilder
+				info.shard.eachRun(d, &w.scratch, func(r run) bool {
+					p := src
+					p.run = r
+					b.addPiece(p)
+					return true
+				})
+				out[d] = b.vec()
+				continue
+			}
 			buf := make([]float64, info.shard.size(d, &w.scratch))
 			pos := 0
 			info.shard.eachRun(d, &w.scratch, func(r run) bool {
-				copyRun(buf[pos:pos+r.n], src, r)
+				p := src
+				p.run = r
+				p.fill(buf[pos : pos+r.n])
 				pos += r.n
 				return true
 			})
-			out[d] = buf
+			out[d] = stored(buf)
 		}
 	}
 }
 
-// copyRun copies the elements of src that r lists into dst.
-func copyRun(dst, src []float64, r run) {
-	if r.stride == 1 {
-		copyFloats(dst, src[r.off:r.off+r.n])
-		return
+// source is the array a fusion input's reference lists, as a piece
+// without a run: its stream, or its stored values (a small input's).
+func source(v vec) piece {
+	if v.rope == nil {
+		return piece{vals: v.vals}
 	}
-	for i := range dst {
-		dst[i] = src[r.at(i)]
-	}
+	return piece{gen: v.rope.pieces[0].gen}
 }
 
 // satAdd adds non-negative numbers, saturating instead of overflowing.
