@@ -16,8 +16,8 @@ import (
 
 // TestLowerPlanReadWithDefaults lowers the 100k-op chain, whose plan
 // (about 106 MB) is larger than --max-input's default, and reads the plan
-// back with every command's default flags: a plan lower writes is one
-// the commands that read plans accept. Both run as commands in children
+// back with validate's and simulate's default flags: a plan lower writes
+// is one the commands that read plans accept and run. Both run as commands in children
 // (this test binary as nvcomm, see TestMain), so that the test's memory
 // does not swell this process, whose children's peak memory other tests
 // measure.
@@ -45,6 +45,11 @@ func TestLowerPlanReadWithDefaults(t *testing.T) {
 	b, err := exec.Command(exe, "validate", out).CombinedOutput()
 	if want := out + ": valid plan (166667 steps)\n"; err != nil || string(b) != want {
 		t.Errorf("validate: %v\n%s\nwant %s", err, b, want)
+	}
+	// simulate's default --max-bytes holds the plan too (it needs about
+	// 2 GiB by the memory model, more than the 1 GiB it once had).
+	if b, err := exec.Command(exe, "simulate", out).CombinedOutput(); err != nil || !strings.HasPrefix(string(b), "PASS\n") {
+		t.Errorf("simulate: %v\n%.500s", err, b)
 	}
 }
 

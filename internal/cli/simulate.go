@@ -23,12 +23,18 @@ type simulateOptions struct {
 	trace     string
 }
 
+// DefaultSimulateBytes is simulate's --max-bytes unless given: enough for
+// the plans of 100k ops that lower writes (the chain's and the mixed
+// families' need about 2 GiB), and never more than the machine gives the
+// process, which caps every value of the flag.
+const DefaultSimulateBytes = 4 << 30
+
 func newSimulateCmd() *cobra.Command {
 	o := &simulateOptions{
 		policy: newEnum(lower.Policies...).describe("the best plan under --objective: by default the fastest the cost model predicts",
 			"nvFuser's lowering rules exactly"),
 		format:    newEnum("text", "json").describe("a report for reading", "the report as JSON"),
-		maxBytes:  sizeFlag{sim.DefaultMaxBytes},
+		maxBytes:  sizeFlag{DefaultSimulateBytes},
 		objective: newObjective(),
 	}
 	cmd := &cobra.Command{
