@@ -143,16 +143,22 @@ func (d *fastDecoder) tensor(t *Tensor) {
 }
 
 func (d *fastDecoder) schedule() []ScheduleStep {
+	return structList(d, &d.scratchSchedule, &d.schedules, d.scheduleStep)
+}
+
+// structList reads a list of structs, or null (nil), each item by item,
+// through scratch, into a slice carved from c.
+func structList[T any](d *fastDecoder, scratch *[]T, c *chunk[T], item func(*T)) []T {
 	if !d.list() {
 		return nil
 	}
-	xs := d.scratchSchedule[:0]
+	xs := (*scratch)[:0]
 	for more := d.firstItem(); more; more = d.nextItem() {
-		xs = append(xs, ScheduleStep{})
-		d.scheduleStep(&xs[len(xs)-1])
+		xs = append(xs, *new(T))
+		item(&xs[len(xs)-1])
 	}
-	d.scratchSchedule = xs
-	out := d.schedules.take(xs)
+	*scratch = xs
+	out := c.take(xs)
 	clear(xs) // drop the references
 	return out
 }
@@ -246,18 +252,7 @@ func (d *fastDecoder) parallelize() *ParallelizeArgs {
 }
 
 func (d *fastDecoder) shardingList() []Sharding {
-	if !d.list() {
-		return nil
-	}
-	xs := d.scratchShardings[:0]
-	for more := d.firstItem(); more; more = d.nextItem() {
-		xs = append(xs, Sharding{})
-		d.sharding(&xs[len(xs)-1])
-	}
-	d.scratchShardings = xs
-	out := d.shardings.take(xs)
-	clear(xs) // drop the references
-	return out
+	return structList(d, &d.scratchShardings, &d.shardings, d.sharding)
 }
 
 func (d *fastDecoder) sharding(s *Sharding) {
