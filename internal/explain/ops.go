@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/nvcomm/nvcomm/internal/ops"
 	"github.com/nvcomm/nvcomm/internal/plan"
 )
 
@@ -132,7 +133,7 @@ func (e *explainer) opContext(i int, op plan.Op) []string {
 		}
 	}
 	lines = append(lines, fmt.Sprintf("writes %s %s on %s", op.Output, out.placements(red), out.Tensor.Mesh))
-	if len(ins) == 1 && (op.Op == "set" || slices.Contains(plan.ReduceOps, op.Op)) {
+	if len(ins) == 1 && (op.Op == "set" || ops.Is(op.Op, ops.Reduction)) {
 		if in := e.sh[ins[0]]; in != nil {
 			var r *reduction
 			if op.Op != "set" && op.Axis != nil {

@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/nvcomm/nvcomm/internal/shard"
+	"github.com/nvcomm/nvcomm/internal/ops"
 )
 
 // Format is the plan format this package reads and writes.
@@ -218,8 +218,9 @@ func IsReduction(typ string) bool {
 	return false
 }
 
-// ReduceOps lists the reduce operators.
-var ReduceOps = shard.ReduceOps
+// ReduceOps lists the reduce operators, those of the registry's
+// reductions (package ops): a new slice.
+func ReduceOps() []string { return ops.FamilyNames(ops.Reduction) }
 
 // Step is one collective or local operation. Buffers are named: a tensor of
 // the fusion, or an intermediate buffer "out/what" that an earlier step of
