@@ -128,11 +128,23 @@ type Op struct {
 	Pos  diag.Pos
 	// AxisPos is where Axis (or Axes) was written.
 	AxisPos diag.Pos
+	// Inserted is, on a set the lowering inserted, what it reshards for;
+	// nil on the fusion's own ops.
+	Inserted *Insertion
 
 	// rule is Rule's, for the kind, axis and tensors it was computed for:
 	// a copy of the op with other operands computes its own.
 	rule    *ops.Rule
 	ruleFor ruleKey
+}
+
+// Insertion says why the lowering inserted a set: to reshard operands of
+// op For before it computes (Operands, the slots of For that read the
+// set's output), or For's output after it (Output).
+type Insertion struct {
+	For      *Op
+	Operands []int
+	Output   bool
 }
 
 // In returns the op's first (for set, reductions, unary ops and broadcast,

@@ -229,6 +229,9 @@ func (l *lowerer) plan() *plan.Plan {
 		if op.Kind.IsReduction() {
 			o.Axis = new(op.Axis)
 		}
+		if why := op.Inserted; why != nil {
+			o.Inserted = &plan.Inserted{For: why.For.Index, Operands: slices.Clone(why.Operands), Output: why.Output}
+		}
 		p.Ops = append(p.Ops, o)
 	}
 	if p.Steps == nil {

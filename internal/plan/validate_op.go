@@ -80,6 +80,39 @@ func (v *validator) checkOp(i int, op Op) {
 	v.checkOpAxis(i, op, ins[0])
 	v.checkOpAxes(i, op, ins[0])
 	v.checkOpOutput(i, op, ins)
+	v.checkInserted(i, op)
+}
+
+// checkInserted checks an inserted set's provenance against the ops it
+// names: a set before op For whose output For reads at exactly the
+// listed operand slots, or a set after For that reads For's output.
+func (v *validator) checkInserted(i int, op Op) {
+	in := op.Inserted
+	if in == nil {
+		return
+	}
+	switch {
+	case op.Op != "set":
+		v.planf("op %d: is marked inserted, but nvcomm inserts only sets, not %s", i, op.Op)
+	case in.For < 0 || in.For >= len(v.p.Ops) || in.For == i:
+		v.planf("op %d: inserted for op %d, which is not another op of the plan", i, in.For)
+	case in.Output == (len(in.Operands) > 0):
+		v.planf("op %d: inserted for op %d must name either its operands or its output", i, in.For)
+	case in.Output:
+		if f := v.p.Ops[in.For]; in.For > i || op.Input != f.Output {
+			v.planf("op %d: inserted after op %d, so it reads that op's output %q and comes after it, but it reads %q", i, in.For, f.Output, op.Input)
+		}
+	default:
+		var reads []int
+		for k, name := range v.p.Ops[in.For].Operands() {
+			if name == op.Output {
+				reads = append(reads, k)
+			}
+		}
+		if in.For < i || !slices.Equal(reads, in.Operands) {
+			v.planf("op %d: inserted before op %d for its operands %v, but that op reads %q at operands %v", i, in.For, in.Operands, op.Output, reads)
+		}
+	}
 }
 
 // checkOperands checks how an op names its operands (input for one,
