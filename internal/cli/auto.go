@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nvcomm/nvcomm/internal/auto"
+	"github.com/nvcomm/nvcomm/internal/diag"
 	"github.com/nvcomm/nvcomm/internal/explain"
 	"github.com/nvcomm/nvcomm/internal/lower"
 	"github.com/nvcomm/nvcomm/internal/plan"
@@ -57,7 +58,7 @@ func (o *autoOptions) compileAutoSource(cmd *cobra.Command, name string, src []b
 		return nil, nil, reportIn(cmd, name, err)
 	}
 	if !res.Exact {
-		fmt.Fprintf(cmd.ErrOrStderr(), "%s: warning: --auto stopped its search at its limit; the shardings are the best it found, not proven the fastest (give some tensors placements)\n", name)
+		warn(cmd, diag.Warn(name, "--auto stopped its search at its limit; the shardings are the best it found, not proven the fastest (give some tensors placements)"))
 	}
 	if o.emit != "" {
 		if err := writeOutput(cmd, o.emit, res.Fusion); err != nil {

@@ -205,6 +205,11 @@ func report(cmd *cobra.Command, err error) error {
 	return reportedError{}
 }
 
+// warn prints a warning as every diagnostic is printed, on stderr.
+func warn(cmd *cobra.Command, d diag.Diagnostic) {
+	fmt.Fprintln(cmd.ErrOrStderr(), d.Error())
+}
+
 // reportIn reports err, an error in the input file name, in the one style
 // of input errors: "name:line:col: error: message" when err is diagnostics
 // that know the position, "name: error: message" otherwise. It returns the

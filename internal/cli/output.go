@@ -13,6 +13,8 @@ import (
 
 	"github.com/google/renameio/v2"
 	"github.com/spf13/cobra"
+
+	"github.com/nvcomm/nvcomm/internal/diag"
 )
 
 // writeOutput writes data to path, or to standard output when path is "" or
@@ -102,7 +104,7 @@ func warnFormatName(cmd *cobra.Command, path string) {
 	if f := cmd.Flags().Lookup("format"); f != nil {
 		hint = fmt.Sprintf("to choose the output format, use --format (%s)", f.Value.Type())
 	}
-	fmt.Fprintf(cmd.ErrOrStderr(), "nvcomm: warning: writing to a new file named %q; %s\n", path, hint)
+	warn(cmd, diag.Warn("nvcomm", "writing to a new file named %q; %s", path, hint))
 }
 
 // writeFile writes what write produces to path without ever destroying

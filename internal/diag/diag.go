@@ -36,16 +36,42 @@ func (p Pos) String() string {
 	return fmt.Sprintf("%d:%d", p.Line, p.Col)
 }
 
-// Diagnostic is one error in an input, with where it is, what was wrong and,
-// optionally, a hint on how to fix it.
-type Diagnostic struct {
-	File    string
-	Pos     Pos
-	Message string // lower-case, no trailing period
-	Hint    string // optional remedy, e.g. a did-you-mean suggestion
+// Severity says whether a diagnostic stops the run.
+type Severity int
+
+// The severities. The zero Severity is Error.
+const (
+	// Error: the input is wrong, and the run fails (exit code 1).
+	Error Severity = iota
+	// Warning: the run goes on, and its result may not be what was meant.
+	Warning
+)
+
+// String names the severity as diagnostics print it.
+func (s Severity) String() string {
+	if s == Warning {
+		return "warning"
+	}
+	return "error"
 }
 
-// Error renders d as "file:line:col: message (hint)".
+// Diagnostic is one error or warning about an input, with where it is,
+// what was wrong and, optionally, a hint on how to fix it.
+type Diagnostic struct {
+	File     string
+	Pos      Pos
+	Severity Severity
+	Message  string // lower-case, no trailing period
+	Hint     string // optional remedy, e.g. a did-you-mean suggestion
+}
+
+// Warn is a warning about file, at no position.
+func Warn(file, format string, args ...any) Diagnostic {
+	return Diagnostic{File: file, Severity: Warning, Message: fmt.Sprintf(format, args...)}
+}
+
+// Error renders d as "file:line:col: error: message; hint" ("warning:"
+// for a warning).
 func (d Diagnostic) Error() string {
 	var b strings.Builder
 	if d.File != "" {
@@ -58,7 +84,8 @@ func (d Diagnostic) Error() string {
 	if b.Len() > 0 {
 		b.WriteString(" ")
 	}
-	b.WriteString("error: ")
+	b.WriteString(d.Severity.String())
+	b.WriteString(": ")
 	b.WriteString(d.Message)
 	if d.Hint != "" {
 		b.WriteString("; ")

@@ -84,3 +84,20 @@ func TestPosString(t *testing.T) {
 		t.Errorf("no position: %q", got)
 	}
 }
+
+// TestSeverity checks that errors and warnings print alike but for their
+// severity, positioned or not.
+func TestSeverity(t *testing.T) {
+	for _, tc := range []struct {
+		d    Diagnostic
+		want string
+	}{
+		{Diagnostic{File: "f.yaml", Pos: Pos{Line: 3, Col: 5}, Message: "m", Hint: "h"}, "f.yaml:3:5: error: m; h"},
+		{Diagnostic{File: "f.yaml", Pos: Pos{Line: 3, Col: 5}, Severity: Warning, Message: "m", Hint: "h"}, "f.yaml:3:5: warning: m; h"},
+		{Warn("f.yaml", "search stopped after %d", 7), "f.yaml: warning: search stopped after 7"},
+	} {
+		if got := tc.d.Error(); got != tc.want {
+			t.Errorf("%+v: Error() = %q, want %q", tc.d, got, tc.want)
+		}
+	}
+}

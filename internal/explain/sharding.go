@@ -46,32 +46,30 @@ type sharding struct {
 	Merged map[string][]int
 }
 
-// loopAxis is one axis of the loop domain during the replay of a schedule.
-type loopAxis struct {
-	origin int   // the logical axis it derives from; -1 after a merge
-	spans  []int // the logical axes a merged axis spans
-	stride int
-	extent int
-}
-
-// analyze replays t's schedule on its shape to find which devices hold
-// which indices. A schedule that does not replay (which a validated plan
-// never has) is an error, never a panic.
+// analyze replays t's schedule on its shape (plan.Replay) to find which
+// devices hold which indices. A schedule that does not replay (which a
+// validated plan never has) is an error, never a panic.
 func analyze(p *plan.Plan, t plan.Tensor) (*sharding, error) {
 	mesh, ok := p.Meshes[t.Mesh]
 	if !ok {
 		return nil, fmt.Errorf("tensor %s: unknown mesh %q", t.Name, t.Mesh)
 	}
-	loop := make([]loopAxis, len(t.Shape))
-	for i, n := range t.Shape {
-		loop[i] = loopAxis{origin: i, spans: []int{i}, stride: 1, extent: n}
+	loop, bad, why := plan.Replay(&t, &mesh)
+	if why != "" {
+		return nil, fmt.Errorf("tensor %s: schedule step %d: %s", t.Name, bad, why)
 	}
 	s := &sharding{Tensor: t, Mesh: mesh}
 	digits := make([][]digit, len(t.Shape))
-	for k, step := range t.Schedule {
-		var err error
-		if loop, err = replay(loop, step, digits, s); err != nil {
-			return nil, fmt.Errorf("tensor %s: schedule step %d: %w", t.Name, k, err)
+	for _, l := range loop {
+		switch {
+		case !slices.Contains(deviceTypes, l.Parallel):
+		case l.Logical < 0:
+			if s.Merged == nil {
+				s.Merged = map[string][]int{}
+			}
+			s.Merged[l.Parallel] = slices.Sorted(slices.Values(l.Merged))
+		case l.Extent > 1:
+			digits[l.Logical] = append(digits[l.Logical], digit{Type: l.Parallel, Stride: l.Stride, Extent: l.Extent})
 		}
 	}
 	if pi, ok := plan.PartialInputOf(p, t.Name); ok {
@@ -100,84 +98,7 @@ func (s *sharding) collect(digits [][]digit) {
 	}
 }
 
-// replay applies one schedule step to the loop domain, recording in digits
-// the device types that parallelize a logical axis's digit.
-func replay(loop []loopAxis, st plan.ScheduleStep, digits [][]digit, s *sharding) ([]loopAxis, error) {
-	switch {
-	case st.Split != nil:
-		return split(loop, *st.Split, false)
-	case st.OuterSplit != nil:
-		return split(loop, *st.OuterSplit, true)
-	case st.Merge != nil:
-		a := st.Merge.Axis
-		if a < 0 || a+1 >= len(loop) {
-			return nil, fmt.Errorf("merge of axis %d of %d", a, len(loop))
-		}
-		m := loopAxis{origin: -1, spans: append(slices.Clone(loop[a].spans), loop[a+1].spans...), stride: 1, extent: loop[a].extent * loop[a+1].extent}
-		return slices.Replace(loop, a, a+2, m), nil
-	case st.Reorder != nil:
-		return reorder(loop, st.Reorder)
-	case st.Parallelize != nil:
-		return loop, parallelize(loop, *st.Parallelize, digits, s)
-	}
-	return nil, fmt.Errorf("empty step")
-}
-
-// split splits a loop axis by factor: an inner split into [N/f, f], an
-// outer one into [f, N/f], each piece a digit of the same logical axis.
-func split(loop []loopAxis, a plan.SplitArgs, outer bool) ([]loopAxis, error) {
-	if a.Axis < 0 || a.Axis >= len(loop) || a.Factor < 1 {
-		return nil, fmt.Errorf("split of axis %d by %d", a.Axis, a.Factor)
-	}
-	l := loop[a.Axis]
-	inner := a.Factor
-	if outer {
-		inner = ceilDiv(l.extent, a.Factor)
-	}
-	hi := loopAxis{origin: l.origin, spans: l.spans, stride: l.stride * inner, extent: ceilDiv(l.extent, inner)}
-	lo := loopAxis{origin: l.origin, spans: l.spans, stride: l.stride, extent: inner}
-	return slices.Replace(loop, a.Axis, a.Axis+1, hi, lo), nil
-}
-
-// reorder permutes the loop domain: order lists old positions in new order.
-func reorder(loop []loopAxis, order []int) ([]loopAxis, error) {
-	if len(order) != len(loop) {
-		return nil, fmt.Errorf("reorder of %d axes lists %d", len(loop), len(order))
-	}
-	out := make([]loopAxis, len(loop))
-	seen := make([]bool, len(loop))
-	for i, old := range order {
-		if old < 0 || old >= len(loop) || seen[old] {
-			return nil, fmt.Errorf("reorder %v is not a permutation", order)
-		}
-		seen[old] = true
-		out[i] = loop[old]
-	}
-	return out, nil
-}
-
-// parallelize records a device type's digit; Serial changes nothing.
-func parallelize(loop []loopAxis, a plan.ParallelizeArgs, digits [][]digit, s *sharding) error {
-	if a.Axis < 0 || a.Axis >= len(loop) {
-		return fmt.Errorf("parallelize of axis %d of %d", a.Axis, len(loop))
-	}
-	if !slices.Contains(deviceTypes, a.Type) {
-		return nil
-	}
-	l := loop[a.Axis]
-	if l.origin < 0 {
-		if s.Merged == nil {
-			s.Merged = map[string][]int{}
-		}
-		s.Merged[a.Type] = slices.Sorted(slices.Values(l.spans))
-		return nil
-	}
-	if l.extent > 1 {
-		digits[l.origin] = append(digits[l.origin], digit{Type: a.Type, Stride: l.stride, Extent: l.extent})
-	}
-	return nil
-}
-
+// ceilDiv is ⌈a/b⌉, 0 for a <= 0.
 func ceilDiv(a, b int) int {
 	if a <= 0 {
 		return 0

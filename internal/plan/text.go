@@ -230,34 +230,13 @@ func PartialInputOf(p *Plan, name string) (PartialInput, bool) {
 // wholeAxisZeroType is the device type that parallelizes t's logical axis
 // 0 unsplit, when one does and its mesh axis has axis 0's extent.
 func wholeAxisZeroType(p *Plan, t Tensor) (string, bool) {
-	origin := make([]int, len(t.Shape)) // logical axis of each loop axis; -1 once split or merged
-	for i := range origin {
-		origin[i] = i
+	loop, _, why := Replay(&t, nil)
+	if why != "" {
+		return "", false
 	}
-	for _, s := range t.Schedule {
-		switch {
-		case s.Split != nil, s.OuterSplit != nil:
-			a := splitAxis(s)
-			if a < 0 || a >= len(origin) {
-				return "", false
-			}
-			origin[a] = -1
-			origin = slices.Insert(origin, a, -1)
-		case s.Merge != nil:
-			a := s.Merge.Axis
-			if a < 0 || a+1 >= len(origin) {
-				return "", false
-			}
-			origin = slices.Replace(origin, a, a+2, -1)
-		case s.Reorder != nil:
-			if origin = reordered(origin, s.Reorder); origin == nil {
-				return "", false
-			}
-		case s.Parallelize != nil:
-			a, typ := s.Parallelize.Axis, s.Parallelize.Type
-			if a >= 0 && a < len(origin) && origin[a] == 0 && meshExtent(p, t.Mesh, typ) == t.Shape[0] {
-				return typ, true
-			}
+	for _, a := range loop {
+		if a.Logical == 0 && !a.Split && a.OnDevices() && meshExtent(p, t.Mesh, a.Parallel) == t.Shape[0] {
+			return a.Parallel, true
 		}
 	}
 	return "", false
@@ -358,60 +337,20 @@ type typedAxis struct {
 	axis int
 }
 
-// reductionSplits replays t's schedule far enough to find the reduction
+// reductionSplits finds, from t's loop domain (Replay), the reduction
 // axes (their positions in Shape) that device types split: the summed
 // axes of partial results, which Sharding, of non-reduction axes only,
-// does not show. A schedule it cannot follow ends the search.
+// does not show. A schedule that does not replay has none.
 func reductionSplits(t Tensor) []typedAxis {
-	origin := make([]int, len(t.Shape)) // the logical axis of each loop axis; -1 after a merge
-	for i := range origin {
-		origin[i] = i
-	}
-	var out []typedAxis
-	for _, s := range t.Schedule {
-		var a int
-		switch {
-		case s.Split != nil, s.OuterSplit != nil:
-			if a = splitAxis(s); a < 0 || a >= len(origin) {
-				return out
-			}
-			origin = slices.Insert(origin, a, origin[a])
-		case s.Merge != nil:
-			if a = s.Merge.Axis; a < 0 || a+1 >= len(origin) {
-				return out
-			}
-			origin = slices.Replace(origin, a, a+2, -1)
-		case s.Reorder != nil:
-			if origin = reordered(origin, s.Reorder); origin == nil {
-				return out
-			}
-		case s.Parallelize != nil:
-			a = s.Parallelize.Axis
-			if a >= 0 && a < len(origin) && slices.Contains(deviceTypes, s.Parallelize.Type) && slices.Contains(t.ReductionAxes, origin[a]) {
-				out = append(out, typedAxis{s.Parallelize.Type, origin[a]})
-			}
-		}
-	}
-	return out
-}
-
-// splitAxis is the axis a split or outer_split step splits.
-func splitAxis(s ScheduleStep) int {
-	if s.Split != nil {
-		return s.Split.Axis
-	}
-	return s.OuterSplit.Axis
-}
-
-// reordered permutes xs by order (new position -> old), or returns nil
-// when order is not a permutation of xs's positions.
-func reordered(xs, order []int) []int {
-	if !isPermutation(order, len(xs)) {
+	loop, _, why := Replay(&t, nil)
+	if why != "" {
 		return nil
 	}
-	out := make([]int, len(xs))
-	for i, old := range order {
-		out[i] = xs[old]
+	var out []typedAxis
+	for _, a := range loop {
+		if a.OnDevices() && a.Logical >= 0 && slices.Contains(t.ReductionAxes, a.Logical) {
+			out = append(out, typedAxis{a.Parallel, a.Logical})
+		}
 	}
 	return out
 }
