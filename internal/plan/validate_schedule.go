@@ -97,4 +97,3 @@ func (v *validator) checkAllocation(what tensorRef, alloc []int, loop []LoopAxis
 		}
 	}
 }
-
