@@ -390,9 +390,7 @@ func (p *parser) extents(n *yaml.Node, what string) ([]int, bool) {
 	if !ok {
 		return nil, false
 	}
-	if len(items) > MaxRank {
-		p.errs.AddHint(posOf(n), "real tensors have a handful of axes; merge axes that are never sharded apart",
-			"%s: %d extents, more than %d", what, len(items), MaxRank)
+	if !p.checkRank(len(items), posOf(n), what) {
 		return nil, false
 	}
 	shape := make([]int, 0, len(items))
@@ -403,6 +401,33 @@ func (p *parser) extents(n *yaml.Node, what string) ([]int, bool) {
 		shape = append(shape, e)
 	}
 	return shape, good
+}
+
+// checkRank reports a shape of more than MaxRank extents, written at pos.
+func (p *parser) checkRank(n int, pos diag.Pos, what string) bool {
+	if n <= MaxRank {
+		return true
+	}
+	p.errs.AddHint(pos, "real tensors have a handful of axes; merge axes that are never sharded apart",
+		"%s: %d extents, more than %d", what, n, MaxRank)
+	return false
+}
+
+// checkExtents checks a shape given as values as extents checks a file's:
+// at most MaxRank extents, each an integer >= 1 (pos: where each is
+// written, at: the list). It reports every bad extent.
+func (p *parser) checkExtents(shape []int, pos []diag.Pos, at diag.Pos, what string) bool {
+	if !p.checkRank(len(shape), at, what) {
+		return false
+	}
+	good := true
+	for i, e := range shape {
+		if !isPositive(e) {
+			checkPositive(p.errs, e, posAt(pos, i), what+" extent")
+			good = false
+		}
+	}
+	return good
 }
 
 // endpoints resolves inputs/outputs, defaulting to the tensors no op produces

@@ -3,9 +3,6 @@ package ir
 import (
 	"fmt"
 	"slices"
-	"strconv"
-
-	"go.yaml.in/yaml/v3"
 
 	"github.com/nvcomm/nvcomm/internal/diag"
 )
@@ -13,9 +10,9 @@ import (
 // This file builds meshes and tensors from values rather than from a
 // fusion file: what a plan records (docs/plan.md), so that lower can
 // recompute what a plan claims about them. A tensor goes through the
-// parser's own checks, replay and analyses (scheduleWith), fed with the
-// YAML nodes a fusion file would give it, so a plan's tensor is accepted
-// and analyzed exactly as the same tensor in a fusion file.
+// parser's own checks, replay and analyses (replaySchedule), given the
+// values that the parser decodes from a fusion file, so a plan's tensor
+// is accepted and analyzed exactly as the same tensor in a fusion file.
 
 // NewMesh returns the mesh name of the given shape (outermost axis first)
 // and row-major device ids, or an error when they do not make one: 1 to 3
@@ -72,42 +69,74 @@ type TensorSpec struct {
 // the schedule and the allocation on the logical domain and resolves the
 // shardings, local shape and layout, with the checks Parse makes of a
 // fusion file's tensor (positions, factors, device axes, allocation,
-// uneven splits, sizes that fit in int64). The error, a *diag.List without
-// positions, says what is wrong; NewTensor never panics.
+// uneven splits, sizes that fit in int64): the replay is the parser's
+// own (replaySchedule). The error, a *diag.List without positions, says
+// what is wrong; NewTensor never panics.
 func NewTensor(spec TensorSpec) (*Tensor, error) {
 	errs := &errList{}
 	p := &parser{errs: errs, w: walker{errs: errs}}
-	what := fmt.Sprintf("tensor %q", spec.Name)
-	switch {
-	case spec.Mesh == nil || len(spec.Mesh.Devices) == 0:
-		errs.Add(diag.Pos{}, "%s: no mesh", what)
-	case spec.DType.Size() == 0:
-		errs.Add(diag.Pos{}, "%s: unknown dtype %q (expected one of %s)", what, spec.DType, joinNames(DTypeNames()))
-	}
-	if errs.Count() > 0 {
-		return nil, errs.List()
-	}
-	shape, ok := p.extents(intList(spec.Shape), what+" shape")
-	if !ok || !p.checkBytes(shape, spec.DType, diag.Pos{}, what+" shape", "") {
-		return nil, errs.List()
-	}
-	reduction, ok := reductionFlags(spec.ReductionAxes, len(shape))
+	reduction, ok := p.checkSpec(spec)
 	if !ok {
-		errs.Add(diag.Pos{}, "%s: reduction axes %v are not distinct positions in a shape of %d axes", what, spec.ReductionAxes, len(shape))
 		return nil, errs.List()
 	}
 	t := &Tensor{Name: spec.Name, Mesh: spec.Mesh, DType: spec.DType, Declared: true, Propagated: spec.Propagated}
-	for i, e := range shape {
-		t.Logical = append(t.Logical, &IterDomain{Extent: e, Logical: i, Reduction: reduction[i]})
+	ids := make([]IterDomain, len(spec.Shape))
+	t.Logical = make([]*IterDomain, len(spec.Shape))
+	for i, e := range spec.Shape {
+		ids[i] = IterDomain{Extent: e, Logical: i, Reduction: reduction[i]}
+		t.Logical[i] = &ids[i]
 	}
-	rt := &rawTensor{name: spec.Name, sched: scheduleNode(spec.Schedule)}
+	if !p.checkStepCount(spec.Name, len(spec.Schedule), diag.Pos{}) {
+		return nil, errs.List()
+	}
+	steps := make([]stepIn, len(spec.Schedule))
+	for i, s := range spec.Schedule {
+		steps[i] = stepIn{ScheduleStep: s, orderLen: len(s.Order)}
+	}
+	var alloc *allocIn
 	if spec.Allocation != nil {
-		rt.alloc = intList(spec.Allocation)
+		alloc = &allocIn{order: spec.Allocation}
 	}
-	if !p.scheduleWith(t, rt, nil) {
+	if !p.replaySchedule(t, steps, alloc) {
 		return nil, errs.List()
 	}
 	return t, nil
+}
+
+// checkSpec checks spec's mesh, dtype, shape and reduction axes, and
+// returns which axes are reductions. Its messages are formatted only for
+// an error: Certify builds every tensor of a plan.
+func (p *parser) checkSpec(spec TensorSpec) (reduction []bool, ok bool) {
+	what := func() string { return fmt.Sprintf("tensor %q", spec.Name) }
+	switch {
+	case spec.Mesh == nil || len(spec.Mesh.Devices) == 0:
+		p.errs.Add(diag.Pos{}, "%s: no mesh", what())
+		return nil, false
+	case spec.DType.Size() == 0:
+		p.errs.Add(diag.Pos{}, "%s: unknown dtype %q (expected one of %s)", what(), spec.DType, joinNames(DTypeNames()))
+		return nil, false
+	}
+	if len(spec.Shape) > MaxRank || !all(spec.Shape, isPositive) {
+		p.checkExtents(spec.Shape, nil, diag.Pos{}, what()+" shape")
+		return nil, false
+	}
+	if _, fits := Bytes(spec.Shape, spec.DType); !fits {
+		return nil, p.checkBytes(spec.Shape, spec.DType, diag.Pos{}, what()+" shape", "")
+	}
+	if reduction, ok = reductionFlags(spec.ReductionAxes, len(spec.Shape)); !ok {
+		p.errs.Add(diag.Pos{}, "%s: reduction axes %v are not distinct positions in a shape of %d axes", what(), spec.ReductionAxes, len(spec.Shape))
+	}
+	return reduction, ok
+}
+
+// all reports whether f holds for every x of xs.
+func all[T any](xs []T, f func(T) bool) bool {
+	for _, x := range xs {
+		if !f(x) {
+			return false
+		}
+	}
+	return true
 }
 
 // reductionFlags marks the reduction axes among rank positions, and false
@@ -121,65 +150,4 @@ func reductionFlags(axes []int, rank int) ([]bool, bool) {
 		flags[a] = true
 	}
 	return flags, true
-}
-
-// scheduleNode writes steps as a fusion file's schedule list.
-func scheduleNode(steps []ScheduleStep) *yaml.Node {
-	list := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
-	for _, s := range steps {
-		var args *yaml.Node
-		switch s.Kind {
-		case StepSplit, StepOuterSplit:
-			args = mapNode(kv{"axis", intNode(s.Axis)}, kv{"factor", intNode(s.Factor)})
-		case StepMerge:
-			args = mapNode(kv{"axis", intNode(s.Axis)})
-		case StepReorder:
-			args = intList(s.Order)
-		default: // parallelize, or a kind the parser reports as unknown
-			args = mapNode(kv{"axis", intNode(s.Axis)}, kv{"type", strNode(typeName(s.Type))})
-		}
-		list.Content = append(list.Content, mapNode(kv{string(s.Kind), args}))
-	}
-	return list
-}
-
-// typeName names a parallel type as a fusion file does; a value no type
-// has gets a name the parser rejects.
-func typeName(t ParallelType) string {
-	if t < Serial || t > DIDz {
-		return fmt.Sprintf("ParallelType(%d)", int(t))
-	}
-	return t.String()
-}
-
-// intList is a YAML list of integers.
-func intList(xs []int) *yaml.Node {
-	list := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
-	for _, x := range xs {
-		list.Content = append(list.Content, intNode(x))
-	}
-	return list
-}
-
-func intNode(x int) *yaml.Node {
-	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: strconv.Itoa(x)}
-}
-
-func strNode(s string) *yaml.Node {
-	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s}
-}
-
-// kv is one key of a YAML mapping and its value.
-type kv struct {
-	key   string
-	value *yaml.Node
-}
-
-// mapNode is a YAML mapping of the given keys, in order.
-func mapNode(fields ...kv) *yaml.Node {
-	m := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
-	for _, f := range fields {
-		m.Content = append(m.Content, strNode(f.key), f.value)
-	}
-	return m
 }
