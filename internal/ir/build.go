@@ -274,7 +274,7 @@ func (p *parser) resolveInput(t *Tensor) bool {
 			return false
 		}
 		if pl, i, ok := partialOf(pls); ok {
-			t.partial = pl.op()
+			t.Partial = pl.op()
 			shape = append([]int{t.Mesh.Shape[i]}, shape...)
 			note = " (with its Partial terms axis)"
 		}
@@ -285,6 +285,19 @@ func (p *parser) resolveInput(t *Tensor) bool {
 	t.Logical = logicalDomain(shape, -1)
 	p.scheduleWith(t, rt, pls)
 	return p.errs.Count() == before
+}
+
+// in is the op as inferOp checks it.
+func (ro *rawOp) in() opIn {
+	return opIn{kind: ro.kind, idx: ro.fileIdx, axis: ro.axis, axes: ro.axes, out: ro.out, pos: ro.pos, src: ro}
+}
+
+// nodePos is posOf(n), the zero position for no node.
+func nodePos(n *yaml.Node) diag.Pos {
+	if n == nil {
+		return diag.Pos{}
+	}
+	return posOf(n)
 }
 
 // isRead reports whether an op reads the tensor name, one left out for its
@@ -318,14 +331,17 @@ func logicalDomain(shape []int, reduction int) []*IterDomain {
 // one. Either the value shape or the full logical shape (reduction axes
 // included) is accepted.
 func (p *parser) checkShape(t *Tensor, n *yaml.Node, what string) {
-	shape, ok := p.extents(n, what+" shape")
-	if !ok {
-		return
+	if shape, ok := p.extents(n, what+" shape"); ok {
+		p.matchShape(t, shape, posOf(n), what)
 	}
+}
+
+// matchShape is checkShape of a shape given as values, written at pos.
+func (p *parser) matchShape(t *Tensor, shape []int, pos diag.Pos, what string) {
 	if slices.Equal(shape, t.Shape()) || slices.Equal(shape, t.LogicalExtents()) {
 		return
 	}
-	p.errs.Add(posOf(n), "%s: shape %s does not match the shape %s inferred from the op that produces it", what, fmtShape(shape), fmtShape(t.Shape()))
+	p.errs.Add(pos, "%s: shape %s does not match the shape %s inferred from the op that produces it", what, fmtShape(shape), fmtShape(t.Shape()))
 }
 
 // fmtShape renders a shape as YAML writes it: [8, 4].

@@ -260,9 +260,11 @@ type Tensor struct {
 	// auto-sharder to choose. The tensor is parsed as if it declared no
 	// placements.
 	Auto bool
-	// partial is the op of a Partial placement: the tensor's logical axis 0
-	// holds the terms, one per device along a mesh axis, of that op.
-	partial OpKind
+	// Partial is the op of a fusion input's Partial placement, "" for a
+	// tensor that holds values: the tensor's logical axis 0 holds the
+	// terms of that op, one per device along a mesh axis, and only a set
+	// reads it, which is then the reduction of its terms over axis 0.
+	Partial OpKind
 
 	shardings []Sharding  // resolved by analyze
 	rootPad   map[int]int // value axis -> extent its uneven first split pads it to

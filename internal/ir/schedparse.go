@@ -34,12 +34,7 @@ func (p *parser) scheduleWith(t *Tensor, rt *rawTensor, pls []placement) bool {
 		alloc = p.allocOf(t.Name, rt.alloc)
 	}
 	if pls != nil {
-		t.Loop = slices.Clone(t.Logical)
-		before := p.errs.Count()
-		if !p.placementSchedule(t, pls) || p.errs.Count() > before {
-			return false
-		}
-		return p.finishSchedule(t, alloc, before)
+		return p.placeSchedule(t, pls, alloc)
 	}
 	var steps []stepIn
 	if rt.sched != nil {

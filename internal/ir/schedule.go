@@ -81,6 +81,17 @@ func (p *parser) replaySchedule(t *Tensor, steps []stepIn, alloc *allocIn) bool 
 	return p.finishSchedule(t, alloc, before)
 }
 
+// placeSchedule gives t the schedule its placements pls stand for, then
+// finishes it as replaySchedule does.
+func (p *parser) placeSchedule(t *Tensor, pls []placement, alloc *allocIn) bool {
+	t.Loop = slices.Clone(t.Logical)
+	before := p.errs.Count()
+	if !p.placementSchedule(t, pls) || p.errs.Count() > before {
+		return false
+	}
+	return p.finishSchedule(t, alloc, before)
+}
+
 // checkStepCount reports a schedule of more than MaxScheduleSteps steps.
 func (p *parser) checkStepCount(name string, n int, at diag.Pos) bool {
 	if n <= MaxScheduleSteps {
