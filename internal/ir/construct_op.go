@@ -148,22 +148,27 @@ func NewFusion(name string, tensors []*Tensor, ops []*Op) (*Fusion, error) {
 	for _, t := range tensors {
 		member[t] = true
 	}
-	made := make(map[*Tensor]bool, len(ops))
+	producer := make(map[*Tensor]int, len(ops)) // by the index of its op
 	for i, op := range f.Ops {
-		if !p.checkOpTensors(op, i, member, made) {
+		if !p.checkOpOutput(op, i, member, producer) {
 			return nil, p.errs.List()
 		}
-		op.Index, op.Out.Producer = i, op
-		made[op.Out] = true
+		producer[op.Out] = i
 	}
 	read := make(map[*Tensor]bool, len(tensors))
-	for _, op := range f.Ops {
+	for i, op := range f.Ops {
 		for _, in := range op.Inputs {
+			if !p.checkOperand(in, i, member, producer) {
+				return nil, p.errs.List()
+			}
 			read[in] = true
 		}
 	}
+	for i, op := range f.Ops {
+		op.Index, op.Out.Producer = i, op
+	}
 	for _, t := range f.Tensors {
-		if !made[t] {
+		if _, made := producer[t]; !made {
 			f.Inputs = append(f.Inputs, t)
 		}
 		if !read[t] {
@@ -177,29 +182,35 @@ func NewFusion(name string, tensors []*Tensor, ops []*Op) (*Fusion, error) {
 	return f, nil
 }
 
-// checkOpTensors checks op i's tensors: among the fusion's (member), its
-// operands produced before it or by no op, its output by no op before.
-func (p *parser) checkOpTensors(op *Op, i int, member, made map[*Tensor]bool) bool {
-	for _, in := range op.Inputs {
-		switch {
-		case !member[in]:
-			p.errs.Add(diag.Pos{}, "ops[%d]: operand %q is not among the fusion's tensors", i, in.Name)
-			return false
-		case in.Producer != nil && in.Producer != op && !made[in]:
-			p.errs.AddHint(diag.Pos{}, "list the ops in topological order", "ops[%d]: operand %q is produced by a later op, or by one not in the fusion", i, in.Name)
-			return false
-		}
-	}
-	switch {
-	case !member[op.Out]:
+// checkOpOutput checks op i's output: among the fusion's tensors
+// (member), and produced by no op before it.
+func (p *parser) checkOpOutput(op *Op, i int, member map[*Tensor]bool, producer map[*Tensor]int) bool {
+	if !member[op.Out] {
 		p.errs.Add(diag.Pos{}, "ops[%d]: output %q is not among the fusion's tensors", i, op.Out.Name)
 		return false
-	case made[op.Out]:
-		p.errs.Add(diag.Pos{}, "tensor %q is produced twice (ops[%d] is its second producer)", op.Out.Name, i)
-		return false
-	case slices.Contains(op.Inputs, op.Out):
-		p.errs.Add(diag.Pos{}, "ops[%d]: reads and writes the same tensor %q", i, op.Out.Name)
+	}
+	if first, ok := producer[op.Out]; ok {
+		p.errs.Add(diag.Pos{}, "tensor %q is produced twice (by ops[%d] and ops[%d])", op.Out.Name, first, i)
 		return false
 	}
 	return true
+}
+
+// checkOperand checks an operand of op i: among the fusion's tensors
+// (member), and produced by an op before op i or by none.
+func (p *parser) checkOperand(in *Tensor, i int, member map[*Tensor]bool, producer map[*Tensor]int) bool {
+	by, made := producer[in]
+	switch {
+	case !member[in]:
+		p.errs.Add(diag.Pos{}, "ops[%d]: operand %q is not among the fusion's tensors", i, in.Name)
+	case made && by == i:
+		p.errs.Add(diag.Pos{}, "ops[%d]: reads and writes the same tensor %q", i, in.Name)
+	case made && by > i:
+		p.errs.AddHint(diag.Pos{}, "list the ops in topological order", "ops[%d]: operand %q is produced by a later op, ops[%d]", i, in.Name, by)
+	case !made && in.Producer != nil:
+		p.errs.Add(diag.Pos{}, "ops[%d]: operand %q is produced by an op not in the fusion", i, in.Name)
+	default:
+		return true
+	}
+	return false
 }

@@ -311,10 +311,11 @@ func TestNewFusionErrors(t *testing.T) {
 		ops     []*Op
 		want    string
 	}{
-		{"order", []*Tensor{x, a.Out, b.Out}, []*Op{b, a}, `error: ops[0]: operand "a" is produced by a later op, or by one not in the fusion; list the ops in topological order`},
+		{"order", []*Tensor{x, a.Out, b.Out}, []*Op{b, a}, `error: ops[0]: operand "a" is produced by a later op, ops[1]; list the ops in topological order`},
 		{"operand", []*Tensor{a.Out}, []*Op{a}, `error: ops[0]: operand "x" is not among the fusion's tensors`},
 		{"output", []*Tensor{x}, []*Op{a}, `error: ops[0]: output "a" is not among the fusion's tensors`},
-		{"twice", []*Tensor{x, a.Out}, []*Op{a, twice}, `error: tensor "a" is produced twice (ops[1] is its second producer)`},
+		{"outside", []*Tensor{a.Out, b.Out}, []*Op{b}, `error: ops[0]: operand "a" is produced by an op not in the fusion`},
+		{"twice", []*Tensor{x, a.Out}, []*Op{a, twice}, `error: tensor "a" is produced twice (by ops[0] and ops[1])`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, err := NewFusion("f", tc.tensors, tc.ops)
