@@ -16,25 +16,26 @@ const module = "github.com/nvcomm/nvcomm/"
 // allowed lists, per package, the nvcomm packages it may import.
 var allowed = map[string][]string{
 	"cmd/nvcomm":       {"internal/cli"},
-	"internal/cli":     {"internal/auto", "internal/sim", "internal/lower", "internal/export", "internal/explain", "internal/report", "internal/cost", "internal/plan", "internal/ir", "internal/diag", "internal/checked", "internal/shard"},
-	"internal/explain": {"internal/cost", "internal/plan"},
-	"internal/report":  {"internal/explain", "internal/cost", "internal/plan"},
-	"internal/export":  {"internal/plan"},
-	"internal/cost":    {"internal/plan", "internal/diag", "internal/checked", "internal/shard"},
-	"internal/sim":     {"internal/plan", "internal/diag"}, // the independent oracle: not internal/checked or internal/shard
-	"internal/auto":    {"internal/lower", "internal/cost", "internal/ir", "internal/checked", "internal/shard"},
-	"internal/lower":   {"internal/reshard", "internal/cost", "internal/plan", "internal/ir", "internal/diag", "internal/checked", "internal/shard"},
-	"internal/reshard": {"internal/cost", "internal/plan", "internal/ir", "internal/diag", "internal/checked", "internal/shard"},
-	"internal/plan":    {"internal/diag", "internal/checked", "internal/shard"},
-	"internal/ir":      {"internal/diag", "internal/checked", "internal/shard"},
+	"internal/cli":     {"internal/auto", "internal/sim", "internal/lower", "internal/export", "internal/explain", "internal/report", "internal/cost", "internal/plan", "internal/ir", "internal/diag", "internal/checked", "internal/shard", "internal/ops"},
+	"internal/explain": {"internal/cost", "internal/plan", "internal/ops"},
+	"internal/report":  {"internal/explain", "internal/cost", "internal/plan", "internal/ops"},
+	"internal/export":  {"internal/plan", "internal/ops"},
+	"internal/cost":    {"internal/plan", "internal/diag", "internal/checked", "internal/shard", "internal/ops"},
+	"internal/sim":     {"internal/plan", "internal/diag", "internal/ops"}, // the independent oracle: not internal/checked or internal/shard; the registry gives it kernels, not shards
+	"internal/auto":    {"internal/lower", "internal/cost", "internal/ir", "internal/checked", "internal/shard", "internal/ops"},
+	"internal/lower":   {"internal/reshard", "internal/cost", "internal/plan", "internal/ir", "internal/diag", "internal/checked", "internal/shard", "internal/ops"},
+	"internal/reshard": {"internal/cost", "internal/plan", "internal/ir", "internal/diag", "internal/checked", "internal/shard", "internal/ops"},
+	"internal/plan":    {"internal/diag", "internal/checked", "internal/shard", "internal/ops"},
+	"internal/ir":      {"internal/diag", "internal/checked", "internal/shard", "internal/ops"},
 	"internal/diag":    {},
 	"internal/checked": {},
-	"internal/shard":   {},
+	"internal/shard":   {"internal/ops"},
+	"internal/ops":     {},
 	// The JSON Schemas, embedded: their tests read examples and topologies.
 	"schema": {},
 	// Packages of tests: their non-test files import no nvcomm package.
 	"internal":          {},
-	"internal/difftest": {},
+	"internal/difftest": {"internal/ops"}, // the random generator draws ops from the registry
 	// Generators and baselines of the scale benchmarks (make bench-scale).
 	"internal/scale": {},
 }

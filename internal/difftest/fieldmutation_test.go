@@ -299,7 +299,7 @@ func newNumber(n json.Number, rng *rand.Rand) json.Number {
 }
 
 // formatWords are the names the plan format knows, beside the plan's own.
-var formatWords = slices.Concat(plan.CollectiveTypes, plan.LocalTypes, plan.ReduceOps, []string{
+var formatWords = slices.Concat(plan.CollectiveTypes, plan.LocalTypes, plan.ReduceOps(), []string{
 	"collective", "local", "set", "DIDx", "DIDy", "DIDz", "Serial", "DIDw",
 	"block", "strided", "nested", "merged", "float32", "float16", "bfloat16", "float64", "int32", "int64",
 	"optimal", "nvfuser", "0", "1", "-inf", "inf", "", "x",

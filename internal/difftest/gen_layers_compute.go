@@ -4,23 +4,28 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/nvcomm/nvcomm/internal/ops"
 )
 
 // The layer ops proper: elementwise, broadcast, matmul and linear
 // (gen_layers.go).
 
-// unary applies relu, neg or abs to cur.
+// unary applies one of the registry's unary ops (relu, neg, abs) to cur.
 func (l *layerGen) unary(cur lt) lt {
-	kind := []string{"relu", "neg", "abs"}[l.r.IntN(3)]
+	names := ops.FamilyNames(ops.Unary)
+	kind := names[l.r.IntN(len(names))]
 	return l.emit(kind, []operand{{t: &cur, mapAxis: identityMap, kAxis: -1}}, cur.shape, 0, "", false, true)
 }
 
-// binary applies add, sub, mul, maximum or minimum to cur and a second
+// binary applies one of the registry's binary ops (add, sub, mul,
+// maximum, minimum) to cur and a second
 // operand of equal rank: cur itself, an earlier tensor whose extents
 // broadcast with cur's, or a new input, with extent-1 axes on either side
 // broadcast. Now and then the extents do not broadcast, on purpose.
 func (l *layerGen) binary(cur lt) lt {
-	kind := []string{"add", "sub", "mul", "maximum", "minimum"}[l.r.IntN(5)]
+	names := ops.FamilyNames(ops.Binary)
+	kind := names[l.r.IntN(len(names))]
 	rank := len(cur.shape)
 	var other operand
 	switch r := l.r.IntN(10); {

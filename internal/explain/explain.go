@@ -64,6 +64,10 @@ type explainer struct {
 	errs  map[string]error
 	times map[int]cost.StepTime // by step id; empty without a topology
 	price error                 // why the plan could not be priced
+	// inserted are the tensors nvcomm made: the outputs of the sets it
+	// inserted before an op, and the outputs an op computed before the set
+	// inserted after it (plan.Inserted).
+	inserted map[string]bool
 }
 
 // Write explains p as o asks.
@@ -87,7 +91,7 @@ func Write(w io.Writer, p *plan.Plan, o Options) error {
 // newExplainer analyses every tensor of p and prices its steps when o has
 // a topology.
 func newExplainer(p *plan.Plan, o Options) *explainer {
-	e := &explainer{p: p, o: o, st: newStyles(o.Color), sh: map[string]*sharding{}, errs: map[string]error{}, times: map[int]cost.StepTime{}}
+	e := &explainer{p: p, o: o, st: newStyles(o.Color), sh: map[string]*sharding{}, errs: map[string]error{}, times: map[int]cost.StepTime{}, inserted: insertedTensors(p)}
 	for _, t := range p.Tensors {
 		e.sh[t.Name], e.errs[t.Name] = analyze(p, t)
 	}
@@ -198,7 +202,7 @@ func (e *explainer) origin(t plan.Tensor) string {
 	switch {
 	case t.Propagated:
 		return e.st.paint(e.st.dim, "propagated (format 2)")
-	case strings.Contains(t.Name, "/"):
+	case e.inserted[t.Name]:
 		return e.st.paint(e.st.dim, "inserted by nvcomm")
 	}
 	return "given"
@@ -227,3 +231,20 @@ func count(n int, thing string) string {
 
 // intList renders xs as "[8, 16]".
 func intList(xs []int) string { return "[" + joinInts(xs, ", ") + "]" }
+
+// insertedTensors are the tensors of p that nvcomm made (plan.Inserted):
+// a set's output when it was inserted before an op, the op's output
+// when the set was inserted after it.
+func insertedTensors(p *plan.Plan) map[string]bool {
+	made := map[string]bool{}
+	for _, op := range p.Ops {
+		switch in := op.Inserted; {
+		case in == nil:
+		case !in.Output:
+			made[op.Output] = true
+		case in.For >= 0 && in.For < len(p.Ops):
+			made[p.Ops[in.For].Output] = true
+		}
+	}
+	return made
+}

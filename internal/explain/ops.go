@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/nvcomm/nvcomm/internal/ops"
 	"github.com/nvcomm/nvcomm/internal/plan"
 )
 
@@ -117,8 +118,8 @@ func (e *explainer) opTime(in func(*plan.Step) bool) float64 {
 // operands, which of them nvcomm resharded, and its output.
 func (e *explainer) opContext(i int, op plan.Op) []string {
 	var lines []string
-	if strings.HasSuffix(op.Output, "/resharded") || strings.Contains(op.Output, "/resharded.") {
-		lines = append(lines, e.reshardedFor(i, op)...)
+	if in := op.Inserted; in != nil && !in.Output {
+		lines = append(lines, e.reshardedFor(op)...)
 	}
 	out := e.sh[op.Output]
 	if out == nil {
@@ -132,7 +133,7 @@ func (e *explainer) opContext(i int, op plan.Op) []string {
 		}
 	}
 	lines = append(lines, fmt.Sprintf("writes %s %s on %s", op.Output, out.placements(red), out.Tensor.Mesh))
-	if len(ins) == 1 && (op.Op == "set" || slices.Contains(plan.ReduceOps, op.Op)) {
+	if len(ins) == 1 && (op.Op == "set" || ops.Is(op.Op, ops.Reduction)) {
 		if in := e.sh[ins[0]]; in != nil {
 			var r *reduction
 			if op.Op != "set" && op.Axis != nil {
@@ -150,21 +151,19 @@ func (e *explainer) opContext(i int, op plan.Op) []string {
 // reshardedNote marks an operand that a resharding set made.
 func (e *explainer) reshardedNote(name string) string {
 	for k, op := range e.p.Ops {
-		if op.Output == name && strings.Contains(name, "/resharded") {
+		if op.Output == name && op.Inserted != nil && !op.Inserted.Output {
 			return fmt.Sprintf(" (resharded from %s by op %d)", op.Input, k)
 		}
 	}
 	return ""
 }
 
-// reshardedFor explains a set that nvcomm inserted: which op needs its
-// operand sharded otherwise, and how.
-func (e *explainer) reshardedFor(i int, op plan.Op) []string {
-	for k, user := range e.p.Ops {
-		if k > i && slices.Contains(user.Operands(), op.Output) {
-			return []string{fmt.Sprintf("inserted by nvcomm: op %d computes each device's block of %s from the blocks it holds, which needs %s sharded otherwise",
-				k, user.Output, op.Input)}
-		}
+// reshardedFor says why nvcomm inserted the resharding set op: which op
+// reads it, and what that op computes.
+func (e *explainer) reshardedFor(op plan.Op) []string {
+	if k := op.Inserted.For; k >= 0 && k < len(e.p.Ops) {
+		return []string{fmt.Sprintf("inserted by nvcomm: op %d computes each device's block of %s from the blocks it holds, which needs %s sharded otherwise",
+			k, e.p.Ops[k].Output, op.Input)}
 	}
 	return []string{"inserted by nvcomm to reshard " + op.Input}
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/nvcomm/nvcomm/internal/ops"
 	"github.com/nvcomm/nvcomm/internal/plan"
 )
 
@@ -176,11 +177,11 @@ func (e *explainer) matmulReason(steps []*plan.Step, k int) string {
 
 // pointwiseReason explains a Pointwise step.
 func pointwiseReason(s *plan.Step) string {
-	f := "copy"
+	f := ops.CopyFunc
 	if s.Func != nil {
 		f = *s.Func
 	}
-	if f == "copy" {
+	if f == ops.CopyFunc {
 		return "each device copies its block, broadcast to the output's shape"
 	}
 	return fmt.Sprintf("each device applies %s to its blocks locally", f)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/nvcomm/nvcomm/internal/ops"
 	"github.com/nvcomm/nvcomm/internal/plan"
 )
 
@@ -49,24 +50,13 @@ func (g *gen) matmul(b planned, s, perm *plan.Step) error {
 	return nil
 }
 
-// pointwiseFuncs are the torch functions of Pointwise steps and their
-// arity; copy is the input itself.
-var pointwiseFuncs = map[string]struct {
-	fn    string
-	arity int
-}{
-	"add": {"torch.add", 2}, "sub": {"torch.sub", 2}, "mul": {"torch.mul", 2},
-	"maximum": {"torch.maximum", 2}, "minimum": {"torch.minimum", 2},
-	"relu": {"torch.relu", 1}, "neg": {"torch.neg", 1}, "abs": {"torch.abs", 1}, "copy": {"", 1},
-}
-
 // pointwise writes a Pointwise: the function of its inputs viewed as
 // their input_dims, broadcast to dims as torch broadcasts; inputs of the
 // output's dims are read flat.
 func (g *gen) pointwise(b planned, s *plan.Step) error {
 	ins := s.Operands()
-	f, ok := pointwiseFuncs[deref(s.Func)]
-	if !ok || f.arity != len(ins) || len(s.InputDims) != len(ins) {
+	f := ops.Func(deref(s.Func))
+	if f == nil || !takes(f, len(ins)) || len(s.InputDims) != len(ins) {
 		return fmt.Errorf("step %d (Pointwise): func %q does not take %d inputs", s.ID, deref(s.Func), len(ins))
 	}
 	flat := true
@@ -85,13 +75,13 @@ func (g *gen) pointwise(b planned, s *plan.Step) error {
 		}
 	}
 	expr := args[0]
-	if f.fn != "" {
-		expr = g.render(call{fn: f.fn, args: args}, g.dtype[s.Output], deref(s.Func))
+	if f.Torch.Func != "" {
+		expr = g.render(call{fn: f.Torch.Func, args: args}, g.dtype[s.Output], deref(s.Func))
 	}
 	switch {
 	case !slices.Equal(shape, s.Dims):
 		expr += ".expand(" + ints(s.Dims) + ").contiguous().view(-1)"
-	case f.fn == "":
+	case f.Torch.Func == "":
 		expr += ".clone()"
 		if !flat {
 			expr += ".view(-1)"
@@ -113,4 +103,10 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+// takes reports whether op f takes n operands.
+func takes(f *ops.Op, n int) bool {
+	lo, hi := f.Arity()
+	return n >= lo && n <= hi
 }

@@ -39,13 +39,15 @@ var calibrateSrc string
 //go:embed timing.py
 var timing string
 
-// runtime and calibrate are the generic part of exported programs and the
-// calibration program; both time calls with timing.py, so that calibration
-// measures collectives exactly as --bench measures steps.
-var (
-	runtime   = withTiming(runtimeSrc)
-	calibrate = []byte(withTiming(calibrateSrc))
-)
+// calibrate is the calibration program; it times calls with timing.py, so
+// that calibration measures collectives exactly as --bench measures steps.
+var calibrate = []byte(withTiming(calibrateSrc))
+
+// runtime is the generic part of exported programs: runtime.py with the
+// ops' tables from the registry, timing its calls with timing.py as
+// calibrate does. It is built on each call, so that an op registered
+// after start-up is in it.
+func runtime() string { return withTiming(withOps(runtimeSrc)) }
 
 // withTiming puts timing.py's definitions before a program's entry point.
 func withTiming(src string) string {
@@ -115,7 +117,7 @@ func Torch(w io.Writer, p *plan.Plan, o Options) error {
 	fmt.Fprintf(&b, "# Predicted seconds per block of %s (topology %s).\n", funcName(p), pyRepr(o.Topology))
 	fmt.Fprintf(&b, "TOPOLOGY = %s\n", pyRepr(o.Topology))
 	fmt.Fprintf(&b, "PREDICTED = %s\n\n\n", pyFloats(o.Predicted))
-	b.WriteString(runtime)
+	b.WriteString(runtime())
 	_, err = w.Write(b.Bytes())
 	return err
 }

@@ -63,10 +63,10 @@ func TestGoldenPrograms(t *testing.T) {
 			if err := Torch(&b, readPlan(t, g.plan), g.opts); err != nil {
 				t.Fatal(err)
 			}
-			if n := strings.Count(b.String(), runtime); n != 1 {
+			if n := strings.Count(b.String(), runtime()); n != 1 {
 				t.Fatalf("the program embeds runtime.py %d times, want once", n)
 			}
-			got := strings.Replace(b.String(), runtime, runtimeMarker, 1)
+			got := strings.Replace(b.String(), runtime(), runtimeMarker, 1)
 			golden := filepath.Join("testdata", name+".py")
 			if update {
 				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
@@ -200,7 +200,7 @@ func TestGlooFallbacks(t *testing.T) {
 	}
 	const fast = "self._d, self._slow = real, set()"
 	const slow = `self._d, self._slow = real, {"all_gather_into_tensor", "reduce_scatter_tensor", "all_to_all_single"}`
-	if n := strings.Count(runtime, fast); n != 1 {
+	if n := strings.Count(runtime(), fast); n != 1 {
 		t.Fatalf("runtime.py has %q %d times, want once", fast, n)
 	}
 	py := stdcmp.Or(os.Getenv("PYTHON"), "python3")

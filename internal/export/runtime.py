@@ -26,7 +26,6 @@ DTYPES = {
 }
 # Bits of each dtype's significand: integers up to 2**bits are exact.
 EXACT_BITS = {"float32": 24, "float16": 11, "bfloat16": 8, "float64": 53, "int32": 31, "int64": 53}
-REDUCE_OPS = ("sum", "prod", "max", "min")
 
 
 class PlanError(Exception):
@@ -366,15 +365,12 @@ def _same(x):
     return x
 
 
-# The layer ops on global values in float64 (docs/plan.md, "ops"), and the
-# same combination of absolute values that bounds their rounding (Σ|x|).
-LAYER_OPS = {
-    "add": torch.add, "sub": torch.sub, "mul": torch.mul, "maximum": torch.maximum, "minimum": torch.minimum,
-    "relu": lambda x: x.clamp_min(0), "neg": torch.neg, "abs": torch.abs, "matmul": torch.matmul, "linear": _linear,
-}
-LAYER_MAGNITUDES = dict(LAYER_OPS, sub=torch.add, minimum=torch.maximum, relu=_same, neg=_same, abs=_same)
-ARITY = {"add": 2, "sub": 2, "mul": 2, "maximum": 2, "minimum": 2, "relu": 1, "neg": 1, "abs": 1,
-         "matmul": 2, "linear": (2, 3), "broadcast": 1, "set": 1, "sum": 1, "prod": 1, "max": 1, "min": 1}
+# The ops' tables, which nvcomm writes here from its op registry: LAYER_OPS,
+# the elementwise ops and contractions on global values in float64
+# (docs/plan.md, "ops"); LAYER_MAGNITUDES, the same combination of absolute
+# values that bounds their rounding (Σ|x|); ARITY, every op's operand count;
+# ROUNDING, how an elementwise op's result may round; REDUCE_OPS.
+#@ops
 
 
 def apply_op(o, xs, out_shape, magnitude=False):
@@ -423,11 +419,12 @@ def op_bounds(o, shapes, lbs, terms):
         n = shapes[0][o["axis"]]
         lb = lbs[0] + math.log2(n) if op == "sum" else lbs[0] * n if op == "prod" else lbs[0]
         return lb, terms[0] * n
-    if op in ("add", "sub"):
+    rounding = ROUNDING.get(op)
+    if rounding == "additive":  # add, sub
         return max(lbs) + 1, sum(terms)
-    if op in ("maximum", "minimum"):
+    if rounding == "selecting":  # maximum, minimum
         return max(lbs), max(terms)
-    if op == "mul":
+    if rounding == "multiplicative":  # mul
         return sum(lbs), sum(terms) + 1
     if op in ("matmul", "linear"):
         k = shapes[0][-1]

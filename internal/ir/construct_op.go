@@ -99,7 +99,7 @@ func (p *parser) newOp(spec OpSpec) (*Op, bool) {
 // number of operands it takes, built operands, and broadcast's new axes.
 func (p *parser) checkOpSpec(spec OpSpec) bool {
 	what := fmt.Sprintf("ops[%d]", spec.Index)
-	if !slices.Contains(OpNames, string(spec.Kind)) {
+	if spec.Kind.Entry() == nil {
 		p.errs.AddHint(diag.Pos{}, unknownOpHint(string(spec.Kind)), "%s: unknown op %q (ops are: %s)", what, spec.Kind, opFamilies())
 		return false
 	}

@@ -212,7 +212,7 @@ func TestBuilderErrors(t *testing.T) {
 		{"unknown op", OpSpec{Kind: "gelu", Inputs: []*Tensor{x}},
 			`error: ops[0]: unknown op "gelu" (ops are: set; reductions sum, prod, max, min; elementwise add, sub, mul, maximum, minimum, relu, neg, abs; broadcast; contractions matmul, linear); docs/fusion.md ("ops") describes what each op does`},
 		{"arity", OpSpec{Index: 2, Kind: OpMatmul, Inputs: []*Tensor{x}}, `error: ops[2]: matmul takes [a, b], got 1 operands`},
-		{"nil operand", OpSpec{Kind: OpRelu, Inputs: []*Tensor{nil}}, `error: ops[0]: operand 0 is not a built tensor`},
+		{"nil operand", OpSpec{Kind: "relu", Inputs: []*Tensor{nil}}, `error: ops[0]: operand 0 is not a built tensor`},
 		{"dtypes", OpSpec{Kind: OpMatmul, Inputs: []*Tensor{x, w}, Out: TensorSpec{Name: "y"}},
 			`error: ops[0]: matmul operands have different dtypes: "x" is float32 and "w" is float16; ops do not cast: declare the operands with one dtype`},
 		{"reduced axis", OpSpec{Kind: OpSum, Inputs: []*Tensor{x}, Axis: 2, Out: TensorSpec{Name: "y"}},
@@ -221,17 +221,17 @@ func TestBuilderErrors(t *testing.T) {
 			`error: ops[0]: broadcast needs the shape of its output "y"; declare tensor "y" with its full shape: the new axes' extents come from it`},
 		{"broadcast axes", OpSpec{Kind: OpBroadcast, Inputs: []*Tensor{x}, Out: TensorSpec{Name: "y", Shape: []int{1, 4, 6}}},
 			`error: ops[0]: broadcast axes: expected at least one new axis, got an empty list; a broadcast without new axes is a set`},
-		{"shape", OpSpec{Kind: OpRelu, Inputs: []*Tensor{x}, Out: TensorSpec{Name: "y", Shape: []int{6, 4}}},
+		{"shape", OpSpec{Kind: "relu", Inputs: []*Tensor{x}, Out: TensorSpec{Name: "y", Shape: []int{6, 4}}},
 			`error: tensor "y": shape [6, 4] does not match the shape [4, 6] inferred from the op that produces it`},
-		{"dtype", OpSpec{Kind: OpRelu, Inputs: []*Tensor{x}, Out: TensorSpec{Name: "y", DType: "float64"}},
+		{"dtype", OpSpec{Kind: "relu", Inputs: []*Tensor{x}, Out: TensorSpec{Name: "y", DType: "float64"}},
 			`error: tensor "y": dtype float64 differs from its input's float32 (ops do not cast); remove its dtype, or declare it float32`},
 		{"reduction axes", OpSpec{Kind: OpSum, Inputs: []*Tensor{x}, Axis: 1, Out: TensorSpec{Name: "y", ReductionAxes: []int{0}}},
 			`error: tensor "y": reduction axes [0] are not the op's, [1]`},
-		{"partial output", OpSpec{Kind: OpRelu, Inputs: []*Tensor{x}, Out: TensorSpec{Name: "y", Placements: partial}},
+		{"partial output", OpSpec{Kind: "relu", Inputs: []*Tensor{x}, Out: TensorSpec{Name: "y", Placements: partial}},
 			`error: tensor "y" placements: Partial is only allowed on fusion inputs and on the outputs of matmul, linear and the reductions; declare the partial terms as a fusion input and reduce them with a set`},
 		{"partial read", OpSpec{Kind: OpSum, Inputs: []*Tensor{p}, Out: TensorSpec{Name: "y"}},
 			`error: ops[0]: "p" has a Partial placement and can only be read by set; read it with a set, which reduces its partial terms`},
-		{"partial terms out", OpSpec{Kind: OpRelu, Inputs: []*Tensor{x}, Out: TensorSpec{Name: "y", Partial: OpSum}},
+		{"partial terms out", OpSpec{Kind: "relu", Inputs: []*Tensor{x}, Out: TensorSpec{Name: "y", Partial: OpSum}},
 			`error: tensor "y": an op's output holds its values, not Partial terms; declare the partial terms as a fusion input and reduce them with a set`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -295,7 +295,7 @@ func TestNewFusionErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	op := func(in *Tensor, out string) *Op {
-		o, err := NewOp(OpSpec{Kind: OpRelu, Inputs: []*Tensor{in}, Out: TensorSpec{Name: out}})
+		o, err := NewOp(OpSpec{Kind: "relu", Inputs: []*Tensor{in}, Out: TensorSpec{Name: out}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -32,8 +32,9 @@ const (
 	DIDz   = shard.DIDz
 )
 
-// DeviceTypes lists the device-parallel types in the order nvFuser checks them.
-var DeviceTypes = shard.DeviceTypes
+// DeviceTypes lists the device-parallel types in the order nvFuser checks
+// them (a copy of shard's, so that no caller changes the vocabulary's).
+var DeviceTypes = slices.Clone(shard.DeviceTypes)
 
 // ParseParallelType maps a name such as "DIDx" to its type.
 func ParseParallelType(s string) (ParallelType, bool) { return shard.ParseParallelType(s) }

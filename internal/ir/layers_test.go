@@ -5,6 +5,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/nvcomm/nvcomm/internal/ops"
 )
 
 // layerTests are well-formed fusions with the ops of layers (elementwise,
@@ -465,7 +467,7 @@ ops:
 // reduction, elementwise, broadcast or a contraction.
 func TestOpKindPredicates(t *testing.T) {
 	got := map[string][]string{}
-	for _, name := range OpNames {
+	for _, name := range ops.Names() {
 		k := OpKind(name)
 		class := "set"
 		switch {

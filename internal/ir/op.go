@@ -7,47 +7,45 @@ import (
 	"strings"
 
 	"github.com/nvcomm/nvcomm/internal/diag"
-	"github.com/nvcomm/nvcomm/internal/shard"
+	"github.com/nvcomm/nvcomm/internal/ops"
 )
 
-// OpKind is the operation an op performs.
+// OpKind is the operation an op performs: the name of its entry in the op
+// registry (package ops), which holds every fact about it.
 type OpKind string
 
-// The ops of format 1: a copy, the reductions over one axis, the elementwise
-// ops (binary, then unary), the insertion of new axes, and the contractions
-// (docs/fusion.md, "ops").
+// The ops the compiler itself writes or singles out (docs/fusion.md,
+// "ops"); the registry has them all.
 const (
-	OpSet  OpKind = "set"
-	OpSum  OpKind = "sum"
-	OpProd OpKind = "prod"
-	OpMax  OpKind = "max"
-	OpMin  OpKind = "min"
-
-	OpAdd     OpKind = "add"
-	OpSub     OpKind = "sub"
-	OpMul     OpKind = "mul"
-	OpMaximum OpKind = "maximum"
-	OpMinimum OpKind = "minimum"
-
-	OpRelu OpKind = "relu"
-	OpNeg  OpKind = "neg"
-	OpAbs  OpKind = "abs"
-
+	OpSet       OpKind = "set"
+	OpSum       OpKind = "sum"
+	OpProd      OpKind = "prod"
+	OpMax       OpKind = "max"
+	OpMin       OpKind = "min"
+	OpAdd       OpKind = "add"
 	OpBroadcast OpKind = "broadcast"
-
-	OpMatmul OpKind = "matmul"
-	OpLinear OpKind = "linear"
+	OpMatmul    OpKind = "matmul"
+	OpLinear    OpKind = "linear"
 )
 
-// OpNames lists the op kinds in documentation order.
-var OpNames = shard.OpNames
+// Entry returns k's entry in the op registry, or nil for a name it does
+// not have.
+func (k OpKind) Entry() *ops.Op { return ops.Lookup(string(k)) }
+
+// family is k's family, or -1 for an op the registry does not have.
+func (k OpKind) family() ops.Family {
+	if e := k.Entry(); e != nil {
+		return e.Family
+	}
+	return -1
+}
 
 // opFamilies lists the ops by family, for the message of an unknown op:
 // "set; reductions sum, prod, max, min; elementwise add, ...".
 func opFamilies() string {
-	return "set; reductions " + strings.Join(shard.ReduceOps, ", ") +
-		"; elementwise " + strings.Join(slices.Concat(shard.BinaryOps, shard.UnaryOps), ", ") +
-		"; broadcast; contractions " + strings.Join(shard.Contractions, ", ")
+	return "set; reductions " + strings.Join(ops.FamilyNames(ops.Reduction), ", ") +
+		"; elementwise " + strings.Join(slices.Concat(ops.FamilyNames(ops.Binary), ops.FamilyNames(ops.Unary)), ", ") +
+		"; broadcast; contractions " + strings.Join(ops.FamilyNames(ops.Contraction), ", ")
 }
 
 // unknownOpHint is the hint for an unknown op name: the op it misspells,
@@ -57,7 +55,7 @@ func opFamilies() string {
 // propose an op of another meaning.
 func unknownOpHint(name string) string {
 	if !slices.Contains(otherOps, strings.ToLower(name)) {
-		if op := diag.Typo(name, OpNames); op != "" {
+		if op := diag.Typo(name, ops.Names()); op != "" {
 			return fmt.Sprintf("did you mean %q?", op)
 		}
 	}
@@ -84,50 +82,34 @@ var otherOps = []string{
 	"split", "chunk", "slice", "pad", "gather", "scatter", "index_select", "flatten", "repeat",
 }
 
-// reductionNames are the ops a reduction (or a Partial placement) combines
-// values with.
-var reductionNames = shard.ReduceOps
-
 // IsReduction reports whether k reduces one axis of its input (sum, prod,
 // max, min). The contractions also sum over an axis but are not reductions
 // in this sense: they have no Axis and two or three operands.
-func (k OpKind) IsReduction() bool {
-	return k == OpSum || k == OpProd || k == OpMax || k == OpMin
-}
+func (k OpKind) IsReduction() bool { return k.family() == ops.Reduction }
 
 // IsElementwise reports whether k applies a function to elements at equal
 // indices of its operands: the binary add, sub, mul, maximum, minimum and
 // the unary relu, neg, abs.
-func (k OpKind) IsElementwise() bool { return k.isBinary() || k.isUnary() }
+func (k OpKind) IsElementwise() bool { return k.family().Elementwise() }
 
 // IsContraction reports whether k multiplies two operands and sums over
 // their shared axis k: matmul and linear.
-func (k OpKind) IsContraction() bool { return k == OpMatmul || k == OpLinear }
+func (k OpKind) IsContraction() bool { return k.family() == ops.Contraction }
 
-func (k OpKind) isBinary() bool {
-	return k == OpAdd || k == OpSub || k == OpMul || k == OpMaximum || k == OpMinimum
-}
-
-func (k OpKind) isUnary() bool { return k == OpRelu || k == OpNeg || k == OpAbs }
+func (k OpKind) isBinary() bool { return k.family() == ops.Binary }
 
 // arity returns the fewest and the most operands k takes.
 func (k OpKind) arity() (lo, hi int) {
-	switch {
-	case k.isBinary(), k == OpMatmul:
-		return 2, 2
-	case k == OpLinear:
-		return 2, 3
+	if e := k.Entry(); e != nil {
+		return e.Arity()
 	}
 	return 1, 1
 }
 
 // operandNames names k's operands as the docs do, for messages.
 func (k OpKind) operandNames() string {
-	switch {
-	case k.isBinary(), k == OpMatmul:
-		return "[a, b]"
-	case k == OpLinear:
-		return "[x, w] or [x, w, bias]"
+	if e := k.Entry(); e != nil {
+		return e.OperandList()
 	}
 	return "one tensor"
 }
@@ -146,6 +128,23 @@ type Op struct {
 	Pos  diag.Pos
 	// AxisPos is where Axis (or Axes) was written.
 	AxisPos diag.Pos
+	// Inserted is, on a set the lowering inserted, what it reshards for;
+	// nil on the fusion's own ops.
+	Inserted *Insertion
+
+	// rule is Rule's, for the kind, axis and tensors it was computed for:
+	// a copy of the op with other operands computes its own.
+	rule    *ops.Rule
+	ruleFor ruleKey
+}
+
+// Insertion says why the lowering inserted a set: to reshard operands of
+// op For before it computes (Operands, the slots of For that read the
+// set's output), or For's output after it (Output).
+type Insertion struct {
+	For      *Op
+	Operands []int
+	Output   bool
 }
 
 // In returns the op's first (for set, reductions, unary ops and broadcast,
@@ -169,31 +168,78 @@ func (o *Op) Expr() string {
 		}
 		b.WriteString(t.Name)
 	}
-	switch {
-	case o.Kind.IsReduction():
-		b.WriteString(", axis=")
-		b.WriteString(strconv.Itoa(o.Axis))
-	case o.Kind == OpBroadcast:
-		b.WriteString(", axes=")
-		b.WriteString(fmtShape(o.Axes))
+	if e := o.Kind.Entry(); e != nil {
+		if e.Takes(ops.AttrAxis) {
+			b.WriteString(", axis=")
+			b.WriteString(strconv.Itoa(o.Axis))
+		}
+		if e.Takes(ops.AttrAxes) {
+			b.WriteString(", axes=")
+			b.WriteString(fmtShape(o.Axes))
+		}
 	}
 	b.WriteByte(')')
 	return b.String()
+}
+
+// Rule returns the op's sharding rule in factors (package ops), from its
+// registry entry and its operands' and output's shapes (non-reduction
+// axes); the zero Rule for a kind the registry does not have. It is
+// computed on first use and kept, since the lowering asks for it per axis;
+// an op whose kind, axis or tensors change gets a new one.
+func (o *Op) Rule() *ops.Rule {
+	if o.rule != nil && o.ruleKey() == o.ruleFor {
+		return o.rule
+	}
+	r := &ops.Rule{}
+	if e := o.Kind.Entry(); e != nil && o.Out != nil {
+		in := make([][]int, len(o.Inputs))
+		for i, t := range o.Inputs {
+			in[i] = t.Shape()
+		}
+		*r = e.Rule(in, o.Out.Shape(), ops.Attrs{Axis: o.Axis, Axes: o.Axes})
+	}
+	if key := o.ruleKey(); key.cacheable {
+		o.rule, o.ruleFor = r, key
+	}
+	return r
+}
+
+// ruleKey is what an op's rule depends on, but for the tensors' shapes,
+// which never change once analyzed (and Axes, which only broadcast has and
+// nothing changes).
+type ruleKey struct {
+	kind      OpKind
+	axis      int
+	out       *Tensor
+	in        [4]*Tensor
+	n         int
+	cacheable bool // at most len(in) operands
+}
+
+func (o *Op) ruleKey() ruleKey {
+	k := ruleKey{kind: o.Kind, axis: o.Axis, out: o.Out, n: len(o.Inputs), cacheable: len(o.Inputs) <= 4}
+	if k.cacheable {
+		copy(k.in[:], o.Inputs)
+	}
+	return k
 }
 
 // InputAxis maps a dimension of the output to a dimension of input i: for
 // outAxis, a position among Out's non-reduction logical axes, it returns
 // the position among Inputs[i]'s non-reduction logical axes whose index
 // equals outAxis's in every element the op computes, or -1 when there is
-// none. The lowering uses it to find which input axes a sharding of the
-// output cuts.
+// none: the dimension of input i that is the factor of output dimension
+// outAxis in the op's sharding rule ([Op.Rule]). The lowering uses it to
+// find which input axes a sharding of the output cuts. For the ops of
+// today:
 //
-//   - set: the same axis.
+//   - set and unary ops: the same axis.
 //   - reductions: the input's axes without Axis, in order (output axis j is
 //     input axis j before Axis and j+1 from it on).
-//   - elementwise: the same axis, or -1 where input i has extent 1 and the
-//     output more: the operand is broadcast along it, every output index
-//     reads its one element.
+//   - binary elementwise: the same axis, or -1 where input i has extent 1
+//     and the output more: the operand is broadcast along it, every output
+//     index reads its one element.
 //   - broadcast: -1 for the new axes (Axes); the others are the input's
 //     axes in order.
 //   - matmul, output [...batch, m, n]: a maps batch and m to themselves and
@@ -206,89 +252,24 @@ func (o *Op) Expr() string {
 // reduction axis); [Op.ContractedAxis] gives it. Out-of-range arguments
 // give -1.
 func (o *Op) InputAxis(i, outAxis int) int {
-	if i < 0 || i >= len(o.Inputs) || outAxis < 0 || outAxis >= len(o.Out.Shape()) {
-		return -1
-	}
-	in := o.Inputs[i].Shape()
-	a := -1
-	switch {
-	case o.Kind == OpSet:
-		a = outAxis
-	case o.Kind.IsReduction():
-		a = outAxis
-		if outAxis >= o.Axis {
-			a++
-		}
-	case o.Kind.IsElementwise():
-		if outAxis < len(in) && (in[outAxis] != 1 || o.Out.Shape()[outAxis] == 1) {
-			a = outAxis
-		}
-	case o.Kind == OpBroadcast:
-		if !slices.Contains(o.Axes, outAxis) {
-			a = outAxis - countBelow(o.Axes, outAxis)
-		}
-	case o.Kind == OpMatmul:
-		a = matmulAxis(i, outAxis, len(o.Out.Shape()), len(in))
-	case o.Kind == OpLinear:
-		a = linearAxis(i, outAxis, len(o.Out.Shape()))
-	}
-	if a >= len(in) {
-		return -1
-	}
-	return a
+	return o.Rule().OperandDim(i, outAxis)
 }
 
-// matmulAxis is InputAxis for matmul, whose output has outRank dimensions
-// [...batch, m, n] and whose operand i has rank inRank.
-func matmulAxis(i, outAxis, outRank, inRank int) int {
-	n, m := outRank-1, outRank-2
-	switch {
-	case i == 0 && outAxis != n:
-		return outAxis // batch and m
-	case i == 1 && outAxis == n:
-		return inRank - 1
-	case i == 1 && outAxis < m && inRank == outRank:
-		return outAxis // batch, when b has batch axes of its own
+// ContractedAxis returns, for a contraction, the position among input i's
+// non-reduction logical axes of the axis k that the op sums over — the
+// reduction factor of its rule: a's last and b's second-to-last for
+// matmul, x's last and w's axis 1 for linear. It is -1 for linear's bias,
+// which is added after the sum, for ops that are not contractions and for
+// an out-of-range i.
+func (o *Op) ContractedAxis(i int) int {
+	if !o.Kind.IsContraction() {
+		return -1
 	}
-	return -1
-}
-
-// linearAxis is InputAxis for linear, whose output has outRank dimensions
-// [..., n].
-func linearAxis(i, outAxis, outRank int) int {
-	n := outRank - 1
-	switch {
-	case i == 0 && outAxis != n:
-		return outAxis
-	case i > 0 && outAxis == n:
-		return 0 // w's and bias's n
-	}
-	return -1
+	return o.Rule().ReductionDim(i)
 }
 
 // countBelow counts the entries of sorted less than x.
 func countBelow(sorted []int, x int) int {
 	n, _ := slices.BinarySearch(sorted, x)
 	return n
-}
-
-// ContractedAxis returns, for a contraction, the position among input i's
-// non-reduction logical axes of the axis k that the op sums over: a's last
-// and b's second-to-last for matmul, x's last and w's axis 1 for linear.
-// It is -1 for linear's bias, which is added after the sum, for ops that
-// are not contractions and for an out-of-range i.
-func (o *Op) ContractedAxis(i int) int {
-	if i < 0 || i >= len(o.Inputs) {
-		return -1
-	}
-	rank := len(o.Inputs[i].Shape())
-	switch {
-	case o.Kind == OpMatmul && i == 0, o.Kind == OpLinear && i == 0:
-		return rank - 1
-	case o.Kind == OpMatmul && i == 1:
-		return rank - 2
-	case o.Kind == OpLinear && i == 1:
-		return 1
-	}
-	return -1
 }

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/nvcomm/nvcomm/internal/ops"
 )
 
 // TestUnknownOpHint: a likely typo of an op is suggested; a word that is
@@ -44,7 +46,7 @@ func TestOpFamilies(t *testing.T) {
 	for _, w := range words {
 		count[w]++
 	}
-	for _, op := range OpNames {
+	for _, op := range ops.Names() {
 		if count[op] != 1 {
 			t.Errorf("op %q appears %d times in %q", op, count[op], opFamilies())
 		}

@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/nvcomm/nvcomm/internal/ops"
 )
 
 // opKeys are the keys of an op; which of axis and axes an op takes depends
@@ -120,7 +122,7 @@ func (p *parser) opKind(op *rawOp, n *yaml.Node, what string) bool {
 	if !ok {
 		return false
 	}
-	if !contains(OpNames, s) {
+	if OpKind(s).Entry() == nil {
 		p.errs.AddHint(posOf(n), unknownOpHint(s), "%s: unknown op %q (ops are: %s)", what, s, opFamilies())
 		return false
 	}
@@ -168,42 +170,45 @@ func (p *parser) integers(n *yaml.Node, what string) ([]int, bool) {
 	return xs, true
 }
 
-// checkOpKeys checks the keys that depend on the op's kind: reductions need
-// "axis", broadcast needs "axes", and no other op takes either.
+// checkOpKeys checks the keys that depend on the op's kind, as its registry
+// entry lists them: reductions need "axis", broadcast needs "axes", and
+// no other op takes either.
 func (p *parser) checkOpKeys(op *rawOp, it *yaml.Node, what string) bool {
+	e := op.kind.Entry()
+	takesAxis, takesAxes := e.Takes(ops.AttrAxis), e.Takes(ops.AttrAxes)
 	switch {
-	case op.kind.IsReduction() && op.axisN == nil && op.axesN != nil:
+	case takesAxis && op.axisN == nil && op.axesN != nil:
 		p.errs.AddHint(posOf(op.axesN), "write axis: N; reduce several axes with one op each",
 			"%s: %s reduces one \"axis\", not \"axes\"", what, op.kind)
 		return false
-	case op.kind == OpBroadcast && op.axesN == nil && op.axisN != nil:
+	case takesAxes && op.axesN == nil && op.axisN != nil:
 		p.errs.AddHint(posOf(op.axisN), "write axes: [N], the output positions of the new axes",
 			"%s: broadcast takes \"axes\", a list, not \"axis\"", what)
 		return false
 	}
 	good := true
 	switch {
-	case op.kind.IsReduction() && op.axisN == nil:
+	case takesAxis && op.axisN == nil:
 		if !misspelled(it, opKeys, "axis") { // else reported as an unknown key
 			p.errs.Add(op.pos, "%s: %s needs an \"axis\" to reduce", what, op.kind)
 		}
 		good = false
-	case !op.kind.IsReduction() && op.axisN != nil:
+	case !takesAxis && op.axisN != nil:
 		p.errs.AddHint(posOf(op.axisN), axisHint(op.kind), "%s: %s takes no \"axis\"", what, op.kind)
 		good = false
 	}
 	switch {
-	case op.kind == OpBroadcast && op.axesN == nil:
+	case takesAxes && op.axesN == nil:
 		if !misspelled(it, opKeys, "axes") {
 			p.errs.AddHint(op.pos, "axes: [0] inserts a leading axis",
 				"%s: broadcast needs \"axes\", the output positions of its new axes", what)
 		}
 		good = false
-	case op.kind == OpBroadcast && op.axesN.Kind == yaml.SequenceNode && len(op.axesN.Content) == 0:
+	case takesAxes && op.axesN.Kind == yaml.SequenceNode && len(op.axesN.Content) == 0:
 		p.errs.AddHint(posOf(op.axesN), "a broadcast without new axes is a set",
 			"%s: broadcast axes: expected at least one new axis, got an empty list", what)
 		good = false
-	case op.kind != OpBroadcast && op.axesN != nil:
+	case !takesAxes && op.axesN != nil:
 		p.errs.AddHint(posOf(op.axesN), "only broadcast inserts axes", "%s: %s takes no \"axes\"", what, op.kind)
 		good = false
 	}
@@ -215,7 +220,7 @@ func (p *parser) checkOpKeys(op *rawOp, it *yaml.Node, what string) bool {
 func axisHint(k OpKind) string {
 	switch {
 	case k.IsElementwise():
-		return fmt.Sprintf("%s is elementwise: the reductions over an axis are %s", k, strings.Join(reductionNames, ", "))
+		return fmt.Sprintf("%s is elementwise: the reductions over an axis are %s", k, strings.Join(ops.FamilyNames(ops.Reduction), ", "))
 	case k == OpBroadcast:
 		return "broadcast's new axes are a list, \"axes\""
 	case k == OpMatmul:

@@ -6,6 +6,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/nvcomm/nvcomm/internal/diag"
+	"github.com/nvcomm/nvcomm/internal/ops"
 	"github.com/nvcomm/nvcomm/internal/shard"
 )
 
@@ -97,7 +98,7 @@ func (p *parser) placement(n *yaml.Node, what string) (placement, bool) {
 		case err.Near != "":
 			hint = diag.Suggest(err.Near, shard.PlacementKinds)
 		case err.Op != "":
-			hint = diag.Suggest(err.Op, shard.ReduceOps)
+			hint = diag.Suggest(err.Op, ops.FamilyNames(ops.Reduction))
 		}
 		p.errs.AddHint(posOf(n), hint, "%s: %s", what, err.Msg)
 		return placement{}, false

@@ -161,7 +161,7 @@ func opOf(i int, op plan.Op, tensors map[string]*ir.Tensor, ps *plan.Problems) *
 	for _, name := range op.Operands() {
 		inputs = append(inputs, tensors[name])
 	}
-	if out == nil || slices.Contains(inputs, nil) || !slices.Contains(ir.OpNames, op.Op) {
+	if out == nil || slices.Contains(inputs, nil) || ir.OpKind(op.Op).Entry() == nil {
 		ps.Addf(-1, "", "op %d: not an op between tensors of the plan", i)
 		return nil
 	}

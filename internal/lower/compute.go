@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/nvcomm/nvcomm/internal/ir"
+	"github.com/nvcomm/nvcomm/internal/ops"
 	"github.com/nvcomm/nvcomm/internal/plan"
 	"github.com/nvcomm/nvcomm/internal/shard"
 )
@@ -128,7 +129,7 @@ func (c *opCtx) operandBlock(i int, sliced []split, repeat bool, need []split) (
 	identity := shard.Identity(len(x.Shape()))
 	buf := c.arrangedTensor(src, fmt.Sprintf("operand%d/in", i), identity)
 	dims := localDims(t, identity)
-	c.emitPointwise("copy", []string{buf}, [][]int{localDims(src, identity)}, dims, t.Name)
+	c.emitPointwise(ops.CopyFunc, []string{buf}, [][]int{localDims(src, identity)}, dims, t.Name)
 	return t, true
 }
 
@@ -169,7 +170,7 @@ func (c *opCtx) pointwise(out string, order []int) {
 	op := c.op
 	fn := string(op.Kind)
 	if op.Kind == ir.OpBroadcast {
-		fn = "copy"
+		fn = ops.CopyFunc
 	}
 	var bufs []string
 	var inDims [][]int

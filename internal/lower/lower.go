@@ -39,8 +39,9 @@ const (
 	PolicyNvFuser = reshard.PolicyNvFuser
 )
 
-// Policies lists the accepted policy names, the default first.
-var Policies = reshard.Policies
+// Policies lists the accepted policy names, the default first: a copy of
+// reshard's, so that no caller can change the planner's list.
+var Policies = slices.Clone(reshard.Policies)
 
 // Objective names what the optimal policy minimizes (reshard.Objective).
 type Objective = reshard.Objective
@@ -51,8 +52,9 @@ const (
 	ObjectiveBytes = reshard.ObjectiveBytes
 )
 
-// Objectives lists the accepted objective names, the default first.
-var Objectives = reshard.Objectives
+// Objectives lists the accepted objective names, the default first (a
+// copy of reshard's).
+var Objectives = slices.Clone(reshard.Objectives)
 
 // Options configure Lower.
 type Options struct {
@@ -63,6 +65,9 @@ type Options struct {
 	// Topology prices steps for the optimal policy; nil means
 	// cost.Default().
 	Topology *cost.Topology
+	// Debug is for tests (reshard.Debug): the zero value lowers as nvcomm
+	// does.
+	Debug reshard.Debug
 }
 
 // Lower compiles f into a plan. Ops the policy cannot lower correctly are
@@ -79,20 +84,52 @@ func Lower(f *ir.Fusion, opts Options) (*plan.Plan, error) {
 // ledger holds the steps and bounds, without assembling the plan: Certify
 // compares only those.
 func lowerSteps(f *ir.Fusion, opts Options) (*lowerer, error) {
-	planner, err := reshard.NewPlanner(opts.Policy, opts.Objective, opts.Topology)
+	planner, err := reshard.NewPlanner(opts.Policy, opts.Objective, opts.Topology, opts.Debug)
 	if err != nil {
 		return nil, err
 	}
 	l := &lowerer{f: f, planner: planner, ledger: reshard.NewLedger(f.File)}
+	for _, p := range passes {
+		p.run(l)
+	}
+	if err := l.ledger.Err(); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// pass is one pass of the lowering.
+type pass struct {
+	name string
+	run  func(*lowerer)
+}
+
+// passes are the passes of Lower, in order (docs/architecture.md, "The
+// passes of lower.Lower"); each reads what those before it left in the
+// lowerer, and errors collect in its ledger. Lower then assembles the
+// plan (plan).
+var passes = []pass{
+	{"insert reshardings", (*lowerer).insertReshardings},
+	{"lower each op", (*lowerer).lowerOps},
+}
+
+// insertReshardings is the pass that gives every computing op operands
+// sharded as it computes (reshard_insert.go): the lowerer's fusion becomes
+// a new one, the caller's unchanged.
+func (l *lowerer) insertReshardings() {
+	var ins *inserter
+	l.f, ins = insertReshardings(l.f, l)
+	l.sumTypes, l.failed, l.bcast = ins.sumTypes, ins.failed, ins.bcast
+}
+
+// lowerOps is the pass that lowers each op into the ledger's steps.
+func (l *lowerer) lowerOps() {
 	// The plan's steps are reserved up front, so that they are not copied
 	// as they grow: room for the first ops' steps, then, once reserveProbe
 	// ops are lowered, for as many as those say the whole fusion will have
 	// (a set on a 1-D mesh takes one or two steps, on a 2×4 mesh four) and
 	// a sixteenth more.
-	l.ledger.Reserve(2 * min(len(f.Ops), reserveProbe))
-	var ins *inserter
-	l.f, ins = insertReshardings(f, l)
-	l.sumTypes, l.failed, l.bcast = ins.sumTypes, ins.failed, ins.bcast
+	l.ledger.Reserve(2 * min(len(l.f.Ops), reserveProbe))
 	for i, op := range l.f.Ops {
 		if i == reserveProbe {
 			n := len(l.f.Ops)
@@ -100,10 +137,6 @@ func lowerSteps(f *ir.Fusion, opts Options) (*lowerer, error) {
 		}
 		l.lowerOp(op)
 	}
-	if err := l.ledger.Err(); err != nil {
-		return nil, err
-	}
-	return l, nil
 }
 
 // reserveProbe is the number of ops whose steps Lower counts to reserve
@@ -195,6 +228,9 @@ func (l *lowerer) plan() *plan.Plan {
 		}
 		if op.Kind.IsReduction() {
 			o.Axis = new(op.Axis)
+		}
+		if why := op.Inserted; why != nil {
+			o.Inserted = &plan.Inserted{For: why.For.Index, Operands: slices.Clone(why.Operands), Output: why.Output}
 		}
 		p.Ops = append(p.Ops, o)
 	}

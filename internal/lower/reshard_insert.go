@@ -118,6 +118,7 @@ func (ins *inserter) computing(op *ir.Op) {
 		}
 		if k := slices.IndexFunc(sets, func(r resharded) bool { return r.from == x && sameSplits(r.target, target) }); k >= 0 {
 			op.Inputs[i] = sets[k].to // the slot reads a tensor already resharded so
+			sets[k].why.Operands = append(sets[k].why.Operands, i)
 			continue
 		}
 		r, ok := ins.newTensor(op, x.Name+"/resharded", op.Out.Mesh, x.DType, x.Shape(), target)
@@ -125,19 +126,22 @@ func (ins *inserter) computing(op *ir.Op) {
 			ins.addFailed(op)
 			return
 		}
-		ins.add(&ir.Op{Kind: ir.OpSet, Inputs: []*ir.Tensor{x}, Out: r, Axis: -1, Pos: op.Pos})
+		why := &ir.Insertion{For: op, Operands: []int{i}}
+		ins.add(&ir.Op{Kind: ir.OpSet, Inputs: []*ir.Tensor{x}, Out: r, Axis: -1, Pos: op.Pos, Inserted: why})
 		op.Inputs[i] = r
-		sets = append(sets, resharded{x, target, r})
+		sets = append(sets, resharded{x, target, r, why})
 	}
 	ins.add(op)
 }
 
 // resharded is one resharding set of an op: the tensor it reads, the
-// splits it gives the copy, and the copy.
+// splits it gives the copy, the copy, and the set's provenance (which
+// slots of the op read the copy).
 type resharded struct {
 	from   *ir.Tensor
 	target []split
 	to     *ir.Tensor
+	why    *ir.Insertion
 }
 
 // sameSplits reports whether a and b hold the same splits, in any order.
@@ -176,7 +180,7 @@ func (ins *inserter) reshardAfter(op *ir.Op, want []split) {
 	}
 	op.Out = mid
 	ins.add(op)
-	ins.add(&ir.Op{Kind: ir.OpSet, Inputs: []*ir.Tensor{mid}, Out: y, Axis: -1, Pos: op.Pos})
+	ins.add(&ir.Op{Kind: ir.OpSet, Inputs: []*ir.Tensor{mid}, Out: y, Axis: -1, Pos: op.Pos, Inserted: &ir.Insertion{For: op, Output: true}})
 }
 
 // outputShards returns the block splits of op's output, including (as a

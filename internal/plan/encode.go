@@ -128,6 +128,17 @@ func (e *encoder) op(o *Op) {
 		e.strField("output", o.Output)
 		e.optIntField("axis", o.Axis)
 		e.intsIf("axes", o.Axes)
+		if in := o.Inserted; in != nil {
+			e.key("inserted")
+			e.object(func() {
+				e.intField("for", in.For)
+				e.intsIf("operands", in.Operands)
+				if in.Output {
+					e.key("output")
+					e.bool(true)
+				}
+			})
+		}
 	})
 }
 

@@ -328,10 +328,38 @@ func (d *fastDecoder) op(o *Op) {
 		case "axes":
 			d.once(&seen, 1<<6)
 			o.Axes = d.intList()
+		case "inserted":
+			d.once(&seen, 1<<7)
+			o.Inserted = d.inserted()
 		default:
 			d.fail()
 		}
 	}
+}
+
+// inserted reads an op's provenance; null is nil.
+func (d *fastDecoder) inserted() *Inserted {
+	if !d.object() {
+		return nil
+	}
+	in := &Inserted{}
+	var seen uint32
+	for k, more := d.firstKey(); more; k, more = d.nextKey() {
+		switch string(k) {
+		case "for":
+			d.once(&seen, 1<<0)
+			in.For = d.int()
+		case "operands":
+			d.once(&seen, 1<<1)
+			in.Operands = d.intList()
+		case "output":
+			d.once(&seen, 1<<2)
+			in.Output = d.bool()
+		default:
+			d.fail()
+		}
+	}
+	return in
 }
 
 // steps reads the list of steps, in place once its length is foreseen.

@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/nvcomm/nvcomm/internal/shard"
+	"github.com/nvcomm/nvcomm/internal/ops"
 )
 
 // Format is the plan format this package reads and writes.
@@ -124,6 +124,23 @@ type Op struct {
 	Axis   *int     `json:"axis"` // reduced axis among the input's non-reduction axes
 	// Axes are, for broadcast, the output's new axes.
 	Axes []int `json:"axes,omitempty"`
+	// Inserted marks a set that nvcomm inserted, and says what for; nil
+	// on the fusion's own ops (docs/plan.md, "ops").
+	Inserted *Inserted `json:"inserted,omitempty"`
+}
+
+// Inserted is why nvcomm inserted a set: to reshard operands of op For
+// before it computes, or For's output after it. Exactly one of Operands
+// and Output is set.
+type Inserted struct {
+	// For is the index of the op the set serves.
+	For int `json:"for"`
+	// Operands are the operand slots of op For that read the set's output,
+	// in increasing order: every slot that reads it.
+	Operands []int `json:"operands,omitempty"`
+	// Output reports a set that reads op For's output, which For computed
+	// in its operand's sharding, and writes the tensor the fusion asked for.
+	Output bool `json:"output,omitempty"`
 }
 
 // Operands returns the op's inputs in order, whichever field holds them.
@@ -218,8 +235,9 @@ func IsReduction(typ string) bool {
 	return false
 }
 
-// ReduceOps lists the reduce operators.
-var ReduceOps = shard.ReduceOps
+// ReduceOps lists the reduce operators, those of the registry's
+// reductions (package ops): a new slice.
+func ReduceOps() []string { return ops.FamilyNames(ops.Reduction) }
 
 // Step is one collective or local operation. Buffers are named: a tensor of
 // the fusion, or an intermediate buffer "out/what" that an earlier step of

@@ -211,7 +211,7 @@ func PartialInputOf(p *Plan, name string) (PartialInput, bool) {
 		if !slices.Contains(op.Operands(), name) {
 			continue
 		}
-		if op.Input != name || op.Axis == nil || *op.Axis != 0 || !slices.Contains(ReduceOps, op.Op) || (pi.Op != "" && pi.Op != op.Op) {
+		if op.Input != name || op.Axis == nil || *op.Axis != 0 || !isReductionOp(op.Op) || (pi.Op != "" && pi.Op != op.Op) {
 			return PartialInput{}, false
 		}
 		pi.Op = op.Op

@@ -3,21 +3,16 @@ package plan
 import (
 	"fmt"
 	"strings"
+
+	"github.com/nvcomm/nvcomm/internal/ops"
 )
 
 // This file checks the computing local steps, Matmul and Pointwise, which
 // implement the layer ops on flat buffers (docs/plan.md, "Step
 // semantics").
 
-// pointwiseFuncs maps each function a Pointwise may apply to the number of
-// inputs it takes; funcNames lists them in documentation order.
-var (
-	pointwiseFuncs = map[string]int{
-		"add": 2, "sub": 2, "mul": 2, "maximum": 2, "minimum": 2,
-		"relu": 1, "neg": 1, "abs": 1, "copy": 1,
-	}
-	funcNames = []string{"add", "sub", "mul", "maximum", "minimum", "relu", "neg", "abs", "copy"}
-)
+// The functions a Pointwise may apply are the registry's elementwise ops
+// and copy (ops.PointwiseFuncs).
 
 // checkComputeFields checks that only a Pointwise has func and input_dims,
 // and only a Matmul broadcast_b and transpose_b.
@@ -66,14 +61,15 @@ func (v *validator) checkMatmul(i int, s *Step) {
 // and counts of the first input's and the output's elements.
 func (v *validator) checkPointwise(i int, s *Step) {
 	if s.Func == nil {
-		v.stepf(i, "a Pointwise needs a func (one of %s)", strings.Join(funcNames, ", "))
+		v.stepf(i, "a Pointwise needs a func (one of %s)", strings.Join(ops.PointwiseFuncs(), ", "))
 		return
 	}
-	arity, ok := pointwiseFuncs[*s.Func]
-	if !ok {
-		v.stepf(i, "func %q is not one of %s", *s.Func, strings.Join(funcNames, ", "))
+	f := ops.Func(*s.Func)
+	if f == nil {
+		v.stepf(i, "func %q is not one of %s", *s.Func, strings.Join(ops.PointwiseFuncs(), ", "))
 		return
 	}
+	arity, _ := f.Arity()
 	if n := len(s.Operands()); n != arity {
 		v.stepf(i, "func %s takes %s, got %d", *s.Func, arityText(arity, arity), n)
 		return

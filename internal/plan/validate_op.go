@@ -5,34 +5,32 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/nvcomm/nvcomm/internal/shard"
+	"github.com/nvcomm/nvcomm/internal/ops"
 )
 
-// opNames are the ops a plan may name, in documentation order: the copy,
-// the reductions, the elementwise binary and unary ops, broadcast and the
-// contractions (docs/plan.md, "ops").
-var opNames = shard.OpNames
+// The ops a plan may name are the registry's (docs/plan.md, "ops").
+
+// isKnownOp reports whether op is an op of the registry.
+func isKnownOp(op string) bool { return ops.Lookup(op) != nil }
 
 // isReductionOp reports whether op reduces one axis of its input.
-func isReductionOp(op string) bool { return slices.Contains(ReduceOps, op) }
+func isReductionOp(op string) bool { return ops.Is(op, ops.Reduction) }
 
 // isBinaryOp reports whether op is an elementwise op of two operands.
-func isBinaryOp(op string) bool { return slices.Contains(shard.BinaryOps, op) }
+func isBinaryOp(op string) bool { return ops.Is(op, ops.Binary) }
 
 // isUnaryOp reports whether op is an elementwise op of one operand.
-func isUnaryOp(op string) bool { return slices.Contains(shard.UnaryOps, op) }
+func isUnaryOp(op string) bool { return ops.Is(op, ops.Unary) }
 
 // isContraction reports whether op multiplies two operands and sums over
 // their shared axis k.
-func isContraction(op string) bool { return op == "matmul" || op == "linear" }
+func isContraction(op string) bool { return ops.Is(op, ops.Contraction) }
 
-// opArity returns the fewest and the most operands op takes.
+// opArity returns the fewest and the most operands op takes; 1, 1 for an
+// op the registry does not have.
 func opArity(op string) (lo, hi int) {
-	switch {
-	case isBinaryOp(op), op == "matmul":
-		return 2, 2
-	case op == "linear":
-		return 2, 3
+	if o := ops.Lookup(op); o != nil {
+		return o.Arity()
 	}
 	return 1, 1
 }
@@ -68,9 +66,9 @@ func (v *validator) checkOp(i int, op Op) {
 	if op.Index != i {
 		v.planf("op %d: index is %d", i, op.Index)
 	}
-	known := slices.Contains(opNames, op.Op)
+	known := isKnownOp(op.Op)
 	if !known {
-		v.planf("op %d: op %q is not one of %s", i, op.Op, strings.Join(opNames, ", "))
+		v.planf("op %d: op %q is not one of %s", i, op.Op, strings.Join(ops.Names(), ", "))
 	}
 	ins := v.checkOperands(i, op, known)
 	if v.tensor(op.Output) == nil {
@@ -82,6 +80,39 @@ func (v *validator) checkOp(i int, op Op) {
 	v.checkOpAxis(i, op, ins[0])
 	v.checkOpAxes(i, op, ins[0])
 	v.checkOpOutput(i, op, ins)
+	v.checkInserted(i, op)
+}
+
+// checkInserted checks an inserted set's provenance against the ops it
+// names: a set before op For whose output For reads at exactly the
+// listed operand slots, or a set after For that reads For's output.
+func (v *validator) checkInserted(i int, op Op) {
+	in := op.Inserted
+	if in == nil {
+		return
+	}
+	switch {
+	case op.Op != "set":
+		v.planf("op %d: is marked inserted, but nvcomm inserts only sets, not %s", i, op.Op)
+	case in.For < 0 || in.For >= len(v.p.Ops) || in.For == i:
+		v.planf("op %d: inserted for op %d, which is not another op of the plan", i, in.For)
+	case in.Output == (len(in.Operands) > 0):
+		v.planf("op %d: inserted for op %d must name either its operands or its output", i, in.For)
+	case in.Output:
+		if f := v.p.Ops[in.For]; in.For > i || op.Input != f.Output {
+			v.planf("op %d: inserted after op %d, so it reads that op's output %q and comes after it, but it reads %q", i, in.For, f.Output, op.Input)
+		}
+	default:
+		var reads []int
+		for k, name := range v.p.Ops[in.For].Operands() {
+			if name == op.Output {
+				reads = append(reads, k)
+			}
+		}
+		if in.For < i || !slices.Equal(reads, in.Operands) {
+			v.planf("op %d: inserted before op %d for its operands %v, but that op reads %q at operands %v", i, in.For, in.Operands, op.Output, reads)
+		}
+	}
 }
 
 // checkOperands checks how an op names its operands (input for one,
@@ -111,7 +142,7 @@ func (v *validator) checkOperands(i int, op Op, known bool) []*tensorInfo {
 // non-reduction axis of their input.
 func (v *validator) checkOpAxis(i int, op Op, in *tensorInfo) {
 	switch {
-	case !slices.Contains(opNames, op.Op):
+	case !isKnownOp(op.Op):
 	case !isReductionOp(op.Op) && op.Axis != nil:
 		v.planf("op %d: %s takes no axis", i, op.Op)
 	case !isReductionOp(op.Op):
@@ -127,9 +158,9 @@ func (v *validator) checkOpAxis(i int, op Op, in *tensorInfo) {
 // the new ones.
 func (v *validator) checkOpAxes(i int, op Op, in *tensorInfo) {
 	switch {
-	case op.Op != "broadcast" && len(op.Axes) > 0:
+	case !ops.Is(op.Op, ops.Broadcast) && len(op.Axes) > 0:
 		v.planf("op %d: %s takes no axes (only broadcast inserts axes)", i, op.Op)
-	case op.Op != "broadcast" || in == nil || in.rank < 0:
+	case !ops.Is(op.Op, ops.Broadcast) || in == nil || in.rank < 0:
 	case !increasing(op.Axes, in.rank+len(op.Axes)):
 		v.planf("op %d: axes %v are not increasing positions among the %d axes of the output (the input's %d and %d new)",
 			i, op.Axes, in.rank+len(op.Axes), in.rank, len(op.Axes))
@@ -160,7 +191,7 @@ func (v *validator) checkOpOutput(i int, op Op, ins []*tensorInfo) {
 			v.planf("op %d: output %q has dtype %s, but its input %q has %s (ops do not cast)", i, op.Output, out.t.DType, names[k], in.t.DType)
 		}
 	}
-	if lo, hi := opArity(op.Op); !slices.Contains(opNames, op.Op) || len(ins) < lo || len(ins) > hi {
+	if lo, hi := opArity(op.Op); !isKnownOp(op.Op) || len(ins) < lo || len(ins) > hi {
 		return // reported as an unknown op or a wrong number of inputs
 	}
 	want, ok := v.wantOutput(i, op, ins, out)

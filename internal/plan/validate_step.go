@@ -1,6 +1,10 @@
 package plan
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/nvcomm/nvcomm/internal/ops"
+)
 
 // checkSteps checks every step in order (rules 4 to 6), tracking the
 // buffers that earlier steps wrote.
@@ -211,7 +215,7 @@ func (v *validator) checkReduceOp(i int, s *Step, op *Op) {
 	case red && s.ReduceOp == nil:
 		v.stepf(i, "reduce_op is null, but type %s needs one", s.Type)
 	case !red:
-	case !slices.Contains(ReduceOps, *s.ReduceOp):
+	case !isReductionOp(*s.ReduceOp):
 		v.stepf(i, "reduce_op %q is not sum, prod, max or min", *s.ReduceOp)
 	case op != nil && opReduceOp(op.Op) != "" && *s.ReduceOp != opReduceOp(op.Op):
 		v.stepf(i, "reduce_op is %q, but op %d is a %s", *s.ReduceOp, s.Op, op.Op)
@@ -223,7 +227,7 @@ func (v *validator) checkReduceOp(i int, s *Step, op *Op) {
 func opReduceOp(op string) string {
 	switch {
 	case isReductionOp(op):
-		return op
+		return ops.Lookup(op).Combine
 	case isContraction(op):
 		return "sum"
 	}

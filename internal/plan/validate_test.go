@@ -336,19 +336,27 @@ func TestValidate(t *testing.T) {
 			t.Fatalf("duplicate case %q", tc.name)
 		}
 		seen[tc.name] = true
-		t.Run(tc.name, func(t *testing.T) {
-			base := tc.base
-			if base == nil {
-				base = allgatherPlan
-			}
-			p := clonePlan(t, base())
-			tc.mutate(p)
-			got := Validate(p)
-			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("Validate mismatch (-want +got):\n%s", diff)
-			}
-		})
+		runValidateCase(t, tc)
 	}
+}
+
+// runValidateCase runs one case as a subtest: its base plan (allgatherPlan
+// when nil), mutated, must give exactly its problems.
+func runValidateCase(t *testing.T, tc validateCase) {
+	t.Run(tc.name, func(t *testing.T) {
+		base := tc.base
+		if base == nil {
+			base = allgatherPlan
+		}
+		p := clonePlan(t, base())
+		if tc.mutate != nil {
+			tc.mutate(p)
+		}
+		got := Validate(p)
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("Validate mismatch (-want +got):\n%s", diff)
+		}
+	})
 }
 
 // Rule 1: format, fusion, policy, meshes.

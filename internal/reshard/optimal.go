@@ -86,7 +86,7 @@ func (c *opCtx) optimal(src, dst *view, partial uint8) {
 	}
 	first := c.steps.len()
 	c.emitPath(found, src, dst)
-	if searched != nil && len(path) > 0 {
+	if c.debug.Searched != nil && len(path) > 0 {
 		total := pathCost{}
 		for _, e := range path {
 			total, _ = pl.obj.Add(total, e.cost)
@@ -95,14 +95,9 @@ func (c *opCtx) optimal(src, dst *view, partial uint8) {
 		for i := first; i < c.steps.len(); i++ {
 			emitted = append(emitted, *c.steps.at(i))
 		}
-		searched(total, emitted)
+		c.debug.Searched(total.ps, total.steps, emitted)
 	}
 }
-
-// searched, when tests set it, is told the cost of every path the search
-// finds and the steps its emission appended (as emitted: a later pass may
-// fuse them): they must be what the search priced.
-var searched func(c pathCost, emitted []plan.Step)
 
 func newSearcher(c *opCtx, src, dst *view, partial uint8) *searcher {
 	pl := &searcher{c: c, src: src, dst: dst, obj: c.costOrder, elem: int64(src.dtype.Size()),

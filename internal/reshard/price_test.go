@@ -25,8 +25,7 @@ func TestSearchPricesWhatItEmits(t *testing.T) {
 		emitted []plan.Step
 	}
 	var paths []found
-	reshard.SetSearched(func(ps int64, steps int, emitted []plan.Step) { paths = append(paths, found{ps, steps, emitted}) })
-	defer reshard.SetSearched(nil)
+	debug := reshard.Debug{Searched: func(ps int64, steps int, emitted []plan.Step) { paths = append(paths, found{ps, steps, emitted}) }}
 	topo := cost.Default()
 	checked := 0
 	defer func() {
@@ -37,7 +36,7 @@ func TestSearchPricesWhatItEmits(t *testing.T) {
 	for file, f := range corpus(t) {
 		for _, obj := range reshard.Objectives {
 			paths = nil
-			p, err := lower.Lower(f, lower.Options{Objective: reshard.Objective(obj)})
+			p, err := lower.Lower(f, lower.Options{Objective: reshard.Objective(obj), Debug: debug})
 			if err != nil {
 				continue
 			}

@@ -26,10 +26,6 @@ import (
 // intermediate buffer, whose earlier steps an emission may rename
 // (retarget). Every name in its steps must be one of the recorded ones.
 
-// replayTemplates, which tests turn off, lets emissions be recorded and
-// replayed.
-var replayTemplates = true
-
 // template is a recorded emission.
 type template struct {
 	kind     ir.OpKind
@@ -50,7 +46,7 @@ type deviceBytes struct {
 // templatable reports whether an emission of c from src may be recorded
 // or replayed (see above).
 func (c *opCtx) templatable(src *view) bool {
-	return replayTemplates && c.toOpAxis == nil && !c.overflowed && !strings.Contains(src.name, "/")
+	return !c.debug.NoReplay && c.toOpAxis == nil && !c.overflowed && !strings.Contains(src.name, "/")
 }
 
 // emitPath appends the steps of found's path from src to dst: a replay of

@@ -28,13 +28,11 @@ func TestReplayEmitsAsFresh(t *testing.T) {
 		}
 		fusions[name] = f
 	}
-	defer reshard.SetReplay(true)
 	for file, f := range fusions {
 		for _, obj := range reshard.Objectives {
 			var out [2]string
 			for i, on := range []bool{false, true} {
-				reshard.SetReplay(on)
-				out[i] = lowered(f, reshard.Objective(obj))
+				out[i] = lowered(f, lower.Options{Objective: reshard.Objective(obj), Debug: reshard.Debug{NoReplay: !on}})
 			}
 			if out[0] != out[1] {
 				t.Errorf("%s (%s): the plan with replays differs from the plan without", file, obj)
@@ -43,9 +41,9 @@ func TestReplayEmitsAsFresh(t *testing.T) {
 	}
 }
 
-// lowered is f's plan under objective obj as JSON, or its error.
-func lowered(f *ir.Fusion, obj reshard.Objective) string {
-	p, err := lower.Lower(f, lower.Options{Objective: obj})
+// lowered is f's plan under opts as JSON, or its error.
+func lowered(f *ir.Fusion, opts lower.Options) string {
+	p, err := lower.Lower(f, opts)
 	if err != nil {
 		return "error: " + err.Error()
 	}

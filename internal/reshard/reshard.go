@@ -59,11 +59,26 @@ type Planner struct {
 	objective Objective
 	costOrder costOrder // the objective's
 	topology  *cost.Topology
+	debug     Debug
+}
+
+// Debug is what tests may ask of a planner besides its plans. Nothing in
+// it changes a plan: a test that turns replays off checks exactly that.
+type Debug struct {
+	// NoReplay turns off the replay of recorded emissions (replay.go):
+	// every op is searched and emitted afresh.
+	NoReplay bool
+	// Searched, when set, is told the cost (picoseconds and steps) of
+	// every path the search finds and the steps its emission appended (as
+	// emitted: a later pass may fuse them), which must be what the search
+	// priced.
+	Searched func(ps int64, steps int, emitted []plan.Step)
 }
 
 // NewPlanner returns a planner; empty policy and objective mean the
-// defaults, a nil topology cost.Default().
-func NewPlanner(policy Policy, objective Objective, topology *cost.Topology) (*Planner, error) {
+// defaults, a nil topology cost.Default(). debug is for tests; the zero
+// Debug plans as nvcomm does.
+func NewPlanner(policy Policy, objective Objective, topology *cost.Topology, debug Debug) (*Planner, error) {
 	if policy == "" {
 		policy = PolicyOptimal
 	}
@@ -79,7 +94,7 @@ func NewPlanner(policy Policy, objective Objective, topology *cost.Topology) (*P
 	if topology == nil {
 		topology = cost.Default()
 	}
-	return &Planner{policy: policy, objective: objective, costOrder: costOrders[objective], topology: topology}, nil
+	return &Planner{policy: policy, objective: objective, costOrder: costOrders[objective], topology: topology, debug: debug}, nil
 }
 
 // Policy is the planner's policy.
@@ -177,7 +192,7 @@ func (j *Job) Lower() {
 	if j.policy == PolicyNvFuser && !c.nvfuserAccepts(producer, consumer) {
 		return
 	}
-	c.reshard(producer, consumer, j.op.Kind.IsReduction())
+	c.reshard(producer, consumer, changeOf(j.op))
 }
 
 // Reshard lowers op, a reduction or a set within the job's op (such as
@@ -185,7 +200,7 @@ func (j *Job) Lower() {
 // toOpAxis maps op's producer axes to the job's op's first input's, which
 // the steps name; nil when they are the same.
 func (j *Job) Reshard(op *ir.Op, toOpAxis []int) {
-	j.ctx(op, toOpAxis).reshard(op.In(), op.Out, op.Kind.IsReduction())
+	j.ctx(op, toOpAxis).reshard(op.In(), op.Out, changeOf(op))
 }
 
 // Fail reports that the job's op cannot be lowered under the policy.
@@ -239,23 +254,47 @@ func (c *opCtx) nvfuserAccepts(p, t *ir.Tensor) bool {
 	return true
 }
 
-// reshard lowers producer to consumer — a reduction over the op's axis
-// when reduce, else a copy — and adds the op's lower bound. When the two
+// Change is what lowering a pair of tensors does to the values: a copy,
+// or a reduction over one of the producer's value axes.
+type Change struct {
+	// Reduce is the op that reduces, empty for a copy.
+	Reduce ir.OpKind
+	// Axis is the reduced axis among the producer's value axes; -1 for a
+	// copy.
+	Axis int
+}
+
+// copyChange is the change of a set: the values as they are.
+var copyChange = Change{Axis: -1}
+
+// Reduces reports whether the change reduces an axis.
+func (ch Change) Reduces() bool { return ch.Reduce != "" }
+
+// changeOf is op's change: a reduction's over its axis, a set's a copy.
+func changeOf(op *ir.Op) Change {
+	if op.Kind.IsReduction() {
+		return Change{Reduce: op.Kind, Axis: op.Axis}
+	}
+	return copyChange
+}
+
+// reshard lowers producer to consumer under change ch and adds the op's
+// lower bound. When the two
 // cut an axis at strides that do not divide each other, the optimal policy
 // goes through a replicated copy on the producer's mesh: each side then
 // factors on its own.
-func (c *opCtx) reshard(producer, consumer *ir.Tensor, reduce bool) {
-	fact, ok := c.factor(producer, consumer, reduce)
+func (c *opCtx) reshard(producer, consumer *ir.Tensor, ch Change) {
+	fact, ok := c.factor(producer, consumer, ch)
 	switch {
 	case ok:
-		src, dst := c.lowerFactored(fact, producer, consumer, reduce)
+		src, dst := c.lowerFactored(fact, producer, consumer, ch)
 		if src != nil {
 			c.addBound(src, dst)
 		}
 	case c.policy == PolicyOptimal:
 		mid := ir.NewReplicated(c.buffer("replicated"), producer.Mesh, producer.DType, consumer.Shape())
-		c.lowerPair(producer, mid, reduce)
-		c.part(c.axisMaps(producer, reduce).consumer).lowerPair(mid, consumer, false) // mid's axes are the consumer's
+		c.lowerPair(producer, mid, ch)
+		c.part(c.axisMaps(producer, ch).consumer).lowerPair(mid, consumer, copyChange) // mid's axes are the consumer's
 		c.addSizeBound(producer, consumer)
 	default:
 		c.fail("producer and consumer cut a logical axis at strides that do not divide each other",
@@ -265,39 +304,40 @@ func (c *opCtx) reshard(producer, consumer *ir.Tensor, reduce bool) {
 
 // lowerPair lowers producer to consumer within the op, with no bound: the
 // two must factor.
-func (c *opCtx) lowerPair(producer, consumer *ir.Tensor, reduce bool) {
-	fact, ok := c.factor(producer, consumer, reduce)
+func (c *opCtx) lowerPair(producer, consumer *ir.Tensor, ch Change) {
+	fact, ok := c.factor(producer, consumer, ch)
 	if !ok {
 		c.fail("producer and consumer cut a logical axis at strides that do not divide each other",
 			"shard both tensors with splits whose factors divide one another, or use --policy optimal")
 		return
 	}
-	c.lowerFactored(fact, producer, consumer, reduce)
+	c.lowerFactored(fact, producer, consumer, ch)
 }
 
 // pairAxes maps a pair's value axes to the producer's.
 type pairAxes struct{ producer, consumer []int }
 
 // axisMaps returns the maps of a pair whose producer is producer: the
-// identity, and for a reduction the producer's axes without the op's.
-func (c *opCtx) axisMaps(producer *ir.Tensor, reduce bool) pairAxes {
+// identity, and for a reduction the producer's axes without the reduced
+// one.
+func (c *opCtx) axisMaps(producer *ir.Tensor, ch Change) pairAxes {
 	m := shard.Identity(producer.NumValueAxes())
-	if reduce {
-		return pairAxes{m, without1(m, c.op.Axis)}
+	if ch.Reduces() {
+		return pairAxes{m, without1(m, ch.Axis)}
 	}
 	return pairAxes{m, m}
 }
 
 // factor refines the axes of producer and consumer at both tensors' cuts;
 // false when they cut an axis at strides that do not divide each other.
-func (c *opCtx) factor(producer, consumer *ir.Tensor, reduce bool) (*factoring, bool) {
-	m := c.axisMaps(producer, reduce)
+func (c *opCtx) factor(producer, consumer *ir.Tensor, ch Change) (*factoring, bool) {
+	m := c.axisMaps(producer, ch)
 	f, ok := newFactoring(paddedExtents(producer, consumer, m.consumer), []*ir.Tensor{producer, consumer}, [][]int{m.producer, m.consumer})
 	if ok {
 		f.maps = m
 	}
-	if ok && reduce && c.policy == PolicyOptimal && len(consumer.Layout()) > 0 {
-		f.cutForScatter(producer, c.op.Axis, m.consumer[consumer.Layout()[0]])
+	if ok && ch.Reduces() && c.policy == PolicyOptimal && len(consumer.Layout()) > 0 {
+		f.cutForScatter(producer, ch.Axis, m.consumer[consumer.Layout()[0]])
 	}
 	return f, ok
 }
@@ -306,7 +346,7 @@ func (c *opCtx) factor(producer, consumer *ir.Tensor, reduce bool) (*factoring, 
 // policy's rule table or search, fuses a Pad into the Slice after it, and
 // unpads. It returns the views the
 // bound compares, or nils after a failure.
-func (c *opCtx) lowerFactored(fact *factoring, producer, consumer *ir.Tensor, reduce bool) (src, dst *view) {
+func (c *opCtx) lowerFactored(fact *factoring, producer, consumer *ir.Tensor, ch Change) (src, dst *view) {
 	if !c.factoringFits(fact, producer.DType) {
 		return nil, nil
 	}
@@ -316,11 +356,11 @@ func (c *opCtx) lowerFactored(fact *factoring, producer, consumer *ir.Tensor, re
 	padAt := c.steps.len()
 	src, dst = c.pad(pv, producer.Shape(), m.producer), c.padded(tv, consumer.Shape(), m.consumer)
 	switch {
-	case c.policy == PolicyOptimal && reduce:
+	case c.policy == PolicyOptimal && ch.Reduces():
 		c.optimalReduction(src, dst)
 	case c.policy == PolicyOptimal:
 		c.optimal(src, dst, 0)
-	case reduce:
+	case ch.Reduces():
 		c.lowerReduction(src, dst)
 	default:
 		c.lowerSet(src, dst)

@@ -26,7 +26,7 @@ import (
 func (j *Job) Slice(op *ir.Op, toOpAxis []int) {
 	c := j.ctx(op, toOpAxis)
 	producer, consumer := op.In(), op.Out
-	fact, ok := c.factor(producer, consumer, false)
+	fact, ok := c.factor(producer, consumer, copyChange)
 	if !ok || !producer.Mesh.Equal(consumer.Mesh) {
 		c.fail("slicing an operand's broadcast axis needs no other change of its sharding",
 			"this is a bug in nvcomm's layer lowering; please report it with the input")

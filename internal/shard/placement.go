@@ -3,9 +3,10 @@ package shard
 import (
 	"fmt"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/nvcomm/nvcomm/internal/ops"
 )
 
 // Placement is one entry of PyTorch DTensor's placements: how a tensor
@@ -61,7 +62,7 @@ func ParsePlacement(s string) (Placement, *PlacementError) {
 	if m == nil {
 		head, _, _ := strings.Cut(s, "(")
 		return Placement{}, &PlacementError{
-			Msg:  fmt.Sprintf("%q is not a placement (expected Shard(dim), Replicate() or Partial(%s))", s, strings.Join(ReduceOps, "|")),
+			Msg:  fmt.Sprintf("%q is not a placement (expected Shard(dim), Replicate() or Partial(%s))", s, strings.Join(ops.FamilyNames(ops.Reduction), "|")),
 			Near: strings.TrimSpace(head)}
 	}
 	p := Placement{Kind: PlacementKind(m[1])}
@@ -81,8 +82,8 @@ func ParsePlacement(s string) (Placement, *PlacementError) {
 		if p.Op == "" {
 			p.Op = "sum" // DTensor's default
 		}
-		if !slices.Contains(ReduceOps, p.Op) {
-			return p, &PlacementError{Msg: fmt.Sprintf("Partial needs a reduce op (%s), got %q", strings.Join(ReduceOps, ", "), p.Op), Op: p.Op}
+		if !ops.Is(p.Op, ops.Reduction) {
+			return p, &PlacementError{Msg: fmt.Sprintf("Partial needs a reduce op (%s), got %q", strings.Join(ops.FamilyNames(ops.Reduction), ", "), p.Op), Op: p.Op}
 		}
 	}
 	return p, nil

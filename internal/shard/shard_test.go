@@ -68,10 +68,3 @@ func TestCuts(t *testing.T) {
 		t.Errorf("DigitsBetween(cuts 1|2|8|16, 2..8) = %v, want the digit of stride 2", got)
 	}
 }
-
-func TestOpNames(t *testing.T) {
-	want := []string{"set", "sum", "prod", "max", "min", "add", "sub", "mul", "maximum", "minimum", "relu", "neg", "abs", "broadcast", "matmul", "linear"}
-	if d := cmp.Diff(want, OpNames); d != "" {
-		t.Errorf("OpNames (-want +got):\n%s", d)
-	}
-}

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/nvcomm/nvcomm/internal/ops"
 	"github.com/nvcomm/nvcomm/internal/plan"
 )
 
@@ -511,8 +512,8 @@ func combineSpansInto(op string, out []float64, parts []span) {
 
 // reduceOp returns the step's reduce op.
 func reduceOp(s *plan.Step) (string, error) {
-	if s.ReduceOp == nil || !slices.Contains(plan.ReduceOps, *s.ReduceOp) {
-		return "", stepError(s, "reduce_op must be one of %s", strings.Join(plan.ReduceOps, ", "))
+	if s.ReduceOp == nil || !ops.Is(*s.ReduceOp, ops.Reduction) {
+		return "", stepError(s, "reduce_op must be one of %s", strings.Join(plan.ReduceOps(), ", "))
 	}
 	return *s.ReduceOp, nil
 }

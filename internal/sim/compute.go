@@ -3,7 +3,9 @@ package sim
 import (
 	"fmt"
 	"math"
+	"strings"
 
+	"github.com/nvcomm/nvcomm/internal/ops"
 	"github.com/nvcomm/nvcomm/internal/plan"
 )
 
@@ -18,30 +20,28 @@ import (
 // step; a unary one ignores b.
 type pointwiseFunc func(a, b float64) float64
 
-// pointwiseFuncs maps every function a Pointwise step applies, and every
-// elementwise op, to its scalar function.
-var pointwiseFuncs = map[string]pointwiseFunc{
-	"add":     func(a, b float64) float64 { return residue(int64(a) + int64(b)) },
-	"sub":     func(a, b float64) float64 { return residue(int64(a) - int64(b)) },
-	"mul":     func(a, b float64) float64 { return residue(int64(a) * int64(b)) },
-	"maximum": func(a, b float64) float64 { return max(a, b) },
-	"minimum": func(a, b float64) float64 { return min(a, b) },
-	"relu":    func(a, _ float64) float64 { return max(a, 0) },
-	// Through an integer, so that neg(0) is 0 and not -0, which a report
-	// would print.
-	"neg":  func(a, _ float64) float64 { return float64(-int64(a)) },
-	"abs":  func(a, _ float64) float64 { return math.Abs(a) },
-	"copy": func(a, _ float64) float64 { return a },
+// pointwiseFuncOf returns the scalar function of a Pointwise function or
+// an elementwise op, from its kernel in the op registry, or nil for a name
+// that is neither. A ring kernel (add, sub, mul) is taken modulo
+// [modulus], on integers; the others act on the values as they are.
+func pointwiseFuncOf(name string) pointwiseFunc {
+	f := ops.Func(name)
+	if f == nil {
+		return nil
+	}
+	if ring := f.Kernel.Ring; ring != nil {
+		return func(a, b float64) float64 { return residue(ring(int64(a), int64(b))) }
+	}
+	return f.Kernel.Value
 }
 
-// funcArity is how many inputs each Pointwise function reads.
-var funcArity = map[string]int{
-	"add": 2, "sub": 2, "mul": 2, "maximum": 2, "minimum": 2,
-	"relu": 1, "neg": 1, "abs": 1, "copy": 1,
+// orList lists names for a message: "a, b or c".
+func orList(names []string) string {
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }
-
-// funcNames lists the Pointwise functions for messages.
-const funcNames = "add, sub, mul, maximum, minimum, relu, neg, abs or copy"
 
 // mapBroadcast applies f elementwise over a row-major array of shape dims.
 // Input k is a row-major array of shape inDims[k], of dims' rank, whose
@@ -218,12 +218,13 @@ func matmulStep(s *plan.Step) (computeStep, error) {
 // count.input the elements of the first input, count.output of dims.
 func pointwiseStep(s *plan.Step) (computeStep, error) {
 	if s.Func == nil {
-		return computeStep{}, stepError(s, "a Pointwise needs a func (%s)", funcNames)
+		return computeStep{}, stepError(s, "a Pointwise needs a func (%s)", orList(ops.PointwiseFuncs()))
 	}
-	arity, ok := funcArity[*s.Func]
-	if !ok {
-		return computeStep{}, stepError(s, "func %q is not %s", *s.Func, funcNames)
+	fn := ops.Func(*s.Func)
+	if fn == nil {
+		return computeStep{}, stepError(s, "func %q is not %s", *s.Func, orList(ops.PointwiseFuncs()))
 	}
+	arity, _ := fn.Arity()
 	names := s.Operands()
 	if len(names) != arity {
 		return computeStep{}, stepError(s, "func %s reads %d buffers, got %d", *s.Func, arity, len(names))
@@ -252,7 +253,7 @@ func pointwiseStep(s *plan.Step) (computeStep, error) {
 		return computeStep{}, stepError(s, "count.input is %d, input_dims[0] %v hold %d", s.Count.Input, s.InputDims[0], sizes[0].n)
 	}
 	sizes[0] = counted(s)
-	f, dims, inDims := pointwiseFuncs[*s.Func], s.Dims, s.InputDims
+	f, dims, inDims := pointwiseFuncOf(*s.Func), s.Dims, s.InputDims
 	return computeStep{sizes, func(ins [][]float64) []float64 {
 		return mapBroadcast(f, ins, inDims, dims)
 	}}, nil

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/nvcomm/nvcomm/internal/ops"
 	"github.com/nvcomm/nvcomm/internal/plan"
 )
 
@@ -13,38 +14,33 @@ import (
 // op's name and its operands' shapes alone, never from the compiler's
 // analyses, so that a PASS checks the lowering independently.
 
-// arity is the fewest and most operands an op takes.
-type arity struct{ least, most int }
-
-// opArity lists every op the simulator evaluates with its operand count.
-var opArity = map[string]arity{
-	"set": {1, 1}, "sum": {1, 1}, "prod": {1, 1}, "max": {1, 1}, "min": {1, 1},
-	"add": {2, 2}, "sub": {2, 2}, "mul": {2, 2}, "maximum": {2, 2}, "minimum": {2, 2},
-	"relu": {1, 1}, "neg": {1, 1}, "abs": {1, 1},
-	"broadcast": {1, 1}, "matmul": {2, 2}, "linear": {2, 3},
-}
-
-// opNames lists the ops for messages, in documentation order.
-const opNames = "set, sum, prod, max, min, add, sub, mul, maximum, minimum, relu, neg, abs, broadcast, matmul or linear"
-
-// checkArity checks that op names a known op and has as many operands as
-// it takes; it needs no shapes, so newWorld runs it.
+// checkArity checks that op names an op of the registry and has as many
+// operands as it takes; it needs no shapes, so newWorld runs it.
 func checkArity(op plan.Op) error {
-	a, ok := opArity[op.Op]
-	if !ok {
-		return fmt.Errorf("op %d: unknown op %q (expected %s)", op.Index, op.Op, opNames)
+	e := ops.Lookup(op.Op)
+	if e == nil {
+		return fmt.Errorf("op %d: unknown op %q (expected %s)", op.Index, op.Op, orList(ops.Names()))
 	}
-	if n := len(op.Operands()); n < a.least || n > a.most {
+	least, most := e.Arity()
+	if n := len(op.Operands()); n < least || n > most {
 		want := "1 input"
 		switch {
-		case a.most != a.least:
-			want = fmt.Sprintf("%d or %d inputs", a.least, a.most)
-		case a.least > 1:
-			want = fmt.Sprintf("%d inputs", a.least)
+		case most != least:
+			want = fmt.Sprintf("%d or %d inputs", least, most)
+		case least > 1:
+			want = fmt.Sprintf("%d inputs", least)
 		}
 		return fmt.Errorf("op %d (%s): takes %s, got %d", op.Index, op.Op, want, n)
 	}
 	return nil
+}
+
+// family is op's family in the registry, or -1 for an op it does not have.
+func family(op plan.Op) ops.Family {
+	if e := ops.Lookup(op.Op); e != nil {
+		return e.Family
+	}
+	return -1
 }
 
 // operand is one input of an op on unsharded tensors: its name, its
@@ -72,9 +68,9 @@ func opDomain(op plan.Op, ins []operand, declared []int) (logicalDomain, error) 
 	}
 	in := ins[0].shape
 	switch {
-	case op.Op == "set" || op.Op == "relu" || op.Op == "neg" || op.Op == "abs":
+	case family(op) == ops.Copy || family(op) == ops.Unary:
 		return logicalDomain{shape: in}, nil
-	case slices.Contains(plan.ReduceOps, op.Op):
+	case family(op) == ops.Reduction:
 		if op.Axis == nil || *op.Axis < 0 || *op.Axis >= len(in) {
 			return logicalDomain{}, fmt.Errorf("op %d (%s): axis must be a position among the input's %d non-reduction axes", op.Index, op.Op, len(in))
 		}
@@ -85,7 +81,7 @@ func opDomain(op plan.Op, ins []operand, declared []int) (logicalDomain, error) 
 		return matmulDomain(op, ins)
 	case op.Op == "linear":
 		return linearDomain(op, ins)
-	case pointwiseFuncs[op.Op] != nil && len(ins) == 2:
+	case family(op) == ops.Binary && len(ins) == 2:
 		return elementwiseDomain(op, ins)
 	}
 	return logicalDomain{}, checkArity(op) // newWorld has rejected such an op already
@@ -96,10 +92,11 @@ func opDomain(op plan.Op, ins []operand, declared []int) (logicalDomain, error) 
 // another op they would mean nothing, and the simulator would silently
 // ignore what the plan says.
 func checkAxisFields(op plan.Op) error {
-	if op.Axis != nil && op.Op != "set" && !slices.Contains(plan.ReduceOps, op.Op) {
+	e := ops.Lookup(op.Op)
+	if op.Axis != nil && family(op) != ops.Copy && (e == nil || !e.Takes(ops.AttrAxis)) {
 		return fmt.Errorf("op %d (%s): takes no axis, got %d", op.Index, op.Op, *op.Axis)
 	}
-	if len(op.Axes) > 0 && op.Op != "broadcast" {
+	if len(op.Axes) > 0 && (e == nil || !e.Takes(ops.AttrAxes)) {
 		return fmt.Errorf("op %d (%s): takes no axes, got %v", op.Index, op.Op, op.Axes)
 	}
 	return nil
@@ -199,12 +196,12 @@ func linearDomain(op plan.Op, ins []operand) (logicalDomain, error) {
 func evalOp(op plan.Op, ins []operand, out []int) []float64 {
 	in := ins[0]
 	switch {
-	case op.Op == "set":
+	case family(op) == ops.Copy:
 		// The same values: shared, since no reference value changes once
 		// computed (devices get copies), which saves a copy of every set's
 		// output.
 		return in.vals
-	case slices.Contains(plan.ReduceOps, op.Op):
+	case family(op) == ops.Reduction:
 		return reduceAxis(op.Op, in.vals, in.shape, *op.Axis)
 	case op.Op == "broadcast":
 		// The input is the output with extent 1 on the new axes.
@@ -212,7 +209,7 @@ func evalOp(op plan.Op, ins []operand, out []int) []float64 {
 		for _, a := range op.Axes {
 			dims[a] = 1
 		}
-		return mapBroadcast(pointwiseFuncs["copy"], [][]float64{in.vals}, [][]int{dims}, out)
+		return mapBroadcast(pointwiseFuncOf(ops.CopyFunc), [][]float64{in.vals}, [][]int{dims}, out)
 	case op.Op == "matmul":
 		return matmulReference(ins[0], ins[1])
 	case op.Op == "linear":
@@ -222,7 +219,7 @@ func evalOp(op plan.Op, ins []operand, out []int) []float64 {
 	for k, x := range ins {
 		vals[k], dims[k] = x.vals, x.shape
 	}
-	return mapBroadcast(pointwiseFuncs[op.Op], vals, dims, out)
+	return mapBroadcast(pointwiseFuncOf(op.Op), vals, dims, out)
 }
 
 // matmulReference is a @ b on unsharded values, element by element from

@@ -60,7 +60,7 @@ func TestInputDataInPieces(t *testing.T) {
 // parts one after the other, over lengths that end inside a block.
 func TestCombineParts(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
-	for _, op := range plan.ReduceOps {
+	for _, op := range plan.ReduceOps() {
 		for _, n := range []int{0, 1, combineBlock - 1, combineBlock, 2*combineBlock + 5} {
 			parts := make([][]float64, 4)
 			for k := range parts {

@@ -323,7 +323,7 @@ func TestInputDataSteps(t *testing.T) {
 // TestCombineInto checks the loops of combineInto against combine.
 func TestCombineInto(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
-	for _, op := range plan.ReduceOps {
+	for _, op := range plan.ReduceOps() {
 		a, b := make([]float64, 200), make([]float64, 200)
 		for i := range a {
 			a[i] = float64(r.IntN(modulus) - modulus/2)
@@ -387,7 +387,7 @@ func TestCombine(t *testing.T) {
 // in any order and grouping, even far outside float64's exact integers.
 func TestCombineAnyGrouping(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
-	for _, op := range plan.ReduceOps {
+	for _, op := range plan.ReduceOps() {
 		xs := make([]float64, 200)
 		for i := range xs {
 			xs[i] = residue(r.Int64N(1<<40) - 1<<39)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/nvcomm/nvcomm/internal/ops"
 	"github.com/nvcomm/nvcomm/internal/plan"
 )
 
@@ -329,7 +330,7 @@ func storedValues(v vec, flat map[*rope][]float64) []float64 {
 }
 
 // isReduceOp reports whether op is a reduction (sum, prod, max, min).
-func isReduceOp(op string) bool { return slices.Contains(plan.ReduceOps, op) }
+func isReduceOp(op string) bool { return ops.Is(op, ops.Reduction) }
 
 // operands returns op's inputs with their unsharded values from ref (not
 // yet stored: see reference).

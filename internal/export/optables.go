@@ -1,0 +1,58 @@
+package export
+
+import (
+	"cmp"
+	"fmt"
+	"strings"
+
+	"github.com/nvcomm/nvcomm/internal/ops"
+)
+
+// opsMarker is the line of runtime.py that the ops' tables replace.
+const opsMarker = "#@ops\n"
+
+// withOps writes the ops' tables from the registry into runtime.py, at
+// its marker: what each op computes with torch, the magnitudes that bound
+// its rounding, its operand counts and rounding rule, and the reductions.
+// The program then knows every op nvcomm knows, and knows it as the
+// compiler and the simulator do.
+func withOps(src string) string {
+	if strings.Count(src, opsMarker) != 1 {
+		panic("export: runtime.py has no single " + strings.TrimSpace(opsMarker) + " line") // embedded, checked by tests
+	}
+	return strings.Replace(src, opsMarker, opTables(ops.Default.All()), 1)
+}
+
+// opTables is the Python source of the ops' tables.
+func opTables(all []*ops.Op) string {
+	var layer, magnitude, arity, rounding, reduce []string
+	for _, o := range all {
+		lo, hi := o.Arity()
+		n := fmt.Sprint(lo)
+		if lo != hi {
+			n = fmt.Sprintf("(%d, %d)", lo, hi)
+		}
+		arity = append(arity, fmt.Sprintf("%q: %s", o.Name, n))
+		if o.Family == ops.Reduction {
+			reduce = append(reduce, fmt.Sprintf("%q", o.Name))
+		}
+		if o.Torch == nil {
+			continue
+		}
+		layer = append(layer, fmt.Sprintf("%q: %s", o.Name, o.Torch.Func))
+		magnitude = append(magnitude, fmt.Sprintf("%q: %s", o.Name, cmp.Or(o.Torch.Magnitude, o.Torch.Func)))
+		if o.Torch.Rounding != "" {
+			rounding = append(rounding, fmt.Sprintf("%q: %q", o.Name, o.Torch.Rounding))
+		}
+	}
+	var b strings.Builder
+	table := func(name string, entries []string) {
+		fmt.Fprintf(&b, "%s = {%s}\n", name, strings.Join(entries, ", "))
+	}
+	table("LAYER_OPS", layer)
+	table("LAYER_MAGNITUDES", magnitude)
+	table("ARITY", arity)
+	table("ROUNDING", rounding)
+	fmt.Fprintf(&b, "REDUCE_OPS = (%s)\n", strings.Join(reduce, ", "))
+	return b.String()
+}

@@ -1,0 +1,84 @@
+package ops
+
+import "math"
+
+// builtins is the registry of the ops of docs/fusion.md ("ops"), in its
+// order: the copy, the reductions, the elementwise binary and unary ops,
+// broadcast and the contractions.
+func builtins() *Registry {
+	r := &Registry{byName: map[string]*Op{}}
+	r.MustRegister(Op{Name: "set", Family: Copy, Operands: []string{"x"}, Rule: pointwiseRule,
+		Doc: "a copy of its input, resharded as its output says"})
+	for _, red := range []struct{ name, doc string }{
+		{"sum", "the sum over one axis"},
+		{"prod", "the product over one axis"},
+		{"max", "the largest element along one axis"},
+		{"min", "the smallest element along one axis"},
+	} {
+		r.MustRegister(Op{Name: red.name, Family: Reduction, Operands: []string{"x"}, Attrs: []Attr{AttrAxis},
+			Combine: red.name, Rule: reductionRule, Doc: red.doc})
+	}
+	for _, e := range []Op{
+		binary("add", "a + b", Kernel{Ring: func(a, b int64) int64 { return a + b }},
+			Torch{Func: "torch.add", Rounding: Additive}),
+		binary("sub", "a - b", Kernel{Ring: func(a, b int64) int64 { return a - b }},
+			Torch{Func: "torch.sub", Magnitude: "torch.add", Rounding: Additive}),
+		binary("mul", "a * b", Kernel{Ring: func(a, b int64) int64 { return a * b }},
+			Torch{Func: "torch.mul", Rounding: Multiplicative}),
+		binary("maximum", "the larger of a and b", Kernel{Value: func(a, b float64) float64 { return max(a, b) }},
+			Torch{Func: "torch.maximum", Rounding: Selecting}),
+		binary("minimum", "the smaller of a and b", Kernel{Value: func(a, b float64) float64 { return min(a, b) }},
+			Torch{Func: "torch.minimum", Magnitude: "torch.maximum", Rounding: Selecting}),
+		unary("relu", "max(x, 0)", Kernel{Value: func(a, _ float64) float64 { return max(a, 0) }},
+			Torch{Func: "torch.relu", Magnitude: "_same", Rounding: Exact}),
+		unary("neg", "-x", Kernel{Value: func(a, _ float64) float64 { return 0 - a }},
+			Torch{Func: "torch.neg", Magnitude: "_same", Rounding: Exact}),
+		unary("abs", "|x|", Kernel{Value: func(a, _ float64) float64 { return math.Abs(a) }},
+			Torch{Func: "torch.abs", Magnitude: "_same", Rounding: Exact}),
+	} {
+		r.MustRegister(e)
+	}
+	r.MustRegister(Op{Name: "broadcast", Family: Broadcast, Operands: []string{"x"}, Attrs: []Attr{AttrAxes},
+		Rule: broadcastRule, Doc: "its input with new axes, repeated along them"})
+	r.MustRegister(Op{Name: "matmul", Family: Contraction, Operands: []string{"a", "b"}, Rule: matmulRule,
+		Torch: &Torch{Func: "torch.matmul"}, Doc: "a @ b, torch.matmul of a [..., m, k] and b [k, n] or [..., k, n]"})
+	r.MustRegister(Op{Name: "linear", Family: Contraction, Operands: []string{"x", "w", "bias"}, Optional: 1,
+		Rule: linearRule, Torch: &Torch{Func: "_linear"}, Doc: "x @ wᵀ + bias, torch.nn.functional.linear"})
+	return r
+}
+
+// binary is the entry of an elementwise op of two operands.
+func binary(name, doc string, k Kernel, t Torch) Op {
+	return Op{Name: name, Family: Binary, Operands: []string{"a", "b"}, Rule: pointwiseRule, Kernel: &k, Torch: &t, Doc: doc}
+}
+
+// unary is the entry of an elementwise op of one operand.
+func unary(name, doc string, k Kernel, t Torch) Op {
+	return Op{Name: name, Family: Unary, Operands: []string{"x"}, Rule: pointwiseRule, Kernel: &k, Torch: &t, Doc: doc}
+}
+
+// PointwiseFuncs are the functions a plan's Pointwise step applies: every
+// elementwise op, and copy (its one input, as it is), in that order.
+func PointwiseFuncs() []string {
+	return append(append(FamilyNames(Binary), FamilyNames(Unary)...), CopyFunc)
+}
+
+// CopyFunc is the Pointwise function that copies its one input: what a
+// local step that repeats an operand along a broadcast axis applies.
+const CopyFunc = "copy"
+
+// Func returns the entry of Pointwise function name — an elementwise op,
+// or for copy an entry of its own — or nil.
+func Func(name string) *Op {
+	if name == CopyFunc {
+		return copyFunc
+	}
+	if o := Lookup(name); o != nil && o.Family.Elementwise() {
+		return o
+	}
+	return nil
+}
+
+// copyFunc is the entry of the copy function, which is not an op.
+var copyFunc = &Op{Name: CopyFunc, Family: Unary, Operands: []string{"x"}, Rule: pointwiseRule,
+	Kernel: &Kernel{Value: func(a, _ float64) float64 { return a }}, Torch: &Torch{Func: "", Rounding: Exact}}

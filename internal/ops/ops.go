@@ -1,0 +1,262 @@
+// Package ops is nvcomm's op registry: one entry per op of a fusion and
+// of a plan, holding every fact about the op that more than one package
+// needs — its name and family, its operands and attributes, its sharding
+// rule in factors, its scalar kernel for the simulator, its torch
+// function and rounding rule for the exported program, and a slot for its
+// gradient rule.
+//
+// The parser, the plan's validator, certify, the simulator, the exporter,
+// the random generator and the schema tests read the registry, so adding
+// an elementwise op is one entry (and its documentation line): docs/
+// architecture.md, "How to add an op". What an op does to a whole tensor
+// that depends on its family (how its output's shape follows from its
+// operands', which keys it takes in a file) is written once per family,
+// in the package that needs it, keyed by [Family].
+//
+// The package imports nothing of nvcomm: the simulator, which must not
+// share the compiler's arithmetic of shards, may read it.
+package ops
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Family is the kind of computation an op performs; the parser's shape
+// inference, the lowering and the simulator's reference semantics are
+// written per family.
+type Family int
+
+// The families, in documentation order.
+const (
+	// Copy is set: the output is the input, resharded.
+	Copy Family = iota
+	// Reduction reduces one axis of its input ("axis") with the op's
+	// combining function.
+	Reduction
+	// Binary applies a scalar function to elements at equal indices of
+	// two operands, broadcasting extent-1 axes as torch does.
+	Binary
+	// Unary applies a scalar function to each element of one operand.
+	Unary
+	// Broadcast inserts new axes ("axes") and repeats the input along them.
+	Broadcast
+	// Contraction multiplies two operands and sums over a shared axis.
+	Contraction
+)
+
+var familyNames = [...]string{"copy", "reduction", "binary", "unary", "broadcast", "contraction"}
+
+// String names the family as docs/fusion.md does.
+func (f Family) String() string {
+	if f < 0 || int(f) >= len(familyNames) {
+		return fmt.Sprintf("Family(%d)", int(f))
+	}
+	return familyNames[f]
+}
+
+// Elementwise reports whether the family applies a scalar function
+// elementwise (Binary and Unary).
+func (f Family) Elementwise() bool { return f == Binary || f == Unary }
+
+// Attr is a key an op takes besides its operands.
+type Attr string
+
+// The attributes of the ops.
+const (
+	// AttrAxis is a reduction's axis: a position among its input's
+	// non-reduction axes.
+	AttrAxis Attr = "axis"
+	// AttrAxes are broadcast's new axes: increasing positions among its
+	// output's non-reduction axes.
+	AttrAxes Attr = "axes"
+)
+
+// Rounding says how an op's floating-point result may round, for the
+// error bound the exported program checks its results against
+// (docs/export.md, "Numerics"): how the bound on the magnitude of the
+// result (log2) and the number of roundings follow from its operands'.
+type Rounding string
+
+// The rounding rules of the elementwise ops. Reductions and contractions
+// have their own, which depend on the summed extent.
+const (
+	// Exact ops never round: relu, neg, abs, copies.
+	Exact Rounding = "exact"
+	// Additive ops round once and may double the magnitude: add, sub.
+	Additive Rounding = "additive"
+	// Selecting ops return one of their operands: maximum, minimum.
+	Selecting Rounding = "selecting"
+	// Multiplicative ops round once and multiply magnitudes: mul.
+	Multiplicative Rounding = "multiplicative"
+)
+
+// Kernel is an elementwise op's scalar function on the simulator's exact
+// values: integers, and the infinities a Pad may fill with
+// (docs/simulate.md, "Exact arithmetic"). One of its fields is set. A
+// unary kernel ignores b.
+type Kernel struct {
+	// Ring computes a ring operation (add, sub, mul) on integers, which
+	// the simulator takes modulo its prime, so that any sum or product may
+	// be split into partial ones and still match the reference exactly.
+	Ring func(a, b int64) int64
+	// Value computes on the values as they are.
+	Value func(a, b float64) float64
+}
+
+// Torch is how the exported program computes an op with torch.
+type Torch struct {
+	// Func is the torch function of the op's operands ("torch.add"), a
+	// Python expression that evaluates to a function.
+	Func string
+	// Magnitude is the function of the operands' absolute values that
+	// bounds the rounding of the result (Σ|x| for sub is torch.add);
+	// empty means Func itself.
+	Magnitude string
+	// Rounding is the elementwise op's rounding rule.
+	Rounding Rounding
+}
+
+// Op is one entry of the registry.
+type Op struct {
+	// Name is the op's name in fusion and plan files.
+	Name string
+	// Family is what kind of computation it is.
+	Family Family
+	// Operands names the operands in order, as docs and messages write
+	// them ("x", "w", "bias"); the last Optional of them may be left out.
+	Operands []string
+	Optional int
+	// Attrs are the keys it takes besides "in" and "out".
+	Attrs []Attr
+	// Combine is, for a reduction, the op that combines two partial
+	// results (the reduction's own name): what a Partial placement or a
+	// reducing collective of this op applies.
+	Combine string
+	// Rule is the op's sharding rule in factors, from its operands' and
+	// result's shapes (non-reduction axes) and its attributes.
+	Rule func(in [][]int, out []int, a Attrs) Rule
+	// Kernel is an elementwise op's scalar function for the simulator.
+	Kernel *Kernel
+	// Torch is an elementwise or contraction op's torch function for the
+	// exported program.
+	Torch *Torch
+	// Doc is one line for messages and docs: what the op computes.
+	Doc string
+	// Grad is the op's gradient rule, empty until nvcomm derives backward
+	// programs.
+	Grad any
+}
+
+// Arity returns the fewest and the most operands the op takes.
+func (o *Op) Arity() (lo, hi int) { return len(o.Operands) - o.Optional, len(o.Operands) }
+
+// OperandList names the operands as docs write them: "one tensor", "[a,
+// b]", or "[x, w] or [x, w, bias]".
+func (o *Op) OperandList() string {
+	lo, hi := o.Arity()
+	if hi == 1 {
+		return "one tensor"
+	}
+	list := func(n int) string { return "[" + strings.Join(o.Operands[:n], ", ") + "]" }
+	if lo == hi {
+		return list(hi)
+	}
+	return list(lo) + " or " + list(hi)
+}
+
+// Takes reports whether the op takes attribute a.
+func (o *Op) Takes(a Attr) bool { return slices.Contains(o.Attrs, a) }
+
+// Attrs are an op's attribute values, for its rule.
+type Attrs struct {
+	// Axis is a reduction's axis, -1 for other ops.
+	Axis int
+	// Axes are broadcast's new axes, nil for other ops.
+	Axes []int
+}
+
+// Registry is a list of ops by name.
+type Registry struct {
+	ops    []*Op
+	byName map[string]*Op
+}
+
+// Lookup returns the op called name, or nil.
+func (r *Registry) Lookup(name string) *Op { return r.byName[name] }
+
+// All returns the ops in documentation order. The slice is the caller's.
+func (r *Registry) All() []*Op { return slices.Clone(r.ops) }
+
+// Names returns the ops' names in documentation order, a new slice.
+func (r *Registry) Names() []string {
+	names := make([]string, len(r.ops))
+	for i, o := range r.ops {
+		names[i] = o.Name
+	}
+	return names
+}
+
+// Family returns the names of the ops of family f in documentation
+// order, a new slice.
+func (r *Registry) Family(f Family) []string {
+	var names []string
+	for _, o := range r.ops {
+		if o.Family == f {
+			names = append(names, o.Name)
+		}
+	}
+	return names
+}
+
+// Register adds an op. It is for programs and tests that extend nvcomm
+// with an op before they use the registry (an init function, TestMain):
+// the registry is read without locks.
+func (r *Registry) Register(o Op) error {
+	switch {
+	case o.Name == "" || r.byName[o.Name] != nil:
+		return fmt.Errorf("op %q: empty or registered already", o.Name)
+	case len(o.Operands) == 0 || o.Optional < 0 || o.Optional >= len(o.Operands):
+		return fmt.Errorf("op %q: needs at least one operand that is not optional", o.Name)
+	case o.Rule == nil:
+		return fmt.Errorf("op %q: has no sharding rule", o.Name)
+	case o.Family.Elementwise() && (o.Kernel == nil || (o.Kernel.Ring == nil) == (o.Kernel.Value == nil) || o.Torch == nil):
+		return fmt.Errorf("op %q: an elementwise op needs a kernel (one function) and a torch function", o.Name)
+	case o.Family == Unary && len(o.Operands) != 1, o.Family == Binary && len(o.Operands) != 2:
+		return fmt.Errorf("op %q: a %s op takes %s operands", o.Name, o.Family, map[Family]string{Unary: "one", Binary: "two"}[o.Family])
+	}
+	entry := o
+	entry.Operands, entry.Attrs = slices.Clone(o.Operands), slices.Clone(o.Attrs)
+	r.ops = append(r.ops, &entry)
+	r.byName[o.Name] = &entry
+	return nil
+}
+
+// MustRegister is Register for the built-in ops and tests: it panics on
+// an entry Register refuses.
+func (r *Registry) MustRegister(o Op) {
+	if err := r.Register(o); err != nil {
+		panic(err)
+	}
+}
+
+// Default is the registry nvcomm reads: the ops of docs/fusion.md.
+var Default = builtins()
+
+// Lookup returns the op of the default registry called name, or nil.
+func Lookup(name string) *Op { return Default.Lookup(name) }
+
+// Names returns the names of the default registry's ops in documentation
+// order, a new slice.
+func Names() []string { return Default.Names() }
+
+// FamilyNames returns the names of the default registry's ops of family
+// f, a new slice.
+func FamilyNames(f Family) []string { return Default.Family(f) }
+
+// Is reports whether name is an op of the default registry of family f.
+func Is(name string, f Family) bool {
+	o := Default.Lookup(name)
+	return o != nil && o.Family == f
+}

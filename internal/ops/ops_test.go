@@ -1,0 +1,155 @@
+package ops
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestNamesByFamily checks the built-in ops (extend_test.go registers one
+// more in the default registry).
+func TestNamesByFamily(t *testing.T) {
+	r := builtins()
+	want := []string{"set", "sum", "prod", "max", "min", "add", "sub", "mul", "maximum", "minimum", "relu", "neg", "abs", "broadcast", "matmul", "linear"}
+	if d := cmp.Diff(want, r.Names()); d != "" {
+		t.Errorf("Names() (-want +got):\n%s", d)
+	}
+	got := map[Family][]string{}
+	for _, f := range []Family{Copy, Reduction, Binary, Unary, Broadcast, Contraction} {
+		got[f] = r.Family(f)
+	}
+	wantFam := map[Family][]string{
+		Copy: {"set"}, Reduction: {"sum", "prod", "max", "min"}, Binary: {"add", "sub", "mul", "maximum", "minimum"},
+		Unary: {"relu", "neg", "abs"}, Broadcast: {"broadcast"}, Contraction: {"matmul", "linear"},
+	}
+	if d := cmp.Diff(wantFam, got); d != "" {
+		t.Errorf("FamilyNames (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff(append(FamilyNames(Binary), append(FamilyNames(Unary), "copy")...), PointwiseFuncs()); d != "" {
+		t.Errorf("PointwiseFuncs (-want +got):\n%s", d)
+	}
+}
+
+func TestOperandList(t *testing.T) {
+	for name, want := range map[string]string{"set": "one tensor", "add": "[a, b]", "matmul": "[a, b]", "linear": "[x, w] or [x, w, bias]"} {
+		if got := Lookup(name).OperandList(); got != want {
+			t.Errorf("%s: OperandList() = %q, want %q", name, got, want)
+		}
+	}
+	lo, hi := Lookup("linear").Arity()
+	if lo != 2 || hi != 3 {
+		t.Errorf("linear: Arity() = %d, %d, want 2, 3", lo, hi)
+	}
+}
+
+// TestRules checks every built-in op's rule: for each operand, the operand
+// dimension of each result dimension (-1: none), and its reduction
+// dimension.
+func TestRules(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		op    string
+		in    [][]int
+		out   []int
+		attrs Attrs
+		dims  [][]int // per operand, OperandDim(i, j) for every result dim j
+		red   []int   // per operand, ReductionDim(i)
+	}{
+		{"set", "set", [][]int{{4, 6}}, []int{4, 6}, Attrs{Axis: -1}, [][]int{{0, 1}}, []int{-1}},
+		{"relu", "relu", [][]int{{4, 6}}, []int{4, 6}, Attrs{Axis: -1}, [][]int{{0, 1}}, []int{-1}},
+		{"sum axis 1", "sum", [][]int{{4, 6, 8}}, []int{4, 8}, Attrs{Axis: 1}, [][]int{{0, 2}}, []int{1}},
+		{"max axis 0", "max", [][]int{{4, 6}}, []int{6}, Attrs{Axis: 0}, [][]int{{1}}, []int{0}},
+		{"add broadcasting", "add", [][]int{{4, 1}, {1, 6}}, []int{4, 6}, Attrs{Axis: -1}, [][]int{{0, -1}, {-1, 1}}, []int{-1, -1}},
+		{"add extent 1 both", "add", [][]int{{1, 6}, {1, 6}}, []int{1, 6}, Attrs{Axis: -1}, [][]int{{0, 1}, {0, 1}}, []int{-1, -1}},
+		{"broadcast", "broadcast", [][]int{{6}}, []int{4, 6, 2}, Attrs{Axis: -1, Axes: []int{0, 2}}, [][]int{{-1, 0, -1}}, []int{-1}},
+		{"matmul 2-D", "matmul", [][]int{{4, 8}, {8, 6}}, []int{4, 6}, Attrs{Axis: -1}, [][]int{{0, -1}, {-1, 1}}, []int{1, 0}},
+		{"matmul batched", "matmul", [][]int{{2, 4, 8}, {2, 8, 6}}, []int{2, 4, 6}, Attrs{Axis: -1}, [][]int{{0, 1, -1}, {0, -1, 2}}, []int{2, 1}},
+		{"matmul shared b", "matmul", [][]int{{2, 4, 8}, {8, 6}}, []int{2, 4, 6}, Attrs{Axis: -1}, [][]int{{0, 1, -1}, {-1, -1, 1}}, []int{2, 0}},
+		{"linear bias", "linear", [][]int{{3, 4, 8}, {6, 8}, {6}}, []int{3, 4, 6}, Attrs{Axis: -1}, [][]int{{0, 1, -1}, {-1, -1, 0}, {-1, -1, 0}}, []int{2, 1, -1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := Lookup(tc.op).Rule(tc.in, tc.out, tc.attrs)
+			var dims [][]int
+			var red []int
+			for i := range tc.in {
+				row := make([]int, len(tc.out))
+				for j := range tc.out {
+					row[j] = r.OperandDim(i, j)
+				}
+				dims = append(dims, row)
+				red = append(red, r.ReductionDim(i))
+			}
+			if d := cmp.Diff(tc.dims, dims); d != "" {
+				t.Errorf("OperandDim (-want +got):\n%s", d)
+			}
+			if d := cmp.Diff(tc.red, red); d != "" {
+				t.Errorf("ReductionDim (-want +got):\n%s", d)
+			}
+			if got := r.OperandDim(len(tc.in), 0) + r.OperandDim(0, len(tc.out)) + r.ReductionDim(-1); got != -3 {
+				t.Errorf("out-of-range arguments give %d in all, want -1 each", got)
+			}
+		})
+	}
+}
+
+// TestRuleFactorSizes checks that a rule's factors have the extents of the
+// dimensions they make, a contraction's k included.
+func TestRuleFactorSizes(t *testing.T) {
+	r := Lookup("linear").Rule([][]int{{3, 8}, {6, 8}, {6}}, []int{3, 6}, Attrs{Axis: -1})
+	want := []Factor{{3, PassThrough}, {6, PassThrough}, {8, ReductionFactor}}
+	if d := cmp.Diff(want, r.Factors); d != "" {
+		t.Errorf("linear's factors (-want +got):\n%s", d)
+	}
+}
+
+func TestRegisterRefuses(t *testing.T) {
+	rule := Lookup("relu").Rule
+	kernel := &Kernel{Value: func(a, _ float64) float64 { return a }}
+	torch := &Torch{Func: "torch.exp"}
+	for _, tc := range []struct {
+		name string
+		op   Op
+		want string
+	}{
+		{"taken name", Op{Name: "relu", Family: Unary, Operands: []string{"x"}, Rule: rule, Kernel: kernel, Torch: torch}, "registered already"},
+		{"no name", Op{Family: Unary, Operands: []string{"x"}, Rule: rule, Kernel: kernel, Torch: torch}, "empty"},
+		{"no operands", Op{Name: "f", Family: Unary, Rule: rule, Kernel: kernel, Torch: torch}, "at least one operand"},
+		{"all optional", Op{Name: "f", Family: Unary, Operands: []string{"x"}, Optional: 1, Rule: rule, Kernel: kernel, Torch: torch}, "at least one operand"},
+		{"no rule", Op{Name: "f", Family: Unary, Operands: []string{"x"}, Kernel: kernel, Torch: torch}, "no sharding rule"},
+		{"no kernel", Op{Name: "f", Family: Unary, Operands: []string{"x"}, Rule: rule, Torch: torch}, "needs a kernel"},
+		{"two kernels", Op{Name: "f", Family: Unary, Operands: []string{"x"}, Rule: rule, Torch: torch,
+			Kernel: &Kernel{Value: kernel.Value, Ring: func(a, _ int64) int64 { return a }}}, "needs a kernel"},
+		{"no torch", Op{Name: "f", Family: Unary, Operands: []string{"x"}, Rule: rule, Kernel: kernel}, "torch function"},
+		{"binary of one", Op{Name: "f", Family: Binary, Operands: []string{"x"}, Rule: rule, Kernel: kernel, Torch: torch}, "takes two operands"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := builtins()
+			before := len(r.Names())
+			err := r.Register(tc.op)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Register = %v, want an error with %q", err, tc.want)
+			}
+			if len(r.Names()) != before {
+				t.Errorf("a refused op was added")
+			}
+		})
+	}
+}
+
+func TestRegisterAdds(t *testing.T) {
+	r := builtins()
+	ops := []string{"x"}
+	err := r.Register(Op{Name: "exp", Family: Unary, Operands: ops, Rule: pointwiseRule,
+		Kernel: &Kernel{Value: func(a, _ float64) float64 { return a }}, Torch: &Torch{Func: "torch.exp", Rounding: Exact}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops[0] = "changed"
+	if got := r.Lookup("exp"); got == nil || got.Operands[0] != "x" || r.Family(Unary)[3] != "exp" {
+		t.Errorf("the registered op is not kept as given: %+v", got)
+	}
+	if Default.Lookup("exp") != nil {
+		t.Errorf("registering in one registry changed the default one")
+	}
+}
