@@ -178,6 +178,17 @@ func TestExactSearch(t *testing.T) {
 
 func buildModel(t *testing.T, src string) *model {
 	t.Helper()
+	m := unpricedModel(t, src)
+	ev := &evaluator{lowering: lower.Options{Topology: cost.Default()}, cache: map[string]int64{}}
+	for _, fa := range m.factors {
+		ev.fill(m, fa)
+	}
+	return m
+}
+
+// unpricedModel is the model of the fusion src, its tables not filled.
+func unpricedModel(t *testing.T, src string) *model {
+	t.Helper()
 	f, err := ir.ParseAuto("layer.yaml", []byte(src))
 	if err != nil {
 		t.Fatal(err)
@@ -189,10 +200,6 @@ func buildModel(t *testing.T, src string) *model {
 	m, err := newModel(f, tree)
 	if err != nil {
 		t.Fatal(err)
-	}
-	ev := &evaluator{lowering: lower.Options{Topology: cost.Default()}, cache: map[string]int64{}}
-	for _, fa := range m.factors {
-		ev.fill(m, fa)
 	}
 	return m
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/nvcomm/nvcomm/internal/cost"
 	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/lower"
-	"github.com/nvcomm/nvcomm/internal/shard"
 )
 
 // variable is a tensor of the fusion with the shardings it may take: one
@@ -20,9 +19,11 @@ type variable struct {
 	bytes    []int64 // per option, what one device holds
 	decision bool
 	produced bool
-	// decl declares a given fusion input in its ops' fusions when its
-	// placements alone do not (source.given): its shape, schedule or
-	// placements, and allocation keys as written.
+	// decl is set for a given fusion input that its placements alone do
+	// not declare (source.given): its shape, schedule or placements, and
+	// allocation keys as written. Its ops' fusions build it with its own
+	// schedule and allocation, and decl tells it apart in their prices'
+	// keys (opKey).
 	decl string
 	// first and last are the ops during which the tensor is live: its
 	// producer (0 for a fusion input) to its last reader (the last op for
@@ -122,7 +123,7 @@ func (m *model) combination(fa *factor, i int, out []int) []int {
 }
 
 // evaluator prices an op under given shardings of its tensors: it lowers
-// the op alone, its operands and output declared with those shardings, and
+// the op alone, its operands and output built with those shardings, and
 // predicts the plan's time. Plans of a fusion are the concatenation of its
 // ops' plans, and their times add up (steps run one after another), so a
 // fusion's time is the sum of its ops'.
@@ -136,18 +137,21 @@ func (e *evaluator) fill(m *model, fa *factor) {
 	var combo []int
 	for i := range fa.table {
 		combo = m.combination(fa, i, combo)
-		fa.table[i] = e.price(opFusion(m, fa, combo))
+		fa.table[i] = e.price(m, fa, combo)
 	}
 }
 
-// price is the predicted time of the fusion src in picoseconds, maxCost
-// when nvcomm cannot lower it.
-func (e *evaluator) price(src string) int64 {
-	if c, ok := e.cache[src]; ok {
+// price is the predicted time in picoseconds of fa's op alone, its tensors
+// sharded as combo chooses, maxCost when nvcomm cannot build or lower it.
+// Ops alike but for their tensors' names have one key (opKey), and are
+// priced once.
+func (e *evaluator) price(m *model, fa *factor, combo []int) int64 {
+	key := m.opKey(fa, combo)
+	if c, ok := e.cache[key]; ok {
 		return c
 	}
 	c := int64(maxCost)
-	if f, err := ir.Parse("auto.yaml", []byte(src)); err == nil {
+	if f, err := m.opFusion(fa, combo); err == nil {
 		if p, err := lower.Lower(f, e.lowering); err == nil {
 			if pr, err := cost.Predict(e.lowering.Topology, p); err == nil {
 				c = int64(math.Round(pr.Total * 1e12))
@@ -155,71 +159,80 @@ func (e *evaluator) price(src string) int64 {
 		}
 	}
 	e.lowered++
-	e.cache[src] = c
+	e.cache[key] = c
 	return c
 }
 
-// opFusion writes the fusion of fa's op alone, its tensors sharded as
-// combo chooses: operands as their consumers read them, the output as
-// chosen.
-func opFusion(m *model, fa *factor, combo []int) string {
+// opKey says what opFusion builds of fa's op under combo: per tensor its
+// mesh, dtype and sharding (a given fusion input's declaration as
+// written, when it has one), and the op's kind, attributes and operands,
+// each tensor named by its position among the op's.
+func (m *model) opKey(fa *factor, combo []int) string {
 	var b strings.Builder
-	b.WriteString("format: 2\nname: auto_op\nmeshes:\n")
-	var meshes []*ir.Mesh
-	for _, k := range fa.vars {
-		if mesh := m.vars[k].t.Mesh; !slices.Contains(meshes, mesh) {
-			meshes = append(meshes, mesh)
-			fmt.Fprintf(&b, "  %s: %s\n", mesh.Name, meshYAML(mesh))
-		}
-	}
-	b.WriteString("tensors:\n")
 	for j, k := range fa.vars {
 		v := m.vars[k]
-		s := v.options[combo[j]]
-		shape := v.t.Shape()
-		if k != m.index[fa.op.Out] {
-			s = s.held(v.produced)
-		}
-		if !v.produced && slices.ContainsFunc(s, func(p shard.Placement) bool { return p.Kind == shard.Partial }) {
-			shape = shape[1:] // a Partial input's terms axis is not declared
-		}
-		keys := fmt.Sprintf("shape: %s, placements: %s", intList(shape), s)
 		if v.decl != "" {
-			keys = v.decl
+			fmt.Fprintf(&b, "%s %s decl %s\x00", v.t.Mesh.Name, v.t.DType, v.decl)
+			continue
 		}
-		fmt.Fprintf(&b, "  %s: {mesh: %s, dtype: %s, %s}\n", m.name(fa, k), v.t.Mesh.Name, v.t.DType, keys)
+		fmt.Fprintf(&b, "%s %s %v %s\x00", v.t.Mesh.Name, v.t.DType, v.t.Shape(), m.sharding(fa, j, combo[j]))
 	}
-	b.WriteString("ops:\n  - " + opYAML(fa.op, func(t *ir.Tensor) string { return m.name(fa, m.index[t]) }) + "\n")
+	fmt.Fprintf(&b, "%s %d %v", fa.op.Kind, fa.op.Axis, fa.op.Axes)
+	for _, in := range fa.op.Inputs {
+		fmt.Fprintf(&b, " %d", slices.Index(fa.vars, m.index[in]))
+	}
 	return b.String()
 }
 
-// name is the name of var k in the fusion of fa's op alone: its position
-// among the op's tensors, so that ops alike but for their tensors' names
-// write the same fusion and are priced once.
-func (m *model) name(fa *factor, k int) string {
-	return fmt.Sprintf("t%d", slices.Index(fa.vars, k))
+// sharding is the sharding of var j of fa under option o: as its
+// consumer reads it for an operand, as chosen for the output.
+func (m *model) sharding(fa *factor, j, o int) sharding {
+	k := fa.vars[j]
+	v := m.vars[k]
+	if k == m.index[fa.op.Out] {
+		return v.options[o]
+	}
+	return v.options[o].held(v.produced)
 }
 
-// opYAML writes an op as a fusion file does, its tensors named by name.
-func opYAML(op *ir.Op, name func(*ir.Tensor) string) string {
-	names := make([]string, len(op.Inputs))
-	for i, in := range op.Inputs {
-		names[i] = name(in)
+// opFusion builds the fusion of fa's op alone, its tensors sharded as
+// combo chooses, as a format-2 fusion file declaring them would give it:
+// each tensor named by its position among the op's (t0, t1, ...), so
+// that the plans of ops alike but for their names are alike.
+func (m *model) opFusion(fa *factor, combo []int) (*ir.Fusion, error) {
+	built := make([]*ir.Tensor, len(fa.vars))
+	out := m.index[fa.op.Out]
+	for j, k := range fa.vars {
+		if k == out {
+			continue
+		}
+		t, err := ir.NewTensor(m.tensorSpec(fa, j, combo[j]))
+		if err != nil {
+			return nil, err
+		}
+		built[j] = t
 	}
-	s := fmt.Sprintf("{op: %s, in: [%s], out: %s", op.Kind, strings.Join(names, ", "), name(op.Out))
-	switch {
-	case op.Kind.IsReduction():
-		s += fmt.Sprintf(", axis: %d", op.Axis)
-	case op.Kind == ir.OpBroadcast:
-		s += ", axes: " + intList(op.Axes)
+	spec := ir.OpSpec{Kind: fa.op.Kind, Axis: fa.op.Axis, Axes: fa.op.Axes, Out: m.tensorSpec(fa, len(fa.vars)-1, combo[len(fa.vars)-1])}
+	for _, in := range fa.op.Inputs {
+		spec.Inputs = append(spec.Inputs, built[slices.Index(fa.vars, m.index[in])])
 	}
-	return s + "}"
+	op, err := ir.NewOp(spec)
+	if err != nil {
+		return nil, err
+	}
+	return ir.NewFusion("auto_op", append(slices.DeleteFunc(built, func(t *ir.Tensor) bool { return t == nil }), op.Out), []*ir.Op{op})
 }
 
-func intList(xs []int) string {
-	parts := make([]string, len(xs))
-	for i, x := range xs {
-		parts[i] = fmt.Sprint(x)
+// tensorSpec declares var j of fa under option o: its value shape and
+// sharding, or a given fusion input's schedule or placements and
+// allocation, which decide its layout and so its ops' steps.
+func (m *model) tensorSpec(fa *factor, j, o int) ir.TensorSpec {
+	v := m.vars[fa.vars[j]]
+	spec := ir.TensorSpec{Name: fmt.Sprintf("t%d", j), Mesh: v.t.Mesh, DType: v.t.DType}
+	if v.decl != "" {
+		spec.Shape, spec.Schedule, spec.Allocation, spec.Partial = v.t.LogicalExtents(), v.t.Schedule, v.t.Allocation, v.t.Partial
+		return spec
 	}
-	return "[" + strings.Join(parts, ", ") + "]"
+	spec.Shape, spec.Placements = v.t.Shape(), m.sharding(fa, j, o)
+	return spec
 }

@@ -54,9 +54,10 @@ func lookup(m *yaml.Node, key string) *yaml.Node {
 // given returns the sharding of a given tensor as its declaration writes
 // it: its placements, or Replicate on every mesh axis when it declares a
 // mesh alone. A fusion input given by a schedule, or with an allocation,
-// is declared in its ops' own fusions with its keys as written (decl,
-// flow YAML: shape, schedule or placements, allocation),
-// since they decide its layout and so its ops' steps. A produced tensor
+// keeps its schedule and allocation in its ops' own fusions, since they
+// decide its layout and so its ops' steps; decl is then its keys as
+// written (flow YAML: shape, schedule or placements, allocation), which
+// the prices' keys name it by. A produced tensor
 // given by a schedule has no placements to start the search from: its
 // schedule's positions count its reduction axes, which its readers do not
 // see.
@@ -170,30 +171,4 @@ func placementsNode(s sharding) *yaml.Node {
 		n.Content = append(n.Content, scalar(p.String()))
 	}
 	return n
-}
-
-// meshYAML writes a mesh's devices as nested lists: [[0, 1], [2, 3]].
-func meshYAML(m *ir.Mesh) string {
-	var b strings.Builder
-	var walk func(axis, start int)
-	walk = func(axis, start int) {
-		b.WriteByte('[')
-		stride := 1
-		for _, e := range m.Shape[axis+1:] {
-			stride *= e
-		}
-		for i := range m.Shape[axis] {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			if axis == len(m.Shape)-1 {
-				fmt.Fprint(&b, m.Devices[start+i])
-			} else {
-				walk(axis+1, start+i*stride)
-			}
-		}
-		b.WriteByte(']')
-	}
-	walk(0, 0)
-	return b.String()
 }

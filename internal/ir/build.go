@@ -274,7 +274,7 @@ func (p *parser) resolveInput(t *Tensor) bool {
 			return false
 		}
 		if pl, i, ok := partialOf(pls); ok {
-			t.partial = pl.op()
+			t.Partial = pl.op()
 			shape = append([]int{t.Mesh.Shape[i]}, shape...)
 			note = " (with its Partial terms axis)"
 		}
@@ -285,6 +285,19 @@ func (p *parser) resolveInput(t *Tensor) bool {
 	t.Logical = logicalDomain(shape, -1)
 	p.scheduleWith(t, rt, pls)
 	return p.errs.Count() == before
+}
+
+// in is the op as inferOp checks it.
+func (ro *rawOp) in() opIn {
+	return opIn{kind: ro.kind, idx: ro.fileIdx, axis: ro.axis, axes: ro.axes, out: ro.out, pos: ro.pos, src: ro}
+}
+
+// nodePos is posOf(n), the zero position for no node.
+func nodePos(n *yaml.Node) diag.Pos {
+	if n == nil {
+		return diag.Pos{}
+	}
+	return posOf(n)
 }
 
 // isRead reports whether an op reads the tensor name, one left out for its
@@ -318,14 +331,17 @@ func logicalDomain(shape []int, reduction int) []*IterDomain {
 // one. Either the value shape or the full logical shape (reduction axes
 // included) is accepted.
 func (p *parser) checkShape(t *Tensor, n *yaml.Node, what string) {
-	shape, ok := p.extents(n, what+" shape")
-	if !ok {
-		return
+	if shape, ok := p.extents(n, what+" shape"); ok {
+		p.matchShape(t, shape, posOf(n), what)
 	}
+}
+
+// matchShape is checkShape of a shape given as values, written at pos.
+func (p *parser) matchShape(t *Tensor, shape []int, pos diag.Pos, what string) {
 	if slices.Equal(shape, t.Shape()) || slices.Equal(shape, t.LogicalExtents()) {
 		return
 	}
-	p.errs.Add(posOf(n), "%s: shape %s does not match the shape %s inferred from the op that produces it", what, fmtShape(shape), fmtShape(t.Shape()))
+	p.errs.Add(pos, "%s: shape %s does not match the shape %s inferred from the op that produces it", what, fmtShape(shape), fmtShape(t.Shape()))
 }
 
 // fmtShape renders a shape as YAML writes it: [8, 4].
@@ -390,9 +406,7 @@ func (p *parser) extents(n *yaml.Node, what string) ([]int, bool) {
 	if !ok {
 		return nil, false
 	}
-	if len(items) > MaxRank {
-		p.errs.AddHint(posOf(n), "real tensors have a handful of axes; merge axes that are never sharded apart",
-			"%s: %d extents, more than %d", what, len(items), MaxRank)
+	if !p.checkRank(len(items), posOf(n), what) {
 		return nil, false
 	}
 	shape := make([]int, 0, len(items))
@@ -403,6 +417,33 @@ func (p *parser) extents(n *yaml.Node, what string) ([]int, bool) {
 		shape = append(shape, e)
 	}
 	return shape, good
+}
+
+// checkRank reports a shape of more than MaxRank extents, written at pos.
+func (p *parser) checkRank(n int, pos diag.Pos, what string) bool {
+	if n <= MaxRank {
+		return true
+	}
+	p.errs.AddHint(pos, "real tensors have a handful of axes; merge axes that are never sharded apart",
+		"%s: %d extents, more than %d", what, n, MaxRank)
+	return false
+}
+
+// checkExtents checks a shape given as values as extents checks a file's:
+// at most MaxRank extents, each an integer >= 1 (pos: where each is
+// written, at: the list). It reports every bad extent.
+func (p *parser) checkExtents(shape []int, pos []diag.Pos, at diag.Pos, what string) bool {
+	if !p.checkRank(len(shape), at, what) {
+		return false
+	}
+	good := true
+	for i, e := range shape {
+		if !isPositive(e) {
+			checkPositive(p.errs, e, posAt(pos, i), what+" extent")
+			good = false
+		}
+	}
+	return good
 }
 
 // endpoints resolves inputs/outputs, defaulting to the tensors no op produces

@@ -122,6 +122,12 @@ func TestNewTensorErrors(t *testing.T) {
 			`error: tensor "t" parallelize: unknown parallel type "ParallelType(-1)" (expected DIDx, DIDy, DIDz or Serial)`},
 		{"factor 0", func(s *TensorSpec) { s.Schedule[0].Factor = 0 },
 			`error: tensor "t" outer_split factor: expected an integer >= 1, got 0`},
+		{"factor 2^40", func(s *TensorSpec) { s.Schedule[0].Factor = 1 << 40 },
+			`error: tensor "t" outer_split factor: integer 1099511627776 is out of range (expected -2147483648 to 2147483647)`},
+		{"reorder", func(s *TensorSpec) {
+			s.Schedule = append(s.Schedule, ScheduleStep{Kind: StepReorder, Order: []int{0, 0, 1}})
+		},
+			`error: tensor "t" reorder: position 0 appears twice (expected a permutation)`},
 		{"axis 99", func(s *TensorSpec) { s.Schedule[1].Axis = 99 },
 			`error: tensor "t" parallelize: axis 99 is out of range for a loop domain of 3 axes`},
 		{"allocation 7 -1", func(s *TensorSpec) { s.Allocation = []int{7, -1} },
@@ -180,5 +186,26 @@ func TestNewMesh(t *testing.T) {
 				t.Errorf("error mismatch (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// BenchmarkNewTensor builds every tensor of constructFusion from its
+// values: what Certify does for each tensor of a plan.
+func BenchmarkNewTensor(b *testing.B) {
+	f, err := Parse("c.yaml", []byte(constructFusion))
+	if err != nil {
+		b.Fatal(err)
+	}
+	specs := make([]TensorSpec, len(f.Tensors))
+	for i, t := range f.Tensors {
+		specs[i] = specOf(t)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, s := range specs {
+			if _, err := NewTensor(s); err != nil {
+				b.Fatal(err)
+			}
+		}
 	}
 }

@@ -21,6 +21,9 @@ type errList struct {
 	items []diag.Diagnostic
 	// dropped counts the diagnostics beyond the kept ones.
 	dropped int
+	// uncapped keeps every diagnostic: a list whose items are taken
+	// (take) and added to another later, which caps them then.
+	uncapped bool
 }
 
 // Add records an error at pos; the message is formatted with fmt.Sprintf.
@@ -30,7 +33,12 @@ func (l *errList) Add(pos diag.Pos, format string, args ...any) {
 
 // AddHint records an error at pos with a hint.
 func (l *errList) AddHint(pos diag.Pos, hint, format string, args ...any) {
-	d := diag.Diagnostic{File: l.file, Pos: pos, Message: fmt.Sprintf(format, args...), Hint: hint}
+	l.add(diag.Diagnostic{Pos: pos, Message: fmt.Sprintf(format, args...), Hint: hint})
+}
+
+// add records d, as AddHint does.
+func (l *errList) add(d diag.Diagnostic) {
+	d.File = l.file
 	if slices.Contains(l.items, d) {
 		return
 	}
@@ -42,7 +50,7 @@ func (l *errList) AddHint(pos diag.Pos, hint, format string, args ...any) {
 		}
 		return -1 // a was reported first
 	})
-	if len(l.items) < diag.MaxErrors {
+	if len(l.items) < diag.MaxErrors || l.uncapped {
 		l.items = slices.Insert(l.items, i, d)
 		return
 	}
@@ -65,6 +73,24 @@ func comparePos(a, b diag.Pos) int {
 // found a problem, which the kept ones alone cannot tell once the list is
 // full.
 func (l *errList) Count() int { return len(l.items) + l.dropped }
+
+// addAll records each of ds, as add does.
+func (l *errList) addAll(ds []diag.Diagnostic) {
+	for _, d := range ds {
+		l.add(d)
+	}
+}
+
+// take returns the diagnostics kept so far (nil when there are none) and
+// empties the list.
+func (l *errList) take() []diag.Diagnostic {
+	if len(l.items) == 0 {
+		return nil
+	}
+	ds := slices.Clone(l.items)
+	l.items, l.dropped = l.items[:0], 0
+	return ds
+}
 
 // List returns the diagnostics as a diag.List.
 func (l *errList) List() *diag.List {

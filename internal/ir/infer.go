@@ -3,6 +3,8 @@ package ir
 import (
 	"fmt"
 	"slices"
+
+	"github.com/nvcomm/nvcomm/internal/diag"
 )
 
 // This file infers an op's output from its operands (docs/fusion.md,
@@ -20,27 +22,10 @@ import (
 // checked even when its declaration is wrong; ok whether everything is
 // right.
 func (p *parser) resolveOp(op *Op, ro *rawOp) (inferred, ok bool) {
-	if !p.checkPartialReads(op, ro) {
-		return false, false
-	}
-	shape, reduction, shapeOK := p.inferShape(op, ro)
-	if dtypeOK := p.sameDTypes(op, ro); !shapeOK || !dtypeOK {
+	if !p.inferOp(op, ro.in(), func() ([]int, diag.Pos, bool) { return p.broadcastShape(ro) }) {
 		return false, false
 	}
 	out := op.Out
-	// The output of a broadcast, a binary op or a contraction can be
-	// larger than every operand; its reduction axis takes no memory.
-	value := slices.Clone(shape)
-	if reduction >= 0 {
-		value = slices.Delete(value, reduction, reduction+1)
-	}
-	if _, fits := Bytes(value, op.In().DType); !fits {
-		// What the error names is formatted only for it.
-		p.checkBytes(value, op.In().DType, ro.pos, fmt.Sprintf("ops[%d]: output %q", ro.fileIdx, out.Name), "")
-		return false, false
-	}
-	out.Logical = logicalDomain(shape, reduction)
-	out.DType = op.In().DType
 	out.Propagated = p.propagates(out.Name)
 	if out.Propagated {
 		// Its mesh and sharding come from the forward sweep, once the op
@@ -50,6 +35,83 @@ func (p *parser) resolveOp(op *Op, ro *rawOp) (inferred, ok bool) {
 	out.Mesh = operandMesh(op)
 	ok = p.declareOutput(op)
 	return out.Mesh != nil, ok
+}
+
+// opIn is an op for inferOp to check, as given: its kind as written (a
+// set of a Partial tensor becomes the reduction of its terms), its
+// attributes as written (negative positions count from the end) and its
+// index in messages (ops[idx]). src is the file's op, which says where
+// each part is written, nil for the builder's, whose parts have no
+// position: positions are looked up only where they are recorded or
+// reported, since a fusion has 100k ops.
+type opIn struct {
+	kind OpKind
+	idx  int
+	axis int
+	axes []int
+	out  string
+	pos  diag.Pos
+	src  *rawOp
+}
+
+// inPos is where operand k is written.
+func (in opIn) inPos(k int) diag.Pos {
+	if in.src == nil {
+		return diag.Pos{}
+	}
+	return posOf(in.src.inNs[k])
+}
+
+// axisPos is where a reduction's axis is written.
+func (in opIn) axisPos() diag.Pos {
+	if in.src == nil {
+		return diag.Pos{}
+	}
+	return nodePos(in.src.axisN)
+}
+
+// axesPos is where broadcast's list of axes is written, axisAt where its
+// entry i is.
+func (in opIn) axesPos() diag.Pos {
+	if in.src == nil {
+		return diag.Pos{}
+	}
+	return nodePos(in.src.axesN)
+}
+
+func (in opIn) axisAt(i int) diag.Pos {
+	if in.src == nil {
+		return diag.Pos{}
+	}
+	return posOf(in.src.axesN.Content[i])
+}
+
+// inferOp checks op against its operands and infers its output's logical
+// domain and dtype. declared gives the output's declared shape and where
+// it is written, which broadcast takes its new axes' extents from (false
+// after reporting why there is none).
+func (p *parser) inferOp(op *Op, in opIn, declared func() ([]int, diag.Pos, bool)) bool {
+	if !p.checkPartialReads(op, in) {
+		return false
+	}
+	shape, reduction, shapeOK := p.inferShape(op, in, declared)
+	if dtypeOK := p.sameDTypes(op, in); !shapeOK || !dtypeOK {
+		return false
+	}
+	// The output of a broadcast, a binary op or a contraction can be
+	// larger than every operand; its reduction axis takes no memory.
+	value := slices.Clone(shape)
+	if reduction >= 0 {
+		value = slices.Delete(value, reduction, reduction+1)
+	}
+	if _, fits := Bytes(value, op.In().DType); !fits {
+		// What the error names is formatted only for it.
+		p.checkBytes(value, op.In().DType, in.pos, fmt.Sprintf("ops[%d]: output %q", in.idx, op.Out.Name), "")
+		return false
+	}
+	op.Out.Logical = logicalDomain(shape, reduction)
+	op.Out.DType = op.In().DType
+	return true
 }
 
 // operandMesh is the mesh an output takes when it gives none: its first
@@ -67,23 +129,23 @@ func operandMesh(op *Op) *Mesh {
 
 // checkPartialReads enforces that only set reads a tensor with a Partial
 // placement, and turns such a set into the reduction of its terms.
-func (p *parser) checkPartialReads(op *Op, ro *rawOp) bool {
+func (p *parser) checkPartialReads(op *Op, oi opIn) bool {
 	good := true
 	for k, in := range op.Inputs {
-		if in.partial == "" {
+		if in.Partial == "" {
 			continue
 		}
 		if op.Kind == OpSet {
 			// A set from a Partial tensor is the reduction of its terms.
-			op.Kind, op.Axis, op.AxisPos = in.partial, 0, ro.pos
+			op.Kind, op.Axis, op.AxisPos = in.Partial, 0, oi.pos
 			continue
 		}
-		pos := ro.pos
+		pos := oi.pos
 		if !op.Kind.IsReduction() {
-			pos = posOf(ro.inNs[k])
+			pos = oi.inPos(k)
 		}
 		p.errs.AddHint(pos, "read it with a set, which reduces its partial terms",
-			"ops[%d]: %q has a Partial placement and can only be read by set", ro.fileIdx, in.Name)
+			"ops[%d]: %q has a Partial placement and can only be read by set", oi.idx, in.Name)
 		good = false
 	}
 	return good
@@ -91,55 +153,55 @@ func (p *parser) checkPartialReads(op *Op, ro *rawOp) bool {
 
 // inferShape returns the output's logical extents and the position of its
 // reduction axis (-1 when it has none).
-func (p *parser) inferShape(op *Op, ro *rawOp) ([]int, int, bool) {
+func (p *parser) inferShape(op *Op, in opIn, declared func() ([]int, diag.Pos, bool)) ([]int, int, bool) {
 	switch {
-	case ro.kind == OpSet:
+	case in.kind == OpSet:
 		// op.Axis is 0 for a set from Partial terms, which reduces them.
 		return op.In().Shape(), op.Axis, true
-	case ro.kind.IsReduction():
-		return p.inferReduction(op, ro)
+	case in.kind.IsReduction():
+		return p.inferReduction(op, in)
 	case op.Kind.isBinary():
-		shape, ok := p.inferElementwise(op, ro)
+		shape, ok := p.inferElementwise(op, in)
 		return shape, -1, ok
 	case op.Kind == OpBroadcast:
-		shape, ok := p.inferBroadcast(op, ro)
+		shape, ok := p.inferBroadcast(op, in, declared)
 		return shape, -1, ok
 	case op.Kind == OpMatmul:
-		return p.inferMatmul(op, ro)
+		return p.inferMatmul(op, in)
 	case op.Kind == OpLinear:
-		return p.inferLinear(op, ro)
+		return p.inferLinear(op, in)
 	}
 	return op.In().Shape(), -1, true // unary ops keep the shape
 }
 
 // inferReduction checks the reduced axis: the output keeps the input's
 // axes, the reduced one as a reduction axis.
-func (p *parser) inferReduction(op *Op, ro *rawOp) ([]int, int, bool) {
+func (p *parser) inferReduction(op *Op, oi opIn) ([]int, int, bool) {
 	in := op.In()
 	rank := len(in.ValueAxes())
-	axis := ro.axis
+	axis := oi.axis
 	if axis < 0 {
 		axis += rank
 	}
 	if axis < 0 || axis >= rank {
-		p.errs.Add(posOf(ro.axisN), "ops[%d]: %s axis %d is out of range for %q, which has %d non-reduction axes", ro.fileIdx, op.Kind, ro.axis, in.Name, rank)
+		p.errs.Add(oi.axisPos(), "ops[%d]: %s axis %d is out of range for %q, which has %d non-reduction axes", oi.idx, op.Kind, oi.axis, in.Name, rank)
 		return nil, -1, false
 	}
-	op.Axis, op.AxisPos = axis, posOf(ro.axisN)
+	op.Axis, op.AxisPos = axis, oi.axisPos()
 	return in.Shape(), axis, true
 }
 
 // inferElementwise broadcasts the operands' shapes: equal ranks, and at
 // each axis equal extents or 1 in one operand, which is repeated along it.
-func (p *parser) inferElementwise(op *Op, ro *rawOp) ([]int, bool) {
+func (p *parser) inferElementwise(op *Op, oi opIn) ([]int, bool) {
 	a := op.In()
 	shape := a.Shape()
 	for k, b := range op.Inputs[1:] {
 		bs := b.Shape()
-		pos := posOf(ro.inNs[k+1])
+		pos := oi.inPos(k + 1)
 		if len(bs) != len(shape) {
 			p.errs.AddHint(pos, "insert the missing axes with a broadcast op first",
-				"ops[%d]: %s operands must have equal ranks, but %q has rank %d and %q rank %d", ro.fileIdx, op.Kind, a.Name, len(shape), b.Name, len(bs))
+				"ops[%d]: %s operands must have equal ranks, but %q has rank %d and %q rank %d", oi.idx, op.Kind, a.Name, len(shape), b.Name, len(bs))
 			return nil, false
 		}
 		for ax, e := range bs {
@@ -149,7 +211,7 @@ func (p *parser) inferElementwise(op *Op, ro *rawOp) ([]int, bool) {
 				shape[ax] = e
 			default:
 				p.errs.AddHint(pos, "extents must be equal, or 1 in one operand, which is then repeated (torch's broadcasting rule)",
-					"ops[%d]: %s operands do not broadcast: axis %d has extent %d in %q and %d in %q", ro.fileIdx, op.Kind, ax, shape[ax], a.Name, e, b.Name)
+					"ops[%d]: %s operands do not broadcast: axis %d has extent %d in %q and %d in %q", oi.idx, op.Kind, ax, shape[ax], a.Name, e, b.Name)
 				return nil, false
 			}
 		}
@@ -157,33 +219,45 @@ func (p *parser) inferElementwise(op *Op, ro *rawOp) ([]int, bool) {
 	return shape, true
 }
 
-// inferBroadcast takes the output's shape from its declaration and checks
-// that it is the input's with one axis inserted at each of the op's axes.
-func (p *parser) inferBroadcast(op *Op, ro *rawOp) ([]int, bool) {
-	in, out := op.In(), op.Out
-	rt := p.raw[out.Name]
+// broadcastShape is the shape a file declares for broadcast ro's output,
+// and where: the new axes' extents come from it.
+func (p *parser) broadcastShape(ro *rawOp) ([]int, diag.Pos, bool) {
+	rt := p.raw[ro.out]
 	if rt != nil && rt.broken {
-		return nil, false // its declaration's errors are reported
+		return nil, diag.Pos{}, false // its declaration's errors are reported
 	}
 	if rt == nil || rt.shape == nil {
-		p.errs.AddHint(posOf(ro.outN), fmt.Sprintf("declare tensor %q with its full shape: the new axes' extents come from it", out.Name),
-			"ops[%d]: broadcast needs the shape of its output %q", ro.fileIdx, out.Name)
+		p.noBroadcastShape(posOf(ro.outN), ro.fileIdx, ro.out)
+		return nil, diag.Pos{}, false
+	}
+	shape, ok := p.extents(rt.shape, fmt.Sprintf("tensor %q shape", ro.out))
+	return shape, posOf(rt.shape), ok
+}
+
+// noBroadcastShape reports a broadcast whose output declares no shape.
+func (p *parser) noBroadcastShape(pos diag.Pos, idx int, out string) {
+	p.errs.AddHint(pos, fmt.Sprintf("declare tensor %q with its full shape: the new axes' extents come from it", out),
+		"ops[%d]: broadcast needs the shape of its output %q", idx, out)
+}
+
+// inferBroadcast takes the output's shape from its declaration and checks
+// that it is the input's with one axis inserted at each of the op's axes.
+func (p *parser) inferBroadcast(op *Op, oi opIn, declared func() ([]int, diag.Pos, bool)) ([]int, bool) {
+	in, out := op.In(), op.Out
+	shape, at, ok := declared()
+	if !ok {
 		return nil, false
 	}
+	axes, ok := p.broadcastAxes(oi, len(shape))
+	if !ok {
+		return nil, false
+	}
+	op.Axes, op.AxisPos = axes, oi.axesPos()
 	what := fmt.Sprintf("tensor %q shape", out.Name)
-	shape, ok := p.extents(rt.shape, what)
-	if !ok {
-		return nil, false
-	}
-	axes, ok := p.broadcastAxes(ro, len(shape))
-	if !ok {
-		return nil, false
-	}
-	op.Axes, op.AxisPos = axes, posOf(ro.axesN)
 	inShape := in.Shape()
 	hint := fmt.Sprintf("the output's shape is %q's %s with a new axis inserted at each of axes %s", in.Name, fmtShape(inShape), fmtShape(axes))
 	if len(shape) != len(inShape)+len(axes) {
-		p.errs.AddHint(posOf(rt.shape), hint, "%s %s has rank %d, but broadcast of %q (rank %d) at axes %s gives rank %d",
+		p.errs.AddHint(at, hint, "%s %s has rank %d, but broadcast of %q (rank %d) at axes %s gives rank %d",
 			what, fmtShape(shape), len(shape), in.Name, len(inShape), fmtShape(axes), len(inShape)+len(axes))
 		return nil, false
 	}
@@ -192,7 +266,7 @@ func (p *parser) inferBroadcast(op *Op, ro *rawOp) ([]int, bool) {
 			continue
 		}
 		if k := j - countBelow(axes, j); inShape[k] != e {
-			p.errs.AddHint(posOf(rt.shape), hint, "%s %s does not match its input: axis %d has extent %d, but it is axis %d of %q, of extent %d",
+			p.errs.AddHint(at, hint, "%s %s does not match its input: axis %d has extent %d, but it is axis %d of %q, of extent %d",
 				what, fmtShape(shape), j, e, k, in.Name, inShape[k])
 			return nil, false
 		}
@@ -203,21 +277,21 @@ func (p *parser) inferBroadcast(op *Op, ro *rawOp) ([]int, bool) {
 // broadcastAxes normalizes broadcast's axes against the output's rank
 // (negative positions count from the end) and checks that they are
 // increasing, so each is given once.
-func (p *parser) broadcastAxes(ro *rawOp, rank int) ([]int, bool) {
-	axes := make([]int, len(ro.axes))
-	for i, v := range ro.axes {
+func (p *parser) broadcastAxes(in opIn, rank int) ([]int, bool) {
+	axes := make([]int, len(in.axes))
+	for i, v := range in.axes {
 		a := v
 		if a < 0 {
 			a += rank
 		}
-		pos := posOf(ro.axesN.Content[i])
+		pos := in.axisAt(i)
 		if a < 0 || a >= rank {
-			p.errs.Add(pos, "ops[%d]: broadcast axis %d is out of range for the output %q of rank %d", ro.fileIdx, v, ro.out, rank)
+			p.errs.Add(pos, "ops[%d]: broadcast axis %d is out of range for the output %q of rank %d", in.idx, v, in.out, rank)
 			return nil, false
 		}
 		if i > 0 && a <= axes[i-1] {
 			p.errs.AddHint(pos, "list each new axis once, in increasing order",
-				"ops[%d]: broadcast axes %s are not increasing (axis %d comes after %d)", ro.fileIdx, fmtShape(ro.axes), v, ro.axes[i-1])
+				"ops[%d]: broadcast axes %s are not increasing (axis %d comes after %d)", in.idx, fmtShape(in.axes), v, in.axes[i-1])
 			return nil, false
 		}
 		axes[i] = a
@@ -228,32 +302,32 @@ func (p *parser) broadcastAxes(ro *rawOp, rank int) ([]int, bool) {
 // inferMatmul checks a[..., m, k] @ b[..., k, n] (b 2-D, or of a's rank
 // with equal batch extents) and returns [...batch, m, n, k], k a
 // reduction axis.
-func (p *parser) inferMatmul(op *Op, ro *rawOp) ([]int, int, bool) {
+func (p *parser) inferMatmul(op *Op, oi opIn) ([]int, int, bool) {
 	a, b := op.Inputs[0], op.Inputs[1]
 	as, bs := a.Shape(), b.Shape()
 	if len(as) < 2 {
-		p.errs.AddHint(posOf(ro.inNs[0]), "a is [..., m, k]; give a 1-D operand an axis of extent 1 with broadcast, or use linear",
-			"ops[%d]: matmul operand a, %q of shape %s, has rank %d, expected at least 2", ro.fileIdx, a.Name, fmtShape(as), len(as))
+		p.errs.AddHint(oi.inPos(0), "a is [..., m, k]; give a 1-D operand an axis of extent 1 with broadcast, or use linear",
+			"ops[%d]: matmul operand a, %q of shape %s, has rank %d, expected at least 2", oi.idx, a.Name, fmtShape(as), len(as))
 		return nil, -1, false
 	}
 	if len(bs) != 2 && len(bs) != len(as) {
-		p.errs.AddHint(posOf(ro.inNs[1]), "b is [k, n], shared by every batch, or [..., k, n] with a's batch axes",
-			"ops[%d]: matmul operand b, %q of shape %s, has rank %d, expected 2 or a's rank %d", ro.fileIdx, b.Name, fmtShape(bs), len(bs), len(as))
+		p.errs.AddHint(oi.inPos(1), "b is [k, n], shared by every batch, or [..., k, n] with a's batch axes",
+			"ops[%d]: matmul operand b, %q of shape %s, has rank %d, expected 2 or a's rank %d", oi.idx, b.Name, fmtShape(bs), len(bs), len(as))
 		return nil, -1, false
 	}
 	k := as[len(as)-1]
 	if kb := bs[len(bs)-2]; kb != k {
-		p.errs.AddHint(posOf(ro.inNs[1]), "a is [..., m, k] and b [..., k, n]; for x @ w.T with w of shape [n, k], use linear",
+		p.errs.AddHint(oi.inPos(1), "a is [..., m, k] and b [..., k, n]; for x @ w.T with w of shape [n, k], use linear",
 			"ops[%d]: matmul contracts axis %d of %q (k = %d) with axis %d of %q (k = %d): the extents differ",
-			ro.fileIdx, len(as)-1, a.Name, k, len(bs)-2, b.Name, kb)
+			oi.idx, len(as)-1, a.Name, k, len(bs)-2, b.Name, kb)
 		return nil, -1, false
 	}
 	if len(bs) == len(as) {
 		for ax := range as[:len(as)-2] {
 			if as[ax] != bs[ax] {
-				p.errs.AddHint(posOf(ro.inNs[1]), "batch axes are not broadcast; give b rank 2 to share it across batches",
+				p.errs.AddHint(oi.inPos(1), "batch axes are not broadcast; give b rank 2 to share it across batches",
 					"ops[%d]: matmul batch axis %d has extent %d in %q and %d in %q (expected equal extents)",
-					ro.fileIdx, ax, as[ax], a.Name, bs[ax], b.Name)
+					oi.idx, ax, as[ax], a.Name, bs[ax], b.Name)
 				return nil, -1, false
 			}
 		}
@@ -264,31 +338,31 @@ func (p *parser) inferMatmul(op *Op, ro *rawOp) ([]int, int, bool) {
 
 // inferLinear checks x[..., k], w[n, k] and bias[n], and returns
 // [..., n, k], k a reduction axis: y = x @ wᵀ + bias.
-func (p *parser) inferLinear(op *Op, ro *rawOp) ([]int, int, bool) {
+func (p *parser) inferLinear(op *Op, oi opIn) ([]int, int, bool) {
 	x, w := op.Inputs[0], op.Inputs[1]
 	xs, ws := x.Shape(), w.Shape()
 	switch {
 	case len(xs) < 1:
-		p.errs.AddHint(posOf(ro.inNs[0]), "x is [..., k]",
-			"ops[%d]: linear operand x, %q of shape [], has rank 0, expected at least 1", ro.fileIdx, x.Name)
+		p.errs.AddHint(oi.inPos(0), "x is [..., k]",
+			"ops[%d]: linear operand x, %q of shape [], has rank 0, expected at least 1", oi.idx, x.Name)
 		return nil, -1, false
 	case len(ws) != 2:
-		p.errs.AddHint(posOf(ro.inNs[1]), "w is [n, k], as torch.nn.functional.linear's weight",
-			"ops[%d]: linear operand w, %q of shape %s, has rank %d, expected 2", ro.fileIdx, w.Name, fmtShape(ws), len(ws))
+		p.errs.AddHint(oi.inPos(1), "w is [n, k], as torch.nn.functional.linear's weight",
+			"ops[%d]: linear operand w, %q of shape %s, has rank %d, expected 2", oi.idx, w.Name, fmtShape(ws), len(ws))
 		return nil, -1, false
 	}
 	k, n := xs[len(xs)-1], ws[0]
 	if ws[1] != k {
-		p.errs.AddHint(posOf(ro.inNs[1]), "w is [n, k], as torch.nn.functional.linear's weight; for x @ w with w of shape [k, n], use matmul",
+		p.errs.AddHint(oi.inPos(1), "w is [n, k], as torch.nn.functional.linear's weight; for x @ w with w of shape [k, n], use matmul",
 			"ops[%d]: linear contracts axis %d of %q (k = %d) with axis 1 of %q (k = %d): the extents differ",
-			ro.fileIdx, len(xs)-1, x.Name, k, w.Name, ws[1])
+			oi.idx, len(xs)-1, x.Name, k, w.Name, ws[1])
 		return nil, -1, false
 	}
 	if len(op.Inputs) == 3 {
 		bias := op.Inputs[2]
 		if bs := bias.Shape(); len(bs) != 1 || bs[0] != n {
-			p.errs.AddHint(posOf(ro.inNs[2]), fmt.Sprintf("bias is [n], w's axis 0: [%d]", n),
-				"ops[%d]: linear bias %q has shape %s, expected [%d]", ro.fileIdx, bias.Name, fmtShape(bs), n)
+			p.errs.AddHint(oi.inPos(2), fmt.Sprintf("bias is [n], w's axis 0: [%d]", n),
+				"ops[%d]: linear bias %q has shape %s, expected [%d]", oi.idx, bias.Name, fmtShape(bs), n)
 			return nil, -1, false
 		}
 	}
@@ -298,12 +372,12 @@ func (p *parser) inferLinear(op *Op, ro *rawOp) ([]int, int, bool) {
 
 // sameDTypes checks that all operands have one dtype: ops do not cast (in
 // either format).
-func (p *parser) sameDTypes(op *Op, ro *rawOp) bool {
+func (p *parser) sameDTypes(op *Op, oi opIn) bool {
 	first := op.In()
 	for k, in := range op.Inputs[1:] {
 		if in.DType != first.DType {
-			p.errs.AddHint(posOf(ro.inNs[k+1]), "ops do not cast: declare the operands with one dtype",
-				"ops[%d]: %s operands have different dtypes: %q is %s and %q is %s", ro.fileIdx, op.Kind, first.Name, first.DType, in.Name, in.DType)
+			p.errs.AddHint(oi.inPos(k+1), "ops do not cast: declare the operands with one dtype",
+				"ops[%d]: %s operands have different dtypes: %q is %s and %q is %s", oi.idx, op.Kind, first.Name, first.DType, in.Name, in.DType)
 			return false
 		}
 	}
@@ -351,18 +425,27 @@ func (p *parser) declareOutput(op *Op) bool {
 // those inferred from its op.
 func (p *parser) checkDeclared(op *Op, rt *rawTensor, what string) {
 	if rt.dtype != nil {
-		if d := p.dtype(rt.dtype, what, ""); d != "" && d != op.In().DType {
-			whose := "its input's"
-			if len(op.Inputs) > 1 {
-				whose = "its operands'"
-			}
-			p.errs.AddHint(posOf(rt.dtype), fmt.Sprintf("remove its dtype, or declare it %s", op.In().DType),
-				"%s: dtype %s differs from %s %s (ops do not cast)", what, d, whose, op.In().DType)
+		if d := p.dtype(rt.dtype, what, ""); d != "" {
+			p.matchDType(op, d, posOf(rt.dtype), what)
 		}
 	}
 	if rt.shape != nil {
 		p.checkShape(op.Out, rt.shape, what)
 	}
+}
+
+// matchDType checks an output's declared dtype d, written at pos, against
+// its op's.
+func (p *parser) matchDType(op *Op, d DType, pos diag.Pos, what string) {
+	if d == op.In().DType {
+		return
+	}
+	whose := "its input's"
+	if len(op.Inputs) > 1 {
+		whose = "its operands'"
+	}
+	p.errs.AddHint(pos, fmt.Sprintf("remove its dtype, or declare it %s", op.In().DType),
+		"%s: dtype %s differs from %s %s (ops do not cast)", what, d, whose, op.In().DType)
 }
 
 // declarePropagated checks what a propagated output declares: a dtype and

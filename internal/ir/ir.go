@@ -4,9 +4,12 @@
 // [Parse] turns a fusion file (format 1, see docs/fusion.md) into a checked
 // [Fusion]; every user-written node keeps its YAML position so later phases
 // can blame the right line. The YAML is read by fastyaml.go where it keeps
-// to the plain subset generated files use, else by the YAML library. The analyses (sharded-axis resolution, local
-// shapes, layouts; docs/lowering.md, "The digit model") live beside the
-// types in sharding.go.
+// to the plain subset generated files use, else by the YAML library.
+// [NewMesh], [NewTensor], [NewOp] and [NewFusion] build the same values
+// without a file, through the parser's own checks (construct.go). The
+// analyses (sharded-axis resolution, local shapes, layouts;
+// docs/lowering.md, "The digit model") live beside the types in
+// sharding.go.
 package ir
 
 import (
@@ -261,9 +264,11 @@ type Tensor struct {
 	// auto-sharder to choose. The tensor is parsed as if it declared no
 	// placements.
 	Auto bool
-	// partial is the op of a Partial placement: the tensor's logical axis 0
-	// holds the terms, one per device along a mesh axis, of that op.
-	partial OpKind
+	// Partial is the op of a fusion input's Partial placement, "" for a
+	// tensor that holds values: the tensor's logical axis 0 holds the
+	// terms of that op, one per device along a mesh axis, and only a set
+	// reads it, which is then the reduction of its terms over axis 0.
+	Partial OpKind
 
 	shardings []Sharding  // resolved by analyze
 	rootPad   map[int]int // value axis -> extent its uneven first split pads it to

@@ -46,6 +46,9 @@ type parser struct {
 	file string
 	errs *errList
 	w    walker
+	// stepErrs and lateErrs hold the problems of the schedule step or
+	// allocation being decoded, for the replay to report (schedparse.go).
+	stepErrs, lateErrs errList
 	// format is the file's format: 1, or 2, which propagates shardings.
 	format int
 	// allowAuto accepts `placements: auto` (ParseAuto).

@@ -50,30 +50,37 @@ func (p *parser) placementsOf(rt *rawTensor, m *Mesh, what string) ([]placement,
 // placements decodes a placements list for a tensor on mesh m.
 func (p *parser) placements(n *yaml.Node, m *Mesh, what string) ([]placement, bool) {
 	items, ok := p.w.sequence(n, what)
-	if !ok {
+	if !ok || !p.checkPlacementCount(m, len(items), posOf(n), what) {
 		return nil, false
 	}
-	if len(items) != m.Rank() {
-		p.errs.Add(posOf(n), "%s: expected one placement per axis of mesh %q (%d), got %d", what, m.Name, m.Rank(), len(items))
-		return nil, false
-	}
-	var out []placement
-	partials := 0
+	out := make([]placement, 0, len(items))
 	for _, it := range items {
 		pl, ok := p.placement(it, what)
-		if !ok {
+		if !ok || !p.checkPartials(out, pl, what) {
 			return nil, false
-		}
-		if pl.Kind == shard.Partial {
-			partials++
-			if partials > 1 {
-				p.errs.Add(pl.pos, "%s: at most one Partial placement is supported", what)
-				return nil, false
-			}
 		}
 		out = append(out, pl)
 	}
 	return out, true
+}
+
+// checkPlacementCount checks that a tensor on mesh m has n placements,
+// one per mesh axis (the list written at pos).
+func (p *parser) checkPlacementCount(m *Mesh, n int, pos diag.Pos, what string) bool {
+	if n != m.Rank() {
+		p.errs.Add(pos, "%s: expected one placement per axis of mesh %q (%d), got %d", what, m.Name, m.Rank(), n)
+		return false
+	}
+	return true
+}
+
+// checkPartials checks that pl, following pls, is not a second Partial.
+func (p *parser) checkPartials(pls []placement, pl placement, what string) bool {
+	if _, _, ok := partialOf(pls); ok && pl.Kind == shard.Partial {
+		p.errs.Add(pl.pos, "%s: at most one Partial placement is supported", what)
+		return false
+	}
+	return true
 }
 
 func (p *parser) placement(n *yaml.Node, what string) (placement, bool) {
@@ -110,7 +117,7 @@ func (p *parser) placementSchedule(t *Tensor, pls []placement) bool {
 	// of building a fusion.
 	what := func() string { return fmt.Sprintf("tensor %q placements", t.Name) }
 	dims := t.ValueAxes() // a tensor's dims are its non-reduction axes
-	if t.partial != "" {
+	if t.Partial != "" {
 		dims = dims[1:] // the partial terms' axis is not a dim of the value
 	}
 	// The logical position each placement shards, -1 for none: a list
@@ -133,7 +140,7 @@ func (p *parser) placementSchedule(t *Tensor, pls []placement) bool {
 		}
 		byPos[i] = dims[d]
 	}
-	if pl, i, ok := partialOf(pls); ok && t.partial == "" {
+	if pl, i, ok := partialOf(pls); ok && t.Partial == "" {
 		// A contraction's or a reduction's output: the Partial splits the
 		// axis it sums over, its one reduction axis (checkOutputPartial
 		// allows no other produced tensor a Partial).
@@ -171,7 +178,7 @@ func (p *parser) placementSchedule(t *Tensor, pls []placement) bool {
 		}
 	}
 	for i, pl := range pls {
-		if pl.Kind == shard.Partial && t.partial != "" {
+		if pl.Kind == shard.Partial && t.Partial != "" {
 			s := ScheduleStep{Kind: StepParallelize, Axis: 0, Type: DeviceTypes[t.Mesh.Rank()-1-i], Pos: pl.pos}
 			if !p.applySteps(t, s) {
 				return false

@@ -2,49 +2,257 @@ package ir
 
 import (
 	"fmt"
+	"math"
 	"slices"
-
-	"go.yaml.in/yaml/v3"
 
 	"github.com/nvcomm/nvcomm/internal/diag"
 	"github.com/nvcomm/nvcomm/internal/shard"
 )
 
+// This file replays a tensor's schedule and allocation, given as values,
+// with every check a fusion file's schedule gets: the YAML front end
+// decodes a file's steps into values (schedparse.go) and the builder
+// (construct.go) passes a TensorSpec's, and both call replaySchedule.
+
 var stepNames = []string{"split", "outer_split", "merge", "reorder", "parallelize"}
 
-// schedule replays t's schedule and allocation from its declaration onto its
-// loop domain, then checks the device-parallel axes.
-func (p *parser) schedule(t *Tensor, rt *rawTensor) bool { return p.scheduleWith(t, rt, nil) }
+// stepIn is a schedule step for the replay to check and perform, as given:
+// its positions count from the end of the loop domain when negative, and
+// are normalized against the loop domain as it is when the step runs.
+// The other fields say where each part is written (zero for the builder's
+// steps), for the errors.
+//
+// A file's step carries the problems its decoding found: errs, reported
+// when the replay reaches the step, as the parser reported them when it
+// decoded the step in turn. When a part could not be decoded (failed),
+// the replay stops at the step; it first checks the parts decoded before
+// that part, and reports late, the failed part's own problems, only when
+// they pass: the file's checks run in the order its parts are written
+// (an axis out of range hides a factor that is no integer).
+type stepIn struct {
+	ScheduleStep
+	axisPos, argPos diag.Pos // the axis; split's factor or parallelize's type
+	listPos         diag.Pos // reorder's list
+	orderPos        []diag.Pos
+	orderLen        int // entries of reorder's list, len(Order) unless one failed
 
-// scheduleWith is schedule with the tensor's decoded placements, which stand
-// in for a schedule.
-func (p *parser) scheduleWith(t *Tensor, rt *rawTensor, pls []placement) bool {
+	errs, late []diag.Diagnostic
+	failed     bool
+}
+
+// allocIn is a tensor's allocation for the replay to check, as given:
+// loop positions (negative ones count from the end), where each is
+// written and where the list is. A file's allocation whose entry could not
+// be decoded holds the entries before it and that entry's problems (errs),
+// reported once those before it are checked.
+type allocIn struct {
+	order []int
+	pos   []diag.Pos
+	at    diag.Pos
+	errs  []diag.Diagnostic
+}
+
+// posAt is ps[i], or the zero position when ps does not have it (the
+// builder gives no positions).
+func posAt(ps []diag.Pos, i int) diag.Pos {
+	if i < len(ps) {
+		return ps[i]
+	}
+	return diag.Pos{}
+}
+
+// replaySchedule performs steps on t's logical domain, stopping at the
+// first that fails, then checks t's device axes, applies alloc (nil for the
+// default order) and analyzes t. It reports whether t has no error.
+func (p *parser) replaySchedule(t *Tensor, steps []stepIn, alloc *allocIn) bool {
 	t.Loop = slices.Clone(t.Logical)
+	if len(steps) > 0 {
+		t.Schedule = make([]ScheduleStep, 0, len(steps))
+	}
 	before := p.errs.Count()
-	if rt != nil && rt.placements != nil && rt.sched != nil {
-		p.errs.AddHint(posOf(rt.placements), "placements are sugar for a schedule; keep one of them",
-			"tensor %q: both placements and schedule are given", t.Name)
-		return false
-	}
-	if pls != nil && !p.placementSchedule(t, pls) {
-		return false
-	}
-	if rt != nil && rt.sched != nil {
-		p.replay(t, rt.sched)
+	for i := range steps {
+		if !p.replayStep(t, &steps[i]) {
+			break
+		}
 	}
 	if p.errs.Count() > before {
 		return false
 	}
-	var alloc *yaml.Node
-	if rt != nil {
-		alloc = rt.alloc
+	return p.finishSchedule(t, alloc, before)
+}
+
+// placeSchedule gives t the schedule its placements pls stand for, then
+// finishes it as replaySchedule does.
+func (p *parser) placeSchedule(t *Tensor, pls []placement, alloc *allocIn) bool {
+	t.Loop = slices.Clone(t.Logical)
+	before := p.errs.Count()
+	if !p.placementSchedule(t, pls) || p.errs.Count() > before {
+		return false
 	}
 	return p.finishSchedule(t, alloc, before)
 }
 
+// checkStepCount reports a schedule of more than MaxScheduleSteps steps.
+func (p *parser) checkStepCount(name string, n int, at diag.Pos) bool {
+	if n <= MaxScheduleSteps {
+		return true
+	}
+	p.errs.AddHint(at, "each split adds a loop axis; real schedules have a handful of steps",
+		"tensor %q schedule: %d steps, more than %d", name, n, MaxScheduleSteps)
+	return false
+}
+
+// replayStep checks step s against t's loop domain and performs it.
+func (p *parser) replayStep(t *Tensor, s *stepIn) bool {
+	p.errs.addAll(s.errs)
+	if s.failed && s.late == nil {
+		return false
+	}
+	step, ok := p.checkStep(t, s)
+	if !ok || !p.apply(t, step) {
+		return false
+	}
+	t.Schedule = append(t.Schedule, step)
+	return true
+}
+
+// checkStep checks s and normalizes its positions against t's loop
+// domain.
+func (p *parser) checkStep(t *Tensor, s *stepIn) (ScheduleStep, bool) {
+	out := ScheduleStep{Kind: s.Kind, Pos: s.Pos}
+	word := string(s.Kind) // messages name the step "tensor \"t\" split"
+	switch s.Kind {
+	case StepReorder:
+		return p.checkReorder(t, s, out)
+	case StepSplit, StepOuterSplit, StepMerge, StepParallelize:
+	default:
+		p.errs.AddHint(s.Pos, diag.Suggest(word, stepNames), "tensor %q schedule: unknown key %q (expected one of %s)",
+			t.Name, s.Kind, joinNames(stepNames))
+		return out, false
+	}
+	axis, ok := p.loopPos(t, s.Axis, s.axisPos, word, s.Kind == StepMerge)
+	if !ok || !p.reportLate(s) {
+		return out, false
+	}
+	out.Axis = axis
+	switch s.Kind {
+	case StepSplit, StepOuterSplit:
+		out.Factor = s.Factor
+		if !isPositive(s.Factor) {
+			return out, checkPositive(p.errs, s.Factor, s.argPos, fmt.Sprintf("tensor %q %s factor", t.Name, word))
+		}
+	case StepParallelize:
+		out.Type = s.Type
+		return out, p.checkType(t, s.Type, s.argPos, word)
+	}
+	return out, true
+}
+
+// reportLate reports s's late problems, and whether it has none.
+func (p *parser) reportLate(s *stepIn) bool {
+	p.errs.addAll(s.late)
+	return s.late == nil && !s.failed
+}
+
+// checkType checks a parallelize step's type: one of the types, and a
+// device type of t's mesh.
+func (p *parser) checkType(t *Tensor, typ ParallelType, at diag.Pos, word string) bool {
+	if typ < Serial || typ > DIDz {
+		name := typeName(typ)
+		p.errs.AddHint(at, diag.Suggest(name, shard.ParallelTypeNames()), "tensor %q %s: unknown parallel type %q (expected DIDx, DIDy, DIDz or Serial)", t.Name, word, name)
+		return false
+	}
+	if typ.IsDevice() && !t.Mesh.Has(typ) {
+		p.errs.AddHint(at, "DIDx is the last mesh axis, DIDy the second-to-last, DIDz the third-to-last",
+			"tensor %q %s: mesh %q of rank %d has no %s axis", t.Name, word, t.Mesh.Name, t.Mesh.Rank(), typ)
+		return false
+	}
+	return true
+}
+
+// typeName names a parallel type as a fusion file does; a value no type
+// has gets a name no file can write.
+func typeName(t ParallelType) string {
+	if t < Serial || t > DIDz {
+		return fmt.Sprintf("ParallelType(%d)", int(t))
+	}
+	return t.String()
+}
+
+// checkPositive reports v, written at pos, unless it is an integer >= 1
+// that a file can write (an int32, as the YAML walker reads them): the
+// builder's values are checked as a file's.
+func checkPositive(errs *errList, v int, pos diag.Pos, what string) bool {
+	switch {
+	case isPositive(v):
+		return true
+	case v > math.MaxInt32:
+		errs.Add(pos, "%s: integer %d is out of range (expected %d to %d)", what, v, math.MinInt32, math.MaxInt32)
+	case v < math.MinInt32:
+		errs.Add(pos, "%s: integer %d is out of range (expected %d to %d)", what, v, math.MinInt32, math.MaxInt32)
+	default:
+		errs.Add(pos, "%s: expected an integer >= 1, got %d", what, v)
+	}
+	return false
+}
+
+// isPositive reports whether v is an integer >= 1 that a file can write.
+func isPositive(v int) bool { return v >= 1 && v <= math.MaxInt32 }
+
+// loopPos normalizes a loop position v written at pos (negative counts
+// from the end). For a merge the position needs a partner after it. word
+// names the step or list in messages: "tensor \"t\" word: ...".
+func (p *parser) loopPos(t *Tensor, v int, pos diag.Pos, word string, merge bool) (int, bool) {
+	rank := len(t.Loop)
+	a := v
+	if a < 0 {
+		a += rank
+	}
+	limit := rank
+	if merge {
+		limit = rank - 1
+	}
+	if a < 0 || a >= limit {
+		if merge && a == rank-1 {
+			p.errs.Add(pos, "tensor %q %s: axis %d is the last loop axis and has no partner to merge with", t.Name, word, v)
+		} else {
+			p.errs.Add(pos, "tensor %q %s: axis %d is out of range for a loop domain of %d axes", t.Name, word, v, rank)
+		}
+		return 0, false
+	}
+	return a, true
+}
+
+// checkReorder checks reorder's list: a permutation of the loop positions.
+func (p *parser) checkReorder(t *Tensor, s *stepIn, out ScheduleStep) (ScheduleStep, bool) {
+	rank := len(t.Loop)
+	if s.orderLen != rank {
+		p.errs.Add(s.listPos, "tensor %q reorder: expected a permutation of the %d loop positions, got %d entries", t.Name, rank, s.orderLen)
+		return out, false
+	}
+	seen := make([]bool, rank)
+	if len(s.Order) > 0 {
+		out.Order = make([]int, 0, len(s.Order))
+	}
+	for i, v := range s.Order {
+		pos := posAt(s.orderPos, i)
+		a, ok := p.loopPos(t, v, pos, "reorder", false)
+		if !ok {
+			return out, false
+		}
+		if seen[a] {
+			p.errs.Add(pos, "tensor %q reorder: position %d appears twice (expected a permutation)", t.Name, a)
+			return out, false
+		}
+		seen[a] = true
+		out.Order = append(out.Order, a)
+	}
+	return out, p.reportLate(s)
+}
+
 // scheduleSteps replays steps, made by nvcomm rather than read from a file,
-// on t's logical domain, then checks and analyzes t as scheduleWith does a
-// tensor of the file: format 2's propagation builds its tensors so.
+// on t's logical domain, then checks and analyzes t as replaySchedule does
+// a tensor of the file: format 2's propagation builds its tensors so.
 func (p *parser) scheduleSteps(t *Tensor, steps []ScheduleStep) bool {
 	t.Loop, t.Schedule, t.rootPad = slices.Clone(t.Logical), nil, nil
 	before := p.errs.Count()
@@ -70,7 +278,7 @@ func (p *parser) applySteps(t *Tensor, steps ...ScheduleStep) bool {
 // applies the allocation alloc (nil for the default order) and analyzes
 // t. before is the error count when t's checks began: it reports whether
 // none was added since.
-func (p *parser) finishSchedule(t *Tensor, alloc *yaml.Node, before int) bool {
+func (p *parser) finishSchedule(t *Tensor, alloc *allocIn, before int) bool {
 	p.checkDevices(t)
 	if alloc != nil && p.errs.Count() == before {
 		p.allocation(t, alloc)
@@ -83,152 +291,6 @@ func (p *parser) finishSchedule(t *Tensor, alloc *yaml.Node, before int) bool {
 		}
 	}
 	return p.errs.Count() == before
-}
-
-func (p *parser) replay(t *Tensor, n *yaml.Node) {
-	what := fmt.Sprintf("tensor %q schedule", t.Name)
-	items, ok := p.w.sequence(n, what)
-	if !ok {
-		return
-	}
-	if len(items) > MaxScheduleSteps {
-		p.errs.AddHint(posOf(n), "each split adds a loop axis; real schedules have a handful of steps",
-			"%s: %d steps, more than %d", what, len(items), MaxScheduleSteps)
-		return
-	}
-	for _, it := range items {
-		fields, ok := p.w.mapping(it, what, stepNames)
-		if !ok {
-			return
-		}
-		if len(fields) == 0 && len(it.Content) > 0 {
-			return // every key was reported as unknown or repeated
-		}
-		if len(fields) != 1 {
-			p.errs.Add(posOf(it), "%s: expected exactly one step per entry (one of %s), got %d", what, joinNames(stepNames), len(fields))
-			return
-		}
-		step, ok := p.step(t, fields[0])
-		if !ok {
-			return
-		}
-		if !p.apply(t, step) {
-			return
-		}
-		t.Schedule = append(t.Schedule, step)
-	}
-}
-
-// step decodes one schedule entry and normalizes its positions against the
-// current loop domain.
-func (p *parser) step(t *Tensor, f field) (ScheduleStep, bool) {
-	s := ScheduleStep{Kind: StepKind(f.Key), Pos: posOf(f.KeyN)}
-	what := fmt.Sprintf("tensor %q %s", t.Name, f.Key)
-	var keys []string
-	switch s.Kind {
-	case StepReorder:
-		return p.reorder(t, s, f.Value, what)
-	case StepSplit, StepOuterSplit:
-		keys = []string{"axis", "factor"}
-	case StepMerge:
-		keys = []string{"axis"}
-	case StepParallelize:
-		keys = []string{"axis", "type"}
-	}
-	fields, ok := p.w.mapping(f.Value, what, keys)
-	if !ok {
-		return s, false
-	}
-	got := map[string]*yaml.Node{}
-	for _, x := range fields {
-		got[x.Key] = x.Value
-	}
-	for _, k := range keys {
-		if got[k] == nil {
-			if misspelled(f.Value, keys, k) {
-				return s, false // reported as an unknown key
-			}
-			p.errs.Add(posOf(f.Value), "%s: missing key %q", what, k)
-			return s, false
-		}
-	}
-	axis, ok := p.position(t, got["axis"], what, s.Kind == StepMerge)
-	if !ok {
-		return s, false
-	}
-	s.Axis = axis
-	switch s.Kind {
-	case StepSplit, StepOuterSplit:
-		s.Factor, ok = p.w.positive(got["factor"], what+" factor")
-	case StepParallelize:
-		var name string
-		name, ok = p.w.str(got["type"], what+" type")
-		if ok {
-			s.Type, ok = ParseParallelType(name)
-			if !ok {
-				p.errs.AddHint(posOf(got["type"]), diag.Suggest(name, shard.ParallelTypeNames()), "%s: unknown parallel type %q (expected DIDx, DIDy, DIDz or Serial)", what, name)
-			}
-		}
-		if ok && s.Type.IsDevice() && !t.Mesh.Has(s.Type) {
-			p.errs.AddHint(posOf(got["type"]), "DIDx is the last mesh axis, DIDy the second-to-last, DIDz the third-to-last",
-				"%s: mesh %q of rank %d has no %s axis", what, t.Mesh.Name, t.Mesh.Rank(), s.Type)
-			ok = false
-		}
-	}
-	return s, ok
-}
-
-// position decodes a loop position (negative counts from the end). For a
-// merge the position needs a partner after it.
-func (p *parser) position(t *Tensor, n *yaml.Node, what string, merge bool) (int, bool) {
-	v, ok := p.w.integer(n, what+" axis")
-	if !ok {
-		return 0, false
-	}
-	rank := len(t.Loop)
-	a := v
-	if a < 0 {
-		a += rank
-	}
-	limit := rank
-	if merge {
-		limit = rank - 1
-	}
-	if a < 0 || a >= limit {
-		if merge && a == rank-1 {
-			p.errs.Add(posOf(n), "%s: axis %d is the last loop axis and has no partner to merge with", what, v)
-		} else {
-			p.errs.Add(posOf(n), "%s: axis %d is out of range for a loop domain of %d axes", what, v, rank)
-		}
-		return 0, false
-	}
-	return a, true
-}
-
-func (p *parser) reorder(t *Tensor, s ScheduleStep, n *yaml.Node, what string) (ScheduleStep, bool) {
-	items, ok := p.w.sequence(n, what)
-	if !ok {
-		return s, false
-	}
-	rank := len(t.Loop)
-	if len(items) != rank {
-		p.errs.Add(posOf(n), "%s: expected a permutation of the %d loop positions, got %d entries", what, rank, len(items))
-		return s, false
-	}
-	seen := make([]bool, rank)
-	for _, it := range items {
-		a, ok := p.position(t, it, what, false)
-		if !ok {
-			return s, false
-		}
-		if seen[a] {
-			p.errs.Add(posOf(it), "%s: position %d appears twice (expected a permutation)", what, a)
-			return s, false
-		}
-		seen[a] = true
-		s.Order = append(s.Order, a)
-	}
-	return s, true
 }
 
 // apply performs one schedule step on t's loop domain.
@@ -321,40 +383,40 @@ func (p *parser) checkDevices(t *Tensor) {
 	}
 }
 
-// allocation decodes the allocation order: every loop position that is
+// allocation checks the allocation order a: every loop position that is
 // neither device-parallel nor a reduction, each once.
-func (p *parser) allocation(t *Tensor, n *yaml.Node) {
-	what := fmt.Sprintf("tensor %q allocation", t.Name)
-	items, ok := p.w.sequence(n, what)
-	if !ok {
-		return
-	}
-	t.AllocPos = posOf(n)
+func (p *parser) allocation(t *Tensor, a *allocIn) {
+	t.AllocPos = a.at
 	var order []int
-	seen := map[int]bool{}
-	for _, it := range items {
-		a, ok := p.position(t, it, what, false)
+	seen := make([]bool, len(t.Loop))
+	for i, v := range a.order {
+		pos := posAt(a.pos, i)
+		k, ok := p.loopPos(t, v, pos, "allocation", false)
 		if !ok {
 			return
 		}
-		id := t.Loop[a]
+		id := t.Loop[k]
 		switch {
 		case id.Parallel.IsDevice() && !id.Reduction:
-			p.errs.Add(posOf(it), "%s: loop axis %d is parallelized on %s; list only the axes stored on each device", what, a, id.Parallel)
+			p.errs.Add(pos, "tensor %q allocation: loop axis %d is parallelized on %s; list only the axes stored on each device", t.Name, k, id.Parallel)
 			return
 		case id.Reduction:
-			p.errs.Add(posOf(it), "%s: loop axis %d is a reduction axis, which is not stored", what, a)
+			p.errs.Add(pos, "tensor %q allocation: loop axis %d is a reduction axis, which is not stored", t.Name, k)
 			return
-		case seen[a]:
-			p.errs.Add(posOf(it), "%s: loop axis %d is listed twice", what, a)
+		case seen[k]:
+			p.errs.Add(pos, "tensor %q allocation: loop axis %d is listed twice", t.Name, k)
 			return
 		}
-		seen[a] = true
-		order = append(order, a)
+		seen[k] = true
+		order = append(order, k)
 	}
-	for a, id := range t.Loop {
-		if !seen[a] && !id.Reduction && !id.Parallel.IsDevice() {
-			p.errs.Add(posOf(n), "%s: loop axis %d (extent %d) is missing; list every stored loop axis once", what, a, id.Extent)
+	if a.errs != nil {
+		p.errs.addAll(a.errs)
+		return
+	}
+	for k, id := range t.Loop {
+		if !seen[k] && !id.Reduction && !id.Parallel.IsDevice() {
+			p.errs.Add(a.at, "tensor %q allocation: loop axis %d (extent %d) is missing; list every stored loop axis once", t.Name, k, id.Extent)
 			return
 		}
 	}

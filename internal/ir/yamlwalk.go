@@ -168,8 +168,7 @@ func (w *walker) integer(n *yaml.Node, what string) (int, bool) {
 // positive decodes an integer >= 1.
 func (w *walker) positive(n *yaml.Node, what string) (int, bool) {
 	v, ok := w.integer(n, what)
-	if ok && v < 1 {
-		w.errs.Add(posOf(n), "%s: expected an integer >= 1, got %d", what, v)
+	if ok && !checkPositive(w.errs, v, posOf(n), what) {
 		return 0, false
 	}
 	return v, ok

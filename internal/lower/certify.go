@@ -14,10 +14,10 @@ import (
 // Certify checks that what a plan states about its fusion is what nvcomm
 // computes: a plan is a certificate, and its analyses and numbers may not
 // be edited. It rebuilds the fusion from the plan's meshes, tensors and ops
-// (shapes, schedules and allocations, through ir.NewTensor), lowers it
-// again under the plan's policy and objective (on the built-in topology:
-// a plan lowered on another may differ in its steps, which are then
-// unproven), and compares:
+// (shapes, schedules and allocations, through ir.NewTensor and
+// ir.NewFusion), lowers it again under the plan's policy and objective (on
+// the built-in topology: a plan lowered on another may differ in its
+// steps, which are then unproven), and compares:
 //
 //   - every tensor's sharding, local_shape, padded_shape and layout with
 //     the analyses of its schedule;
@@ -87,6 +87,7 @@ func rebuild(p *plan.Plan, ps *plan.Problems) *ir.Fusion {
 		return nil // tensors on a broken mesh would only repeat it
 	}
 	tensors := map[string]*ir.Tensor{}
+	var all []*ir.Tensor
 	for _, t := range p.Tensors {
 		it, err := ir.NewTensor(specOf(t, meshes[t.Mesh]))
 		if err != nil {
@@ -94,21 +95,27 @@ func rebuild(p *plan.Plan, ps *plan.Problems) *ir.Fusion {
 			continue
 		}
 		tensors[t.Name] = it
-		f.Tensors = append(f.Tensors, it)
+		all = append(all, it)
 	}
 	if ps.Count() > 0 {
 		return nil // ops on a broken tensor would only repeat it
 	}
+	var ops []*ir.Op
 	for i, op := range p.Ops {
 		if o := opOf(i, op, tensors, ps); o != nil {
-			f.Ops = append(f.Ops, o)
+			ops = append(ops, o)
 		}
 	}
 	if ps.Count() > 0 {
 		return nil
 	}
-	f.Inputs, f.Outputs = endpoints(f)
-	return f
+	built, err := ir.NewFusion(p.Fusion, all, ops)
+	if err != nil {
+		addErrors(ps, "", err)
+		return nil
+	}
+	built.Meshes = f.Meshes // every mesh of the plan, as lower wrote them
+	return built
 }
 
 // specOf is a plan tensor as ir.NewTensor takes it.
@@ -167,27 +174,7 @@ func opOf(i int, op plan.Op, tensors map[string]*ir.Tensor, ps *plan.Problems) *
 		}
 		o.Axis = *op.Axis
 	}
-	out.Producer = o
 	return o
-}
-
-// endpoints returns the tensors no op produces and those no op reads.
-func endpoints(f *ir.Fusion) (ins, outs []*ir.Tensor) {
-	read := map[*ir.Tensor]bool{}
-	for _, op := range f.Ops {
-		for _, in := range op.Inputs {
-			read[in] = true
-		}
-	}
-	for _, t := range f.Tensors {
-		if t.Producer == nil {
-			ins = append(ins, t)
-		}
-		if !read[t] {
-			outs = append(outs, t)
-		}
-	}
-	return ins, outs
 }
 
 // checkAnalyses compares each tensor's sharding, local_shape,

@@ -1,0 +1,216 @@
+package ir
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+
+	"github.com/nvcomm/nvcomm/internal/diag"
+)
+
+// This file builds ops and fusions from values, as construct.go builds
+// meshes and tensors: an op goes through the parser's own inference and
+// checks (inferOp) and its output through its declaration's (declare), so
+// that a fusion built by value is the one Parse makes of the same fusion
+// written in a file.
+
+// OpSpec is an op given by value: its kind, operands and attributes, and
+// its output's declaration.
+type OpSpec struct {
+	// Index is the op's position in its fusion's topological order, which
+	// messages name it by (ops[Index]); NewFusion numbers the ops again.
+	Index  int
+	Kind   OpKind
+	Inputs []*Tensor // from NewTensor, or the outputs of other ops
+	// Axis is a reduction's reduced axis among its input's value axes
+	// (negative counts from the end); other ops ignore it.
+	Axis int
+	// Axes are broadcast's new axes among its output's (negative count
+	// from the end); other ops ignore them.
+	Axes []int
+	// Out declares the output as a fusion file does: its Name, Mesh (nil:
+	// the first operand's), Schedule or Placements and Allocation. Its
+	// DType, when given, must be the operands'; its Shape, when given, the
+	// op's value shape or its logical domain, and broadcast requires it
+	// (the new axes' extents come from it); its ReductionAxes, when given,
+	// the op's. The op infers the rest; Propagated is not read.
+	Out TensorSpec
+}
+
+// NewOp builds the op spec describes and its output, with the checks Parse
+// makes of a fusion file's op (the operands' ranks, extents and dtypes,
+// the reduced and the new axes, a Partial operand read only by a set,
+// which is then the reduction of its terms over axis 0, a Partial output
+// only where the op sums partial results) and NewTensor's of the output,
+// whose logical domain and dtype the op infers. The error, a *diag.List
+// without positions, says what is wrong; NewOp never panics.
+func NewOp(spec OpSpec) (*Op, error) {
+	p := newBuilder()
+	op, ok := p.newOp(spec)
+	if !ok {
+		return nil, p.errs.List()
+	}
+	return op, nil
+}
+
+func (p *parser) newOp(spec OpSpec) (*Op, bool) {
+	if !p.checkOpSpec(spec) {
+		return nil, false
+	}
+	out := &Tensor{Name: spec.Out.Name, Declared: true}
+	op := &Op{Index: spec.Index, Kind: spec.Kind, Inputs: slices.Clone(spec.Inputs), Out: out, Axis: -1}
+	out.Producer = op
+	in := opIn{kind: spec.Kind, idx: spec.Index, axis: spec.Axis, axes: spec.Axes, out: out.Name}
+	what := func() string { return fmt.Sprintf("tensor %q", out.Name) }
+	declared := func() ([]int, diag.Pos, bool) {
+		if spec.Out.Shape == nil {
+			p.noBroadcastShape(diag.Pos{}, spec.Index, out.Name)
+			return nil, diag.Pos{}, false
+		}
+		return spec.Out.Shape, diag.Pos{}, p.checkExtents(spec.Out.Shape, nil, diag.Pos{}, what()+" shape")
+	}
+	if !p.inferOp(op, in, declared) {
+		return nil, false
+	}
+	before := p.errs.Count()
+	if out.Mesh = spec.Out.Mesh; out.Mesh == nil {
+		out.Mesh = operandMesh(op)
+	}
+	if len(out.Mesh.Devices) == 0 {
+		p.errs.Add(diag.Pos{}, "%s: no mesh", what())
+		return nil, false
+	}
+	if spec.Out.DType != "" {
+		p.matchDType(op, spec.Out.DType, diag.Pos{}, what())
+	}
+	if spec.Out.Shape != nil {
+		p.matchShape(out, spec.Out.Shape, diag.Pos{}, what())
+	}
+	if r := spec.Out.ReductionAxes; r != nil && !slices.Equal(r, reductionAxes(out)) {
+		p.errs.Add(diag.Pos{}, "%s: reduction axes %v are not the op's, %v", what(), r, reductionAxes(out))
+	}
+	if p.errs.Count() > before || !p.declare(out, spec.Out, op) {
+		return nil, false
+	}
+	return op, true
+}
+
+// checkOpSpec checks what a file's op decoding checks: a known kind, the
+// number of operands it takes, built operands, and broadcast's new axes.
+func (p *parser) checkOpSpec(spec OpSpec) bool {
+	what := fmt.Sprintf("ops[%d]", spec.Index)
+	if spec.Kind.Entry() == nil {
+		p.errs.AddHint(diag.Pos{}, unknownOpHint(string(spec.Kind)), "%s: unknown op %q (ops are: %s)", what, spec.Kind, opFamilies())
+		return false
+	}
+	if lo, hi := spec.Kind.arity(); len(spec.Inputs) < lo || len(spec.Inputs) > hi {
+		p.errs.Add(diag.Pos{}, "%s: %s takes %s, got %d operands", what, spec.Kind, spec.Kind.operandNames(), len(spec.Inputs))
+		return false
+	}
+	for k, in := range spec.Inputs {
+		if in == nil || in.Mesh == nil || in.Loop == nil && len(in.Logical) > 0 {
+			p.errs.Add(diag.Pos{}, "%s: operand %d is not a built tensor", what, k)
+			return false
+		}
+	}
+	if spec.Kind == OpBroadcast && len(spec.Axes) == 0 {
+		p.errs.AddHint(diag.Pos{}, "a broadcast without new axes is a set",
+			"%s: broadcast axes: expected at least one new axis, got an empty list", what)
+		return false
+	}
+	return true
+}
+
+// reductionAxes lists the positions of t's reduction axes.
+func reductionAxes(t *Tensor) []int {
+	var axes []int
+	for i, id := range t.Logical {
+		if id.Reduction {
+			axes = append(axes, i)
+		}
+	}
+	return axes
+}
+
+// NewFusion assembles a fusion of tensors and of ops built by NewOp over
+// them, as Parse finishes a file's: the ops in topological order (each
+// operand is produced by an earlier op, or by none), their operands and
+// outputs among tensors, no tensor produced twice. It numbers the ops in
+// that order and takes as the fusion's inputs the tensors that no op
+// produces and as its outputs those that no op reads, in the order of
+// tensors, as Parse does for a file that lists neither; its meshes are
+// its tensors', sorted by name. The error, a *diag.List without
+// positions, says what is wrong.
+func NewFusion(name string, tensors []*Tensor, ops []*Op) (*Fusion, error) {
+	p := newBuilder()
+	f := &Fusion{Name: name, Tensors: slices.Clone(tensors), Ops: slices.Clone(ops)}
+	member := make(map[*Tensor]bool, len(tensors))
+	for _, t := range tensors {
+		member[t] = true
+	}
+	producer := make(map[*Tensor]int, len(ops)) // by the index of its op
+	for i, op := range f.Ops {
+		if !p.checkOpOutput(op, i, member, producer) {
+			return nil, p.errs.List()
+		}
+		producer[op.Out] = i
+	}
+	read := make(map[*Tensor]bool, len(tensors))
+	for i, op := range f.Ops {
+		for _, in := range op.Inputs {
+			if !p.checkOperand(in, i, member, producer) {
+				return nil, p.errs.List()
+			}
+			read[in] = true
+		}
+	}
+	for i, op := range f.Ops {
+		op.Index, op.Out.Producer = i, op
+	}
+	for _, t := range f.Tensors {
+		if _, made := producer[t]; !made {
+			f.Inputs = append(f.Inputs, t)
+		}
+		if !read[t] {
+			f.Outputs = append(f.Outputs, t)
+		}
+		if !slices.Contains(f.Meshes, t.Mesh) {
+			f.Meshes = append(f.Meshes, t.Mesh)
+		}
+	}
+	slices.SortStableFunc(f.Meshes, func(a, b *Mesh) int { return cmp.Compare(a.Name, b.Name) })
+	return f, nil
+}
+
+// checkOpOutput checks op i's output: among the fusion's tensors
+// (member), and produced by no op before it.
+func (p *parser) checkOpOutput(op *Op, i int, member map[*Tensor]bool, producer map[*Tensor]int) bool {
+	if !member[op.Out] {
+		p.errs.Add(diag.Pos{}, "ops[%d]: output %q is not among the fusion's tensors", i, op.Out.Name)
+		return false
+	}
+	if first, ok := producer[op.Out]; ok {
+		p.errs.Add(diag.Pos{}, "tensor %q is produced twice (by ops[%d] and ops[%d])", op.Out.Name, first, i)
+		return false
+	}
+	return true
+}
+
+// checkOperand checks an operand of op i: among the fusion's tensors
+// (member), and produced by an op before op i or by none.
+func (p *parser) checkOperand(in *Tensor, i int, member map[*Tensor]bool, producer map[*Tensor]int) bool {
+	by, made := producer[in]
+	switch {
+	case !member[in]:
+		p.errs.Add(diag.Pos{}, "ops[%d]: operand %q is not among the fusion's tensors", i, in.Name)
+	case made && by == i:
+		p.errs.Add(diag.Pos{}, "ops[%d]: reads and writes the same tensor %q", i, in.Name)
+	case made && by > i:
+		p.errs.AddHint(diag.Pos{}, "list the ops in topological order", "ops[%d]: operand %q is produced by a later op, ops[%d]", i, in.Name, by)
+	case !made && in.Producer != nil:
+		p.errs.Add(diag.Pos{}, "ops[%d]: operand %q is produced by an op not in the fusion", i, in.Name)
+	default:
+		return true
+	}
+	return false
+}
