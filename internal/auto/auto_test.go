@@ -147,6 +147,20 @@ ops:
   - {op: sum, in: a, axis: 1, out: s}
   - {op: relu, in: s, out: r}
 `,
+	// An input of partial terms, read by a set that sums them: auto once
+	// built that op as the sum the parser makes of it, which only a set
+	// may read, and found no assignment.
+	"partial input": `format: 2
+meshes:
+  tp: [0, 1, 2, 3]
+tensors:
+  p: {mesh: tp, shape: [4, 8, 16], placements: [Partial(sum)]}
+  w: {mesh: tp, shape: [32, 16], placements: auto}
+  y: {placements: [Replicate()]}
+ops:
+  - {op: set, in: p, out: x}
+  - {op: linear, in: [x, w], out: y}
+`,
 }
 
 // TestExactSearch checks the branch and bound against every assignment,

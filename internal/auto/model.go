@@ -216,6 +216,11 @@ func (m *model) opFusion(fa *factor, combo []int) (*ir.Fusion, error) {
 	for _, in := range fa.op.Inputs {
 		spec.Inputs = append(spec.Inputs, built[slices.Index(fa.vars, m.index[in])])
 	}
+	if len(spec.Inputs) == 1 && spec.Inputs[0].Partial != "" {
+		// The file's set from a Partial tensor, which the parser made the
+		// reduction of its terms: built again as the set it was.
+		spec.Kind, spec.Axis = ir.OpSet, -1
+	}
 	op, err := ir.NewOp(spec)
 	if err != nil {
 		return nil, err
