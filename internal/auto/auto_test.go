@@ -150,7 +150,7 @@ ops:
 	// An input of partial terms, read by a set that sums them: auto once
 	// built that op as the sum the parser makes of it, which only a set
 	// may read, and found no assignment.
-	"partial input": `format: 2
+	"partial input, linear": `format: 2
 meshes:
   tp: [0, 1, 2, 3]
 tensors:

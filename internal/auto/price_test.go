@@ -183,9 +183,13 @@ func opFile(m *model, fa *factor, combo []int) string {
 	for i, in := range op.Inputs {
 		names[i] = fmt.Sprintf("t%d", slices.Index(fa.vars, m.index[in]))
 	}
-	fmt.Fprintf(&b, "ops:\n  - {op: %s, in: [%s], out: t%d", op.Kind, strings.Join(names, ", "), slices.Index(fa.vars, m.index[op.Out]))
+	kind := op.Kind
+	if len(op.Inputs) == 1 && op.In().Partial != "" {
+		kind = ir.OpSet // the file's set of a Partial tensor, which the parser made its sum
+	}
+	fmt.Fprintf(&b, "ops:\n  - {op: %s, in: [%s], out: t%d", kind, strings.Join(names, ", "), slices.Index(fa.vars, m.index[op.Out]))
 	switch {
-	case op.Kind.IsReduction():
+	case kind.IsReduction():
 		fmt.Fprintf(&b, ", axis: %d", op.Axis)
 	case op.Kind == ir.OpBroadcast:
 		b.WriteString(", axes: " + intList(op.Axes))
