@@ -3,10 +3,11 @@ package plan
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"io"
-	"strings"
+	"unicode/utf8"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/nvcomm/nvcomm/internal/diag"
 )
@@ -37,13 +38,13 @@ func Marshal(p *Plan) ([]byte, error) {
 	return b.Bytes(), err
 }
 
-// Decode reads a plan strictly: unknown fields, a key repeated in one object
-// (two that differ only in case, in a struct), trailing data and a format
-// other than [Format] are errors. Errors are a *diag.List positioned by line
-// and column where the JSON decoder says where.
+// Decode reads a plan strictly: an unknown field (names match exactly, case
+// included), a key repeated in one object, invalid UTF-8, data after the
+// plan and a format other than [Format] are errors. Errors are a
+// *diag.List positioned by line and column.
 //
 // A plan as Encode writes it is read by fastDecode; any other goes to
-// encoding/json, which decodes to the same plan or reports the error.
+// decodeLibrary, which decodes to the same plan or reports the error.
 func Decode(file string, src []byte) (*Plan, error) {
 	if p, ok := fastDecode(src); ok {
 		return p, nil
@@ -51,65 +52,39 @@ func Decode(file string, src []byte) (*Plan, error) {
 	return decodeLibrary(file, src)
 }
 
-// decodeLibrary is Decode with encoding/json, and findDuplicate for what it
-// lets through.
+// decodeLibrary is Decode with github.com/go-json-experiment/json (the
+// encoding/json/v2 to come), which by default rejects a repeated name and
+// invalid UTF-8 and matches names exactly; it rejects unknown fields by an
+// option, and data after the plan is rejected here. Its errors are
+// reworded by describe: the library's own messages may change between
+// versions, and some vary on purpose from run to run.
 func decodeLibrary(file string, src []byte) (*Plan, error) {
-	errs := &diag.List{File: file}
-	dec := json.NewDecoder(bytes.NewReader(src))
-	dec.DisallowUnknownFields()
+	fail := func(off int, format string, args ...any) error {
+		errs := &diag.List{File: file}
+		errs.Add(offsetPos(src, off), format, args...)
+		return errs
+	}
+	dec := jsontext.NewDecoder(bytes.NewBuffer(src)) // reads src in place
 	var p Plan
-	if err := dec.Decode(&p); err != nil {
-		errs.Add(offsetPos(src, jsonOffset(err, dec)), "invalid plan: %s", jsonMessage(err))
-		return nil, errs
+	if err := jsonv2.UnmarshalDecode(dec, &p, jsonv2.RejectUnknownMembers(true)); err != nil {
+		off, msg := describe(src, err)
+		return nil, fail(off, "invalid plan: %s", msg)
 	}
-	if dec.More() {
-		errs.Add(offsetPos(src, int(dec.InputOffset())), "invalid plan: unexpected data after the plan")
-		return nil, errs
-	}
-	if d, ok := findDuplicate(src); ok {
-		first := offsetPos(src, d.first)
-		errs.Add(offsetPos(src, d.next), "invalid plan: duplicate key %q (first at %d:%d); a plan states each field once", d.key, first.Line, first.Col)
-		return nil, errs
+	if rest := bytes.TrimLeft(src[dec.InputOffset():], " \t\r\n"); len(rest) > 0 {
+		return nil, fail(len(src)-len(rest), "invalid plan: unexpected data after the plan")
 	}
 	if p.Format != Format {
-		errs.Add(diag.Pos{Line: 1, Col: 1}, "unsupported plan format %d (expected %d)", p.Format, Format)
-		return nil, errs
+		return nil, fail(0, "unsupported plan format %d (expected %d)", p.Format, Format)
 	}
 	return &p, nil
 }
 
-// jsonOffset finds the byte offset an encoding/json error refers to.
-func jsonOffset(err error, dec *json.Decoder) int {
-	var syn *json.SyntaxError
-	var typ *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &syn):
-		return int(syn.Offset) - 1 // the decoder reports the offset after the bad byte
-	case errors.As(err, &typ):
-		return int(typ.Offset)
-	}
-	return int(dec.InputOffset())
-}
-
-func jsonMessage(err error) string {
-	var typ *json.UnmarshalTypeError
-	if errors.As(err, &typ) {
-		field := typ.Field
-		if field == "" {
-			field = "plan"
-		}
-		return fmt.Sprintf("field %q: expected %s, got JSON %s", field, typ.Type, typ.Value)
-	}
-	if errors.Is(err, io.EOF) {
-		return "empty input"
-	}
-	return strings.TrimPrefix(err.Error(), "json: ")
-}
-
-// offsetPos converts a byte offset into a 1-based line and column.
+// offsetPos converts a byte offset into a 1-based line and column, the
+// column in characters as diag.Pos counts it (an invalid UTF-8 byte is
+// one).
 func offsetPos(src []byte, off int) diag.Pos {
 	off = min(max(off, 0), len(src))
 	line := 1 + bytes.Count(src[:off], []byte("\n"))
-	col := off - bytes.LastIndexByte(src[:off], '\n')
+	col := 1 + utf8.RuneCount(src[bytes.LastIndexByte(src[:off], '\n')+1:off])
 	return diag.Pos{Line: line, Col: col}
 }

@@ -8,20 +8,20 @@ import (
 	"unicode/utf8"
 )
 
-// fastDecode decodes src as Decode's encoding/json path would, when src
-// keeps to the plain JSON that Encode writes: every key exactly a field's
-// name, each once, integers where the schema has integers, strings with
-// no escapes but \" \\ \/ \b \f \n \r \t. Anything else — a key of another
-// case or unknown, a duplicate, a fraction or exponent for an integer, a
-// \u escape, invalid UTF-8, a type mismatch, data after the plan, a format
-// other than [Format] — makes it give up (ok false), and encoding/json
-// decodes the plan instead, errors included, so every diagnostic stays the
-// library's. encoding/json takes six to nine times as long
+// fastDecode decodes src as Decode's library path (decodeLibrary) would,
+// when src keeps to the plain JSON that Encode writes: every key exactly a
+// field's name, each once, integers where the schema has integers, strings
+// with no escapes but \" \\ \/ \b \f \n \r \t. Anything else — a key of
+// another case or unknown, a duplicate, a fraction or exponent for an
+// integer, a \u escape, invalid UTF-8, a type mismatch, data after the
+// plan, a format other than [Format] — makes it give up (ok false), and the
+// library decodes the plan instead, errors included, so every diagnostic
+// is decodeLibrary's. The library takes several times as long
 // (BenchmarkDecode): it reflects on every field and allocates every
-// string, list and pointer, and findDuplicate scans the bytes again. Here
-// the schema is code, repeated names are interned, and lists, pointers and
-// strings are carved from a few large allocations. TestFastDecode and
-// FuzzFastDecode hold it to encoding/json's plans.
+// string, list and pointer. Here the schema is code, repeated names are
+// interned, and lists, pointers and strings are carved from a few large
+// allocations. TestFastDecode and FuzzFastDecode hold it to the library's
+// plans.
 func fastDecode(src []byte) (p *Plan, ok bool) {
 	d := &fastDecoder{src: src, symbols: make(map[string]string)}
 	defer func() {
@@ -139,9 +139,8 @@ func (d *fastDecoder) literal(word string) {
 	d.pos += len(word)
 }
 
-// isNull consumes a null, if one is next. encoding/json leaves a value
-// that is null as it was: here always its zero value, no key being read
-// twice.
+// isNull consumes a null, if one is next. The library sets a value that
+// is null to its zero value, as the callers here do.
 func (d *fastDecoder) isNull() bool {
 	if d.peek() != 'n' {
 		return false
@@ -248,7 +247,7 @@ func (d *fastDecoder) nextItem() bool {
 
 // str reads a string and returns its bytes, unescaped: valid until the
 // next string is read. Control bytes (which JSON forbids), \u escapes and
-// invalid UTF-8 (which encoding/json replaces) give up.
+// invalid UTF-8 (which the library rejects) give up.
 func (d *fastDecoder) str() []byte {
 	d.expect('"')
 	start, i := d.pos, d.pos
@@ -385,8 +384,8 @@ func (d *fastDecoder) textInto(dst *string) {
 }
 
 // integer reads an integer without fraction or exponent (null is 0) that
-// fits in 64 bits: what strconv.ParseInt, which encoding/json calls, reads
-// of the forms JSON allows.
+// fits in 64 bits: what the library reads into an int64 of the forms JSON
+// allows.
 func (d *fastDecoder) integer() int64 {
 	if d.isNull() {
 		return 0
@@ -426,7 +425,7 @@ func (d *fastDecoder) int() int {
 	return int(v)
 }
 
-// number reads a JSON number and converts it as encoding/json does, with
+// number reads a JSON number and converts it as the library does, with
 // strconv.ParseFloat; out of range gives up.
 func (d *fastDecoder) number() float64 {
 	start := d.pos
@@ -570,7 +569,7 @@ func (c *chunk[T]) one() *T {
 	return &(*c)[len(*c)-1]
 }
 
-// take returns a copy of xs, non-nil even when empty, as encoding/json
+// take returns a copy of xs, non-nil even when empty, as the library
 // decodes [].
 func (c *chunk[T]) take(xs []T) []T {
 	k := len(xs)
@@ -628,8 +627,8 @@ func (b *blocks[T]) reserve(n int) {
 	b.cur, b.full = append(r, b.cur...), nil
 }
 
-// all returns the items in order, non-nil even when empty, as
-// encoding/json decodes []: the one block itself, when there is one and
+// all returns the items in order, non-nil even when empty, as the
+// library decodes []: the one block itself, when there is one and
 // it is nearly full, else a copy.
 func (b *blocks[T]) all() []T {
 	if len(b.full) == 0 && b.cur != nil && cap(b.cur)-len(b.cur) <= len(b.cur)/8+16 {

@@ -2,11 +2,11 @@ package plan
 
 // The plan's schema for fastDecode, type by type: each object reads its
 // fields by their exact names, each once (the bits of seen), and gives up
-// on any other key, so that encoding/json reports it.
+// on any other key, so that decodeLibrary reports it.
 
 func (d *fastDecoder) plan(p *Plan) {
 	if !d.object() {
-		d.fail() // a plan of null: encoding/json reports its format, 0
+		d.fail() // a plan of null: decodeLibrary reports its format, 0
 	}
 	var seen uint32
 	for k, more := d.firstKey(); more; k, more = d.nextKey() {

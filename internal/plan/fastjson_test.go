@@ -15,7 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// repoPlans is every JSON file of the repository that encoding/json
+// repoPlans is every JSON file of the repository that decodeLibrary
 // decodes as a plan: the examples, the conformance and regression goldens,
 // the exported plans of the docs and the tests' inputs.
 func repoPlans(t testing.TB) map[string][]byte {
@@ -50,7 +50,7 @@ func repoPlans(t testing.TB) map[string][]byte {
 }
 
 // mutate returns variants of a plan that fastDecode must either decline
-// or read as encoding/json does: each rewrites the first match of one
+// or read as decodeLibrary does: each rewrites the first match of one
 // pattern.
 func mutate(src []byte) [][]byte {
 	var out [][]byte
@@ -87,7 +87,7 @@ func mutate(src []byte) [][]byte {
 	return out
 }
 
-// sameAsLibrary checks that when fastDecode reads src, encoding/json
+// sameAsLibrary checks that when fastDecode reads src, decodeLibrary
 // decodes it too, to an equal plan, and reports whether fastDecode read it.
 func sameAsLibrary(t *testing.T, name string, src []byte) bool {
 	t.Helper()
@@ -97,17 +97,17 @@ func sameAsLibrary(t *testing.T, name string, src []byte) bool {
 	}
 	lib, err := decodeLibrary(name, src)
 	if err != nil {
-		t.Errorf("%s: fastDecode reads it, encoding/json: %v", name, err)
+		t.Errorf("%s: fastDecode reads it, decodeLibrary: %v", name, err)
 		return true
 	}
 	if !reflect.DeepEqual(lib, fast) {
-		t.Errorf("%s: fastDecode differs from encoding/json (-json +fast):\n%s", name, cmp.Diff(lib, fast))
+		t.Errorf("%s: fastDecode differs from decodeLibrary (-library +fast):\n%s", name, cmp.Diff(lib, fast))
 	}
 	return true
 }
 
-// TestFastDecode: fastDecode reads plain plans as encoding/json does and
-// declines the rest, whose errors encoding/json reports.
+// TestFastDecode: fastDecode reads plain plans as decodeLibrary does and
+// declines the rest, whose errors decodeLibrary reports.
 func TestFastDecode(t *testing.T) {
 	for _, tc := range []struct {
 		name, src string
@@ -201,7 +201,7 @@ func TestFastDecodeValidPlans(t *testing.T) {
 }
 
 // TestFastDecodeRepoPlans: every plan of the repository is read by
-// fastDecode, not encoding/json, to the same plan.
+// fastDecode, not decodeLibrary, to the same plan.
 func TestFastDecodeRepoPlans(t *testing.T) {
 	plans := repoPlans(t)
 	for _, name := range slices.Sorted(maps.Keys(plans)) {
@@ -214,7 +214,7 @@ func TestFastDecodeRepoPlans(t *testing.T) {
 	}
 }
 
-// FuzzFastDecode checks that whatever fastDecode reads, encoding/json
+// FuzzFastDecode checks that whatever fastDecode reads, decodeLibrary
 // reads too, as the same plan.
 func FuzzFastDecode(f *testing.F) {
 	plans := repoPlans(f)

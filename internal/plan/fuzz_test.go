@@ -1,12 +1,17 @@
 package plan
 
 import (
+	"bytes"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/nvcomm/nvcomm/internal/diag"
 )
 
 // FuzzDecodeValidate checks that Validate never panics on a decoded plan,
-// answers the same twice, and names only steps the plan has.
+// answers the same twice, and names only steps the plan has; and that a
+// plan Decode rejects gets one error, in the file, in nvcomm's words.
 func FuzzDecodeValidate(f *testing.F) {
 	for _, name := range slices.Sorted(func(yield func(string) bool) {
 		for n := range validPlans() {
@@ -32,6 +37,7 @@ func FuzzDecodeValidate(f *testing.F) {
 	f.Fuzz(func(t *testing.T, src []byte) {
 		p, err := Decode("fuzz.json", src)
 		if err != nil {
+			checkDecodeError(t, src, err)
 			return
 		}
 		got := Validate(p)
@@ -44,4 +50,23 @@ func FuzzDecodeValidate(f *testing.F) {
 			}
 		}
 	})
+}
+
+// checkDecodeError checks an error of Decode: one diagnostic, at a line
+// and column of src, worded by describe (the library's own messages, which
+// start "json:" or "jsontext:", are not shown).
+func checkDecodeError(t *testing.T, src []byte, err error) {
+	t.Helper()
+	dl, ok := err.(*diag.List)
+	if !ok || len(dl.Items) != 1 {
+		t.Fatalf("Decode error %T %v, want a *diag.List of one", err, err)
+	}
+	d := dl.Items[0]
+	lines := bytes.Split(src, []byte("\n"))
+	if d.Pos.Line < 1 || d.Pos.Line > len(lines) || d.Pos.Col < 1 || d.Pos.Col > len(lines[d.Pos.Line-1])+1 {
+		t.Fatalf("Decode error at %d:%d, outside the input: %v", d.Pos.Line, d.Pos.Col, err)
+	}
+	if strings.Contains(d.Message, "json:") || strings.Contains(d.Message, "jsontext:") {
+		t.Fatalf("Decode error in the library's words: %v", err)
+	}
 }
