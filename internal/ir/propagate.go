@@ -82,7 +82,7 @@ func (pr *propagator) forward(op *Op) bool {
 	}
 	for _, i := range referenceOrder(op) {
 		ref := op.Inputs[i]
-		toOut := func(pos int) int { return op.outputPos(i, valueIndex(ref, pos)) }
+		toOut := func(pos, parts int) int { return op.outputPos(i, valueIndex(ref, pos), parts) }
 		pr.shardLike(ref, out, toOut, false, op.Pos)
 	}
 	return pr.build(out)
@@ -97,7 +97,7 @@ func (pr *propagator) backward(f *Fusion) bool {
 			if !in.Propagated {
 				continue
 			}
-			toIn := func(pos int) int { return logicalPos(in, op.inputAxisOf(i, pos)) }
+			toIn := func(pos, parts int) int { return logicalPos(in, op.inputAxisOf(i, pos, parts)) }
 			if pr.shardLike(op.Out, in, toIn, true, op.Pos) && !pr.build(in) {
 				return false
 			}
@@ -114,7 +114,7 @@ func (pr *propagator) backward(f *Fusion) bool {
 // along it, and where the target's axis is split already: propagation
 // never overwrites a split. A fusion input receives the mesh only, as in
 // nvFuser: it is replicated. shardLike reports whether it added a split.
-func (pr *propagator) shardLike(ref, target *Tensor, toTarget func(int) int, backward bool, at diag.Pos) bool {
+func (pr *propagator) shardLike(ref, target *Tensor, toTarget func(pos, parts int) int, backward bool, at diag.Pos) bool {
 	if target.Mesh == nil {
 		target.Mesh = ref.Mesh
 	}
@@ -127,7 +127,7 @@ func (pr *propagator) shardLike(ref, target *Tensor, toTarget func(int) int, bac
 		if !free[s.typ] || !target.Mesh.Has(s.typ) || target.Mesh.Size(s.typ) != ref.Mesh.Size(s.typ) {
 			continue
 		}
-		q := toTarget(s.pos)
+		q := toTarget(s.pos, ref.Mesh.Size(s.typ))
 		if q < 0 || pr.splitAt(target, q) {
 			continue
 		}
@@ -278,20 +278,19 @@ func logicalPos(t *Tensor, a int) int {
 	return -1
 }
 
-// outputPos maps operand i's non-reduction axis a forward to the logical
-// position of Out that holds it, or -1: the output axis that InputAxis
-// maps to a; for a contraction, the contracted axis k to Out's trailing
-// reduction axis; for a reduction, the reduced axis to Out's reduction
-// axis (nvFuser's rDID: the sum over it is split over the devices).
-func (o *Op) outputPos(i, a int) int {
+// outputPos maps a block split into parts of operand i's non-reduction
+// axis a forward to the logical position of Out that it splits alike, or
+// -1: the output axis of the op's rule that shares a's outermost factor
+// (ops.Rule.ResultSplit); for a contraction, the contracted axis k to
+// Out's trailing reduction axis; for a reduction, the reduced axis to
+// Out's reduction axis (nvFuser's rDID: the sum over it is split over the
+// devices).
+func (o *Op) outputPos(i, a, parts int) int {
 	if a < 0 {
 		return -1
 	}
-	vals := o.Out.ValueAxes()
-	for j := range vals {
-		if o.InputAxis(i, j) == a {
-			return vals[j]
-		}
+	if j := o.Rule().ResultSplit(i, a, parts); j >= 0 {
+		return logicalPos(o.Out, j)
 	}
 	last := len(o.Out.Logical) - 1
 	switch {
@@ -303,11 +302,12 @@ func (o *Op) outputPos(i, a int) int {
 	return -1
 }
 
-// inputAxisOf maps Out's logical axis pos backward to operand i's
-// non-reduction axis, or -1: outputPos in reverse.
-func (o *Op) inputAxisOf(i, pos int) int {
+// inputAxisOf maps a block split into parts of Out's logical axis pos
+// backward to operand i's non-reduction axis, or -1: outputPos in
+// reverse.
+func (o *Op) inputAxisOf(i, pos, parts int) int {
 	if j := valueIndex(o.Out, pos); j >= 0 {
-		return o.InputAxis(i, j)
+		return o.Rule().OperandSplit(i, j, parts)
 	}
 	last := len(o.Out.Logical) - 1
 	switch {

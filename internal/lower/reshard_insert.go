@@ -168,7 +168,7 @@ func (ins *inserter) reshardAfter(op *ir.Op, want []split) {
 	have, _ := blockShards(x)
 	var mapped []split
 	for _, s := range have {
-		if j := outputAxisOf(op, s.Axis); j >= 0 {
+		if j := op.Rule().ResultSplit(0, s.Axis, x.Mesh.Size(s.Type)); j >= 0 {
 			mapped = append(mapped, split{j, s.Type})
 		}
 	}
@@ -220,7 +220,9 @@ func (ins *inserter) evenSum(op *ir.Op, t ir.ParallelType) bool {
 }
 
 // operandShards maps the output's splits onto operand i: each split of an
-// output axis that i has becomes a split of i's axis; a split of the summed
+// output axis becomes a split of the axis of i that the op's sharding rule
+// cuts alike (ops.Rule.OperandSplit: the axis of the same outermost
+// factor), when i has one; a split of the summed
 // axis becomes a split of i's contracted axis, and the output axis split by
 // that same type (a ReduceScatter) is then not i's if i enters the product
 // (the bias, added to the sum, is split as the output).
@@ -243,23 +245,12 @@ func operandShards(op *ir.Op, i int, want []split) []split {
 			// it. Not so linear's bias, which is added after the sum and
 			// so is split as the output is.
 		default:
-			if a := op.InputAxis(i, s.Axis); a >= 0 {
+			if a := op.Rule().OperandSplit(i, s.Axis, op.Out.Mesh.Size(s.Type)); a >= 0 {
 				need = append(need, split{a, s.Type})
 			}
 		}
 	}
 	return need
-}
-
-// outputAxisOf returns the output axis a single-operand op maps operand
-// axis a to, or -1.
-func outputAxisOf(op *ir.Op, a int) int {
-	for j := range op.Out.Shape() {
-		if op.InputAxis(0, j) == a {
-			return j
-		}
-	}
-	return -1
 }
 
 // newTensor builds an even, row-major tensor of the given value shape with

@@ -153,3 +153,65 @@ func TestRegisterAdds(t *testing.T) {
 		t.Errorf("registering in one registry changed the default one")
 	}
 }
+
+// TestSplitAlikeThroughReshape checks OperandSplit and ResultSplit on the
+// rules of a reshape [s, h·d] -> [s, h, d] (the split of a projection into
+// heads) and of its inverse, written in factors s = 8, h = 4, d = 16.
+func TestSplitAlikeThroughReshape(t *testing.T) {
+	factors := []Factor{{8, PassThrough}, {4, PassThrough}, {16, PassThrough}}
+	split := Rule{Factors: factors, Operands: [][]Dim{{{0}, {1, 2}}}, Result: []Dim{{0}, {1}, {2}}}
+	merge := Rule{Factors: factors, Operands: [][]Dim{{{0}, {1}, {2}}}, Result: []Dim{{0}, {1, 2}}}
+	for _, tc := range []struct {
+		name string
+		got  int
+		want int
+	}{
+		{"heads split: h in 2 cuts the outer factor of h·d", split.OperandSplit(0, 1, 2), 1},
+		{"heads split: h in 4", split.OperandSplit(0, 1, 4), 1},
+		{"heads split: h in 3 does not divide it", split.OperandSplit(0, 1, 3), -1},
+		{"heads split: d is an inner factor", split.OperandSplit(0, 2, 2), -1},
+		{"heads split: s, unevenly", split.OperandSplit(0, 0, 3), 0},
+		{"heads split backwards: h·d in 4 is h", split.ResultSplit(0, 1, 4), 1},
+		{"heads split backwards: h·d in 8 is more than h", split.ResultSplit(0, 1, 8), -1},
+		{"heads merge: h·d in 2 cuts h", merge.OperandSplit(0, 1, 2), 1},
+		{"heads merge backwards: h in 2 cuts h·d", merge.ResultSplit(0, 1, 2), 1},
+		{"heads merge backwards: d has no block counterpart", merge.ResultSplit(0, 2, 2), -1},
+		{"out of range", split.OperandSplit(0, 3, 2) + split.ResultSplit(1, 0, 2) + split.ResultSplit(0, 2, 2), -3},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s: got %d, want %d", tc.name, tc.got, tc.want)
+		}
+	}
+}
+
+// TestSplitAlikeIsOperandDim checks that for the built-in ops, whose
+// dimensions are single factors, a split maps as the index does.
+func TestSplitAlikeIsOperandDim(t *testing.T) {
+	cases := []struct {
+		op    string
+		in    [][]int
+		out   []int
+		attrs Attrs
+	}{
+		{"add", [][]int{{4, 1}, {1, 6}}, []int{4, 6}, Attrs{Axis: -1}},
+		{"sum", [][]int{{4, 6, 8}}, []int{4, 8}, Attrs{Axis: 1}},
+		{"broadcast", [][]int{{6}}, []int{4, 6, 2}, Attrs{Axis: -1, Axes: []int{0, 2}}},
+		{"matmul", [][]int{{2, 4, 8}, {8, 6}}, []int{2, 4, 6}, Attrs{Axis: -1}},
+		{"linear", [][]int{{3, 4, 8}, {6, 8}, {6}}, []int{3, 4, 6}, Attrs{Axis: -1}},
+	}
+	for _, tc := range cases {
+		r := Lookup(tc.op).Rule(tc.in, tc.out, tc.attrs)
+		for i := range tc.in {
+			for j := range tc.out {
+				if got, want := r.OperandSplit(i, j, 2), r.OperandDim(i, j); got != want {
+					t.Errorf("%s: OperandSplit(%d, %d) = %d, OperandDim %d", tc.op, i, j, got, want)
+				}
+				if d := r.OperandDim(i, j); d >= 0 {
+					if got := r.ResultSplit(i, d, 2); got != j {
+						t.Errorf("%s: ResultSplit(%d, %d) = %d, want %d", tc.op, i, d, got, j)
+					}
+				}
+			}
+		}
+	}
+}

@@ -67,6 +67,49 @@ func (r *Rule) OperandDim(i, j int) int {
 	return -1
 }
 
+// OperandSplit returns the dimension of operand i that a block split of
+// result dimension j into parts cuts alike, or -1 when there is none: the
+// dimension whose outermost factor is j's. A dimension of one factor is
+// cut as j is, evenly or not. A compound dimension (a reshape's [h·d]) is
+// cut alike only when the shared factor is its outermost and parts
+// divides that factor's size, as nvFuser propagates a device split
+// through a reshape (to the outermost logical axis) and DTensor keeps a
+// flattened dimension sharded (only its leftmost input dimension, of a
+// divisible size); a split of an inner factor has no block counterpart
+// and needs a resharding. j's own outermost factor is what a block split
+// of it cuts.
+func (r *Rule) OperandSplit(i, j, parts int) int {
+	if i < 0 || i >= len(r.Operands) || j < 0 || j >= len(r.Result) || len(r.Result[j]) == 0 {
+		return -1
+	}
+	return r.splitAlike(r.Result[j], r.Operands[i], parts)
+}
+
+// ResultSplit is OperandSplit backwards: the result dimension that a
+// block split of operand i's dimension d into parts cuts alike, or -1.
+func (r *Rule) ResultSplit(i, d, parts int) int {
+	if i < 0 || i >= len(r.Operands) || d < 0 || d >= len(r.Operands[i]) || len(r.Operands[i][d]) == 0 {
+		return -1
+	}
+	return r.splitAlike(r.Operands[i][d], r.Result, parts)
+}
+
+// splitAlike returns the dimension of dims whose outermost factor is
+// from's, when a block split of from into parts cuts it alike.
+func (r *Rule) splitAlike(from Dim, dims []Dim, parts int) int {
+	f := from[0]
+	for k, dim := range dims {
+		if len(dim) == 0 || dim[0] != f {
+			continue
+		}
+		if (len(dim) > 1 || len(from) > 1) && (parts < 1 || r.Factors[f].Size%parts != 0) {
+			return -1 // a compound dimension splits alike only on whole parts of its outer factor
+		}
+		return k
+	}
+	return -1
+}
+
 // ReductionDim returns the dimension of operand i that is a reduction
 // factor (a contraction's k, a reduction's axis), or -1 when it has none.
 func (r *Rule) ReductionDim(i int) int {
