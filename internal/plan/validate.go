@@ -96,6 +96,13 @@ type validator struct {
 	firstSharded map[string]*int
 	// exprs holds each op's Expr once a step has needed it ("" until then).
 	exprs []string
+	// cleanTensors holds, by appendTensorKey, what the step checks need to
+	// know of each tensor checked without a problem (validate_alike.go);
+	// tensorKey is the key being looked up, infoSlab the slab of
+	// tensorInfos of the tensors alike them.
+	cleanTensors map[string]*tensorInfo
+	tensorKey    []byte
+	infoSlab     []tensorInfo
 }
 
 // tensorInfo is what the step checks need to know about a tensor.
@@ -203,7 +210,7 @@ func (v *validator) checkTensors() {
 		case dup:
 			v.planf("%s is declared more than once", what)
 		}
-		info := v.checkTensor(what, t)
+		info := v.checkTensorOnce(what, t)
 		if !dup && e != nil {
 			e.tensor = info
 		}
