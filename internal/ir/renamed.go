@@ -8,7 +8,14 @@ package ir
 // lower.Certify builds each distinct spec of a plan's tensors once (a
 // chain of 100k tensors has a few).
 func (t *Tensor) Renamed(name string) *Tensor {
-	c := *t
-	c.Name, c.Producer = name, nil
-	return &c
+	c := new(Tensor)
+	t.RenamedInto(c, name)
+	return c
+}
+
+// RenamedInto makes *dst what t.Renamed(name) returns, in memory the
+// caller holds (lower.Certify's slab of a plan's tensors).
+func (t *Tensor) RenamedInto(dst *Tensor, name string) {
+	*dst = *t
+	dst.Name, dst.Producer = name, nil
 }

@@ -86,7 +86,7 @@ func rebuild(p *plan.Plan, ps *plan.Problems) (*ir.Fusion, *alikeTensors) {
 	if ps.Count() > 0 {
 		return nil, nil // tensors on a broken mesh would only repeat it
 	}
-	tensors := make(map[string]*ir.Tensor, len(p.Tensors))
+	index := make(map[string]int, len(p.Tensors)) // a name's position in f.Tensors
 	f.Tensors = sized[*ir.Tensor](len(p.Tensors))
 	alike := newAlikeTensors(len(p.Tensors))
 	for k, t := range p.Tensors {
@@ -94,21 +94,23 @@ func rebuild(p *plan.Plan, ps *plan.Problems) (*ir.Fusion, *alikeTensors) {
 		if it == nil {
 			continue
 		}
-		tensors[t.Name] = it
+		index[t.Name] = len(f.Tensors)
 		f.Tensors = append(f.Tensors, it)
 	}
 	if ps.Count() > 0 {
 		return nil, nil // ops on a broken tensor would only repeat it
 	}
+	b := newOpBuilder(p.Ops, f.Tensors, index)
+	f.Ops = sized[*ir.Op](len(p.Ops))
 	for i, op := range p.Ops {
-		if o := opOf(i, op, tensors, ps); o != nil {
+		if o := b.op(i, op, ps); o != nil {
 			f.Ops = append(f.Ops, o)
 		}
 	}
 	if ps.Count() > 0 {
 		return nil, nil
 	}
-	f.Inputs, f.Outputs = endpoints(f)
+	f.Inputs, f.Outputs = endpoints(f, b.read)
 	return f, alike
 }
 
@@ -153,21 +155,59 @@ func irStep(s plan.ScheduleStep) ir.ScheduleStep {
 	return ir.ScheduleStep{Kind: "(none)"}
 }
 
-// opOf is op i of a plan as ir writes it, or nil after adding why not.
-func opOf(i int, op plan.Op, tensors map[string]*ir.Tensor, ps *plan.Problems) *ir.Op {
-	out := tensors[op.Output]
-	var inputs []*ir.Tensor
-	for _, name := range op.Operands() {
-		inputs = append(inputs, tensors[name])
+// opBuilder makes a plan's ops as ir writes them, from slabs: an op and
+// its list of operands were two allocations of each of 100k ops.
+type opBuilder struct {
+	tensors []*ir.Tensor
+	index   map[string]int // a tensor's position in tensors, by name
+	ops     []ir.Op
+	inputs  []*ir.Tensor // the operands of the ops not yet built
+	// read marks the tensors an op reads, by position.
+	read []bool
+}
+
+func newOpBuilder(ops []plan.Op, tensors []*ir.Tensor, index map[string]int) *opBuilder {
+	n := 0
+	for k := range ops {
+		n += len(ops[k].Operands())
 	}
-	if out == nil || slices.Contains(inputs, nil) || !slices.Contains(ir.OpNames, op.Op) {
+	return &opBuilder{tensors: tensors, index: index, ops: make([]ir.Op, len(ops)), inputs: make([]*ir.Tensor, n),
+		read: make([]bool, len(tensors))}
+}
+
+// tensor returns the tensor called name and its position, or nil.
+func (b *opBuilder) tensor(name string) (*ir.Tensor, int) {
+	k, ok := b.index[name]
+	if !ok {
+		return nil, -1
+	}
+	return b.tensors[k], k
+}
+
+// op makes op i of the plan, or returns nil after adding why not.
+func (b *opBuilder) op(i int, op plan.Op, ps *plan.Problems) *ir.Op {
+	out, _ := b.tensor(op.Output)
+	names := op.Operands()
+	inputs := b.inputs[:len(names):len(names)] // its own: insertReshardings rewrites slots
+	b.inputs = b.inputs[len(names):]
+	ok := out != nil && slices.Contains(ir.OpNames, op.Op)
+	for k, name := range names {
+		in, at := b.tensor(name)
+		if in == nil {
+			ok = false
+			continue
+		}
+		inputs[k] = in
+		b.read[at] = true
+	}
+	if !ok {
 		ps.Addf(-1, "", "op %d: not an op between tensors of the plan", i)
 		return nil
 	}
-	in := inputs[0]
-	o := &ir.Op{Index: i, Kind: ir.OpKind(op.Op), Inputs: inputs, Out: out, Axis: -1, Axes: slices.Clone(op.Axes)}
+	o := &b.ops[i]
+	*o = ir.Op{Index: i, Kind: ir.OpKind(op.Op), Inputs: inputs, Out: out, Axis: -1, Axes: slices.Clone(op.Axes)}
 	if o.Kind.IsReduction() {
-		if op.Axis == nil || *op.Axis < 0 || *op.Axis >= len(in.ValueAxes()) {
+		if op.Axis == nil || *op.Axis < 0 || *op.Axis >= inputs[0].NumValueAxes() {
 			ps.Addf(-1, "", "op %d: %s needs an axis among the input's non-reduction axes", i, op.Op)
 			return nil
 		}
@@ -177,19 +217,14 @@ func opOf(i int, op plan.Op, tensors map[string]*ir.Tensor, ps *plan.Problems) *
 	return o
 }
 
-// endpoints returns the tensors no op produces and those no op reads.
-func endpoints(f *ir.Fusion) (ins, outs []*ir.Tensor) {
-	read := map[*ir.Tensor]bool{}
-	for _, op := range f.Ops {
-		for _, in := range op.Inputs {
-			read[in] = true
-		}
-	}
-	for _, t := range f.Tensors {
+// endpoints returns the tensors no op produces and those no op reads
+// (read marks, by position, those an op reads).
+func endpoints(f *ir.Fusion, read []bool) (ins, outs []*ir.Tensor) {
+	for k, t := range f.Tensors {
 		if t.Producer == nil {
 			ins = append(ins, t)
 		}
-		if !read[t] {
+		if !read[k] {
 			outs = append(outs, t)
 		}
 	}

@@ -30,7 +30,13 @@ type alikeTensors struct {
 	// being built.
 	key   []byte
 	steps []ir.ScheduleStep
+	// slab is memory for the tensors renamed: a tensor is a few hundred
+	// bytes, and a plan may have 100k.
+	slab []ir.Tensor
 }
+
+// tensorSlabSize is the most tensors alikeTensors allocates at once.
+const tensorSlabSize = 4096
 
 func newAlikeTensors(n int) *alikeTensors {
 	return &alikeTensors{classes: map[string]int32{}, class: make([]int32, n)}
@@ -46,7 +52,13 @@ func (a *alikeTensors) tensor(k int, t plan.Tensor, meshes map[string]*ir.Mesh, 
 	a.key = appendSpecKey(a.key[:0], spec)
 	if c, ok := a.classes[string(a.key)]; ok {
 		a.class[k] = c
-		return a.first[c].Renamed(t.Name)
+		if len(a.slab) == 0 {
+			a.slab = make([]ir.Tensor, min(len(a.class)-k, tensorSlabSize))
+		}
+		it := &a.slab[0]
+		a.slab = a.slab[1:]
+		a.first[c].RenamedInto(it, t.Name)
+		return it
 	}
 	spec.Schedule = cloneSteps(spec.Schedule) // the scratch is the next tensor's
 	it, err := ir.NewTensor(spec)
