@@ -271,3 +271,47 @@ func BenchmarkValidateCertify(b *testing.B) {
 	}
 	b.ReportMetric(float64(len(p.Steps)), "steps")
 }
+
+// TestCertifyTensorsAlike edits the analyses of tensors whose specs repeat
+// an earlier tensor's, which Certify builds once (a chain's tensors take
+// two specs): each edit is reported under the edited tensor's name, and
+// only there.
+func TestCertifyTensorsAlike(t *testing.T) {
+	chain := func(t *testing.T) *plan.Plan { return lowerSource(t, chainSource(6), lower.PolicyOptimal) }
+	for _, tc := range []struct {
+		name   string
+		mutate func(p *plan.Plan)
+		want   []plan.Problem
+	}{
+		{name: "unedited", mutate: func(*plan.Plan) {}},
+		{name: "local shape of a repeat", mutate: func(p *plan.Plan) { p.Tensors[4].LocalShape = []int{8, 16} },
+			want: []plan.Problem{pp(`tensor "t4": local_shape is [8,16], but its schedule gives [2,16]`)}},
+		{name: "sharding of a repeat", mutate: func(p *plan.Plan) { p.Tensors[5].Sharding[0].LogicalAxis = 0 },
+			want: []plan.Problem{pp(`tensor "t5": sharding is [{"type":"DIDx","logical_axis":0,"kind":"block"}], but its schedule gives [{"type":"DIDx","logical_axis":1,"kind":"block"}]`)}},
+		{name: "layout of the first and of a repeat", mutate: func(p *plan.Plan) {
+			p.Tensors[1].Layout = []int{1, 0}
+			p.Tensors[3].PaddedShape = []int{8, 16}
+		},
+			want: []plan.Problem{
+				pp(`tensor "t1": layout is [1,0], but its schedule gives [0,1]`),
+				pp(`tensor "t3": padded_shape is [8,16], but its schedule gives absent`),
+			}},
+		{name: "schedule of a repeat made another's", mutate: func(p *plan.Plan) {
+			p.Tensors[6].Schedule[0].OuterSplit.Axis, p.Tensors[6].Schedule[1].Parallelize.Axis = 1, 1
+		},
+			want: []plan.Problem{
+				pp(`tensor "t6": sharding is [{"type":"DIDx","logical_axis":0,"kind":"block"}], but its schedule gives [{"type":"DIDx","logical_axis":1,"kind":"block"}]`),
+				pp(`tensor "t6": local_shape is [2,16], but its schedule gives [8,4]`),
+				pp("summary: bytes_lower_bound is 576, but nvcomm computes 480 for the plan's fusion (policy optimal)"),
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := chain(t)
+			tc.mutate(p)
+			got, _ := lower.Certify(p)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("Certify mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -65,7 +65,7 @@ func TestSameStepAsJSON(t *testing.T) {
 			}
 			for _, b := range others {
 				pairs++
-				if got, want := sameStep(a, b), jsonSameStep(a, b); got != want {
+				if got, want := sameStep(&a, &b), jsonSameStep(a, b); got != want {
 					ja, _ := json.Marshal(a)
 					jb, _ := json.Marshal(b)
 					t.Fatalf("%s: sameStep = %v, JSON says %v for\n%s\n%s", file, got, want, ja, jb)
@@ -160,7 +160,7 @@ func TestSameStepEmpty(t *testing.T) {
 		{"ids (ignored)", plan.Step{ID: 1}, plan.Step{ID: 2}},
 	}
 	for _, tt := range tests {
-		if got, want := sameStep(tt.a, tt.b), jsonSameStep(tt.a, tt.b); got != want {
+		if got, want := sameStep(&tt.a, &tt.b), jsonSameStep(tt.a, tt.b); got != want {
 			t.Errorf("%s: sameStep = %v, JSON says %v", tt.name, got, want)
 		}
 	}

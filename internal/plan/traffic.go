@@ -18,13 +18,13 @@ func DTypeSize(dtype string) int { return shard.DTypeSize(dtype) }
 // plan's bytes, with this one function.
 func Traffic(s *Step, elem int64, holds func(int) bool) (sent, recv map[int]int64, ok bool) {
 	sent, recv = map[int]int64{}, map[int]int64{}
-	return sent, recv, trafficInto(s, elem, holds, sent, recv)
+	return sent, recv, trafficInto(s, elem, holds, mapBook(sent), mapBook(recv))
 }
 
-// trafficInto is [Traffic] booked into empty maps the caller owns, so that
-// validating a plan of many collectives reuses two maps rather than make
-// two a step.
-func trafficInto(s *Step, elem int64, holds func(int) bool, sent, recv map[int]int64) bool {
+// trafficInto is [Traffic] booked into empty books the caller owns, so
+// that validating a plan of many collectives reuses two books rather than
+// make two maps a step.
+func trafficInto(s *Step, elem int64, holds func(int) bool, sent, recv book) bool {
 	in, okIn := checked.Mul(s.Count.Input, int(elem))
 	out, okOut := checked.Mul(s.Count.Output, int(elem))
 	if !okIn || !okOut {
@@ -37,9 +37,22 @@ func trafficInto(s *Step, elem int64, holds func(int) bool, sent, recv map[int]i
 	return t.ok
 }
 
+// book holds bytes per device: a map (mapBook), or the validator's
+// deviceBook.
+type book interface {
+	get(d int) int64
+	set(d int, n int64)
+}
+
+// mapBook is a map as a book.
+type mapBook map[int]int64
+
+func (m mapBook) get(d int) int64    { return m[d] }
+func (m mapBook) set(d int, n int64) { m[d] = n }
+
 // tally accumulates one step's traffic, noting an overflow.
 type tally struct {
-	sent, recv map[int]int64
+	sent, recv book
 	elem       int64 // bytes of an element
 	ok         bool
 }
@@ -78,11 +91,11 @@ func (t *tally) exchange(counts [][]int, team []int, k int) {
 	}
 }
 
-// add adds n to m[d], noting an overflow.
-func (t *tally) add(m map[int]int64, d int, n int64) {
-	s, ok := checked.Add(m[d], n)
+// add adds n to d's bytes in m, noting an overflow.
+func (t *tally) add(m book, d int, n int64) {
+	s, ok := checked.Add(m.get(d), n)
 	t.ok = t.ok && ok
-	m[d] = s
+	m.set(d, s)
 }
 
 // team books what the members of one team send and receive; in and out are
@@ -92,11 +105,14 @@ func (t *tally) team(s *Step, team []int, in, out int, holds func(int) bool) {
 	for k, d := range team {
 		switch s.Type {
 		case Allgather:
-			t.sent[d], t.recv[d] = t.times(n-1, in), t.times(n-1, in)
+			t.sent.set(d, t.times(n-1, in))
+			t.recv.set(d, t.times(n-1, in))
 		case ReduceScatter, AllToAll:
-			t.sent[d], t.recv[d] = t.share(n-1, in, n), t.share(n-1, in, n)
+			t.sent.set(d, t.share(n-1, in, n))
+			t.recv.set(d, t.share(n-1, in, n))
 		case Allreduce:
-			t.sent[d], t.recv[d] = t.share(2*(n-1), in, n), t.share(2*(n-1), in, n)
+			t.sent.set(d, t.share(2*(n-1), in, n))
+			t.recv.set(d, t.share(2*(n-1), in, n))
 		case Broadcast, Scatter:
 			if s.Root == nil {
 				continue

@@ -2,6 +2,9 @@ package plan
 
 import (
 	"math"
+	"os"
+	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -186,4 +189,90 @@ func TestExchangeReadersWriters(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDeviceBookAsMap: the validator's deviceBook books what Traffic's
+// maps do, device by device (zeros included), for every collective of the
+// golden plans and for those steps with their teams' devices moved out of
+// the meshes, over indexes of the devices dense, sparse and none.
+func TestDeviceBookAsMap(t *testing.T) {
+	files, err := filepath.Glob("../../testdata/*/*.json")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no golden plans (%v)", err)
+	}
+	dense, sparse, huge := map[int]bool{}, map[int]bool{}, map[int]bool{}
+	for d := range 16 {
+		dense[d], sparse[2*d+1] = true, true
+	}
+	for d := range maxSetBits + 1 {
+		huge[d] = true
+	}
+	holds := func(d int) bool { return d%3 != 1 }
+	steps := 0
+	for _, file := range files {
+		src, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := Decode(file, src)
+		if err != nil {
+			continue // the invalid corpus
+		}
+		for _, s := range p.Steps {
+			if s.Kind != KindCollective {
+				continue
+			}
+			moved := s
+			moved.Teams = nil
+			for _, team := range s.Teams {
+				moved.Teams = append(moved.Teams, append(slices.Clone(team), 100+len(team)))
+			}
+			for _, step := range []Step{s, moved} {
+				steps++
+				wantSent, wantRecv, wantOK := Traffic(&step, 4, holds)
+				for name, devices := range map[string]map[int]bool{"dense": dense, "sparse": sparse, "huge": huge} {
+					x := newDeviceIndex(devices)
+					sent, recv := newDeviceBook(&x), newDeviceBook(&x)
+					for range 2 { // the second time over books already used
+						sent.reset()
+						recv.reset()
+						ok := trafficInto(&step, 4, holds, sent, recv)
+						if ok != wantOK {
+							t.Fatalf("%s: step %d, %s: ok %v, want %v", file, step.ID, name, ok, wantOK)
+						}
+						if !ok {
+							continue
+						}
+						for _, c := range []struct {
+							b    *deviceBook
+							want map[int]int64
+						}{{sent, wantSent}, {recv, wantRecv}} {
+							got := map[int]int64{}
+							for _, d := range c.b.touched {
+								got[d] = c.b.get(d)
+							}
+							if diff := cmp.Diff(c.want, got); diff != "" {
+								t.Fatalf("%s: step %d, %s: book differs from Traffic's map (-map +book):\n%s", file, step.ID, name, diff)
+							}
+							if most := largestOf(c.want); c.b.largest() != most {
+								t.Fatalf("%s: step %d, %s: largest %d, want %d", file, step.ID, name, c.b.largest(), most)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	if steps == 0 {
+		t.Fatal("no collective steps")
+	}
+}
+
+// largestOf is the largest value of m, 0 when m is empty.
+func largestOf(m map[int]int64) int64 {
+	var most int64
+	for _, n := range m {
+		most = max(most, n)
+	}
+	return most
 }

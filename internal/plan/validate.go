@@ -45,11 +45,11 @@ func Validate(p *Plan) []Problem {
 		return []Problem{{Step: -1, Msg: "no plan"}}
 	}
 	v := &validator{
-		p: p, received: map[int]int64{},
-		names: make(map[string]*nameInfo, len(p.Tensors)+len(p.Steps)), meshSets: map[string]*deviceSet{},
+		p: p, names: make(map[string]*nameInfo, len(p.Tensors)+len(p.Steps)), meshSets: map[string]*deviceSet{},
 	}
 	v.checkHeader()
 	v.checkMeshes()
+	v.received = newDeviceBook(&v.devIndex)
 	v.checkTensors()
 	v.checkOps()
 	v.checkSteps()
@@ -79,10 +79,10 @@ type validator struct {
 	opOK []bool
 	// received is what each device receives in the steps checked so far;
 	// trafficUnknown is set once a collective's traffic is not certain.
-	received       map[int]int64
+	received       *deviceBook
 	trafficUnknown bool
-	// sent and recv are checkTraffic's maps, emptied for every step.
-	sent, recv map[int]int64
+	// sent and recv are checkTraffic's books, emptied for every step.
+	sent, recv *deviceBook
 	// devIndex numbers the devices of the sets of the devices that hold
 	// each buffer (nameInfo.held), from slabs of sets and of their words.
 	devIndex deviceIndex
@@ -96,6 +96,16 @@ type validator struct {
 	firstSharded map[string]*int
 	// exprs holds each op's Expr once a step has needed it ("" until then).
 	exprs []string
+	// cleanTensors holds, by appendTensorKey, what the step checks need to
+	// know of each tensor checked without a problem (validate_alike.go);
+	// tensorKey is the key being looked up, infoSlab the slab of
+	// tensorInfos of the tensors alike them.
+	cleanTensors map[string]*tensorInfo
+	tensorKey    []byte
+	infoSlab     []tensorInfo
+	// teamOf and inTeam are checkTeams' and checkDevices' marks of the
+	// devices of a step (validate_devices.go).
+	teamOf, inTeam deviceMarks
 }
 
 // tensorInfo is what the step checks need to know about a tensor.
@@ -203,7 +213,7 @@ func (v *validator) checkTensors() {
 		case dup:
 			v.planf("%s is declared more than once", what)
 		}
-		info := v.checkTensor(what, t)
+		info := v.checkTensorOnce(what, t)
 		if !dup && e != nil {
 			e.tensor = info
 		}

@@ -29,40 +29,31 @@ func (v *validator) checkTraffic(i int, s *Step, op *Op) {
 	}
 	holders := v.holders(s.Input)
 	if v.sent == nil {
-		v.sent, v.recv = map[int]int64{}, map[int]int64{}
+		v.sent, v.recv = newDeviceBook(&v.devIndex), newDeviceBook(&v.devIndex)
 	}
 	sent, recv := v.sent, v.recv
-	clear(sent)
-	clear(recv)
+	sent.reset()
+	recv.reset()
 	ok := trafficInto(s, int64(elem), func(d int) bool { return holders != nil && holders.has(&v.devIndex, d) }, sent, recv)
 	if !ok {
 		v.stepf(i, "the bytes of count {%d, %d} overflow a 64-bit integer", s.Count.Input, s.Count.Output)
 		v.trafficUnknown = true
 		return
 	}
-	want := Bytes{SentPerDevice: largest(sent), ReceivedPerDevice: largest(recv)}
+	want := Bytes{SentPerDevice: sent.largest(), ReceivedPerDevice: recv.largest()}
 	if got := s.Bytes; got.SentPerDevice != want.SentPerDevice || got.ReceivedPerDevice != want.ReceivedPerDevice {
 		v.stepf(i, "bytes are {sent %d, received %d} per device, but the step moves {%d, %d} (docs/plan.md, Bytes)",
 			got.SentPerDevice, got.ReceivedPerDevice, want.SentPerDevice, want.ReceivedPerDevice)
 	}
-	for d, n := range recv {
-		total, ok := checked.Add(v.received[d], n)
+	for _, d := range recv.touched {
+		total, ok := checked.Add(v.received.get(d), recv.get(d))
 		if !ok {
 			v.stepf(i, "the bytes device %d receives in the plan overflow a 64-bit integer", d)
 			v.trafficUnknown = true
 			return
 		}
-		v.received[d] = total
+		v.received.set(d, total)
 	}
-}
-
-// largest returns the largest value of m, 0 when m is empty.
-func largest(m map[int]int64) int64 {
-	var most int64
-	for _, n := range m {
-		most = max(most, n)
-	}
-	return most
 }
 
 // checkBytesReceivedMax checks bytes_received_max against the steps' bytes
@@ -71,7 +62,7 @@ func (v *validator) checkBytesReceivedMax() {
 	if v.trafficUnknown {
 		return // a step has problems; its traffic is not certain
 	}
-	want, got := largest(v.received), v.p.Summary.BytesReceivedMax
+	want, got := v.received.largest(), v.p.Summary.BytesReceivedMax
 	if got != want {
 		v.planf("summary: bytes_received_max is %d, but the steps make a device receive at most %d bytes", got, want)
 	}

@@ -112,3 +112,129 @@ func (v *validator) heldSet(name string) *deviceSet {
 	}
 	return e.held
 }
+
+// deviceMarks marks devices with a value, as a map from device to value
+// would, emptied by reset: per device number (deviceIndex), a value and
+// the generation that set it, with a map only for devices in no mesh. The
+// checks of a step's teams and devices made two maps a step.
+type deviceMarks struct {
+	gen   []uint32
+	val   []int32
+	cur   uint32
+	other map[int]int32
+}
+
+// reset empties the marks, for devices numbered below n.
+func (m *deviceMarks) reset(n int) {
+	if len(m.gen) < n {
+		m.gen, m.val = make([]uint32, n), make([]int32, n)
+	}
+	m.cur++
+	if m.cur == 0 { // wrapped: marks of 2^32 resets ago would read as new
+		clear(m.gen)
+		m.cur = 1
+	}
+	if len(m.other) > 0 {
+		clear(m.other)
+	}
+}
+
+// get returns d's mark, 0 and false when d has none.
+func (m *deviceMarks) get(x *deviceIndex, d int) (int32, bool) {
+	if b, ok := x.bit(d); ok {
+		if m.gen[b] != m.cur {
+			return 0, false
+		}
+		return m.val[b], true
+	}
+	v, ok := m.other[d]
+	return v, ok
+}
+
+// set marks d with v.
+func (m *deviceMarks) set(x *deviceIndex, d int, v int32) {
+	if b, ok := x.bit(d); ok {
+		m.gen[b], m.val[b] = m.cur, v
+		return
+	}
+	if m.other == nil {
+		m.other = map[int]int32{}
+	}
+	m.other[d] = v
+}
+
+// inMesh reports whether d is a device of a mesh of the plan.
+func (v *validator) inMesh(d int) bool {
+	if _, ok := v.devIndex.bit(d); ok {
+		return true
+	}
+	return v.devices[d]
+}
+
+// deviceBook is a book (traffic.go) of bytes per device, emptied by
+// reset, laid out as deviceMarks: two maps a step, cleared and read back,
+// were a sixth of validating a plan of many collectives.
+type deviceBook struct {
+	x     *deviceIndex
+	val   []int64
+	gen   []uint32
+	cur   uint32
+	other map[int]int64
+	// touched lists the devices with bytes, in the order first booked.
+	touched []int
+}
+
+// newDeviceBook returns an empty book over the devices x numbers.
+func newDeviceBook(x *deviceIndex) *deviceBook {
+	return &deviceBook{x: x, val: make([]int64, x.n), gen: make([]uint32, x.n), cur: 1}
+}
+
+// reset empties the book.
+func (b *deviceBook) reset() {
+	b.cur++
+	if b.cur == 0 {
+		clear(b.gen)
+		b.cur = 1
+	}
+	if len(b.other) > 0 {
+		clear(b.other)
+	}
+	b.touched = b.touched[:0]
+}
+
+func (b *deviceBook) get(d int) int64 {
+	if k, ok := b.x.bit(d); ok {
+		if b.gen[k] != b.cur {
+			return 0
+		}
+		return b.val[k]
+	}
+	return b.other[d]
+}
+
+func (b *deviceBook) set(d int, n int64) {
+	if k, ok := b.x.bit(d); ok {
+		if b.gen[k] != b.cur {
+			b.gen[k] = b.cur
+			b.touched = append(b.touched, d)
+		}
+		b.val[k] = n
+		return
+	}
+	if b.other == nil {
+		b.other = map[int]int64{}
+	}
+	if _, ok := b.other[d]; !ok {
+		b.touched = append(b.touched, d)
+	}
+	b.other[d] = n
+}
+
+// largest returns the most bytes of a device, 0 when the book is empty.
+func (b *deviceBook) largest() int64 {
+	var most int64
+	for _, d := range b.touched {
+		most = max(most, b.get(d))
+	}
+	return most
+}

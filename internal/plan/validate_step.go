@@ -135,41 +135,45 @@ func (v *validator) checkSliceMembers(i int, s *Step) {
 }
 
 func (v *validator) checkTeams(i int, s *Step) {
-	teamOf := map[int]int{}
+	teamOf, inTeam := &v.teamOf, &v.inTeam
+	teamOf.reset(v.devIndex.n)
 	for k, team := range s.Teams {
 		if len(team) == 0 {
 			v.stepf(i, "team %d is empty", k)
 		}
 		selfCopy := s.Type == SendRecv && len(team) == 2
-		inTeam := map[int]bool{}
+		inTeam.reset(v.devIndex.n)
 		for _, d := range team {
-			if inTeam[d] {
+			if _, in := inTeam.get(&v.devIndex, d); in {
 				if !selfCopy {
 					v.stepf(i, "device %d is in team %d more than once", d, k)
 				}
 				continue
 			}
-			inTeam[d] = true
-			if !v.devices[d] {
+			inTeam.set(&v.devIndex, d, 0)
+			if !v.inMesh(d) {
 				v.stepf(i, "device %d of team %d is in no mesh", d, k)
 			}
-			if j, ok := teamOf[d]; ok {
+			if j, ok := teamOf.get(&v.devIndex, d); ok {
 				v.stepf(i, "device %d is in teams %d and %d", d, j, k)
 			} else {
-				teamOf[d] = k
+				teamOf.set(&v.devIndex, d, int32(k))
 			}
 		}
 	}
 }
 
 func (v *validator) checkDevices(i int, s *Step) {
-	seen := map[int]int{}
+	seen := &v.inTeam
+	seen.reset(v.devIndex.n)
 	for _, d := range s.Devices {
-		seen[d]++
+		n, _ := seen.get(&v.devIndex, d)
+		n++
+		seen.set(&v.devIndex, d, n)
 		switch {
-		case seen[d] == 2:
+		case n == 2:
 			v.stepf(i, "device %d is listed more than once", d)
-		case seen[d] == 1 && !v.devices[d]:
+		case n == 1 && !v.inMesh(d):
 			v.stepf(i, "device %d is in no mesh", d)
 		}
 	}
