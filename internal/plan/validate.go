@@ -40,12 +40,18 @@ func (p Problem) String() string {
 // meshes by name, tensors, ops, steps in order, coverage, summary), at
 // most MaxProblems of them and then one that counts the rest, or nil when
 // p is valid. It never panics, whatever p holds.
-func Validate(p *Plan) []Problem {
+func Validate(p *Plan) []Problem { return validate(p, true) }
+
+// validate is Validate; alike lets it check each set of tensors alike
+// once (validate_alike.go), which tests turn off to show that it changes
+// nothing found.
+func validate(p *Plan, alike bool) []Problem {
 	if p == nil {
 		return []Problem{{Step: -1, Msg: "no plan"}}
 	}
 	v := &validator{
 		p: p, names: make(map[string]*nameInfo, len(p.Tensors)+len(p.Steps)), meshSets: map[string]*deviceSet{},
+		alike: alike,
 	}
 	v.checkHeader()
 	v.checkMeshes()
@@ -63,6 +69,8 @@ func Validate(p *Plan) []Problem {
 type validator struct {
 	p     *Plan
 	probs Problems
+	// alike lets checkTensorOnce skip tensors alike ones checked before.
+	alike bool
 	// devices holds every non-negative device id of every mesh.
 	devices map[int]bool
 	// names holds what is known of each tensor and buffer (nameInfo),

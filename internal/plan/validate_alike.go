@@ -9,14 +9,10 @@ import "encoding/binary"
 // without a problem has none either, and the same facts for the steps'
 // checks. Checking every tensor was a fifth of validating such a plan.
 
-// checkTensorsAlike, which tests turn off, lets checkTensorOnce skip
-// tensors alike.
-var checkTensorsAlike = true
-
 // checkTensorOnce is checkTensor, which it skips for a tensor alike one
 // checked before without a problem.
 func (v *validator) checkTensorOnce(what tensorRef, t *Tensor) *tensorInfo {
-	if !checkTensorsAlike {
+	if !v.alike {
 		return v.checkTensor(what, t)
 	}
 	v.tensorKey = appendTensorKey(v.tensorKey[:0], t)

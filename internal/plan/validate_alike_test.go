@@ -12,10 +12,7 @@ import (
 // validateBothWays returns Validate(p) with tensors alike skipped, and as
 // every tensor checked on its own.
 func validateBothWays(p *Plan) (alike, alone []Problem) {
-	alike = Validate(p)
-	checkTensorsAlike = false
-	defer func() { checkTensorsAlike = true }()
-	return alike, Validate(p)
+	return Validate(p), validate(p, false)
 }
 
 // withTwins returns p with a copy of each of base's tensors, renamed,
