@@ -107,11 +107,7 @@ func appendSpecKey(b []byte, spec ir.TensorSpec) []byte {
 	b = appendInts(b, spec.Shape)
 	b = appendInts(b, spec.ReductionAxes)
 	b = appendInts(b, spec.Allocation)
-	if spec.Placements == nil {
-		b = binary.AppendVarint(b, -1)
-	} else {
-		b = binary.AppendVarint(b, int64(len(spec.Placements)))
-	}
+	b = appendLen(b, spec.Placements == nil, len(spec.Placements))
 	for _, pl := range spec.Placements {
 		b = appendString(b, string(pl.Kind))
 		b = binary.AppendVarint(b, int64(pl.Dim))
@@ -119,11 +115,7 @@ func appendSpecKey(b []byte, spec ir.TensorSpec) []byte {
 	}
 	b = appendString(b, string(spec.Partial))
 	b = appendBool(b, spec.Propagated)
-	if spec.Schedule == nil {
-		b = binary.AppendVarint(b, -1)
-	} else {
-		b = binary.AppendVarint(b, int64(len(spec.Schedule)))
-	}
+	b = appendLen(b, spec.Schedule == nil, len(spec.Schedule))
 	for _, s := range spec.Schedule {
 		b = appendString(b, string(s.Kind))
 		b = binary.AppendVarint(b, int64(s.Axis))
@@ -140,12 +132,18 @@ func appendString(b []byte, s string) []byte {
 	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
 }
 
-// appendInts appends xs's length, or -1 when nil, then its elements.
-func appendInts(b []byte, xs []int) []byte {
-	if xs == nil {
+// appendLen appends a list's length, or -1 when it is nil: a nil list is
+// not an empty one.
+func appendLen(b []byte, isNil bool, n int) []byte {
+	if isNil {
 		return binary.AppendVarint(b, -1)
 	}
-	b = binary.AppendVarint(b, int64(len(xs)))
+	return binary.AppendVarint(b, int64(n))
+}
+
+// appendInts appends xs's length, or -1 when nil, then its elements.
+func appendInts(b []byte, xs []int) []byte {
+	b = appendLen(b, xs == nil, len(xs))
 	for _, x := range xs {
 		b = binary.AppendVarint(b, int64(x))
 	}

@@ -13,6 +13,30 @@ import (
 	"testing"
 )
 
+// decodedGoldens decodes the plans of the repository's testdata folders,
+// by file, in file order; files that do not decode (the invalid corpus)
+// are left out.
+func decodedGoldens(t *testing.T) ([]string, map[string]*Plan) {
+	t.Helper()
+	files, err := filepath.Glob("../../testdata/*/*.json")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no golden plans (%v)", err)
+	}
+	var names []string
+	plans := map[string]*Plan{}
+	for _, file := range files {
+		src, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p, err := Decode(file, src); err == nil {
+			names = append(names, file)
+			plans[file] = p
+		}
+	}
+	return names, plans
+}
+
 // goldenPlans lists every plan checked in under testdata: the repository's
 // and the packages' (not the Chrome traces of plans, NAME.trace.json).
 func goldenPlans(t *testing.T) []string {

@@ -2,8 +2,6 @@ package plan
 
 import (
 	"math"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 
@@ -196,10 +194,7 @@ func TestExchangeReadersWriters(t *testing.T) {
 // golden plans and for those steps with their teams' devices moved out of
 // the meshes, over indexes of the devices dense, sparse and none.
 func TestDeviceBookAsMap(t *testing.T) {
-	files, err := filepath.Glob("../../testdata/*/*.json")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no golden plans (%v)", err)
-	}
+	files, plans := decodedGoldens(t)
 	dense, sparse, huge := map[int]bool{}, map[int]bool{}, map[int]bool{}
 	for d := range 16 {
 		dense[d], sparse[2*d+1] = true, true
@@ -210,14 +205,7 @@ func TestDeviceBookAsMap(t *testing.T) {
 	holds := func(d int) bool { return d%3 != 1 }
 	steps := 0
 	for _, file := range files {
-		src, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := Decode(file, src)
-		if err != nil {
-			continue // the invalid corpus
-		}
+		p := plans[file]
 		for _, s := range p.Steps {
 			if s.Kind != KindCollective {
 				continue

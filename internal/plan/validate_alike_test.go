@@ -1,8 +1,6 @@
 package plan
 
 import (
-	"os"
-	"path/filepath"
 	"reflect"
 	"testing"
 
@@ -54,19 +52,9 @@ func TestValidateTensorsAlike(t *testing.T) {
 			t.Errorf("%s: Validate with tensors alike skipped differs (-alone +alike):\n%s", tc.name, diff)
 		}
 	}
-	files, err := filepath.Glob("../../testdata/*/*.json")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no golden plans (%v)", err)
-	}
+	files, plans := decodedGoldens(t)
 	for _, file := range files {
-		src, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := Decode(file, src)
-		if err != nil {
-			continue // the invalid corpus
-		}
+		p := plans[file]
 		alike, alone := validateBothWays(withTwins(p, p))
 		if diff := cmp.Diff(alone, alike); diff != "" {
 			t.Errorf("%s: Validate with tensors alike skipped differs (-alone +alike):\n%s", file, diff)
