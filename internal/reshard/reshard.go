@@ -132,8 +132,15 @@ func (l *Ledger) Reserve(n int) { l.steps.reserve(n) }
 // NumSteps is the number of steps written so far.
 func (l *Ledger) NumSteps() int { return l.steps.len() }
 
-// Steps are the steps written so far.
+// Steps are the steps written so far and not flushed.
 func (l *Ledger) Steps() []plan.Step { return l.steps.all() }
+
+// Flush hands each step written since the last flush to each, in order,
+// and forgets them, so that a plan can be written op by op without
+// holding its steps: call it between ops (an op's steps may change until
+// it is lowered). each must copy what it keeps of a step. Step ids go on
+// counting the steps flushed.
+func (l *Ledger) Flush(each func(*plan.Step)) { l.steps.flush(each) }
 
 // Errs is the fusion's error list, which every pass of a lowering adds to.
 func (l *Ledger) Errs() *diag.List { return l.errs }

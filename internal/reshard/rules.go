@@ -186,10 +186,10 @@ func (c *opCtx) local(src, dst *view) {
 // intermediate src, when the last step did, saving a copy.
 func (c *opCtx) retarget(src, dst *view) bool {
 	n := c.steps.len()
-	if n == 0 || c.steps.at(n-1).Op != c.op.Index || c.steps.at(n-1).Output != src.name || !strings.Contains(src.name, "/") {
+	if n == c.steps.base || c.steps.at(n-1).Op != c.op.Index || c.steps.at(n-1).Output != src.name || !strings.Contains(src.name, "/") {
 		return false
 	}
-	for i := n - 1; i >= 0 && c.steps.at(i).Op == c.op.Index; i-- {
+	for i := n - 1; i >= c.steps.base && c.steps.at(i).Op == c.op.Index; i-- {
 		if s := c.steps.at(i); s.Output == src.name {
 			s.Output = dst.name
 		}
