@@ -16,8 +16,9 @@ import (
 )
 
 // TestStreamAsLower lowers every golden fusion and a few generated ones
-// under every policy both ways: Stream must write the bytes that Encode
-// writes of Lower's plan, or fail with Lower's error.
+// under every policy both ways, Stream's fusion with and without
+// ShareAlike: Stream must write the bytes that Encode writes of Lower's
+// plan, or fail with Lower's error (and its positions).
 func TestStreamAsLower(t *testing.T) {
 	type input struct {
 		name string
@@ -47,15 +48,21 @@ func TestStreamAsLower(t *testing.T) {
 				continue // a parse error: nothing to lower
 			}
 			want, wantErr := lowered(f, lower.Policy(policy))
-			f, _ = ir.Parse(in.name, in.src) // Lower may not change f, but a fresh one proves nothing is shared
-			var got bytes.Buffer
-			gotErr := lower.Stream(f, lower.Options{Policy: lower.Policy(policy)}, plan.NewWriter(&got))
-			if d := cmp.Diff(fmt.Sprint(wantErr), fmt.Sprint(gotErr)); d != "" {
-				t.Errorf("%s/%s: error (-Lower +Stream):\n%s", in.name, policy, d)
-				continue
-			}
-			if wantErr == nil && !bytes.Equal(want, got.Bytes()) {
-				t.Errorf("%s/%s: Stream wrote other bytes than Encode of Lower's plan:\n%s", in.name, policy, cmp.Diff(string(want), got.String()))
+			for _, share := range []bool{false, true} {
+				name := fmt.Sprintf("%s/%s/share=%v", in.name, policy, share)
+				f, _ = ir.Parse(in.name, in.src) // a fresh fusion: nothing Lower did to it is seen
+				if share {
+					f.ShareAlike()
+				}
+				var got bytes.Buffer
+				gotErr := lower.Stream(f, lower.Options{Policy: lower.Policy(policy)}, plan.NewWriter(&got))
+				if d := cmp.Diff(fmt.Sprint(wantErr), fmt.Sprint(gotErr)); d != "" {
+					t.Errorf("%s: error (-Lower +Stream):\n%s", name, d)
+					continue
+				}
+				if wantErr == nil && !bytes.Equal(want, got.Bytes()) {
+					t.Errorf("%s: Stream wrote other bytes than Encode of Lower's plan:\n%s", name, cmp.Diff(string(want), got.String()))
+				}
 			}
 		}
 	}
