@@ -110,7 +110,6 @@ func streamPlan(cmd *cobra.Command, arg, output string, opts lower.Options) erro
 	if err != nil {
 		return report(cmd, err)
 	}
-	f.ShareAlike() // the fusion of 100k ops is then a third of its size
 	var lowerErr error
 	write := func(w io.Writer) error {
 		err := lower.Stream(f, opts, plan.NewWriter(&planLimitWriter{w: w, left: planLimit(cmd), cmd: cmd}))

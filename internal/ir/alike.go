@@ -20,22 +20,41 @@ import (
 // first tensor's: only the parser's checks read those, and lowering's
 // errors are positioned at ops.
 func (f *Fusion) ShareAlike() {
-	first := make(map[string]*Tensor)
-	var key []byte
+	var tab alikeTable
 	for _, t := range f.Tensors {
-		if t.Mesh == nil {
-			continue // none after a parse without error; nothing to key on
-		}
-		key = t.appendAlikeKey(key[:0])
-		u, ok := first[string(key)]
-		if !ok {
-			first[string(key)] = t
-			continue
-		}
-		name, pos, producer, declared := t.Name, t.Pos, t.Producer, t.Declared
-		u.RenamedInto(t, name)
-		t.Pos, t.Producer, t.Declared = pos, producer, declared
+		tab.share(t)
 	}
+}
+
+// alikeTable finds, for a tensor, the first tensor alike it: ShareAlike
+// over a whole fusion, or a builder that shares each tensor as soon as its
+// domains and analyses are final, so that the copies never pile up.
+type alikeTable struct {
+	first map[string]*Tensor
+	key   []byte
+}
+
+// share makes t share the domains of the first tensor alike it that the
+// table has seen, or remembers t as the first of its kind.
+func (tab *alikeTable) share(t *Tensor) {
+	if t.Mesh == nil {
+		return // none after a parse without error; nothing to key on
+	}
+	if tab.first == nil {
+		tab.first = make(map[string]*Tensor)
+	}
+	tab.key = t.appendAlikeKey(tab.key[:0])
+	u, ok := tab.first[string(tab.key)]
+	if !ok {
+		tab.first[string(tab.key)] = t
+		return
+	}
+	if u == t {
+		return
+	}
+	name, pos, producer, declared := t.Name, t.Pos, t.Producer, t.Declared
+	u.RenamedInto(t, name)
+	t.Pos, t.Producer, t.Declared = pos, producer, declared
 }
 
 // appendAlikeKey appends to b what ShareAlike compares: everything that

@@ -86,7 +86,13 @@ func Lower(f *ir.Fusion, opts Options) (*plan.Plan, error) {
 // and its summary. The bytes are those plan.Encode writes for Lower's
 // plan. On an error, what w has received is no plan: the caller drops
 // it.
+//
+// Stream also keeps the fusion small: f's tensors alike, and those of
+// the fusion with the resharding sets inserted, share their domains
+// (ir.Fusion.ShareAlike), which leaves f what it was but for the source
+// positions inside its tensors' domains.
 func Stream(f *ir.Fusion, opts Options, w *plan.Writer) error {
+	f.ShareAlike()
 	l, err := lowerInto(f, opts, w)
 	if err != nil {
 		return err
@@ -169,6 +175,7 @@ func (l *lowerer) lowerOps() {
 // op's steps are held at a time. The counts of the summary are kept as
 // the steps go.
 func (l *lowerer) streamOps() {
+	l.f.ShareAlike() // the tensors the resharding sets write too
 	p := l.head()
 	l.w.Head(p)
 	for _, t := range l.f.Tensors {
