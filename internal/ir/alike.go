@@ -34,6 +34,17 @@ type alikeTable struct {
 	key   []byte
 }
 
+// shareBuilt is share for build, as soon as it has made t: only a tensor
+// resolved without error and given in the file (neither propagated nor
+// auto), whose domains nothing changes after, not even propagation's
+// backward sweep. The others are shared, when at all, with the whole
+// fusion (ShareAlike).
+func (tab *alikeTable) shareBuilt(t *Tensor, resolved bool) {
+	if resolved && !t.Propagated && !t.Auto {
+		tab.share(t)
+	}
+}
+
 // share makes t share the domains of the first tensor alike it that the
 // table has seen, or remembers t as the first of its kind.
 func (tab *alikeTable) share(t *Tensor) {

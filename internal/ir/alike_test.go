@@ -1,6 +1,7 @@
 package ir_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -11,17 +12,22 @@ import (
 
 // TestShareAlike parses generated fusions and counts the distinct logical
 // domains left once tensors alike share theirs: one per distinct sharding
-// (a chain on a 1-D mesh alternates three, on a 2×4 mesh four). Names,
-// producers and positions stay each tensor's own.
+// (a chain on a 1-D mesh alternates three, on a 2×4 mesh four), and one
+// more for the input when only the parser has shared (it shares the
+// tensors that ops produce, as it builds them). Names, producers and
+// positions stay each tensor's own.
 func TestShareAlike(t *testing.T) {
 	for _, tc := range []struct {
-		family string
-		want   int
+		family    string
+		parseOnly bool
+		want      int
 	}{
-		{"chain1d", 3},
-		{"chain2d", 4},
+		{"chain1d", false, 3},
+		{"chain2d", false, 4},
+		{"chain1d", true, 4},
+		{"chain2d", true, 5},
 	} {
-		t.Run(tc.family, func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s/parse-only=%v", tc.family, tc.parseOnly), func(t *testing.T) {
 			var gen func(int) []byte
 			for _, f := range scale.Families {
 				if f.Name == tc.family {
@@ -41,7 +47,9 @@ func TestShareAlike(t *testing.T) {
 			for i, tv := range f.Tensors {
 				before[i] = own{tv.Name, tv.Pos.Line, tv.Producer}
 			}
-			f.ShareAlike()
+			if !tc.parseOnly {
+				f.ShareAlike()
+			}
 			domains := map[*ir.IterDomain]bool{}
 			after := make([]own, len(f.Tensors))
 			for i, tv := range f.Tensors {

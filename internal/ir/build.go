@@ -28,6 +28,7 @@ func (p *parser) build(name string) *Fusion {
 	resolved := make(map[*Tensor]bool, len(mentions))
 	f.Tensors, f.Ops = make([]*Tensor, 0, len(mentions)), make([]*Op, 0, len(order))
 	prop := newPropagator(p)
+	var alike alikeTable // tensors alike share their domains as soon as built (alike.go)
 	// Inputs first (tensors no op produces), in file order of their first mention.
 	for _, n := range mentions {
 		if p.producers[n.name] == nil && !p.lost[n.name] {
@@ -63,6 +64,7 @@ func (p *parser) build(name string) *Fusion {
 		}
 		f.Ops = append(f.Ops, op)
 		f.Tensors = append(f.Tensors, out)
+		alike.shareBuilt(out, resolved[out])
 	}
 	// The inputs and outputs lists are checked whatever the ops' errors;
 	// propagation backward needs every op.
