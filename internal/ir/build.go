@@ -27,14 +27,15 @@ func (p *parser) build(name string) *Fusion {
 	// rank-0 tensor has no logical axes, so Logical cannot tell.)
 	resolved := make(map[*Tensor]bool, len(mentions))
 	f.Tensors, f.Ops = make([]*Tensor, 0, len(mentions)), make([]*Op, 0, len(order))
-	prop := newPropagator(p)
 	var alike alikeTable // tensors alike share their domains as soon as built (alike.go)
+	prop := newPropagator(p)
 	// Inputs first (tensors no op produces), in file order of their first mention.
 	for _, n := range mentions {
 		if p.producers[n.name] == nil && !p.lost[n.name] {
 			t := tensors.get(n.name, n.pos)
 			resolved[t] = p.resolveInput(t)
 			f.Tensors = append(f.Tensors, t)
+			alike.shareBuilt(t, resolved[t])
 		}
 	}
 	for i, ro := range order {
