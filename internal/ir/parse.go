@@ -150,17 +150,17 @@ func (rt *rawTensor) what() string {
 // rawOp is an op as written: its parts decoded, with where each is
 // written (the zero position for a part left out), and no YAML node.
 type rawOp struct {
-	kind   OpKind
-	ins    []string   // the operands' names, in order
-	inAt   []diag.Pos // where each is written
-	out    string
-	outAt  diag.Pos
-	axis   int
-	axisAt diag.Pos
-	axes   []int      // broadcast's new axes as written
-	axesAt diag.Pos   // the list
+	kind     OpKind
+	ins      []string   // the operands' names, in order
+	inAt     []diag.Pos // where each is written
+	out      string
+	outAt    diag.Pos
+	axis     int
+	axisAt   diag.Pos
+	axes     []int      // broadcast's new axes as written
+	axesAt   diag.Pos   // the list
 	axesEach []diag.Pos // its entries
-	pos    diag.Pos
+	pos      diag.Pos
 	// fileIdx is the op's position in the file's ops list, for messages.
 	fileIdx int
 	// visit is how far sortOps's depth-first search is with the op: a
