@@ -33,14 +33,25 @@ func ParseAuto(file string, src []byte) (*Fusion, error) {
 }
 
 func parse(file string, src []byte, allowAuto bool) (*Fusion, error) {
-	p := &parser{file: file, errs: &errList{file: file}, format: 1, allowAuto: allowAuto,
-		name: strings.TrimSuffix(filepath.Base(file), filepath.Ext(file))}
-	p.w = walker{errs: p.errs}
-	f := p.parse(src)
+	p := newParser(file, allowAuto)
+	f, streamed := p.stream(src)
+	if !streamed {
+		p = newParser(file, allowAuto)
+		f = p.parse(src)
+	}
 	if err := p.errs.Err(); err != nil {
 		return nil, err
 	}
 	return f, nil
+}
+
+// newParser is a parser of the file named file, which has read nothing.
+func newParser(file string, allowAuto bool) *parser {
+	p := &parser{file: file, errs: &errList{file: file}, format: 1, allowAuto: allowAuto,
+		name:   strings.TrimSuffix(filepath.Base(file), filepath.Ext(file)),
+		meshes: map[string]*Mesh{}, raw: map[string]*rawTensor{}}
+	p.w = walker{errs: p.errs}
+	return p
 }
 
 type parser struct {
@@ -258,7 +269,8 @@ func (p *parser) header(key string, v *yaml.Node) {
 
 // decode reads src's one YAML document and returns its root node, or nil
 // after reporting why not. Files in fastDecode's part of YAML are read by
-// it, the others by the YAML library.
+// it, the others by the YAML library. (Most files in fastDecode's part
+// are read by stream, without a tree.)
 func (p *parser) decode(src []byte) *yaml.Node {
 	if doc, ok := fastDecode(src); ok {
 		return doc.Content[0]
@@ -321,7 +333,6 @@ func (p *parser) syntaxError(err error) {
 }
 
 func (p *parser) parseMeshes(n *yaml.Node) {
-	p.meshes = map[string]*Mesh{}
 	if n == nil {
 		return
 	}
@@ -461,7 +472,6 @@ func (p *parser) checkAuto(n *yaml.Node, what string) {
 var tensorKeys = []string{"mesh", "dtype", "shape", "schedule", "allocation", "placements"}
 
 func (p *parser) parseTensors(n *yaml.Node) {
-	p.raw = map[string]*rawTensor{}
 	if n == nil {
 		return
 	}
