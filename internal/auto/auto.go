@@ -16,6 +16,7 @@ package auto
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/dustin/go-humanize"
 
@@ -33,6 +34,20 @@ type Options struct {
 	// layer's inputs and weights, and its intermediates while live); 0
 	// means no limit.
 	MemoryBudget int64
+	// TimeLimit stops the search (0: none): Solve then returns the best
+	// assignment it completes, not proven the fastest (Result.Exact false,
+	// Result.Gap its distance from the lower bound).
+	TimeLimit time.Duration
+	// Progress, when set, is told about once a second how far the search
+	// is: done of total ops, in the search or in the runner-ups'.
+	Progress func(Progress)
+}
+
+// Progress is how far Solve is.
+type Progress struct {
+	// Stage is "search" (the best assignment) or "runner-ups".
+	Stage       string
+	Done, Total int
 }
 
 // Decision is the sharding chosen for one tensor, and the best the layer
@@ -59,9 +74,13 @@ type Result struct {
 	PeakBytes int64
 	// Lowered counts the single-op fusions priced.
 	Lowered int
-	// Exact is false when the search stopped at its limit: the shardings
-	// are then the best it found, not proven the fastest.
+	// Exact is false when the search stopped at its time limit or its
+	// size limit: the shardings are then the best it found, not proven the
+	// fastest, and Gap bounds how much faster the fastest could be, in
+	// seconds (Seconds less a lower bound on the optimum). Runner-ups
+	// are then not computed.
 	Exact bool
+	Gap   float64
 }
 
 // Solve chooses the shardings of the decisions of the fusion in src (file
@@ -90,20 +109,34 @@ func Solve(file string, src []byte, opts Options) (*Result, error) {
 		ev.fill(m, fa)
 	}
 	sv := newSolver(m, opts.MemoryBudget)
-	best, exact, err := sv.solve()
+	if opts.TimeLimit > 0 {
+		sv.deadline = time.Now().Add(opts.TimeLimit)
+	}
+	if opts.Progress != nil {
+		sv.progress = func(done, total int) { opts.Progress(Progress{Stage: "search", Done: done, Total: total}) }
+	}
+	best, err := sv.solve()
 	if err != nil {
 		return nil, fmt.Errorf("%w%s", err, budgetHint(opts.MemoryBudget))
 	}
-	res := &Result{Seconds: float64(best.cost) / 1e12, PeakBytes: best.peak, Lowered: ev.lowered, Exact: exact}
+	res := &Result{Seconds: float64(best.cost) / 1e12, PeakBytes: best.peak, Lowered: ev.lowered, Exact: sv.exact}
+	if !sv.exact {
+		res.Gap = float64(best.cost-sv.lower) / 1e12
+	}
 	chosen := map[string]sharding{}
 	var order []string
-	for _, k := range sv.decisions {
+	for i, k := range sv.decisions {
 		v := m.vars[k]
 		chosen[v.t.Name] = v.options[best.choice[k]]
 		order = append(order, v.t.Name)
-		d, err := runnerUp(sv, k, best)
-		if err != nil {
-			return nil, err
+		d := Decision{Tensor: v.t.Name, Chosen: v.options[best.choice[k]].String()}
+		if sv.exact {
+			if opts.Progress != nil {
+				sv.progress = func(int, int) { opts.Progress(Progress{Stage: "runner-ups", Done: i, Total: len(sv.decisions)}) }
+			}
+			if d, err = runnerUp(sv, k, best); err != nil {
+				return nil, err
+			}
 		}
 		res.Decisions = append(res.Decisions, d)
 	}
@@ -122,9 +155,9 @@ func runnerUp(sv *solver, k int, best *solution) (Decision, error) {
 		sv.allowed[k][o] = o != best.choice[k]
 	}
 	defer func() { sv.allowed[k] = nil }()
-	other, _, err := sv.solve()
+	other, err := sv.solve()
 	switch {
-	case err == errInfeasible || err == errTooLarge:
+	case err == errInfeasible || err == errStopped:
 		return d, nil // no runner-up to show
 	case err != nil:
 		return d, err

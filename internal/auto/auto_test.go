@@ -3,9 +3,11 @@ package auto
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -163,31 +165,106 @@ ops:
 `,
 }
 
-// TestExactSearch checks the branch and bound against every assignment,
-// with and without a memory budget: the same cost, and the first of the
-// cheapest in search order.
+// TestExactSearch checks the dynamic programme against every assignment
+// and against the branch and bound auto had before, with and without a
+// memory budget: the same cost, peak and choice (the first of the
+// cheapest in search order).
 func TestExactSearch(t *testing.T) {
-	for name, src := range layers {
+	for name, src := range exactLayers(t) {
 		t.Run(name, func(t *testing.T) {
-			m := buildModel(t, src)
-			for _, budget := range []int64{0, minPeak(m) + 1} {
-				want, wantOK := bruteForce(m, budget)
-				got, exact, err := newSolver(m, budget).solve()
-				if !wantOK {
-					if err == nil {
-						t.Errorf("budget %d: solved at %d, but no assignment fits", budget, got.cost)
+			compareSolvers(t, buildModel(t, src))
+		})
+	}
+}
+
+// TestExactSearchTies is TestExactSearch with every table filled with
+// small random times, some ops unable to run: many ties, which the
+// programme must break as the search order does.
+func TestExactSearchTies(t *testing.T) {
+	for name, src := range exactLayers(t) {
+		t.Run(name, func(t *testing.T) {
+			m := unpricedModel(t, src)
+			rng := rand.New(rand.NewPCG(1, 2))
+			for range 8 {
+				for _, fa := range m.factors {
+					for i := range fa.table {
+						fa.table[i] = int64(rng.IntN(3))
+						if rng.IntN(10) == 0 {
+							fa.table[i] = maxCost
+						}
 					}
-					continue
 				}
-				if err != nil || !exact {
-					t.Fatalf("budget %d: %v (exact %v)", budget, err, exact)
-				}
-				if d := cmp.Diff(want, got, cmp.AllowUnexported(solution{})); d != "" {
-					t.Errorf("budget %d (-brute force +search):\n%s", budget, d)
-				}
+				compareSolvers(t, m)
 			}
 		})
 	}
+}
+
+// exactLayers are the layers, the price tests' fusions and the examples
+// with few enough assignments to enumerate.
+func exactLayers(t *testing.T) map[string]string {
+	srcs := map[string]string{}
+	for name, src := range layers {
+		srcs[name] = src
+	}
+	for name, src := range priceFusions {
+		srcs[name] = src
+	}
+	return srcs
+}
+
+// compareSolvers solves m by brute force (when it has at most
+// maxBrute assignments), by the branch and bound and by the programme,
+// under no budget, a budget just above the smallest peak and one midway.
+func compareSolvers(t *testing.T, m *model) {
+	t.Helper()
+	lo, hi := minPeak(m), maxPeak(m)
+	for _, budget := range []int64{0, lo + 1, (lo + hi) / 2} {
+		want, _, wantErr := newBnB(m, budget).solve()
+		if n := assignments(m); n <= maxBrute {
+			brute, ok := bruteForce(m, budget)
+			if d := cmp.Diff(brute, want, cmp.AllowUnexported(solution{})); d != "" || ok != (wantErr == nil) {
+				t.Fatalf("budget %d: branch and bound (%v) and brute force disagree (-brute force +branch and bound):\n%s", budget, wantErr, d)
+			}
+		}
+		s := newSolver(m, budget)
+		got, err := s.solve()
+		if wantErr != nil {
+			if err != errInfeasible {
+				t.Errorf("budget %d: %v, want %v (branch and bound: %v)", budget, err, errInfeasible, wantErr)
+			}
+			continue
+		}
+		if err != nil || !s.exact {
+			t.Fatalf("budget %d: %v (exact %v)", budget, err, s.exact)
+		}
+		if d := cmp.Diff(want, got, cmp.AllowUnexported(solution{})); d != "" {
+			t.Errorf("budget %d (-branch and bound +programme):\n%s", budget, d)
+		}
+	}
+}
+
+// maxBrute bounds the assignments bruteForce enumerates.
+const maxBrute = 1 << 16
+
+// assignments counts the assignments of m's decisions.
+func assignments(m *model) int {
+	n := 1
+	for _, v := range m.vars {
+		if n *= len(v.options); n > maxBrute {
+			return n
+		}
+	}
+	return n
+}
+
+// maxPeak is the largest peak any assignment could have.
+func maxPeak(m *model) int64 {
+	s := newBnB(m, 0)
+	for k, v := range m.vars {
+		s.choice[k] = slices.Index(v.bytes, slices.Max(v.bytes))
+	}
+	return s.peak()
 }
 
 func buildModel(t *testing.T, src string) *model {
@@ -221,7 +298,7 @@ func unpricedModel(t *testing.T, src string) *model {
 // bruteForce enumerates every assignment in search order and keeps the
 // first cheapest within the budget.
 func bruteForce(m *model, budget int64) (*solution, bool) {
-	s := newSolver(m, budget)
+	s := newBnB(m, budget)
 	var best *solution
 	var walk func(depth int)
 	walk = func(depth int) {
@@ -233,7 +310,7 @@ func bruteForce(m *model, budget int64) (*solution, bool) {
 				for _, k := range fa.vars {
 					combo = append(combo, s.choice[k])
 				}
-				c := fa.table[entry(m, fa, combo)]
+				c := fa.table[tableEntry(m, fa, combo)]
 				if c == maxCost {
 					return
 				}
@@ -257,8 +334,8 @@ func bruteForce(m *model, budget int64) (*solution, bool) {
 	return best, best != nil
 }
 
-// entry is the table index of a combination: combination's inverse.
-func entry(m *model, fa *factor, combo []int) int {
+// tableEntry is the table index of a combination: combination's inverse.
+func tableEntry(m *model, fa *factor, combo []int) int {
 	i := 0
 	for j, k := range fa.vars {
 		i = i*len(m.vars[k].options) + combo[j]
@@ -268,7 +345,7 @@ func entry(m *model, fa *factor, combo []int) int {
 
 // minPeak is the smallest peak any assignment could have, so that a budget
 // just above it binds.
-func minPeak(m *model) int64 { return newSolver(m, 0).peak() }
+func minPeak(m *model) int64 { return newBnB(m, 0).peak() }
 
 // TestChosenPlansSimulate lowers the fusion each layer's choice writes and
 // runs it on virtual devices against the unsharded program.
@@ -291,29 +368,33 @@ func TestChosenPlansSimulate(t *testing.T) {
 	}
 }
 
-// TestSearchLimit checks the fallback past the node limit: the best
-// assignment found so far, not proven, and no worse than the first one the
-// search completes.
+// TestSearchLimit checks the search past its limits: the best
+// assignment found greedily, not proven, no better than the optimum and
+// no better than its lower bound says the optimum could be.
 func TestSearchLimit(t *testing.T) {
 	m := buildModel(t, layers["2-D mesh"])
-	full, exact, err := newSolver(m, 0).solve()
-	if err != nil || !exact {
-		t.Fatalf("full search: %v (exact %v)", err, exact)
-	}
-	s := newSolver(m, 0)
-	s.maxNodes = len(s.decisions) + 2 // one assignment, and a little more
-	got, exact, err := s.solve()
+	full, err := newSolver(m, 0).solve()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if exact {
-		t.Error("a search stopped at its limit says it is exact")
+	tests := map[string]func(s *solver){
+		"size":     func(s *solver) { s.maxScope = 1 },
+		"deadline": func(s *solver) { s.deadline = time.Now().Add(-time.Second) },
 	}
-	if got.cost < full.cost {
-		t.Errorf("the stopped search found %d ps, below the optimum %d", got.cost, full.cost)
-	}
-	s.maxNodes = 1
-	if _, _, err := s.solve(); err != errTooLarge {
-		t.Errorf("a search stopped before any assignment: %v, want errTooLarge", err)
+	for name, limit := range tests {
+		t.Run(name, func(t *testing.T) {
+			s := newSolver(m, 0)
+			limit(s)
+			got, err := s.solve()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.exact {
+				t.Error("a search stopped at its limit says it is exact")
+			}
+			if got.cost < full.cost || s.lower > full.cost {
+				t.Errorf("the stopped search found %d ps with a lower bound of %d, the optimum is %d", got.cost, s.lower, full.cost)
+			}
+		})
 	}
 }
