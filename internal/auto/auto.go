@@ -104,7 +104,7 @@ func Solve(file string, src []byte, opts Options) (*Result, error) {
 	if opts.Lowering.Topology == nil {
 		opts.Lowering.Topology = cost.Default()
 	}
-	ev := &evaluator{lowering: opts.Lowering, cache: map[string]int64{}}
+	ev := newEvaluator(opts.Lowering)
 	for _, fa := range m.factors {
 		ev.fill(m, fa)
 	}
@@ -125,25 +125,72 @@ func Solve(file string, src []byte, opts Options) (*Result, error) {
 	}
 	chosen := map[string]sharding{}
 	var order []string
-	for i, k := range sv.decisions {
+	for _, k := range sv.decisions {
 		v := m.vars[k]
 		chosen[v.t.Name] = v.options[best.choice[k]]
 		order = append(order, v.t.Name)
-		d := Decision{Tensor: v.t.Name, Chosen: v.options[best.choice[k]].String()}
-		if sv.exact {
-			if opts.Progress != nil {
-				sv.progress = func(int, int) { opts.Progress(Progress{Stage: "runner-ups", Done: i, Total: len(sv.decisions)}) }
-			}
-			if d, err = runnerUp(sv, k, best); err != nil {
-				return nil, err
-			}
-		}
-		res.Decisions = append(res.Decisions, d)
+	}
+	if res.Decisions, err = runnerUps(sv, best, opts.Progress); err != nil {
+		return nil, err
 	}
 	if res.Fusion, err = tree.annotate(order, chosen); err != nil {
 		return nil, err
 	}
 	return res, nil
+}
+
+// runnerUps lists each decision's choice and, after an exact search, its
+// runner-up: the best assignment in which the tensor takes any other
+// option. Without a budget the programme's marginals give each option's
+// best cost at once; a tie between other options (whose winner is the
+// first such assignment in search order) and a budget (whose partial
+// assignments a state keeps several of) solve again with the choice
+// barred.
+func runnerUps(sv *solver, best *solution, progress func(Progress)) ([]Decision, error) {
+	var marg [][]int64
+	if sv.exact && sv.budget == 0 {
+		marg = sv.marginals()
+	}
+	var out []Decision
+	for i, k := range sv.decisions {
+		v := sv.m.vars[k]
+		d := Decision{Tensor: v.t.Name, Chosen: v.options[best.choice[k]].String()}
+		switch o, ties := otherBest(marg, k, best.choice[k]); {
+		case !sv.exact:
+		case marg != nil && ties == 0:
+		case marg != nil && ties == 1:
+			d.RunnerUp, d.Slower = v.options[o].String(), float64(marg[k][o]-best.cost)/1e12
+		default:
+			if progress != nil {
+				sv.progress = func(int, int) { progress(Progress{Stage: "runner-ups", Done: i, Total: len(sv.decisions)}) }
+			}
+			var err error
+			if d, err = runnerUp(sv, k, best); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// otherBest is the option of variable k, other than chosen, with the
+// cheapest marginal, and how many options share that cost (0 when none
+// can run).
+func otherBest(marg [][]int64, k, chosen int) (best, ties int) {
+	if marg == nil {
+		return 0, 0
+	}
+	for o, c := range marg[k] {
+		switch {
+		case o == chosen || c == maxCost:
+		case ties == 0 || c < marg[k][best]:
+			best, ties = o, 1
+		case c == marg[k][best]:
+			ties++
+		}
+	}
+	return best, ties
 }
 
 // runnerUp solves again with decision k barred from its chosen option.

@@ -270,7 +270,7 @@ func maxPeak(m *model) int64 {
 func buildModel(t *testing.T, src string) *model {
 	t.Helper()
 	m := unpricedModel(t, src)
-	ev := &evaluator{lowering: lower.Options{Topology: cost.Default()}, cache: map[string]int64{}}
+	ev := newEvaluator(lower.Options{Topology: cost.Default()})
 	for _, fa := range m.factors {
 		ev.fill(m, fa)
 	}
@@ -394,6 +394,47 @@ func TestSearchLimit(t *testing.T) {
 			}
 			if got.cost < full.cost || s.lower > full.cost {
 				t.Errorf("the stopped search found %d ps with a lower bound of %d, the optimum is %d", got.cost, s.lower, full.cost)
+			}
+		})
+	}
+}
+
+// TestRunnerUps checks the runner-ups the programme's marginals give
+// against solving again with each choice barred, on the layers priced and
+// on random tables (ties).
+func TestRunnerUps(t *testing.T) {
+	for name, src := range exactLayers(t) {
+		t.Run(name, func(t *testing.T) {
+			m := buildModel(t, src)
+			rng := rand.New(rand.NewPCG(3, 4))
+			for round := range 6 {
+				if round > 0 {
+					for _, fa := range m.factors {
+						for i := range fa.table {
+							fa.table[i] = int64(rng.IntN(4))
+						}
+					}
+				}
+				s := newSolver(m, 0)
+				best, err := s.solve()
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := runnerUps(s, best, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var want []Decision
+				for _, k := range s.decisions {
+					d, err := runnerUp(s, k, best)
+					if err != nil {
+						t.Fatal(err)
+					}
+					want = append(want, d)
+				}
+				if d := cmp.Diff(want, got); d != "" {
+					t.Errorf("round %d (-solved again +marginals):\n%s", round, d)
+				}
 			}
 		})
 	}

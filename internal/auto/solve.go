@@ -112,6 +112,9 @@ type solver struct {
 	// greedily; lower is then a lower bound on the optimum's cost.
 	exact bool
 	lower int64
+	// layers are the layers before each step of the last exact solve (and
+	// the last layer), kept for the runner-ups.
+	layers [][][]*entry
 }
 
 func newSolver(m *model, budget int64) *solver {
@@ -191,9 +194,10 @@ func (m *model) strides(vars, in []int) []int {
 // them in search order. Past the deadline or maxScope it completes the
 // best partial assignment greedily and sets exact false and lower.
 func (s *solver) solve() (*solution, error) {
-	s.exact, s.lower, s.started, s.reported, s.work = true, 0, time.Now(), time.Now(), 0
+	s.exact, s.lower, s.started, s.reported, s.work, s.layers = true, 0, time.Now(), time.Now(), 0, nil
 	layer := [][]*entry{{{step: -1}}}
 	for i, st := range s.steps {
+		s.layers = append(s.layers, layer)
 		if s.exact {
 			next, err := s.advance(st, layer, true)
 			if err == nil {
@@ -478,4 +482,72 @@ func satAdd(a, b int64) int64 {
 		return c
 	}
 	return maxCost
+}
+
+// marginals returns, per variable and option, the cost of the cheapest
+// assignment that gives the variable that option (maxCost when none can),
+// from the layers of the last solve and a backward pass: for a variable
+// first seen at op t, the cheapest way to reach each state before t, plus
+// op t, plus the cheapest way to finish from the state after it. It
+// needs an exact solve without a budget (one partial assignment per
+// state).
+func (s *solver) marginals() [][]int64 {
+	out := make([][]int64, len(s.m.vars))
+	for k, v := range s.m.vars {
+		out[k] = make([]int64, len(v.options))
+		for o := range out[k] {
+			out[k][o] = maxCost
+		}
+	}
+	after := []int64{0} // the cheapest finish from each state after the step
+	for i := len(s.steps) - 1; i >= 0; i-- {
+		st := s.steps[i]
+		layer := s.layers[i]
+		before := make([]int64, len(layer))
+		for fs := range before {
+			before[fs] = maxCost
+		}
+		s.combinations(st, layer, func(fs int, vals []int, c int64, ni int) {
+			finish := satAdd(c, after[ni])
+			before[fs] = min(before[fs], finish)
+			total := satAdd(layer[fs][0].cost, finish)
+			for j := len(st.front); j < len(vals); j++ {
+				m := out[st.scope[j]]
+				m[vals[j]] = min(m[vals[j]], total)
+			}
+		})
+		after = before
+	}
+	return out
+}
+
+// combinations calls f with every combination of a reachable state of
+// st's front (index fs) and options of its fresh variables (vals, in
+// scope order) under which the op can run, its cost c and the index ni of
+// the state after it.
+func (s *solver) combinations(st *step, layer [][]*entry, f func(fs int, vals []int, c int64, ni int)) {
+	nf := len(st.front)
+	vals := make([]int, len(st.scope))
+	for fs, list := range layer {
+		if len(list) == 0 {
+			continue
+		}
+		s.decode(st.front, fs, vals[:nf])
+		if !s.first(st.fresh, vals[nf:]) {
+			continue
+		}
+		for {
+			ti, ni := 0, 0
+			for j, o := range vals {
+				ti += o * st.tStride[j]
+				ni += o * st.nStride[j]
+			}
+			if c := st.fa.table[ti]; c != maxCost {
+				f(fs, vals, c, ni)
+			}
+			if !s.following(st.fresh, vals[nf:]) {
+				break
+			}
+		}
+	}
 }
