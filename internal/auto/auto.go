@@ -38,16 +38,32 @@ type Options struct {
 	// assignment it completes, not proven the fastest (Result.Exact false,
 	// Result.Gap its distance from the lower bound).
 	TimeLimit time.Duration
-	// Progress, when set, is told about once a second how far the search
-	// is: done of total ops, in the search or in the runner-ups'.
+	// Progress, when set, is told about once a second how far Solve is,
+	// from a second after it starts.
 	Progress func(Progress)
 }
 
 // Progress is how far Solve is.
 type Progress struct {
-	// Stage is "search" (the best assignment) or "runner-ups".
+	// Stage is "pricing" (the ops' tables: Done of Total ops), "search"
+	// (the best assignment: ops) or "runner-ups" (decisions).
 	Stage       string
 	Done, Total int
+}
+
+// reporter passes progress on at most once a second, the first a second
+// after the start: a solve that takes less says nothing.
+type reporter struct {
+	f    func(Progress)
+	last time.Time
+}
+
+func (r *reporter) report(stage string, done, total int) {
+	if r.f == nil || time.Since(r.last) < time.Second {
+		return
+	}
+	r.last = time.Now()
+	r.f(Progress{Stage: stage, Done: done, Total: total})
 }
 
 // Decision is the sharding chosen for one tensor, and the best the layer
@@ -104,17 +120,17 @@ func Solve(file string, src []byte, opts Options) (*Result, error) {
 	if opts.Lowering.Topology == nil {
 		opts.Lowering.Topology = cost.Default()
 	}
+	rep := &reporter{f: opts.Progress, last: time.Now()}
 	ev := newEvaluator(opts.Lowering)
-	for _, fa := range m.factors {
+	for i, fa := range m.factors {
+		rep.report("pricing", i, len(m.factors))
 		ev.fill(m, fa)
 	}
 	sv := newSolver(m, opts.MemoryBudget)
 	if opts.TimeLimit > 0 {
 		sv.deadline = time.Now().Add(opts.TimeLimit)
 	}
-	if opts.Progress != nil {
-		sv.progress = func(done, total int) { opts.Progress(Progress{Stage: "search", Done: done, Total: total}) }
-	}
+	sv.progress = func(done, total int) { rep.report("search", done, total) }
 	best, err := sv.solve()
 	if err != nil {
 		return nil, fmt.Errorf("%w%s", err, budgetHint(opts.MemoryBudget))
@@ -130,7 +146,7 @@ func Solve(file string, src []byte, opts Options) (*Result, error) {
 		chosen[v.t.Name] = v.options[best.choice[k]]
 		order = append(order, v.t.Name)
 	}
-	if res.Decisions, err = runnerUps(sv, best, opts.Progress); err != nil {
+	if res.Decisions, err = runnerUps(sv, best, rep); err != nil {
 		return nil, err
 	}
 	if res.Fusion, err = tree.annotate(order, chosen); err != nil {
@@ -146,7 +162,7 @@ func Solve(file string, src []byte, opts Options) (*Result, error) {
 // first such assignment in search order) and a budget (whose partial
 // assignments a state keeps several of) solve again with the choice
 // barred.
-func runnerUps(sv *solver, best *solution, progress func(Progress)) ([]Decision, error) {
+func runnerUps(sv *solver, best *solution, rep *reporter) ([]Decision, error) {
 	var marg [][]int64
 	if sv.exact && sv.budget == 0 {
 		marg = sv.marginals()
@@ -161,9 +177,7 @@ func runnerUps(sv *solver, best *solution, progress func(Progress)) ([]Decision,
 		case marg != nil && ties == 1:
 			d.RunnerUp, d.Slower = v.options[o].String(), float64(marg[k][o]-best.cost)/1e12
 		default:
-			if progress != nil {
-				sv.progress = func(int, int) { progress(Progress{Stage: "runner-ups", Done: i, Total: len(sv.decisions)}) }
-			}
+			sv.progress = func(int, int) { rep.report("runner-ups", i, len(sv.decisions)) }
 			var err error
 			if d, err = runnerUp(sv, k, best); err != nil {
 				return nil, err

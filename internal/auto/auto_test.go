@@ -15,6 +15,7 @@ import (
 	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/lower"
 	"github.com/nvcomm/nvcomm/internal/plan"
+	"github.com/nvcomm/nvcomm/internal/scale"
 	"github.com/nvcomm/nvcomm/internal/sim"
 )
 
@@ -420,7 +421,7 @@ func TestRunnerUps(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				got, err := runnerUps(s, best, nil)
+				got, err := runnerUps(s, best, &reporter{})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -438,4 +439,27 @@ func TestRunnerUps(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestTimeLimit checks Solve past its time limit: the best assignment
+// found, not exact, its gap bounding its distance from the optimum.
+func TestTimeLimit(t *testing.T) {
+	src := scale.MLPBlocks(2, []int{2, 2})
+	full, err := Solve("blocks.yaml", src, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Solve("blocks.yaml", src, Options{TimeLimit: time.Nanosecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Exact || got.Gap < 0 || got.Seconds < full.Seconds || got.Seconds-got.Gap > full.Seconds+1e-12 {
+		t.Errorf("stopped: %.6g s, gap %.6g s, exact %v; the optimum is %.6g s", got.Seconds, got.Gap, got.Exact, full.Seconds)
+	}
+	for _, d := range got.Decisions {
+		if d.RunnerUp != "" {
+			t.Errorf("%s: a runner-up after a stopped search", d.Tensor)
+		}
+	}
+	lowerChosen(t, got)
 }

@@ -100,11 +100,9 @@ type solver struct {
 	pos       []int // per variable, its index in decisions
 	steps     []*step
 	// deadline stops the search (zero: none); progress, when set, is told
-	// every second how far it is.
+	// every few thousand combinations how far it is.
 	deadline time.Time
 	progress func(done, total int)
-	started  time.Time
-	reported time.Time
 	work     int
 	// maxScope is maxScope but in tests.
 	maxScope int
@@ -194,7 +192,7 @@ func (m *model) strides(vars, in []int) []int {
 // them in search order. Past the deadline or maxScope it completes the
 // best partial assignment greedily and sets exact false and lower.
 func (s *solver) solve() (*solution, error) {
-	s.exact, s.lower, s.started, s.reported, s.work, s.layers = true, 0, time.Now(), time.Now(), 0, nil
+	s.exact, s.lower, s.work, s.layers = true, 0, 0, nil
 	layer := [][]*entry{{{step: -1}}}
 	for i, st := range s.steps {
 		s.layers = append(s.layers, layer)
@@ -466,14 +464,12 @@ func (s *solver) nextAllowed(k int, o *int) bool {
 	return false
 }
 
-// tick reports progress once a second and whether the deadline passed.
+// tick reports progress and whether the deadline passed.
 func (s *solver) tick(st *step) bool {
-	now := time.Now()
-	if s.progress != nil && now.Sub(s.reported) >= time.Second {
-		s.reported = now
+	if s.progress != nil {
 		s.progress(int(st.index), len(s.steps))
 	}
-	return !s.deadline.IsZero() && now.After(s.deadline)
+	return !s.deadline.IsZero() && time.Now().After(s.deadline)
 }
 
 // satAdd adds byte counts or costs, maxCost past the range.
