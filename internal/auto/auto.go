@@ -97,6 +97,30 @@ type Result struct {
 	// are then not computed.
 	Exact bool
 	Gap   float64
+	// summed is the sum of the ops' prices the search minimised; Seconds
+	// differs from it by the Copy that ends an op moving a tensor to
+	// another mesh when a later op reads it, which the op alone does not
+	// know.
+	summed float64
+}
+
+// predictFusion is the predicted time of the plan lowered from the fusion
+// src, so that the time Solve reports is the plan's; false when it does
+// not lower (the caller reports why when it lowers it).
+func predictFusion(file string, src []byte, opts lower.Options) (float64, bool) {
+	f, err := ir.Parse(file, src)
+	if err != nil {
+		return 0, false
+	}
+	p, err := lower.Lower(f, opts)
+	if err != nil {
+		return 0, false
+	}
+	pr, err := cost.Predict(opts.Topology, p)
+	if err != nil {
+		return 0, false
+	}
+	return pr.Total, true
 }
 
 // Solve chooses the shardings of the decisions of the fusion in src (file
@@ -139,18 +163,25 @@ func Solve(file string, src []byte, opts Options) (*Result, error) {
 	if !sv.exact {
 		res.Gap = float64(best.cost-sv.lower) / 1e12
 	}
-	chosen := map[string]sharding{}
+	chosen, meshes := map[string]sharding{}, map[string]string{}
 	var order []string
 	for _, k := range sv.decisions {
 		v := m.vars[k]
 		chosen[v.t.Name] = v.options[best.choice[k]]
 		order = append(order, v.t.Name)
+		if !v.produced {
+			meshes[v.t.Name] = v.t.Mesh.Name
+		}
 	}
 	if res.Decisions, err = runnerUps(sv, best, rep); err != nil {
 		return nil, err
 	}
-	if res.Fusion, err = tree.annotate(order, chosen); err != nil {
+	if res.Fusion, err = tree.annotate(order, chosen, meshes); err != nil {
 		return nil, err
+	}
+	res.summed = res.Seconds
+	if s, ok := predictFusion(file, res.Fusion, opts.Lowering); ok {
+		res.Seconds = s
 	}
 	return res, nil
 }
