@@ -3,8 +3,11 @@ package auto
 import (
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/nvcomm/nvcomm/internal/cost"
 	"github.com/nvcomm/nvcomm/internal/ir"
@@ -130,37 +133,102 @@ func (m *model) combination(fa *factor, i int, out []int) []int {
 type evaluator struct {
 	lowering lower.Options // its Topology set
 	cache    map[string]int64
-	lowered  int
+	// tables holds the table of every op filled, by tableKey: identical
+	// ops (a model's repeated blocks) are tabulated once.
+	tables  map[string][]int64
+	lowered int
 }
 
+func newEvaluator(lowering lower.Options) *evaluator {
+	return &evaluator{lowering: lowering, cache: map[string]int64{}, tables: map[string][]int64{}}
+}
+
+// fill tabulates fa's op: the table of an identical op when there was
+// one, else every combination priced, those not priced before lowered in
+// parallel.
 func (e *evaluator) fill(m *model, fa *factor) {
+	tk := m.tableKey(fa)
+	if t, ok := e.tables[tk]; ok {
+		fa.table = t
+		return
+	}
+	keys := make([]string, len(fa.table))
+	var todo []int // entries whose key is new, the first of each
+	seen := map[string]bool{}
 	var combo []int
 	for i := range fa.table {
 		combo = m.combination(fa, i, combo)
-		fa.table[i] = e.price(m, fa, combo)
+		keys[i] = m.opKey(fa, combo)
+		if _, ok := e.cache[keys[i]]; !ok && !seen[keys[i]] {
+			seen[keys[i]] = true
+			todo = append(todo, i)
+		}
 	}
+	prices := make([]int64, len(todo))
+	parallel(len(todo), func(j int) {
+		prices[j] = e.price(m, fa, m.combination(fa, todo[j], nil))
+	})
+	for j, i := range todo {
+		e.cache[keys[i]] = prices[j]
+	}
+	e.lowered += len(todo)
+	for i, key := range keys {
+		fa.table[i] = e.cache[key]
+	}
+	e.tables[tk] = fa.table
+}
+
+// parallel calls f(0), …, f(n-1) on as many goroutines as there are
+// processors.
+func parallel(n int, f func(int)) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), n) {
+		wg.Go(func() {
+			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+				f(i)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // price is the predicted time in picoseconds of fa's op alone, its tensors
 // sharded as combo chooses, maxCost when nvcomm cannot build or lower it.
-// Ops alike but for their tensors' names have one key (opKey), and are
-// priced once.
 func (e *evaluator) price(m *model, fa *factor, combo []int) int64 {
-	key := m.opKey(fa, combo)
-	if c, ok := e.cache[key]; ok {
-		return c
+	f, err := m.opFusion(fa, combo)
+	if err != nil {
+		return maxCost
 	}
-	c := int64(maxCost)
-	if f, err := m.opFusion(fa, combo); err == nil {
-		if p, err := lower.Lower(f, e.lowering); err == nil {
-			if pr, err := cost.Predict(e.lowering.Topology, p); err == nil {
-				c = int64(math.Round(pr.Total * 1e12))
-			}
+	p, err := lower.Lower(f, e.lowering)
+	if err != nil {
+		return maxCost
+	}
+	pr, err := cost.Predict(e.lowering.Topology, p)
+	if err != nil {
+		return maxCost
+	}
+	return int64(math.Round(pr.Total * 1e12))
+}
+
+// tableKey says what fa's table holds: the op's kind, attributes and
+// operands, and per tensor its mesh, dtype, shape, declaration and every
+// option as the op sees it (opKey of each combination follows from it).
+func (m *model) tableKey(fa *factor) string {
+	var b strings.Builder
+	for j, k := range fa.vars {
+		v := m.vars[k]
+		fmt.Fprintf(&b, "%s %s %v decl %s:", v.t.Mesh.Name, v.t.DType, v.t.Shape(), v.decl)
+		for o := range v.options {
+			b.WriteString(" " + m.sharding(fa, j, o).String())
 		}
+		b.WriteByte(0)
 	}
-	e.lowered++
-	e.cache[key] = c
-	return c
+	fmt.Fprintf(&b, "%s %d %v", fa.op.Kind, fa.op.Axis, fa.op.Axes)
+	for _, in := range fa.op.Inputs {
+		fmt.Fprintf(&b, " %d", slices.Index(fa.vars, m.index[in]))
+	}
+	return b.String()
 }
 
 // opKey says what opFusion builds of fa's op under combo: per tensor its
