@@ -22,7 +22,7 @@ func (p *parser) build(name string) *Fusion {
 	}
 	order := p.sortOps()
 	mentions := p.mentionOrder()
-	tensors := &tensorTable{p: p, undeclared: map[string]*Tensor{}, slab: make([]Tensor, 0, len(mentions))}
+	tensors := &tensorTable{p: p, undeclared: map[string]*Tensor{}, left: len(mentions)}
 	// resolved holds the tensors whose domains were built without error:
 	// an op reading any other is skipped, its problem reported already. (A
 	// rank-0 tensor has no logical axes, so Logical cannot tell.)
@@ -35,11 +35,16 @@ func (p *parser) build(name string) *Fusion {
 		if p.producers[n.name] == nil && !p.lost[n.name] {
 			t := tensors.get(n.name, n.pos)
 			resolved[t] = p.resolveInput(t)
+			tensors.made(t.Name)
 			f.Tensors = append(f.Tensors, t)
 			alike.shareBuilt(t, resolved[t])
 		}
 	}
+	// Only the ops in order are read from now on: each is garbage once
+	// its op is made, as is its output's declaration (tensors.made).
+	p.ops, p.producers, p.read = nil, nil, nil
 	for i, ro := range order {
+		order[i] = nil
 		if p.lost[ro.out] {
 			continue // produced twice or on a cycle, reported
 		}
@@ -53,14 +58,16 @@ func (p *parser) build(name string) *Fusion {
 		op := &Op{Index: i, Kind: ro.kind, Inputs: ins, Out: out, Axis: -1, Pos: ro.pos}
 		out.Producer = op
 		if !ready {
+			tensors.made(out.Name)
 			continue
 		}
 		inferred, ok := p.resolveOp(op, ro)
 		// An output whose declaration is wrong still has its domain, so
 		// the ops reading it are checked too; one whose declaration is
 		// broken does not have it.
-		rt := p.raw[out.Name]
+		rt := p.decl(out.Name)
 		resolved[out] = inferred && (rt == nil || !rt.broken)
+		tensors.made(out.Name)
 		if !ok || !prop.forward(op) {
 			continue
 		}
@@ -84,21 +91,36 @@ func (p *parser) build(name string) *Fusion {
 }
 
 // tensorTable finds a fusion's tensors by name while build makes them: a
-// declared tensor hangs off its declaration, the others are in a map of
-// their own (a map of every name cost a tenth of building 100k tensors),
-// and all come from one slice.
+// declared tensor is found beside its declaration (parser.raw), the
+// others in a map of their own (a map of every name cost a tenth of
+// building 100k tensors). They come from slabs of slabSize, allocated as
+// they are needed: one slab of every tensor, allocated before the first
+// is made, sat beside every declaration.
 type tensorTable struct {
 	p          *parser
 	undeclared map[string]*Tensor
 	slab       []Tensor
+	// left is how many tensors may still be made: no slab is larger.
+	left int
 }
+
+// slabSize is the number of tensors of a tensorTable slab.
+const slabSize = 1024
 
 // lookup is the tensor named name, or nil when there is none yet.
 func (tt *tensorTable) lookup(name string) *Tensor {
-	if rt := tt.p.raw[name]; rt != nil {
-		return rt.tensor
+	if d, ok := tt.p.raw[name]; ok {
+		return d.tensor
 	}
 	return tt.undeclared[name]
+}
+
+// made drops the declaration of the tensor name, whose domains build has
+// made: nothing reads it any more.
+func (tt *tensorTable) made(name string) {
+	if d := tt.p.raw[name]; d.raw != nil {
+		tt.p.raw[name] = declared{tensor: d.tensor}
+	}
 }
 
 // get is the tensor named name, made at pos when there is none yet.
@@ -107,16 +129,17 @@ func (tt *tensorTable) get(name string, pos diag.Pos) *Tensor {
 		return t
 	}
 	if len(tt.slab) == cap(tt.slab) {
-		tt.slab = make([]Tensor, 0, 16) // build sizes it for every name
+		tt.slab = make([]Tensor, 0, max(1, min(tt.left, slabSize)))
 	}
+	tt.left--
 	tt.slab = append(tt.slab, Tensor{Name: name, Pos: pos})
 	t := &tt.slab[len(tt.slab)-1]
-	rt := tt.p.raw[name]
+	rt := tt.p.decl(name)
 	if rt == nil {
 		tt.undeclared[name] = t
 		return t
 	}
-	rt.tensor = t
+	tt.p.raw[name] = declared{raw: rt, tensor: t}
 	t.Pos, t.Declared, t.Auto = rt.pos, true, rt.auto
 	if rt.auto && tt.p.format != 2 && !rt.broken { // broken: said by checkAuto
 		tt.p.errs.AddHint(rt.pos, "add format: 2 at the top of the file", "tensor %q: placements: auto needs format 2", name)
@@ -147,13 +170,13 @@ type mention struct {
 func (p *parser) mentionOrder() []mention {
 	out := make([]mention, 0, len(p.tensorNames))
 	for _, n := range p.tensorNames {
-		out = append(out, mention{n, p.raw[n].pos})
+		out = append(out, mention{n, p.decl(n).pos})
 	}
 	// The declared names are listed, each once: only the others need a
 	// set of their own.
 	seen := map[string]bool{}
 	add := func(n string, pos diag.Pos) {
-		if p.raw[n] == nil && !seen[n] {
+		if _, decl := p.raw[n]; !decl && !seen[n] {
 			seen[n] = true
 			out = append(out, mention{n, pos})
 		}
@@ -225,7 +248,7 @@ func (p *parser) sortOps() []*rawOp {
 // so that the ops reading it can be checked.
 func (p *parser) resolveInput(t *Tensor) bool {
 	before := p.errs.Count()
-	rt := p.raw[t.Name]
+	rt := p.decl(t.Name)
 	if rt == nil {
 		if p.opsLost {
 			return false // perhaps the output of an op left out

@@ -222,7 +222,7 @@ func (p *parser) inferElementwise(op *Op, oi opIn) ([]int, bool) {
 // broadcastShape is the shape a file declares for broadcast ro's output,
 // and where: the new axes' extents come from it.
 func (p *parser) broadcastShape(ro *rawOp) ([]int, diag.Pos, bool) {
-	rt := p.raw[ro.out]
+	rt := p.decl(ro.out)
 	if rt != nil && rt.broken {
 		return nil, diag.Pos{}, false // its declaration's errors are reported
 	}
@@ -388,7 +388,7 @@ func (p *parser) sameDTypes(op *Op, oi opIn) bool {
 // schedule.
 func (p *parser) declareOutput(op *Op) bool {
 	out := op.Out
-	rt := p.raw[out.Name]
+	rt := p.decl(out.Name)
 	if rt == nil {
 		return p.schedule(out, nil) // no schedule, but resolves the layout
 	}
@@ -449,7 +449,7 @@ func (p *parser) matchDType(op *Op, d DType, pos diag.Pos, what string) {
 // a shape, which must agree with the op, and no allocation, whose loop
 // positions would count axes that propagation has yet to add.
 func (p *parser) declarePropagated(op *Op) bool {
-	rt := p.raw[op.Out.Name]
+	rt := p.decl(op.Out.Name)
 	if rt == nil {
 		return true
 	}

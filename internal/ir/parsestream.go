@@ -100,7 +100,7 @@ func (s *streamer) entry(k, v *yaml.Node) bool {
 		s.ops++
 		return true
 	}
-	if !isIdent(k.Value) || s.p.raw[k.Value] != nil {
+	if _, twice := s.p.raw[k.Value]; twice || !isIdent(k.Value) {
 		return false
 	}
 	s.p.tensorEntry(k, v)
