@@ -33,7 +33,8 @@ type fastHandler interface {
 	// field takes a key and its whole value.
 	field(k, v *yaml.Node) bool
 	// entry takes an entry of the collection opened last: a mapping's key
-	// and value, a list's item (k nil).
+	// and value, a list's item (k nil). Their nodes are the handler's
+	// until it returns only: the next entry's are made in their place.
 	entry(k, v *yaml.Node) bool
 }
 
@@ -100,6 +101,10 @@ func (d *fastDecoder) streamField(col int, k *yaml.Node, h fastHandler) bool {
 	}
 	stream, ok := h.open(k, coll)
 	d.check(ok)
+	// Each entry's nodes are made where the previous entry's were, which
+	// h has read: chunks that each held parts of several entries linked
+	// every entry read to the next, and kept them all.
+	mark := d.mark()
 	switch {
 	case !stream:
 		d.check(h.field(k, d.blockNode(c)))
@@ -107,12 +112,49 @@ func (d *fastDecoder) streamField(col int, k *yaml.Node, h fastHandler) bool {
 		d.fields(c, func(ek *yaml.Node) bool {
 			v, more := d.blockValue(c)
 			d.check(h.entry(ek, v))
+			d.rewind(mark)
 			return more
 		})
 	default:
-		d.items(c, func(item *yaml.Node) { d.check(h.entry(nil, item)) })
+		d.items(c, func(item *yaml.Node) {
+			d.check(h.entry(nil, item))
+			d.rewind(mark)
+		})
 	}
 	return d.pos < len(d.s)
+}
+
+// chunks are the decoder's chunks at a time: mark's, for rewind.
+type chunks struct {
+	keys, maps, values nodeChunk
+	mapPtrs, listPtrs  ptrChunk
+}
+
+// mark is where the decoder's chunks are now.
+func (d *fastDecoder) mark() chunks {
+	return chunks{d.keys, d.maps, d.values, d.mapPtrs, d.listPtrs}
+}
+
+// rewind takes back every node and content allocated since m: no one
+// may hold them any more.
+func (d *fastDecoder) rewind(m chunks) {
+	rewindChunk(&d.keys, m.keys)
+	rewindChunk(&d.maps, m.maps)
+	rewindChunk(&d.values, m.values)
+	rewindChunk(&d.mapPtrs, m.mapPtrs)
+	rewindChunk(&d.listPtrs, m.listPtrs)
+}
+
+// rewindChunk zeroes the slots of chunk *c taken since it was mark, and
+// gives them back. A chunk begun since then holds nothing older than
+// mark, and starts again empty; mark's own chunk keeps what it held then.
+func rewindChunk[C ~[]E, E any](c *C, mark C) {
+	from := 0
+	if cap(mark) > 0 && cap(*c) > 0 && &(*c)[:1][0] == &mark[:1][0] {
+		from = len(mark)
+	}
+	clear((*c)[from:])
+	*c = (*c)[:from]
 }
 
 // check gives up unless ok: a handler stopped the reading.
