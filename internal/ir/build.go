@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 
 	"go.yaml.in/yaml/v3"
 
@@ -132,7 +133,7 @@ func (tt *tensorTable) get(name string, pos diag.Pos) *Tensor {
 		tt.slab = make([]Tensor, 0, max(1, min(tt.left, slabSize)))
 	}
 	tt.left--
-	tt.slab = append(tt.slab, Tensor{Name: name, Pos: pos})
+	tt.slab = append(tt.slab, Tensor{Name: strings.Clone(name), Pos: pos}) // keeps no file text (parser.word)
 	t := &tt.slab[len(tt.slab)-1]
 	rt := tt.p.decl(name)
 	if rt == nil {
@@ -400,7 +401,7 @@ func (p *parser) dtype(n *yaml.Node, what, def string) DType {
 		p.errs.AddHint(posOf(n), diag.Suggest(s, DTypeNames()), "%s: unknown dtype %q (expected one of %s)", what, s, joinNames(DTypeNames()))
 		return ""
 	}
-	return DType(s)
+	return DType(p.word(s))
 }
 
 func joinNames(names []string) string {
