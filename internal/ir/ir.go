@@ -271,9 +271,27 @@ type Tensor struct {
 	// reads it, which is then the reduction of its terms over axis 0.
 	Partial OpKind
 
-	shardings []Sharding  // resolved by analyze
+	// an is what analyze resolved, nil before: tensors alike share it
+	// (ShareAlike), and a pointer keeps 48 bytes of 100k tensors' own.
+	an *tensorAnalysis
+}
+
+// tensorAnalysis is what analyze resolves of a tensor's domains.
+type tensorAnalysis struct {
+	shardings []Sharding
 	rootPad   map[int]int // value axis -> extent its uneven first split pads it to
 	layout    []int       // value axes in memory order
+}
+
+// unanalyzed is the analysis of a tensor not analyzed: none.
+var unanalyzed tensorAnalysis
+
+// analyzed is t's analysis, empty before analyze.
+func (t *Tensor) analyzed() *tensorAnalysis {
+	if t.an == nil {
+		return &unanalyzed
+	}
+	return t.an
 }
 
 // ValueAxes returns the positions of the non-reduction logical axes: the

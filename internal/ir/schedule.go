@@ -254,7 +254,7 @@ func (p *parser) checkReorder(t *Tensor, s *stepIn, out ScheduleStep) (ScheduleS
 // on t's logical domain, then checks and analyzes t as replaySchedule does
 // a tensor of the file: format 2's propagation builds its tensors so.
 func (p *parser) scheduleSteps(t *Tensor, steps []ScheduleStep) bool {
-	t.Loop, t.Schedule, t.rootPad = slices.Clone(t.Logical), nil, nil
+	t.Loop, t.Schedule = slices.Clone(t.Logical), nil // analyze makes the analysis anew
 	before := p.errs.Count()
 	if !p.applySteps(t, steps...) {
 		return false

@@ -61,7 +61,7 @@ type analysisError struct {
 // analyze resolves t's shardings and layout (docs/lowering.md, "The digit
 // model").
 func (t *Tensor) analyze() *analysisError {
-	t.shardings = nil
+	t.an = &tensorAnalysis{}
 	// By logical position: a list, where a map per tensor cost more. A
 	// reduction axis maps to 0, as a map's missing key did.
 	valueIndex := make([]int, len(t.Logical))
@@ -77,7 +77,7 @@ func (t *Tensor) analyze() *analysisError {
 		if err != nil {
 			return &analysisError{Pos: err.Pos, Msg: fmt.Sprintf("%s axis: %s", pt, err.Msg), Hint: err.Hint}
 		}
-		t.shardings = append(t.shardings, Sharding{Type: pt, Digits: digits, Kind: t.kindOf(digits)})
+		t.an.shardings = append(t.an.shardings, Sharding{Type: pt, Digits: digits, Kind: t.kindOf(digits)})
 	}
 	return t.resolveLayout(valueIndex)
 }
@@ -168,10 +168,10 @@ func (t *Tensor) digitsOf(id *IterDomain, valueIndex []int, memo map[*IterDomain
 		// The first split of a logical axis pads it to outer*inner: the
 		// indices past its extent are holes that no device stores.
 		in = []Digit{{Axis: in[0].Axis, Stride: 1, Extent: outerExt * innerExt}}
-		if t.rootPad == nil {
-			t.rootPad = map[int]int{}
+		if t.an.rootPad == nil {
+			t.an.rootPad = map[int]int{}
 		}
-		t.rootPad[in[0].Axis] = outerExt * innerExt
+		t.an.rootPad[in[0].Axis] = outerExt * innerExt
 	}
 	outer, inner, ok := splitDigits(in, innerExt)
 	if !ok {
@@ -218,9 +218,9 @@ func splitDigits(ds []Digit, c int) (outer, inner []Digit, ok bool) {
 func (t *Tensor) resolveLayout(valueIndex []int) *analysisError {
 	rank := t.NumValueAxes()
 	if t.Allocation == nil {
-		t.layout = make([]int, rank)
-		for i := range t.layout {
-			t.layout[i] = i
+		t.an.layout = make([]int, rank)
+		for i := range t.an.layout {
+			t.an.layout[i] = i
 		}
 		return nil
 	}
@@ -257,17 +257,17 @@ func (t *Tensor) resolveLayout(valueIndex []int) *analysisError {
 			order = slices.Insert(order, i, a)
 		}
 	}
-	t.layout = order
+	t.an.layout = order
 	return nil
 }
 
 // Shardings returns the device types that shard t (extent > 1 on the mesh),
 // in the order DIDx, DIDy, DIDz.
-func (t *Tensor) Shardings() []Sharding { return t.shardings }
+func (t *Tensor) Shardings() []Sharding { return t.analyzed().shardings }
 
 // ShardingOf returns how pt shards t, and false when it does not.
 func (t *Tensor) ShardingOf(pt ParallelType) (Sharding, bool) {
-	for _, s := range t.shardings {
+	for _, s := range t.analyzed().shardings {
 		if s.Type == pt {
 			return s, true
 		}
@@ -276,15 +276,15 @@ func (t *Tensor) ShardingOf(pt ParallelType) (Sharding, bool) {
 }
 
 // Layout returns the value axes in memory order, outermost first.
-func (t *Tensor) Layout() []int { return t.layout }
+func (t *Tensor) Layout() []int { return t.analyzed().layout }
 
 // PaddedShape returns the extent of every value axis, padded where an
 // uneven split of a sharded axis leaves holes: the space the shards tile.
 func (t *Tensor) PaddedShape() []int {
 	shape := t.Shape()
-	for _, s := range t.shardings {
+	for _, s := range t.analyzed().shardings {
 		for _, d := range s.Digits {
-			shape[d.Axis] = max(shape[d.Axis], d.Span(), t.rootPad[d.Axis])
+			shape[d.Axis] = max(shape[d.Axis], d.Span(), t.analyzed().rootPad[d.Axis])
 		}
 	}
 	return shape
@@ -299,7 +299,7 @@ func (t *Tensor) unevenLocalShape() []int {
 	for a := range shape {
 		bounds := []int{1, padded[a]}
 		var dev []Digit
-		for _, s := range t.shardings {
+		for _, s := range t.analyzed().shardings {
 			for _, d := range s.Digits {
 				if d.Axis == a {
 					bounds = append(bounds, d.Stride, d.Span())
@@ -345,9 +345,9 @@ func ValidPrefix(stored []Digit, base, n int) int {
 func (t *Tensor) IsUneven() bool {
 	// PaddedShape without its slice: the lowering asks of every tensor of
 	// every op.
-	for _, s := range t.shardings {
+	for _, s := range t.analyzed().shardings {
 		for _, d := range s.Digits {
-			if max(d.Span(), t.rootPad[d.Axis]) > t.valueExtent(d.Axis) {
+			if max(d.Span(), t.analyzed().rootPad[d.Axis]) > t.valueExtent(d.Axis) {
 				return true
 			}
 		}
@@ -375,7 +375,7 @@ func (t *Tensor) LocalShape() []int {
 		return t.unevenLocalShape()
 	}
 	shape := t.PaddedShape()
-	for _, s := range t.shardings {
+	for _, s := range t.analyzed().shardings {
 		for _, d := range s.Digits {
 			shape[d.Axis] /= d.Extent
 		}
