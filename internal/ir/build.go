@@ -269,7 +269,7 @@ func (p *parser) resolveInput(t *Tensor) bool {
 		return false // its errors are reported
 	}
 	what := rt.what()
-	if (!given(rt.meshAt) || !given(rt.shapeAt)) && !p.isRead(t.Name) {
+	if (!given(rt.meshAt) || !given(rt.rest().shapeAt)) && !p.isRead(t.Name) {
 		if p.opsLost {
 			return false // perhaps read by an op left out
 		}
@@ -286,12 +286,12 @@ func (p *parser) resolveInput(t *Tensor) bool {
 	if !given(rt.meshAt) && !t.Propagated {
 		p.errs.Add(rt.pos, "%s: an input needs a \"mesh\"", what)
 	}
-	t.DType = cmp.Or(rt.dtype, "float32")
-	if !given(rt.shapeAt) {
+	t.DType = cmp.Or(rt.rest().dtype, "float32")
+	if !given(rt.rest().shapeAt) {
 		p.errs.Add(rt.pos, "%s: an input needs a \"shape\"", what)
 		return false
 	}
-	shape := rt.shape
+	shape := rt.rest().shape
 	if t.Mesh == nil && !t.Propagated {
 		return false
 	}
@@ -308,7 +308,7 @@ func (p *parser) resolveInput(t *Tensor) bool {
 			note = " (with its Partial terms axis)"
 		}
 	}
-	if !p.checkBytes(shape, t.DType, rt.shapeAt, what+" shape", note) {
+	if !p.checkBytes(shape, t.DType, rt.rest().shapeAt, what+" shape", note) {
 		return false
 	}
 	t.Logical = logicalDomain(shape, -1)
@@ -318,7 +318,7 @@ func (p *parser) resolveInput(t *Tensor) bool {
 
 // in is the op as inferOp checks it.
 func (ro *rawOp) in() opIn {
-	return opIn{kind: ro.kind, idx: ro.fileIdx, axis: ro.axis, axes: ro.axes, out: ro.out, pos: ro.pos, src: ro}
+	return opIn{kind: ro.kind, idx: ro.fileIdx, axis: ro.axis, axes: ro.keysOf().axes, out: ro.out, pos: ro.pos, src: ro}
 }
 
 // isRead reports whether an op reads the tensor name, one left out for its

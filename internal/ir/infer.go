@@ -67,7 +67,7 @@ func (in opIn) axisPos() diag.Pos {
 	if in.src == nil {
 		return diag.Pos{}
 	}
-	return in.src.axisAt
+	return in.src.keysOf().axisAt
 }
 
 // axesPos is where broadcast's list of axes is written, axisAt where its
@@ -76,14 +76,14 @@ func (in opIn) axesPos() diag.Pos {
 	if in.src == nil {
 		return diag.Pos{}
 	}
-	return in.src.axesAt
+	return in.src.keysOf().axesAt
 }
 
 func (in opIn) axisAt(i int) diag.Pos {
 	if in.src == nil {
 		return diag.Pos{}
 	}
-	return in.src.axesEach[i]
+	return in.src.keysOf().axesEach[i]
 }
 
 // inferOp checks op against its operands and infers its output's logical
@@ -226,11 +226,11 @@ func (p *parser) broadcastShape(ro *rawOp) ([]int, diag.Pos, bool) {
 	if rt != nil && rt.broken {
 		return nil, diag.Pos{}, false // its declaration's errors are reported
 	}
-	if rt == nil || !given(rt.shapeAt) {
+	if rt == nil || !given(rt.rest().shapeAt) {
 		p.noBroadcastShape(ro.outAt, ro.fileIdx, ro.out)
 		return nil, diag.Pos{}, false
 	}
-	return rt.shape, rt.shapeAt, true
+	return rt.rest().shape, rt.rest().shapeAt, true
 }
 
 // noBroadcastShape reports a broadcast whose output declares no shape.
@@ -423,11 +423,12 @@ func (p *parser) declareOutput(op *Op) bool {
 // checkDeclared checks the dtype and shape an output declares against
 // those inferred from its op.
 func (p *parser) checkDeclared(op *Op, rt *rawTensor, what string) {
-	if given(rt.dtypeAt) {
-		p.matchDType(op, rt.dtype, rt.dtypeAt, what)
+	r := rt.rest()
+	if given(r.dtypeAt) {
+		p.matchDType(op, r.dtype, r.dtypeAt, what)
 	}
-	if given(rt.shapeAt) {
-		p.matchShape(op.Out, rt.shape, rt.shapeAt, what)
+	if given(r.shapeAt) {
+		p.matchShape(op.Out, r.shape, r.shapeAt, what)
 	}
 }
 
@@ -459,8 +460,8 @@ func (p *parser) declarePropagated(op *Op) bool {
 	what := rt.what()
 	before := p.errs.Count()
 	p.checkDeclared(op, rt, what)
-	if rt.alloc != nil {
-		p.errs.AddHint(rt.alloc.at, "give the tensor a mesh and a schedule or placements, or leave allocation out",
+	if alloc := rt.rest().alloc; alloc != nil {
+		p.errs.AddHint(alloc.at, "give the tensor a mesh and a schedule or placements, or leave allocation out",
 			"%s: allocation needs a given sharding: the loop domain it counts positions of is propagated (format 2)", what)
 	}
 	return p.errs.Count() == before

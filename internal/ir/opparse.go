@@ -100,11 +100,12 @@ func (p *parser) parseOp(it *yaml.Node, i int) (*rawOp, bool) {
 			ns.out, op.outAt = v, posOf(v)
 			op.out, ok = p.w.ident(v, what+" out")
 		case "axis":
-			ns.axis, op.axisAt = v, posOf(v)
+			ns.axis, op.ownKeys().axisAt = v, posOf(v)
 			op.axis, ok = p.w.integer(v, what+" axis")
 		case "axes":
-			ns.axes, op.axesAt = v, posOf(v)
-			op.axes, op.axesEach, ok = p.integers(v, what+" axes")
+			k := op.ownKeys()
+			ns.axes, k.axesAt = v, posOf(v)
+			k.axes, k.axesEach, ok = p.integers(v, what+" axes")
 		}
 		good = good && ok
 	}
@@ -192,11 +193,11 @@ func (p *parser) checkOpKeys(op *rawOp, it *yaml.Node, ns opNodes, what string) 
 	takesAxis, takesAxes := e.Takes(ops.AttrAxis), e.Takes(ops.AttrAxes)
 	switch {
 	case takesAxis && ns.axis == nil && ns.axes != nil:
-		p.errs.AddHint(op.axesAt, "write axis: N; reduce several axes with one op each",
+		p.errs.AddHint(op.keysOf().axesAt, "write axis: N; reduce several axes with one op each",
 			"%s: %s reduces one \"axis\", not \"axes\"", what, op.kind)
 		return false
 	case takesAxes && ns.axes == nil && ns.axis != nil:
-		p.errs.AddHint(op.axisAt, "write axes: [N], the output positions of the new axes",
+		p.errs.AddHint(op.keysOf().axisAt, "write axes: [N], the output positions of the new axes",
 			"%s: broadcast takes \"axes\", a list, not \"axis\"", what)
 		return false
 	}
@@ -208,7 +209,7 @@ func (p *parser) checkOpKeys(op *rawOp, it *yaml.Node, ns opNodes, what string) 
 		}
 		good = false
 	case !takesAxis && ns.axis != nil:
-		p.errs.AddHint(op.axisAt, axisHint(op.kind), "%s: %s takes no \"axis\"", what, op.kind)
+		p.errs.AddHint(op.keysOf().axisAt, axisHint(op.kind), "%s: %s takes no \"axis\"", what, op.kind)
 		good = false
 	}
 	switch {
@@ -219,11 +220,11 @@ func (p *parser) checkOpKeys(op *rawOp, it *yaml.Node, ns opNodes, what string) 
 		}
 		good = false
 	case takesAxes && ns.axes.Kind == yaml.SequenceNode && len(ns.axes.Content) == 0:
-		p.errs.AddHint(op.axesAt, "a broadcast without new axes is a set",
+		p.errs.AddHint(op.keysOf().axesAt, "a broadcast without new axes is a set",
 			"%s: broadcast axes: expected at least one new axis, got an empty list", what)
 		good = false
 	case !takesAxes && ns.axes != nil:
-		p.errs.AddHint(op.axesAt, "only broadcast inserts axes", "%s: %s takes no \"axes\"", what, op.kind)
+		p.errs.AddHint(op.keysOf().axesAt, "only broadcast inserts axes", "%s: %s takes no \"axes\"", what, op.kind)
 		good = false
 	}
 	return good

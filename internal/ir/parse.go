@@ -117,36 +117,70 @@ type parser struct {
 type rawTensor struct {
 	name string
 	pos  diag.Pos
-	// meshAt, dtypeAt and shapeAt are where the mesh, dtype and shape are
-	// written, the zero position for those the declaration leaves out;
-	// mesh, dtype and shape their values. A value that is wrong breaks
-	// the tensor, and build reads the values of unbroken tensors only.
-	meshAt, dtypeAt, shapeAt diag.Pos
-	mesh                     *Mesh
-	dtype                    DType
-	shape                    []int
+	// meshAt is where the mesh is written, the zero position when the
+	// declaration leaves it out; mesh its value. A value that is wrong
+	// breaks the tensor, and build reads the values of unbroken tensors
+	// only.
+	meshAt diag.Pos
+	mesh   *Mesh
 	// plsAt is where the placements are written, the zero position for
 	// none; plsList holds their entries until they are decoded on the
 	// mesh the tensor declares (into pls), which build then uses: a
 	// tensor that declares a mesh lies on it.
 	plsAt   diag.Pos
 	plsList *listIn
-	// sched and alloc are the schedule and allocation as decoded, nil
-	// when not given.
-	sched *schedIn
-	alloc *allocIn
+	// pls are the placements decoded on the mesh the tensor declares
+	// (placementsOf).
+	pls []placement
+	// more holds the parts that most declarations leave out, nil when
+	// this one does (the declarations of a generated file give a mesh
+	// and placements): read them through rest, write them through own.
+	more *rawRest
 	// auto is set by `placements: auto` (ParseAuto), which gives no
 	// placements.
 	auto bool
-	// named is what(), once built.
-	named string
 	// broken is set when the declaration has an error that parseTensors
 	// reported, or names a broken mesh: build checks it no further, and
 	// the ops reading it are not checked.
 	broken bool
-	// pls are the placements decoded on the mesh the tensor declares
-	// (placementsOf).
-	pls []placement
+}
+
+// rawRest is the rest of a tensor declaration (rawTensor.more).
+type rawRest struct {
+	// dtypeAt and shapeAt are where the dtype and shape are written, the
+	// zero position for those the declaration leaves out; dtype and
+	// shape their values.
+	dtypeAt, shapeAt diag.Pos
+	dtype            DType
+	shape            []int
+	// sched and alloc are the schedule and allocation as decoded, nil
+	// when not given.
+	sched *schedIn
+	alloc *allocIn
+}
+
+// rest is the rest of rt's declaration, to read.
+func (rt *rawTensor) rest() rawRest { return readPart(rt.more) }
+
+// own is the rest of rt's declaration, to write.
+func (rt *rawTensor) own() *rawRest { return ownPart(&rt.more) }
+
+// readPart is *part, or the zero value when part is nil: a part of a raw
+// entry that most entries leave out, kept behind a pointer so that those
+// take no room for it (rawTensor.more, rawOp.axes).
+func readPart[T any](part *T) (v T) {
+	if part != nil {
+		v = *part
+	}
+	return v
+}
+
+// ownPart is *part, made first when nil: such a part, to write.
+func ownPart[T any](part **T) *T {
+	if *part == nil {
+		*part = new(T)
+	}
+	return *part
 }
 
 // declared is a declared tensor: its declaration, which build drops
@@ -183,35 +217,47 @@ func (p *parser) word(s string) string {
 // is that of a part left out.
 func given(pos diag.Pos) bool { return pos.Line > 0 }
 
-// what names the tensor in messages, `tensor "t0"`: built once, though
-// parsing and building the fusion each ask.
+// what names the tensor in messages, `tensor "t0"`: made each time it
+// is asked for rather than kept with every declaration.
 func (rt *rawTensor) what() string {
-	if rt.named == "" {
-		rt.named = "tensor " + strconv.Quote(rt.name)
-	}
-	return rt.named
+	return "tensor " + strconv.Quote(rt.name)
 }
 
 // rawOp is an op as written: its parts decoded, with where each is
 // written (the zero position for a part left out), and no YAML node.
 type rawOp struct {
-	kind     OpKind
-	ins      []string   // the operands' names, in order
-	inAt     []diag.Pos // where each is written
-	out      string
-	outAt    diag.Pos
-	axis     int
-	axisAt   diag.Pos
-	axes     []int      // broadcast's new axes as written
-	axesAt   diag.Pos   // the list
-	axesEach []diag.Pos // its entries
-	pos      diag.Pos
+	kind  OpKind
+	ins   []string   // the operands' names, in order
+	inAt  []diag.Pos // where each is written
+	out   string
+	outAt diag.Pos
+	axis  int
+	// keys are where axis and axes are written, and axes: nil for an op
+	// that writes neither (a set, an elementwise op; most ops of a
+	// generated file). Read them through keysOf, write them through
+	// ownKeys.
+	keys *rawKeys
+	pos  diag.Pos
 	// fileIdx is the op's position in the file's ops list, for messages.
 	fileIdx int
 	// visit is how far sortOps's depth-first search is with the op: a
 	// field rather than a map, which cost a tenth of parsing 100k ops.
 	visit visitState
 }
+
+// rawKeys are the keys axis and axes of an op (rawOp.keys).
+type rawKeys struct {
+	axisAt   diag.Pos
+	axes     []int      // broadcast's new axes as written
+	axesAt   diag.Pos   // the list
+	axesEach []diag.Pos // its entries
+}
+
+// keysOf are ro's keys, to read.
+func (ro *rawOp) keysOf() rawKeys { return readPart(ro.keys) }
+
+// ownKeys are ro's keys, to write.
+func (ro *rawOp) ownKeys() *rawKeys { return ownPart(&ro.keys) }
 
 // visitState is a depth-first search's mark of a node.
 type visitState uint8
@@ -492,7 +538,7 @@ func (p *parser) propagates(name string) bool {
 		return false
 	}
 	rt := p.decl(name)
-	return rt == nil || !given(rt.meshAt) && rt.sched == nil && !given(rt.plsAt)
+	return rt == nil || !given(rt.meshAt) && rt.rest().sched == nil && !given(rt.plsAt)
 }
 
 // checkAuto reports `placements: auto` where it is not accepted.
@@ -555,14 +601,14 @@ func (p *parser) parseTensor(rt *rawTensor, n *yaml.Node) {
 		case "mesh":
 			rt.meshAt, rt.mesh = posOf(v), p.meshRef(v, what)
 		case "dtype":
-			rt.dtypeAt, rt.dtype = posOf(v), p.dtype(v, what, "")
+			rt.own().dtypeAt, rt.own().dtype = posOf(v), p.dtype(v, what, "")
 		case "shape":
-			rt.shapeAt = posOf(v)
-			rt.shape, _ = p.extents(v, what+" shape")
+			rt.own().shapeAt = posOf(v)
+			rt.own().shape, _ = p.extents(v, what+" shape")
 		case "schedule":
-			rt.sched = p.scheduleIn(rt.name, v)
+			rt.own().sched = p.scheduleIn(rt.name, v)
 		case "allocation":
-			rt.alloc = p.allocOf(rt.name, v)
+			rt.own().alloc = p.allocOf(rt.name, v)
 		case "placements":
 			if v.Kind == yaml.ScalarNode && v.Value == "auto" {
 				rt.auto = true

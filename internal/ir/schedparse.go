@@ -23,24 +23,25 @@ func (p *parser) scheduleWith(t *Tensor, rt *rawTensor, pls []placement) bool {
 	if rt == nil {
 		return p.replaySchedule(t, nil, nil)
 	}
-	if given(rt.plsAt) && rt.sched != nil {
+	r := rt.rest()
+	if given(rt.plsAt) && r.sched != nil {
 		t.Loop = slices.Clone(t.Logical)
 		p.errs.AddHint(rt.plsAt, "placements are sugar for a schedule; keep one of them",
 			"tensor %q: both placements and schedule are given", t.Name)
 		return false
 	}
 	if pls != nil {
-		return p.placeSchedule(t, pls, rt.alloc)
+		return p.placeSchedule(t, pls, r.alloc)
 	}
 	var steps []stepIn
-	if rt.sched != nil {
+	if r.sched != nil {
 		var ok bool
-		if steps, ok = p.stepsOf(t.Name, rt.sched); !ok {
+		if steps, ok = p.stepsOf(t.Name, r.sched); !ok {
 			t.Loop = slices.Clone(t.Logical)
 			return false
 		}
 	}
-	return p.replaySchedule(t, steps, rt.alloc)
+	return p.replaySchedule(t, steps, r.alloc)
 }
 
 // quiet is a walker whose problems wait in l, a list of p's kept for it,
