@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
-	"strings"
 
 	"go.yaml.in/yaml/v3"
 
@@ -133,7 +132,7 @@ func (tt *tensorTable) get(name string, pos diag.Pos) *Tensor {
 		tt.slab = make([]Tensor, 0, max(1, min(tt.left, slabSize)))
 	}
 	tt.left--
-	tt.slab = append(tt.slab, Tensor{Name: strings.Clone(name), Pos: pos}) // keeps no file text (parser.word)
+	tt.slab = append(tt.slab, Tensor{Name: name, Pos: pos})
 	t := &tt.slab[len(tt.slab)-1]
 	rt := tt.p.decl(name)
 	if rt == nil {
@@ -401,7 +400,7 @@ func (p *parser) dtype(n *yaml.Node, what, def string) DType {
 		p.errs.AddHint(posOf(n), diag.Suggest(s, DTypeNames()), "%s: unknown dtype %q (expected one of %s)", what, s, joinNames(DTypeNames()))
 		return ""
 	}
-	return DType(p.word(s))
+	return DType(s)
 }
 
 func joinNames(names []string) string {

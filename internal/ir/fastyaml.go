@@ -11,8 +11,9 @@ import "go.yaml.in/yaml/v3"
 // how the library would type — makes it give up (ok false), and the
 // library decodes the file instead, errors included. The library takes
 // about ten times as long (BenchmarkDecode) and allocates several objects
-// a node, most of the cost of parsing a fusion of 100k ops; here nodes,
-// their contents and their strings come from a few large allocations.
+// a node, most of the cost of parsing a fusion of 100k ops; here nodes
+// and their contents come from a few large allocations, and a string is
+// made for each name and for the first of each other scalar (str).
 // TestFastDecode and FuzzFastDecode hold it to the library's trees.
 func fastDecode(src []byte) (doc *yaml.Node, ok bool) {
 	var root *yaml.Node
@@ -64,7 +65,7 @@ func fastRead(src []byte, read func(d *fastDecoder)) (ok bool) {
 			return false
 		}
 	}
-	d := &fastDecoder{s: string(src), line: 1}
+	d := &fastDecoder{s: src, line: 1}
 	defer func() {
 		// The decoder gives up by panicking with giveUp, from any depth.
 		if r := recover(); r != nil {
@@ -183,18 +184,35 @@ const maxFastDepth = 64
 // fastDecoder reads src byte by byte; pos is the next byte, on line line,
 // which starts at lineStart.
 //
-// Nodes and contents come from chunks, kept apart by what the parser keeps
-// of them: it keeps the values of a fusion's fields (rawTensor, rawOp)
-// until the fusion is built, and with them the chunks they lie in, but
-// neither the keys nor the mappings, which are half the nodes of a fusion
-// of 100k ops (100 MB) and can go as soon as the fields are read.
+// Nodes and contents come from chunks (of keys, mappings and other
+// values), which fastStream reuses from one entry to the next (rewind).
 type fastDecoder struct {
-	s                    string
+	s                    []byte // the file, which it never changes
 	pos, line, lineStart int
 	depth                int
 	keys, maps, values   nodeChunk
 	mapPtrs, listPtrs    ptrChunk     // the contents of mappings, of lists
 	stack                []*yaml.Node // the children of the open collections
+	// words are scalars read before, by a hash of their bytes (str).
+	words [512]string
+}
+
+// str is scalar b as a string of its own: the one read last of those of
+// its hash when it is the same (a file repeats its keys, meshes,
+// placements and ops throughout), else a new one. No string is a slice
+// of the file: the parser keeps names, and one slice of a string of the
+// whole file would keep all of it as long as the fusion, and a copy of
+// the file as long as the reading (TestParseKeepsNoFileText).
+func (d *fastDecoder) str(b []byte) string {
+	h := uint32(2166136261) // FNV-1a
+	for _, c := range b {
+		h = (h ^ uint32(c)) * 16777619
+	}
+	w := &d.words[h%uint32(len(d.words))]
+	if *w != string(b) {
+		*w = string(b)
+	}
+	return *w
 }
 
 // nodeChunk allocates nodes from chunks of 1024.
@@ -509,7 +527,7 @@ func (d *fastDecoder) scalar(key bool) *yaml.Node {
 	for d.pos < len(d.s) && (isNameByte(d.s[d.pos]) || d.s[d.pos] == '(' || d.s[d.pos] == ')' || d.s[d.pos] == '-') {
 		d.pos++
 	}
-	v := d.s[start:d.pos]
+	v := d.str(d.s[start:d.pos])
 	tag := scalarTag(v)
 	if tag == "" {
 		d.fail()

@@ -8,10 +8,10 @@ import (
 
 // TestParseKeepsNoFileText parses every valid fusion of the tests with
 // 8 MiB of blank lines after it, and requires that the fusion does not
-// keep the file's text alive: the fast reader's names are slices of one
-// copy of the file, and a single one of them kept (a tensor's name, a
-// dtype, an op's kind) would keep the whole file as long as the fusion,
-// through lowering (docs/performance.md, "The memory model").
+// keep the file alive: were a single string the fusion keeps (a tensor's
+// name, a dtype, an op's kind) a slice of the file's text, it would keep
+// the whole file as long as the fusion, through lowering (the fast reader
+// makes each scalar a string of its own: fastDecoder.str).
 func TestParseKeepsNoFileText(t *testing.T) {
 	const padding = 8 << 20
 	srcs := map[string]string{}

@@ -140,7 +140,7 @@ func (p *parser) opKind(op *rawOp, n *yaml.Node, what string) bool {
 		p.errs.AddHint(posOf(n), unknownOpHint(s), "%s: unknown op %q (ops are: %s)", what, s, opFamilies())
 		return false
 	}
-	op.kind = OpKind(p.word(s))
+	op.kind = OpKind(s)
 	return true
 }
 

@@ -86,10 +86,6 @@ type parser struct {
 	// fusion repeats a few, and the regular expression that reads one
 	// was a tenth of building a fusion of 100k tensors.
 	parsedPlacements map[string]shard.Placement
-	// words are the words of the file's vocabulary that the fusion
-	// keeps (dtypes, op kinds, schedule steps, Partial ops), each once
-	// (word).
-	words map[string]string
 
 	// An error stops only the checks that depend on what is wrong, so
 	// that a file's independent errors are reported in one run, and none
@@ -195,23 +191,6 @@ type declared struct {
 // decl is the declaration of the tensor name, nil for a tensor the file
 // does not declare or that build has made already.
 func (p *parser) decl(name string) *rawTensor { return p.raw[name].raw }
-
-// word is s, a dtype, op kind, schedule step or Partial op as the file
-// writes it, in a string of its own, the same for every tensor or op that
-// writes it. The fast reader's strings are slices of one copy of the file:
-// a fusion that kept one (or a tensor's name: build clones those) would
-// keep the whole file through lowering.
-func (p *parser) word(s string) string {
-	if w, ok := p.words[s]; ok {
-		return w
-	}
-	if p.words == nil {
-		p.words = map[string]string{}
-	}
-	w := strings.Clone(s)
-	p.words[w] = w
-	return w
-}
 
 // given reports whether the file writes a part at pos: the zero position
 // is that of a part left out.
@@ -337,7 +316,7 @@ func (p *parser) header(key string, v *yaml.Node) {
 		}
 	case "name":
 		if s, ok := p.w.str(v, "name"); ok {
-			p.name = strings.Clone(s) // keeps no file text (word)
+			p.name = s
 		}
 	case "inputs":
 		p.inputs = listOf(v)
@@ -431,7 +410,7 @@ func (p *parser) parseMeshes(n *yaml.Node) {
 			p.structural = true
 			continue
 		}
-		m := &Mesh{Name: strings.Clone(f.Key), Pos: posOf(f.KeyN)} // keeps no file text (word)
+		m := &Mesh{Name: f.Key, Pos: posOf(f.KeyN)}
 		if p.meshShape(f.Value, m, 0) {
 			p.checkMeshDevices(m, f.Value)
 		} else {

@@ -106,7 +106,6 @@ func (p *parser) placement(in scalarIn, what string) (placement, bool) {
 	if p.parsedPlacements == nil {
 		p.parsedPlacements = map[string]shard.Placement{}
 	}
-	pl.Op = p.word(pl.Op)
 	p.parsedPlacements[s] = pl
 	return placement{pl, in.pos}, true
 }

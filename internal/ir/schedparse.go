@@ -126,7 +126,7 @@ func (p *parser) stepOf(name string, it *yaml.Node, what string) stepIn {
 // its arguments, the factor's or type's problems reported late (after the
 // axis is checked).
 func (p *parser) decodeStep(s *stepIn, name string, f field, early, late walker) bool {
-	s.Kind, s.Pos = StepKind(p.word(f.Key)), posOf(f.KeyN)
+	s.Kind, s.Pos = StepKind(f.Key), posOf(f.KeyN)
 	what := fmt.Sprintf("tensor %q %s", name, f.Key)
 	var keys []string
 	switch s.Kind {
