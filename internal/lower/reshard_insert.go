@@ -71,6 +71,32 @@ type inserter struct {
 	failed map[*ir.Op]bool
 	// bcast are the broadcast axes of the rewritten fusion's tensors.
 	bcast bcastAxes
+	// built are the tensors newTensor built, by their spec's key
+	// (appendSpecKey; key is scratch): the sets inserted into a long
+	// chain make a few specs, and each tensor alike one built before is
+	// that one renamed (build).
+	built map[string]*ir.Tensor
+	key   []byte
+}
+
+// build is ir.NewTensor(spec), or, when a tensor of the same spec but its
+// name was built before, that tensor renamed (ir.Tensor.Renamed): the
+// same tensor, in a fraction of the time and memory, sharing its domains
+// as ShareAlike would. A spec NewTensor rejects is built again each time,
+// so that each error names its tensor.
+func (ins *inserter) build(spec ir.TensorSpec) (*ir.Tensor, error) {
+	ins.key = appendSpecKey(ins.key[:0], spec)
+	if first, ok := ins.built[string(ins.key)]; ok {
+		return first.Renamed(spec.Name), nil
+	}
+	t, err := ir.NewTensor(spec)
+	if err == nil {
+		if ins.built == nil {
+			ins.built = map[string]*ir.Tensor{}
+		}
+		ins.built[string(ins.key)] = t
+	}
+	return t, err
 }
 
 // addFailed appends op, whose errors are reported, and marks it so that
@@ -267,7 +293,7 @@ func (ins *inserter) newTensor(op *ir.Op, base string, mesh *ir.Mesh, dtype ir.D
 		name = fmt.Sprintf("%s.%d", base, n)
 	}
 	ins.names[base]++
-	t, err := ir.NewTensor(ir.TensorSpec{Name: name, Mesh: mesh, DType: dtype, Shape: shape, Schedule: blockSchedule(mesh, need)})
+	t, err := ins.build(ir.TensorSpec{Name: name, Mesh: mesh, DType: dtype, Shape: shape, Schedule: blockSchedule(mesh, need)})
 	if err != nil {
 		ins.errs.Add(op.Pos, "op %q: cannot shard operand %s as its output requires: %v", op.Expr(), base, err)
 		return nil, false
