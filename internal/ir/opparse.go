@@ -2,6 +2,7 @@ package ir
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -77,7 +78,7 @@ type opNodes struct {
 // parseOp decodes one op, the i-th of the file. A broken op is returned
 // with what could be read of it, nil when it is not a mapping.
 func (p *parser) parseOp(it *yaml.Node, i int) (*rawOp, bool) {
-	what := fmt.Sprintf("ops[%d]", i)
+	what := "ops[" + strconv.Itoa(i) + "]"
 	fields, ok := p.w.mapping(it, what, opKeys)
 	if !ok {
 		return nil, false
