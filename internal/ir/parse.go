@@ -34,11 +34,14 @@ func ParseAuto(file string, src []byte) (*Fusion, error) {
 
 func parse(file string, src []byte, allowAuto bool) (*Fusion, error) {
 	p := newParser(file, allowAuto)
-	f, streamed := p.stream(src)
-	if !streamed {
+	if !p.stream(src) {
 		p = newParser(file, allowAuto)
-		f = p.parse(src)
+		p.readTree(src)
 	}
+	// src is not read from here on: build runs without it (and without
+	// the caller's copy, once the caller no longer needs it), since the
+	// fusion keeps no part of it.
+	f := p.finish()
 	if err := p.errs.Err(); err != nil {
 		return nil, err
 	}
@@ -255,21 +258,26 @@ var topKeys = []string{"format", "name", "meshes", "tensors", "ops", "inputs", "
 
 var yamlLineRE = regexp.MustCompile(`^yaml: (?:line (\d+): )?(.*)$`)
 
-func (p *parser) parse(src []byte) *Fusion {
+// readTree reads the whole file src the tree way, for finish to build. A
+// file that is no UTF-8 YAML mapping breaks the frame: finish builds
+// nothing.
+func (p *parser) readTree(src []byte) {
+	p.structural = true // until the root is read
 	if !utf8.Valid(src) {
 		// The YAML library would decode UTF-16 by its byte-order mark, and
 		// positions would then not match the file as bytes.
 		p.errs.AddHint(diag.Pos{Line: 1, Col: 1}, "save the file as UTF-8", "the fusion file is not UTF-8 text")
-		return nil
+		return
 	}
 	root := p.decode(src)
 	if root == nil {
-		return nil
+		return
 	}
 	fields, ok := p.w.mapping(root, "fusion", topKeys)
 	if !ok {
-		return nil
+		return
 	}
+	p.structural = false
 	var meshesN, tensorsN, opsN *yaml.Node
 	for _, f := range fields {
 		switch f.Key {
@@ -290,7 +298,6 @@ func (p *parser) parse(src []byte) *Fusion {
 	p.parseMeshes(meshesN)
 	p.parseTensors(tensorsN)
 	p.parseOps(opsN)
-	return p.finish()
 }
 
 // finish builds the fusion of what parse read, unless its frame is

@@ -6,7 +6,8 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// stream parses src as parse does, without the tree of the whole file:
+// stream reads src as readTree does, for finish to build, without the tree
+// of the whole file:
 // fastStream hands it the top-level fields, and the tensors and ops one
 // entry at a time, each read into a rawTensor or rawOp that keeps no node.
 // It takes the files whose frame needs no check that spans entries: src
@@ -15,12 +16,9 @@ import (
 // given twice) before ops. It reports false for any other file, having
 // read part of it perhaps: parse then reads the file again with a fresh
 // parser, the tree way, which reports what is wrong with its frame.
-func (p *parser) stream(src []byte) (*Fusion, bool) {
+func (p *parser) stream(src []byte) bool {
 	s := &streamer{p: p, seen: map[int]bool{}}
-	if !fastStream(src, s) || !s.seen[meshesKey] {
-		return nil, false
-	}
-	return p.finish(), true
+	return fastStream(src, s) && s.seen[meshesKey]
 }
 
 // The top-level keys whose order stream checks, as indexes into topKeys.

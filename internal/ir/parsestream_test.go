@@ -60,12 +60,13 @@ func TestStreamAsTree(t *testing.T) {
 // tree way, and reports any difference in their diagnostics or fusions.
 func streamAsTree(t testing.TB, name string, src []byte) bool {
 	sp := newParser(name, true)
-	got, streamed := sp.stream(src)
-	if !streamed {
+	if !sp.stream(src) {
 		return false
 	}
+	got := sp.finish()
 	tp := newParser(name, true)
-	want := tp.parse(src)
+	tp.readTree(src)
+	want := tp.finish()
 	if diff := cmp.Diff(errText(tp.errs.Err()), errText(sp.errs.Err())); diff != "" {
 		t.Errorf("%s: diagnostics differ (-tree +stream):\n%s", name, diff)
 	}
