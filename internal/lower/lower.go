@@ -87,10 +87,12 @@ func Lower(f *ir.Fusion, opts Options) (*plan.Plan, error) {
 // plan. On an error, what w has received is no plan: the caller drops
 // it.
 //
-// Stream also keeps the fusion small: f's tensors alike, and those of
-// the fusion with the resharding sets inserted, share their domains
-// (ir.Fusion.ShareAlike), which leaves f what it was but for the source
-// positions inside its tensors' domains.
+// Stream also keeps the fusion small, and takes f to do it: f's tensors
+// alike, and those of the fusion with the resharding sets inserted, share
+// their domains (ir.Fusion.ShareAlike), and the fusion with the sets
+// inserted is made of f's own ops, renumbered and reading the sets, where
+// Lower copies them (a copy of each op after the first set inserted).
+// The caller must not use f after.
 func Stream(f *ir.Fusion, opts Options, w *plan.Writer) error {
 	f.ShareAlike()
 	l, err := lowerInto(f, opts, w)
@@ -115,7 +117,7 @@ func lowerInto(f *ir.Fusion, opts Options, w *plan.Writer) (*lowerer, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &lowerer{f: f, planner: planner, ledger: reshard.NewLedger(f.File), w: w}
+	l := &lowerer{f: f, planner: planner, ledger: reshard.NewLedger(f.File), w: w, owned: w != nil}
 	for _, p := range passes {
 		p.run(l)
 	}
@@ -142,7 +144,7 @@ var passes = []pass{
 
 // insertReshardings is the pass that gives every computing op operands
 // sharded as it computes (reshard_insert.go): the lowerer's fusion becomes
-// a new one, the caller's unchanged.
+// a new one, the caller's unchanged unless the lowerer owns it (Stream).
 func (l *lowerer) insertReshardings() {
 	var ins *inserter
 	l.f, ins = insertReshardings(l.f, l)
@@ -218,6 +220,10 @@ type lowerer struct {
 	// the steps it has been given.
 	w      *plan.Writer
 	counts *stepCounts
+	// owned is set when the caller's fusion is the lowerer's to change
+	// (Stream): the resharding pass then renumbers its ops and gives them
+	// their new operands in place, rather than copy them.
+	owned bool
 }
 
 // opCtx is the lowering of one computing op.

@@ -40,17 +40,27 @@ func insertReshardings(f *ir.Fusion, l *lowerer) (*ir.Fusion, *inserter) {
 	out := *f
 	out.Ops = nil
 	out.Tensors = slices.Clone(f.Inputs)
-	ins := &inserter{source: f, fusion: &out, errs: l.ledger.Errs(), planner: l.planner, sumTypes: map[*ir.Op]ir.ParallelType{}, failed: map[*ir.Op]bool{}, bcast: bcastAxes{}}
+	ins := &inserter{source: f, fusion: &out, errs: l.ledger.Errs(), planner: l.planner, sumTypes: map[*ir.Op]ir.ParallelType{}, failed: map[*ir.Op]bool{}, bcast: bcastAxes{}, owned: l.owned}
 	for _, op := range f.Ops {
 		if op.Kind == ir.OpSet || op.Kind.IsReduction() {
 			ins.add(op)
 			continue
 		}
-		cp := *op // f stays as the caller gave it
-		cp.Inputs = slices.Clone(op.Inputs)
-		ins.computing(&cp)
+		ins.computing(ins.own(op))
 	}
 	return &out, ins
+}
+
+// own is op to change: op itself when the lowerer owns the caller's
+// fusion, else a copy (with its own operand list), so that f stays as the
+// caller gave it.
+func (ins *inserter) own(op *ir.Op) *ir.Op {
+	if ins.owned {
+		return op
+	}
+	cp := *op
+	cp.Inputs = slices.Clone(op.Inputs)
+	return &cp
 }
 
 // inserter accumulates the ops and tensors of the rewritten fusion.
@@ -71,6 +81,8 @@ type inserter struct {
 	failed map[*ir.Op]bool
 	// bcast are the broadcast axes of the rewritten fusion's tensors.
 	bcast bcastAxes
+	// owned is lowerer.owned: the caller's ops may be changed in place.
+	owned bool
 	// built are the tensors newTensor built, by their spec's key
 	// (appendSpecKey; key is scratch): the sets inserted into a long
 	// chain make a few specs, and each tensor alike one built before is
@@ -106,11 +118,13 @@ func (ins *inserter) addFailed(op *ir.Op) {
 	ins.failed[op] = true
 }
 
-// add appends op (and its output) with the next index. Ops of the
-// caller's fusion keep their index: only computing ops, copied, move.
+// add appends op (and its output) with the next index. A set or
+// reduction of the caller's fusion whose index changes is copied first,
+// unless the lowerer owns it (its operands stay: a copy need not own
+// them); a computing op is the inserter's already (own).
 func (ins *inserter) add(op *ir.Op) {
 	if op.Index != len(ins.fusion.Ops) {
-		if op.Kind == ir.OpSet || op.Kind.IsReduction() {
+		if (op.Kind == ir.OpSet || op.Kind.IsReduction()) && !ins.owned {
 			cp := *op
 			op = &cp
 		}
