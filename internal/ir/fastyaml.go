@@ -42,8 +42,8 @@ type fastHandler interface {
 // fastStream reads src as fastDecode does, but hands the fields of its
 // root mapping to h one at a time, and the entries of a collection that h
 // opens one at a time, without building the collection: the tree of the
-// whole file never exists, and an entry's nodes are garbage once h has
-// read it. It reports false when src leaves fastDecode's part of YAML,
+// whole file never exists, and the next entry's nodes are made in the
+// place of those h has read. It reports false when src leaves fastDecode's part of YAML,
 // when the root is no block mapping, or when a method of h returns false;
 // h may then have taken part of the file.
 func fastStream(src []byte, h fastHandler) bool {

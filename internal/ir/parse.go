@@ -112,7 +112,7 @@ type parser struct {
 
 // rawTensor is a tensor declaration before shapes and schedules are
 // resolved: its parts decoded, with where each is written, and no YAML
-// node, so that the nodes of an entry are garbage once it is read.
+// node, so that the nodes of an entry may be reused once it is read.
 type rawTensor struct {
 	name string
 	pos  diag.Pos
