@@ -24,18 +24,24 @@ func BenchmarkCertifyScale(b *testing.B) {
 	for _, fam := range scale.Families {
 		b.Run(fam.Name, func(b *testing.B) {
 			src := fam.Gen(100_000)
-			var low, decode, validate, certify time.Duration
+			var low, decode, validate, certify, lowCPU, valCPU time.Duration
 			for b.Loop() {
+				cpu := scale.CPUTime()
 				js, took := lowerTimed(b, fam.Name, src)
-				low += took
+				low, lowCPU = low+took, lowCPU+scale.CPUTime()-cpu
+				cpu = scale.CPUTime()
 				d, v, c := validateTimed(b, js)
-				decode, validate, certify = decode+d, validate+v, certify+c
+				decode, validate, certify, valCPU = decode+d, validate+v, certify+c, valCPU+scale.CPUTime()-cpu
 			}
 			perLower := func(d time.Duration) float64 { return float64(d) / float64(low) }
 			b.ReportMetric(perLower(decode+validate+certify), "x-lower")
 			b.ReportMetric(perLower(decode), "decode-x-lower")
 			b.ReportMetric(perLower(validate), "validate-x-lower")
 			b.ReportMetric(perLower(certify), "certify-x-lower")
+			if lowCPU > 0 {
+				b.ReportMetric(float64(valCPU)/float64(lowCPU), "x-lower-cpu")
+			}
+			b.ReportMetric((decode+validate+certify).Seconds()/float64(b.N), "s-validate")
 		})
 	}
 }
