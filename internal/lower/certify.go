@@ -54,7 +54,7 @@ func Certify(p *plan.Plan) (problems []plan.Problem, unproven []int) {
 		ps.Addf(-1, "", "objective %q: only policy optimal has an objective", p.Objective)
 		return ps.List(), nil
 	}
-	again, err := lowerSteps(f, Options{Policy: policy, Objective: Objective(p.Objective)})
+	again, err := lowerSteps(f, Options{Policy: policy, Objective: Objective(p.Objective)}, alike.opsAlike(f))
 	if err != nil {
 		addLowerErrors(&ps, policy, err)
 		return ps.List(), nil

@@ -5,6 +5,7 @@ import (
 
 	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/plan"
+	"github.com/nvcomm/nvcomm/internal/reshard"
 )
 
 // alikeTensors builds a plan's tensors for Certify, each distinct spec
@@ -81,6 +82,43 @@ func (a *alikeTensors) analyses(k int, built *ir.Tensor) *plan.Tensor {
 		a.want[c] = &pt
 	}
 	return a.want[c]
+}
+
+// opsAlike lowers the sets and reductions of a rebuilt fusion alike once
+// (reshard.OpMemo): ops of one kind, axis and axes whose producers are
+// of one class of tensors alike, and their consumers of one, are keyed
+// alike. A chain of 100k sets repeats a few such ops, and lowering them
+// again was half of certifying it. Tensors not in class (those the
+// lowering inserts) and ops with several operands are lowered each.
+type opsAlike struct {
+	memo  *reshard.OpMemo
+	class map[*ir.Tensor]int32
+	key   []byte // scratch
+}
+
+// opsAlike returns the lowering of f's ops alike, f's tensors being the
+// plan's tensors a built, in order.
+func (a *alikeTensors) opsAlike(f *ir.Fusion) *opsAlike {
+	o := &opsAlike{memo: reshard.NewOpMemo(), class: make(map[*ir.Tensor]int32, len(f.Tensors))}
+	for k, t := range f.Tensors {
+		o.class[t] = a.class[k]
+	}
+	return o
+}
+
+// lower lowers op, a set or a reduction, with job.
+func (o *opsAlike) lower(job *reshard.Job, op *ir.Op) {
+	in, inOK := o.class[op.In()]
+	out, outOK := o.class[op.Out]
+	if len(op.Inputs) != 1 || !inOK || !outOK || op.Inserted != nil {
+		job.Lower()
+		return
+	}
+	o.key = appendString(o.key[:0], string(op.Kind))
+	o.key = binary.AppendVarint(o.key, int64(op.Axis))
+	o.key = appendInts(o.key, op.Axes)
+	o.key = binary.AppendVarint(binary.AppendVarint(o.key, int64(in)), int64(out))
+	job.LowerAlike(o.memo, o.key)
 }
 
 // cloneSteps copies steps, nil when there are none.

@@ -73,7 +73,7 @@ type Options struct {
 // Lower compiles f into a plan. Ops the policy cannot lower correctly are
 // errors (a *diag.List) naming the op, its YAML position and the reason.
 func Lower(f *ir.Fusion, opts Options) (*plan.Plan, error) {
-	l, err := lowerSteps(f, opts)
+	l, err := lowerSteps(f, opts, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -82,13 +82,14 @@ func Lower(f *ir.Fusion, opts Options) (*plan.Plan, error) {
 
 // lowerSteps runs the passes of Lower and returns the lowerer, whose
 // ledger holds the steps and bounds, without assembling the plan: Certify
-// compares only those.
-func lowerSteps(f *ir.Fusion, opts Options) (*lowerer, error) {
+// compares only those. alike, when not nil, lowers the sets and
+// reductions alike once (Certify's, certify_alike.go).
+func lowerSteps(f *ir.Fusion, opts Options, alike *opsAlike) (*lowerer, error) {
 	planner, err := reshard.NewPlanner(opts.Policy, opts.Objective, opts.Topology, opts.Debug)
 	if err != nil {
 		return nil, err
 	}
-	l := &lowerer{f: f, planner: planner, ledger: reshard.NewLedger(f.File)}
+	l := &lowerer{f: f, planner: planner, ledger: reshard.NewLedger(f.File), alike: alike}
 	for _, p := range passes {
 		p.run(l)
 	}
@@ -156,6 +157,9 @@ type lowerer struct {
 	failed map[*ir.Op]bool
 	// bcast are the broadcast axes of the tensors (broadcast.go).
 	bcast bcastAxes
+	// alike, for Certify, lowers sets and reductions alike once; nil
+	// lowers each.
+	alike *opsAlike
 }
 
 // opCtx is the lowering of one computing op.
@@ -178,6 +182,10 @@ func (l *lowerer) lowerOp(op *ir.Op) {
 	job := l.planner.Job(l.ledger, l.f, op)
 	if op.Kind != ir.OpSet && !op.Kind.IsReduction() {
 		(&opCtx{lowerer: l, job: job, op: op}).lowerComputing()
+		return
+	}
+	if l.alike != nil {
+		l.alike.lower(job, op)
 		return
 	}
 	job.Lower()

@@ -27,7 +27,7 @@ func (c *opCtx) emitCollective(s plan.Step, teams [][]int, in, out *view, countI
 	for _, dev := range sortedKeys(recv) { // an overflow names the first device
 		n := recv[dev]
 		b.ReceivedPerDevice = max(b.ReceivedPerDevice, n)
-		c.addBytes(c.received, dev, n, "receives over the plan")
+		c.addBytes(bookReceived, dev, n)
 		if c.rec != nil {
 			c.rec.received = append(c.rec.received, deviceBytes{dev, n})
 		}

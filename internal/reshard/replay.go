@@ -129,6 +129,6 @@ func (c *opCtx) replay(t *template, src, dst *view) {
 		c.append(s)
 	}
 	for _, r := range t.received {
-		c.addBytes(c.received, r.dev, r.n, "receives over the plan")
+		c.addBytes(bookReceived, r.dev, r.n)
 	}
 }
