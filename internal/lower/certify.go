@@ -34,13 +34,17 @@ import (
 // and the summary's other numbers are plan.Validate's to check, from the
 // steps alone. Certify expects a plan that Validate accepts; on any other
 // it returns problems, and it never panics.
-func Certify(p *plan.Plan) (problems []plan.Problem, unproven []int) {
+func Certify(p *plan.Plan) (problems []plan.Problem, unproven []int) { return certify(p, true) }
+
+// certify is Certify; alike lets it lower the sets and reductions alike
+// once (opsAlike), which tests turn off to show that it changes nothing.
+func certify(p *plan.Plan, alike bool) (problems []plan.Problem, unproven []int) {
 	var ps plan.Problems
-	f, alike := rebuild(p, &ps)
+	f, tensors := rebuild(p, &ps)
 	if f == nil {
 		return ps.List(), nil
 	}
-	checkAnalyses(p, f, alike, &ps)
+	checkAnalyses(p, f, tensors, &ps)
 	policy := Policy(p.Policy)
 	if !slices.Contains(Policies, p.Policy) {
 		ps.Addf(-1, "", "policy %q is not one of %v", p.Policy, Policies)
@@ -54,7 +58,11 @@ func Certify(p *plan.Plan) (problems []plan.Problem, unproven []int) {
 		ps.Addf(-1, "", "objective %q: only policy optimal has an objective", p.Objective)
 		return ps.List(), nil
 	}
-	again, err := lowerSteps(f, Options{Policy: policy, Objective: Objective(p.Objective)}, alike.opsAlike(f))
+	var ops *opsAlike
+	if alike {
+		ops = tensors.opsAlike(f)
+	}
+	again, err := lowerSteps(f, Options{Policy: policy, Objective: Objective(p.Objective)}, ops)
 	if err != nil {
 		addLowerErrors(&ps, policy, err)
 		return ps.List(), nil

@@ -26,7 +26,12 @@ import (
 type OpMemo struct {
 	ops map[string]*opRecord
 	key []byte // scratch
+	// replayed counts the ops replayed, for tests.
+	replayed int
 }
+
+// Replayed is the number of ops the memo replayed.
+func (m *OpMemo) Replayed() int { return m.replayed }
 
 // opRecord is a job's lowering as LowerAlike replays it.
 type opRecord struct {
@@ -66,7 +71,9 @@ func (j *Job) LowerAlike(m *OpMemo, key []byte) {
 	}
 	m.key = append(append(m.key[:0], key...), boolByte(j.ctx(j.op, nil).readLater()))
 	if r, ok := m.ops[string(m.key)]; ok {
-		if !j.replayOp(r) {
+		if j.replayOp(r) {
+			m.replayed++
+		} else {
 			j.Lower()
 		}
 		return

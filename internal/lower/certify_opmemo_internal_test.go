@@ -1,0 +1,146 @@
+package lower
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/nvcomm/nvcomm/internal/ir"
+	"github.com/nvcomm/nvcomm/internal/plan"
+	"github.com/nvcomm/nvcomm/internal/scale"
+)
+
+// alikePlans are certifiedPlans and the plans of the generated families
+// at 300 ops under the nvfuser policy (where it lowers them) and the bytes
+// objective.
+func alikePlans(t *testing.T) map[string]*plan.Plan {
+	t.Helper()
+	plans := certifiedPlans(t)
+	for _, fam := range scale.Families {
+		f, err := ir.Parse(fam.Name+".yaml", fam.Gen(300))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, opts := range []Options{{Policy: PolicyNvFuser}, {Objective: ObjectiveBytes}} {
+			if p, err := Lower(f, opts); err == nil {
+				plans[fmt.Sprintf("%s %s %s", fam.Name, opts.Policy, opts.Objective)] = p
+			}
+		}
+	}
+	return plans
+}
+
+// TestLowerAlikeAsFresh lowers the fusion of every plan of alikePlans
+// with its sets and reductions alike lowered once (opsAlike) and each
+// lowered afresh: the same steps, bounds, bytes and errors; and ops are
+// replayed.
+func TestLowerAlikeAsFresh(t *testing.T) {
+	replayed := 0
+	for name, p := range alikePlans(t) {
+		var ps plan.Problems
+		f, tensors := rebuild(p, &ps)
+		if f == nil {
+			t.Fatalf("%s: rebuild: %v", name, ps.List())
+		}
+		opts := Options{Policy: Policy(p.Policy), Objective: Objective(p.Objective)}
+		fresh, freshErr := lowerSteps(f, opts, nil)
+		ops := tensors.opsAlike(f)
+		again, err := lowerSteps(f, opts, ops)
+		replayed += ops.memo.Replayed()
+		if fmt.Sprint(err) != fmt.Sprint(freshErr) {
+			t.Errorf("%s: lowering alike fails with %v, afresh with %v", name, err, freshErr)
+			continue
+		}
+		if err != nil {
+			continue
+		}
+		if d := cmp.Diff(fresh.ledger.Steps(), again.ledger.Steps()); d != "" {
+			t.Errorf("%s: steps lowered alike differ from those lowered afresh (-fresh +alike):\n%s", name, d)
+		}
+		if a, b := fresh.ledger.LowerBound(), again.ledger.LowerBound(); a != b {
+			t.Errorf("%s: lower bound %d alike, %d afresh", name, b, a)
+		}
+		if a, b := fresh.ledger.BusiestReceived(), again.ledger.BusiestReceived(); a != b {
+			t.Errorf("%s: busiest device receives %d alike, %d afresh", name, b, a)
+		}
+	}
+	if replayed == 0 {
+		t.Error("no op was replayed: the test proves nothing")
+	}
+}
+
+// stepEdits change one step of a plan; each makes it one that Certify
+// must not certify.
+var stepEdits = []struct {
+	name string
+	edit func(s *plan.Step)
+}{
+	{"lower bound", func(s *plan.Step) {
+		if s.Bytes != nil {
+			s.Bytes.LowerBound++
+		}
+	}},
+	{"axis", func(s *plan.Step) {
+		a := 7
+		if s.Axis != nil {
+			a = *s.Axis + 1
+		}
+		s.Axis = &a
+	}},
+	{"count", func(s *plan.Step) { s.Count.Output++ }},
+	{"output", func(s *plan.Step) { s.Output += "x" }},
+	{"devices", func(s *plan.Step) {
+		switch {
+		case len(s.Devices) > 0:
+			s.Devices = s.Devices[1:]
+		case len(s.Teams) > 0 && len(s.Teams[0]) > 1:
+			s.Teams = append([][]int{{s.Teams[0][1], s.Teams[0][0]}}, s.Teams[1:]...)
+		default:
+			s.Count.Input++
+		}
+	}},
+}
+
+// TestCertifyAlikeAsFull certifies every plan of alikePlans, and each
+// with one of its last and middle steps edited by stepEdits, with ops
+// alike lowered once and with every op lowered afresh: the same problems
+// and unproven ops, and no edited plan certified. The last op of a
+// generated chain is one that lowering alike replays.
+func TestCertifyAlikeAsFull(t *testing.T) {
+	for name, p := range alikePlans(t) {
+		src, err := plan.Marshal(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check := func(what string, p *plan.Plan, edited bool) {
+			probs, unproven := certify(p, true)
+			wantProbs, wantUnproven := certify(p, false)
+			if d := cmp.Diff(wantProbs, probs); d != "" {
+				t.Errorf("%s%s: problems alike differ from afresh (-afresh +alike):\n%s", name, what, d)
+			}
+			if d := cmp.Diff(wantUnproven, unproven); d != "" {
+				t.Errorf("%s%s: unproven ops alike differ from afresh (-afresh +alike):\n%s", name, what, d)
+			}
+			if edited && len(probs) == 0 && len(unproven) == 0 {
+				t.Errorf("%s%s: certified", name, what)
+			}
+		}
+		check("", p, false)
+		if len(p.Steps) == 0 {
+			continue
+		}
+		for _, at := range []int{len(p.Steps) - 1, len(p.Steps) / 2} {
+			for _, e := range stepEdits {
+				q, err := plan.Decode(name, src)
+				if err != nil {
+					t.Fatal(err)
+				}
+				s := &q.Steps[at]
+				before := fmt.Sprintf("%+v %v", *s, s.Bytes)
+				e.edit(s)
+				check(fmt.Sprintf(": step %d's %s edited", at, e.name), q, fmt.Sprintf("%+v %v", *s, s.Bytes) != before)
+			}
+		}
+	}
+}
