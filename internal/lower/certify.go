@@ -97,7 +97,8 @@ func rebuild(p *plan.Plan, ps *plan.Problems) (*ir.Fusion, *alikeTensors) {
 	index := make(map[string]int, len(p.Tensors)) // a name's position in f.Tensors
 	f.Tensors = sized[*ir.Tensor](len(p.Tensors))
 	alike := newAlikeTensors(len(p.Tensors))
-	for k, t := range p.Tensors {
+	for k := range p.Tensors {
+		t := &p.Tensors[k] // not copied: a plan tensor is a few hundred bytes
 		it := alike.tensor(k, t, meshes, ps)
 		if it == nil {
 			continue
@@ -119,12 +120,13 @@ func rebuild(p *plan.Plan, ps *plan.Problems) (*ir.Fusion, *alikeTensors) {
 		return nil, nil
 	}
 	f.Inputs, f.Outputs = endpoints(f, b.read)
+	alike.opEnds = b.ends
 	return f, alike
 }
 
 // specOf is a plan tensor as ir.NewTensor takes it, its schedule written
 // over steps (nil when it has none).
-func specOf(t plan.Tensor, mesh *ir.Mesh, steps []ir.ScheduleStep) ir.TensorSpec {
+func specOf(t *plan.Tensor, mesh *ir.Mesh, steps []ir.ScheduleStep) ir.TensorSpec {
 	spec := ir.TensorSpec{
 		Name: t.Name, Mesh: mesh, DType: ir.DType(t.DType),
 		Shape: t.Shape, ReductionAxes: t.ReductionAxes, Allocation: t.Allocation,
@@ -172,6 +174,9 @@ type opBuilder struct {
 	inputs  []*ir.Tensor // the operands of the ops not yet built
 	// read marks the tensors an op reads, by position.
 	read []bool
+	// ends are the positions of each op's first operand and of its output
+	// (opsAlike).
+	ends [][2]int32
 }
 
 func newOpBuilder(ops []plan.Op, tensors []*ir.Tensor, index map[string]int) *opBuilder {
@@ -180,7 +185,7 @@ func newOpBuilder(ops []plan.Op, tensors []*ir.Tensor, index map[string]int) *op
 		n += len(ops[k].Operands())
 	}
 	return &opBuilder{tensors: tensors, index: index, ops: make([]ir.Op, len(ops)), inputs: make([]*ir.Tensor, n),
-		read: make([]bool, len(tensors))}
+		read: make([]bool, len(tensors)), ends: make([][2]int32, len(ops))}
 }
 
 // tensor returns the tensor called name and its position, or nil.
@@ -194,7 +199,7 @@ func (b *opBuilder) tensor(name string) (*ir.Tensor, int) {
 
 // op makes op i of the plan, or returns nil after adding why not.
 func (b *opBuilder) op(i int, op plan.Op, ps *plan.Problems) *ir.Op {
-	out, _ := b.tensor(op.Output)
+	out, outAt := b.tensor(op.Output)
 	names := op.Operands()
 	inputs := b.inputs[:len(names):len(names)] // its own: insertReshardings rewrites slots
 	b.inputs = b.inputs[len(names):]
@@ -207,6 +212,9 @@ func (b *opBuilder) op(i int, op plan.Op, ps *plan.Problems) *ir.Op {
 		}
 		inputs[k] = in
 		b.read[at] = true
+		if k == 0 {
+			b.ends[i] = [2]int32{int32(at), int32(outAt)}
+		}
 	}
 	if !ok {
 		ps.Addf(-1, "", "op %d: not an op between tensors of the plan", i)
