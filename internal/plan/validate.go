@@ -422,7 +422,8 @@ func (v *validator) checkCoverage() {
 func (v *validator) checkSummary() {
 	collectives, locals := 0, 0
 	byType := map[string]int{}
-	for _, s := range v.p.Steps {
+	for i := range v.p.Steps {
+		s := &v.p.Steps[i] // not copied: a step is a few hundred bytes
 		switch s.Kind {
 		case KindCollective:
 			collectives++
