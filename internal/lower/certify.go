@@ -9,6 +9,7 @@ import (
 	"github.com/nvcomm/nvcomm/internal/diag"
 	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/plan"
+	"github.com/nvcomm/nvcomm/internal/reshard"
 )
 
 // Certify checks that what a plan states about its fusion is what nvcomm
@@ -60,14 +61,14 @@ func certify(p *plan.Plan, alike bool) (problems []plan.Problem, unproven []int)
 	}
 	var ops *opsAlike
 	if alike {
-		ops = tensors.opsAlike(f)
+		ops = tensors.opsAlike(f, true)
 	}
 	again, err := lowerSteps(f, Options{Policy: policy, Objective: Objective(p.Objective)}, ops)
 	if err != nil {
 		addLowerErrors(&ps, policy, err)
 		return ps.List(), nil
 	}
-	unproven = checkSteps(p, again, &ps)
+	unproven = checkSteps(p, again, ops.replays(len(p.Ops)), &ps)
 	return ps.List(), unproven
 }
 
@@ -291,15 +292,29 @@ func jsonText(v any) string {
 // checkSteps compares the plan's lower bound with that of nvcomm's own
 // lowering of its fusion, and each op's steps with nvcomm's: where they
 // are nvcomm's but for axes and bytes, the axes and bounds must be
-// nvcomm's too. It returns the ops lowered another way.
-func checkSteps(p *plan.Plan, again *lowerer, ps *plan.Problems) (unproven []int) {
+// nvcomm's too. The steps of an op replayed aside (replays, by op) are
+// those of the op it replays, renamed. It returns the ops lowered
+// another way.
+func checkSteps(p *plan.Plan, again *lowerer, replays []*reshard.Replay, ps *plan.Problems) (unproven []int) {
 	if got, want := p.Summary.BytesLowerBound, again.ledger.LowerBound(); got != want {
 		ps.Addf(-1, "", "summary: bytes_lower_bound is %d, but nvcomm computes %d for the plan's fusion (policy %s)", got, want, p.Policy)
 	}
 	mine, theirs := p.Steps, again.ledger.Steps()
 	byMine, byTheirs := groupByOp(mine, len(p.Ops)), groupByOp(theirs, len(p.Ops))
 	for op := range len(p.Ops) {
-		a, b := byMine.of(op), byTheirs.of(op)
+		a := byMine.of(op)
+		if r := replays[op]; r != nil {
+			replayed := r.Steps()
+			if !sameReplayed(mine, a, replayed, r) {
+				unproven = append(unproven, op)
+				continue
+			}
+			for k, i := range a {
+				checkStep(&mine[i], &replayed[k], op, ps)
+			}
+			continue
+		}
+		b := byTheirs.of(op)
 		if !slices.EqualFunc(a, b, func(i, j int) bool { return sameStep(&mine[i], &theirs[j]) }) {
 			unproven = append(unproven, op)
 			continue
@@ -309,6 +324,22 @@ func checkSteps(p *plan.Plan, again *lowerer, ps *plan.Problems) (unproven []int
 		}
 	}
 	return unproven
+}
+
+// sameReplayed reports whether the plan's steps at positions are, by
+// sameStep, the steps of an op replayed aside as they would be written
+// for that op: with its index, its expression and its names.
+func sameReplayed(steps []plan.Step, positions []int, replayed []plan.Step, r *reshard.Replay) bool {
+	if len(positions) != len(replayed) {
+		return false
+	}
+	for k, i := range positions {
+		a := &steps[i]
+		if a.Op != r.Op || a.Expr != r.Expr || !sameStepNamed(a, &replayed[k], r.SameName) {
+			return false
+		}
+	}
+	return true
 }
 
 // checkStep compares the axis and lower bound of a step with those of
@@ -365,10 +396,18 @@ func (g stepGroups) of(op int) []int { return g.at[g.start[op]:g.start[op+1]] }
 // by field (marshalling both steps was a third of certifying a plan);
 // TestSameStepFields keeps it to the fields Step has.
 func sameStep(a, b *plan.Step) bool {
-	return a.Op == b.Op && a.Expr == b.Expr && a.Kind == b.Kind && a.Type == b.Type &&
+	return a.Op == b.Op && a.Expr == b.Expr && sameStepNamed(a, b, equalNames)
+}
+
+func equalNames(a, b string) bool { return a == b }
+
+// sameStepNamed is sameStep but for the op and its expression, and with
+// b's buffers named a's when same(a's, b's) reports so.
+func sameStepNamed(a, b *plan.Step, same func(a, b string) bool) bool {
+	return a.Kind == b.Kind && a.Type == b.Type &&
 		slices.EqualFunc(a.Teams, b.Teams, sameList) && slices.Equal(a.Devices, b.Devices) &&
 		samePtr(a.Root, b.Root) && samePtr(a.ReduceOp, b.ReduceOp) &&
-		a.Input == b.Input && slices.Equal(a.Inputs, b.Inputs) && a.Output == b.Output &&
+		same(a.Input, b.Input) && slices.EqualFunc(a.Inputs, b.Inputs, same) && same(a.Output, b.Output) &&
 		a.Count == b.Count && slices.Equal(a.Dims, b.Dims) && slices.Equal(a.Perm, b.Perm) &&
 		slices.Equal(a.ReduceDims, b.ReduceDims) && slices.EqualFunc(a.Valid, b.Valid, sameList) &&
 		samePtr(a.Fill, b.Fill) && samePtr(a.Func, b.Func) && slices.EqualFunc(a.InputDims, b.InputDims, sameList) &&

@@ -104,9 +104,24 @@ type opsAlike struct {
 }
 
 // opsAlike returns the lowering alike of the ops of f, rebuilt with a's
-// tensors.
-func (a *alikeTensors) opsAlike(f *ir.Fusion) *opsAlike {
-	return &opsAlike{f: f, tensors: a, memo: reshard.NewOpMemo()}
+// tensors; keep keeps the ops replayed aside (reshard.NewOpMemo).
+func (a *alikeTensors) opsAlike(f *ir.Fusion, keep bool) *opsAlike {
+	return &opsAlike{f: f, tensors: a, memo: reshard.NewOpMemo(keep)}
+}
+
+// replays returns the ops of n replayed aside, by index (nil where none).
+func (o *opsAlike) replays(n int) []*reshard.Replay {
+	by := make([]*reshard.Replay, n)
+	if o == nil {
+		return by
+	}
+	rs := o.memo.Replays()
+	for k := range rs {
+		if op := rs[k].Op; op >= 0 && op < n {
+			by[op] = &rs[k]
+		}
+	}
+	return by
 }
 
 // classes returns the classes of op's producer and consumer, or false when

@@ -45,7 +45,7 @@ func TestLowerAlikeAsFresh(t *testing.T) {
 		}
 		opts := Options{Policy: Policy(p.Policy), Objective: Objective(p.Objective)}
 		fresh, freshErr := lowerSteps(f, opts, nil)
-		ops := tensors.opsAlike(f)
+		ops := tensors.opsAlike(f, false)
 		again, err := lowerSteps(f, opts, ops)
 		replayed += ops.memo.Replayed()
 		if fmt.Sprint(err) != fmt.Sprint(freshErr) {
@@ -90,6 +90,14 @@ var stepEdits = []struct {
 	}},
 	{"count", func(s *plan.Step) { s.Count.Output++ }},
 	{"output", func(s *plan.Step) { s.Output += "x" }},
+	{"input", func(s *plan.Step) {
+		if s.Input != "" {
+			s.Input += "x"
+		}
+		for i := range s.Inputs {
+			s.Inputs[i] += "x"
+		}
+	}},
 	{"devices", func(s *plan.Step) {
 		switch {
 		case len(s.Devices) > 0:
@@ -103,10 +111,11 @@ var stepEdits = []struct {
 }
 
 // TestCertifyAlikeAsFull certifies every plan of alikePlans, and each
-// with one of its last and middle steps edited by stepEdits, with ops
-// alike lowered once and with every op lowered afresh: the same problems
-// and unproven ops, and no edited plan certified. The last op of a
-// generated chain is one that lowering alike replays.
+// with one of its middle step and of the steps of the op before its last
+// edited by stepEdits, with ops alike lowered once and with every op
+// lowered afresh: the same problems and unproven ops, and no edited plan
+// certified. The op before the last of a generated chain is one that
+// lowering alike replays.
 func TestCertifyAlikeAsFull(t *testing.T) {
 	for name, p := range alikePlans(t) {
 		src, err := plan.Marshal(p)
@@ -130,7 +139,15 @@ func TestCertifyAlikeAsFull(t *testing.T) {
 		if len(p.Steps) == 0 {
 			continue
 		}
-		for _, at := range []int{len(p.Steps) - 1, len(p.Steps) / 2} {
+		// The last op's output is read by none: its key is not the ops'
+		// before it, which the lowering alike replays.
+		at := []int{len(p.Steps) / 2}
+		for i := range p.Steps {
+			if p.Steps[i].Op == p.Steps[len(p.Steps)-1].Op-1 {
+				at = append(at, i) // every step of the op before the last
+			}
+		}
+		for _, at := range at {
 			for _, e := range stepEdits {
 				q, err := plan.Decode(name, src)
 				if err != nil {

@@ -28,10 +28,48 @@ type OpMemo struct {
 	key []byte // scratch
 	// replayed counts the ops replayed, for tests.
 	replayed int
+	// replays, when kept, are the ops replayed, whose steps the ledger
+	// does not hold (NewOpMemo).
+	replays []Replay
+	keep    bool
 }
 
 // Replayed is the number of ops the memo replayed.
 func (m *OpMemo) Replayed() int { return m.replayed }
+
+// Replays are the ops replayed, in order, when the memo keeps them.
+func (m *OpMemo) Replays() []Replay { return m.replays }
+
+// Replay is an op that LowerAlike replayed and kept aside: its steps are
+// those of the op it replays, whose names SameName maps to its own. The
+// ledger holds neither them nor ids for them; it holds the bytes and
+// bounds they book.
+type Replay struct {
+	Op   int    // the op's index, as its steps would give it
+	Expr string // the op, as its steps would name it
+	rec  *opRecord
+	// producer and consumer are the op's names.
+	producer, consumer string
+}
+
+// Steps are the replayed op's steps, as recorded for the op replayed:
+// the caller must not change them.
+func (r *Replay) Steps() []plan.Step { return r.rec.steps }
+
+// SameName reports whether got is the name that a step of r's op has
+// where the recorded step has recorded.
+func (r *Replay) SameName(got, recorded string) bool {
+	switch {
+	case recorded == "": // no input
+		return got == ""
+	case recorded == r.rec.producer:
+		return got == r.producer
+	case recorded == r.rec.consumer:
+		return got == r.consumer
+	}
+	what := recorded[len(r.rec.consumer):] // "/what": opRecord.names holds it to that
+	return len(got) == len(r.consumer)+len(what) && got[:len(r.consumer)] == r.consumer && got[len(r.consumer):] == what
+}
 
 // opRecord is a job's lowering as LowerAlike replays it.
 type opRecord struct {
@@ -54,8 +92,11 @@ type aggregateAdd struct {
 	extra   int64
 }
 
-// NewOpMemo returns an empty memo, for the jobs of one ledger.
-func NewOpMemo() *OpMemo { return &OpMemo{ops: map[string]*opRecord{}} }
+// NewOpMemo returns an empty memo, for the jobs of one ledger. keep
+// keeps the ops replayed aside (Replays) rather than write their steps to
+// the ledger: lower.Certify compares them with a plan's steps where they
+// are, which spares copying and renaming most of the steps of a chain.
+func NewOpMemo(keep bool) *OpMemo { return &OpMemo{ops: map[string]*opRecord{}, keep: keep} }
 
 // LowerAlike is Lower, or the replay of the lowering of an earlier op of
 // the ledger under the same key and with the same answer to whether a
@@ -65,17 +106,22 @@ func NewOpMemo() *OpMemo { return &OpMemo{ops: map[string]*opRecord{}} }
 func (j *Job) LowerAlike(m *OpMemo, key []byte) {
 	producer, consumer := j.op.In(), j.op.Out
 	if j.debug.NoReplay || j.debug.Searched != nil || !plainName(producer.Name) || !plainName(consumer.Name) ||
-		producer.Name == consumer.Name {
+		producer.Name == consumer.Name || producer.Name == "" || consumer.Name == "" {
 		j.Lower()
 		return
 	}
 	m.key = append(append(m.key[:0], key...), boolByte(j.ctx(j.op, nil).readLater()))
 	if r, ok := m.ops[string(m.key)]; ok {
-		if j.replayOp(r) {
-			m.replayed++
-		} else {
+		if !j.bookReplay(r) {
 			j.Lower()
+			return
 		}
+		m.replayed++
+		if m.keep {
+			m.replays = append(m.replays, Replay{Op: j.op.Index, Expr: j.expr(), rec: r, producer: producer.Name, consumer: consumer.Name})
+			return
+		}
+		j.replaySteps(r)
 		return
 	}
 	rec := &opRecord{producer: producer.Name, consumer: consumer.Name}
@@ -125,9 +171,9 @@ func (r *opRecord) names() bool {
 	return true
 }
 
-// replayOp writes r to the ledger as the job's op's lowering, with its
-// names, unless a booking would overflow (false: nothing is written).
-func (j *Job) replayOp(r *opRecord) bool {
+// bookReplay books the bytes and bounds of r for the job's op, unless a
+// booking would overflow (false: nothing is booked).
+func (j *Job) bookReplay(r *opRecord) bool {
 	if !j.booksFit(r.books) {
 		return false
 	}
@@ -138,6 +184,12 @@ func (j *Job) replayOp(r *opRecord) bool {
 	for _, a := range r.aggregates {
 		c.bookAggregate(a.devices, a.extra)
 	}
+	return true
+}
+
+// replaySteps writes the steps of r to the ledger as the job's op's, with
+// its names.
+func (j *Job) replaySteps(r *opRecord) {
 	producer, consumer := j.op.In().Name, j.op.Out.Name
 	rename := func(name string) string {
 		switch {
@@ -163,7 +215,6 @@ func (j *Job) replayOp(r *opRecord) bool {
 		s.ID, s.Op, s.Expr = j.steps.len(), j.op.Index, j.expr()
 		j.steps.add(s)
 	}
-	return true
 }
 
 // booksFit reports whether adding books to the ledger's counts overflows
