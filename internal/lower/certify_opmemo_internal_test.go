@@ -2,6 +2,8 @@ package lower
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -123,17 +125,7 @@ func TestCertifyAlikeAsFull(t *testing.T) {
 			t.Fatal(err)
 		}
 		check := func(what string, p *plan.Plan, edited bool) {
-			probs, unproven := certify(p, true)
-			wantProbs, wantUnproven := certify(p, false)
-			if d := cmp.Diff(wantProbs, probs); d != "" {
-				t.Errorf("%s%s: problems alike differ from afresh (-afresh +alike):\n%s", name, what, d)
-			}
-			if d := cmp.Diff(wantUnproven, unproven); d != "" {
-				t.Errorf("%s%s: unproven ops alike differ from afresh (-afresh +alike):\n%s", name, what, d)
-			}
-			if edited && len(probs) == 0 && len(unproven) == 0 {
-				t.Errorf("%s%s: certified", name, what)
-			}
+			certifiedAlikeAsFull(t, name+what, p, edited)
 		}
 		check("", p, false)
 		if len(p.Steps) == 0 {
@@ -153,11 +145,75 @@ func TestCertifyAlikeAsFull(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				s := &q.Steps[at]
-				before := fmt.Sprintf("%+v %v", *s, s.Bytes)
-				e.edit(s)
-				check(fmt.Sprintf(": step %d's %s edited", at, e.name), q, fmt.Sprintf("%+v %v", *s, s.Bytes) != before)
+				check(fmt.Sprintf(": step %d's %s edited", at, e.name), q, edited(&q.Steps[at], e.edit))
 			}
 		}
 	}
+}
+
+// TestCertifyAlikeAsFullOnPlans is TestCertifyAlikeAsFull's check on the
+// plans (*.json) of the directory $NVCOMM_PLANS, such as those of the
+// generated 100k-op families (skipped without it): each plan, and each
+// with the steps of one of its middle ops edited by stepEdits, is
+// certified alike as afresh, and no edited plan is certified.
+func TestCertifyAlikeAsFullOnPlans(t *testing.T) {
+	dir := os.Getenv("NVCOMM_PLANS")
+	if dir == "" {
+		t.Skip("NVCOMM_PLANS names no directory of plans")
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no plans in %s (%v)", dir, err)
+	}
+	for _, file := range files {
+		src, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		decode := func() *plan.Plan {
+			p, err := plan.Decode(file, src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}
+		p := decode()
+		certifiedAlikeAsFull(t, file, p, false)
+		middle := p.Steps[len(p.Steps)/2].Op
+		for i := range p.Steps {
+			if p.Steps[i].Op != middle {
+				continue
+			}
+			for _, e := range stepEdits[:3] { // bound, axis, count: a 100k-op plan certifies in seconds
+				q := decode()
+				certifiedAlikeAsFull(t, fmt.Sprintf("%s: step %d's %s edited", file, i, e.name), q, edited(&q.Steps[i], e.edit))
+			}
+		}
+	}
+}
+
+// certifiedAlikeAsFull certifies p with ops alike lowered once and with
+// every op lowered afresh, and fails unless both give the same problems
+// and unproven ops, and, when p is edited, unless it is not certified.
+func certifiedAlikeAsFull(t *testing.T, name string, p *plan.Plan, edited bool) {
+	t.Helper()
+	probs, unproven := certify(p, true)
+	wantProbs, wantUnproven := certify(p, false)
+	if d := cmp.Diff(wantProbs, probs); d != "" {
+		t.Errorf("%s: problems alike differ from afresh (-afresh +alike):\n%s", name, d)
+	}
+	if d := cmp.Diff(wantUnproven, unproven); d != "" {
+		t.Errorf("%s: unproven ops alike differ from afresh (-afresh +alike):\n%s", name, d)
+	}
+	if edited && len(probs) == 0 && len(unproven) == 0 {
+		t.Errorf("%s: certified", name)
+	}
+}
+
+// edited edits s and reports whether that changed it (an edit of a field
+// the step lacks does not).
+func edited(s *plan.Step, edit func(*plan.Step)) bool {
+	before := fmt.Sprintf("%+v %v", *s, s.Bytes)
+	edit(s)
+	return fmt.Sprintf("%+v %v", *s, s.Bytes) != before
 }
