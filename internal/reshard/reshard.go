@@ -36,6 +36,7 @@ import (
 	"github.com/nvcomm/nvcomm/internal/cost"
 	"github.com/nvcomm/nvcomm/internal/diag"
 	"github.com/nvcomm/nvcomm/internal/ir"
+	"github.com/nvcomm/nvcomm/internal/ops"
 	"github.com/nvcomm/nvcomm/internal/plan"
 	"github.com/nvcomm/nvcomm/internal/shard"
 )
@@ -278,13 +279,20 @@ func changeOf(op *ir.Op) Change {
 	return copyChange
 }
 
-// reshard lowers producer to consumer under change ch and adds the op's
-// lower bound. When the two
-// cut an axis at strides that do not divide each other, the optimal policy
-// goes through a replicated copy on the producer's mesh: each side then
-// factors on its own.
+// reshard lowers producer to consumer, the op's operand and result, under
+// change ch and adds the op's lower bound. Their axes pair as the op's
+// sharding rule says (opPairing). When the two cut an axis at strides
+// that do not divide each other, the optimal policy goes through a
+// replicated copy on the producer's mesh: each side then factors on its
+// own.
 func (c *opCtx) reshard(producer, consumer *ir.Tensor, ch Change) {
-	fact, ok := c.factor(producer, consumer, ch)
+	m, ok := opPairing(c.op.Rule(), producer, consumer)
+	if !ok {
+		c.fail("its sharding rule places a dimension of the result across several of the operand's",
+			"reshard the operand so that each result dimension lies within one of its dimensions")
+		return
+	}
+	fact, ok := c.factor(producer, consumer, m, ch)
 	switch {
 	case ok:
 		src, dst := c.lowerFactored(fact, producer, consumer, ch)
@@ -293,8 +301,8 @@ func (c *opCtx) reshard(producer, consumer *ir.Tensor, ch Change) {
 		}
 	case c.policy == PolicyOptimal:
 		mid := ir.NewReplicated(c.buffer("replicated"), producer.Mesh, producer.DType, consumer.Shape())
-		c.lowerPair(producer, mid, ch)
-		c.part(c.axisMaps(producer, ch).consumer).lowerPair(mid, consumer, copyChange) // mid's axes are the consumer's
+		c.lowerPair(producer, mid, m, ch)
+		c.part(m.consumer.to).lowerPair(mid, consumer, copyPairing(consumer), copyChange) // mid's axes are the consumer's
 		c.addSizeBound(producer, consumer)
 	default:
 		c.fail("producer and consumer cut a logical axis at strides that do not divide each other",
@@ -302,10 +310,10 @@ func (c *opCtx) reshard(producer, consumer *ir.Tensor, ch Change) {
 	}
 }
 
-// lowerPair lowers producer to consumer within the op, with no bound: the
-// two must factor.
-func (c *opCtx) lowerPair(producer, consumer *ir.Tensor, ch Change) {
-	fact, ok := c.factor(producer, consumer, ch)
+// lowerPair lowers producer to consumer, paired by m, within the op, with
+// no bound: the two must factor.
+func (c *opCtx) lowerPair(producer, consumer *ir.Tensor, m pairAxes, ch Change) {
+	fact, ok := c.factor(producer, consumer, m, ch)
 	if !ok {
 		c.fail("producer and consumer cut a logical axis at strides that do not divide each other",
 			"shard both tensors with splits whose factors divide one another, or use --policy optimal")
@@ -314,30 +322,68 @@ func (c *opCtx) lowerPair(producer, consumer *ir.Tensor, ch Change) {
 	c.lowerFactored(fact, producer, consumer, ch)
 }
 
-// pairAxes maps a pair's value axes to the producer's.
-type pairAxes struct{ producer, consumer []int }
+// pairAxes places a pair's value axes among the producer's, which number
+// the axes of the pair's common factoring.
+type pairAxes struct{ producer, consumer valueAxes }
 
-// axisMaps returns the maps of a pair whose producer is producer: the
-// identity, and for a reduction the producer's axes without the reduced
-// one.
-func (c *opCtx) axisMaps(producer *ir.Tensor, ch Change) pairAxes {
+// opPairing pairs the axes of an op's first operand, producer, with its
+// result's, consumer, along the factors of the op's rule r: each result
+// dimension lies where its factors lie in the operand (ops.Rule.ResultWithin)
+// — for a set the same axis, for a reduction the operand's axes without the
+// reduced one, for a reshape's split part of a compound dimension. It
+// fails when a result dimension lies in no one operand dimension (a
+// merge's).
+func opPairing(r *ops.Rule, producer, consumer *ir.Tensor) (pairAxes, bool) {
 	m := shard.Identity(producer.NumValueAxes())
-	if ch.Reduces() {
-		return pairAxes{m, without1(m, ch.Axis)}
+	to, whole := make([]int, consumer.NumValueAxes()), true
+	pShape, cShape := producer.Shape(), consumer.Shape()
+	for j := range to {
+		d, stride := r.ResultWithin(0, j)
+		if d < 0 || d >= len(m) {
+			return pairAxes{}, false
+		}
+		to[j] = d
+		whole = whole && stride == 1 && cShape[j] == pShape[d]
 	}
-	return pairAxes{m, m}
+	if whole {
+		if slices.Equal(to, m) {
+			to = m // one slice for a set's maps, as they are equal
+		}
+		return pairAxes{valueAxes{to: m}, valueAxes{to: to}}, true
+	}
+	return pairAxes{valueAxes{to: m}, valueAxes{to: to, at: strides(r, len(to))}}, true
 }
 
-// factor refines the axes of producer and consumer at both tensors' cuts;
-// false when they cut an axis at strides that do not divide each other.
-func (c *opCtx) factor(producer, consumer *ir.Tensor, ch Change) (*factoring, bool) {
-	m := c.axisMaps(producer, ch)
-	f, ok := newFactoring(paddedExtents(producer, consumer, m.consumer), []*ir.Tensor{producer, consumer}, [][]int{m.producer, m.consumer})
+// strides lists the stride at which each of the first n result dimensions
+// of r lies in operand 0.
+func strides(r *ops.Rule, n int) []int {
+	at := make([]int, n)
+	for j := range at {
+		_, at[j] = r.ResultWithin(0, j)
+	}
+	return at
+}
+
+// copyPairing pairs the axes of a copy of t with t's own.
+func copyPairing(t *ir.Tensor) pairAxes {
+	m := shard.Identity(t.NumValueAxes())
+	return pairAxes{valueAxes{to: m}, valueAxes{to: m}}
+}
+
+// factor refines the axes of producer and consumer, paired by m, at both
+// tensors' cuts; false when they cut an axis at strides that do not
+// divide each other, or when a pair of axes that are parts of others is
+// split unevenly.
+func (c *opCtx) factor(producer, consumer *ir.Tensor, m pairAxes, ch Change) (*factoring, bool) {
+	if m.consumer.at != nil && (producer.IsUneven() || consumer.IsUneven()) {
+		return nil, false
+	}
+	f, ok := newFactoring(paddedExtents(producer, consumer, m.consumer), []*ir.Tensor{producer, consumer}, []valueAxes{m.producer, m.consumer})
 	if ok {
 		f.maps = m
 	}
 	if ok && ch.Reduces() && c.policy == PolicyOptimal && len(consumer.Layout()) > 0 {
-		f.cutForScatter(producer, ch.Axis, m.consumer[consumer.Layout()[0]])
+		f.cutForScatter(producer, ch.Axis, m.consumer.to[consumer.Layout()[0]])
 	}
 	return f, ok
 }
@@ -354,7 +400,7 @@ func (c *opCtx) lowerFactored(fact *factoring, producer, consumer *ir.Tensor, ch
 	c.fact = fact
 	pv, tv := fact.tensorView(producer, m.producer), fact.tensorView(consumer, m.consumer)
 	padAt := c.steps.len()
-	src, dst = c.pad(pv, producer.Shape(), m.producer), c.padded(tv, consumer.Shape(), m.consumer)
+	src, dst = c.pad(pv, producer.Shape(), m.producer.to), c.padded(tv, consumer.Shape(), m.consumer.to)
 	switch {
 	case c.policy == PolicyOptimal && ch.Reduces():
 		c.optimalReduction(src, dst)
@@ -369,17 +415,21 @@ func (c *opCtx) lowerFactored(fact *factoring, producer, consumer *ir.Tensor, ch
 		c.fusePadSlice(padAt)
 	}
 	if dst != tv {
-		c.unpad(dst, tv, consumer.Shape(), m.consumer)
+		c.unpad(dst, tv, consumer.Shape(), m.consumer.to)
 	}
 	return src, dst
 }
 
 // paddedExtents returns, per producer axis, the extent both tensors' shards
-// tile: the true extent, or more where an uneven split pads it.
-func paddedExtents(p, c *ir.Tensor, cMap []int) []int {
+// tile: the true extent, or more where an uneven split pads it. A consumer
+// whose axes are parts of the producer's (cMap.at) pads none.
+func paddedExtents(p, c *ir.Tensor, cMap valueAxes) []int {
 	ext := p.PaddedShape()
+	if cMap.at != nil {
+		return ext
+	}
 	for j, e := range c.PaddedShape() {
-		ext[cMap[j]] = max(ext[cMap[j]], e)
+		ext[cMap.to[j]] = max(ext[cMap.to[j]], e)
 	}
 	return ext
 }
@@ -387,8 +437,4 @@ func paddedExtents(p, c *ir.Tensor, cMap []int) []int {
 // fail reports that the op cannot be lowered under the policy.
 func (c *opCtx) fail(reason, hint string) { c.Job.Fail(reason, hint) }
 
-// without1 maps the consumer axes of a reduction over axis r to producer
-// axes: consumer value axis j is producer axis j, or j+1 from r on.
-func without1(m []int, r int) []int {
-	return slices.Delete(slices.Clone(m), r, r+1)
-}
+

@@ -26,7 +26,11 @@ import (
 func (j *Job) Slice(op *ir.Op, toOpAxis []int) {
 	c := j.ctx(op, toOpAxis)
 	producer, consumer := op.In(), op.Out
-	fact, ok := c.factor(producer, consumer, copyChange)
+	var fact *factoring
+	m, ok := opPairing(op.Rule(), producer, consumer)
+	if ok {
+		fact, ok = c.factor(producer, consumer, m, copyChange)
+	}
 	if !ok || !producer.Mesh.Equal(consumer.Mesh) {
 		c.fail("slicing an operand's broadcast axis needs no other change of its sharding",
 			"this is a bug in nvcomm's layer lowering; please report it with the input")
@@ -36,7 +40,6 @@ func (j *Job) Slice(op *ir.Op, toOpAxis []int) {
 		return
 	}
 	c.fact = fact
-	m := fact.maps
 	c.sliceSet(fact.tensorView(producer, m.producer), fact.tensorView(consumer, m.consumer))
 }
 
