@@ -436,5 +436,3 @@ func paddedExtents(p, c *ir.Tensor, cMap valueAxes) []int {
 
 // fail reports that the op cannot be lowered under the policy.
 func (c *opCtx) fail(reason, hint string) { c.Job.Fail(reason, hint) }
-
-
