@@ -88,7 +88,7 @@ func (c *opCtx) addBound(pv, cv *view) {
 		if n == 1 {
 			b = need(pv, cv, d) * elem
 		}
-		c.addBytes(c.bound, d, b, "must receive over the plan")
+		c.addBytes(c.ledger.bound, d, b, "must receive over the plan")
 		mine, _ = checked.Add(mine, b)
 	}
 	if n > 1 {
@@ -108,7 +108,7 @@ func (c *opCtx) addAggregate(pv, cv *view, n int, mine int64) {
 	if all > mine {
 		devices := slices.Concat(pv.mesh.Devices, cv.mesh.Devices)
 		slices.Sort(devices)
-		c.aggregates.add(slices.Compact(devices), all-mine)
+		c.ledger.aggregates.add(slices.Compact(devices), all-mine)
 	}
 }
 
@@ -139,7 +139,7 @@ func (c *opCtx) addSizeBound(p, t *ir.Tensor) {
 			have = int64(p.LocalSize())
 		}
 		// One tensor's bytes: no overflow (sizes.go).
-		c.addBytes(c.bound, d, max(0, int64(t.LocalSize())-have)*elem, "must receive over the plan")
+		c.addBytes(c.ledger.bound, d, max(0, int64(t.LocalSize())-have)*elem, "must receive over the plan")
 	}
 }
 

@@ -88,20 +88,20 @@ func (c *opCtx) finishOutside(got []ir.Digit, dst *view, what string) (output st
 
 // readLater reports whether an op after c's reads its output.
 func (c *opCtx) readLater() bool {
-	if c.memo.lastReader == nil {
-		c.memo.lastReader = map[*ir.Tensor]int{}
-		for _, op := range c.f.Ops {
+	if c.ledger.memo.lastReader == nil {
+		c.ledger.memo.lastReader = map[*ir.Tensor]int{}
+		for _, op := range c.job.f.Ops {
 			for _, in := range op.Inputs {
-				c.memo.lastReader[in] = max(c.memo.lastReader[in], op.Index)
+				c.ledger.memo.lastReader[in] = max(c.ledger.memo.lastReader[in], op.Index)
 			}
 		}
 	}
-	if c.laterOf != c.op {
+	if c.job.laterOf != c.op {
 		// Asked several times an op: the answer is kept for the last op.
-		last, ok := c.memo.lastReader[c.op.Out]
-		c.laterOf, c.later = c.op, ok && last > c.op.Index
+		last, ok := c.ledger.memo.lastReader[c.op.Out]
+		c.job.laterOf, c.job.later = c.op, ok && last > c.op.Index
 	}
-	return c.later
+	return c.job.later
 }
 
 // copyTo writes dst from tmp on dst's devices: a Copy, or a Permute where

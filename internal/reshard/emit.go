@@ -27,9 +27,9 @@ func (c *opCtx) emitCollective(s plan.Step, teams [][]int, in, out *view, countI
 	for _, dev := range sortedKeys(recv) { // an overflow names the first device
 		n := recv[dev]
 		b.ReceivedPerDevice = max(b.ReceivedPerDevice, n)
-		c.addBytes(c.received, dev, n, "receives over the plan")
-		if c.rec != nil {
-			c.rec.received = append(c.rec.received, deviceBytes{dev, n})
+		c.addBytes(c.ledger.received, dev, n, "receives over the plan")
+		if c.job.rec != nil {
+			c.job.rec.received = append(c.job.rec.received, deviceBytes{dev, n})
 		}
 	}
 	b.LowerBound = stepBound(&s, b.ReceivedPerDevice, elem)
@@ -88,10 +88,10 @@ func (c *opCtx) append(s plan.Step) {
 			s.Axis = new(a)
 		}
 	}
-	s.ID = c.steps.len()
+	s.ID = c.ledger.steps.len()
 	s.Op = c.op.Index
-	s.Expr = c.expr()
-	c.steps.add(s)
+	s.Expr = c.job.expr()
+	c.ledger.steps.add(s)
 }
 
 // EmitLocal appends a local step of the job's op run by devices, with

@@ -139,7 +139,7 @@ func (pl *searcher) appendExchange(out []edge, s searchState, to placement, mask
 	e := pl.newCost()
 	e.permute(cur, in, size)
 	busiest := e.times(int64(most), pl.elem)
-	e.add(pl.c.topology.ExchangeSeconds(pl.linkAlong(m, mask), busiest), true)
+	e.add(pl.topology.ExchangeSeconds(pl.linkAlong(m, mask), busiest), true)
 	e.bytes(busiest, e.times(int64(total), pl.elem, int64(len(m.Devices)/n)))
 	return pl.appendEdge(out, edgeAllToAllV, mask, to, got, e)
 }
@@ -187,7 +187,7 @@ func (pl *searcher) crossExchangeEdge(s searchState, out []edge) []edge {
 	e.permute(pl.decode(s.order), in, size)
 	busiest := e.times(int64(next), pl.elem)
 	team := slices.Concat(pl.src.mesh.Devices, pl.dst.mesh.Devices)
-	e.add(pl.c.topology.ExchangeSeconds(pl.c.topology.LinkOf(team), busiest), true)
+	e.add(pl.topology.ExchangeSeconds(pl.topology.LinkOf(team), busiest), true)
 	e.bytes(busiest, e.times(busiest, int64(len(pl.dst.mesh.Devices))))
 	e.crossing()
 	return pl.appendEdge(out, edgeCrossExchange, 0, pl.goal.placement, got, e)

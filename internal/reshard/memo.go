@@ -42,19 +42,19 @@ type memo struct {
 // searchFor returns the search from src to dst with the given partial
 // types, running it unless an equal one ran before in this lowering.
 func (c *opCtx) searchFor(src, dst *view, partial uint8) *search {
-	if c.memo.searches == nil {
-		c.memo = memo{searches: map[string]*search{}, meshes: map[*ir.Mesh]uint64{}}
+	if c.ledger.memo.searches == nil {
+		c.ledger.memo = memo{searches: map[string]*search{}, meshes: map[*ir.Mesh]uint64{}}
 	}
-	key := c.searchKey(c.memo.key[:0], src, dst, partial)
-	c.memo.key = key
-	if s, ok := c.memo.searches[string(key)]; ok {
+	key := c.searchKey(c.ledger.memo.key[:0], src, dst, partial)
+	c.ledger.memo.key = key
+	if s, ok := c.ledger.memo.searches[string(key)]; ok {
 		s.pl.c, s.pl.src, s.pl.dst = c, src, dst
 		return s
 	}
 	pl := newSearcher(c, src, dst, partial)
 	path, ok := pl.search()
 	s := &search{pl: pl, path: path, ok: ok}
-	c.memo.searches[string(key)] = s
+	c.ledger.memo.searches[string(key)] = s
 	return s
 }
 
@@ -104,10 +104,10 @@ func (c *opCtx) searchKey(b []byte, src, dst *view, partial uint8) []byte {
 
 // meshID numbers m within the lowering.
 func (c *opCtx) meshID(m *ir.Mesh) uint64 {
-	id, ok := c.memo.meshes[m]
+	id, ok := c.ledger.memo.meshes[m]
 	if !ok {
-		id = uint64(len(c.memo.meshes))
-		c.memo.meshes[m] = id
+		id = uint64(len(c.ledger.memo.meshes))
+		c.ledger.memo.meshes[m] = id
 	}
 	return id
 }

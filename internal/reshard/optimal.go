@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/nvcomm/nvcomm/internal/cost"
 	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/plan"
 )
@@ -42,6 +43,7 @@ type searcher struct {
 	c        *opCtx
 	src, dst *view
 	obj      costOrder
+	topology *cost.Topology
 	options  [3][][]ir.Digit // per type: nil (replicated), then candidate digit groups
 	order    []ir.Digit      // every digit of the result, in the consumer's layout order
 	index    map[ir.Digit]int
@@ -84,23 +86,23 @@ func (c *opCtx) optimal(src, dst *view, partial uint8) {
 			"reshard within one mesh first, then move between meshes of the same shape")
 		return
 	}
-	first := c.steps.len()
+	first := c.ledger.steps.len()
 	c.emitPath(found, src, dst)
-	if c.debug.Searched != nil && len(path) > 0 {
+	if c.planner.debug.Searched != nil && len(path) > 0 {
 		total := pathCost{}
 		for _, e := range path {
 			total, _ = pl.obj.Add(total, e.cost)
 		}
-		emitted := make([]plan.Step, 0, c.steps.len()-first)
-		for i := first; i < c.steps.len(); i++ {
-			emitted = append(emitted, *c.steps.at(i))
+		emitted := make([]plan.Step, 0, c.ledger.steps.len()-first)
+		for i := first; i < c.ledger.steps.len(); i++ {
+			emitted = append(emitted, *c.ledger.steps.at(i))
 		}
-		c.debug.Searched(total.ps, total.steps, emitted)
+		c.planner.debug.Searched(total.ps, total.steps, emitted)
 	}
 }
 
 func newSearcher(c *opCtx, src, dst *view, partial uint8) *searcher {
-	pl := &searcher{c: c, src: src, dst: dst, obj: c.costOrder, elem: int64(src.dtype.Size()),
+	pl := &searcher{c: c, src: src, dst: dst, obj: c.planner.costOrder, topology: c.planner.topology, elem: int64(src.dtype.Size()),
 		links: map[linkKey]string{}, swaps: map[[2]placement]*swap{}, keys: map[placement]string{},
 		canon: map[placement][]ir.Digit{}, priced: map[searchState][]edge{},
 		decoded: map[string][]ir.Digit{}}

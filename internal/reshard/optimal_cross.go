@@ -52,7 +52,7 @@ func (pl *searcher) sendRecvEdge(s searchState, to placement, out []edge) []edge
 			continue
 		}
 		moved++
-		e.collective(pl.c.topology.LinkOf([]int{d, r}), plan.SendRecv, plan.Count{Input: size, Output: size}, 2)
+		e.collective(pl.topology.LinkOf([]int{d, r}), plan.SendRecv, plan.Count{Input: size, Output: size}, 2)
 	}
 	if copied {
 		e.local(plan.Copy, size, size)
@@ -151,7 +151,7 @@ func (pl *searcher) broadcastEdge(s searchState, to placement, skip bool, out []
 	team, copies := broadcastTeam(pl.src.mesh, pl.dst.mesh, skip)
 	e := pl.newCost()
 	if team != nil {
-		e.collective(pl.c.topology.LinkOf(team), plan.Broadcast, plan.Count{Input: size, Output: size}, len(team))
+		e.collective(pl.topology.LinkOf(team), plan.Broadcast, plan.Count{Input: size, Output: size}, len(team))
 		e.bytes(bytes, e.times(bytes, int64(len(team)-1)))
 	}
 	if len(copies) > 0 {
@@ -192,7 +192,7 @@ func (pl *searcher) scatterEdge(s searchState, out []edge) []edge {
 		input += chunk
 		e.local(plan.Pad, size, input)
 	}
-	e.collective(pl.c.topology.LinkOf(team), plan.Scatter, plan.Count{Input: input, Output: chunk}, len(team))
+	e.collective(pl.topology.LinkOf(team), plan.Scatter, plan.Count{Input: input, Output: chunk}, len(team))
 	if padded {
 		pl.outside(e, target, got)
 	}
@@ -274,13 +274,13 @@ func (pl *searcher) gatherEdge(s searchState, k int, out []edge) []edge {
 func (pl *searcher) gatherLink(links map[int]string, start int, group []int, root int) string {
 	link, ok := links[start]
 	if !ok {
-		link = pl.c.topology.LinkOf(group)
+		link = pl.topology.LinkOf(group)
 		links[start] = link
 	}
 	if link == cost.LinkNetwork {
 		return link
 	}
-	return pl.c.topology.LinkOf([]int{group[0], root}) // the group is on group[0]'s node
+	return pl.topology.LinkOf([]int{group[0], root}) // the group is on group[0]'s node
 }
 
 // boolMask is an edge's mask that carries a choice (1: yes).

@@ -97,7 +97,7 @@ func (pl *searcher) reduceEdge(s searchState, out []edge) []edge {
 	size := pl.size(s.placement)
 	bytes := int64(size) * pl.elem
 	e := pl.newCost()
-	e.collective(pl.c.topology.LinkOf(team), plan.Reduce, plan.Count{Input: size, Output: size}, len(team))
+	e.collective(pl.topology.LinkOf(team), plan.Reduce, plan.Count{Input: size, Output: size}, len(team))
 	recv := e.times(int64(len(team)-1), bytes)
 	e.bytes(recv, recv)
 	e.crossing()

@@ -61,7 +61,7 @@ func (pl *searcher) swapExchangeCost(sw *swap, m *ir.Mesh, bytes int64) *edgeCos
 		return nil
 	}
 	e := pl.newCost()
-	e.add(pl.c.topology.ExchangeSeconds(pl.linkAlong(m, allTypes), bytes), true)
+	e.add(pl.topology.ExchangeSeconds(pl.linkAlong(m, allTypes), bytes), true)
 	e.bytes(bytes, e.times(bytes, moved))
 	return e
 }
@@ -201,7 +201,7 @@ func (sw *swap) count(pl *searcher, m *ir.Mesh, idx int) {
 	switch {
 	case sw.to[idx] == idx:
 		sw.stayed++
-	case pl.c.topology.LinkOf(pair[:]) == cost.LinkNetwork:
+	case pl.topology.LinkOf(pair[:]) == cost.LinkNetwork:
 		sw.network++
 	default:
 		sw.nvlink++

@@ -154,9 +154,9 @@ func (l *Ledger) BusiestReceived() int64 {
 // Job is the lowering of one op of a fusion: the reshardings within it
 // share its buffer names and write their steps under it.
 type Job struct {
-	*Planner
-	*Ledger
-	f  *ir.Fusion
+	planner *Planner // the policy, objective and topology
+	ledger  *Ledger  // the fusion's steps, bytes, bounds, errors and searches
+	f       *ir.Fusion
 	op *ir.Op
 	// names counts the intermediate buffer names used so far; nil until
 	// the first (most ops name none).
@@ -174,7 +174,7 @@ type Job struct {
 
 // Job starts the lowering of op, an op of f, into led.
 func (p *Planner) Job(led *Ledger, f *ir.Fusion, op *ir.Op) *Job {
-	return &Job{Planner: p, Ledger: led, f: f, op: op}
+	return &Job{planner: p, ledger: led, f: f, op: op}
 }
 
 // expr is the job's op as its steps name it (ir.Op.Expr).
@@ -190,7 +190,7 @@ func (j *Job) expr() string {
 func (j *Job) Lower() {
 	c := j.ctx(j.op, nil)
 	producer, consumer := j.op.In(), j.op.Out
-	if j.policy == PolicyNvFuser && !c.nvfuserAccepts(producer, consumer) {
+	if j.planner.policy == PolicyNvFuser && !c.nvfuserAccepts(producer, consumer) {
 		return
 	}
 	c.reshard(producer, consumer, changeOf(j.op))
@@ -206,20 +206,23 @@ func (j *Job) Reshard(op *ir.Op, toOpAxis []int) {
 
 // Fail reports that the job's op cannot be lowered under the policy.
 func (j *Job) Fail(reason, hint string) {
-	j.errs.AddHint(j.op.Pos, hint, "op %q cannot be lowered (policy %s): %s", j.op.Expr(), j.policy, reason)
+	j.ledger.errs.AddHint(j.op.Pos, hint, "op %q cannot be lowered (policy %s): %s", j.op.Expr(), j.planner.policy, reason)
 }
 
 // ctx returns a context lowering op within the job.
 func (j *Job) ctx(op *ir.Op, toOpAxis []int) *opCtx {
-	return &opCtx{Job: j, op: op, toOpAxis: toOpAxis}
+	return &opCtx{planner: j.planner, ledger: j.ledger, job: j, op: op, toOpAxis: toOpAxis}
 }
 
 // opCtx is the lowering of one pair of tensors within a job: the job's op,
 // a half of its lowering through a replicated copy, or a sum of partial
 // products.
 type opCtx struct {
-	*Job
-	op *ir.Op
+	planner *Planner
+	ledger  *Ledger
+	// job is the op's: its buffer names, recording and overflow.
+	job *Job
+	op  *ir.Op
 	// fact is the pair's common factoring.
 	fact *factoring
 	// toOpAxis maps the axes of the pair being lowered to the op input's,
@@ -230,7 +233,7 @@ type opCtx struct {
 // part returns a context for a pair within c's op whose axes map to the
 // op input's through toOpAxis (nil: they are the op input's).
 func (c *opCtx) part(toOpAxis []int) *opCtx {
-	return c.Job.ctx(c.op, toOpAxis)
+	return c.job.ctx(c.op, toOpAxis)
 }
 
 // nvfuserAccepts reports (after saying why not) whether nvFuser can lower
@@ -299,7 +302,7 @@ func (c *opCtx) reshard(producer, consumer *ir.Tensor, ch Change) {
 		if src != nil {
 			c.addBound(src, dst)
 		}
-	case c.policy == PolicyOptimal:
+	case c.planner.policy == PolicyOptimal:
 		mid := ir.NewReplicated(c.buffer("replicated"), producer.Mesh, producer.DType, consumer.Shape())
 		c.lowerPair(producer, mid, m, ch)
 		c.part(m.consumer.to).lowerPair(mid, consumer, copyPairing(consumer), copyChange) // mid's axes are the consumer's
@@ -382,7 +385,7 @@ func (c *opCtx) factor(producer, consumer *ir.Tensor, m pairAxes, ch Change) (*f
 	if ok {
 		f.maps = m
 	}
-	if ok && ch.Reduces() && c.policy == PolicyOptimal && len(consumer.Layout()) > 0 {
+	if ok && ch.Reduces() && c.planner.policy == PolicyOptimal && len(consumer.Layout()) > 0 {
 		f.cutForScatter(producer, ch.Axis, m.consumer.to[consumer.Layout()[0]])
 	}
 	return f, ok
@@ -399,12 +402,12 @@ func (c *opCtx) lowerFactored(fact *factoring, producer, consumer *ir.Tensor, ch
 	m := fact.maps
 	c.fact = fact
 	pv, tv := fact.tensorView(producer, m.producer), fact.tensorView(consumer, m.consumer)
-	padAt := c.steps.len()
+	padAt := c.ledger.steps.len()
 	src, dst = c.pad(pv, producer.Shape(), m.producer.to), c.padded(tv, consumer.Shape(), m.consumer.to)
 	switch {
-	case c.policy == PolicyOptimal && ch.Reduces():
+	case c.planner.policy == PolicyOptimal && ch.Reduces():
 		c.optimalReduction(src, dst)
-	case c.policy == PolicyOptimal:
+	case c.planner.policy == PolicyOptimal:
 		c.optimal(src, dst, 0)
 	case ch.Reduces():
 		c.lowerReduction(src, dst)
@@ -435,4 +438,4 @@ func paddedExtents(p, c *ir.Tensor, cMap valueAxes) []int {
 }
 
 // fail reports that the op cannot be lowered under the policy.
-func (c *opCtx) fail(reason, hint string) { c.Job.Fail(reason, hint) }
+func (c *opCtx) fail(reason, hint string) { c.job.Fail(reason, hint) }

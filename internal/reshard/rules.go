@@ -152,15 +152,15 @@ func (c *opCtx) reduceOp() *string { return new(string(c.op.Kind)) }
 // when the op already has one of that name.
 func (c *opCtx) buffer(what string) string {
 	name := c.op.Out.Name + "/" + what
-	if c.names == nil {
-		c.names = map[string]int{}
+	if c.job.names == nil {
+		c.job.names = map[string]int{}
 	}
-	c.names[what]++
-	if n := c.names[what]; n > 1 {
+	c.job.names[what]++
+	if n := c.job.names[what]; n > 1 {
 		name = fmt.Sprintf("%s%d", name, n)
 	}
-	if c.rec != nil {
-		c.rec.whats, c.rec.names = append(c.rec.whats, what), append(c.rec.names, name)
+	if c.job.rec != nil {
+		c.job.rec.whats, c.job.rec.names = append(c.job.rec.whats, what), append(c.job.rec.names, name)
 	}
 	return name
 }
@@ -185,12 +185,12 @@ func (c *opCtx) local(src, dst *view) {
 // retarget renames the output of the op's steps that produced the
 // intermediate src, when the last step did, saving a copy.
 func (c *opCtx) retarget(src, dst *view) bool {
-	n := c.steps.len()
-	if n == 0 || c.steps.at(n-1).Op != c.op.Index || c.steps.at(n-1).Output != src.name || !strings.Contains(src.name, "/") {
+	n := c.ledger.steps.len()
+	if n == 0 || c.ledger.steps.at(n-1).Op != c.op.Index || c.ledger.steps.at(n-1).Output != src.name || !strings.Contains(src.name, "/") {
 		return false
 	}
-	for i := n - 1; i >= 0 && c.steps.at(i).Op == c.op.Index; i-- {
-		if s := c.steps.at(i); s.Output == src.name {
+	for i := n - 1; i >= 0 && c.ledger.steps.at(i).Op == c.op.Index; i-- {
+		if s := c.ledger.steps.at(i); s.Output == src.name {
 			s.Output = dst.name
 		}
 	}

@@ -29,10 +29,10 @@ const overflowHint = "nvcomm counts bytes in int64; use smaller tensors or fewer
 
 // overflow fails the op, once, because what does not fit in int64.
 func (c *opCtx) overflow(what string) {
-	if c.overflowed {
+	if c.job.overflowed {
 		return
 	}
-	c.overflowed = true
+	c.job.overflowed = true
 	c.fail(fmt.Sprintf("%s exceed %d, the most nvcomm counts (int64)", what, int64(maxBytes)), overflowHint)
 }
 
