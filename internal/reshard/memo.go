@@ -48,8 +48,7 @@ func (c *opCtx) searchFor(src, dst *view, partial uint8) *search {
 	key := c.searchKey(c.ledger.memo.key[:0], src, dst, partial)
 	c.ledger.memo.key = key
 	if s, ok := c.ledger.memo.searches[string(key)]; ok {
-		s.pl.c, s.pl.src, s.pl.dst = c, src, dst
-		return s
+		return s // emitted with the op's own views (emission)
 	}
 	pl := newSearcher(c, src, dst, partial)
 	path, ok := pl.search()

@@ -38,15 +38,21 @@ type searchState struct {
 	order string
 }
 
-// searcher holds one op's search space.
+// searcher holds one op's search space. It reads no op's context: what it
+// depends on is the search key (memo.go), so the ops that find the key
+// again emit its path with their own views and names (emission).
 type searcher struct {
-	c        *opCtx
+	// src and dst are the views the search ran on, whose names are those
+	// of the first op with its key.
 	src, dst *view
 	obj      costOrder
 	topology *cost.Topology
-	options  [3][][]ir.Digit // per type: nil (replicated), then candidate digit groups
-	order    []ir.Digit      // every digit of the result, in the consumer's layout order
-	index    map[ir.Digit]int
+	// readLater is whether a later op reads the consumer, and fromBuffer
+	// whether the producer is an intermediate buffer: both decide edges.
+	readLater, fromBuffer bool
+	options               [3][][]ir.Digit // per type: nil (replicated), then candidate digit groups
+	order                 []ir.Digit      // every digit of the result, in the consumer's layout order
+	index                 map[ir.Digit]int
 	// partials are the digits of the reduced axis that each partial type
 	// selects in the producer: the views of partial states keep them.
 	partials [3][]ir.Digit
@@ -102,7 +108,8 @@ func (c *opCtx) optimal(src, dst *view, partial uint8) {
 }
 
 func newSearcher(c *opCtx, src, dst *view, partial uint8) *searcher {
-	pl := &searcher{c: c, src: src, dst: dst, obj: c.planner.costOrder, topology: c.planner.topology, elem: int64(src.dtype.Size()),
+	pl := &searcher{src: src, dst: dst, obj: c.planner.costOrder, topology: c.planner.topology,
+		readLater: c.readLater(), fromBuffer: strings.Contains(src.name, "/"), elem: int64(src.dtype.Size()),
 		links: map[linkKey]string{}, swaps: map[[2]placement]*swap{}, keys: map[placement]string{},
 		canon: map[placement][]ir.Digit{}, priced: map[searchState][]edge{},
 		decoded: map[string][]ir.Digit{}}
@@ -319,8 +326,9 @@ func extentOf(ds []ir.Digit) int {
 
 // view builds the intermediate view of a placement, its buffer in the
 // canonical order (the step that writes it may choose another: flexible).
-func (pl *searcher) view(p placement) *view {
-	v := &view{name: pl.c.buffer("step"), mesh: pl.mesh(p), dtype: pl.src.dtype, flexible: true}
+func (em emission) view(p placement) *view {
+	pl := em.found
+	v := &view{name: em.c.buffer("step"), mesh: pl.mesh(p), dtype: em.src.dtype, flexible: true}
 	for i, t := range ir.DeviceTypes {
 		if d := pl.options[i][p.pick[i]]; d != nil {
 			v.did[t] = d

@@ -2,7 +2,6 @@ package reshard
 
 import (
 	"slices"
-	"strings"
 
 	"github.com/nvcomm/nvcomm/internal/cost"
 	"github.com/nvcomm/nvcomm/internal/ir"
@@ -118,7 +117,7 @@ func (pl *searcher) broadcastEdges(s searchState, to placement, out []edge) []ed
 func (pl *searcher) relabelEdge(s searchState, to placement, out []edge) []edge {
 	cur := pl.decode(s.order)
 	e := pl.newCost()
-	if !pl.c.readLater() && !(s == pl.start && !strings.Contains(pl.src.name, "/")) {
+	if !pl.readLater && !(s == pl.start && !pl.fromBuffer) {
 		return pl.appendEdge(out, edgeRelabel, 0, to, cur, e) // renamed, or a Permute
 	}
 	pl.copyInto(e, to, cur)
@@ -138,7 +137,7 @@ func (pl *searcher) copyInto(e *edgeCost, to placement, got []ir.Digit) {
 // outside adds the Copy of a step whose root is outside the consumer's
 // mesh into the consumer, when a later op reads it (finishOutside).
 func (pl *searcher) outside(e *edgeCost, to placement, got []ir.Digit) {
-	if pl.c.readLater() {
+	if pl.readLater {
 		pl.copyInto(e, to, got)
 	}
 }

@@ -59,12 +59,12 @@ func (c *opCtx) emitPath(found *search, src, dst *view) {
 		return
 	}
 	if !c.templatable(src) {
-		found.pl.emit(found.path)
+		emission{c, src, dst, found.pl}.emit(found.path)
 		return
 	}
 	first, errs := c.ledger.steps.len(), c.ledger.errs.Len()
 	c.job.rec = &template{kind: c.op.Kind, axis: c.op.Axis, src: src.name, dst: dst.name}
-	found.pl.emit(found.path)
+	emission{c, src, dst, found.pl}.emit(found.path)
 	rec := c.job.rec
 	c.job.rec = nil
 	if c.ledger.errs.Len() != errs || c.job.overflowed {

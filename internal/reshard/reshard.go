@@ -157,7 +157,7 @@ type Job struct {
 	planner *Planner // the policy, objective and topology
 	ledger  *Ledger  // the fusion's steps, bytes, bounds, errors and searches
 	f       *ir.Fusion
-	op *ir.Op
+	op      *ir.Op
 	// names counts the intermediate buffer names used so far; nil until
 	// the first (most ops name none).
 	names map[string]int
