@@ -41,7 +41,7 @@ type memo struct {
 
 // searchFor returns the search from src to dst with the given partial
 // types, running it unless an equal one ran before in this lowering.
-func (c *opCtx) searchFor(src, dst *view, partial uint8) *search {
+func (c opCtx) searchFor(src, dst *view, partial uint8) *search {
 	if c.ledger.memo.searches == nil {
 		c.ledger.memo = memo{searches: map[string]*search{}, meshes: map[*ir.Mesh]uint64{}}
 	}
@@ -58,7 +58,7 @@ func (c *opCtx) searchFor(src, dst *view, partial uint8) *search {
 }
 
 // searchKey appends to b every fact the search reads (see above).
-func (c *opCtx) searchKey(b []byte, src, dst *view, partial uint8) []byte {
+func (c opCtx) searchKey(b []byte, src, dst *view, partial uint8) []byte {
 	u := func(x int) { b = binary.AppendUvarint(b, uint64(x)) }
 	flag := func(v bool) {
 		if v {
@@ -102,7 +102,7 @@ func (c *opCtx) searchKey(b []byte, src, dst *view, partial uint8) []byte {
 }
 
 // meshID numbers m within the lowering.
-func (c *opCtx) meshID(m *ir.Mesh) uint64 {
+func (c opCtx) meshID(m *ir.Mesh) uint64 {
 	id, ok := c.ledger.memo.meshes[m]
 	if !ok {
 		id = uint64(len(c.ledger.memo.meshes))

@@ -76,7 +76,7 @@ func (pl *searcher) path(start, goal searchState, best map[searchState]*reached)
 // op's context and its own producer and consumer views, which may differ
 // from the search's in their names. It only reads the search.
 type emission struct {
-	c        *opCtx
+	c        opCtx
 	src, dst *view
 	found    *searcher
 }

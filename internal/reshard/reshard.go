@@ -210,19 +210,21 @@ func (j *Job) Fail(reason, hint string) {
 }
 
 // ctx returns a context lowering op within the job.
-func (j *Job) ctx(op *ir.Op, toOpAxis []int) *opCtx {
-	return &opCtx{planner: j.planner, ledger: j.ledger, job: j, op: op, toOpAxis: toOpAxis}
+func (j *Job) ctx(op *ir.Op, toOpAxis []int) opCtx {
+	return opCtx{planner: j.planner, ledger: j.ledger, job: j, op: op, toOpAxis: toOpAxis}
 }
 
 // opCtx is the lowering of one pair of tensors within a job: the job's op,
 // a half of its lowering through a replicated copy, or a sum of partial
-// products.
+// products. It is a value, passed to what lowers the pair: each pair gets
+// its own (part, factored), and what outlives the pair — the fusion's
+// steps and bytes, the op's buffer names — lives in the ledger and the
+// job it names.
 type opCtx struct {
-	planner *Planner
-	ledger  *Ledger
-	// job is the op's: its buffer names, recording and overflow.
-	job *Job
-	op  *ir.Op
+	planner *Planner // the policy, objective and topology: read only
+	ledger  *Ledger  // the fusion's steps, bytes, bounds, errors and searches
+	job     *Job     // the op's buffer names, recording and overflow
+	op      *ir.Op
 	// fact is the pair's common factoring.
 	fact *factoring
 	// toOpAxis maps the axes of the pair being lowered to the op input's,
@@ -232,13 +234,13 @@ type opCtx struct {
 
 // part returns a context for a pair within c's op whose axes map to the
 // op input's through toOpAxis (nil: they are the op input's).
-func (c *opCtx) part(toOpAxis []int) *opCtx {
+func (c opCtx) part(toOpAxis []int) opCtx {
 	return c.job.ctx(c.op, toOpAxis)
 }
 
 // nvfuserAccepts reports (after saying why not) whether nvFuser can lower
 // the op at all: even shards, meshes of one size, no merged device axes.
-func (c *opCtx) nvfuserAccepts(p, t *ir.Tensor) bool {
+func (c opCtx) nvfuserAccepts(p, t *ir.Tensor) bool {
 	if p.IsUneven() || t.IsUneven() {
 		c.fail("a sharded axis does not divide evenly among its devices, which nvFuser rejects (\"Sharded axis must be evenly divisible by mesh\")",
 			"use --policy optimal, which pads uneven shards")
@@ -288,7 +290,7 @@ func changeOf(op *ir.Op) Change {
 // that do not divide each other, the optimal policy goes through a
 // replicated copy on the producer's mesh: each side then factors on its
 // own.
-func (c *opCtx) reshard(producer, consumer *ir.Tensor, ch Change) {
+func (c opCtx) reshard(producer, consumer *ir.Tensor, ch Change) {
 	m, ok := opPairing(c.op.Rule(), producer, consumer)
 	if !ok {
 		c.fail("its sharding rule places a dimension of the result across several of the operand's",
@@ -298,7 +300,7 @@ func (c *opCtx) reshard(producer, consumer *ir.Tensor, ch Change) {
 	fact, ok := c.factor(producer, consumer, m, ch)
 	switch {
 	case ok:
-		src, dst := c.lowerFactored(fact, producer, consumer, ch)
+		src, dst := c.factored(fact).lowerFactored(producer, consumer, ch)
 		if src != nil {
 			c.addBound(src, dst)
 		}
@@ -315,14 +317,14 @@ func (c *opCtx) reshard(producer, consumer *ir.Tensor, ch Change) {
 
 // lowerPair lowers producer to consumer, paired by m, within the op, with
 // no bound: the two must factor.
-func (c *opCtx) lowerPair(producer, consumer *ir.Tensor, m pairAxes, ch Change) {
+func (c opCtx) lowerPair(producer, consumer *ir.Tensor, m pairAxes, ch Change) {
 	fact, ok := c.factor(producer, consumer, m, ch)
 	if !ok {
 		c.fail("producer and consumer cut a logical axis at strides that do not divide each other",
 			"shard both tensors with splits whose factors divide one another, or use --policy optimal")
 		return
 	}
-	c.lowerFactored(fact, producer, consumer, ch)
+	c.factored(fact).lowerFactored(producer, consumer, ch)
 }
 
 // pairAxes places a pair's value axes among the producer's, which number
@@ -377,7 +379,7 @@ func copyPairing(t *ir.Tensor) pairAxes {
 // tensors' cuts; false when they cut an axis at strides that do not
 // divide each other, or when a pair of axes that are parts of others is
 // split unevenly.
-func (c *opCtx) factor(producer, consumer *ir.Tensor, m pairAxes, ch Change) (*factoring, bool) {
+func (c opCtx) factor(producer, consumer *ir.Tensor, m pairAxes, ch Change) (*factoring, bool) {
 	if m.consumer.at != nil && (producer.IsUneven() || consumer.IsUneven()) {
 		return nil, false
 	}
@@ -391,16 +393,22 @@ func (c *opCtx) factor(producer, consumer *ir.Tensor, m pairAxes, ch Change) (*f
 	return f, ok
 }
 
-// lowerFactored lowers a pair that factors: pads uneven shards, follows the
-// policy's rule table or search, fuses a Pad into the Slice after it, and
-// unpads. It returns the views the
-// bound compares, or nils after a failure.
-func (c *opCtx) lowerFactored(fact *factoring, producer, consumer *ir.Tensor, ch Change) (src, dst *view) {
+// factored returns c for a pair whose common factoring is fact.
+func (c opCtx) factored(fact *factoring) opCtx {
+	c.fact = fact
+	return c
+}
+
+// lowerFactored lowers the pair c's factoring is of: pads uneven shards,
+// follows the policy's rule table or search, fuses a Pad into the Slice
+// after it, and unpads. It returns the views the bound compares, or nils
+// after a failure.
+func (c opCtx) lowerFactored(producer, consumer *ir.Tensor, ch Change) (src, dst *view) {
+	fact := c.fact
 	if !c.factoringFits(fact, producer.DType) {
 		return nil, nil
 	}
 	m := fact.maps
-	c.fact = fact
 	pv, tv := fact.tensorView(producer, m.producer), fact.tensorView(consumer, m.consumer)
 	padAt := c.ledger.steps.len()
 	src, dst = c.pad(pv, producer.Shape(), m.producer.to), c.padded(tv, consumer.Shape(), m.consumer.to)
@@ -438,4 +446,4 @@ func paddedExtents(p, c *ir.Tensor, cMap valueAxes) []int {
 }
 
 // fail reports that the op cannot be lowered under the policy.
-func (c *opCtx) fail(reason, hint string) { c.job.Fail(reason, hint) }
+func (c opCtx) fail(reason, hint string) { c.job.Fail(reason, hint) }

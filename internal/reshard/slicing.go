@@ -39,14 +39,13 @@ func (j *Job) Slice(op *ir.Op, toOpAxis []int) {
 	if !c.factoringFits(fact, producer.DType) {
 		return
 	}
-	c.fact = fact
-	c.sliceSet(fact.tensorView(producer, m.producer), fact.tensorView(consumer, m.consumer))
+	c.factored(fact).sliceSet(fact.tensorView(producer, m.producer), fact.tensorView(consumer, m.consumer))
 }
 
 // sliceSet lowers a copy from src to dst, on the same mesh, where every
 // device type along which they differ splits dst and not src: one Slice
 // over those types (a Copy or a Permute when none does).
-func (c *opCtx) sliceSet(src, dst *view) {
+func (c opCtx) sliceSet(src, dst *view) {
 	var mask uint8
 	for _, t := range changedTypes(src, dst) {
 		if src.sharded(t) || !dst.sharded(t) {
