@@ -340,33 +340,42 @@ type pairAxes struct{ producer, consumer valueAxes }
 // merge's).
 func opPairing(r *ops.Rule, producer, consumer *ir.Tensor) (pairAxes, bool) {
 	m := shard.Identity(producer.NumValueAxes())
-	to, whole := make([]int, consumer.NumValueAxes()), true
-	pShape, cShape := producer.Shape(), consumer.Shape()
-	for j := range to {
+	n := consumer.NumValueAxes()
+	same, whole := n == len(m), true
+	for j := range n {
 		d, stride := r.ResultWithin(0, j)
 		if d < 0 || d >= len(m) {
 			return pairAxes{}, false
 		}
+		same = same && d == j
+		whole = whole && stride == 1 && dimSize(r, r.Result[j]) == dimSize(r, r.Operands[0][d])
+	}
+	if same && whole {
+		return pairAxes{valueAxes{to: m}, valueAxes{to: m}}, true // a set's: one slice
+	}
+	to := make([]int, n)
+	var at []int
+	if !whole {
+		at = make([]int, n)
+	}
+	for j := range to {
+		d, stride := r.ResultWithin(0, j)
 		to[j] = d
-		whole = whole && stride == 1 && cShape[j] == pShape[d]
-	}
-	if whole {
-		if slices.Equal(to, m) {
-			to = m // one slice for a set's maps, as they are equal
+		if at != nil {
+			at[j] = stride
 		}
-		return pairAxes{valueAxes{to: m}, valueAxes{to: to}}, true
 	}
-	return pairAxes{valueAxes{to: m}, valueAxes{to: to, at: strides(r, len(to))}}, true
+	return pairAxes{valueAxes{to: m}, valueAxes{to: to, at: at}}, true
 }
 
-// strides lists the stride at which each of the first n result dimensions
-// of r lies in operand 0.
-func strides(r *ops.Rule, n int) []int {
-	at := make([]int, n)
-	for j := range at {
-		_, at[j] = r.ResultWithin(0, j)
+// dimSize is the extent of a dimension of r: the product of its factors'
+// sizes.
+func dimSize(r *ops.Rule, dim ops.Dim) int {
+	n := 1
+	for _, f := range dim {
+		n *= r.Factors[f].Size
 	}
-	return at
+	return n
 }
 
 // copyPairing pairs the axes of a copy of t with t's own.
