@@ -111,3 +111,43 @@ func TestSplitPairsAlongFactors(t *testing.T) {
 		})
 	}
 }
+
+// TestPairingsKeptByRule checks that the ledger's pairings are kept by
+// what an op's rule depends on: two sets of the same extents share one,
+// reductions over different axes do not.
+func TestPairingsKeptByRule(t *testing.T) {
+	tensor := func(name string, reduced ...int) *ir.Tensor {
+		mesh, err := ir.NewMesh("m", []int{2}, []int{0, 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		x, err := ir.NewTensor(ir.TensorSpec{Name: name, Mesh: mesh, DType: "float32", Shape: []int{4, 6, 8}, ReductionAxes: reduced})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return x
+	}
+	x := tensor("x")
+	lowered := []*ir.Op{
+		{Kind: ir.OpSet, Inputs: []*ir.Tensor{x}, Out: tensor("y")},
+		{Kind: ir.OpSet, Inputs: []*ir.Tensor{tensor("x2")}, Out: tensor("y2")},
+		{Kind: ir.OpSum, Inputs: []*ir.Tensor{x}, Out: tensor("s1", 1), Axis: 1},
+		{Kind: ir.OpSum, Inputs: []*ir.Tensor{x}, Out: tensor("s2", 2), Axis: 2},
+	}
+	var ps pairings
+	var got [][]int
+	for _, op := range lowered {
+		m, ok := ps.of(op)
+		if !ok {
+			t.Fatalf("%s does not pair", op.Expr())
+		}
+		got = append(got, m.consumer.to)
+	}
+	want := [][]int{{0, 1, 2}, {0, 1, 2}, {0, 2}, {0, 1}}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("consumer maps (-want +got):\n%s", d)
+	}
+	if len(ps.byKey) != 3 {
+		t.Errorf("%d pairings kept, want 3 (the sets share one)", len(ps.byKey))
+	}
+}

@@ -13,6 +13,7 @@
 //
 //   - reshard.go: Planner, Ledger, Job, and the pair lowering (factor, pad,
 //     rule table or search, unpad);
+//   - pairing.go: a pair's axes paired along its op's factor rule;
 //   - views.go, padding.go, shortslice.go: buffers as digits; uneven
 //     shards, and the Pad + Slice of an uneven Replicate → Shard as one
 //     Slice of a short input;
@@ -36,9 +37,7 @@ import (
 	"github.com/nvcomm/nvcomm/internal/cost"
 	"github.com/nvcomm/nvcomm/internal/diag"
 	"github.com/nvcomm/nvcomm/internal/ir"
-	"github.com/nvcomm/nvcomm/internal/ops"
 	"github.com/nvcomm/nvcomm/internal/plan"
-	"github.com/nvcomm/nvcomm/internal/shard"
 )
 
 // Policy names a lowering policy.
@@ -117,6 +116,8 @@ type Ledger struct {
 	errs       *diag.List
 	// memo keeps the optimal policy's searches (memo.go).
 	memo memo
+	// pairings keeps the pairings of the ops' axes (pairing.go).
+	pairings pairings
 }
 
 // NewLedger returns an empty ledger whose errors name file.
@@ -291,7 +292,7 @@ func changeOf(op *ir.Op) Change {
 // replicated copy on the producer's mesh: each side then factors on its
 // own.
 func (c opCtx) reshard(producer, consumer *ir.Tensor, ch Change) {
-	m, ok := opPairing(c.op.Rule(), producer, consumer)
+	m, ok := c.ledger.pairings.of(c.op)
 	if !ok {
 		c.fail("its sharding rule places a dimension of the result across several of the operand's",
 			"reshard the operand so that each result dimension lies within one of its dimensions")
@@ -325,63 +326,6 @@ func (c opCtx) lowerPair(producer, consumer *ir.Tensor, m pairAxes, ch Change) {
 		return
 	}
 	c.factored(fact).lowerFactored(producer, consumer, ch)
-}
-
-// pairAxes places a pair's value axes among the producer's, which number
-// the axes of the pair's common factoring.
-type pairAxes struct{ producer, consumer valueAxes }
-
-// opPairing pairs the axes of an op's first operand, producer, with its
-// result's, consumer, along the factors of the op's rule r: each result
-// dimension lies where its factors lie in the operand (ops.Rule.ResultWithin)
-// — for a set the same axis, for a reduction the operand's axes without the
-// reduced one, for a reshape's split part of a compound dimension. It
-// fails when a result dimension lies in no one operand dimension (a
-// merge's).
-func opPairing(r *ops.Rule, producer, consumer *ir.Tensor) (pairAxes, bool) {
-	m := shard.Identity(producer.NumValueAxes())
-	n := consumer.NumValueAxes()
-	same, whole := n == len(m), true
-	for j := range n {
-		d, stride := r.ResultWithin(0, j)
-		if d < 0 || d >= len(m) {
-			return pairAxes{}, false
-		}
-		same = same && d == j
-		whole = whole && stride == 1 && dimSize(r, r.Result[j]) == dimSize(r, r.Operands[0][d])
-	}
-	if same && whole {
-		return pairAxes{valueAxes{to: m}, valueAxes{to: m}}, true // a set's: one slice
-	}
-	to := make([]int, n)
-	var at []int
-	if !whole {
-		at = make([]int, n)
-	}
-	for j := range to {
-		d, stride := r.ResultWithin(0, j)
-		to[j] = d
-		if at != nil {
-			at[j] = stride
-		}
-	}
-	return pairAxes{valueAxes{to: m}, valueAxes{to: to, at: at}}, true
-}
-
-// dimSize is the extent of a dimension of r: the product of its factors'
-// sizes.
-func dimSize(r *ops.Rule, dim ops.Dim) int {
-	n := 1
-	for _, f := range dim {
-		n *= r.Factors[f].Size
-	}
-	return n
-}
-
-// copyPairing pairs the axes of a copy of t with t's own.
-func copyPairing(t *ir.Tensor) pairAxes {
-	m := shard.Identity(t.NumValueAxes())
-	return pairAxes{valueAxes{to: m}, valueAxes{to: m}}
 }
 
 // factor refines the axes of producer and consumer, paired by m, at both

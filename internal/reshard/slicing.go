@@ -27,7 +27,7 @@ func (j *Job) Slice(op *ir.Op, toOpAxis []int) {
 	c := j.ctx(op, toOpAxis)
 	producer, consumer := op.In(), op.Out
 	var fact *factoring
-	m, ok := opPairing(op.Rule(), producer, consumer)
+	m, ok := c.ledger.pairings.of(op)
 	if ok {
 		fact, ok = c.factor(producer, consumer, m, copyChange)
 	}
