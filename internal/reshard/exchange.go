@@ -146,7 +146,7 @@ func (pl *searcher) appendExchange(out []edge, s searchState, to placement, mask
 
 // allToAllVAlong emits an exchange: the digits the types of mask select
 // on src become dst's on the same mesh.
-func (c opCtx) allToAllVAlong(src, dst *view, mask uint8) {
+func (c lowering) allToAllVAlong(src, dst *view, mask uint8) {
 	dp, dn := rankDigits(src, mask), rankDigits(dst, mask)
 	n := teamSize(src.mesh, mask)
 	counts := exchangeCounts(dp, dn, n, 0, src.size()/extentOf(without(dn, dp)))
@@ -195,7 +195,7 @@ func (pl *searcher) crossExchangeEdge(s searchState, out []edge) []edge {
 
 // crossExchange emits the move of src, on the producer's mesh, to dst on
 // the consumer's, a mesh of other devices, in one AllToAllV over both.
-func (c opCtx) crossExchange(src, dst *view) {
+func (c lowering) crossExchange(src, dst *view) {
 	dp, dn := rankDigits(src, allTypes), rankDigits(dst, allTypes)
 	team := slices.Concat(src.mesh.Devices, dst.mesh.Devices)
 	counts := exchangeCounts(dp, dn, len(team), len(src.mesh.Devices), src.size()/extentOf(without(dn, dp)))

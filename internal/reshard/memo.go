@@ -18,13 +18,15 @@ import (
 // its own names. Emission, not search, names buffers: the steps and names
 // are what a fresh search gives.
 
-// search is a stored search: its searcher and the path it found.
+// search is a stored search: its searcher and the path it found, which
+// the ops that find its key emit as they are (emission), and the record
+// of the first emission.
 type search struct {
 	pl   *searcher
 	path []edge
 	ok   bool
 	// template is the path's first emission that may be replayed
-	// (replay.go), or nil.
+	// (replay.go), or nil; set once, by that emission.
 	template *template
 }
 
@@ -41,7 +43,7 @@ type memo struct {
 
 // searchFor returns the search from src to dst with the given partial
 // types, running it unless an equal one ran before in this lowering.
-func (c opCtx) searchFor(src, dst *view, partial uint8) *search {
+func (c lowering) searchFor(src, dst *view, partial uint8) *search {
 	if c.ledger.memo.searches == nil {
 		c.ledger.memo = memo{searches: map[string]*search{}, meshes: map[*ir.Mesh]uint64{}}
 	}
@@ -58,7 +60,7 @@ func (c opCtx) searchFor(src, dst *view, partial uint8) *search {
 }
 
 // searchKey appends to b every fact the search reads (see above).
-func (c opCtx) searchKey(b []byte, src, dst *view, partial uint8) []byte {
+func (c lowering) searchKey(b []byte, src, dst *view, partial uint8) []byte {
 	u := func(x int) { b = binary.AppendUvarint(b, uint64(x)) }
 	flag := func(v bool) {
 		if v {
@@ -102,7 +104,7 @@ func (c opCtx) searchKey(b []byte, src, dst *view, partial uint8) []byte {
 }
 
 // meshID numbers m within the lowering.
-func (c opCtx) meshID(m *ir.Mesh) uint64 {
+func (c lowering) meshID(m *ir.Mesh) uint64 {
 	id, ok := c.ledger.memo.meshes[m]
 	if !ok {
 		id = uint64(len(c.ledger.memo.meshes))

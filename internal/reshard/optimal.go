@@ -38,7 +38,7 @@ type searchState struct {
 	order string
 }
 
-// searcher holds one op's search space. It reads no op's context: what it
+// searcher holds one op's search space. It keeps no op's lowering: what it
 // depends on is the search key (memo.go), so the ops that find the key
 // again emit its path with their own views and names (emission).
 type searcher struct {
@@ -80,7 +80,7 @@ type searcher struct {
 
 // optimal lowers src (the producer, after any local reduction) to dst; the
 // types of partial still hold partial terms of the op's reduction.
-func (c opCtx) optimal(src, dst *view, partial uint8) {
+func (c lowering) optimal(src, dst *view, partial uint8) {
 	found := c.searchFor(src, dst, partial)
 	pl, path, ok := found.pl, found.path, found.ok
 	if !ok && pl.overflowed {
@@ -107,7 +107,7 @@ func (c opCtx) optimal(src, dst *view, partial uint8) {
 	}
 }
 
-func newSearcher(c opCtx, src, dst *view, partial uint8) *searcher {
+func newSearcher(c lowering, src, dst *view, partial uint8) *searcher {
 	pl := &searcher{src: src, dst: dst, obj: c.planner.costOrder, topology: c.planner.topology,
 		readLater: c.readLater(), fromBuffer: strings.Contains(src.name, "/"), elem: int64(src.dtype.Size()),
 		links: map[linkKey]string{}, swaps: map[[2]placement]*swap{}, keys: map[placement]string{},

@@ -106,7 +106,7 @@ func (pl *searcher) reduceEdge(s searchState, out []edge) []edge {
 
 // reduceTo reduces src, partial along the types of mask, onto dst's single
 // device with one Reduce.
-func (c opCtx) reduceTo(src, dst *view, mask uint8) {
+func (c lowering) reduceTo(src, dst *view, mask uint8) {
 	root := dst.mesh.Devices[0]
 	team := reduceTeam(src.mesh, mask, root)
 	out, after := c.finish(src.stored, dst, "reduced")

@@ -72,11 +72,11 @@ func (pl *searcher) path(start, goal searchState, best map[searchState]*reached)
 	return path
 }
 
-// emission is the emission of a path that found found for one op: the
-// op's context and its own producer and consumer views, which may differ
-// from the search's in their names. It only reads the search.
+// emission emits for one op the path a stored search found: the op's
+// lowering and its own producer and consumer views, which may differ from
+// the search's in their names. It only reads the search.
 type emission struct {
-	c        opCtx
+	c        lowering
 	src, dst *view
 	found    *searcher
 }

@@ -45,14 +45,14 @@ type deviceBytes struct {
 
 // templatable reports whether an emission of c from src may be recorded
 // or replayed (see above).
-func (c opCtx) templatable(src *view) bool {
+func (c lowering) templatable(src *view) bool {
 	return !c.planner.debug.NoReplay && c.toOpAxis == nil && !c.job.overflowed && !strings.Contains(src.name, "/")
 }
 
 // emitPath appends the steps of found's path from src to dst: a replay of
 // its template when it has one for the op's kind and axis, else an
 // emission, recorded when it may be.
-func (c opCtx) emitPath(found *search, src, dst *view) {
+func (c lowering) emitPath(found *search, src, dst *view) {
 	t := found.template
 	if c.templatable(src) && t != nil && t.kind == c.op.Kind && t.axis == c.op.Axis {
 		c.replay(t, src, dst)
@@ -100,7 +100,7 @@ func (t *template) covers() bool {
 
 // replay appends t's steps with the names of src, dst and the job's new
 // buffers, and books the bytes t booked.
-func (c opCtx) replay(t *template, src, dst *view) {
+func (c lowering) replay(t *template, src, dst *view) {
 	names := make([]string, len(t.whats))
 	for i, what := range t.whats {
 		names[i] = c.buffer(what)

@@ -210,18 +210,18 @@ func (j *Job) Fail(reason, hint string) {
 	j.ledger.errs.AddHint(j.op.Pos, hint, "op %q cannot be lowered (policy %s): %s", j.op.Expr(), j.planner.policy, reason)
 }
 
-// ctx returns a context lowering op within the job.
-func (j *Job) ctx(op *ir.Op, toOpAxis []int) opCtx {
-	return opCtx{planner: j.planner, ledger: j.ledger, job: j, op: op, toOpAxis: toOpAxis}
+// ctx returns the lowering of op's pair within the job.
+func (j *Job) ctx(op *ir.Op, toOpAxis []int) lowering {
+	return lowering{planner: j.planner, ledger: j.ledger, job: j, op: op, toOpAxis: toOpAxis}
 }
 
-// opCtx is the lowering of one pair of tensors within a job: the job's op,
+// lowering is the lowering of one pair of tensors within a job: the job's op,
 // a half of its lowering through a replicated copy, or a sum of partial
 // products. It is a value, passed to what lowers the pair: each pair gets
 // its own (part, factored), and what outlives the pair — the fusion's
 // steps and bytes, the op's buffer names — lives in the ledger and the
 // job it names.
-type opCtx struct {
+type lowering struct {
 	planner *Planner // the policy, objective and topology: read only
 	ledger  *Ledger  // the fusion's steps, bytes, bounds, errors and searches
 	job     *Job     // the op's buffer names, recording and overflow
@@ -233,15 +233,15 @@ type opCtx struct {
 	toOpAxis []int
 }
 
-// part returns a context for a pair within c's op whose axes map to the
+// part returns the lowering of a pair within c's op whose axes map to the
 // op input's through toOpAxis (nil: they are the op input's).
-func (c opCtx) part(toOpAxis []int) opCtx {
+func (c lowering) part(toOpAxis []int) lowering {
 	return c.job.ctx(c.op, toOpAxis)
 }
 
 // nvfuserAccepts reports (after saying why not) whether nvFuser can lower
 // the op at all: even shards, meshes of one size, no merged device axes.
-func (c opCtx) nvfuserAccepts(p, t *ir.Tensor) bool {
+func (c lowering) nvfuserAccepts(p, t *ir.Tensor) bool {
 	if p.IsUneven() || t.IsUneven() {
 		c.fail("a sharded axis does not divide evenly among its devices, which nvFuser rejects (\"Sharded axis must be evenly divisible by mesh\")",
 			"use --policy optimal, which pads uneven shards")
@@ -291,7 +291,7 @@ func changeOf(op *ir.Op) Change {
 // that do not divide each other, the optimal policy goes through a
 // replicated copy on the producer's mesh: each side then factors on its
 // own.
-func (c opCtx) reshard(producer, consumer *ir.Tensor, ch Change) {
+func (c lowering) reshard(producer, consumer *ir.Tensor, ch Change) {
 	m, ok := c.ledger.pairings.of(c.op)
 	if !ok {
 		c.fail("its sharding rule places a dimension of the result across several of the operand's",
@@ -318,7 +318,7 @@ func (c opCtx) reshard(producer, consumer *ir.Tensor, ch Change) {
 
 // lowerPair lowers producer to consumer, paired by m, within the op, with
 // no bound: the two must factor.
-func (c opCtx) lowerPair(producer, consumer *ir.Tensor, m pairAxes, ch Change) {
+func (c lowering) lowerPair(producer, consumer *ir.Tensor, m pairAxes, ch Change) {
 	fact, ok := c.factor(producer, consumer, m, ch)
 	if !ok {
 		c.fail("producer and consumer cut a logical axis at strides that do not divide each other",
@@ -332,7 +332,7 @@ func (c opCtx) lowerPair(producer, consumer *ir.Tensor, m pairAxes, ch Change) {
 // tensors' cuts; false when they cut an axis at strides that do not
 // divide each other, or when a pair of axes that are parts of others is
 // split unevenly.
-func (c opCtx) factor(producer, consumer *ir.Tensor, m pairAxes, ch Change) (*factoring, bool) {
+func (c lowering) factor(producer, consumer *ir.Tensor, m pairAxes, ch Change) (*factoring, bool) {
 	if m.consumer.at != nil && (producer.IsUneven() || consumer.IsUneven()) {
 		return nil, false
 	}
@@ -347,7 +347,7 @@ func (c opCtx) factor(producer, consumer *ir.Tensor, m pairAxes, ch Change) (*fa
 }
 
 // factored returns c for a pair whose common factoring is fact.
-func (c opCtx) factored(fact *factoring) opCtx {
+func (c lowering) factored(fact *factoring) lowering {
 	c.fact = fact
 	return c
 }
@@ -356,7 +356,7 @@ func (c opCtx) factored(fact *factoring) opCtx {
 // follows the policy's rule table or search, fuses a Pad into the Slice
 // after it, and unpads. It returns the views the bound compares, or nils
 // after a failure.
-func (c opCtx) lowerFactored(producer, consumer *ir.Tensor, ch Change) (src, dst *view) {
+func (c lowering) lowerFactored(producer, consumer *ir.Tensor, ch Change) (src, dst *view) {
 	fact := c.fact
 	if !c.factoringFits(fact, producer.DType) {
 		return nil, nil
@@ -399,4 +399,4 @@ func paddedExtents(p, c *ir.Tensor, cMap valueAxes) []int {
 }
 
 // fail reports that the op cannot be lowered under the policy.
-func (c opCtx) fail(reason, hint string) { c.job.Fail(reason, hint) }
+func (c lowering) fail(reason, hint string) { c.job.Fail(reason, hint) }

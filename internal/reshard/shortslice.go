@@ -18,7 +18,7 @@ import (
 // fusePadSlice replaces the Pad at step padAt and the Slice right after it
 // by one Slice of the Pad's input, when that Slice writes the same buffer:
 // see padSliceFuses. It reports whether it did.
-func (c opCtx) fusePadSlice(padAt int) bool {
+func (c lowering) fusePadSlice(padAt int) bool {
 	n := c.ledger.steps.len()
 	if padAt+1 >= n {
 		return false

@@ -45,7 +45,7 @@ func (j *Job) Slice(op *ir.Op, toOpAxis []int) {
 // sliceSet lowers a copy from src to dst, on the same mesh, where every
 // device type along which they differ splits dst and not src: one Slice
 // over those types (a Copy or a Permute when none does).
-func (c opCtx) sliceSet(src, dst *view) {
+func (c lowering) sliceSet(src, dst *view) {
 	var mask uint8
 	for _, t := range changedTypes(src, dst) {
 		if src.sharded(t) || !dst.sharded(t) {
