@@ -132,21 +132,11 @@ func comparePricing(t *testing.T, src string, step int) int {
 		})
 		for j, i := range todo {
 			if got[j] != want[j] {
-				t.Errorf("op %q, %s: by parts %d ps, whole %d ps", fa.op.Expr(), describe(m, fa, i), got[j], want[j])
+				t.Errorf("op %q, %s: by parts %d ps, whole %d ps", fa.op.Expr(), m.describe(fa, m.combination(fa, i, nil)), got[j], want[j])
 			}
 		}
 	}
 	return byParts
-}
-
-// describe names the shardings of table entry i of fa.
-func describe(m *model, fa *factor, i int) string {
-	combo := m.combination(fa, i, nil)
-	s := ""
-	for j, k := range fa.vars {
-		s += fmt.Sprintf(" %s %s", m.vars[k].t.Name, m.vars[k].options[combo[j]])
-	}
-	return s
 }
 
 // TestDecompose checks which ops are priced by parts.
