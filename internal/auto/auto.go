@@ -195,14 +195,13 @@ func Solve(file string, src []byte, opts Options) (*Result, error) {
 
 // runnerUps lists each decision's choice and, after an exact search, its
 // runner-up: the best assignment in which the tensor takes any other
-// option. Without a budget the programme's marginals give each option's
-// best cost at once; a tie between other options (whose winner is the
-// first such assignment in search order) and a budget (whose partial
-// assignments a state keeps several of) solve again with the choice
-// barred.
+// option. The programme's marginals give each option's best cost at once
+// (under a budget, from the partial assignments no other dominates); a
+// tie between other options (whose winner is the first such assignment in
+// search order) solves again with the choice barred.
 func runnerUps(sv *solver, best *solution, rep *reporter) ([]Decision, error) {
 	var marg [][]int64
-	if sv.exact && sv.budget == 0 {
+	if sv.exact {
 		marg = sv.marginals()
 	}
 	var out []Decision
