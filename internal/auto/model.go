@@ -158,9 +158,10 @@ func (e *evaluator) fill(m *model, fa *factor) {
 	var todo []int // entries whose key is new, the first of each
 	seen := map[string]bool{}
 	var combo []int
+	key := m.opKeyer(fa)
 	for i := range fa.table {
 		combo = m.combination(fa, i, combo)
-		keys[i] = m.opKey(fa, combo)
+		keys[i] = key(combo)
 		if _, ok := e.cache[keys[i]]; !ok && !seen[keys[i]] {
 			seen[keys[i]] = true
 			todo = append(todo, i)
@@ -275,21 +276,34 @@ func (m *model) tableKey(fa *factor) string {
 // mesh, dtype and sharding (a given fusion input's declaration as
 // written, when it has one), and the op's kind, attributes and operands,
 // each tensor named by its position among the op's.
-func (m *model) opKey(fa *factor, combo []int) string {
-	var b strings.Builder
+func (m *model) opKey(fa *factor, combo []int) string { return m.opKeyer(fa)(combo) }
+
+// opKeyer returns opKey of fa for any combination, each tensor's part of
+// the key written once per option (a table has up to 65,536 entries).
+func (m *model) opKeyer(fa *factor) func(combo []int) string {
+	parts := make([][]string, len(fa.vars))
 	for j, k := range fa.vars {
 		v := m.vars[k]
-		if v.decl != "" {
-			fmt.Fprintf(&b, "%s %s decl %s\x00", v.t.Mesh.Name, v.t.DType, v.decl)
-			continue
+		for o := range v.options {
+			if v.decl != "" {
+				parts[j] = append(parts[j], fmt.Sprintf("%s %s decl %s\x00", v.t.Mesh.Name, v.t.DType, v.decl))
+				continue
+			}
+			parts[j] = append(parts[j], fmt.Sprintf("%s %s %v %s\x00", v.t.Mesh.Name, v.t.DType, v.t.Shape(), m.sharding(fa, j, o)))
 		}
-		fmt.Fprintf(&b, "%s %s %v %s\x00", v.t.Mesh.Name, v.t.DType, v.t.Shape(), m.sharding(fa, j, combo[j]))
 	}
-	fmt.Fprintf(&b, "%s %d %v", fa.op.Kind, fa.op.Axis, fa.op.Axes)
+	tail := fmt.Sprintf("%s %d %v", fa.op.Kind, fa.op.Axis, fa.op.Axes)
 	for _, in := range fa.op.Inputs {
-		fmt.Fprintf(&b, " %d", slices.Index(fa.vars, m.index[in]))
+		tail += fmt.Sprintf(" %d", slices.Index(fa.vars, m.index[in]))
 	}
-	return b.String()
+	return func(combo []int) string {
+		var b strings.Builder
+		for j, o := range combo {
+			b.WriteString(parts[j][o])
+		}
+		b.WriteString(tail)
+		return b.String()
+	}
 }
 
 // sharding is the sharding of var j of fa under option o: as its
