@@ -203,7 +203,7 @@ func (e *evaluator) priceAll(m *model, fa *factor, todo []int) []int64 {
 		combo := m.combination(fa, i, nil)
 		r, byParts := recipe{}, false
 		if d != nil {
-			r, byParts = d.recipe(combo)
+			r, byParts = d.recipeFor(combo)
 		}
 		if !byParts {
 			whole = append(whole, j)

@@ -141,15 +141,15 @@ func (m *model) decompose(fa *factor) *decomposition {
 		}
 	}
 	for y := range m.vars[fa.vars[len(fa.vars)-1]].options {
-		d.outs = append(d.outs, d.outSide(m, y))
+		d.outs = append(d.outs, d.sideOf(m, y))
 	}
 	return d
 }
 
-// outSide works out, for option y of the output, the splits each operand
+// sideOf works out, for option y of the output, the splits each operand
 // must have and the tensor its set would write (lower's outputShards,
 // operandShards and newTensor).
-func (d *decomposition) outSide(m *model, y int) *outSide {
+func (d *decomposition) sideOf(m *model, y int) *outSide {
 	fa := d.fa
 	var inputs []*ir.Tensor
 	for _, j := range d.slots {
@@ -184,8 +184,8 @@ func (d *decomposition) outSide(m *model, y int) *outSide {
 	return s
 }
 
-// recipe says how combo is priced; whole when by parts it cannot be.
-func (d *decomposition) recipe(combo []int) (r recipe, byParts bool) {
+// recipeFor says how combo is priced; whole when by parts it cannot be.
+func (d *decomposition) recipeFor(combo []int) (r recipe, byParts bool) {
 	out := d.outs[combo[len(combo)-1]]
 	if !out.ok {
 		return recipe{fails: true}, true

@@ -117,7 +117,7 @@ func comparePricing(t *testing.T, src string, step int) int {
 		for i := 0; i < len(fa.table); i += step {
 			todo = append(todo, i)
 			if d != nil {
-				if _, ok := d.recipe(m.combination(fa, i, nil)); ok {
+				if _, ok := d.recipeFor(m.combination(fa, i, nil)); ok {
 					byParts++
 				}
 			}
