@@ -12,7 +12,7 @@ VERSION ?=
 COMMIT  ?= $(shell git describe --always --dirty --abbrev=12 --match=no-tag 2>/dev/null)
 LDFLAGS := $(if $(VERSION),-X github.com/nvcomm/nvcomm/internal/cli.version=$(VERSION)) $(if $(COMMIT),-X github.com/nvcomm/nvcomm/internal/cli.commit=$(COMMIT))
 
-.PHONY: build run test browser-note race golden bench bench-scale fuzz lint tidy soak clean export-check
+.PHONY: build run test browser-note race golden bench bench-scale bench-auto fuzz lint tidy soak clean export-check
 
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/nvcomm
@@ -63,6 +63,11 @@ bench:
 # goal missed. A few minutes on 2 cores, a few GB of memory.
 bench-scale:
 	NVCOMM_SCALE=1 $(GO) test -count=1 -timeout 0 -run '^TestScaleReport$$' -v ./internal/scale
+
+# The table of docs/auto.md: lower --auto's solve time on N identical MLP
+# blocks, N = 1 to 32, on 1-D, 2-D and 3-D meshes.
+bench-auto:
+	NVCOMM_BENCH_AUTO=1 $(GO) test -count=1 -timeout 0 -run '^TestAutoScaleTable$$' -v ./internal/auto
 
 fuzz:
 	$(GO) test ./internal/ir -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) -parallel 2

@@ -16,6 +16,7 @@ package auto
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/dustin/go-humanize"
 
@@ -33,6 +34,36 @@ type Options struct {
 	// layer's inputs and weights, and its intermediates while live); 0
 	// means no limit.
 	MemoryBudget int64
+	// TimeLimit stops the search (0: none): Solve then returns the best
+	// assignment it completes, not proven the fastest (Result.Exact false,
+	// Result.Gap its distance from the lower bound).
+	TimeLimit time.Duration
+	// Progress, when set, is told about once a second how far Solve is,
+	// from a second after it starts.
+	Progress func(Progress)
+}
+
+// Progress is how far Solve is.
+type Progress struct {
+	// Stage is "pricing" (the ops' tables: Done of Total ops), "search"
+	// (the best assignment: ops) or "runner-ups" (decisions).
+	Stage       string
+	Done, Total int
+}
+
+// reporter passes progress on at most once a second, the first a second
+// after the start: a solve that takes less says nothing.
+type reporter struct {
+	f    func(Progress)
+	last time.Time
+}
+
+func (r *reporter) report(stage string, done, total int) {
+	if r.f == nil || time.Since(r.last) < time.Second {
+		return
+	}
+	r.last = time.Now()
+	r.f(Progress{Stage: stage, Done: done, Total: total})
 }
 
 // Decision is the sharding chosen for one tensor, and the best the layer
@@ -59,9 +90,41 @@ type Result struct {
 	PeakBytes int64
 	// Lowered counts the single-op fusions priced.
 	Lowered int
-	// Exact is false when the search stopped at its limit: the shardings
-	// are then the best it found, not proven the fastest.
+	// Exact is false when the search stopped at its time limit or its
+	// size limit: the shardings are then the best it found, not proven the
+	// fastest, and Gap bounds how much faster the fastest could be, in
+	// seconds (Seconds less a lower bound on the optimum). Runner-ups
+	// are then not computed.
 	Exact bool
+	Gap   float64
+	// summed is the sum of the ops' prices the search minimised; Seconds
+	// differs from it by the Copy that ends an op moving a tensor to
+	// another mesh when a later op reads it, which the op alone does not
+	// know.
+	summed float64
+	// file and src are the user's fusion file, which Repoint points
+	// errors at.
+	file string
+	src  []byte
+}
+
+// predictFusion is the predicted time of the plan lowered from the fusion
+// src, so that the time Solve reports is the plan's; false when it does
+// not lower (the caller reports why when it lowers it).
+func predictFusion(file string, src []byte, opts lower.Options) (float64, bool) {
+	f, err := ir.Parse(file, src)
+	if err != nil {
+		return 0, false
+	}
+	p, err := lower.Lower(f, opts)
+	if err != nil {
+		return 0, false
+	}
+	pr, err := cost.Predict(opts.Topology, p)
+	if err != nil {
+		return 0, false
+	}
+	return pr.Total, true
 }
 
 // Solve chooses the shardings of the decisions of the fusion in src (file
@@ -72,7 +135,7 @@ func Solve(file string, src []byte, opts Options) (*Result, error) {
 		return nil, err
 	}
 	if !slices.ContainsFunc(f.Tensors, func(t *ir.Tensor) bool { return t.Auto || t.Propagated }) {
-		return &Result{Fusion: src, Exact: true}, nil // nothing to choose: the fusion as it is
+		return &Result{Fusion: src, Exact: true, file: file, src: src}, nil // nothing to choose: the fusion as it is
 	}
 	tree, err := readSource(src)
 	if err != nil {
@@ -85,32 +148,100 @@ func Solve(file string, src []byte, opts Options) (*Result, error) {
 	if opts.Lowering.Topology == nil {
 		opts.Lowering.Topology = cost.Default()
 	}
-	ev := &evaluator{lowering: opts.Lowering, cache: map[string]int64{}}
-	for _, fa := range m.factors {
+	rep := &reporter{f: opts.Progress, last: time.Now()}
+	ev := newEvaluator(opts.Lowering)
+	for i, fa := range m.factors {
+		rep.report("pricing", i, len(m.factors))
 		ev.fill(m, fa)
 	}
+	if fa := m.unrunnable(); fa != nil {
+		return nil, m.cannotLower(file, fa, opts.Lowering)
+	}
 	sv := newSolver(m, opts.MemoryBudget)
-	best, exact, err := sv.solve()
+	if opts.TimeLimit > 0 {
+		sv.deadline = time.Now().Add(opts.TimeLimit)
+	}
+	sv.progress = func(done, total int) { rep.report("search", done, total) }
+	best, err := sv.solve()
 	if err != nil {
 		return nil, fmt.Errorf("%w%s", err, budgetHint(opts.MemoryBudget))
 	}
-	res := &Result{Seconds: float64(best.cost) / 1e12, PeakBytes: best.peak, Lowered: ev.lowered, Exact: exact}
-	chosen := map[string]sharding{}
+	res := &Result{Seconds: float64(best.cost) / 1e12, PeakBytes: best.peak, Lowered: ev.lowered, Exact: sv.exact, file: file, src: src}
+	if !sv.exact {
+		res.Gap = float64(best.cost-sv.lower) / 1e12
+	}
+	chosen, meshes := map[string]sharding{}, map[string]string{}
 	var order []string
 	for _, k := range sv.decisions {
 		v := m.vars[k]
 		chosen[v.t.Name] = v.options[best.choice[k]]
 		order = append(order, v.t.Name)
-		d, err := runnerUp(sv, k, best)
-		if err != nil {
-			return nil, err
+		if !v.produced {
+			meshes[v.t.Name] = v.t.Mesh.Name
 		}
-		res.Decisions = append(res.Decisions, d)
 	}
-	if res.Fusion, err = tree.annotate(order, chosen); err != nil {
+	if res.Decisions, err = runnerUps(sv, best, rep); err != nil {
 		return nil, err
 	}
+	if res.Fusion, err = tree.annotate(order, chosen, meshes); err != nil {
+		return nil, err
+	}
+	res.summed = res.Seconds
+	if s, ok := predictFusion(file, res.Fusion, opts.Lowering); ok {
+		res.Seconds = s
+	}
 	return res, nil
+}
+
+// runnerUps lists each decision's choice and, after an exact search, its
+// runner-up: the best assignment in which the tensor takes any other
+// option. The programme's marginals give each option's best cost at once
+// (under a budget, from the partial assignments no other dominates); a
+// tie between other options (whose winner is the first such assignment in
+// search order) solves again with the choice barred.
+func runnerUps(sv *solver, best *solution, rep *reporter) ([]Decision, error) {
+	var marg [][]int64
+	if sv.exact {
+		marg = sv.marginals()
+	}
+	var out []Decision
+	for i, k := range sv.decisions {
+		v := sv.m.vars[k]
+		d := Decision{Tensor: v.t.Name, Chosen: v.options[best.choice[k]].String()}
+		switch o, ties := otherBest(marg, k, best.choice[k]); {
+		case !sv.exact:
+		case marg != nil && ties == 0:
+		case marg != nil && ties == 1:
+			d.RunnerUp, d.Slower = v.options[o].String(), float64(marg[k][o]-best.cost)/1e12
+		default:
+			sv.progress = func(int, int) { rep.report("runner-ups", i, len(sv.decisions)) }
+			var err error
+			if d, err = runnerUp(sv, k, best); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// otherBest is the option of variable k, other than chosen, with the
+// cheapest marginal, and how many options share that cost (0 when none
+// can run).
+func otherBest(marg [][]int64, k, chosen int) (best, ties int) {
+	if marg == nil {
+		return 0, 0
+	}
+	for o, c := range marg[k] {
+		switch {
+		case o == chosen || c == maxCost:
+		case ties == 0 || c < marg[k][best]:
+			best, ties = o, 1
+		case c == marg[k][best]:
+			ties++
+		}
+	}
+	return best, ties
 }
 
 // runnerUp solves again with decision k barred from its chosen option.
@@ -122,9 +253,9 @@ func runnerUp(sv *solver, k int, best *solution) (Decision, error) {
 		sv.allowed[k][o] = o != best.choice[k]
 	}
 	defer func() { sv.allowed[k] = nil }()
-	other, _, err := sv.solve()
+	other, err := sv.solve()
 	switch {
-	case err == errInfeasible || err == errTooLarge:
+	case err == errInfeasible || err == errStopped:
 		return d, nil // no runner-up to show
 	case err != nil:
 		return d, err

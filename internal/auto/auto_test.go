@@ -3,9 +3,11 @@ package auto
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/lower"
 	"github.com/nvcomm/nvcomm/internal/plan"
+	"github.com/nvcomm/nvcomm/internal/scale"
 	"github.com/nvcomm/nvcomm/internal/sim"
 )
 
@@ -105,8 +108,11 @@ func lowerChosen(t *testing.T, res *Result) *plan.Plan {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if math.Abs(pr.Total-res.Seconds) > 1e-12*float64(len(f.Ops)) {
-		t.Errorf("the chosen plan is predicted %.6g s; Solve summed %.6g s from its ops", pr.Total, res.Seconds)
+	if pr.Total != res.Seconds {
+		t.Errorf("the chosen plan is predicted %.6g s; Solve says %.6g s", pr.Total, res.Seconds)
+	}
+	if math.Abs(pr.Total-res.summed) > 1e-12*float64(len(f.Ops)) {
+		t.Errorf("the chosen plan is predicted %.6g s; Solve summed %.6g s from its ops", pr.Total, res.summed)
 	}
 	return p
 }
@@ -150,6 +156,19 @@ ops:
 	// An input of partial terms, read by a set that sums them: auto once
 	// built that op as the sum the parser makes of it, which only a set
 	// may read, and found no assignment.
+	// An input declared without a mesh, which propagation gives its
+	// reader's: the annotated fusion must declare it.
+	"mesh-less input": `format: 2
+meshes:
+  tp: [0, 1, 2, 3]
+tensors:
+  x: {shape: [8, 16]}
+  w: {mesh: tp, shape: [32, 16], placements: auto}
+  y: {placements: [Replicate()]}
+ops:
+  - {op: linear, in: [x, w], out: h}
+  - {op: relu, in: h, out: y}
+`,
 	"partial input, linear": `format: 2
 meshes:
   tp: [0, 1, 2, 3]
@@ -163,37 +182,112 @@ ops:
 `,
 }
 
-// TestExactSearch checks the branch and bound against every assignment,
-// with and without a memory budget: the same cost, and the first of the
-// cheapest in search order.
+// TestExactSearch checks the dynamic programme against every assignment
+// and against the branch and bound auto had before, with and without a
+// memory budget: the same cost, peak and choice (the first of the
+// cheapest in search order).
 func TestExactSearch(t *testing.T) {
-	for name, src := range layers {
+	for name, src := range exactLayers(t) {
 		t.Run(name, func(t *testing.T) {
-			m := buildModel(t, src)
-			for _, budget := range []int64{0, minPeak(m) + 1} {
-				want, wantOK := bruteForce(m, budget)
-				got, exact, err := newSolver(m, budget).solve()
-				if !wantOK {
-					if err == nil {
-						t.Errorf("budget %d: solved at %d, but no assignment fits", budget, got.cost)
+			compareSolvers(t, buildModel(t, src))
+		})
+	}
+}
+
+// TestExactSearchTies is TestExactSearch with every table filled with
+// small random times, some ops unable to run: many ties, which the
+// programme must break as the search order does.
+func TestExactSearchTies(t *testing.T) {
+	for name, src := range exactLayers(t) {
+		t.Run(name, func(t *testing.T) {
+			m := unpricedModel(t, src)
+			rng := rand.New(rand.NewPCG(1, 2))
+			for range 8 {
+				for _, fa := range m.factors {
+					for i := range fa.table {
+						fa.table[i] = int64(rng.IntN(3))
+						if rng.IntN(10) == 0 {
+							fa.table[i] = maxCost
+						}
 					}
-					continue
 				}
-				if err != nil || !exact {
-					t.Fatalf("budget %d: %v (exact %v)", budget, err, exact)
-				}
-				if d := cmp.Diff(want, got, cmp.AllowUnexported(solution{})); d != "" {
-					t.Errorf("budget %d (-brute force +search):\n%s", budget, d)
-				}
+				compareSolvers(t, m)
 			}
 		})
 	}
 }
 
+// exactLayers are the layers, the price tests' fusions and the examples
+// with few enough assignments to enumerate.
+func exactLayers(t *testing.T) map[string]string {
+	srcs := map[string]string{}
+	for name, src := range layers {
+		srcs[name] = src
+	}
+	for name, src := range priceFusions {
+		srcs[name] = src
+	}
+	return srcs
+}
+
+// compareSolvers solves m by brute force (when it has at most
+// maxBrute assignments), by the branch and bound and by the programme,
+// under no budget, a budget just above the smallest peak and one midway.
+func compareSolvers(t *testing.T, m *model) {
+	t.Helper()
+	lo, hi := minPeak(m), maxPeak(m)
+	for _, budget := range []int64{0, lo + 1, (lo + hi) / 2} {
+		want, _, wantErr := newBnB(m, budget).solve()
+		if n := assignments(m); n <= maxBrute {
+			brute, ok := bruteForce(m, budget)
+			if d := cmp.Diff(brute, want, cmp.AllowUnexported(solution{})); d != "" || ok != (wantErr == nil) {
+				t.Fatalf("budget %d: branch and bound (%v) and brute force disagree (-brute force +branch and bound):\n%s", budget, wantErr, d)
+			}
+		}
+		s := newSolver(m, budget)
+		got, err := s.solve()
+		if wantErr != nil {
+			if err != errInfeasible {
+				t.Errorf("budget %d: %v, want %v (branch and bound: %v)", budget, err, errInfeasible, wantErr)
+			}
+			continue
+		}
+		if err != nil || !s.exact {
+			t.Fatalf("budget %d: %v (exact %v)", budget, err, s.exact)
+		}
+		if d := cmp.Diff(want, got, cmp.AllowUnexported(solution{})); d != "" {
+			t.Errorf("budget %d (-branch and bound +programme):\n%s", budget, d)
+		}
+	}
+}
+
+// maxBrute bounds the assignments bruteForce enumerates.
+const maxBrute = 1 << 16
+
+// assignments counts the assignments of m's decisions.
+func assignments(m *model) int {
+	n := 1
+	for _, v := range m.vars {
+		if n *= len(v.options); n > maxBrute {
+			return n
+		}
+	}
+	return n
+}
+
+// maxPeak is the largest peak any assignment could have.
+func maxPeak(m *model) int64 {
+	s := newBnB(m, 0)
+	for k, v := range m.vars {
+		s.choice[k] = slices.Index(v.bytes, slices.Max(v.bytes))
+	}
+	return s.peak()
+}
+
 func buildModel(t *testing.T, src string) *model {
 	t.Helper()
 	m := unpricedModel(t, src)
-	ev := &evaluator{lowering: lower.Options{Topology: cost.Default()}, cache: map[string]int64{}}
+	ev := newEvaluator(lower.Options{Topology: cost.Default()})
 	for _, fa := range m.factors {
 		ev.fill(m, fa)
 	}
@@ -221,7 +315,7 @@ func unpricedModel(t *testing.T, src string) *model {
 // bruteForce enumerates every assignment in search order and keeps the
 // first cheapest within the budget.
 func bruteForce(m *model, budget int64) (*solution, bool) {
-	s := newSolver(m, budget)
+	s := newBnB(m, budget)
 	var best *solution
 	var walk func(depth int)
 	walk = func(depth int) {
@@ -233,7 +327,7 @@ func bruteForce(m *model, budget int64) (*solution, bool) {
 				for _, k := range fa.vars {
 					combo = append(combo, s.choice[k])
 				}
-				c := fa.table[entry(m, fa, combo)]
+				c := fa.table[tableEntry(m, fa, combo)]
 				if c == maxCost {
 					return
 				}
@@ -257,8 +351,8 @@ func bruteForce(m *model, budget int64) (*solution, bool) {
 	return best, best != nil
 }
 
-// entry is the table index of a combination: combination's inverse.
-func entry(m *model, fa *factor, combo []int) int {
+// tableEntry is the table index of a combination: combination's inverse.
+func tableEntry(m *model, fa *factor, combo []int) int {
 	i := 0
 	for j, k := range fa.vars {
 		i = i*len(m.vars[k].options) + combo[j]
@@ -268,7 +362,7 @@ func entry(m *model, fa *factor, combo []int) int {
 
 // minPeak is the smallest peak any assignment could have, so that a budget
 // just above it binds.
-func minPeak(m *model) int64 { return newSolver(m, 0).peak() }
+func minPeak(m *model) int64 { return newBnB(m, 0).peak() }
 
 // TestChosenPlansSimulate lowers the fusion each layer's choice writes and
 // runs it on virtual devices against the unsharded program.
@@ -291,29 +385,104 @@ func TestChosenPlansSimulate(t *testing.T) {
 	}
 }
 
-// TestSearchLimit checks the fallback past the node limit: the best
-// assignment found so far, not proven, and no worse than the first one the
-// search completes.
+// TestSearchLimit checks the search past its limits: the best
+// assignment found greedily, not proven, no better than the optimum and
+// no better than its lower bound says the optimum could be.
 func TestSearchLimit(t *testing.T) {
 	m := buildModel(t, layers["2-D mesh"])
-	full, exact, err := newSolver(m, 0).solve()
-	if err != nil || !exact {
-		t.Fatalf("full search: %v (exact %v)", err, exact)
-	}
-	s := newSolver(m, 0)
-	s.maxNodes = len(s.decisions) + 2 // one assignment, and a little more
-	got, exact, err := s.solve()
+	full, err := newSolver(m, 0).solve()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if exact {
-		t.Error("a search stopped at its limit says it is exact")
+	tests := map[string]func(s *solver){
+		"size":     func(s *solver) { s.maxScope = 1 },
+		"deadline": func(s *solver) { s.deadline = time.Now().Add(-time.Second) },
 	}
-	if got.cost < full.cost {
-		t.Errorf("the stopped search found %d ps, below the optimum %d", got.cost, full.cost)
+	for name, limit := range tests {
+		t.Run(name, func(t *testing.T) {
+			s := newSolver(m, 0)
+			limit(s)
+			got, err := s.solve()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.exact {
+				t.Error("a search stopped at its limit says it is exact")
+			}
+			if got.cost < full.cost || s.lower > full.cost {
+				t.Errorf("the stopped search found %d ps with a lower bound of %d, the optimum is %d", got.cost, s.lower, full.cost)
+			}
+		})
 	}
-	s.maxNodes = 1
-	if _, _, err := s.solve(); err != errTooLarge {
-		t.Errorf("a search stopped before any assignment: %v, want errTooLarge", err)
+}
+
+// TestRunnerUps checks the runner-ups from the programme's marginals
+// against solving again with each choice barred, on the layers priced and
+// on random tables (ties), with no budget, a budget just above the
+// smallest peak and one midway.
+func TestRunnerUps(t *testing.T) {
+	for name, src := range exactLayers(t) {
+		t.Run(name, func(t *testing.T) {
+			m := buildModel(t, src)
+			rng := rand.New(rand.NewPCG(3, 4))
+			for round := range 6 {
+				if round > 0 {
+					for _, fa := range m.factors {
+						for i := range fa.table {
+							fa.table[i] = int64(rng.IntN(4))
+						}
+					}
+				}
+				lo, hi := minPeak(m), maxPeak(m)
+				for _, budget := range []int64{0, lo + 1, (lo + hi) / 2} {
+					s := newSolver(m, budget)
+					best, err := s.solve()
+					if err == errInfeasible && budget > 0 {
+						continue
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+					got, err := runnerUps(s, best, &reporter{})
+					if err != nil {
+						t.Fatal(err)
+					}
+					var want []Decision
+					for _, k := range s.decisions {
+						d, err := runnerUp(s, k, best)
+						if err != nil {
+							t.Fatal(err)
+						}
+						want = append(want, d)
+					}
+					if d := cmp.Diff(want, got); d != "" {
+						t.Errorf("round %d, budget %d (-solved again +marginals):\n%s", round, budget, d)
+					}
+				}
+			}
+		})
 	}
+}
+
+// TestTimeLimit checks Solve past its time limit: the best assignment
+// found, not exact, its gap bounding its distance from the optimum.
+func TestTimeLimit(t *testing.T) {
+	src := scale.MLPBlocks(2, []int{2, 2})
+	full, err := Solve("blocks.yaml", src, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Solve("blocks.yaml", src, Options{TimeLimit: time.Nanosecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Exact || got.Gap < 0 || got.Seconds < full.Seconds || got.Seconds-got.Gap > full.Seconds+1e-12 {
+		t.Errorf("stopped: %.6g s, gap %.6g s, exact %v; the optimum is %.6g s", got.Seconds, got.Gap, got.Exact, full.Seconds)
+	}
+	for _, d := range got.Decisions {
+		if d.RunnerUp != "" {
+			t.Errorf("%s: a runner-up after a stopped search", d.Tensor)
+		}
+	}
+	lowerChosen(t, got)
 }

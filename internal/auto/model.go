@@ -3,10 +3,12 @@ package auto
 import (
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 
-	"github.com/nvcomm/nvcomm/internal/cost"
 	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/lower"
 )
@@ -130,58 +132,178 @@ func (m *model) combination(fa *factor, i int, out []int) []int {
 type evaluator struct {
 	lowering lower.Options // its Topology set
 	cache    map[string]int64
-	lowered  int
+	// parts holds the parts of ops priced by parts (parts.go), by key:
+	// a set priced once serves every op that needs it.
+	parts map[string]*part
+	// tables holds the table of every op filled, by tableKey: identical
+	// ops (a model's repeated blocks) are tabulated once.
+	tables  map[string][]int64
+	lowered int
 }
 
+func newEvaluator(lowering lower.Options) *evaluator {
+	return &evaluator{lowering: lowering, cache: map[string]int64{}, tables: map[string][]int64{}, parts: map[string]*part{}}
+}
+
+// fill tabulates fa's op: the table of an identical op when there was
+// one, else every combination priced, those not priced before lowered in
+// parallel.
 func (e *evaluator) fill(m *model, fa *factor) {
+	tk := m.tableKey(fa)
+	if t, ok := e.tables[tk]; ok {
+		fa.table = t
+		return
+	}
+	keys := make([]string, len(fa.table))
+	var todo []int // entries whose key is new, the first of each
+	seen := map[string]bool{}
 	var combo []int
+	key := m.opKeyer(fa)
 	for i := range fa.table {
 		combo = m.combination(fa, i, combo)
-		fa.table[i] = e.price(m, fa, combo)
-	}
-}
-
-// price is the predicted time in picoseconds of fa's op alone, its tensors
-// sharded as combo chooses, maxCost when nvcomm cannot build or lower it.
-// Ops alike but for their tensors' names have one key (opKey), and are
-// priced once.
-func (e *evaluator) price(m *model, fa *factor, combo []int) int64 {
-	key := m.opKey(fa, combo)
-	if c, ok := e.cache[key]; ok {
-		return c
-	}
-	c := int64(maxCost)
-	if f, err := m.opFusion(fa, combo); err == nil {
-		if p, err := lower.Lower(f, e.lowering); err == nil {
-			if pr, err := cost.Predict(e.lowering.Topology, p); err == nil {
-				c = int64(math.Round(pr.Total * 1e12))
-			}
+		keys[i] = key(combo)
+		if _, ok := e.cache[keys[i]]; !ok && !seen[keys[i]] {
+			seen[keys[i]] = true
+			todo = append(todo, i)
 		}
 	}
-	e.lowered++
-	e.cache[key] = c
-	return c
+	for j, price := range e.priceAll(m, fa, todo) {
+		e.cache[keys[todo[j]]] = price
+	}
+	for i, key := range keys {
+		fa.table[i] = e.cache[key]
+	}
+	e.tables[tk] = fa.table
 }
 
-// opKey says what opFusion builds of fa's op under combo: per tensor its
-// mesh, dtype and sharding (a given fusion input's declaration as
-// written, when it has one), and the op's kind, attributes and operands,
-// each tensor named by its position among the op's.
-func (m *model) opKey(fa *factor, combo []int) string {
+// parallel calls f(0), …, f(n-1) on as many goroutines as there are
+// processors.
+func parallel(n int, f func(int)) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), n) {
+		wg.Go(func() {
+			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+				f(i)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// priceAll prices the combinations todo of fa's table: by parts where
+// the op decomposes (parts.go), the parts not priced before lowered in
+// parallel, and the other combinations lowered whole, in parallel.
+func (e *evaluator) priceAll(m *model, fa *factor, todo []int) []int64 {
+	d := m.decompose(fa)
+	recipes := make([]*recipe, len(todo)) // nil: lowered whole
+	var whole []int
+	var fresh []*part
+	for j, i := range todo {
+		combo := m.combination(fa, i, nil)
+		r, byParts := recipe{}, false
+		if d != nil {
+			r, byParts = d.recipeFor(combo)
+		}
+		if !byParts {
+			whole = append(whole, j)
+			continue
+		}
+		recipes[j] = &r
+		var builders []func() (*ir.Fusion, error)
+		for n, key := range r.parts {
+			if _, ok := e.parts[key]; ok {
+				continue
+			}
+			if builders == nil {
+				builders = d.builders(m, combo)
+			}
+			p := &part{build: builders[n]}
+			e.parts[key] = p
+			fresh = append(fresh, p)
+		}
+	}
+	prices := make([]int64, len(todo))
+	parallel(len(fresh), func(n int) {
+		p := fresh[n]
+		f, err := p.build()
+		p.secs, p.ok = stepSeconds(f, err, e.lowering)
+	})
+	parallel(len(whole), func(n int) {
+		f, err := m.opFusion(fa, m.combination(fa, todo[whole[n]], nil))
+		p := &part{}
+		p.secs, p.ok = stepSeconds(f, err, e.lowering)
+		prices[whole[n]] = sumParts([]*part{p})
+	})
+	e.lowered += len(fresh) + len(whole)
+	for j, r := range recipes {
+		switch {
+		case r == nil:
+		case r.fails:
+			prices[j] = maxCost
+		default:
+			parts := make([]*part, len(r.parts))
+			for n, key := range r.parts {
+				parts[n] = e.parts[key]
+			}
+			prices[j] = sumParts(parts)
+		}
+	}
+	return prices
+}
+
+// tableKey says what fa's table holds: the op's kind, attributes and
+// operands, and per tensor its mesh, dtype, shape, declaration and every
+// option as the op sees it (opKey of each combination follows from it).
+func (m *model) tableKey(fa *factor) string {
 	var b strings.Builder
 	for j, k := range fa.vars {
 		v := m.vars[k]
-		if v.decl != "" {
-			fmt.Fprintf(&b, "%s %s decl %s\x00", v.t.Mesh.Name, v.t.DType, v.decl)
-			continue
+		fmt.Fprintf(&b, "%s %s %v decl %s:", v.t.Mesh.Name, v.t.DType, v.t.Shape(), v.decl)
+		for o := range v.options {
+			b.WriteString(" " + m.sharding(fa, j, o).String())
 		}
-		fmt.Fprintf(&b, "%s %s %v %s\x00", v.t.Mesh.Name, v.t.DType, v.t.Shape(), m.sharding(fa, j, combo[j]))
+		b.WriteByte(0)
 	}
 	fmt.Fprintf(&b, "%s %d %v", fa.op.Kind, fa.op.Axis, fa.op.Axes)
 	for _, in := range fa.op.Inputs {
 		fmt.Fprintf(&b, " %d", slices.Index(fa.vars, m.index[in]))
 	}
 	return b.String()
+}
+
+// opKey says what opFusion builds of fa's op under combo: per tensor its
+// mesh, dtype and sharding (a given fusion input's declaration as
+// written, when it has one), and the op's kind, attributes and operands,
+// each tensor named by its position among the op's.
+func (m *model) opKey(fa *factor, combo []int) string { return m.opKeyer(fa)(combo) }
+
+// opKeyer returns opKey of fa for any combination, each tensor's part of
+// the key written once per option (a table has up to 65,536 entries).
+func (m *model) opKeyer(fa *factor) func(combo []int) string {
+	parts := make([][]string, len(fa.vars))
+	for j, k := range fa.vars {
+		v := m.vars[k]
+		for o := range v.options {
+			if v.decl != "" {
+				parts[j] = append(parts[j], fmt.Sprintf("%s %s decl %s\x00", v.t.Mesh.Name, v.t.DType, v.decl))
+				continue
+			}
+			parts[j] = append(parts[j], fmt.Sprintf("%s %s %v %s\x00", v.t.Mesh.Name, v.t.DType, v.t.Shape(), m.sharding(fa, j, o)))
+		}
+	}
+	tail := fmt.Sprintf("%s %d %v", fa.op.Kind, fa.op.Axis, fa.op.Axes)
+	for _, in := range fa.op.Inputs {
+		tail += fmt.Sprintf(" %d", slices.Index(fa.vars, m.index[in]))
+	}
+	return func(combo []int) string {
+		var b strings.Builder
+		for j, o := range combo {
+			b.WriteString(parts[j][o])
+		}
+		b.WriteString(tail)
+		return b.String()
+	}
 }
 
 // sharding is the sharding of var j of fa under option o: as its

@@ -2,35 +2,44 @@ package auto
 
 import (
 	"errors"
+	"math"
 	"slices"
+	"time"
 
 	"github.com/nvcomm/nvcomm/internal/checked"
 )
 
-// The solver is an exact branch and bound over the decisions in fusion
-// order (inputs, then each op's output: a topological order). A node
-// fixes the options of a prefix of the decisions; its bound is, per op,
-// the cheapest entry of the op's table that agrees with what is fixed —
-// every completion pays at least that for each op, so the bound never
-// exceeds the best completion's cost and no better assignment is pruned.
-// Memory: the peak over ops of the bytes live on a device, with each
-// unfixed decision at its smallest option, is at most any completion's
-// peak; a node over the budget is pruned. Options are tried in candidate
-// order (Replicate first) and only a strictly cheaper assignment replaces
-// the best, so equal costs resolve the same way on every run.
-
-// maxNodes bounds the search. Past it the search stops and keeps the best
-// assignment found so far (depth first, the cheapest options first: a
-// greedy assignment improved for as long as the search ran), which is then
-// not proven the fastest.
-const maxNodes = 2_000_000
-
-// errTooLarge stops a search past maxNodes.
-var errTooLarge = errors.New("the search for the best shardings visited more than 2,000,000 assignments")
-
-// errInfeasible reports that no assignment fits: every one costs maxCost
-// or exceeds the memory budget.
-var errInfeasible = errors.New("no assignment of shardings fits")
+// The solver is dynamic programming over the ops in fusion order (a path
+// decomposition of the op graph). Before op i, the state is the options of
+// the frontier: the tensors that ops before i read or wrote and ops from i
+// on still read. Op i's time depends only on its own tensors, so the best
+// way to reach a state is all that matters of the ops before it: the
+// programme keeps, per state, the cheapest partial assignment (and, under
+// a memory budget, every partial assignment not dominated in time and
+// memory), extends each by the options of the tensors op i introduces, and
+// forgets the tensors no later op reads. A chain of blocks with residual
+// adds keeps two or three tensors on its frontier, so the work is linear in
+// the number of ops: per op, the frontier's states times the new tensors'
+// options.
+//
+// Memory: a device holds the layer's inputs throughout (W), each output
+// from the op that produces it on (O), and each intermediate from its
+// producer to its last reader (on the frontier meanwhile, so its bytes
+// are known in the state). The peak is W plus the most, over ops, of O and
+// the intermediates live then (R); W, O and R only grow as ops are added,
+// so a partial assignment whose W + R exceeds the budget is dropped, and
+// one no better in time, W, O and R than another of the same state is
+// dominated.
+//
+// Ties: of the cheapest assignments within the budget, the solver returns
+// the first in the order of a depth-first search over the decisions in
+// fusion order, each tensor's candidates in order (Replicate first): the
+// lexicographically smallest vector of option indexes, the choice of the
+// branch and bound auto used before. Lexicographic order adds up over
+// disjoint sets of tensors, so the programme can break ties state by
+// state: two partial assignments of a state differ only on the tensors
+// already forgotten, and the one with the smaller option at the first
+// decision where they differ wins.
 
 // solution is an option per variable and its cost.
 type solution struct {
@@ -39,135 +48,535 @@ type solution struct {
 	peak   int64
 }
 
+// errInfeasible reports that no assignment fits: every one costs maxCost
+// or exceeds the memory budget.
+var errInfeasible = errors.New("no assignment of shardings fits")
+
+// errStopped reports that a search passed its time limit or its size
+// limit before it could complete a single assignment.
+var errStopped = errors.New("the search for the best shardings stopped at its limit before it found an assignment that fits")
+
+// maxScope bounds one op's work: the frontier's states times the options
+// of the tensors the op introduces. Past it the programme finishes
+// greedily (stopped).
+const maxScope = 1 << 24
+
+// step is one op of the programme.
+type step struct {
+	fa *factor
+	// front is the state before the op (variables, ascending); fresh the
+	// op's variables first seen here; next the state after it (ascending):
+	// the variables of front and fresh that a later op reads.
+	front, fresh, next []int
+	// scope is front then fresh; for each, its stride in fa's table and in
+	// next's state index (0 when not in them).
+	scope            []int
+	tStride, nStride []int
+	// inputs, tails and live are positions in scope: the fresh fusion
+	// inputs (W), the fresh tensors produced and live to the end (O), and
+	// the intermediates live during the op.
+	inputs, tails, live []int
+	minCost             int64 // the cheapest entry of fa's table
+	nextStates          int
+	index               int32
+}
+
+// entry is a partial assignment: the ops up to and including step, its
+// table entry combo there, and the entry of the previous step it extends.
+type entry struct {
+	cost    int64
+	w, o, r int64
+	prev    *entry
+	combo   int32
+	step    int32
+}
+
 type solver struct {
 	m      *model
 	budget int64 // 0: none
 	// allowed restricts each variable's options (nil: all).
 	allowed   [][]bool
-	decisions []int // variable indices, in search order
-	choice    []int // -1: not fixed
-	best      *solution
-	nodes     int
-	// maxNodes is maxNodes but in tests.
-	maxNodes int
+	decisions []int // variable indices, in fusion order
+	pos       []int // per variable, its index in decisions
+	steps     []*step
+	// deadline stops the search (zero: none); progress, when set, is told
+	// every few thousand combinations how far it is.
+	deadline time.Time
+	progress func(done, total int)
+	work     int
+	// maxScope is maxScope but in tests.
+	maxScope int
+	// exact is false when the last solve stopped at a limit and finished
+	// greedily; lower is then a lower bound on the optimum's cost.
+	exact bool
+	lower int64
+	// layers are the layers before each step of the last exact solve (and
+	// the last layer), kept for the runner-ups.
+	layers [][][]*entry
 }
 
 func newSolver(m *model, budget int64) *solver {
-	s := &solver{m: m, budget: budget, allowed: make([][]bool, len(m.vars)), choice: make([]int, len(m.vars)), maxNodes: maxNodes}
+	s := &solver{m: m, budget: budget, allowed: make([][]bool, len(m.vars)), pos: make([]int, len(m.vars)), maxScope: maxScope}
 	for k, v := range m.vars {
-		s.choice[k] = -1
-		if !v.decision {
-			s.choice[k] = 0
-			continue
+		s.pos[k] = -1
+		if v.decision {
+			s.pos[k] = len(s.decisions)
+			s.decisions = append(s.decisions, k)
 		}
-		s.decisions = append(s.decisions, k)
 	}
+	s.steps = m.steps()
 	return s
 }
 
-// solve returns the cheapest assignment within the budget, and whether
-// the search finished: false when it stopped at maxNodes with the best
-// assignment it had found.
-func (s *solver) solve() (*solution, bool, error) {
-	s.best, s.nodes = nil, 0
-	for _, k := range s.decisions {
-		s.choice[k] = -1
-	}
-	err := s.search(0)
-	switch {
-	case err != nil && s.best == nil:
-		return nil, false, err
-	case s.best == nil:
-		return nil, true, errInfeasible
-	}
-	return s.best, err == nil, nil
-}
-
-func (s *solver) search(depth int) error {
-	s.nodes++
-	if s.nodes > s.maxNodes {
-		return errTooLarge
-	}
-	bound, ok := s.bound()
-	if !ok || s.best != nil && bound >= s.best.cost {
-		return nil
-	}
-	peak := s.peak()
-	if s.budget > 0 && peak > s.budget {
-		return nil
-	}
-	if depth == len(s.decisions) {
-		s.best = &solution{choice: slices.Clone(s.choice), cost: bound, peak: peak}
-		return nil
-	}
-	k := s.decisions[depth]
-	for o := range s.m.vars[k].options {
-		if s.allowed[k] != nil && !s.allowed[k][o] {
-			continue
-		}
-		s.choice[k] = o
-		if err := s.search(depth + 1); err != nil {
-			return err
+// steps lays the ops out as the programme's steps.
+func (m *model) steps() []*step {
+	lastUse := make([]int, len(m.vars))
+	for i, fa := range m.factors {
+		for _, k := range fa.vars {
+			lastUse[k] = i
 		}
 	}
-	s.choice[k] = -1
-	return nil
+	lastOp := max(len(m.f.Ops)-1, 0)
+	seen := make([]bool, len(m.vars))
+	var front []int
+	var out []*step
+	for i, fa := range m.factors {
+		st := &step{fa: fa, front: front, nextStates: 1, index: int32(i)}
+		for _, k := range fa.vars {
+			if !seen[k] {
+				seen[k] = true
+				st.fresh = append(st.fresh, k)
+			}
+		}
+		st.scope = slices.Concat(front, st.fresh)
+		for j, k := range st.scope {
+			if lastUse[k] > i {
+				st.next = append(st.next, k)
+			}
+			switch v := m.vars[k]; {
+			case j >= len(front) && !v.produced:
+				st.inputs = append(st.inputs, j)
+			case j >= len(front) && v.last == lastOp:
+				st.tails = append(st.tails, j)
+			case v.produced && v.last < lastOp:
+				st.live = append(st.live, j)
+			}
+		}
+		slices.Sort(st.next)
+		st.tStride, st.nStride = m.strides(st.scope, fa.vars), m.strides(st.scope, st.next)
+		for _, k := range st.next {
+			st.nextStates *= len(m.vars[k].options)
+		}
+		st.minCost = slices.Min(fa.table)
+		front = st.next
+		out = append(out, st)
+	}
+	return out
 }
 
-// bound is the sum over ops of the cheapest table entry that agrees with
-// the fixed options; false when some op has none (or the sum overflows).
-func (s *solver) bound() (int64, bool) {
-	total := int64(0)
-	var combo []int
-	for _, fa := range s.m.factors {
-		best := int64(maxCost)
-		for i, c := range fa.table {
-			if c >= best {
+// strides is, for each of vars, its stride in the mixed-radix index over
+// in (the first most significant), 0 for a variable not in it.
+func (m *model) strides(vars, in []int) []int {
+	out := make([]int, len(vars))
+	stride := 1
+	for j := len(in) - 1; j >= 0; j-- {
+		if i := slices.Index(vars, in[j]); i >= 0 {
+			out[i] = stride
+		}
+		stride *= len(m.vars[in[j]].options)
+	}
+	return out
+}
+
+// solve returns the cheapest assignment within the budget, the first of
+// them in search order. Past the deadline or maxScope it completes the
+// best partial assignment greedily and sets exact false and lower.
+func (s *solver) solve() (*solution, error) {
+	s.exact, s.lower, s.work, s.layers = true, 0, 0, nil
+	layer := [][]*entry{{{step: -1}}}
+	for i, st := range s.steps {
+		s.layers = append(s.layers, layer)
+		if s.exact {
+			next, err := s.advance(st, layer, true)
+			if err == nil {
+				layer = next
 				continue
 			}
-			combo = s.m.combination(fa, i, combo)
-			if s.agrees(fa, combo) {
-				best = c
+			if err != errStopped {
+				return nil, err
 			}
+			// Finish greedily: the best partial assignment so far,
+			// extended op by op by its best next step.
+			s.exact, s.lower = false, s.lowerBound(i, layer)
+			layer = bestOnly(s, layer)
 		}
-		var ok bool
-		if total, ok = checked.Add(total, best); !ok || best == maxCost {
-			return 0, false
+		next, err := s.advance(st, layer, false)
+		if err != nil {
+			return nil, errStopped
+		}
+		layer = bestOnly(s, next)
+	}
+	var best *entry
+	for _, e := range layer[0] {
+		if best == nil || s.before(e, best) {
+			best = e
 		}
 	}
-	return total, true
+	if best == nil {
+		if !s.exact {
+			return nil, errStopped
+		}
+		return nil, errInfeasible
+	}
+	return s.solution(best), nil
 }
 
-// agrees reports whether combo (options of fa's vars) keeps every fixed
-// option and every restriction.
-func (s *solver) agrees(fa *factor, combo []int) bool {
-	for j, k := range fa.vars {
-		if c := s.choice[k]; c >= 0 && c != combo[j] || s.allowed[k] != nil && !s.allowed[k][combo[j]] {
+// solution reads the options of every variable off e's chain.
+func (s *solver) solution(e *entry) *solution {
+	sol := &solution{choice: make([]int, len(s.m.vars)), cost: e.cost, peak: satAdd(e.w, e.r)}
+	for ; e.step >= 0; e = e.prev {
+		fa := s.steps[e.step].fa
+		c := int(e.combo)
+		for j := len(fa.vars) - 1; j >= 0; j-- {
+			n := len(s.m.vars[fa.vars[j]].options)
+			sol.choice[fa.vars[j]], c = c%n, c/n
+		}
+	}
+	return sol
+}
+
+// lowerBound is what every completion of the layer before step i costs
+// at least: its cheapest partial assignment, and each later op's cheapest
+// table entry.
+func (s *solver) lowerBound(i int, layer [][]*entry) int64 {
+	lb := int64(maxCost)
+	for _, list := range layer {
+		for _, e := range list {
+			lb = min(lb, e.cost)
+		}
+	}
+	for _, st := range s.steps[i:] {
+		lb = satAdd(lb, st.minCost)
+	}
+	return lb
+}
+
+// bestOnly keeps the layer's best partial assignment alone.
+func bestOnly(s *solver, layer [][]*entry) [][]*entry {
+	var best *entry
+	bestState := 0
+	for i, list := range layer {
+		for _, e := range list {
+			if best == nil || s.before(e, best) {
+				best, bestState = e, i
+			}
+		}
+	}
+	out := make([][]*entry, len(layer))
+	if best != nil {
+		out[bestState] = []*entry{best}
+	}
+	return out
+}
+
+// advance extends every partial assignment of layer (states of st.front)
+// by every option of st's fresh variables, and returns the layer of
+// st.next. Limited, it returns errStopped past the deadline or past
+// maxScope. It returns errInfeasible when nothing fits.
+func (s *solver) advance(st *step, layer [][]*entry, limited bool) ([][]*entry, error) {
+	states := 0
+	for _, list := range layer {
+		if len(list) > 0 {
+			states++
+		}
+	}
+	freshN := 1
+	for _, k := range st.fresh {
+		freshN *= len(s.m.vars[k].options)
+	}
+	if work, ok := checked.Mul(states, freshN); limited && (!ok || work > s.maxScope || st.nextStates > s.maxScope || s.tick(st)) {
+		return nil, errStopped
+	}
+	out := make([][]*entry, st.nextStates)
+	nf := len(st.front)
+	vals := make([]int, len(st.scope))
+	found := false
+	for fs, list := range layer {
+		if len(list) == 0 {
+			continue
+		}
+		s.decode(st.front, fs, vals[:nf])
+		if !s.first(st.fresh, vals[nf:]) {
+			continue // a fresh variable with no allowed option
+		}
+		for {
+			if s.work++; limited && s.work&0xfff == 0 && s.tick(st) {
+				return nil, errStopped
+			}
+			if s.extend(st, vals, list, out) {
+				found = true
+			}
+			if !s.following(st.fresh, vals[nf:]) {
+				break
+			}
+		}
+	}
+	if !found {
+		return nil, errInfeasible
+	}
+	return out, nil
+}
+
+// extend adds to out the extensions of list by the options vals of st's
+// scope, and reports whether the op can run under them.
+func (s *solver) extend(st *step, vals []int, list []*entry, out [][]*entry) bool {
+	ti, ni := 0, 0
+	for j, o := range vals {
+		ti += o * st.tStride[j]
+		ni += o * st.nStride[j]
+	}
+	c := st.fa.table[ti]
+	if c == maxCost {
+		return false
+	}
+	dw, do, l := s.bytes(st, st.inputs, vals), s.bytes(st, st.tails, vals), s.bytes(st, st.live, vals)
+	for _, e := range list {
+		cost, ok := checked.Add(e.cost, c)
+		if !ok || cost == maxCost {
+			continue
+		}
+		x := &entry{cost: cost, w: satAdd(e.w, dw), o: satAdd(e.o, do), prev: e, combo: int32(ti), step: st.index}
+		x.r = max(e.r, satAdd(x.o, l))
+		if s.budget > 0 && satAdd(x.w, x.r) > s.budget {
+			continue
+		}
+		out[ni] = s.insert(out[ni], x)
+	}
+	return true
+}
+
+// bytes is what one device holds of the scope's variables at positions
+// under the options vals.
+func (s *solver) bytes(st *step, positions, vals []int) int64 {
+	n := int64(0)
+	for _, j := range positions {
+		n = satAdd(n, s.m.vars[st.scope[j]].bytes[vals[j]])
+	}
+	return n
+}
+
+// insert adds x to a state's partial assignments: without a budget the
+// state keeps the best alone; with one, every one that no other
+// dominates.
+func (s *solver) insert(list []*entry, x *entry) []*entry {
+	if s.budget == 0 {
+		if len(list) == 0 {
+			return append(list, x)
+		}
+		if s.before(x, list[0]) {
+			list[0] = x
+		}
+		return list
+	}
+	if slices.ContainsFunc(list, func(y *entry) bool { return s.dominates(y, x) }) {
+		return list
+	}
+	list = slices.DeleteFunc(list, func(y *entry) bool { return s.dominates(x, y) })
+	return append(list, x)
+}
+
+// dominates reports whether every completion of y is at least as good as
+// the same completion of x: no slower, no larger, and first in search
+// order when as fast.
+func (s *solver) dominates(y, x *entry) bool {
+	return y.cost <= x.cost && y.w <= x.w && y.o <= x.o && y.r <= x.r && (y.cost < x.cost || !s.lexLess(x, y))
+}
+
+// before orders partial assignments of a state: cheaper first, then first
+// in search order.
+func (s *solver) before(a, b *entry) bool {
+	return a.cost < b.cost || a.cost == b.cost && s.lexLess(a, b)
+}
+
+// lexLess reports whether a comes before b in search order: whether, at
+// the first decision (in fusion order) where their options differ, a's is
+// the smaller. a and b are partial assignments of the same steps.
+func (s *solver) lexLess(a, b *entry) bool {
+	first, less := math.MaxInt, false
+	for a != b {
+		if a.combo != b.combo {
+			fa := s.steps[a.step].fa
+			ca, cb := int(a.combo), int(b.combo)
+			for j := len(fa.vars) - 1; j >= 0; j-- {
+				n := len(s.m.vars[fa.vars[j]].options)
+				if va, vb := ca%n, cb%n; va != vb && s.pos[fa.vars[j]] < first {
+					first, less = s.pos[fa.vars[j]], va < vb
+				}
+				ca, cb = ca/n, cb/n
+			}
+		}
+		a, b = a.prev, b.prev
+	}
+	return less
+}
+
+// decode writes the options of vars in state index i.
+func (s *solver) decode(vars []int, i int, out []int) {
+	for j := len(vars) - 1; j >= 0; j-- {
+		n := len(s.m.vars[vars[j]].options)
+		out[j], i = i%n, i/n
+	}
+}
+
+// first sets vals to the first allowed option of each of vars; false
+// when one has none.
+func (s *solver) first(vars []int, vals []int) bool {
+	for j, k := range vars {
+		vals[j] = -1
+		if !s.nextAllowed(k, &vals[j]) {
 			return false
 		}
 	}
 	return true
 }
 
-// peak is the most bytes a device holds during any op, unfixed decisions
-// at their smallest option.
-func (s *solver) peak() int64 {
-	most := int64(0)
-	for i := range max(len(s.m.f.Ops), 1) {
-		live, ok := int64(0), true
-		for k, v := range s.m.vars {
-			if v.first > i || v.last < i {
-				continue
+// following steps vals to the next combination of allowed options of
+// vars (the last fastest); false after the last.
+func (s *solver) following(vars []int, vals []int) bool {
+	for j := len(vars) - 1; j >= 0; j-- {
+		if s.nextAllowed(vars[j], &vals[j]) {
+			return true
+		}
+		vals[j] = -1
+		s.nextAllowed(vars[j], &vals[j])
+	}
+	return false
+}
+
+// nextAllowed moves *o to variable k's next allowed option; false when
+// there is none.
+func (s *solver) nextAllowed(k int, o *int) bool {
+	for *o++; *o < len(s.m.vars[k].options); *o++ {
+		if s.allowed[k] == nil || s.allowed[k][*o] {
+			return true
+		}
+	}
+	return false
+}
+
+// tick reports progress and whether the deadline passed.
+func (s *solver) tick(st *step) bool {
+	if s.progress != nil {
+		s.progress(int(st.index), len(s.steps))
+	}
+	return !s.deadline.IsZero() && time.Now().After(s.deadline)
+}
+
+// satAdd adds byte counts or costs, maxCost past the range.
+func satAdd(a, b int64) int64 {
+	if c, ok := checked.Add(a, b); ok {
+		return c
+	}
+	return maxCost
+}
+
+// marginals returns, per variable and option, the cost of the cheapest
+// assignment within the budget that gives the variable that option
+// (maxCost when none can), from the layers of the last solve and a
+// backward pass: for a variable first seen at op t, each partial
+// assignment reaching a state before t, joined with op t and each way to
+// finish from the state after it. Without a budget a state keeps its
+// cheapest way to finish; with one, every way that no other beats in
+// time, in the bytes of the inputs it adds and in its own peak of
+// outputs and intermediates (suffix): the join checks the whole
+// assignment's peak. It needs an exact solve.
+func (s *solver) marginals() [][]int64 {
+	out := make([][]int64, len(s.m.vars))
+	for k, v := range s.m.vars {
+		out[k] = make([]int64, len(v.options))
+		for o := range out[k] {
+			out[k][o] = maxCost
+		}
+	}
+	after := [][]suffix{{{}}} // the ways to finish from each state after the step
+	for i := len(s.steps) - 1; i >= 0; i-- {
+		st := s.steps[i]
+		layer := s.layers[i]
+		before := make([][]suffix, len(layer))
+		s.combinations(st, layer, func(fs int, vals []int, c int64, ni int) {
+			dw, do, l := s.bytes(st, st.inputs, vals), s.bytes(st, st.tails, vals), s.bytes(st, st.live, vals)
+			best := int64(maxCost)
+			for _, b := range after[ni] {
+				x := suffix{cost: satAdd(c, b.cost), w: satAdd(dw, b.w), r: satAdd(do, max(l, b.r))}
+				if s.budget > 0 && satAdd(x.w, x.r) > s.budget {
+					continue
+				}
+				before[fs] = s.keepSuffix(before[fs], x)
+				for _, e := range layer[fs] {
+					if peak := satAdd(satAdd(e.w, x.w), max(e.r, satAdd(e.o, x.r))); s.budget == 0 || peak <= s.budget {
+						best = min(best, satAdd(e.cost, x.cost))
+					}
+				}
 			}
-			b := slices.Min(v.bytes)
-			if c := s.choice[k]; c >= 0 {
-				b = v.bytes[c]
+			for j := len(st.front); j < len(vals); j++ {
+				m := out[st.scope[j]]
+				m[vals[j]] = min(m[vals[j]], best)
 			}
-			if live, ok = checked.Add(live, b); !ok {
-				return maxCost // more than any budget
+		})
+		after = before
+	}
+	return out
+}
+
+// suffix is a way to finish from a state: the ops from some op on, their
+// cost, the bytes of the fusion inputs they first read (w), and the most,
+// over them, of the outputs and intermediates live then, counted from
+// the outputs before them (r).
+type suffix struct{ cost, w, r int64 }
+
+// keepSuffix adds x to a state's ways to finish: without a budget the
+// cheapest alone; with one, every one no other beats in cost, w and r.
+func (s *solver) keepSuffix(list []suffix, x suffix) []suffix {
+	if s.budget == 0 {
+		if len(list) == 0 || x.cost < list[0].cost {
+			return []suffix{x}
+		}
+		return list
+	}
+	covers := func(y, x suffix) bool { return y.cost <= x.cost && y.w <= x.w && y.r <= x.r }
+	if slices.ContainsFunc(list, func(y suffix) bool { return covers(y, x) }) {
+		return list
+	}
+	return append(slices.DeleteFunc(list, func(y suffix) bool { return covers(x, y) }), x)
+}
+
+// combinations calls f with every combination of a reachable state of
+// st's front (index fs) and options of its fresh variables (vals, in
+// scope order) under which the op can run, its cost c and the index ni of
+// the state after it.
+func (s *solver) combinations(st *step, layer [][]*entry, f func(fs int, vals []int, c int64, ni int)) {
+	nf := len(st.front)
+	vals := make([]int, len(st.scope))
+	for fs, list := range layer {
+		if len(list) == 0 {
+			continue
+		}
+		s.decode(st.front, fs, vals[:nf])
+		if !s.first(st.fresh, vals[nf:]) {
+			continue
+		}
+		for {
+			ti, ni := 0, 0
+			for j, o := range vals {
+				ti += o * st.tStride[j]
+				ni += o * st.nStride[j]
+			}
+			if c := st.fa.table[ti]; c != maxCost {
+				f(fs, vals, c, ni)
+			}
+			if !s.following(st.fresh, vals[nf:]) {
+				break
 			}
 		}
-		most = max(most, live)
 	}
-	return most
 }

@@ -121,8 +121,10 @@ func replicated(rank int) sharding {
 
 // annotate writes the chosen shardings into the file: each decision
 // tensor's placements (a declared tensor's replaced, an undeclared one
-// added at the end of tensors), and returns the new file.
-func (s *source) annotate(order []string, chosen map[string]sharding) ([]byte, error) {
+// added at the end of tensors), and the mesh propagation gave each fusion
+// input of meshes (declared without one, which placements alone would not
+// parse), and returns the new file.
+func (s *source) annotate(order []string, chosen map[string]sharding, meshes map[string]string) ([]byte, error) {
 	root := s.root()
 	if root == nil {
 		return nil, fmt.Errorf("the fusion is not a mapping")
@@ -136,6 +138,9 @@ func (s *source) annotate(order []string, chosen map[string]sharding) ([]byte, e
 		if decl == nil {
 			decl = &yaml.Node{Kind: yaml.MappingNode, Style: yaml.FlowStyle}
 			s.tensors.Content = append(s.tensors.Content, scalar(name), decl)
+		}
+		if mesh, ok := meshes[name]; ok && lookup(decl, "mesh") == nil {
+			setKey(decl, "mesh", scalar(mesh))
 		}
 		setKey(decl, "placements", placementsNode(chosen[name]))
 	}

@@ -3,22 +3,28 @@ package cli
 import (
 	"fmt"
 	"io"
+	"os"
 	"text/tabwriter"
+	"time"
+
+	"github.com/mattn/go-isatty"
 
 	"github.com/spf13/cobra"
 
 	"github.com/nvcomm/nvcomm/internal/auto"
 	"github.com/nvcomm/nvcomm/internal/diag"
 	"github.com/nvcomm/nvcomm/internal/explain"
+	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/lower"
 	"github.com/nvcomm/nvcomm/internal/plan"
 )
 
 // autoOptions are the flags of the auto-sharder (docs/auto.md).
 type autoOptions struct {
-	enabled bool
-	budget  sizeFlag
-	emit    string
+	enabled   bool
+	budget    sizeFlag
+	emit      string
+	timeLimit time.Duration
 }
 
 func autoVars(cmd *cobra.Command, o *autoOptions) {
@@ -26,11 +32,12 @@ func autoVars(cmd *cobra.Command, o *autoOptions) {
 	cmd.Flags().Var(&o.budget, "memory-budget", "with --auto: the most a device may hold at once, `SIZE` (bytes, or with a unit: 64MiB, 80GB); unlimited when unset")
 	cmd.Flags().StringVar(&o.emit, "emit-fusion", "", "with --auto: write the fusion with the chosen placements to `FILE` (atomically)")
 	fileFlag(cmd, "emit-fusion")
+	cmd.Flags().DurationVar(&o.timeLimit, "time-limit", 0, "with --auto: stop the search after `DURATION` (30s, 2m) and keep the best shardings found, with how far from the fastest they may be; unlimited when unset")
 }
 
 // check refuses the auto flags without --auto.
 func (o *autoOptions) check(cmd *cobra.Command) error {
-	for _, name := range []string{"memory-budget", "emit-fusion"} {
+	for _, name := range []string{"memory-budget", "emit-fusion", "time-limit"} {
 		if !o.enabled && cmd.Flags().Changed(name) {
 			return usageError{fmt.Errorf("--%s needs --auto", name)}
 		}
@@ -53,20 +60,33 @@ func (o *autoOptions) compileAutoSource(cmd *cobra.Command, name string, src []b
 	if isPlan(src) {
 		return nil, nil, usageError{fmt.Errorf("--auto chooses the shardings of a fusion file; %s is a plan", name)}
 	}
-	res, err := auto.Solve(name, src, auto.Options{Lowering: opts, MemoryBudget: o.budget.bytes})
+	res, err := auto.Solve(name, src, auto.Options{Lowering: opts, MemoryBudget: o.budget.bytes, TimeLimit: o.timeLimit, Progress: progressLine(cmd.ErrOrStderr())})
 	if err != nil {
 		return nil, nil, reportIn(cmd, name, err)
 	}
 	if !res.Exact {
-		warn(cmd, diag.Warn(name, "--auto stopped its search at its limit; the shardings are the best it found, not proven the fastest (give some tensors placements)"))
+		warn(cmd, diag.Warn(name, "--auto stopped its search at its limit; the shardings are the best it found, at most %s slower than the fastest (give some tensors placements, or a longer --time-limit)", explain.Seconds(res.Gap)))
 	}
 	if o.emit != "" {
 		if err := writeOutput(cmd, o.emit, res.Fusion); err != nil {
 			return nil, nil, err
 		}
 	}
-	p, err := compileSource(cmd, name+" (annotated by --auto)", res.Fusion, opts)
-	return p, res, err
+	p, err := lowerAnnotated(name, res, opts)
+	if err != nil {
+		return nil, nil, report(cmd, res.Repoint(err))
+	}
+	return p, res, nil
+}
+
+// lowerAnnotated lowers the fusion --auto annotated; its errors are the
+// annotated file's, which Repoint moves to the user's.
+func lowerAnnotated(name string, res *auto.Result, opts lower.Options) (*plan.Plan, error) {
+	f, err := ir.Parse(name, res.Fusion)
+	if err != nil {
+		return nil, err
+	}
+	return lower.Lower(f, opts)
 }
 
 // writeDecisions prints what --auto chose for each tensor, the best other
@@ -78,11 +98,17 @@ func writeDecisions(w io.Writer, res *auto.Result) error {
 		return ew.err
 	}
 	fmt.Fprintf(ew, "auto: predicted %s, at most %s per device\n", explain.Seconds(res.Seconds), plan.Size(res.PeakBytes))
+	if !res.Exact {
+		fmt.Fprintf(ew, "auto: not proven the fastest: the fastest is at most %s faster; runner-ups not searched\n", explain.Seconds(res.Gap))
+	}
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "tensor\tchosen\trunner-up\tslower by")
 	for _, d := range res.Decisions {
 		runnerUp, slower := d.RunnerUp, "+"+explain.Seconds(d.Slower)
-		if runnerUp == "" {
+		switch {
+		case !res.Exact:
+			runnerUp, slower = "-", ""
+		case runnerUp == "":
 			runnerUp, slower = "none within the budget", ""
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", d.Tensor, d.Chosen, runnerUp, slower)
@@ -92,4 +118,17 @@ func writeDecisions(w io.Writer, res *auto.Result) error {
 	}
 	fmt.Fprintln(ew)
 	return ew.err
+}
+
+// progressLine is Solve's progress callback: a line on w about once a
+// second when w is a terminal, nil (no progress) otherwise.
+func progressLine(w io.Writer) func(auto.Progress) {
+	f, ok := w.(*os.File)
+	if !ok || !isatty.IsTerminal(f.Fd()) && !isatty.IsCygwinTerminal(f.Fd()) {
+		return nil
+	}
+	start := time.Now()
+	return func(p auto.Progress) {
+		fmt.Fprintf(w, "auto: %s: %d of %d (%.0f s)\n", p.Stage, p.Done, p.Total, time.Since(start).Seconds())
+	}
 }

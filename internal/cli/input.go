@@ -192,8 +192,9 @@ func tooLarge(cmd *cobra.Command, name string, plan bool) error {
 
 // planLimitWriter passes a plan on to w until it is more than left bytes,
 // then fails: `lower` writes no plan that the commands reading plans
-// would refuse with the same --max-input. A file is then left as it was;
-// standard output has had the plan's first bytes.
+// would refuse with the same --max-input. A file is then left as it was,
+// and standard output, which receives a JSON plan only once it is whole
+// (spooled), has had none of it (a text or dot plan's first bytes).
 type planLimitWriter struct {
 	w    io.Writer
 	left int64

@@ -50,6 +50,9 @@ each moves (JSON, docs/plan.md). Errors point at file:line:col.`,
 			if err != nil {
 				return err
 			}
+			if o.format.value == "json" && !o.auto.enabled {
+				return streamPlan(cmd, args[0], o.output, opts)
+			}
 			var p *plan.Plan
 			var chosen *auto.Result
 			if o.auto.enabled {
@@ -90,6 +93,39 @@ each moves (JSON, docs/plan.md). Errors point at file:line:col.`,
 		"price the optimal policy's steps on a topology: default (the built-in H200 one) or a FILE that calibrate --fit wrote",
 		[]string{"default"}, topologyExts...)
 	return cmd
+}
+
+// streamPlan parses a fusion file and writes its plan as JSON to output
+// (standard output when "" or "-") as it is lowered, op by op, never
+// holding the plan whole: the plan of 100k ops is 100 MB of JSON and was
+// more memory than the fusion. A file is replaced only once the whole
+// plan is written; standard output receives it only then too (spooled),
+// so that a lowering error leaves no part of a plan anywhere.
+func streamPlan(cmd *cobra.Command, arg, output string, opts lower.Options) error {
+	name, src, err := readInput(cmd, arg)
+	if err != nil {
+		return err
+	}
+	f, err := ir.Parse(name, src)
+	if err != nil {
+		return report(cmd, err)
+	}
+	var lowerErr error
+	write := func(w io.Writer) error {
+		err := lower.Stream(f, opts, plan.NewWriter(&planLimitWriter{w: w, left: planLimit(cmd), cmd: cmd}))
+		if _, ok := err.(io.WriterTo); ok {
+			lowerErr = err // diagnostics, not a failure to write
+		}
+		return err
+	}
+	if output == "" || output == "-" {
+		write = spooled(write)
+	}
+	err = streamOutput(cmd, output, write)
+	if lowerErr != nil {
+		return report(cmd, lowerErr)
+	}
+	return err
 }
 
 // compile parses and lowers a fusion file, reporting diagnostics.

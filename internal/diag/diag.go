@@ -95,9 +95,15 @@ func (d Diagnostic) Error() string {
 }
 
 // List collects diagnostics for one file. The zero value is ready to use
-// once File is set.
+// once File is set. It keeps the first MaxErrors diagnostics by position,
+// not the first reported: nvcomm checks a file in passes (its structure,
+// then shapes and shardings, then the lowering of ops in dependency
+// order) that report in their own order, and a user fixing a file top
+// down wants its first errors, whichever pass found them.
 type List struct {
-	File    string
+	File string
+	// Items are the kept diagnostics, sorted by position, ties in the
+	// order they were reported.
 	Items   []Diagnostic
 	Dropped int // diagnostics beyond MaxErrors
 }
@@ -110,24 +116,48 @@ func (l *List) Add(pos Pos, format string, args ...any) {
 // AddHint records an error at pos with a hint.
 func (l *List) AddHint(pos Pos, hint, format string, args ...any) {
 	d := Diagnostic{File: l.File, Pos: pos, Message: fmt.Sprintf(format, args...), Hint: hint}
-	for _, old := range l.Items {
-		if old == d {
-			return
+	var dropped int
+	l.Items, dropped = Keep(l.Items, d, MaxErrors)
+	l.Dropped += dropped
+}
+
+// Keep adds d to items, which are sorted by position (ties in the order
+// they were added), keeping at most max of them: the first by position.
+// It returns the new items and how many diagnostics were dropped, 1 when
+// the list was full (d, or the last kept one that d goes before), else 0.
+// A diagnostic equal to one kept is not added again, and not counted.
+// A max below 0 keeps every diagnostic.
+func Keep(items []Diagnostic, d Diagnostic, max int) ([]Diagnostic, int) {
+	if slices.Contains(items, d) {
+		return items, 0
+	}
+	// The first kept diagnostic after d: d goes before it, after those at
+	// its own position.
+	i, _ := slices.BinarySearchFunc(items, d, func(a, b Diagnostic) int {
+		if c := ComparePos(a.Pos, b.Pos); c != 0 {
+			return c
 		}
+		return -1 // a was added first
+	})
+	if max < 0 || len(items) < max {
+		return slices.Insert(items, i, d), 0
 	}
-	if len(l.Items) >= MaxErrors {
-		l.Dropped++
-		return
+	if i < len(items) {
+		// d replaces the last kept one.
+		copy(items[i+1:], items[i:len(items)-1])
+		items[i] = d
 	}
-	l.Items = append(l.Items, d)
+	return items, 1
+}
+
+// ComparePos orders positions as a List prints them: by line, then by
+// column, an unknown position first.
+func ComparePos(a, b Pos) int {
+	return cmp.Or(cmp.Compare(a.Line, b.Line), cmp.Compare(a.Col, b.Col))
 }
 
 // Len reports how many diagnostics were kept.
 func (l *List) Len() int { return len(l.Items) }
-
-// Full reports whether the list holds as many diagnostics as it keeps, so a
-// caller can stop looking for more.
-func (l *List) Full() bool { return len(l.Items) >= MaxErrors }
 
 // Err returns the list as an error, or nil when it is empty.
 func (l *List) Err() error {
@@ -144,15 +174,11 @@ func (l *List) Error() string {
 	return strings.TrimSuffix(b.String(), "\n")
 }
 
-// WriteTo writes the diagnostics sorted by position, one per line, and a
+// WriteTo writes the diagnostics (sorted by position), one per line, and a
 // final line counting those that were dropped.
 func (l *List) WriteTo(w io.Writer) (int64, error) {
-	items := slices.Clone(l.Items)
-	slices.SortStableFunc(items, func(a, b Diagnostic) int {
-		return cmp.Or(cmp.Compare(a.Pos.Line, b.Pos.Line), cmp.Compare(a.Pos.Col, b.Pos.Col))
-	})
 	var n int64
-	for _, d := range items {
+	for _, d := range l.Items {
 		k, err := fmt.Fprintln(w, d.Error())
 		n += int64(k)
 		if err != nil {

@@ -2,6 +2,7 @@ package diag
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -99,5 +100,44 @@ func TestSeverity(t *testing.T) {
 		if got := tc.d.Error(); got != tc.want {
 			t.Errorf("%+v: Error() = %q, want %q", tc.d, got, tc.want)
 		}
+	}
+}
+
+// TestKeep checks Keep's rules: sorted by position, ties in the order
+// added, repeats kept once and not counted, the first max by position
+// kept, and a negative max keeping all.
+func TestKeep(t *testing.T) {
+	at := func(line, col int, msg string) Diagnostic {
+		return Diagnostic{Pos: Pos{Line: line, Col: col}, Message: msg}
+	}
+	tests := []struct {
+		name        string
+		items       []Diagnostic
+		add         Diagnostic
+		max         int
+		want        []Diagnostic
+		wantDropped int
+	}{
+		{"into empty", nil, at(3, 1, "a"), 2, []Diagnostic{at(3, 1, "a")}, 0},
+		{"before", []Diagnostic{at(3, 1, "a")}, at(1, 4, "b"), 2, []Diagnostic{at(1, 4, "b"), at(3, 1, "a")}, 0},
+		{"tie goes after", []Diagnostic{at(3, 1, "a")}, at(3, 1, "b"), 2, []Diagnostic{at(3, 1, "a"), at(3, 1, "b")}, 0},
+		{"repeat", []Diagnostic{at(3, 1, "a")}, at(3, 1, "a"), 1, []Diagnostic{at(3, 1, "a")}, 0},
+		{"full, after the last", []Diagnostic{at(1, 1, "a"), at(2, 1, "b")}, at(5, 1, "c"), 2,
+			[]Diagnostic{at(1, 1, "a"), at(2, 1, "b")}, 1},
+		{"full, displaces the last", []Diagnostic{at(1, 1, "a"), at(2, 1, "b")}, at(1, 3, "c"), 2,
+			[]Diagnostic{at(1, 1, "a"), at(1, 3, "c")}, 1},
+		{"unknown position first", []Diagnostic{at(1, 1, "a")}, at(0, 0, "c"), 1, []Diagnostic{at(0, 0, "c")}, 1},
+		{"uncapped", []Diagnostic{at(1, 1, "a")}, at(2, 1, "b"), -1, []Diagnostic{at(1, 1, "a"), at(2, 1, "b")}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, dropped := Keep(slices.Clone(tt.items), tt.add, tt.max)
+			if d := cmp.Diff(tt.want, got); d != "" {
+				t.Errorf("items (-want +got):\n%s", d)
+			}
+			if dropped != tt.wantDropped {
+				t.Errorf("dropped %d, want %d", dropped, tt.wantDropped)
+			}
+		})
 	}
 }

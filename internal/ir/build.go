@@ -1,6 +1,7 @@
 package ir
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 
@@ -27,6 +28,7 @@ func (p *parser) build(name string) *Fusion {
 	// rank-0 tensor has no logical axes, so Logical cannot tell.)
 	resolved := make(map[*Tensor]bool, len(mentions))
 	f.Tensors, f.Ops = make([]*Tensor, 0, len(mentions)), make([]*Op, 0, len(order))
+	var alike alikeTable // tensors alike share their domains as soon as built (alike.go)
 	prop := newPropagator(p)
 	// Inputs first (tensors no op produces), in file order of their first mention.
 	for _, n := range mentions {
@@ -34,6 +36,7 @@ func (p *parser) build(name string) *Fusion {
 			t := tensors.get(n.name, n.pos)
 			resolved[t] = p.resolveInput(t)
 			f.Tensors = append(f.Tensors, t)
+			alike.shareBuilt(t, resolved[t])
 		}
 	}
 	for i, ro := range order {
@@ -46,7 +49,7 @@ func (p *parser) build(name string) *Fusion {
 			ins[k] = tensors.lookup(name)
 			ready = ready && !p.lost[name] && ins[k] != nil && resolved[ins[k]]
 		}
-		out := tensors.get(ro.out, posOf(ro.outN))
+		out := tensors.get(ro.out, ro.outAt)
 		op := &Op{Index: i, Kind: ro.kind, Inputs: ins, Out: out, Axis: -1, Pos: ro.pos}
 		out.Producer = op
 		if !ready {
@@ -63,6 +66,7 @@ func (p *parser) build(name string) *Fusion {
 		}
 		f.Ops = append(f.Ops, op)
 		f.Tensors = append(f.Tensors, out)
+		alike.shareBuilt(out, resolved[out])
 	}
 	// The inputs and outputs lists are checked whatever the ops' errors;
 	// propagation backward needs every op.
@@ -156,9 +160,9 @@ func (p *parser) mentionOrder() []mention {
 	}
 	for _, op := range p.ops {
 		for k, in := range op.ins {
-			add(in, posOf(op.inNs[k]))
+			add(in, op.inAt[k])
 		}
-		add(op.out, posOf(op.outN))
+		add(op.out, op.outAt)
 	}
 	return out
 }
@@ -173,13 +177,13 @@ func (p *parser) sortOps() []*rawOp {
 	p.producers = producer
 	for _, op := range p.ops {
 		if prev, ok := producer[op.out]; ok {
-			p.errs.Add(posOf(op.outN), "tensor %q is produced twice (first by the op at %s)", op.out, prev.pos)
+			p.errs.Add(op.outAt, "tensor %q is produced twice (first by the op at %s)", op.out, prev.pos)
 			p.lose(op.out)
 			continue
 		}
 		producer[op.out] = op
 		if op.reads(op.out) {
-			p.errs.Add(posOf(op.outN), "op reads and writes the same tensor %q", op.out)
+			p.errs.Add(op.outAt, "op reads and writes the same tensor %q", op.out)
 			p.lose(op.out)
 		}
 	}
@@ -241,7 +245,7 @@ func (p *parser) resolveInput(t *Tensor) bool {
 		return false // its errors are reported
 	}
 	what := rt.what()
-	if (rt.mesh == nil || rt.shape == nil) && !p.isRead(t.Name) {
+	if (!given(rt.meshAt) || !given(rt.shapeAt)) && !p.isRead(t.Name) {
 		if p.opsLost {
 			return false // perhaps read by an op left out
 		}
@@ -254,22 +258,23 @@ func (p *parser) resolveInput(t *Tensor) bool {
 	// A propagated input takes its consumer's mesh after the ops are
 	// resolved (propagate.go), and no device split: it is replicated.
 	t.Propagated = p.propagates(t.Name)
-	t.Mesh = p.meshRef(rt.mesh, what)
-	if rt.mesh == nil && !t.Propagated {
+	t.Mesh = rt.mesh
+	if !given(rt.meshAt) && !t.Propagated {
 		p.errs.Add(rt.pos, "%s: an input needs a \"mesh\"", what)
 	}
-	t.DType = p.dtype(rt.dtype, what, "float32")
-	if rt.shape == nil {
+	t.DType = cmp.Or(rt.dtype, "float32")
+	if !given(rt.shapeAt) {
 		p.errs.Add(rt.pos, "%s: an input needs a \"shape\"", what)
 		return false
 	}
-	shape, ok := p.extents(rt.shape, what+" shape")
-	if !ok || t.Mesh == nil && !t.Propagated || t.DType == "" {
+	shape := rt.shape
+	if t.Mesh == nil && !t.Propagated {
 		return false
 	}
 	var pls []placement
 	note := ""
-	if rt.placements != nil {
+	if given(rt.plsAt) {
+		var ok bool
 		if pls, ok = p.placementsOf(rt, t.Mesh, what+" placements"); !ok {
 			return false
 		}
@@ -279,7 +284,7 @@ func (p *parser) resolveInput(t *Tensor) bool {
 			note = " (with its Partial terms axis)"
 		}
 	}
-	if !p.checkBytes(shape, t.DType, posOf(rt.shape), what+" shape", note) {
+	if !p.checkBytes(shape, t.DType, rt.shapeAt, what+" shape", note) {
 		return false
 	}
 	t.Logical = logicalDomain(shape, -1)
@@ -290,14 +295,6 @@ func (p *parser) resolveInput(t *Tensor) bool {
 // in is the op as inferOp checks it.
 func (ro *rawOp) in() opIn {
 	return opIn{kind: ro.kind, idx: ro.fileIdx, axis: ro.axis, axes: ro.axes, out: ro.out, pos: ro.pos, src: ro}
-}
-
-// nodePos is posOf(n), the zero position for no node.
-func nodePos(n *yaml.Node) diag.Pos {
-	if n == nil {
-		return diag.Pos{}
-	}
-	return posOf(n)
 }
 
 // isRead reports whether an op reads the tensor name, one left out for its
@@ -327,16 +324,9 @@ func logicalDomain(shape []int, reduction int) []*IterDomain {
 	return out
 }
 
-// checkShape compares a declared shape of a produced tensor with the inferred
-// one. Either the value shape or the full logical shape (reduction axes
-// included) is accepted.
-func (p *parser) checkShape(t *Tensor, n *yaml.Node, what string) {
-	if shape, ok := p.extents(n, what+" shape"); ok {
-		p.matchShape(t, shape, posOf(n), what)
-	}
-}
-
-// matchShape is checkShape of a shape given as values, written at pos.
+// matchShape compares a declared shape of a produced tensor, written at
+// pos, with the inferred one. Either the value shape or the full logical
+// shape (reduction axes included) is accepted.
 func (p *parser) matchShape(t *Tensor, shape []int, pos diag.Pos, what string) {
 	if slices.Equal(shape, t.Shape()) || slices.Equal(shape, t.LogicalExtents()) {
 		return
@@ -459,8 +449,8 @@ func (p *parser) endpoints(f *Fusion, tensors *tensorTable) (ins, outs []*Tensor
 	for _, t := range f.Tensors {
 		names = append(names, t.Name)
 	}
-	list := func(n *yaml.Node, what string, def func(*Tensor) bool, must func(*Tensor) string) []*Tensor {
-		if n == nil {
+	list := func(l *listIn, what string, def func(*Tensor) bool, must func(*Tensor) string) []*Tensor {
+		if l == nil {
 			var out []*Tensor
 			for _, t := range f.Tensors {
 				if def(t) {
@@ -469,48 +459,48 @@ func (p *parser) endpoints(f *Fusion, tensors *tensorTable) (ins, outs []*Tensor
 			}
 			return out
 		}
-		items, ok := p.w.sequence(n, what)
+		items, ok := p.w.list(l, what)
 		if !ok {
 			return nil
 		}
 		var out []*Tensor
 		for _, it := range items {
-			name, ok := p.w.ident(it, what)
+			name, ok := p.w.identIn(it, what)
 			if !ok {
 				continue
 			}
 			t := tensors.lookup(name)
 			if t == nil {
 				if !p.opsLost && !p.lost[name] { // else perhaps an op's left out
-					p.errs.AddHint(posOf(it), diag.Suggest(name, names), "%s: unknown tensor %q", what, name)
+					p.errs.AddHint(it.pos, diag.Suggest(name, names), "%s: unknown tensor %q", what, name)
 				}
 				continue
 			}
 			if msg := must(t); msg != "" {
-				p.errs.Add(posOf(it), "%s: tensor %q %s", what, name, msg)
+				p.errs.Add(it.pos, "%s: tensor %q %s", what, name, msg)
 				continue
 			}
 			if slices.Contains(out, t) {
-				p.errs.Add(posOf(it), "%s: tensor %q is listed twice", what, name)
+				p.errs.Add(it.pos, "%s: tensor %q is listed twice", what, name)
 				continue
 			}
 			out = append(out, t)
 		}
 		return out
 	}
-	ins = list(p.inputsN, "inputs", func(t *Tensor) bool { return t.Producer == nil }, func(t *Tensor) string {
+	ins = list(p.inputs, "inputs", func(t *Tensor) bool { return t.Producer == nil }, func(t *Tensor) string {
 		if t.Producer != nil {
 			return "is produced by an op, so it cannot be an input"
 		}
 		return ""
 	})
-	if p.inputsN != nil && !p.opsLost { // an op left out may produce one
+	if p.inputs != nil && !p.opsLost { // an op left out may produce one
 		for _, t := range f.Tensors {
 			if t.Producer == nil && !slices.Contains(ins, t) {
-				p.errs.Add(posOf(p.inputsN), "inputs: tensor %q is not produced by any op, so it must be listed as an input", t.Name)
+				p.errs.Add(p.inputs.at, "inputs: tensor %q is not produced by any op, so it must be listed as an input", t.Name)
 			}
 		}
 	}
-	outs = list(p.outputsN, "outputs", func(t *Tensor) bool { return !consumed[t] }, func(*Tensor) string { return "" })
+	outs = list(p.outputs, "outputs", func(t *Tensor) bool { return !consumed[t] }, func(*Tensor) string { return "" })
 	return ins, outs
 }

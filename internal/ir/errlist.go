@@ -1,19 +1,15 @@
 package ir
 
 import (
-	"cmp"
 	"fmt"
 	"slices"
 
 	"github.com/nvcomm/nvcomm/internal/diag"
 )
 
-// errList collects a file's diagnostics as a diag.List does, with one
-// difference: it keeps the first diag.MaxErrors by position, not the first
-// reported. The parser checks a file in passes (its structure, then the
-// ops' shapes and shardings) that report in their own order, and a user
-// fixing a file top down wants its first errors, whichever pass found
-// them. Identical diagnostics are kept once, as in a diag.List.
+// errList collects a file's diagnostics as a diag.List does (the first
+// diag.MaxErrors by position, each once), and can also keep every one
+// (uncapped) and count them all (Count).
 type errList struct {
 	file string
 	// items are the kept diagnostics, sorted by position, ties in the
@@ -39,33 +35,13 @@ func (l *errList) AddHint(pos diag.Pos, hint, format string, args ...any) {
 // add records d, as AddHint does.
 func (l *errList) add(d diag.Diagnostic) {
 	d.File = l.file
-	if slices.Contains(l.items, d) {
-		return
+	max := diag.MaxErrors
+	if l.uncapped {
+		max = -1
 	}
-	// The first kept diagnostic after d: d goes before it, after those at
-	// its own position.
-	i, _ := slices.BinarySearchFunc(l.items, d, func(a, b diag.Diagnostic) int {
-		if c := comparePos(a.Pos, b.Pos); c != 0 {
-			return c
-		}
-		return -1 // a was reported first
-	})
-	if len(l.items) < diag.MaxErrors || l.uncapped {
-		l.items = slices.Insert(l.items, i, d)
-		return
-	}
-	l.dropped++
-	if i < len(l.items) {
-		// d comes before the last kept one, which it replaces.
-		copy(l.items[i+1:], l.items[i:len(l.items)-1])
-		l.items[i] = d
-	}
-}
-
-// comparePos orders positions as diag.List prints them: by line, then by
-// column (an unknown position first).
-func comparePos(a, b diag.Pos) int {
-	return cmp.Or(cmp.Compare(a.Line, b.Line), cmp.Compare(a.Col, b.Col))
+	var dropped int
+	l.items, dropped = diag.Keep(l.items, d, max)
+	l.dropped += dropped
 }
 
 // Count is the number of distinct errors reported so far, kept or

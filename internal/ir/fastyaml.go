@@ -15,9 +15,52 @@ import "go.yaml.in/yaml/v3"
 // their contents and their strings come from a few large allocations.
 // TestFastDecode and FuzzFastDecode hold it to the library's trees.
 func fastDecode(src []byte) (doc *yaml.Node, ok bool) {
+	var root *yaml.Node
+	if !fastRead(src, func(d *fastDecoder) { root = d.blockNode(d.col()) }) {
+		return nil, false
+	}
+	doc = &yaml.Node{Kind: yaml.DocumentNode, Line: 1, Column: 1, Content: []*yaml.Node{root}}
+	return doc, true
+}
+
+// fastHandler takes what fastStream reads of a file's root mapping.
+type fastHandler interface {
+	// open is offered each key whose value is a block collection on the
+	// lines below it, as a node without its content (a mapping or a
+	// list): stream asks for its entries one at a time (entry), else the
+	// whole value goes to field.
+	open(k, coll *yaml.Node) (stream, ok bool)
+	// field takes a key and its whole value.
+	field(k, v *yaml.Node) bool
+	// entry takes an entry of the collection opened last: a mapping's key
+	// and value, a list's item (k nil).
+	entry(k, v *yaml.Node) bool
+}
+
+// fastStream reads src as fastDecode does, but hands the fields of its
+// root mapping to h one at a time, and the entries of a collection that h
+// opens one at a time, without building the collection: the tree of the
+// whole file never exists, and an entry's nodes are garbage once h has
+// read it. It reports false when src leaves fastDecode's part of YAML,
+// when the root is no block mapping, or when a method of h returns false;
+// h may then have taken part of the file.
+func fastStream(src []byte, h fastHandler) bool {
+	return fastRead(src, func(d *fastDecoder) {
+		col := d.col()
+		if d.dash() {
+			d.fail() // a list: the library's message
+		}
+		d.fields(col, func(k *yaml.Node) bool { return d.streamField(col, k, h) })
+	})
+}
+
+// fastRead runs read on a decoder of src, positioned at the first content
+// line, and reports whether src is in fastDecode's part of YAML and read
+// took all of it.
+func fastRead(src []byte, read func(d *fastDecoder)) (ok bool) {
 	for _, c := range src {
 		if !fastByte[c] {
-			return nil, false
+			return false
 		}
 	}
 	d := &fastDecoder{s: string(src), line: 1}
@@ -27,19 +70,56 @@ func fastDecode(src []byte) (doc *yaml.Node, ok bool) {
 			if r != giveUp {
 				panic(r)
 			}
-			doc, ok = nil, false
+			ok = false
 		}
 	}()
 	if !d.nextLine() {
-		return nil, false // empty: the library's message
+		return false // empty: the library's message
 	}
-	root := d.blockNode(d.col())
+	read(d)
 	if d.pos < len(d.s) {
 		d.fail() // content left of the root's indentation
 	}
-	doc = d.node(yaml.DocumentNode, "", 1, 1, false)
-	doc.Content = []*yaml.Node{root}
-	return doc, true
+	return true
+}
+
+// streamField reads the value of the root's key k, at column col, for h:
+// a block collection that h opens entry by entry, any other whole. It
+// reports whether a content line follows.
+func (d *fastDecoder) streamField(col int, k *yaml.Node, h fastHandler) bool {
+	if d.inline() {
+		v := d.flowValue()
+		more := d.endLine()
+		d.check(h.field(k, v))
+		return more
+	}
+	c := d.below(col)
+	coll := d.node(yaml.MappingNode, "!!map", d.line, c, false)
+	if d.dash() {
+		coll = d.node(yaml.SequenceNode, "!!seq", d.line, c, false)
+	}
+	stream, ok := h.open(k, coll)
+	d.check(ok)
+	switch {
+	case !stream:
+		d.check(h.field(k, d.blockNode(c)))
+	case coll.Kind == yaml.MappingNode:
+		d.fields(c, func(ek *yaml.Node) bool {
+			v, more := d.blockValue(c)
+			d.check(h.entry(ek, v))
+			return more
+		})
+	default:
+		d.items(c, func(item *yaml.Node) { d.check(h.entry(nil, item)) })
+	}
+	return d.pos < len(d.s)
+}
+
+// check gives up unless ok: a handler stopped the reading.
+func (d *fastDecoder) check(ok bool) {
+	if !ok {
+		d.fail()
+	}
 }
 
 // fastByte marks the bytes fastDecode reads: letters, digits, _ ( ) -
@@ -207,21 +287,29 @@ func (d *fastDecoder) blockNode(col int) *yaml.Node {
 // blockMapping reads the keys at column col and their values; it returns
 // at the first line indented less, or at the end.
 func (d *fastDecoder) blockMapping(col int) *yaml.Node {
-	d.enter()
-	defer d.leave()
 	n := d.node(yaml.MappingNode, "!!map", d.line, col, false)
 	from := len(d.stack)
-	for more := true; more && d.col() == col; {
-		k := d.key()
-		var v *yaml.Node
-		v, more = d.blockValue(col)
+	d.fields(col, func(k *yaml.Node) bool {
+		v, more := d.blockValue(col)
 		d.stack = append(d.stack, k, v)
+		return more
+	})
+	d.content(n, from)
+	return n
+}
+
+// fields reads the keys of a block mapping at column col, handing each to
+// value, which reads its value and reports whether a content line
+// follows; it returns at the first line indented less, or at the end.
+func (d *fastDecoder) fields(col int, value func(k *yaml.Node) (more bool)) {
+	d.enter()
+	defer d.leave()
+	for more := true; more && d.col() == col; {
+		more = value(d.key())
 	}
 	if d.col() > col && d.pos < len(d.s) {
 		d.fail() // indented more than its mapping, not under a key
 	}
-	d.content(n, from)
-	return n
 }
 
 // key reads a mapping key, a name, and the colon after it.
@@ -238,35 +326,54 @@ func (d *fastDecoder) key() *yaml.Node {
 // rest of the line, or the block below it. It reports whether a content
 // line follows.
 func (d *fastDecoder) blockValue(col int) (*yaml.Node, bool) {
-	d.spaces()
-	if c := d.peek(); c != '\n' && c != 0 {
-		if d.s[d.pos-1] != ' ' {
-			d.fail() // "key:value"
-		}
+	if d.inline() {
 		v := d.flowValue()
 		return v, d.endLine()
 	}
+	v := d.blockNode(d.below(col))
+	return v, d.pos < len(d.s)
+}
+
+// inline reports whether a value follows a key on its line, after the
+// blanks that it skips.
+func (d *fastDecoder) inline() bool {
+	d.spaces()
+	if c := d.peek(); c == '\n' || c == 0 {
+		return false
+	}
+	if d.s[d.pos-1] != ' ' {
+		d.fail() // "key:value"
+	}
+	return true
+}
+
+// below moves to the block collection below a key at column col, whose
+// line ends after it, and returns its column: one indented more than the
+// key, or a list at the key's column.
+func (d *fastDecoder) below(col int) int {
 	if !d.nextLine() {
 		d.fail() // an empty value: null, positioned as the library knows
 	}
-	switch c := d.col(); {
-	case c > col:
-		v := d.blockNode(c)
-		return v, d.pos < len(d.s)
-	case c == col && d.dash():
-		v := d.blockSequence(c)
-		return v, d.pos < len(d.s)
+	c := d.col()
+	if c < col || c == col && !d.dash() {
+		d.fail()
 	}
-	d.fail()
-	return nil, false
+	return c
 }
 
 // blockSequence reads the entries "- " at column col.
 func (d *fastDecoder) blockSequence(col int) *yaml.Node {
-	d.enter()
-	defer d.leave()
 	n := d.node(yaml.SequenceNode, "!!seq", d.line, col, false)
 	from := len(d.stack)
+	d.items(col, func(item *yaml.Node) { d.stack = append(d.stack, item) })
+	d.content(n, from)
+	return n
+}
+
+// items reads the entries "- " at column col, handing each to take.
+func (d *fastDecoder) items(col int, take func(item *yaml.Node)) {
+	d.enter()
+	defer d.leave()
 	more := true
 	for more && d.col() == col && d.dash() {
 		d.pos += 2
@@ -279,10 +386,8 @@ func (d *fastDecoder) blockSequence(col int) *yaml.Node {
 			item = d.flowValue()
 			more = d.endLine()
 		}
-		d.stack = append(d.stack, item)
+		take(item)
 	}
-	d.content(n, from)
-	return n
 }
 
 // compactKey reports whether a sequence entry is a mapping on its line,

@@ -13,8 +13,9 @@ import (
 	"github.com/nvcomm/nvcomm/internal/diag"
 )
 
-// FuzzParse checks that Parse never panics, that every diagnostic points
-// into the file, and that every tensor of a parsed fusion has a consistent
+// FuzzParse checks that Parse never panics, that stream and the tree way
+// parse alike every file stream takes, that every diagnostic points into
+// the file, and that every tensor of a parsed fusion has a consistent
 // sharding: a local shape that divides its shape and a layout that is a
 // permutation of its axes.
 func FuzzParse(f *testing.F) {
@@ -44,6 +45,7 @@ func FuzzParse(f *testing.F) {
 		f.Add([]byte(tt.src))
 	}
 	f.Fuzz(func(t *testing.T, src []byte) {
+		streamAsTree(t, "fuzz.yaml", src)
 		fus, err := Parse("fuzz.yaml", src)
 		if err != nil {
 			checkDiagnostics(t, src, err)

@@ -59,7 +59,7 @@ func (in opIn) inPos(k int) diag.Pos {
 	if in.src == nil {
 		return diag.Pos{}
 	}
-	return posOf(in.src.inNs[k])
+	return in.src.inAt[k]
 }
 
 // axisPos is where a reduction's axis is written.
@@ -67,7 +67,7 @@ func (in opIn) axisPos() diag.Pos {
 	if in.src == nil {
 		return diag.Pos{}
 	}
-	return nodePos(in.src.axisN)
+	return in.src.axisAt
 }
 
 // axesPos is where broadcast's list of axes is written, axisAt where its
@@ -76,14 +76,14 @@ func (in opIn) axesPos() diag.Pos {
 	if in.src == nil {
 		return diag.Pos{}
 	}
-	return nodePos(in.src.axesN)
+	return in.src.axesAt
 }
 
 func (in opIn) axisAt(i int) diag.Pos {
 	if in.src == nil {
 		return diag.Pos{}
 	}
-	return posOf(in.src.axesN.Content[i])
+	return in.src.axesEach[i]
 }
 
 // inferOp checks op against its operands and infers its output's logical
@@ -226,12 +226,11 @@ func (p *parser) broadcastShape(ro *rawOp) ([]int, diag.Pos, bool) {
 	if rt != nil && rt.broken {
 		return nil, diag.Pos{}, false // its declaration's errors are reported
 	}
-	if rt == nil || rt.shape == nil {
-		p.noBroadcastShape(posOf(ro.outN), ro.fileIdx, ro.out)
+	if rt == nil || !given(rt.shapeAt) {
+		p.noBroadcastShape(ro.outAt, ro.fileIdx, ro.out)
 		return nil, diag.Pos{}, false
 	}
-	shape, ok := p.extents(rt.shape, fmt.Sprintf("tensor %q shape", ro.out))
-	return shape, posOf(rt.shape), ok
+	return rt.shape, rt.shapeAt, true
 }
 
 // noBroadcastShape reports a broadcast whose output declares no shape.
@@ -397,8 +396,8 @@ func (p *parser) declareOutput(op *Op) bool {
 		return false // its errors are reported
 	}
 	what := rt.what()
-	if rt.mesh != nil {
-		out.Mesh = p.meshRef(rt.mesh, what)
+	if given(rt.meshAt) {
+		out.Mesh = rt.mesh
 	} else if out.Mesh == nil {
 		// Format 2: every operand's mesh is still to be propagated.
 		p.errs.AddHint(rt.pos, "give it a mesh, or give one to an operand",
@@ -409,7 +408,7 @@ func (p *parser) declareOutput(op *Op) bool {
 		return false
 	}
 	var pls []placement
-	if rt.placements != nil {
+	if given(rt.plsAt) {
 		var ok bool
 		if pls, ok = p.placementsOf(rt, out.Mesh, what+" placements"); !ok {
 			return false
@@ -424,13 +423,11 @@ func (p *parser) declareOutput(op *Op) bool {
 // checkDeclared checks the dtype and shape an output declares against
 // those inferred from its op.
 func (p *parser) checkDeclared(op *Op, rt *rawTensor, what string) {
-	if rt.dtype != nil {
-		if d := p.dtype(rt.dtype, what, ""); d != "" {
-			p.matchDType(op, d, posOf(rt.dtype), what)
-		}
+	if given(rt.dtypeAt) {
+		p.matchDType(op, rt.dtype, rt.dtypeAt, what)
 	}
-	if rt.shape != nil {
-		p.checkShape(op.Out, rt.shape, what)
+	if given(rt.shapeAt) {
+		p.matchShape(op.Out, rt.shape, rt.shapeAt, what)
 	}
 }
 
@@ -463,7 +460,7 @@ func (p *parser) declarePropagated(op *Op) bool {
 	before := p.errs.Count()
 	p.checkDeclared(op, rt, what)
 	if rt.alloc != nil {
-		p.errs.AddHint(posOf(rt.alloc), "give the tensor a mesh and a schedule or placements, or leave allocation out",
+		p.errs.AddHint(rt.alloc.at, "give the tensor a mesh and a schedule or placements, or leave allocation out",
 			"%s: allocation needs a given sharding: the loop domain it counts positions of is propagated (format 2)", what)
 	}
 	return p.errs.Count() == before

@@ -4,7 +4,8 @@
 // [Parse] turns a fusion file (format 1, see docs/fusion.md) into a checked
 // [Fusion]; every user-written node keeps its YAML position so later phases
 // can blame the right line. The YAML is read by fastyaml.go where it keeps
-// to the plain subset generated files use, else by the YAML library.
+// to the plain subset generated files use, one tensor and op at a time
+// (parsestream.go), else by the YAML library.
 // [NewMesh], [NewTensor], [NewOp] and [NewFusion] build the same values
 // without a file, through the parser's own checks (construct.go). The
 // analyses (sharded-axis resolution, local shapes, layouts;

@@ -6,6 +6,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/nvcomm/nvcomm/internal/diag"
 	"github.com/nvcomm/nvcomm/internal/ops"
 )
 
@@ -25,11 +26,16 @@ func (p *parser) parseOps(n *yaml.Node) {
 		return
 	}
 	for i, it := range items {
-		if op, ok := p.parseOp(it, i); ok {
-			p.ops = append(p.ops, op)
-		} else {
-			p.leaveOut(op)
-		}
+		p.opEntry(it, i)
+	}
+}
+
+// opEntry reads it, the i-th op of the file.
+func (p *parser) opEntry(it *yaml.Node, i int) {
+	if op, ok := p.parseOp(it, i); ok {
+		p.ops = append(p.ops, op)
+	} else {
+		p.leaveOut(op)
 	}
 }
 
@@ -37,7 +43,7 @@ func (p *parser) parseOps(n *yaml.Node) {
 // even a mapping) writes and reads: its output is lost, and its operands
 // are read.
 func (p *parser) leaveOut(op *rawOp) {
-	if op == nil || op.inN == nil || op.outN == nil || len(op.ins) == 0 {
+	if op == nil || !given(op.outAt) || len(op.ins) == 0 {
 		p.opsLost = true
 	}
 	if op == nil {
@@ -62,6 +68,12 @@ func (p *parser) lose(name string) {
 	p.lost[name] = true
 }
 
+// opNodes are the values of an op's keys, nil for those left out: what
+// parseOp's checks read of the op's nodes, which it keeps no longer.
+type opNodes struct {
+	kind, in, out, axis, axes *yaml.Node
+}
+
 // parseOp decodes one op, the i-th of the file. A broken op is returned
 // with what could be read of it, nil when it is not a mapping.
 func (p *parser) parseOp(it *yaml.Node, i int) (*rawOp, bool) {
@@ -71,34 +83,35 @@ func (p *parser) parseOp(it *yaml.Node, i int) (*rawOp, bool) {
 		return nil, false
 	}
 	op := &rawOp{pos: posOf(it), fileIdx: i, axis: -1}
-	var kindN *yaml.Node
+	var ns opNodes
 	good, kindOK, insOK := true, false, false
 	for _, f := range fields {
+		v := f.Value
 		switch f.Key {
 		case "op":
-			kindN = f.Value
-			kindOK = p.opKind(op, f.Value, what)
+			ns.kind = v
+			kindOK = p.opKind(op, v, what)
 			ok = kindOK
 		case "in":
-			op.inN = f.Value
-			ok = p.opInputs(op, f.Value, what+" in")
+			ns.in = v
+			ok = p.opInputs(op, v, what+" in")
 			insOK = ok
 		case "out":
-			op.outN = f.Value
-			op.out, ok = p.w.ident(f.Value, what+" out")
+			ns.out, op.outAt = v, posOf(v)
+			op.out, ok = p.w.ident(v, what+" out")
 		case "axis":
-			op.axisN = f.Value
-			op.axis, ok = p.w.integer(f.Value, what+" axis")
+			ns.axis, op.axisAt = v, posOf(v)
+			op.axis, ok = p.w.integer(v, what+" axis")
 		case "axes":
-			op.axesN = f.Value
-			op.axes, ok = p.integers(f.Value, what+" axes")
+			ns.axes, op.axesAt = v, posOf(v)
+			op.axes, op.axesEach, ok = p.integers(v, what+" axes")
 		}
 		good = good && ok
 	}
 	for _, req := range []struct {
 		key string
 		n   *yaml.Node
-	}{{"op", kindN}, {"in", op.inN}, {"out", op.outN}} {
+	}{{"op", ns.kind}, {"in", ns.in}, {"out", ns.out}} {
 		if req.n == nil {
 			if !misspelled(it, opKeys, req.key) {
 				p.errs.Add(op.pos, "%s: missing key %q", what, req.key)
@@ -111,8 +124,8 @@ func (p *parser) parseOp(it *yaml.Node, i int) (*rawOp, bool) {
 	}
 	// The kind is known: check its keys and arity even when a name is
 	// wrong, so every problem of the op is reported at once.
-	keysOK := p.checkOpKeys(op, it, what)
-	arityOK := !insOK || p.checkArity(op, what) // a broken "in" is reported already
+	keysOK := p.checkOpKeys(op, it, ns, what)
+	arityOK := !insOK || p.checkArity(op, posOf(ns.in), what) // a broken "in" is reported already
 	return op, good && keysOK && arityOK
 }
 
@@ -144,72 +157,73 @@ func (p *parser) opInputs(op *rawOp, n *yaml.Node, what string) bool {
 		return false
 	}
 	good := true
+	op.ins, op.inAt = make([]string, 0, len(items)), make([]diag.Pos, 0, len(items))
 	for _, it := range items {
 		name, ok := p.w.ident(it, what)
 		good = good && ok
 		op.ins = append(op.ins, name)
-		op.inNs = append(op.inNs, it)
+		op.inAt = append(op.inAt, posOf(it))
 	}
 	return good
 }
 
-// integers decodes a list of integers.
-func (p *parser) integers(n *yaml.Node, what string) ([]int, bool) {
+// integers decodes a list of integers, and where each is written.
+func (p *parser) integers(n *yaml.Node, what string) ([]int, []diag.Pos, bool) {
 	items, ok := p.w.sequence(n, what)
 	if !ok {
-		return nil, false
+		return nil, nil, false
 	}
-	xs := make([]int, 0, len(items))
+	xs, at := make([]int, 0, len(items)), make([]diag.Pos, 0, len(items))
 	for _, it := range items {
 		x, ok := p.w.integer(it, what)
 		if !ok {
-			return nil, false
+			return nil, nil, false
 		}
-		xs = append(xs, x)
+		xs, at = append(xs, x), append(at, posOf(it))
 	}
-	return xs, true
+	return xs, at, true
 }
 
 // checkOpKeys checks the keys that depend on the op's kind, as its registry
 // entry lists them: reductions need "axis", broadcast needs "axes", and
 // no other op takes either.
-func (p *parser) checkOpKeys(op *rawOp, it *yaml.Node, what string) bool {
+func (p *parser) checkOpKeys(op *rawOp, it *yaml.Node, ns opNodes, what string) bool {
 	e := op.kind.Entry()
 	takesAxis, takesAxes := e.Takes(ops.AttrAxis), e.Takes(ops.AttrAxes)
 	switch {
-	case takesAxis && op.axisN == nil && op.axesN != nil:
-		p.errs.AddHint(posOf(op.axesN), "write axis: N; reduce several axes with one op each",
+	case takesAxis && ns.axis == nil && ns.axes != nil:
+		p.errs.AddHint(op.axesAt, "write axis: N; reduce several axes with one op each",
 			"%s: %s reduces one \"axis\", not \"axes\"", what, op.kind)
 		return false
-	case takesAxes && op.axesN == nil && op.axisN != nil:
-		p.errs.AddHint(posOf(op.axisN), "write axes: [N], the output positions of the new axes",
+	case takesAxes && ns.axes == nil && ns.axis != nil:
+		p.errs.AddHint(op.axisAt, "write axes: [N], the output positions of the new axes",
 			"%s: broadcast takes \"axes\", a list, not \"axis\"", what)
 		return false
 	}
 	good := true
 	switch {
-	case takesAxis && op.axisN == nil:
+	case takesAxis && ns.axis == nil:
 		if !misspelled(it, opKeys, "axis") { // else reported as an unknown key
 			p.errs.Add(op.pos, "%s: %s needs an \"axis\" to reduce", what, op.kind)
 		}
 		good = false
-	case !takesAxis && op.axisN != nil:
-		p.errs.AddHint(posOf(op.axisN), axisHint(op.kind), "%s: %s takes no \"axis\"", what, op.kind)
+	case !takesAxis && ns.axis != nil:
+		p.errs.AddHint(op.axisAt, axisHint(op.kind), "%s: %s takes no \"axis\"", what, op.kind)
 		good = false
 	}
 	switch {
-	case takesAxes && op.axesN == nil:
+	case takesAxes && ns.axes == nil:
 		if !misspelled(it, opKeys, "axes") {
 			p.errs.AddHint(op.pos, "axes: [0] inserts a leading axis",
 				"%s: broadcast needs \"axes\", the output positions of its new axes", what)
 		}
 		good = false
-	case takesAxes && op.axesN.Kind == yaml.SequenceNode && len(op.axesN.Content) == 0:
-		p.errs.AddHint(posOf(op.axesN), "a broadcast without new axes is a set",
+	case takesAxes && ns.axes.Kind == yaml.SequenceNode && len(ns.axes.Content) == 0:
+		p.errs.AddHint(op.axesAt, "a broadcast without new axes is a set",
 			"%s: broadcast axes: expected at least one new axis, got an empty list", what)
 		good = false
-	case !takesAxes && op.axesN != nil:
-		p.errs.AddHint(posOf(op.axesN), "only broadcast inserts axes", "%s: %s takes no \"axes\"", what, op.kind)
+	case !takesAxes && ns.axes != nil:
+		p.errs.AddHint(op.axesAt, "only broadcast inserts axes", "%s: %s takes no \"axes\"", what, op.kind)
 		good = false
 	}
 	return good
@@ -231,22 +245,23 @@ func axisHint(k OpKind) string {
 	return ""
 }
 
-// checkArity checks the number of operands the op's kind takes.
-func (p *parser) checkArity(op *rawOp, what string) bool {
+// checkArity checks the number of operands the op's kind takes, written
+// at in.
+func (p *parser) checkArity(op *rawOp, in diag.Pos, what string) bool {
 	lo, hi := op.kind.arity()
 	n := len(op.ins)
 	if n >= lo && n <= hi {
 		return true
 	}
 	if hi == 1 {
-		p.errs.AddHint(posOf(op.inN), "in names one tensor", "%s: %s takes 1 input, got %d", what, op.kind, n)
+		p.errs.AddHint(in, "in names one tensor", "%s: %s takes 1 input, got %d", what, op.kind, n)
 		return false
 	}
 	want := fmt.Sprint(lo)
 	if hi > lo {
 		want = fmt.Sprintf("%d or %d", lo, hi)
 	}
-	p.errs.AddHint(posOf(op.inN), "write in: "+op.kind.operandNames(), "%s: %s takes %s inputs (%s), got %d",
+	p.errs.AddHint(in, "write in: "+op.kind.operandNames(), "%s: %s takes %s inputs (%s), got %d",
 		what, op.kind, want, op.kind.operandNames(), n)
 	return false
 }

@@ -33,13 +33,25 @@ func ParseAuto(file string, src []byte) (*Fusion, error) {
 }
 
 func parse(file string, src []byte, allowAuto bool) (*Fusion, error) {
-	p := &parser{file: file, errs: &errList{file: file}, format: 1, allowAuto: allowAuto}
-	p.w = walker{errs: p.errs}
-	f := p.parse(src)
+	p := newParser(file, allowAuto)
+	f, streamed := p.stream(src)
+	if !streamed {
+		p = newParser(file, allowAuto)
+		f = p.parse(src)
+	}
 	if err := p.errs.Err(); err != nil {
 		return nil, err
 	}
 	return f, nil
+}
+
+// newParser is a parser of the file named file, which has read nothing.
+func newParser(file string, allowAuto bool) *parser {
+	p := &parser{file: file, errs: &errList{file: file}, format: 1, allowAuto: allowAuto,
+		name:   strings.TrimSuffix(filepath.Base(file), filepath.Ext(file)),
+		meshes: map[string]*Mesh{}, raw: map[string]*rawTensor{}}
+	p.w = walker{errs: p.errs}
+	return p
 }
 
 type parser struct {
@@ -59,8 +71,11 @@ type parser struct {
 	raw         map[string]*rawTensor
 	tensorNames []string // declared, in file order
 	ops         []*rawOp
-	inputsN     *yaml.Node
-	outputsN    *yaml.Node
+	// inputs and outputs are the lists the file gives, nil for none.
+	inputs, outputs *listIn
+	// name is the fusion's: the file's name without its extension, unless
+	// the file gives one.
+	name string
 	// producers are the ops by the tensor they produce (sortOps).
 	producers map[string]*rawOp
 	// read holds the names the ops read (isRead), built on first use.
@@ -90,14 +105,32 @@ type parser struct {
 	opsLost bool
 }
 
-// rawTensor is a tensor declaration before shapes and schedules are resolved.
+// rawTensor is a tensor declaration before shapes and schedules are
+// resolved: its parts decoded, with where each is written, and no YAML
+// node, so that the nodes of an entry are garbage once it is read.
 type rawTensor struct {
-	name                             string
-	pos                              diag.Pos
-	mesh, dtype, shape, sched, alloc *yaml.Node
-	placements                       *yaml.Node
-	// auto is set by `placements: auto` (ParseAuto), which leaves
-	// placements nil.
+	name string
+	pos  diag.Pos
+	// meshAt, dtypeAt and shapeAt are where the mesh, dtype and shape are
+	// written, the zero position for those the declaration leaves out;
+	// mesh, dtype and shape their values. A value that is wrong breaks
+	// the tensor, and build reads the values of unbroken tensors only.
+	meshAt, dtypeAt, shapeAt diag.Pos
+	mesh                     *Mesh
+	dtype                    DType
+	shape                    []int
+	// plsAt is where the placements are written, the zero position for
+	// none; plsList holds their entries until they are decoded on the
+	// mesh the tensor declares (into pls), which build then uses: a
+	// tensor that declares a mesh lies on it.
+	plsAt   diag.Pos
+	plsList *listIn
+	// sched and alloc are the schedule and allocation as decoded, nil
+	// when not given.
+	sched *schedIn
+	alloc *allocIn
+	// auto is set by `placements: auto` (ParseAuto), which gives no
+	// placements.
 	auto bool
 	// tensor is the tensor build made of the declaration.
 	tensor *Tensor
@@ -107,11 +140,14 @@ type rawTensor struct {
 	// reported, or names a broken mesh: build checks it no further, and
 	// the ops reading it are not checked.
 	broken bool
-	// pls are the placements decoded for the mesh plsMesh, the one the
-	// tensor declares (placementsOf).
-	pls     []placement
-	plsMesh *Mesh
+	// pls are the placements decoded on the mesh the tensor declares
+	// (placementsOf).
+	pls []placement
 }
+
+// given reports whether the file writes a part at pos: the zero position
+// is that of a part left out.
+func given(pos diag.Pos) bool { return pos.Line > 0 }
 
 // what names the tensor in messages, `tensor "t0"`: built once, though
 // parsing and building the fusion each ask.
@@ -122,19 +158,20 @@ func (rt *rawTensor) what() string {
 	return rt.named
 }
 
-// rawOp is an op as written.
+// rawOp is an op as written: its parts decoded, with where each is
+// written (the zero position for a part left out), and no YAML node.
 type rawOp struct {
-	kind  OpKind
-	ins   []string     // the operands' names, in order
-	inNs  []*yaml.Node // where each is written
-	inN   *yaml.Node   // the "in" value: a name or a list of names
-	out   string
-	outN  *yaml.Node
-	axis  int
-	axisN *yaml.Node
-	axes  []int // broadcast's new axes as written
-	axesN *yaml.Node
-	pos   diag.Pos
+	kind     OpKind
+	ins      []string   // the operands' names, in order
+	inAt     []diag.Pos // where each is written
+	out      string
+	outAt    diag.Pos
+	axis     int
+	axisAt   diag.Pos
+	axes     []int      // broadcast's new axes as written
+	axesAt   diag.Pos   // the list
+	axesEach []diag.Pos // its entries
+	pos      diag.Pos
 	// fileIdx is the op's position in the file's ops list, for messages.
 	fileIdx int
 	// visit is how far sortOps's depth-first search is with the op: a
@@ -174,50 +211,66 @@ func (p *parser) parse(src []byte) *Fusion {
 	if !ok {
 		return nil
 	}
-	frame := p.errs.Count()
-	name := strings.TrimSuffix(filepath.Base(p.file), filepath.Ext(p.file))
 	var meshesN, tensorsN, opsN *yaml.Node
 	for _, f := range fields {
 		switch f.Key {
-		case "format":
-			if v, ok := p.w.integer(f.Value, "format"); ok && v != 1 && v != 2 {
-				p.errs.AddHint(posOf(f.Value), "format 2 is format 1 with sharding propagation",
-					"format: unsupported format %d (expected 1 or 2)", v)
-			} else if ok {
-				p.format = v
-			}
-		case "name":
-			if s, ok := p.w.str(f.Value, "name"); ok {
-				name = s
-			}
 		case "meshes":
 			meshesN = f.Value
 		case "tensors":
 			tensorsN = f.Value
 		case "ops":
 			opsN = f.Value
-		case "inputs":
-			p.inputsN = f.Value
-		case "outputs":
-			p.outputsN = f.Value
+		default:
+			p.header(f.Key, f.Value)
 		}
 	}
 	if meshesN == nil && !misspelled(root, topKeys, "meshes") {
 		p.errs.Add(posOf(root), "fusion: missing key \"meshes\"")
 	}
-	p.structural = p.errs.Count() > frame || meshesN == nil
+	p.structural = p.structural || meshesN == nil
 	p.parseMeshes(meshesN)
 	p.parseTensors(tensorsN)
 	p.parseOps(opsN)
+	return p.finish()
+}
+
+// finish builds the fusion of what parse read, unless its frame is
+// broken.
+func (p *parser) finish() *Fusion {
 	if p.structural {
 		return nil
 	}
-	return p.build(name)
+	return p.build(p.name)
+}
+
+// header reads the top-level key of the file other than meshes, tensors
+// and ops. A problem with the format or the name breaks the file's frame.
+func (p *parser) header(key string, v *yaml.Node) {
+	before := p.errs.Count()
+	switch key {
+	case "format":
+		if f, ok := p.w.integer(v, "format"); ok && f != 1 && f != 2 {
+			p.errs.AddHint(posOf(v), "format 2 is format 1 with sharding propagation",
+				"format: unsupported format %d (expected 1 or 2)", f)
+		} else if ok {
+			p.format = f
+		}
+	case "name":
+		if s, ok := p.w.str(v, "name"); ok {
+			p.name = s
+		}
+	case "inputs":
+		p.inputs = listOf(v)
+	case "outputs":
+		p.outputs = listOf(v)
+	}
+	p.structural = p.structural || p.errs.Count() > before
 }
 
 // decode reads src's one YAML document and returns its root node, or nil
 // after reporting why not. Files in fastDecode's part of YAML are read by
-// it, the others by the YAML library.
+// it, the others by the YAML library. (Most files in fastDecode's part
+// are read by stream, without a tree.)
 func (p *parser) decode(src []byte) *yaml.Node {
 	if doc, ok := fastDecode(src); ok {
 		return doc.Content[0]
@@ -280,7 +333,6 @@ func (p *parser) syntaxError(err error) {
 }
 
 func (p *parser) parseMeshes(n *yaml.Node) {
-	p.meshes = map[string]*Mesh{}
 	if n == nil {
 		return
 	}
@@ -406,7 +458,7 @@ func (p *parser) propagates(name string) bool {
 		return false
 	}
 	rt := p.raw[name]
-	return rt == nil || rt.mesh == nil && rt.sched == nil && rt.placements == nil
+	return rt == nil || !given(rt.meshAt) && rt.sched == nil && !given(rt.plsAt)
 }
 
 // checkAuto reports `placements: auto` where it is not accepted.
@@ -420,7 +472,6 @@ func (p *parser) checkAuto(n *yaml.Node, what string) {
 var tensorKeys = []string{"mesh", "dtype", "shape", "schedule", "allocation", "placements"}
 
 func (p *parser) parseTensors(n *yaml.Node) {
-	p.raw = map[string]*rawTensor{}
 	if n == nil {
 		return
 	}
@@ -431,22 +482,30 @@ func (p *parser) parseTensors(n *yaml.Node) {
 		return
 	}
 	for _, f := range fields {
-		if !p.w.keyIdent(f.KeyN, "tensor") {
-			p.structural = true
-			continue
-		}
-		rt := &rawTensor{name: f.Key, pos: posOf(f.KeyN)}
-		p.raw[f.Key] = rt
-		p.tensorNames = append(p.tensorNames, f.Key)
-		if f.Value.Kind == yaml.ScalarNode && f.Value.Tag == "!!null" {
-			continue // "tv1:" with nothing: declared, all defaults
-		}
-		p.parseTensor(rt, f.Value)
+		p.tensorEntry(f.KeyN, f.Value)
 	}
 }
 
+// tensorEntry reads the declaration v of the tensor named by key k.
+func (p *parser) tensorEntry(k, v *yaml.Node) {
+	if !p.w.keyIdent(k, "tensor") {
+		p.structural = true
+		return
+	}
+	rt := &rawTensor{name: k.Value, pos: posOf(k)}
+	p.raw[k.Value] = rt
+	p.tensorNames = append(p.tensorNames, k.Value)
+	if v.Kind == yaml.ScalarNode && v.Tag == "!!null" {
+		return // "tv1:" with nothing: declared, all defaults
+	}
+	p.parseTensor(rt, v)
+}
+
 // parseTensor reads one tensor's declaration n into rt, and marks it
-// broken if it has errors.
+// broken if it has errors. The mesh, dtype and shape are checked now, so
+// that their errors are reported along with those of the ops; the
+// schedule and allocation are decoded, their problems kept for the
+// replay to report.
 func (p *parser) parseTensor(rt *rawTensor, n *yaml.Node) {
 	before := p.errs.Count()
 	what := rt.what()
@@ -455,41 +514,42 @@ func (p *parser) parseTensor(rt *rawTensor, n *yaml.Node) {
 		rt.broken = true
 		return
 	}
+	var pls *yaml.Node
 	for _, x := range tf {
+		v := x.Value
 		switch x.Key {
 		case "mesh":
-			rt.mesh = x.Value
+			rt.meshAt, rt.mesh = posOf(v), p.meshRef(v, what)
 		case "dtype":
-			rt.dtype = x.Value
+			rt.dtypeAt, rt.dtype = posOf(v), p.dtype(v, what, "")
 		case "shape":
-			rt.shape = x.Value
+			rt.shapeAt = posOf(v)
+			rt.shape, _ = p.extents(v, what+" shape")
 		case "schedule":
-			rt.sched = x.Value
+			rt.sched = p.scheduleIn(rt.name, v)
 		case "allocation":
-			rt.alloc = x.Value
+			rt.alloc = p.allocOf(rt.name, v)
 		case "placements":
-			rt.placements = x.Value
-			if x.Value.Kind == yaml.ScalarNode && x.Value.Value == "auto" {
-				rt.placements, rt.auto = nil, true
-				p.checkAuto(x.Value, what)
+			if v.Kind == yaml.ScalarNode && v.Value == "auto" {
+				rt.auto = true
+				p.checkAuto(v, what)
+			} else {
+				pls = v
 			}
 		}
 	}
-	// Check what needs no op now, so these errors are reported along
-	// with those of the ops; build checks them again, unless broken.
-	m := p.meshRef(rt.mesh, what)
-	p.dtype(rt.dtype, what, "")
-	if rt.shape != nil {
-		p.extents(rt.shape, what+" shape")
+	rt.broken = p.errs.Count() > before || given(rt.meshAt) && rt.mesh == nil
+	if pls == nil {
+		return
 	}
-	rt.broken = p.errs.Count() > before || rt.mesh != nil && m == nil
-	if m != nil && rt.placements != nil {
+	rt.plsAt, rt.plsList = posOf(pls), listOf(pls)
+	if rt.mesh != nil {
 		// The list's own errors (an entry, how many) are reported even
 		// when the op producing the tensor is broken. They leave it
 		// unbroken: an output's shape comes from its op, and the ops
 		// reading it are still checked; build reports them again.
-		if pls, ok := p.placements(rt.placements, m, what+" placements"); ok {
-			rt.pls, rt.plsMesh = pls, m
+		if decoded, ok := p.placements(rt.plsList, rt.mesh, what+" placements"); ok {
+			rt.pls, rt.plsList = decoded, nil
 		}
 	}
 }

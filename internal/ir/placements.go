@@ -3,8 +3,6 @@ package ir
 import (
 	"fmt"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/nvcomm/nvcomm/internal/diag"
 	"github.com/nvcomm/nvcomm/internal/ops"
 	"github.com/nvcomm/nvcomm/internal/shard"
@@ -39,18 +37,19 @@ type placement struct {
 func (pl placement) op() OpKind { return OpKind(pl.Op) }
 
 // placementsOf decodes rt's placements for the tensor on mesh m, or
-// returns those parseTensor decoded for it.
+// returns those parseTensor decoded on the mesh rt declares, which is m:
+// a tensor that declares a mesh lies on it.
 func (p *parser) placementsOf(rt *rawTensor, m *Mesh, what string) ([]placement, bool) {
-	if rt.pls != nil && rt.plsMesh == m {
+	if rt.plsList == nil {
 		return rt.pls, true
 	}
-	return p.placements(rt.placements, m, what)
+	return p.placements(rt.plsList, m, what)
 }
 
 // placements decodes a placements list for a tensor on mesh m.
-func (p *parser) placements(n *yaml.Node, m *Mesh, what string) ([]placement, bool) {
-	items, ok := p.w.sequence(n, what)
-	if !ok || !p.checkPlacementCount(m, len(items), posOf(n), what) {
+func (p *parser) placements(l *listIn, m *Mesh, what string) ([]placement, bool) {
+	items, ok := p.w.list(l, what)
+	if !ok || !p.checkPlacementCount(m, len(items), l.at, what) {
 		return nil, false
 	}
 	out := make([]placement, 0, len(items))
@@ -83,13 +82,14 @@ func (p *parser) checkPartials(pls []placement, pl placement, what string) bool 
 	return true
 }
 
-func (p *parser) placement(n *yaml.Node, what string) (placement, bool) {
-	s, ok := p.w.str(n, what)
+// placement decodes one entry of a placements list.
+func (p *parser) placement(in scalarIn, what string) (placement, bool) {
+	s, ok := p.w.strIn(in, what)
 	if !ok {
 		return placement{}, false
 	}
 	if pl, ok := p.parsedPlacements[s]; ok {
-		return placement{pl, posOf(n)}, true
+		return placement{pl, in.pos}, true
 	}
 	pl, err := shard.ParsePlacement(s)
 	if err != nil {
@@ -100,14 +100,14 @@ func (p *parser) placement(n *yaml.Node, what string) (placement, bool) {
 		case err.Op != "":
 			hint = diag.Suggest(err.Op, ops.FamilyNames(ops.Reduction))
 		}
-		p.errs.AddHint(posOf(n), hint, "%s: %s", what, err.Msg)
+		p.errs.AddHint(in.pos, hint, "%s: %s", what, err.Msg)
 		return placement{}, false
 	}
 	if p.parsedPlacements == nil {
 		p.parsedPlacements = map[string]shard.Placement{}
 	}
 	p.parsedPlacements[s] = pl
-	return placement{pl, posOf(n)}, true
+	return placement{pl, in.pos}, true
 }
 
 // placementSchedule turns placements into schedule steps on t, whose loop

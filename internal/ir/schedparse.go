@@ -23,18 +23,14 @@ func (p *parser) scheduleWith(t *Tensor, rt *rawTensor, pls []placement) bool {
 	if rt == nil {
 		return p.replaySchedule(t, nil, nil)
 	}
-	if rt.placements != nil && rt.sched != nil {
+	if given(rt.plsAt) && rt.sched != nil {
 		t.Loop = slices.Clone(t.Logical)
-		p.errs.AddHint(posOf(rt.placements), "placements are sugar for a schedule; keep one of them",
+		p.errs.AddHint(rt.plsAt, "placements are sugar for a schedule; keep one of them",
 			"tensor %q: both placements and schedule are given", t.Name)
 		return false
 	}
-	var alloc *allocIn
-	if rt.alloc != nil {
-		alloc = p.allocOf(t.Name, rt.alloc)
-	}
 	if pls != nil {
-		return p.placeSchedule(t, pls, alloc)
+		return p.placeSchedule(t, pls, rt.alloc)
 	}
 	var steps []stepIn
 	if rt.sched != nil {
@@ -44,7 +40,7 @@ func (p *parser) scheduleWith(t *Tensor, rt *rawTensor, pls []placement) bool {
 			return false
 		}
 	}
-	return p.replaySchedule(t, steps, alloc)
+	return p.replaySchedule(t, steps, rt.alloc)
 }
 
 // quiet is a walker whose problems wait in l, a list of p's kept for it,
@@ -55,24 +51,54 @@ func (p *parser) quiet(l *errList) walker {
 	return walker{errs: l}
 }
 
-// stepsOf decodes the schedule list n of the tensor name, up to the first
-// step that cannot be decoded. The list's own problems (not a list, too
-// many steps) come first among the schedule's and are reported: ok is
-// then false.
-func (p *parser) stepsOf(name string, n *yaml.Node) (steps []stepIn, ok bool) {
-	what := fmt.Sprintf("tensor %q schedule", name)
-	items, ok := p.w.sequence(n, what)
-	if !ok || !p.checkStepCount(name, len(items), posOf(n)) {
-		return nil, false
+// schedIn is a tensor's schedule as parseTensor decodes it: where the
+// list is written, what it is when it is no list (kindName, "" for a
+// list), how many entries it has, and its steps up to the first that
+// cannot be decoded, whose problems wait in it for the replay.
+type schedIn struct {
+	at    diag.Pos
+	got   string
+	n     int
+	steps []stepIn
+}
+
+// scheduleIn decodes the schedule list n of the tensor name, reporting
+// nothing: the list's own problems are stepsOf's to report, when the
+// replay needs the schedule.
+func (p *parser) scheduleIn(name string, n *yaml.Node) *schedIn {
+	s := &schedIn{at: posOf(n)}
+	if n.Kind != yaml.SequenceNode {
+		s.got = kindName(n)
+		return s
 	}
-	steps = make([]stepIn, 0, len(items))
-	for _, it := range items {
-		steps = append(steps, p.stepOf(name, it, what))
-		if steps[len(steps)-1].failed {
+	s.n = len(n.Content)
+	if s.n > MaxScheduleSteps {
+		return s // stepsOf reports it
+	}
+	what := fmt.Sprintf("tensor %q schedule", name)
+	s.steps = make([]stepIn, 0, s.n)
+	for _, it := range n.Content {
+		s.steps = append(s.steps, p.stepOf(name, it, what))
+		if s.steps[len(s.steps)-1].failed {
 			break
 		}
 	}
-	return steps, true
+	return s
+}
+
+// stepsOf returns the steps of schedule s of the tensor name, up to the
+// first that cannot be decoded. The list's own problems (not a list, too
+// many steps) come first among the schedule's and are reported: ok is
+// then false.
+func (p *parser) stepsOf(name string, s *schedIn) (steps []stepIn, ok bool) {
+	if s.got != "" {
+		p.w.expected(s.at, fmt.Sprintf("tensor %q schedule", name), "a list", s.got)
+		return nil, false
+	}
+	if !p.checkStepCount(name, s.n, s.at) {
+		return nil, false
+	}
+	return s.steps, true
 }
 
 // stepOf decodes one schedule entry, a mapping of one step's kind to its

@@ -57,7 +57,7 @@ type field struct {
 // messages ("tensor \"tv0\"").
 func (w *walker) mapping(n *yaml.Node, what string, known []string) ([]field, bool) {
 	if n.Kind != yaml.MappingNode {
-		w.errs.Add(posOf(n), "%s: expected a mapping, got %s", what, kindName(n))
+		w.expected(posOf(n), what, "a mapping", kindName(n))
 		return nil, false
 	}
 	fields := make([]field, 0, len(n.Content)/2)
@@ -139,17 +139,23 @@ func contains(list []string, s string) bool {
 // sequence checks that n is a list and returns its items.
 func (w *walker) sequence(n *yaml.Node, what string) ([]*yaml.Node, bool) {
 	if n.Kind != yaml.SequenceNode {
-		w.errs.Add(posOf(n), "%s: expected a list, got %s", what, kindName(n))
+		w.expected(posOf(n), what, "a list", kindName(n))
 		return nil, false
 	}
 	return n.Content, true
+}
+
+// expected reports a value at pos that is not what it should be: got, as
+// kindName says it, where want was expected.
+func (w *walker) expected(pos diag.Pos, what, want, got string) {
+	w.errs.Add(pos, "%s: expected %s, got %s", what, want, got)
 }
 
 // integer decodes an integer scalar that fits in an int32-sized range, so
 // a product of two extents cannot overflow (size.go bounds whole tensors).
 func (w *walker) integer(n *yaml.Node, what string) (int, bool) {
 	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" {
-		w.errs.Add(posOf(n), "%s: expected an integer, got %s", what, kindName(n))
+		w.expected(posOf(n), what, "an integer", kindName(n))
 		return 0, false
 	}
 	v, err := strconv.ParseInt(strings.ReplaceAll(n.Value, "_", ""), 0, 64)
@@ -177,22 +183,79 @@ func (w *walker) positive(n *yaml.Node, what string) (int, bool) {
 // str decodes a string scalar. Plain scalars that YAML would read as numbers,
 // booleans or null are rejected so that "name: 1" is not silently a name.
 func (w *walker) str(n *yaml.Node, what string) (string, bool) {
-	if n.Kind != yaml.ScalarNode || n.Tag != "!!str" {
-		w.errs.Add(posOf(n), "%s: expected a string, got %s", what, kindName(n))
-		return "", false
-	}
-	return n.Value, true
+	return w.strIn(scalarOf(n), what)
 }
 
 // ident decodes a name: a string that is a C-like identifier, so generated
 // buffer names such as "tv1/partial" never collide with user names.
 func (w *walker) ident(n *yaml.Node, what string) (string, bool) {
-	s, ok := w.str(n, what)
-	if ok && !isIdent(s) {
-		w.errs.Add(posOf(n), "%s: %q is not a valid name (expected letters, digits and _, not starting with a digit)", what, s)
+	return w.identIn(scalarOf(n), what)
+}
+
+// scalarIn is a value that should be a string, as the checks that run
+// after its node is gone need it: the string, or else what the value is
+// (kindName), and where it is written.
+type scalarIn struct {
+	value string
+	got   string // "" for a string
+	pos   diag.Pos
+}
+
+// scalarOf reads n for strIn.
+func scalarOf(n *yaml.Node) scalarIn {
+	if n.Kind != yaml.ScalarNode || n.Tag != "!!str" {
+		return scalarIn{got: kindName(n), pos: posOf(n)}
+	}
+	return scalarIn{value: n.Value, pos: posOf(n)}
+}
+
+// strIn is str of a value read by scalarOf.
+func (w *walker) strIn(s scalarIn, what string) (string, bool) {
+	if s.got != "" {
+		w.expected(s.pos, what, "a string", s.got)
 		return "", false
 	}
-	return s, ok
+	return s.value, true
+}
+
+// identIn is ident of a value read by scalarOf.
+func (w *walker) identIn(s scalarIn, what string) (string, bool) {
+	name, ok := w.strIn(s, what)
+	if ok && !isIdent(name) {
+		w.errs.Add(s.pos, "%s: %q is not a valid name (expected letters, digits and _, not starting with a digit)", what, name)
+		return "", false
+	}
+	return name, ok
+}
+
+// listIn is a list of strings as the checks that run after its nodes are
+// gone need it: where it is written, what it is when it is no list
+// (kindName, "" for a list), and its entries.
+type listIn struct {
+	at    diag.Pos
+	got   string
+	items []scalarIn
+}
+
+// listOf reads n for list.
+func listOf(n *yaml.Node) *listIn {
+	if n.Kind != yaml.SequenceNode {
+		return &listIn{at: posOf(n), got: kindName(n)}
+	}
+	l := &listIn{at: posOf(n), items: make([]scalarIn, len(n.Content))}
+	for i, it := range n.Content {
+		l.items[i] = scalarOf(it)
+	}
+	return l
+}
+
+// list is sequence of a list read by listOf.
+func (w *walker) list(l *listIn, what string) ([]scalarIn, bool) {
+	if l.got != "" {
+		w.expected(l.at, what, "a list", l.got)
+		return nil, false
+	}
+	return l.items, true
 }
 
 // keyIdent checks a mapping key used as a name.

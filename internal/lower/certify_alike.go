@@ -156,9 +156,9 @@ func (o *opsAlike) lower(job *reshard.Job, op *ir.Op) {
 		job.Lower()
 		return
 	}
-	o.key = appendString(o.key[:0], string(op.Kind))
+	o.key = ir.AppendKeyString(o.key[:0], string(op.Kind))
 	o.key = binary.AppendVarint(o.key, int64(op.Axis))
-	o.key = appendInts(o.key, op.Axes)
+	o.key = ir.AppendKeyInts(o.key, op.Axes)
 	o.key = binary.AppendVarint(binary.AppendVarint(o.key, int64(in)), int64(out))
 	job.LowerAlike(o.memo, o.key)
 }
@@ -181,58 +181,29 @@ func appendSpecKey(b []byte, spec ir.TensorSpec) []byte {
 	if spec.Mesh == nil {
 		b = binary.AppendVarint(b, -1)
 	} else {
-		b = appendString(b, spec.Mesh.Name) // Certify's meshes have distinct names
+		b = ir.AppendKeyString(b, spec.Mesh.Name) // Certify's meshes have distinct names
 	}
-	b = appendString(b, string(spec.DType))
-	b = appendInts(b, spec.Shape)
-	b = appendInts(b, spec.ReductionAxes)
-	b = appendInts(b, spec.Allocation)
-	b = appendLen(b, spec.Placements == nil, len(spec.Placements))
+	b = ir.AppendKeyString(b, string(spec.DType))
+	b = ir.AppendKeyInts(b, spec.Shape)
+	b = ir.AppendKeyInts(b, spec.ReductionAxes)
+	b = ir.AppendKeyInts(b, spec.Allocation)
+	b = ir.AppendKeyLen(b, spec.Placements == nil, len(spec.Placements))
 	for _, pl := range spec.Placements {
-		b = appendString(b, string(pl.Kind))
+		b = ir.AppendKeyString(b, string(pl.Kind))
 		b = binary.AppendVarint(b, int64(pl.Dim))
-		b = appendString(b, pl.Op)
+		b = ir.AppendKeyString(b, pl.Op)
 	}
-	b = appendString(b, string(spec.Partial))
-	b = appendBool(b, spec.Propagated)
-	b = appendLen(b, spec.Schedule == nil, len(spec.Schedule))
+	b = ir.AppendKeyString(b, string(spec.Partial))
+	b = ir.AppendKeyBool(b, spec.Propagated)
+	b = ir.AppendKeyLen(b, spec.Schedule == nil, len(spec.Schedule))
 	for _, s := range spec.Schedule {
-		b = appendString(b, string(s.Kind))
+		b = ir.AppendKeyString(b, string(s.Kind))
 		b = binary.AppendVarint(b, int64(s.Axis))
 		b = binary.AppendVarint(b, int64(s.Factor))
-		b = appendInts(b, s.Order)
+		b = ir.AppendKeyInts(b, s.Order)
 		b = binary.AppendVarint(b, int64(s.Type))
 		b = binary.AppendVarint(b, int64(s.Pos.Line))
 		b = binary.AppendVarint(b, int64(s.Pos.Col))
 	}
 	return b
-}
-
-func appendString(b []byte, s string) []byte {
-	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
-}
-
-// appendLen appends a list's length, or -1 when it is nil: a nil list is
-// not an empty one.
-func appendLen(b []byte, isNil bool, n int) []byte {
-	if isNil {
-		return binary.AppendVarint(b, -1)
-	}
-	return binary.AppendVarint(b, int64(n))
-}
-
-// appendInts appends xs's length, or -1 when nil, then its elements.
-func appendInts(b []byte, xs []int) []byte {
-	b = appendLen(b, xs == nil, len(xs))
-	for _, x := range xs {
-		b = binary.AppendVarint(b, int64(x))
-	}
-	return b
-}
-
-func appendBool(b []byte, v bool) []byte {
-	if v {
-		return append(b, 1)
-	}
-	return append(b, 0)
 }

@@ -2,6 +2,7 @@ package lower_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -53,5 +54,43 @@ ops:
 				}
 			}
 		})
+	}
+}
+
+// TestLowerErrorsFirstByPosition checks that of more than diag.MaxErrors
+// ops the lowering cannot take, the first ones by position in the file are
+// reported, not the first lowered: ops are lowered in dependency order,
+// which this file lists backwards (its last op is lowered first).
+func TestLowerErrorsFirstByPosition(t *testing.T) {
+	const n = diag.MaxErrors + 3
+	src := "meshes:\n  m: [0, 1, 2]\ntensors:\n  t0: {mesh: m, shape: [2, 1]}\n"
+	for i := 1; i <= n; i++ {
+		src += fmt.Sprintf("  w%d: {mesh: m, shape: [1, 1]}\n  t%d: {mesh: m, placements: [Partial(sum)]}\n", i, i)
+	}
+	src += "ops:\n"
+	for i := n; i >= 1; i-- { // line 4+2n+1+(n-i+1)
+		src += fmt.Sprintf("  - {op: linear, in: [t%d, w%d], out: t%d}\n", i-1, i, i)
+	}
+	f, err := ir.Parse("f.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = lower.Lower(f, lower.Options{})
+	var dl *diag.List
+	if !errors.As(err, &dl) {
+		t.Fatalf("error %v, want diagnostics", err)
+	}
+	var got, want []int
+	for _, d := range dl.Items {
+		got = append(got, d.Pos.Line)
+	}
+	for k := range diag.MaxErrors {
+		want = append(want, 4+2*n+2+k)
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("lines reported (-want +got):\n%s", d)
+	}
+	if dl.Dropped != n-diag.MaxErrors {
+		t.Errorf("dropped %d, want %d", dl.Dropped, n-diag.MaxErrors)
 	}
 }

@@ -80,16 +80,43 @@ func Lower(f *ir.Fusion, opts Options) (*plan.Plan, error) {
 	return l.plan(), nil
 }
 
+// Stream is Lower writing the plan to w as it is made, never holding it
+// whole: its head, tensors and ops once the resharding sets are inserted,
+// each op's steps once the op is lowered (the ledger then forgets them),
+// and its summary. The bytes are those plan.Encode writes for Lower's
+// plan. On an error, what w has received is no plan: the caller drops
+// it.
+//
+// Stream also keeps the fusion small: f's tensors alike, and those of
+// the fusion with the resharding sets inserted, share their domains
+// (ir.Fusion.ShareAlike), which leaves f what it was but for the source
+// positions inside its tensors' domains.
+func Stream(f *ir.Fusion, opts Options, w *plan.Writer) error {
+	f.ShareAlike()
+	l, err := lowerInto(f, opts, w, nil)
+	if err != nil {
+		return err
+	}
+	sum := l.summary()
+	return w.Finish(&sum)
+}
+
 // lowerSteps runs the passes of Lower and returns the lowerer, whose
 // ledger holds the steps and bounds, without assembling the plan: Certify
 // compares only those. alike, when not nil, lowers the sets and
 // reductions alike once (Certify's, certify_alike.go).
 func lowerSteps(f *ir.Fusion, opts Options, alike *opsAlike) (*lowerer, error) {
+	return lowerInto(f, opts, nil, alike)
+}
+
+// lowerInto runs the passes of Lower; with a writer, the lowering of the
+// ops writes the plan's sections to it as they are made (streamOps).
+func lowerInto(f *ir.Fusion, opts Options, w *plan.Writer, alike *opsAlike) (*lowerer, error) {
 	planner, err := reshard.NewPlanner(opts.Policy, opts.Objective, opts.Topology, opts.Debug)
 	if err != nil {
 		return nil, err
 	}
-	l := &lowerer{f: f, planner: planner, ledger: reshard.NewLedger(f.File), alike: alike}
+	l := &lowerer{f: f, planner: planner, ledger: reshard.NewLedger(f.File), w: w, alike: alike}
 	for _, p := range passes {
 		p.run(l)
 	}
@@ -125,6 +152,10 @@ func (l *lowerer) insertReshardings() {
 
 // lowerOps is the pass that lowers each op into the ledger's steps.
 func (l *lowerer) lowerOps() {
+	if l.w != nil {
+		l.streamOps()
+		return
+	}
 	// The plan's steps are reserved up front, so that they are not copied
 	// as they grow: room for the first ops' steps, then, once reserveProbe
 	// ops are lowered, for as many as those say the whole fusion will have
@@ -137,6 +168,33 @@ func (l *lowerer) lowerOps() {
 			l.ledger.Reserve(l.ledger.NumSteps()*n/reserveProbe + n/16)
 		}
 		l.lowerOp(op)
+	}
+}
+
+// streamOps writes the plan's head, tensors and ops to the lowerer's
+// writer, then lowers each op and hands its steps to the writer: only one
+// op's steps are held at a time. The counts of the summary are kept as
+// the steps go.
+func (l *lowerer) streamOps() {
+	l.f.ShareAlike() // the tensors the resharding sets write too
+	p := l.head()
+	l.w.Head(p)
+	for _, t := range l.f.Tensors {
+		pt := tensorOf(t)
+		l.w.Tensor(&pt)
+	}
+	for _, op := range l.f.Ops {
+		o := opOf(op)
+		l.w.Op(&o)
+	}
+	l.counts = newStepCounts()
+	step := func(s *plan.Step) {
+		l.counts.add(s)
+		l.w.Step(s)
+	}
+	for _, op := range l.f.Ops {
+		l.lowerOp(op)
+		l.ledger.Flush(step)
 	}
 }
 
@@ -157,6 +215,10 @@ type lowerer struct {
 	failed map[*ir.Op]bool
 	// bcast are the broadcast axes of the tensors (broadcast.go).
 	bcast bcastAxes
+	// w, when set, receives the plan as it is made (Stream), and counts
+	// the steps it has been given.
+	w      *plan.Writer
+	counts *stepCounts
 	// alike, for Certify, lowers sets and reductions alike once; nil
 	// lowers each.
 	alike *opsAlike
@@ -204,52 +266,70 @@ func (c *opCtx) emitLocalOn(s plan.Step, devices []int, countIn, countOut int) {
 
 // plan assembles the plan from the fusion and the emitted steps.
 func (l *lowerer) plan() *plan.Plan {
+	p := l.head()
+	// Sized up front: a fusion may have 100k tensors and ops, and a
+	// plan.Tensor is a few hundred bytes to copy at each growth. None
+	// stays nil, which the plan writes as null.
+	p.Tensors = sized[plan.Tensor](len(l.f.Tensors))
+	for _, t := range l.f.Tensors {
+		p.Tensors = append(p.Tensors, tensorOf(t))
+	}
+	p.Ops = sized[plan.Op](len(l.f.Ops))
+	for _, op := range l.f.Ops {
+		p.Ops = append(p.Ops, opOf(op))
+	}
+	p.Steps = l.ledger.Steps()
+	if p.Steps == nil {
+		p.Steps = []plan.Step{}
+	}
+	l.counts = newStepCounts()
+	for i := range p.Steps {
+		l.counts.add(&p.Steps[i])
+	}
+	p.Summary = l.summary()
+	return p
+}
+
+// head is the plan's fields before its lists: format, fusion, policy,
+// objective, and the meshes its tensors are on.
+func (l *lowerer) head() *plan.Plan {
 	p := &plan.Plan{
 		Format: plan.Format,
 		Fusion: l.f.Name,
 		Policy: string(l.planner.Policy()),
 		Meshes: map[string]plan.Mesh{},
-		Steps:  l.ledger.Steps(),
-		// Sized up front: a fusion may have 100k tensors and ops, and a
-		// plan.Tensor is a few hundred bytes to copy at each growth. None
-		// stays nil, which the plan writes as null.
-		Tensors: sized[plan.Tensor](len(l.f.Tensors)),
-		Ops:     sized[plan.Op](len(l.f.Ops)),
 	}
 	used := map[*ir.Mesh]bool{}
 	for _, t := range l.f.Tensors {
 		used[t.Mesh] = true
-		p.Tensors = append(p.Tensors, tensorOf(t))
 	}
 	for _, m := range l.f.Meshes {
 		if used[m] {
 			p.Meshes[m.Name] = plan.Mesh{Shape: slices.Clone(m.Shape), Devices: slices.Clone(m.Devices)}
 		}
 	}
-	for _, op := range l.f.Ops {
-		o := plan.Op{Index: op.Index, Op: string(op.Kind), Output: op.Out.Name, Axes: slices.Clone(op.Axes)}
-		for _, in := range op.Inputs {
-			o.Inputs = append(o.Inputs, in.Name)
-		}
-		if len(o.Inputs) == 1 {
-			o.Input, o.Inputs = o.Inputs[0], nil
-		}
-		if op.Kind.IsReduction() {
-			o.Axis = new(op.Axis)
-		}
-		if why := op.Inserted; why != nil {
-			o.Inserted = &plan.Inserted{For: why.For.Index, Operands: slices.Clone(why.Operands), Output: why.Output}
-		}
-		p.Ops = append(p.Ops, o)
-	}
-	if p.Steps == nil {
-		p.Steps = []plan.Step{}
-	}
 	if l.planner.Policy() == PolicyOptimal && l.planner.Objective() != ObjectiveTime {
 		p.Objective = string(l.planner.Objective()) // the default is left out
 	}
-	p.Summary = l.summary()
 	return p
+}
+
+// opOf describes op for the plan.
+func opOf(op *ir.Op) plan.Op {
+	o := plan.Op{Index: op.Index, Op: string(op.Kind), Output: op.Out.Name, Axes: slices.Clone(op.Axes)}
+	for _, in := range op.Inputs {
+		o.Inputs = append(o.Inputs, in.Name)
+	}
+	if len(o.Inputs) == 1 {
+		o.Input, o.Inputs = o.Inputs[0], nil
+	}
+	if op.Kind.IsReduction() {
+		o.Axis = new(op.Axis)
+	}
+	if why := op.Inserted; why != nil {
+		o.Inserted = &plan.Inserted{For: why.For.Index, Operands: slices.Clone(why.Operands), Output: why.Output}
+	}
+	return o
 }
 
 // sized is an empty slice with room for n elements, nil when n is 0.
@@ -260,16 +340,26 @@ func sized[T any](n int) []T {
 	return make([]T, 0, n)
 }
 
-func (l *lowerer) summary() plan.Summary {
-	s := plan.Summary{ByType: map[string]int{}}
-	for _, st := range l.ledger.Steps() {
-		if st.Kind == plan.KindCollective {
-			s.Collectives++
-			s.ByType[st.Type]++
-		} else {
-			s.LocalSteps++
-		}
+// stepCounts is a summary's counts of steps, kept as the steps go by.
+type stepCounts plan.Summary
+
+// newStepCounts counts no step yet.
+func newStepCounts() *stepCounts { return &stepCounts{ByType: map[string]int{}} }
+
+// add counts s.
+func (c *stepCounts) add(s *plan.Step) {
+	if s.Kind == plan.KindCollective {
+		c.Collectives++
+		c.ByType[s.Type]++
+	} else {
+		c.LocalSteps++
 	}
+}
+
+// summary is the plan's summary: the steps counted in l.counts, and the
+// ledger's bytes.
+func (l *lowerer) summary() plan.Summary {
+	s := plan.Summary(*l.counts)
 	s.BytesReceivedMax = l.ledger.BusiestReceived()
 	s.BytesLowerBound = l.ledger.LowerBound()
 	s.BytesRatio = plan.BytesRatio(s.BytesReceivedMax, s.BytesLowerBound)

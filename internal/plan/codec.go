@@ -2,7 +2,6 @@ package plan
 
 import (
 	"bytes"
-	"encoding/json"
 	"io"
 	"unicode/utf8"
 
@@ -19,16 +18,21 @@ import (
 // in pieces of about 64 KiB. A plan that cannot be encoded (a bytes_ratio
 // that is NaN or infinite) is an error before anything is written.
 func Encode(w io.Writer, p *Plan) error {
-	if r := p.Summary.BytesRatio; r != nil {
-		if _, err := json.Marshal(*r); err != nil {
-			return err
-		}
+	if err := checkRatio(&p.Summary); err != nil {
+		return err
 	}
-	e := &encoder{w: w, buf: make([]byte, 0, flushSize+4*inlineWidth), open: make([]frame, 0, 16)}
-	e.plan(p)
-	e.buf = append(e.buf, '\n')
-	e.flush()
-	return e.err
+	pw := newWriter(w, [numSections]bool{p.Tensors == nil, p.Ops == nil, p.Steps == nil})
+	pw.Head(p)
+	for i := range p.Tensors {
+		pw.Tensor(&p.Tensors[i])
+	}
+	for i := range p.Ops {
+		pw.Op(&p.Ops[i])
+	}
+	for i := range p.Steps {
+		pw.Step(&p.Steps[i])
+	}
+	return pw.Finish(&p.Summary)
 }
 
 // Marshal returns the encoding of p.

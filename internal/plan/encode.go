@@ -12,22 +12,6 @@ import (
 // must be added here too: TestEncodeMatchesReference fills every field of
 // random plans and compares with encoding/json.
 
-func (e *encoder) plan(p *Plan) {
-	e.object(func() {
-		e.intField("format", p.Format)
-		e.strField("fusion", p.Fusion)
-		e.strField("policy", p.Policy)
-		e.strIf("objective", p.Objective)
-		e.key("meshes")
-		e.meshes(p.Meshes)
-		listField(e, "tensors", p.Tensors, e.tensor)
-		listField(e, "ops", p.Ops, e.op)
-		listField(e, "steps", p.Steps, e.step)
-		e.key("summary")
-		e.summary(&p.Summary)
-	})
-}
-
 func (e *encoder) meshes(ms map[string]Mesh) {
 	if ms == nil {
 		e.null()
@@ -219,16 +203,6 @@ func (e *encoder) byType(m map[string]int) {
 			e.int(m[k])
 		}
 	})
-}
-
-// listField writes field k, a list whose elements elem writes, or null.
-func listField[T any](e *encoder, k string, xs []T, elem func(*T)) {
-	e.key(k)
-	if xs == nil {
-		e.null()
-		return
-	}
-	e.list(len(xs), func(i int) { elem(&xs[i]) })
 }
 
 // The fields of an object: a key and its value; an If variant leaves the

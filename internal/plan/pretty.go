@@ -117,17 +117,28 @@ func (e *encoder) container(open, close byte, body func()) {
 // write writes a container inline or across lines, as e.flat says, and
 // returns its number of children.
 func (e *encoder) write(open, close byte, depth int, body func()) int {
+	e.begin(open, depth)
+	body()
+	return e.end(close)
+}
+
+// begin opens a container at depth, inline or across lines as e.flat
+// says; its children follow, each after e.item().
+func (e *encoder) begin(open byte, depth int) {
 	e.open = append(e.open, frame{depth: depth})
 	e.buf = append(e.buf, open)
-	body()
-	n := e.open[len(e.open)-1].n
+}
+
+// end closes the innermost container and returns its number of children.
+func (e *encoder) end(close byte) int {
+	f := e.open[len(e.open)-1]
 	e.open = e.open[:len(e.open)-1]
-	if n > 0 && !e.flat {
-		e.newline(depth)
+	if f.n > 0 && !e.flat {
+		e.newline(f.depth)
 	}
 	e.buf = append(e.buf, close)
-	e.depth = depth
-	return n
+	e.depth = f.depth
+	return f.n
 }
 
 // item starts the innermost container's next child: its separator, and

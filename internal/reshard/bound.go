@@ -75,7 +75,7 @@ func saturatingAdd(a, b int64) int64 {
 
 // addBound adds the op's lower bound: pv is the producer's view (for a
 // reduction, over the reduced axis too), cv the consumer's.
-func (c *opCtx) addBound(pv, cv *view) {
+func (c lowering) addBound(pv, cv *view) {
 	elem := int64(cv.dtype.Size())
 	n := 1
 	if c.op.Kind.IsReduction() {
@@ -98,7 +98,7 @@ func (c *opCtx) addBound(pv, cv *view) {
 
 // addAggregate records a reduction's bound in all, beyond mine, the sum of
 // its consumer's per-device bounds.
-func (c *opCtx) addAggregate(pv, cv *view, n int, mine int64) {
+func (c lowering) addAggregate(pv, cv *view, n int, mine int64) {
 	blocks := extentOf(allDid(cv))
 	wanting := len(cv.mesh.Devices) / blocks
 	all, ok := checked.Product(int64(cv.size()), int64(blocks), int64(n-1+wanting-1), int64(cv.dtype.Size()))
@@ -125,7 +125,7 @@ func allDid(v *view) []ir.Digit {
 // must receive at least what it holds of the consumer beyond all it holds
 // of the producer; of a reduction over an axis split among devices, all it
 // holds of the consumer.
-func (c *opCtx) addSizeBound(p, t *ir.Tensor) {
+func (c lowering) addSizeBound(p, t *ir.Tensor) {
 	elem := int64(t.DType.Size())
 	split := false
 	if c.op.Kind.IsReduction() {

@@ -105,7 +105,7 @@ func NewOpMemo(keep bool) *OpMemo { return &OpMemo{ops: map[string]*opRecord{}, 
 // alike but for their names.
 func (j *Job) LowerAlike(m *OpMemo, key []byte) {
 	producer, consumer := j.op.In(), j.op.Out
-	if j.debug.NoReplay || j.debug.Searched != nil || !plainName(producer.Name) || !plainName(consumer.Name) ||
+	if j.planner.debug.NoReplay || j.planner.debug.Searched != nil || !plainName(producer.Name) || !plainName(consumer.Name) ||
 		producer.Name == consumer.Name || producer.Name == "" || consumer.Name == "" {
 		j.Lower()
 		return
@@ -125,15 +125,15 @@ func (j *Job) LowerAlike(m *OpMemo, key []byte) {
 		return
 	}
 	rec := &opRecord{producer: producer.Name, consumer: consumer.Name}
-	first, errs := j.steps.len(), j.errs.Len()
+	first, errs := j.ledger.steps.len(), j.ledger.errs.Len()
 	j.opRec = rec
 	j.Lower()
 	j.opRec = nil
-	if j.errs.Len() != errs || j.overflowed {
+	if j.ledger.errs.Len() != errs || j.overflowed {
 		return
 	}
-	for i := first; i < j.steps.len(); i++ {
-		rec.steps = append(rec.steps, *j.steps.at(i))
+	for i := first; i < j.ledger.steps.len(); i++ {
+		rec.steps = append(rec.steps, *j.ledger.steps.at(i))
 	}
 	if rec.names() {
 		m.ops[string(m.key)] = rec
@@ -212,8 +212,8 @@ func (j *Job) replaySteps(r *opRecord) {
 			}
 			s.Inputs = ins
 		}
-		s.ID, s.Op, s.Expr = j.steps.len(), j.op.Index, j.expr()
-		j.steps.add(s)
+		s.ID, s.Op, s.Expr = j.ledger.steps.len(), j.op.Index, j.expr()
+		j.ledger.steps.add(s)
 	}
 }
 
@@ -230,7 +230,7 @@ func (j *Job) booksFit(books []booking) bool {
 		}
 	}
 	for _, b := range books {
-		if _, ok := checked.Add(j.book(b.book)[b.dev], total); !ok {
+		if _, ok := checked.Add(j.ledger.book(b.book)[b.dev], total); !ok {
 			return false
 		}
 	}
@@ -239,9 +239,9 @@ func (j *Job) booksFit(books []booking) bool {
 
 // bookAggregate adds extra to the aggregate over devices, recording it
 // while an op memo records the job.
-func (c *opCtx) bookAggregate(devices []int, extra int64) {
-	if c.opRec != nil {
-		c.opRec.aggregates = append(c.opRec.aggregates, aggregateAdd{devices, extra})
+func (c lowering) bookAggregate(devices []int, extra int64) {
+	if c.job.opRec != nil {
+		c.job.opRec.aggregates = append(c.job.opRec.aggregates, aggregateAdd{devices, extra})
 	}
-	c.aggregates.add(devices, extra)
+	c.ledger.aggregates.add(devices, extra)
 }

@@ -97,7 +97,7 @@ func (pl *searcher) reduceEdge(s searchState, out []edge) []edge {
 	size := pl.size(s.placement)
 	bytes := int64(size) * pl.elem
 	e := pl.newCost()
-	e.collective(pl.c.topology.LinkOf(team), plan.Reduce, plan.Count{Input: size, Output: size}, len(team))
+	e.collective(pl.topology.LinkOf(team), plan.Reduce, plan.Count{Input: size, Output: size}, len(team))
 	recv := e.times(int64(len(team)-1), bytes)
 	e.bytes(recv, recv)
 	e.crossing()
@@ -106,7 +106,7 @@ func (pl *searcher) reduceEdge(s searchState, out []edge) []edge {
 
 // reduceTo reduces src, partial along the types of mask, onto dst's single
 // device with one Reduce.
-func (c *opCtx) reduceTo(src, dst *view, mask uint8) {
+func (c lowering) reduceTo(src, dst *view, mask uint8) {
 	root := dst.mesh.Devices[0]
 	team := reduceTeam(src.mesh, mask, root)
 	out, after := c.finish(src.stored, dst, "reduced")

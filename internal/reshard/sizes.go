@@ -28,17 +28,17 @@ const maxBytes = math.MaxInt64
 const overflowHint = "nvcomm counts bytes in int64; use smaller tensors or fewer devices"
 
 // overflow fails the op, once, because what does not fit in int64.
-func (c *opCtx) overflow(what string) {
-	if c.overflowed {
+func (c lowering) overflow(what string) {
+	if c.job.overflowed {
 		return
 	}
-	c.overflowed = true
+	c.job.overflowed = true
 	c.fail(fmt.Sprintf("%s exceed %d, the most nvcomm counts (int64)", what, int64(maxBytes)), overflowHint)
 }
 
 // factoringFits reports whether every buffer of the op fits in int64 bytes
 // (see above), failing the op when not.
-func (c *opCtx) factoringFits(f *factoring, dtype ir.DType) bool {
+func (c lowering) factoringFits(f *factoring, dtype ir.DType) bool {
 	if _, ok := ir.Bytes(f.extents, dtype); ok {
 		return true
 	}
@@ -58,11 +58,11 @@ func fmtShape(shape []int) string {
 // addBytes adds n bytes to device d's total in book b, failing the op
 // when the sum overflows (and recording the booking while an op memo
 // records the job, opmemo.go).
-func (c *opCtx) addBytes(b book, d int, n int64) {
-	if c.opRec != nil {
-		c.opRec.books = append(c.opRec.books, booking{b, d, n})
+func (c lowering) addBytes(b book, d int, n int64) {
+	if c.job.opRec != nil {
+		c.job.opRec.books = append(c.job.opRec.books, booking{b, d, n})
 	}
-	m := c.book(b)
+	m := c.ledger.book(b)
 	s, ok := checked.Add(m[d], n)
 	if !ok {
 		c.overflow(fmt.Sprintf("the bytes device %d %s", d, bookWhat[b]))

@@ -11,16 +11,20 @@ import "github.com/nvcomm/nvcomm/internal/plan"
 const stepChunk = 1024
 
 // stepList is the ledger's steps in order: head, filled up to its
-// capacity, then chunks of stepChunk (the last one partly filled).
+// capacity, then chunks of stepChunk (the last one partly filled). The
+// first base steps were handed out by flush and are no longer held: step
+// numbers, ids included, still count them.
 type stepList struct {
 	head []plan.Step
 	tail [][]plan.Step
+	base int
 }
 
 // reserve makes room for n steps in all in head, moving the steps added
 // so far there.
 func (l *stepList) reserve(n int) {
-	if n <= l.len() || len(l.tail) == 0 && n <= cap(l.head) {
+	n -= l.base
+	if n <= l.held() || len(l.tail) == 0 && n <= cap(l.head) {
 		return
 	}
 	head := append(make([]plan.Step, 0, n), l.head...)
@@ -30,8 +34,11 @@ func (l *stepList) reserve(n int) {
 	l.head, l.tail = head, nil
 }
 
-// len is the number of steps.
-func (l *stepList) len() int {
+// len is the number of steps, those flushed included.
+func (l *stepList) len() int { return l.base + l.held() }
+
+// held is the number of steps held: those not flushed.
+func (l *stepList) held() int {
 	n := len(l.head)
 	if k := len(l.tail); k > 0 {
 		n += (k-1)*stepChunk + len(l.tail[k-1])
@@ -39,8 +46,9 @@ func (l *stepList) len() int {
 	return n
 }
 
-// at is step i, which the caller may change in place.
+// at is step i (at least base), which the caller may change in place.
 func (l *stepList) at(i int) *plan.Step {
+	i -= l.base
 	if i < len(l.head) {
 		return &l.head[i]
 	}
@@ -65,7 +73,7 @@ func (l *stepList) add(s plan.Step) {
 // it, a copy that becomes the head.
 func (l *stepList) all() []plan.Step {
 	if len(l.tail) > 0 {
-		out := make([]plan.Step, 0, l.len()+stepChunk)
+		out := make([]plan.Step, 0, l.held()+stepChunk)
 		out = append(out, l.head...)
 		for _, c := range l.tail {
 			out = append(out, c...)
@@ -76,8 +84,9 @@ func (l *stepList) all() []plan.Step {
 	return l.head[:n:n]
 }
 
-// truncate drops every step from n on.
+// truncate drops every step from n (at least base) on.
 func (l *stepList) truncate(n int) {
+	n -= l.base
 	if n <= len(l.head) {
 		l.head, l.tail = l.head[:n], nil
 		return
@@ -90,4 +99,16 @@ func (l *stepList) truncate(n int) {
 	}
 	l.tail = l.tail[:k+1]
 	l.tail[k] = l.tail[k][:r]
+}
+
+// flush hands each step held, in order, to each and forgets them: the
+// head's room is kept for the next ones, so each must copy what it keeps.
+func (l *stepList) flush(each func(*plan.Step)) {
+	steps := l.all()
+	for i := range steps {
+		each(&steps[i])
+	}
+	l.base += len(steps)
+	clear(l.head)
+	l.head = l.head[:0]
 }

@@ -3,6 +3,9 @@ package reshard
 import (
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
 	"github.com/nvcomm/nvcomm/internal/plan"
 )
 
@@ -75,6 +78,42 @@ func TestStepListTruncate(t *testing.T) {
 				if len(all) != keep+stepChunk+1 {
 					t.Fatalf("n %d, reserved %d, keep %d: %d steps after adding, want %d", n, reserved, keep, len(all), keep+stepChunk+1)
 				}
+			}
+		}
+	}
+}
+
+// TestStepListFlush adds steps in batches (ops) of every size around the
+// chunk, flushing after each: flush hands out exactly the batch, in
+// order, ids and len go on counting, and at, truncate and add work on
+// the steps held after flushes.
+func TestStepListFlush(t *testing.T) {
+	for _, batches := range [][]int{{0}, {1, 1, 1}, {3, 0, 2}, {stepChunk + 1, 2, 3*stepChunk + 5, 1}} {
+		var l stepList
+		next := 0
+		for _, n := range batches {
+			for range n {
+				l.add(plan.Step{ID: l.len()})
+			}
+			// The batch's last step is dropped and added again, as
+			// fusePadSlice does, and the first renamed in place.
+			if n > 0 {
+				l.truncate(l.len() - 1)
+				l.add(plan.Step{ID: l.len()})
+				l.at(l.base).Output = "x"
+			}
+			var got []int
+			l.flush(func(s *plan.Step) { got = append(got, s.ID) })
+			want := make([]int, n)
+			for i := range want {
+				want[i] = next + i
+			}
+			if d := cmp.Diff(want, got, cmpopts.EquateEmpty()); d != "" {
+				t.Fatalf("batches %v: flushed ids (-want +got):\n%s", batches, d)
+			}
+			next += n
+			if l.len() != next || len(l.all()) != 0 {
+				t.Fatalf("batches %v: len %d, holding %d after flush, want %d and 0", batches, l.len(), len(l.all()), next)
 			}
 		}
 	}
