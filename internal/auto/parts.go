@@ -44,19 +44,11 @@ import (
 // the output not Partial: the optimal policy then chooses between
 // gathering them and summing partial products, which depends on both at
 // once. Every other combination is lowered whole. The rules of which sets
-// the lowering inserts, and the tensors they write, are those of
-// internal/lower (reshard_insert.go), restated here for tensors without
-// broadcast axes (an op's fusion's operands are its inputs, which have
-// none); TestPricesByParts checks the parts' sums against the whole
+// the lowering inserts, and the tensors they write, are internal/lower's
+// own (lower.BlockShards, OperandShards, BlockSchedule), for tensors
+// without broadcast axes (an op's fusion's operands are its inputs, which
+// have none); TestPricesByParts checks the parts' sums against the whole
 // lowerings on every combination of the test layers and the MLP blocks.
-
-// split is one device split of a tensor's value axis: the axis, cut in
-// blocks over the mesh axis of device type typ; axis -1 is a contraction's
-// summed axis.
-type split struct {
-	axis int
-	typ  ir.ParallelType
-}
 
 // decomposition is what pricing fa's op by parts needs, per option of its
 // tensors.
@@ -71,7 +63,7 @@ type decomposition struct {
 	tensors [][]*ir.Tensor
 	// have and block are, per position and option, the tensor's block
 	// splits and whether it has only such splits (blockShards).
-	have  [][][]split
+	have  [][][]lower.Split
 	block [][]bool
 	outs  []*outSide // per option of the output
 	opKey string     // the op's kind and attributes
@@ -79,9 +71,9 @@ type decomposition struct {
 
 // outSide is what one sharding of the output asks of the operands.
 type outSide struct {
-	ok     bool      // the op and its output build, in even block splits
-	summed bool      // the output splits the summed axis: a Partial
-	need   [][]split // per slot, the splits the operand must have
+	ok     bool            // the op and its output build, in even block splits
+	summed bool            // the output splits the summed axis: a Partial
+	need   [][]lower.Split // per slot, the splits the operand must have
 	// targets are, per slot, the tensor a set would write (its spec, and
 	// whether it builds even), and its key.
 	targets  []ir.TensorSpec
@@ -132,10 +124,10 @@ func (m *model) decompose(fa *factor) *decomposition {
 				return nil
 			}
 			d.specs[j], d.keys[j], d.tensors[j] = append(d.specs[j], spec), append(d.keys[j], specKey(spec)), append(d.tensors[j], t)
-			var have []split
+			var have []lower.Split
 			ok := false
 			if t != nil {
-				have, ok = blockShards(t)
+				have, ok = lower.BlockShards(t)
 			}
 			d.have[j], d.block[j] = append(d.have[j], have), append(d.block[j], ok)
 		}
@@ -163,19 +155,19 @@ func (d *decomposition) sideOf(m *model, y int) *outSide {
 	if err != nil {
 		return &outSide{}
 	}
-	want, ok := blockShards(op.Out)
+	want, ok := lower.BlockShards(op.Out)
 	if !ok {
 		return &outSide{}
 	}
 	s := &outSide{ok: true}
-	if t, ok := contractedDevice(op.Out); ok {
+	if t, ok := lower.ContractedDevice(op.Out); ok {
 		s.summed = true
-		want = append(want, split{-1, t})
+		want = append(want, lower.Split{Axis: -1, Type: t})
 	}
 	for i, j := range d.slots {
 		x := inputs[i]
-		need := operandShards(op, i, want)
-		spec := ir.TensorSpec{Name: d.specs[j][0].Name + "/resharded", Mesh: op.Out.Mesh, DType: x.DType, Shape: x.Shape(), Schedule: blockSchedule(op.Out.Mesh, need)}
+		need := lower.OperandShards(op, i, want)
+		spec := ir.TensorSpec{Name: d.specs[j][0].Name + "/resharded", Mesh: op.Out.Mesh, DType: x.DType, Shape: x.Shape(), Schedule: lower.BlockSchedule(op.Out.Mesh, need)}
 		t, err := ir.NewTensor(spec)
 		s.need = append(s.need, need)
 		s.targets, s.targetOK = append(s.targets, spec), append(s.targetOK, err == nil && !t.IsUneven())
@@ -202,7 +194,7 @@ func (d *decomposition) recipeFor(combo []int) (r recipe, byParts bool) {
 	fmt.Fprintf(&own, "op %s\x00%s", d.opKey, d.keys[len(combo)-1][combo[len(combo)-1]])
 	for i, j := range d.slots {
 		o := combo[j]
-		if d.block[j][o] && sameSplits(d.have[j][o], out.need[i]) {
+		if d.block[j][o] && lower.SameSplits(d.have[j][o], out.need[i]) {
 			fmt.Fprintf(&own, "\x00%s", d.keys[j][o]) // read as it is
 			continue
 		}
@@ -227,7 +219,7 @@ func (d *decomposition) builders(m *model, combo []int) []func() (*ir.Fusion, er
 	for i, j := range d.slots {
 		o := combo[j]
 		operands[i] = d.specs[j][o]
-		if d.block[j][o] && sameSplits(d.have[j][o], out.need[i]) {
+		if d.block[j][o] && lower.SameSplits(d.have[j][o], out.need[i]) {
 			continue
 		}
 		src, dst := d.specs[j][o], out.targets[i]
@@ -280,8 +272,8 @@ func (d *decomposition) commonKSplit(combo []int) bool {
 			return false
 		}
 		for _, s := range d.have[j][combo[j]] {
-			if s.axis == d.fa.op.ContractedAxis(i) {
-				found = append(found, s.typ)
+			if s.Axis == d.fa.op.ContractedAxis(i) {
+				found = append(found, s.Type)
 			}
 		}
 	}
@@ -331,92 +323,4 @@ func picoseconds(s float64) int64 { return int64(math.Round(s * 1e12)) }
 // specKey writes a tensor's declaration as a key.
 func specKey(s ir.TensorSpec) string {
 	return fmt.Sprintf("%s|%s|%s|%v|%v|%v|%v|%v|%s", s.Name, s.Mesh.Name, s.DType, s.Shape, s.ReductionAxes, s.Schedule, s.Placements, s.Allocation, s.Partial)
-}
-
-// The rules below restate internal/lower's (reshard_insert.go) for
-// tensors without broadcast axes.
-
-// blockShards returns t's splits when every one is an even block split of
-// one value axis by one device type.
-func blockShards(t *ir.Tensor) ([]split, bool) {
-	if t.IsUneven() {
-		return nil, false
-	}
-	var out []split
-	for _, s := range t.Shardings() {
-		if s.Kind != ir.Block || len(s.Digits) != 1 {
-			return nil, false
-		}
-		out = append(out, split{s.Axis(), s.Type})
-	}
-	return out, true
-}
-
-// contractedDevice returns the device type that splits t's trailing
-// reduction axis (a contraction's summed axis), if one does.
-func contractedDevice(t *ir.Tensor) (ir.ParallelType, bool) {
-	if len(t.Logical) == 0 || !t.Logical[len(t.Logical)-1].Reduction {
-		return 0, false
-	}
-	for _, id := range t.Loop {
-		if id.Reduction && id.Parallel.IsDevice() && id.Extent > 1 {
-			return id.Parallel, true
-		}
-	}
-	return 0, false
-}
-
-// operandShards maps the output's splits onto operand i: a split of an
-// output axis to the axis of i the op's rule cuts alike, a split of the
-// summed axis to i's contracted axis (the output axis split by the same
-// type then not i's, if i enters the product).
-func operandShards(op *ir.Op, i int, want []split) []split {
-	var sumType ir.ParallelType
-	for _, s := range want {
-		if s.axis < 0 {
-			sumType = s.typ
-		}
-	}
-	var need []split
-	for _, s := range want {
-		switch {
-		case s.axis < 0:
-			if k := op.ContractedAxis(i); k >= 0 {
-				need = append(need, split{k, s.typ})
-			}
-		case s.typ == sumType && op.ContractedAxis(i) >= 0:
-		default:
-			if a := op.Rule().OperandSplit(i, s.axis, op.Out.Mesh.Size(s.typ)); a >= 0 {
-				need = append(need, split{a, s.typ})
-			}
-		}
-	}
-	return need
-}
-
-// blockSchedule is the schedule that splits each axis of need in blocks
-// over its type's mesh axis, from the last axis.
-func blockSchedule(mesh *ir.Mesh, need []split) []ir.ScheduleStep {
-	sorted := slices.Clone(need)
-	slices.SortFunc(sorted, func(a, b split) int { return b.axis - a.axis })
-	var steps []ir.ScheduleStep
-	for _, s := range sorted {
-		steps = append(steps,
-			ir.ScheduleStep{Kind: ir.StepOuterSplit, Axis: s.axis, Factor: mesh.Size(s.typ)},
-			ir.ScheduleStep{Kind: ir.StepParallelize, Axis: s.axis, Type: s.typ})
-	}
-	return steps
-}
-
-// sameSplits reports whether a and b hold the same splits, in any order.
-func sameSplits(a, b []split) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for _, s := range a {
-		if !slices.Contains(b, s) {
-			return false
-		}
-	}
-	return true
 }
