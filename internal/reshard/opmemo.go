@@ -157,18 +157,7 @@ func (r *opRecord) names() bool {
 	known := func(name string) bool {
 		return name == r.producer || name == r.consumer || strings.HasPrefix(name, r.consumer+"/")
 	}
-	for i := range r.steps {
-		s := &r.steps[i]
-		if s.Input != "" && !known(s.Input) || !known(s.Output) {
-			return false
-		}
-		for _, in := range s.Inputs {
-			if !known(in) {
-				return false
-			}
-		}
-	}
-	return true
+	return namesOnly(r.steps, known)
 }
 
 // bookReplay books the bytes and bounds of r for the job's op, unless a

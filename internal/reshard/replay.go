@@ -84,8 +84,14 @@ func (t *template) covers() bool {
 	known := func(name string) bool {
 		return name == t.src || name == t.dst || slices.Contains(t.names, name)
 	}
-	for i := range t.steps {
-		s := &t.steps[i]
+	return namesOnly(t.steps, known)
+}
+
+// namesOnly reports whether every buffer that steps read or write is one
+// that known accepts.
+func namesOnly(steps []plan.Step, known func(string) bool) bool {
+	for i := range steps {
+		s := &steps[i]
 		if s.Input != "" && !known(s.Input) || !known(s.Output) {
 			return false
 		}
