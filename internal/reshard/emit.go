@@ -40,7 +40,7 @@ func (c lowering) emitCollective(s plan.Step, teams [][]int, in, out *view, coun
 		b.LowerBound = 0
 		for dev := range recv {
 			// need counts elements of out, one buffer: no overflow (sizes.go).
-			b.LowerBound = max(b.LowerBound, need(in, out, dev)*elem)
+			b.LowerBound = max(b.LowerBound, c.real.need(in, out, dev)*elem)
 		}
 	}
 	s.Bytes = b
