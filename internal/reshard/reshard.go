@@ -351,6 +351,9 @@ func (c lowering) factor(producer, consumer *ir.Tensor, m pairAxes, ch Change) (
 	if ok {
 		f.maps = m
 	}
+	if ok && !ch.Reduces() && c.planner.policy == PolicyOptimal {
+		f.cutForReplicas([2]*ir.Tensor{producer, consumer}, [2]valueAxes{m.producer, m.consumer})
+	}
 	if ok && ch.Reduces() && c.planner.policy == PolicyOptimal && len(consumer.Layout()) > 0 {
 		f.cutForScatter(producer, ch.Axis, m.consumer.to[consumer.Layout()[0]])
 	}
