@@ -423,7 +423,8 @@ receives (` + "`--objective bytes`" + `); see [lowering.md](lowering.md#the-obje
 the bytes the busiest device receives (float32) and the predicted time. Bytes are counted as in
 [plan.md](plan.md): direct transfers, an Allgather of n elements per device over T devices
 receives (T−1)·n, an AllToAll (T−1)/T of the buffer, an Allreduce 2(T−1)/T of it, a
-ReduceScatter (T−1)/T of its input. The lower bound is what the busiest device must receive
+ReduceScatter (T−1)/T of its input, a Reduce one buffer at its root (a chain, as NCCL runs
+it). The lower bound is what the busiest device must receive
 whatever the plan ([lowering.md](lowering.md#lower-bounds)); the test checks it against the bytes
 of every plan in the row. DTensor's column follows its default greedy planner
 (` + "`_gen_transform_infos`" + ` in ` + "`torch/distributed/tensor/_redistribute.py`" + `): per mesh dim inner→outer, a
