@@ -76,7 +76,8 @@ func (b *realBlocks) total(v *view) int64 {
 }
 
 // need is need(in, out, d) over real elements: the real elements of d's
-// block of out that its block of in lacks.
+// block of out that its block of in lacks. As need does, it reads in's
+// digits only where out has them.
 func (b *realBlocks) need(in, out *view, d int) int64 {
 	if b == nil {
 		return need(in, out, d)
@@ -90,18 +91,27 @@ func (b *realBlocks) need(in, out *view, d int) int64 {
 	if !ok {
 		return mine
 	}
+	both := outVals
 	for _, x := range inVals {
-		if v, fixed := valueOf(outVals, x.digit); fixed && v != x.value {
+		v, fixed := valueOf(outVals, x.digit)
+		switch {
+		case fixed && v != x.value:
 			return mine // the blocks are disjoint
+		case !fixed && slices.Contains(out.stored, x.digit):
+			both = append(both, x)
 		}
 	}
-	return mine - b.count(out, append(outVals, inVals...))
+	return mine - b.count(out, both)
 }
 
 // count is the number of real elements of a block of v whose device
-// digits take the values vals fixes: a product over v's axes.
+// digits take the values vals fixes: a product over v's axes. A digit of
+// an axis that v lacks (an intermediate's, combined by a LocalReduce)
+// counts as 0, the least index its elements stand for: an element is real
+// when one of its indices is.
 func (b *realBlocks) count(v *view, vals []digitValue) int64 {
 	var axes []int
+	present := func(g ir.Digit) bool { return slices.Contains(v.stored, g) || slices.Contains(allDid(v), g) }
 	for _, ds := range [][]ir.Digit{v.stored, allDid(v)} {
 		for _, g := range ds {
 			if !slices.Contains(axes, g.Axis) {
@@ -111,8 +121,14 @@ func (b *realBlocks) count(v *view, vals []digitValue) int64 {
 	}
 	n := int64(1)
 	for _, a := range axes {
+		fixed := vals
+		for _, g := range b.digits[a] {
+			if !present(g) {
+				fixed = append(fixed, digitValue{g, 0})
+			}
+		}
 		// A block is a part of one buffer: no overflow (sizes.go).
-		n *= countBelow(b.digits[a], vals, b.real[a])
+		n *= countBelow(b.digits[a], fixed, b.real[a])
 	}
 	return n
 }
