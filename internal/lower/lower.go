@@ -73,7 +73,7 @@ type Options struct {
 // Lower compiles f into a plan. Ops the policy cannot lower correctly are
 // errors (a *diag.List) naming the op, its YAML position and the reason.
 func Lower(f *ir.Fusion, opts Options) (*plan.Plan, error) {
-	l, err := lowerSteps(f, opts)
+	l, err := lowerSteps(f, opts, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -93,7 +93,7 @@ func Lower(f *ir.Fusion, opts Options) (*plan.Plan, error) {
 // positions inside its tensors' domains.
 func Stream(f *ir.Fusion, opts Options, w *plan.Writer) error {
 	f.ShareAlike()
-	l, err := lowerInto(f, opts, w)
+	l, err := lowerInto(f, opts, w, nil)
 	if err != nil {
 		return err
 	}
@@ -103,19 +103,20 @@ func Stream(f *ir.Fusion, opts Options, w *plan.Writer) error {
 
 // lowerSteps runs the passes of Lower and returns the lowerer, whose
 // ledger holds the steps and bounds, without assembling the plan: Certify
-// compares only those.
-func lowerSteps(f *ir.Fusion, opts Options) (*lowerer, error) {
-	return lowerInto(f, opts, nil)
+// compares only those. alike, when not nil, lowers the sets and
+// reductions alike once (Certify's, certify_alike.go).
+func lowerSteps(f *ir.Fusion, opts Options, alike *opsAlike) (*lowerer, error) {
+	return lowerInto(f, opts, nil, alike)
 }
 
 // lowerInto runs the passes of Lower; with a writer, the lowering of the
 // ops writes the plan's sections to it as they are made (streamOps).
-func lowerInto(f *ir.Fusion, opts Options, w *plan.Writer) (*lowerer, error) {
+func lowerInto(f *ir.Fusion, opts Options, w *plan.Writer, alike *opsAlike) (*lowerer, error) {
 	planner, err := reshard.NewPlanner(opts.Policy, opts.Objective, opts.Topology, opts.Debug)
 	if err != nil {
 		return nil, err
 	}
-	l := &lowerer{f: f, planner: planner, ledger: reshard.NewLedger(f.File), w: w}
+	l := &lowerer{f: f, planner: planner, ledger: reshard.NewLedger(f.File), w: w, alike: alike}
 	for _, p := range passes {
 		p.run(l)
 	}
@@ -218,6 +219,9 @@ type lowerer struct {
 	// the steps it has been given.
 	w      *plan.Writer
 	counts *stepCounts
+	// alike, for Certify, lowers sets and reductions alike once; nil
+	// lowers each.
+	alike *opsAlike
 }
 
 // opCtx is the lowering of one computing op.
@@ -240,6 +244,10 @@ func (l *lowerer) lowerOp(op *ir.Op) {
 	job := l.planner.Job(l.ledger, l.f, op)
 	if op.Kind != ir.OpSet && !op.Kind.IsReduction() {
 		(&opCtx{lowerer: l, job: job, op: op}).lowerComputing()
+		return
+	}
+	if l.alike != nil {
+		l.alike.lower(job, op)
 		return
 	}
 	job.Lower()

@@ -90,7 +90,7 @@ func (c lowering) addBound(pv, cv *view) {
 		if n <= 1 {
 			b = real.need(pv, cv, d) * elem
 		}
-		c.addBytes(c.ledger.bound, d, b, "must receive over the plan")
+		c.addBytes(bookBound, d, b)
 		mine, _ = checked.Add(mine, b)
 	}
 	if n > 1 {
@@ -109,7 +109,7 @@ func (c lowering) addAggregate(pv, cv *view, n int, mine int64, real *realBlocks
 	if all > mine {
 		devices := slices.Concat(pv.mesh.Devices, cv.mesh.Devices)
 		slices.Sort(devices)
-		c.ledger.aggregates.add(slices.Compact(devices), all-mine)
+		c.bookAggregate(slices.Compact(devices), all-mine)
 	}
 }
 
@@ -140,7 +140,7 @@ func (c lowering) addSizeBound(p, t *ir.Tensor) {
 			have = int64(p.LocalSize())
 		}
 		// One tensor's bytes: no overflow (sizes.go).
-		c.addBytes(c.ledger.bound, d, max(0, realLocalSize(t, d)-have)*elem, "must receive over the plan")
+		c.addBytes(bookBound, d, max(0, realLocalSize(t, d)-have)*elem)
 	}
 }
 

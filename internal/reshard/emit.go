@@ -27,7 +27,7 @@ func (c lowering) emitCollective(s plan.Step, teams [][]int, in, out *view, coun
 	for _, dev := range sortedKeys(recv) { // an overflow names the first device
 		n := recv[dev]
 		b.ReceivedPerDevice = max(b.ReceivedPerDevice, n)
-		c.addBytes(c.ledger.received, dev, n, "receives over the plan")
+		c.addBytes(bookReceived, dev, n)
 		if c.job.rec != nil {
 			c.job.rec.received = append(c.job.rec.received, deviceBytes{dev, n})
 		}

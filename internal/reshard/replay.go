@@ -129,6 +129,6 @@ func (c lowering) replay(t *template, src, dst *view) {
 		c.append(s)
 	}
 	for _, r := range t.received {
-		c.addBytes(c.ledger.received, r.dev, r.n, "receives over the plan")
+		c.addBytes(bookReceived, r.dev, r.n)
 	}
 }

@@ -175,6 +175,8 @@ type Job struct {
 	opExpr string
 	// rec, while an emission is recorded, is its template (replay.go).
 	rec *template
+	// opRec, while LowerAlike records the job, is its record (opmemo.go).
+	opRec *opRecord
 	// later is readLater's answer for op laterOf.
 	laterOf *ir.Op
 	later   bool

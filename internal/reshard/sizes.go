@@ -55,13 +55,38 @@ func fmtShape(shape []int) string {
 	return "[" + strings.Join(s, ", ") + "]"
 }
 
-// addBytes adds n bytes to device d's total in m, failing the op when the
-// sum overflows; what names the total for the message.
-func (c lowering) addBytes(m map[int]int64, d int, n int64, what string) {
+// addBytes adds n bytes to device d's total in book b, failing the op
+// when the sum overflows (and recording the booking while an op memo
+// records the job, opmemo.go).
+func (c lowering) addBytes(b book, d int, n int64) {
+	if c.job.opRec != nil {
+		c.job.opRec.books = append(c.job.opRec.books, booking{b, d, n})
+	}
+	m := c.ledger.book(b)
 	s, ok := checked.Add(m[d], n)
 	if !ok {
-		c.overflow(fmt.Sprintf("the bytes device %d %s", d, what))
+		c.overflow(fmt.Sprintf("the bytes device %d %s", d, bookWhat[b]))
 		return
 	}
 	m[d] = s
+}
+
+// book names one of the ledger's per-device byte counts.
+type book uint8
+
+// The books: what each device receives over the plan, and what it must.
+const (
+	bookReceived book = iota
+	bookBound
+)
+
+// bookWhat is what a book counts, as an overflow of it says.
+var bookWhat = [...]string{bookReceived: "receives over the plan", bookBound: "must receive over the plan"}
+
+// book returns the ledger's count b.
+func (l *Ledger) book(b book) map[int]int64 {
+	if b == bookBound {
+		return l.bound
+	}
+	return l.received
 }
