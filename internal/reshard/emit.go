@@ -32,12 +32,15 @@ func (c lowering) emitCollective(s plan.Step, teams [][]int, in, out *view, coun
 			c.job.rec.received = append(c.job.rec.received, deviceBytes{dev, n})
 		}
 	}
-	b.LowerBound = stepBound(&s, b.ReceivedPerDevice, elem)
+	// A reducing step receives what it must (bound.go): an Allreduce and a
+	// ReduceScatter meet the bandwidth bounds, a Reduce's chain one buffer
+	// at the root, one value per element of its input.
+	b.LowerBound = b.ReceivedPerDevice
 	if !plan.IsReduction(s.Type) {
 		b.LowerBound = 0
 		for dev := range recv {
 			// need counts elements of out, one buffer: no overflow (sizes.go).
-			b.LowerBound = max(b.LowerBound, need(in, out, dev)*elem)
+			b.LowerBound = max(b.LowerBound, c.real.need(in, out, dev)*elem)
 		}
 	}
 	s.Bytes = b
@@ -53,18 +56,6 @@ func sortedKeys(m map[int]int64) []int {
 	}
 	slices.Sort(keys)
 	return keys
-}
-
-// stepBound is what the busiest device must receive in a reducing step
-// that receives recv bytes at most (bound.go): an Allreduce or a
-// ReduceScatter, what it receives (the bandwidth bounds, which it meets);
-// a Reduce's root, one value per element of its input, however the engine
-// combines the others' (NCCL pipelines a Reduce through a ring or a tree).
-func stepBound(s *plan.Step, recv, elem int64) int64 {
-	if s.Type == plan.Reduce {
-		return min(recv, int64(s.Count.Input)*elem) // one buffer: no overflow
-	}
-	return recv
 }
 
 // emitLocal appends a local step on every device of src's mesh.

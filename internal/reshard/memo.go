@@ -11,6 +11,7 @@ import (
 // op's factoring say — the digits each device type selects, the buffer
 // orders, the meshes, the element type, the partial types, whether later
 // ops read the output and whether the producer is an intermediate buffer
+// — and the true extents of padded axes, which the steps' bounds count
 // — not on the tensors' names. The ops of a layer or a chain repeat a few
 // such pairs, so a lowering keeps each search it ran (its searcher, with
 // the states and prices it built, and the path it found) under a key of
@@ -99,6 +100,9 @@ func (c lowering) searchKey(b []byte, src, dst *view, partial uint8) []byte {
 	ints(c.fact.extents)
 	for _, cuts := range c.fact.cuts {
 		ints(cuts)
+	}
+	if c.real != nil { // the steps' bounds count real elements
+		ints(c.real.real)
 	}
 	return b
 }

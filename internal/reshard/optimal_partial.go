@@ -98,8 +98,9 @@ func (pl *searcher) reduceEdge(s searchState, out []edge) []edge {
 	bytes := int64(size) * pl.elem
 	e := pl.newCost()
 	e.collective(pl.topology.LinkOf(team), plan.Reduce, plan.Count{Input: size, Output: size}, len(team))
-	recv := e.times(int64(len(team)-1), bytes)
-	e.bytes(recv, recv)
+	// A chain: every member but the first after the root receives one
+	// buffer (plan.Traffic).
+	e.bytes(bytes, e.times(int64(len(team)-1), bytes))
 	e.crossing()
 	return pl.appendEdge(out, edgeReduce, s.partial, pl.goal.placement, pl.decode(s.order), e)
 }

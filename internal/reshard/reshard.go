@@ -237,6 +237,9 @@ type lowering struct {
 	op      *ir.Op
 	// fact is the pair's common factoring.
 	fact *factoring
+	// real counts the real elements of its padded blocks: nil when it
+	// pads nothing.
+	real *realBlocks
 	// toOpAxis maps the axes of the pair being lowered to the op input's,
 	// when they differ; steps name axes of the op's input.
 	toOpAxis []int
@@ -310,9 +313,10 @@ func (c lowering) reshard(producer, consumer *ir.Tensor, ch Change) {
 	fact, ok := c.factor(producer, consumer, m, ch)
 	switch {
 	case ok:
-		src, dst := c.factored(fact).lowerFactored(producer, consumer, ch)
+		f := c.factored(fact, producer)
+		src, dst := f.lowerFactored(producer, consumer, ch)
 		if src != nil {
-			c.addBound(src, dst)
+			f.addBound(src, dst)
 		}
 	case c.planner.policy == PolicyOptimal:
 		mid := ir.NewReplicated(c.buffer("replicated"), producer.Mesh, producer.DType, consumer.Shape())
@@ -334,7 +338,7 @@ func (c lowering) lowerPair(producer, consumer *ir.Tensor, m pairAxes, ch Change
 			"shard both tensors with splits whose factors divide one another, or use --policy optimal")
 		return
 	}
-	c.factored(fact).lowerFactored(producer, consumer, ch)
+	c.factored(fact, producer).lowerFactored(producer, consumer, ch)
 }
 
 // factor refines the axes of producer and consumer, paired by m, at both
@@ -349,15 +353,20 @@ func (c lowering) factor(producer, consumer *ir.Tensor, m pairAxes, ch Change) (
 	if ok {
 		f.maps = m
 	}
+	if ok && !ch.Reduces() && c.planner.policy == PolicyOptimal {
+		f.cutForReplicas([2]*ir.Tensor{producer, consumer}, [2]valueAxes{m.producer, m.consumer})
+	}
 	if ok && ch.Reduces() && c.planner.policy == PolicyOptimal && len(consumer.Layout()) > 0 {
 		f.cutForScatter(producer, ch.Axis, m.consumer.to[consumer.Layout()[0]])
 	}
 	return f, ok
 }
 
-// factored returns c for a pair whose common factoring is fact.
-func (c lowering) factored(fact *factoring) lowering {
+// factored returns c for a pair, of the given producer, whose common
+// factoring is fact.
+func (c lowering) factored(fact *factoring, producer *ir.Tensor) lowering {
 	c.fact = fact
+	c.real = c.realBlocksOf(producer)
 	return c
 }
 

@@ -39,7 +39,7 @@ func (j *Job) Slice(op *ir.Op, toOpAxis []int) {
 	if !c.factoringFits(fact, producer.DType) {
 		return
 	}
-	c.factored(fact).sliceSet(fact.tensorView(producer, m.producer), fact.tensorView(consumer, m.consumer))
+	c.factored(fact, producer).sliceSet(fact.tensorView(producer, m.producer), fact.tensorView(consumer, m.consumer))
 }
 
 // sliceSet lowers a copy from src to dst, on the same mesh, where every
