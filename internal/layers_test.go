@@ -22,7 +22,7 @@ var allowed = map[string][]string{
 	"internal/export":  {"internal/plan", "internal/ops"},
 	"internal/cost":    {"internal/plan", "internal/diag", "internal/checked", "internal/shard", "internal/ops"},
 	"internal/sim":     {"internal/plan", "internal/diag", "internal/ops"}, // the independent oracle: not internal/checked or internal/shard; the registry gives it kernels, not shards
-	"internal/auto":    {"internal/lower", "internal/cost", "internal/ir", "internal/checked", "internal/shard", "internal/ops"},
+	"internal/auto":    {"internal/lower", "internal/cost", "internal/ir", "internal/diag", "internal/checked", "internal/shard", "internal/ops"},
 	"internal/lower":   {"internal/reshard", "internal/cost", "internal/plan", "internal/ir", "internal/diag", "internal/checked", "internal/shard", "internal/ops"},
 	"internal/reshard": {"internal/cost", "internal/plan", "internal/ir", "internal/diag", "internal/checked", "internal/shard", "internal/ops"},
 	"internal/plan":    {"internal/diag", "internal/checked", "internal/shard", "internal/ops"},

@@ -102,6 +102,10 @@ type Result struct {
 	// another mesh when a later op reads it, which the op alone does not
 	// know.
 	summed float64
+	// file and src are the user's fusion file, which Repoint points
+	// errors at.
+	file string
+	src  []byte
 }
 
 // predictFusion is the predicted time of the plan lowered from the fusion
@@ -131,7 +135,7 @@ func Solve(file string, src []byte, opts Options) (*Result, error) {
 		return nil, err
 	}
 	if !slices.ContainsFunc(f.Tensors, func(t *ir.Tensor) bool { return t.Auto || t.Propagated }) {
-		return &Result{Fusion: src, Exact: true}, nil // nothing to choose: the fusion as it is
+		return &Result{Fusion: src, Exact: true, file: file, src: src}, nil // nothing to choose: the fusion as it is
 	}
 	tree, err := readSource(src)
 	if err != nil {
@@ -150,6 +154,9 @@ func Solve(file string, src []byte, opts Options) (*Result, error) {
 		rep.report("pricing", i, len(m.factors))
 		ev.fill(m, fa)
 	}
+	if fa := m.unrunnable(); fa != nil {
+		return nil, m.cannotLower(file, fa, opts.Lowering)
+	}
 	sv := newSolver(m, opts.MemoryBudget)
 	if opts.TimeLimit > 0 {
 		sv.deadline = time.Now().Add(opts.TimeLimit)
@@ -159,7 +166,7 @@ func Solve(file string, src []byte, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w%s", err, budgetHint(opts.MemoryBudget))
 	}
-	res := &Result{Seconds: float64(best.cost) / 1e12, PeakBytes: best.peak, Lowered: ev.lowered, Exact: sv.exact}
+	res := &Result{Seconds: float64(best.cost) / 1e12, PeakBytes: best.peak, Lowered: ev.lowered, Exact: sv.exact, file: file, src: src}
 	if !sv.exact {
 		res.Gap = float64(best.cost-sv.lower) / 1e12
 	}
@@ -188,14 +195,13 @@ func Solve(file string, src []byte, opts Options) (*Result, error) {
 
 // runnerUps lists each decision's choice and, after an exact search, its
 // runner-up: the best assignment in which the tensor takes any other
-// option. Without a budget the programme's marginals give each option's
-// best cost at once; a tie between other options (whose winner is the
-// first such assignment in search order) and a budget (whose partial
-// assignments a state keeps several of) solve again with the choice
-// barred.
+// option. The programme's marginals give each option's best cost at once
+// (under a budget, from the partial assignments no other dominates); a
+// tie between other options (whose winner is the first such assignment in
+// search order) solves again with the choice barred.
 func runnerUps(sv *solver, best *solution, rep *reporter) ([]Decision, error) {
 	var marg [][]int64
-	if sv.exact && sv.budget == 0 {
+	if sv.exact {
 		marg = sv.marginals()
 	}
 	var out []Decision

@@ -416,9 +416,10 @@ func TestSearchLimit(t *testing.T) {
 	}
 }
 
-// TestRunnerUps checks the runner-ups the programme's marginals give
+// TestRunnerUps checks the runner-ups from the programme's marginals
 // against solving again with each choice barred, on the layers priced and
-// on random tables (ties).
+// on random tables (ties), with no budget, a budget just above the
+// smallest peak and one midway.
 func TestRunnerUps(t *testing.T) {
 	for name, src := range exactLayers(t) {
 		t.Run(name, func(t *testing.T) {
@@ -432,25 +433,31 @@ func TestRunnerUps(t *testing.T) {
 						}
 					}
 				}
-				s := newSolver(m, 0)
-				best, err := s.solve()
-				if err != nil {
-					t.Fatal(err)
-				}
-				got, err := runnerUps(s, best, &reporter{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				var want []Decision
-				for _, k := range s.decisions {
-					d, err := runnerUp(s, k, best)
+				lo, hi := minPeak(m), maxPeak(m)
+				for _, budget := range []int64{0, lo + 1, (lo + hi) / 2} {
+					s := newSolver(m, budget)
+					best, err := s.solve()
+					if err == errInfeasible && budget > 0 {
+						continue
+					}
 					if err != nil {
 						t.Fatal(err)
 					}
-					want = append(want, d)
-				}
-				if d := cmp.Diff(want, got); d != "" {
-					t.Errorf("round %d (-solved again +marginals):\n%s", round, d)
+					got, err := runnerUps(s, best, &reporter{})
+					if err != nil {
+						t.Fatal(err)
+					}
+					var want []Decision
+					for _, k := range s.decisions {
+						d, err := runnerUp(s, k, best)
+						if err != nil {
+							t.Fatal(err)
+						}
+						want = append(want, d)
+					}
+					if d := cmp.Diff(want, got); d != "" {
+						t.Errorf("round %d, budget %d (-solved again +marginals):\n%s", round, budget, d)
+					}
 				}
 			}
 		})

@@ -9,7 +9,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/nvcomm/nvcomm/internal/cost"
 	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/lower"
 )
@@ -133,6 +132,9 @@ func (m *model) combination(fa *factor, i int, out []int) []int {
 type evaluator struct {
 	lowering lower.Options // its Topology set
 	cache    map[string]int64
+	// parts holds the parts of ops priced by parts (parts.go), by key:
+	// a set priced once serves every op that needs it.
+	parts map[string]*part
 	// tables holds the table of every op filled, by tableKey: identical
 	// ops (a model's repeated blocks) are tabulated once.
 	tables  map[string][]int64
@@ -140,7 +142,7 @@ type evaluator struct {
 }
 
 func newEvaluator(lowering lower.Options) *evaluator {
-	return &evaluator{lowering: lowering, cache: map[string]int64{}, tables: map[string][]int64{}}
+	return &evaluator{lowering: lowering, cache: map[string]int64{}, tables: map[string][]int64{}, parts: map[string]*part{}}
 }
 
 // fill tabulates fa's op: the table of an identical op when there was
@@ -156,22 +158,18 @@ func (e *evaluator) fill(m *model, fa *factor) {
 	var todo []int // entries whose key is new, the first of each
 	seen := map[string]bool{}
 	var combo []int
+	key := m.opKeyer(fa)
 	for i := range fa.table {
 		combo = m.combination(fa, i, combo)
-		keys[i] = m.opKey(fa, combo)
+		keys[i] = key(combo)
 		if _, ok := e.cache[keys[i]]; !ok && !seen[keys[i]] {
 			seen[keys[i]] = true
 			todo = append(todo, i)
 		}
 	}
-	prices := make([]int64, len(todo))
-	parallel(len(todo), func(j int) {
-		prices[j] = e.price(m, fa, m.combination(fa, todo[j], nil))
-	})
-	for j, i := range todo {
-		e.cache[keys[i]] = prices[j]
+	for j, price := range e.priceAll(m, fa, todo) {
+		e.cache[keys[todo[j]]] = price
 	}
-	e.lowered += len(todo)
 	for i, key := range keys {
 		fa.table[i] = e.cache[key]
 	}
@@ -193,22 +191,65 @@ func parallel(n int, f func(int)) {
 	wg.Wait()
 }
 
-// price is the predicted time in picoseconds of fa's op alone, its tensors
-// sharded as combo chooses, maxCost when nvcomm cannot build or lower it.
-func (e *evaluator) price(m *model, fa *factor, combo []int) int64 {
-	f, err := m.opFusion(fa, combo)
-	if err != nil {
-		return maxCost
+// priceAll prices the combinations todo of fa's table: by parts where
+// the op decomposes (parts.go), the parts not priced before lowered in
+// parallel, and the other combinations lowered whole, in parallel.
+func (e *evaluator) priceAll(m *model, fa *factor, todo []int) []int64 {
+	d := m.decompose(fa)
+	recipes := make([]*recipe, len(todo)) // nil: lowered whole
+	var whole []int
+	var fresh []*part
+	for j, i := range todo {
+		combo := m.combination(fa, i, nil)
+		r, byParts := recipe{}, false
+		if d != nil {
+			r, byParts = d.recipeFor(combo)
+		}
+		if !byParts {
+			whole = append(whole, j)
+			continue
+		}
+		recipes[j] = &r
+		var builders []func() (*ir.Fusion, error)
+		for n, key := range r.parts {
+			if _, ok := e.parts[key]; ok {
+				continue
+			}
+			if builders == nil {
+				builders = d.builders(m, combo)
+			}
+			p := &part{build: builders[n]}
+			e.parts[key] = p
+			fresh = append(fresh, p)
+		}
 	}
-	p, err := lower.Lower(f, e.lowering)
-	if err != nil {
-		return maxCost
+	prices := make([]int64, len(todo))
+	parallel(len(fresh), func(n int) {
+		p := fresh[n]
+		f, err := p.build()
+		p.secs, p.ok = stepSeconds(f, err, e.lowering)
+	})
+	parallel(len(whole), func(n int) {
+		f, err := m.opFusion(fa, m.combination(fa, todo[whole[n]], nil))
+		p := &part{}
+		p.secs, p.ok = stepSeconds(f, err, e.lowering)
+		prices[whole[n]] = sumParts([]*part{p})
+	})
+	e.lowered += len(fresh) + len(whole)
+	for j, r := range recipes {
+		switch {
+		case r == nil:
+		case r.fails:
+			prices[j] = maxCost
+		default:
+			parts := make([]*part, len(r.parts))
+			for n, key := range r.parts {
+				parts[n] = e.parts[key]
+			}
+			prices[j] = sumParts(parts)
+		}
 	}
-	pr, err := cost.Predict(e.lowering.Topology, p)
-	if err != nil {
-		return maxCost
-	}
-	return int64(math.Round(pr.Total * 1e12))
+	return prices
 }
 
 // tableKey says what fa's table holds: the op's kind, attributes and
@@ -235,21 +276,34 @@ func (m *model) tableKey(fa *factor) string {
 // mesh, dtype and sharding (a given fusion input's declaration as
 // written, when it has one), and the op's kind, attributes and operands,
 // each tensor named by its position among the op's.
-func (m *model) opKey(fa *factor, combo []int) string {
-	var b strings.Builder
+func (m *model) opKey(fa *factor, combo []int) string { return m.opKeyer(fa)(combo) }
+
+// opKeyer returns opKey of fa for any combination, each tensor's part of
+// the key written once per option (a table has up to 65,536 entries).
+func (m *model) opKeyer(fa *factor) func(combo []int) string {
+	parts := make([][]string, len(fa.vars))
 	for j, k := range fa.vars {
 		v := m.vars[k]
-		if v.decl != "" {
-			fmt.Fprintf(&b, "%s %s decl %s\x00", v.t.Mesh.Name, v.t.DType, v.decl)
-			continue
+		for o := range v.options {
+			if v.decl != "" {
+				parts[j] = append(parts[j], fmt.Sprintf("%s %s decl %s\x00", v.t.Mesh.Name, v.t.DType, v.decl))
+				continue
+			}
+			parts[j] = append(parts[j], fmt.Sprintf("%s %s %v %s\x00", v.t.Mesh.Name, v.t.DType, v.t.Shape(), m.sharding(fa, j, o)))
 		}
-		fmt.Fprintf(&b, "%s %s %v %s\x00", v.t.Mesh.Name, v.t.DType, v.t.Shape(), m.sharding(fa, j, combo[j]))
 	}
-	fmt.Fprintf(&b, "%s %d %v", fa.op.Kind, fa.op.Axis, fa.op.Axes)
+	tail := fmt.Sprintf("%s %d %v", fa.op.Kind, fa.op.Axis, fa.op.Axes)
 	for _, in := range fa.op.Inputs {
-		fmt.Fprintf(&b, " %d", slices.Index(fa.vars, m.index[in]))
+		tail += fmt.Sprintf(" %d", slices.Index(fa.vars, m.index[in]))
 	}
-	return b.String()
+	return func(combo []int) string {
+		var b strings.Builder
+		for j, o := range combo {
+			b.WriteString(parts[j][o])
+		}
+		b.WriteString(tail)
+		return b.String()
+	}
 }
 
 // sharding is the sharding of var j of fa under option o: as its

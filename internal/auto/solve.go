@@ -481,12 +481,15 @@ func satAdd(a, b int64) int64 {
 }
 
 // marginals returns, per variable and option, the cost of the cheapest
-// assignment that gives the variable that option (maxCost when none can),
-// from the layers of the last solve and a backward pass: for a variable
-// first seen at op t, the cheapest way to reach each state before t, plus
-// op t, plus the cheapest way to finish from the state after it. It
-// needs an exact solve without a budget (one partial assignment per
-// state).
+// assignment within the budget that gives the variable that option
+// (maxCost when none can), from the layers of the last solve and a
+// backward pass: for a variable first seen at op t, each partial
+// assignment reaching a state before t, joined with op t and each way to
+// finish from the state after it. Without a budget a state keeps its
+// cheapest way to finish; with one, every way that no other beats in
+// time, in the bytes of the inputs it adds and in its own peak of
+// outputs and intermediates (suffix): the join checks the whole
+// assignment's peak. It needs an exact solve.
 func (s *solver) marginals() [][]int64 {
 	out := make([][]int64, len(s.m.vars))
 	for k, v := range s.m.vars {
@@ -495,26 +498,56 @@ func (s *solver) marginals() [][]int64 {
 			out[k][o] = maxCost
 		}
 	}
-	after := []int64{0} // the cheapest finish from each state after the step
+	after := [][]suffix{{{}}} // the ways to finish from each state after the step
 	for i := len(s.steps) - 1; i >= 0; i-- {
 		st := s.steps[i]
 		layer := s.layers[i]
-		before := make([]int64, len(layer))
-		for fs := range before {
-			before[fs] = maxCost
-		}
+		before := make([][]suffix, len(layer))
 		s.combinations(st, layer, func(fs int, vals []int, c int64, ni int) {
-			finish := satAdd(c, after[ni])
-			before[fs] = min(before[fs], finish)
-			total := satAdd(layer[fs][0].cost, finish)
+			dw, do, l := s.bytes(st, st.inputs, vals), s.bytes(st, st.tails, vals), s.bytes(st, st.live, vals)
+			best := int64(maxCost)
+			for _, b := range after[ni] {
+				x := suffix{cost: satAdd(c, b.cost), w: satAdd(dw, b.w), r: satAdd(do, max(l, b.r))}
+				if s.budget > 0 && satAdd(x.w, x.r) > s.budget {
+					continue
+				}
+				before[fs] = s.keepSuffix(before[fs], x)
+				for _, e := range layer[fs] {
+					if peak := satAdd(satAdd(e.w, x.w), max(e.r, satAdd(e.o, x.r))); s.budget == 0 || peak <= s.budget {
+						best = min(best, satAdd(e.cost, x.cost))
+					}
+				}
+			}
 			for j := len(st.front); j < len(vals); j++ {
 				m := out[st.scope[j]]
-				m[vals[j]] = min(m[vals[j]], total)
+				m[vals[j]] = min(m[vals[j]], best)
 			}
 		})
 		after = before
 	}
 	return out
+}
+
+// suffix is a way to finish from a state: the ops from some op on, their
+// cost, the bytes of the fusion inputs they first read (w), and the most,
+// over them, of the outputs and intermediates live then, counted from
+// the outputs before them (r).
+type suffix struct{ cost, w, r int64 }
+
+// keepSuffix adds x to a state's ways to finish: without a budget the
+// cheapest alone; with one, every one no other beats in cost, w and r.
+func (s *solver) keepSuffix(list []suffix, x suffix) []suffix {
+	if s.budget == 0 {
+		if len(list) == 0 || x.cost < list[0].cost {
+			return []suffix{x}
+		}
+		return list
+	}
+	covers := func(y, x suffix) bool { return y.cost <= x.cost && y.w <= x.w && y.r <= x.r }
+	if slices.ContainsFunc(list, func(y suffix) bool { return covers(y, x) }) {
+		return list
+	}
+	return append(slices.DeleteFunc(list, func(y suffix) bool { return covers(x, y) }), x)
 }
 
 // combinations calls f with every combination of a reachable state of

@@ -14,6 +14,7 @@ import (
 	"github.com/nvcomm/nvcomm/internal/auto"
 	"github.com/nvcomm/nvcomm/internal/diag"
 	"github.com/nvcomm/nvcomm/internal/explain"
+	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/lower"
 	"github.com/nvcomm/nvcomm/internal/plan"
 )
@@ -71,8 +72,21 @@ func (o *autoOptions) compileAutoSource(cmd *cobra.Command, name string, src []b
 			return nil, nil, err
 		}
 	}
-	p, err := compileSource(cmd, name+" (annotated by --auto)", res.Fusion, opts)
-	return p, res, err
+	p, err := lowerAnnotated(name, res, opts)
+	if err != nil {
+		return nil, nil, report(cmd, res.Repoint(err))
+	}
+	return p, res, nil
+}
+
+// lowerAnnotated lowers the fusion --auto annotated; its errors are the
+// annotated file's, which Repoint moves to the user's.
+func lowerAnnotated(name string, res *auto.Result, opts lower.Options) (*plan.Plan, error) {
+	f, err := ir.Parse(name, res.Fusion)
+	if err != nil {
+		return nil, err
+	}
+	return lower.Lower(f, opts)
 }
 
 // writeDecisions prints what --auto chose for each tensor, the best other

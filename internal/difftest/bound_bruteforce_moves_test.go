@@ -165,7 +165,8 @@ func (w *bfWorld) orderedRooted(b *bfBuf, out string, ts *bfTeamSet, lim bfLimit
 // sortedRooted visits the rooted collectives over one team whose result
 // does not depend on its order: a Broadcast from every member that holds
 // b, a SendRecv (a team of two) from a member that holds b to the other,
-// and a Reduce to every member when the others all hold b.
+// and a Reduce to every member when the others all hold b (its chain's
+// head, which receives nothing, the member after the root).
 func (w *bfWorld) sortedRooted(b *bfBuf, out string, ts *bfTeamSet, lim bfLimit, try func(bfMove)) {
 	pos, whole := ts.pos[0], lim.room(int64(b.count)*w.elem)
 	for r, p := range pos {
@@ -176,8 +177,10 @@ func (w *bfWorld) sortedRooted(b *bfBuf, out string, ts *bfTeamSet, lim bfLimit,
 		if b.held&bit != 0 && len(pos) == 2 && ts.mask&^bit&^whole == 0 {
 			try(bfMove{typ: plan.SendRecv, in: b, out: out, countOut: b.count, ts: ts, root: r})
 		}
-		others := int64(bits.OnesCount64(ts.mask & b.held &^ bit))
-		if w.reduceOp != nil && ts.mask&^(b.held|bit) == 0 && lim.room(others*int64(b.count)*w.elem)&bit != 0 {
+		// A Reduce's chain: every member but the one after the root
+		// receives one buffer (plan.Traffic).
+		head := uint64(1) << pos[(r+1)%len(pos)]
+		if w.reduceOp != nil && ts.mask&^(b.held|bit) == 0 && ts.mask&^head&^whole == 0 {
 			try(bfMove{typ: plan.Reduce, in: b, out: out, countOut: b.count, ts: ts, root: r})
 		}
 	}
@@ -488,7 +491,11 @@ func (w *bfWorld) traffic(mv *bfMove, recv *[64]int64) (sent, most int64) {
 				} else {
 					add(p, out, 0)
 				}
-			case plan.Gather, plan.Reduce:
+			case plan.Reduce:
+				if !isRoot && t > 1 {
+					add(team[(r+1)%len(team)], in, in)
+				}
+			case plan.Gather:
 				if !isRoot && mv.in.held&(1<<p) != 0 {
 					add(team[mv.root], in, in)
 				}

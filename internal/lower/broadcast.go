@@ -75,7 +75,7 @@ type fit struct {
 	// missing are splits of the operand's broadcast axes that the output
 	// asks for and the operand, whole along their device types, lacks:
 	// the op slices them locally.
-	missing []split
+	missing []Split
 	// repeated is set when the operand holds a broadcast axis with a local
 	// extent of 1 that the output's block spans otherwise: the op repeats
 	// that one slice, as a Pointwise broadcasts its inputs (a contraction
@@ -90,12 +90,12 @@ type fit struct {
 // however either side splits it (fit.repeated): its one slice holds every
 // value the output's block reads. Any other difference, or another mesh,
 // means a resharding set.
-func (b bcastAxes) fits(op *ir.Op, i int, need []split) (fit, bool) {
+func (b bcastAxes) fits(op *ir.Op, i int, need []Split) (fit, bool) {
 	x := op.Inputs[i]
 	if !x.Mesh.Equal(op.Out.Mesh) {
 		return fit{}, false
 	}
-	have, ok := blockShards(x)
+	have, ok := BlockShards(x)
 	if !ok {
 		return fit{}, false
 	}
@@ -113,7 +113,7 @@ func (b bcastAxes) fits(op *ir.Op, i int, need []split) (fit, bool) {
 	for _, s := range need {
 		switch {
 		case slices.Contains(have, s), one(s.Axis):
-		case b.of(x, s.Axis) && !slices.ContainsFunc(have, func(h split) bool { return h.Type == s.Type }):
+		case b.of(x, s.Axis) && !slices.ContainsFunc(have, func(h Split) bool { return h.Type == s.Type }):
 			f.missing = append(f.missing, s)
 		default:
 			return fit{}, false
@@ -127,7 +127,7 @@ func (b bcastAxes) fits(op *ir.Op, i int, need []split) (fit, bool) {
 
 // blockExtent is the extent of a block of an axis a of extent n that the
 // splits need cut along their device types of mesh.
-func blockExtent(n int, mesh *ir.Mesh, need []split, a int) int {
+func blockExtent(n int, mesh *ir.Mesh, need []Split, a int) int {
 	for _, s := range need {
 		if s.Axis == a {
 			n /= mesh.Size(s.Type)
@@ -143,12 +143,12 @@ func blockExtent(n int, mesh *ir.Mesh, need []split, a int) int {
 // which skip broadcast axes; so the set changes one device type where
 // need's splits would change two. (The optimal policy's set takes all of
 // need: its search finds the best way there, a Slice among them.)
-func (b bcastAxes) setTarget(x *ir.Tensor, need []split) []split {
+func (b bcastAxes) setTarget(x *ir.Tensor, need []Split) []Split {
 	if b[x] == nil {
 		return need
 	}
-	have, _ := blockShards(x)
-	var target []split
+	have, _ := BlockShards(x)
+	var target []Split
 	for _, s := range need {
 		if !b.of(x, s.Axis) || slices.Contains(have, s) {
 			target = append(target, s)

@@ -9,6 +9,7 @@ import (
 	"github.com/nvcomm/nvcomm/internal/diag"
 	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/plan"
+	"github.com/nvcomm/nvcomm/internal/reshard"
 )
 
 // Certify checks that what a plan states about its fusion is what nvcomm
@@ -34,13 +35,17 @@ import (
 // and the summary's other numbers are plan.Validate's to check, from the
 // steps alone. Certify expects a plan that Validate accepts; on any other
 // it returns problems, and it never panics.
-func Certify(p *plan.Plan) (problems []plan.Problem, unproven []int) {
+func Certify(p *plan.Plan) (problems []plan.Problem, unproven []int) { return certify(p, true) }
+
+// certify is Certify; alike lets it lower the sets and reductions alike
+// once (opsAlike), which tests turn off to show that it changes nothing.
+func certify(p *plan.Plan, alike bool) (problems []plan.Problem, unproven []int) {
 	var ps plan.Problems
-	f, alike := rebuild(p, &ps)
+	f, tensors := rebuild(p, &ps)
 	if f == nil {
 		return ps.List(), nil
 	}
-	checkAnalyses(p, f, alike, &ps)
+	checkAnalyses(p, f, tensors, &ps)
 	policy := Policy(p.Policy)
 	if !slices.Contains(Policies, p.Policy) {
 		ps.Addf(-1, "", "policy %q is not one of %v", p.Policy, Policies)
@@ -54,12 +59,16 @@ func Certify(p *plan.Plan) (problems []plan.Problem, unproven []int) {
 		ps.Addf(-1, "", "objective %q: only policy optimal has an objective", p.Objective)
 		return ps.List(), nil
 	}
-	again, err := lowerSteps(f, Options{Policy: policy, Objective: Objective(p.Objective)})
+	var ops *opsAlike
+	if alike {
+		ops = tensors.opsAlike(f, true)
+	}
+	again, err := lowerSteps(f, Options{Policy: policy, Objective: Objective(p.Objective)}, ops)
 	if err != nil {
 		addLowerErrors(&ps, policy, err)
 		return ps.List(), nil
 	}
-	unproven = checkSteps(p, again, &ps)
+	unproven = checkSteps(p, again, ops.replays(len(p.Ops)), &ps)
 	return ps.List(), unproven
 }
 
@@ -89,7 +98,8 @@ func rebuild(p *plan.Plan, ps *plan.Problems) (*ir.Fusion, *alikeTensors) {
 	index := make(map[string]int, len(p.Tensors)) // a name's position in f.Tensors
 	f.Tensors = sized[*ir.Tensor](len(p.Tensors))
 	alike := newAlikeTensors(len(p.Tensors))
-	for k, t := range p.Tensors {
+	for k := range p.Tensors {
+		t := &p.Tensors[k] // not copied: a plan tensor is a few hundred bytes
 		it := alike.tensor(k, t, meshes, ps)
 		if it == nil {
 			continue
@@ -111,12 +121,13 @@ func rebuild(p *plan.Plan, ps *plan.Problems) (*ir.Fusion, *alikeTensors) {
 		return nil, nil
 	}
 	f.Inputs, f.Outputs = endpoints(f, b.read)
+	alike.opEnds = b.ends
 	return f, alike
 }
 
 // specOf is a plan tensor as ir.NewTensor takes it, its schedule written
 // over steps (nil when it has none).
-func specOf(t plan.Tensor, mesh *ir.Mesh, steps []ir.ScheduleStep) ir.TensorSpec {
+func specOf(t *plan.Tensor, mesh *ir.Mesh, steps []ir.ScheduleStep) ir.TensorSpec {
 	spec := ir.TensorSpec{
 		Name: t.Name, Mesh: mesh, DType: ir.DType(t.DType),
 		Shape: t.Shape, ReductionAxes: t.ReductionAxes, Allocation: t.Allocation,
@@ -164,6 +175,9 @@ type opBuilder struct {
 	inputs  []*ir.Tensor // the operands of the ops not yet built
 	// read marks the tensors an op reads, by position.
 	read []bool
+	// ends are the positions of each op's first operand and of its output
+	// (opsAlike).
+	ends [][2]int32
 }
 
 func newOpBuilder(ops []plan.Op, tensors []*ir.Tensor, index map[string]int) *opBuilder {
@@ -172,7 +186,7 @@ func newOpBuilder(ops []plan.Op, tensors []*ir.Tensor, index map[string]int) *op
 		n += len(ops[k].Operands())
 	}
 	return &opBuilder{tensors: tensors, index: index, ops: make([]ir.Op, len(ops)), inputs: make([]*ir.Tensor, n),
-		read: make([]bool, len(tensors))}
+		read: make([]bool, len(tensors)), ends: make([][2]int32, len(ops))}
 }
 
 // tensor returns the tensor called name and its position, or nil.
@@ -186,7 +200,7 @@ func (b *opBuilder) tensor(name string) (*ir.Tensor, int) {
 
 // op makes op i of the plan, or returns nil after adding why not.
 func (b *opBuilder) op(i int, op plan.Op, ps *plan.Problems) *ir.Op {
-	out, _ := b.tensor(op.Output)
+	out, outAt := b.tensor(op.Output)
 	names := op.Operands()
 	inputs := b.inputs[:len(names):len(names)] // its own: insertReshardings rewrites slots
 	b.inputs = b.inputs[len(names):]
@@ -199,6 +213,9 @@ func (b *opBuilder) op(i int, op plan.Op, ps *plan.Problems) *ir.Op {
 		}
 		inputs[k] = in
 		b.read[at] = true
+		if k == 0 {
+			b.ends[i] = [2]int32{int32(at), int32(outAt)}
+		}
 	}
 	if !ok {
 		ps.Addf(-1, "", "op %d: not an op between tensors of the plan", i)
@@ -275,15 +292,29 @@ func jsonText(v any) string {
 // checkSteps compares the plan's lower bound with that of nvcomm's own
 // lowering of its fusion, and each op's steps with nvcomm's: where they
 // are nvcomm's but for axes and bytes, the axes and bounds must be
-// nvcomm's too. It returns the ops lowered another way.
-func checkSteps(p *plan.Plan, again *lowerer, ps *plan.Problems) (unproven []int) {
+// nvcomm's too. The steps of an op replayed aside (replays, by op) are
+// those of the op it replays, renamed. It returns the ops lowered
+// another way.
+func checkSteps(p *plan.Plan, again *lowerer, replays []*reshard.Replay, ps *plan.Problems) (unproven []int) {
 	if got, want := p.Summary.BytesLowerBound, again.ledger.LowerBound(); got != want {
 		ps.Addf(-1, "", "summary: bytes_lower_bound is %d, but nvcomm computes %d for the plan's fusion (policy %s)", got, want, p.Policy)
 	}
 	mine, theirs := p.Steps, again.ledger.Steps()
 	byMine, byTheirs := groupByOp(mine, len(p.Ops)), groupByOp(theirs, len(p.Ops))
 	for op := range len(p.Ops) {
-		a, b := byMine.of(op), byTheirs.of(op)
+		a := byMine.of(op)
+		if r := replays[op]; r != nil {
+			replayed := r.Steps()
+			if !sameReplayed(mine, a, replayed, r) {
+				unproven = append(unproven, op)
+				continue
+			}
+			for k, i := range a {
+				checkStep(&mine[i], &replayed[k], op, ps)
+			}
+			continue
+		}
+		b := byTheirs.of(op)
 		if !slices.EqualFunc(a, b, func(i, j int) bool { return sameStep(&mine[i], &theirs[j]) }) {
 			unproven = append(unproven, op)
 			continue
@@ -293,6 +324,22 @@ func checkSteps(p *plan.Plan, again *lowerer, ps *plan.Problems) (unproven []int
 		}
 	}
 	return unproven
+}
+
+// sameReplayed reports whether the plan's steps at positions are, by
+// sameStep, the steps of an op replayed aside as they would be written
+// for that op: with its index, its expression and its names.
+func sameReplayed(steps []plan.Step, positions []int, replayed []plan.Step, r *reshard.Replay) bool {
+	if len(positions) != len(replayed) {
+		return false
+	}
+	for k, i := range positions {
+		a := &steps[i]
+		if a.Op != r.Op || a.Expr != r.Expr || !sameStepNamed(a, &replayed[k], r.SameName) {
+			return false
+		}
+	}
+	return true
 }
 
 // checkStep compares the axis and lower bound of a step with those of
@@ -317,10 +364,13 @@ type stepGroups struct {
 
 // groupByOp groups steps by op, leaving out those of no op of n.
 func groupByOp(steps []plan.Step, n int) stepGroups {
+	// Steps are read by index: ranging over their values copied every
+	// step, a few hundred bytes, to read its op (a sixth of the cache
+	// misses of validating a plan).
 	g := stepGroups{start: make([]int, n+1)}
-	for _, s := range steps {
-		if s.Op >= 0 && s.Op < n {
-			g.start[s.Op+1]++
+	for i := range steps {
+		if op := steps[i].Op; op >= 0 && op < n {
+			g.start[op+1]++
 		}
 	}
 	for op := range n {
@@ -328,10 +378,10 @@ func groupByOp(steps []plan.Step, n int) stepGroups {
 	}
 	g.at = make([]int, g.start[n])
 	next := slices.Clone(g.start[:n])
-	for i, s := range steps {
-		if s.Op >= 0 && s.Op < n {
-			g.at[next[s.Op]] = i
-			next[s.Op]++
+	for i := range steps {
+		if op := steps[i].Op; op >= 0 && op < n {
+			g.at[next[op]] = i
+			next[op]++
 		}
 	}
 	return g
@@ -346,10 +396,18 @@ func (g stepGroups) of(op int) []int { return g.at[g.start[op]:g.start[op+1]] }
 // by field (marshalling both steps was a third of certifying a plan);
 // TestSameStepFields keeps it to the fields Step has.
 func sameStep(a, b *plan.Step) bool {
-	return a.Op == b.Op && a.Expr == b.Expr && a.Kind == b.Kind && a.Type == b.Type &&
+	return a.Op == b.Op && a.Expr == b.Expr && sameStepNamed(a, b, equalNames)
+}
+
+func equalNames(a, b string) bool { return a == b }
+
+// sameStepNamed is sameStep but for the op and its expression, and with
+// b's buffers named a's when same(a's, b's) reports so.
+func sameStepNamed(a, b *plan.Step, same func(a, b string) bool) bool {
+	return a.Kind == b.Kind && a.Type == b.Type &&
 		slices.EqualFunc(a.Teams, b.Teams, sameList) && slices.Equal(a.Devices, b.Devices) &&
 		samePtr(a.Root, b.Root) && samePtr(a.ReduceOp, b.ReduceOp) &&
-		a.Input == b.Input && slices.Equal(a.Inputs, b.Inputs) && a.Output == b.Output &&
+		same(a.Input, b.Input) && slices.EqualFunc(a.Inputs, b.Inputs, same) && same(a.Output, b.Output) &&
 		a.Count == b.Count && slices.Equal(a.Dims, b.Dims) && slices.Equal(a.Perm, b.Perm) &&
 		slices.Equal(a.ReduceDims, b.ReduceDims) && slices.EqualFunc(a.Valid, b.Valid, sameList) &&
 		samePtr(a.Fill, b.Fill) && samePtr(a.Func, b.Func) && slices.EqualFunc(a.InputDims, b.InputDims, sameList) &&

@@ -5,6 +5,7 @@ import (
 
 	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/plan"
+	"github.com/nvcomm/nvcomm/internal/reshard"
 )
 
 // alikeTensors builds a plan's tensors for Certify, each distinct spec
@@ -33,6 +34,9 @@ type alikeTensors struct {
 	// slab is memory for the tensors renamed: a tensor is a few hundred
 	// bytes, and a plan may have 100k.
 	slab []ir.Tensor
+	// opEnds are the positions of each rebuilt op's first operand and of
+	// its output, by op.
+	opEnds [][2]int32
 }
 
 // tensorSlabSize is the most tensors alikeTensors allocates at once.
@@ -44,7 +48,7 @@ func newAlikeTensors(n int) *alikeTensors {
 
 // tensor builds plan tensor k, t, on its mesh among meshes, or returns nil
 // after adding why it cannot.
-func (a *alikeTensors) tensor(k int, t plan.Tensor, meshes map[string]*ir.Mesh, ps *plan.Problems) *ir.Tensor {
+func (a *alikeTensors) tensor(k int, t *plan.Tensor, meshes map[string]*ir.Mesh, ps *plan.Problems) *ir.Tensor {
 	spec := specOf(t, meshes[t.Mesh], a.steps)
 	if spec.Schedule != nil {
 		a.steps = spec.Schedule // grown, for the next tensor
@@ -81,6 +85,82 @@ func (a *alikeTensors) analyses(k int, built *ir.Tensor) *plan.Tensor {
 		a.want[c] = &pt
 	}
 	return a.want[c]
+}
+
+// opsAlike lowers the sets and reductions of a rebuilt fusion alike once
+// (reshard.OpMemo): ops of one kind, axis and axes whose producers are
+// of one class of tensors alike, and their consumers of one, are keyed
+// alike. A chain of 100k sets repeats a few such ops, and lowering them
+// again was half of certifying it. Ops on tensors the lowering inserts,
+// and ops with several operands, are lowered each.
+type opsAlike struct {
+	f       *ir.Fusion // rebuilt
+	tensors *alikeTensors
+	memo    *reshard.OpMemo
+	// class is each tensor's class, for the ops the lowering copied
+	// (renumbered after a set it inserted); built when first needed.
+	class map[*ir.Tensor]int32
+	key   []byte // scratch
+}
+
+// opsAlike returns the lowering alike of the ops of f, rebuilt with a's
+// tensors; keep keeps the ops replayed aside (reshard.NewOpMemo).
+func (a *alikeTensors) opsAlike(f *ir.Fusion, keep bool) *opsAlike {
+	return &opsAlike{f: f, tensors: a, memo: reshard.NewOpMemo(keep)}
+}
+
+// replays returns the ops of n replayed aside, by index (nil where none).
+func (o *opsAlike) replays(n int) []*reshard.Replay {
+	by := make([]*reshard.Replay, n)
+	if o == nil {
+		return by
+	}
+	rs := o.memo.Replays()
+	for k := range rs {
+		if op := rs[k].Op; op >= 0 && op < n {
+			by[op] = &rs[k]
+		}
+	}
+	return by
+}
+
+// classes returns the classes of op's producer and consumer, or false when
+// either is not a tensor of the rebuilt fusion. A rebuilt op is looked up
+// by its position, which the lowering keeps unless it inserts sets.
+func (o *opsAlike) classes(op *ir.Op) (in, out int32, ok bool) {
+	if i := op.Index; i >= 0 && i < len(o.f.Ops) && o.f.Ops[i] == op {
+		at := o.tensors.opEnds[i]
+		if op.In() == o.f.Tensors[at[0]] && op.Out == o.f.Tensors[at[1]] {
+			return o.tensors.class[at[0]], o.tensors.class[at[1]], true
+		}
+	}
+	if o.class == nil {
+		o.class = make(map[*ir.Tensor]int32, len(o.f.Tensors))
+		for k, t := range o.f.Tensors {
+			o.class[t] = o.tensors.class[k]
+		}
+	}
+	in, inOK := o.class[op.In()]
+	out, outOK := o.class[op.Out]
+	return in, out, inOK && outOK
+}
+
+// lower lowers op, a set or a reduction, with job.
+func (o *opsAlike) lower(job *reshard.Job, op *ir.Op) {
+	if len(op.Inputs) != 1 || op.Inserted != nil {
+		job.Lower()
+		return
+	}
+	in, out, ok := o.classes(op)
+	if !ok {
+		job.Lower()
+		return
+	}
+	o.key = ir.AppendKeyString(o.key[:0], string(op.Kind))
+	o.key = binary.AppendVarint(o.key, int64(op.Axis))
+	o.key = ir.AppendKeyInts(o.key, op.Axes)
+	o.key = binary.AppendVarint(binary.AppendVarint(o.key, int64(in)), int64(out))
+	job.LowerAlike(o.memo, o.key)
 }
 
 // cloneSteps copies steps, nil when there are none.

@@ -63,7 +63,7 @@ func TestAlikeTensorsAsNewTensor(t *testing.T) {
 		}
 		shared += len(p.Tensors) - len(alike.first)
 		for k, pt := range p.Tensors {
-			want, err := ir.NewTensor(specOf(pt, f.Meshes[slices.IndexFunc(f.Meshes, func(m *ir.Mesh) bool { return m.Name == pt.Mesh })], nil))
+			want, err := ir.NewTensor(specOf(&pt, f.Meshes[slices.IndexFunc(f.Meshes, func(m *ir.Mesh) bool { return m.Name == pt.Mesh })], nil))
 			if err != nil {
 				t.Fatalf("%s: tensor %q: %v", name, pt.Name, err)
 			}

@@ -24,7 +24,7 @@ import (
 // chooseSum returns the device type over which op should sum partial
 // products instead of gathering its operands, if the optimal policy
 // prefers that. want is the output's block splits.
-func (ins *inserter) chooseSum(op *ir.Op, want []split) (ir.ParallelType, bool) {
+func (ins *inserter) chooseSum(op *ir.Op, want []Split) (ir.ParallelType, bool) {
 	if ins.planner.Policy() != PolicyOptimal || !op.Kind.IsContraction() {
 		return 0, false
 	}
@@ -32,11 +32,11 @@ func (ins *inserter) chooseSum(op *ir.Op, want []split) (ir.ParallelType, bool) 
 	if !ok {
 		return 0, false
 	}
-	withSum := append(want[:len(want):len(want)], split{-1, t})
+	withSum := append(want[:len(want):len(want)], Split{-1, t})
 	pl := ins.planner
 	gather, ok := reshard.Cost{}, true
 	for i, x := range op.Inputs[:2] {
-		if _, fits := ins.bcast.fits(op, i, operandShards(op, i, withSum)); !fits {
+		if _, fits := ins.bcast.fits(op, i, OperandShards(op, i, withSum)); !fits {
 			return 0, false // the operands would move either way: keep nvFuser's plan
 		}
 		g, priced := gatherCost(pl, x, t)
@@ -59,11 +59,11 @@ func gatherCost(pl *reshard.Planner, x *ir.Tensor, t ir.ParallelType) (reshard.C
 
 // sumCost is the cost of summing y's partial products over the devices
 // along t: an Allreduce, or a ReduceScatter when y is split along t too.
-func sumCost(pl *reshard.Planner, y *ir.Tensor, t ir.ParallelType, want []split) (reshard.Cost, bool) {
+func sumCost(pl *reshard.Planner, y *ir.Tensor, t ir.ParallelType, want []Split) (reshard.Cost, bool) {
 	n := y.Mesh.Size(t)
 	elems := localCount(y.LocalShape())
 	typ, count := plan.Allreduce, plan.Count{Input: elems, Output: elems}
-	if slices.ContainsFunc(want, func(s split) bool { return s.Type == t }) {
+	if slices.ContainsFunc(want, func(s Split) bool { return s.Type == t }) {
 		typ, count = plan.ReduceScatter, plan.Count{Input: n * elems, Output: elems}
 	}
 	return pl.TeamCost(y.Mesh, t, typ, count, int64(y.DType.Size()), sumBytes(y, t, want))
@@ -74,7 +74,7 @@ func sumCost(pl *reshard.Planner, y *ir.Tensor, t ir.ParallelType, want []split)
 func commonKSplit(op *ir.Op) (ir.ParallelType, bool) {
 	var found []ir.ParallelType
 	for i := range 2 {
-		have, ok := blockShards(op.Inputs[i])
+		have, ok := BlockShards(op.Inputs[i])
 		if !ok {
 			return 0, false
 		}
@@ -94,7 +94,7 @@ func commonKSplit(op *ir.Op) (ir.ParallelType, bool) {
 // of the output over the n devices along t, as the plan counts it: an
 // Allreduce receives 2(n-1)/n of the partial products, a ReduceScatter
 // (the output split along t too) (n-1)/n of them.
-func sumBytes(y *ir.Tensor, t ir.ParallelType, want []split) int64 {
+func sumBytes(y *ir.Tensor, t ir.ParallelType, want []Split) int64 {
 	n := int64(y.Mesh.Size(t))
 	partial := localBytes(y)
 	for _, s := range want {

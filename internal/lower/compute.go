@@ -24,13 +24,13 @@ import (
 // lowerComputing lowers c.op, a computing op.
 func (c *opCtx) lowerComputing() {
 	op := c.op
-	want, ok := blockShards(op.Out)
+	want, ok := BlockShards(op.Out)
 	if !ok {
 		return // insertReshardings reported it
 	}
 	c.sumType, c.summed = c.sumDevice()
 	if c.summed {
-		want = append(want, split{-1, c.sumType})
+		want = append(want, Split{-1, c.sumType})
 	}
 	if !c.sliceBroadcasts(want) {
 		return
@@ -50,12 +50,12 @@ func (c *opCtx) lowerComputing() {
 // broadcast axis of local extent 1 across the block. It then points c.op
 // at a copy of the op that reads those blocks. A tensor that two slots
 // read alike is made once.
-func (c *opCtx) sliceBroadcasts(want []split) bool {
+func (c *opCtx) sliceBroadcasts(want []Split) bool {
 	op := c.op
 	var inputs []*ir.Tensor
-	var reads [][]split // per slot, the splits of the block made for it
+	var reads [][]Split // per slot, the splits of the block made for it
 	for i, x := range op.Inputs {
-		need := operandShards(op, i, want)
+		need := OperandShards(op, i, want)
 		f, ok := c.bcast.fits(op, i, need)
 		if !ok {
 			c.fail(fmt.Sprintf("operand %q is not sharded as the output requires", x.Name),
@@ -67,9 +67,9 @@ func (c *opCtx) sliceBroadcasts(want []split) bool {
 			continue
 		}
 		if inputs == nil {
-			inputs, reads = slices.Clone(op.Inputs), make([][]split, len(op.Inputs))
+			inputs, reads = slices.Clone(op.Inputs), make([][]Split, len(op.Inputs))
 		}
-		have, _ := blockShards(x)
+		have, _ := BlockShards(x)
 		reads[i] = slices.Concat(have, f.missing)
 		if repeat {
 			reads[i] = need
@@ -92,9 +92,9 @@ func (c *opCtx) sliceBroadcasts(want []split) bool {
 
 // madeBefore returns an earlier slot than i that reads the same tensor
 // through a block of the same splits, or -1.
-func madeBefore(inputs []*ir.Tensor, reads [][]split, i int) int {
+func madeBefore(inputs []*ir.Tensor, reads [][]Split, i int) int {
 	for k := range i {
-		if inputs[k] == inputs[i] && reads[k] != nil && sameSplits(reads[k], reads[i]) {
+		if inputs[k] == inputs[i] && reads[k] != nil && SameSplits(reads[k], reads[i]) {
 			return k
 		}
 	}
@@ -106,11 +106,11 @@ func madeBefore(inputs []*ir.Tensor, reads [][]split, i int) int {
 // local Slice on every device, then, when repeat, copied by a Pointwise
 // into the splits need with its broadcast axes of local extent 1
 // repeated. No data moves between devices.
-func (c *opCtx) operandBlock(i int, sliced []split, repeat bool, need []split) (*ir.Tensor, bool) {
+func (c *opCtx) operandBlock(i int, sliced []Split, repeat bool, need []Split) (*ir.Tensor, bool) {
 	op := c.op
 	x := op.Inputs[i]
 	src := x
-	if have, _ := blockShards(x); len(sliced) > len(have) {
+	if have, _ := BlockShards(x); len(sliced) > len(have) {
 		t, ok := c.blockTensor(x, fmt.Sprintf("operand%d/sliced", i), sliced)
 		if !ok {
 			return nil, false
@@ -135,9 +135,9 @@ func (c *opCtx) operandBlock(i int, sliced []split, repeat bool, need []split) (
 
 // blockTensor describes a row-major copy of x on its mesh with the block
 // splits given, named "out/what".
-func (c *opCtx) blockTensor(x *ir.Tensor, what string, splits []split) (*ir.Tensor, bool) {
+func (c *opCtx) blockTensor(x *ir.Tensor, what string, splits []Split) (*ir.Tensor, bool) {
 	t, err := ir.NewTensor(ir.TensorSpec{Name: c.buffer(what), Mesh: x.Mesh, DType: x.DType,
-		Shape: x.Shape(), Schedule: blockSchedule(x.Mesh, splits)})
+		Shape: x.Shape(), Schedule: BlockSchedule(x.Mesh, splits)})
 	if err != nil {
 		c.fail(fmt.Sprintf("the block of operand %q it reads cannot be described: %v", x.Name, err), "please report this with the input")
 		return nil, false
@@ -217,7 +217,7 @@ func (c *opCtx) contraction() {
 // products: the one that splits its output's summed axis, or the one the
 // optimal policy chose.
 func (c *opCtx) sumDevice() (ir.ParallelType, bool) {
-	if t, ok := contractedDevice(c.op.Out); ok {
+	if t, ok := ContractedDevice(c.op.Out); ok {
 		return t, true
 	}
 	t, ok := c.sumTypes[c.op]
@@ -250,16 +250,16 @@ func (c *opCtx) emitMatmul(out string) {
 // intermediate when a bias is still to be added.
 func (c *opCtx) sumPartials(partial string, t ir.ParallelType, bias bool) string {
 	op, y := c.op, c.op.Out
-	want, _ := blockShards(y)
-	var terms []split
+	want, _ := BlockShards(y)
+	var terms []Split
 	for _, s := range want {
 		if s.Type != t {
-			terms = append(terms, split{s.Axis + 1, s.Type})
+			terms = append(terms, Split{s.Axis + 1, s.Type})
 		}
 	}
 	pSpec := ir.TensorSpec{Name: partial, Mesh: y.Mesh, DType: y.DType,
 		Shape:    append([]int{y.Mesh.Size(t)}, y.Shape()...),
-		Schedule: append(blockSchedule(y.Mesh, terms), ir.ScheduleStep{Kind: ir.StepParallelize, Axis: 0, Type: t})}
+		Schedule: append(BlockSchedule(y.Mesh, terms), ir.ScheduleStep{Kind: ir.StepParallelize, Axis: 0, Type: t})}
 	p, err := ir.NewTensor(pSpec)
 	if err != nil {
 		c.fail(fmt.Sprintf("its partial products cannot be described: %v", err), "please report this with the input")
@@ -267,7 +267,7 @@ func (c *opCtx) sumPartials(partial string, t ir.ParallelType, bias bool) string
 	}
 	sum := y
 	if bias {
-		if sum, err = ir.NewTensor(ir.TensorSpec{Name: c.buffer("sum"), Mesh: y.Mesh, DType: y.DType, Shape: y.Shape(), Schedule: blockSchedule(y.Mesh, want)}); err != nil {
+		if sum, err = ir.NewTensor(ir.TensorSpec{Name: c.buffer("sum"), Mesh: y.Mesh, DType: y.DType, Shape: y.Shape(), Schedule: BlockSchedule(y.Mesh, want)}); err != nil {
 			c.fail(fmt.Sprintf("its sum cannot be described: %v", err), "please report this with the input")
 			return y.Name
 		}

@@ -73,7 +73,7 @@ type Options struct {
 // Lower compiles f into a plan. Ops the policy cannot lower correctly are
 // errors (a *diag.List) naming the op, its YAML position and the reason.
 func Lower(f *ir.Fusion, opts Options) (*plan.Plan, error) {
-	l, err := lowerSteps(f, opts)
+	l, err := lowerSteps(f, opts, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +95,7 @@ func Lower(f *ir.Fusion, opts Options) (*plan.Plan, error) {
 // The caller must not use f after.
 func Stream(f *ir.Fusion, opts Options, w *plan.Writer) error {
 	f.ShareAlike()
-	l, err := lowerInto(f, opts, w)
+	l, err := lowerInto(f, opts, w, nil)
 	if err != nil {
 		return err
 	}
@@ -105,19 +105,20 @@ func Stream(f *ir.Fusion, opts Options, w *plan.Writer) error {
 
 // lowerSteps runs the passes of Lower and returns the lowerer, whose
 // ledger holds the steps and bounds, without assembling the plan: Certify
-// compares only those.
-func lowerSteps(f *ir.Fusion, opts Options) (*lowerer, error) {
-	return lowerInto(f, opts, nil)
+// compares only those. alike, when not nil, lowers the sets and
+// reductions alike once (Certify's, certify_alike.go).
+func lowerSteps(f *ir.Fusion, opts Options, alike *opsAlike) (*lowerer, error) {
+	return lowerInto(f, opts, nil, alike)
 }
 
 // lowerInto runs the passes of Lower; with a writer, the lowering of the
 // ops writes the plan's sections to it as they are made (streamOps).
-func lowerInto(f *ir.Fusion, opts Options, w *plan.Writer) (*lowerer, error) {
+func lowerInto(f *ir.Fusion, opts Options, w *plan.Writer, alike *opsAlike) (*lowerer, error) {
 	planner, err := reshard.NewPlanner(opts.Policy, opts.Objective, opts.Topology, opts.Debug)
 	if err != nil {
 		return nil, err
 	}
-	l := &lowerer{f: f, planner: planner, ledger: reshard.NewLedger(f.File), w: w, owned: w != nil}
+	l := &lowerer{f: f, planner: planner, ledger: reshard.NewLedger(f.File), w: w, alike: alike, owned: w != nil}
 	for _, p := range passes {
 		p.run(l)
 	}
@@ -220,6 +221,9 @@ type lowerer struct {
 	// the steps it has been given.
 	w      *plan.Writer
 	counts *stepCounts
+	// alike, for Certify, lowers sets and reductions alike once; nil
+	// lowers each.
+	alike *opsAlike
 	// owned is set when the caller's fusion is the lowerer's to change
 	// (Stream): the resharding pass then renumbers its ops and gives them
 	// their new operands in place, rather than copy them.
@@ -246,6 +250,10 @@ func (l *lowerer) lowerOp(op *ir.Op) {
 	job := l.planner.Job(l.ledger, l.f, op)
 	if op.Kind != ir.OpSet && !op.Kind.IsReduction() {
 		(&opCtx{lowerer: l, job: job, op: op}).lowerComputing()
+		return
+	}
+	if l.alike != nil {
+		l.alike.lower(job, op)
 		return
 	}
 	job.Lower()

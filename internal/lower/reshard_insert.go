@@ -20,9 +20,11 @@ import (
 // operand's sharding instead and its result resharded by a set after it
 // (nvFuser's rule for unary ops).
 
-// split is one device split of a tensor's value axis: the axis, cut in
-// blocks over the mesh axis of type T.
-type split struct {
+// Split is one device split of a tensor's value axis: the axis, cut in
+// blocks over the mesh axis of type T; axis -1 is a contraction's summed
+// axis. The layer rules below (BlockShards, OperandShards, BlockSchedule)
+// are also what lower --auto prices an op's parts by (internal/auto).
+type Split struct {
 	Axis int
 	Type ir.ParallelType
 }
@@ -142,13 +144,13 @@ func (ins *inserter) computing(op *ir.Op) {
 		ins.addFailed(op)
 		return
 	}
-	if _, block := blockShards(op.In()); len(op.Inputs) == 1 && block {
+	if _, block := BlockShards(op.In()); len(op.Inputs) == 1 && block {
 		ins.reshardAfter(op, want)
 		return
 	}
 	var sets []resharded
 	for i, x := range op.Inputs {
-		need := operandShards(op, i, want)
+		need := OperandShards(op, i, want)
 		if _, ok := ins.bcast.fits(op, i, need); ok {
 			continue
 		}
@@ -156,7 +158,7 @@ func (ins *inserter) computing(op *ir.Op) {
 		if ins.planner.Policy() == PolicyNvFuser {
 			target = ins.bcast.setTarget(x, need)
 		}
-		if k := slices.IndexFunc(sets, func(r resharded) bool { return r.from == x && sameSplits(r.target, target) }); k >= 0 {
+		if k := slices.IndexFunc(sets, func(r resharded) bool { return r.from == x && SameSplits(r.target, target) }); k >= 0 {
 			op.Inputs[i] = sets[k].to // the slot reads a tensor already resharded so
 			sets[k].why.Operands = append(sets[k].why.Operands, i)
 			continue
@@ -179,13 +181,13 @@ func (ins *inserter) computing(op *ir.Op) {
 // slots of the op read the copy).
 type resharded struct {
 	from   *ir.Tensor
-	target []split
+	target []Split
 	to     *ir.Tensor
 	why    *ir.Insertion
 }
 
-// sameSplits reports whether a and b hold the same splits, in any order.
-func sameSplits(a, b []split) bool {
+// SameSplits reports whether a and b hold the same splits, in any order.
+func SameSplits(a, b []Split) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -199,17 +201,17 @@ func sameSplits(a, b []split) bool {
 
 // reshardAfter computes a single-operand op in its operand's sharding,
 // into a new tensor, and inserts the set from it to the op's output.
-func (ins *inserter) reshardAfter(op *ir.Op, want []split) {
+func (ins *inserter) reshardAfter(op *ir.Op, want []Split) {
 	x := op.In()
-	if _, ok := ins.bcast.fits(op, 0, operandShards(op, 0, want)); ok {
+	if _, ok := ins.bcast.fits(op, 0, OperandShards(op, 0, want)); ok {
 		ins.add(op)
 		return
 	}
-	have, _ := blockShards(x)
-	var mapped []split
+	have, _ := BlockShards(x)
+	var mapped []Split
 	for _, s := range have {
 		if j := op.Rule().ResultSplit(0, s.Axis, x.Mesh.Size(s.Type)); j >= 0 {
-			mapped = append(mapped, split{j, s.Type})
+			mapped = append(mapped, Split{j, s.Type})
 		}
 	}
 	y := op.Out
@@ -226,21 +228,21 @@ func (ins *inserter) reshardAfter(op *ir.Op, want []split) {
 // outputShards returns the block splits of op's output, including (as a
 // split of axis -1) the device type that splits a contraction's summed
 // axis.
-func (ins *inserter) outputShards(op *ir.Op) ([]split, bool) {
-	want, ok := blockShards(op.Out)
+func (ins *inserter) outputShards(op *ir.Op) ([]Split, bool) {
+	want, ok := BlockShards(op.Out)
 	if !ok {
 		ins.unsupported(op, op.Out)
 		return nil, false
 	}
-	if t, ok := contractedDevice(op.Out); ok {
+	if t, ok := ContractedDevice(op.Out); ok {
 		if !ins.evenSum(op, t) {
 			return nil, false
 		}
-		return append(want, split{-1, t}), true
+		return append(want, Split{-1, t}), true
 	}
 	if t, ok := ins.chooseSum(op, want); ok {
 		ins.sumTypes[op] = t
-		want = append(want, split{-1, t})
+		want = append(want, Split{-1, t})
 	}
 	return want, true
 }
@@ -259,26 +261,26 @@ func (ins *inserter) evenSum(op *ir.Op, t ir.ParallelType) bool {
 	return true
 }
 
-// operandShards maps the output's splits onto operand i: each split of an
+// OperandShards maps the output's splits onto operand i: each split of an
 // output axis becomes a split of the axis of i that the op's sharding rule
 // cuts alike (ops.Rule.OperandSplit: the axis of the same outermost
 // factor), when i has one; a split of the summed
 // axis becomes a split of i's contracted axis, and the output axis split by
 // that same type (a ReduceScatter) is then not i's if i enters the product
 // (the bias, added to the sum, is split as the output).
-func operandShards(op *ir.Op, i int, want []split) []split {
+func OperandShards(op *ir.Op, i int, want []Split) []Split {
 	var sumType ir.ParallelType
 	for _, s := range want {
 		if s.Axis < 0 {
 			sumType = s.Type
 		}
 	}
-	var need []split
+	var need []Split
 	for _, s := range want {
 		switch {
 		case s.Axis < 0:
 			if k := op.ContractedAxis(i); k >= 0 {
-				need = append(need, split{k, s.Type})
+				need = append(need, Split{k, s.Type})
 			}
 		case s.Type == sumType && op.ContractedAxis(i) >= 0:
 			// Summed over the devices of this type: each holds all of
@@ -286,7 +288,7 @@ func operandShards(op *ir.Op, i int, want []split) []split {
 			// so is split as the output is.
 		default:
 			if a := op.Rule().OperandSplit(i, s.Axis, op.Out.Mesh.Size(s.Type)); a >= 0 {
-				need = append(need, split{a, s.Type})
+				need = append(need, Split{a, s.Type})
 			}
 		}
 	}
@@ -295,7 +297,7 @@ func operandShards(op *ir.Op, i int, want []split) []split {
 
 // newTensor builds an even, row-major tensor of the given value shape with
 // block splits need, named uniquely from base.
-func (ins *inserter) newTensor(op *ir.Op, base string, mesh *ir.Mesh, dtype ir.DType, shape []int, need []split) (*ir.Tensor, bool) {
+func (ins *inserter) newTensor(op *ir.Op, base string, mesh *ir.Mesh, dtype ir.DType, shape []int, need []Split) (*ir.Tensor, bool) {
 	if ins.names == nil {
 		ins.names = make(map[string]int, len(ins.source.Tensors))
 		for _, t := range ins.source.Tensors {
@@ -307,7 +309,7 @@ func (ins *inserter) newTensor(op *ir.Op, base string, mesh *ir.Mesh, dtype ir.D
 		name = fmt.Sprintf("%s.%d", base, n)
 	}
 	ins.names[base]++
-	t, err := ins.build(ir.TensorSpec{Name: name, Mesh: mesh, DType: dtype, Shape: shape, Schedule: blockSchedule(mesh, need)})
+	t, err := ins.build(ir.TensorSpec{Name: name, Mesh: mesh, DType: dtype, Shape: shape, Schedule: BlockSchedule(mesh, need)})
 	if err != nil {
 		ins.errs.Add(op.Pos, "op %q: cannot shard operand %s as its output requires: %v", op.Expr(), base, err)
 		return nil, false
@@ -321,12 +323,12 @@ func (ins *inserter) newTensor(op *ir.Op, base string, mesh *ir.Mesh, dtype ir.D
 	return t, true
 }
 
-// blockSchedule is the schedule that splits each axis of need in blocks
+// BlockSchedule is the schedule that splits each axis of need in blocks
 // over its type's mesh axis: DTensor's Shard, nvFuser's DID loop split.
 // Axes are split from the last, so earlier positions do not move.
-func blockSchedule(mesh *ir.Mesh, need []split) []ir.ScheduleStep {
+func BlockSchedule(mesh *ir.Mesh, need []Split) []ir.ScheduleStep {
 	sorted := slices.Clone(need)
-	slices.SortFunc(sorted, func(a, b split) int { return b.Axis - a.Axis })
+	slices.SortFunc(sorted, func(a, b Split) int { return b.Axis - a.Axis })
 	var steps []ir.ScheduleStep
 	for _, s := range sorted {
 		steps = append(steps,
@@ -336,25 +338,25 @@ func blockSchedule(mesh *ir.Mesh, need []split) []ir.ScheduleStep {
 	return steps
 }
 
-// blockShards returns t's splits when every one is an even block split of
+// BlockShards returns t's splits when every one is an even block split of
 // one value axis by one device type, the only kind layer ops take yet.
-func blockShards(t *ir.Tensor) ([]split, bool) {
+func BlockShards(t *ir.Tensor) ([]Split, bool) {
 	if t.IsUneven() {
 		return nil, false
 	}
-	var out []split
+	var out []Split
 	for _, s := range t.Shardings() {
 		if s.Kind != ir.Block || len(s.Digits) != 1 {
 			return nil, false
 		}
-		out = append(out, split{s.Axis(), s.Type})
+		out = append(out, Split{s.Axis(), s.Type})
 	}
 	return out, true
 }
 
-// contractedDevice returns the device type that splits t's trailing
+// ContractedDevice returns the device type that splits t's trailing
 // reduction axis (a contraction's summed axis k), if one does.
-func contractedDevice(t *ir.Tensor) (ir.ParallelType, bool) {
+func ContractedDevice(t *ir.Tensor) (ir.ParallelType, bool) {
 	if len(t.Logical) == 0 || !t.Logical[len(t.Logical)-1].Reduction {
 		return 0, false
 	}

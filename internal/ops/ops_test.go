@@ -184,6 +184,36 @@ func TestSplitAlikeThroughReshape(t *testing.T) {
 	}
 }
 
+// TestResultWithin checks where each result dimension of the reshapes of
+// TestSplitAlikeThroughReshape lies in the operand: a split's dimensions
+// within the operand's compound one, at the stride of the factors after
+// them; a merge's compound dimension in none.
+func TestResultWithin(t *testing.T) {
+	factors := []Factor{{8, PassThrough}, {4, PassThrough}, {16, PassThrough}}
+	split := Rule{Factors: factors, Operands: [][]Dim{{{0}, {1, 2}}}, Result: []Dim{{0}, {1}, {2}}}
+	merge := Rule{Factors: factors, Operands: [][]Dim{{{0}, {1}, {2}}}, Result: []Dim{{0}, {1, 2}}}
+	within := func(r Rule, i, j int) [2]int {
+		d, s := r.ResultWithin(i, j)
+		return [2]int{d, s}
+	}
+	for _, tc := range []struct {
+		name      string
+		got, want [2]int
+	}{
+		{"split: s is the operand's s", within(split, 0, 0), [2]int{0, 1}},
+		{"split: h is the outer part of h·d", within(split, 0, 1), [2]int{1, 16}},
+		{"split: d is the inner part of h·d", within(split, 0, 2), [2]int{1, 1}},
+		{"merge: s is the operand's s", within(merge, 0, 0), [2]int{0, 1}},
+		{"merge: h·d spans two operand dimensions", within(merge, 0, 1), [2]int{-1, 0}},
+		{"out of range", within(split, 0, 3), [2]int{-1, 0}},
+		{"no such operand", within(split, 1, 0), [2]int{-1, 0}},
+	} {
+		if diff := cmp.Diff(tc.want, tc.got); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", tc.name, diff)
+		}
+	}
+}
+
 // TestSplitAlikeIsOperandDim checks that for the built-in ops, whose
 // dimensions are single factors, a split maps as the index does.
 func TestSplitAlikeIsOperandDim(t *testing.T) {
@@ -193,6 +223,7 @@ func TestSplitAlikeIsOperandDim(t *testing.T) {
 		out   []int
 		attrs Attrs
 	}{
+		{"set", [][]int{{4, 1, 6}}, []int{4, 1, 6}, Attrs{Axis: -1}},
 		{"add", [][]int{{4, 1}, {1, 6}}, []int{4, 6}, Attrs{Axis: -1}},
 		{"sum", [][]int{{4, 6, 8}}, []int{4, 8}, Attrs{Axis: 1}},
 		{"broadcast", [][]int{{6}}, []int{4, 6, 2}, Attrs{Axis: -1, Axes: []int{0, 2}}},
@@ -206,7 +237,11 @@ func TestSplitAlikeIsOperandDim(t *testing.T) {
 				if got, want := r.OperandSplit(i, j, 2), r.OperandDim(i, j); got != want {
 					t.Errorf("%s: OperandSplit(%d, %d) = %d, OperandDim %d", tc.op, i, j, got, want)
 				}
-				if d := r.OperandDim(i, j); d >= 0 {
+				d := r.OperandDim(i, j)
+				if got, stride := r.ResultWithin(i, j); got != d || stride != min(d+1, 1) {
+					t.Errorf("%s: ResultWithin(%d, %d) = %d, %d, want %d, %d", tc.op, i, j, got, stride, d, min(d+1, 1))
+				}
+				if d >= 0 {
 					if got := r.ResultSplit(i, d, 2); got != j {
 						t.Errorf("%s: ResultSplit(%d, %d) = %d, want %d", tc.op, i, d, got, j)
 					}

@@ -1,5 +1,7 @@
 package ops
 
+import "slices"
+
 // A sharding rule in factors, as Shardy's OpShardingRule
 // (openxla/shardy, op_sharding_rule_registry.cc): every dimension of an
 // op's operands and result is the product of named factors, outermost
@@ -106,6 +108,44 @@ func (r *Rule) splitAlike(from Dim, dims []Dim, parts int) int {
 			return -1 // a compound dimension splits alike only on whole parts of its outer factor
 		}
 		return k
+	}
+	return -1
+}
+
+// ResultWithin returns where result dimension j's index lies in operand
+// i: the dimension of operand i whose factors include all of j's, in
+// order and adjacent, and the stride of j's index within it — the product
+// of the sizes of the factors after j's there, 1 when they are its
+// innermost. For a reshape [s, h·d] -> [s, h, d], h lies in the operand's
+// second dimension at stride d and d at stride 1; for the ops of today it
+// is (OperandDim(i, j), 1). It returns -1 and 0 when no dimension holds
+// them all (an operand that broadcasts along j, a contraction's other
+// operand, a merge's result dimension, which spans several) or i or j is
+// out of range.
+func (r *Rule) ResultWithin(i, j int) (dim, stride int) {
+	if i < 0 || i >= len(r.Operands) || j < 0 || j >= len(r.Result) || len(r.Result[j]) == 0 {
+		return -1, 0
+	}
+	want := r.Result[j]
+	for d, dim := range r.Operands[i] {
+		if k := runIndex(dim, want); k >= 0 {
+			stride := 1
+			for _, f := range dim[k+len(want):] {
+				stride *= r.Factors[f].Size
+			}
+			return d, stride
+		}
+	}
+	return -1, 0
+}
+
+// runIndex returns where run starts in dim, its factors adjacent and in
+// order, or -1.
+func runIndex(dim, run Dim) int {
+	for k := 0; k+len(run) <= len(dim); k++ {
+		if slices.Equal(dim[k:k+len(run)], run) {
+			return k
+		}
 	}
 	return -1
 }

@@ -251,6 +251,14 @@ func (d *fastDecoder) nextItem() bool {
 func (d *fastDecoder) str() []byte {
 	d.expect('"')
 	start, i := d.pos, d.pos
+	for i+8 <= len(d.src) { // eight bytes at a time, to the first not plain
+		m := notPlain(binary.LittleEndian.Uint64(d.src[i:]))
+		if m != 0 {
+			i += bits.TrailingZeros64(m) / 8
+			break
+		}
+		i += 8
+	}
 	for i < len(d.src) && plainByte[d.src[i]] {
 		i++
 	}
@@ -259,6 +267,18 @@ func (d *fastDecoder) str() []byte {
 		return d.src[start:i]
 	}
 	return d.strRest(start, i)
+}
+
+// notPlain sets the high bit of the lowest byte of w (eight bytes of a
+// string, the first lowest) that is not plain (plainByte), and maybe of
+// bytes above it, none when all are plain: a quote, a backslash, a
+// control byte or a byte past ASCII. The tests for a zero byte (x−1)&^x
+// and for a byte under n (x−n)&^x flag the lowest such byte exactly; a
+// borrow from it can flag only bytes above.
+func notPlain(w uint64) uint64 {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	quote, backslash := w^(ones*'"'), w^(ones*'\\')
+	return ((quote-ones)&^quote | (backslash-ones)&^backslash | (w-ones*0x20)&^w | w) & highs
 }
 
 // plainByte marks the bytes that stand for themselves in a string and

@@ -10,9 +10,10 @@ import (
 func DTypeSize(dtype string) int { return shard.DTypeSize(dtype) }
 
 // Traffic counts, per device, the bytes a collective step sends and
-// receives under the direct-transfer model of docs/plan.md ("Bytes"), for
-// elements of elem bytes. holds reports whether a device holds the step's
-// input (the senders of Gather and Reduce). A rooted step's root is read
+// receives under the model of docs/plan.md ("Bytes"), for elements of elem
+// bytes: direct transfers, but a Reduce runs as the chain NCCL pipelines it
+// through. holds reports whether a device holds the step's input (the
+// senders of a Gather). A rooted step's root is read
 // only when set. ok is false when a count overflows 64 bits; the maps are
 // then incomplete. lower accounts the steps it emits, and validate checks a
 // plan's bytes, with this one function.
@@ -91,6 +92,24 @@ func (t *tally) exchange(counts [][]int, team []int, k int) {
 	}
 }
 
+// chain books what member k of a Reduce's team sends along the chain NCCL
+// runs (a ring cut at the root): every member but the root passes the
+// partial result, one buffer of in bytes, to the next member in team order
+// (the first after the last), so the root and every other member but the
+// one after the root receive one buffer. A member that does not hold the
+// input passes the identity on, as the exporter's does.
+func (t *tally) chain(s *Step, team []int, k, in int) {
+	if s.Root == nil || team[k] == *s.Root {
+		return
+	}
+	next := team[(k+1)%len(team)]
+	if next == team[k] {
+		return // a team of one device, listed twice
+	}
+	t.add(t.sent, team[k], int64(in))
+	t.add(t.recv, next, int64(in))
+}
+
 // add adds n to d's bytes in m, noting an overflow.
 func (t *tally) add(m book, d int, n int64) {
 	s, ok := checked.Add(m.get(d), n)
@@ -122,7 +141,9 @@ func (t *tally) team(s *Step, team []int, in, out int, holds func(int) bool) {
 			} else {
 				t.add(t.recv, d, int64(out))
 			}
-		case Gather, Reduce:
+		case Reduce:
+			t.chain(s, team, k, in)
+		case Gather:
 			if s.Root != nil && d != *s.Root && holds(d) {
 				t.add(t.sent, d, int64(in))
 				t.add(t.recv, *s.Root, int64(in))

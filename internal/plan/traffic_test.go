@@ -264,3 +264,36 @@ func largestOf(m map[int]int64) int64 {
 	}
 	return most
 }
+
+// TestTrafficReduce checks that a Reduce is booked as the chain NCCL runs:
+// every member but the root passes one buffer to the next in team order
+// (the first after the last), members without the input included, so the
+// root and every member but the one after it receive one buffer.
+func TestTrafficReduce(t *testing.T) {
+	tests := map[string]struct {
+		team       []int
+		root       int
+		sent, recv map[int]int64
+	}{
+		"root first":  {[]int{0, 1, 2, 3}, 0, map[int]int64{1: 8, 2: 8, 3: 8}, map[int]int64{2: 8, 3: 8, 0: 8}},
+		"root inside": {[]int{4, 1, 7, 2}, 7, map[int]int64{4: 8, 1: 8, 2: 8}, map[int]int64{1: 8, 7: 8, 4: 8}},
+		"root appended without input": {[]int{0, 1, 5}, 5,
+			map[int]int64{0: 8, 1: 8}, map[int]int64{1: 8, 5: 8}},
+		"a team of one": {[]int{3}, 3, map[int]int64{}, map[int]int64{}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			s := &Step{Kind: KindCollective, Type: Reduce, Teams: [][]int{tc.team}, Root: &tc.root, Count: Count{Input: 2, Output: 2}}
+			sent, recv, ok := Traffic(s, 4, func(d int) bool { return d != 5 })
+			if !ok {
+				t.Fatal("Traffic overflowed")
+			}
+			if d := cmp.Diff(tc.sent, sent); d != "" {
+				t.Errorf("sent (-want +got):\n%s", d)
+			}
+			if d := cmp.Diff(tc.recv, recv); d != "" {
+				t.Errorf("recv (-want +got):\n%s", d)
+			}
+		})
+	}
+}

@@ -79,6 +79,11 @@ type validator struct {
 	nameSlab   []nameInfo
 	recent     [recentNames]recentName
 	nextRecent int
+	// tensorEntries are the records of the tensors' names, by position
+	// (nil until checked, and for a tensor with no name); lastTensor is
+	// the position of the tensor lookup found last (nextTensor).
+	tensorEntries []*nameInfo
+	lastTensor    int
 	// opOutputs and stepOutputs are the records of each op's and step's
 	// output, found once: a later pass over the ops or steps would look
 	// each up again, in a map too large for the processor's caches.
@@ -207,12 +212,17 @@ func (v *validator) checkMesh(name string, m Mesh) {
 
 // checkTensors checks every tensor and indexes them by name.
 func (v *validator) checkTensors() {
+	v.tensorEntries = make([]*nameInfo, len(v.p.Tensors))
 	for i := range v.p.Tensors {
 		t := &v.p.Tensors[i]
 		what := tensorRef{name: t.Name, index: i, sharding: -1}
 		var e *nameInfo // the name's record, found once
 		if t.Name != "" {
 			e = v.entry(t.Name)
+			if e.at == 0 {
+				e.at = int32(i + 1)
+			}
+			v.tensorEntries[i] = e
 		}
 		dup := e != nil && e.tensor != nil
 		switch {
@@ -412,7 +422,8 @@ func (v *validator) checkCoverage() {
 func (v *validator) checkSummary() {
 	collectives, locals := 0, 0
 	byType := map[string]int{}
-	for _, s := range v.p.Steps {
+	for i := range v.p.Steps {
+		s := &v.p.Steps[i] // not copied: a step is a few hundred bytes
 		switch s.Kind {
 		case KindCollective:
 			collectives++

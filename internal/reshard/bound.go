@@ -74,41 +74,42 @@ func saturatingAdd(a, b int64) int64 {
 }
 
 // addBound adds the op's lower bound: pv is the producer's view (for a
-// reduction, over the reduced axis too), cv the consumer's.
-func (c *opCtx) addBound(pv, cv *view) {
+// reduction, over the reduced axis too), cv the consumer's, on c's
+// factoring, whose real blocks c.real counts.
+func (c lowering) addBound(pv, cv *view) {
+	real := c.real
 	elem := int64(cv.dtype.Size())
 	n := 1
 	if c.op.Kind.IsReduction() {
-		n = extentOf(onAxis(allDid(pv), c.op.Axis))
+		n = real.terms(onAxis(allDid(pv), c.op.Axis))
 	}
 	// Buffers and need count elements of one buffer: no overflow (sizes.go).
 	mine := int64(0)
 	for _, d := range cv.mesh.Devices {
-		b := int64(cv.size()) * elem
-		if n == 1 {
-			b = need(pv, cv, d) * elem
+		b := real.size(cv, d) * elem
+		if n <= 1 {
+			b = real.need(pv, cv, d) * elem
 		}
-		c.addBytes(c.bound, d, b, "must receive over the plan")
+		c.addBytes(bookBound, d, b)
 		mine, _ = checked.Add(mine, b)
 	}
 	if n > 1 {
-		c.addAggregate(pv, cv, n, mine)
+		c.addAggregate(pv, cv, n, mine, real)
 	}
 }
 
 // addAggregate records a reduction's bound in all, beyond mine, the sum of
 // its consumer's per-device bounds.
-func (c *opCtx) addAggregate(pv, cv *view, n int, mine int64) {
-	blocks := extentOf(allDid(cv))
-	wanting := len(cv.mesh.Devices) / blocks
-	all, ok := checked.Product(int64(cv.size()), int64(blocks), int64(n-1+wanting-1), int64(cv.dtype.Size()))
+func (c lowering) addAggregate(pv, cv *view, n int, mine int64, real *realBlocks) {
+	wanting := len(cv.mesh.Devices) / extentOf(allDid(cv))
+	all, ok := checked.Product(real.total(cv), int64(n-1+wanting-1), int64(cv.dtype.Size()))
 	if !ok {
 		all = math.MaxInt64 // less than the true count: still a bound
 	}
 	if all > mine {
 		devices := slices.Concat(pv.mesh.Devices, cv.mesh.Devices)
 		slices.Sort(devices)
-		c.aggregates.add(slices.Compact(devices), all-mine)
+		c.bookAggregate(slices.Compact(devices), all-mine)
 	}
 }
 
@@ -122,10 +123,10 @@ func allDid(v *view) []ir.Digit {
 }
 
 // addSizeBound adds a lower bound that needs no common factoring: a device
-// must receive at least what it holds of the consumer beyond all it holds
-// of the producer; of a reduction over an axis split among devices, all it
-// holds of the consumer.
-func (c *opCtx) addSizeBound(p, t *ir.Tensor) {
+// must receive at least the real elements it holds of the consumer beyond
+// all it may hold of the producer; of a reduction over an axis split among
+// devices, all it holds of the consumer.
+func (c lowering) addSizeBound(p, t *ir.Tensor) {
 	elem := int64(t.DType.Size())
 	split := false
 	if c.op.Kind.IsReduction() {
@@ -139,7 +140,7 @@ func (c *opCtx) addSizeBound(p, t *ir.Tensor) {
 			have = int64(p.LocalSize())
 		}
 		// One tensor's bytes: no overflow (sizes.go).
-		c.addBytes(c.bound, d, max(0, int64(t.LocalSize())-have)*elem, "must receive over the plan")
+		c.addBytes(bookBound, d, max(0, realLocalSize(t, d)-have)*elem)
 	}
 }
 

@@ -17,12 +17,12 @@ func axisAlong(v *view, mask uint8) *int {
 }
 
 // allgather: src sharded along t, dst not, same mesh.
-func (c *opCtx) allgather(src, dst *view, t ir.ParallelType) { c.allgatherAlong(src, dst, maskOf(t)) }
+func (c lowering) allgather(src, dst *view, t ir.ParallelType) { c.allgatherAlong(src, dst, maskOf(t)) }
 
 // allgatherAlong: src sharded along the types of mask, dst not, same mesh.
 // Concatenation in team order puts their digits outermost, so the input is
 // first arranged as dst's order without them.
-func (c *opCtx) allgatherAlong(src, dst *view, mask uint8) {
+func (c lowering) allgatherAlong(src, dst *view, mask uint8) {
 	in, got := gatherOrders(rankDigits(src, mask), dst.stored)
 	arranged := c.arrange(src, in, "in", src.mesh.Devices)
 	out, after := c.finish(got, dst, "gathered")
@@ -37,7 +37,7 @@ func (c *opCtx) allgatherAlong(src, dst *view, mask uint8) {
 // dims [outer, T, inner] keeps each rank's chunks where they are;
 // otherwise the input is arranged with those digits outermost, and every
 // team member keeps the chunk of its rank.
-func (c *opCtx) sliceAlong(src, dst *view, mask uint8) {
+func (c lowering) sliceAlong(src, dst *view, mask uint8) {
 	d := rankDigits(dst, mask)
 	if outer, inner, ok := stridedSlice(src.stored, d); ok {
 		out, after := c.finish(without(src.stored, d), dst, "sliced")
@@ -56,7 +56,7 @@ func (c *opCtx) sliceAlong(src, dst *view, mask uint8) {
 
 // scatterSameMesh: src replicated along t, dst sharded; one Scatter per
 // slice of the mesh along t, rooted at the slice's first device.
-func (c *opCtx) scatterSameMesh(src, dst *view, t ir.ParallelType) {
+func (c lowering) scatterSameMesh(src, dst *view, t ir.ParallelType) {
 	teams := src.mesh.Teams(t)
 	var roots []int
 	for _, team := range teams {
@@ -75,7 +75,7 @@ func (c *opCtx) scatterSameMesh(src, dst *view, t ir.ParallelType) {
 
 // scatterCrossMesh: src replicated on one 1-D mesh, dst sharded on another;
 // the root is the first device of src's mesh that is in dst's mesh.
-func (c *opCtx) scatterCrossMesh(src, dst *view, t ir.ParallelType) {
+func (c lowering) scatterCrossMesh(src, dst *view, t ir.ParallelType) {
 	root := -1
 	for _, d := range src.mesh.Devices {
 		if dst.mesh.Contains(d) {
@@ -99,12 +99,12 @@ func (c *opCtx) scatterCrossMesh(src, dst *view, t ir.ParallelType) {
 
 // allToAll: the sharded axis along t moves from one logical axis to another
 // on one mesh.
-func (c *opCtx) allToAll(src, dst *view, t ir.ParallelType) { c.allToAllAlong(src, dst, maskOf(t)) }
+func (c lowering) allToAll(src, dst *view, t ir.ParallelType) { c.allToAllAlong(src, dst, maskOf(t)) }
 
 // allToAllAlong: the digits the types of mask select change to others on
 // one mesh. Each rank sends chunk j (dst's digits = j) to rank j and
 // receives src's digits as the outermost part.
-func (c *opCtx) allToAllAlong(src, dst *view, mask uint8) {
+func (c lowering) allToAllAlong(src, dst *view, mask uint8) {
 	in, got := allToAllOrders(rankDigits(src, mask), rankDigits(dst, mask), dst.stored)
 	arranged := c.arrange(src, in, "in", src.mesh.Devices)
 	out, after := c.finish(got, dst, "exchanged")
@@ -115,7 +115,7 @@ func (c *opCtx) allToAllAlong(src, dst *view, mask uint8) {
 
 // broadcast: both replicated, meshes differ; the root is the first device
 // of src's mesh, the team dst's mesh with the root appended when absent.
-func (c *opCtx) broadcast(src, dst *view) {
+func (c lowering) broadcast(src, dst *view) {
 	root := src.mesh.Devices[0]
 	team := slices.Clone(dst.mesh.Devices)
 	if !slices.Contains(team, root) {
@@ -129,7 +129,7 @@ func (c *opCtx) broadcast(src, dst *view) {
 
 // gather: src sharded, dst replicated on another mesh; one Gather per device
 // of dst's mesh, team = src's mesh with the root appended when absent.
-func (c *opCtx) gather(src, dst *view, t ir.ParallelType) {
+func (c lowering) gather(src, dst *view, t ir.ParallelType) {
 	d := src.did[t]
 	in := c.arrange(src, without(dst.stored, d), "in", src.mesh.Devices)
 	out, after := c.finish(concat(d, in.stored), dst, "gathered")
@@ -147,7 +147,7 @@ func (c *opCtx) gather(src, dst *view, t ir.ParallelType) {
 // sendRecv: same sharding on two 1-D meshes of one size; device i of src's
 // mesh sends its shard to device i of dst's mesh (a local copy when they are
 // the same device).
-func (c *opCtx) sendRecv(src, dst *view) {
+func (c lowering) sendRecv(src, dst *view) {
 	out, after := c.finish(src.stored, dst, "received")
 	for i, from := range src.mesh.Devices {
 		to := dst.mesh.Devices[i]
@@ -163,11 +163,11 @@ func (c *opCtx) sendRecv(src, dst *view) {
 
 // allreduce: the reduced axis is sharded along t and dst is replicated along
 // t on the same mesh.
-func (c *opCtx) allreduce(src, dst *view, t ir.ParallelType) { c.allreduceAlong(src, dst, maskOf(t)) }
+func (c lowering) allreduce(src, dst *view, t ir.ParallelType) { c.allreduceAlong(src, dst, maskOf(t)) }
 
 // allreduceAlong: src holds partial terms along the types of mask, dst
 // their combination on the same mesh.
-func (c *opCtx) allreduceAlong(src, dst *view, mask uint8) {
+func (c lowering) allreduceAlong(src, dst *view, mask uint8) {
 	out, after := c.finish(src.stored, dst, "reduced")
 	c.emitCollective(plan.Step{Type: plan.Allreduce, ReduceOp: c.reduceOp(), Input: src.name, Output: out, Axis: new(c.op.Axis)},
 		teamsAlong(src.mesh, mask), src, dst, src.size(), src.size())
@@ -176,14 +176,14 @@ func (c *opCtx) allreduceAlong(src, dst *view, mask uint8) {
 
 // reduceScatter: the reduced axis is sharded along t and dst is sharded
 // along t on another axis, same mesh.
-func (c *opCtx) reduceScatter(src, dst *view, t ir.ParallelType) {
+func (c lowering) reduceScatter(src, dst *view, t ir.ParallelType) {
 	c.reduceScatterAlong(src, dst, maskOf(t))
 }
 
 // reduceScatterAlong: src holds partial terms along the types of mask, dst
 // their combination sharded along them. Chunk r of the input must hold
 // dst's rank-r shard, so dst's digits for those types go outermost.
-func (c *opCtx) reduceScatterAlong(src, dst *view, mask uint8) {
+func (c lowering) reduceScatterAlong(src, dst *view, mask uint8) {
 	in, _ := reduceScatterOrders(rankDigits(dst, mask), dst.stored)
 	arranged := c.arrange(src, in, "in", src.mesh.Devices)
 	c.emitCollective(plan.Step{Type: plan.ReduceScatter, ReduceOp: c.reduceOp(), Input: arranged.name, Output: dst.name, Axis: new(c.op.Axis)},
@@ -192,7 +192,7 @@ func (c *opCtx) reduceScatterAlong(src, dst *view, mask uint8) {
 
 // reduce: the reduced axis is sharded along t, dst replicated on another 1-D
 // mesh; one Reduce per device of dst's mesh.
-func (c *opCtx) reduce(src, dst *view, t ir.ParallelType) {
+func (c lowering) reduce(src, dst *view, t ir.ParallelType) {
 	out, after := c.finish(src.stored, dst, "reduced")
 	for _, root := range dst.mesh.Devices {
 		team := slices.Clone(src.mesh.Devices)

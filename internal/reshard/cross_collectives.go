@@ -11,7 +11,7 @@ import (
 // sendRecvPairs: the same sharding on meshes of one shape; device i of
 // src's mesh sends its buffer to device i of dst's, and the devices of
 // both copy theirs in one local step.
-func (c *opCtx) sendRecvPairs(src, dst *view) {
+func (c lowering) sendRecvPairs(src, dst *view) {
 	out, after := c.finish(src.stored, dst, "received")
 	var stay []int
 	for i, from := range src.mesh.Devices {
@@ -34,7 +34,7 @@ func (c *opCtx) sendRecvPairs(src, dst *view) {
 // broadcastTo: both replicated, meshes differ. One Broadcast to the
 // consumer's devices, or with skip to those that do not hold the data,
 // which then copy it.
-func (c *opCtx) broadcastTo(src, dst *view, skip bool) {
+func (c lowering) broadcastTo(src, dst *view, skip bool) {
 	team, copies := broadcastTeam(src.mesh, dst.mesh, skip)
 	out, after := c.finish(src.stored, dst, "received")
 	if team != nil && !dst.mesh.Contains(team[0]) {
@@ -54,7 +54,7 @@ func (c *opCtx) broadcastTo(src, dst *view, skip bool) {
 // at a device of both meshes when there is one (scatterCrossMesh); else at
 // src's first device, appended to the team, whose input a Pad extends by a
 // chunk that it scatters to itself.
-func (c *opCtx) scatterTo(src, dst *view) {
+func (c lowering) scatterTo(src, dst *view) {
 	team, root, padded := scatterTeam(src.mesh, dst.mesh)
 	if !padded {
 		c.scatterCrossMesh(src, dst, ir.DIDx)
@@ -78,7 +78,7 @@ func (c *opCtx) scatterTo(src, dst *view) {
 // Reduce would take for the consumer's data. Into such a consumer, the
 // step writes an intermediate that a Copy (or a Permute) on the
 // consumer's devices turns into it.
-func (c *opCtx) finishOutside(got []ir.Digit, dst *view, what string) (output string, after func()) {
+func (c lowering) finishOutside(got []ir.Digit, dst *view, what string) (output string, after func()) {
 	if dst.flexible || !c.readLater() {
 		return c.finish(got, dst, what)
 	}
@@ -87,26 +87,26 @@ func (c *opCtx) finishOutside(got []ir.Digit, dst *view, what string) (output st
 }
 
 // readLater reports whether an op after c's reads its output.
-func (c *opCtx) readLater() bool {
-	if c.memo.lastReader == nil {
-		c.memo.lastReader = map[*ir.Tensor]int{}
-		for _, op := range c.f.Ops {
+func (c lowering) readLater() bool {
+	if c.ledger.memo.lastReader == nil {
+		c.ledger.memo.lastReader = map[*ir.Tensor]int{}
+		for _, op := range c.job.f.Ops {
 			for _, in := range op.Inputs {
-				c.memo.lastReader[in] = max(c.memo.lastReader[in], op.Index)
+				c.ledger.memo.lastReader[in] = max(c.ledger.memo.lastReader[in], op.Index)
 			}
 		}
 	}
-	if c.laterOf != c.op {
+	if c.job.laterOf != c.op {
 		// Asked several times an op: the answer is kept for the last op.
-		last, ok := c.memo.lastReader[c.op.Out]
-		c.laterOf, c.later = c.op, ok && last > c.op.Index
+		last, ok := c.ledger.memo.lastReader[c.op.Out]
+		c.job.laterOf, c.job.later = c.op, ok && last > c.op.Index
 	}
-	return c.later
+	return c.job.later
 }
 
 // copyTo writes dst from tmp on dst's devices: a Copy, or a Permute where
 // their orders differ.
-func (c *opCtx) copyTo(tmp, dst *view) {
+func (c lowering) copyTo(tmp, dst *view) {
 	if sameOrder(tmp.stored, dst.stored) {
 		c.emitLocalOn(plan.Step{Type: plan.Copy, Input: tmp.name, Output: dst.name}, dst.mesh.Devices, tmp.size(), tmp.size())
 		return
@@ -117,7 +117,7 @@ func (c *opCtx) copyTo(tmp, dst *view) {
 // gatherTo: src sharded along DIDx on digits g of its 1-D mesh, dst on
 // their leading digits h (none: replicated) of its own; one Gather to each
 // device of dst's mesh from the devices that hold the chunks of its block.
-func (c *opCtx) gatherTo(src, dst *view, g, h []ir.Digit) {
+func (c lowering) gatherTo(src, dst *view, g, h []ir.Digit) {
 	starts, n, _ := gatherGroups(src.mesh, dst.mesh, g, h)
 	in, got := gatherOrders(g[len(h):], dst.stored)
 	arranged := c.arrange(src, in, "in", src.mesh.Devices)

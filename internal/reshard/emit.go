@@ -10,7 +10,7 @@ import (
 // emitCollective appends a collective step run by teams on buffer in, with
 // countIn and countOut elements per device (docs/plan.md), and accounts its
 // bytes.
-func (c *opCtx) emitCollective(s plan.Step, teams [][]int, in, out *view, countIn, countOut int) {
+func (c lowering) emitCollective(s plan.Step, teams [][]int, in, out *view, countIn, countOut int) {
 	s.Kind = plan.KindCollective
 	s.Teams = teams
 	s.Count = plan.Count{Input: countIn, Output: countOut}
@@ -27,17 +27,20 @@ func (c *opCtx) emitCollective(s plan.Step, teams [][]int, in, out *view, countI
 	for _, dev := range sortedKeys(recv) { // an overflow names the first device
 		n := recv[dev]
 		b.ReceivedPerDevice = max(b.ReceivedPerDevice, n)
-		c.addBytes(c.received, dev, n, "receives over the plan")
-		if c.rec != nil {
-			c.rec.received = append(c.rec.received, deviceBytes{dev, n})
+		c.addBytes(bookReceived, dev, n)
+		if c.job.rec != nil {
+			c.job.rec.received = append(c.job.rec.received, deviceBytes{dev, n})
 		}
 	}
-	b.LowerBound = stepBound(&s, b.ReceivedPerDevice, elem)
+	// A reducing step receives what it must (bound.go): an Allreduce and a
+	// ReduceScatter meet the bandwidth bounds, a Reduce's chain one buffer
+	// at the root, one value per element of its input.
+	b.LowerBound = b.ReceivedPerDevice
 	if !plan.IsReduction(s.Type) {
 		b.LowerBound = 0
 		for dev := range recv {
 			// need counts elements of out, one buffer: no overflow (sizes.go).
-			b.LowerBound = max(b.LowerBound, need(in, out, dev)*elem)
+			b.LowerBound = max(b.LowerBound, c.real.need(in, out, dev)*elem)
 		}
 	}
 	s.Bytes = b
@@ -55,32 +58,20 @@ func sortedKeys(m map[int]int64) []int {
 	return keys
 }
 
-// stepBound is what the busiest device must receive in a reducing step
-// that receives recv bytes at most (bound.go): an Allreduce or a
-// ReduceScatter, what it receives (the bandwidth bounds, which it meets);
-// a Reduce's root, one value per element of its input, however the engine
-// combines the others' (NCCL pipelines a Reduce through a ring or a tree).
-func stepBound(s *plan.Step, recv, elem int64) int64 {
-	if s.Type == plan.Reduce {
-		return min(recv, int64(s.Count.Input)*elem) // one buffer: no overflow
-	}
-	return recv
-}
-
 // emitLocal appends a local step on every device of src's mesh.
-func (c *opCtx) emitLocal(s plan.Step, src *view, countOut int) {
+func (c lowering) emitLocal(s plan.Step, src *view, countOut int) {
 	c.emitLocalOn(s, src.mesh.Devices, src.size(), countOut)
 }
 
 // emitLocalOn appends a local step run by devices.
-func (c *opCtx) emitLocalOn(s plan.Step, devices []int, countIn, countOut int) {
+func (c lowering) emitLocalOn(s plan.Step, devices []int, countIn, countOut int) {
 	s.Kind = plan.KindLocal
 	s.Devices = slices.Clone(devices)
 	s.Count = plan.Count{Input: countIn, Output: countOut}
 	c.append(s)
 }
 
-func (c *opCtx) append(s plan.Step) {
+func (c lowering) append(s plan.Step) {
 	if s.Axis != nil && c.toOpAxis != nil {
 		a := c.toOpAxis[*s.Axis]
 		s.Axis = nil // an axis the op's first input lacks: none to name
@@ -88,10 +79,10 @@ func (c *opCtx) append(s plan.Step) {
 			s.Axis = new(a)
 		}
 	}
-	s.ID = c.steps.len()
+	s.ID = c.ledger.steps.len()
 	s.Op = c.op.Index
-	s.Expr = c.expr()
-	c.steps.add(s)
+	s.Expr = c.job.expr()
+	c.ledger.steps.add(s)
 }
 
 // EmitLocal appends a local step of the job's op run by devices, with
@@ -102,7 +93,7 @@ func (j *Job) EmitLocal(s plan.Step, devices []int, countIn, countOut int) {
 
 // emitLocalTeams appends a local step whose devices act by rank in their
 // team (Slice): no data moves between devices.
-func (c *opCtx) emitLocalTeams(s plan.Step, teams [][]int, countIn, countOut int) {
+func (c lowering) emitLocalTeams(s plan.Step, teams [][]int, countIn, countOut int) {
 	s.Kind = plan.KindLocal
 	s.Teams = teams
 	s.Count = plan.Count{Input: countIn, Output: countOut}

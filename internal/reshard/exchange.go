@@ -139,14 +139,14 @@ func (pl *searcher) appendExchange(out []edge, s searchState, to placement, mask
 	e := pl.newCost()
 	e.permute(cur, in, size)
 	busiest := e.times(int64(most), pl.elem)
-	e.add(pl.c.topology.ExchangeSeconds(pl.linkAlong(m, mask), busiest), true)
+	e.add(pl.topology.ExchangeSeconds(pl.linkAlong(m, mask), busiest), true)
 	e.bytes(busiest, e.times(int64(total), pl.elem, int64(len(m.Devices)/n)))
 	return pl.appendEdge(out, edgeAllToAllV, mask, to, got, e)
 }
 
 // allToAllVAlong emits an exchange: the digits the types of mask select
 // on src become dst's on the same mesh.
-func (c *opCtx) allToAllVAlong(src, dst *view, mask uint8) {
+func (c lowering) allToAllVAlong(src, dst *view, mask uint8) {
 	dp, dn := rankDigits(src, mask), rankDigits(dst, mask)
 	n := teamSize(src.mesh, mask)
 	counts := exchangeCounts(dp, dn, n, 0, src.size()/extentOf(without(dn, dp)))
@@ -187,7 +187,7 @@ func (pl *searcher) crossExchangeEdge(s searchState, out []edge) []edge {
 	e.permute(pl.decode(s.order), in, size)
 	busiest := e.times(int64(next), pl.elem)
 	team := slices.Concat(pl.src.mesh.Devices, pl.dst.mesh.Devices)
-	e.add(pl.c.topology.ExchangeSeconds(pl.c.topology.LinkOf(team), busiest), true)
+	e.add(pl.topology.ExchangeSeconds(pl.topology.LinkOf(team), busiest), true)
 	e.bytes(busiest, e.times(busiest, int64(len(pl.dst.mesh.Devices))))
 	e.crossing()
 	return pl.appendEdge(out, edgeCrossExchange, 0, pl.goal.placement, got, e)
@@ -195,7 +195,7 @@ func (pl *searcher) crossExchangeEdge(s searchState, out []edge) []edge {
 
 // crossExchange emits the move of src, on the producer's mesh, to dst on
 // the consumer's, a mesh of other devices, in one AllToAllV over both.
-func (c *opCtx) crossExchange(src, dst *view) {
+func (c lowering) crossExchange(src, dst *view) {
 	dp, dn := rankDigits(src, allTypes), rankDigits(dst, allTypes)
 	team := slices.Concat(src.mesh.Devices, dst.mesh.Devices)
 	counts := exchangeCounts(dp, dn, len(team), len(src.mesh.Devices), src.size()/extentOf(without(dn, dp)))

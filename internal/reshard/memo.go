@@ -11,6 +11,7 @@ import (
 // op's factoring say — the digits each device type selects, the buffer
 // orders, the meshes, the element type, the partial types, whether later
 // ops read the output and whether the producer is an intermediate buffer
+// — and the true extents of padded axes, which the steps' bounds count
 // — not on the tensors' names. The ops of a layer or a chain repeat a few
 // such pairs, so a lowering keeps each search it ran (its searcher, with
 // the states and prices it built, and the path it found) under a key of
@@ -18,13 +19,15 @@ import (
 // its own names. Emission, not search, names buffers: the steps and names
 // are what a fresh search gives.
 
-// search is a stored search: its searcher and the path it found.
+// search is a stored search: its searcher and the path it found, which
+// the ops that find its key emit as they are (emission), and the record
+// of the first emission.
 type search struct {
 	pl   *searcher
 	path []edge
 	ok   bool
 	// template is the path's first emission that may be replayed
-	// (replay.go), or nil.
+	// (replay.go), or nil; set once, by that emission.
 	template *template
 }
 
@@ -41,25 +44,24 @@ type memo struct {
 
 // searchFor returns the search from src to dst with the given partial
 // types, running it unless an equal one ran before in this lowering.
-func (c *opCtx) searchFor(src, dst *view, partial uint8) *search {
-	if c.memo.searches == nil {
-		c.memo = memo{searches: map[string]*search{}, meshes: map[*ir.Mesh]uint64{}}
+func (c lowering) searchFor(src, dst *view, partial uint8) *search {
+	if c.ledger.memo.searches == nil {
+		c.ledger.memo = memo{searches: map[string]*search{}, meshes: map[*ir.Mesh]uint64{}}
 	}
-	key := c.searchKey(c.memo.key[:0], src, dst, partial)
-	c.memo.key = key
-	if s, ok := c.memo.searches[string(key)]; ok {
-		s.pl.c, s.pl.src, s.pl.dst = c, src, dst
-		return s
+	key := c.searchKey(c.ledger.memo.key[:0], src, dst, partial)
+	c.ledger.memo.key = key
+	if s, ok := c.ledger.memo.searches[string(key)]; ok {
+		return s // emitted with the op's own views (emission)
 	}
 	pl := newSearcher(c, src, dst, partial)
 	path, ok := pl.search()
 	s := &search{pl: pl, path: path, ok: ok}
-	c.memo.searches[string(key)] = s
+	c.ledger.memo.searches[string(key)] = s
 	return s
 }
 
 // searchKey appends to b every fact the search reads (see above).
-func (c *opCtx) searchKey(b []byte, src, dst *view, partial uint8) []byte {
+func (c lowering) searchKey(b []byte, src, dst *view, partial uint8) []byte {
 	u := func(x int) { b = binary.AppendUvarint(b, uint64(x)) }
 	flag := func(v bool) {
 		if v {
@@ -99,15 +101,18 @@ func (c *opCtx) searchKey(b []byte, src, dst *view, partial uint8) []byte {
 	for _, cuts := range c.fact.cuts {
 		ints(cuts)
 	}
+	if c.real != nil { // the steps' bounds count real elements
+		ints(c.real.real)
+	}
 	return b
 }
 
 // meshID numbers m within the lowering.
-func (c *opCtx) meshID(m *ir.Mesh) uint64 {
-	id, ok := c.memo.meshes[m]
+func (c lowering) meshID(m *ir.Mesh) uint64 {
+	id, ok := c.ledger.memo.meshes[m]
 	if !ok {
-		id = uint64(len(c.memo.meshes))
-		c.memo.meshes[m] = id
+		id = uint64(len(c.ledger.memo.meshes))
+		c.ledger.memo.meshes[m] = id
 	}
 	return id
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/nvcomm/nvcomm/internal/cost"
 	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/plan"
 )
@@ -37,14 +38,21 @@ type searchState struct {
 	order string
 }
 
-// searcher holds one op's search space.
+// searcher holds one op's search space. It keeps no op's lowering: what it
+// depends on is the search key (memo.go), so the ops that find the key
+// again emit its path with their own views and names (emission).
 type searcher struct {
-	c        *opCtx
+	// src and dst are the views the search ran on, whose names are those
+	// of the first op with its key.
 	src, dst *view
 	obj      costOrder
-	options  [3][][]ir.Digit // per type: nil (replicated), then candidate digit groups
-	order    []ir.Digit      // every digit of the result, in the consumer's layout order
-	index    map[ir.Digit]int
+	topology *cost.Topology
+	// readLater is whether a later op reads the consumer, and fromBuffer
+	// whether the producer is an intermediate buffer: both decide edges.
+	readLater, fromBuffer bool
+	options               [3][][]ir.Digit // per type: nil (replicated), then candidate digit groups
+	order                 []ir.Digit      // every digit of the result, in the consumer's layout order
+	index                 map[ir.Digit]int
 	// partials are the digits of the reduced axis that each partial type
 	// selects in the producer: the views of partial states keep them.
 	partials [3][]ir.Digit
@@ -72,7 +80,7 @@ type searcher struct {
 
 // optimal lowers src (the producer, after any local reduction) to dst; the
 // types of partial still hold partial terms of the op's reduction.
-func (c *opCtx) optimal(src, dst *view, partial uint8) {
+func (c lowering) optimal(src, dst *view, partial uint8) {
 	found := c.searchFor(src, dst, partial)
 	pl, path, ok := found.pl, found.path, found.ok
 	if !ok && pl.overflowed {
@@ -84,23 +92,24 @@ func (c *opCtx) optimal(src, dst *view, partial uint8) {
 			"reshard within one mesh first, then move between meshes of the same shape")
 		return
 	}
-	first := c.steps.len()
+	first := c.ledger.steps.len()
 	c.emitPath(found, src, dst)
-	if c.debug.Searched != nil && len(path) > 0 {
+	if c.planner.debug.Searched != nil && len(path) > 0 {
 		total := pathCost{}
 		for _, e := range path {
 			total, _ = pl.obj.Add(total, e.cost)
 		}
-		emitted := make([]plan.Step, 0, c.steps.len()-first)
-		for i := first; i < c.steps.len(); i++ {
-			emitted = append(emitted, *c.steps.at(i))
+		emitted := make([]plan.Step, 0, c.ledger.steps.len()-first)
+		for i := first; i < c.ledger.steps.len(); i++ {
+			emitted = append(emitted, *c.ledger.steps.at(i))
 		}
-		c.debug.Searched(total.ps, total.steps, emitted)
+		c.planner.debug.Searched(total.ps, total.steps, emitted)
 	}
 }
 
-func newSearcher(c *opCtx, src, dst *view, partial uint8) *searcher {
-	pl := &searcher{c: c, src: src, dst: dst, obj: c.costOrder, elem: int64(src.dtype.Size()),
+func newSearcher(c lowering, src, dst *view, partial uint8) *searcher {
+	pl := &searcher{src: src, dst: dst, obj: c.planner.costOrder, topology: c.planner.topology,
+		readLater: c.readLater(), fromBuffer: strings.Contains(src.name, "/"), elem: int64(src.dtype.Size()),
 		links: map[linkKey]string{}, swaps: map[[2]placement]*swap{}, keys: map[placement]string{},
 		canon: map[placement][]ir.Digit{}, priced: map[searchState][]edge{},
 		decoded: map[string][]ir.Digit{}}
@@ -317,8 +326,9 @@ func extentOf(ds []ir.Digit) int {
 
 // view builds the intermediate view of a placement, its buffer in the
 // canonical order (the step that writes it may choose another: flexible).
-func (pl *searcher) view(p placement) *view {
-	v := &view{name: pl.c.buffer("step"), mesh: pl.mesh(p), dtype: pl.src.dtype, flexible: true}
+func (em emission) view(p placement) *view {
+	pl := em.found
+	v := &view{name: em.c.buffer("step"), mesh: pl.mesh(p), dtype: em.src.dtype, flexible: true}
 	for i, t := range ir.DeviceTypes {
 		if d := pl.options[i][p.pick[i]]; d != nil {
 			v.did[t] = d

@@ -2,7 +2,6 @@ package reshard
 
 import (
 	"slices"
-	"strings"
 
 	"github.com/nvcomm/nvcomm/internal/cost"
 	"github.com/nvcomm/nvcomm/internal/ir"
@@ -52,7 +51,7 @@ func (pl *searcher) sendRecvEdge(s searchState, to placement, out []edge) []edge
 			continue
 		}
 		moved++
-		e.collective(pl.c.topology.LinkOf([]int{d, r}), plan.SendRecv, plan.Count{Input: size, Output: size}, 2)
+		e.collective(pl.topology.LinkOf([]int{d, r}), plan.SendRecv, plan.Count{Input: size, Output: size}, 2)
 	}
 	if copied {
 		e.local(plan.Copy, size, size)
@@ -118,7 +117,7 @@ func (pl *searcher) broadcastEdges(s searchState, to placement, out []edge) []ed
 func (pl *searcher) relabelEdge(s searchState, to placement, out []edge) []edge {
 	cur := pl.decode(s.order)
 	e := pl.newCost()
-	if !pl.c.readLater() && !(s == pl.start && !strings.Contains(pl.src.name, "/")) {
+	if !pl.readLater && !(s == pl.start && !pl.fromBuffer) {
 		return pl.appendEdge(out, edgeRelabel, 0, to, cur, e) // renamed, or a Permute
 	}
 	pl.copyInto(e, to, cur)
@@ -138,7 +137,7 @@ func (pl *searcher) copyInto(e *edgeCost, to placement, got []ir.Digit) {
 // outside adds the Copy of a step whose root is outside the consumer's
 // mesh into the consumer, when a later op reads it (finishOutside).
 func (pl *searcher) outside(e *edgeCost, to placement, got []ir.Digit) {
-	if pl.c.readLater() {
+	if pl.readLater {
 		pl.copyInto(e, to, got)
 	}
 }
@@ -151,7 +150,7 @@ func (pl *searcher) broadcastEdge(s searchState, to placement, skip bool, out []
 	team, copies := broadcastTeam(pl.src.mesh, pl.dst.mesh, skip)
 	e := pl.newCost()
 	if team != nil {
-		e.collective(pl.c.topology.LinkOf(team), plan.Broadcast, plan.Count{Input: size, Output: size}, len(team))
+		e.collective(pl.topology.LinkOf(team), plan.Broadcast, plan.Count{Input: size, Output: size}, len(team))
 		e.bytes(bytes, e.times(bytes, int64(len(team)-1)))
 	}
 	if len(copies) > 0 {
@@ -192,7 +191,7 @@ func (pl *searcher) scatterEdge(s searchState, out []edge) []edge {
 		input += chunk
 		e.local(plan.Pad, size, input)
 	}
-	e.collective(pl.c.topology.LinkOf(team), plan.Scatter, plan.Count{Input: input, Output: chunk}, len(team))
+	e.collective(pl.topology.LinkOf(team), plan.Scatter, plan.Count{Input: input, Output: chunk}, len(team))
 	if padded {
 		pl.outside(e, target, got)
 	}
@@ -274,13 +273,13 @@ func (pl *searcher) gatherEdge(s searchState, k int, out []edge) []edge {
 func (pl *searcher) gatherLink(links map[int]string, start int, group []int, root int) string {
 	link, ok := links[start]
 	if !ok {
-		link = pl.c.topology.LinkOf(group)
+		link = pl.topology.LinkOf(group)
 		links[start] = link
 	}
 	if link == cost.LinkNetwork {
 		return link
 	}
-	return pl.c.topology.LinkOf([]int{group[0], root}) // the group is on group[0]'s node
+	return pl.topology.LinkOf([]int{group[0], root}) // the group is on group[0]'s node
 }
 
 // boolMask is an edge's mask that carries a choice (1: yes).

@@ -97,16 +97,17 @@ func (pl *searcher) reduceEdge(s searchState, out []edge) []edge {
 	size := pl.size(s.placement)
 	bytes := int64(size) * pl.elem
 	e := pl.newCost()
-	e.collective(pl.c.topology.LinkOf(team), plan.Reduce, plan.Count{Input: size, Output: size}, len(team))
-	recv := e.times(int64(len(team)-1), bytes)
-	e.bytes(recv, recv)
+	e.collective(pl.topology.LinkOf(team), plan.Reduce, plan.Count{Input: size, Output: size}, len(team))
+	// A chain: every member but the first after the root receives one
+	// buffer (plan.Traffic).
+	e.bytes(bytes, e.times(int64(len(team)-1), bytes))
 	e.crossing()
 	return pl.appendEdge(out, edgeReduce, s.partial, pl.goal.placement, pl.decode(s.order), e)
 }
 
 // reduceTo reduces src, partial along the types of mask, onto dst's single
 // device with one Reduce.
-func (c *opCtx) reduceTo(src, dst *view, mask uint8) {
+func (c lowering) reduceTo(src, dst *view, mask uint8) {
 	root := dst.mesh.Devices[0]
 	team := reduceTeam(src.mesh, mask, root)
 	out, after := c.finish(src.stored, dst, "reduced")

@@ -28,7 +28,7 @@ func (pl *searcher) newCost() *edgeCost { return &edgeCost{pl: pl, ok: true} }
 
 // local adds a local step of type typ with counts in and out per device.
 func (e *edgeCost) local(typ string, in, out int) {
-	s, ok := e.pl.c.topology.LocalSeconds(typ, plan.Count{Input: in, Output: out}, e.pl.elem)
+	s, ok := e.pl.topology.LocalSeconds(typ, plan.Count{Input: in, Output: out}, e.pl.elem)
 	e.add(s, ok)
 }
 
@@ -44,7 +44,7 @@ func (e *edgeCost) permute(have, want []ir.Digit, n int) {
 // devices on link, with the given counts; its bytes are the caller's to
 // add (a swap's SendRecv steps make each device receive once).
 func (e *edgeCost) collective(link, typ string, c plan.Count, n int) {
-	s, _, ok := e.pl.c.topology.TeamSeconds(link, typ, c, n, e.pl.elem)
+	s, _, ok := e.pl.topology.TeamSeconds(link, typ, c, n, e.pl.elem)
 	e.add(s, ok)
 }
 
@@ -54,7 +54,7 @@ func (e *edgeCost) repeat(k int, link, typ string, c plan.Count, n int) {
 	if k == 0 {
 		return
 	}
-	s, _, ok := e.pl.c.topology.TeamSeconds(link, typ, c, n, e.pl.elem)
+	s, _, ok := e.pl.topology.TeamSeconds(link, typ, c, n, e.pl.elem)
 	ps, fits := checked.Mul(picoseconds(s), int64(k))
 	if !fits {
 		ps = math.MaxInt64
@@ -183,7 +183,7 @@ func (pl *searcher) linkAlong(m *ir.Mesh, mask uint8) string {
 	}
 	link := cost.LinkNVLink
 	for _, team := range teamsAlong(m, mask) {
-		if pl.c.topology.LinkOf(team) == cost.LinkNetwork {
+		if pl.topology.LinkOf(team) == cost.LinkNetwork {
 			link = cost.LinkNetwork
 			break
 		}

@@ -11,7 +11,7 @@ import (
 // wants it, in whatever order is best.
 
 // optimalReduction lowers a reduction under the optimal policy.
-func (c *opCtx) optimalReduction(pv, cv *view) {
+func (c lowering) optimalReduction(pv, cv *view) {
 	r := c.op.Axis
 	var partial uint8
 	for i, t := range ir.DeviceTypes {

@@ -72,22 +72,31 @@ func (pl *searcher) path(start, goal searchState, best map[searchState]*reached)
 	return path
 }
 
+// emission emits for one op the path a stored search found: the op's
+// lowering and its own producer and consumer views, which may differ from
+// the search's in their names. It only reads the search.
+type emission struct {
+	c        lowering
+	src, dst *view
+	found    *searcher
+}
+
 // emit turns the path into steps, the last one writing the consumer.
-func (pl *searcher) emit(path []edge) {
-	c, cur := pl.c, pl.src
+func (em emission) emit(path []edge) {
+	c, cur, pl := em.c, em.src, em.found
 	if len(path) == 0 {
-		c.local(cur, pl.dst)
+		c.local(cur, em.dst)
 		return
 	}
 	at := pl.start.placement
 	for k, e := range path {
 		if e.kind == edgeRelabel {
-			cur, at = pl.relabelTo(cur, k == len(path)-1), e.to.placement
+			cur, at = em.relabelTo(cur, k == len(path)-1), e.to.placement
 			continue
 		}
-		next := pl.dst
+		next := em.dst
 		if k < len(path)-1 {
-			next = pl.view(e.to.placement)
+			next = em.view(e.to.placement)
 		}
 		switch e.kind {
 		case edgeSlice:
@@ -126,17 +135,17 @@ func (pl *searcher) emit(path []edge) {
 // relabelTo makes a replicated buffer that every consumer device holds
 // the consumer's (relabelEdge): the same buffer on the consumer's mesh,
 // and when last, a copy of it into the consumer.
-func (pl *searcher) relabelTo(cur *view, last bool) *view {
-	moved := &view{name: cur.name, mesh: pl.dst.mesh, dtype: cur.dtype, did: cur.did, stored: cur.stored}
+func (em emission) relabelTo(cur *view, last bool) *view {
+	moved := &view{name: cur.name, mesh: em.dst.mesh, dtype: cur.dtype, did: cur.did, stored: cur.stored}
 	switch {
 	case !last:
 		return moved
-	case pl.c.readLater():
-		pl.c.copyTo(moved, pl.dst)
+	case em.found.readLater:
+		em.c.copyTo(moved, em.dst)
 	default:
-		pl.c.local(moved, pl.dst)
+		em.c.local(moved, em.dst)
 	}
-	return pl.dst
+	return em.dst
 }
 
 // queued is a search state with its path cost, for the priority queue.

@@ -61,7 +61,7 @@ func (pl *searcher) swapExchangeCost(sw *swap, m *ir.Mesh, bytes int64) *edgeCos
 		return nil
 	}
 	e := pl.newCost()
-	e.add(pl.c.topology.ExchangeSeconds(pl.linkAlong(m, allTypes), bytes), true)
+	e.add(pl.topology.ExchangeSeconds(pl.linkAlong(m, allTypes), bytes), true)
 	e.bytes(bytes, e.times(bytes, moved))
 	return e
 }
@@ -201,7 +201,7 @@ func (sw *swap) count(pl *searcher, m *ir.Mesh, idx int) {
 	switch {
 	case sw.to[idx] == idx:
 		sw.stayed++
-	case pl.c.topology.LinkOf(pair[:]) == cost.LinkNetwork:
+	case pl.topology.LinkOf(pair[:]) == cost.LinkNetwork:
 		sw.network++
 	default:
 		sw.nvlink++
@@ -223,7 +223,7 @@ func (pl *searcher) freeTypes(p placement) []ir.ParallelType {
 
 // swap emits a permutation: one Copy on the devices that keep their
 // buffer, then a SendRecv per device that moves.
-func (c *opCtx) swap(src, dst *view, sw *swap) {
+func (c lowering) swap(src, dst *view, sw *swap) {
 	out, after := c.finish(src.stored, dst, "swapped")
 	var stay []int
 	for idx, d := range src.mesh.Devices {
@@ -249,7 +249,7 @@ const allTypes uint8 = 1<<3 - 1 // DIDx, DIDy, DIDz
 // swapExchange emits a permutation as one AllToAllV over the mesh: each
 // device sends its whole buffer to the device that must hold it (itself,
 // for those that keep theirs).
-func (c *opCtx) swapExchange(src, dst *view, sw *swap) {
+func (c lowering) swapExchange(src, dst *view, sw *swap) {
 	n, size := len(src.mesh.Devices), src.size()
 	counts, cells := make([][]int, n), make([]int, n*n)
 	for idx, to := range sw.to {

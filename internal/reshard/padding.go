@@ -16,7 +16,7 @@ import (
 
 // isPadded reports whether some axis of a tensor (value axes mapped through
 // axisMap to producer axes) is shorter than the factoring's extent.
-func (c *opCtx) isPadded(shape, axisMap []int) bool {
+func (c lowering) isPadded(shape, axisMap []int) bool {
 	for j, n := range shape {
 		if c.fact.extents[axisMap[j]] > n {
 			return true
@@ -27,7 +27,7 @@ func (c *opCtx) isPadded(shape, axisMap []int) bool {
 
 // pad returns the view to lower from: pv itself, or a padded copy that a Pad
 // step writes.
-func (c *opCtx) pad(pv *view, shape, axisMap []int) *view {
+func (c lowering) pad(pv *view, shape, axisMap []int) *view {
 	if !c.isPadded(shape, axisMap) {
 		return pv
 	}
@@ -48,7 +48,7 @@ var identityFill = map[ir.OpKind]string{ir.OpSum: "0", ir.OpProd: "1", ir.OpMax:
 
 // padded returns the view to lower into: cv itself, or a padded buffer that
 // an Unpad step turns into cv.
-func (c *opCtx) padded(cv *view, shape, axisMap []int) *view {
+func (c lowering) padded(cv *view, shape, axisMap []int) *view {
 	if !c.isPadded(shape, axisMap) {
 		return cv
 	}
@@ -56,7 +56,7 @@ func (c *opCtx) padded(cv *view, shape, axisMap []int) *view {
 }
 
 // unpad cuts the padded buffer src down to the consumer's buffers.
-func (c *opCtx) unpad(src, cv *view, shape, axisMap []int) {
+func (c lowering) unpad(src, cv *view, shape, axisMap []int) {
 	dims, valid := c.validBoxes(cv, shape, axisMap)
 	c.emitLocalOn(plan.Step{Type: plan.Unpad, Input: src.name, Output: cv.name, Dims: dims, Valid: valid},
 		cv.mesh.Devices, cv.size(), largestBox(valid))
@@ -90,7 +90,7 @@ func extentOfInts(xs []int) int {
 // memory order, and returns, per device of its mesh, how many leading
 // entries of each dim are real elements (a device's indices along an axis
 // increase with its local index, so the real ones come first).
-func (c *opCtx) validBoxes(v *view, shape, axisMap []int) (dims []int, valid [][]int) {
+func (c lowering) validBoxes(v *view, shape, axisMap []int) (dims []int, valid [][]int) {
 	axes := c.layoutAxes(v, axisMap)
 	for _, a := range axes {
 		dims = append(dims, extentOf(onAxis(v.stored, a)))
@@ -113,7 +113,7 @@ func (c *opCtx) validBoxes(v *view, shape, axisMap []int) (dims []int, valid [][
 // layoutAxes lists the producer axes of a tensor's view in memory order:
 // those with stored digits as they come, then the fully sharded ones, which
 // hold one index per device wherever they sit.
-func (c *opCtx) layoutAxes(v *view, axisMap []int) []int {
+func (c lowering) layoutAxes(v *view, axisMap []int) []int {
 	var axes []int
 	for _, d := range v.stored {
 		if !slices.Contains(axes, d.Axis) {

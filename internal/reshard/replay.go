@@ -45,33 +45,33 @@ type deviceBytes struct {
 
 // templatable reports whether an emission of c from src may be recorded
 // or replayed (see above).
-func (c *opCtx) templatable(src *view) bool {
-	return !c.debug.NoReplay && c.toOpAxis == nil && !c.overflowed && !strings.Contains(src.name, "/")
+func (c lowering) templatable(src *view) bool {
+	return !c.planner.debug.NoReplay && c.toOpAxis == nil && !c.job.overflowed && !strings.Contains(src.name, "/")
 }
 
 // emitPath appends the steps of found's path from src to dst: a replay of
 // its template when it has one for the op's kind and axis, else an
 // emission, recorded when it may be.
-func (c *opCtx) emitPath(found *search, src, dst *view) {
+func (c lowering) emitPath(found *search, src, dst *view) {
 	t := found.template
 	if c.templatable(src) && t != nil && t.kind == c.op.Kind && t.axis == c.op.Axis {
 		c.replay(t, src, dst)
 		return
 	}
 	if !c.templatable(src) {
-		found.pl.emit(found.path)
+		emission{c, src, dst, found.pl}.emit(found.path)
 		return
 	}
-	first, errs := c.steps.len(), c.errs.Len()
-	c.rec = &template{kind: c.op.Kind, axis: c.op.Axis, src: src.name, dst: dst.name}
-	found.pl.emit(found.path)
-	rec := c.rec
-	c.rec = nil
-	if c.errs.Len() != errs || c.overflowed {
+	first, errs := c.ledger.steps.len(), c.ledger.errs.Len()
+	c.job.rec = &template{kind: c.op.Kind, axis: c.op.Axis, src: src.name, dst: dst.name}
+	emission{c, src, dst, found.pl}.emit(found.path)
+	rec := c.job.rec
+	c.job.rec = nil
+	if c.ledger.errs.Len() != errs || c.job.overflowed {
 		return
 	}
-	for i := first; i < c.steps.len(); i++ {
-		rec.steps = append(rec.steps, *c.steps.at(i))
+	for i := first; i < c.ledger.steps.len(); i++ {
+		rec.steps = append(rec.steps, *c.ledger.steps.at(i))
 	}
 	if rec.covers() {
 		found.template = rec
@@ -84,8 +84,14 @@ func (t *template) covers() bool {
 	known := func(name string) bool {
 		return name == t.src || name == t.dst || slices.Contains(t.names, name)
 	}
-	for i := range t.steps {
-		s := &t.steps[i]
+	return namesOnly(t.steps, known)
+}
+
+// namesOnly reports whether every buffer that steps read or write is one
+// that known accepts.
+func namesOnly(steps []plan.Step, known func(string) bool) bool {
+	for i := range steps {
+		s := &steps[i]
 		if s.Input != "" && !known(s.Input) || !known(s.Output) {
 			return false
 		}
@@ -100,7 +106,7 @@ func (t *template) covers() bool {
 
 // replay appends t's steps with the names of src, dst and the job's new
 // buffers, and books the bytes t booked.
-func (c *opCtx) replay(t *template, src, dst *view) {
+func (c lowering) replay(t *template, src, dst *view) {
 	names := make([]string, len(t.whats))
 	for i, what := range t.whats {
 		names[i] = c.buffer(what)
@@ -129,6 +135,6 @@ func (c *opCtx) replay(t *template, src, dst *view) {
 		c.append(s)
 	}
 	for _, r := range t.received {
-		c.addBytes(c.received, r.dev, r.n, "receives over the plan")
+		c.addBytes(bookReceived, r.dev, r.n)
 	}
 }

@@ -13,6 +13,7 @@
 //
 //   - reshard.go: Planner, Ledger, Job, and the pair lowering (factor, pad,
 //     rule table or search, unpad);
+//   - pairing.go: a pair's axes paired along its op's factor rule;
 //   - views.go, padding.go, shortslice.go: buffers as digits; uneven
 //     shards, and the Pad + Slice of an uneven Replicate → Shard as one
 //     Slice of a short input;
@@ -37,7 +38,6 @@ import (
 	"github.com/nvcomm/nvcomm/internal/diag"
 	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/plan"
-	"github.com/nvcomm/nvcomm/internal/shard"
 )
 
 // Policy names a lowering policy.
@@ -116,6 +116,8 @@ type Ledger struct {
 	errs       *diag.List
 	// memo keeps the optimal policy's searches (memo.go).
 	memo memo
+	// pairings keeps the pairings of the ops' axes (pairing.go).
+	pairings pairings
 }
 
 // NewLedger returns an empty ledger whose errors name file.
@@ -160,10 +162,10 @@ func (l *Ledger) BusiestReceived() int64 {
 // Job is the lowering of one op of a fusion: the reshardings within it
 // share its buffer names and write their steps under it.
 type Job struct {
-	*Planner
-	*Ledger
-	f  *ir.Fusion
-	op *ir.Op
+	planner *Planner // the policy, objective and topology
+	ledger  *Ledger  // the fusion's steps, bytes, bounds, errors and searches
+	f       *ir.Fusion
+	op      *ir.Op
 	// names counts the intermediate buffer names used so far; nil until
 	// the first (most ops name none).
 	names map[string]int
@@ -173,6 +175,8 @@ type Job struct {
 	opExpr string
 	// rec, while an emission is recorded, is its template (replay.go).
 	rec *template
+	// opRec, while LowerAlike records the job, is its record (opmemo.go).
+	opRec *opRecord
 	// later is readLater's answer for op laterOf.
 	laterOf *ir.Op
 	later   bool
@@ -180,7 +184,7 @@ type Job struct {
 
 // Job starts the lowering of op, an op of f, into led.
 func (p *Planner) Job(led *Ledger, f *ir.Fusion, op *ir.Op) *Job {
-	return &Job{Planner: p, Ledger: led, f: f, op: op}
+	return &Job{planner: p, ledger: led, f: f, op: op}
 }
 
 // expr is the job's op as its steps name it (ir.Op.Expr).
@@ -196,7 +200,7 @@ func (j *Job) expr() string {
 func (j *Job) Lower() {
 	c := j.ctx(j.op, nil)
 	producer, consumer := j.op.In(), j.op.Out
-	if j.policy == PolicyNvFuser && !c.nvfuserAccepts(producer, consumer) {
+	if j.planner.policy == PolicyNvFuser && !c.nvfuserAccepts(producer, consumer) {
 		return
 	}
 	c.reshard(producer, consumer, changeOf(j.op))
@@ -212,36 +216,44 @@ func (j *Job) Reshard(op *ir.Op, toOpAxis []int) {
 
 // Fail reports that the job's op cannot be lowered under the policy.
 func (j *Job) Fail(reason, hint string) {
-	j.errs.AddHint(j.op.Pos, hint, "op %q cannot be lowered (policy %s): %s", j.op.Expr(), j.policy, reason)
+	j.ledger.errs.AddHint(j.op.Pos, hint, "op %q cannot be lowered (policy %s): %s", j.op.Expr(), j.planner.policy, reason)
 }
 
-// ctx returns a context lowering op within the job.
-func (j *Job) ctx(op *ir.Op, toOpAxis []int) *opCtx {
-	return &opCtx{Job: j, op: op, toOpAxis: toOpAxis}
+// ctx returns the lowering of op's pair within the job.
+func (j *Job) ctx(op *ir.Op, toOpAxis []int) lowering {
+	return lowering{planner: j.planner, ledger: j.ledger, job: j, op: op, toOpAxis: toOpAxis}
 }
 
-// opCtx is the lowering of one pair of tensors within a job: the job's op,
+// lowering is the lowering of one pair of tensors within a job: the job's op,
 // a half of its lowering through a replicated copy, or a sum of partial
-// products.
-type opCtx struct {
-	*Job
-	op *ir.Op
+// products. It is a value, passed to what lowers the pair: each pair gets
+// its own (part, factored), and what outlives the pair — the fusion's
+// steps and bytes, the op's buffer names — lives in the ledger and the
+// job it names.
+type lowering struct {
+	planner *Planner // the policy, objective and topology: read only
+	ledger  *Ledger  // the fusion's steps, bytes, bounds, errors and searches
+	job     *Job     // the op's buffer names, recording and overflow
+	op      *ir.Op
 	// fact is the pair's common factoring.
 	fact *factoring
+	// real counts the real elements of its padded blocks: nil when it
+	// pads nothing.
+	real *realBlocks
 	// toOpAxis maps the axes of the pair being lowered to the op input's,
 	// when they differ; steps name axes of the op's input.
 	toOpAxis []int
 }
 
-// part returns a context for a pair within c's op whose axes map to the
+// part returns the lowering of a pair within c's op whose axes map to the
 // op input's through toOpAxis (nil: they are the op input's).
-func (c *opCtx) part(toOpAxis []int) *opCtx {
-	return c.Job.ctx(c.op, toOpAxis)
+func (c lowering) part(toOpAxis []int) lowering {
+	return c.job.ctx(c.op, toOpAxis)
 }
 
 // nvfuserAccepts reports (after saying why not) whether nvFuser can lower
 // the op at all: even shards, meshes of one size, no merged device axes.
-func (c *opCtx) nvfuserAccepts(p, t *ir.Tensor) bool {
+func (c lowering) nvfuserAccepts(p, t *ir.Tensor) bool {
 	if p.IsUneven() || t.IsUneven() {
 		c.fail("a sharded axis does not divide evenly among its devices, which nvFuser rejects (\"Sharded axis must be evenly divisible by mesh\")",
 			"use --policy optimal, which pads uneven shards")
@@ -285,23 +297,31 @@ func changeOf(op *ir.Op) Change {
 	return copyChange
 }
 
-// reshard lowers producer to consumer under change ch and adds the op's
-// lower bound. When the two
-// cut an axis at strides that do not divide each other, the optimal policy
-// goes through a replicated copy on the producer's mesh: each side then
-// factors on its own.
-func (c *opCtx) reshard(producer, consumer *ir.Tensor, ch Change) {
-	fact, ok := c.factor(producer, consumer, ch)
+// reshard lowers producer to consumer, the op's operand and result, under
+// change ch and adds the op's lower bound. Their axes pair as the op's
+// sharding rule says (opPairing). When the two cut an axis at strides
+// that do not divide each other, the optimal policy goes through a
+// replicated copy on the producer's mesh: each side then factors on its
+// own.
+func (c lowering) reshard(producer, consumer *ir.Tensor, ch Change) {
+	m, ok := c.ledger.pairings.of(c.op)
+	if !ok {
+		c.fail("its sharding rule places a dimension of the result across several of the operand's",
+			"reshard the operand so that each result dimension lies within one of its dimensions")
+		return
+	}
+	fact, ok := c.factor(producer, consumer, m, ch)
 	switch {
 	case ok:
-		src, dst := c.lowerFactored(fact, producer, consumer, ch)
+		f := c.factored(fact, producer)
+		src, dst := f.lowerFactored(producer, consumer, ch)
 		if src != nil {
-			c.addBound(src, dst)
+			f.addBound(src, dst)
 		}
-	case c.policy == PolicyOptimal:
+	case c.planner.policy == PolicyOptimal:
 		mid := ir.NewReplicated(c.buffer("replicated"), producer.Mesh, producer.DType, consumer.Shape())
-		c.lowerPair(producer, mid, ch)
-		c.part(c.axisMaps(producer, ch).consumer).lowerPair(mid, consumer, copyChange) // mid's axes are the consumer's
+		c.lowerPair(producer, mid, m, ch)
+		c.part(m.consumer.to).lowerPair(mid, consumer, copyPairing(consumer), copyChange) // mid's axes are the consumer's
 		c.addSizeBound(producer, consumer)
 	default:
 		c.fail("producer and consumer cut a logical axis at strides that do not divide each other",
@@ -309,63 +329,64 @@ func (c *opCtx) reshard(producer, consumer *ir.Tensor, ch Change) {
 	}
 }
 
-// lowerPair lowers producer to consumer within the op, with no bound: the
-// two must factor.
-func (c *opCtx) lowerPair(producer, consumer *ir.Tensor, ch Change) {
-	fact, ok := c.factor(producer, consumer, ch)
+// lowerPair lowers producer to consumer, paired by m, within the op, with
+// no bound: the two must factor.
+func (c lowering) lowerPair(producer, consumer *ir.Tensor, m pairAxes, ch Change) {
+	fact, ok := c.factor(producer, consumer, m, ch)
 	if !ok {
 		c.fail("producer and consumer cut a logical axis at strides that do not divide each other",
 			"shard both tensors with splits whose factors divide one another, or use --policy optimal")
 		return
 	}
-	c.lowerFactored(fact, producer, consumer, ch)
+	c.factored(fact, producer).lowerFactored(producer, consumer, ch)
 }
 
-// pairAxes maps a pair's value axes to the producer's.
-type pairAxes struct{ producer, consumer []int }
-
-// axisMaps returns the maps of a pair whose producer is producer: the
-// identity, and for a reduction the producer's axes without the reduced
-// one.
-func (c *opCtx) axisMaps(producer *ir.Tensor, ch Change) pairAxes {
-	m := shard.Identity(producer.NumValueAxes())
-	if ch.Reduces() {
-		return pairAxes{m, without1(m, ch.Axis)}
+// factor refines the axes of producer and consumer, paired by m, at both
+// tensors' cuts; false when they cut an axis at strides that do not
+// divide each other, or when a pair of axes that are parts of others is
+// split unevenly.
+func (c lowering) factor(producer, consumer *ir.Tensor, m pairAxes, ch Change) (*factoring, bool) {
+	if m.consumer.at != nil && (producer.IsUneven() || consumer.IsUneven()) {
+		return nil, false
 	}
-	return pairAxes{m, m}
-}
-
-// factor refines the axes of producer and consumer at both tensors' cuts;
-// false when they cut an axis at strides that do not divide each other.
-func (c *opCtx) factor(producer, consumer *ir.Tensor, ch Change) (*factoring, bool) {
-	m := c.axisMaps(producer, ch)
-	f, ok := newFactoring(paddedExtents(producer, consumer, m.consumer), []*ir.Tensor{producer, consumer}, [][]int{m.producer, m.consumer})
+	f, ok := newFactoring(paddedExtents(producer, consumer, m.consumer), []*ir.Tensor{producer, consumer}, []valueAxes{m.producer, m.consumer})
 	if ok {
 		f.maps = m
 	}
-	if ok && ch.Reduces() && c.policy == PolicyOptimal && len(consumer.Layout()) > 0 {
-		f.cutForScatter(producer, ch.Axis, m.consumer[consumer.Layout()[0]])
+	if ok && !ch.Reduces() && c.planner.policy == PolicyOptimal {
+		f.cutForReplicas([2]*ir.Tensor{producer, consumer}, [2]valueAxes{m.producer, m.consumer})
+	}
+	if ok && ch.Reduces() && c.planner.policy == PolicyOptimal && len(consumer.Layout()) > 0 {
+		f.cutForScatter(producer, ch.Axis, m.consumer.to[consumer.Layout()[0]])
 	}
 	return f, ok
 }
 
-// lowerFactored lowers a pair that factors: pads uneven shards, follows the
-// policy's rule table or search, fuses a Pad into the Slice after it, and
-// unpads. It returns the views the
-// bound compares, or nils after a failure.
-func (c *opCtx) lowerFactored(fact *factoring, producer, consumer *ir.Tensor, ch Change) (src, dst *view) {
+// factored returns c for a pair, of the given producer, whose common
+// factoring is fact.
+func (c lowering) factored(fact *factoring, producer *ir.Tensor) lowering {
+	c.fact = fact
+	c.real = c.realBlocksOf(producer)
+	return c
+}
+
+// lowerFactored lowers the pair c's factoring is of: pads uneven shards,
+// follows the policy's rule table or search, fuses a Pad into the Slice
+// after it, and unpads. It returns the views the bound compares, or nils
+// after a failure.
+func (c lowering) lowerFactored(producer, consumer *ir.Tensor, ch Change) (src, dst *view) {
+	fact := c.fact
 	if !c.factoringFits(fact, producer.DType) {
 		return nil, nil
 	}
 	m := fact.maps
-	c.fact = fact
 	pv, tv := fact.tensorView(producer, m.producer), fact.tensorView(consumer, m.consumer)
-	padAt := c.steps.len()
-	src, dst = c.pad(pv, producer.Shape(), m.producer), c.padded(tv, consumer.Shape(), m.consumer)
+	padAt := c.ledger.steps.len()
+	src, dst = c.pad(pv, producer.Shape(), m.producer.to), c.padded(tv, consumer.Shape(), m.consumer.to)
 	switch {
-	case c.policy == PolicyOptimal && ch.Reduces():
+	case c.planner.policy == PolicyOptimal && ch.Reduces():
 		c.optimalReduction(src, dst)
-	case c.policy == PolicyOptimal:
+	case c.planner.policy == PolicyOptimal:
 		c.optimal(src, dst, 0)
 	case ch.Reduces():
 		c.lowerReduction(src, dst)
@@ -376,26 +397,24 @@ func (c *opCtx) lowerFactored(fact *factoring, producer, consumer *ir.Tensor, ch
 		c.fusePadSlice(padAt)
 	}
 	if dst != tv {
-		c.unpad(dst, tv, consumer.Shape(), m.consumer)
+		c.unpad(dst, tv, consumer.Shape(), m.consumer.to)
 	}
 	return src, dst
 }
 
 // paddedExtents returns, per producer axis, the extent both tensors' shards
-// tile: the true extent, or more where an uneven split pads it.
-func paddedExtents(p, c *ir.Tensor, cMap []int) []int {
+// tile: the true extent, or more where an uneven split pads it. A consumer
+// whose axes are parts of the producer's (cMap.at) pads none.
+func paddedExtents(p, c *ir.Tensor, cMap valueAxes) []int {
 	ext := p.PaddedShape()
+	if cMap.at != nil {
+		return ext
+	}
 	for j, e := range c.PaddedShape() {
-		ext[cMap[j]] = max(ext[cMap[j]], e)
+		ext[cMap.to[j]] = max(ext[cMap.to[j]], e)
 	}
 	return ext
 }
 
 // fail reports that the op cannot be lowered under the policy.
-func (c *opCtx) fail(reason, hint string) { c.Job.Fail(reason, hint) }
-
-// without1 maps the consumer axes of a reduction over axis r to producer
-// axes: consumer value axis j is producer axis j, or j+1 from r on.
-func without1(m []int, r int) []int {
-	return slices.Delete(slices.Clone(m), r, r+1)
-}
+func (c lowering) fail(reason, hint string) { c.job.Fail(reason, hint) }

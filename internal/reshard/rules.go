@@ -23,7 +23,7 @@ func changedTypes(src, dst *view) []ir.ParallelType {
 
 // lowerSet lowers a copy from src to dst (docs/lowering.md, "Policy
 // nvfuser": the rows of set).
-func (c *opCtx) lowerSet(src, dst *view) {
+func (c lowering) lowerSet(src, dst *view) {
 	if !src.mesh.Equal(dst.mesh) {
 		c.lowerCrossMesh(src, dst)
 		return
@@ -71,7 +71,7 @@ func meshSizeMismatch(op *ir.Op) (string, bool) {
 }
 
 // lowerCrossMesh lowers a set between different meshes; both must be 1-D.
-func (c *opCtx) lowerCrossMesh(src, dst *view) {
+func (c lowering) lowerCrossMesh(src, dst *view) {
 	if src.mesh.Rank() != 1 || dst.mesh.Rank() != 1 {
 		c.fail(fmt.Sprintf("it moves data between meshes %q and %q, and nvFuser lowers that only between 1-D meshes", src.mesh.Name, dst.mesh.Name),
 			"reshard within one mesh first, then move between 1-D meshes")
@@ -99,7 +99,7 @@ func (c *opCtx) lowerCrossMesh(src, dst *view) {
 // lowerReduction lowers a reduction over the op's axis: a local reduction of
 // the locally stored part of the axis, then the collective that combines the
 // devices sharing it, or the set rows when the reduced axis is not sharded.
-func (c *opCtx) lowerReduction(pv, cv *view) {
+func (c lowering) lowerReduction(pv, cv *view) {
 	r := c.op.Axis
 	var reducedBy []ir.ParallelType
 	for _, t := range ir.DeviceTypes {
@@ -146,21 +146,21 @@ func (c *opCtx) lowerReduction(pv, cv *view) {
 }
 
 // reduceOp is the op's reduce operator.
-func (c *opCtx) reduceOp() *string { return new(string(c.op.Kind)) }
+func (c lowering) reduceOp() *string { return new(string(c.op.Kind)) }
 
 // buffer names a new intermediate buffer of the op, "out/what", numbered
 // when the op already has one of that name.
-func (c *opCtx) buffer(what string) string {
+func (c lowering) buffer(what string) string {
 	name := c.op.Out.Name + "/" + what
-	if c.names == nil {
-		c.names = map[string]int{}
+	if c.job.names == nil {
+		c.job.names = map[string]int{}
 	}
-	c.names[what]++
-	if n := c.names[what]; n > 1 {
+	c.job.names[what]++
+	if n := c.job.names[what]; n > 1 {
 		name = fmt.Sprintf("%s%d", name, n)
 	}
-	if c.rec != nil {
-		c.rec.whats, c.rec.names = append(c.rec.whats, what), append(c.rec.names, name)
+	if c.job.rec != nil {
+		c.job.rec.whats, c.job.rec.names = append(c.job.rec.whats, what), append(c.job.rec.names, name)
 	}
 	return name
 }
@@ -171,7 +171,7 @@ func (j *Job) Buffer(what string) string { return j.ctx(j.op, nil).buffer(what) 
 // local lowers a same-mesh set that keeps the sharding: a copy, or a permute
 // when the layouts differ. A preceding local step of this op that produced
 // src is redirected to write dst instead.
-func (c *opCtx) local(src, dst *view) {
+func (c lowering) local(src, dst *view) {
 	if sameOrder(src.stored, dst.stored) && c.retarget(src, dst) {
 		return
 	}
@@ -184,13 +184,14 @@ func (c *opCtx) local(src, dst *view) {
 
 // retarget renames the output of the op's steps that produced the
 // intermediate src, when the last step did, saving a copy.
-func (c *opCtx) retarget(src, dst *view) bool {
-	n := c.steps.len()
-	if n == c.steps.base || c.steps.at(n-1).Op != c.op.Index || c.steps.at(n-1).Output != src.name || !strings.Contains(src.name, "/") {
+func (c lowering) retarget(src, dst *view) bool {
+	steps := &c.ledger.steps
+	n := steps.len()
+	if n == steps.base || steps.at(n-1).Op != c.op.Index || steps.at(n-1).Output != src.name || !strings.Contains(src.name, "/") {
 		return false
 	}
-	for i := n - 1; i >= c.steps.base && c.steps.at(i).Op == c.op.Index; i-- {
-		if s := c.steps.at(i); s.Output == src.name {
+	for i := n - 1; i >= steps.base && steps.at(i).Op == c.op.Index; i-- {
+		if s := steps.at(i); s.Output == src.name {
 			s.Output = dst.name
 		}
 	}
@@ -199,7 +200,7 @@ func (c *opCtx) retarget(src, dst *view) bool {
 
 // localReduce reduces the digits in local (of the op's axis) on every device
 // of pv's mesh; with nothing to reduce it is a copy.
-func (c *opCtx) localReduce(pv *view, local []ir.Digit) *view {
+func (c lowering) localReduce(pv *view, local []ir.Digit) *view {
 	out := &view{name: c.buffer("partial"), mesh: pv.mesh, dtype: pv.dtype, did: pv.did, stored: without(pv.stored, local)}
 	if len(local) == 0 {
 		c.emitLocal(plan.Step{Type: plan.Copy, Input: pv.name, Output: out.name}, pv, pv.size())
@@ -234,7 +235,7 @@ func reduceDims(stored, reduced []ir.Digit) (dims, reduce []int) {
 }
 
 // permute reorders src's buffer into order on the given devices.
-func (c *opCtx) permute(src *view, order []ir.Digit, name string, devices []int) *view {
+func (c lowering) permute(src *view, order []ir.Digit, name string, devices []int) *view {
 	out := &view{name: name, mesh: src.mesh, dtype: src.dtype, did: src.did, stored: order}
 	dims, perm := permutation(src.stored, order)
 	c.emitLocalOn(plan.Step{Type: plan.Permute, Input: src.name, Output: name, Dims: dims, Perm: perm}, devices, src.size(), src.size())
@@ -243,7 +244,7 @@ func (c *opCtx) permute(src *view, order []ir.Digit, name string, devices []int)
 
 // arrange makes src's buffer have the given order, with a Permute into an
 // intermediate buffer when it does not already.
-func (c *opCtx) arrange(src *view, order []ir.Digit, what string, devices []int) *view {
+func (c lowering) arrange(src *view, order []ir.Digit, what string, devices []int) *view {
 	if sameOrder(src.stored, order) {
 		return src
 	}
@@ -254,7 +255,7 @@ func (c *opCtx) arrange(src *view, order []ir.Digit, what string, devices []int)
 // returned) end up in dst: the collective writes dst directly when the
 // orders agree or dst is an intermediate free to take any order, else an
 // intermediate that a final Permute turns into dst.
-func (c *opCtx) finish(got []ir.Digit, dst *view, what string) (output string, after func()) {
+func (c lowering) finish(got []ir.Digit, dst *view, what string) (output string, after func()) {
 	if dst.flexible {
 		dst.stored = got
 	}

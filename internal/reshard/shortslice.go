@@ -18,27 +18,27 @@ import (
 // fusePadSlice replaces the Pad at step padAt and the Slice right after it
 // by one Slice of the Pad's input, when that Slice writes the same buffer:
 // see padSliceFuses. It reports whether it did.
-func (c *opCtx) fusePadSlice(padAt int) bool {
-	n := c.steps.len()
+func (c lowering) fusePadSlice(padAt int) bool {
+	n := c.ledger.steps.len()
 	if padAt+1 >= n {
 		return false
 	}
-	pad, fused := *c.steps.at(padAt), *c.steps.at(padAt + 1)
+	pad, fused := *c.ledger.steps.at(padAt), *c.ledger.steps.at(padAt + 1)
 	if !padSliceFuses(&pad, &fused) {
 		return false
 	}
 	rest := make([]plan.Step, 0, n-padAt-2)
 	for i := padAt + 2; i < n; i++ {
-		if slices.Contains(c.steps.at(i).Operands(), pad.Output) {
+		if slices.Contains(c.ledger.steps.at(i).Operands(), pad.Output) {
 			return false
 		}
-		rest = append(rest, *c.steps.at(i))
+		rest = append(rest, *c.ledger.steps.at(i))
 	}
 	fused.Input, fused.Count.Input = pad.Input, pad.Count.Input
-	c.steps.truncate(padAt)
+	c.ledger.steps.truncate(padAt)
 	for _, s := range append([]plan.Step{fused}, rest...) {
-		s.ID = c.steps.len()
-		c.steps.add(s)
+		s.ID = c.ledger.steps.len()
+		c.ledger.steps.add(s)
 	}
 	return true
 }

@@ -28,17 +28,17 @@ const maxBytes = math.MaxInt64
 const overflowHint = "nvcomm counts bytes in int64; use smaller tensors or fewer devices"
 
 // overflow fails the op, once, because what does not fit in int64.
-func (c *opCtx) overflow(what string) {
-	if c.overflowed {
+func (c lowering) overflow(what string) {
+	if c.job.overflowed {
 		return
 	}
-	c.overflowed = true
+	c.job.overflowed = true
 	c.fail(fmt.Sprintf("%s exceed %d, the most nvcomm counts (int64)", what, int64(maxBytes)), overflowHint)
 }
 
 // factoringFits reports whether every buffer of the op fits in int64 bytes
 // (see above), failing the op when not.
-func (c *opCtx) factoringFits(f *factoring, dtype ir.DType) bool {
+func (c lowering) factoringFits(f *factoring, dtype ir.DType) bool {
 	if _, ok := ir.Bytes(f.extents, dtype); ok {
 		return true
 	}
@@ -55,13 +55,38 @@ func fmtShape(shape []int) string {
 	return "[" + strings.Join(s, ", ") + "]"
 }
 
-// addBytes adds n bytes to device d's total in m, failing the op when the
-// sum overflows; what names the total for the message.
-func (c *opCtx) addBytes(m map[int]int64, d int, n int64, what string) {
+// addBytes adds n bytes to device d's total in book b, failing the op
+// when the sum overflows (and recording the booking while an op memo
+// records the job, opmemo.go).
+func (c lowering) addBytes(b book, d int, n int64) {
+	if c.job.opRec != nil {
+		c.job.opRec.books = append(c.job.opRec.books, booking{b, d, n})
+	}
+	m := c.ledger.book(b)
 	s, ok := checked.Add(m[d], n)
 	if !ok {
-		c.overflow(fmt.Sprintf("the bytes device %d %s", d, what))
+		c.overflow(fmt.Sprintf("the bytes device %d %s", d, bookWhat[b]))
 		return
 	}
 	m[d] = s
+}
+
+// book names one of the ledger's per-device byte counts.
+type book uint8
+
+// The books: what each device receives over the plan, and what it must.
+const (
+	bookReceived book = iota
+	bookBound
+)
+
+// bookWhat is what a book counts, as an overflow of it says.
+var bookWhat = [...]string{bookReceived: "receives over the plan", bookBound: "must receive over the plan"}
+
+// book returns the ledger's count b.
+func (l *Ledger) book(b book) map[int]int64 {
+	if b == bookBound {
+		return l.bound
+	}
+	return l.received
 }

@@ -26,7 +26,11 @@ import (
 func (j *Job) Slice(op *ir.Op, toOpAxis []int) {
 	c := j.ctx(op, toOpAxis)
 	producer, consumer := op.In(), op.Out
-	fact, ok := c.factor(producer, consumer, copyChange)
+	var fact *factoring
+	m, ok := c.ledger.pairings.of(op)
+	if ok {
+		fact, ok = c.factor(producer, consumer, m, copyChange)
+	}
 	if !ok || !producer.Mesh.Equal(consumer.Mesh) {
 		c.fail("slicing an operand's broadcast axis needs no other change of its sharding",
 			"this is a bug in nvcomm's layer lowering; please report it with the input")
@@ -35,15 +39,13 @@ func (j *Job) Slice(op *ir.Op, toOpAxis []int) {
 	if !c.factoringFits(fact, producer.DType) {
 		return
 	}
-	c.fact = fact
-	m := fact.maps
-	c.sliceSet(fact.tensorView(producer, m.producer), fact.tensorView(consumer, m.consumer))
+	c.factored(fact, producer).sliceSet(fact.tensorView(producer, m.producer), fact.tensorView(consumer, m.consumer))
 }
 
 // sliceSet lowers a copy from src to dst, on the same mesh, where every
 // device type along which they differ splits dst and not src: one Slice
 // over those types (a Copy or a Permute when none does).
-func (c *opCtx) sliceSet(src, dst *view) {
+func (c lowering) sliceSet(src, dst *view) {
 	var mask uint8
 	for _, t := range changedTypes(src, dst) {
 		if src.sharded(t) || !dst.sharded(t) {

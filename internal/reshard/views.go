@@ -74,21 +74,49 @@ func (f *factoring) appendFine(dst []ir.Digit, a, lo, hi int) []ir.Digit {
 	return shard.AppendDigitsBetween(dst, a, f.cuts[a], lo, hi)
 }
 
+// valueAxes places a tensor's value axes among a factoring's axes (the
+// producer's): value axis j is the whole of axis to[j], or, where at is
+// not nil, the part of it from stride at[j] to at[j] times j's extent (a
+// dimension an op's rule splits out of a compound one of the producer).
+type valueAxes struct{ to, at []int }
+
+// span is the range of strides [lo, hi) that value axis j of a tensor of
+// extents shape covers in its factoring axis, whose extent is n.
+func (m valueAxes) span(j int, shape []int, n int) (lo, hi int) {
+	if m.at == nil {
+		return 1, n
+	}
+	return m.at[j], m.at[j] * shape[j]
+}
+
+// stride is the stride of value axis j's index within its factoring axis.
+func (m valueAxes) stride(j int) int {
+	if m.at == nil {
+		return 1
+	}
+	return m.at[j]
+}
+
 // newFactoring refines every axis at the boundaries of the given sharded
-// tensors; axisMaps[k] maps tensor k's value axes to producer axes. It fails
-// when two tensors cut an axis at strides that do not divide each other.
-func newFactoring(extents []int, tensors []*ir.Tensor, axisMaps [][]int) (*factoring, bool) {
+// tensors; places[k] places tensor k's value axes among the producer's. It
+// fails when two tensors cut an axis at strides that do not divide each
+// other.
+func newFactoring(extents []int, tensors []*ir.Tensor, places []valueAxes) (*factoring, bool) {
 	f := &factoring{extents: extents, cuts: make([][]int, len(extents))}
 	for a, n := range extents {
 		// Room for two tensors' cuts of the axis without growing.
 		f.cuts[a] = append(make([]int, 0, 8), 1, n)
 	}
 	for k, t := range tensors {
+		m := places[k]
 		for _, s := range t.Shardings() {
 			for _, d := range s.Digits {
-				a := axisMaps[k][d.Axis]
-				f.cuts[a] = append(f.cuts[a], d.Stride, d.Span())
+				a, st := m.to[d.Axis], m.stride(d.Axis)
+				f.cuts[a] = append(f.cuts[a], d.Stride*st, d.Span()*st)
 			}
+		}
+		if m.at != nil {
+			f.cutParts(t, m)
 		}
 	}
 	for a := range f.cuts {
@@ -99,6 +127,16 @@ func newFactoring(extents []int, tensors []*ir.Tensor, axisMaps [][]int) (*facto
 		f.cuts[a] = cuts
 	}
 	return f, true
+}
+
+// cutParts cuts the factoring's axes where the value axes of t, parts of
+// them (m.at), begin and end.
+func (f *factoring) cutParts(t *ir.Tensor, m valueAxes) {
+	shape := t.Shape()
+	for j, a := range m.to {
+		lo, hi := m.span(j, shape, f.extents[a])
+		f.cuts[a] = append(f.cuts[a], lo, hi)
+	}
 }
 
 // cutForScatter cuts axis a, the consumer's outermost, into as many blocks
@@ -123,6 +161,40 @@ func (f *factoring) cutForScatter(producer *ir.Tensor, r, a int) {
 	}
 }
 
+// cutForReplicas cuts, for a set on one mesh, the block of a tensor that is
+// replicated along a type the other tensor shards (along the first axis
+// it shards, below its device digits) into as many pieces as that type's
+// mesh size, where the extents allow: the digits that let its replicas
+// share the work. [16, 32] (R, S(0)) → (S(0), R) on 2×4 is then a Slice
+// of each replica's half, one device per device, and an Allgather (1 KiB
+// at the busiest device, the bound) where, without the pieces, it took an
+// AllToAll, a Slice and an Allgather (1.1 KiB).
+func (f *factoring) cutForReplicas(tensors [2]*ir.Tensor, places [2]valueAxes) {
+	for k, t := range tensors {
+		other, m := tensors[1-k], places[k]
+		shardings := t.Shardings()
+		if m.at != nil || len(shardings) == 0 || !t.Mesh.Equal(other.Mesh) {
+			continue
+		}
+		first := shardings[0].Digits
+		a, low := first[0].Axis, first[0].Stride
+		for _, s := range shardings {
+			for _, d := range s.Digits {
+				if d.Axis == a {
+					low = min(low, d.Stride)
+				}
+			}
+		}
+		for _, u := range ir.DeviceTypes {
+			_, mine := t.ShardingOf(u)
+			_, theirs := other.ShardingOf(u)
+			if n := t.Mesh.Size(u); !mine && theirs && n > 1 && low%n == 0 {
+				f.addCut(m.to[a], low/n)
+			}
+		}
+	}
+}
+
 // addCut cuts axis a at stride b when that keeps every cut dividing the
 // next.
 func (f *factoring) addCut(a, b int) {
@@ -131,9 +203,9 @@ func (f *factoring) addCut(a, b int) {
 	}
 }
 
-// tensorView builds the view of tensor t, whose value axes map to producer
-// axes through axisMap.
-func (f *factoring) tensorView(t *ir.Tensor, axisMap []int) *view {
+// tensorView builds the view of tensor t, whose value axes lie among the
+// producer's as m places them.
+func (f *factoring) tensorView(t *ir.Tensor, m valueAxes) *view {
 	shardings := t.Shardings()
 	v := &view{name: t.Name, mesh: t.Mesh, dtype: t.DType}
 	// A tensor has a few device digits: a list beats a map, which cost a
@@ -142,7 +214,8 @@ func (f *factoring) tensorView(t *ir.Tensor, axisMap []int) *view {
 	for _, s := range shardings {
 		var ds []ir.Digit
 		for _, d := range s.Digits {
-			ds = f.appendFine(ds, axisMap[d.Axis], d.Stride, d.Span())
+			st := m.stride(d.Axis)
+			ds = f.appendFine(ds, m.to[d.Axis], d.Stride*st, d.Span()*st)
 		}
 		v.did[s.Type] = ds
 		covered = append(covered, ds...)
@@ -151,12 +224,17 @@ func (f *factoring) tensorView(t *ir.Tensor, axisMap []int) *view {
 	// dropped, in place.
 	n := 0
 	for _, a := range t.Layout() {
-		n += len(f.cuts[axisMap[a]]) - 1
+		n += len(f.cuts[m.to[a]]) - 1
 	}
 	all := make([]ir.Digit, 0, n)
+	var shape []int
+	if m.at != nil {
+		shape = t.Shape()
+	}
 	for _, a := range t.Layout() {
-		pa := axisMap[a]
-		all = f.appendFine(all, pa, 1, f.extents[pa])
+		pa := m.to[a]
+		lo, hi := m.span(a, shape, f.extents[pa])
+		all = f.appendFine(all, pa, lo, hi)
 	}
 	stored := all[:0]
 	for _, d := range all {

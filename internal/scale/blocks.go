@@ -11,14 +11,18 @@ import (
 // x [256, 1024] and the output given, split by rows along the first mesh
 // axis and replicated along the others, every weight (1024 → 4096 → 1024)
 // placements: auto and every intermediate left to the search.
-func MLPBlocks(n int, meshShape []int) []byte {
+func MLPBlocks(n int, meshShape []int) []byte { return MLPBlocksSplit(n, meshShape, 0) }
+
+// MLPBlocksSplit is MLPBlocks with the input and the output split by rows
+// along mesh axis rows instead of the first.
+func MLPBlocksSplit(n int, meshShape []int, rows int) []byte {
 	var b strings.Builder
 	fmt.Fprintf(&b, "format: 2\nname: mlp_blocks_%d\nmeshes:\n  g: %s\n", n, nestedDevices(meshShape, 0))
 	given := make([]string, len(meshShape))
 	for i := range given {
 		given[i] = "Replicate()"
 	}
-	given[0] = "Shard(0)"
+	given[rows] = "Shard(0)"
 	pls := "[" + strings.Join(given, ", ") + "]"
 	fmt.Fprintf(&b, "tensors:\n  x0: {mesh: g, shape: [256, 1024], placements: %s}\n", pls)
 	for i := 1; i <= n; i++ {

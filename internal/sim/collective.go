@@ -307,7 +307,7 @@ func scatter(c *call) error {
 }
 
 func gather(c *call) error {
-	parts, root, err := c.fromHolders()
+	parts, root, err := c.fromHolders(true)
 	if err != nil {
 		return err
 	}
@@ -323,7 +323,7 @@ func reduce(c *call) error {
 	if err != nil {
 		return err
 	}
-	parts, root, err := c.fromHolders()
+	parts, root, err := c.fromHolders(false)
 	if err != nil {
 		return err
 	}
@@ -331,7 +331,23 @@ func reduce(c *call) error {
 		return err
 	}
 	c.out[root] = c.combine(op, parts)
+	c.chain(root)
 	return nil
+}
+
+// chain books a Reduce's traffic as NCCL's chain runs it (plan.Traffic):
+// every member but the root passes one buffer to the next in team order,
+// the first after the last, whether it holds the input or passes the
+// identity on.
+func (c *call) chain(root int) {
+	n := int64(c.s.Count.Input)
+	for r := range c.team {
+		next := (r + 1) % len(c.team)
+		if r != root && c.team[next] != c.team[r] {
+			c.move(r, n, 0)
+			c.move(next, 0, n)
+		}
+	}
 }
 
 func sendRecv(c *call) error {
@@ -351,8 +367,9 @@ func sendRecv(c *call) error {
 }
 
 // fromHolders collects, in team order, the inputs of the members that hold
-// one (Gather, Reduce) and books their traffic to the root.
-func (c *call) fromHolders() ([]span, int, error) {
+// one (Gather, Reduce); direct books each one's traffic to the root (a
+// Gather's, where a Reduce's runs as a chain).
+func (c *call) fromHolders(direct bool) ([]span, int, error) {
 	root := slices.Index(c.team, *c.s.Root)
 	parts := c.chunks(0)
 	for r, ok := range c.held {
@@ -363,7 +380,7 @@ func (c *call) fromHolders() ([]span, int, error) {
 			return nil, 0, err
 		}
 		parts = append(parts, span{c.in[r], 0, c.in[r].len()})
-		if r != root {
+		if direct && r != root {
 			c.move(r, int64(c.s.Count.Input), 0)
 			c.move(root, 0, int64(c.s.Count.Input))
 		}

@@ -208,13 +208,13 @@ func TestStepSemantics(t *testing.T) {
 			step:  reducing(rooted(coll(plan.Reduce, [2]int{2, 2}, []int{0, 1, 2}), 0), "prod"),
 			in:    bufs{0: {1, 2}, 1: {3, 4}, 2: {-1, 2}},
 			want:  bufs{0: {-3, 16}},
-			flows: map[int]flow{0: {0, 16}, 1: {8, 0}, 2: {8, 0}},
+			flows: map[int]flow{0: {0, 8}, 1: {8, 0}, 2: {8, 8}}, // a chain 1 → 2 → 0
 		},
 		"Reduce, root appended without input": {
 			step:  reducing(rooted(coll(plan.Reduce, [2]int{1, 1}, []int{0, 1, 5}), 5), "min"),
 			in:    bufs{0: {4}, 1: {3}},
 			want:  bufs{5: {3}},
-			flows: map[int]flow{0: {4, 0}, 1: {4, 0}, 5: {0, 8}},
+			flows: map[int]flow{0: {4, 0}, 1: {4, 4}, 5: {0, 4}}, // a chain 0 → 1 → 5
 		},
 		"SendRecv": {
 			step:  rooted(coll(plan.SendRecv, [2]int{2, 2}, []int{0, 3}), 0),
