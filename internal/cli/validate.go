@@ -70,12 +70,9 @@ func checkPlan(cmd *cobra.Command, name string, p *plan.Plan) error {
 	if len(problems) == 0 {
 		return nil
 	}
-	for _, pr := range problems {
-		msg := pr.String()
-		if pr.Step < 0 {
-			msg = pr.Msg // not "plan: …": the whole input is the plan
-		}
-		fmt.Fprintln(cmd.ErrOrStderr(), diag.Diagnostic{File: name, Message: msg}.Error())
+	for _, d := range problems {
+		d.File = name
+		fmt.Fprintln(cmd.ErrOrStderr(), d.Error())
 	}
 	return reportedError{}
 }
@@ -101,7 +98,7 @@ func notPlan(name, arg string, src []byte) (diag.Diagnostic, bool) {
 // prove simulates a plan whose ops are lowered otherwise than nvcomm would
 // lower them: nothing else can vouch that their steps compute the ops.
 // It returns why the plan is not proven, or nil.
-func prove(p *plan.Plan, ops []int) []plan.Problem {
+func prove(p *plan.Plan, ops []int) []diag.Diagnostic {
 	what := fmt.Sprintf("op %d is lowered otherwise than nvcomm lowers it", ops[0])
 	if len(ops) > 1 {
 		list := strings.ReplaceAll(strings.Trim(fmt.Sprint(ops), "[]"), " ", ", ")
@@ -111,11 +108,11 @@ func prove(p *plan.Plan, ops []int) []plan.Problem {
 	res, err := sim.Run(p, sim.Options{})
 	switch {
 	case errors.Is(err, sim.ErrTooLarge):
-		return []plan.Problem{{Step: -1, Msg: fmt.Sprintf("%s, and the plan is %v", what, err)}}
+		return []diag.Diagnostic{{Message: fmt.Sprintf("%s, and the plan is %v", what, err)}}
 	case err != nil:
-		return []plan.Problem{{Step: -1, Msg: fmt.Sprintf("%s, and simulating the plan fails: %v", what, err)}}
+		return []diag.Diagnostic{{Message: fmt.Sprintf("%s, and simulating the plan fails: %v", what, err)}}
 	case !res.Pass:
-		return []plan.Problem{{Step: -1, Msg: fmt.Sprintf("%s, and the simulation finds wrong data: %v", what, res.Mismatch)}}
+		return []diag.Diagnostic{{Message: fmt.Sprintf("%s, and the simulation finds wrong data: %v", what, res.Mismatch)}}
 	}
 	return nil
 }

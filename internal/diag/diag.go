@@ -61,8 +61,12 @@ type Diagnostic struct {
 	File     string
 	Pos      Pos
 	Severity Severity
-	Message  string // lower-case, no trailing period
-	Hint     string // optional remedy, e.g. a did-you-mean suggestion
+	// Subject names what in the input the diagnostic is about where it has
+	// no position ("step 3 (Allgather)" in a plan); empty when Pos, or the
+	// message, says it.
+	Subject string
+	Message string // lower-case, no trailing period
+	Hint    string // optional remedy, e.g. a did-you-mean suggestion
 }
 
 // Warn is a warning about file, at no position.
@@ -70,8 +74,8 @@ func Warn(file, format string, args ...any) Diagnostic {
 	return Diagnostic{File: file, Severity: Warning, Message: fmt.Sprintf(format, args...)}
 }
 
-// Error renders d as "file:line:col: error: message; hint" ("warning:"
-// for a warning).
+// Error renders d as "file:line:col: error: subject: message; hint"
+// ("warning:" for a warning).
 func (d Diagnostic) Error() string {
 	var b strings.Builder
 	if d.File != "" {
@@ -86,12 +90,21 @@ func (d Diagnostic) Error() string {
 	}
 	b.WriteString(d.Severity.String())
 	b.WriteString(": ")
-	b.WriteString(d.Message)
-	if d.Hint != "" {
-		b.WriteString("; ")
-		b.WriteString(d.Hint)
-	}
+	b.WriteString(d.Text())
 	return b.String()
+}
+
+// Text renders what d says, without its file, position and severity:
+// "subject: message; hint".
+func (d Diagnostic) Text() string {
+	s := d.Message
+	if d.Subject != "" {
+		s = d.Subject + ": " + s
+	}
+	if d.Hint != "" {
+		s += "; " + d.Hint
+	}
+	return s
 }
 
 // List collects diagnostics for one file. The zero value is ready to use
@@ -100,8 +113,17 @@ func (d Diagnostic) Error() string {
 // then shapes and shardings, then the lowering of ops in dependency
 // order) that report in their own order, and a user fixing a file top
 // down wants its first errors, whichever pass found them.
+//
+// A list with InOrder set keeps instead the first MaxErrors diagnostics
+// reported, in that order, each however often it is reported: a plan's
+// problems have no position, and its checks run in the order a user reads
+// the plan in (header, meshes, tensors, ops, steps, summary).
 type List struct {
 	File string
+	// Noun names the diagnostics in the count that All appends: "errors"
+	// when empty.
+	Noun    string
+	InOrder bool
 	// Items are the kept diagnostics, sorted by position, ties in the
 	// order they were reported.
 	Items   []Diagnostic
@@ -115,10 +137,50 @@ func (l *List) Add(pos Pos, format string, args ...any) {
 
 // AddHint records an error at pos with a hint.
 func (l *List) AddHint(pos Pos, hint, format string, args ...any) {
-	d := Diagnostic{File: l.File, Pos: pos, Message: fmt.Sprintf(format, args...), Hint: hint}
+	l.Append(Diagnostic{File: l.File, Pos: pos, Message: fmt.Sprintf(format, args...), Hint: hint})
+}
+
+// AddAbout records an error about subject, at no position, formatting its
+// message only when the list keeps it: a plan may have millions of
+// problems.
+func (l *List) AddAbout(subject, format string, args ...any) {
+	if l.InOrder && l.Full() {
+		l.Dropped++
+		return
+	}
+	l.Append(Diagnostic{File: l.File, Subject: subject, Message: fmt.Sprintf(format, args...)})
+}
+
+// Append records d, keeping it or counting it as dropped.
+func (l *List) Append(d Diagnostic) {
+	if l.InOrder {
+		if l.Full() {
+			l.Dropped++
+		} else {
+			l.Items = append(l.Items, d)
+		}
+		return
+	}
 	var dropped int
 	l.Items, dropped = Keep(l.Items, d, MaxErrors)
 	l.Dropped += dropped
+}
+
+// Full reports whether the list keeps no more diagnostics.
+func (l *List) Full() bool { return len(l.Items) >= MaxErrors }
+
+// Count is the number of diagnostics recorded, kept or dropped.
+func (l *List) Count() int { return len(l.Items) + l.Dropped }
+
+// All returns the kept diagnostics, nil when there are none, followed by
+// an error that says how many more there were when some were dropped:
+// "too many problems (N more)", with the list's Noun.
+func (l *List) All() []Diagnostic {
+	if l.Dropped == 0 {
+		return l.Items
+	}
+	noun := cmp.Or(l.Noun, "errors")
+	return append(l.Items, Diagnostic{File: l.File, Message: fmt.Sprintf("too many %s (%d more)", noun, l.Dropped)})
 }
 
 // Keep adds d to items, which are sorted by position (ties in the order

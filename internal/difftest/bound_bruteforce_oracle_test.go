@@ -164,7 +164,7 @@ func (w *bfWorld) planOf(s *bfState, fin []plan.Step) *plan.Plan {
 
 // bfAxisProblem is Validate's message for a step whose axis is not the one
 // it changes.
-var bfAxisProblem = regexp.MustCompile(`^axis is (\S+), but the step changes the sharding of axis (\S+)$`)
+var bfAxisProblem = regexp.MustCompile(`^step (\d+) \(\w+\): axis is (\S+), but the step changes the sharding of axis (\S+)$`)
 
 // bfFixAxes sets every step's axis to what Validate says it changes: the
 // axis is a label for readers, not part of what a step does.
@@ -172,11 +172,12 @@ func bfFixAxes(p *plan.Plan) {
 	for range len(p.Steps) + 1 {
 		fixed := false
 		for _, pr := range plan.Validate(p) {
-			m := bfAxisProblem.FindStringSubmatch(pr.Msg)
-			if m == nil || pr.Step < 0 {
+			m := bfAxisProblem.FindStringSubmatch(pr.Text())
+			if m == nil {
 				continue
 			}
-			p.Steps[pr.Step].Axis, fixed = bfAxisOf(m[2]), true
+			i, _ := strconv.Atoi(m[1])
+			p.Steps[i].Axis, fixed = bfAxisOf(m[3]), true
 		}
 		if !fixed {
 			return

@@ -123,12 +123,12 @@ func judgeMutant(src []byte) string {
 // "certify" or "proof") and why, or "".
 func validatePlan(p *plan.Plan) (stage, why string) {
 	if problems := plan.Validate(p); problems != nil {
-		return "validate", problems[0].String()
+		return "validate", problems[0].Text()
 	}
 	problems, unproven := lower.Certify(p)
 	switch {
 	case problems != nil:
-		return "certify", problems[0].String()
+		return "certify", problems[0].Text()
 	case unproven == nil:
 		return "", ""
 	}

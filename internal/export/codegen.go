@@ -171,7 +171,7 @@ func funcName(p *plan.Plan) string {
 // matching sizes).
 func (g *gen) function() ([]string, error) {
 	if probs := plan.Validate(g.p); len(probs) > 0 {
-		return nil, fmt.Errorf("export: invalid plan: %s", probs[0])
+		return nil, fmt.Errorf("export: invalid plan: %s", probs[0].Text())
 	}
 	for _, b := range fuse(g.p) {
 		if err := g.block(b); err != nil {

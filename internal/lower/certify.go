@@ -35,29 +35,29 @@ import (
 // and the summary's other numbers are plan.Validate's to check, from the
 // steps alone. Certify expects a plan that Validate accepts; on any other
 // it returns problems, and it never panics.
-func Certify(p *plan.Plan) (problems []plan.Problem, unproven []int) { return certify(p, true) }
+func Certify(p *plan.Plan) (problems []diag.Diagnostic, unproven []int) { return certify(p, true) }
 
 // certify is Certify; alike lets it lower the sets and reductions alike
 // once (opsAlike), which tests turn off to show that it changes nothing.
-func certify(p *plan.Plan, alike bool) (problems []plan.Problem, unproven []int) {
-	var ps plan.Problems
-	f, tensors := rebuild(p, &ps)
+func certify(p *plan.Plan, alike bool) (problems []diag.Diagnostic, unproven []int) {
+	ps := plan.NewProblems()
+	f, tensors := rebuild(p, ps)
 	if f == nil {
-		return ps.List(), nil
+		return ps.All(), nil
 	}
-	checkAnalyses(p, f, tensors, &ps)
+	checkAnalyses(p, f, tensors, ps)
 	policy := Policy(p.Policy)
 	if !slices.Contains(Policies, p.Policy) {
-		ps.Addf(-1, "", "policy %q is not one of %v", p.Policy, Policies)
-		return ps.List(), nil
+		ps.AddAbout("", "policy %q is not one of %v", p.Policy, Policies)
+		return ps.All(), nil
 	}
 	switch {
 	case p.Objective != "" && !slices.Contains(Objectives, p.Objective):
-		ps.Addf(-1, "", "objective %q is not one of %v", p.Objective, Objectives)
-		return ps.List(), nil
+		ps.AddAbout("", "objective %q is not one of %v", p.Objective, Objectives)
+		return ps.All(), nil
 	case p.Objective != "" && policy != PolicyOptimal:
-		ps.Addf(-1, "", "objective %q: only policy optimal has an objective", p.Objective)
-		return ps.List(), nil
+		ps.AddAbout("", "objective %q: only policy optimal has an objective", p.Objective)
+		return ps.All(), nil
 	}
 	var ops *opsAlike
 	if alike {
@@ -65,16 +65,16 @@ func certify(p *plan.Plan, alike bool) (problems []plan.Problem, unproven []int)
 	}
 	again, err := lowerSteps(f, Options{Policy: policy, Objective: Objective(p.Objective)}, ops)
 	if err != nil {
-		addLowerErrors(&ps, policy, err)
-		return ps.List(), nil
+		addLowerErrors(ps, policy, err)
+		return ps.All(), nil
 	}
-	unproven = checkSteps(p, again, ops.replays(len(p.Ops)), &ps)
-	return ps.List(), unproven
+	unproven = checkSteps(p, again, ops.replays(len(p.Ops)), ps)
+	return ps.All(), unproven
 }
 
 // rebuild makes the fusion a plan describes, with the classes of its
 // tensors alike, or nil after adding why it cannot.
-func rebuild(p *plan.Plan, ps *plan.Problems) (*ir.Fusion, *alikeTensors) {
+func rebuild(p *plan.Plan, ps *diag.List) (*ir.Fusion, *alikeTensors) {
 	f := &ir.Fusion{Name: p.Fusion}
 	meshes := map[string]*ir.Mesh{}
 	names := make([]string, 0, len(p.Meshes))
@@ -86,7 +86,7 @@ func rebuild(p *plan.Plan, ps *plan.Problems) (*ir.Fusion, *alikeTensors) {
 		m := p.Meshes[name]
 		im, err := ir.NewMesh(name, m.Shape, m.Devices)
 		if err != nil {
-			ps.Addf(-1, "", "%v", err)
+			ps.AddAbout("", "%v", err)
 			continue
 		}
 		meshes[name] = im
@@ -199,7 +199,7 @@ func (b *opBuilder) tensor(name string) (*ir.Tensor, int) {
 }
 
 // op makes op i of the plan, or returns nil after adding why not.
-func (b *opBuilder) op(i int, op plan.Op, ps *plan.Problems) *ir.Op {
+func (b *opBuilder) op(i int, op plan.Op, ps *diag.List) *ir.Op {
 	out, outAt := b.tensor(op.Output)
 	names := op.Operands()
 	inputs := b.inputs[:len(names):len(names)] // its own: insertReshardings rewrites slots
@@ -218,14 +218,14 @@ func (b *opBuilder) op(i int, op plan.Op, ps *plan.Problems) *ir.Op {
 		}
 	}
 	if !ok {
-		ps.Addf(-1, "", "op %d: not an op between tensors of the plan", i)
+		ps.AddAbout("", "op %d: not an op between tensors of the plan", i)
 		return nil
 	}
 	o := &b.ops[i]
 	*o = ir.Op{Index: i, Kind: ir.OpKind(op.Op), Inputs: inputs, Out: out, Axis: -1, Axes: slices.Clone(op.Axes)}
 	if o.Kind.IsReduction() {
 		if op.Axis == nil || *op.Axis < 0 || *op.Axis >= inputs[0].NumValueAxes() {
-			ps.Addf(-1, "", "op %d: %s needs an axis among the input's non-reduction axes", i, op.Op)
+			ps.AddAbout("", "op %d: %s needs an axis among the input's non-reduction axes", i, op.Op)
 			return nil
 		}
 		o.Axis = *op.Axis
@@ -250,7 +250,7 @@ func endpoints(f *ir.Fusion, read []bool) (ins, outs []*ir.Tensor) {
 // checkAnalyses compares each tensor's sharding, local_shape,
 // padded_shape and layout with those of its rebuilt tensor (computed once
 // for tensors alike).
-func checkAnalyses(p *plan.Plan, f *ir.Fusion, alike *alikeTensors, ps *plan.Problems) {
+func checkAnalyses(p *plan.Plan, f *ir.Fusion, alike *alikeTensors, ps *diag.List) {
 	for k := range p.Tensors {
 		t, want := &p.Tensors[k], alike.analyses(k, f.Tensors[k])
 		if slices.EqualFunc(t.Sharding, want.Sharding, samePlanSharding) && slices.Equal(t.LocalShape, want.LocalShape) &&
@@ -259,7 +259,7 @@ func checkAnalyses(p *plan.Plan, f *ir.Fusion, alike *alikeTensors, ps *plan.Pro
 		}
 		what := fmt.Sprintf("tensor %q", t.Name)
 		if !slices.EqualFunc(t.Sharding, want.Sharding, samePlanSharding) {
-			ps.Addf(-1, "", "%s: sharding is %s, but its schedule gives %s", what, jsonText(t.Sharding), jsonText(want.Sharding))
+			ps.AddAbout("", "%s: sharding is %s, but its schedule gives %s", what, jsonText(t.Sharding), jsonText(want.Sharding))
 		}
 		for _, c := range []struct {
 			field     string
@@ -270,7 +270,7 @@ func checkAnalyses(p *plan.Plan, f *ir.Fusion, alike *alikeTensors, ps *plan.Pro
 			{"layout", t.Layout, want.Layout},
 		} {
 			if !slices.Equal(c.got, c.want) {
-				ps.Addf(-1, "", "%s: %s is %s, but its schedule gives %s", what, c.field, jsonText(c.got), jsonText(c.want))
+				ps.AddAbout("", "%s: %s is %s, but its schedule gives %s", what, c.field, jsonText(c.got), jsonText(c.want))
 			}
 		}
 	}
@@ -295,9 +295,9 @@ func jsonText(v any) string {
 // nvcomm's too. The steps of an op replayed aside (replays, by op) are
 // those of the op it replays, renamed. It returns the ops lowered
 // another way.
-func checkSteps(p *plan.Plan, again *lowerer, replays []*reshard.Replay, ps *plan.Problems) (unproven []int) {
+func checkSteps(p *plan.Plan, again *lowerer, replays []*reshard.Replay, ps *diag.List) (unproven []int) {
 	if got, want := p.Summary.BytesLowerBound, again.ledger.LowerBound(); got != want {
-		ps.Addf(-1, "", "summary: bytes_lower_bound is %d, but nvcomm computes %d for the plan's fusion (policy %s)", got, want, p.Policy)
+		ps.AddAbout("", "summary: bytes_lower_bound is %d, but nvcomm computes %d for the plan's fusion (policy %s)", got, want, p.Policy)
 	}
 	mine, theirs := p.Steps, again.ledger.Steps()
 	byMine, byTheirs := groupByOp(mine, len(p.Ops)), groupByOp(theirs, len(p.Ops))
@@ -344,12 +344,12 @@ func sameReplayed(steps []plan.Step, positions []int, replayed []plan.Step, r *r
 
 // checkStep compares the axis and lower bound of a step with those of
 // nvcomm's step for it.
-func checkStep(s, want *plan.Step, op int, ps *plan.Problems) {
+func checkStep(s, want *plan.Step, op int, ps *diag.List) {
 	if !plan.SameAxis(s.Axis, want.Axis) {
-		ps.Addf(s.ID, s.Type, "axis is %s, but nvcomm's lowering of op %d, whose steps these are, gives %s", plan.AxisText(s.Axis), op, plan.AxisText(want.Axis))
+		plan.AddStep(ps, s.ID, s.Type, "axis is %s, but nvcomm's lowering of op %d, whose steps these are, gives %s", plan.AxisText(s.Axis), op, plan.AxisText(want.Axis))
 	}
 	if s.Bytes != nil && want.Bytes != nil && s.Bytes.LowerBound != want.Bytes.LowerBound {
-		ps.Addf(s.ID, s.Type, "lower_bound is %d, but nvcomm's lowering of op %d, whose steps these are, bounds this step at %d",
+		plan.AddStep(ps, s.ID, s.Type, "lower_bound is %d, but nvcomm's lowering of op %d, whose steps these are, bounds this step at %d",
 			s.Bytes.LowerBound, op, want.Bytes.LowerBound)
 	}
 }
@@ -423,26 +423,22 @@ func samePtr[T comparable](a, b *T) bool {
 }
 
 // addLowerErrors reports that the plan's fusion cannot be lowered.
-func addLowerErrors(ps *plan.Problems, policy Policy, err error) {
+func addLowerErrors(ps *diag.List, policy Policy, err error) {
 	addErrors(ps, fmt.Sprintf("nvcomm cannot lower the plan's fusion (policy %s): ", policy), err)
 }
 
 // addErrors adds each diagnostic of err (or err itself) as a problem
 // outside the steps, after prefix.
-func addErrors(ps *plan.Problems, prefix string, err error) {
+func addErrors(ps *diag.List, prefix string, err error) {
 	var dl *diag.List
 	if !errors.As(err, &dl) {
-		ps.Addf(-1, "", "%s%v", prefix, err)
+		ps.AddAbout("", "%s%v", prefix, err)
 		return
 	}
 	for _, d := range dl.Items {
-		msg := d.Message
-		if d.Hint != "" {
-			msg += "; " + d.Hint
-		}
-		ps.Addf(-1, "", "%s%s", prefix, msg)
+		ps.AddAbout("", "%s%s", prefix, d.Text())
 	}
 	if dl.Dropped > 0 {
-		ps.Addf(-1, "", "%s%d more errors", prefix, dl.Dropped)
+		ps.AddAbout("", "%s%d more errors", prefix, dl.Dropped)
 	}
 }

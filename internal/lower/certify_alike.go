@@ -3,6 +3,7 @@ package lower
 import (
 	"encoding/binary"
 
+	"github.com/nvcomm/nvcomm/internal/diag"
 	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/plan"
 	"github.com/nvcomm/nvcomm/internal/reshard"
@@ -48,7 +49,7 @@ func newAlikeTensors(n int) *alikeTensors {
 
 // tensor builds plan tensor k, t, on its mesh among meshes, or returns nil
 // after adding why it cannot.
-func (a *alikeTensors) tensor(k int, t *plan.Tensor, meshes map[string]*ir.Mesh, ps *plan.Problems) *ir.Tensor {
+func (a *alikeTensors) tensor(k int, t *plan.Tensor, meshes map[string]*ir.Mesh, ps *diag.List) *ir.Tensor {
 	spec := specOf(t, meshes[t.Mesh], a.steps)
 	if spec.Schedule != nil {
 		a.steps = spec.Schedule // grown, for the next tensor

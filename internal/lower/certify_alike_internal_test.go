@@ -55,10 +55,10 @@ func certifiedPlans(t *testing.T) map[string]*plan.Plan {
 func TestAlikeTensorsAsNewTensor(t *testing.T) {
 	shared := 0
 	for name, p := range certifiedPlans(t) {
-		var ps plan.Problems
-		f, alike := rebuild(p, &ps)
+		ps := plan.NewProblems()
+		f, alike := rebuild(p, ps)
 		if f == nil {
-			t.Errorf("%s: rebuild: %v", name, ps.List())
+			t.Errorf("%s: rebuild: %v", name, ps.All())
 			continue
 		}
 		shared += len(p.Tensors) - len(alike.first)

@@ -40,10 +40,10 @@ func alikePlans(t *testing.T) map[string]*plan.Plan {
 func TestLowerAlikeAsFresh(t *testing.T) {
 	replayed := 0
 	for name, p := range alikePlans(t) {
-		var ps plan.Problems
-		f, tensors := rebuild(p, &ps)
+		ps := plan.NewProblems()
+		f, tensors := rebuild(p, ps)
 		if f == nil {
-			t.Fatalf("%s: rebuild: %v", name, ps.List())
+			t.Fatalf("%s: rebuild: %v", name, ps.All())
 		}
 		opts := Options{Policy: Policy(p.Policy), Objective: Objective(p.Objective)}
 		fresh, freshErr := lowerSteps(f, opts, nil)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/nvcomm/nvcomm/internal/diag"
 	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/lower"
 	"github.com/nvcomm/nvcomm/internal/plan"
@@ -99,7 +100,7 @@ ops:
   - {op: set, in: x, out: y}
 `
 
-func pp(msg string) plan.Problem { return plan.Problem{Step: -1, Msg: msg} }
+func pp(msg string) diag.Diagnostic { return diag.Diagnostic{Message: msg} }
 
 // TestCertify edits what a plan states about its fusion, one field at a
 // time (issue 10: a plan is a certificate, and its numbers may not be
@@ -115,11 +116,11 @@ func TestCertify(t *testing.T) {
 		name   string
 		base   func(t *testing.T) *plan.Plan
 		mutate func(p *plan.Plan)
-		want   []plan.Problem
+		want   []diag.Diagnostic
 	}{
 		{name: "unedited", base: seed, mutate: func(*plan.Plan) {}},
 		{name: "sharding kind", base: strided, mutate: func(p *plan.Plan) { p.Tensors[0].Sharding[0].Kind = "block" },
-			want: []plan.Problem{pp(`tensor "tv0": sharding is [{"type":"DIDx","logical_axis":0,"kind":"block"}], but its schedule gives [{"type":"DIDx","logical_axis":0,"kind":"strided"}]`)}},
+			want: []diag.Diagnostic{pp(`tensor "tv0": sharding is [{"type":"DIDx","logical_axis":0,"kind":"block"}], but its schedule gives [{"type":"DIDx","logical_axis":0,"kind":"strided"}]`)}},
 		{name: "sharding dropped", base: seed, mutate: func(p *plan.Plan) {
 			p.Tensors[0].Sharding, p.Tensors[0].LocalShape = []plan.Sharding{}, []int{16}
 			p.Steps[0].Count.Input = 16
@@ -127,36 +128,36 @@ func TestCertify(t *testing.T) {
 			p.Steps[0].Bytes = &plan.Bytes{SentPerDevice: 192, ReceivedPerDevice: 192, LowerBound: 48}
 			p.Summary.BytesReceivedMax, p.Summary.BytesRatio = 192, new(4.0)
 		},
-			want: []plan.Problem{
+			want: []diag.Diagnostic{
 				pp(`tensor "tv0": sharding is [], but its schedule gives [{"type":"DIDx","logical_axis":0,"kind":"block"}]`),
 				pp(`tensor "tv0": local_shape is [16], but its schedule gives [4]`),
 			}},
 		{name: "merged axes", base: merged, mutate: func(p *plan.Plan) { p.Tensors[0].Sharding[0].LogicalAxes = []int{0} },
-			want: []plan.Problem{pp(`tensor "x": sharding is [{"type":"DIDx","logical_axis":0,"kind":"merged","logical_axes":[0]}], but its schedule gives [{"type":"DIDx","logical_axis":0,"kind":"merged","logical_axes":[0,1]}]`)}},
+			want: []diag.Diagnostic{pp(`tensor "x": sharding is [{"type":"DIDx","logical_axis":0,"kind":"merged","logical_axes":[0]}], but its schedule gives [{"type":"DIDx","logical_axis":0,"kind":"merged","logical_axes":[0,1]}]`)}},
 		{name: "uneven local shape", base: uneven, mutate: func(p *plan.Plan) { p.Tensors[0].LocalShape = []int{1} },
-			want: []plan.Problem{pp(`tensor "x": local_shape is [1], but its schedule gives [2]`)}},
+			want: []diag.Diagnostic{pp(`tensor "x": local_shape is [1], but its schedule gives [2]`)}},
 		{name: "padded shape", base: uneven, mutate: func(p *plan.Plan) { p.Tensors[0].PaddedShape = []int{6} },
-			want: []plan.Problem{pp(`tensor "x": padded_shape is [6], but its schedule gives [4]`)}},
+			want: []diag.Diagnostic{pp(`tensor "x": padded_shape is [6], but its schedule gives [4]`)}},
 		{name: "padded shape dropped", base: uneven, mutate: func(p *plan.Plan) { p.Tensors[0].PaddedShape = nil },
-			want: []plan.Problem{pp(`tensor "x": padded_shape is absent, but its schedule gives [4]`)}},
+			want: []diag.Diagnostic{pp(`tensor "x": padded_shape is absent, but its schedule gives [4]`)}},
 		{name: "layout", base: merged, mutate: func(p *plan.Plan) { p.Tensors[0].Layout = []int{1, 0} },
-			want: []plan.Problem{pp(`tensor "x": layout is [1,0], but its schedule gives [0,1]`)}},
+			want: []diag.Diagnostic{pp(`tensor "x": layout is [1,0], but its schedule gives [0,1]`)}},
 		{name: "bytes lower bound", base: seed, mutate: func(p *plan.Plan) {
 			p.Summary.BytesLowerBound, p.Summary.BytesRatio = 24, new(2.0)
 		},
-			want: []plan.Problem{pp("summary: bytes_lower_bound is 24, but nvcomm computes 48 for the plan's fusion (policy nvfuser)")}},
+			want: []diag.Diagnostic{pp("summary: bytes_lower_bound is 24, but nvcomm computes 48 for the plan's fusion (policy nvfuser)")}},
 		{name: "step lower bound", base: seed, mutate: func(p *plan.Plan) { p.Steps[0].Bytes.LowerBound = 0 },
-			want: []plan.Problem{{Step: 0, Type: plan.Allgather, Msg: "lower_bound is 0, but nvcomm's lowering of op 0, whose steps these are, bounds this step at 48"}}},
+			want: []diag.Diagnostic{{Subject: plan.StepSubject(0, plan.Allgather), Message: "lower_bound is 0, but nvcomm's lowering of op 0, whose steps these are, bounds this step at 48"}}},
 		{name: "step axis", base: seed, mutate: func(p *plan.Plan) { p.Steps[0].Axis = nil },
-			want: []plan.Problem{{Step: 0, Type: plan.Allgather, Msg: "axis is null, but nvcomm's lowering of op 0, whose steps these are, gives 0"}}},
+			want: []diag.Diagnostic{{Subject: plan.StepSubject(0, plan.Allgather), Message: "axis is null, but nvcomm's lowering of op 0, whose steps these are, gives 0"}}},
 		{name: "policy", base: uneven, mutate: func(p *plan.Plan) { p.Policy = "nvfuser" },
-			want: []plan.Problem{pp(`nvcomm cannot lower the plan's fusion (policy nvfuser): op "y = set(x)" cannot be lowered (policy nvfuser): a sharded axis does not divide evenly among its devices, which nvFuser rejects ("Sharded axis must be evenly divisible by mesh"); use --policy optimal, which pads uneven shards`)}},
+			want: []diag.Diagnostic{pp(`nvcomm cannot lower the plan's fusion (policy nvfuser): op "y = set(x)" cannot be lowered (policy nvfuser): a sharded axis does not divide evenly among its devices, which nvFuser rejects ("Sharded axis must be evenly divisible by mesh"); use --policy optimal, which pads uneven shards`)}},
 		{name: "schedule", base: seed, mutate: func(p *plan.Plan) { p.Tensors[0].Schedule[1].Parallelize.Type = "DIDw" },
-			want: []plan.Problem{pp(`tensor "tv0" parallelize: unknown parallel type "ParallelType(-1)" (expected DIDx, DIDy, DIDz or Serial)`)}},
+			want: []diag.Diagnostic{pp(`tensor "tv0" parallelize: unknown parallel type "ParallelType(-1)" (expected DIDx, DIDy, DIDz or Serial)`)}},
 		{name: "mesh", base: seed, mutate: func(p *plan.Plan) { p.Meshes["m"] = plan.Mesh{Shape: []int{3}, Devices: []int{0, 1, 2, 3}} },
-			want: []plan.Problem{pp(`mesh "m": shape [3] does not hold its 4 devices`)}},
+			want: []diag.Diagnostic{pp(`mesh "m": shape [3] does not hold its 4 devices`)}},
 		{name: "op", base: seed, mutate: func(p *plan.Plan) { p.Ops[0].Op = "sum" },
-			want: []plan.Problem{pp(`op 0: sum needs an axis among the input's non-reduction axes`)}},
+			want: []diag.Diagnostic{pp(`op 0: sum needs an axis among the input's non-reduction axes`)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := tc.base(t)
@@ -200,7 +201,7 @@ func TestCertifyOtherLowering(t *testing.T) {
 		t.Errorf("Certify = %v, unproven %v; want nil, [0]", got, unproven)
 	}
 	p.Summary.BytesLowerBound, p.Summary.BytesRatio = 64, new(1.0)
-	want := []plan.Problem{pp("summary: bytes_lower_bound is 64, but nvcomm computes 48 for the plan's fusion (policy nvfuser)")}
+	want := []diag.Diagnostic{pp("summary: bytes_lower_bound is 64, but nvcomm computes 48 for the plan's fusion (policy nvfuser)")}
 	got, _ = lower.Certify(p)
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Certify mismatch (-want +got):\n%s", diff)
@@ -281,25 +282,25 @@ func TestCertifyTensorsAlike(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		mutate func(p *plan.Plan)
-		want   []plan.Problem
+		want   []diag.Diagnostic
 	}{
 		{name: "unedited", mutate: func(*plan.Plan) {}},
 		{name: "local shape of a repeat", mutate: func(p *plan.Plan) { p.Tensors[4].LocalShape = []int{8, 16} },
-			want: []plan.Problem{pp(`tensor "t4": local_shape is [8,16], but its schedule gives [2,16]`)}},
+			want: []diag.Diagnostic{pp(`tensor "t4": local_shape is [8,16], but its schedule gives [2,16]`)}},
 		{name: "sharding of a repeat", mutate: func(p *plan.Plan) { p.Tensors[5].Sharding[0].LogicalAxis = 0 },
-			want: []plan.Problem{pp(`tensor "t5": sharding is [{"type":"DIDx","logical_axis":0,"kind":"block"}], but its schedule gives [{"type":"DIDx","logical_axis":1,"kind":"block"}]`)}},
+			want: []diag.Diagnostic{pp(`tensor "t5": sharding is [{"type":"DIDx","logical_axis":0,"kind":"block"}], but its schedule gives [{"type":"DIDx","logical_axis":1,"kind":"block"}]`)}},
 		{name: "layout of the first and of a repeat", mutate: func(p *plan.Plan) {
 			p.Tensors[1].Layout = []int{1, 0}
 			p.Tensors[3].PaddedShape = []int{8, 16}
 		},
-			want: []plan.Problem{
+			want: []diag.Diagnostic{
 				pp(`tensor "t1": layout is [1,0], but its schedule gives [0,1]`),
 				pp(`tensor "t3": padded_shape is [8,16], but its schedule gives absent`),
 			}},
 		{name: "schedule of a repeat made another's", mutate: func(p *plan.Plan) {
 			p.Tensors[6].Schedule[0].OuterSplit.Axis, p.Tensors[6].Schedule[1].Parallelize.Axis = 1, 1
 		},
-			want: []plan.Problem{
+			want: []diag.Diagnostic{
 				pp(`tensor "t6": sharding is [{"type":"DIDx","logical_axis":0,"kind":"block"}], but its schedule gives [{"type":"DIDx","logical_axis":1,"kind":"block"}]`),
 				pp(`tensor "t6": local_shape is [2,16], but its schedule gives [8,4]`),
 				pp("summary: bytes_lower_bound is 576, but nvcomm computes 480 for the plan's fusion (policy optimal)"),

@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/nvcomm/nvcomm/internal/cost"
+	"github.com/nvcomm/nvcomm/internal/diag"
 	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/lower"
 	"github.com/nvcomm/nvcomm/internal/plan"
@@ -153,9 +154,9 @@ func TestObjectiveRecorded(t *testing.T) {
 		"the default written out": {lower.Options{}, func(p *plan.Plan) { p.Objective = "time" },
 			result{Objective: "time"}},
 		"nvfuser with an objective": {lower.Options{}, func(p *plan.Plan) { p.Policy, p.Objective = "nvfuser", "bytes" },
-			result{Objective: "bytes", Problems: []string{`plan: objective "bytes": only policy optimal has an objective`}}},
+			result{Objective: "bytes", Problems: []string{`objective "bytes": only policy optimal has an objective`}}},
 		"an unknown policy": {lower.Options{}, func(p *plan.Plan) { p.Policy = "greedy" },
-			result{Problems: []string{`plan: policy "greedy" is not one of [optimal nvfuser]`}}},
+			result{Problems: []string{`policy "greedy" is not one of [optimal nvfuser]`}}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -168,13 +169,13 @@ func TestObjectiveRecorded(t *testing.T) {
 			}
 			got := result{Objective: p.Objective}
 			for _, pr := range plan.Validate(p) {
-				got.Problems = append(got.Problems, pr.String())
+				got.Problems = append(got.Problems, pr.Text())
 			}
 			if got.Problems == nil {
-				var problems []plan.Problem
+				var problems []diag.Diagnostic
 				problems, got.Unproven = lower.Certify(p)
 				for _, pr := range problems {
-					got.Problems = append(got.Problems, pr.String())
+					got.Problems = append(got.Problems, pr.Text())
 				}
 			}
 			if d := cmp.Diff(tc.want, got); d != "" {

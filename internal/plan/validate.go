@@ -7,29 +7,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/nvcomm/nvcomm/internal/diag"
 	"github.com/nvcomm/nvcomm/internal/shard"
 )
-
-// Problem is one reason a plan is invalid.
-type Problem struct {
-	Step int    // index of the step, or -1 for a problem outside the steps
-	Msg  string // lower-case, no trailing period
-	// Type is the type of the step, which String names; empty for a problem
-	// outside the steps.
-	Type string
-}
-
-// String renders p as "step 3 (Allgather): msg", "step 3: msg" when the step
-// has no type, or "plan: msg" outside the steps.
-func (p Problem) String() string {
-	switch {
-	case p.Step < 0:
-		return "plan: " + p.Msg
-	case p.Type == "":
-		return fmt.Sprintf("step %d: %s", p.Step, p.Msg)
-	}
-	return fmt.Sprintf("step %d (%s): %s", p.Step, p.Type, p.Msg)
-}
 
 // Validate checks p against the plan contract (docs/plan.md) from the plan
 // alone: the schema of every field, the schedules replayed on the shapes,
@@ -40,18 +20,18 @@ func (p Problem) String() string {
 // meshes by name, tensors, ops, steps in order, coverage, summary), at
 // most MaxProblems of them and then one that counts the rest, or nil when
 // p is valid. It never panics, whatever p holds.
-func Validate(p *Plan) []Problem { return validate(p, true) }
+func Validate(p *Plan) []diag.Diagnostic { return validate(p, true) }
 
 // validate is Validate; alike lets it check each set of tensors alike
 // once (validate_alike.go), which tests turn off to show that it changes
 // nothing found.
-func validate(p *Plan, alike bool) []Problem {
+func validate(p *Plan, alike bool) []diag.Diagnostic {
 	if p == nil {
-		return []Problem{{Step: -1, Msg: "no plan"}}
+		return []diag.Diagnostic{{Message: "no plan"}}
 	}
 	v := &validator{
 		p: p, names: make(map[string]*nameInfo, len(p.Tensors)+len(p.Steps)), meshSets: map[string]*deviceSet{},
-		alike: alike,
+		alike: alike, probs: NewProblems(),
 	}
 	v.checkHeader()
 	v.checkMeshes()
@@ -62,13 +42,13 @@ func validate(p *Plan, alike bool) []Problem {
 	v.checkCoverage()
 	v.checkOutputsHeld()
 	v.checkSummary()
-	return v.probs.List()
+	return v.probs.All()
 }
 
 // validator accumulates problems and the facts later checks rely on.
 type validator struct {
 	p     *Plan
-	probs Problems
+	probs *diag.List
 	// alike lets checkTensorOnce skip tensors alike ones checked before.
 	alike bool
 	// devices holds every non-negative device id of every mesh.
@@ -147,11 +127,11 @@ var (
 const maxMeshRank = 3
 
 func (v *validator) planf(format string, args ...any) {
-	v.probs.Addf(-1, "", format, args...)
+	v.probs.AddAbout("", format, args...)
 }
 
 func (v *validator) stepf(i int, format string, args ...any) {
-	v.probs.Addf(i, v.p.Steps[i].Type, format, args...)
+	AddStep(v.probs, i, v.p.Steps[i].Type, format, args...)
 }
 
 // checkHeader checks rule 1's scalar fields.

@@ -5,11 +5,13 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/nvcomm/nvcomm/internal/diag"
 )
 
 // validateBothWays returns Validate(p) with tensors alike skipped, and as
 // every tensor checked on its own.
-func validateBothWays(p *Plan) (alike, alone []Problem) {
+func validateBothWays(p *Plan) (alike, alone []diag.Diagnostic) {
 	return Validate(p), validate(p, false)
 }
 

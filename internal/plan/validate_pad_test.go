@@ -1,5 +1,7 @@
 package plan
 
+import "github.com/nvcomm/nvcomm/internal/diag"
+
 // unevenPlan lowers tv1 = set(tv0) where tv0 [3] is split over two devices
 // (shards of 2 and 1, padded to 4) and tv1 is replicated: Pad, Allgather,
 // Unpad.
@@ -77,40 +79,40 @@ func shortSlicePlan() *Plan {
 func padCases() []validateCase {
 	return []validateCase{
 		{name: "pad without fill", base: unevenPlan, mutate: func(p *Plan) { p.Steps[0].Fill = nil },
-			want: []Problem{sp(0, Pad, "a Pad needs a fill of 0, 1, -inf or inf")}},
+			want: []diag.Diagnostic{sp(0, Pad, "a Pad needs a fill of 0, 1, -inf or inf")}},
 		{name: "pad with an odd fill", base: unevenPlan, mutate: func(p *Plan) { p.Steps[0].Fill = new("2") },
-			want: []Problem{sp(0, Pad, "a Pad needs a fill of 0, 1, -inf or inf")}},
+			want: []diag.Diagnostic{sp(0, Pad, "a Pad needs a fill of 0, 1, -inf or inf")}},
 		{name: "unpad with fill", base: unevenPlan, mutate: func(p *Plan) { p.Steps[2].Fill = new("0") },
-			want: []Problem{sp(2, Unpad, "an Unpad takes no fill")}},
+			want: []diag.Diagnostic{sp(2, Unpad, "an Unpad takes no fill")}},
 		{name: "pad box per device", base: unevenPlan, mutate: func(p *Plan) { p.Steps[0].Valid = [][]int{{2}} },
-			want: []Problem{sp(0, Pad, "valid has 1 boxes for 2 devices")}},
+			want: []diag.Diagnostic{sp(0, Pad, "valid has 1 boxes for 2 devices")}},
 		{name: "pad box beyond dims", base: unevenPlan, mutate: func(p *Plan) { p.Steps[0].Valid[1] = []int{3} },
-			want: []Problem{sp(0, Pad, "valid box [3] of device 1 is not within dims [2]")}},
+			want: []diag.Diagnostic{sp(0, Pad, "valid box [3] of device 1 is not within dims [2]")}},
 		{name: "pad padded count", base: unevenPlan, mutate: func(p *Plan) { p.Steps[0].Dims = []int{3} },
-			want: []Problem{sp(0, Pad, "the padded count is 2, want 3 (the product of dims [3])")}},
+			want: []diag.Diagnostic{sp(0, Pad, "the padded count is 2, want 3 (the product of dims [3])")}},
 		{name: "unpad unpadded count", base: unevenPlan, mutate: func(p *Plan) { p.Steps[2].Valid = [][]int{{2}, {2}} },
-			want: []Problem{sp(2, Unpad, "the unpadded count is 3, want 2 (the box that holds every valid box)")}},
+			want: []diag.Diagnostic{sp(2, Unpad, "the unpadded count is 3, want 2 (the box that holds every valid box)")}},
 		{name: "valid on another step", base: unevenPlan, mutate: func(p *Plan) { p.Steps[1].Valid = [][]int{{1}} },
-			want: []Problem{sp(1, Allgather, "valid is set, but a collective takes none")}},
+			want: []diag.Diagnostic{sp(1, Allgather, "valid is set, but a collective takes none")}},
 		{name: "padded shape short", base: unevenPlan, mutate: func(p *Plan) { p.Tensors[0].PaddedShape = []int{2} },
-			want: []Problem{pp(`tensor "tv0": padded_shape[0] is 2, less than the extent 3`)}},
+			want: []diag.Diagnostic{pp(`tensor "tv0": padded_shape[0] is 2, less than the extent 3`)}},
 		{name: "slice with devices", base: slicePlan, mutate: func(p *Plan) { p.Steps[0].Devices = []int{0} },
-			want: []Problem{sp(0, Slice, "a Slice takes teams, not devices")}},
+			want: []diag.Diagnostic{sp(0, Slice, "a Slice takes teams, not devices")}},
 		{name: "slice without teams", base: slicePlan, mutate: func(p *Plan) { p.Steps[0].Teams = nil },
-			want: []Problem{sp(0, Slice, "a Slice needs teams (each member keeps the chunk of its rank)")}},
+			want: []diag.Diagnostic{sp(0, Slice, "a Slice needs teams (each member keeps the chunk of its rank)")}},
 		{name: "slice count", base: slicePlan, mutate: func(p *Plan) { p.Steps[0].Count.Output = 1 },
-			want: []Problem{
+			want: []diag.Diagnostic{
 				sp(0, Slice, "count.input is 4, want 1 to count.output * 2 = 2 (the team size; the last chunks may be short)"),
 				sp(0, Slice, "count.output is 1, but \"tv1\" holds 2 elements per device"),
 			}},
 		{name: "short slice", base: shortSlicePlan, mutate: func(*Plan) {}},
 		{name: "slice input too long", base: shortSlicePlan, mutate: func(p *Plan) { p.Steps[0].Count.Input = 5 },
-			want: []Problem{
+			want: []diag.Diagnostic{
 				sp(0, Slice, "count.input is 5, want 1 to count.output * 2 = 4 (the team size; the last chunks may be short)"),
 				sp(0, Slice, "count.input is 5, but \"tv0\" holds 3 elements per device"),
 			}},
 		{name: "strided slice of a short input", base: shortSlicePlan, mutate: func(p *Plan) { p.Steps[0].Dims = []int{1, 2, 2} },
-			want: []Problem{
+			want: []diag.Diagnostic{
 				sp(0, Slice, "count.input is 3, want count.output * 2 = 4 (the team size)"),
 				sp(0, Slice, "dims [1 2 2] hold 4 elements, but count.input is 3"),
 			}},

@@ -43,7 +43,7 @@ func TestStridedSlice(t *testing.T) {
 			p.Steps[k].Dims = tc.dims
 			var got []string
 			for _, pr := range Validate(p) {
-				got = append(got, pr.String())
+				got = append(got, pr.Text())
 			}
 			if d := cmp.Diff(tc.want, got); d != "" {
 				t.Errorf("(-want +got):\n%s", d)

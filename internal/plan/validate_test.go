@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/nvcomm/nvcomm/internal/diag"
 )
 
 // allgatherPlan is the smallest valid plan: tv1 = set(tv0) on a 4-device
@@ -266,48 +268,50 @@ func TestValidateValidPlans(t *testing.T) {
 }
 
 func TestValidateNil(t *testing.T) {
-	want := []Problem{{Step: -1, Msg: "no plan"}}
+	want := []diag.Diagnostic{{Message: "no plan"}}
 	if diff := cmp.Diff(want, Validate(nil)); diff != "" {
 		t.Errorf("Validate(nil) mismatch (-want +got):\n%s", diff)
 	}
 }
 
 func TestValidateEmpty(t *testing.T) {
-	want := []Problem{
-		{Step: -1, Msg: "format is 0, want 1"},
-		{Step: -1, Msg: "fusion name is empty"},
-		{Step: -1, Msg: "policy is empty; it names the policy that lowered the plan"},
-		{Step: -1, Msg: "summary: bytes_ratio is null, want 1 (bytes_received_max / bytes_lower_bound, to 3 decimals)"},
+	want := []diag.Diagnostic{
+		{Message: "format is 0, want 1"},
+		{Message: "fusion name is empty"},
+		{Message: "policy is empty; it names the policy that lowered the plan"},
+		{Message: "summary: bytes_ratio is null, want 1 (bytes_received_max / bytes_lower_bound, to 3 decimals)"},
 	}
 	if diff := cmp.Diff(want, Validate(&Plan{})); diff != "" {
 		t.Errorf("Validate(&Plan{}) mismatch (-want +got):\n%s", diff)
 	}
 }
 
-func TestProblemString(t *testing.T) {
+func TestProblemText(t *testing.T) {
 	for _, tc := range []struct {
-		p    Problem
+		d    diag.Diagnostic
 		want string
 	}{
-		{Problem{Step: 3, Type: Allgather, Msg: "team 0 is empty"}, "step 3 (Allgather): team 0 is empty"},
-		{Problem{Step: 0, Msg: "kind \"\" is not collective or local"}, "step 0: kind \"\" is not collective or local"},
-		{Problem{Step: -1, Msg: "fusion name is empty"}, "plan: fusion name is empty"},
+		{sp(3, Allgather, "team 0 is empty"), "step 3 (Allgather): team 0 is empty"},
+		{sp(0, "", "kind \"\" is not collective or local"), "step 0: kind \"\" is not collective or local"},
+		{pp("fusion name is empty"), "fusion name is empty"},
 	} {
-		if got := tc.p.String(); got != tc.want {
-			t.Errorf("%#v.String() = %q, want %q", tc.p, got, tc.want)
+		if got := tc.d.Text(); got != tc.want {
+			t.Errorf("%#v.Text() = %q, want %q", tc.d, got, tc.want)
 		}
 	}
 }
 
 // pp is a problem outside the steps; sp one of step i, of type typ.
-func pp(msg string) Problem             { return Problem{Step: -1, Msg: msg} }
-func sp(i int, typ, msg string) Problem { return Problem{Step: i, Type: typ, Msg: msg} }
+func pp(msg string) diag.Diagnostic { return diag.Diagnostic{Message: msg} }
+func sp(i int, typ, msg string) diag.Diagnostic {
+	return diag.Diagnostic{Subject: StepSubject(i, typ), Message: msg}
+}
 
 type validateCase struct {
 	name   string
 	base   func() *Plan
 	mutate func(p *Plan)
-	want   []Problem
+	want   []diag.Diagnostic
 }
 
 func TestValidate(t *testing.T) {
@@ -363,23 +367,23 @@ func runValidateCase(t *testing.T, tc validateCase) {
 func planCases() []validateCase {
 	return []validateCase{
 		{name: "format", mutate: func(p *Plan) { p.Format = 2 },
-			want: []Problem{pp("format is 2, want 1")}},
+			want: []diag.Diagnostic{pp("format is 2, want 1")}},
 		{name: "fusion name", mutate: func(p *Plan) { p.Fusion = "" },
-			want: []Problem{pp("fusion name is empty")}},
+			want: []diag.Diagnostic{pp("fusion name is empty")}},
 		{name: "policy", mutate: func(p *Plan) { p.Policy = "" },
-			want: []Problem{pp("policy is empty; it names the policy that lowered the plan")}},
+			want: []diag.Diagnostic{pp("policy is empty; it names the policy that lowered the plan")}},
 		{name: "policy nvcomm does not have (Certify's to reject)", mutate: func(p *Plan) { p.Policy = "greedy" }},
 		{name: "policy optimal", mutate: func(p *Plan) { p.Policy = "optimal" }},
 		{name: "mesh product", mutate: func(p *Plan) { p.Meshes["n"] = Mesh{Shape: []int{3}, Devices: []int{4, 5}} },
-			want: []Problem{pp(`mesh "n": shape [3] does not hold its 2 devices`)}},
+			want: []diag.Diagnostic{pp(`mesh "n": shape [3] does not hold its 2 devices`)}},
 		{name: "mesh extent", mutate: func(p *Plan) { p.Meshes["n"] = Mesh{Shape: []int{0}} },
-			want: []Problem{pp(`mesh "n": shape[0] is 0, want >= 1`)}},
+			want: []diag.Diagnostic{pp(`mesh "n": shape[0] is 0, want >= 1`)}},
 		{name: "mesh rank", mutate: func(p *Plan) { p.Meshes["n"] = Mesh{Shape: []int{1, 1, 1, 1}, Devices: []int{4}} },
-			want: []Problem{pp(`mesh "n" has 4 axes, want 1 to 3`)}},
+			want: []diag.Diagnostic{pp(`mesh "n" has 4 axes, want 1 to 3`)}},
 		{name: "mesh negative device", mutate: func(p *Plan) { p.Meshes["n"] = Mesh{Shape: []int{1}, Devices: []int{-1}} },
-			want: []Problem{pp(`mesh "n": device -1 is negative`)}},
+			want: []diag.Diagnostic{pp(`mesh "n": device -1 is negative`)}},
 		{name: "mesh duplicate device", mutate: func(p *Plan) { p.Meshes["n"] = Mesh{Shape: []int{3}, Devices: []int{5, 5, 5}} },
-			want: []Problem{pp(`mesh "n": device 5 is listed more than once`)}},
+			want: []diag.Diagnostic{pp(`mesh "n": device 5 is listed more than once`)}},
 	}
 }
 
@@ -387,51 +391,51 @@ func planCases() []validateCase {
 func tensorCases() []validateCase {
 	return []validateCase{
 		{name: "tensor duplicate", mutate: func(p *Plan) { p.Tensors = append(p.Tensors, p.Tensors[1]) },
-			want: []Problem{pp(`tensor "tv1" is declared more than once`)}},
+			want: []diag.Diagnostic{pp(`tensor "tv1" is declared more than once`)}},
 		{name: "tensor no name", mutate: func(p *Plan) { p.Tensors = append(p.Tensors, p.Tensors[1]); p.Tensors[2].Name = "" },
-			want: []Problem{pp(`tensor 2 has no name`)}},
+			want: []diag.Diagnostic{pp(`tensor 2 has no name`)}},
 		{name: "tensor mesh", mutate: func(p *Plan) { p.Tensors[1].Mesh = "nope" },
-			want: []Problem{pp(`tensor "tv1": mesh "nope" does not exist`)}},
+			want: []diag.Diagnostic{pp(`tensor "tv1": mesh "nope" does not exist`)}},
 		{name: "tensor dtype", mutate: func(p *Plan) { p.Tensors[1].DType = "float8" },
-			want: []Problem{pp(`tensor "tv1": dtype "float8" is not one of bfloat16, float16, float32, float64, int32, int64`)}},
+			want: []diag.Diagnostic{pp(`tensor "tv1": dtype "float8" is not one of bfloat16, float16, float32, float64, int32, int64`)}},
 		{name: "tensor extent", mutate: func(p *Plan) { p.Tensors[1].Shape[0] = 0 },
-			want: []Problem{
+			want: []diag.Diagnostic{
 				pp(`tensor "tv1": shape[0] is 0, want >= 1`),
 				pp(`op 0: output "tv1" has shape [0 1024] and reduction_axes [], want [8 1024] and [] (the input's non-reduction shape, the reduced axis)`),
 			}},
 		{name: "reduction axis range", mutate: func(p *Plan) { p.Tensors[1].ReductionAxes = []int{2} },
-			want: []Problem{pp(`tensor "tv1": reduction_axes[0] is 2, not a position in a shape of 2 axes`)}},
+			want: []diag.Diagnostic{pp(`tensor "tv1": reduction_axes[0] is 2, not a position in a shape of 2 axes`)}},
 		{name: "reduction axis twice", base: reduceScatterPlan, mutate: func(p *Plan) { p.Tensors[1].ReductionAxes = []int{0, 0} },
-			want: []Problem{pp(`tensor "tv1": reduction axis 0 is listed more than once`)}},
+			want: []diag.Diagnostic{pp(`tensor "tv1": reduction axis 0 is listed more than once`)}},
 		{name: "sharding type twice", mutate: func(p *Plan) {
 			p.Tensors[0].Sharding = append(p.Tensors[0].Sharding, Sharding{Type: "DIDx", LogicalAxis: 0, Kind: "block"})
 		},
-			want: []Problem{pp(`tensor "tv0": sharding[1]: DIDx shards the tensor more than once`)}},
+			want: []diag.Diagnostic{pp(`tensor "tv0": sharding[1]: DIDx shards the tensor more than once`)}},
 		{name: "sharding type unknown", mutate: func(p *Plan) { p.Tensors[0].Sharding[0].Type = "DIDw" },
-			want: []Problem{pp(`tensor "tv0": sharding[0]: type "DIDw" is not DIDx, DIDy or DIDz`)}},
+			want: []diag.Diagnostic{pp(`tensor "tv0": sharding[0]: type "DIDw" is not DIDx, DIDy or DIDz`)}},
 		{name: "sharding axis missing", mutate: func(p *Plan) { p.Tensors[0].Sharding[0].Type = "DIDy" },
-			want: []Problem{pp(`tensor "tv0": sharding[0]: mesh "m" has no DIDy axis`)}},
+			want: []diag.Diagnostic{pp(`tensor "tv0": sharding[0]: mesh "m" has no DIDy axis`)}},
 		{name: "sharding DIDy on 2-D mesh", base: twoOpPlan, mutate: func(p *Plan) {
 			p.Tensors[2].Sharding[0].Type = "DIDy"
 		}},
 		{name: "sharding kind", mutate: func(p *Plan) { p.Tensors[0].Sharding[0].Kind = "cyclic" },
-			want: []Problem{pp(`tensor "tv0": sharding[0]: kind "cyclic" is not block, strided, nested or merged`)}},
+			want: []diag.Diagnostic{pp(`tensor "tv0": sharding[0]: kind "cyclic" is not block, strided, nested or merged`)}},
 		{name: "sharding logical axis", mutate: func(p *Plan) { p.Tensors[0].Sharding[0].LogicalAxis = 2 },
-			want: []Problem{pp(`tensor "tv0": sharding[0]: logical_axis 2 is not among the 2 non-reduction axes`)}},
+			want: []diag.Diagnostic{pp(`tensor "tv0": sharding[0]: logical_axis 2 is not among the 2 non-reduction axes`)}},
 		{name: "local shape length", mutate: func(p *Plan) { p.Tensors[0].LocalShape = []int{8} },
-			want: []Problem{pp(`tensor "tv0": local_shape has 1 entries, want 2 (one per non-reduction axis)`)}},
+			want: []diag.Diagnostic{pp(`tensor "tv0": local_shape has 1 entries, want 2 (one per non-reduction axis)`)}},
 		{name: "local shape extent", mutate: func(p *Plan) { p.Tensors[0].LocalShape = []int{8, 512} },
-			want: []Problem{
+			want: []diag.Diagnostic{
 				pp(`tensor "tv0": local_shape[1] is 512, want 256 (extent 1024 over 4 devices)`),
 				sp(0, Allgather, `count.input is 2048, but "tv0" holds 4096 elements per device`),
 			}},
 		{name: "local shape uneven", mutate: func(p *Plan) { p.Tensors[0].Shape[1] = 1022 },
-			want: []Problem{
+			want: []diag.Diagnostic{
 				pp(`tensor "tv0": extent 1022 of axis 1 does not divide among 4 devices`),
 				pp(`op 0: output "tv1" has shape [8 1024] and reduction_axes [], want [8 1022] and [] (the input's non-reduction shape, the reduced axis)`),
 			}},
 		{name: "layout", mutate: func(p *Plan) { p.Tensors[0].Layout = []int{0, 0} },
-			want: []Problem{pp(`tensor "tv0": layout [0 0] is not a permutation of the 2 non-reduction axes`)}},
+			want: []diag.Diagnostic{pp(`tensor "tv0": layout [0 0] is not a permutation of the 2 non-reduction axes`)}},
 	}
 }
 
@@ -439,33 +443,33 @@ func tensorCases() []validateCase {
 func opCases() []validateCase {
 	return []validateCase{
 		{name: "op index", mutate: func(p *Plan) { p.Ops[0].Index = 1 },
-			want: []Problem{pp("op 0: index is 1")}},
+			want: []diag.Diagnostic{pp("op 0: index is 1")}},
 		{name: "op name", mutate: func(p *Plan) { p.Ops[0].Op = "mean" },
-			want: []Problem{pp(`op 0: op "mean" is not one of set, sum, prod, max, min, add, sub, mul, maximum, minimum, relu, neg, abs, broadcast, matmul, linear`)}},
+			want: []diag.Diagnostic{pp(`op 0: op "mean" is not one of set, sum, prod, max, min, add, sub, mul, maximum, minimum, relu, neg, abs, broadcast, matmul, linear`)}},
 		{name: "op input", mutate: func(p *Plan) { p.Ops[0].Input = "tv9" },
-			want: []Problem{
+			want: []diag.Diagnostic{
 				pp(`op 0: input "tv9" is not a tensor`),
 				sp(0, Allgather, `input "tv0" is neither the input nor the output of op 0`),
 			}},
 		{name: "op output", mutate: func(p *Plan) { p.Ops[0].Output = "tv9" },
-			want: []Problem{
+			want: []diag.Diagnostic{
 				pp(`op 0: output "tv9" is not a tensor`),
 				sp(0, Allgather, `output "tv1" is a fusion input`),
 				pp(`op 0: no step of the op writes its output "tv9"`),
 			}},
 		{name: "op output twice", base: twoOpPlan, mutate: func(p *Plan) { p.Ops[1].Output = "tv1" },
-			want: []Problem{
+			want: []diag.Diagnostic{
 				pp(`op 1: output "tv1" is also the output of op 0`),
 				pp(`op 1: output "tv1" has shape [8 1024] and reduction_axes [], want [2 64] and [0] (the input's non-reduction shape, the reduced axis)`),
 				sp(2, Allreduce, `output "tv3" is a fusion input`),
 				pp(`op 1: no step of the op writes its output "tv1"`),
 			}},
 		{name: "op set axis", mutate: func(p *Plan) { p.Ops[0].Axis = new(0) },
-			want: []Problem{pp("op 0: set takes no axis")}},
+			want: []diag.Diagnostic{pp("op 0: set takes no axis")}},
 		{name: "op sum no axis", base: twoOpPlan, mutate: func(p *Plan) { p.Ops[1].Axis = nil },
-			want: []Problem{pp("op 1: sum needs an axis")}},
+			want: []diag.Diagnostic{pp("op 1: sum needs an axis")}},
 		{name: "op sum axis range", base: twoOpPlan, mutate: func(p *Plan) { p.Ops[1].Axis = new(2) },
-			want: []Problem{pp(`op 1: axis 2 is not among the 2 non-reduction axes of "tv2"`)}},
+			want: []diag.Diagnostic{pp(`op 1: axis 2 is not among the 2 non-reduction axes of "tv2"`)}},
 	}
 }
 
@@ -473,46 +477,46 @@ func opCases() []validateCase {
 func stepCases() []validateCase {
 	return []validateCase{
 		{name: "step id", mutate: func(p *Plan) { p.Steps[0].ID = 5 },
-			want: []Problem{sp(0, Allgather, "id is 5, want 0")}},
+			want: []diag.Diagnostic{sp(0, Allgather, "id is 5, want 0")}},
 		{name: "step op", mutate: func(p *Plan) { p.Steps[0].Op = 3 },
-			want: []Problem{
+			want: []diag.Diagnostic{
 				sp(0, Allgather, "op 3 is not an op of the plan (1 ops)"),
 				pp("op 0: no step implements it"),
 			}},
 		{name: "step kind", mutate: func(p *Plan) { p.Steps[0].Kind = "remote" },
-			want: []Problem{
+			want: []diag.Diagnostic{
 				sp(0, Allgather, `kind "remote" is not collective or local`),
 				pp("summary: collectives is 1, but the plan has 0 collective steps"),
 				pp(`summary: by_type has "Allgather", but no collective step has that type`),
 			}},
 		{name: "step type of kind", base: twoOpPlan, mutate: func(p *Plan) { p.Steps[0].Type = Allgather },
-			want: []Problem{sp(0, Allgather, `type "Allgather" is not a local step type`)}},
+			want: []diag.Diagnostic{sp(0, Allgather, `type "Allgather" is not a local step type`)}},
 		{name: "collective with devices", mutate: func(p *Plan) { p.Steps[0].Devices = []int{0} },
-			want: []Problem{sp(0, Allgather, "a collective takes teams, not devices")}},
+			want: []diag.Diagnostic{sp(0, Allgather, "a collective takes teams, not devices")}},
 		{name: "collective without teams", mutate: func(p *Plan) { p.Steps[0].Teams = nil },
-			want: []Problem{sp(0, Allgather, "a collective needs teams")}},
+			want: []diag.Diagnostic{sp(0, Allgather, "a collective needs teams")}},
 		{name: "local with teams", base: twoOpPlan, mutate: func(p *Plan) { p.Steps[0].Teams = [][]int{{0}} },
-			want: []Problem{sp(0, Permute, "a local step takes devices, not teams")}},
+			want: []diag.Diagnostic{sp(0, Permute, "a local step takes devices, not teams")}},
 		{name: "local without devices", base: twoOpPlan, mutate: func(p *Plan) { p.Steps[0].Devices = nil },
-			want: []Problem{sp(0, Permute, "a local step needs devices")}},
+			want: []diag.Diagnostic{sp(0, Permute, "a local step needs devices")}},
 		{name: "local device twice", base: twoOpPlan, mutate: func(p *Plan) { p.Steps[0].Devices = []int{0, 1, 1} },
-			want: []Problem{sp(0, Permute, "device 1 is listed more than once")}},
+			want: []diag.Diagnostic{sp(0, Permute, "device 1 is listed more than once")}},
 		{name: "local device unknown", base: twoOpPlan, mutate: func(p *Plan) { p.Steps[0].Devices = []int{0, 9} },
-			want: []Problem{sp(0, Permute, "device 9 is in no mesh")}},
+			want: []diag.Diagnostic{sp(0, Permute, "device 9 is in no mesh")}},
 		{name: "team device unknown", mutate: func(p *Plan) { p.Steps[0].Teams[0][3] = 7 },
-			want: []Problem{sp(0, Allgather, "device 7 of team 0 is in no mesh")}},
+			want: []diag.Diagnostic{sp(0, Allgather, "device 7 of team 0 is in no mesh")}},
 		{name: "team device twice", mutate: func(p *Plan) { p.Steps[0].Teams[0][3] = 2 },
-			want: []Problem{sp(0, Allgather, "device 2 is in team 0 more than once")}},
+			want: []diag.Diagnostic{sp(0, Allgather, "device 2 is in team 0 more than once")}},
 		{name: "team empty", base: twoOpPlan, mutate: func(p *Plan) { p.Steps[2].Teams[1] = nil },
-			want: []Problem{sp(2, Allreduce, "team 1 is empty")}},
+			want: []diag.Diagnostic{sp(2, Allreduce, "team 1 is empty")}},
 		{name: "device in two teams", base: twoOpPlan, mutate: func(p *Plan) { p.Steps[2].Teams[1][0] = 1 },
-			want: []Problem{sp(2, Allreduce, "device 1 is in teams 0 and 1")}},
+			want: []diag.Diagnostic{sp(2, Allreduce, "device 1 is in teams 0 and 1")}},
 		{name: "step axis range", mutate: func(p *Plan) { p.Steps[0].Axis = new(2) },
-			want: []Problem{sp(0, Allgather, `axis 2 is not among the 2 non-reduction axes of "tv0"`)}},
+			want: []diag.Diagnostic{sp(0, Allgather, `axis 2 is not among the 2 non-reduction axes of "tv0"`)}},
 		{name: "step axis negative", mutate: func(p *Plan) { p.Steps[0].Axis = new(-1) },
-			want: []Problem{sp(0, Allgather, "axis is -1, want >= 0")}},
+			want: []diag.Diagnostic{sp(0, Allgather, "axis is -1, want >= 0")}},
 		{name: "bytes negative", mutate: func(p *Plan) { p.Steps[0].Bytes.SentPerDevice = -1 },
-			want: []Problem{sp(0, Allgather, "bytes {-1, 24576} are negative")}},
+			want: []diag.Diagnostic{sp(0, Allgather, "bytes {-1, 24576} are negative")}},
 	}
 }
 
@@ -520,17 +524,17 @@ func stepCases() []validateCase {
 func rootCases() []validateCase {
 	return []validateCase{
 		{name: "root on Allgather", mutate: func(p *Plan) { p.Steps[0].Root = new(0) },
-			want: []Problem{sp(0, Allgather, "root is 0, but type Allgather takes no root")}},
+			want: []diag.Diagnostic{sp(0, Allgather, "root is 0, but type Allgather takes no root")}},
 		{name: "root missing", base: broadcastPlan, mutate: func(p *Plan) { p.Steps[0].Root = nil },
-			want: []Problem{sp(0, Broadcast, "root is null, but type Broadcast needs one")}},
+			want: []diag.Diagnostic{sp(0, Broadcast, "root is null, but type Broadcast needs one")}},
 		{name: "root outside team", base: broadcastPlan, mutate: func(p *Plan) { p.Steps[0].Root = new(5) },
-			want: []Problem{sp(0, Broadcast, "root 5 is not in the team")}},
+			want: []diag.Diagnostic{sp(0, Broadcast, "root 5 is not in the team")}},
 		{name: "rooted two teams", base: broadcastPlan, mutate: func(p *Plan) { p.Steps[0].Teams = [][]int{{0, 1}, {2, 3}} },
-			want: []Problem{sp(0, Broadcast, "type Broadcast needs exactly one team, got 2")}},
+			want: []diag.Diagnostic{sp(0, Broadcast, "type Broadcast needs exactly one team, got 2")}},
 		{name: "send recv root", base: sendRecvPlan, mutate: func(p *Plan) { p.Steps[0].Root = new(1) },
-			want: []Problem{sp(0, SendRecv, "root 1 is not the sender 0 (the first member of the team)")}},
+			want: []diag.Diagnostic{sp(0, SendRecv, "root 1 is not the sender 0 (the first member of the team)")}},
 		{name: "send recv team size", base: sendRecvPlan, mutate: func(p *Plan) { p.Steps[0].Teams[0] = []int{0, 1, 2} },
-			want: []Problem{
+			want: []diag.Diagnostic{
 				sp(0, SendRecv, "device 2 of team 0 is in no mesh"),
 				sp(0, SendRecv, "a SendRecv team is [sender, receiver], got 3 members"),
 			}},
@@ -541,15 +545,15 @@ func rootCases() []validateCase {
 			p.Summary.BytesReceivedMax, p.Summary.BytesRatio = 0, new(1.0)
 		}},
 		{name: "self copy only for SendRecv", base: broadcastPlan, mutate: func(p *Plan) { p.Steps[0].Teams[0] = []int{0, 0} },
-			want: []Problem{sp(0, Broadcast, "device 0 is in team 0 more than once")}},
+			want: []diag.Diagnostic{sp(0, Broadcast, "device 0 is in team 0 more than once")}},
 		{name: "reduce op missing", base: twoOpPlan, mutate: func(p *Plan) { p.Steps[2].ReduceOp = nil },
-			want: []Problem{sp(2, Allreduce, "reduce_op is null, but type Allreduce needs one")}},
+			want: []diag.Diagnostic{sp(2, Allreduce, "reduce_op is null, but type Allreduce needs one")}},
 		{name: "reduce op on Allgather", mutate: func(p *Plan) { p.Steps[0].ReduceOp = new("sum") },
-			want: []Problem{sp(0, Allgather, `reduce_op is "sum", but type Allgather does not reduce`)}},
+			want: []diag.Diagnostic{sp(0, Allgather, `reduce_op is "sum", but type Allgather does not reduce`)}},
 		{name: "reduce op unknown", base: twoOpPlan, mutate: func(p *Plan) { p.Steps[2].ReduceOp = new("avg") },
-			want: []Problem{sp(2, Allreduce, `reduce_op "avg" is not sum, prod, max or min`)}},
+			want: []diag.Diagnostic{sp(2, Allreduce, `reduce_op "avg" is not sum, prod, max or min`)}},
 		{name: "reduce op not the op's", base: twoOpPlan, mutate: func(p *Plan) { p.Steps[2].ReduceOp = new("max") },
-			want: []Problem{sp(2, Allreduce, `reduce_op is "max", but op 1 is a sum`)}},
+			want: []diag.Diagnostic{sp(2, Allreduce, `reduce_op is "max", but op 1 is a sum`)}},
 	}
 }
 
@@ -557,9 +561,9 @@ func rootCases() []validateCase {
 func bufferCases() []validateCase {
 	return []validateCase{
 		{name: "input not written", base: twoOpPlan, mutate: func(p *Plan) { p.Steps[1].Input = "tv1/other" },
-			want: []Problem{sp(1, Allgather, `input "tv1/other" is neither a fusion input nor written by an earlier step`)}},
+			want: []diag.Diagnostic{sp(1, Allgather, `input "tv1/other" is neither a fusion input nor written by an earlier step`)}},
 		{name: "input written later", mutate: func(p *Plan) { p.Steps[0].Input = "tv1" },
-			want: []Problem{
+			want: []diag.Diagnostic{
 				sp(0, Allgather, `input "tv1" is neither a fusion input nor written by an earlier step`),
 				sp(0, Allgather, `count.input is 2048, but "tv1" holds 8192 elements per device`),
 			}},
@@ -568,18 +572,18 @@ func bufferCases() []validateCase {
 			p.Steps[2].Count.Input = 2048
 			p.Steps[2].Count.Output = 2048
 		},
-			want: []Problem{
+			want: []diag.Diagnostic{
 				sp(2, Allreduce, `input "tv0" is neither the input nor the output of op 1`),
 				sp(2, Allreduce, `count.output is 2048, but "tv3" holds 64 elements per device`),
 			}},
 		{name: "output fusion input", mutate: func(p *Plan) { p.Steps[0].Output = "tv0" },
-			want: []Problem{
+			want: []diag.Diagnostic{
 				sp(0, Allgather, `output "tv0" is a fusion input`),
 				sp(0, Allgather, `count.output is 8192, but "tv0" holds 2048 elements per device`),
 				pp(`op 0: no step of the op writes its output "tv1"`),
 			}},
 		{name: "output of another op", base: twoOpPlan, mutate: func(p *Plan) { p.Steps[1].Op = 1 },
-			want: []Problem{
+			want: []diag.Diagnostic{
 				sp(1, Allgather, `input "tv1/permuted" is an intermediate buffer of op 0 (step 0 writes it); an op's intermediate buffers are its own`),
 				sp(1, Allgather, `output "tv1" is not the output "tv3" of op 1`),
 				pp(`op 0: no step of the op writes its output "tv1"`),
@@ -587,7 +591,7 @@ func bufferCases() []validateCase {
 		{name: "intermediate of another op", base: twoOpPlan, mutate: func(p *Plan) {
 			p.Steps[2].Input = "tv1/permuted"
 		},
-			want: []Problem{
+			want: []diag.Diagnostic{
 				sp(2, Allreduce, `input "tv1/permuted" is an intermediate buffer of op 0 (step 0 writes it); an op's intermediate buffers are its own`),
 				sp(2, Allreduce, `count.input is 64, but step 0 wrote "tv1/permuted" with 2048 elements`),
 			}},
@@ -598,7 +602,7 @@ func bufferCases() []validateCase {
 			p.Steps[0].Op = -1
 			p.Steps[0].Output, p.Steps[1].Input = "tmp", "tmp"
 		},
-			want: []Problem{
+			want: []diag.Diagnostic{
 				sp(0, Permute, "op -1 is not an op of the plan (2 ops)"),
 				sp(1, Allgather, `input "tmp" is an intermediate buffer of op -1 (step 0 writes it); an op's intermediate buffers are its own`),
 			}},
@@ -609,40 +613,40 @@ func bufferCases() []validateCase {
 func countCases() []validateCase {
 	return []validateCase{
 		{name: "count negative", mutate: func(p *Plan) { p.Steps[0].Count.Input = -1 },
-			want: []Problem{sp(0, Allgather, "count {-1, 8192} is negative")}},
+			want: []diag.Diagnostic{sp(0, Allgather, "count {-1, 8192} is negative")}},
 		{name: "count Allgather", mutate: func(p *Plan) { p.Steps[0].Count.Output = 4096 },
-			want: []Problem{
+			want: []diag.Diagnostic{
 				sp(0, Allgather, "count.output is 4096, want count.input * 4 = 8192 (the team size)"),
 				sp(0, Allgather, `count.output is 4096, but "tv1" holds 8192 elements per device`),
 			}},
 		{name: "count tensors", mutate: func(p *Plan) { p.Steps[0].Count = Count{Input: 1024, Output: 4096} },
-			want: []Problem{
+			want: []diag.Diagnostic{
 				sp(0, Allgather, `count.input is 1024, but "tv0" holds 2048 elements per device`),
 				sp(0, Allgather, `count.output is 4096, but "tv1" holds 8192 elements per device`),
 			}},
 		{name: "count teams differ", mutate: func(p *Plan) { p.Steps[0].Teams = [][]int{{0, 1}, {2}} },
-			want: []Problem{sp(0, Allgather, "teams 0 and 1 differ in size (2 and 1)")}},
+			want: []diag.Diagnostic{sp(0, Allgather, "teams 0 and 1 differ in size (2 and 1)")}},
 		{name: "count Allreduce", base: twoOpPlan, mutate: func(p *Plan) { p.Steps[2].Count.Output = 32 },
-			want: []Problem{
+			want: []diag.Diagnostic{
 				sp(2, Allreduce, "count.output is 32, want count.input = 64"),
 				sp(2, Allreduce, `count.output is 32, but "tv3" holds 64 elements per device`),
 			}},
 		{name: "count producer", base: twoOpPlan, mutate: func(p *Plan) { p.Steps[0].Count.Output = 1024 },
-			want: []Problem{
+			want: []diag.Diagnostic{
 				sp(0, Permute, "count.output is 1024, want count.input = 2048"),
 				sp(1, Allgather, `count.input is 2048, but step 0 wrote "tv1/permuted" with 1024 elements`),
 			}},
 		{name: "count Scatter", base: scatterPlan, mutate: func(p *Plan) { p.Steps[0].Teams[0] = []int{0, 1, 2} },
-			want: []Problem{sp(0, Scatter, "count.input is 8192, want count.output * 3 = 6144 (the team size)")}},
+			want: []diag.Diagnostic{sp(0, Scatter, "count.input is 8192, want count.output * 3 = 6144 (the team size)")}},
 		{name: "count ReduceScatter", base: reduceScatterPlan, mutate: func(p *Plan) { p.Steps[0].Count.Output = 512 },
-			want: []Problem{
+			want: []diag.Diagnostic{
 				sp(0, ReduceScatter, "count.input is 1024, want count.output * 4 = 2048 (the team size)"),
 				sp(0, ReduceScatter, `count.output is 512, but "tv1" holds 256 elements per device`),
 			}},
 		{name: "count AllToAll", base: allToAllPlan, mutate: func(p *Plan) { p.Steps[0].Teams[0] = []int{0, 1, 2} },
-			want: []Problem{sp(0, AllToAll, "count.input 2048 does not divide among the 3 members of a team")}},
+			want: []diag.Diagnostic{sp(0, AllToAll, "count.input 2048 does not divide among the 3 members of a team")}},
 		{name: "count Gather senders", base: gatherPlan, mutate: func(p *Plan) { p.Steps[0].Teams[0] = []int{0, 1, 4} },
-			want: []Problem{sp(0, Gather, `count.output is 8192, want count.input * 2 = 4096 (the team members that hold "tv0")`)}},
+			want: []diag.Diagnostic{sp(0, Gather, `count.output is 8192, want count.input * 2 = 4096 (the team members that hold "tv0")`)}},
 		{name: "count Gather root in mesh", base: gatherPlan, mutate: func(p *Plan) {
 			p.Meshes["r"] = Mesh{Shape: []int{1}, Devices: []int{0}}
 			p.Steps[0].Teams[0] = []int{0, 1, 2, 3}
@@ -651,7 +655,7 @@ func countCases() []validateCase {
 			p.Summary.BytesReceivedMax = 24576
 		}},
 		{name: "count LocalReduce", base: localReducePlan, mutate: func(p *Plan) { p.Steps[0].Count.Output = 512 },
-			want: []Problem{
+			want: []diag.Diagnostic{
 				sp(0, LocalReduce, "count.input is 2048, want count.output * 8 = 4096 (the extent of reduce_dims)"),
 				sp(0, LocalReduce, `count.output is 512, but "tv1" holds 256 elements per device`),
 			}},
@@ -665,19 +669,19 @@ func allToAllVCases() []validateCase {
 	v := allToAllVPlan
 	return []validateCase{
 		{name: "AllToAllV rows", base: v, mutate: func(p *Plan) { p.Steps[0].SendCounts = p.Steps[0].SendCounts[:3] },
-			want: []Problem{sp(0, AllToAllV, "send_counts has 3 rows, want one per member of a team (4)")}},
+			want: []diag.Diagnostic{sp(0, AllToAllV, "send_counts has 3 rows, want one per member of a team (4)")}},
 		{name: "AllToAllV no send_counts", base: v, mutate: func(p *Plan) { p.Steps[0].SendCounts = nil },
-			want: []Problem{sp(0, AllToAllV, "send_counts has 0 rows, want one per member of a team (4)")}},
+			want: []diag.Diagnostic{sp(0, AllToAllV, "send_counts has 0 rows, want one per member of a team (4)")}},
 		{name: "AllToAllV row length", base: v, mutate: func(p *Plan) { p.Steps[0].SendCounts[1] = p.Steps[0].SendCounts[1][:3] },
-			want: []Problem{sp(0, AllToAllV, "send_counts[1] has 3 counts, want one per member of a team (4)")}},
+			want: []diag.Diagnostic{sp(0, AllToAllV, "send_counts[1] has 3 counts, want one per member of a team (4)")}},
 		{name: "AllToAllV negative count", base: v, mutate: func(p *Plan) { p.Steps[0].SendCounts[0] = []int{1000, 749, 300, -1} },
-			want: []Problem{sp(0, AllToAllV, "send_counts[0][3] is -1, want >= 0")}},
+			want: []diag.Diagnostic{sp(0, AllToAllV, "send_counts[0][3] is -1, want >= 0")}},
 		// Rows 2 and 3 trade one element of column 0: the columns still
 		// sum to count.output, and the busiest sender is still device 0.
 		{name: "AllToAllV row sum", base: v, mutate: func(p *Plan) {
 			p.Steps[0].SendCounts[2][0], p.Steps[0].SendCounts[3][0] = 499, 501
 		},
-			want: []Problem{
+			want: []diag.Diagnostic{
 				sp(0, AllToAllV, "send_counts[2] sums to 2047, but member 2 sends its whole input, count.input = 2048, or nothing"),
 				sp(0, AllToAllV, "send_counts[3] sums to 2049, but member 3 sends its whole input, count.input = 2048, or nothing"),
 			}},
@@ -686,19 +690,19 @@ func allToAllVCases() []validateCase {
 		{name: "AllToAllV column sum", base: v, mutate: func(p *Plan) {
 			p.Steps[0].SendCounts[0][0], p.Steps[0].SendCounts[0][1] = 1001, 599
 		},
-			want: []Problem{
+			want: []diag.Diagnostic{
 				sp(0, AllToAllV, "member 0 receives 2049 elements (column 0 of send_counts), but count.output is 2048, or nothing"),
 				sp(0, AllToAllV, "member 1 receives 2047 elements (column 1 of send_counts), but count.output is 2048, or nothing"),
 			}},
 		{name: "AllToAllV teams differ in size", base: v, mutate: func(p *Plan) { p.Steps[0].Teams = [][]int{{0, 1, 2}, {3}} },
-			want: []Problem{sp(0, AllToAllV, "teams 0 and 1 differ in size (3 and 1)")}},
+			want: []diag.Diagnostic{sp(0, AllToAllV, "teams 0 and 1 differ in size (3 and 1)")}},
 		{name: "AllToAllV device twice", base: v, mutate: func(p *Plan) { p.Steps[0].Teams[0][3] = 2 },
-			want: []Problem{sp(0, AllToAllV, "device 2 is in team 0 more than once")}},
+			want: []diag.Diagnostic{sp(0, AllToAllV, "device 2 is in team 0 more than once")}},
 		{name: "AllToAllV bytes of an AllToAll", base: v, mutate: func(p *Plan) {
 			p.Steps[0].Bytes = &Bytes{SentPerDevice: 6144, ReceivedPerDevice: 6144}
 			p.Summary.BytesReceivedMax = 6144
 		},
-			want: []Problem{
+			want: []diag.Diagnostic{
 				sp(0, AllToAllV, "bytes are {sent 6144, received 6144} per device, but the step moves {4192, 4192} (docs/plan.md, Bytes)"),
 				pp("summary: bytes_received_max is 6144, but the steps make a device receive at most 4192 bytes"),
 			}},
@@ -708,7 +712,7 @@ func allToAllVCases() []validateCase {
 			p.Summary.BytesReceivedMax, p.Summary.BytesRatio = 0, new(1.0)
 		}},
 		{name: "send_counts on Permute", base: twoOpPlan, mutate: func(p *Plan) { p.Steps[0].SendCounts = [][]int{{2048}} },
-			want: []Problem{sp(0, Permute, "send_counts is set, but only an AllToAllV takes them")}},
+			want: []diag.Diagnostic{sp(0, Permute, "send_counts is set, but only an AllToAllV takes them")}},
 	}
 }
 
@@ -716,36 +720,36 @@ func allToAllVCases() []validateCase {
 func localFieldCases() []validateCase {
 	return []validateCase{
 		{name: "permute perm", base: twoOpPlan, mutate: func(p *Plan) { p.Steps[0].Perm = []int{0, 0} },
-			want: []Problem{sp(0, Permute, "perm [0 0] is not a permutation of the 2 dims")}},
+			want: []diag.Diagnostic{sp(0, Permute, "perm [0 0] is not a permutation of the 2 dims")}},
 		{name: "permute no perm", base: twoOpPlan, mutate: func(p *Plan) { p.Steps[0].Perm = nil },
-			want: []Problem{sp(0, Permute, "perm [] is not a permutation of the 2 dims")}},
+			want: []diag.Diagnostic{sp(0, Permute, "perm [] is not a permutation of the 2 dims")}},
 		{name: "permute dims product", base: twoOpPlan, mutate: func(p *Plan) { p.Steps[0].Dims = []int{8, 128} },
-			want: []Problem{sp(0, Permute, "dims [8 128] hold 1024 elements, but count.input is 2048")}},
+			want: []diag.Diagnostic{sp(0, Permute, "dims [8 128] hold 1024 elements, but count.input is 2048")}},
 		{name: "permute dims extent", base: twoOpPlan, mutate: func(p *Plan) { p.Steps[0].Dims = []int{0, 256} },
-			want: []Problem{sp(0, Permute, "dims[0] is 0, want >= 1")}},
+			want: []diag.Diagnostic{sp(0, Permute, "dims[0] is 0, want >= 1")}},
 		{name: "permute no dims", base: twoOpPlan, mutate: func(p *Plan) { p.Steps[0].Dims = nil },
-			want: []Problem{
+			want: []diag.Diagnostic{
 				sp(0, Permute, "dims is missing, but type Permute needs it"),
 				sp(0, Permute, "perm [1 0] is not a permutation of the 0 dims"),
 			}},
 		{name: "local reduce dims", base: localReducePlan, mutate: func(p *Plan) { p.Steps[0].Dims = []int{8, 128} },
-			want: []Problem{
+			want: []diag.Diagnostic{
 				sp(0, LocalReduce, "dims [8 128] hold 1024 elements, but count.input is 2048"),
 			}},
 		{name: "local reduce dims range", base: localReducePlan, mutate: func(p *Plan) { p.Steps[0].ReduceDims = []int{2} },
-			want: []Problem{sp(0, LocalReduce, "reduce_dims [2] are not distinct positions in the 2 dims")}},
+			want: []diag.Diagnostic{sp(0, LocalReduce, "reduce_dims [2] are not distinct positions in the 2 dims")}},
 		{name: "local reduce dims twice", base: localReducePlan, mutate: func(p *Plan) { p.Steps[0].ReduceDims = []int{0, 0} },
-			want: []Problem{sp(0, LocalReduce, "reduce_dims [0 0] are not distinct positions in the 2 dims")}},
+			want: []diag.Diagnostic{sp(0, LocalReduce, "reduce_dims [0 0] are not distinct positions in the 2 dims")}},
 		{name: "local reduce no reduce dims", base: localReducePlan, mutate: func(p *Plan) { p.Steps[0].ReduceDims = nil },
-			want: []Problem{sp(0, LocalReduce, "reduce_dims is missing, but type LocalReduce needs it")}},
+			want: []diag.Diagnostic{sp(0, LocalReduce, "reduce_dims is missing, but type LocalReduce needs it")}},
 		{name: "dims on collective", mutate: func(p *Plan) { p.Steps[0].Dims = []int{2048} },
-			want: []Problem{sp(0, Allgather, "dims is set, but a collective takes none")}},
+			want: []diag.Diagnostic{sp(0, Allgather, "dims is set, but a collective takes none")}},
 		{name: "reduce dims on collective", base: twoOpPlan, mutate: func(p *Plan) { p.Steps[2].ReduceDims = []int{0} },
-			want: []Problem{sp(2, Allreduce, "reduce_dims is set, but a collective takes none")}},
+			want: []diag.Diagnostic{sp(2, Allreduce, "reduce_dims is set, but a collective takes none")}},
 		{name: "perm on Copy", base: twoOpPlan, mutate: func(p *Plan) { p.Steps[0].Type = Copy },
-			want: []Problem{sp(0, Copy, "perm is set, but only a Permute takes one")}},
+			want: []diag.Diagnostic{sp(0, Copy, "perm is set, but only a Permute takes one")}},
 		{name: "reduce dims on Permute", base: twoOpPlan, mutate: func(p *Plan) { p.Steps[0].ReduceDims = []int{0} },
-			want: []Problem{sp(0, Permute, "reduce_dims is set, but only a LocalReduce takes them")}},
+			want: []diag.Diagnostic{sp(0, Permute, "reduce_dims is set, but only a LocalReduce takes them")}},
 	}
 }
 
@@ -756,9 +760,9 @@ func coverageCases() []validateCase {
 			p.Steps = p.Steps[:2]
 			p.Summary = Summary{Collectives: 1, LocalSteps: 1, ByType: map[string]int{Allgather: 1}, BytesReceivedMax: 24576}
 		},
-			want: []Problem{pp("op 1: no step implements it")}},
+			want: []diag.Diagnostic{pp("op 1: no step implements it")}},
 		{name: "op output not written", base: twoOpPlan, mutate: func(p *Plan) { p.Steps[1].Output = "tv1/gathered" },
-			want: []Problem{pp(`op 0: no step of the op writes its output "tv1"`)}},
+			want: []diag.Diagnostic{pp(`op 0: no step of the op writes its output "tv1"`)}},
 	}
 }
 
@@ -766,23 +770,23 @@ func coverageCases() []validateCase {
 func summaryCases() []validateCase {
 	return []validateCase{
 		{name: "summary collectives", mutate: func(p *Plan) { p.Summary.Collectives = 2 },
-			want: []Problem{pp("summary: collectives is 2, but the plan has 1 collective steps")}},
+			want: []diag.Diagnostic{pp("summary: collectives is 2, but the plan has 1 collective steps")}},
 		{name: "summary local steps", base: twoOpPlan, mutate: func(p *Plan) { p.Summary.LocalSteps = 0 },
-			want: []Problem{pp("summary: local_steps is 0, but the plan has 1 local steps")}},
+			want: []diag.Diagnostic{pp("summary: local_steps is 0, but the plan has 1 local steps")}},
 		{name: "summary by_type missing", base: twoOpPlan, mutate: func(p *Plan) { delete(p.Summary.ByType, Allreduce) },
-			want: []Problem{pp(`summary: by_type lacks "Allreduce" (1 steps)`)}},
+			want: []diag.Diagnostic{pp(`summary: by_type lacks "Allreduce" (1 steps)`)}},
 		{name: "summary by_type extra", mutate: func(p *Plan) { p.Summary.ByType[Scatter] = 0 },
-			want: []Problem{pp(`summary: by_type has "Scatter", but no collective step has that type`)}},
+			want: []diag.Diagnostic{pp(`summary: by_type has "Scatter", but no collective step has that type`)}},
 		{name: "summary by_type count", mutate: func(p *Plan) { p.Summary.ByType[Allgather] = 3 },
-			want: []Problem{pp(`summary: by_type["Allgather"] is 3, but the plan has 1 such collective steps`)}},
+			want: []diag.Diagnostic{pp(`summary: by_type["Allgather"] is 3, but the plan has 1 such collective steps`)}},
 		{name: "summary bytes low", base: twoOpPlan, mutate: func(p *Plan) { p.Summary.BytesReceivedMax = 256 },
-			want: []Problem{pp("summary: bytes_received_max is 256, but the steps make a device receive at most 24832 bytes")}},
+			want: []diag.Diagnostic{pp("summary: bytes_received_max is 256, but the steps make a device receive at most 24832 bytes")}},
 		{name: "summary bytes high", base: twoOpPlan, mutate: func(p *Plan) { p.Summary.BytesReceivedMax = 24833 },
-			want: []Problem{pp("summary: bytes_received_max is 24833, but the steps make a device receive at most 24832 bytes")}},
+			want: []diag.Diagnostic{pp("summary: bytes_received_max is 24833, but the steps make a device receive at most 24832 bytes")}},
 		{name: "collective without bytes", base: twoOpPlan, mutate: func(p *Plan) { p.Steps[2].Bytes = nil },
-			want: []Problem{sp(2, Allreduce, "a collective needs bytes (sent_per_device, received_per_device)")}},
+			want: []diag.Diagnostic{sp(2, Allreduce, "a collective needs bytes (sent_per_device, received_per_device)")}},
 		{name: "local step with bytes", base: twoOpPlan, mutate: func(p *Plan) { p.Steps[0].Bytes = &Bytes{} },
-			want: []Problem{sp(0, Permute, "a local step moves no bytes between devices; bytes must be absent")}},
+			want: []diag.Diagnostic{sp(0, Permute, "a local step moves no bytes between devices; bytes must be absent")}},
 	}
 }
 
@@ -795,8 +799,8 @@ func TestShapeAxis(t *testing.T) {
 		want      []string
 	}{
 		"given and right": {new(1), nil},
-		"missing":         {nil, []string{`plan: tensor "tv1": sharding[0]: logical_axis 0 is position 1 in shape, which counts the reduction axes: shape_axis 1 is missing`}},
-		"wrong":           {new(2), []string{`plan: tensor "tv1": sharding[0]: shape_axis is 2, but logical_axis 0 is position 1 in shape`}},
+		"missing":         {nil, []string{`tensor "tv1": sharding[0]: logical_axis 0 is position 1 in shape, which counts the reduction axes: shape_axis 1 is missing`}},
+		"wrong":           {new(2), []string{`tensor "tv1": sharding[0]: shape_axis is 2, but logical_axis 0 is position 1 in shape`}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -804,7 +808,7 @@ func TestShapeAxis(t *testing.T) {
 			p.Tensors[1].Sharding[0].ShapeAxis = tc.shapeAxis
 			var got []string
 			for _, pr := range Validate(p) {
-				got = append(got, pr.String())
+				got = append(got, pr.Text())
 			}
 			if d := cmp.Diff(tc.want, got); d != "" {
 				t.Errorf("Validate (-want +got):\n%s", d)
@@ -813,7 +817,7 @@ func TestShapeAxis(t *testing.T) {
 	}
 	p := allgatherPlan()
 	p.Tensors[0].Sharding[0].ShapeAxis = new(0)
-	if got := Validate(p); len(got) != 1 || !strings.Contains(got[0].String(), "give shape_axis only where they differ") {
+	if got := Validate(p); len(got) != 1 || !strings.Contains(got[0].Text(), "give shape_axis only where they differ") {
 		t.Errorf("shape_axis equal to logical_axis: %v", got)
 	}
 }
@@ -838,7 +842,7 @@ func TestValidateSendCountsOnCollectives(t *testing.T) {
 			i := len(p.Steps) - 1
 			p.Steps[i].SendCounts = [][]int{{1, 1, 1, 1}, {1, 1, 1, 1}, {1, 1, 1, 1}, {1, 1, 1, 1}}
 			got := Validate(p)
-			want := []Problem{sp(i, tc.typ, "send_counts is set, but only an AllToAllV takes them")}
+			want := []diag.Diagnostic{sp(i, tc.typ, "send_counts is set, but only an AllToAllV takes them")}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("Validate mismatch (-want +got):\n%s", diff)
 			}
