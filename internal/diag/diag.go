@@ -1,8 +1,10 @@
 // Package diag holds diagnostics: messages tied to a position in an input
-// file, collected several at a time and rendered as file:line:col lines.
+// file (or, where there is none, to a subject such as a plan's step),
+// collected several at a time and rendered as file:line:col lines.
 //
-// Every phase of nvcomm reports problems as a [List] rather than stopping at
-// the first one, so a user sees up to [MaxErrors] problems per run.
+// Diagnostic is nvcomm's one error type, for fusions and plans alike.
+// Every phase reports problems as a [List] rather than stopping at the
+// first one, so a user sees up to [MaxErrors] problems per run.
 package diag
 
 import (
@@ -120,12 +122,12 @@ func (d Diagnostic) Text() string {
 // the plan in (header, meshes, tensors, ops, steps, summary).
 type List struct {
 	File string
-	// Noun names the diagnostics in the count that All appends: "errors"
-	// when empty.
+	// Noun names the diagnostics where they are counted (All, WriteTo):
+	// "errors" when empty.
 	Noun    string
 	InOrder bool
 	// Items are the kept diagnostics, sorted by position, ties in the
-	// order they were reported.
+	// order they were reported (InOrder: in that order).
 	Items   []Diagnostic
 	Dropped int // diagnostics beyond MaxErrors
 }
@@ -179,9 +181,11 @@ func (l *List) All() []Diagnostic {
 	if l.Dropped == 0 {
 		return l.Items
 	}
-	noun := cmp.Or(l.Noun, "errors")
-	return append(l.Items, Diagnostic{File: l.File, Message: fmt.Sprintf("too many %s (%d more)", noun, l.Dropped)})
+	return append(l.Items, Diagnostic{File: l.File, Message: fmt.Sprintf("too many %s (%d more)", l.noun(), l.Dropped)})
 }
+
+// noun is what the list's diagnostics are called when counted.
+func (l *List) noun() string { return cmp.Or(l.Noun, "errors") }
 
 // Keep adds d to items, which are sorted by position (ties in the order
 // they were added), keeping at most max of them: the first by position.
@@ -248,7 +252,7 @@ func (l *List) WriteTo(w io.Writer) (int64, error) {
 		}
 	}
 	if l.Dropped > 0 {
-		k, err := fmt.Fprintf(w, "%s: too many errors (%d more)\n", l.File, l.Dropped)
+		k, err := fmt.Fprintf(w, "%s: too many %s (%d more)\n", l.File, l.noun(), l.Dropped)
 		n += int64(k)
 		if err != nil {
 			return n, err

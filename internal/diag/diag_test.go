@@ -74,6 +74,46 @@ func TestListSortsDedupesAndCaps(t *testing.T) {
 	}
 }
 
+// TestListInOrder checks a list that keeps diagnostics as reported: in
+// that order, repeats too, the first MaxErrors, then a count with the
+// list's noun.
+func TestListInOrder(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		noun    string
+		reports int
+		want    []string
+	}{
+		{"none", "problems", 0, nil},
+		{"repeats kept", "problems", 2, []string{"error: s: m", "error: s: m"}},
+		{"capped", "problems", MaxErrors + 3, append(slices.Repeat([]string{"error: s: m"}, MaxErrors), "error: too many problems (3 more)")},
+		{"default noun", "", MaxErrors + 1, append(slices.Repeat([]string{"error: s: m"}, MaxErrors), "error: too many errors (1 more)")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := &List{Noun: tc.noun, InOrder: true}
+			for range tc.reports {
+				l.AddAbout("s", "m")
+			}
+			var got []string
+			for _, d := range l.All() {
+				got = append(got, d.Error())
+			}
+			if d := cmp.Diff(tc.want, got); d != "" {
+				t.Errorf("(-want +got):\n%s", d)
+			}
+			if l.Count() != tc.reports {
+				t.Errorf("Count() = %d, want %d", l.Count(), tc.reports)
+			}
+		})
+	}
+	l := &List{InOrder: true}
+	l.Add(Pos{Line: 3, Col: 1}, "later")
+	l.Add(Pos{Line: 1, Col: 1}, "earlier")
+	if got := l.Items[0].Message; got != "later" {
+		t.Errorf("first kept %q, want the first reported", got)
+	}
+}
+
 func TestPosString(t *testing.T) {
 	if got := (Pos{}).String(); got != "-" {
 		t.Errorf("zero Pos = %q", got)
@@ -96,6 +136,8 @@ func TestSeverity(t *testing.T) {
 		{Diagnostic{File: "f.yaml", Pos: Pos{Line: 3, Col: 5}, Message: "m", Hint: "h"}, "f.yaml:3:5: error: m; h"},
 		{Diagnostic{File: "f.yaml", Pos: Pos{Line: 3, Col: 5}, Severity: Warning, Message: "m", Hint: "h"}, "f.yaml:3:5: warning: m; h"},
 		{Warn("f.yaml", "search stopped after %d", 7), "f.yaml: warning: search stopped after 7"},
+		{Diagnostic{File: "p.json", Subject: "step 3 (Allgather)", Message: "m", Hint: "h"}, "p.json: error: step 3 (Allgather): m; h"},
+		{Diagnostic{File: "p.json", Subject: "step 3", Severity: Warning, Message: "m"}, "p.json: warning: step 3: m"},
 	} {
 		if got := tc.d.Error(); got != tc.want {
 			t.Errorf("%+v: Error() = %q, want %q", tc.d, got, tc.want)

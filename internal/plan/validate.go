@@ -16,7 +16,8 @@ import (
 // and the meaning that ties steps, buffers, tensors and ops together —
 // who holds what, counts, and bytes recomputed from the steps. What needs
 // nvcomm's analyses and lowering (the certificate) is lower.Certify's. It
-// returns the problems found, in the order the checks run (plan header,
+// returns the problems found, errors at no position (a step's named by
+// their Subject, StepSubject), in the order the checks run (plan header,
 // meshes by name, tensors, ops, steps in order, coverage, summary), at
 // most MaxProblems of them and then one that counts the rest, or nil when
 // p is valid. It never panics, whatever p holds.
