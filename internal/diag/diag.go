@@ -124,7 +124,11 @@ type List struct {
 	File string
 	// Noun names the diagnostics where they are counted (All, WriteTo):
 	// "errors" when empty.
-	Noun    string
+	Noun string
+	// InOrder keeps the diagnostics in the order they were added, each
+	// time it is added, the first MaxErrors of them: a plan's problems,
+	// which have no position, are printed in the order the checks find
+	// them, and a check counts them to learn whether it found one.
 	InOrder bool
 	// Items are the kept diagnostics, sorted by position, ties in the
 	// order they were reported (InOrder: in that order).
