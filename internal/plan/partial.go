@@ -15,33 +15,47 @@ type PartialInput struct {
 }
 
 // PartialInputOf reports whether tensor name holds partial terms: a
-// tensor whose Partial field is set and whose logical axis 0 is
-// parallelized on a device type whole (one term per device: the mesh
-// axis's size).
+// tensor whose Partial field holds (Validate's check: its logical axis 0
+// parallelized on a device type whole, one term per device, and only
+// reductions of its op over that axis read it).
 func PartialInputOf(p *Plan, name string) (PartialInput, bool) {
 	t, ok := tensorNamed(p, name)
-	if !ok {
+	if !ok || t.Partial == "" {
 		return PartialInput{}, false
 	}
-	return partialInputOf(p, &t)
+	var ops []int
+	for i, op := range p.Ops {
+		if op.Output == name || slices.Contains(op.Operands(), name) {
+			ops = append(ops, i)
+		}
+	}
+	return partialInputOf(p, &t, ops)
 }
 
-// partialInputOf is PartialInputOf of tensor t.
-func partialInputOf(p *Plan, t *Tensor) (PartialInput, bool) {
-	if t.Partial == "" || len(t.ReductionAxes) > 0 || len(t.Shape) == 0 {
+// partialInputOf is PartialInputOf of tensor t, which ops read or write.
+func partialInputOf(p *Plan, t *Tensor, ops []int) (PartialInput, bool) {
+	if t.Partial == "" || partialProblem(p, t, ops) != "" {
 		return PartialInput{}, false
 	}
-	typ, ok := wholeAxisZeroType(p, *t)
-	return PartialInput{Op: t.Partial, Type: typ}, ok
+	typ, _ := wholeAxisZeroType(p, *t)
+	return PartialInput{Op: t.Partial, Type: typ}, true
 }
 
 // partialInputs maps the name of every tensor of p that holds partial
 // terms to what PartialInputOf says of it, from one pass over p.
 func partialInputs(p *Plan) map[string]PartialInput {
 	out := map[string]PartialInput{}
+	var readers map[string][]int // built when a tensor is Partial
 	for i := range p.Tensors {
-		if pi, ok := partialInputOf(p, &p.Tensors[i]); ok {
-			out[p.Tensors[i].Name] = pi
+		t := &p.Tensors[i]
+		if t.Partial == "" {
+			continue
+		}
+		if readers == nil {
+			readers = readersByName(p)
+		}
+		if pi, ok := partialInputOf(p, t, readers[t.Name]); ok {
+			out[t.Name] = pi
 		}
 	}
 	return out
