@@ -362,6 +362,7 @@ func TestPlanSchemaRejects(t *testing.T) {
 		{name: "unknown policy", edit: func(p map[string]any) { p["policy"] = "gspmd" }},
 		{name: "tensor without layout", edit: func(p map[string]any) { delete(tensor(p, 0), "layout") }},
 		{name: "propagated false", edit: func(p map[string]any) { tensor(p, 0)["propagated"] = false }},
+		{name: "partial set", edit: func(p map[string]any) { tensor(p, 0)["partial"] = "set" }},
 		{name: "unknown sharding kind", edit: func(p map[string]any) {
 			tensor(p, 1)["sharding"] = []any{map[string]any{"type": "DIDx", "logical_axis": json.Number("0"), "kind": "cyclic"}}
 		}},

@@ -131,7 +131,7 @@ func specOf(t *plan.Tensor, mesh *ir.Mesh, steps []ir.ScheduleStep) ir.TensorSpe
 	spec := ir.TensorSpec{
 		Name: t.Name, Mesh: mesh, DType: ir.DType(t.DType),
 		Shape: t.Shape, ReductionAxes: t.ReductionAxes, Allocation: t.Allocation,
-		Propagated: t.Propagated,
+		Partial: ir.OpKind(t.Partial), Propagated: t.Propagated,
 	}
 	steps = steps[:0]
 	for _, s := range t.Schedule {

@@ -75,7 +75,7 @@ func TestAlikeTensorsAsNewTensor(t *testing.T) {
 			if a, w := alike.analyses(k, f.Tensors[k]), tensorOf(want); !reflect.DeepEqual(*a, plan.Tensor{
 				Name: a.Name, DType: w.DType, Mesh: w.Mesh, Shape: w.Shape, ReductionAxes: w.ReductionAxes, Schedule: w.Schedule,
 				Allocation: w.Allocation, Sharding: w.Sharding, LocalShape: w.LocalShape, PaddedShape: w.PaddedShape,
-				Layout: w.Layout, Propagated: w.Propagated,
+				Layout: w.Layout, Partial: w.Partial, Propagated: w.Propagated,
 			}) {
 				t.Errorf("%s: tensor %q: analyses of its class are not its own", name, pt.Name)
 			}

@@ -382,6 +382,7 @@ func tensorOf(t *ir.Tensor) plan.Tensor {
 		LocalShape:  t.LocalShape(),
 		PaddedShape: paddedShape(t),
 		Layout:      slices.Clone(t.Layout()),
+		Partial:     string(t.Partial),
 		Propagated:  t.Propagated,
 	}
 	if pt.LocalShape == nil {

@@ -46,6 +46,7 @@ func (e *encoder) tensor(t *Tensor) {
 		e.intsField("local_shape", t.LocalShape)
 		e.intsIf("padded_shape", t.PaddedShape)
 		e.intsField("layout", t.Layout)
+		e.strIf("partial", t.Partial)
 		e.trueIf("propagated", t.Propagated)
 	})
 }

@@ -133,8 +133,11 @@ func (d *fastDecoder) tensor(t *Tensor) {
 		case "layout":
 			d.once(&seen, 1<<10)
 			t.Layout = d.intList()
-		case "propagated":
+		case "partial":
 			d.once(&seen, 1<<11)
+			t.Partial = d.symbol(&d.opNames)
+		case "propagated":
+			d.once(&seen, 1<<12)
 			t.Propagated = d.bool()
 		default:
 			d.fail()

@@ -66,6 +66,11 @@ type Tensor struct {
 	PaddedShape []int `json:"padded_shape,omitempty"`
 	// Layout is the non-reduction axes in memory order, outermost first.
 	Layout []int `json:"layout"`
+	// Partial is, for a fusion input with a Partial(op) placement, the
+	// reduce op (sum, prod, max or min) of the terms its logical axis 0
+	// holds, one per device along the mesh axis that parallelizes that
+	// axis; the ops that read it reduce them. Absent otherwise.
+	Partial string `json:"partial,omitempty"`
 	// Propagated marks a tensor whose mesh and schedule the fusion file
 	// did not give: format 2 propagated them from the tensors around it
 	// (docs/fusion.md, "format 2: propagation"). Absent when given.

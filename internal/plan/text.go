@@ -65,8 +65,9 @@ func things(n int, thing string) string {
 // say that it resolves the Partial.
 func resolvedPartials(p *Plan) map[int]string {
 	out := map[int]string{}
+	partials := partialInputs(p)
 	for i, op := range p.Ops {
-		if pi, ok := PartialInputOf(p, op.Input); ok && op.Input != "" {
+		if pi, ok := partials[op.Input]; ok && op.Input != "" {
 			out[i] = fmt.Sprintf(", resolves Partial(%s)", pi.Op)
 		}
 	}
@@ -141,8 +142,9 @@ func splitSizesText(id int, counts [][]int) string {
 // the fusion file would not recognize.
 func writeTerms(w io.Writer, p *Plan) error {
 	header := false
+	partials := partialInputs(p)
 	for _, t := range p.Tensors {
-		pi, ok := PartialInputOf(p, t.Name)
+		pi, ok := partials[t.Name]
 		if !ok {
 			continue
 		}
@@ -185,61 +187,6 @@ func StepDevices(s *Step) string {
 		return teamsText(s.Teams)
 	}
 	return fmt.Sprint(s.Devices)
-}
-
-// PartialInput describes a fusion input that holds partial terms: its
-// logical axis 0, of the mesh axis's size, holds one term per device along
-// device type Type, and every op that reads it reduces those terms with Op.
-// A fusion input with a Partial(op) placement is one (the sets that read
-// it become these reductions), and so is an input that a fusion file
-// shards and reduces that way itself: the plan does not tell them apart.
-type PartialInput struct {
-	Op   string // sum, prod, max or min
-	Type string // the device type along which the terms lie
-}
-
-// PartialInputOf reports whether tensor name holds partial terms: a tensor
-// no op produces, whose logical axis 0 is parallelized on a device type
-// whole (one term per device: the mesh axis's size), and that only
-// reductions over that axis read, all with one reduce op.
-func PartialInputOf(p *Plan, name string) (PartialInput, bool) {
-	var pi PartialInput
-	for _, op := range p.Ops {
-		if op.Output == name {
-			return pi, false
-		}
-		if !slices.Contains(op.Operands(), name) {
-			continue
-		}
-		if op.Input != name || op.Axis == nil || *op.Axis != 0 || !isReductionOp(op.Op) || (pi.Op != "" && pi.Op != op.Op) {
-			return PartialInput{}, false
-		}
-		pi.Op = op.Op
-	}
-	if pi.Op == "" {
-		return pi, false
-	}
-	t, ok := tensorNamed(p, name)
-	if !ok || len(t.ReductionAxes) > 0 || len(t.Shape) == 0 {
-		return PartialInput{}, false
-	}
-	pi.Type, ok = wholeAxisZeroType(p, t)
-	return pi, ok
-}
-
-// wholeAxisZeroType is the device type that parallelizes t's logical axis
-// 0 unsplit, when one does and its mesh axis has axis 0's extent.
-func wholeAxisZeroType(p *Plan, t Tensor) (string, bool) {
-	loop, _, why := Replay(&t, nil)
-	if why != "" {
-		return "", false
-	}
-	for _, a := range loop {
-		if a.Logical == 0 && !a.Split && a.OnDevices() && meshExtent(p, t.Mesh, a.Parallel) == t.Shape[0] {
-			return a.Parallel, true
-		}
-	}
-	return "", false
 }
 
 // meshExtent is the size of mesh's axis along device type typ, 0 when the

@@ -46,7 +46,7 @@ func partialPlan() *Plan {
 	return &Plan{
 		Meshes: map[string]Mesh{"m": {Shape: []int{4}, Devices: []int{0, 1, 2, 3}}},
 		Tensors: []Tensor{
-			{Name: "p", DType: "float32", Mesh: "m", Shape: []int{4, 8},
+			{Name: "p", DType: "float32", Mesh: "m", Shape: []int{4, 8}, Partial: "sum",
 				Schedule: []ScheduleStep{{Parallelize: &ParallelizeArgs{Axis: 0, Type: "DIDx"}}}},
 			{Name: "y", DType: "float32", Mesh: "m", Shape: []int{4, 8}, ReductionAxes: []int{0}},
 			{Name: "z", DType: "float32", Mesh: "m", Shape: []int{8}},
@@ -88,6 +88,10 @@ func TestPartialInputOfNot(t *testing.T) {
 		"reduced over axis 1":      func(p *Plan) { one := 1; p.Ops[0].Axis = &one },
 		"bad schedule":             func(p *Plan) { p.Tensors[0].Schedule[0].Parallelize.Axis = 7 },
 		"unknown mesh":             func(p *Plan) { p.Tensors[0].Mesh = "nope" },
+		"no partial field":         func(p *Plan) { p.Tensors[0].Partial = "" },
+		"not a reduce op":          func(p *Plan) { p.Tensors[0].Partial = "set" },
+		"another reduce op":        func(p *Plan) { p.Tensors[0].Partial = "max" },
+		"reduction axes":           func(p *Plan) { p.Tensors[0].ReductionAxes = []int{1} },
 	}
 	for name, edit := range tests {
 		p := partialPlan()

@@ -39,6 +39,7 @@ func validate(p *Plan, alike bool) []diag.Diagnostic {
 	v.received = newDeviceBook(&v.devIndex)
 	v.checkTensors()
 	v.checkOps()
+	v.checkPartials()
 	v.checkSteps()
 	v.checkCoverage()
 	v.checkOutputsHeld()

@@ -88,6 +88,7 @@ func appendTensorKey(b []byte, t *Tensor) []byte {
 	b = appendKeyInts(b, t.LocalShape)
 	b = appendKeyInts(b, t.PaddedShape)
 	b = appendKeyInts(b, t.Layout)
+	b = appendKeyString(b, t.Partial)
 	if t.Propagated {
 		return append(b, 1)
 	}

@@ -77,7 +77,7 @@ func TestTensorKeyFields(t *testing.T) {
 	}
 	want := map[string][]string{
 		"Tensor": {"Name", "DType", "Mesh", "Shape", "ReductionAxes", "Schedule", "Allocation", "Sharding", "LocalShape",
-			"PaddedShape", "Layout", "Propagated"},
+			"PaddedShape", "Layout", "Partial", "Propagated"},
 		"ScheduleStep":    {"Split", "OuterSplit", "Merge", "Reorder", "Parallelize"},
 		"SplitArgs":       {"Axis", "Factor"},
 		"AxisArgs":        {"Axis"},
@@ -148,6 +148,7 @@ func TestTensorKey(t *testing.T) {
 		"layout":              func(t *Tensor) { t.Layout = []int{1} },
 		"layout nil":          func(t *Tensor) { t.Layout = nil },
 		"propagated":          func(t *Tensor) { t.Propagated = true },
+		"partial":             func(t *Tensor) { t.Partial = "sum" },
 	}
 	keys := map[string]string{}
 	for name, edit := range edits {

@@ -1,0 +1,135 @@
+package plan
+
+import (
+	"fmt"
+	"slices"
+)
+
+// PartialInput describes a fusion input that holds partial terms (its
+// Partial field is set): its logical axis 0, of the mesh axis's size,
+// holds one term per device along device type Type, and every op that
+// reads it reduces those terms with Op.
+type PartialInput struct {
+	Op   string // sum, prod, max or min
+	Type string // the device type along which the terms lie
+}
+
+// PartialInputOf reports whether tensor name holds partial terms: a
+// tensor whose Partial field holds (Validate's check: its logical axis 0
+// parallelized on a device type whole, one term per device, and only
+// reductions of its op over that axis read it).
+func PartialInputOf(p *Plan, name string) (PartialInput, bool) {
+	t, ok := tensorNamed(p, name)
+	if !ok || t.Partial == "" {
+		return PartialInput{}, false
+	}
+	var ops []int
+	for i, op := range p.Ops {
+		if op.Output == name || slices.Contains(op.Operands(), name) {
+			ops = append(ops, i)
+		}
+	}
+	return partialInputOf(p, &t, ops)
+}
+
+// partialInputOf is PartialInputOf of tensor t, which ops read or write.
+func partialInputOf(p *Plan, t *Tensor, ops []int) (PartialInput, bool) {
+	if t.Partial == "" || partialProblem(p, t, ops) != "" {
+		return PartialInput{}, false
+	}
+	typ, _ := wholeAxisZeroType(p, *t)
+	return PartialInput{Op: t.Partial, Type: typ}, true
+}
+
+// partialInputs maps the name of every tensor of p that holds partial
+// terms to what PartialInputOf says of it, from one pass over p.
+func partialInputs(p *Plan) map[string]PartialInput {
+	out := map[string]PartialInput{}
+	var readers map[string][]int // built when a tensor is Partial
+	for i := range p.Tensors {
+		t := &p.Tensors[i]
+		if t.Partial == "" {
+			continue
+		}
+		if readers == nil {
+			readers = readersByName(p)
+		}
+		if pi, ok := partialInputOf(p, t, readers[t.Name]); ok {
+			out[t.Name] = pi
+		}
+	}
+	return out
+}
+
+// wholeAxisZeroType is the device type that parallelizes t's logical axis
+// 0 unsplit, when one does and its mesh axis has axis 0's extent.
+func wholeAxisZeroType(p *Plan, t Tensor) (string, bool) {
+	loop, _, why := Replay(&t, nil)
+	if why != "" {
+		return "", false
+	}
+	for _, a := range loop {
+		if a.Logical == 0 && !a.Split && a.OnDevices() && meshExtent(p, t.Mesh, a.Parallel) == t.Shape[0] {
+			return a.Parallel, true
+		}
+	}
+	return "", false
+}
+
+// checkPartials checks every tensor's Partial field (rule 2): the terms
+// of a reduce op, on a fusion input without reduction axes whose logical
+// axis 0 one mesh axis parallelizes whole, read only by reductions of
+// that op over axis 0 (as a fusion file's set from a Partial input
+// becomes).
+func (v *validator) checkPartials() {
+	var readers map[string][]int // built when a tensor is Partial
+	for i := range v.p.Tensors {
+		t := &v.p.Tensors[i]
+		if t.Partial == "" {
+			continue
+		}
+		if readers == nil {
+			readers = readersByName(v.p)
+		}
+		if why := partialProblem(v.p, t, readers[t.Name]); why != "" {
+			v.planf("%s: partial %q: %s", tensorRef{name: t.Name, index: i, sharding: -1}, t.Partial, why)
+		}
+	}
+}
+
+// partialProblem says why t's Partial field does not hold, "" when it
+// does; ops are the positions of the ops that read t.
+func partialProblem(p *Plan, t *Tensor, ops []int) string {
+	switch {
+	case !isReductionOp(t.Partial):
+		return "the terms combine with sum, prod, max or min"
+	case len(t.ReductionAxes) > 0 || len(t.Shape) == 0:
+		return "the terms need a logical axis 0 and no reduction axes"
+	}
+	if _, ok := wholeAxisZeroType(p, *t); !ok {
+		return fmt.Sprintf("its schedule does not parallelize logical axis 0 (the terms) unsplit over a mesh axis of %d devices", t.Shape[0])
+	}
+	for _, i := range ops {
+		op := &p.Ops[i]
+		if op.Output == t.Name {
+			return fmt.Sprintf("op %d writes it, and an op's output holds its values, not partial terms", i)
+		}
+		if op.Input != t.Name || op.Op != t.Partial || op.Axis == nil || *op.Axis != 0 || slices.Contains(op.Operands()[1:], t.Name) {
+			return fmt.Sprintf("op %d reads it but is not a %s of it over axis 0, which reduces the terms", i, t.Partial)
+		}
+	}
+	return ""
+}
+
+// readersByName maps each tensor name to the positions of the ops that
+// read or write it.
+func readersByName(p *Plan) map[string][]int {
+	out := map[string][]int{}
+	for i, op := range p.Ops {
+		for _, name := range op.Operands() {
+			out[name] = append(out[name], i)
+		}
+		out[op.Output] = append(out[op.Output], i)
+	}
+	return out
+}
