@@ -190,17 +190,7 @@ func (j *Job) replaySteps(r *opRecord) {
 		return consumer + name[len(r.consumer):] // consumer/what
 	}
 	for _, s := range r.steps {
-		if s.Input != "" {
-			s.Input = rename(s.Input)
-		}
-		s.Output = rename(s.Output)
-		if s.Inputs != nil {
-			ins := make([]string, len(s.Inputs))
-			for i, in := range s.Inputs {
-				ins[i] = rename(in)
-			}
-			s.Inputs = ins
-		}
+		renameBuffers(&s, rename)
 		s.ID, s.Op, s.Expr = j.ledger.steps.len(), j.op.Index, j.expr()
 		j.ledger.steps.add(s)
 	}

@@ -87,6 +87,22 @@ func (t *template) covers() bool {
 	return namesOnly(t.steps, known)
 }
 
+// renameBuffers renames the buffers step s reads and writes, giving it
+// an Inputs of its own (a recorded step shares its slice with the record).
+func renameBuffers(s *plan.Step, rename func(string) string) {
+	if s.Input != "" {
+		s.Input = rename(s.Input)
+	}
+	s.Output = rename(s.Output)
+	if s.Inputs != nil {
+		ins := make([]string, len(s.Inputs))
+		for i, in := range s.Inputs {
+			ins[i] = rename(in)
+		}
+		s.Inputs = ins
+	}
+}
+
 // namesOnly reports whether every buffer that steps read or write is one
 // that known accepts.
 func namesOnly(steps []plan.Step, known func(string) bool) bool {
@@ -121,17 +137,7 @@ func (c lowering) replay(t *template, src, dst *view) {
 		return names[slices.Index(t.names, name)]
 	}
 	for _, s := range t.steps {
-		if s.Input != "" {
-			s.Input = rename(s.Input)
-		}
-		s.Output = rename(s.Output)
-		if s.Inputs != nil {
-			ins := make([]string, len(s.Inputs))
-			for i, in := range s.Inputs {
-				ins[i] = rename(in)
-			}
-			s.Inputs = ins
-		}
+		renameBuffers(&s, rename)
 		c.append(s)
 	}
 	for _, r := range t.received {
