@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/nvcomm/nvcomm/internal/diag"
+	"github.com/nvcomm/nvcomm/internal/ops"
 )
 
 // This file infers an op's output from its operands (docs/fusion.md,
@@ -49,9 +50,20 @@ type opIn struct {
 	idx  int
 	axis int
 	axes []int
-	out  string
-	pos  diag.Pos
-	src  *rawOp
+	// attrs are the other attributes, checked against the op's entry.
+	attrs ops.Values
+	out   string
+	pos   diag.Pos
+	src   *rawOp
+}
+
+// attrPos is where attribute key is written, or its list's entry i when
+// i is not negative.
+func (in opIn) attrPos(key ops.Attr, i int) diag.Pos {
+	if in.src == nil {
+		return diag.Pos{}
+	}
+	return in.src.keysOf().attrPos(key, i)
 }
 
 // inPos is where operand k is written.
@@ -94,6 +106,7 @@ func (p *parser) inferOp(op *Op, in opIn, declared func() ([]int, diag.Pos, bool
 	if !p.checkPartialReads(op, in) {
 		return false
 	}
+	op.Attrs = in.attrs
 	shape, reduction, shapeOK := p.inferShape(op, in, declared)
 	if dtypeOK := p.sameDTypes(op, in); !shapeOK || !dtypeOK {
 		return false

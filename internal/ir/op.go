@@ -125,7 +125,11 @@ type Op struct {
 	// Axes are broadcast's new axes: positions among Out's non-reduction
 	// logical axes, increasing. Nil for other ops.
 	Axes []int
-	Pos  diag.Pos
+	// Attrs are the op's other attributes (permute's dims, reshape's
+	// shape, cast's dtype) in its registry entry's order; nil for an op
+	// that takes none.
+	Attrs ops.Values
+	Pos   diag.Pos
 	// AxisPos is where Axis (or Axes) was written.
 	AxisPos diag.Pos
 	// Inserted is, on a set the lowering inserted, what it reshards for;
@@ -185,6 +189,9 @@ func (o *Op) Expr() string {
 			b.WriteString(fmtShape(o.Axes))
 		}
 	}
+	if len(o.Attrs) > 0 {
+		b.Write(o.Attrs.AppendArgs(nil))
+	}
 	b.WriteByte(')')
 	return b.String()
 }
@@ -205,7 +212,7 @@ func (o *Op) Rule() *ops.Rule {
 		for i, t := range o.Inputs {
 			in[i] = t.Shape()
 		}
-		m.rule = e.Rule(in, o.Out.Shape(), ops.Attrs{Axis: o.Axis, Axes: o.Axes})
+		m.rule = e.Rule(in, o.Out.Shape(), ops.Attrs{Axis: o.Axis, Axes: o.Axes, Values: o.Attrs})
 	}
 	if key.cacheable {
 		o.rule = m
@@ -219,6 +226,7 @@ func (o *Op) Rule() *ops.Rule {
 type ruleKey struct {
 	kind      OpKind
 	axis      int
+	attrs     *ops.Value // the first of Attrs, which are never changed in place
 	out       *Tensor
 	in        [4]*Tensor
 	n         int
@@ -227,6 +235,9 @@ type ruleKey struct {
 
 func (o *Op) ruleKey() ruleKey {
 	k := ruleKey{kind: o.Kind, axis: o.Axis, out: o.Out, n: len(o.Inputs), cacheable: len(o.Inputs) <= 4}
+	if len(o.Attrs) > 0 {
+		k.attrs = &o.Attrs[0]
+	}
 	if k.cacheable {
 		copy(k.in[:], o.Inputs)
 	}

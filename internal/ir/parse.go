@@ -12,6 +12,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/nvcomm/nvcomm/internal/diag"
+	"github.com/nvcomm/nvcomm/internal/ops"
 	"github.com/nvcomm/nvcomm/internal/shard"
 )
 
@@ -213,8 +214,8 @@ type rawOp struct {
 	out   string
 	outAt diag.Pos
 	axis  int
-	// keys are where axis and axes are written, and axes: nil for an op
-	// that writes neither (a set, an elementwise op; most ops of a
+	// keys are where the attributes are written, and those but axis: nil
+	// for an op that writes none (a set, an elementwise op; most ops of a
 	// generated file). Read them through keysOf, write them through
 	// ownKeys.
 	keys *rawKeys
@@ -226,12 +227,33 @@ type rawOp struct {
 	visit visitState
 }
 
-// rawKeys are the keys axis and axes of an op (rawOp.keys).
+// rawKeys are the attributes of an op (rawOp.keys).
 type rawKeys struct {
 	axisAt   diag.Pos
 	axes     []int      // broadcast's new axes as written
 	axesAt   diag.Pos   // the list
 	axesEach []diag.Pos // its entries
+	// vals are the other attributes as written (ops.Values), in the
+	// file's order until checkOpKeys puts them in the entry's; valAt and
+	// valEach where each and each list's entries are written.
+	vals    ops.Values
+	valAt   []diag.Pos
+	valEach [][]diag.Pos
+}
+
+// attrPos is where attribute k is written, and its list's entry i when i
+// is not negative; the zero position when it is not.
+func (k rawKeys) attrPos(key ops.Attr, i int) diag.Pos {
+	for j, v := range k.vals {
+		switch {
+		case v.Key != key:
+		case i < 0:
+			return k.valAt[j]
+		case i < len(k.valEach[j]):
+			return k.valEach[j][i]
+		}
+	}
+	return diag.Pos{}
 }
 
 // keysOf are ro's keys, to read.

@@ -128,7 +128,8 @@ type Op struct {
 	// them ("x", "w", "bias"); the last Optional of them may be left out.
 	Operands []string
 	Optional int
-	// Attrs are the keys it takes besides "in" and "out".
+	// Attrs are the keys it takes besides "in" and "out", each with a
+	// spec ([AttrOf]); all are required.
 	Attrs []Attr
 	// Combine is, for a reduction, the op that combines two partial
 	// results (the reduction's own name): what a Partial placement or a
@@ -175,6 +176,8 @@ type Attrs struct {
 	Axis int
 	// Axes are broadcast's new axes, nil for other ops.
 	Axes []int
+	// Values are the op's other attributes.
+	Values Values
 }
 
 // Registry is a list of ops by name.
@@ -221,6 +224,8 @@ func (r *Registry) Register(o Op) error {
 		return fmt.Errorf("op %q: needs at least one operand that is not optional", o.Name)
 	case o.Rule == nil:
 		return fmt.Errorf("op %q: has no sharding rule", o.Name)
+	case slices.ContainsFunc(o.Attrs, func(a Attr) bool { return AttrOf(string(a)) == nil }):
+		return fmt.Errorf("op %q: takes an attribute the registry has no spec of", o.Name)
 	case o.Family.Elementwise() && (o.Kernel == nil || (o.Kernel.Ring == nil) == (o.Kernel.Value == nil) || o.Torch == nil):
 		return fmt.Errorf("op %q: an elementwise op needs a kernel (one function) and a torch function", o.Name)
 	case o.Family == Unary && len(o.Operands) != 1, o.Family == Binary && len(o.Operands) != 2:

@@ -129,6 +129,10 @@ type Op struct {
 	Axis   *int     `json:"axis"` // reduced axis among the input's non-reduction axes
 	// Axes are, for broadcast, the output's new axes.
 	Axes []int `json:"axes,omitempty"`
+	// Attrs are the op's other attributes (permute's dims, reshape's
+	// shape, cast's dtype), each a field of the op's object under its
+	// key, in the order of the op's registry entry (docs/plan.md, "ops").
+	Attrs ops.Values `json:"-"`
 	// Inserted marks a set that nvcomm inserted, and says what for; nil
 	// on the fusion's own ops (docs/plan.md, "ops").
 	Inserted *Inserted `json:"inserted,omitempty"`
@@ -167,6 +171,9 @@ func (o Op) Expr() string {
 		args += ", axes=" + intList(o.Axes)
 	case o.Op != "set" && o.Axis != nil:
 		args += ", axis=" + strconv.Itoa(*o.Axis)
+	}
+	if len(o.Attrs) > 0 {
+		args += string(o.Attrs.AppendArgs(nil))
 	}
 	return o.Output + " = " + o.Op + "(" + args + ")"
 }

@@ -79,6 +79,7 @@ func (v *validator) checkOp(i int, op Op) {
 	}
 	v.checkOpAxis(i, op, ins[0])
 	v.checkOpAxes(i, op, ins[0])
+	v.checkOpAttrs(i, op)
 	v.checkOpOutput(i, op, ins)
 	v.checkInserted(i, op)
 }
@@ -164,6 +165,25 @@ func (v *validator) checkOpAxes(i int, op Op, in *tensorInfo) {
 	case !increasing(op.Axes, in.rank+len(op.Axes)):
 		v.planf("op %d: axes %v are not increasing positions among the %d axes of the output (the input's %d and %d new)",
 			i, op.Axes, in.rank+len(op.Axes), in.rank, len(op.Axes))
+	}
+}
+
+// checkOpAttrs checks the op's other attributes against its registry
+// entry (ops.Op.CheckValues).
+func (v *validator) checkOpAttrs(i int, op Op) {
+	e := ops.Lookup(op.Op)
+	if e == nil {
+		return
+	}
+	for _, pr := range e.CheckValues(op.Attrs) {
+		switch pr.What {
+		case ops.NotTaken:
+			v.planf("op %d: %s takes no %s", i, op.Op, pr.Key)
+		case ops.Missing:
+			v.planf("op %d: %s needs %s", i, op.Op, pr.Key)
+		case ops.Bad:
+			v.planf("op %d: %s: %s", i, pr.Key, pr.Msg)
+		}
 	}
 }
 

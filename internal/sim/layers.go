@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/nvcomm/nvcomm/internal/ops"
 	"github.com/nvcomm/nvcomm/internal/plan"
@@ -99,7 +100,31 @@ func checkAxisFields(op plan.Op) error {
 	if len(op.Axes) > 0 && (e == nil || !e.Takes(ops.AttrAxes)) {
 		return fmt.Errorf("op %d (%s): takes no axes, got %v", op.Index, op.Op, op.Axes)
 	}
+	if e == nil {
+		return nil
+	}
+	for _, pr := range e.CheckValues(op.Attrs) {
+		if pr.What == ops.Bad {
+			return fmt.Errorf("op %d (%s): %s: %s", op.Index, op.Op, pr.Key, pr.Msg)
+		}
+		return fmt.Errorf("op %d (%s): takes %s, got %q", op.Index, op.Op, attrList(e), strings.TrimPrefix(string(op.Attrs.AppendArgs(nil)), ", "))
+	}
 	return nil
+}
+
+// attrList names the attributes e takes but axis and axes, "none" when
+// it takes none.
+func attrList(e *ops.Op) string {
+	var keys []string
+	for _, a := range e.Attrs {
+		if ops.AttrOf(string(a)).Stored() {
+			keys = append(keys, string(a))
+		}
+	}
+	if len(keys) == 0 {
+		return "no other attribute"
+	}
+	return strings.Join(keys, ", ")
 }
 
 // elementwiseDomain is a binary elementwise op's output: operands of equal
