@@ -26,6 +26,9 @@ const (
 	OpBroadcast OpKind = "broadcast"
 	OpMatmul    OpKind = "matmul"
 	OpLinear    OpKind = "linear"
+	OpPermute   OpKind = "permute"
+	OpReshape   OpKind = "reshape"
+	OpCast      OpKind = "cast"
 )
 
 // Entry returns k's entry in the op registry, or nil for a name it does
@@ -45,7 +48,8 @@ func (k OpKind) family() ops.Family {
 func opFamilies() string {
 	return "set; reductions " + strings.Join(ops.FamilyNames(ops.Reduction), ", ") +
 		"; elementwise " + strings.Join(slices.Concat(ops.FamilyNames(ops.Binary), ops.FamilyNames(ops.Unary)), ", ") +
-		"; broadcast; contractions " + strings.Join(ops.FamilyNames(ops.Contraction), ", ")
+		"; broadcast; contractions " + strings.Join(ops.FamilyNames(ops.Contraction), ", ") +
+		"; data movement " + strings.Join(ops.FamilyNames(ops.View), ", ")
 }
 
 // unknownOpHint is the hint for an unknown op name: the op it misspells,
@@ -71,14 +75,14 @@ var otherOps = []string{
 	"sinh", "cosh", "asin", "acos", "atan", "atan2", "erf", "erfc", "sigmoid", "gelu", "silu", "swish", "selu",
 	"elu", "celu", "mish", "softplus", "hardtanh", "leaky_relu", "relu6", "prelu", "clamp", "clip", "floor",
 	"ceil", "round", "trunc", "sign", "where", "lerp", "eq", "ne", "lt", "le", "gt", "ge", "not", "and", "or",
-	"xor", "cast", "to",
+	"xor", "to",
 	// reductions
 	"mean", "var", "std", "argmax", "argmin", "amax", "amin", "logsumexp", "norm", "any", "all", "cumsum", "cumprod",
 	// layers
 	"softmax", "log_softmax", "layer_norm", "layernorm", "rms_norm", "rmsnorm", "batch_norm", "dropout",
 	"embedding", "conv", "conv1d", "conv2d", "bmm", "mm", "einsum", "sdpa", "attention",
 	// shapes and data movement
-	"reshape", "view", "transpose", "permute", "squeeze", "unsqueeze", "expand", "cat", "concat", "stack",
+	"view", "transpose", "squeeze", "unsqueeze", "expand", "cat", "concat", "stack",
 	"split", "chunk", "slice", "pad", "gather", "scatter", "index_select", "flatten", "repeat",
 }
 

@@ -35,11 +35,79 @@ func (c *opCtx) lowerComputing() {
 	if !c.sliceBroadcasts(want) {
 		return
 	}
-	if op.Kind.IsContraction() {
+	switch {
+	case op.Kind.IsContraction():
 		c.contraction()
+	case op.Kind.Entry().Family == ops.View:
+		c.view()
+	default:
+		c.pointwise(op.Out.Name, op.Out.Layout())
+	}
+}
+
+// view emits a permute or a reshape, which moves each device's block of
+// its operand into its block of the output without computing: the
+// resharding pass has made the operand's splits those of the output's
+// dims that share their outermost factors (ops.Rule.OperandSplit), so the
+// blocks hold the same elements. A permute is one Permute of the operand
+// into the output's order, or a Copy when it is stored so; a reshape
+// reads its operand's block row-major as the output's block row-major (a
+// Copy), after and before a Permute where either is stored otherwise. A
+// cast is a Copy into the output's dtype (cast).
+func (c *opCtx) view() {
+	op, y := c.op, c.op.Out
+	if op.Kind == ir.OpPermute {
+		order := operandOrder(op, 0, y.Layout())
+		if x := op.In(); !slices.Equal(x.Layout(), order) {
+			c.emitPermute(x.Name, localDims(x, x.Layout()), positions(x.Layout(), order), y.Name)
+			return
+		}
+		c.emitCopy(op.In().Name, y.Name)
 		return
 	}
-	c.pointwise(op.Out.Name, op.Out.Layout())
+	if op.Kind == ir.OpCast {
+		c.cast()
+		return
+	}
+	in := c.arranged(0, shard.Identity(len(op.In().Shape())))
+	identity := shard.Identity(len(y.Shape()))
+	if slices.Equal(y.Layout(), identity) {
+		c.emitCopy(in, y.Name)
+		return
+	}
+	rowMajor := c.buffer("rowmajor")
+	c.emitCopy(in, rowMajor)
+	c.emitPermute(rowMajor, localDims(y, identity), y.Layout(), y.Name)
+}
+
+// cast emits a cast: a Copy of the operand's block into the output's
+// dtype, in the operand's order, then a Permute where the output is
+// stored in another.
+func (c *opCtx) cast() {
+	x, y := c.op.In(), c.op.Out
+	if slices.Equal(x.Layout(), y.Layout()) {
+		c.emitCopy(x.Name, y.Name)
+		return
+	}
+	converted := c.buffer("converted")
+	c.emitCopy(x.Name, converted)
+	c.emitPermute(converted, localDims(x, x.Layout()), positions(x.Layout(), y.Layout()), y.Name)
+}
+
+// positions returns, for each axis of order, its position in layout: the
+// perm of a Permute from a buffer stored in layout to one in order.
+func positions(layout, order []int) []int {
+	perm := make([]int, len(order))
+	for k, a := range order {
+		perm[k] = slices.Index(layout, a)
+	}
+	return perm
+}
+
+// emitCopy appends a Copy of buffer in into out on the output's devices.
+func (c *opCtx) emitCopy(in, out string) {
+	n := c.op.Out.LocalSize()
+	c.emitLocalOn(plan.Step{Type: plan.Copy, Input: in, Output: out}, c.op.Out.Mesh.Devices, n, n)
 }
 
 // sliceBroadcasts checks that every operand is sharded as the output
@@ -324,12 +392,8 @@ func (c *opCtx) arrangedTensor(x *ir.Tensor, what string, order []int) string {
 	if slices.Equal(layout, order) {
 		return x.Name
 	}
-	perm := make([]int, len(order))
-	for k, a := range order {
-		perm[k] = slices.Index(layout, a)
-	}
 	out := c.buffer(what)
-	c.emitPermute(x.Name, localDims(x, layout), perm, out)
+	c.emitPermute(x.Name, localDims(x, layout), positions(layout, order), out)
 	return out
 }
 

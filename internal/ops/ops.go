@@ -44,9 +44,13 @@ const (
 	Broadcast
 	// Contraction multiplies two operands and sums over a shared axis.
 	Contraction
+	// View moves data without computing: each output element is one
+	// input element (permute, reshape), or that element converted to
+	// another dtype (cast); its Shape gives the output's shape.
+	View
 )
 
-var familyNames = [...]string{"copy", "reduction", "binary", "unary", "broadcast", "contraction"}
+var familyNames = [...]string{"copy", "reduction", "binary", "unary", "broadcast", "contraction", "view"}
 
 // String names the family as docs/fusion.md does.
 func (f Family) String() string {
@@ -138,6 +142,11 @@ type Op struct {
 	// Rule is the op's sharding rule in factors, from its operands' and
 	// result's shapes (non-reduction axes) and its attributes.
 	Rule func(in [][]int, out []int, a Attrs) Rule
+	// Shape is, for an op of the View family, its output's shape from its
+	// operands' (non-reduction) shapes and its attributes, with the
+	// attributes normalized (positions counted from the start, a -1
+	// inferred); an error says what is wrong.
+	Shape func(in [][]int, a Attrs) ([]int, Values, *ShapeError)
 	// Kernel is an elementwise op's scalar function for the simulator.
 	Kernel *Kernel
 	// Torch is an elementwise or contraction op's torch function for the
@@ -224,6 +233,8 @@ func (r *Registry) Register(o Op) error {
 		return fmt.Errorf("op %q: needs at least one operand that is not optional", o.Name)
 	case o.Rule == nil:
 		return fmt.Errorf("op %q: has no sharding rule", o.Name)
+	case (o.Family == View) != (o.Shape != nil):
+		return fmt.Errorf("op %q: a view op, and only a view op, has a Shape", o.Name)
 	case slices.ContainsFunc(o.Attrs, func(a Attr) bool { return AttrOf(string(a)) == nil }):
 		return fmt.Errorf("op %q: takes an attribute the registry has no spec of", o.Name)
 	case o.Family.Elementwise() && (o.Kernel == nil || (o.Kernel.Ring == nil) == (o.Kernel.Value == nil) || o.Torch == nil):

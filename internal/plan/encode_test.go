@@ -125,7 +125,7 @@ func checkEncodeMatches(t *testing.T, seed uint64) {
 }
 
 // fill sets v to a random value (but fields encoding/json leaves out, an
-// op's Attrs, which TestOpAttrsRoundTrip covers): pointers, slices and maps nil, empty or
+// op's Attrs, which the golden plans and TestOpAttrsRoundTrip cover): pointers, slices and maps nil, empty or
 // not; lists short or long enough to break a line; strings with characters
 // JSON escapes, invalid UTF-8 and lengths around the line width.
 func fill(r *rand.Rand, v reflect.Value) {

@@ -10,7 +10,10 @@ package plan
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strings"
+
+	"github.com/nvcomm/nvcomm/internal/ops"
 )
 
 // referenceEncode is the encoding of p as plan.Encode wrote it before the
@@ -22,7 +25,66 @@ func referenceEncode(p *Plan) ([]byte, error) {
 	if err := enc.Encode(p); err != nil {
 		return nil, err
 	}
-	return pretty(compact.Bytes())
+	dec := json.NewDecoder(&compact)
+	dec.UseNumber()
+	n, err := parseNode(dec)
+	if err != nil {
+		return nil, err
+	}
+	if err := withAttrs(n, p); err != nil {
+		return nil, err
+	}
+	// Re-indented with two spaces, every value that fits in inlineWidth
+	// on one line.
+	var b strings.Builder
+	writeNode(&b, n, 0)
+	b.WriteString("\n")
+	return []byte(b.String()), nil
+}
+
+// withAttrs adds each op's attributes (Op.Attrs, which encoding/json
+// leaves out) to the parsed plan n as fields of the op, after its other
+// fields but inserted, each value as encoding/json writes its kind's Go
+// value.
+func withAttrs(n *jsonNode, p *Plan) error {
+	k := slices.Index(n.keys, "ops")
+	if k < 0 || n.items[k].scalar != "" {
+		return nil // null
+	}
+	for i, op := range p.Ops {
+		obj := n.items[k].items[i]
+		at := slices.Index(obj.keys, "inserted")
+		if at < 0 {
+			at = len(obj.keys)
+		}
+		for _, v := range op.Attrs {
+			var val any = v.Str
+			switch ops.AttrOf(string(v.Key)).Kind {
+			case ops.IntAttr:
+				val = v.Int
+			case ops.IntsAttr:
+				val = append([]int{}, v.Ints...)
+			case ops.FloatAttr:
+				val = v.Float
+			case ops.BoolAttr:
+				val = v.Bool
+			}
+			lit, err := json.Marshal(val)
+			if err != nil {
+				return err
+			}
+			dec := json.NewDecoder(bytes.NewReader(lit))
+			dec.UseNumber()
+			child, err := parseNode(dec)
+			if err != nil {
+				return err
+			}
+			obj.keys = slices.Insert(obj.keys, at, string(v.Key))
+			obj.items = slices.Insert(obj.items, at, child)
+			at++
+		}
+	}
+	return nil
 }
 
 // jsonNode is a parsed JSON value that keeps object keys in order.
@@ -31,21 +93,6 @@ type jsonNode struct {
 	isObj  bool
 	keys   []string
 	items  []*jsonNode
-}
-
-// pretty re-indents compact JSON with two spaces, keeping every value that
-// fits in inlineWidth on one line. Same input, same bytes.
-func pretty(compact []byte) ([]byte, error) {
-	dec := json.NewDecoder(bytes.NewReader(compact))
-	dec.UseNumber()
-	n, err := parseNode(dec)
-	if err != nil {
-		return nil, err
-	}
-	var b strings.Builder
-	writeNode(&b, n, 0)
-	b.WriteString("\n")
-	return []byte(b.String()), nil
 }
 
 func parseNode(dec *json.Decoder) (*jsonNode, error) {

@@ -84,6 +84,12 @@ func opDomain(op plan.Op, ins []operand, declared []int) (logicalDomain, error) 
 		return linearDomain(op, ins)
 	case family(op) == ops.Binary && len(ins) == 2:
 		return elementwiseDomain(op, ins)
+	case family(op) == ops.View:
+		shape, _, err := ops.Lookup(op.Op).Shape([][]int{in}, ops.Attrs{Axis: -1, Values: op.Attrs})
+		if err != nil {
+			return logicalDomain{}, fmt.Errorf("op %d (%s): %s", op.Index, op.Op, err.Msg)
+		}
+		return logicalDomain{shape: shape}, nil
 	}
 	return logicalDomain{}, checkArity(op) // newWorld has rejected such an op already
 }
@@ -239,12 +245,45 @@ func evalOp(op plan.Op, ins []operand, out []int) []float64 {
 		return matmulReference(ins[0], ins[1])
 	case op.Op == "linear":
 		return linearReference(ins)
+	case op.Op == "permute":
+		return permuteReference(in, op.Attrs.Ints(ops.AttrDims), out)
+	case family(op) == ops.View:
+		// A reshape reads the elements row-major as they are: the same
+		// values, shared as a set's are.
+		return in.vals
 	}
 	vals, dims := make([][]float64, len(ins)), make([][]int, len(ins))
 	for k, x := range ins {
 		vals[k], dims[k] = x.vals, x.shape
 	}
 	return mapBroadcast(pointwiseFuncOf(op.Op), vals, dims, out)
+}
+
+// permuteReference is in with its dims reordered: out[i_0, ..., i_r-1] =
+// in[j] where j's index along dims[k] is i_k, element by element from
+// the definition (apart from the Permute step's kernel).
+func permuteReference(in operand, dims, out []int) []float64 {
+	vals := make([]float64, 0, len(in.vals))
+	stride := strides(in.shape)
+	idx := make([]int, len(out))
+	for range product(out) {
+		at := 0
+		for k, i := range idx {
+			d := dims[k]
+			if d < 0 {
+				d += len(out)
+			}
+			at += i * stride[d]
+		}
+		vals = append(vals, in.vals[at])
+		for k := len(idx) - 1; k >= 0; k-- { // the next index, row-major
+			if idx[k]++; idx[k] < out[k] {
+				break
+			}
+			idx[k] = 0
+		}
+	}
+	return vals
 }
 
 // matmulReference is a @ b on unsharded values, element by element from
