@@ -228,20 +228,22 @@ func (ins *inserter) computeIn(op *ir.Op, mapped []Split) {
 	ins.add(&ir.Op{Kind: ir.OpSet, Inputs: []*ir.Tensor{mid}, Out: y, Axis: -1, Pos: op.Pos, Inserted: &ir.Insertion{For: op, Output: true}})
 }
 
-// view inserts the sets a view op (permute, reshape) needs, then the op.
-// Each split of its operand must have a counterpart in its result
+// view inserts the sets a view op (permute, reshape, cast) needs, then
+// the op. Each split of its operand must have a counterpart in its result
 // (ops.Rule.ResultSplit): a split of a reshaped dim falls on its outer
 // piece, which the devices divide. One that has none is an error under
 // nvFuser's rules, in its words; under the optimal policy the operand is
 // resharded first to the splits the output's map to (an Allgather, an
-// AllToAll), as DTensor redistributes before a view it cannot shard. The
-// op then computes in the splits its operand's map to, and a set after
-// it reshards that to the output when the output asks for others.
+// AllToAll), as DTensor redistributes before a view it cannot shard. So
+// is an operand on another mesh, or not split in even blocks, under both.
+// The op then computes in the splits its operand's map to, and a set
+// after it reshards that to the output when the output asks for others.
 func (ins *inserter) view(op *ir.Op, want []Split) {
 	x := op.In()
-	have, _ := BlockShards(x)
+	have, block := BlockShards(x)
+	reshard := !block || !x.Mesh.Equal(op.Out.Mesh)
 	for _, s := range have {
-		if op.Rule().ResultSplit(0, s.Axis, x.Mesh.Size(s.Type)) >= 0 {
+		if reshard || op.Rule().ResultSplit(0, s.Axis, x.Mesh.Size(s.Type)) >= 0 {
 			continue
 		}
 		if ins.planner.Policy() == PolicyNvFuser {
@@ -251,15 +253,16 @@ func (ins *inserter) view(op *ir.Op, want []Split) {
 			ins.addFailed(op)
 			return
 		}
-		need := OperandShards(op, 0, want)
-		r, ok := ins.newTensor(op, x.Name+"/resharded", op.Out.Mesh, x.DType, x.Shape(), need)
+		reshard = true
+	}
+	if reshard {
+		r, ok := ins.newTensor(op, x.Name+"/resharded", op.Out.Mesh, x.DType, x.Shape(), OperandShards(op, 0, want))
 		if !ok {
 			ins.addFailed(op)
 			return
 		}
 		ins.add(&ir.Op{Kind: ir.OpSet, Inputs: []*ir.Tensor{x}, Out: r, Axis: -1, Pos: op.Pos, Inserted: &ir.Insertion{For: op, Operands: []int{0}}})
 		op.Inputs[0] = r
-		break
 	}
 	if mapped := mappedSplits(op); SameSplits(mapped, want) {
 		ins.add(op)
