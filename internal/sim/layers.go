@@ -109,17 +109,18 @@ func checkAxisFields(op plan.Op) error {
 	if e == nil {
 		return nil
 	}
-	for _, pr := range e.CheckValues(op.Attrs) {
-		if pr.What == ops.Bad {
-			return fmt.Errorf("op %d (%s): %s: %s", op.Index, op.Op, pr.Key, pr.Msg)
-		}
-		return fmt.Errorf("op %d (%s): takes %s, got %q", op.Index, op.Op, attrList(e), strings.TrimPrefix(string(op.Attrs.AppendArgs(nil)), ", "))
+	probs := e.CheckValues(op.Attrs)
+	switch {
+	case len(probs) == 0:
+		return nil
+	case probs[0].What == ops.Bad:
+		return fmt.Errorf("op %d (%s): %s: %s", op.Index, op.Op, probs[0].Key, probs[0].Msg)
 	}
-	return nil
+	return fmt.Errorf("op %d (%s): takes %s, got %q", op.Index, op.Op, attrList(e), strings.TrimPrefix(string(op.Attrs.AppendArgs(nil)), ", "))
 }
 
-// attrList names the attributes e takes but axis and axes, "none" when
-// it takes none.
+// attrList names the attributes e takes but axis and axes, "no other
+// attribute" when it takes none.
 func attrList(e *ops.Op) string {
 	var keys []string
 	for _, a := range e.Attrs {
