@@ -63,28 +63,7 @@ func TestSchemasListTheRegistry(t *testing.T) {
 // "/") in schema file name: a list, or one string (a const).
 func lookupList(t *testing.T, name, pointer string) []string {
 	t.Helper()
-	src, err := Files.ReadFile(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var v any
-	if err := json.Unmarshal(src, &v); err != nil {
-		t.Fatal(err)
-	}
-	for _, key := range strings.Split(pointer, "/") {
-		switch x := v.(type) {
-		case map[string]any:
-			v = x[key]
-		case []any:
-			i, err := strconv.Atoi(key)
-			if err != nil || i >= len(x) {
-				t.Fatalf("%s: no %s", name, pointer)
-			}
-			v = x[i]
-		default:
-			t.Fatalf("%s: no %s", name, pointer)
-		}
-	}
+	v := lookupValue(t, name, pointer)
 	switch x := v.(type) {
 	case string:
 		return []string{x}
@@ -143,6 +122,17 @@ func takersIn(t *testing.T, file, key string) []string {
 // lookup returns the object at pointer in schema file name.
 func lookup(t *testing.T, name, pointer string) map[string]any {
 	t.Helper()
+	m, ok := lookupValue(t, name, pointer).(map[string]any)
+	if !ok {
+		t.Fatalf("%s: no object at %s", name, pointer)
+	}
+	return m
+}
+
+// lookupValue returns the value at pointer (keys and indices separated by
+// "/") in schema file name.
+func lookupValue(t *testing.T, name, pointer string) any {
+	t.Helper()
 	src, err := Files.ReadFile(name)
 	if err != nil {
 		t.Fatal(err)
@@ -152,12 +142,18 @@ func lookup(t *testing.T, name, pointer string) map[string]any {
 		t.Fatal(err)
 	}
 	for _, key := range strings.Split(pointer, "/") {
-		m, _ := v.(map[string]any)
-		v = m[key]
+		switch x := v.(type) {
+		case map[string]any:
+			v = x[key]
+		case []any:
+			i, err := strconv.Atoi(key)
+			if err != nil || i >= len(x) {
+				t.Fatalf("%s: no %s", name, pointer)
+			}
+			v = x[i]
+		default:
+			t.Fatalf("%s: no %s", name, pointer)
+		}
 	}
-	m, ok := v.(map[string]any)
-	if !ok {
-		t.Fatalf("%s: no object at %s", name, pointer)
-	}
-	return m
+	return v
 }

@@ -322,7 +322,7 @@ var schemaRejects = map[string][]string{
 		"integer_out_of_range", "negative_device", "negative_factor", "zero_factor", "non_positive_extent", "unsupported_format",
 	},
 	"a word that is not one of the allowed ones": {
-		"unknown_dtype", "unknown_op", "unknown_parallel_type", "placements_unknown", "placements_partial_op",
+		"unknown_dtype", "unknown_op", "unknown_parallel_type", "placements_unknown", "placements_partial_op", "cast_unknown_dtype",
 	},
 	"a name that is not an identifier": {
 		"invalid_mesh_name", "invalid_op_tensor_name", "invalid_tensor_name",
@@ -333,6 +333,7 @@ var schemaRejects = map[string][]string{
 	},
 	"a key or a number of operands that the op does not take": {
 		"arity_linear", "arity_matmul", "arity_unary", "axes_on_add", "axes_on_sum", "axis_on_matmul", "set_with_axis",
+		"attr_not_taken", "permute_needs_dims",
 	},
 	"several errors, one of them of the kinds above": {
 		"layer_several_errors", "several_errors", "too_many_errors", "independent_errors",

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 )
 
 // An op's attributes are the keys it takes besides "in" and "out". Each
@@ -212,11 +211,7 @@ func (v Value) Text() string {
 	case spec.Kind == IntAttr:
 		return strconv.Itoa(v.Int)
 	case spec.Kind == IntsAttr:
-		parts := make([]string, len(v.Ints))
-		for i, x := range v.Ints {
-			parts[i] = strconv.Itoa(x)
-		}
-		return "[" + strings.Join(parts, ", ") + "]"
+		return intText(v.Ints)
 	case spec.Kind == FloatAttr:
 		return strconv.FormatFloat(v.Float, 'g', -1, 64)
 	case spec.Kind == BoolAttr:
