@@ -318,7 +318,7 @@ func (p *parser) resolveInput(t *Tensor) bool {
 // in is the op as inferOp checks it.
 func (ro *rawOp) in() opIn {
 	k := ro.keysOf()
-	return opIn{kind: ro.kind, idx: ro.fileIdx, axis: ro.axis, axes: k.axes, attrs: k.vals, out: ro.out, pos: ro.pos, src: ro}
+	return opIn{kind: ro.kind, idx: ro.fileIdx, axis: ro.axis, axes: k.axes, attrs: readPart(k.attrs).vals, out: ro.out, pos: ro.pos, src: ro}
 }
 
 // isRead reports whether an op reads the tensor name, one left out for its

@@ -207,7 +207,8 @@ func (p *parser) attrValue(k *rawKeys, spec *ops.AttrSpec, v *yaml.Node, what st
 	if !ok {
 		return false
 	}
-	k.vals, k.valAt, k.valEach = append(k.vals, val), append(k.valAt, posOf(v)), append(k.valEach, each)
+	a := ownPart(&k.attrs)
+	a.vals, a.at, a.each = append(a.vals, val), append(a.at, posOf(v)), append(a.each, each)
 	return true
 }
 
@@ -276,15 +277,15 @@ func (p *parser) checkOpKeys(op *rawOp, it *yaml.Node, ns opNodes, what string) 
 // checkAttrs checks the op's attributes but axis and axes against its
 // registry entry (checkAttrValues) and puts them in the entry's order.
 func (p *parser) checkAttrs(op *rawOp, it *yaml.Node, what string) bool {
-	k := op.keysOf()
-	order, good := p.checkAttrValues(op.kind, k.vals, func(j int) diag.Pos { return k.valAt[j] }, op.pos, what,
+	k := readPart(op.keysOf().attrs)
+	order, good := p.checkAttrValues(op.kind, k.vals, func(j int) diag.Pos { return k.at[j] }, op.pos, what,
 		func(key string) bool { return misspelled(it, opKeys(), key) || hasKey(it, key) })
-	if op.keys != nil {
-		var in rawKeys
+	if op.keys != nil && op.keys.attrs != nil {
+		var in rawAttrs
 		for _, j := range order {
-			in.vals, in.valAt, in.valEach = append(in.vals, k.vals[j]), append(in.valAt, k.valAt[j]), append(in.valEach, k.valEach[j])
+			in.vals, in.at, in.each = append(in.vals, k.vals[j]), append(in.at, k.at[j]), append(in.each, k.each[j])
 		}
-		op.keys.vals, op.keys.valAt, op.keys.valEach = in.vals, in.valAt, in.valEach
+		*op.keys.attrs = in
 	}
 	return good
 }

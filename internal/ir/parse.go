@@ -233,24 +233,34 @@ type rawKeys struct {
 	axes     []int      // broadcast's new axes as written
 	axesAt   diag.Pos   // the list
 	axesEach []diag.Pos // its entries
-	// vals are the other attributes as written (ops.Values), in the
-	// file's order until checkOpKeys puts them in the entry's; valAt and
-	// valEach where each and each list's entries are written.
-	vals    ops.Values
-	valAt   []diag.Pos
-	valEach [][]diag.Pos
+	// attrs are the other attributes, nil for an op that has none (all
+	// but the few ops of a fusion that take them): a pointer, so that
+	// the keys of the reductions and broadcasts of a file of 100k ops do
+	// not carry their room.
+	attrs *rawAttrs
+}
+
+// rawAttrs are an op's attributes but axis and axes as written
+// (ops.Values), in the file's order until checkAttrs puts them in the
+// entry's, with where each (at) and each list's entries (each) are
+// written.
+type rawAttrs struct {
+	vals ops.Values
+	at   []diag.Pos
+	each [][]diag.Pos
 }
 
 // attrPos is where attribute k is written, and its list's entry i when i
 // is not negative; the zero position when it is not.
 func (k rawKeys) attrPos(key ops.Attr, i int) diag.Pos {
-	for j, v := range k.vals {
+	a := readPart(k.attrs)
+	for j, v := range a.vals {
 		switch {
 		case v.Key != key:
 		case i < 0:
-			return k.valAt[j]
-		case i < len(k.valEach[j]):
-			return k.valEach[j][i]
+			return a.at[j]
+		case i < len(a.each[j]):
+			return a.each[j][i]
 		}
 	}
 	return diag.Pos{}
