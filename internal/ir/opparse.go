@@ -293,7 +293,8 @@ func (p *parser) checkAttrs(op *rawOp, it *yaml.Node, what string) bool {
 // checkAttrValues checks attribute values vals of an op of kind, each
 // written at at(j), the op at pos (ops.Op.CheckValues); a missing one
 // that reported says was reported already (written misspelled, or with a
-// value of the wrong type) is not reported again. It returns the indices of vals in the entry's order.
+// value of the wrong type) is not reported again. It returns the indices
+// of vals in the entry's order.
 func (p *parser) checkAttrValues(kind OpKind, vals ops.Values, at func(j int) diag.Pos, pos diag.Pos, what string,
 	reported func(key string) bool) ([]int, bool) {
 	e := kind.Entry()

@@ -55,53 +55,48 @@ func (c *opCtx) lowerComputing() {
 // Copy), after and before a Permute where either is stored otherwise. A
 // cast is a Copy into the output's dtype (cast).
 func (c *opCtx) view() {
-	op, y := c.op, c.op.Out
-	if op.Kind == ir.OpPermute {
-		order := operandOrder(op, 0, y.Layout())
-		if x := op.In(); !slices.Equal(x.Layout(), order) {
-			c.emitPermute(x.Name, localDims(x, x.Layout()), positions(x.Layout(), order), y.Name)
-			return
+	op, x, y := c.op, c.op.In(), c.op.Out
+	switch op.Kind {
+	case ir.OpPermute:
+		if order := operandOrder(op, 0, y.Layout()); !c.permuteInto(x.Name, localDims(x, x.Layout()), x.Layout(), order, y.Name) {
+			c.emitCopy(x.Name, y.Name)
 		}
-		c.emitCopy(op.In().Name, y.Name)
-		return
+	case ir.OpCast: // converted in the operand's order, then put in the output's
+		c.copyThenPermute(x.Name, localDims(x, x.Layout()), x.Layout(), y.Layout(), "converted")
+	default: // a reshape: row-major blocks, the same elements in the same order
+		identity := shard.Identity(len(y.Shape()))
+		in := c.arranged(0, shard.Identity(len(x.Shape())))
+		c.copyThenPermute(in, localDims(y, identity), identity, y.Layout(), "rowmajor")
 	}
-	if op.Kind == ir.OpCast {
-		c.cast()
-		return
-	}
-	in := c.arranged(0, shard.Identity(len(op.In().Shape())))
-	identity := shard.Identity(len(y.Shape()))
-	if slices.Equal(y.Layout(), identity) {
-		c.emitCopy(in, y.Name)
-		return
-	}
-	rowMajor := c.buffer("rowmajor")
-	c.emitCopy(in, rowMajor)
-	c.emitPermute(rowMajor, localDims(y, identity), y.Layout(), y.Name)
 }
 
-// cast emits a cast: a Copy of the operand's block into the output's
-// dtype, in the operand's order, then a Permute where the output is
-// stored in another.
-func (c *opCtx) cast() {
-	x, y := c.op.In(), c.op.Out
-	if slices.Equal(x.Layout(), y.Layout()) {
-		c.emitCopy(x.Name, y.Name)
+// copyThenPermute copies buffer in, the output's local block with dims in
+// layout, into the output, through a buffer "out/what" and a Permute
+// into the output's order where that differs.
+func (c *opCtx) copyThenPermute(in string, dims, layout, order []int, what string) {
+	y := c.op.Out.Name
+	if slices.Equal(layout, order) {
+		c.emitCopy(in, y)
 		return
 	}
-	converted := c.buffer("converted")
-	c.emitCopy(x.Name, converted)
-	c.emitPermute(converted, localDims(x, x.Layout()), positions(x.Layout(), y.Layout()), y.Name)
+	mid := c.buffer(what)
+	c.emitCopy(in, mid)
+	c.permuteInto(mid, dims, layout, order, y)
 }
 
-// positions returns, for each axis of order, its position in layout: the
-// perm of a Permute from a buffer stored in layout to one in order.
-func positions(layout, order []int) []int {
+// permuteInto emits a Permute of buffer in, dims stored in layout, into
+// out with its axes in order, and reports whether it did: not when in is
+// stored so already.
+func (c *opCtx) permuteInto(in string, dims, layout, order []int, out string) bool {
+	if slices.Equal(layout, order) {
+		return false
+	}
 	perm := make([]int, len(order))
 	for k, a := range order {
 		perm[k] = slices.Index(layout, a)
 	}
-	return perm
+	c.emitPermute(in, dims, perm, out)
+	return true
 }
 
 // emitCopy appends a Copy of buffer in into out on the output's devices.
@@ -393,7 +388,7 @@ func (c *opCtx) arrangedTensor(x *ir.Tensor, what string, order []int) string {
 		return x.Name
 	}
 	out := c.buffer(what)
-	c.emitPermute(x.Name, localDims(x, layout), positions(layout, order), out)
+	c.permuteInto(x.Name, localDims(x, layout), layout, order, out)
 	return out
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/lower"
 	"github.com/nvcomm/nvcomm/internal/plan"
+	"github.com/nvcomm/nvcomm/internal/sim"
 )
 
 // TestViewLowering checks how a permute, a reshape and a cast are
@@ -41,6 +42,11 @@ func TestViewLowering(t *testing.T) {
 			// The optimal policy prices an Allgather and a local Slice below
 			// an AllToAll at this size.
 			[]string{"Copy", "Allgather", "Slice", "Permute"}, []string{"Copy", "Permute", "AllToAll", "Permute"}},
+		"blocks stored column-major are put in order around the copy": {
+			"meshes:\n  m: [0, 1]\ntensors:\n  x: {mesh: m, shape: [4, 6], placements: [Shard(0)], allocation: [2, 1]}\n" +
+				"  y: {mesh: m, placements: [Shard(0)], allocation: [3, 2, 1]}\n  c: {mesh: m, placements: [Shard(0)], allocation: [1, 2]}\n" +
+				"ops:\n  - {op: reshape, in: x, out: y, shape: [4, 2, 3]}\n  - {op: cast, in: x, out: c, dtype: float64}\n",
+			[]string{"Permute", "Copy", "Permute", "Copy", "Permute"}, []string{"Permute", "Copy", "Permute", "Copy", "Permute"}},
 		"ShardedInnerReshape: a merge of a sharded inner piece": {
 			head + "  x: {mesh: m, shape: [3, 10], placements: [Shard(1)]}\n  y: {placements: [Shard(0)]}\nops:\n  - {op: reshape, in: x, out: y, shape: [30]}\n",
 			[]string{"Allgather", "Permute", "Copy", "Slice"},
@@ -66,7 +72,8 @@ func TestViewLowering(t *testing.T) {
 }
 
 // stepsOrError lowers f under policy and returns the types of its plan's
-// steps, or the error's text.
+// steps, then "invalid" when Validate rejects the plan and "FAIL" when it
+// does not simulate PASS; or the error's text.
 func stepsOrError(f *ir.Fusion, policy lower.Policy) []string {
 	p, err := lower.Lower(f, lower.Options{Policy: policy})
 	var dl *diag.List
@@ -82,6 +89,9 @@ func stepsOrError(f *ir.Fusion, policy lower.Policy) []string {
 	}
 	if problems := plan.Validate(p); len(problems) > 0 {
 		types = append(types, "invalid")
+	}
+	if res, err := sim.Run(p, sim.Options{Seed: 3}); err != nil || !res.Pass {
+		types = append(types, "FAIL")
 	}
 	return types
 }
