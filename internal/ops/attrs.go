@@ -156,6 +156,27 @@ type Value struct {
 	Bool  bool
 }
 
+// Ptr returns a pointer to the field of v that holds a value of its
+// attribute's kind (*int, *[]int, *string, *float64, *bool), for a
+// decoder to read into; a key with no spec gets the string's.
+func (v *Value) Ptr() any {
+	spec := AttrOf(string(v.Key))
+	if spec == nil {
+		return &v.Str
+	}
+	switch spec.Kind {
+	case IntAttr:
+		return &v.Int
+	case IntsAttr:
+		return &v.Ints
+	case FloatAttr:
+		return &v.Float
+	case BoolAttr:
+		return &v.Bool
+	}
+	return &v.Str
+}
+
 // Values are an op's attribute values but axis and axes, in the order of
 // its entry's Attrs.
 type Values []Value

@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -152,6 +153,28 @@ func TestAttrChecks(t *testing.T) {
 	} {
 		if d := cmp.Diff(tc.want, Lookup(tc.op).CheckValues(tc.vs)); d != "" {
 			t.Errorf("%s %v (-want +got):\n%s", tc.op, tc.vs, d)
+		}
+	}
+}
+
+// TestValueTextAndPtr checks how a value of each built-in attribute is
+// written and which field a decoder reads it into.
+func TestValueTextAndPtr(t *testing.T) {
+	for _, tc := range []struct {
+		v    Value
+		text string
+		ptr  any
+	}{
+		{Value{Key: AttrAxis, Int: -1}, "-1", new(int)},
+		{Value{Key: AttrDims, Ints: []int{1, 0}}, "[1, 0]", new([]int)},
+		{Value{Key: AttrShape}, "[]", new([]int)},
+		{Value{Key: AttrDType, Str: "bfloat16"}, "bfloat16", new(string)},
+	} {
+		if d := cmp.Diff(tc.text, tc.v.Text()); d != "" {
+			t.Errorf("%s: Text (-want +got):\n%s", tc.v.Key, d)
+		}
+		if got, want := fmt.Sprintf("%T", tc.v.Ptr()), fmt.Sprintf("%T", tc.ptr); got != want {
+			t.Errorf("%s: Ptr is %s, want %s", tc.v.Key, got, want)
 		}
 	}
 }

@@ -89,19 +89,7 @@ func (o *Op) attrMember(dec *jsontext.Decoder, name string) error {
 		return &jsonv2.SemanticError{Err: jsonv2.ErrUnknownName}
 	}
 	v := ops.Value{Key: spec.Key}
-	var dst any
-	switch spec.Kind {
-	case ops.IntAttr:
-		dst = &v.Int
-	case ops.IntsAttr:
-		dst = &v.Ints
-	case ops.FloatAttr:
-		dst = &v.Float
-	case ops.BoolAttr:
-		dst = &v.Bool
-	default:
-		dst = &v.Str
-	}
+	dst := v.Ptr()
 	if dec.PeekKind() == 'n' { // the library would leave the value zero
 		ptr := dec.StackPointer()
 		_, err := dec.ReadToken()

@@ -10,10 +10,9 @@ package plan
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
 	"slices"
 	"strings"
-
-	"github.com/nvcomm/nvcomm/internal/ops"
 )
 
 // referenceEncode is the encoding of p as plan.Encode wrote it before the
@@ -58,16 +57,9 @@ func withAttrs(n *jsonNode, p *Plan) error {
 			at = len(obj.keys)
 		}
 		for _, v := range op.Attrs {
-			var val any = v.Str
-			switch ops.AttrOf(string(v.Key)).Kind {
-			case ops.IntAttr:
-				val = v.Int
-			case ops.IntsAttr:
-				val = append([]int{}, v.Ints...)
-			case ops.FloatAttr:
-				val = v.Float
-			case ops.BoolAttr:
-				val = v.Bool
+			val := reflect.ValueOf(v.Ptr()).Elem().Interface()
+			if ints, ok := val.([]int); ok {
+				val = append([]int{}, ints...) // [] for none, as the encoder writes it
 			}
 			lit, err := json.Marshal(val)
 			if err != nil {
