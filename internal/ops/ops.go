@@ -1,17 +1,18 @@
 // Package ops is nvcomm's op registry: one entry per op of a fusion and
 // of a plan, holding every fact about the op that more than one package
-// needs — its name and family, its operands and attributes, its sharding
-// rule in factors, its scalar kernel for the simulator, its torch
-// function and rounding rule for the exported program, and a slot for its
-// gradient rule.
+// needs — its name and family, its operands and attributes (each
+// attribute a spec of its own: its key, kind, documentation and checks),
+// its sharding rule in factors, a view op's output shape, its scalar
+// kernel for the simulator, its torch function and rounding rule for the
+// exported program, and a slot for its gradient rule.
 //
-// The parser, the plan's validator, certify, the simulator, the exporter,
-// the random generator and the schema tests read the registry, so adding
-// an elementwise op is one entry (and its documentation line): docs/
-// architecture.md, "How to add an op". What an op does to a whole tensor
-// that depends on its family (how its output's shape follows from its
-// operands', which keys it takes in a file) is written once per family,
-// in the package that needs it, keyed by [Family].
+// The parser, the plan's codec and validator, certify, auto, the
+// simulator, the exporter, the random generator and the schema tests read
+// the registry, so adding an elementwise op is one entry (and its
+// documentation line): docs/architecture.md, "How to add an op". What an
+// op of another family does to a whole tensor (how a reduction's or a
+// contraction's output shape follows from its operands') is written once
+// per family, in the package that needs it, keyed by [Family].
 //
 // The package imports nothing of nvcomm: the simulator, which must not
 // share the compiler's arithmetic of shards, may read it.
