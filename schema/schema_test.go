@@ -359,7 +359,13 @@ func TestPlanSchemaRejects(t *testing.T) {
 	}{
 		{name: "unchanged", edit: func(map[string]any) {}, valid: true},
 		{name: "unknown top-level field", edit: func(p map[string]any) { p["steps_count"] = json.Number("3") }},
-		{name: "format 2", edit: func(p map[string]any) { p["format"] = json.Number("2") }},
+		{name: "format 3", edit: func(p map[string]any) { p["format"] = json.Number("3") }},
+		{name: "format 2, a step graph", edit: func(p map[string]any) {
+			p["format"] = json.Number("2")
+			step(p, 0)["stream"] = "comm2"
+		}, valid: true},
+		{name: "a stream not a name", edit: func(p map[string]any) { step(p, 0)["stream"] = "Comm" }},
+		{name: "after twice", edit: func(p map[string]any) { step(p, 0)["after"] = []any{json.Number("0"), json.Number("0")} }},
 		{name: "unknown policy", edit: func(p map[string]any) { p["policy"] = "gspmd" }},
 		{name: "tensor without layout", edit: func(p map[string]any) { delete(tensor(p, 0), "layout") }},
 		{name: "propagated false", edit: func(p map[string]any) { tensor(p, 0)["propagated"] = false }},

@@ -390,7 +390,9 @@ func groupByOp(steps []plan.Step, n int) stepGroups {
 // of returns the positions of op's steps.
 func (g stepGroups) of(op int) []int { return g.at[g.start[op]:g.start[op+1]] }
 
-// sameStep compares two steps but for their ids, axes and bytes, as their
+// sameStep compares two steps but for their ids, axes and bytes, and their
+// place in a step graph (stream and after: any order the graph allows
+// computes what the list's does, which plan.Validate checks), as their
 // JSON would compare: a list that the plan omits when empty is the same
 // nil or empty, an inner list is not (null against []). It compares field
 // by field (marshalling both steps was a third of certifying a plan);

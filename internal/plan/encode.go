@@ -158,6 +158,8 @@ func (e *encoder) step(s *Step) {
 		e.strField("expr", s.Expr)
 		e.strField("kind", s.Kind)
 		e.strField("type", s.Type)
+		e.strIf("stream", s.Stream)
+		e.intsIf("after", s.After)
 		e.intListsIf("teams", s.Teams)
 		e.intsIf("devices", s.Devices)
 		e.optIntField("root", s.Root)

@@ -494,6 +494,12 @@ func (d *fastDecoder) step(s *Step) {
 		case "bytes":
 			d.once(&seen, 1<<24)
 			s.Bytes = d.bytesPtr()
+		case "stream":
+			d.once(&seen, 1<<25)
+			d.textInto(&s.Stream)
+		case "after":
+			d.once(&seen, 1<<26)
+			s.After = d.intList()
 		default:
 			d.fail()
 		}
