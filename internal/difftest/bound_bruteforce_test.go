@@ -156,7 +156,7 @@ func TestBoundBruteForce(t *testing.T) {
 // bfSearchCase searches one case and checks its bounds.
 func bfSearchCase(t *testing.T, c bfCase) {
 	few, fast := bfPlans(t, c)
-	w := bfCaseWorld(t, c, few)
+	w := bfCaseWorld(t, c, bfWorldPlan(few, fast))
 	w.own = []*plan.Plan{few, fast}
 	for _, p := range []*plan.Plan{few, fast} {
 		w.checkOwn(t, p)
