@@ -205,7 +205,7 @@ func (o *Op) Rule() *ops.Rule {
 		for i, t := range o.Inputs {
 			in[i] = t.Shape()
 		}
-		m.rule = e.Rule(in, o.Out.Shape(), ops.Attrs{Axis: o.Axis, Axes: o.Axes})
+		m.rule = e.Rule(in, o.outShape(), ops.Attrs{Axis: o.Axis, Axes: o.Axes})
 	}
 	if key.cacheable {
 		o.rule = m

@@ -23,6 +23,10 @@ import (
 
 // lowerComputing lowers c.op, a computing op.
 func (c *opCtx) lowerComputing() {
+	if y := c.op.Out; y.Combined != nil {
+		cp := *c.op
+		cp.Out, c.pending, c.op = y.Combined, y, &cp
+	}
 	op := c.op
 	want, ok := BlockShards(op.Out)
 	if !ok {
@@ -192,6 +196,10 @@ func (c *opCtx) emitPointwise(fn string, bufs []string, inDims [][]int, dims []i
 // partial products when the contracted axis is split over devices, the
 // bias, and a Permute when the output is not stored row-major.
 func (c *opCtx) contraction() {
+	if c.pending != nil {
+		c.pendingContraction()
+		return
+	}
 	op, y := c.op, c.op.Out
 	identity := shard.Identity(len(y.Shape()))
 	bias := op.Kind == ir.OpLinear && len(op.Inputs) == 3
@@ -210,6 +218,25 @@ func (c *opCtx) contraction() {
 	}
 	if product != y.Name {
 		c.emitPermute(product, localDims(y, identity), y.Layout(), y.Name)
+	}
+}
+
+// pendingContraction emits a contraction whose output holds pending
+// terms: each device's partial product over its slice of k is its term,
+// written straight into the output, which stores [1, ...values] row-major.
+// A bias would be added once per term, and an output stored in another
+// order would need a Permute of the terms: neither is lowered yet.
+func (c *opCtx) pendingContraction() {
+	y := c.pending
+	switch {
+	case c.op.Kind == ir.OpLinear && len(c.op.Inputs) == 3:
+		c.fail(fmt.Sprintf("%q holds pending terms, and linear's bias would be added to every term", y.Name),
+			"leave the bias out of the linear and add it after the terms are reduced, or declare the output Replicate() or Shard(d)")
+	case !slices.Equal(y.Layout(), shard.Identity(len(y.Shape()))):
+		c.fail(fmt.Sprintf("%q holds pending terms stored in another order than row-major", y.Name),
+			"leave out its allocation")
+	default:
+		c.emitMatmul(y.Name)
 	}
 }
 

@@ -241,6 +241,10 @@ type opCtx struct {
 	// partial products.
 	sumType ir.ParallelType
 	summed  bool
+	// pending is the op's output when it holds pending terms: op is then
+	// a copy that writes its Combined tensor, and the op stops before the
+	// sum of its partial products, which are the terms.
+	pending *ir.Tensor
 }
 
 func (l *lowerer) lowerOp(op *ir.Op) {

@@ -229,12 +229,12 @@ func (ins *inserter) reshardAfter(op *ir.Op, want []Split) {
 // split of axis -1) the device type that splits a contraction's summed
 // axis.
 func (ins *inserter) outputShards(op *ir.Op) ([]Split, bool) {
-	want, ok := BlockShards(op.Out)
+	want, ok := BlockShards(op.Result())
 	if !ok {
-		ins.unsupported(op, op.Out)
+		ins.unsupported(op, op.Result())
 		return nil, false
 	}
-	if t, ok := ContractedDevice(op.Out); ok {
+	if t, ok := ContractedDevice(op.Result()); ok {
 		if !ins.evenSum(op, t) {
 			return nil, false
 		}
