@@ -21,6 +21,7 @@
 package lower
 
 import (
+	"fmt"
 	"slices"
 
 	"github.com/nvcomm/nvcomm/internal/cost"
@@ -252,6 +253,13 @@ func (l *lowerer) lowerOp(op *ir.Op) {
 		return
 	}
 	job := l.planner.Job(l.ledger, l.f, op)
+	if op.Out.Combined != nil && op.Kind.IsReduction() {
+		// Each device would reduce its slice locally into its term: a
+		// LocalReduce of its block, which the lowering does not emit yet.
+		job.Fail(fmt.Sprintf("%q holds pending terms of %s, which the lowering of reductions does not leave yet", op.Out.Name, op.Kind),
+			"declare the output Replicate() or Shard(d), and the op reduces across the devices itself")
+		return
+	}
 	if op.Kind != ir.OpSet && !op.Kind.IsReduction() {
 		(&opCtx{lowerer: l, job: job, op: op}).lowerComputing()
 		return

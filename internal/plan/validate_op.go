@@ -198,10 +198,26 @@ func (v *validator) checkOpOutput(i int, op Op, ins []*tensorInfo) {
 	if !ok {
 		return
 	}
+	if out.t.Partial != "" && len(out.t.Shape) > 0 {
+		want = pendingDomain(want, out.t.Shape[0])
+	}
 	if !slices.Equal(out.t.Shape, want.shape) || !slices.Equal(out.t.ReductionAxes, want.reduced) {
 		v.planf("op %d: output %q has shape %v and reduction_axes %v, want %v and %v (%s)",
 			i, op.Output, out.t.Shape, out.t.ReductionAxes, want.shape, want.reduced, want.why)
 	}
+}
+
+// pendingDomain is the domain of the pending terms of an op whose own
+// output domain is d (docs/plan.md, "partial"): a leading axis of the
+// terms, then d's non-reduction axes, no reduction axis.
+func pendingDomain(d outputDomain, terms int) outputDomain {
+	shape := []int{terms}
+	for k, e := range d.shape {
+		if !slices.Contains(d.reduced, k) {
+			shape = append(shape, e)
+		}
+	}
+	return outputDomain{shape, nil, "the terms axis, then " + d.why + " without the combined axis: the output holds pending terms"}
 }
 
 // outputDomain is the logical domain an op's output must have, and why.
