@@ -84,7 +84,7 @@ func (p *parser) newOp(spec OpSpec) (*Op, bool) {
 	if spec.Out.DType != "" {
 		p.matchDType(op, spec.Out.DType, diag.Pos{}, what())
 	}
-	if r, ok := pendingOf(spec.Out); ok {
+	if r, ok := pendingOf(spec.Out); ok && !spec.Out.Combine {
 		return op, p.errs.Count() == before && p.declarePendingSpec(op, spec.Out, r)
 	}
 	if spec.Out.Shape != nil {

@@ -152,12 +152,26 @@ func writeTerms(w io.Writer, p *Plan) error {
 			fmt.Fprintln(w, "\npartial terms:")
 			header = true
 		}
-		if _, err := fmt.Fprintf(w, "  %s: dim 0 holds one term per device along %s, reduced with %s by %s: a set from a Partial(%s) input reads so\n",
-			t.Name, pi.Type, pi.Op, strings.Join(readersOf(p, t.Name), ", "), pi.Op); err != nil {
+		if _, err := fmt.Fprintf(w, "  %s: dim 0 holds one term per device along %s, %s\n", t.Name, pi.Type, termsFate(p, t.Name, pi.Op)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// termsFate says what becomes of the terms of tensor name, combined with
+// op: the ops that reduce them (a set from a Partial tensor reads so), or
+// none, when the tensor is a fusion output left pending.
+func termsFate(p *Plan, name, op string) string {
+	readers := readersOf(p, name)
+	if len(readers) == 0 {
+		return fmt.Sprintf("left pending: a fusion output whose values are the %s of its terms", op)
+	}
+	whose := "input"
+	if slices.ContainsFunc(p.Ops, func(o Op) bool { return o.Output == name }) {
+		whose = "op's output"
+	}
+	return fmt.Sprintf("reduced with %s by %s: a set from a Partial(%s) %s reads so", op, strings.Join(readers, ", "), op, whose)
 }
 
 // readersOf lists the ops that read tensor name, as "op N".
