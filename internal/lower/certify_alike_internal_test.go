@@ -97,7 +97,7 @@ func TestSpecKeyFields(t *testing.T) {
 		}
 		return names
 	}
-	want := []string{"Name", "Mesh", "DType", "Shape", "ReductionAxes", "Schedule", "Placements", "Allocation", "Partial", "Propagated"}
+	want := []string{"Name", "Mesh", "DType", "Shape", "ReductionAxes", "Schedule", "Placements", "Allocation", "Partial", "Propagated", "Combine"}
 	if d := cmp.Diff(want, fields(reflect.TypeFor[ir.TensorSpec]())); d != "" {
 		t.Errorf("ir.TensorSpec's fields changed: update appendSpecKey, then this list (-want +got):\n%s", d)
 	}

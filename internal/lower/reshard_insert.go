@@ -42,9 +42,14 @@ func insertReshardings(f *ir.Fusion, l *lowerer) (*ir.Fusion, *inserter) {
 	out := *f
 	out.Ops = nil
 	out.Tensors = slices.Clone(f.Inputs)
-	ins := &inserter{source: f, fusion: &out, errs: l.ledger.Errs(), planner: l.planner, sumTypes: map[*ir.Op]ir.ParallelType{}, failed: map[*ir.Op]bool{}, bcast: bcastAxes{}, owned: l.owned}
+	ins := &inserter{source: f, fusion: &out, errs: l.ledger.Errs(), planner: l.planner, sumTypes: map[*ir.Op]ir.ParallelType{}, failed: map[*ir.Op]bool{}, bcast: bcastAxes{}, owned: l.owned, deferred: map[*ir.Tensor]*ir.Op{}}
 	for _, op := range f.Ops {
+		if reducesTermsFor(op) {
+			ins.deferred[op.Out] = op // added with the op it serves
+			continue
+		}
 		if op.Kind == ir.OpSet || op.Kind.IsReduction() {
+			ins.reduceTerms(op, nil, false) // the planner lowers the op from what it reads
 			ins.add(op)
 			continue
 		}
@@ -85,6 +90,10 @@ type inserter struct {
 	bcast bcastAxes
 	// owned is lowerer.owned: the caller's ops may be changed in place.
 	owned bool
+	// deferred are the reductions of Partial tensors that the parser
+	// inserted before the ops reading them, by their output: each is
+	// added when its op is, to the sharding that op needs.
+	deferred map[*ir.Tensor]*ir.Op
 	// built are the tensors newTensor built, by their spec's key
 	// (appendSpecKey; key is scratch): the sets inserted into a long
 	// chain make a few specs, and each tensor alike one built before is
@@ -140,6 +149,7 @@ func (ins *inserter) add(op *ir.Op) {
 // computing inserts the sets a computing op needs, then the op.
 func (ins *inserter) computing(op *ir.Op) {
 	want, ok := ins.outputShards(op)
+	ins.reduceTerms(op, want, ok)
 	if !ok {
 		ins.addFailed(op)
 		return
@@ -386,4 +396,58 @@ func whyNotBlock(t *ir.Tensor) string {
 		}
 	}
 	return "is split on one axis by several device types"
+}
+
+// reducesTermsFor reports whether op is a reduction of a Partial tensor's
+// terms that the parser inserted before an op reading it
+// (docs/fusion.md, "placements").
+func reducesTermsFor(op *ir.Op) bool {
+	return op.Inserted != nil && op.Kind.IsReduction() && op.In().Partial != ""
+}
+
+// reduceTerms adds the deferred reductions of the Partial tensors op
+// reads, each into the sharding op needs of the slots that read it (when
+// want, op's output splits, is known and the reduction lies on op's mesh):
+// DTensor's redistribution of a Partial operand, so that an Allreduce
+// becomes a ReduceScatter where op needs a shard.
+func (ins *inserter) reduceTerms(op *ir.Op, want []Split, known bool) {
+	for i, x := range op.Inputs {
+		red, ok := ins.deferred[x]
+		if !ok {
+			continue
+		}
+		delete(ins.deferred, x)
+		out := x
+		if have, block := BlockShards(x); known && block && x.Mesh.Equal(op.Out.Mesh) {
+			if need := OperandShards(op, i, want); !SameSplits(have, need) {
+				if t, ok := ins.reducedAs(x, need); ok {
+					out = t
+				}
+			}
+		}
+		cp := *red
+		cp.Out = out
+		cp.Inserted = &ir.Insertion{For: op, Operands: slices.Clone(red.Inserted.Operands)}
+		for _, k := range cp.Inserted.Operands {
+			op.Inputs[k] = out
+		}
+		ins.add(&cp)
+	}
+}
+
+// reducedAs is x, the output of a reduction of terms over axis 0 (its
+// reduction axis, at position 0), split as need says of its values.
+func (ins *inserter) reducedAs(x *ir.Tensor, need []Split) (*ir.Tensor, bool) {
+	value := x.ValueAxes()
+	at := make([]Split, len(need)) // positions in the logical domain
+	for k, s := range need {
+		at[k] = Split{value[s.Axis], s.Type}
+	}
+	t, err := ins.build(ir.TensorSpec{Name: x.Name, Mesh: x.Mesh, DType: x.DType, Shape: x.LogicalExtents(),
+		ReductionAxes: []int{0}, Schedule: BlockSchedule(x.Mesh, at)})
+	if err != nil || t.IsUneven() {
+		return nil, false
+	}
+	t.Pos = x.Pos
+	return t, true
 }

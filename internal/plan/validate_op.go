@@ -83,6 +83,13 @@ func (v *validator) checkOp(i int, op Op) {
 	v.checkInserted(i, op)
 }
 
+// reducesTerms reports whether op is the reduction of a Partial tensor's
+// terms over its axis 0: what a set from it is.
+func (v *validator) reducesTerms(op Op) bool {
+	in := v.tensor(op.Input)
+	return isReductionOp(op.Op) && op.Axis != nil && *op.Axis == 0 && in != nil && in.t.Partial == op.Op
+}
+
 // checkInserted checks an inserted set's provenance against the ops it
 // names: a set before op For whose output For reads at exactly the
 // listed operand slots, or a set after For that reads For's output.
@@ -92,8 +99,8 @@ func (v *validator) checkInserted(i int, op Op) {
 		return
 	}
 	switch {
-	case op.Op != "set":
-		v.planf("op %d: is marked inserted, but nvcomm inserts only sets, not %s", i, op.Op)
+	case op.Op != "set" && !v.reducesTerms(op):
+		v.planf("op %d: is marked inserted, but nvcomm inserts only sets (a set from a Partial tensor being the reduction of its terms over axis 0), not %s", i, op.Op)
 	case in.For < 0 || in.For >= len(v.p.Ops) || in.For == i:
 		v.planf("op %d: inserted for op %d, which is not another op of the plan", i, in.For)
 	case in.Output == (len(in.Operands) > 0):
