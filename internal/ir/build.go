@@ -8,6 +8,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/nvcomm/nvcomm/internal/diag"
+	"github.com/nvcomm/nvcomm/internal/shard"
 )
 
 // build resolves names, orders the ops, infers produced tensors and replays
@@ -560,7 +561,7 @@ func (p *parser) reducePartials(f *Fusion, op *Op, ro *rawOp, prop *propagator) 
 			Inserted: &Insertion{For: op, Operands: []int{k}}}
 		r.Producer = red
 		raw := &rawOp{kind: OpSet, ins: []string{in.Name}, inAt: []diag.Pos{ro.pos}, out: r.Name, outAt: ro.pos, pos: ro.pos, fileIdx: ro.fileIdx}
-		if inferred, ok := p.resolveOp(red, raw); !inferred || !ok || !prop.forward(red) {
+		if inferred, ok := p.resolveOp(red, raw); !inferred || !ok || !p.heldAsTerms(r, in) || !prop.forward(red) {
 			return false
 		}
 		f.Ops = append(f.Ops, red)
@@ -568,6 +569,23 @@ func (p *parser) reducePartials(f *Fusion, op *Op, ro *rawOp, prop *propagator) 
 		op.Inputs[k] = r
 	}
 	return true
+}
+
+// heldAsTerms shards r, the reduction of in's terms, as in's values are
+// (DTensor's Partial → Replicate along the terms' mesh axis alone), unless
+// propagation shards it (format 2).
+func (p *parser) heldAsTerms(r, in *Tensor) bool {
+	pls, ok := pendingPlacements(in)
+	if r.Propagated || !ok {
+		return true // propagated, or left unsharded where in's splits are not blocks
+	}
+	for i := range pls {
+		if pls[i].Kind == shard.Partial {
+			pls[i].Placement = shard.Placement{Kind: shard.Replicate}
+		}
+	}
+	r.Schedule = nil
+	return p.placeSchedule(r, pls, nil)
 }
 
 // reducedName names the reduction of the terms of tensor name that build

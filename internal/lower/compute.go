@@ -240,6 +240,40 @@ func (c *opCtx) pendingContraction() {
 	}
 }
 
+// pendingReduction emits a reduction whose output y holds pending terms:
+// each device combines its slice of the reduced axis, a LocalReduce of its
+// block into its term. The operand must hold the slices the terms are of
+// (the reduced axis split along the terms' device type, the others as y's
+// values), both stored row-major; the planner, which reshards a reduction's
+// operand, combines across devices, so no set is inserted before it.
+func (c *opCtx) pendingReduction() {
+	op, y, x := c.op, c.op.Out, c.op.In()
+	want, ok := BlockShards(y)
+	have, xok := BlockShards(x)
+	var need []Split
+	for _, s := range want {
+		switch {
+		case s.Axis == 0:
+			need = append(need, Split{op.Axis, s.Type})
+		case s.Axis-1 < op.Axis:
+			need = append(need, Split{s.Axis - 1, s.Type})
+		default:
+			need = append(need, Split{s.Axis, s.Type})
+		}
+	}
+	switch {
+	case !ok || !xok || !SameSplits(have, need):
+		c.fail(fmt.Sprintf("%q holds pending terms, and its operand %q is not split as the terms are: its axis %d along their device type, its others as %q's values", y.Name, x.Name, op.Axis, y.Name),
+			"shard the operand so with a set first, or declare the output Replicate() or Shard(d), and the op reduces across the devices itself")
+	case !slices.Equal(x.Layout(), shard.Identity(len(x.Shape()))) || !slices.Equal(y.Layout(), shard.Identity(len(y.Shape()))):
+		c.fail(fmt.Sprintf("%q holds pending terms, and it or its operand is stored in another order than row-major", y.Name), "leave out their allocation")
+	default:
+		dims := x.LocalShape()
+		s := plan.Step{Type: plan.LocalReduce, ReduceOp: new(string(op.Kind)), Input: x.Name, Output: y.Name, Dims: dims, ReduceDims: []int{op.Axis}}
+		c.emitLocalOn(s, y.Mesh.Devices, localCount(dims), localCount(y.LocalShape()))
+	}
+}
+
 // sumDevice returns the device type over which c.op sums partial
 // products: the one that splits its output's summed axis, or the one the
 // optimal policy chose.

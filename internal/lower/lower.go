@@ -21,7 +21,6 @@
 package lower
 
 import (
-	"fmt"
 	"slices"
 
 	"github.com/nvcomm/nvcomm/internal/cost"
@@ -254,10 +253,7 @@ func (l *lowerer) lowerOp(op *ir.Op) {
 	}
 	job := l.planner.Job(l.ledger, l.f, op)
 	if op.Out.Combined != nil && op.Kind.IsReduction() {
-		// Each device would reduce its slice locally into its term: a
-		// LocalReduce of its block, which the lowering does not emit yet.
-		job.Fail(fmt.Sprintf("%q holds pending terms of %s, which the lowering of reductions does not leave yet", op.Out.Name, op.Kind),
-			"declare the output Replicate() or Shard(d), and the op reduces across the devices itself")
+		(&opCtx{lowerer: l, job: job, op: op}).pendingReduction()
 		return
 	}
 	if op.Kind != ir.OpSet && !op.Kind.IsReduction() {

@@ -419,7 +419,7 @@ func (ins *inserter) reduceTerms(op *ir.Op, want []Split, known bool) {
 		delete(ins.deferred, x)
 		out := x
 		if have, block := BlockShards(x); known && block && x.Mesh.Equal(op.Out.Mesh) {
-			if need := OperandShards(op, i, want); !SameSplits(have, need) {
+			if need := ins.termsTarget(red, have, OperandShards(op, i, want)); !SameSplits(have, need) {
 				if t, ok := ins.reducedAs(x, need); ok {
 					out = t
 				}
@@ -433,6 +433,32 @@ func (ins *inserter) reduceTerms(op *ir.Op, want []Split, known bool) {
 		}
 		ins.add(&cp)
 	}
+}
+
+// termsTarget is the sharding the reduction red of a Partial tensor's
+// terms gives its output, which holds have, for an op that needs need: need
+// itself, or under the nvfuser policy, which changes one device type per
+// op, have with only the split along the terms' device type taken from
+// need (a ReduceScatter), the rest left to a set.
+func (ins *inserter) termsTarget(red *ir.Op, have, need []Split) []Split {
+	if ins.planner.Policy() != PolicyNvFuser {
+		return need
+	}
+	var terms ir.ParallelType
+	if splits, ok := BlockShards(red.In()); ok {
+		for _, s := range splits {
+			if s.Axis == 0 {
+				terms = s.Type
+			}
+		}
+	}
+	out := slices.DeleteFunc(slices.Clone(have), func(s Split) bool { return s.Type == terms })
+	for _, s := range need {
+		if s.Type == terms {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // reducedAs is x, the output of a reduction of terms over axis 0 (its
