@@ -242,14 +242,30 @@ func (c *opCtx) pendingContraction() {
 
 // pendingReduction emits a reduction whose output y holds pending terms:
 // each device combines its slice of the reduced axis, a LocalReduce of its
-// block into its term. The operand must hold the slices the terms are of
-// (the reduced axis split along the terms' device type, the others as y's
-// values), both stored row-major; the planner, which reshards a reduction's
-// operand, combines across devices, so no set is inserted before it.
+// block into its term. insertReshardings has made its operand hold the
+// slices the terms are of, stored row-major (termsOperand).
 func (c *opCtx) pendingReduction() {
 	op, y, x := c.op, c.op.Out, c.op.In()
-	want, ok := BlockShards(y)
+	need, ok := termsOperand(op)
 	have, xok := BlockShards(x)
+	switch {
+	case !ok || !xok || !SameSplits(have, need):
+		c.fail(fmt.Sprintf("%q holds pending terms, and its operand %q is not split as they are", y.Name, x.Name),
+			"this is a bug in nvcomm's resharding pass; please report it with the input")
+	case !slices.Equal(y.Layout(), shard.Identity(len(y.Shape()))):
+		c.fail(fmt.Sprintf("%q holds pending terms stored in another order than row-major", y.Name), "leave out its allocation")
+	default:
+		dims := x.LocalShape()
+		s := plan.Step{Type: plan.LocalReduce, ReduceOp: new(string(op.Kind)), Input: x.Name, Output: y.Name, Dims: dims, ReduceDims: []int{op.Axis}}
+		c.emitLocalOn(s, y.Mesh.Devices, localCount(dims), localCount(y.LocalShape()))
+	}
+}
+
+// termsOperand returns the splits the operand of a reduction whose output
+// holds pending terms must have: its reduced axis along the terms' device
+// type, its others as the output's values.
+func termsOperand(op *ir.Op) ([]Split, bool) {
+	want, ok := BlockShards(op.Out)
 	var need []Split
 	for _, s := range want {
 		switch {
@@ -261,17 +277,7 @@ func (c *opCtx) pendingReduction() {
 			need = append(need, Split{s.Axis, s.Type})
 		}
 	}
-	switch {
-	case !ok || !xok || !SameSplits(have, need):
-		c.fail(fmt.Sprintf("%q holds pending terms, and its operand %q is not split as the terms are: its axis %d along their device type, its others as %q's values", y.Name, x.Name, op.Axis, y.Name),
-			"shard the operand so with a set first, or declare the output Replicate() or Shard(d), and the op reduces across the devices itself")
-	case !slices.Equal(x.Layout(), shard.Identity(len(x.Shape()))) || !slices.Equal(y.Layout(), shard.Identity(len(y.Shape()))):
-		c.fail(fmt.Sprintf("%q holds pending terms, and it or its operand is stored in another order than row-major", y.Name), "leave out their allocation")
-	default:
-		dims := x.LocalShape()
-		s := plan.Step{Type: plan.LocalReduce, ReduceOp: new(string(op.Kind)), Input: x.Name, Output: y.Name, Dims: dims, ReduceDims: []int{op.Axis}}
-		c.emitLocalOn(s, y.Mesh.Devices, localCount(dims), localCount(y.LocalShape()))
-	}
+	return need, ok
 }
 
 // sumDevice returns the device type over which c.op sums partial

@@ -7,6 +7,7 @@ import (
 	"github.com/nvcomm/nvcomm/internal/diag"
 	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/reshard"
+	"github.com/nvcomm/nvcomm/internal/shard"
 )
 
 // This file is the pass that makes every computing op (elementwise,
@@ -48,9 +49,14 @@ func insertReshardings(f *ir.Fusion, l *lowerer) (*ir.Fusion, *inserter) {
 			ins.deferred[op.Out] = op // added with the op it serves
 			continue
 		}
+		if op.Out.Combined != nil && op.Kind.IsReduction() {
+			ins.reshardForTerms(ins.own(op))
+			continue
+		}
 		if op.Kind == ir.OpSet || op.Kind.IsReduction() {
-			ins.reduceTerms(op, nil, false) // the planner lowers the op from what it reads
-			ins.add(op)
+			// The planner lowers the op from what it reads.
+			whys := ins.reduceTerms(op, nil, false)
+			readFor(ins.add(op), whys)
 			continue
 		}
 		ins.computing(ins.own(op))
@@ -129,11 +135,11 @@ func (ins *inserter) addFailed(op *ir.Op) {
 	ins.failed[op] = true
 }
 
-// add appends op (and its output) with the next index. A set or
-// reduction of the caller's fusion whose index changes is copied first,
-// unless the lowerer owns it (its operands stay: a copy need not own
-// them); a computing op is the inserter's already (own).
-func (ins *inserter) add(op *ir.Op) {
+// add appends op (and its output) with the next index, and returns it. A
+// set or reduction of the caller's fusion whose index changes is copied
+// first, unless the lowerer owns it (its operands stay: a copy need not
+// own them); a computing op is the inserter's already (own).
+func (ins *inserter) add(op *ir.Op) *ir.Op {
 	if op.Index != len(ins.fusion.Ops) {
 		if (op.Kind == ir.OpSet || op.Kind.IsReduction()) && !ins.owned {
 			cp := *op
@@ -144,12 +150,13 @@ func (ins *inserter) add(op *ir.Op) {
 	ins.fusion.Ops = append(ins.fusion.Ops, op)
 	ins.fusion.Tensors = append(ins.fusion.Tensors, op.Out)
 	ins.bcast.record(op)
+	return op
 }
 
 // computing inserts the sets a computing op needs, then the op.
 func (ins *inserter) computing(op *ir.Op) {
 	want, ok := ins.outputShards(op)
-	ins.reduceTerms(op, want, ok)
+	defer readFor(op, ins.reduceTerms(op, want, ok))
 	if !ok {
 		ins.addFailed(op)
 		return
@@ -410,7 +417,8 @@ func reducesTermsFor(op *ir.Op) bool {
 // want, op's output splits, is known and the reduction lies on op's mesh):
 // DTensor's redistribution of a Partial operand, so that an Allreduce
 // becomes a ReduceScatter where op needs a shard.
-func (ins *inserter) reduceTerms(op *ir.Op, want []Split, known bool) {
+func (ins *inserter) reduceTerms(op *ir.Op, want []Split, known bool) []termsRead {
+	var whys []termsRead
 	for i, x := range op.Inputs {
 		red, ok := ins.deferred[x]
 		if !ok {
@@ -432,6 +440,30 @@ func (ins *inserter) reduceTerms(op *ir.Op, want []Split, known bool) {
 			op.Inputs[k] = out
 		}
 		ins.add(&cp)
+		whys = append(whys, termsRead{cp.Inserted, out})
+	}
+	return whys
+}
+
+// termsRead is the provenance of a reduction of terms inserted before an
+// op, and the tensor it writes.
+type termsRead struct {
+	why *ir.Insertion
+	out *ir.Tensor
+}
+
+// readFor points the provenance of the reductions inserted before op at op
+// as it is in the rewritten fusion (a set or reduction of the caller's
+// fusion is copied when added), at the slots that read their outputs once
+// the op's resharding sets are inserted.
+func readFor(op *ir.Op, whys []termsRead) {
+	for _, w := range whys {
+		w.why.For, w.why.Operands = op, w.why.Operands[:0]
+		for k, x := range op.Inputs {
+			if x == w.out {
+				w.why.Operands = append(w.why.Operands, k)
+			}
+		}
 	}
 }
 
@@ -476,4 +508,32 @@ func (ins *inserter) reducedAs(x *ir.Tensor, need []Split) (*ir.Tensor, bool) {
 	}
 	t.Pos = x.Pos
 	return t, true
+}
+
+// reshardForTerms inserts before op, a reduction whose output holds
+// pending terms, a set that gives its operand the slices the terms are
+// of, stored row-major, when it does not hold them so; then op. Each
+// device then reduces its block locally (compute.go).
+func (ins *inserter) reshardForTerms(op *ir.Op) {
+	whys := ins.reduceTerms(op, nil, false)
+	x := op.In()
+	need, ok := termsOperand(op)
+	if !ok {
+		ins.unsupported(op, op.Out)
+		ins.addFailed(op)
+		return
+	}
+	have, block := BlockShards(x)
+	if !block || !SameSplits(have, need) || !x.Mesh.Equal(op.Out.Mesh) || !slices.Equal(x.Layout(), shard.Identity(len(x.Shape()))) {
+		r, ok := ins.newTensor(op, x.Name+"/resharded", op.Out.Mesh, x.DType, x.Shape(), need)
+		if !ok {
+			ins.addFailed(op)
+			return
+		}
+		why := &ir.Insertion{Operands: []int{0}}
+		ins.add(&ir.Op{Kind: ir.OpSet, Inputs: []*ir.Tensor{x}, Out: r, Axis: -1, Pos: op.Pos, Inserted: why})
+		op.Inputs[0] = r
+		whys = append(whys, termsRead{why, r})
+	}
+	readFor(ins.add(op), whys)
 }
