@@ -13,14 +13,13 @@ import (
 // returns its output.
 func (l *layerGen) op(cur lt) lt {
 	kind := opKinds[l.r.IntN(len(opKinds))]
-	if cur.terms > 0 && kind != "set" && l.r.IntN(5) != 0 {
-		kind = "set" // mostly read a Partial input as it must be read
+	if cur.terms > 0 && kind != "set" && l.r.IntN(2) != 0 {
+		// Mostly read a Partial tensor with a set, which reduces its
+		// terms; any other op gets that reduction inserted before it.
+		kind = "set"
 	}
 	if len(cur.shape) >= 4 && kind == "broadcast" || len(cur.shape) < 2 && kind == "matmul" {
 		kind = "unary"
-	}
-	if cur.terms > 0 && kind != "set" {
-		l.deliberate = append(l.deliberate, "a Partial input read by "+kind)
 	}
 	switch kind {
 	case "set":
@@ -99,6 +98,7 @@ func (l *layerGen) reduce(cur lt) lt {
 		if l.r.IntN(2) == 0 {
 			d = combinedDecl(d.pls, len(out.shape), ax, m)
 		}
+		out.terms = termsOf(d.pls, m)
 		l.declare(out.name, m, withMesh, "", nil, d)
 		l.sure[fmt.Sprintf("tensor %q", out.name)] = true
 	} else {
@@ -236,6 +236,7 @@ func (l *layerGen) emit(kind string, ops []operand, shape []int, k int, extra st
 		// and linear's bias cannot be added to them).
 		d = combinedDecl(d.pls, len(shape), len(shape), m)
 	}
+	out.terms = termsOf(d.pls, m)
 	for i, o := range ops {
 		if o.t != nil {
 			names[i], meshes[i] = o.t.name, o.t.mesh
@@ -315,4 +316,15 @@ func combinedDecl(pls []string, rank, red int, m genMesh) decl {
 		}
 	}
 	return decl{steps: steps}
+}
+
+// termsOf is the number of pending terms of an op's output that placements
+// pls declare: the size of the mesh axis of their Partial, 0 without one.
+func termsOf(pls []string, m genMesh) int {
+	for i, p := range pls {
+		if strings.HasPrefix(p, "Partial(") {
+			return m.shape[i]
+		}
+	}
+	return 0
 }

@@ -439,30 +439,34 @@ func (ins *inserter) reduceTerms(op *ir.Op, want []Split, known bool) []termsRea
 		for _, k := range cp.Inserted.Operands {
 			op.Inputs[k] = out
 		}
-		ins.add(&cp)
-		whys = append(whys, termsRead{cp.Inserted, out})
+		whys = append(whys, termsRead{ins.add(&cp)})
 	}
 	return whys
 }
 
-// termsRead is the provenance of a reduction of terms inserted before an
-// op, and the tensor it writes.
+// termsRead is a set (or a reduction of terms) inserted before an op, as
+// added to the rewritten fusion.
 type termsRead struct {
-	why *ir.Insertion
-	out *ir.Tensor
+	set *ir.Op
 }
 
-// readFor points the provenance of the reductions inserted before op at op
-// as it is in the rewritten fusion (a set or reduction of the caller's
-// fusion is copied when added), at the slots that read their outputs once
-// the op's resharding sets are inserted.
+// readFor points the provenance of the sets inserted before op at op as it
+// is in the rewritten fusion (a set or reduction of the caller's fusion is
+// copied when added), at the slots that read their outputs once the op's
+// resharding sets are inserted. A reduction of terms that op reads only
+// through a resharding set of its own is no longer inserted for op: it is
+// an op of the fusion, as the set from a Partial tensor written in a file.
 func readFor(op *ir.Op, whys []termsRead) {
 	for _, w := range whys {
-		w.why.For, w.why.Operands = op, w.why.Operands[:0]
+		var slots []int
 		for k, x := range op.Inputs {
-			if x == w.out {
-				w.why.Operands = append(w.why.Operands, k)
+			if x == w.set.Out {
+				slots = append(slots, k)
 			}
+		}
+		w.set.Inserted = &ir.Insertion{For: op, Operands: slots}
+		if slots == nil {
+			w.set.Inserted = nil
 		}
 	}
 }
@@ -530,10 +534,9 @@ func (ins *inserter) reshardForTerms(op *ir.Op) {
 			ins.addFailed(op)
 			return
 		}
-		why := &ir.Insertion{Operands: []int{0}}
-		ins.add(&ir.Op{Kind: ir.OpSet, Inputs: []*ir.Tensor{x}, Out: r, Axis: -1, Pos: op.Pos, Inserted: why})
+		set := ins.add(&ir.Op{Kind: ir.OpSet, Inputs: []*ir.Tensor{x}, Out: r, Axis: -1, Pos: op.Pos})
 		op.Inputs[0] = r
-		whys = append(whys, termsRead{why, r})
+		whys = append(whys, termsRead{set})
 	}
 	readFor(ins.add(op), whys)
 }
