@@ -17,6 +17,11 @@ import (
 // notes say in words; only pending terms are Partial (notes).
 // A split DTensor cannot write gets nvcomm's kind, Shard(d, strided).
 func (s *sharding) placement(dim int, reduceOp string) string {
+	if s.Partial != nil {
+		// Pending terms on dim 0: DTensor's Partial, the other dims
+		// numbered without it.
+		return s.placementAfter(dim, reduceOp, &reduction{Dim: 0, Op: s.Partial.Op})
+	}
 	return s.placementAfter(dim, reduceOp, nil)
 }
 
@@ -141,8 +146,8 @@ func (s *sharding) notes(reduceOp string) []string {
 		}
 	}
 	if s.Partial != nil {
-		out = append(out, fmt.Sprintf("dim 0 holds one term per device along %s, which the ops that read it reduce with %s: a Partial(%s) input reads so in a plan (DTensor: Partial(%s) on that mesh axis, the other dims shifted down)",
-			s.Partial.Type, s.Partial.Op, s.Partial.Op, s.Partial.Op))
+		out = append(out, fmt.Sprintf("Partial(%s): pending terms; in the plan its dim 0 holds one term per device along %s (the placements number the other dims without it), and a set reading it reduces them with %s",
+			s.Partial.Op, s.Partial.Type, s.Partial.Op))
 	}
 	for _, d := range s.Reduced {
 		out = append(out, fmt.Sprintf("reduced over %s: the op's %s runs over a dim split along %s and combines the partial results across those devices itself, so the values are complete",
