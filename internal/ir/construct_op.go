@@ -253,7 +253,7 @@ func (p *parser) declarePendingSpec(op *Op, spec TensorSpec, r OpKind) bool {
 			terms = out.Mesh.Shape[min(i, out.Mesh.Rank()-1)]
 		}
 	}
-	if spec.Shape != nil && len(spec.Shape) > 0 {
+	if len(spec.Shape) > 0 {
 		terms = spec.Shape[0]
 	}
 	shape := append([]int{terms}, value...)
