@@ -89,7 +89,8 @@ func (pr *propagator) forward(op *Op) bool {
 }
 
 // backward runs the backward sweep over f's ops, in reverse topological
-// order: each propagated operand is sharded like the op's output.
+// order: each propagated operand is sharded like the op's output, or, for
+// an output of pending terms, like what the op computes (Op.Result).
 func (pr *propagator) backward(f *Fusion) bool {
 	for k := len(f.Ops) - 1; k >= 0; k-- {
 		op := f.Ops[k]
@@ -98,7 +99,7 @@ func (pr *propagator) backward(f *Fusion) bool {
 				continue
 			}
 			toIn := func(pos, parts int) int { return logicalPos(in, op.inputAxisOf(i, pos, parts)) }
-			if pr.shardLike(op.Out, in, toIn, true, op.Pos) && !pr.build(in) {
+			if pr.shardLike(op.Result(), in, toIn, true, op.Pos) && !pr.build(in) {
 				return false
 			}
 		}
