@@ -32,7 +32,7 @@ func TestSchemasListTheRegistry(t *testing.T) {
 	}
 	every := func(*ops.Op) bool { return true }
 	takes := func(a ops.Attr) func(o *ops.Op) bool { return func(o *ops.Op) bool { return o.Takes(a) } }
-	neither := func(o *ops.Op) bool { return len(o.Attrs) == 0 }
+	neither := func(o *ops.Op) bool { return !o.Takes(ops.AttrAxis) && !o.Takes(ops.AttrAxes) }
 	reductions := ops.FamilyNames(ops.Reduction)
 	for _, tc := range []struct {
 		file, pointer string
@@ -63,6 +63,76 @@ func TestSchemasListTheRegistry(t *testing.T) {
 // "/") in schema file name: a list, or one string (a const).
 func lookupList(t *testing.T, name, pointer string) []string {
 	t.Helper()
+	v := lookupValue(t, name, pointer)
+	switch x := v.(type) {
+	case string:
+		return []string{x}
+	case []any:
+		out := make([]string, len(x))
+		for i, s := range x {
+			out[i], _ = s.(string)
+		}
+		return out
+	}
+	t.Fatalf("%s: %s is %T, not a list of strings", name, pointer, v)
+	return nil
+}
+
+// TestSchemasHaveTheAttributes checks that every attribute of the
+// registry is a property of an op in both schemas, of its kind's JSON
+// type, and that the ops that take it require it there and the others
+// may not give it.
+func TestSchemasHaveTheAttributes(t *testing.T) {
+	types := map[ops.AttrKind]string{ops.IntAttr: "integer", ops.IntsAttr: "array", ops.FloatAttr: "number", ops.BoolAttr: "boolean"}
+	for _, file := range []string{Fusion, Plan} {
+		for _, spec := range ops.AttrSpecs() {
+			key := string(spec.Key)
+			if !spec.Stored() {
+				continue // axis and axes: TestSchemasListTheRegistry
+			}
+			t.Run(file+"/"+key, func(t *testing.T) {
+				prop := lookup(t, file, "$defs/op/properties/"+key)
+				if want := types[spec.Kind]; want != "" && prop["type"] != want {
+					t.Errorf("type %v, want %s", prop["type"], want)
+				}
+				if takers := ops.Takers(spec.Key); len(takers) > 0 {
+					if d := cmp.Diff(takers, takersIn(t, file, key)); d != "" {
+						t.Errorf("the ops that require %q (-registry +schema):\n%s", key, d)
+					}
+				}
+			})
+		}
+	}
+}
+
+// takersIn returns the ops of the allOf entry of the op in schema file
+// that requires key.
+func takersIn(t *testing.T, file, key string) []string {
+	t.Helper()
+	all, _ := lookup(t, file, "$defs/op")["allOf"].([]any)
+	for i, e := range all {
+		then, _ := e.(map[string]any)["then"].(map[string]any)
+		if req, _ := then["required"].([]any); len(req) == 1 && req[0] == key {
+			return lookupList(t, file, "$defs/op/allOf/"+strconv.Itoa(i)+"/if/properties/op/enum")
+		}
+	}
+	return nil
+}
+
+// lookup returns the object at pointer in schema file name.
+func lookup(t *testing.T, name, pointer string) map[string]any {
+	t.Helper()
+	m, ok := lookupValue(t, name, pointer).(map[string]any)
+	if !ok {
+		t.Fatalf("%s: no object at %s", name, pointer)
+	}
+	return m
+}
+
+// lookupValue returns the value at pointer (keys and indices separated by
+// "/") in schema file name.
+func lookupValue(t *testing.T, name, pointer string) any {
+	t.Helper()
 	src, err := Files.ReadFile(name)
 	if err != nil {
 		t.Fatal(err)
@@ -85,16 +155,5 @@ func lookupList(t *testing.T, name, pointer string) []string {
 			t.Fatalf("%s: no %s", name, pointer)
 		}
 	}
-	switch x := v.(type) {
-	case string:
-		return []string{x}
-	case []any:
-		out := make([]string, len(x))
-		for i, s := range x {
-			out[i], _ = s.(string)
-		}
-		return out
-	}
-	t.Fatalf("%s: %s is %T, not a list of strings", name, pointer, v)
-	return nil
+	return v
 }

@@ -322,7 +322,7 @@ var schemaRejects = map[string][]string{
 		"integer_out_of_range", "negative_device", "negative_factor", "zero_factor", "non_positive_extent", "unsupported_format",
 	},
 	"a word that is not one of the allowed ones": {
-		"unknown_dtype", "unknown_op", "unknown_parallel_type", "placements_unknown", "placements_partial_op",
+		"unknown_dtype", "unknown_op", "unknown_parallel_type", "placements_unknown", "placements_partial_op", "cast_unknown_dtype",
 	},
 	"a name that is not an identifier": {
 		"invalid_mesh_name", "invalid_op_tensor_name", "invalid_tensor_name",
@@ -333,6 +333,7 @@ var schemaRejects = map[string][]string{
 	},
 	"a key or a number of operands that the op does not take": {
 		"arity_linear", "arity_matmul", "arity_unary", "axes_on_add", "axes_on_sum", "axis_on_matmul", "set_with_axis",
+		"attr_not_taken", "permute_needs_dims",
 	},
 	"several errors, one of them of the kinds above": {
 		"layer_several_errors", "several_errors", "too_many_errors", "independent_errors",
@@ -358,7 +359,13 @@ func TestPlanSchemaRejects(t *testing.T) {
 	}{
 		{name: "unchanged", edit: func(map[string]any) {}, valid: true},
 		{name: "unknown top-level field", edit: func(p map[string]any) { p["steps_count"] = json.Number("3") }},
-		{name: "format 2", edit: func(p map[string]any) { p["format"] = json.Number("2") }},
+		{name: "format 3", edit: func(p map[string]any) { p["format"] = json.Number("3") }},
+		{name: "format 2, a step graph", edit: func(p map[string]any) {
+			p["format"] = json.Number("2")
+			step(p, 0)["stream"] = "comm2"
+		}, valid: true},
+		{name: "a stream not a name", edit: func(p map[string]any) { step(p, 0)["stream"] = "Comm" }},
+		{name: "after twice", edit: func(p map[string]any) { step(p, 0)["after"] = []any{json.Number("0"), json.Number("0")} }},
 		{name: "unknown policy", edit: func(p map[string]any) { p["policy"] = "gspmd" }},
 		{name: "tensor without layout", edit: func(p map[string]any) { delete(tensor(p, 0), "layout") }},
 		{name: "propagated false", edit: func(p map[string]any) { tensor(p, 0)["propagated"] = false }},

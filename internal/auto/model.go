@@ -265,7 +265,7 @@ func (m *model) tableKey(fa *factor) string {
 		}
 		b.WriteByte(0)
 	}
-	fmt.Fprintf(&b, "%s %d %v", fa.op.Kind, fa.op.Axis, fa.op.Axes)
+	fmt.Fprintf(&b, "%s %d %v%s", fa.op.Kind, fa.op.Axis, fa.op.Axes, fa.op.Attrs.Key())
 	for _, in := range fa.op.Inputs {
 		fmt.Fprintf(&b, " %d", slices.Index(fa.vars, m.index[in]))
 	}
@@ -292,7 +292,7 @@ func (m *model) opKeyer(fa *factor) func(combo []int) string {
 			parts[j] = append(parts[j], fmt.Sprintf("%s %s %v %s\x00", v.t.Mesh.Name, v.t.DType, v.t.Shape(), m.sharding(fa, j, o)))
 		}
 	}
-	tail := fmt.Sprintf("%s %d %v", fa.op.Kind, fa.op.Axis, fa.op.Axes)
+	tail := fmt.Sprintf("%s %d %v%s", fa.op.Kind, fa.op.Axis, fa.op.Axes, fa.op.Attrs.Key())
 	for _, in := range fa.op.Inputs {
 		tail += fmt.Sprintf(" %d", slices.Index(fa.vars, m.index[in]))
 	}
@@ -334,7 +334,7 @@ func (m *model) opFusion(fa *factor, combo []int) (*ir.Fusion, error) {
 		}
 		built[j] = t
 	}
-	spec := ir.OpSpec{Kind: fa.op.Kind, Axis: fa.op.Axis, Axes: fa.op.Axes, Out: m.tensorSpec(fa, len(fa.vars)-1, combo[len(fa.vars)-1])}
+	spec := ir.OpSpec{Kind: fa.op.Kind, Axis: fa.op.Axis, Axes: fa.op.Axes, Attrs: fa.op.Attrs, Out: m.tensorSpec(fa, len(fa.vars)-1, combo[len(fa.vars)-1])}
 	for _, in := range fa.op.Inputs {
 		spec.Inputs = append(spec.Inputs, built[slices.Index(fa.vars, m.index[in])])
 	}

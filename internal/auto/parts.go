@@ -103,7 +103,7 @@ func (m *model) decompose(fa *factor) *decomposition {
 	if op.Kind == ir.OpSet || op.Kind.IsReduction() || len(op.Inputs) < 2 || len(fa.vars) != len(op.Inputs)+1 {
 		return nil // a tensor read twice has fewer vars than slots
 	}
-	d := &decomposition{fa: fa, opKey: fmt.Sprintf("%s %d %v", op.Kind, op.Axis, op.Axes)}
+	d := &decomposition{fa: fa, opKey: fmt.Sprintf("%s %d %v%s", op.Kind, op.Axis, op.Axes, op.Attrs.Key())}
 	for _, in := range op.Inputs {
 		d.slots = append(d.slots, slices.Index(fa.vars, m.index[in]))
 	}
@@ -151,7 +151,7 @@ func (d *decomposition) sideOf(m *model, y int) *outSide {
 		}
 		inputs = append(inputs, t[0]) // shapes alike whatever the sharding
 	}
-	op, err := ir.NewOp(ir.OpSpec{Kind: fa.op.Kind, Axis: fa.op.Axis, Axes: fa.op.Axes, Out: m.tensorSpec(fa, len(fa.vars)-1, y), Inputs: inputs})
+	op, err := ir.NewOp(ir.OpSpec{Kind: fa.op.Kind, Axis: fa.op.Axis, Axes: fa.op.Axes, Attrs: fa.op.Attrs, Out: m.tensorSpec(fa, len(fa.vars)-1, y), Inputs: inputs})
 	if err != nil {
 		return &outSide{}
 	}
@@ -255,7 +255,7 @@ func computeFusion(like *ir.Op, operands []ir.TensorSpec, out ir.TensorSpec) (*i
 		}
 		inputs = append(inputs, t)
 	}
-	op, err := ir.NewOp(ir.OpSpec{Kind: like.Kind, Axis: like.Axis, Axes: like.Axes, Out: out, Inputs: inputs})
+	op, err := ir.NewOp(ir.OpSpec{Kind: like.Kind, Axis: like.Axis, Axes: like.Axes, Attrs: like.Attrs, Out: out, Inputs: inputs})
 	if err != nil {
 		return nil, err
 	}

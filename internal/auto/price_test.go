@@ -205,6 +205,9 @@ func opFile(t *testing.T, m *model, fa *factor, combo []int) string {
 	case op.Kind == ir.OpBroadcast:
 		b.WriteString(", axes: " + intList(op.Axes))
 	}
+	for _, v := range op.Attrs { // a YAML flow value as an expression writes it
+		fmt.Fprintf(&b, ", %s: %s", v.Key, v.Text())
+	}
 	b.WriteString("}\n")
 	return b.String()
 }

@@ -19,6 +19,7 @@ type lowerOptions struct {
 	objective *enumFlag
 	topology  string
 	auto      autoOptions
+	graph     bool
 }
 
 func newLowerCmd() *cobra.Command {
@@ -38,6 +39,7 @@ each moves (JSON, docs/plan.md). Errors point at file:line:col.`,
 		Example: `  nvcomm lower testdata/examples/allgather_loop_split.yaml
   nvcomm lower --format text fusion.yaml
   nvcomm lower --policy nvfuser fusion.yaml -o plan.json
+  nvcomm lower --step-graph fusion.yaml -o plan.json       # communication overlapping computation
   nvcomm lower --auto --memory-budget 64MiB --emit-fusion chosen.yaml layer.yaml
   cat fusion.yaml | nvcomm lower -`,
 		Args:              exactArgs(1),
@@ -50,7 +52,7 @@ each moves (JSON, docs/plan.md). Errors point at file:line:col.`,
 			if err != nil {
 				return err
 			}
-			if o.format.value == "json" && !o.auto.enabled {
+			if o.format.value == "json" && !o.auto.enabled && !o.graph {
 				return streamPlan(cmd, args[0], o.output, opts)
 			}
 			var p *plan.Plan
@@ -62,6 +64,9 @@ each moves (JSON, docs/plan.md). Errors point at file:line:col.`,
 			}
 			if err != nil {
 				return err
+			}
+			if o.graph {
+				plan.ToGraph(p)
 			}
 			// Streamed, not buffered: the plan of 100k ops is 100 MB of JSON.
 			return streamOutput(cmd, o.output, func(w io.Writer) error {
@@ -89,6 +94,7 @@ each moves (JSON, docs/plan.md). Errors point at file:line:col.`,
 	enumVar(cmd, o.policy, "policy", "lowering policy: optimal (the best plan under --objective) or nvfuser (nvFuser's rules)")
 	objectiveVar(cmd, o.objective)
 	autoVars(cmd, &o.auto)
+	cmd.Flags().BoolVar(&o.graph, "step-graph", false, "write a plan of format 2 whose steps form a graph: collectives on their own stream, each step waiting only for the steps it depends on, so that communication overlaps computation (docs/plan.md)")
 	choiceOrFileVar(cmd, &o.topology, "topology", "default",
 		"price the optimal policy's steps on a topology: default (the built-in H200 one) or a FILE that calibrate --fit wrote",
 		[]string{"default"}, topologyExts...)

@@ -21,6 +21,7 @@ type simulateOptions struct {
 	maxBytes  sizeFlag
 	topology  string
 	trace     string
+	orders    int
 }
 
 // DefaultSimulateBytes is simulate's --max-bytes unless given: enough for
@@ -63,6 +64,7 @@ fusion file.`,
 	choiceOrFileVar(cmd, &o.topology, "topology", "",
 		"also predict every step's time on a topology: default (the built-in H200 one) or a FILE that calibrate --fit wrote",
 		[]string{"default"}, topologyExts...)
+	cmd.Flags().IntVar(&o.orders, "orders", 4, "for a plan whose steps form a graph (format 2): run the steps in `N` orders it allows, the list's and N-1 random ones, and pass only if every one does")
 	cmd.Flags().StringVar(&o.trace, "trace", "", "also write the plan's predicted timeline to `FILE` as Chrome trace events (nvcomm trace's), priced on --topology (the built-in one by default)")
 	fileFlag(cmd, "trace", "json")
 	return cmd
@@ -80,7 +82,11 @@ func (o *simulateOptions) run(cmd *cobra.Command, arg string) error {
 	if err != nil {
 		return reportIn(cmd, name, simError(err))
 	}
-	res, err := sim.Run(p, sim.Options{Seed: o.seed, MaxBytes: o.maxBytes.bytes})
+	if o.orders < 1 {
+		restore()
+		return usageError{errors.New("--orders: must be at least 1")}
+	}
+	res, failed, err := o.simulateOrders(p)
 	restore()
 	if err != nil {
 		return reportIn(cmd, name, simError(err))
@@ -92,6 +98,9 @@ func (o *simulateOptions) run(cmd *cobra.Command, arg string) error {
 	if err := writeSimulation(cmd, o.format.value, res, pred); err != nil {
 		return err
 	}
+	if p.Graph() && o.format.value == "text" {
+		fmt.Fprintf(cmd.OutOrStdout(), "step graph: %s\n", ordersLine(o.orders, failed))
+	}
 	if err := o.writeTrace(cmd, p); err != nil {
 		return err
 	}
@@ -99,6 +108,46 @@ func (o *simulateOptions) run(cmd *cobra.Command, arg string) error {
 		return reportedError{}
 	}
 	return nil
+}
+
+// simulateOrders runs p, a plan of format 2 in o.orders orders that its
+// step graph allows (the list's, then random ones), and returns the first
+// failing order's result and number, or order 0's and -1 when all pass.
+func (o *simulateOptions) simulateOrders(p *plan.Plan) (*sim.Result, int, error) {
+	n := 1
+	if p.Graph() {
+		n = o.orders
+	}
+	var first *sim.Result
+	for k := range n {
+		res, err := sim.Run(p, sim.Options{Seed: o.seed, MaxBytes: o.maxBytes.bytes, Order: uint64(k)})
+		if err != nil {
+			if k > 0 {
+				err = fmt.Errorf("in random order %d of the step graph (--orders): %w", k, err)
+			}
+			return nil, k, err
+		}
+		if !res.Pass {
+			return res, k, nil
+		}
+		if first == nil {
+			first = res
+		}
+	}
+	return first, -1, nil
+}
+
+// ordersLine says in which orders of a step graph the steps ran.
+func ordersLine(n, failed int) string {
+	switch {
+	case failed == 0:
+		return "the steps in the list's order fail (above); no other order was tried"
+	case failed > 0:
+		return fmt.Sprintf("random order %d of the %d tried (--orders) FAILS: the plan's result depends on the order its steps run in, a race that validate should report", failed, n)
+	case n == 1:
+		return "the steps ran in the list's order only (--orders 1)"
+	}
+	return fmt.Sprintf("the steps ran in %d orders the graph allows, the list's and %d random ones (--orders): the same result in each", n, n-1)
 }
 
 // writeTrace writes the plan's timeline to the --trace file, if any, as

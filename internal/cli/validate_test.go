@@ -87,8 +87,8 @@ func TestEditedPlansAreRejected(t *testing.T) {
 			want: []string{`plan: tensor "tv0": loop axis 2 is parallelized on DIDx with extent 2, but the mesh has 4 devices along DIDx`}},
 		{name: "dtype change", mutate: func(p *plan.Plan) { p.Tensors[1].DType = "float16" },
 			want: []string{
-				`plan: op 0: output "tv1" has dtype float16, but its input "tv0" has float32 (ops do not cast)`,
-				`plan: op 1: output "tv2" has dtype float32, but its input "tv1" has float16 (ops do not cast)`,
+				`plan: op 0: output "tv1" has dtype float16, but its input "tv0" has float32 (operands share a dtype; use cast)`,
+				`plan: op 1: output "tv2" has dtype float32, but its input "tv1" has float16 (operands share a dtype; use cast)`,
 			}},
 		{name: "sharding kind", mutate: func(p *plan.Plan) { p.Tensors[1].Sharding[0].Kind = "strided" },
 			want: []string{`plan: tensor "tv1": sharding is [{"type":"DIDy","logical_axis":0,"kind":"strided"}], but its schedule gives [{"type":"DIDy","logical_axis":0,"kind":"block"}]`}},

@@ -26,6 +26,10 @@ type StepTime struct {
 	// Seconds is the predicted time: the slowest team's, teams running
 	// concurrently.
 	Seconds float64 `json:"seconds"`
+	// Start is, in a plan of format 2, when the step starts, in seconds
+	// from the plan's start (Prediction.Total is then the makespan); in
+	// one of format 1 the steps run one after another and it is left 0.
+	Start float64 `json:"start,omitempty"`
 }
 
 // Prediction is the predicted time of a whole plan.
@@ -33,8 +37,10 @@ type Prediction struct {
 	// Topology is the name of the topology used.
 	Topology string     `json:"topology"`
 	Steps    []StepTime `json:"steps"`
-	// Total is the sum of the steps' times, in seconds: steps run one
-	// after another.
+	// Total is the plan's predicted time, in seconds: the sum of the
+	// steps' times in a plan of format 1, whose steps run one after
+	// another; in one of format 2 the makespan of its step graph
+	// ([Schedule]).
 	Total float64 `json:"total"`
 	// LowerBound is the least time any plan of the same fusion takes on
 	// the topology (Topology.LowerBound of the plan's bytes_lower_bound);
@@ -200,10 +206,49 @@ func Predict(t *Topology, p *plan.Plan) (*Prediction, error) {
 		pr.Steps = append(pr.Steps, st)
 		pr.Total += st.Seconds
 	}
+	if p.Graph() {
+		pr.Total = Schedule(p, pr.Steps)
+	}
 	if pr.LowerBound > 0 {
 		pr.Ratio = math.Round(pr.Total/pr.LowerBound*1000) / 1000
 	}
 	return pr, nil
+}
+
+// Schedule sets the start of every step of p, a plan of format 2, priced
+// in times (in p's order), and returns the makespan: a step starts once
+// the steps it waits for (After) have finished and its stream is free on
+// each of its devices, streams running at once without slowing each other
+// (a collective overlapping a computation on one device is not yet
+// charged for the memory bandwidth they share: docs/plan.md, "The step
+// graph").
+func Schedule(p *plan.Plan, times []StepTime) float64 {
+	type stream struct {
+		device int
+		name   string
+	}
+	free := map[stream]float64{}
+	finish := make([]float64, len(p.Steps))
+	end := 0.0
+	for i := range p.Steps {
+		s := &p.Steps[i]
+		start := 0.0
+		for _, d := range s.Members() {
+			start = max(start, free[stream{d, s.StreamName()}])
+		}
+		for _, a := range s.After {
+			if a >= 0 && a < i {
+				start = max(start, finish[a])
+			}
+		}
+		times[i].Start = start
+		finish[i] = start + times[i].Seconds
+		for _, d := range s.Members() {
+			free[stream{d, s.StreamName()}] = finish[i]
+		}
+		end = max(end, finish[i])
+	}
+	return end
 }
 
 // Step prices one step of p.

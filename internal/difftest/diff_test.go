@@ -283,7 +283,7 @@ func (t tally) merge(u tally) {
 // first three; all of them are written to $NVCOMM_FAILDIR when it is set).
 // Case i is always the same fusion, whatever the number of workers. The
 // nvfuser policy checks every nvfuserEvery-th case.
-func run(t *testing.T, n int, seed uint64, nvfuserEvery int) tally {
+func run(t *testing.T, n int, seed uint64, nvfuserEvery int, shapeOps bool) tally {
 	workers := runtime.GOMAXPROCS(0)
 	results := make([]tally, workers)
 	var mu sync.Mutex
@@ -295,7 +295,9 @@ func run(t *testing.T, n int, seed uint64, nvfuserEvery int) tally {
 		go func() {
 			defer wg.Done()
 			for i := w; i < n; i += workers {
-				c := NewGenerator(seed*1_000_003 + uint64(i)).Case()
+				g := NewGenerator(seed*1_000_003 + uint64(i))
+				g.ShapeOps = shapeOps
+				c := g.Case()
 				v := check(c, uint64(i), i%nvfuserEvery == 0)
 				results[w].add(v)
 				for _, o := range []struct {
@@ -356,7 +358,7 @@ func TestDifferential(t *testing.T) {
 	}
 	// The nvfuser policy on every other case keeps make test fast; the
 	// soak checks it on all.
-	counts := run(t, n, 1, 2)
+	counts := run(t, n, 1, 2, false)
 	t.Logf("policy optimal:\n%s\npolicy nvfuser:\n%s\npassing cases by feature:\n%s", report(counts.optimal), report(counts.nvfuser), report(counts.features))
 	if counts.optimal["pass"] < n/3 {
 		t.Errorf("only %d of %d cases passed; the generator produces too few lowerable fusions:\n%s", counts.optimal["pass"], n, report(counts.optimal))
@@ -381,15 +383,33 @@ func TestDifferential(t *testing.T) {
 	}
 }
 
+// TestDifferentialShapeOps is TestDifferential with the generator drawing
+// permute, reshape and cast too, under both policies on every case: each
+// case is rejected with a clear error or simulates PASS.
+func TestDifferentialShapeOps(t *testing.T) {
+	n := 600
+	if testing.Short() {
+		n = 100
+	}
+	counts := run(t, n, 11, 1, true)
+	t.Logf("policy optimal:\n%s\npolicy nvfuser:\n%s\npassing cases by feature:\n%s", report(counts.optimal), report(counts.nvfuser), report(counts.features))
+	for _, f := range []string{"op permute", "op reshape", "op cast"} {
+		if counts.features[f] < minFeature {
+			t.Errorf("only %d passing cases use %s (want at least %d):\n%s", counts.features[f], f, minFeature, report(counts.features))
+		}
+	}
+}
+
 // TestSoak runs NVCOMM_SOAK cases (make soak) and prints counts by outcome
-// and rejection reason, under each policy, and passing cases by feature.
+// and rejection reason, under each policy, and passing cases by feature;
+// NVCOMM_SOAK_SHAPEOPS=1 draws permute, reshape and cast too.
 func TestSoak(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv("NVCOMM_SOAK"))
 	if n == 0 {
 		t.Skip("set NVCOMM_SOAK=N to run N cases")
 	}
 	start := time.Now()
-	counts := run(t, n, 7, 1)
+	counts := run(t, n, 7, 1, os.Getenv("NVCOMM_SOAK_SHAPEOPS") == "1")
 	fmt.Printf("soak: %d cases, %d workers, %s\npolicy optimal:\n%s\npolicy nvfuser (cases the parser accepted):\n%s\npassing cases (optimal) by feature:\n%s",
 		n, runtime.GOMAXPROCS(0), time.Since(start).Round(time.Second), report(counts.optimal), report(counts.nvfuser), report(counts.features))
 }

@@ -52,6 +52,10 @@ func (m genMesh) yaml() string {
 // Generator draws random fusions from a seeded source.
 type Generator struct {
 	r *rand.Rand
+	// ShapeOps lets layer chains draw permute, reshape and cast too. Off,
+	// the generator draws what it drew before those ops existed, seed for
+	// seed.
+	ShapeOps bool
 }
 
 // NewGenerator returns a generator seeded with seed.

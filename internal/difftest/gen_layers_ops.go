@@ -12,6 +12,9 @@ import (
 // op appends one op reading cur (and, for several operands, others) and
 // returns its output.
 func (l *layerGen) op(cur lt) lt {
+	if l.ShapeOps && cur.terms == 0 && l.r.IntN(3) == 0 {
+		return l.shapeOp(cur)
+	}
 	kind := opKinds[l.r.IntN(len(opKinds))]
 	if cur.terms > 0 && kind != "set" && l.r.IntN(2) != 0 {
 		// Mostly read a Partial tensor with a set, which reduces its

@@ -63,6 +63,7 @@ type explainer struct {
 	sh    map[string]*sharding // nil for a tensor whose schedule does not replay
 	errs  map[string]error
 	times map[int]cost.StepTime // by step id; empty without a topology
+	total float64               // the plan's predicted time: a step graph's makespan
 	price error                 // why the plan could not be priced
 	// inserted are the tensors nvcomm made: the outputs of the sets it
 	// inserted before an op, and the outputs an op computed before the set
@@ -111,6 +112,7 @@ func (e *explainer) prices() {
 	for _, st := range pr.Steps {
 		e.times[st.Step] = st
 	}
+	e.total = pr.Total
 }
 
 // summary writes the plan's headline: its size, the bytes the busiest
@@ -126,8 +128,7 @@ func (e *explainer) summary(b *strings.Builder) {
 	}
 	fmt.Fprintf(b, "the busiest device receives %s (lower bound %s, ratio %s)", plan.Size(p.Summary.BytesReceivedMax), plan.Size(p.Summary.BytesLowerBound), ratio)
 	if t := e.o.Topology; t != nil && e.price == nil {
-		total := e.opTime(func(*plan.Step) bool { return true })
-		fmt.Fprintf(b, "; predicted %s on topology %s (bound %s)", Seconds(total), t.Name, Seconds(t.LowerBound(p.Summary.BytesLowerBound)))
+		fmt.Fprintf(b, "; predicted %s on topology %s (bound %s)", Seconds(e.total), t.Name, Seconds(t.LowerBound(p.Summary.BytesLowerBound)))
 	} else if e.price != nil {
 		fmt.Fprintf(b, "; no prediction: %v", e.price)
 	}

@@ -51,6 +51,9 @@ func WriteSummary(w io.Writer, p *plan.Plan, o Options) error {
 	e.collectiveRows(&b, byType)
 	e.kindRows(&b, byOp, all)
 	e.opRows(&b, byOp, all)
+	if p.Graph() && len(e.times) > 0 {
+		fmt.Fprintf(&b, "\nThe steps form a graph (format 2) and overlap: their times sum to %s, the plan takes %s.\n", Seconds(all.seconds), Seconds(e.total))
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }

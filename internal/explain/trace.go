@@ -50,16 +50,20 @@ func NewTrace(p *plan.Plan, pr *cost.Prediction, t *cost.Topology, measured Meas
 	}
 	tr := &Trace{DisplayTimeUnit: "ns"}
 	perNode := max(t.DevicesPerNode, 1)
-	tr.name(p, perNode, 0, "predicted")
-	at := 0.0
-	for i := range p.Steps {
-		at += tr.step(p, &p.Steps[i], perNode, 0, at, pr.Steps[i].Seconds, "predicted")
+	tr.name(p, perNode, 0, "predicted", !p.Graph())
+	if p.Graph() {
+		tr.graph(p, pr, perNode)
+	} else {
+		at := 0.0
+		for i := range p.Steps {
+			at += tr.step(p, &p.Steps[i], perNode, 0, at, pr.Steps[i].Seconds, "predicted")
+		}
 	}
 	if measured == nil {
 		return tr, nil
 	}
-	tr.name(p, perNode, measuredPid, "measured")
-	at = 0
+	tr.name(p, perNode, measuredPid, "measured", true)
+	at := 0.0
 	for i := range p.Steps {
 		s := &p.Steps[i]
 		sec, ok := measured[s.ID]
@@ -71,9 +75,43 @@ func NewTrace(p *plan.Plan, pr *cost.Prediction, t *cost.Topology, measured Meas
 	return tr, nil
 }
 
-// name adds the metadata events that name every node's process and every
-// device's track, ordered by device id.
-func (tr *Trace) name(p *plan.Plan, perNode, pid0 int, what string) {
+// graph lays out the steps of p, a plan of format 2, at the starts of pr
+// (cost.Schedule), each on its stream's own track of every device that
+// runs it: device d's stream k (in order of first use, compute and comm
+// first) is track d·n + k of n streams, named "device d: stream".
+func (tr *Trace) graph(p *plan.Plan, pr *cost.Prediction, perNode int) {
+	streams := []string{plan.StreamCompute, plan.StreamComm}
+	for i := range p.Steps {
+		if name := p.Steps[i].StreamName(); !slices.Contains(streams, name) {
+			streams = append(streams, name)
+		}
+	}
+	n := len(streams)
+	named := map[int]bool{}
+	for i := range p.Steps {
+		s := &p.Steps[i]
+		k := slices.Index(streams, s.StreamName())
+		first := len(tr.TraceEvents)
+		tr.step(p, s, perNode, 0, pr.Steps[i].Start, pr.Steps[i].Seconds, "predicted")
+		var names []TraceEvent
+		for e := first; e < len(tr.TraceEvents); e++ {
+			ev := &tr.TraceEvents[e]
+			d := ev.Tid
+			ev.Tid = d*n + k
+			if !named[ev.Tid] {
+				named[ev.Tid] = true
+				names = append(names,
+					TraceEvent{Name: "thread_name", Ph: "M", Pid: ev.Pid, Tid: ev.Tid, Args: map[string]any{"name": fmt.Sprintf("device %d: %s", d, streams[k])}},
+					TraceEvent{Name: "thread_sort_index", Ph: "M", Pid: ev.Pid, Tid: ev.Tid, Args: map[string]any{"sort_index": ev.Tid}})
+			}
+		}
+		tr.TraceEvents = append(tr.TraceEvents, names...)
+	}
+}
+
+// name adds the metadata events that name every node's process and, when
+// devices is set, every device's track, ordered by device id.
+func (tr *Trace) name(p *plan.Plan, perNode, pid0 int, what string, devices bool) {
 	nodes := map[int]bool{}
 	for _, d := range planDevices(p) {
 		n := d / perNode
@@ -83,9 +121,11 @@ func (tr *Trace) name(p *plan.Plan, perNode, pid0 int, what string) {
 				TraceEvent{Name: "process_name", Ph: "M", Pid: pid0 + n, Args: map[string]any{"name": fmt.Sprintf("node %d (%s)", n, what)}},
 				TraceEvent{Name: "process_sort_index", Ph: "M", Pid: pid0 + n, Args: map[string]any{"sort_index": pid0 + n}})
 		}
-		tr.TraceEvents = append(tr.TraceEvents,
-			TraceEvent{Name: "thread_name", Ph: "M", Pid: pid0 + n, Tid: d, Args: map[string]any{"name": fmt.Sprintf("device %d", d)}},
-			TraceEvent{Name: "thread_sort_index", Ph: "M", Pid: pid0 + n, Tid: d, Args: map[string]any{"sort_index": d}})
+		if devices {
+			tr.TraceEvents = append(tr.TraceEvents,
+				TraceEvent{Name: "thread_name", Ph: "M", Pid: pid0 + n, Tid: d, Args: map[string]any{"name": fmt.Sprintf("device %d", d)}},
+				TraceEvent{Name: "thread_sort_index", Ph: "M", Pid: pid0 + n, Tid: d, Args: map[string]any{"sort_index": d}})
+		}
 	}
 }
 

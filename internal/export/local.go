@@ -67,7 +67,11 @@ func (g *gen) record(b planned, pass string, elements int64, kernels int) {
 
 func (g *gen) copyStep(b planned, s *plan.Step) {
 	done := g.guard(s.Devices)
-	g.w.line("%s = %s.clone()", g.names[s.Output], g.names[s.Input])
+	conv := ".clone()"
+	if dt := g.dtype[s.Output]; dt != g.dtype[s.Input] && dt != "" {
+		conv = ".to(" + torchDTypes[dt] + ")" // a cast's: a copy in the output's dtype
+	}
+	g.w.line("%s = %s%s", g.names[s.Output], g.names[s.Input], conv)
 	done()
 	g.alloc(s.Output, s.Devices)
 	g.record(b, "copy", 2*int64(s.Count.Input), 1)

@@ -25,7 +25,7 @@ func withOps(src string) string {
 
 // opTables is the Python source of the ops' tables.
 func opTables(all []*ops.Op) string {
-	var layer, magnitude, arity, rounding, reduce []string
+	var layer, magnitude, arity, rounding, reduce, attrs []string
 	for _, o := range all {
 		lo, hi := o.Arity()
 		n := fmt.Sprint(lo)
@@ -35,6 +35,9 @@ func opTables(all []*ops.Op) string {
 		arity = append(arity, fmt.Sprintf("%q: %s", o.Name, n))
 		if o.Family == ops.Reduction {
 			reduce = append(reduce, fmt.Sprintf("%q", o.Name))
+		}
+		if keys := storedAttrs(o); len(keys) > 0 {
+			attrs = append(attrs, fmt.Sprintf("%q: (%s,)", o.Name, strings.Join(keys, ", ")))
 		}
 		if o.Torch == nil {
 			continue
@@ -54,5 +57,18 @@ func opTables(all []*ops.Op) string {
 	table("ARITY", arity)
 	table("ROUNDING", rounding)
 	fmt.Fprintf(&b, "REDUCE_OPS = (%s)\n", strings.Join(reduce, ", "))
+	table("ATTRS", attrs)
 	return b.String()
+}
+
+// storedAttrs are the keys, quoted, of the attributes but axis and axes
+// that op o takes, which its torch function takes as keywords.
+func storedAttrs(o *ops.Op) []string {
+	var keys []string
+	for _, a := range o.Attrs {
+		if ops.AttrOf(string(a)).Stored() {
+			keys = append(keys, fmt.Sprintf("%q", a))
+		}
+	}
+	return keys
 }

@@ -381,11 +381,17 @@ def _same(x):
     return x
 
 
+def _cast(x, dtype):
+    """x rounded to dtype, as a cast computes it, kept in x's own dtype (float64)."""
+    return x.to(DTYPES[dtype]).to(x.dtype)
+
+
 # The ops' tables, which nvcomm writes here from its op registry: LAYER_OPS,
 # the elementwise ops and contractions on global values in float64
 # (docs/plan.md, "ops"); LAYER_MAGNITUDES, the same combination of absolute
 # values that bounds their rounding (Σ|x|); ARITY, every op's operand count;
-# ROUNDING, how an elementwise op's result may round; REDUCE_OPS.
+# ROUNDING, how an elementwise op's result may round; REDUCE_OPS; ATTRS, the
+# attributes each op passes its torch function as keywords (permute's dims).
 #@ops
 
 
@@ -408,8 +414,8 @@ def apply_op(o, xs, out_shape, magnitude=False):
     if op == "broadcast":
         return broadcast_axes(o, xs[0], out_shape)
     try:
-        return (LAYER_MAGNITUDES if magnitude else LAYER_OPS)[op](*xs)
-    except RuntimeError as e:  # operands whose shapes do not fit
+        return (LAYER_MAGNITUDES if magnitude else LAYER_OPS)[op](*xs, **{k: o[k] for k in ATTRS.get(op, ())})
+    except (RuntimeError, KeyError) as e:  # operands whose shapes do not fit, an attribute left out
         raise PlanError("op %d (%s): %s" % (o["index"], op, e))
 
 

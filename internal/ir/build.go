@@ -323,7 +323,8 @@ func (p *parser) resolveInput(t *Tensor) bool {
 
 // in is the op as inferOp checks it.
 func (ro *rawOp) in() opIn {
-	return opIn{kind: ro.kind, idx: ro.fileIdx, axis: ro.axis, axes: ro.keysOf().axes, out: ro.out, pos: ro.pos, src: ro}
+	k := ro.keysOf()
+	return opIn{kind: ro.kind, idx: ro.fileIdx, axis: ro.axis, axes: k.axes, attrs: readPart(k.attrs).vals, out: ro.out, pos: ro.pos, src: ro}
 }
 
 // isRead reports whether an op reads the tensor name, one left out for its
@@ -398,7 +399,13 @@ func (p *parser) dtype(n *yaml.Node, what, def string) DType {
 	if n == nil {
 		return DType(def)
 	}
-	s, ok := p.w.str(n, what+" dtype")
+	return p.dtypeName(n, what+" dtype", what)
+}
+
+// dtypeName decodes a dtype's name, which value names in the message of
+// a value that is no string and what in that of an unknown name.
+func (p *parser) dtypeName(n *yaml.Node, value, what string) DType {
+	s, ok := p.w.str(n, value)
 	if !ok {
 		return ""
 	}

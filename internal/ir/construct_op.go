@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/nvcomm/nvcomm/internal/diag"
+	"github.com/nvcomm/nvcomm/internal/ops"
 	"github.com/nvcomm/nvcomm/internal/shard"
 )
 
@@ -29,6 +30,9 @@ type OpSpec struct {
 	// Axes are broadcast's new axes among its output's (negative count
 	// from the end); other ops ignore them.
 	Axes []int
+	// Attrs are the op's other attributes (ops.Values), as its registry
+	// entry lists them; in any order.
+	Attrs ops.Values
 	// Out declares the output as a fusion file does: its Name, Mesh (nil:
 	// the first operand's), Schedule or Placements and Allocation. Its
 	// DType, when given, must be the operands'; its Shape, when given, the
@@ -58,10 +62,19 @@ func (p *parser) newOp(spec OpSpec) (*Op, bool) {
 	if !p.checkOpSpec(spec) {
 		return nil, false
 	}
+	order, ok := p.checkAttrValues(spec.Kind, spec.Attrs, func(int) diag.Pos { return diag.Pos{} }, diag.Pos{},
+		fmt.Sprintf("ops[%d]", spec.Index), func(string) bool { return false })
+	if !ok {
+		return nil, false
+	}
+	var attrs ops.Values
+	for _, j := range order {
+		attrs = append(attrs, spec.Attrs[j])
+	}
 	out := &Tensor{Name: spec.Out.Name, Declared: true}
 	op := &Op{Index: spec.Index, Kind: spec.Kind, Inputs: slices.Clone(spec.Inputs), Out: out, Axis: -1}
 	out.Producer = op
-	in := opIn{kind: spec.Kind, idx: spec.Index, axis: spec.Axis, axes: spec.Axes, out: out.Name}
+	in := opIn{kind: spec.Kind, idx: spec.Index, axis: spec.Axis, axes: spec.Axes, attrs: attrs.Clone(), out: out.Name}
 	what := func() string { return fmt.Sprintf("tensor %q", out.Name) }
 	declared := func() ([]int, diag.Pos, bool) {
 		if spec.Out.Shape == nil {

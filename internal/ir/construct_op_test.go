@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/nvcomm/nvcomm/internal/ops"
 	"github.com/nvcomm/nvcomm/internal/shard"
 )
 
@@ -82,7 +83,7 @@ func rebuild(f *Fusion) (*Fusion, error) {
 	}
 	var ops []*Op
 	for _, op := range f.Ops {
-		spec := OpSpec{Index: op.Index, Kind: op.Kind, Axis: op.Axis, Axes: op.Axes, Out: TensorSpec{
+		spec := OpSpec{Index: op.Index, Kind: op.Kind, Axis: op.Axis, Axes: op.Axes, Attrs: op.Attrs, Out: TensorSpec{
 			Name: op.Out.Name, Mesh: op.Out.Mesh, Shape: op.Out.LogicalExtents(), Schedule: op.Out.Schedule, Allocation: op.Out.Allocation,
 			Partial: op.Out.Partial}}
 		for _, in := range op.Inputs {
@@ -211,11 +212,11 @@ func TestBuilderErrors(t *testing.T) {
 		want string
 	}{
 		{"unknown op", OpSpec{Kind: "gelu", Inputs: []*Tensor{x}},
-			`error: ops[0]: unknown op "gelu" (ops are: set; reductions sum, prod, max, min; elementwise add, sub, mul, maximum, minimum, relu, neg, abs; broadcast; contractions matmul, linear); docs/fusion.md ("ops") describes what each op does`},
+			`error: ops[0]: unknown op "gelu" (ops are: set; reductions sum, prod, max, min; elementwise add, sub, mul, maximum, minimum, relu, neg, abs; broadcast; contractions matmul, linear; data movement permute, reshape, cast); docs/fusion.md ("ops") describes what each op does`},
 		{"arity", OpSpec{Index: 2, Kind: OpMatmul, Inputs: []*Tensor{x}}, `error: ops[2]: matmul takes [a, b], got 1 operands`},
 		{"nil operand", OpSpec{Kind: "relu", Inputs: []*Tensor{nil}}, `error: ops[0]: operand 0 is not a built tensor`},
 		{"dtypes", OpSpec{Kind: OpMatmul, Inputs: []*Tensor{x, w}, Out: TensorSpec{Name: "y"}},
-			`error: ops[0]: matmul operands have different dtypes: "x" is float32 and "w" is float16; ops do not cast: declare the operands with one dtype`},
+			`error: ops[0]: matmul operands have different dtypes: "x" is float32 and "w" is float16 (operands share a dtype; use cast); convert one first, e.g. {op: cast, in: w, out: w_float32, dtype: float32}`},
 		{"reduced axis", OpSpec{Kind: OpSum, Inputs: []*Tensor{x}, Axis: 2, Out: TensorSpec{Name: "y"}},
 			`error: ops[0]: sum axis 2 is out of range for "x", which has 2 non-reduction axes`},
 		{"broadcast shape", OpSpec{Kind: OpBroadcast, Inputs: []*Tensor{x}, Axes: []int{0}, Out: TensorSpec{Name: "y"}},
@@ -225,7 +226,15 @@ func TestBuilderErrors(t *testing.T) {
 		{"shape", OpSpec{Kind: "relu", Inputs: []*Tensor{x}, Out: TensorSpec{Name: "y", Shape: []int{6, 4}}},
 			`error: tensor "y": shape [6, 4] does not match the shape [4, 6] inferred from the op that produces it`},
 		{"dtype", OpSpec{Kind: "relu", Inputs: []*Tensor{x}, Out: TensorSpec{Name: "y", DType: "float64"}},
-			`error: tensor "y": dtype float64 differs from its input's float32 (ops do not cast); remove its dtype, or declare it float32`},
+			`error: tensor "y": dtype float64 differs from its input's float32 (operands share a dtype; use cast); remove its dtype, or declare it float32; a cast op converts to another`},
+		{"permute without dims", OpSpec{Kind: OpPermute, Inputs: []*Tensor{x}, Out: TensorSpec{Name: "y"}},
+			`error: ops[0]: permute needs "dims"; dims: the input's dims in the output's order (negative from the end), a permutation`},
+		{"dims on a relu", OpSpec{Kind: "relu", Inputs: []*Tensor{x}, Attrs: ops.Values{{Key: ops.AttrDims, Ints: []int{1, 0}}}, Out: TensorSpec{Name: "y"}},
+			`error: ops[0]: relu takes no "dims"; "dims" is an attribute of permute`},
+		{"reshape count", OpSpec{Kind: OpReshape, Inputs: []*Tensor{x}, Attrs: ops.Values{{Key: ops.AttrShape, Ints: []int{5, 5}}}, Out: TensorSpec{Name: "y"}},
+			`error: ops[0]: reshape of "x": shape [5, 5] has 25 elements, but the input [4, 6] has 24; a reshape keeps the element count; write -1 for the extent to infer`},
+		{"cast output dtype", OpSpec{Kind: OpCast, Inputs: []*Tensor{x}, Attrs: ops.Values{{Key: ops.AttrDType, Str: "bfloat16"}}, Out: TensorSpec{Name: "y", DType: "float32"}},
+			`error: tensor "y": dtype float32 differs from bfloat16, which its cast gives; remove its dtype, or declare it bfloat16`},
 		{"reduction axes", OpSpec{Kind: OpSum, Inputs: []*Tensor{x}, Axis: 1, Out: TensorSpec{Name: "y", ReductionAxes: []int{0}}},
 			`error: tensor "y": reduction axes [0] are not the op's, [1]`},
 		{"partial output", OpSpec{Kind: "relu", Inputs: []*Tensor{x}, Out: TensorSpec{Name: "y", Placements: partial}},

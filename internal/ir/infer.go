@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/nvcomm/nvcomm/internal/diag"
+	"github.com/nvcomm/nvcomm/internal/ops"
 )
 
 // This file infers an op's output from its operands (docs/fusion.md,
@@ -49,9 +50,20 @@ type opIn struct {
 	idx  int
 	axis int
 	axes []int
-	out  string
-	pos  diag.Pos
-	src  *rawOp
+	// attrs are the other attributes, checked against the op's entry.
+	attrs ops.Values
+	out   string
+	pos   diag.Pos
+	src   *rawOp
+}
+
+// attrPos is where attribute key is written, or its list's entry i when
+// i is not negative.
+func (in opIn) attrPos(key ops.Attr, i int) diag.Pos {
+	if in.src == nil {
+		return diag.Pos{}
+	}
+	return in.src.keysOf().attrPos(key, i)
 }
 
 // inPos is where operand k is written.
@@ -94,6 +106,7 @@ func (p *parser) inferOp(op *Op, in opIn, declared func() ([]int, diag.Pos, bool
 	if !p.checkPartialReads(op, in) {
 		return false
 	}
+	op.Attrs = in.attrs
 	shape, reduction, shapeOK := p.inferShape(op, in, declared)
 	if dtypeOK := p.sameDTypes(op, in); !shapeOK || !dtypeOK {
 		return false
@@ -110,8 +123,17 @@ func (p *parser) inferOp(op *Op, in opIn, declared func() ([]int, diag.Pos, bool
 		return false
 	}
 	op.Out.Logical = logicalDomain(shape, reduction)
-	op.Out.DType = op.In().DType
+	op.Out.DType = outputDType(op)
 	return true
+}
+
+// outputDType is the dtype op's output takes: its operands', but for an
+// op with a dtype attribute (cast), which gives it.
+func outputDType(op *Op) DType {
+	if d := op.Attrs.Str(ops.AttrDType); d != "" {
+		return DType(d)
+	}
+	return op.In().DType
 }
 
 // operandMesh is the mesh an output takes when it gives none: its first
@@ -170,8 +192,30 @@ func (p *parser) inferShape(op *Op, in opIn, declared func() ([]int, diag.Pos, b
 		return p.inferMatmul(op, in)
 	case op.Kind == OpLinear:
 		return p.inferLinear(op, in)
+	case op.Kind.family() == ops.View:
+		shape, ok := p.inferView(op, in)
+		return shape, -1, ok
 	}
 	return op.In().Shape(), -1, true // unary ops keep the shape
+}
+
+// inferView infers a view op's output shape from its entry's Shape, and
+// normalizes its attributes as the entry does (dims counted from the
+// start, a reshape's -1 inferred); a problem is reported where the value
+// at fault is written.
+func (p *parser) inferView(op *Op, oi opIn) ([]int, bool) {
+	x := op.In()
+	shape, attrs, err := op.Kind.Entry().Shape([][]int{x.Shape()}, ops.Attrs{Axis: -1, Values: op.Attrs})
+	if err != nil {
+		pos := oi.inPos(0)
+		if err.Attr != "" {
+			pos = oi.attrPos(err.Attr, err.Index)
+		}
+		p.errs.AddHint(pos, err.Hint, "ops[%d]: %s of %q: %s", oi.idx, op.Kind, x.Name, err.Msg)
+		return nil, false
+	}
+	op.Attrs = attrs
+	return shape, true
 }
 
 // inferReduction checks the reduced axis: the output keeps the input's
@@ -369,14 +413,14 @@ func (p *parser) inferLinear(op *Op, oi opIn) ([]int, int, bool) {
 	return shape, len(shape) - 1, true
 }
 
-// sameDTypes checks that all operands have one dtype: ops do not cast (in
+// sameDTypes checks that all operands have one dtype: only cast converts (in
 // either format).
 func (p *parser) sameDTypes(op *Op, oi opIn) bool {
 	first := op.In()
 	for k, in := range op.Inputs[1:] {
 		if in.DType != first.DType {
-			p.errs.AddHint(oi.inPos(k+1), "ops do not cast: declare the operands with one dtype",
-				"ops[%d]: %s operands have different dtypes: %q is %s and %q is %s", oi.idx, op.Kind, first.Name, first.DType, in.Name, in.DType)
+			p.errs.AddHint(oi.inPos(k+1), fmt.Sprintf("convert one first, e.g. {op: cast, in: %s, out: %s_%s, dtype: %s}", in.Name, in.Name, first.DType, first.DType),
+				"ops[%d]: %s operands have different dtypes: %q is %s and %q is %s (operands share a dtype; use cast)", oi.idx, op.Kind, first.Name, first.DType, in.Name, in.DType)
 			return false
 		}
 	}
@@ -438,15 +482,21 @@ func (p *parser) checkDeclared(op *Op, rt *rawTensor, what string) {
 // matchDType checks an output's declared dtype d, written at pos, against
 // its op's.
 func (p *parser) matchDType(op *Op, d DType, pos diag.Pos, what string) {
-	if d == op.In().DType {
+	want := outputDType(op)
+	if d == want {
+		return
+	}
+	if op.Attrs.Str(ops.AttrDType) != "" {
+		p.errs.AddHint(pos, fmt.Sprintf("remove its dtype, or declare it %s", want),
+			"%s: dtype %s differs from %s, which its %s gives", what, d, want, op.Kind)
 		return
 	}
 	whose := "its input's"
 	if len(op.Inputs) > 1 {
 		whose = "its operands'"
 	}
-	p.errs.AddHint(pos, fmt.Sprintf("remove its dtype, or declare it %s", op.In().DType),
-		"%s: dtype %s differs from %s %s (ops do not cast)", what, d, whose, op.In().DType)
+	p.errs.AddHint(pos, fmt.Sprintf("remove its dtype, or declare it %s; a cast op converts to another", want),
+		"%s: dtype %s differs from %s %s (operands share a dtype; use cast)", what, d, whose, want)
 }
 
 // declarePropagated checks what a propagated output declares: a dtype and

@@ -291,7 +291,7 @@ tensors:
 ops:
   - {op: set, in: tv0, out: tv1}
 `,
-		want: `in.yaml:5:16: error: tensor "tv1": dtype float32 differs from its input's float16 (ops do not cast); remove its dtype, or declare it float16`,
+		want: `in.yaml:5:16: error: tensor "tv1": dtype float32 differs from its input's float16 (operands share a dtype; use cast); remove its dtype, or declare it float16; a cast op converts to another`,
 	},
 	{
 		name: "duplicate_device",
@@ -401,8 +401,8 @@ ops:
   - {op: add, in: [a, b], out: c}
   - {op: relu, in: a, out: d}
 `,
-		want: `in.yaml:7:14: error: tensor "d": dtype float16 differs from its input's float32 (ops do not cast); remove its dtype, or declare it float32
-in.yaml:9:23: error: ops[0]: add operands have different dtypes: "a" is float32 and "b" is float16; ops do not cast: declare the operands with one dtype`,
+		want: `in.yaml:7:14: error: tensor "d": dtype float16 differs from its input's float32 (operands share a dtype; use cast); remove its dtype, or declare it float32; a cast op converts to another
+in.yaml:9:23: error: ops[0]: add operands have different dtypes: "a" is float32 and "b" is float16 (operands share a dtype; use cast); convert one first, e.g. {op: cast, in: b, out: b_float32, dtype: float32}`,
 	},
 	{
 		name: "input_without_shape",
@@ -1100,7 +1100,7 @@ tensors:
 ops:
   - {op: summ, in: tv0, out: tv1, axis: 0}
 `,
-		want: `in.yaml:6:10: error: ops[0]: unknown op "summ" (ops are: set; reductions sum, prod, max, min; elementwise add, sub, mul, maximum, minimum, relu, neg, abs; broadcast; contractions matmul, linear); did you mean "sum"?`,
+		want: `in.yaml:6:10: error: ops[0]: unknown op "summ" (ops are: set; reductions sum, prod, max, min; elementwise add, sub, mul, maximum, minimum, relu, neg, abs; broadcast; contractions matmul, linear; data movement permute, reshape, cast); did you mean "sum"?`,
 	},
 	{
 		// div is no misspelled min (two edits in three letters), nor
@@ -1114,8 +1114,8 @@ ops:
   - {op: div, in: [a, a], out: c}
   - {op: gelu, in: c, out: d}
 `,
-		want: `in.yaml:6:10: error: ops[0]: unknown op "div" (ops are: set; reductions sum, prod, max, min; elementwise add, sub, mul, maximum, minimum, relu, neg, abs; broadcast; contractions matmul, linear); docs/fusion.md ("ops") describes what each op does
-in.yaml:7:10: error: ops[1]: unknown op "gelu" (ops are: set; reductions sum, prod, max, min; elementwise add, sub, mul, maximum, minimum, relu, neg, abs; broadcast; contractions matmul, linear); docs/fusion.md ("ops") describes what each op does`,
+		want: `in.yaml:6:10: error: ops[0]: unknown op "div" (ops are: set; reductions sum, prod, max, min; elementwise add, sub, mul, maximum, minimum, relu, neg, abs; broadcast; contractions matmul, linear; data movement permute, reshape, cast); docs/fusion.md ("ops") describes what each op does
+in.yaml:7:10: error: ops[1]: unknown op "gelu" (ops are: set; reductions sum, prod, max, min; elementwise add, sub, mul, maximum, minimum, relu, neg, abs; broadcast; contractions matmul, linear; data movement permute, reshape, cast); docs/fusion.md ("ops") describes what each op does`,
 	},
 	{
 		name: "unknown_parallel_type",
@@ -1448,9 +1448,9 @@ ops:
 		want: `in.yaml:9:26: error: ops[0]: linear contracts axis 1 of "x" (k = 8) with axis 1 of "w" (k = 6): the extents differ; w is [n, k], as torch.nn.functional.linear's weight; for x @ w with w of shape [k, n], use matmul
 in.yaml:11:23: error: ops[2]: add operands do not broadcast: axis 1 has extent 8 in "x" and 3 in "b"; extents must be equal, or 1 in one operand, which is then repeated (torch's broadcasting rule)
 in.yaml:12:26: error: ops[3]: matmul operand b, "h" of shape [4], has rank 1, expected 2 or a's rank 2; b is [k, n], shared by every batch, or [..., k, n] with a's batch axes
-in.yaml:12:26: error: ops[3]: matmul operands have different dtypes: "x" is float32 and "h" is float16; ops do not cast: declare the operands with one dtype
+in.yaml:12:26: error: ops[3]: matmul operands have different dtypes: "x" is float32 and "h" is float16 (operands share a dtype; use cast); convert one first, e.g. {op: cast, in: h, out: h_float32, dtype: float32}
 in.yaml:14:23: error: ops[5]: mul operands must have equal ranks, but "x" has rank 2 and "u" rank 1; insert the missing axes with a broadcast op first
-in.yaml:14:23: error: ops[5]: mul operands have different dtypes: "x" is float32 and "u" is float16; ops do not cast: declare the operands with one dtype`,
+in.yaml:14:23: error: ops[5]: mul operands have different dtypes: "x" is float32 and "u" is float16 (operands share a dtype; use cast); convert one first, e.g. {op: cast, in: u, out: u_float32, dtype: float32}`,
 	},
 	{
 		name: "linear_bias_shape",
@@ -1536,7 +1536,7 @@ tensors:
 ops:
   - {op: matmul, in: [a, b], out: c}
 `,
-		want: `in.yaml:6:14: error: tensor "c": dtype float32 differs from its operands' bfloat16 (ops do not cast); remove its dtype, or declare it bfloat16`,
+		want: `in.yaml:6:14: error: tensor "c": dtype float32 differs from its operands' bfloat16 (operands share a dtype; use cast); remove its dtype, or declare it bfloat16; a cast op converts to another`,
 	},
 	{
 		name: "matmul_output_too_large",
@@ -1603,6 +1603,95 @@ ops:
 		want: `in.yaml:6:14: error: tensor "c": shape [4, 8] does not match the shape [4, 2] inferred from the op that produces it`,
 	},
 	{
+		name: "reshape_count",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  x: {mesh: m, shape: [8, 24]}
+ops:
+  - {op: reshape, in: x, out: y, shape: [8, 4, 5]}
+`,
+		want: `in.yaml:6:41: error: ops[0]: reshape of "x": shape [8, 4, 5] has 160 elements, but the input [8, 24] has 192; a reshape keeps the element count; write -1 for the extent to infer`,
+	},
+	{
+		name: "reshape_two_inferred",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  x: {mesh: m, shape: [8, 24]}
+ops:
+  - {op: reshape, in: x, out: y, shape: [-1, 4, -1]}
+`,
+		want: `in.yaml:6:41: error: ops[0] shape: more than one extent is -1; one extent may be -1: the others fix it`,
+	},
+	{
+		name: "permute_not_permutation",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  x: {mesh: m, shape: [2, 3, 4]}
+ops:
+  - {op: permute, in: x, out: y, dims: [0, 2, -1]}
+`,
+		want: `in.yaml:6:47: error: ops[0]: permute of "x": dims [0, 2, -1] is not a permutation: dim 2 appears twice; list every dim of the input once, in the output's order`,
+	},
+	{
+		name: "permute_dims_rank",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  x: {mesh: m, shape: [2, 3, 4]}
+ops:
+  - {op: permute, in: x, out: y, dims: [1, 0]}
+`,
+		want: `in.yaml:6:40: error: ops[0]: permute of "x": dims [1, 0] has 2 entries, but the input has rank 3; list every dim of the input once, in the output's order`,
+	},
+	{
+		name: "permute_needs_dims",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  x: {mesh: m, shape: [2, 3]}
+ops:
+  - {op: permute, in: x, out: y}
+`,
+		want: `in.yaml:6:5: error: ops[0]: permute needs "dims"; dims: the input's dims in the output's order (negative from the end), a permutation`,
+	},
+	{
+		name: "attr_not_taken",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  x: {mesh: m, shape: [2, 3]}
+ops:
+  - {op: relu, in: x, out: y, dims: [1, 0]}
+`,
+		want: `in.yaml:6:37: error: ops[0]: relu takes no "dims"; "dims" is an attribute of permute`,
+	},
+	{
+		name: "cast_unknown_dtype",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  x: {mesh: m, shape: [2, 3]}
+ops:
+  - {op: cast, in: x, out: y, dtype: float8}
+`,
+		want: `in.yaml:6:38: error: ops[0] dtype: unknown dtype "float8" (expected one of bfloat16, float16, float32, float64, int32, int64); did you mean "float16"?`,
+	},
+	{
+		name: "cast_declared_dtype",
+		src: `meshes:
+  m: [0, 1]
+tensors:
+  x: {mesh: m, shape: [2, 3]}
+  y: {dtype: float32}
+ops:
+  - {op: cast, in: x, out: y, dtype: bfloat16}
+`,
+		want: `in.yaml:5:14: error: tensor "y": dtype float32 differs from bfloat16, which its cast gives; remove its dtype, or declare it bfloat16`,
+	},
+	{
 		name: "mixed_dtypes",
 		src: `meshes:
   m: [0, 1]
@@ -1612,7 +1701,7 @@ tensors:
 ops:
   - {op: mul, in: [a, b], out: c}
 `,
-		want: `in.yaml:7:23: error: ops[0]: mul operands have different dtypes: "a" is float32 and "b" is float16; ops do not cast: declare the operands with one dtype`,
+		want: `in.yaml:7:23: error: ops[0]: mul operands have different dtypes: "a" is float32 and "b" is float16 (operands share a dtype; use cast); convert one first, e.g. {op: cast, in: b, out: b_float32, dtype: float32}`,
 	},
 	{
 		name: "op_in_empty_list",

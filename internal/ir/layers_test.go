@@ -481,7 +481,7 @@ ops:
 }
 
 // TestOpKindPredicates checks that every op kind is exactly one of set, a
-// reduction, elementwise, broadcast or a contraction.
+// reduction, elementwise, broadcast, a contraction or a view.
 func TestOpKindPredicates(t *testing.T) {
 	got := map[string][]string{}
 	for _, name := range ops.Names() {
@@ -496,6 +496,8 @@ func TestOpKindPredicates(t *testing.T) {
 			class = "contraction"
 		case k == OpBroadcast:
 			class = "broadcast"
+		case k.family() == ops.View:
+			class = "view"
 		}
 		n := 0
 		for _, b := range []bool{k.IsReduction(), k.IsElementwise(), k.IsContraction()} {
@@ -514,6 +516,7 @@ func TestOpKindPredicates(t *testing.T) {
 		"elementwise": {"add", "sub", "mul", "maximum", "minimum", "relu", "neg", "abs"},
 		"broadcast":   {"broadcast"},
 		"contraction": {"matmul", "linear"},
+		"view":        {"permute", "reshape", "cast"},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("op classes mismatch (-want +got):\n%s", diff)

@@ -26,6 +26,9 @@ const (
 	OpBroadcast OpKind = "broadcast"
 	OpMatmul    OpKind = "matmul"
 	OpLinear    OpKind = "linear"
+	OpPermute   OpKind = "permute"
+	OpReshape   OpKind = "reshape"
+	OpCast      OpKind = "cast"
 )
 
 // Entry returns k's entry in the op registry, or nil for a name it does
@@ -45,7 +48,8 @@ func (k OpKind) family() ops.Family {
 func opFamilies() string {
 	return "set; reductions " + strings.Join(ops.FamilyNames(ops.Reduction), ", ") +
 		"; elementwise " + strings.Join(slices.Concat(ops.FamilyNames(ops.Binary), ops.FamilyNames(ops.Unary)), ", ") +
-		"; broadcast; contractions " + strings.Join(ops.FamilyNames(ops.Contraction), ", ")
+		"; broadcast; contractions " + strings.Join(ops.FamilyNames(ops.Contraction), ", ") +
+		"; data movement " + strings.Join(ops.FamilyNames(ops.View), ", ")
 }
 
 // unknownOpHint is the hint for an unknown op name: the op it misspells,
@@ -71,14 +75,14 @@ var otherOps = []string{
 	"sinh", "cosh", "asin", "acos", "atan", "atan2", "erf", "erfc", "sigmoid", "gelu", "silu", "swish", "selu",
 	"elu", "celu", "mish", "softplus", "hardtanh", "leaky_relu", "relu6", "prelu", "clamp", "clip", "floor",
 	"ceil", "round", "trunc", "sign", "where", "lerp", "eq", "ne", "lt", "le", "gt", "ge", "not", "and", "or",
-	"xor", "cast", "to",
+	"xor", "to",
 	// reductions
 	"mean", "var", "std", "argmax", "argmin", "amax", "amin", "logsumexp", "norm", "any", "all", "cumsum", "cumprod",
 	// layers
 	"softmax", "log_softmax", "layer_norm", "layernorm", "rms_norm", "rmsnorm", "batch_norm", "dropout",
 	"embedding", "conv", "conv1d", "conv2d", "bmm", "mm", "einsum", "sdpa", "attention",
 	// shapes and data movement
-	"reshape", "view", "transpose", "permute", "squeeze", "unsqueeze", "expand", "cat", "concat", "stack",
+	"view", "transpose", "squeeze", "unsqueeze", "expand", "cat", "concat", "stack",
 	"split", "chunk", "slice", "pad", "gather", "scatter", "index_select", "flatten", "repeat",
 }
 
@@ -125,7 +129,11 @@ type Op struct {
 	// Axes are broadcast's new axes: positions among Out's non-reduction
 	// logical axes, increasing. Nil for other ops.
 	Axes []int
-	Pos  diag.Pos
+	// Attrs are the op's other attributes (permute's dims, reshape's
+	// shape, cast's dtype) in its registry entry's order; nil for an op
+	// that takes none.
+	Attrs ops.Values
+	Pos   diag.Pos
 	// AxisPos is where Axis (or Axes) was written.
 	AxisPos diag.Pos
 	// Inserted is, on a set the lowering inserted, what it reshards for;
@@ -185,6 +193,9 @@ func (o *Op) Expr() string {
 			b.WriteString(fmtShape(o.Axes))
 		}
 	}
+	if len(o.Attrs) > 0 {
+		b.Write(o.Attrs.AppendArgs(nil))
+	}
 	b.WriteByte(')')
 	return b.String()
 }
@@ -205,7 +216,7 @@ func (o *Op) Rule() *ops.Rule {
 		for i, t := range o.Inputs {
 			in[i] = t.Shape()
 		}
-		m.rule = e.Rule(in, o.outShape(), ops.Attrs{Axis: o.Axis, Axes: o.Axes})
+		m.rule = e.Rule(in, o.outShape(), ops.Attrs{Axis: o.Axis, Axes: o.Axes, Values: o.Attrs})
 	}
 	if key.cacheable {
 		o.rule = m
@@ -219,6 +230,7 @@ func (o *Op) Rule() *ops.Rule {
 type ruleKey struct {
 	kind      OpKind
 	axis      int
+	attrs     *ops.Value // the first of Attrs, which are never changed in place
 	out       *Tensor
 	in        [4]*Tensor
 	n         int
@@ -227,6 +239,9 @@ type ruleKey struct {
 
 func (o *Op) ruleKey() ruleKey {
 	k := ruleKey{kind: o.Kind, axis: o.Axis, out: o.Out, n: len(o.Inputs), cacheable: len(o.Inputs) <= 4}
+	if len(o.Attrs) > 0 {
+		k.attrs = &o.Attrs[0]
+	}
 	if k.cacheable {
 		copy(k.in[:], o.Inputs)
 	}

@@ -2,8 +2,10 @@ package ir
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"go.yaml.in/yaml/v3"
 
@@ -11,9 +13,21 @@ import (
 	"github.com/nvcomm/nvcomm/internal/ops"
 )
 
-// opKeys are the keys of an op; which of axis and axes an op takes depends
-// on its kind (checkOpKeys).
-var opKeys = []string{"op", "in", "out", "axis", "axes"}
+// opKeys are the keys of an op: its kind, operands and output, and every
+// attribute of the registry; which attributes an op takes depends on its
+// kind (checkOpKeys). Made again only when an attribute was registered
+// since (ops.RegisterAttr, before any parse).
+func opKeys() []string {
+	keys := opKeysMemo.Load()
+	if keys == nil || len(*keys) != 3+ops.NumAttrs() {
+		all := append([]string{"op", "in", "out"}, ops.AttrKeys()...)
+		keys = &all
+		opKeysMemo.Store(keys)
+	}
+	return *keys
+}
+
+var opKeysMemo atomic.Pointer[[]string]
 
 // parseOps decodes the ops list. Each op's problems are reported together
 // (its kind, names, keys and arity), and a broken op is left out (leaveOut).
@@ -79,7 +93,7 @@ type opNodes struct {
 // with what could be read of it, nil when it is not a mapping.
 func (p *parser) parseOp(it *yaml.Node, i int) (*rawOp, bool) {
 	what := "ops[" + strconv.Itoa(i) + "]"
-	fields, ok := p.w.mapping(it, what, opKeys)
+	fields, ok := p.w.mapping(it, what, opKeys())
 	if !ok {
 		return nil, false
 	}
@@ -107,6 +121,8 @@ func (p *parser) parseOp(it *yaml.Node, i int) (*rawOp, bool) {
 			k := op.ownKeys()
 			ns.axes, k.axesAt = v, posOf(v)
 			k.axes, k.axesEach, ok = p.integers(v, what+" axes")
+		default: // an attribute of the registry's (mapping knows no other key)
+			ok = p.attrValue(op.ownKeys(), ops.AttrOf(f.Key), v, what)
 		}
 		good = good && ok
 	}
@@ -115,7 +131,7 @@ func (p *parser) parseOp(it *yaml.Node, i int) (*rawOp, bool) {
 		n   *yaml.Node
 	}{{"op", ns.kind}, {"in", ns.in}, {"out", ns.out}} {
 		if req.n == nil {
-			if !misspelled(it, opKeys, req.key) {
+			if !misspelled(it, opKeys(), req.key) {
 				p.errs.Add(op.pos, "%s: missing key %q", what, req.key)
 			}
 			good = false
@@ -127,6 +143,7 @@ func (p *parser) parseOp(it *yaml.Node, i int) (*rawOp, bool) {
 	// The kind is known: check its keys and arity even when a name is
 	// wrong, so every problem of the op is reported at once.
 	keysOK := p.checkOpKeys(op, it, ns, what)
+	keysOK = p.checkAttrs(op, it, what) && keysOK
 	arityOK := !insOK || p.checkArity(op, posOf(ns.in), what) // a broken "in" is reported already
 	return op, good && keysOK && arityOK
 }
@@ -169,6 +186,32 @@ func (p *parser) opInputs(op *rawOp, n *yaml.Node, what string) bool {
 	return good
 }
 
+// attrValue decodes attribute spec's value v by its kind into k, with
+// where it is written.
+func (p *parser) attrValue(k *rawKeys, spec *ops.AttrSpec, v *yaml.Node, what string) bool {
+	what += " " + string(spec.Key)
+	val, each, ok := ops.Value{Key: spec.Key}, []diag.Pos(nil), false
+	switch spec.Kind {
+	case ops.IntAttr:
+		val.Int, ok = p.w.integer(v, what)
+	case ops.IntsAttr:
+		val.Ints, each, ok = p.integers(v, what)
+	case ops.DTypeAttr:
+		d := p.dtypeName(v, what, what)
+		val.Str, ok = string(d), d != ""
+	case ops.FloatAttr:
+		val.Float, ok = p.w.number(v, what)
+	case ops.BoolAttr:
+		val.Bool, ok = p.w.boolean(v, what)
+	}
+	if !ok {
+		return false
+	}
+	a := ownPart(&k.attrs)
+	a.vals, a.at, a.each = append(a.vals, val), append(a.at, posOf(v)), append(a.each, each)
+	return true
+}
+
 // integers decodes a list of integers, and where each is written.
 func (p *parser) integers(n *yaml.Node, what string) ([]int, []diag.Pos, bool) {
 	items, ok := p.w.sequence(n, what)
@@ -205,7 +248,7 @@ func (p *parser) checkOpKeys(op *rawOp, it *yaml.Node, ns opNodes, what string) 
 	good := true
 	switch {
 	case takesAxis && ns.axis == nil:
-		if !misspelled(it, opKeys, "axis") { // else reported as an unknown key
+		if !misspelled(it, opKeys(), "axis") { // else reported as an unknown key
 			p.errs.Add(op.pos, "%s: %s needs an \"axis\" to reduce", what, op.kind)
 		}
 		good = false
@@ -215,7 +258,7 @@ func (p *parser) checkOpKeys(op *rawOp, it *yaml.Node, ns opNodes, what string) 
 	}
 	switch {
 	case takesAxes && ns.axes == nil:
-		if !misspelled(it, opKeys, "axes") {
+		if !misspelled(it, opKeys(), "axes") {
 			p.errs.AddHint(op.pos, "axes: [0] inserts a leading axis",
 				"%s: broadcast needs \"axes\", the output positions of its new axes", what)
 		}
@@ -229,6 +272,57 @@ func (p *parser) checkOpKeys(op *rawOp, it *yaml.Node, ns opNodes, what string) 
 		good = false
 	}
 	return good
+}
+
+// checkAttrs checks the op's attributes but axis and axes against its
+// registry entry (checkAttrValues) and puts them in the entry's order.
+func (p *parser) checkAttrs(op *rawOp, it *yaml.Node, what string) bool {
+	k := readPart(op.keysOf().attrs)
+	order, good := p.checkAttrValues(op.kind, k.vals, func(j int) diag.Pos { return k.at[j] }, op.pos, what,
+		func(key string) bool { return misspelled(it, opKeys(), key) || hasKey(it, key) })
+	if op.keys != nil && op.keys.attrs != nil {
+		var in rawAttrs
+		for _, j := range order {
+			in.vals, in.at, in.each = append(in.vals, k.vals[j]), append(in.at, k.at[j]), append(in.each, k.each[j])
+		}
+		*op.keys.attrs = in
+	}
+	return good
+}
+
+// checkAttrValues checks attribute values vals of an op of kind, each
+// written at at(j), the op at pos (ops.Op.CheckValues); a missing one
+// that reported says was reported already (written misspelled, or with a
+// value of the wrong type) is not reported again. It returns the indices
+// of vals in the entry's order.
+func (p *parser) checkAttrValues(kind OpKind, vals ops.Values, at func(j int) diag.Pos, pos diag.Pos, what string,
+	reported func(key string) bool) ([]int, bool) {
+	e := kind.Entry()
+	probs := e.CheckValues(vals)
+	for _, pr := range probs {
+		switch pr.What {
+		case ops.NotTaken:
+			p.errs.AddHint(at(pr.Index), takersHint(pr.Key), "%s: %s takes no %q", what, kind, pr.Key)
+		case ops.Bad:
+			p.errs.AddHint(at(pr.Index), pr.Hint, "%s %s: %s", what, pr.Key, pr.Msg)
+		case ops.Missing:
+			if !reported(string(pr.Key)) {
+				p.errs.AddHint(pos, string(pr.Key)+": "+ops.AttrOf(string(pr.Key)).Doc, "%s: %s needs %q", what, kind, pr.Key)
+			}
+		}
+	}
+	var order []int
+	for _, a := range e.Attrs {
+		if j := slices.IndexFunc(vals, func(v ops.Value) bool { return v.Key == a }); j >= 0 {
+			order = append(order, j)
+		}
+	}
+	return order, len(probs) == 0
+}
+
+// takersHint names the ops that take attribute a.
+func takersHint(a ops.Attr) string {
+	return fmt.Sprintf("%q is an attribute of %s", a, strings.Join(ops.Takers(a), ", "))
 }
 
 // axisHint says why an op other than a reduction takes no "axis". The hint

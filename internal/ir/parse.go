@@ -12,6 +12,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/nvcomm/nvcomm/internal/diag"
+	"github.com/nvcomm/nvcomm/internal/ops"
 	"github.com/nvcomm/nvcomm/internal/shard"
 )
 
@@ -216,8 +217,8 @@ type rawOp struct {
 	out   string
 	outAt diag.Pos
 	axis  int
-	// keys are where axis and axes are written, and axes: nil for an op
-	// that writes neither (a set, an elementwise op; most ops of a
+	// keys are where the attributes are written, and those but axis: nil
+	// for an op that writes none (a set, an elementwise op; most ops of a
 	// generated file). Read them through keysOf, write them through
 	// ownKeys.
 	keys *rawKeys
@@ -229,12 +230,43 @@ type rawOp struct {
 	visit visitState
 }
 
-// rawKeys are the keys axis and axes of an op (rawOp.keys).
+// rawKeys are the attributes of an op (rawOp.keys).
 type rawKeys struct {
 	axisAt   diag.Pos
 	axes     []int      // broadcast's new axes as written
 	axesAt   diag.Pos   // the list
 	axesEach []diag.Pos // its entries
+	// attrs are the other attributes, nil for an op that has none (all
+	// but the few ops of a fusion that take them): a pointer, so that
+	// the keys of the reductions and broadcasts of a file of 100k ops do
+	// not carry their room.
+	attrs *rawAttrs
+}
+
+// rawAttrs are an op's attributes but axis and axes as written
+// (ops.Values), in the file's order until checkAttrs puts them in the
+// entry's, with where each (at) and each list's entries (each) are
+// written.
+type rawAttrs struct {
+	vals ops.Values
+	at   []diag.Pos
+	each [][]diag.Pos
+}
+
+// attrPos is where attribute k is written, and its list's entry i when i
+// is not negative; the zero position when it is not.
+func (k rawKeys) attrPos(key ops.Attr, i int) diag.Pos {
+	a := readPart(k.attrs)
+	for j, v := range a.vals {
+		switch {
+		case v.Key != key:
+		case i < 0:
+			return a.at[j]
+		case i < len(a.each[j]):
+			return a.each[j][i]
+		}
+	}
+	return diag.Pos{}
 }
 
 // keysOf are ro's keys, to read.

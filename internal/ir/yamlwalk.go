@@ -127,6 +127,16 @@ func misspelled(n *yaml.Node, known []string, key string) bool {
 	return false
 }
 
+// hasKey reports whether mapping n has the string key.
+func hasKey(n *yaml.Node, key string) bool {
+	for i := 0; n != nil && i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Kind == yaml.ScalarNode && n.Content[i].Value == key {
+			return true
+		}
+	}
+	return false
+}
+
 func contains(list []string, s string) bool {
 	for _, x := range list {
 		if x == s {
@@ -178,6 +188,29 @@ func (w *walker) positive(n *yaml.Node, what string) (int, bool) {
 		return 0, false
 	}
 	return v, ok
+}
+
+// number decodes a number: an integer or a float.
+func (w *walker) number(n *yaml.Node, what string) (float64, bool) {
+	if n.Kind != yaml.ScalarNode || (n.Tag != "!!int" && n.Tag != "!!float") {
+		w.expected(posOf(n), what, "a number", kindName(n))
+		return 0, false
+	}
+	v, err := strconv.ParseFloat(strings.ReplaceAll(n.Value, "_", ""), 64)
+	if err != nil || math.IsInf(v, 0) || math.IsNaN(v) {
+		w.errs.Add(posOf(n), "%s: expected a finite number, got %q", what, n.Value)
+		return 0, false
+	}
+	return v, true
+}
+
+// boolean decodes true or false.
+func (w *walker) boolean(n *yaml.Node, what string) (bool, bool) {
+	if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" {
+		w.expected(posOf(n), what, "true or false", kindName(n))
+		return false, false
+	}
+	return n.Value == "true", true
 }
 
 // str decodes a string scalar. Plain scalars that YAML would read as numbers,

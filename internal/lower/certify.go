@@ -222,7 +222,7 @@ func (b *opBuilder) op(i int, op plan.Op, ps *diag.List) *ir.Op {
 		return nil
 	}
 	o := &b.ops[i]
-	*o = ir.Op{Index: i, Kind: ir.OpKind(op.Op), Inputs: inputs, Out: out, Axis: -1, Axes: slices.Clone(op.Axes)}
+	*o = ir.Op{Index: i, Kind: ir.OpKind(op.Op), Inputs: inputs, Out: out, Axis: -1, Axes: slices.Clone(op.Axes), Attrs: op.Attrs.Clone()}
 	if o.Kind.IsReduction() {
 		if op.Axis == nil || *op.Axis < 0 || *op.Axis >= inputs[0].NumValueAxes() {
 			ps.AddAbout("", "op %d: %s needs an axis among the input's non-reduction axes", i, op.Op)
@@ -397,7 +397,9 @@ func groupByOp(steps []plan.Step, n int) stepGroups {
 // of returns the positions of op's steps.
 func (g stepGroups) of(op int) []int { return g.at[g.start[op]:g.start[op+1]] }
 
-// sameStep compares two steps but for their ids, axes and bytes, as their
+// sameStep compares two steps but for their ids, axes and bytes, and their
+// place in a step graph (stream and after: any order the graph allows
+// computes what the list's does, which plan.Validate checks), as their
 // JSON would compare: a list that the plan omits when empty is the same
 // nil or empty, an inner list is not (null against []). It compares field
 // by field (marshalling both steps was a third of certifying a plan);

@@ -160,6 +160,7 @@ func (o *opsAlike) lower(job *reshard.Job, op *ir.Op) {
 	o.key = ir.AppendKeyString(o.key[:0], string(op.Kind))
 	o.key = binary.AppendVarint(o.key, int64(op.Axis))
 	o.key = ir.AppendKeyInts(o.key, op.Axes)
+	o.key = ir.AppendKeyString(o.key, op.Attrs.Key())
 	o.key = binary.AppendVarint(binary.AppendVarint(o.key, int64(in)), int64(out))
 	job.LowerAlike(o.memo, o.key)
 }

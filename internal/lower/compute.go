@@ -39,11 +39,74 @@ func (c *opCtx) lowerComputing() {
 	if !c.sliceBroadcasts(want) {
 		return
 	}
-	if op.Kind.IsContraction() {
+	switch {
+	case op.Kind.IsContraction():
 		c.contraction()
+	case op.Kind.Entry().Family == ops.View:
+		c.view()
+	default:
+		c.pointwise(op.Out.Name, op.Out.Layout())
+	}
+}
+
+// view emits a permute or a reshape, which moves each device's block of
+// its operand into its block of the output without computing: the
+// resharding pass has made the operand's splits those of the output's
+// dims that share their outermost factors (ops.Rule.OperandSplit), so the
+// blocks hold the same elements. A permute is one Permute of the operand
+// into the output's order, or a Copy when it is stored so; a reshape
+// reads its operand's block row-major as the output's block row-major (a
+// Copy), after and before a Permute where either is stored otherwise. A
+// cast is a Copy into the output's dtype (cast).
+func (c *opCtx) view() {
+	op, x, y := c.op, c.op.In(), c.op.Out
+	switch op.Kind {
+	case ir.OpPermute:
+		if order := operandOrder(op, 0, y.Layout()); !c.permuteInto(x.Name, localDims(x, x.Layout()), x.Layout(), order, y.Name) {
+			c.emitCopy(x.Name, y.Name)
+		}
+	case ir.OpCast: // converted in the operand's order, then put in the output's
+		c.copyThenPermute(x.Name, localDims(x, x.Layout()), x.Layout(), y.Layout(), "converted")
+	default: // a reshape: row-major blocks, the same elements in the same order
+		identity := shard.Identity(len(y.Shape()))
+		in := c.arranged(0, shard.Identity(len(x.Shape())))
+		c.copyThenPermute(in, localDims(y, identity), identity, y.Layout(), "rowmajor")
+	}
+}
+
+// copyThenPermute copies buffer in, the output's local block with dims in
+// layout, into the output, through a buffer "out/what" and a Permute
+// into the output's order where that differs.
+func (c *opCtx) copyThenPermute(in string, dims, layout, order []int, what string) {
+	y := c.op.Out.Name
+	if slices.Equal(layout, order) {
+		c.emitCopy(in, y)
 		return
 	}
-	c.pointwise(op.Out.Name, op.Out.Layout())
+	mid := c.buffer(what)
+	c.emitCopy(in, mid)
+	c.permuteInto(mid, dims, layout, order, y)
+}
+
+// permuteInto emits a Permute of buffer in, dims stored in layout, into
+// out with its axes in order, and reports whether it did: not when in is
+// stored so already.
+func (c *opCtx) permuteInto(in string, dims, layout, order []int, out string) bool {
+	if slices.Equal(layout, order) {
+		return false
+	}
+	perm := make([]int, len(order))
+	for k, a := range order {
+		perm[k] = slices.Index(layout, a)
+	}
+	c.emitPermute(in, dims, perm, out)
+	return true
+}
+
+// emitCopy appends a Copy of buffer in into out on the output's devices.
+func (c *opCtx) emitCopy(in, out string) {
+	n := c.op.Out.LocalSize()
+	c.emitLocalOn(plan.Step{Type: plan.Copy, Input: in, Output: out}, c.op.Out.Mesh.Devices, n, n)
 }
 
 // sliceBroadcasts checks that every operand is sharded as the output
@@ -391,12 +454,8 @@ func (c *opCtx) arrangedTensor(x *ir.Tensor, what string, order []int) string {
 	if slices.Equal(layout, order) {
 		return x.Name
 	}
-	perm := make([]int, len(order))
-	for k, a := range order {
-		perm[k] = slices.Index(layout, a)
-	}
 	out := c.buffer(what)
-	c.emitPermute(x.Name, localDims(x, layout), perm, out)
+	c.permuteInto(x.Name, localDims(x, layout), layout, order, out)
 	return out
 }
 

@@ -330,7 +330,7 @@ func (l *lowerer) head() *plan.Plan {
 
 // opOf describes op for the plan.
 func opOf(op *ir.Op) plan.Op {
-	o := plan.Op{Index: op.Index, Op: string(op.Kind), Output: op.Out.Name, Axes: slices.Clone(op.Axes)}
+	o := plan.Op{Index: op.Index, Op: string(op.Kind), Output: op.Out.Name, Axes: slices.Clone(op.Axes), Attrs: op.Attrs.Clone()}
 	for _, in := range op.Inputs {
 		o.Inputs = append(o.Inputs, in.Name)
 	}

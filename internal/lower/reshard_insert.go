@@ -6,6 +6,7 @@ import (
 
 	"github.com/nvcomm/nvcomm/internal/diag"
 	"github.com/nvcomm/nvcomm/internal/ir"
+	"github.com/nvcomm/nvcomm/internal/ops"
 	"github.com/nvcomm/nvcomm/internal/reshard"
 	"github.com/nvcomm/nvcomm/internal/shard"
 )
@@ -161,6 +162,10 @@ func (ins *inserter) computing(op *ir.Op) {
 		ins.addFailed(op)
 		return
 	}
+	if op.Kind.Entry().Family == ops.View {
+		ins.view(op, want)
+		return
+	}
 	if _, block := BlockShards(op.In()); len(op.Inputs) == 1 && block {
 		ins.reshardAfter(op, want)
 		return
@@ -219,19 +224,17 @@ func SameSplits(a, b []Split) bool {
 // reshardAfter computes a single-operand op in its operand's sharding,
 // into a new tensor, and inserts the set from it to the op's output.
 func (ins *inserter) reshardAfter(op *ir.Op, want []Split) {
-	x := op.In()
 	if _, ok := ins.bcast.fits(op, 0, OperandShards(op, 0, want)); ok {
 		ins.add(op)
 		return
 	}
-	have, _ := BlockShards(x)
-	var mapped []Split
-	for _, s := range have {
-		if j := op.Rule().ResultSplit(0, s.Axis, x.Mesh.Size(s.Type)); j >= 0 {
-			mapped = append(mapped, Split{j, s.Type})
-		}
-	}
-	y := op.Out
+	ins.computeIn(op, mappedSplits(op))
+}
+
+// computeIn adds single-operand op computing its output with splits
+// mapped into a new tensor, with the set from it to the output after.
+func (ins *inserter) computeIn(op *ir.Op, mapped []Split) {
+	x, y := op.In(), op.Out
 	mid, ok := ins.newTensor(op, x.Name+"/"+string(op.Kind), x.Mesh, y.DType, y.Shape(), mapped)
 	if !ok {
 		ins.addFailed(op)
@@ -240,6 +243,63 @@ func (ins *inserter) reshardAfter(op *ir.Op, want []Split) {
 	op.Out = mid
 	ins.add(op)
 	ins.add(&ir.Op{Kind: ir.OpSet, Inputs: []*ir.Tensor{mid}, Out: y, Axis: -1, Pos: op.Pos, Inserted: &ir.Insertion{For: op, Output: true}})
+}
+
+// view inserts the sets a view op (permute, reshape, cast) needs, then
+// the op. Each split of its operand must have a counterpart in its result
+// (ops.Rule.ResultSplit): a split of a reshaped dim falls on its outer
+// piece, which the devices divide. One that has none is an error under
+// nvFuser's rules, in its words; under the optimal policy the operand is
+// resharded first to the splits the output's map to (an Allgather, an
+// AllToAll), as DTensor redistributes before a view it cannot shard. So
+// is an operand on another mesh, or not split in even blocks, under both.
+// The op then computes in the splits its operand's map to, and a set
+// after it reshards that to the output when the output asks for others.
+func (ins *inserter) view(op *ir.Op, want []Split) {
+	x := op.In()
+	have, block := BlockShards(x)
+	reshard := !block || !x.Mesh.Equal(op.Out.Mesh)
+	for _, s := range have {
+		if reshard || op.Rule().ResultSplit(0, s.Axis, x.Mesh.Size(s.Type)) >= 0 {
+			continue
+		}
+		if ins.planner.Policy() == PolicyNvFuser {
+			ins.errs.AddHint(op.Pos, "shard the outer piece of the reshaped dim, by a device count that divides it, or reshard before the reshape",
+				"op %q cannot be lowered under nvFuser's rules: %q splits dim %d along %s, which %s",
+				op.Expr(), x.Name, s.Axis, s.Type, op.Rule().LostSplit(0, s.Axis, x.Mesh.Size(s.Type)))
+			ins.addFailed(op)
+			return
+		}
+		reshard = true
+	}
+	if reshard {
+		r, ok := ins.newTensor(op, x.Name+"/resharded", op.Out.Mesh, x.DType, x.Shape(), OperandShards(op, 0, want))
+		if !ok {
+			ins.addFailed(op)
+			return
+		}
+		ins.add(&ir.Op{Kind: ir.OpSet, Inputs: []*ir.Tensor{x}, Out: r, Axis: -1, Pos: op.Pos, Inserted: &ir.Insertion{For: op, Operands: []int{0}}})
+		op.Inputs[0] = r
+	}
+	if mapped := mappedSplits(op); SameSplits(mapped, want) {
+		ins.add(op)
+	} else {
+		ins.computeIn(op, mapped)
+	}
+}
+
+// mappedSplits are the result's splits that op's operand's splits map to
+// (ops.Rule.ResultSplit), leaving out those that map to none.
+func mappedSplits(op *ir.Op) []Split {
+	x := op.In()
+	have, _ := BlockShards(x)
+	var mapped []Split
+	for _, s := range have {
+		if j := op.Rule().ResultSplit(0, s.Axis, x.Mesh.Size(s.Type)); j >= 0 {
+			mapped = append(mapped, Split{j, s.Type})
+		}
+	}
+	return mapped
 }
 
 // outputShards returns the block splits of op's output, including (as a

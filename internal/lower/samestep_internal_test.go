@@ -14,19 +14,21 @@ import (
 )
 
 // jsonSameStep is sameStep's definition: the steps' JSON, but for ids,
-// axes and bytes, is the same.
+// axes, bytes and their place in a step graph (stream and after, which
+// validate checks), is the same.
 func jsonSameStep(a, b plan.Step) bool {
 	a.ID, b.ID, a.Axis, b.Axis, a.Bytes, b.Bytes = 0, 0, nil, nil, nil, nil
+	a.Stream, b.Stream, a.After, b.After = "", "", nil, nil
 	ja, errA := json.Marshal(a)
 	jb, errB := json.Marshal(b)
 	return errA == nil && errB == nil && string(ja) == string(jb)
 }
 
 // TestSameStepFields lists plan.Step's fields: a field added to Step must
-// be compared by sameStep (or knowingly left out, as ID, Axis and Bytes
-// are), and this list updated with it.
+// be compared by sameStep (or knowingly left out, as ID, Axis, Bytes,
+// Stream and After are), and this list updated with it.
 func TestSameStepFields(t *testing.T) {
-	want := []string{"ID", "Op", "Expr", "Kind", "Type", "Teams", "Devices", "Root", "ReduceOp", "Input", "Inputs", "Output",
+	want := []string{"ID", "Op", "Expr", "Kind", "Type", "Stream", "After", "Teams", "Devices", "Root", "ReduceOp", "Input", "Inputs", "Output",
 		"Axis", "Count", "Dims", "Perm", "ReduceDims", "Valid", "Fill", "Func", "InputDims", "BroadcastB", "TransposeB", "SendCounts", "Bytes"}
 	var got []string
 	for f := range reflect.TypeFor[plan.Step]().Fields() {

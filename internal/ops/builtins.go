@@ -44,7 +44,22 @@ func builtins() *Registry {
 		Torch: &Torch{Func: "torch.matmul"}, Doc: "a @ b, torch.matmul of a [..., m, k] and b [k, n] or [..., k, n]"})
 	r.MustRegister(Op{Name: "linear", Family: Contraction, Operands: []string{"x", "w", "bias"}, Optional: 1,
 		Rule: linearRule, Torch: &Torch{Func: "_linear"}, Doc: "x @ wᵀ + bias, torch.nn.functional.linear"})
+	registerShapeOps(r)
 	return r
+}
+
+// registerShapeOps adds the ops that move or retype data without
+// computing on it: permute and reshape (views), cast.
+func registerShapeOps(r *Registry) {
+	r.MustRegister(Op{Name: "permute", Family: View, Operands: []string{"x"}, Attrs: []Attr{AttrDims},
+		Rule: permuteRule, Shape: permuteShape, Torch: &Torch{Func: "torch.permute", Rounding: Exact},
+		Doc: "its input with its dims reordered, torch.permute"})
+	r.MustRegister(Op{Name: "reshape", Family: View, Operands: []string{"x"}, Attrs: []Attr{AttrShape},
+		Rule: reshapeRule, Shape: reshapeShape, Torch: &Torch{Func: "torch.reshape", Rounding: Exact},
+		Doc: "its input's elements, row-major, in another shape, torch.reshape"})
+	r.MustRegister(Op{Name: "cast", Family: View, Operands: []string{"x"}, Attrs: []Attr{AttrDType},
+		Rule: pointwiseRule, Shape: castShape, Torch: &Torch{Func: "_cast", Rounding: Multiplicative},
+		Doc: "its input converted to another dtype, x.to(dtype): the one op whose output's dtype is not its operands'"})
 }
 
 // binary is the entry of an elementwise op of two operands.

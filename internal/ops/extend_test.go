@@ -24,6 +24,7 @@ func TestMain(m *testing.M) {
 		Torch:  &ops.Torch{Func: "torch.square", Rounding: ops.Multiplicative},
 		Doc:    "x * x",
 	})
+	registerLeaky()
 	os.Exit(m.Run())
 }
 

@@ -1,17 +1,18 @@
 // Package ops is nvcomm's op registry: one entry per op of a fusion and
 // of a plan, holding every fact about the op that more than one package
-// needs — its name and family, its operands and attributes, its sharding
-// rule in factors, its scalar kernel for the simulator, its torch
-// function and rounding rule for the exported program, and a slot for its
-// gradient rule.
+// needs — its name and family, its operands and attributes (each
+// attribute a spec of its own: its key, kind, documentation and checks),
+// its sharding rule in factors, a view op's output shape, its scalar
+// kernel for the simulator, its torch function and rounding rule for the
+// exported program, and a slot for its gradient rule.
 //
-// The parser, the plan's validator, certify, the simulator, the exporter,
-// the random generator and the schema tests read the registry, so adding
-// an elementwise op is one entry (and its documentation line): docs/
-// architecture.md, "How to add an op". What an op does to a whole tensor
-// that depends on its family (how its output's shape follows from its
-// operands', which keys it takes in a file) is written once per family,
-// in the package that needs it, keyed by [Family].
+// The parser, the plan's codec and validator, certify, auto, the
+// simulator, the exporter, the random generator and the schema tests read
+// the registry, so adding an elementwise op is one entry (and its
+// documentation line): docs/architecture.md, "How to add an op". What an
+// op of another family does to a whole tensor (how a reduction's or a
+// contraction's output shape follows from its operands') is written once
+// per family, in the package that needs it, keyed by [Family].
 //
 // The package imports nothing of nvcomm: the simulator, which must not
 // share the compiler's arithmetic of shards, may read it.
@@ -44,9 +45,13 @@ const (
 	Broadcast
 	// Contraction multiplies two operands and sums over a shared axis.
 	Contraction
+	// View moves data without computing: each output element is one
+	// input element (permute, reshape), or that element converted to
+	// another dtype (cast); its Shape gives the output's shape.
+	View
 )
 
-var familyNames = [...]string{"copy", "reduction", "binary", "unary", "broadcast", "contraction"}
+var familyNames = [...]string{"copy", "reduction", "binary", "unary", "broadcast", "contraction", "view"}
 
 // String names the family as docs/fusion.md does.
 func (f Family) String() string {
@@ -128,7 +133,8 @@ type Op struct {
 	// them ("x", "w", "bias"); the last Optional of them may be left out.
 	Operands []string
 	Optional int
-	// Attrs are the keys it takes besides "in" and "out".
+	// Attrs are the keys it takes besides "in" and "out", each with a
+	// spec ([AttrOf]); all are required.
 	Attrs []Attr
 	// Combine is, for a reduction, the op that combines two partial
 	// results (the reduction's own name): what a Partial placement or a
@@ -137,6 +143,11 @@ type Op struct {
 	// Rule is the op's sharding rule in factors, from its operands' and
 	// result's shapes (non-reduction axes) and its attributes.
 	Rule func(in [][]int, out []int, a Attrs) Rule
+	// Shape is, for an op of the View family, its output's shape from its
+	// operands' (non-reduction) shapes and its attributes, with the
+	// attributes normalized (positions counted from the start, a -1
+	// inferred); an error says what is wrong.
+	Shape func(in [][]int, a Attrs) ([]int, Values, *ShapeError)
 	// Kernel is an elementwise op's scalar function for the simulator.
 	Kernel *Kernel
 	// Torch is an elementwise or contraction op's torch function for the
@@ -175,6 +186,8 @@ type Attrs struct {
 	Axis int
 	// Axes are broadcast's new axes, nil for other ops.
 	Axes []int
+	// Values are the op's other attributes.
+	Values Values
 }
 
 // Registry is a list of ops by name.
@@ -221,6 +234,10 @@ func (r *Registry) Register(o Op) error {
 		return fmt.Errorf("op %q: needs at least one operand that is not optional", o.Name)
 	case o.Rule == nil:
 		return fmt.Errorf("op %q: has no sharding rule", o.Name)
+	case (o.Family == View) != (o.Shape != nil):
+		return fmt.Errorf("op %q: a view op, and only a view op, has a Shape", o.Name)
+	case slices.ContainsFunc(o.Attrs, func(a Attr) bool { return AttrOf(string(a)) == nil }):
+		return fmt.Errorf("op %q: takes an attribute the registry has no spec of", o.Name)
 	case o.Family.Elementwise() && (o.Kernel == nil || (o.Kernel.Ring == nil) == (o.Kernel.Value == nil) || o.Torch == nil):
 		return fmt.Errorf("op %q: an elementwise op needs a kernel (one function) and a torch function", o.Name)
 	case o.Family == Unary && len(o.Operands) != 1, o.Family == Binary && len(o.Operands) != 2:

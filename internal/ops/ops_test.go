@@ -11,17 +11,18 @@ import (
 // more in the default registry).
 func TestNamesByFamily(t *testing.T) {
 	r := builtins()
-	want := []string{"set", "sum", "prod", "max", "min", "add", "sub", "mul", "maximum", "minimum", "relu", "neg", "abs", "broadcast", "matmul", "linear"}
+	want := []string{"set", "sum", "prod", "max", "min", "add", "sub", "mul", "maximum", "minimum", "relu", "neg", "abs", "broadcast", "matmul", "linear", "permute", "reshape", "cast"}
 	if d := cmp.Diff(want, r.Names()); d != "" {
 		t.Errorf("Names() (-want +got):\n%s", d)
 	}
 	got := map[Family][]string{}
-	for _, f := range []Family{Copy, Reduction, Binary, Unary, Broadcast, Contraction} {
+	for _, f := range []Family{Copy, Reduction, Binary, Unary, Broadcast, Contraction, View} {
 		got[f] = r.Family(f)
 	}
 	wantFam := map[Family][]string{
 		Copy: {"set"}, Reduction: {"sum", "prod", "max", "min"}, Binary: {"add", "sub", "mul", "maximum", "minimum"},
 		Unary: {"relu", "neg", "abs"}, Broadcast: {"broadcast"}, Contraction: {"matmul", "linear"},
+		View: {"permute", "reshape", "cast"},
 	}
 	if d := cmp.Diff(wantFam, got); d != "" {
 		t.Errorf("FamilyNames (-want +got):\n%s", d)

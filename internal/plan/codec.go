@@ -44,7 +44,7 @@ func Marshal(p *Plan) ([]byte, error) {
 
 // Decode reads a plan strictly: an unknown field (names match exactly, case
 // included), a key repeated in one object, invalid UTF-8, data after the
-// plan and a format other than [Format] are errors. Errors are a
+// plan and a format other than [Format] and [FormatGraph] are errors. Errors are a
 // *diag.List positioned by line and column.
 //
 // A plan as Encode writes it is read by fastDecode; any other goes to
@@ -77,8 +77,8 @@ func decodeLibrary(file string, src []byte) (*Plan, error) {
 	if rest := bytes.TrimLeft(src[dec.InputOffset():], " \t\r\n"); len(rest) > 0 {
 		return nil, fail(len(src)-len(rest), "invalid plan: unexpected data after the plan")
 	}
-	if p.Format != Format {
-		return nil, fail(0, "unsupported plan format %d (expected %d)", p.Format, Format)
+	if !KnownFormat(p.Format) {
+		return nil, fail(0, "unsupported plan format %d (expected %d, or %d for a step graph)", p.Format, Format, FormatGraph)
 	}
 	return &p, nil
 }

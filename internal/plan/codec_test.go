@@ -99,9 +99,9 @@ func TestDecodeStrict(t *testing.T) {
 		{"a string", ` "plan"`, `p.json:1:2: error: invalid plan: expected an object, got JSON string "plan"`},
 
 		// The format.
-		{"other format", `{"format": 2}`, `p.json:1:1: error: unsupported plan format 2 (expected 1)`},
-		{"no format", `{}`, `p.json:1:1: error: unsupported plan format 0 (expected 1)`},
-		{"null", `null`, `p.json:1:1: error: unsupported plan format 0 (expected 1)`},
+		{"other format", `{"format": 3}`, `p.json:1:1: error: unsupported plan format 3 (expected 1, or 2 for a step graph)`},
+		{"no format", `{}`, `p.json:1:1: error: unsupported plan format 0 (expected 1, or 2 for a step graph)`},
+		{"null", `null`, `p.json:1:1: error: unsupported plan format 0 (expected 1, or 2 for a step graph)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Decode("p.json", []byte(tc.src))

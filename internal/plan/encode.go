@@ -3,6 +3,8 @@ package plan
 import (
 	"maps"
 	"slices"
+
+	"github.com/nvcomm/nvcomm/internal/ops"
 )
 
 // The writers of the plan's types. Each writes the fields of its struct in
@@ -113,6 +115,9 @@ func (e *encoder) op(o *Op) {
 		e.strField("output", o.Output)
 		e.optIntField("axis", o.Axis)
 		e.intsIf("axes", o.Axes)
+		for _, v := range o.Attrs {
+			e.attr(v)
+		}
 		if in := o.Inserted; in != nil {
 			e.key("inserted")
 			e.object(func() {
@@ -127,6 +132,25 @@ func (e *encoder) op(o *Op) {
 	})
 }
 
+// attr writes an op's attribute v as a field, by its kind.
+func (e *encoder) attr(v ops.Value) {
+	e.key(string(v.Key))
+	switch spec := ops.AttrOf(string(v.Key)); {
+	case spec == nil:
+		e.null()
+	case spec.Kind == ops.IntAttr:
+		e.int(v.Int)
+	case spec.Kind == ops.IntsAttr:
+		e.ints(append([]int{}, v.Ints...)) // [] for none, never null
+	case spec.Kind == ops.FloatAttr:
+		e.float(v.Float)
+	case spec.Kind == ops.BoolAttr:
+		e.bool(v.Bool)
+	default:
+		e.str(v.Str)
+	}
+}
+
 func (e *encoder) step(s *Step) {
 	e.wideObject(func() {
 		e.intField("id", s.ID)
@@ -134,6 +158,8 @@ func (e *encoder) step(s *Step) {
 		e.strField("expr", s.Expr)
 		e.strField("kind", s.Kind)
 		e.strField("type", s.Type)
+		e.strIf("stream", s.Stream)
+		e.intsIf("after", s.After)
 		e.intListsIf("teams", s.Teams)
 		e.intsIf("devices", s.Devices)
 		e.optIntField("root", s.Root)

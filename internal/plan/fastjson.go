@@ -14,7 +14,7 @@ import (
 // with no escapes but \" \\ \/ \b \f \n \r \t. Anything else — a key of
 // another case or unknown, a duplicate, a fraction or exponent for an
 // integer, a \u escape, invalid UTF-8, a type mismatch, data after the
-// plan, a format other than [Format] — makes it give up (ok false), and the
+// plan, a format this package does not read — makes it give up (ok false), and the
 // library decodes the plan instead, errors included, so every diagnostic
 // is decodeLibrary's. The library takes several times as long
 // (BenchmarkDecode): it reflects on every field and allocates every
@@ -37,7 +37,7 @@ func fastDecode(src []byte) (p *Plan, ok bool) {
 	d.space()
 	d.plan(p)
 	d.space()
-	if d.pos != len(d.src) || p.Format != Format {
+	if d.pos != len(d.src) || !KnownFormat(p.Format) {
 		return nil, false
 	}
 	return p, true

@@ -4,6 +4,8 @@ package plan
 // fields by their exact names, each once (the bits of seen), and gives up
 // on any other key, so that decodeLibrary reports it.
 
+import "github.com/nvcomm/nvcomm/internal/ops"
+
 func (d *fastDecoder) plan(p *Plan) {
 	if !d.object() {
 		d.fail() // a plan of null: decodeLibrary reports its format, 0
@@ -335,9 +337,36 @@ func (d *fastDecoder) op(o *Op) {
 			d.once(&seen, 1<<7)
 			o.Inserted = d.inserted()
 		default:
-			d.fail()
+			d.attr(o, k)
 		}
 	}
+	o.Attrs = inEntryOrder(o.Op, o.Attrs)
+}
+
+// attr reads the op's attribute key, by its spec's kind; a key that is
+// no attribute's, or a repeated one, gives up.
+func (d *fastDecoder) attr(o *Op, key []byte) {
+	spec := ops.AttrOf(string(key))
+	if spec == nil || !spec.Stored() {
+		d.fail()
+	}
+	if _, dup := o.Attrs.Get(spec.Key); dup || d.peek() == 'n' {
+		d.fail() // null is the library's error
+	}
+	v := ops.Value{Key: spec.Key}
+	switch spec.Kind {
+	case ops.IntAttr:
+		v.Int = d.int()
+	case ops.IntsAttr:
+		v.Ints = d.intList()
+	case ops.DTypeAttr:
+		v.Str = d.string()
+	case ops.FloatAttr:
+		v.Float = d.number()
+	case ops.BoolAttr:
+		v.Bool = d.bool()
+	}
+	o.Attrs = append(o.Attrs, v)
 }
 
 // inserted reads an op's provenance; null is nil.
@@ -465,6 +494,12 @@ func (d *fastDecoder) step(s *Step) {
 		case "bytes":
 			d.once(&seen, 1<<24)
 			s.Bytes = d.bytesPtr()
+		case "stream":
+			d.once(&seen, 1<<25)
+			d.textInto(&s.Stream)
+		case "after":
+			d.once(&seen, 1<<26)
+			s.After = d.intList()
 		default:
 			d.fail()
 		}

@@ -115,7 +115,7 @@ func TestFastDecode(t *testing.T) {
 	}{
 		{"minimal", `{"format": 1}`, true},
 		{"blanks", " \t\r\n{\"format\"\n:\t1 }\n\n", true},
-		{"other format", `{"format": 2}`, false},
+		{"other format", `{"format": 3}`, false},
 		{"no format", `{}`, false},
 		{"empty input", ``, false},
 		{"null", `null`, false},

@@ -14,8 +14,22 @@ import (
 	"github.com/nvcomm/nvcomm/internal/ops"
 )
 
-// Format is the plan format this package reads and writes.
+// Format is the plan format of a list of steps run one after another,
+// which lower writes; this package reads and writes it and [FormatGraph].
 const Format = 1
+
+// FormatGraph is the plan format whose steps form a graph: each step runs
+// on a stream of each of its devices and may wait for earlier steps
+// (Step.After, Step.Stream; docs/plan.md, "The step graph"). Its list of
+// steps is one order that the graph allows.
+const FormatGraph = 2
+
+// Graph reports whether p's steps form a graph (format 2) rather than a
+// sequence.
+func (p *Plan) Graph() bool { return p.Format == FormatGraph }
+
+// KnownFormat reports whether this package reads plans of format f.
+func KnownFormat(f int) bool { return f == Format || f == FormatGraph }
 
 // Plan is a lowered fusion.
 type Plan struct {
@@ -129,6 +143,10 @@ type Op struct {
 	Axis   *int     `json:"axis"` // reduced axis among the input's non-reduction axes
 	// Axes are, for broadcast, the output's new axes.
 	Axes []int `json:"axes,omitempty"`
+	// Attrs are the op's other attributes (permute's dims, reshape's
+	// shape, cast's dtype), each a field of the op's object under its
+	// key, in the order of the op's registry entry (docs/plan.md, "ops").
+	Attrs ops.Values `json:"-"`
 	// Inserted marks a set that nvcomm inserted, and says what for; nil
 	// on the fusion's own ops (docs/plan.md, "ops").
 	Inserted *Inserted `json:"inserted,omitempty"`
@@ -167,6 +185,9 @@ func (o Op) Expr() string {
 		args += ", axes=" + intList(o.Axes)
 	case o.Op != "set" && o.Axis != nil:
 		args += ", axis=" + strconv.Itoa(*o.Axis)
+	}
+	if len(o.Attrs) > 0 {
+		args += string(o.Attrs.AppendArgs(nil))
 	}
 	return o.Output + " = " + o.Op + "(" + args + ")"
 }
@@ -253,6 +274,15 @@ type Step struct {
 	Expr string `json:"expr"` // the op, for readers
 	Kind string `json:"kind"` // collective or local
 	Type string `json:"type"`
+	// Stream names, in a plan of format 2, the stream the step runs on on
+	// each of its devices; empty is the kind's own: comm for a
+	// collective, compute for a local step ([Step.StreamName]).
+	Stream string `json:"stream,omitempty"`
+	// After lists, in a plan of format 2, the ids of the steps this one
+	// waits for, each earlier in the list: it starts once they have
+	// completed on all their devices. Steps on one stream of a device run
+	// in list order without it.
+	After []int `json:"after,omitempty"`
 	// Teams are the groups of a collective, absolute device ids; each team
 	// runs the collective independently, ranks in list order.
 	Teams [][]int `json:"teams,omitempty"`
@@ -303,6 +333,23 @@ type Step struct {
 	// column r to count.output.
 	SendCounts [][]int `json:"send_counts,omitempty"`
 	Bytes      *Bytes  `json:"bytes,omitempty"`
+}
+
+// The streams a step runs on when its Stream is empty.
+const (
+	StreamCompute = "compute"
+	StreamComm    = "comm"
+)
+
+// StreamName is the stream the step runs on: Stream, or its kind's own.
+func (s *Step) StreamName() string {
+	switch {
+	case s.Stream != "":
+		return s.Stream
+	case s.Kind == KindCollective:
+		return StreamComm
+	}
+	return StreamCompute
 }
 
 // Operands returns the buffers the step reads, in order, whichever field

@@ -10,6 +10,8 @@ package plan
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
+	"slices"
 	"strings"
 )
 
@@ -22,7 +24,59 @@ func referenceEncode(p *Plan) ([]byte, error) {
 	if err := enc.Encode(p); err != nil {
 		return nil, err
 	}
-	return pretty(compact.Bytes())
+	dec := json.NewDecoder(&compact)
+	dec.UseNumber()
+	n, err := parseNode(dec)
+	if err != nil {
+		return nil, err
+	}
+	if err := withAttrs(n, p); err != nil {
+		return nil, err
+	}
+	// Re-indented with two spaces, every value that fits in inlineWidth
+	// on one line.
+	var b strings.Builder
+	writeNode(&b, n, 0)
+	b.WriteString("\n")
+	return []byte(b.String()), nil
+}
+
+// withAttrs adds each op's attributes (Op.Attrs, which encoding/json
+// leaves out) to the parsed plan n as fields of the op, after its other
+// fields but inserted, each value as encoding/json writes its kind's Go
+// value.
+func withAttrs(n *jsonNode, p *Plan) error {
+	k := slices.Index(n.keys, "ops")
+	if k < 0 || n.items[k].scalar != "" {
+		return nil // null
+	}
+	for i, op := range p.Ops {
+		obj := n.items[k].items[i]
+		at := slices.Index(obj.keys, "inserted")
+		if at < 0 {
+			at = len(obj.keys)
+		}
+		for _, v := range op.Attrs {
+			val := reflect.ValueOf(v.Ptr()).Elem().Interface()
+			if ints, ok := val.([]int); ok {
+				val = append([]int{}, ints...) // [] for none, as the encoder writes it
+			}
+			lit, err := json.Marshal(val)
+			if err != nil {
+				return err
+			}
+			dec := json.NewDecoder(bytes.NewReader(lit))
+			dec.UseNumber()
+			child, err := parseNode(dec)
+			if err != nil {
+				return err
+			}
+			obj.keys = slices.Insert(obj.keys, at, string(v.Key))
+			obj.items = slices.Insert(obj.items, at, child)
+			at++
+		}
+	}
+	return nil
 }
 
 // jsonNode is a parsed JSON value that keeps object keys in order.
@@ -31,21 +85,6 @@ type jsonNode struct {
 	isObj  bool
 	keys   []string
 	items  []*jsonNode
-}
-
-// pretty re-indents compact JSON with two spaces, keeping every value that
-// fits in inlineWidth on one line. Same input, same bytes.
-func pretty(compact []byte) ([]byte, error) {
-	dec := json.NewDecoder(bytes.NewReader(compact))
-	dec.UseNumber()
-	n, err := parseNode(dec)
-	if err != nil {
-		return nil, err
-	}
-	var b strings.Builder
-	writeNode(&b, n, 0)
-	b.WriteString("\n")
-	return []byte(b.String()), nil
 }
 
 func parseNode(dec *json.Decoder) (*jsonNode, error) {

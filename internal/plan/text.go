@@ -48,7 +48,30 @@ func WriteText(w io.Writer, p *Plan) error {
 	if err := writeTerms(w, p); err != nil {
 		return err
 	}
+	if err := writeGraph(w, p); err != nil {
+		return err
+	}
 	return writePropagated(w, p)
+}
+
+// writeGraph lists, for a plan of format 2, each step's stream and the
+// steps it waits for.
+func writeGraph(w io.Writer, p *Plan) error {
+	if !p.Graph() {
+		return nil
+	}
+	fmt.Fprintln(w, "\nstep graph (format 2): each step runs on its stream of every device it names, after the steps of that stream before it and those it waits for")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  step\tstream\twaits for")
+	for i := range p.Steps {
+		s := &p.Steps[i]
+		after := "-"
+		if len(s.After) > 0 {
+			after = joinInts(s.After)
+		}
+		fmt.Fprintf(tw, "  %d\t%s\t%s\n", s.ID, s.StreamName(), after)
+	}
+	return tw.Flush()
 }
 
 // things counts n things: "1 collective", "3 local steps".

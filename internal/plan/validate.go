@@ -43,6 +43,7 @@ func validate(p *Plan, alike bool) []diag.Diagnostic {
 	v.checkSteps()
 	v.checkCoverage()
 	v.checkOutputsHeld()
+	v.checkRaces()
 	v.checkSummary()
 	return v.probs.All()
 }
@@ -138,8 +139,8 @@ func (v *validator) stepf(i int, format string, args ...any) {
 
 // checkHeader checks rule 1's scalar fields.
 func (v *validator) checkHeader() {
-	if v.p.Format != Format {
-		v.planf("format is %d, want %d", v.p.Format, Format)
+	if !KnownFormat(v.p.Format) {
+		v.planf("format is %d, want %d (steps one after another) or %d (a step graph)", v.p.Format, Format, FormatGraph)
 	}
 	if v.p.Fusion == "" {
 		v.planf("fusion name is empty")

@@ -91,6 +91,10 @@ func exchangeMembers(s *Step, n int, count func(k, r int) int) []int {
 }
 
 // members lists a step's devices and team members.
+// Members lists the devices a step runs on: its teams' members, in order,
+// or its devices. The slice may be the step's own: callers only read it.
+func (s *Step) Members() []int { return members(s) }
+
 func members(s *Step) []int {
 	switch len(s.Teams) {
 	case 0:

@@ -177,7 +177,7 @@ func layerOpCases() []validateCase {
 		{name: "broadcast output shape", base: layersPlan, mutate: func(p *Plan) { p.Ops[0].Axes = []int{0} },
 			want: []diag.Diagnostic{pp(`op 0: output "v2" has shape [1 2 3] and reduction_axes [], want [1 3] and [] (the input's non-reduction shape, new axes at axes with the output's extents)`)}},
 		{name: "linear mixed dtypes", base: linearPlan, mutate: func(p *Plan) { p.Tensors[2].DType = "float16" },
-			want: []diag.Diagnostic{pp(`op 0: output "y" has dtype float32, but its input "bias" has float16 (ops do not cast)`)}},
+			want: []diag.Diagnostic{pp(`op 0: output "y" has dtype float32, but its input "bias" has float16 (operands share a dtype; use cast)`)}},
 		{name: "matmul k mismatch", base: layersPlan, mutate: func(p *Plan) {
 			p.Tensors[2].Shape, p.Tensors[2].LocalShape = []int{5, 3}, []int{5, 3}
 		},

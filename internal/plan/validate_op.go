@@ -79,6 +79,7 @@ func (v *validator) checkOp(i int, op Op) {
 	}
 	v.checkOpAxis(i, op, ins[0])
 	v.checkOpAxes(i, op, ins[0])
+	v.checkOpAttrs(i, op)
 	v.checkOpOutput(i, op, ins)
 	v.checkInserted(i, op)
 }
@@ -174,6 +175,25 @@ func (v *validator) checkOpAxes(i int, op Op, in *tensorInfo) {
 	}
 }
 
+// checkOpAttrs checks the op's other attributes against its registry
+// entry (ops.Op.CheckValues).
+func (v *validator) checkOpAttrs(i int, op Op) {
+	e := ops.Lookup(op.Op)
+	if e == nil {
+		return
+	}
+	for _, pr := range e.CheckValues(op.Attrs) {
+		switch pr.What {
+		case ops.NotTaken:
+			v.planf("op %d: %s takes no %s", i, op.Op, pr.Key)
+		case ops.Missing:
+			v.planf("op %d: %s needs %s", i, op.Op, pr.Key)
+		case ops.Bad:
+			v.planf("op %d: %s: %s", i, pr.Key, pr.Msg)
+		}
+	}
+}
+
 // increasing reports whether xs increase strictly within 0..n-1.
 func increasing(xs []int, n int) bool {
 	for k, x := range xs {
@@ -185,7 +205,8 @@ func increasing(xs []int, n int) bool {
 }
 
 // checkOpOutput checks that an op's output is what the op makes of its
-// operands: their dtype (ops do not cast) and the logical shape and
+// operands: their dtype (operands share a dtype; a cast gives its own)
+// and the logical shape and
 // reduction axes of docs/plan.md ("ops").
 func (v *validator) checkOpOutput(i int, op Op, ins []*tensorInfo) {
 	out := v.tensor(op.Output)
@@ -193,9 +214,15 @@ func (v *validator) checkOpOutput(i int, op Op, ins []*tensorInfo) {
 		return
 	}
 	names := op.Operands()
-	for k, in := range ins {
-		if in.t.DType != out.t.DType && DTypeSize(in.t.DType) > 0 && DTypeSize(out.t.DType) > 0 {
-			v.planf("op %d: output %q has dtype %s, but its input %q has %s (ops do not cast)", i, op.Output, out.t.DType, names[k], in.t.DType)
+	if d := op.Attrs.Str(ops.AttrDType); d != "" {
+		if d != out.t.DType {
+			v.planf("op %d: output %q has dtype %s, but the op casts to %s", i, op.Output, out.t.DType, d)
+		}
+	} else {
+		for k, in := range ins {
+			if in.t.DType != out.t.DType && DTypeSize(in.t.DType) > 0 && DTypeSize(out.t.DType) > 0 {
+				v.planf("op %d: output %q has dtype %s, but its input %q has %s (operands share a dtype; use cast)", i, op.Output, out.t.DType, names[k], in.t.DType)
+			}
 		}
 	}
 	if lo, hi := opArity(op.Op); !isKnownOp(op.Op) || len(ins) < lo || len(ins) > hi {
@@ -271,6 +298,24 @@ func (v *validator) wantOutput(i int, op Op, ins []*tensorInfo, out *tensorInfo)
 		return v.elementwiseDomain(i, op, ins)
 	case op.Op == "matmul":
 		return v.matmulDomain(i, op, ins)
+	case ops.Is(op.Op, ops.View):
+		return v.viewDomain(i, op, in)
 	}
 	return v.linearDomain(i, op, ins)
+}
+
+// viewDomain is a view op's output (permute, reshape): the shape its
+// registry entry gives its input's and its attributes (Validate has
+// checked they are given), and no reduction axis.
+func (v *validator) viewDomain(i int, op Op, in []int) (outputDomain, bool) {
+	e := ops.Lookup(op.Op)
+	if len(e.CheckValues(op.Attrs)) > 0 {
+		return outputDomain{}, false // reported by checkOpAttrs
+	}
+	shape, _, err := e.Shape([][]int{in}, ops.Attrs{Axis: -1, Values: op.Attrs})
+	if err != nil {
+		v.planf("op %d: %s of %q: %s", i, op.Op, op.Operands()[0], err.Msg)
+		return outputDomain{}, false
+	}
+	return outputDomain{shape, nil, fmt.Sprintf("the input's %v as %s", in, op.Expr())}, true
 }

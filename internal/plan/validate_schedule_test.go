@@ -83,7 +83,7 @@ func scheduleCases() []validateCase {
 func opOutputCases() []validateCase {
 	return []validateCase{
 		{name: "op dtype change", mutate: func(p *Plan) { p.Tensors[1].DType = "float16" },
-			want: []diag.Diagnostic{pp(`op 0: output "tv1" has dtype float16, but its input "tv0" has float32 (ops do not cast)`)}},
+			want: []diag.Diagnostic{pp(`op 0: output "tv1" has dtype float16, but its input "tv0" has float32 (operands share a dtype; use cast)`)}},
 		{name: "op output shape", mutate: func(p *Plan) {
 			p.Tensors[1].Shape, p.Tensors[1].LocalShape = []int{1024, 8}, []int{1024, 8}
 		},

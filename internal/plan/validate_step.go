@@ -29,6 +29,7 @@ func (v *validator) checkStep(i int, s *Step) {
 		v.stepf(i, "op %d is not an op of the plan (%d ops)", s.Op, len(v.p.Ops))
 	}
 	known := v.checkKind(i, s)
+	v.checkGraphFields(i, s)
 	v.checkMembers(i, s)
 	if known {
 		v.checkRoot(i, s)

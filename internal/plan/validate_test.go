@@ -276,7 +276,7 @@ func TestValidateNil(t *testing.T) {
 
 func TestValidateEmpty(t *testing.T) {
 	want := []diag.Diagnostic{
-		{Message: "format is 0, want 1"},
+		{Message: "format is 0, want 1 (steps one after another) or 2 (a step graph)"},
 		{Message: "fusion name is empty"},
 		{Message: "policy is empty; it names the policy that lowered the plan"},
 		{Message: "summary: bytes_ratio is null, want 1 (bytes_received_max / bytes_lower_bound, to 3 decimals)"},
@@ -366,8 +366,8 @@ func runValidateCase(t *testing.T, tc validateCase) {
 // Rule 1: format, fusion, policy, meshes.
 func planCases() []validateCase {
 	return []validateCase{
-		{name: "format", mutate: func(p *Plan) { p.Format = 2 },
-			want: []diag.Diagnostic{pp("format is 2, want 1")}},
+		{name: "format", mutate: func(p *Plan) { p.Format = 3 },
+			want: []diag.Diagnostic{pp("format is 3, want 1 (steps one after another) or 2 (a step graph)")}},
 		{name: "fusion name", mutate: func(p *Plan) { p.Fusion = "" },
 			want: []diag.Diagnostic{pp("fusion name is empty")}},
 		{name: "policy", mutate: func(p *Plan) { p.Policy = "" },
@@ -445,7 +445,7 @@ func opCases() []validateCase {
 		{name: "op index", mutate: func(p *Plan) { p.Ops[0].Index = 1 },
 			want: []diag.Diagnostic{pp("op 0: index is 1")}},
 		{name: "op name", mutate: func(p *Plan) { p.Ops[0].Op = "mean" },
-			want: []diag.Diagnostic{pp(`op 0: op "mean" is not one of set, sum, prod, max, min, add, sub, mul, maximum, minimum, relu, neg, abs, broadcast, matmul, linear`)}},
+			want: []diag.Diagnostic{pp(`op 0: op "mean" is not one of set, sum, prod, max, min, add, sub, mul, maximum, minimum, relu, neg, abs, broadcast, matmul, linear, permute, reshape, cast`)}},
 		{name: "op input", mutate: func(p *Plan) { p.Ops[0].Input = "tv9" },
 			want: []diag.Diagnostic{
 				pp(`op 0: input "tv9" is not a tensor`),

@@ -104,8 +104,8 @@ func (ps *pairings) of(op *ir.Op) (pairAxes, bool) {
 	return axes, ok
 }
 
-// pairingKey appends to b what op's rule depends on: its kind, axis and
-// axes, and the extents of its operands and result.
+// pairingKey appends to b what op's rule depends on: its kind, axis,
+// axes and other attributes, and the extents of its operands and result.
 func pairingKey(b []byte, op *ir.Op) []byte {
 	b = binary.AppendUvarint(b, uint64(len(op.Kind)))
 	b = append(b, op.Kind...)
@@ -113,6 +113,10 @@ func pairingKey(b []byte, op *ir.Op) []byte {
 	b = binary.AppendUvarint(b, uint64(len(op.Axes)))
 	for _, a := range op.Axes {
 		b = binary.AppendVarint(b, int64(a))
+	}
+	if len(op.Attrs) > 0 {
+		attrs := op.Attrs.Key()
+		b = append(binary.AppendUvarint(b, uint64(len(attrs))), attrs...)
 	}
 	b = binary.AppendUvarint(b, uint64(len(op.Inputs)))
 	for _, t := range op.Inputs {

@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/nvcomm/nvcomm/internal/ops"
 	"github.com/nvcomm/nvcomm/internal/plan"
@@ -83,6 +84,12 @@ func opDomain(op plan.Op, ins []operand, declared []int) (logicalDomain, error) 
 		return linearDomain(op, ins)
 	case family(op) == ops.Binary && len(ins) == 2:
 		return elementwiseDomain(op, ins)
+	case family(op) == ops.View:
+		shape, _, err := ops.Lookup(op.Op).Shape([][]int{in}, ops.Attrs{Axis: -1, Values: op.Attrs})
+		if err != nil {
+			return logicalDomain{}, fmt.Errorf("op %d (%s): %s", op.Index, op.Op, err.Msg)
+		}
+		return logicalDomain{shape: shape}, nil
 	}
 	return logicalDomain{}, checkArity(op) // newWorld has rejected such an op already
 }
@@ -99,7 +106,32 @@ func checkAxisFields(op plan.Op) error {
 	if len(op.Axes) > 0 && (e == nil || !e.Takes(ops.AttrAxes)) {
 		return fmt.Errorf("op %d (%s): takes no axes, got %v", op.Index, op.Op, op.Axes)
 	}
-	return nil
+	if e == nil {
+		return nil
+	}
+	probs := e.CheckValues(op.Attrs)
+	switch {
+	case len(probs) == 0:
+		return nil
+	case probs[0].What == ops.Bad:
+		return fmt.Errorf("op %d (%s): %s: %s", op.Index, op.Op, probs[0].Key, probs[0].Msg)
+	}
+	return fmt.Errorf("op %d (%s): takes %s, got %q", op.Index, op.Op, attrList(e), strings.TrimPrefix(string(op.Attrs.AppendArgs(nil)), ", "))
+}
+
+// attrList names the attributes e takes but axis and axes, "no other
+// attribute" when it takes none.
+func attrList(e *ops.Op) string {
+	var keys []string
+	for _, a := range e.Attrs {
+		if ops.AttrOf(string(a)).Stored() {
+			keys = append(keys, string(a))
+		}
+	}
+	if len(keys) == 0 {
+		return "no other attribute"
+	}
+	return strings.Join(keys, ", ")
 }
 
 // elementwiseDomain is a binary elementwise op's output: operands of equal
@@ -214,12 +246,45 @@ func evalOp(op plan.Op, ins []operand, out []int) []float64 {
 		return matmulReference(ins[0], ins[1])
 	case op.Op == "linear":
 		return linearReference(ins)
+	case op.Op == "permute":
+		return permuteReference(in, op.Attrs.Ints(ops.AttrDims), out)
+	case family(op) == ops.View:
+		// A reshape reads the elements row-major as they are: the same
+		// values, shared as a set's are.
+		return in.vals
 	}
 	vals, dims := make([][]float64, len(ins)), make([][]int, len(ins))
 	for k, x := range ins {
 		vals[k], dims[k] = x.vals, x.shape
 	}
 	return mapBroadcast(pointwiseFuncOf(op.Op), vals, dims, out)
+}
+
+// permuteReference is in with its dims reordered: out[i_0, ..., i_r-1] =
+// in[j] where j's index along dims[k] is i_k, element by element from
+// the definition (apart from the Permute step's kernel).
+func permuteReference(in operand, dims, out []int) []float64 {
+	vals := make([]float64, 0, len(in.vals))
+	stride := strides(in.shape)
+	idx := make([]int, len(out))
+	for range product(out) {
+		at := 0
+		for k, i := range idx {
+			d := dims[k]
+			if d < 0 {
+				d += len(out)
+			}
+			at += i * stride[d]
+		}
+		vals = append(vals, in.vals[at])
+		for k := len(idx) - 1; k >= 0; k-- { // the next index, row-major
+			if idx[k]++; idx[k] < out[k] {
+				break
+			}
+			idx[k] = 0
+		}
+	}
+	return vals
 }
 
 // matmulReference is a @ b on unsharded values, element by element from

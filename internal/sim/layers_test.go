@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/nvcomm/nvcomm/internal/ops"
 	"github.com/nvcomm/nvcomm/internal/plan"
 )
 
@@ -45,6 +46,24 @@ func TestLayerReference(t *testing.T) {
 		want     logicalDomain
 		vals     []float64
 	}{
+		"permute moves each element to its index in the permuted dims": {
+			op:   withAttrs(layerOp("permute", "a"), ops.Value{Key: ops.AttrDims, Ints: []int{1, -1, 0}}),
+			ins:  []operand{in("a", []int{2, 3, 1}, 1, 2, 3, 4, 5, 6)},
+			want: logicalDomain{shape: []int{3, 1, 2}},
+			vals: []float64{1, 4, 2, 5, 3, 6},
+		},
+		"reshape keeps the values row-major": {
+			op:   withAttrs(layerOp("reshape", "a"), ops.Value{Key: ops.AttrShape, Ints: []int{3, -1}}),
+			ins:  []operand{in("a", []int{2, 3}, 1, 2, 3, 4, 5, 6)},
+			want: logicalDomain{shape: []int{3, 2}},
+			vals: []float64{1, 2, 3, 4, 5, 6},
+		},
+		"cast keeps the values": {
+			op:   withAttrs(layerOp("cast", "a"), ops.Value{Key: ops.AttrDType, Str: "bfloat16"}),
+			ins:  []operand{in("a", []int{2}, -7, 300)},
+			want: logicalDomain{shape: []int{2}},
+			vals: []float64{-7, 300},
+		},
 		"add broadcasts extent-1 axes both ways": {
 			op:   layerOp("add", "a", "b"),
 			ins:  []operand{in("a", []int{2, 1}, 1, 2), in("b", []int{1, 3}, 10, 20, 30)},
@@ -259,6 +278,15 @@ func TestLayerDomainErrors(t *testing.T) {
 		},
 		"axis on an elementwise op": {axis, []operand{in("a", []int{3})}, "op 3 (relu): takes no axis, got 0"},
 		"axes on an add":            {axes, []operand{in("a", []int{3}), in("b", []int{3})}, "op 3 (add): takes no axes, got [0]"},
+		"dims on a relu": {withAttrs(layerOp("relu", "a"), ops.Value{Key: ops.AttrDims, Ints: []int{0}}), []operand{in("a", []int{3})},
+			`op 3 (relu): takes no other attribute, got "dims=[0]"`},
+		"permute without dims": {layerOp("permute", "a"), []operand{in("a", []int{3})}, `op 3 (permute): takes dims, got ""`},
+		"permute of a non-permutation": {withAttrs(layerOp("permute", "a"), ops.Value{Key: ops.AttrDims, Ints: []int{0, 0}}),
+			[]operand{in("a", []int{3, 2})}, "op 3 (permute): dims [0, 0] is not a permutation: dim 0 appears twice"},
+		"reshape of another count": {withAttrs(layerOp("reshape", "a"), ops.Value{Key: ops.AttrShape, Ints: []int{5}}),
+			[]operand{in("a", []int{3, 2})}, "op 3 (reshape): shape [5] has 5 elements, but the input [3, 2] has 6"},
+		"reshape with two -1": {withAttrs(layerOp("reshape", "a"), ops.Value{Key: ops.AttrShape, Ints: []int{-1, -1}}),
+			[]operand{in("a", []int{3, 2})}, "op 3 (reshape): shape: more than one extent is -1"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -268,6 +296,12 @@ func TestLayerDomainErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// withAttrs is op with attribute values vs.
+func withAttrs(op plan.Op, vs ...ops.Value) plan.Op {
+	op.Attrs = vs
+	return op
 }
 
 func TestCheckArity(t *testing.T) {

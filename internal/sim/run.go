@@ -1,9 +1,11 @@
 package sim
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/nvcomm/nvcomm/internal/plan"
 )
@@ -24,6 +26,10 @@ type Options struct {
 	// ([Estimate]); a plan that needs more is refused. Zero or negative
 	// means [DefaultMaxBytes].
 	MaxBytes int64
+	// Order selects the order the steps run in, for a plan of format 2:
+	// 0 the list's, any other a random order that the step graph allows
+	// (drawn from it). A plan of format 1 runs in its list's order.
+	Order uint64
 }
 
 // Mismatch is where a device's buffer first differs from the reference:
@@ -94,6 +100,7 @@ func Run(p *plan.Plan, opts Options) (*Result, error) {
 	if err := CheckMemory(f.bytes(), opts.MaxBytes); err != nil {
 		return nil, err
 	}
+	w.order = order(p, opts.Order)
 	_, _, res, err := w.simulate(f, opts.Seed)
 	return res, err
 }
@@ -134,8 +141,12 @@ func (w *world) execute(m *machine, ref map[string]vec) (*Result, error) {
 	if len(w.p.Steps) > 0 { // none stays nil, as the report writes it
 		res.Steps = make([]StepTraffic, 0, len(w.p.Steps))
 	}
-	last := w.lastSteps()
-	for i := range w.p.Steps {
+	seq := w.order
+	if seq == nil {
+		seq = order(w.p, 0)
+	}
+	last := w.lastSteps(seq)
+	for _, i := range seq {
 		s := &w.p.Steps[i]
 		if err := w.run(m, s, res); err != nil {
 			return nil, err
@@ -144,6 +155,7 @@ func (w *world) execute(m *machine, ref map[string]vec) (*Result, error) {
 			res.Mismatch = earlier(res.Mismatch, w.check(m, ref, s.Op, s.ID))
 		}
 	}
+	slices.SortStableFunc(res.Steps, func(a, b StepTraffic) int { return cmp.Compare(a.Step, b.Step) })
 	if res.MaxReceived != w.p.Summary.BytesReceivedMax {
 		return nil, fmt.Errorf("summary: bytes_received_max is %d, the simulation measured %d", w.p.Summary.BytesReceivedMax, res.MaxReceived)
 	}
@@ -151,15 +163,16 @@ func (w *world) execute(m *machine, ref map[string]vec) (*Result, error) {
 	return res, nil
 }
 
-// lastSteps returns, per op, the position of its last step, or -1 when it
-// has none. A step of an op that does not exist is left out: running it
-// fails before any op is checked after it.
-func (w *world) lastSteps() []int {
+// lastSteps returns, per op, the position of its last step in seq, the
+// order the steps run in, or -1 when it has none. A step of an op that
+// does not exist is left out: running it fails before any op is checked
+// after it.
+func (w *world) lastSteps(seq []int) []int {
 	last := make([]int, len(w.p.Ops))
 	for i := range last {
 		last[i] = -1
 	}
-	for i := range w.p.Steps {
+	for _, i := range seq {
 		if op := w.p.Steps[i].Op; op >= 0 && op < len(last) {
 			last[op] = i
 		}

@@ -21,7 +21,10 @@ type tensorInfo struct {
 // world is a checked plan: its tensors with their shard geometry and which
 // op produces each tensor.
 type world struct {
-	p        *plan.Plan
+	p *plan.Plan
+	// order is the positions of the steps in the order they run (nil:
+	// the list's).
+	order    []int
 	tensors  map[string]*tensorInfo
 	producer map[string]int
 	// ordered are the tensors in the plan's order, and opOutputs every
