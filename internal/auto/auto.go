@@ -170,7 +170,7 @@ func Solve(file string, src []byte, opts Options) (*Result, error) {
 	if !sv.exact {
 		res.Gap = float64(best.cost-sv.lower) / 1e12
 	}
-	chosen, meshes := map[string]sharding{}, map[string]string{}
+	chosen, meshes, produced := map[string]sharding{}, map[string]string{}, map[string]*ir.Tensor{}
 	var order []string
 	for _, k := range sv.decisions {
 		v := m.vars[k]
@@ -178,12 +178,14 @@ func Solve(file string, src []byte, opts Options) (*Result, error) {
 		order = append(order, v.t.Name)
 		if !v.produced {
 			meshes[v.t.Name] = v.t.Mesh.Name
+		} else {
+			produced[v.t.Name] = v.t
 		}
 	}
 	if res.Decisions, err = runnerUps(sv, best, rep); err != nil {
 		return nil, err
 	}
-	if res.Fusion, err = tree.annotate(order, chosen, meshes); err != nil {
+	if res.Fusion, err = tree.annotate(order, chosen, meshes, produced); err != nil {
 		return nil, err
 	}
 	res.summed = res.Seconds

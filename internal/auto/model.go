@@ -360,6 +360,8 @@ func (m *model) tensorSpec(fa *factor, j, o int) ir.TensorSpec {
 		spec.Shape, spec.Schedule, spec.Allocation, spec.Partial = v.t.LogicalExtents(), v.t.Schedule, v.t.Allocation, v.t.Partial
 		return spec
 	}
-	spec.Shape, spec.Placements = v.t.Shape(), m.sharding(fa, j, o)
+	// A produced tensor's Partial is the op's sum across the devices, its
+	// values complete (held).
+	spec.Shape, spec.Placements, spec.Combine = v.t.Shape(), m.sharding(fa, j, o), true
 	return spec
 }

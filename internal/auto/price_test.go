@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/nvcomm/nvcomm/internal/cost"
 	"github.com/nvcomm/nvcomm/internal/ir"
@@ -110,7 +111,7 @@ func TestPricesAsFiles(t *testing.T) {
 				var combo []int
 				for i := range fa.table {
 					combo = m.combination(fa, i, combo)
-					key, file := m.opKey(fa, combo), opFile(m, fa, combo)
+					key, file := m.opKey(fa, combo), opFile(t, m, fa, combo)
 					if k, ok := byFile[file]; ok || byKey[key] != "" {
 						if k != key || byKey[key] != file {
 							t.Fatalf("key %q and file\n%s\ndo not pair one to one", key, file)
@@ -151,7 +152,7 @@ func planText(t *testing.T, opts lower.Options, build func() (*ir.Fusion, error)
 
 // opFile writes the fusion of fa's op alone, its tensors sharded as combo
 // chooses, as a fusion file: what auto parsed before the builder.
-func opFile(m *model, fa *factor, combo []int) string {
+func opFile(t *testing.T, m *model, fa *factor, combo []int) string {
 	var b strings.Builder
 	b.WriteString("format: 2\nname: auto_op\nmeshes:\n")
 	var meshes []*ir.Mesh
@@ -173,6 +174,16 @@ func opFile(m *model, fa *factor, combo []int) string {
 			shape = shape[1:] // a Partial input's terms axis is not declared
 		}
 		keys := fmt.Sprintf("shape: %v, placements: %s", intList(shape), s)
+		if steps, ok := combinedSchedule(v.t, s); ok && k == m.index[fa.op.Out] {
+			// The op sums across the devices: placements would leave
+			// pending terms.
+			steps.Style = yaml.FlowStyle
+			text, err := yaml.Marshal(steps)
+			if err != nil {
+				t.Fatal(err)
+			}
+			keys = fmt.Sprintf("shape: %v, schedule: %s", intList(shape), strings.TrimSpace(string(text)))
+		}
 		if v.decl != "" {
 			keys = v.decl
 		}

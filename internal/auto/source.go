@@ -3,11 +3,14 @@ package auto
 import (
 	"bytes"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/nvcomm/nvcomm/internal/ir"
+	"github.com/nvcomm/nvcomm/internal/shard"
 )
 
 // source is the fusion file as a YAML tree: the given tensors' placements
@@ -123,8 +126,12 @@ func replicated(rank int) sharding {
 // tensor's placements (a declared tensor's replaced, an undeclared one
 // added at the end of tensors), and the mesh propagation gave each fusion
 // input of meshes (declared without one, which placements alone would not
-// parse), and returns the new file.
-func (s *source) annotate(order []string, chosen map[string]sharding, meshes map[string]string) ([]byte, error) {
+// parse), and returns the new file. An op's output in produced whose
+// sharding has a Partial, which the auto-sharder's candidates mean held
+// complete (the op combines across the devices), is written as the
+// schedule that says so (combinedSchedule): its placements would leave
+// pending terms.
+func (s *source) annotate(order []string, chosen map[string]sharding, meshes map[string]string, produced map[string]*ir.Tensor) ([]byte, error) {
 	root := s.root()
 	if root == nil {
 		return nil, fmt.Errorf("the fusion is not a mapping")
@@ -141,6 +148,11 @@ func (s *source) annotate(order []string, chosen map[string]sharding, meshes map
 		}
 		if mesh, ok := meshes[name]; ok && lookup(decl, "mesh") == nil {
 			setKey(decl, "mesh", scalar(mesh))
+		}
+		if steps, ok := combinedSchedule(produced[name], chosen[name]); ok {
+			renameKey(decl, "placements", "schedule")
+			setKey(decl, "schedule", steps)
+			continue
 		}
 		setKey(decl, "placements", placementsNode(chosen[name]))
 	}
@@ -168,6 +180,66 @@ func setKey(m *yaml.Node, key string, v *yaml.Node) {
 		}
 	}
 	m.Content = append(m.Content, scalar(key), v)
+}
+
+// renameKey renames key from to to in mapping m, where present.
+func renameKey(m *yaml.Node, from, to string) {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == from {
+			m.Content[i].Value = to
+		}
+	}
+}
+
+// combinedSchedule writes sharding s of t, an op's output (nil: none)
+// whose Partial the op combines across the devices itself, as the
+// schedule of that: the op's reduction axis (a contraction's trailing rk,
+// a reduction's axis) and the dims s shards, each outer-split by its mesh
+// axis's size and parallelized, from the last position. False when s has
+// no Partial.
+func combinedSchedule(t *ir.Tensor, s sharding) (*yaml.Node, bool) {
+	if t == nil || t.Producer == nil || !slices.ContainsFunc(s, func(p shard.Placement) bool { return p.Kind == shard.Partial }) {
+		return nil, false
+	}
+	rank := t.NumValueAxes()
+	red := rank
+	if t.Producer.Kind.IsReduction() {
+		red = t.Producer.Axis
+	}
+	pos := make([]int, len(s)) // the logical position each mesh axis splits, -1 for none
+	for i, p := range s {
+		pos[i] = -1
+		switch p.Kind {
+		case shard.Partial:
+			pos[i] = red
+		case shard.Shard:
+			pos[i] = (p.Dim + rank) % rank
+			if pos[i] >= red {
+				pos[i]++
+			}
+		}
+	}
+	n := &yaml.Node{Kind: yaml.SequenceNode}
+	for at := rank; at >= 0; at-- {
+		for i, p := range pos {
+			if p == at {
+				typ := ir.DeviceTypes[len(s)-1-i]
+				n.Content = append(n.Content,
+					stepNode("outer_split", "axis", strconv.Itoa(at), "factor", strconv.Itoa(t.Mesh.Shape[i])),
+					stepNode("parallelize", "axis", strconv.Itoa(at), "type", typ.String()))
+			}
+		}
+	}
+	return n, true
+}
+
+// stepNode is a schedule step {kind: {k1: v1, k2: v2}} in flow style.
+func stepNode(kind string, kv ...string) *yaml.Node {
+	args := &yaml.Node{Kind: yaml.MappingNode, Style: yaml.FlowStyle}
+	for _, x := range kv {
+		args.Content = append(args.Content, scalar(x))
+	}
+	return &yaml.Node{Kind: yaml.MappingNode, Style: yaml.FlowStyle, Content: []*yaml.Node{scalar(kind), args}}
 }
 
 func placementsNode(s sharding) *yaml.Node {

@@ -29,8 +29,10 @@ type lt struct {
 	name  string
 	shape []int // non-reduction extents
 	mesh  genMesh
-	// terms is, for a Partial input, the number of its partial terms (a
-	// leading logical axis); only set may read it. 0 for other tensors.
+	// terms is, for a Partial input or an op's output left pending, the
+	// number of its partial terms (a leading logical axis); a set from it
+	// reduces them, any other op gets that reduction inserted before it. 0
+	// for other tensors.
 	terms int
 }
 

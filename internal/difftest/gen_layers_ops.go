@@ -16,14 +16,13 @@ func (l *layerGen) op(cur lt) lt {
 		return l.shapeOp(cur)
 	}
 	kind := opKinds[l.r.IntN(len(opKinds))]
-	if cur.terms > 0 && kind != "set" && l.r.IntN(5) != 0 {
-		kind = "set" // mostly read a Partial input as it must be read
+	if cur.terms > 0 && kind != "set" && l.r.IntN(2) != 0 {
+		// Mostly read a Partial tensor with a set, which reduces its
+		// terms; any other op gets that reduction inserted before it.
+		kind = "set"
 	}
 	if len(cur.shape) >= 4 && kind == "broadcast" || len(cur.shape) < 2 && kind == "matmul" {
 		kind = "unary"
-	}
-	if cur.terms > 0 && kind != "set" {
-		l.deliberate = append(l.deliberate, "a Partial input read by "+kind)
 	}
 	switch kind {
 	case "set":
@@ -89,14 +88,20 @@ func (l *layerGen) reduce(cur lt) lt {
 	out := lt{name: l.name(), shape: slices.Delete(slices.Clone(cur.shape), ax, ax+1), mesh: m}
 	l.ops = append(l.ops, genOp{fmt.Sprintf("  - {op: %s, in: %s, out: %s, axis: %d}", kind, cur.name, out.name, l.signed(ax, len(cur.shape))), true})
 	if l.r.IntN(4) == 0 {
-		// Placements with Partial(kind) split the reduced axis over a mesh
-		// axis: each device reduces its slice, the op combines the slices.
+		// Placements with Partial(kind) leave pending terms: each device
+		// reduces its slice of the reduced axis. Half the time the
+		// reduced axis is split by a schedule instead, and the op
+		// combines the slices across the devices.
 		d := l.blockPlacements(out.shape, cur.shape[ax], m)
 		for i, p := range d.pls {
 			if p == "Partial(sum)" {
 				d.pls[i] = "Partial(" + kind + ")"
 			}
 		}
+		if l.r.IntN(2) == 0 {
+			d = combinedDecl(d.pls, len(out.shape), ax, m)
+		}
+		out.terms = termsOf(d.pls, m)
 		l.declare(out.name, m, withMesh, "", nil, d)
 		l.sure[fmt.Sprintf("tensor %q", out.name)] = true
 	} else {
@@ -228,6 +233,13 @@ func (l *layerGen) emit(kind string, ops []operand, shape []int, k int, extra st
 	}
 	names, meshes := make([]string, len(ops)), make([]genMesh, len(ops))
 	pls := l.splitK(d.pls, k, m)
+	if k > 0 && slices.Contains(d.pls, "Partial(sum)") && (len(ops) == 3 || l.r.IntN(2) == 0) {
+		// The summed axis split by a schedule: the op sums across the
+		// devices (a Partial(sum) output would leave the terms pending,
+		// and linear's bias cannot be added to them).
+		d = combinedDecl(d.pls, len(shape), len(shape), m)
+	}
+	out.terms = termsOf(d.pls, m)
 	for i, o := range ops {
 		if o.t != nil {
 			names[i], meshes[i] = o.t.name, o.t.mesh
@@ -271,3 +283,51 @@ func (l *layerGen) opLine(kind string, names []string, out, extra string) string
 }
 
 func identityMap(outAxis int) int { return outAxis }
+
+// combinedDecl is the schedule of a layer op's output of rank value dims
+// that splits what placements pls say, their Partial the output's
+// reduction axis, at position red among its logical axes: the op combines
+// its terms across the devices (nvFuser's rDID), the output holds values.
+func combinedDecl(pls []string, rank, red int, m genMesh) decl {
+	pos := make([]int, len(pls)) // the logical position each mesh axis splits, -1 for none
+	for i, p := range pls {
+		var d int
+		switch {
+		case strings.HasPrefix(p, "Partial("):
+			pos[i] = red
+		case strings.HasPrefix(p, "Shard("):
+			fmt.Sscanf(p, "Shard(%d)", &d)
+			if d < 0 {
+				d += rank
+			}
+			if d >= red {
+				d++
+			}
+			pos[i] = d
+		default:
+			pos[i] = -1
+		}
+	}
+	var steps []string
+	for at := rank; at >= 0; at-- { // from the last, so positions do not move
+		for i, p := range pos {
+			if p == at {
+				t := []string{"DIDx", "DIDy", "DIDz"}[len(m.shape)-1-i]
+				steps = append(steps, fmt.Sprintf("outer_split: {axis: %d, factor: %d}", at, m.shape[i]),
+					fmt.Sprintf("parallelize: {axis: %d, type: %s}", at, t))
+			}
+		}
+	}
+	return decl{steps: steps}
+}
+
+// termsOf is the number of pending terms of an op's output that placements
+// pls declare: the size of the mesh axis of their Partial, 0 without one.
+func termsOf(pls []string, m genMesh) int {
+	for i, p := range pls {
+		if strings.HasPrefix(p, "Partial(") {
+			return m.shape[i]
+		}
+	}
+	return 0
+}

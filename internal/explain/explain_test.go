@@ -58,7 +58,7 @@ func TestSharding(t *testing.T) {
 		"merged": {mesh4, plan.Tensor{Shape: []int{2, 8}, Schedule: []plan.ScheduleStep{{Merge: &plan.AxisArgs{Axis: 0}}, outer(0, 4), par(0, "DIDx")}},
 			"[Shard(0·1, merged)]", false, nil, "dims 0, 1 merged, then split over DIDx"},
 		"partial result": {mesh4, plan.Tensor{Shape: []int{8, 16}, ReductionAxes: []int{1}, Schedule: []plan.ScheduleStep{outer(1, 4), par(1, "DIDx")}},
-			"[Partial(sum)]", true, []string{":"}, "combines the partial results itself"},
+			"[Replicate()]", true, []string{":"}, "reduced over DIDx: the op's sum runs over a dim split along DIDx and combines the partial results across those devices itself"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

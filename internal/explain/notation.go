@@ -11,12 +11,17 @@ import (
 
 // placement is the placement of the tensor along mesh axis dim, in
 // DTensor's words where it has them: Shard(d) for a block split of value
-// dim d, Partial(op) for the partial results an op combines, Replicate()
-// otherwise.
-// A split DTensor cannot write gets nvcomm's kind, Shard(d, strided); a
-// type that both splits a dim and sums partial results (a ReduceScatter's
-// output) joins both with +.
+// dim d, Replicate() otherwise. A tensor's values are what it holds: an
+// op that combined its partial results across the devices (a device type
+// on its reduction axis, nvFuser's rDID) left complete values, which the
+// notes say in words; only pending terms are Partial (notes).
+// A split DTensor cannot write gets nvcomm's kind, Shard(d, strided).
 func (s *sharding) placement(dim int, reduceOp string) string {
+	if s.Partial != nil {
+		// Pending terms on dim 0: DTensor's Partial, the other dims
+		// numbered without it.
+		return s.placementAfter(dim, reduceOp, &reduction{Dim: 0, Op: s.Partial.Op})
+	}
 	return s.placementAfter(dim, reduceOp, nil)
 }
 
@@ -54,9 +59,6 @@ func (s *sharding) placementAfter(dim int, reduceOp string, r *reduction) string
 	}
 	if axes, ok := s.Merged[typ]; ok {
 		parts = append(parts, "Shard("+joinInts(s.valueDims(axes), "·")+", merged)")
-	}
-	if slices.ContainsFunc(s.Reduced, func(d digit) bool { return d.Type == typ }) {
-		parts = append(parts, "Partial("+reduceOp+")")
 	}
 	if len(parts) == 0 {
 		return "Replicate()"
@@ -144,12 +146,12 @@ func (s *sharding) notes(reduceOp string) []string {
 		}
 	}
 	if s.Partial != nil {
-		out = append(out, fmt.Sprintf("dim 0 holds one term per device along %s, which the ops that read it reduce with %s: a Partial(%s) input reads so in a plan (DTensor: Partial(%s) on that mesh axis, the other dims shifted down)",
-			s.Partial.Type, s.Partial.Op, s.Partial.Op, s.Partial.Op))
+		out = append(out, fmt.Sprintf("Partial(%s): pending terms; in the plan its dim 0 holds one term per device along %s (the placements number the other dims without it), and a set reading it reduces them with %s",
+			s.Partial.Op, s.Partial.Type, s.Partial.Op))
 	}
 	for _, d := range s.Reduced {
-		out = append(out, fmt.Sprintf("Partial(%s): the op's %s runs over a dim split along %s and combines the partial results itself, so the values are complete",
-			reduceOp, reduceOp, d.Type))
+		out = append(out, fmt.Sprintf("reduced over %s: the op's %s runs over a dim split along %s and combines the partial results across those devices itself, so the values are complete",
+			d.Type, reduceOp, d.Type))
 	}
 	return out
 }

@@ -161,7 +161,12 @@ func (e *explainer) reshardedNote(name string) string {
 // reshardedFor says why nvcomm inserted the resharding set op: which op
 // reads it, and what that op computes.
 func (e *explainer) reshardedFor(op plan.Op) []string {
-	if k := op.Inserted.For; k >= 0 && k < len(e.p.Ops) {
+	k := op.Inserted.For
+	switch {
+	case k >= 0 && k < len(e.p.Ops) && op.Op != "set":
+		return []string{fmt.Sprintf("inserted by nvcomm: op %d reads %s, pending terms, which are reduced first (DTensor's redistribution of a Partial operand), into the sharding op %d needs",
+			k, op.Input, k)}
+	case k >= 0 && k < len(e.p.Ops):
 		return []string{fmt.Sprintf("inserted by nvcomm: op %d computes each device's block of %s from the blocks it holds, which needs %s sharded otherwise",
 			k, e.p.Ops[k].Output, op.Input)}
 	}
@@ -184,7 +189,7 @@ func changes(in, out *sharding, inRed, outRed string, r *reduction) []string {
 			lines = append(lines, fmt.Sprintf("changes mesh axis %d (%s, %d devices): %s -> %s", dim, typeOfDim(out.Mesh, dim), out.Mesh.Shape[dim], a, b))
 		}
 	}
-	if r != nil {
+	if r != nil && in.Partial == nil { // pending terms' placements say Partial already
 		lines = append(lines, fmt.Sprintf("(%s's placements as the %s over its dim %d sees them: a split of that dim is a partial result)", in.Tensor.Name, r.Op, r.Dim))
 	}
 	if len(lines) == 0 {

@@ -296,6 +296,8 @@ class Plan:
             if any(t not in self.tensors for t in operands(o)) or o["output"] not in self.tensors:
                 raise PlanError("op %d: unknown tensor" % k)
         self.inputs = [t["name"] for t in p["tensors"] if t["name"] not in self.produced]
+        # The outputs of ops that leave pending terms (docs/fusion.md, "placements").
+        self.pending = {t["name"] for t in p["tensors"] if t.get("partial") and t["name"] in self.produced}
         self.last = {}  # op -> its last step: the step after which the op is checked
         for k, s in enumerate(p["steps"]):
             self.last[s["op"]] = k
@@ -329,8 +331,14 @@ class Reference:
 
     def _eval(self, o):
         names, out = operands(o), o["output"]
+        if o["op"] in REDUCE_OPS and names[0] in self.plan.pending:
+            # Pending terms' reference holds their reduction: the set from them copies it.
+            self.val[out], self.log2bound[out], self.terms[out] = self.val[names[0]], self.log2bound[names[0]], self.terms[names[0]]
+            return
         shapes = [self.plan.shards[n].shape for n in names]
         want = self.plan.shards[out].shape
+        if out in self.plan.pending:
+            want = want[1:]  # the op's values: the reduction of its terms
         y = apply_op(o, [self.val[n].view(sh) for n, sh in zip(names, shapes)], want)
         if list(y.shape) != want:
             raise PlanError("op %d (%s): output %r has the wrong logical shape" % (o["index"], o["op"], out))
@@ -350,11 +358,19 @@ class Reference:
             ops = {o["output"]: o for o in self.plan.p["ops"]}
             if name not in ops:
                 self.mag[name] = self.val[name].abs()
+            elif ops[name]["op"] in REDUCE_OPS and operands(ops[name])[0] in self.plan.pending:
+                self.mag[name] = self._magnitude(operands(ops[name])[0])
             else:
                 o = ops[name]
-                xs = [self._magnitude(n).view(self.plan.shards[n].shape) for n in operands(o)]
-                self.mag[name] = apply_op(o, xs, self.plan.shards[name].shape, magnitude=True).reshape(-1)
+                xs = [self._magnitude(n).view(self.value_shape(n)) for n in operands(o)]
+                self.mag[name] = apply_op(o, xs, self.value_shape(name), magnitude=True).reshape(-1)
         return self.mag[name]
+
+
+    def value_shape(self, name):
+        """The shape of the values the reference holds: a tensor's, a pending one's without its terms."""
+        shape = self.plan.shards[name].shape
+        return shape[1:] if name in self.plan.pending else shape
 
 
 def _linear(x, w, bias=None):
@@ -651,13 +667,61 @@ def describe(m):
         where, m["flat_index"], " ".join(str(i) for i in m["logical_index"]), fmt(m["expected"]), fmt(m["actual"]), m["reason"])
 
 
-def first_mismatch(plan, per_rank):
+def check_terms(plan, ref, k, per_rank):
+    """The first mismatch of op k's output, pending terms (docs/simulate.md, "Pending terms"):
+    the terms gathered from every rank, those two ranks hold equal, and their reduction
+    compared with the reference of the op's values."""
+    name = plan.p["ops"][k]["output"]
+    shard = plan.shards[name]
+    n = math.prod(shard.shape)
+    vals = torch.zeros(n, dtype=torch.float64, device=ref.dev)
+    have = torch.zeros(n, dtype=torch.bool, device=ref.dev)
+    base = {"op": k, "step": plan.p["steps"][plan.last[k]]["id"], "tensor": name, "device": -1,
+            "flat_index": -1, "logical_index": None, "expected": 0, "actual": 0}
+    for d in shard.mesh["devices"]:
+        got, offs = per_rank[d].get(("terms", k)), shard.offsets(d, ref.dev)
+        if got is None:
+            return dict(base, device=d, expected=offs.numel(), reason='device %d holds no buffer "%s"' % (d, name))
+        got = torch.tensor(got, dtype=torch.float64, device=ref.dev)
+        if got.numel() != offs.numel():
+            return dict(base, device=d, expected=offs.numel(), actual=got.numel(),
+                        reason="size: the buffer has %d elements, the shard has %d" % (got.numel(), offs.numel()))
+        clash = have[offs] & (vals[offs] != got)
+        if bool(clash.any()):
+            i = int(clash.nonzero()[0, 0])
+            return dict(base, device=d, flat_index=i, logical_index=shard.unflatten(int(offs[i])), expected=float(vals[offs[i]]),
+                        actual=float(got[i]), reason="two devices hold this term with different values")
+        vals[offs], have[offs] = got, True
+    if not bool(have.all()):
+        return dict(base, logical_index=shard.unflatten(int((~have).nonzero()[0, 0])), reason="no device holds this term")
+    op = plan.tensors[name]["partial"]
+    got, want = reduce_dims(op, vals.view(shard.shape), [0]).reshape(-1), ref.val[name]
+    every = torch.arange(want.numel(), device=ref.dev)
+    bad = ~((got - want).abs() <= ref.tolerance(name, every))
+    if not bool(bad.any()):
+        return None
+    i = int(bad.nonzero()[0, 0])
+    rest = i
+    index = []
+    for e in reversed(shard.shape[1:]):
+        index.insert(0, rest % e)
+        rest //= e
+    return dict(base, logical_index=index, expected=float(want[i]), actual=float(got[i]),
+                reason="the %s of its pending terms differs" % op)
+
+
+def first_mismatch(plan, per_rank, ref=None):
     """The mismatch simulate would report: the earliest op, the first device in mesh order."""
     for k, o in enumerate(plan.p["ops"]):
         if k not in plan.last:
             return {"op": k, "step": -1, "tensor": o["output"], "device": -1, "flat_index": -1,
                     "logical_index": None, "expected": 0, "actual": 0,
                     "reason": "no step implements op %d (%s)" % (k, o["op"])}
+        if o["output"] in plan.pending:
+            m = check_terms(plan, ref, k, per_rank)
+            if m is not None:
+                return m
+            continue
         for d in plan.shards[o["output"]].mesh["devices"]:
             m = per_rank[d].get(k)
             if m is not None:
@@ -843,7 +907,8 @@ def run(args, group_cache, out):
     dist.all_gather_object(every, mine)
     result = {"plan": PLAN["fusion"], "backend": backend, "world_size": world, "seed": args.seed,
               "data": data, "pass": False, "mismatch": None, "steps": []}
-    m = first_mismatch(plan, every)
+    ref = Reference(plan, args.seed, dev) if plan.pending else None
+    m = first_mismatch(plan, every, ref)
     result["mismatch"], result["pass"] = m, m is None and not data.startswith("DIFFERS")
     say("PASS" if result["pass"] else "FAIL: %s" % (describe(m) if m else "data " + data))
     if args.bench:
@@ -876,7 +941,12 @@ def execute(ctx, seed):
     outs = RUN(ctx.rank, ctx.dev, ctx.groups, *inputs)
     found = {}
     for k, o in enumerate(plan.p["ops"]):
-        if k in plan.last:
+        if k in plan.last and o["output"] in plan.pending:
+            # Checked once every rank's terms are gathered (check_terms).
+            buf = outs.get(o["output"])
+            if ctx.rank in plan.shards[o["output"]].mesh["devices"] and buf is not None:
+                found[("terms", k)] = buf.to(torch.float64).reshape(-1).cpu().tolist()
+        elif k in plan.last:
             m = check_op(plan, ctx.rank, ref, k, outs.get(o["output"]))
             if m is not None:
                 found[k] = m

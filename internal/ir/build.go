@@ -8,6 +8,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/nvcomm/nvcomm/internal/diag"
+	"github.com/nvcomm/nvcomm/internal/shard"
 )
 
 // build resolves names, orders the ops, infers produced tensors and replays
@@ -61,6 +62,11 @@ func (p *parser) build(name string) *Fusion {
 			tensors.made(out.Name)
 			continue
 		}
+		if !p.reducePartials(f, op, ro, prop) {
+			tensors.made(out.Name)
+			continue
+		}
+		op.Index = len(f.Ops) // after the reductions inserted for it
 		inferred, ok := p.resolveOp(op, ro)
 		// An output whose declaration is wrong still has its domain, so
 		// the ops reading it are checked too; one whose declaration is
@@ -533,4 +539,73 @@ func (p *parser) endpoints(f *Fusion, tensors *tensorTable) (ins, outs []*Tensor
 	}
 	outs = list(p.outputs, "outputs", func(t *Tensor) bool { return !consumed[t] }, func(*Tensor) string { return "" })
 	return ins, outs
+}
+
+// reducePartials inserts before op, an op other than set, the reduction of
+// the terms of every Partial tensor it reads (docs/fusion.md,
+// "placements"): a set from the tensor, which is that reduction, into a
+// tensor "name/reduced" that op reads instead, marked inserted for op's
+// slots that read it. Its sharding is that of an undeclared output (in
+// format 2, propagated); the lowering gives it the one op needs. It
+// returns false after reporting why a reduction cannot be made.
+func (p *parser) reducePartials(f *Fusion, op *Op, ro *rawOp, prop *propagator) bool {
+	if ro.kind == OpSet {
+		return true
+	}
+	for k, in := range op.Inputs {
+		if in.Partial == "" {
+			continue
+		}
+		if j := slices.IndexFunc(op.Inputs[:k], func(t *Tensor) bool {
+			return t.Producer != nil && t.Producer.Inserted != nil && t.Producer.In() == in
+		}); j >= 0 {
+			op.Inputs[k] = op.Inputs[j] // one reduction serves every slot
+			op.Inputs[j].Producer.Inserted.Operands = append(op.Inputs[j].Producer.Inserted.Operands, k)
+			continue
+		}
+		r := &Tensor{Name: p.reducedName(in.Name), Pos: ro.pos}
+		red := &Op{Index: len(f.Ops), Kind: OpSet, Inputs: []*Tensor{in}, Out: r, Axis: -1, Pos: ro.pos,
+			Inserted: &Insertion{For: op, Operands: []int{k}}}
+		r.Producer = red
+		raw := &rawOp{kind: OpSet, ins: []string{in.Name}, inAt: []diag.Pos{ro.pos}, out: r.Name, outAt: ro.pos, pos: ro.pos, fileIdx: ro.fileIdx}
+		if inferred, ok := p.resolveOp(red, raw); !inferred || !ok || !p.heldAsTerms(r, in) || !prop.forward(red) {
+			return false
+		}
+		f.Ops = append(f.Ops, red)
+		f.Tensors = append(f.Tensors, r)
+		op.Inputs[k] = r
+	}
+	return true
+}
+
+// heldAsTerms shards r, the reduction of in's terms, as in's values are
+// (DTensor's Partial → Replicate along the terms' mesh axis alone), unless
+// propagation shards it (format 2).
+func (p *parser) heldAsTerms(r, in *Tensor) bool {
+	pls, ok := pendingPlacements(in)
+	if r.Propagated || !ok {
+		return true // propagated, or left unsharded where in's splits are not blocks
+	}
+	for i := range pls {
+		if pls[i].Kind == shard.Partial {
+			pls[i].Placement = shard.Placement{Kind: shard.Replicate}
+		}
+	}
+	r.Schedule = nil
+	return p.placeSchedule(r, pls, nil)
+}
+
+// reducedName names the reduction of the terms of tensor name that build
+// inserts: "name/reduced", then "name/reduced.1" and on. A fusion's names
+// are identifiers, so none is taken.
+func (p *parser) reducedName(name string) string {
+	if p.reducedNames == nil {
+		p.reducedNames = map[string]int{}
+	}
+	n := p.reducedNames[name]
+	p.reducedNames[name]++
+	if n == 0 {
+		return name + "/reduced"
+	}
+	return fmt.Sprintf("%s/reduced.%d", name, n)
 }

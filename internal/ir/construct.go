@@ -80,6 +80,12 @@ type TensorSpec struct {
 	// Propagated is the tensor's Propagated: whether format 2 chose its
 	// mesh and schedule. It changes nothing else.
 	Propagated bool
+	// Combine, on an op's output whose placements hold a Partial, makes
+	// the op combine its terms across the devices (nvFuser's rDID): the
+	// Partial splits the axis the op combines over and the output holds
+	// values, not pending terms. NewOp reads it; the auto-sharder prices
+	// such outputs.
+	Combine bool
 }
 
 // NewTensor builds the tensor spec describes and analyzes it: it replays

@@ -7,6 +7,7 @@ import (
 
 	"github.com/nvcomm/nvcomm/internal/diag"
 	"github.com/nvcomm/nvcomm/internal/ops"
+	"github.com/nvcomm/nvcomm/internal/shard"
 )
 
 // This file builds ops and fusions from values, as construct.go builds
@@ -95,6 +96,9 @@ func (p *parser) newOp(spec OpSpec) (*Op, bool) {
 	}
 	if spec.Out.DType != "" {
 		p.matchDType(op, spec.Out.DType, diag.Pos{}, what())
+	}
+	if r, ok := pendingOf(spec.Out); ok && !spec.Out.Combine {
+		return op, p.errs.Count() == before && p.declarePendingSpec(op, spec.Out, r)
 	}
 	if spec.Out.Shape != nil {
 		p.matchShape(out, spec.Out.Shape, diag.Pos{}, what())
@@ -226,4 +230,52 @@ func (p *parser) checkOperand(in *Tensor, i int, member map[*Tensor]bool, produc
 		return true
 	}
 	return false
+}
+
+// pendingOf returns the op of the terms spec declares (its Partial, or a
+// Partial placement's), if it declares any.
+func pendingOf(spec TensorSpec) (OpKind, bool) {
+	if spec.Partial != "" {
+		return spec.Partial, true
+	}
+	for _, pl := range spec.Placements {
+		if pl.Kind == shard.Partial {
+			return OpKind(pl.Op), true
+		}
+	}
+	return "", false
+}
+
+// declarePendingSpec declares op's output, whose logical domain the op
+// inferred, as the pending terms of r that spec describes: its shape, when
+// given, is the terms axis and the op's value shape; without placements
+// it must be given, the terms axis's extent being its first.
+func (p *parser) declarePendingSpec(op *Op, spec TensorSpec, r OpKind) bool {
+	out := op.Out
+	what := fmt.Sprintf("tensor %q", out.Name)
+	if spec.Placements != nil {
+		what += " placements"
+	}
+	if !p.checkPendingOp(op, r, diag.Pos{}, what) {
+		return false
+	}
+	value := out.Shape()
+	var terms int
+	for i, pl := range spec.Placements {
+		if pl.Kind == shard.Partial {
+			terms = out.Mesh.Shape[min(i, out.Mesh.Rank()-1)]
+		}
+	}
+	if len(spec.Shape) > 0 {
+		terms = spec.Shape[0]
+	}
+	shape := append([]int{terms}, value...)
+	if terms <= 0 || spec.Shape != nil && !slices.Equal(spec.Shape, shape) || len(spec.ReductionAxes) > 0 {
+		p.errs.Add(diag.Pos{}, "%s: the pending terms of %s have the shape [terms, %s...] and no reduction axes, got shape %v and reduction axes %v",
+			what, op.Kind, fmtShape(value), fmtShape(spec.Shape), fmtShape(spec.ReductionAxes))
+		return false
+	}
+	out.Logical = logicalDomain(shape, -1)
+	spec.Partial = r
+	return p.declare(out, spec, nil) && p.combine(op)
 }

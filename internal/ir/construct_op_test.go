@@ -84,7 +84,8 @@ func rebuild(f *Fusion) (*Fusion, error) {
 	var ops []*Op
 	for _, op := range f.Ops {
 		spec := OpSpec{Index: op.Index, Kind: op.Kind, Axis: op.Axis, Axes: op.Axes, Attrs: op.Attrs, Out: TensorSpec{
-			Name: op.Out.Name, Mesh: op.Out.Mesh, Shape: op.Out.LogicalExtents(), Schedule: op.Out.Schedule, Allocation: op.Out.Allocation}}
+			Name: op.Out.Name, Mesh: op.Out.Mesh, Shape: op.Out.LogicalExtents(), Schedule: op.Out.Schedule, Allocation: op.Out.Allocation,
+			Partial: op.Out.Partial}}
 		for _, in := range op.Inputs {
 			spec.Inputs = append(spec.Inputs, built[in])
 			if in.Partial != "" {
@@ -241,7 +242,11 @@ func TestBuilderErrors(t *testing.T) {
 		{"partial read", OpSpec{Kind: OpSum, Inputs: []*Tensor{p}, Out: TensorSpec{Name: "y"}},
 			`error: ops[0]: "p" has a Partial placement and can only be read by set; read it with a set, which reduces its partial terms`},
 		{"partial terms out", OpSpec{Kind: "relu", Inputs: []*Tensor{x}, Out: TensorSpec{Name: "y", Partial: OpSum}},
-			`error: tensor "y": an op's output holds its values, not Partial terms; declare the partial terms as a fusion input and reduce them with a set`},
+			`error: tensor "y": Partial is only allowed on fusion inputs and on the outputs of matmul, linear and the reductions; declare the partial terms as a fusion input and reduce them with a set`},
+		{"pending terms of another op", OpSpec{Kind: OpSum, Inputs: []*Tensor{x}, Axis: 1, Out: TensorSpec{Name: "y", Partial: OpMax}},
+			`error: tensor "y": sum combines its terms with sum, not max; write Partial(sum)`},
+		{"pending terms shape", OpSpec{Kind: OpSum, Inputs: []*Tensor{x}, Axis: 1, Out: TensorSpec{Name: "y", Partial: OpSum, Shape: []int{4}}},
+			`error: tensor "y": the pending terms of sum have the shape [terms, [4]...] and no reduction axes, got shape [4] and reduction axes []`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := NewOp(tc.spec)

@@ -167,10 +167,12 @@ func checkFusion(t *testing.T, f *Fusion) {
 // checkAxisMaps checks that InputAxis maps each output dimension to an
 // input dimension of the same extent (or to none), and that a
 // contraction's contracted axes have the extent of its output's trailing
-// reduction axis.
+// reduction axis. An op whose output holds pending terms maps the axes of
+// what it computes, its Result.
 func checkAxisMaps(t *testing.T, op *Op) {
 	t.Helper()
-	out := op.Out.Shape()
+	res := op.Result()
+	out := res.Shape()
 	for i, in := range op.Inputs {
 		shape := in.Shape()
 		for j := range out {
@@ -183,8 +185,8 @@ func checkAxisMaps(t *testing.T, op *Op) {
 		switch {
 		case k == -1 && op.Kind.IsContraction() && i < 2, k != -1 && !op.Kind.IsContraction():
 			t.Errorf("%s: ContractedAxis(%d) = %d", op.Expr(), i, k)
-		case k != -1 && (k < 0 || k >= len(shape) || shape[k] != op.Out.Logical[len(op.Out.Logical)-1].Extent):
-			t.Errorf("%s: ContractedAxis(%d) = %d: input shape %v, output logical %v", op.Expr(), i, k, shape, op.Out.LogicalExtents())
+		case k != -1 && (k < 0 || k >= len(shape) || shape[k] != res.Logical[len(res.Logical)-1].Extent):
+			t.Errorf("%s: ContractedAxis(%d) = %d: input shape %v, output logical %v", op.Expr(), i, k, shape, res.LogicalExtents())
 		}
 	}
 }

@@ -460,6 +460,9 @@ func (p *parser) declareOutput(op *Op) bool {
 		if !p.checkOutputPartial(op, pls, what+" placements") {
 			return false
 		}
+		if _, _, ok := partialOf(pls); ok {
+			return p.declarePending(op, pls, rt.pos, func(t *Tensor) bool { return p.scheduleWith(t, rt, pls) })
+		}
 	}
 	return p.scheduleWith(out, rt, pls)
 }
@@ -518,29 +521,10 @@ func (p *parser) declarePropagated(op *Op) bool {
 }
 
 // checkOutputPartial allows a Partial placement on a produced tensor only
-// where it names partial results: Partial(sum) on a contraction's output
-// splits its contracted axis k over the mesh axis, Partial(op) on a
-// reduction's output (op its own) the reduced axis (docs/fusion.md,
+// where the op leaves pending terms: Partial(sum) on a contraction's
+// output, Partial(op) on a reduction's (op its own) (docs/fusion.md,
 // "placements").
 func (p *parser) checkOutputPartial(op *Op, pls []placement, what string) bool {
 	pl, _, ok := partialOf(pls)
-	switch {
-	case !ok:
-		return true
-	case op.Kind.IsReduction() && pl.op() != op.Kind:
-		p.errs.AddHint(pl.pos, fmt.Sprintf("write Partial(%s)", op.Kind),
-			"%s: %s combines its terms with %s, not %s", what, op.Kind, op.Kind, pl.op())
-		return false
-	case op.Kind.IsReduction():
-		return true
-	case !op.Kind.IsContraction():
-		p.errs.AddHint(pl.pos, "declare the partial terms as a fusion input and reduce them with a set",
-			"%s: Partial is only allowed on fusion inputs and on the outputs of matmul, linear and the reductions", what)
-		return false
-	case pl.op() != OpSum:
-		p.errs.AddHint(pl.pos, "write Partial(sum): each device holds the sum over its slice of k",
-			"%s: %s sums over its contracted axis, so its partial terms are a sum, not %s", what, op.Kind, pl.op())
-		return false
-	}
-	return true
+	return !ok || p.checkPendingOp(op, pl.op(), pl.pos, what)
 }

@@ -148,20 +148,6 @@ ops:
 		want: `in.yaml:8:18: error: tensor "tv1" placements: Partial is only allowed on fusion inputs and on the outputs of matmul, linear and the reductions; declare the partial terms as a fusion input and reduce them with a set`,
 	},
 	{
-		name: "placements_partial_reduced",
-		src: `meshes:
-  m: [0, 1]
-tensors:
-  tv0:
-    mesh: m
-    shape: [4, 2]
-    placements: [Partial(sum)]
-ops:
-  - {op: sum, in: tv0, out: tv1, axis: 0}
-`,
-		want: `in.yaml:9:5: error: ops[0]: "tv0" has a Partial placement and can only be read by set; read it with a set, which reduces its partial terms`,
-	},
-	{
 		name: "placements_partial_op",
 		src: `meshes:
   m: [0, 1]
@@ -1763,18 +1749,6 @@ ops:
   - {op: add, in: [a, a], out: c}
 `,
 		want: `in.yaml:5:20: error: tensor "c" placements: Partial is only allowed on fusion inputs and on the outputs of matmul, linear and the reductions; declare the partial terms as a fusion input and reduce them with a set`,
-	},
-	{
-		name: "partial_read_by_add",
-		src: `meshes:
-  m: [0, 1]
-tensors:
-  p: {mesh: m, shape: [4], placements: [Partial(sum)]}
-  a: {mesh: m, shape: [4]}
-ops:
-  - {op: add, in: [a, p], out: c}
-`,
-		want: `in.yaml:7:23: error: ops[0]: "p" has a Partial placement and can only be read by set; read it with a set, which reduces its partial terms`,
 	},
 	{
 		name: "reads_own_output_in_list",

@@ -265,11 +265,20 @@ type Tensor struct {
 	// auto-sharder to choose. The tensor is parsed as if it declared no
 	// placements.
 	Auto bool
-	// Partial is the op of a fusion input's Partial placement, "" for a
+	// Partial is the op of a Partial placement of a fusion input or of an
+	// op's output (pending terms, docs/fusion.md "placements"), "" for a
 	// tensor that holds values: the tensor's logical axis 0 holds the
 	// terms of that op, one per device along a mesh axis, and only a set
 	// reads it, which is then the reduction of its terms over axis 0.
 	Partial OpKind
+	// Combined is, for an op's output that holds pending terms (Partial
+	// set on a produced tensor), the tensor its op would write had it
+	// combined the terms across their devices: the op's own logical
+	// domain, sharded as the output's values are, its reduction axis
+	// split along the terms' device type (nvFuser's rDID). The op's rule,
+	// propagation and lowering read it (Op.Result); nil for any other
+	// tensor.
+	Combined *Tensor
 
 	// an is what analyze resolved, nil before: tensors alike share it
 	// (ShareAlike), and a pointer keeps 48 bytes of 100k tensors' own.

@@ -1,6 +1,7 @@
 package ir
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -16,7 +17,8 @@ var layerTests = []validTest{
 	{
 		// Megatron's MLP: a column-parallel linear (w1 split by rows, so h
 		// by columns), relu, then a row-parallel linear whose contracted
-		// axis is split over the devices (Partial(sum)), and a copy.
+		// axis rk its schedule splits over the devices, which sums it, and
+		// a copy.
 		name: "megatron_mlp",
 		src: `meshes:
   m: [0, 1, 2, 3]
@@ -26,7 +28,7 @@ tensors:
   w2: {mesh: m, shape: [16, 32], placements: [Shard(1)]}
   h: {placements: [Shard(1)]}
   r: {placements: [Shard(-1)]}
-  y: {shape: [8, 16], placements: [Partial(sum)]}
+  y: {shape: [8, 16], schedule: [{outer_split: {axis: 2, factor: 4}}, {parallelize: {axis: 2, type: DIDx}}]}
 ops:
   - {op: linear, in: [x, w1], out: h}
   - {op: relu, in: h, out: r}
@@ -62,7 +64,7 @@ ops:
 				Shape: []int{8, 32}, LocalShape: []int{8, 8}, Layout: []int{0, 1},
 				Shardings: []Sharding{{Type: DIDx, Digits: []Digit{{Axis: 1, Stride: 8, Extent: 4}}, Kind: Block}},
 			}, {
-				// Partial(sum) splits rk over the devices, which
+				// The schedule splits rk over the devices, which
 				// shards nothing: y is replicated once summed.
 				Name: "y", Mesh: "m", DType: "float32", Declared: true, Producer: "y = linear(r, w2)",
 				Logical: []int{8, 16, 32}, Reductions: []int{2}, Loop: []int{8, 16, 4, 8},
@@ -259,8 +261,8 @@ ops:
 	},
 	{
 		// linear: x[..., k], w[n, k], bias[n] gives [..., n, rk]. On a 2-D
-		// mesh, Partial(sum) splits rk along its mesh axis while Shard
-		// splits a dim along the other.
+		// mesh, a schedule splits rk along one mesh axis while another
+		// split shards a dim along the other.
 		name: "linear_shapes_on_2d_mesh",
 		src: `meshes:
   g: [[0, 1], [2, 3]]
@@ -270,7 +272,13 @@ tensors:
   bias: {mesh: g, dtype: float16, shape: [32], placements: [Replicate(), Shard(0)]}
   v: {mesh: g, dtype: float16, shape: [16]}
   z: {dtype: float16, placements: [Replicate(), Shard(-1)]}
-  y: {shape: [2, 8, 32, 16], placements: [Shard(0), Partial(sum)]}
+  y:
+    shape: [2, 8, 32, 16]
+    schedule:
+      - {outer_split: {axis: 3, factor: 2}}
+      - {parallelize: {axis: 3, type: DIDx}}
+      - {outer_split: {axis: 0, factor: 2}}
+      - {parallelize: {axis: 0, type: DIDy}}
 ops:
   - {op: linear, in: [x, w, bias], out: z}
   - {op: linear, in: [v, w], out: y1}
@@ -319,9 +327,11 @@ ops:
 	},
 }
 
-// TestContractionPartial checks the schedule that Partial(sum) gives a
-// contraction's output: its trailing reduction axis outer-split by the
-// mesh axis size, the outer part parallelized on that axis's type.
+// TestContractionPartial checks that Partial(sum) on a contraction's output
+// makes it pending terms, one per device along that mesh axis, and the
+// schedule of what the op computes (its Combined): its trailing reduction
+// axis outer-split by the mesh axis size, the outer part parallelized on
+// that axis's type.
 func TestContractionPartial(t *testing.T) {
 	src := `meshes:
   g: [[0, 1, 2], [3, 4, 5]]
@@ -337,6 +347,10 @@ ops:
 		t.Fatal(err)
 	}
 	c := f.Tensor("c")
+	if diff := cmp.Diff([]int{3, 4, 6}, c.Shape()); diff != "" || c.Partial != OpSum {
+		t.Errorf("pending terms: Partial %q, shape mismatch (-want +got):\n%s", c.Partial, diff)
+	}
+	c = c.Combined
 	want := []ScheduleStep{
 		{Kind: StepOuterSplit, Axis: 2, Factor: 3}, {Kind: StepParallelize, Axis: 2, Type: DIDx},
 		{Kind: StepOuterSplit, Axis: 1, Factor: 2}, {Kind: StepParallelize, Axis: 1, Type: DIDy},
@@ -360,9 +374,9 @@ ops:
 }
 
 // TestReductionPartial checks that Partial(op) on a reduction's output
-// splits the reduced axis, in its place, over that mesh axis: the reduction
-// across devices happens in the op (nvFuser's rDID), as a schedule splitting
-// it would say.
+// makes it pending terms, one per device along that mesh axis, and that
+// what the op computes (its Combined) splits the reduced axis, in its
+// place, over that mesh axis, as a schedule splitting it would say.
 func TestReductionPartial(t *testing.T) {
 	src := `meshes:
   g: [[0, 1, 2], [3, 4, 5]]
@@ -380,7 +394,10 @@ ops:
 		{Kind: StepOuterSplit, Axis: 1, Factor: 3}, {Kind: StepParallelize, Axis: 1, Type: DIDx},
 		{Kind: StepOuterSplit, Axis: 0, Factor: 2}, {Kind: StepParallelize, Axis: 0, Type: DIDy},
 	}
-	if diff := cmp.Diff(want, f.Tensor("y").Schedule, cmpopts.IgnoreFields(ScheduleStep{}, "Pos")); diff != "" {
+	if y := f.Tensor("y"); y.Partial != OpMax || !slices.Equal(y.Shape(), []int{3, 4, 8}) {
+		t.Errorf("y: Partial %q, shape %v, want max, [3 4 8]", y.Partial, y.Shape())
+	}
+	if diff := cmp.Diff(want, f.Tensor("y").Combined.Schedule, cmpopts.IgnoreFields(ScheduleStep{}, "Pos")); diff != "" {
 		t.Errorf("Schedule mismatch (-want +got):\n%s", diff)
 	}
 }

@@ -216,7 +216,7 @@ func (o *Op) Rule() *ops.Rule {
 		for i, t := range o.Inputs {
 			in[i] = t.Shape()
 		}
-		m.rule = e.Rule(in, o.Out.Shape(), ops.Attrs{Axis: o.Axis, Axes: o.Axes, Values: o.Attrs})
+		m.rule = e.Rule(in, o.outShape(), ops.Attrs{Axis: o.Axis, Axes: o.Axes, Values: o.Attrs})
 	}
 	if key.cacheable {
 		o.rule = m

@@ -89,6 +89,9 @@ type parser struct {
 	// fusion repeats a few, and the regular expression that reads one
 	// was a tenth of building a fusion of 100k tensors.
 	parsedPlacements map[string]shard.Placement
+	// reducedNames counts the tensors build inserted to reduce a Partial
+	// tensor that an op other than set reads, by the tensor's name.
+	reducedNames map[string]int
 
 	// An error stops only the checks that depend on what is wrong, so
 	// that a file's independent errors are reported in one run, and none

@@ -89,7 +89,8 @@ func (pr *propagator) forward(op *Op) bool {
 }
 
 // backward runs the backward sweep over f's ops, in reverse topological
-// order: each propagated operand is sharded like the op's output.
+// order: each propagated operand is sharded like the op's output, or, for
+// an output of pending terms, like what the op computes (Op.Result).
 func (pr *propagator) backward(f *Fusion) bool {
 	for k := len(f.Ops) - 1; k >= 0; k-- {
 		op := f.Ops[k]
@@ -98,7 +99,7 @@ func (pr *propagator) backward(f *Fusion) bool {
 				continue
 			}
 			toIn := func(pos, parts int) int { return logicalPos(in, op.inputAxisOf(i, pos, parts)) }
-			if pr.shardLike(op.Out, in, toIn, true, op.Pos) && !pr.build(in) {
+			if pr.shardLike(op.Result(), in, toIn, true, op.Pos) && !pr.build(in) {
 				return false
 			}
 		}
@@ -302,14 +303,15 @@ func (o *Op) outputPos(i, a, parts int) int {
 	return -1
 }
 
-// inputAxisOf maps a block split into parts of Out's logical axis pos
-// backward to operand i's non-reduction axis, or -1: outputPos in
-// reverse.
+// inputAxisOf maps a block split into parts of the logical axis pos of
+// what the op computes (Result) backward to operand i's non-reduction
+// axis, or -1: outputPos in reverse.
 func (o *Op) inputAxisOf(i, pos, parts int) int {
-	if j := valueIndex(o.Out, pos); j >= 0 {
+	out := o.Result() // what the op computes, its pending terms' Combined
+	if j := valueIndex(out, pos); j >= 0 {
 		return o.Rule().OperandSplit(i, j, parts)
 	}
-	last := len(o.Out.Logical) - 1
+	last := len(out.Logical) - 1
 	switch {
 	case pos < 0 || pos > last:
 	case o.Kind.IsContraction() && pos == last:

@@ -199,8 +199,8 @@ ops:
 	},
 	{
 		// A row-parallel linear: x and w split along k give y a split of
-		// its trailing reduction axis rk, the schedule Partial(sum)
-		// writes: the op sums its partial products over the devices.
+		// its trailing reduction axis rk (nvFuser's rDID): the op sums
+		// its partial products over the devices.
 		name: "contracted_axis_to_reduction_axis",
 		src: `format: 2
 meshes:
@@ -522,7 +522,7 @@ tensors:
 `
 	written, err := Parse("in.yaml", []byte("format: 1\n"+head+`  h: {placements: [Shard(1)]}
   r: {placements: [Shard(1)]}
-  y: {placements: [Partial(sum)]}
+  y: {schedule: [{outer_split: {axis: 2, factor: 4}}, {parallelize: {axis: 2, type: DIDx}}]}
 `+ops))
 	if err != nil {
 		t.Fatal(err)

@@ -230,6 +230,13 @@ func (b *opBuilder) op(i int, op plan.Op, ps *diag.List) *ir.Op {
 		}
 		o.Axis = *op.Axis
 	}
+	if out.Partial != "" {
+		// Its pending terms: what the op computes is their Combined.
+		if err := o.Pend(); err != nil {
+			ps.AddAbout("", "op %d: %v", i, err)
+			return nil
+		}
+	}
 	return o
 }
 

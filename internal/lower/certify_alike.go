@@ -197,6 +197,7 @@ func appendSpecKey(b []byte, spec ir.TensorSpec) []byte {
 	}
 	b = ir.AppendKeyString(b, string(spec.Partial))
 	b = ir.AppendKeyBool(b, spec.Propagated)
+	b = ir.AppendKeyBool(b, spec.Combine)
 	b = ir.AppendKeyLen(b, spec.Schedule == nil, len(spec.Schedule))
 	for _, s := range spec.Schedule {
 		b = ir.AppendKeyString(b, string(s.Kind))

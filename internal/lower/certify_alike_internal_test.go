@@ -50,7 +50,8 @@ func certifiedPlans(t *testing.T) map[string]*plan.Plan {
 
 // TestAlikeTensorsAsNewTensor: every tensor Certify rebuilds, whether
 // built or renamed from a tensor alike, is what ir.NewTensor builds for
-// its spec alone, field by field (the producer apart, which rebuild sets);
+// its spec alone, field by field (the producer and a pending output's
+// Combined apart, which rebuild sets from its op);
 // and the generated chains do share specs.
 func TestAlikeTensorsAsNewTensor(t *testing.T) {
 	shared := 0
@@ -68,7 +69,7 @@ func TestAlikeTensorsAsNewTensor(t *testing.T) {
 				t.Fatalf("%s: tensor %q: %v", name, pt.Name, err)
 			}
 			got := *f.Tensors[k]
-			got.Producer = nil
+			got.Producer, got.Combined = nil, nil
 			if !reflect.DeepEqual(&got, want) {
 				t.Errorf("%s: tensor %q rebuilt otherwise than ir.NewTensor builds it", name, pt.Name)
 			}
@@ -97,7 +98,7 @@ func TestSpecKeyFields(t *testing.T) {
 		}
 		return names
 	}
-	want := []string{"Name", "Mesh", "DType", "Shape", "ReductionAxes", "Schedule", "Placements", "Allocation", "Partial", "Propagated"}
+	want := []string{"Name", "Mesh", "DType", "Shape", "ReductionAxes", "Schedule", "Placements", "Allocation", "Partial", "Propagated", "Combine"}
 	if d := cmp.Diff(want, fields(reflect.TypeFor[ir.TensorSpec]())); d != "" {
 		t.Errorf("ir.TensorSpec's fields changed: update appendSpecKey, then this list (-want +got):\n%s", d)
 	}

@@ -23,6 +23,10 @@ import (
 
 // lowerComputing lowers c.op, a computing op.
 func (c *opCtx) lowerComputing() {
+	if y := c.op.Out; y.Combined != nil {
+		cp := *c.op
+		cp.Out, c.pending, c.op = y.Combined, y, &cp
+	}
 	op := c.op
 	want, ok := BlockShards(op.Out)
 	if !ok {
@@ -255,6 +259,10 @@ func (c *opCtx) emitPointwise(fn string, bufs []string, inDims [][]int, dims []i
 // partial products when the contracted axis is split over devices, the
 // bias, and a Permute when the output is not stored row-major.
 func (c *opCtx) contraction() {
+	if c.pending != nil {
+		c.pendingContraction()
+		return
+	}
 	op, y := c.op, c.op.Out
 	identity := shard.Identity(len(y.Shape()))
 	bias := op.Kind == ir.OpLinear && len(op.Inputs) == 3
@@ -274,6 +282,65 @@ func (c *opCtx) contraction() {
 	if product != y.Name {
 		c.emitPermute(product, localDims(y, identity), y.Layout(), y.Name)
 	}
+}
+
+// pendingContraction emits a contraction whose output holds pending
+// terms: each device's partial product over its slice of k is its term,
+// written straight into the output, which stores [1, ...values] row-major.
+// A bias would be added once per term, and an output stored in another
+// order would need a Permute of the terms: neither is lowered yet.
+func (c *opCtx) pendingContraction() {
+	y := c.pending
+	switch {
+	case c.op.Kind == ir.OpLinear && len(c.op.Inputs) == 3:
+		c.fail(fmt.Sprintf("%q holds pending terms, and linear's bias would be added to every term", y.Name),
+			"leave the bias out of the linear and add it after the terms are reduced, or declare the output Replicate() or Shard(d)")
+	case !slices.Equal(y.Layout(), shard.Identity(len(y.Shape()))):
+		c.fail(fmt.Sprintf("%q holds pending terms stored in another order than row-major", y.Name),
+			"leave out its allocation")
+	default:
+		c.emitMatmul(y.Name)
+	}
+}
+
+// pendingReduction emits a reduction whose output y holds pending terms:
+// each device combines its slice of the reduced axis, a LocalReduce of its
+// block into its term. insertReshardings has made its operand hold the
+// slices the terms are of, stored row-major (termsOperand).
+func (c *opCtx) pendingReduction() {
+	op, y, x := c.op, c.op.Out, c.op.In()
+	need, ok := termsOperand(op)
+	have, xok := BlockShards(x)
+	switch {
+	case !ok || !xok || !SameSplits(have, need):
+		c.fail(fmt.Sprintf("%q holds pending terms, and its operand %q is not split as they are", y.Name, x.Name),
+			"this is a bug in nvcomm's resharding pass; please report it with the input")
+	case !slices.Equal(y.Layout(), shard.Identity(len(y.Shape()))):
+		c.fail(fmt.Sprintf("%q holds pending terms stored in another order than row-major", y.Name), "leave out its allocation")
+	default:
+		dims := x.LocalShape()
+		s := plan.Step{Type: plan.LocalReduce, ReduceOp: new(string(op.Kind)), Input: x.Name, Output: y.Name, Dims: dims, ReduceDims: []int{op.Axis}}
+		c.emitLocalOn(s, y.Mesh.Devices, localCount(dims), localCount(y.LocalShape()))
+	}
+}
+
+// termsOperand returns the splits the operand of a reduction whose output
+// holds pending terms must have: its reduced axis along the terms' device
+// type, its others as the output's values.
+func termsOperand(op *ir.Op) ([]Split, bool) {
+	want, ok := BlockShards(op.Out)
+	var need []Split
+	for _, s := range want {
+		switch {
+		case s.Axis == 0:
+			need = append(need, Split{op.Axis, s.Type})
+		case s.Axis-1 < op.Axis:
+			need = append(need, Split{s.Axis - 1, s.Type})
+		default:
+			need = append(need, Split{s.Axis, s.Type})
+		}
+	}
+	return need, ok
 }
 
 // sumDevice returns the device type over which c.op sums partial

@@ -65,7 +65,7 @@ func TestLowerErrorsFirstByPosition(t *testing.T) {
 	const n = diag.MaxErrors + 3
 	src := "meshes:\n  m: [0, 1, 2]\ntensors:\n  t0: {mesh: m, shape: [2, 1]}\n"
 	for i := 1; i <= n; i++ {
-		src += fmt.Sprintf("  w%d: {mesh: m, shape: [1, 1]}\n  t%d: {mesh: m, placements: [Partial(sum)]}\n", i, i)
+		src += fmt.Sprintf("  w%d: {mesh: m, shape: [1, 1]}\n  t%d: {mesh: m, schedule: [{outer_split: {axis: 2, factor: 3}}, {parallelize: {axis: 2, type: DIDx}}]}\n", i, i)
 	}
 	src += "ops:\n"
 	for i := n; i >= 1; i-- { // line 4+2n+1+(n-i+1)

@@ -241,6 +241,10 @@ type opCtx struct {
 	// partial products.
 	sumType ir.ParallelType
 	summed  bool
+	// pending is the op's output when it holds pending terms: op is then
+	// a copy that writes its Combined tensor, and the op stops before the
+	// sum of its partial products, which are the terms.
+	pending *ir.Tensor
 }
 
 func (l *lowerer) lowerOp(op *ir.Op) {
@@ -248,6 +252,10 @@ func (l *lowerer) lowerOp(op *ir.Op) {
 		return
 	}
 	job := l.planner.Job(l.ledger, l.f, op)
+	if op.Out.Combined != nil && op.Kind.IsReduction() {
+		(&opCtx{lowerer: l, job: job, op: op}).pendingReduction()
+		return
+	}
 	if op.Kind != ir.OpSet && !op.Kind.IsReduction() {
 		(&opCtx{lowerer: l, job: job, op: op}).lowerComputing()
 		return

@@ -8,6 +8,7 @@ import (
 	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/ops"
 	"github.com/nvcomm/nvcomm/internal/reshard"
+	"github.com/nvcomm/nvcomm/internal/shard"
 )
 
 // This file is the pass that makes every computing op (elementwise,
@@ -43,10 +44,20 @@ func insertReshardings(f *ir.Fusion, l *lowerer) (*ir.Fusion, *inserter) {
 	out := *f
 	out.Ops = nil
 	out.Tensors = slices.Clone(f.Inputs)
-	ins := &inserter{source: f, fusion: &out, errs: l.ledger.Errs(), planner: l.planner, sumTypes: map[*ir.Op]ir.ParallelType{}, failed: map[*ir.Op]bool{}, bcast: bcastAxes{}, owned: l.owned}
+	ins := &inserter{source: f, fusion: &out, errs: l.ledger.Errs(), planner: l.planner, sumTypes: map[*ir.Op]ir.ParallelType{}, failed: map[*ir.Op]bool{}, bcast: bcastAxes{}, owned: l.owned, deferred: map[*ir.Tensor]*ir.Op{}}
 	for _, op := range f.Ops {
+		if reducesTermsFor(op) {
+			ins.deferred[op.Out] = op // added with the op it serves
+			continue
+		}
+		if op.Out.Combined != nil && op.Kind.IsReduction() {
+			ins.reshardForTerms(ins.own(op))
+			continue
+		}
 		if op.Kind == ir.OpSet || op.Kind.IsReduction() {
-			ins.add(op)
+			// The planner lowers the op from what it reads.
+			whys := ins.reduceTerms(op, nil, false)
+			readFor(ins.add(op), whys)
 			continue
 		}
 		ins.computing(ins.own(op))
@@ -86,6 +97,10 @@ type inserter struct {
 	bcast bcastAxes
 	// owned is lowerer.owned: the caller's ops may be changed in place.
 	owned bool
+	// deferred are the reductions of Partial tensors that the parser
+	// inserted before the ops reading them, by their output: each is
+	// added when its op is, to the sharding that op needs.
+	deferred map[*ir.Tensor]*ir.Op
 	// built are the tensors newTensor built, by their spec's key
 	// (appendSpecKey; key is scratch): the sets inserted into a long
 	// chain make a few specs, and each tensor alike one built before is
@@ -121,11 +136,11 @@ func (ins *inserter) addFailed(op *ir.Op) {
 	ins.failed[op] = true
 }
 
-// add appends op (and its output) with the next index. A set or
-// reduction of the caller's fusion whose index changes is copied first,
-// unless the lowerer owns it (its operands stay: a copy need not own
-// them); a computing op is the inserter's already (own).
-func (ins *inserter) add(op *ir.Op) {
+// add appends op (and its output) with the next index, and returns it. A
+// set or reduction of the caller's fusion whose index changes is copied
+// first, unless the lowerer owns it (its operands stay: a copy need not
+// own them); a computing op is the inserter's already (own).
+func (ins *inserter) add(op *ir.Op) *ir.Op {
 	if op.Index != len(ins.fusion.Ops) {
 		if (op.Kind == ir.OpSet || op.Kind.IsReduction()) && !ins.owned {
 			cp := *op
@@ -136,11 +151,13 @@ func (ins *inserter) add(op *ir.Op) {
 	ins.fusion.Ops = append(ins.fusion.Ops, op)
 	ins.fusion.Tensors = append(ins.fusion.Tensors, op.Out)
 	ins.bcast.record(op)
+	return op
 }
 
 // computing inserts the sets a computing op needs, then the op.
 func (ins *inserter) computing(op *ir.Op) {
 	want, ok := ins.outputShards(op)
+	defer readFor(op, ins.reduceTerms(op, want, ok))
 	if !ok {
 		ins.addFailed(op)
 		return
@@ -289,12 +306,12 @@ func mappedSplits(op *ir.Op) []Split {
 // split of axis -1) the device type that splits a contraction's summed
 // axis.
 func (ins *inserter) outputShards(op *ir.Op) ([]Split, bool) {
-	want, ok := BlockShards(op.Out)
+	want, ok := BlockShards(op.Result())
 	if !ok {
-		ins.unsupported(op, op.Out)
+		ins.unsupported(op, op.Result())
 		return nil, false
 	}
-	if t, ok := ContractedDevice(op.Out); ok {
+	if t, ok := ContractedDevice(op.Result()); ok {
 		if !ins.evenSum(op, t) {
 			return nil, false
 		}
@@ -446,4 +463,140 @@ func whyNotBlock(t *ir.Tensor) string {
 		}
 	}
 	return "is split on one axis by several device types"
+}
+
+// reducesTermsFor reports whether op is a reduction of a Partial tensor's
+// terms that the parser inserted before an op reading it
+// (docs/fusion.md, "placements").
+func reducesTermsFor(op *ir.Op) bool {
+	return op.Inserted != nil && op.Kind.IsReduction() && op.In().Partial != ""
+}
+
+// reduceTerms adds the deferred reductions of the Partial tensors op
+// reads, each into the sharding op needs of the slots that read it (when
+// want, op's output splits, is known and the reduction lies on op's mesh):
+// DTensor's redistribution of a Partial operand, so that an Allreduce
+// becomes a ReduceScatter where op needs a shard.
+func (ins *inserter) reduceTerms(op *ir.Op, want []Split, known bool) []termsRead {
+	var whys []termsRead
+	for i, x := range op.Inputs {
+		red, ok := ins.deferred[x]
+		if !ok {
+			continue
+		}
+		delete(ins.deferred, x)
+		out := x
+		if have, block := BlockShards(x); known && block && x.Mesh.Equal(op.Out.Mesh) {
+			if need := ins.termsTarget(red, have, OperandShards(op, i, want)); !SameSplits(have, need) {
+				if t, ok := ins.reducedAs(x, need); ok {
+					out = t
+				}
+			}
+		}
+		cp := *red
+		cp.Out = out
+		cp.Inserted = &ir.Insertion{For: op, Operands: slices.Clone(red.Inserted.Operands)}
+		for _, k := range cp.Inserted.Operands {
+			op.Inputs[k] = out
+		}
+		whys = append(whys, termsRead{ins.add(&cp)})
+	}
+	return whys
+}
+
+// termsRead is a set (or a reduction of terms) inserted before an op, as
+// added to the rewritten fusion.
+type termsRead struct {
+	set *ir.Op
+}
+
+// readFor points the provenance of the sets inserted before op at op as it
+// is in the rewritten fusion (a set or reduction of the caller's fusion is
+// copied when added), at the slots that read their outputs once the op's
+// resharding sets are inserted. A reduction of terms that op reads only
+// through a resharding set of its own is no longer inserted for op: it is
+// an op of the fusion, as the set from a Partial tensor written in a file.
+func readFor(op *ir.Op, whys []termsRead) {
+	for _, w := range whys {
+		var slots []int
+		for k, x := range op.Inputs {
+			if x == w.set.Out {
+				slots = append(slots, k)
+			}
+		}
+		w.set.Inserted = &ir.Insertion{For: op, Operands: slots}
+		if slots == nil {
+			w.set.Inserted = nil
+		}
+	}
+}
+
+// termsTarget is the sharding the reduction red of a Partial tensor's
+// terms gives its output, which holds have, for an op that needs need: need
+// itself, or under the nvfuser policy, which changes one device type per
+// op, have with only the split along the terms' device type taken from
+// need (a ReduceScatter), the rest left to a set.
+func (ins *inserter) termsTarget(red *ir.Op, have, need []Split) []Split {
+	if ins.planner.Policy() != PolicyNvFuser {
+		return need
+	}
+	var terms ir.ParallelType
+	if splits, ok := BlockShards(red.In()); ok {
+		for _, s := range splits {
+			if s.Axis == 0 {
+				terms = s.Type
+			}
+		}
+	}
+	out := slices.DeleteFunc(slices.Clone(have), func(s Split) bool { return s.Type == terms })
+	for _, s := range need {
+		if s.Type == terms {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// reducedAs is x, the output of a reduction of terms over axis 0 (its
+// reduction axis, at position 0), split as need says of its values.
+func (ins *inserter) reducedAs(x *ir.Tensor, need []Split) (*ir.Tensor, bool) {
+	value := x.ValueAxes()
+	at := make([]Split, len(need)) // positions in the logical domain
+	for k, s := range need {
+		at[k] = Split{value[s.Axis], s.Type}
+	}
+	t, err := ins.build(ir.TensorSpec{Name: x.Name, Mesh: x.Mesh, DType: x.DType, Shape: x.LogicalExtents(),
+		ReductionAxes: []int{0}, Schedule: BlockSchedule(x.Mesh, at)})
+	if err != nil || t.IsUneven() {
+		return nil, false
+	}
+	t.Pos = x.Pos
+	return t, true
+}
+
+// reshardForTerms inserts before op, a reduction whose output holds
+// pending terms, a set that gives its operand the slices the terms are
+// of, stored row-major, when it does not hold them so; then op. Each
+// device then reduces its block locally (compute.go).
+func (ins *inserter) reshardForTerms(op *ir.Op) {
+	whys := ins.reduceTerms(op, nil, false)
+	x := op.In()
+	need, ok := termsOperand(op)
+	if !ok {
+		ins.unsupported(op, op.Out)
+		ins.addFailed(op)
+		return
+	}
+	have, block := BlockShards(x)
+	if !block || !SameSplits(have, need) || !x.Mesh.Equal(op.Out.Mesh) || !slices.Equal(x.Layout(), shard.Identity(len(x.Shape()))) {
+		r, ok := ins.newTensor(op, x.Name+"/resharded", op.Out.Mesh, x.DType, x.Shape(), need)
+		if !ok {
+			ins.addFailed(op)
+			return
+		}
+		set := ins.add(&ir.Op{Kind: ir.OpSet, Inputs: []*ir.Tensor{x}, Out: r, Axis: -1, Pos: op.Pos})
+		op.Inputs[0] = r
+		whys = append(whys, termsRead{set})
+	}
+	readFor(ins.add(op), whys)
 }

@@ -77,10 +77,11 @@ func wholeAxisZeroType(p *Plan, t Tensor) (string, bool) {
 }
 
 // checkPartials checks every tensor's Partial field (rule 2): the terms
-// of a reduce op, on a fusion input without reduction axes whose logical
-// axis 0 one mesh axis parallelizes whole, read only by reductions of
-// that op over axis 0 (as a fusion file's set from a Partial input
-// becomes).
+// of a reduce op, on a tensor without reduction axes whose logical axis 0
+// one mesh axis parallelizes whole, written by no op (a fusion input) or
+// by a contraction (terms of a sum) or a reduction (of its own op) that
+// leaves them pending, and read only by reductions of that op over axis 0
+// (as a fusion file's set from a Partial tensor becomes).
 func (v *validator) checkPartials() {
 	var readers map[string][]int // built when a tensor is Partial
 	for i := range v.p.Tensors {
@@ -112,7 +113,10 @@ func partialProblem(p *Plan, t *Tensor, ops []int) string {
 	for _, i := range ops {
 		op := &p.Ops[i]
 		if op.Output == t.Name {
-			return fmt.Sprintf("op %d writes it, and an op's output holds its values, not partial terms", i)
+			if why := pendingWriter(op, t.Partial); why != "" {
+				return fmt.Sprintf("op %d writes it, and %s", i, why)
+			}
+			continue
 		}
 		if op.Input != t.Name || op.Op != t.Partial || op.Axis == nil || *op.Axis != 0 || slices.Contains(op.Operands()[1:], t.Name) {
 			return fmt.Sprintf("op %d reads it but is not a %s of it over axis 0, which reduces the terms", i, t.Partial)
@@ -132,4 +136,25 @@ func readersByName(p *Plan) map[string][]int {
 		out[op.Output] = append(out[op.Output], i)
 	}
 	return out
+}
+
+// pendingWriter says why op cannot leave its output as pending terms of
+// r, "" when it can: a contraction's partial products are terms of a sum,
+// a reduction's of its own op.
+func pendingWriter(op *Op, r string) string {
+	switch {
+	case isContraction(op.Op) && r == "sum", isReductionOp(op.Op) && r == op.Op:
+		return ""
+	case isContraction(op.Op) || isReductionOp(op.Op):
+		return fmt.Sprintf("%s leaves terms that combine with %s, not %s", op.Op, termsOp(op.Op, isContraction(op.Op)), r)
+	}
+	return fmt.Sprintf("only a contraction or a reduction leaves pending terms, not %s", op.Op)
+}
+
+// termsOp is the op a contraction's (sum) or a reduction's terms combine with.
+func termsOp(op string, contraction bool) string {
+	if contraction {
+		return "sum"
+	}
+	return op
 }

@@ -175,12 +175,26 @@ func writeTerms(w io.Writer, p *Plan) error {
 			fmt.Fprintln(w, "\npartial terms:")
 			header = true
 		}
-		if _, err := fmt.Fprintf(w, "  %s: dim 0 holds one term per device along %s, reduced with %s by %s: a set from a Partial(%s) input reads so\n",
-			t.Name, pi.Type, pi.Op, strings.Join(readersOf(p, t.Name), ", "), pi.Op); err != nil {
+		if _, err := fmt.Fprintf(w, "  %s: dim 0 holds one term per device along %s, %s\n", t.Name, pi.Type, termsFate(p, t.Name, pi.Op)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// termsFate says what becomes of the terms of tensor name, combined with
+// op: the ops that reduce them (a set from a Partial tensor reads so), or
+// none, when the tensor is a fusion output left pending.
+func termsFate(p *Plan, name, op string) string {
+	readers := readersOf(p, name)
+	if len(readers) == 0 {
+		return fmt.Sprintf("left pending: a fusion output whose values are the %s of its terms", op)
+	}
+	whose := "input"
+	if slices.ContainsFunc(p.Ops, func(o Op) bool { return o.Output == name }) {
+		whose = "op's output"
+	}
+	return fmt.Sprintf("reduced with %s by %s: a set from a Partial(%s) %s reads so", op, strings.Join(readers, ", "), op, whose)
 }
 
 // readersOf lists the ops that read tensor name, as "op N".
@@ -248,16 +262,18 @@ func writePropagated(w io.Writer, p *Plan) error {
 			fmt.Fprintln(tw, "\npropagated shardings (format 2):")
 			header = true
 		}
-		fmt.Fprintf(tw, "  %s\ton %s\t%s\n", t.Name, t.Mesh, placementsText(p, t))
+		fmt.Fprintf(tw, "  %s\ton %s\t%s%s\n", t.Name, t.Mesh, placementsText(p, t), reducedText(t))
 	}
 	return tw.Flush()
 }
 
 // placementsText renders t's sharding as placements, one per axis of its
-// mesh: Shard(d) for a device type that splits dim d, Partial(op) for one
-// that splits the reduction axis of a reduction or contraction output (the
-// notation fusion files give that split), both joined by + when one type
-// does both, Replicate() otherwise.
+// mesh, as a fusion file would write them: Shard(d) for a device type
+// that splits dim d, Replicate() otherwise. A device type on a reduction
+// axis (the op combined its partial results across those devices) leaves
+// complete values: Replicate() or the Shard of a dim it also splits. Only
+// pending terms are Partial(op): the device type on the terms' axis 0,
+// the other dims numbered without it.
 func placementsText(p *Plan, t Tensor) string {
 	rank := len(p.Meshes[t.Mesh].Shape)
 	pls := make([]string, rank)
@@ -266,63 +282,40 @@ func placementsText(p *Plan, t Tensor) string {
 	}
 	at := func(typ string) int { return rank - 1 - slices.Index(deviceTypes, typ) }
 	for _, s := range t.Sharding {
-		if a := at(s.Type); a >= 0 && a < rank {
+		a := at(s.Type)
+		switch {
+		case a < 0 || a >= rank:
+		case t.Partial != "" && s.LogicalAxis == 0:
+			pls[a] = fmt.Sprintf("Partial(%s)", t.Partial)
+		case t.Partial != "":
+			pls[a] = fmt.Sprintf("Shard(%d)", s.LogicalAxis-1)
+		case s.Kind != "block":
+			pls[a] = fmt.Sprintf("Shard(%d, %s)", s.LogicalAxis, s.Kind)
+		default:
 			pls[a] = fmt.Sprintf("Shard(%d)", s.LogicalAxis)
-			if s.Kind != "block" {
-				pls[a] = fmt.Sprintf("Shard(%d, %s)", s.LogicalAxis, s.Kind)
-			}
-		}
-	}
-	for _, s := range reductionSplits(t) {
-		a := at(s.typ)
-		if a < 0 || a >= rank {
-			continue
-		}
-		partial := fmt.Sprintf("Partial(%s)", reduceOpOf(p, t.Name))
-		if pls[a] == "Replicate()" {
-			pls[a] = partial
-		} else {
-			// Summed over the mesh axis and split along a dim by it: a
-			// ReduceScatter's output, which no one placement names.
-			pls[a] += "+" + partial
 		}
 	}
 	return "[" + strings.Join(pls, ", ") + "]"
 }
 
-// reduceOpOf is the op that combines the partial results of the op
-// producing name: a reduction's own, else sum (a contraction's).
-func reduceOpOf(p *Plan, name string) string {
-	for _, op := range p.Ops {
-		if op.Output == name && slices.Contains([]string{"prod", "max", "min"}, op.Op) {
-			return op.Op
-		}
-	}
-	return "sum"
-}
-
-// typedAxis is a logical axis and the device type that splits it.
-type typedAxis struct {
-	typ  string
-	axis int
-}
-
-// reductionSplits finds, from t's loop domain (Replay), the reduction
-// axes (their positions in Shape) that device types split: the summed
-// axes of partial results, which Sharding, of non-reduction axes only,
-// does not show. A schedule that does not replay has none.
-func reductionSplits(t Tensor) []typedAxis {
+// reducedText says, in words, over which device types t's op combined its
+// partial results itself (a device type on a reduction axis, nvFuser's
+// rDID): what the placements of its complete values do not show.
+func reducedText(t Tensor) string {
 	loop, _, why := Replay(&t, nil)
 	if why != "" {
-		return nil
+		return ""
 	}
-	var out []typedAxis
+	var types []string
 	for _, a := range loop {
 		if a.OnDevices() && a.Logical >= 0 && slices.Contains(t.ReductionAxes, a.Logical) {
-			out = append(out, typedAxis{a.Parallel, a.Logical})
+			types = append(types, a.Parallel)
 		}
 	}
-	return out
+	if len(types) == 0 {
+		return ""
+	}
+	return "\treduced over " + strings.Join(types, " and ") + " by its op"
 }
 
 func teamsText(teams [][]int) string {

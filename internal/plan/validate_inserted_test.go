@@ -42,7 +42,7 @@ func TestValidateInserted(t *testing.T) {
 		{name: "inserted for nothing", mutate: func(p *Plan) { p.Ops[0].Inserted.Operands = nil },
 			want: []diag.Diagnostic{pp(`op 0: inserted for op 1 must name either its operands or its output`)}},
 		{name: "inserted op that is not a set", mutate: func(p *Plan) { p.Ops[1].Inserted = &Inserted{For: 0, Output: true} },
-			want: []diag.Diagnostic{pp(`op 1: is marked inserted, but nvcomm inserts only sets, not mul`)}},
+			want: []diag.Diagnostic{pp(`op 1: is marked inserted, but nvcomm inserts only sets (a set from a Partial tensor being the reduction of its terms over axis 0), not mul`)}},
 	} {
 		tc.base = duplicateOperandPlan
 		runValidateCase(t, tc)

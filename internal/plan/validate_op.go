@@ -84,6 +84,13 @@ func (v *validator) checkOp(i int, op Op) {
 	v.checkInserted(i, op)
 }
 
+// reducesTerms reports whether op is the reduction of a Partial tensor's
+// terms over its axis 0: what a set from it is.
+func (v *validator) reducesTerms(op Op) bool {
+	in := v.tensor(op.Input)
+	return isReductionOp(op.Op) && op.Axis != nil && *op.Axis == 0 && in != nil && in.t.Partial == op.Op
+}
+
 // checkInserted checks an inserted set's provenance against the ops it
 // names: a set before op For whose output For reads at exactly the
 // listed operand slots, or a set after For that reads For's output.
@@ -93,8 +100,8 @@ func (v *validator) checkInserted(i int, op Op) {
 		return
 	}
 	switch {
-	case op.Op != "set":
-		v.planf("op %d: is marked inserted, but nvcomm inserts only sets, not %s", i, op.Op)
+	case op.Op != "set" && !v.reducesTerms(op):
+		v.planf("op %d: is marked inserted, but nvcomm inserts only sets (a set from a Partial tensor being the reduction of its terms over axis 0), not %s", i, op.Op)
 	case in.For < 0 || in.For >= len(v.p.Ops) || in.For == i:
 		v.planf("op %d: inserted for op %d, which is not another op of the plan", i, in.For)
 	case in.Output == (len(in.Operands) > 0):
@@ -225,10 +232,26 @@ func (v *validator) checkOpOutput(i int, op Op, ins []*tensorInfo) {
 	if !ok {
 		return
 	}
+	if out.t.Partial != "" && len(out.t.Shape) > 0 {
+		want = pendingDomain(want, out.t.Shape[0])
+	}
 	if !slices.Equal(out.t.Shape, want.shape) || !slices.Equal(out.t.ReductionAxes, want.reduced) {
 		v.planf("op %d: output %q has shape %v and reduction_axes %v, want %v and %v (%s)",
 			i, op.Output, out.t.Shape, out.t.ReductionAxes, want.shape, want.reduced, want.why)
 	}
+}
+
+// pendingDomain is the domain of the pending terms of an op whose own
+// output domain is d (docs/plan.md, "partial"): a leading axis of the
+// terms, then d's non-reduction axes, no reduction axis.
+func pendingDomain(d outputDomain, terms int) outputDomain {
+	shape := []int{terms}
+	for k, e := range d.shape {
+		if !slices.Contains(d.reduced, k) {
+			shape = append(shape, e)
+		}
+	}
+	return outputDomain{shape, nil, "the terms axis, then " + d.why + " without the combined axis: the output holds pending terms"}
 }
 
 // outputDomain is the logical domain an op's output must have, and why.

@@ -263,11 +263,17 @@ func (w *world) reference(seed uint64) (map[string]vec, error) {
 		switch {
 		case op.Op == "set":
 			ref[op.Output] = ins[0].v
+		case isReduceOp(op.Op) && w.isPending(ins[0].name):
+			// The reference of pending terms holds their reduction.
+			ref[op.Output] = ins[0].v
 		case isReduceOp(op.Op):
 			ref[op.Output] = w.reduction(op.Op, ins[0], *op.Axis)
 		default:
 			for k := range ins {
 				ins[k].vals = storedValues(ins[k].v, flat)
+			}
+			if w.isPending(op.Output) {
+				shape = shape[1:] // the reference holds the combined values
 			}
 			ref[op.Output] = stored(evalOp(op, ins, shape))
 		}
@@ -354,6 +360,9 @@ func (w *world) checkOutputDomain(op plan.Op, ins []operand) error {
 	want, err := opDomain(op, ins, out.Shape)
 	if err != nil {
 		return err
+	}
+	if w.isPending(op.Output) && len(out.Shape) > 0 {
+		want = pendingDomain(want, out.Shape[0])
 	}
 	if slices.Equal(out.Shape, want.shape) && slices.Equal(out.ReductionAxes, want.reduction) {
 		return nil
