@@ -70,7 +70,11 @@ func (r *reporter) report(stage string, done, total int) {
 // could do with any other.
 type Decision struct {
 	Tensor string
-	Chosen string // placements, as a fusion file writes them
+	// Chosen is the placements, as a fusion file writes them, of what the
+	// tensor holds; for an op that reduces across devices itself, followed
+	// by the device types it reduces over ("[Replicate()] reduced over DIDx
+	// by its op").
+	Chosen string
 	// RunnerUp is the best other sharding of the tensor, "" when there is
 	// none within the budget; Slower is how much more the layer's
 	// predicted time is with it, in seconds.
@@ -209,12 +213,12 @@ func runnerUps(sv *solver, best *solution, rep *reporter) ([]Decision, error) {
 	var out []Decision
 	for i, k := range sv.decisions {
 		v := sv.m.vars[k]
-		d := Decision{Tensor: v.t.Name, Chosen: v.options[best.choice[k]].String()}
+		d := Decision{Tensor: v.t.Name, Chosen: v.describe(best.choice[k])}
 		switch o, ties := otherBest(marg, k, best.choice[k]); {
 		case !sv.exact:
 		case marg != nil && ties == 0:
 		case marg != nil && ties == 1:
-			d.RunnerUp, d.Slower = v.options[o].String(), float64(marg[k][o]-best.cost)/1e12
+			d.RunnerUp, d.Slower = v.describe(o), float64(marg[k][o]-best.cost)/1e12
 		default:
 			sv.progress = func(int, int) { rep.report("runner-ups", i, len(sv.decisions)) }
 			var err error
@@ -249,7 +253,7 @@ func otherBest(marg [][]int64, k, chosen int) (best, ties int) {
 // runnerUp solves again with decision k barred from its chosen option.
 func runnerUp(sv *solver, k int, best *solution) (Decision, error) {
 	v := sv.m.vars[k]
-	d := Decision{Tensor: v.t.Name, Chosen: v.options[best.choice[k]].String()}
+	d := Decision{Tensor: v.t.Name, Chosen: v.describe(best.choice[k])}
 	sv.allowed[k] = make([]bool, len(v.options))
 	for o := range sv.allowed[k] {
 		sv.allowed[k][o] = o != best.choice[k]
@@ -262,7 +266,7 @@ func runnerUp(sv *solver, k int, best *solution) (Decision, error) {
 	case err != nil:
 		return d, err
 	}
-	d.RunnerUp = v.options[other.choice[k]].String()
+	d.RunnerUp = v.describe(other.choice[k])
 	d.Slower = float64(other.cost-best.cost) / 1e12
 	return d, nil
 }

@@ -20,6 +20,26 @@ func (s sharding) String() string {
 	return "[" + strings.Join(parts, ", ") + "]"
 }
 
+// describe writes option s of a tensor for the decisions' table: as a
+// fusion file does, but for a produced tensor whose op combines its terms
+// across a mesh axis (a Partial option), its complete values' placements
+// and the device types the op reduces over — Partial in a fusion file
+// means pending terms, which no option leaves.
+func (s sharding) describe(produced bool) string {
+	held := s.held(produced)
+	var types []string
+	names := shard.DeviceTypeNames() // DIDx is the last mesh axis
+	for i, p := range s {
+		if produced && p.Kind == shard.Partial && len(s)-1-i < len(names) {
+			types = append(types, names[len(s)-1-i])
+		}
+	}
+	if len(types) == 0 {
+		return held.String()
+	}
+	return held.String() + " reduced over " + strings.Join(types, " and ") + " by its op"
+}
+
 // held is the sharding in which a consumer reads a tensor: a produced
 // tensor's Partial means the op that produced it combined its terms across
 // the devices (docs/fusion.md, "placements"), so its values are complete

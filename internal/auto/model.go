@@ -15,6 +15,9 @@ import (
 
 // variable is a tensor of the fusion with the shardings it may take: one
 // for a given tensor, the candidates for a decision.
+// describe writes option o of v for the decisions' table.
+func (v *variable) describe(o int) string { return v.options[o].describe(v.produced) }
+
 type variable struct {
 	t        *ir.Tensor
 	options  []sharding
