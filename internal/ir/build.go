@@ -23,10 +23,18 @@ func (p *parser) build(name string) *Fusion {
 	order := p.sortOps()
 	mentions := p.mentionOrder()
 	tensors := &tensorTable{p: p, undeclared: map[string]*Tensor{}, left: len(mentions)}
-	// resolved holds the tensors whose domains were built without error:
-	// an op reading any other is skipped, its problem reported already. (A
-	// rank-0 tensor has no logical axes, so Logical cannot tell.)
-	resolved := make(map[*Tensor]bool, len(mentions))
+	// unresolved holds the tensors made whose domains were not built
+	// without error: an op reading one is skipped, its problem reported
+	// already. (A rank-0 tensor has no logical axes, so Logical cannot
+	// tell.) A file without errors has none: a map of the resolved ones
+	// held an entry a tensor at the parse's peak.
+	unresolved := map[*Tensor]bool{}
+	resolve := func(t *Tensor, ok bool) bool {
+		if !ok {
+			unresolved[t] = true
+		}
+		return ok
+	}
 	f.Tensors, f.Ops = make([]*Tensor, 0, len(mentions)), make([]*Op, 0, len(order))
 	var alike alikeTable // tensors alike share their domains as soon as built (alike.go)
 	prop := newPropagator(p)
@@ -34,10 +42,10 @@ func (p *parser) build(name string) *Fusion {
 	for _, n := range mentions {
 		if p.producers[n.name] == nil && !p.lost[n.name] {
 			t := tensors.get(n.name, n.pos)
-			resolved[t] = p.resolveInput(t)
+			ok := resolve(t, p.resolveInput(t))
 			tensors.made(t.Name)
 			f.Tensors = append(f.Tensors, t)
-			alike.shareBuilt(t, resolved[t])
+			alike.shareBuilt(t, ok)
 		}
 	}
 	// Only the ops in order are read from now on: each is garbage once
@@ -52,12 +60,13 @@ func (p *parser) build(name string) *Fusion {
 		ready := true
 		for k, name := range ro.ins {
 			ins[k] = tensors.lookup(name)
-			ready = ready && !p.lost[name] && ins[k] != nil && resolved[ins[k]]
+			ready = ready && !p.lost[name] && ins[k] != nil && !unresolved[ins[k]]
 		}
 		out := tensors.get(ro.out, ro.outAt)
 		op := &Op{Index: i, Kind: ro.kind, Inputs: ins, Out: out, Axis: -1, Pos: ro.pos}
 		out.Producer = op
 		if !ready {
+			resolve(out, false)
 			tensors.made(out.Name)
 			continue
 		}
@@ -66,14 +75,14 @@ func (p *parser) build(name string) *Fusion {
 		// the ops reading it are checked too; one whose declaration is
 		// broken does not have it.
 		rt := p.decl(out.Name)
-		resolved[out] = inferred && (rt == nil || !rt.broken)
+		outOK := resolve(out, inferred && (rt == nil || !rt.broken))
 		tensors.made(out.Name)
 		if !ok || !prop.forward(op) {
 			continue
 		}
 		f.Ops = append(f.Ops, op)
 		f.Tensors = append(f.Tensors, out)
-		alike.shareBuilt(out, resolved[out])
+		alike.shareBuilt(out, outOK)
 	}
 	// The inputs and outputs lists are checked whatever the ops' errors;
 	// propagation backward needs every op.
