@@ -49,8 +49,9 @@ func (p *parser) build(name string) *Fusion {
 		}
 	}
 	// Only the ops in order are read from now on: each is garbage once
-	// its op is made, as is its output's declaration (tensors.made).
-	p.ops, p.producers, p.read = nil, nil, nil
+	// its op is made, as is its output's declaration (tensors.made). The
+	// names declared are read by the inputs' messages only.
+	p.ops, p.producers, p.read, p.tensorNames = nil, nil, nil, nil
 	for i, ro := range order {
 		order[i] = nil
 		if p.lost[ro.out] {
@@ -484,9 +485,14 @@ func (p *parser) endpoints(f *Fusion, tensors *tensorTable) (ins, outs []*Tensor
 			consumed[in] = true
 		}
 	}
-	names := make([]string, 0, len(f.Tensors))
-	for _, t := range f.Tensors {
-		names = append(names, t.Name)
+	// names are the fusion's tensors' names, for the suggestion of an
+	// unknown one: made when one is.
+	names := func() []string {
+		out := make([]string, 0, len(f.Tensors))
+		for _, t := range f.Tensors {
+			out = append(out, t.Name)
+		}
+		return out
 	}
 	list := func(l *listIn, what string, def func(*Tensor) bool, must func(*Tensor) string) []*Tensor {
 		if l == nil {
@@ -511,7 +517,7 @@ func (p *parser) endpoints(f *Fusion, tensors *tensorTable) (ins, outs []*Tensor
 			t := tensors.lookup(name)
 			if t == nil {
 				if !p.opsLost && !p.lost[name] { // else perhaps an op's left out
-					p.errs.AddHint(it.pos, diag.Suggest(name, names), "%s: unknown tensor %q", what, name)
+					p.errs.AddHint(it.pos, diag.Suggest(name, names()), "%s: unknown tensor %q", what, name)
 				}
 				continue
 			}
