@@ -257,14 +257,28 @@ func (t *Topology) Step(p *plan.Plan, s *plan.Step) (StepTime, error) {
 	if err != nil {
 		return StepTime{}, err
 	}
+	return t.stepOf(s, size, t.arithmetic(p, s))
+}
+
+// StepOf prices step s, of elements of size bytes, as Step prices it in a
+// plan, but a Matmul's arithmetic, which needs the plan's dtype: the
+// optimal policy prices steps it may emit instead of others with it.
+func (t *Topology) StepOf(s *plan.Step, size int64) (StepTime, error) {
+	return t.stepOf(s, size, 0)
+}
+
+// stepOf prices step s of size-byte elements; arithmetic is a local
+// step's least time, what its multiply-adds take.
+func (t *Topology) stepOf(s *plan.Step, size int64, arithmetic float64) (StepTime, error) {
 	st := StepTime{Step: s.ID, Type: s.Type, Link: LinkMemory}
+	var err error
 	if s.Kind == plan.KindLocal {
 		in, out, moves := localElements(s)
 		if !moves {
 			return st, nil
 		}
 		st.Bytes, err = stepBytes(s, size, in, out)
-		st.Seconds = max(t.localStep(localType(s), st.Bytes), t.arithmetic(p, s))
+		st.Seconds = max(t.localStep(localType(s), st.Bytes), arithmetic)
 		return st, err
 	}
 	if len(s.Teams) == 0 {

@@ -110,11 +110,32 @@ func newBfWorld(p *plan.Plan) (*bfWorld, error) {
 	for i, d := range w.devs {
 		w.pos[d] = i
 	}
-	w.pad, w.unpad = bfFindStep(p, plan.Pad, w.op.Input), bfFindStep(p, plan.Unpad, "")
+	w.pad, w.unpad = bfFindStep(p, plan.Pad, w.op.Input), bfUnpadOf(p)
 	if err := w.loadInput(); err != nil {
 		return nil, err
 	}
 	return w, w.loadOutput()
+}
+
+// bfUnpadOf returns the Unpad step of p that writes the op's output on
+// every device of its mesh, or nil.
+func bfUnpadOf(p *plan.Plan) *plan.Step {
+	for i := range p.Steps {
+		if s := &p.Steps[i]; s.Type == plan.Unpad && s.Output == p.Ops[0].Output {
+			return s
+		}
+	}
+	return nil
+}
+
+// bfWorldPlan is the plan of a case whose Pad and Unpad the search takes:
+// the bytes objective's, or the time objective's when only it unpads into
+// the output (a rooted gather unpads at its root, then broadcasts).
+func bfWorldPlan(few, fast *plan.Plan) *plan.Plan {
+	if bfFindStep(few, plan.Unpad, "") != nil && bfUnpadOf(few) == nil {
+		return fast
+	}
+	return few
 }
 
 // bfFindStep returns the first step of p of type typ that reads input (any

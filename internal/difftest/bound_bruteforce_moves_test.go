@@ -145,10 +145,12 @@ func (w *bfWorld) collectives(b *bfBuf, out string, lim bfLimit, try func(bfMove
 }
 
 // orderedRooted visits the rooted collectives over one team whose result
-// depends on its order: a Scatter from every member that holds b, and a
-// Gather to every member when the others all hold b.
+// or bytes depend on its order: a Scatter from every member that holds b,
+// a Gather to every member when the others all hold b, and a Reduce (see
+// reduceChain).
 func (w *bfWorld) orderedRooted(b *bfBuf, out string, ts *bfTeamSet, lim bfLimit, try func(bfMove)) {
 	n, pos := b.count, ts.pos[0]
+	w.reduceChain(b, out, ts, lim, try)
 	for r, p := range pos {
 		bit := uint64(1) << p
 		if b.held&bit != 0 && n%len(pos) == 0 && ts.mask&^bit&^lim.room(int64(n/len(pos))*w.elem) == 0 {
@@ -162,11 +164,28 @@ func (w *bfWorld) orderedRooted(b *bfBuf, out string, ts *bfTeamSet, lim bfLimit
 	}
 }
 
+// reduceChain visits a Reduce over ts when every member but the root
+// holds b, for every root and member order: its chain (plan.Traffic)
+// makes every member but the one after the root, the chain's head,
+// receive one buffer, and the root holds the result, so the root and the
+// head decide all it does. Of the orders of a team, the one of each root
+// and head that the search tries is [head, the others ascending, root];
+// every other order of that root and head writes and books the same.
+func (w *bfWorld) reduceChain(b *bfBuf, out string, ts *bfTeamSet, lim bfLimit, try func(bfMove)) {
+	pos, r := ts.pos[0], len(ts.pos[0])-1
+	if w.reduceOp == nil || !slices.IsSorted(pos[1:r]) {
+		return
+	}
+	root, head := uint64(1)<<pos[r], uint64(1)<<pos[0]
+	if ts.mask&^(b.held|root) == 0 && ts.mask&^head&^lim.room(int64(b.count)*w.elem) == 0 {
+		try(bfMove{typ: plan.Reduce, in: b, out: out, countOut: b.count, ts: ts, root: r})
+	}
+}
+
 // sortedRooted visits the rooted collectives over one team whose result
 // does not depend on its order: a Broadcast from every member that holds
-// b, a SendRecv (a team of two) from a member that holds b to the other,
-// and a Reduce to every member when the others all hold b (its chain's
-// head, which receives nothing, the member after the root).
+// b, and a SendRecv (a team of two) from a member that holds b to the
+// other.
 func (w *bfWorld) sortedRooted(b *bfBuf, out string, ts *bfTeamSet, lim bfLimit, try func(bfMove)) {
 	pos, whole := ts.pos[0], lim.room(int64(b.count)*w.elem)
 	for r, p := range pos {
@@ -176,12 +195,6 @@ func (w *bfWorld) sortedRooted(b *bfBuf, out string, ts *bfTeamSet, lim bfLimit,
 		}
 		if b.held&bit != 0 && len(pos) == 2 && ts.mask&^bit&^whole == 0 {
 			try(bfMove{typ: plan.SendRecv, in: b, out: out, countOut: b.count, ts: ts, root: r})
-		}
-		// A Reduce's chain: every member but the one after the root
-		// receives one buffer (plan.Traffic).
-		head := uint64(1) << pos[(r+1)%len(pos)]
-		if w.reduceOp != nil && ts.mask&^(b.held|bit) == 0 && ts.mask&^head&^whole == 0 {
-			try(bfMove{typ: plan.Reduce, in: b, out: out, countOut: b.count, ts: ts, root: r})
 		}
 	}
 }

@@ -70,7 +70,9 @@ func (c bfCase) strictly() bfCase { c.below = true; return c }
 // bfCases are tiny meshes and tensors: placement changes of a few elements
 // on 1-D meshes of 2, 3 and 4 devices and a 2×2 mesh, and moves between
 // meshes (2 → 1, 1 → 2, 2 → 3), with even and uneven extents (torch.chunk:
-// 3 on 2 devices is 2 + 1, 5 on 4 is 2 + 2 + 1 + 0), partial sums (a set
+// 3 on 2 devices is 2 + 1, 5 on 4 is 2 + 2 + 1 + 0, 2 on 4 is 1 + 1 + 0 +
+// 0; where the last devices hold nothing, or both tensors are uneven, the
+// bound of real elements is below the padded one), partial sums (a set
 // from a Partial input is a sum) and strided and nested shards.
 var bfCases = []bfCase{
 	bf("[0, 1]", "", "[4]", "[Shard(0)]", "[Replicate()]"),
@@ -81,6 +83,7 @@ var bfCases = []bfCase{
 	bf("[0, 1]", "", "[3]", "[Shard(0)]", "[Replicate()]"),
 	bf("[0, 1]", "", "[3]", "[Replicate()]", "[Shard(0)]"),
 	bf("[0, 1]", "", "[3]", "[Partial(sum)]", "[Shard(0)]"),
+	bf("[0, 1]", "", "[3, 3]", "[Shard(0)]", "[Shard(1)]"),
 	bf("[0, 1]", "", "[4]", bfStrided2, "[Shard(0)]"),
 	bf("[0, 1]", "", "[8]", bfNested2, "[Replicate()]"),
 	bf("[0, 1]", "", "[8]", bfNested2, "[Shard(0)]"),
@@ -91,6 +94,7 @@ var bfCases = []bfCase{
 	bf("[0, 1, 2]", "", "[3]", "[Partial(sum)]", "[Shard(0)]").slow(),
 	bf("[0, 1, 2, 3]", "", "[4]", "[Shard(0)]", "[Replicate()]").slow(),
 	bf("[0, 1, 2, 3]", "", "[5]", "[Shard(0)]", "[Replicate()]").strictly().slow(),
+	bf("[0, 1, 2, 3]", "", "[2]", "[Shard(0)]", "[Replicate()]").strictly(),
 	bf("[0, 1, 2, 3]", "", "[4, 4]", "[Shard(0)]", "[Shard(1)]").slow(),
 	bf("[0, 1, 2, 3]", "", "[1]", "[Partial(sum)]", "[Replicate()]"),
 	bf("[0, 1, 2, 3]", "", "[4]", "[Partial(sum)]", "[Shard(0)]").withLocals(1).strictly().slow(),
@@ -115,7 +119,8 @@ var bfCases = []bfCase{
 // step vocabulary of docs/plan.md can express on tiny meshes: every
 // collective type but AllToAllV, over every set of teams, in every member
 // order, from every root, on every buffer (the reductions only where the
-// op reduces); AllToAllVs of a family of send counts
+// op reduces; a Reduce in one order for each root and chain head, which
+// decide what it writes and books); AllToAllVs of a family of send counts
 // (bound_bruteforce_exchange_test.go): every permutation of the devices
 // that hold a buffer, and, over every set of equal teams (ascending) that
 // hold it, every block pattern: the t members of a team cut into groups of
@@ -156,7 +161,7 @@ func TestBoundBruteForce(t *testing.T) {
 // bfSearchCase searches one case and checks its bounds.
 func bfSearchCase(t *testing.T, c bfCase) {
 	few, fast := bfPlans(t, c)
-	w := bfCaseWorld(t, c, few)
+	w := bfCaseWorld(t, c, bfWorldPlan(few, fast))
 	w.own = []*plan.Plan{few, fast}
 	for _, p := range []*plan.Plan{few, fast} {
 		w.checkOwn(t, p)

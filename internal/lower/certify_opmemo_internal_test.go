@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -113,7 +114,8 @@ var stepEdits = []struct {
 }
 
 // TestCertifyAlikeAsFull certifies every plan of alikePlans, and each
-// with one of its middle step and of the steps of the op before its last
+// with one of its middle step, of the steps of the op before its last and
+// of the last set the resharding pass inserted before it (x/resharded)
 // edited by stepEdits, with ops alike lowered once and with every op
 // lowered afresh: the same problems and unproven ops, and no edited plan
 // certified. The op before the last of a generated chain is one that
@@ -134,11 +136,13 @@ func TestCertifyAlikeAsFull(t *testing.T) {
 		// The last op's output is read by none: its key is not the ops'
 		// before it, which the lowering alike replays.
 		at := []int{len(p.Steps) / 2}
+		last := p.Steps[len(p.Steps)-1].Op
 		for i := range p.Steps {
-			if p.Steps[i].Op == p.Steps[len(p.Steps)-1].Op-1 {
+			if p.Steps[i].Op == last-1 {
 				at = append(at, i) // every step of the op before the last
 			}
 		}
+		at = append(at, stepsOfLastInserted(p, last)...)
 		for _, at := range at {
 			for _, e := range stepEdits {
 				q, err := plan.Decode(name, src)
@@ -190,6 +194,25 @@ func TestCertifyAlikeAsFullOnPlans(t *testing.T) {
 			}
 		}
 	}
+}
+
+// stepsOfLastInserted returns the steps of the last op before op last
+// whose output the resharding pass named (x/resharded): a set replayed
+// under a name with a "/" (reshard.OpMemo).
+func stepsOfLastInserted(p *plan.Plan, last int) []int {
+	op := -1
+	for k := range p.Ops {
+		if p.Ops[k].Index < last && strings.Contains(p.Ops[k].Output, "/") {
+			op = p.Ops[k].Index
+		}
+	}
+	var at []int
+	for i := range p.Steps {
+		if p.Steps[i].Op == op {
+			at = append(at, i)
+		}
+	}
+	return at
 }
 
 // certifiedAlikeAsFull certifies p with ops alike lowered once and with

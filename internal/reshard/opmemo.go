@@ -19,8 +19,11 @@ import (
 // first (the op and its tensors' classes), LowerAlike adds the second,
 // and an op whose key was seen gets the first such op's lowering with its
 // own names: its producer's, its consumer's, and the consumer's buffers
-// (consumer/what), which are all the names a job writes when its tensors'
-// names hold no "/" (TestLowerAlikeAsFresh holds replays to fresh
+// (consumer/what), which are all the names a job writes when the
+// producer's name is not under the consumer's (distinctNames); names
+// with a "/", such as the sets the resharding pass inserts
+// (x → x/resharded, x/relu → y), are keyed apart from plain ones, which
+// the search tells apart (TestLowerAlikeAsFresh holds replays to fresh
 // lowerings). A lowering that failed, or one whose bookings would now
 // overflow, is never replayed: the op is lowered afresh.
 type OpMemo struct {
@@ -105,12 +108,13 @@ func NewOpMemo(keep bool) *OpMemo { return &OpMemo{ops: map[string]*opRecord{}, 
 // alike but for their names.
 func (j *Job) LowerAlike(m *OpMemo, key []byte) {
 	producer, consumer := j.op.In(), j.op.Out
-	if j.planner.debug.NoReplay || j.planner.debug.Searched != nil || !plainName(producer.Name) || !plainName(consumer.Name) ||
-		producer.Name == consumer.Name || producer.Name == "" || consumer.Name == "" {
+	if j.planner.debug.NoReplay || j.planner.debug.Searched != nil || !distinctNames(producer.Name, consumer.Name) {
 		j.Lower()
 		return
 	}
-	m.key = append(append(m.key[:0], key...), boolByte(j.ctx(j.op, nil).readLater()))
+	// Whether the producer is named as a buffer is, besides the key, what
+	// the lowering reads of the names (a search's fromBuffer, a template).
+	m.key = append(append(m.key[:0], key...), boolByte(j.ctx(j.op, nil).readLater()), boolByte(!plainName(producer.Name)))
 	if r, ok := m.ops[string(m.key)]; ok {
 		if !j.bookReplay(r) {
 			j.Lower()
@@ -141,8 +145,18 @@ func (j *Job) LowerAlike(m *OpMemo, key []byte) {
 }
 
 // plainName reports whether a tensor's name holds no "/", which only the
-// names of intermediate buffers do.
+// names of intermediate buffers and the tensors the resharding pass
+// inserts (x/resharded) do.
 func plainName(name string) bool { return !strings.Contains(name, "/") }
+
+// distinctNames reports whether a job's producer and consumer names tell
+// every name its steps write apart: the two differ, and the producer is
+// not a name under the consumer's (consumer/what, the job's buffers). The
+// consumer may be under the producer's (x → x/resharded): the buffers,
+// x/resharded/what, are still under the consumer's alone.
+func distinctNames(producer, consumer string) bool {
+	return producer != "" && consumer != "" && producer != consumer && !strings.HasPrefix(producer, consumer+"/")
+}
 
 func boolByte(v bool) byte {
 	if v {

@@ -386,6 +386,8 @@ func (c lowering) lowerFactored(producer, consumer *ir.Tensor, ch Change) (src, 
 	switch {
 	case c.planner.policy == PolicyOptimal && ch.Reduces():
 		c.optimalReduction(src, dst)
+	case c.planner.policy == PolicyOptimal && src != pv && dst != tv && c.rootedGather(src, dst, tv, consumer.Shape(), m.consumer.to):
+		return src, dst // the Broadcast wrote the consumer
 	case c.planner.policy == PolicyOptimal:
 		c.optimal(src, dst, 0)
 	case ch.Reduces():
