@@ -26,11 +26,15 @@ func (p *parser) build(name string) *Fusion {
 	// unresolved holds the tensors made whose domains were not built
 	// without error: an op reading one is skipped, its problem reported
 	// already. (A rank-0 tensor has no logical axes, so Logical cannot
-	// tell.) A file without errors has none: a map of the resolved ones
-	// held an entry a tensor at the parse's peak.
+	// tell.) An op's output is in it from when it is made until its
+	// domains are, so that a tensor left for any reason stays there. A
+	// file without errors leaves none: a map of the resolved ones held
+	// an entry a tensor at the parse's peak.
 	unresolved := map[*Tensor]bool{}
-	resolve := func(t *Tensor, ok bool) bool {
-		if !ok {
+	settle := func(t *Tensor, ok bool) bool {
+		if ok {
+			delete(unresolved, t)
+		} else {
 			unresolved[t] = true
 		}
 		return ok
@@ -42,7 +46,7 @@ func (p *parser) build(name string) *Fusion {
 	for _, n := range mentions {
 		if p.producers[n.name] == nil && !p.lost[n.name] {
 			t := tensors.get(n.name, n.pos)
-			ok := resolve(t, p.resolveInput(t))
+			ok := settle(t, p.resolveInput(t))
 			tensors.made(t.Name)
 			f.Tensors = append(f.Tensors, t)
 			alike.shareBuilt(t, ok)
@@ -64,10 +68,10 @@ func (p *parser) build(name string) *Fusion {
 			ready = ready && !p.lost[name] && ins[k] != nil && !unresolved[ins[k]]
 		}
 		out := tensors.get(ro.out, ro.outAt)
+		unresolved[out] = true
 		op := &Op{Index: i, Kind: ro.kind, Inputs: ins, Out: out, Axis: -1, Pos: ro.pos}
 		out.Producer = op
 		if !ready {
-			resolve(out, false)
 			tensors.made(out.Name)
 			continue
 		}
@@ -76,7 +80,7 @@ func (p *parser) build(name string) *Fusion {
 		// the ops reading it are checked too; one whose declaration is
 		// broken does not have it.
 		rt := p.decl(out.Name)
-		outOK := resolve(out, inferred && (rt == nil || !rt.broken))
+		outOK := settle(out, inferred && (rt == nil || !rt.broken))
 		tensors.made(out.Name)
 		if !ok || !prop.forward(op) {
 			continue
