@@ -24,10 +24,22 @@ func (p *parser) build(name string) *Fusion {
 	order := p.sortOps()
 	mentions := p.mentionOrder()
 	tensors := &tensorTable{p: p, undeclared: map[string]*Tensor{}, left: len(mentions)}
-	// resolved holds the tensors whose domains were built without error:
-	// an op reading any other is skipped, its problem reported already. (A
-	// rank-0 tensor has no logical axes, so Logical cannot tell.)
-	resolved := make(map[*Tensor]bool, len(mentions))
+	// unresolved holds the tensors made whose domains were not built
+	// without error: an op reading one is skipped, its problem reported
+	// already. (A rank-0 tensor has no logical axes, so Logical cannot
+	// tell.) An op's output is in it from when it is made until its
+	// domains are, so that a tensor left for any reason stays there. A
+	// file without errors leaves none: a map of the resolved ones held
+	// an entry a tensor at the parse's peak.
+	unresolved := map[*Tensor]bool{}
+	settle := func(t *Tensor, ok bool) bool {
+		if ok {
+			delete(unresolved, t)
+		} else {
+			unresolved[t] = true
+		}
+		return ok
+	}
 	f.Tensors, f.Ops = make([]*Tensor, 0, len(mentions)), make([]*Op, 0, len(order))
 	var alike alikeTable // tensors alike share their domains as soon as built (alike.go)
 	prop := newPropagator(p)
@@ -35,15 +47,16 @@ func (p *parser) build(name string) *Fusion {
 	for _, n := range mentions {
 		if p.producers[n.name] == nil && !p.lost[n.name] {
 			t := tensors.get(n.name, n.pos)
-			resolved[t] = p.resolveInput(t)
+			ok := settle(t, p.resolveInput(t))
 			tensors.made(t.Name)
 			f.Tensors = append(f.Tensors, t)
-			alike.shareBuilt(t, resolved[t])
+			alike.shareBuilt(t, ok)
 		}
 	}
 	// Only the ops in order are read from now on: each is garbage once
-	// its op is made, as is its output's declaration (tensors.made).
-	p.ops, p.producers, p.read = nil, nil, nil
+	// its op is made, as is its output's declaration (tensors.made). The
+	// names declared are read by the inputs' messages only.
+	p.ops, p.producers, p.read, p.tensorNames = nil, nil, nil, nil
 	for i, ro := range order {
 		order[i] = nil
 		if p.lost[ro.out] {
@@ -53,9 +66,10 @@ func (p *parser) build(name string) *Fusion {
 		ready := true
 		for k, name := range ro.ins {
 			ins[k] = tensors.lookup(name)
-			ready = ready && !p.lost[name] && ins[k] != nil && resolved[ins[k]]
+			ready = ready && !p.lost[name] && ins[k] != nil && !unresolved[ins[k]]
 		}
 		out := tensors.get(ro.out, ro.outAt)
+		unresolved[out] = true
 		op := &Op{Index: i, Kind: ro.kind, Inputs: ins, Out: out, Axis: -1, Pos: ro.pos}
 		out.Producer = op
 		if !ready {
@@ -72,14 +86,14 @@ func (p *parser) build(name string) *Fusion {
 		// the ops reading it are checked too; one whose declaration is
 		// broken does not have it.
 		rt := p.decl(out.Name)
-		resolved[out] = inferred && (rt == nil || !rt.broken)
+		outOK := settle(out, inferred && (rt == nil || !rt.broken))
 		tensors.made(out.Name)
 		if !ok || !prop.forward(op) {
 			continue
 		}
 		f.Ops = append(f.Ops, op)
 		f.Tensors = append(f.Tensors, out)
-		alike.shareBuilt(out, resolved[out])
+		alike.shareBuilt(out, outOK)
 	}
 	// The inputs and outputs lists are checked whatever the ops' errors;
 	// propagation backward needs every op.
@@ -481,9 +495,14 @@ func (p *parser) endpoints(f *Fusion, tensors *tensorTable) (ins, outs []*Tensor
 			consumed[in] = true
 		}
 	}
-	names := make([]string, 0, len(f.Tensors))
-	for _, t := range f.Tensors {
-		names = append(names, t.Name)
+	// names are the fusion's tensors' names, for the suggestion of an
+	// unknown one: made when one is.
+	names := func() []string {
+		out := make([]string, 0, len(f.Tensors))
+		for _, t := range f.Tensors {
+			out = append(out, t.Name)
+		}
+		return out
 	}
 	list := func(l *listIn, what string, def func(*Tensor) bool, must func(*Tensor) string) []*Tensor {
 		if l == nil {
@@ -508,7 +527,7 @@ func (p *parser) endpoints(f *Fusion, tensors *tensorTable) (ins, outs []*Tensor
 			t := tensors.lookup(name)
 			if t == nil {
 				if !p.opsLost && !p.lost[name] { // else perhaps an op's left out
-					p.errs.AddHint(it.pos, diag.Suggest(name, names), "%s: unknown tensor %q", what, name)
+					p.errs.AddHint(it.pos, diag.Suggest(name, names()), "%s: unknown tensor %q", what, name)
 				}
 				continue
 			}

@@ -92,6 +92,10 @@ type parser struct {
 	// reducedNames counts the tensors build inserted to reduce a Partial
 	// tensor that an op other than set reads, by the tensor's name.
 	reducedNames map[string]int
+	// sharedPls are the placement lists that declarations share, by
+	// their key (sharedPlacements), written into plsKey.
+	sharedPls map[string][]placement
+	plsKey    []byte
 
 	// An error stops only the checks that depend on what is wrong, so
 	// that a file's independent errors are reported in one run, and none
@@ -126,13 +130,14 @@ type rawTensor struct {
 	meshAt diag.Pos
 	mesh   *Mesh
 	// plsAt is where the placements are written, the zero position for
-	// none; plsList holds their entries until they are decoded on the
-	// mesh the tensor declares (into pls), which build then uses: a
-	// tensor that declares a mesh lies on it.
-	plsAt   diag.Pos
-	plsList *listIn
-	// pls are the placements decoded on the mesh the tensor declares
-	// (placementsOf).
+	// none; their entries are kept (rawRest.plsList) only until they are
+	// decoded on the mesh the tensor declares (into pls), which build
+	// then uses: a tensor that declares a mesh lies on it.
+	plsAt diag.Pos
+	// pls are the placements decoded on the mesh the tensor declares,
+	// shared by the declarations that write the same list and with
+	// positions relative to plsAt (sharedPlacements): read them through
+	// placementsOf.
 	pls []placement
 	// more holds the parts that most declarations leave out, nil when
 	// this one does (the declarations of a generated file give a mesh
@@ -159,6 +164,10 @@ type rawRest struct {
 	// when not given.
 	sched *schedIn
 	alloc *allocIn
+	// plsList holds the placements' entries when they were not decoded
+	// while reading (rawTensor.pls): the declaration gives no mesh, or
+	// the list has errors.
+	plsList *listIn
 }
 
 // rest is the rest of rt's declaration, to read.
@@ -527,14 +536,17 @@ func (p *parser) parseTensor(rt *rawTensor, n *yaml.Node) {
 	if pls == nil {
 		return
 	}
-	rt.plsAt, rt.plsList = posOf(pls), listOf(pls)
+	rt.plsAt = posOf(pls)
+	list := listOf(pls)
 	if rt.mesh != nil {
 		// The list's own errors (an entry, how many) are reported even
 		// when the op producing the tensor is broken. They leave it
 		// unbroken: an output's shape comes from its op, and the ops
 		// reading it are still checked; build reports them again.
-		if decoded, ok := p.placements(rt.plsList, rt.mesh, what+" placements"); ok {
-			rt.pls, rt.plsList = decoded, nil
+		if decoded, ok := p.placements(list, rt.mesh, what+" placements"); ok {
+			rt.pls = p.sharedPlacements(decoded, rt.plsAt)
+			return
 		}
 	}
+	rt.own().plsList = list
 }

@@ -1,6 +1,7 @@
 package ir
 
 import (
+	"encoding/binary"
 	"fmt"
 
 	"github.com/nvcomm/nvcomm/internal/diag"
@@ -40,10 +41,68 @@ func (pl placement) op() OpKind { return OpKind(pl.Op) }
 // returns those parseTensor decoded on the mesh rt declares, which is m:
 // a tensor that declares a mesh lies on it.
 func (p *parser) placementsOf(rt *rawTensor, m *Mesh, what string) ([]placement, bool) {
-	if rt.plsList == nil {
-		return rt.pls, true
+	if l := rt.rest().plsList; l != nil {
+		return p.placements(l, m, what)
 	}
-	return p.placements(rt.plsList, m, what)
+	return rebased(rt.pls, rt.plsAt), true
+}
+
+// sharedPlacements keeps pls, decoded from the list written at at, for a
+// declaration until build reads it (rebased): one list for every
+// declaration that writes the same placements laid out alike, its
+// positions relative to at. A file of 100k tensors writes a few lists,
+// and a list of its own per declaration was a sixth of what was live at
+// the end of reading (docs/performance.md).
+func (p *parser) sharedPlacements(pls []placement, at diag.Pos) []placement {
+	key := p.plsKey[:0]
+	for _, pl := range pls {
+		rel := relative(pl.pos, at)
+		key = AppendKeyString(key, string(pl.Kind))
+		key = AppendKeyString(key, pl.Op)
+		key = binary.AppendVarint(key, int64(pl.Dim))
+		key = binary.AppendVarint(key, int64(rel.Line))
+		key = binary.AppendVarint(key, int64(rel.Col))
+	}
+	p.plsKey = key
+	if shared, ok := p.sharedPls[string(key)]; ok {
+		return shared
+	}
+	shared := make([]placement, len(pls))
+	for i, pl := range pls {
+		shared[i] = placement{pl.Placement, relative(pl.pos, at)}
+	}
+	if p.sharedPls == nil {
+		p.sharedPls = map[string][]placement{}
+	}
+	p.sharedPls[string(key)] = shared
+	return shared
+}
+
+// relative is pos relative to at, which comes before it: the lines
+// after at's, and the column after at's on at's line, or pos's own
+// column on a later line.
+func relative(pos, at diag.Pos) diag.Pos {
+	if pos.Line == at.Line {
+		return diag.Pos{Col: pos.Col - at.Col}
+	}
+	return diag.Pos{Line: pos.Line - at.Line, Col: pos.Col}
+}
+
+// rebased is a copy of shared placements (sharedPlacements) with the
+// positions of the list written at at: the caller's to keep or change.
+func rebased(shared []placement, at diag.Pos) []placement {
+	if shared == nil {
+		return nil
+	}
+	out := make([]placement, len(shared))
+	for i, pl := range shared {
+		pos := diag.Pos{Line: at.Line + pl.pos.Line, Col: pl.pos.Col}
+		if pl.pos.Line == 0 {
+			pos.Col += at.Col
+		}
+		out[i] = placement{pl.Placement, pos}
+	}
+	return out
 }
 
 // placements decodes a placements list for a tensor on mesh m.
