@@ -1,0 +1,57 @@
+package lower_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nvcomm/nvcomm/internal/cost"
+	"github.com/nvcomm/nvcomm/internal/plan"
+)
+
+// TestOptimalNeverSlower: on every fusion of the golden corpora that both
+// policies lower, the optimal policy's plan is never predicted slower, on
+// the built-in topology it minimizes time on, than nvFuser's rules' plan:
+// nvFuser's plan is one the optimal search may choose.
+func TestOptimalNeverSlower(t *testing.T) {
+	compared := 0
+	for _, dir := range goldenDirs {
+		files, err := filepath.Glob(filepath.Join(dir, "*.optimal.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, file := range files {
+			other := strings.TrimSuffix(file, ".optimal.json") + ".json"
+			if _, err := os.Stat(other); err != nil {
+				continue // nvFuser's rules reject the fusion (NAME.err)
+			}
+			opt, nvf := predicted(t, file), predicted(t, other)
+			if opt > nvf*(1+1e-9) {
+				t.Errorf("%s: policy optimal predicts %.2f µs, policy nvfuser %.2f µs", filepath.Base(file), opt*1e6, nvf*1e6)
+			}
+			compared++
+		}
+	}
+	if compared < 100 {
+		t.Errorf("compared %d fusions, want the corpora's (over 100)", compared)
+	}
+}
+
+// predicted is a golden plan's predicted time on the built-in topology.
+func predicted(t *testing.T, file string) float64 {
+	t.Helper()
+	src, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := plan.Decode(file, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr, err := cost.Predict(cost.Default(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pr.Total
+}
