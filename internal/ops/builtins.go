@@ -38,6 +38,9 @@ func builtins() *Registry {
 	} {
 		r.MustRegister(e)
 	}
+	for _, e := range transformerElementwise() {
+		r.MustRegister(e)
+	}
 	r.MustRegister(Op{Name: "broadcast", Family: Broadcast, Operands: []string{"x"}, Attrs: []Attr{AttrAxes},
 		Rule: broadcastRule, Doc: "its input with new axes, repeated along them"})
 	r.MustRegister(Op{Name: "matmul", Family: Contraction, Operands: []string{"a", "b"}, Rule: matmulRule,
@@ -45,6 +48,34 @@ func builtins() *Registry {
 	r.MustRegister(Op{Name: "linear", Family: Contraction, Operands: []string{"x", "w", "bias"}, Optional: 1,
 		Rule: linearRule, Torch: &Torch{Func: "_linear"}, Doc: "x @ wᵀ + bias, torch.nn.functional.linear"})
 	return r
+}
+
+// transformerElementwise are the elementwise ops of transformer blocks:
+// div, and the unary functions of activations and norms. Their kernels
+// are exact in the simulator's field (field.go); their torch functions
+// round (Transcendental, Quotient), and the fusions that use them get
+// positive input data.
+func transformerElementwise() []Op {
+	transcendental := func(name, doc, fn string, k func(a, b, p int64) int64) Op {
+		return unary(name, doc, Kernel{Field: k}, Torch{Func: fn, Magnitude: "_err_" + name, Rounding: Transcendental})
+	}
+	return []Op{
+		binary("div", "a / b", Kernel{Field: divField},
+			Torch{Func: "torch.div", Magnitude: "_err_div", Rounding: Quotient}),
+		transcendental("exp", "eˣ", "torch.exp", fixedMap(keyExp)),
+		transcendental("log", "the natural logarithm of x", "torch.log", fixedMap(keyLog)),
+		transcendental("tanh", "tanh(x)", "torch.tanh", fixedMap(keyTanh)),
+		transcendental("sigmoid", "1 / (1 + e⁻ˣ)", "torch.sigmoid", sigmoidField),
+		transcendental("silu", "x · sigmoid(x), torch.nn.functional.silu", "torch.nn.functional.silu", siluField),
+		transcendental("gelu", "x · Φ(x), torch.nn.functional.gelu", "torch.nn.functional.gelu", fixedMap(keyGelu)),
+		transcendental("gelu_tanh", "gelu's tanh approximation, torch.nn.functional.gelu(approximate='tanh')", "_gelu_tanh", fixedMap(keyGeluTanh)),
+		transcendental("sqrt", "√x", "torch.sqrt", sqrtField),
+		transcendental("rsqrt", "1 / √x", "torch.rsqrt", rsqrtField),
+		unary("reciprocal", "1 / x", Kernel{Field: reciprocalField},
+			Torch{Func: "torch.reciprocal", Magnitude: "_err_reciprocal", Rounding: Quotient}),
+		unary("square", "x · x", Kernel{Ring: func(a, _ int64) int64 { return a * a }},
+			Torch{Func: "torch.square", Rounding: Multiplicative}),
+	}
 }
 
 // binary is the entry of an elementwise op of two operands.

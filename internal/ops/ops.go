@@ -101,6 +101,12 @@ type Kernel struct {
 	// the simulator takes modulo its prime, so that any sum or product may
 	// be split into partial ones and still match the reference exactly.
 	Ring func(a, b int64) int64
+	// Field computes in the integers modulo the simulator's prime p, which
+	// it is given, on integers (the simulator's representatives, which
+	// the kernel reduces itself); the simulator takes the result modulo p.
+	// It is for what needs p itself: inverses, and the fixed maps that
+	// stand in for the transcendental functions (field.go).
+	Field func(a, b, p int64) int64
 	// Value computes on the values as they are.
 	Value func(a, b float64) float64
 }
@@ -221,7 +227,7 @@ func (r *Registry) Register(o Op) error {
 		return fmt.Errorf("op %q: needs at least one operand that is not optional", o.Name)
 	case o.Rule == nil:
 		return fmt.Errorf("op %q: has no sharding rule", o.Name)
-	case o.Family.Elementwise() && (o.Kernel == nil || (o.Kernel.Ring == nil) == (o.Kernel.Value == nil) || o.Torch == nil):
+	case o.Family.Elementwise() && (o.Kernel == nil || o.Kernel.count() != 1 || o.Torch == nil):
 		return fmt.Errorf("op %q: an elementwise op needs a kernel (one function) and a torch function", o.Name)
 	case o.Family == Unary && len(o.Operands) != 1, o.Family == Binary && len(o.Operands) != 2:
 		return fmt.Errorf("op %q: a %s op takes %s operands", o.Name, o.Family, map[Family]string{Unary: "one", Binary: "two"}[o.Family])
