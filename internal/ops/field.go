@@ -14,8 +14,9 @@ package ops
 //     own: a permutation of the residues when 5 does not divide p − 1 (it
 //     does not for p = 2³¹ − 1), so two operands that differ give results
 //     that differ, and since the keys differ, no two of these ops agree on
-//     any operand (a plan that applies one in place of another fails on
-//     every element);
+//     the same operand ((x + j)⁵ = (x + k)⁵ only for j = k, 5 being prime
+//     to p − 1): a plan that applies one in place of another fails on
+//     every element;
 //   - silu(x) = x·sigmoid(x) and rsqrt(x) = reciprocal(sqrt(x)), torch's
 //     definitions of them from the others, hold exactly.
 //

@@ -228,9 +228,9 @@ func TestComputeStepErrors(t *testing.T) {
 			want: "step 7 (Pointwise): a Pointwise needs a func",
 		},
 		"Pointwise unknown func": {
-			step: pw("gelu", [2]int{2, 2}, []int{2}, [][]int{{2}}, "a"),
+			step: pw("erf", [2]int{2, 2}, []int{2}, [][]int{{2}}, "a"),
 			in:   twoBuffers,
-			want: `func "gelu" is not add, sub, mul`,
+			want: `func "erf" is not add, sub, mul`,
 		},
 		"Pointwise add of one buffer": {
 			step: pw("add", [2]int{2, 2}, []int{2}, [][]int{{2}}, "a"),
