@@ -492,8 +492,8 @@ func TestOpKindPredicates(t *testing.T) {
 		got[class] = append(got[class], name)
 	}
 	want := map[string][]string{
-		"set":         {"set"},
-		"reduction":   {"sum", "prod", "max", "min"},
+		"set":       {"set"},
+		"reduction": {"sum", "prod", "max", "min"},
 		"elementwise": {"add", "sub", "mul", "maximum", "minimum", "relu", "neg", "abs",
 			"div", "exp", "log", "tanh", "sigmoid", "silu", "gelu", "gelu_tanh", "sqrt", "rsqrt", "reciprocal", "square"},
 		"broadcast":   {"broadcast"},

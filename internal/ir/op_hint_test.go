@@ -24,7 +24,7 @@ func TestUnknownOpHint(t *testing.T) {
 		{"gleu", `did you mean "gelu"?`},
 		{"slu", `did you mean "silu"?`},
 		{"sigmod", `did you mean "sigmoid"?`},
-		{"GELU", `did you mean "gelu"?`}, // the op in other letters' case
+		{"GELU", `did you mean "gelu"?`},  // the op in other letters' case
 		{"divide", `did you mean "div"?`}, // torch's other name
 		{"swish", `did you mean "silu"?`},
 		{"selu", none}, // another framework's op, not relu or silu
