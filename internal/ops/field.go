@@ -105,13 +105,6 @@ const (
 	Quotient Rounding = "quotient"
 )
 
-// PositiveData reports whether a fusion that uses an op of rounding rule r
-// gets the positive input data {1, 2, 3, 4} (docs/simulate.md, "Data"):
-// log, sqrt, rsqrt and the quotients need operands away from 0 and
-// negatives, and exp a small one, for the exported program's check to
-// bound them.
-func (r Rounding) PositiveData() bool { return r == Transcendental || r == Quotient }
-
 // count returns how many of the kernel's functions are set.
 func (k *Kernel) count() int {
 	n := 0

@@ -122,6 +122,12 @@ type Torch struct {
 	Magnitude string
 	// Rounding is the elementwise op's rounding rule.
 	Rounding Rounding
+	// PositiveData says that the exported program can bound the op's
+	// rounding only on operands away from 0 and negatives (log, sqrt,
+	// rsqrt, div, reciprocal) or not large (exp): the fusions that use it
+	// get simulate's positive input data (docs/simulate.md, "What it
+	// does").
+	PositiveData bool
 }
 
 // Op is one entry of the registry.
