@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -344,6 +345,42 @@ func TestMatmulTransposeB(t *testing.T) {
 		want, got := plain.f([][]float64{a, b}), transposed.f([][]float64{a, bT})
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("broadcast_b %v: transpose_b (-want +got):\n%s", shared, diff)
+		}
+	}
+}
+
+// TestPointwiseKernelsOnPads checks what the scalar functions make of a
+// Pad's infinities: an exact (ring or field) kernel gives NaN, which
+// equals nothing, so a padded element computed on can never match the
+// reference where it is checked; max, min, relu, neg and abs keep them,
+// as a max or min reduction's pads need.
+func TestPointwiseKernelsOnPads(t *testing.T) {
+	inf := math.Inf(1)
+	for _, tc := range []struct {
+		fn   string
+		a, b float64
+		want float64 // NaN: want NaN
+	}{
+		{"add", inf, 1, math.NaN()},
+		{"mul", 2, -inf, math.NaN()},
+		{"square", -inf, 0, math.NaN()},
+		{"div", 3, inf, math.NaN()},
+		{"reciprocal", inf, 0, math.NaN()},
+		{"exp", -inf, 0, math.NaN()},
+		{"silu", inf, 0, math.NaN()},
+		{"add", 1 << 30, 1 << 30, 1<<31 - modulus},
+		{"div", 6, 3, 2},
+		{"div", 6, 0, 0},
+		{"square", -3, 0, 9},
+		{"maximum", -inf, 3, 3},
+		{"minimum", inf, -3, -3},
+		{"relu", -inf, 0, 0},
+		{"neg", -inf, 0, inf},
+		{"abs", -inf, 0, inf},
+	} {
+		got := pointwiseFuncOf(tc.fn)(tc.a, tc.b)
+		if math.IsNaN(tc.want) != math.IsNaN(got) || !math.IsNaN(got) && got != tc.want {
+			t.Errorf("%s(%v, %v) = %v, want %v", tc.fn, tc.a, tc.b, got, tc.want)
 		}
 	}
 }
