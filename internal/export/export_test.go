@@ -51,6 +51,10 @@ var goldens = map[string]struct {
 	"layers_linear_row_parallel":        {"testdata/layers_linear_row_parallel.json", Options{}},
 	"alltoallv":                         {"testdata/alltoallv.json", Options{}},
 	"alltoallv_meshes":                  {"testdata/alltoallv_meshes.json", Options{}},
+	// Every elementwise op of transformer blocks, lowered from a fusion
+	// of them on two devices: their torch functions.
+	"layers_transformer": {"testdata/layers_transformer.json", Options{}},
+	"swiglu_mlp":         {"../../testdata/examples/swiglu_mlp.json", Options{}},
 }
 
 // runtimeMarker stands for runtime.py in the golden programs.
