@@ -50,6 +50,13 @@ func TestTransformerElementwiseEndToEnd(t *testing.T) {
 		for _, policy := range lower.Policies {
 			t.Run(tc.op+"/"+policy, func(t *testing.T) {
 				p := lowered(t, tc.op, policy)
+				if tc.op != "div" { // a unary op of a row-sharded x, its output propagated: local
+					for _, s := range p.Steps {
+						if s.Op == 0 && s.Type != plan.Pointwise {
+							t.Errorf("op 0 (%s) moves data: step %d is a %s", tc.op, s.ID, s.Type)
+						}
+					}
+				}
 				if problems, unproven := lower.Certify(p); len(problems) > 0 || len(unproven) > 0 {
 					t.Fatalf("Certify: %v, unproven ops %v", problems, unproven)
 				}
