@@ -382,7 +382,7 @@ class Reference:
             i = int(bad.reshape(-1).nonzero()[0, 0])
             raise PlanError("op %d (%s): cannot check it: at element %d, of operands %s, the %s data of simulate "
                             "takes an operand out of %s's domain within its error, or the result beyond %s's range "
-                            "(docs/export.md, \"Numerics\")" % (
+                            "(docs/export.md, \"Data and the check\")" % (
                                 o["index"], op, i, [fmt(x.expand(y.shape).reshape(-1)[i]) for x in xs],
                                 data_set(self.plan.p), op, dtype))
         return torch.maximum(y.abs(), err / u).reshape(-1)

@@ -90,7 +90,7 @@ func divField(a, b, p int64) int64 { return mulMod(a, Reciprocal(b, p), p) }
 // reciprocalField is reciprocal as a kernel.
 func reciprocalField(a, _, p int64) int64 { return Reciprocal(a, p) }
 
-// The rounding rules of the ops of this file (docs/export.md, "Numerics").
+// The rounding rules of the ops of this file (docs/export.md, "Data and the check").
 const (
 	// Transcendental ops (exp, log, tanh, sigmoid, silu, gelu, gelu_tanh,
 	// sqrt, rsqrt) round to within a few ulps of the function at the

@@ -75,7 +75,7 @@ const (
 
 // Rounding says how an op's floating-point result may round, for the
 // error bound the exported program checks its results against
-// (docs/export.md, "Numerics"): how the bound on the magnitude of the
+// (docs/export.md, "Data and the check"): how the bound on the magnitude of the
 // result (log2) and the number of roundings follow from its operands'.
 type Rounding string
 
