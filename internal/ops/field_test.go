@@ -1,6 +1,7 @@
 package ops_test
 
 import (
+	"math/big"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -108,5 +109,22 @@ func TestFixedMapsDistinguish(t *testing.T) {
 	want := map[string]int64{"exp": 1, "log": 32, "tanh": 243, "sigmoid": 1024, "gelu": 3125, "gelu_tanh": 7776, "sqrt": 16807}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("f(0) (-want +got):\n%s", d)
+	}
+}
+
+// TestReciprocalAgainstModInverse checks Reciprocal, whose powers reduce
+// without a division for the simulator's prime, against math/big's
+// inverse, and for another prime, which takes the remainder.
+func TestReciprocalAgainstModInverse(t *testing.T) {
+	for _, p := range []int64{prime, 101, 65537} {
+		for _, a := range append(samples, 5, 100, 65536) {
+			want := int64(0)
+			if r := new(big.Int).ModInverse(big.NewInt(a), big.NewInt(p)); r != nil {
+				want = r.Int64()
+			}
+			if got := ops.Reciprocal(a, p); got != want {
+				t.Errorf("Reciprocal(%d, %d) = %d, want %d", a, p, got, want)
+			}
+		}
 	}
 }
