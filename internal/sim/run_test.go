@@ -88,7 +88,7 @@ func TestRunBareAllgatherFails(t *testing.T) {
 		t.Errorf("mismatch (-want +got):\n%s", diff)
 	}
 	ref := inputData(1, 0, 24, Wide)
-	if res.Mismatch.Expected != ref[3] || res.Mismatch.Actual != ref[12] {
+	if float64(res.Mismatch.Expected) != ref[3] || float64(res.Mismatch.Actual) != ref[12] {
 		t.Errorf("expected, actual = %v, %v; want tv0[0,3] = %v, tv0[1,0] = %v", res.Mismatch.Expected, res.Mismatch.Actual, ref[3], ref[12])
 	}
 }

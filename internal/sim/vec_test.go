@@ -394,7 +394,7 @@ func TestSharedOutputMemberWrong(t *testing.T) {
 			}
 			x := inputData(2, 0, 32, Wide)
 			want := Mismatch{Op: 0, Step: 2, Tensor: "y", Device: 2, FlatIndex: 0, LogicalIndex: []int{0, 0},
-				Expected: x[0], Actual: x[24], Reason: "value differs"}
+				Expected: Value(x[0]), Actual: Value(x[24]), Reason: "value differs"}
 			if d := cmp.Diff(want, got[0]); d != "" {
 				t.Errorf("mismatch (-want +got):\n%s", d)
 			}
@@ -424,7 +424,7 @@ func TestSharedBufferOtherShard(t *testing.T) {
 	}
 	x := inputData(4, 0, 2*n, Wide)
 	want := &Mismatch{Op: 0, Step: 0, Tensor: "y", Device: 1, FlatIndex: 0, LogicalIndex: []int{1, 0},
-		Expected: x[n], Actual: x[0], Reason: "value differs"}
+		Expected: Value(x[n]), Actual: Value(x[0]), Reason: "value differs"}
 	for _, rm := range []int{1, ropeMin, math.MaxInt} {
 		withRopeMin(rm, func() {
 			res, err := Run(p, Options{Seed: 4})
