@@ -10,10 +10,11 @@ import (
 )
 
 type explainOptions struct {
-	input  *planInput
-	color  *enumFlag
-	tensor string
-	op     int
+	input   *planInput
+	color   *enumFlag
+	tensor  string
+	op      int
+	summary bool
 }
 
 func newExplainCmd() *cobra.Command {
@@ -28,12 +29,14 @@ func newExplainCmd() *cobra.Command {
 mesh, its sharding in DTensor's notation (nvcomm's where DTensor has none: strided,
 nested, merged) and a picture of which devices hold which block; for every op, the
 shardings it goes between, its steps and why each was chosen, the bytes they move,
-their predicted time on a topology, and the lower bounds of both. Input starting
-with '{' is a plan; anything else a fusion file.`,
+their predicted time on a topology, and the lower bounds of both. --summary shows
+the totals only, per collective type and per op. Input starting with '{' is a plan;
+anything else a fusion file.`,
 		Example: `  nvcomm explain testdata/examples/megatron_mlp.yaml
   nvcomm explain plan.json --tensor y
   nvcomm explain fusion.yaml --op 2 --policy nvfuser
   nvcomm explain fusion.yaml --topology none --color never
+  nvcomm explain --summary plan.json
   nvcomm explain --auto --memory-budget 64MiB layer.yaml`,
 		Args:              exactArgs(1),
 		ValidArgsFunction: fileArg(anyInputExts...),
@@ -43,12 +46,16 @@ with '{' is a plan; anything else a fusion file.`,
 	enumVar(cmd, o.color, "color", "colour the output: auto (on a terminal without NO_COLOR), always or never")
 	cmd.Flags().StringVar(&o.tensor, "tensor", "", "explain only the tensor `NAME`")
 	cmd.Flags().IntVar(&o.op, "op", -1, "explain only op `N` (0 is the first)")
+	cmd.Flags().BoolVar(&o.summary, "summary", false, "show totals only: per collective type and per op (the longest 24), to fit a screen")
 	return cmd
 }
 
 func (o *explainOptions) run(cmd *cobra.Command, arg string) error {
 	if o.op < -1 {
 		return usageError{errors.New("--op: must be an op's index (0 or more)")}
+	}
+	if o.summary && (o.tensor != "" || o.op >= 0) {
+		return usageError{errors.New("--summary shows the totals of every op: leave out --tensor and --op")}
 	}
 	p, err := o.input.load(cmd, arg)
 	if err != nil {
@@ -69,7 +76,11 @@ func (o *explainOptions) run(cmd *cobra.Command, arg string) error {
 			return err
 		}
 	}
-	if err := explain.Write(&b, p, opts); err != nil {
+	write := explain.Write
+	if o.summary {
+		write = explain.WriteSummary
+	}
+	if err := write(&b, p, opts); err != nil {
 		return report(cmd, err)
 	}
 	_, err = out.Write(b.Bytes())

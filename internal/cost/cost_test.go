@@ -21,13 +21,17 @@ var update = os.Getenv("NVCOMM_UPDATE") == "1"
 
 const calibration = "testdata/nccl-h200-2gpu.csv"
 
+// computeCalibration is the compute part of the built-in topology's
+// calibration: one H200's products (calibrate.py's matmul rows).
+const computeCalibration = "testdata/matmul-h200.csv"
+
 // defaultSource documents the built-in topology's provenance.
 const defaultSource = "nvlink: minimax relative-error fit (nvcomm calibrate --fit, messages >= 1 MiB, " +
 	"outliers dropped) of internal/cost/testdata/nccl-h200-2gpu.csv (2x H200, NCCL 2.28.9, torch 2.11, NVLS off); " +
 	"Gather and Scatter take SendRecv's parameters. network: assumed (one 400 Gb/s NIC a GPU), not measured. " +
 	"memory: H200 device-to-device copy, about 4.3 TB/s read plus written. " +
-	"compute: bfloat16 measured (torch.matmul of [2048, 4096] x [4096, 8192] on one H200 of 2: 790 TFLOPS, " +
-	"docs/export-results/layers-h200x2), float16 taken equal; float32 without TF32 and float64: the H200 SXM " +
+	"compute: minimax relative-error fit of internal/cost/testdata/matmul-h200.csv (one H200, torch 2.11, " +
+	"linear of normally distributed operands, sides 256 to 16384, products of 2·1024³ operations or more, device time); float64: the H200 SXM " +
 	"datasheet's 67 TFLOPS."
 
 // readSamples reads a calibration CSV.
@@ -46,7 +50,7 @@ func readSamples(tb testing.TB, path string) []Sample {
 
 func fitCalibration(t *testing.T) (*Topology, []FitPoint) {
 	t.Helper()
-	samples := readSamples(t, calibration)
+	samples := append(readSamples(t, calibration), readSamples(t, computeCalibration)...)
 	topo, points, err := Fit(samples, FitOptions{Name: "h200", Source: defaultSource, Base: Default()})
 	if err != nil {
 		t.Fatal(err)
@@ -74,24 +78,28 @@ func TestDefaultIsFit(t *testing.T) {
 }
 
 // TestDefaultWithinBand keeps the built-in model within 25% of every
-// calibration measurement of 1 MiB or more, outliers excepted, for every
-// collective type measured.
+// calibration measurement it is fitted to (messages of 1 MiB or more and
+// products of 2·1024³ operations or more, outliers excepted), for every
+// collective type and matmul dtype measured.
 func TestDefaultWithinBand(t *testing.T) {
 	_, points := fitCalibration(t)
 	def := Default()
 	types := map[string]bool{}
 	for _, p := range points {
-		if p.Bytes < DefaultMinFitBytes || p.Outlier {
+		if !p.Used {
 			continue
 		}
 		types[p.Collective] = true
 		pred := def.Collective(p.Link, p.Collective, p.Bytes, p.Ranks)
+		if p.Link == LinkCompute {
+			pred = def.Compute.Seconds(p.Collective, float64(p.Bytes))
+		}
 		if e := pred/p.Seconds - 1; math.Abs(e) > 0.25 {
 			t.Errorf("%s %d B: predicted %.1f us, measured %.1f us (%+.0f%%)", p.Collective, p.Bytes, pred*1e6, p.Seconds*1e6, 100*e)
 		}
 	}
-	if len(types) != 7 {
-		t.Errorf("measured types = %v, want the 7 of the calibration file", types)
+	if len(types) != 10 {
+		t.Errorf("measured types = %v, want the 7 collectives and 3 dtypes of the calibration files", types)
 	}
 }
 
@@ -455,8 +463,9 @@ func TestDeviceSweepWithinBand(t *testing.T) {
 }
 
 // TestMatmulRoofline checks that a Matmul step costs the longer of its
-// memory traffic and its multiply-adds at its dtype's peak, and only its
-// memory traffic for a dtype the topology does not list.
+// memory traffic and its dtype's compute line (α plus the multiply-adds at
+// the line's throughput), and only its memory traffic for a dtype the
+// topology does not list.
 func TestMatmulRoofline(t *testing.T) {
 	matmul := func(dims ...int) plan.Step {
 		in, out := dims[0]*dims[1]*dims[2], dims[0]*dims[1]*dims[3]
@@ -467,9 +476,11 @@ func TestMatmulRoofline(t *testing.T) {
 		step  plan.Step
 		want  float64 // seconds
 	}{
-		// 2·4096³ multiply-adds at 790 TFLOPS; 64 MiB of memory is 16.8 µs.
-		"large bfloat16 is compute-bound": {"bfloat16", matmul(1, 4096, 4096, 4096), 2 * 4096 * 4096 * 4096 / 790e12},
-		"large float32 at 67 TFLOPS":      {"float32", matmul(1, 4096, 4096, 4096), 2 * 4096 * 4096 * 4096 / 67e12},
+		// 7.4 µs and 2·4096³ multiply-adds at 719.3 TFLOPS; 64 MiB of memory is 16.8 µs.
+		"large bfloat16 is compute-bound": {"bfloat16", matmul(1, 4096, 4096, 4096), 7.4e-6 + 2*4096*4096*4096/719.3e12},
+		"large float32 at 48 TFLOPS":      {"float32", matmul(1, 4096, 4096, 4096), 17.7e-6 + 2*4096*4096*4096/48e12},
+		// Its α, not its memory's 10 µs, bounds a small float32 product.
+		"small float32 pays α": {"float32", matmul(1, 64, 64, 64), 17.7e-6 + 2*64*64*64/48e12},
 		// A thin product moves more bytes than it computes.
 		"thin product is memory-bound": {"bfloat16", matmul(1, 1<<20, 8, 1), 10e-6 + 2*float64(1<<20*8+1<<20)/4000e9},
 		"unlisted dtype: memory only":  {"int32", matmul(1, 64, 64, 64), 10e-6 + 4*float64(2*64*64)/4000e9},

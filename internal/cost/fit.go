@@ -16,6 +16,13 @@ import (
 // time is torch.distributed's launch overhead, not the link.
 const DefaultMinFitBytes = 1 << 20
 
+// MinFitFlops is the smallest product [Fit] fits the compute line to
+// (2·1024³ operations, a 1024-sided product): smaller ones are
+// launch-bound, and their times scatter by shape (6–27 µs on an H200)
+// more than by size, so a line held to them bends away from the products
+// that matter. The line's α still predicts them within about 60%.
+const MinFitFlops = 2 << 30
+
 // FitOptions tune [Fit].
 type FitOptions struct {
 	// MinBytes is the smallest message size fitted; zero means
@@ -86,7 +93,7 @@ func Fit(samples []Sample, o FitOptions) (*Topology, []FitPoint, error) {
 			continue
 		}
 		if p.Link == LinkCompute {
-			p.Predicted = float64(p.Bytes) / (t.Compute.TFLOPS[p.Collective] * 1e12)
+			p.Predicted = t.Compute.Seconds(p.Collective, float64(p.Bytes))
 			continue
 		}
 		p.Predicted = t.Collective(p.Link, p.Collective, p.Bytes, p.Ranks)
@@ -121,26 +128,49 @@ func fitMemory(t *Topology, points []FitPoint) error {
 	return nil
 }
 
-// fitCompute sets, per dtype with matmul samples among the used ones, the
-// topology's throughput to the fastest of them (operations over seconds):
-// the roofline's peak is what the device reaches on large products. Dtypes
+// fitCompute fits, per dtype with matmul samples among the used ones, the
+// topology's compute line α + F / throughput to them, minimizing the
+// largest relative error as a link's line is fitted; a dtype measured at
+// one size only gets its fastest sample's throughput and no α. Dtypes
 // without samples keep the base topology's.
 func fitCompute(t *Topology, points []FitPoint) {
-	peak := map[string]float64{}
+	byType := map[string][]FitPoint{}
 	for _, p := range points {
 		if p.Used && p.Link == LinkCompute {
-			peak[p.Collective] = max(peak[p.Collective], float64(p.Bytes)/p.Seconds/1e12)
+			byType[p.Collective] = append(byType[p.Collective], p)
 		}
 	}
-	if len(peak) == 0 {
+	if len(byType) == 0 {
 		return
 	}
-	c := Compute{TFLOPS: map[string]float64{}}
+	c := Compute{TFLOPS: map[string]float64{}, Latency: map[string]float64{}}
 	if t.Compute != nil {
 		maps.Copy(c.TFLOPS, t.Compute.TFLOPS)
+		maps.Copy(c.Latency, t.Compute.Latency)
 	}
-	maps.Copy(c.TFLOPS, peak)
+	for dt, ps := range byType {
+		c.TFLOPS[dt], c.Latency[dt] = fitComputeLine(ps)
+	}
+	maps.DeleteFunc(c.Latency, func(_ string, a float64) bool { return a == 0 })
 	t.Compute = &c
+}
+
+// fitComputeLine fits one dtype's compute line to its samples: the
+// throughput in TFLOPS and α in microseconds.
+func fitComputeLine(ps []FitPoint) (tflops, latency float64) {
+	xs, ts := sortedByX(ps)
+	for i := range xs {
+		xs[i] /= 1e3 // kiloflops per nanosecond are TFLOPS, the line's bandwidth unit
+	}
+	if distinct(xs) >= 2 {
+		if l, err := fitLine(xs, ts); err == nil {
+			return l.Bandwidth, l.Latency
+		}
+	}
+	for _, p := range ps {
+		tflops = max(tflops, float64(p.Bytes)/p.Seconds/1e12)
+	}
+	return round(tflops, 1), 0
 }
 
 func (o FitOptions) withDefaults() FitOptions {
@@ -170,7 +200,11 @@ func markUsed(samples []Sample, minBytes int64) []FitPoint {
 				points[i].Outlier = true
 			}
 		}
-		points[i].Used = s.Bytes >= minBytes && !points[i].Outlier
+		least := minBytes
+		if s.Link == LinkCompute {
+			least = MinFitFlops
+		}
+		points[i].Used = s.Bytes >= least && !points[i].Outlier
 	}
 	return points
 }
@@ -321,8 +355,8 @@ func (f lineFits) fit(a, b int) (Line, bool) {
 // (a local copy's x is its bytes read plus written).
 func sortedByX(points []FitPoint) (xs, ts []float64) {
 	x := func(p FitPoint) float64 {
-		if p.Link == LinkMemory {
-			return float64(p.Bytes)
+		if p.Link == LinkMemory || p.Link == LinkCompute {
+			return float64(p.Bytes) // one device's bytes or operations: no bus factor
 		}
 		return float64(p.Bytes) * BusFactor(p.Collective, p.Ranks)
 	}

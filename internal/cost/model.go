@@ -176,21 +176,17 @@ const (
 	PassView    = "view"
 )
 
-// arithmetic is the time of a Matmul step's multiply-adds at the peak
-// throughput of its dtype; zero for other steps and unlisted dtypes.
+// arithmetic is the time of a Matmul step's multiply-adds on its dtype's
+// compute line; zero for other steps and unlisted dtypes.
 func (t *Topology) arithmetic(p *plan.Plan, s *plan.Step) float64 {
 	if s.Type != plan.Matmul || t.Compute == nil || len(s.Dims) != 4 {
-		return 0
-	}
-	peak := t.Compute.TFLOPS[stepDType(p, s)]
-	if peak <= 0 {
 		return 0
 	}
 	flops := 2.0
 	for _, d := range s.Dims {
 		flops *= float64(d)
 	}
-	return flops / (peak * 1e12)
+	return t.Compute.Seconds(stepDType(p, s), flops)
 }
 
 // Predict prices every step of p.

@@ -54,14 +54,31 @@ type Topology struct {
 	Compute *Compute `yaml:"compute,omitempty"`
 }
 
-// Compute is a device's peak arithmetic throughput. A Matmul step takes
-// the longer of its memory traffic and its 2·Bt·M·K·N floating-point
-// operations at the throughput of its dtype (a roofline); a dtype not
-// listed costs its memory traffic only.
+// Compute is a device's arithmetic, one line per dtype: a product of F =
+// 2·Bt·M·K·N floating-point operations takes α + F / throughput. A Matmul
+// step takes the longer of that and its memory traffic (a roofline with
+// a floor); a dtype not listed costs its memory traffic only.
+//
+// α is the fixed cost of one product: what small products pay whatever
+// their size (a kernel's start, its waves that do not fill the device).
+// On an H200 it is 6–10 µs, and without it products under a few hundred
+// µs were predicted up to 3× fast (docs/export.md, "Calibration").
 type Compute struct {
-	// TFLOPS is the dense peak per dtype name (float32, bfloat16, …), in
-	// 1e12 operations a second.
+	// TFLOPS is the throughput per dtype name (float32, bfloat16, …), in
+	// 1e12 operations a second: the line's slope.
 	TFLOPS map[string]float64 `yaml:"tflops"`
+	// Latency is α per dtype name, in microseconds; a dtype absent has
+	// none.
+	Latency map[string]float64 `yaml:"latency_us,omitempty"`
+}
+
+// Seconds predicts a product of flops floating-point operations in dtype:
+// zero when the dtype has no throughput.
+func (c *Compute) Seconds(dtype string, flops float64) float64 {
+	if c == nil || !(c.TFLOPS[dtype] > 0) {
+		return 0
+	}
+	return c.Latency[dtype]*1e-6 + flops/(c.TFLOPS[dtype]*1e12)
 }
 
 // Link is the cost parameters of one link class: defaults, and optional
@@ -178,6 +195,11 @@ func (t *Topology) Check() []string {
 		for _, dt := range slices.Sorted(maps.Keys(t.Compute.TFLOPS)) {
 			if v := t.Compute.TFLOPS[dt]; !(v > 0) || math.IsInf(v, 0) {
 				problems = append(problems, fmt.Sprintf("compute.tflops.%s must be positive and finite, got %v", dt, v))
+			}
+		}
+		for _, dt := range slices.Sorted(maps.Keys(t.Compute.Latency)) {
+			if v := t.Compute.Latency[dt]; !(v >= 0) || math.IsInf(v, 0) {
+				problems = append(problems, fmt.Sprintf("compute.latency_us.%s must be non-negative and finite, got %v", dt, v))
 			}
 		}
 	}

@@ -151,12 +151,14 @@ func TestDotRenders(t *testing.T) {
 	}
 }
 
-// TestDocsShowGoldens: every picture or op that the README and
-// docs/explain.md show as explain's output is explain's output now: each
-// paragraph of their code blocks that holds placements or a step table
-// stands, to the byte, in an example's golden file.
+// TestDocsShowGoldens: every picture, op or summary table that the README
+// and docs/explain.md show as explain's output is explain's output now:
+// each paragraph of their code blocks that holds placements, a step table
+// or a summary's table stands, to the byte, in an example's golden file.
 func TestDocsShowGoldens(t *testing.T) {
 	goldens, err := filepath.Glob("testdata/*.txt")
+	summaries, _ := filepath.Glob("testdata/*.summary")
+	goldens = append(goldens, summaries...)
 	if err != nil || len(goldens) == 0 {
 		t.Fatalf("no goldens: %v", err)
 	}
@@ -179,7 +181,7 @@ func TestDocsShowGoldens(t *testing.T) {
 				continue // prose between the fences
 			}
 			for _, para := range strings.Split(strings.TrimPrefix(block, "\n"), "\n\n") {
-				if !strings.Contains(para, "placements [") && !strings.Contains(para, "  step  type") {
+				if !strings.Contains(para, "placements [") && !strings.Contains(para, "  step  type") && !strings.Contains(para, "  steps  ") {
 					continue
 				}
 				shown++

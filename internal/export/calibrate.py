@@ -8,9 +8,10 @@
 # broadcast, reduce and sendrecv). It also measures, on every rank's device,
 # the two local copies exported programs make (link memory, ranks 1, bytes
 # read plus written): copy, contiguous, and permute, from a permuted view;
-# and the matmul throughput of each floating dtype (link compute, ranks 1,
-# the "bytes" column holding the multiply-adds' 2·N³ floating-point
-# operations of an N×N by N×N product: matmul_float32, matmul_bfloat16, ...).
+# and the time of torch.nn.functional.linear in each floating dtype over a
+# grid of shapes (link compute, ranks 1, the "bytes" column holding the
+# product's 2·M·K·N floating-point operations: matmul_float32,
+# matmul_bfloat16, ...).
 # Then fit a topology file to it:
 #   torchrun --nproc_per_node=8 calibrate.py --out calibration.csv
 #   nvcomm calibrate --fit calibration.csv -o topology.yaml
@@ -32,7 +33,8 @@ COLLECTIVES = ("allgather", "reducescatter", "allreduce", "alltoall", "broadcast
                "gather", "scatter", "sendrecv")
 LOCAL = ("copy", "permute")
 MATMULS = ("matmul_float32", "matmul_bfloat16", "matmul_float16")
-MATMUL_SIDES = (1024, 2048, 4096, 8192)  # N: the products are 2·N³ operations
+MATMUL_SIDES = (256, 1024, 4096, 16384)  # M, K and N of the products x[M, K] @ w[N, K]ᵀ
+MATMUL_MAX_FLOPS = {"float32": 2 * 4096 * 4096 * 16384}  # others: 2 * 16384 * 16384 * 4096
 
 
 def parse_args(argv):
@@ -162,24 +164,37 @@ def measure_local(args, dev):
     return rows
 
 
+def matmul_shapes(dtype, cuda):
+    """The (M, K, N) of the products measured in dtype: every combination of
+    the sides up to a number of operations (a few milliseconds a call), on a
+    CPU the smallest side only."""
+    sides = MATMUL_SIDES if cuda else MATMUL_SIDES[:1]
+    cap = MATMUL_MAX_FLOPS.get(str(dtype).split(".")[1], 2 * 16384 * 16384 * 4096)
+    return [(m, k, n) for m in sides for k in sides for n in sides if 2 * m * k * n <= cap]
+
+
 def measure_matmuls(args, dev):
-    """CSV rows of the matmul throughputs (link compute: the bytes column holds
-    the 2·N³ operations of one N×N by N×N product), each the slowest rank's. A
-    CPU measures float32 only, and the smaller sides."""
+    """CSV rows of the products' times (link compute: the bytes column holds
+    their 2·M·K·N operations), each the slowest rank's. The operands hold
+    normally distributed values: a GPU draws less power on constant data
+    and runs faster than it does on a model's (an H200: 900 against 720
+    TFLOPS in bfloat16 on 8192-sided products), so ones would flatter the
+    fit. A CPU measures float32 only, and the smallest side."""
     rows = []
     b = Bench(dev, None, list(range(dist.get_world_size())), args.iters, args.warmup, args.timing)
+    gen = torch.Generator(device=dev).manual_seed(0)
     for name in [c for c in args.collectives if c in MATMULS]:
         dtype = getattr(torch, name.split("_", 1)[1])
         if dev.type != "cuda" and dtype != torch.float32:
             continue
-        for n in MATMUL_SIDES if dev.type == "cuda" else MATMUL_SIDES[:2]:
-            x = torch.ones(n, n, dtype=dtype, device=dev)
-            y = torch.ones(n, n, dtype=dtype, device=dev)
-            out = torch.empty(n, n, dtype=dtype, device=dev)
-            t = torch.tensor([b.time(lambda: torch.matmul(x, y, out=out))], dtype=torch.float64, device=dev)
+        for m, k, n in matmul_shapes(dtype, dev.type == "cuda"):
+            x = torch.randn(m, k, generator=gen, device=dev).to(dtype)
+            w = torch.randn(n, k, generator=gen, device=dev).to(dtype)
+            out = torch.empty(m, n, dtype=dtype, device=dev)
+            t = torch.tensor([b.time(lambda: torch.matmul(x, w.t(), out=out))], dtype=torch.float64, device=dev)
             dist.all_reduce(t, op=dist.ReduceOp.MAX)
-            rows.append("%s,1,%d,%.4e,compute" % (name, 2 * n ** 3, t.item()))
-            del x, y, out
+            rows.append("%s,1,%d,%.4e,compute" % (name, 2 * m * k * n, t.item()))
+            del x, w, out
         if dev.type == "cuda":
             torch.cuda.empty_cache()
     return rows
