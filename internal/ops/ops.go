@@ -75,8 +75,9 @@ const (
 
 // Rounding says how an op's floating-point result may round, for the
 // error bound the exported program checks its results against
-// (docs/export.md, "Data and the check"): how the bound on the magnitude of the
-// result (log2) and the number of roundings follow from its operands'.
+// (docs/export.md, "Data and the check"): how the bound on the magnitude
+// of the result (log2) and the number of roundings follow from its
+// operands'.
 type Rounding string
 
 // The rounding rules of the elementwise ops. Reductions and contractions
@@ -94,12 +95,13 @@ const (
 
 // Kernel is an elementwise op's scalar function on the simulator's exact
 // values: integers, and the infinities a Pad may fill with
-// (docs/simulate.md, "Exact arithmetic"). One of its fields is set. A
+// (docs/simulate.md, "Exactness"). One of its fields is set. A
 // unary kernel ignores b.
 type Kernel struct {
-	// Ring computes a ring operation (add, sub, mul) on integers, which
-	// the simulator takes modulo its prime, so that any sum or product may
-	// be split into partial ones and still match the reference exactly.
+	// Ring computes a ring operation (add, sub, mul, square) on integers,
+	// which the simulator takes modulo its prime, so that any sum or
+	// product may be split into partial ones and still match the reference
+	// exactly.
 	Ring func(a, b int64) int64
 	// Field computes in the integers modulo the simulator's prime p, which
 	// it is given, on integers (the simulator's representatives, which

@@ -22,7 +22,7 @@ type pointwiseFunc func(a, b float64) float64
 
 // pointwiseFuncOf returns the scalar function of a Pointwise function or
 // an elementwise op, from its kernel in the op registry, or nil for a name
-// that is neither. A ring kernel (add, sub, mul) is taken modulo
+// that is neither. A ring kernel (add, sub, mul, square) is taken modulo
 // [modulus], on integers, and a field kernel (div, reciprocal, the
 // transcendental maps) computes modulo it; the others act on the values
 // as they are.
@@ -34,7 +34,7 @@ func pointwiseFuncOf(name string) pointwiseFunc {
 	k := f.Kernel
 	switch {
 	case k.Ring != nil:
-		return integral(func(a, b int64) int64 { return k.Ring(a, b) })
+		return integral(k.Ring)
 	case k.Field != nil:
 		return integral(func(a, b int64) int64 { return k.Field(a, b, modulus) })
 	}
