@@ -384,3 +384,28 @@ func TestPointwiseKernelsOnPads(t *testing.T) {
 		}
 	}
 }
+
+// TestCombineOfInfinities checks that sum and prod, which are padded with
+// 0 and 1, make NaN of an infinity (a wrong plan's pad), and max and min
+// keep it.
+func TestCombineOfInfinities(t *testing.T) {
+	inf := math.Inf(1)
+	for _, tc := range []struct {
+		op   string
+		a, b float64
+		nan  bool
+	}{
+		{"sum", -inf, 3, true}, {"sum", 2, inf, true}, {"prod", inf, 2, true}, {"prod", -inf, 0, true},
+		{"max", -inf, 3, false}, {"min", inf, -3, false}, {"sum", 1 << 30, 1 << 30, false},
+	} {
+		got := combine(tc.op, tc.a, tc.b)
+		if math.IsNaN(got) != tc.nan {
+			t.Errorf("%s(%v, %v) = %v, want NaN: %v", tc.op, tc.a, tc.b, got, tc.nan)
+		}
+		dst := []float64{tc.a}
+		combineInto(tc.op, dst, []float64{tc.b})
+		if math.IsNaN(dst[0]) != math.IsNaN(got) || !math.IsNaN(got) && dst[0] != got {
+			t.Errorf("combineInto %s(%v, %v) = %v, combine gives %v", tc.op, tc.a, tc.b, dst[0], got)
+		}
+	}
+}

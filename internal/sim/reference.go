@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"math"
+
 	"github.com/nvcomm/nvcomm/internal/ops"
 	"github.com/nvcomm/nvcomm/internal/plan"
 )
@@ -186,16 +188,29 @@ func combineInto(op string, dst, src []float64) {
 	}
 }
 
-// sumMod and prodMod are a + b and a · b modulo [modulus].
-func prodMod(a, b float64) float64 { return residue(int64(a) * int64(b)) }
+// sumMod and prodMod are a + b and a · b modulo [modulus]. An infinity
+// (a Pad's fill, which a sum or product never pads with) has no residue:
+// either of an infinity or a NaN is NaN, which equals nothing, as an exact
+// kernel's (integral).
+func prodMod(a, b float64) float64 {
+	if p := a * b; math.IsInf(p, 0) || p != p {
+		return math.NaN()
+	}
+	return residue(int64(a) * int64(b))
+}
 
 // sumMod adds in float64 when the sum is already a representative: exact
 // for integers below 2⁵² in magnitude, and every value the simulation
 // holds is below 2³¹. Only a sum past a representative's range goes
-// through int64 and the remainder (three times as slow), as every sum did.
+// through int64 and the remainder (three times as slow), as every sum did;
+// an infinite or NaN sum fails the range test, and is NaN.
 func sumMod(a, b float64) float64 {
-	if s := a + b; s >= -modulus/2 && s <= modulus/2 {
+	s := a + b
+	if s >= -modulus/2 && s <= modulus/2 {
 		return s
+	}
+	if math.IsInf(s, 0) || s != s {
+		return math.NaN()
 	}
 	return residue(int64(a) + int64(b))
 }
