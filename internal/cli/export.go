@@ -150,7 +150,7 @@ func probes(p *plan.Plan, seed uint64) map[string][]float64 {
 		if produced[t.Name] {
 			continue
 		}
-		out[t.Name] = sim.InputValues(seed, i, probeCount(t), sim.HasProd(p))
+		out[t.Name] = sim.InputValues(seed, i, probeCount(t), sim.DataOf(p))
 	}
 	return out
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -51,6 +52,10 @@ var goldens = map[string]struct {
 	"layers_linear_row_parallel":        {"testdata/layers_linear_row_parallel.json", Options{}},
 	"alltoallv":                         {"testdata/alltoallv.json", Options{}},
 	"alltoallv_meshes":                  {"testdata/alltoallv_meshes.json", Options{}},
+	// Every elementwise op of transformer blocks, lowered from a fusion
+	// of them on two devices: their torch functions.
+	"layers_transformer": {"testdata/layers_transformer.json", Options{}},
+	"swiglu_mlp":         {"../../testdata/examples/swiglu_mlp.json", Options{}},
 }
 
 // runtimeMarker stands for runtime.py in the golden programs.
@@ -345,6 +350,61 @@ func TestAllToAllVReadersWriters(t *testing.T) {
 			}
 			if diff := cmp.Diff(tt.holders, g.holders["b"]); diff != "" {
 				t.Errorf("holders of b (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestBoundedOpsChecked runs the program of every transformer elementwise
+// op (layers_transformer) on gloo as it is (PASS), with one op's result
+// off by a millionth or computed by another op (FAIL at that op: the
+// bound is a few ulps, not vacuous), and with a sub where the plan adds,
+// which takes log's operand to 0 and below (refused, never PASS or
+// FAIL). It needs PyTorch, as TestProgramsRunGloo.
+func TestBoundedOpsChecked(t *testing.T) {
+	if os.Getenv("NVCOMM_TORCH_TEST") != "1" {
+		t.Skip("set NVCOMM_TORCH_TEST=1 to run the programs with PyTorch (gloo)")
+	}
+	py := stdcmp.Or(os.Getenv("PYTHON"), "python3")
+	dir := t.TempDir()
+	for i, tc := range []struct {
+		name, old, new string
+		sub            bool // the plan's add made a sub
+		want           string
+	}{
+		{name: "as is", want: "\nPASS\n"},
+		{name: "exp off by 1e-6", old: "e = torch.exp(x)\n", new: "e = torch.exp(x) * (1 + 1e-6)\n", want: "\nFAIL: op 0 "},
+		{name: "exp off by 2 ulps", old: "e = torch.exp(x)\n", new: "e = torch.exp(x) * (1 + 2e-7)\n", want: "\nPASS\n"},
+		{name: "gelu_tanh for gelu", old: "ge = torch.nn.functional.gelu(x)\n", new: "ge = _gelu_tanh(x)\n", want: "\nFAIL: op 5 "},
+		{name: "rsqrt for reciprocal", old: "c = torch.reciprocal(x)\n", new: "c = torch.rsqrt(x)\n", want: "\nFAIL: op 9 "},
+		{name: "log out of its domain", sub: true, want: "error: op 15 (log): cannot check it: at element "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := readPlan(t, "testdata/layers_transformer.json")
+			if tc.sub {
+				k := slices.IndexFunc(p.Ops, func(o plan.Op) bool { return o.Output == "a" })
+				p.Ops[k].Op = "sub"
+				for j, s := range p.Steps {
+					if s.Op == k {
+						p.Steps[j].Func, p.Steps[j].Expr = new("sub"), strings.Replace(s.Expr, "add(", "sub(", 1)
+					}
+				}
+			}
+			var b bytes.Buffer
+			if err := Torch(&b, p, Options{}); err != nil {
+				t.Fatal(err)
+			}
+			src := b.String()
+			if tc.old != "" && strings.Count(src, tc.old) != 1 {
+				t.Fatalf("the program has %q %d times, want once", tc.old, strings.Count(src, tc.old))
+			}
+			prog := filepath.Join(dir, fmt.Sprintf("p%d.py", i))
+			if err := os.WriteFile(prog, []byte(strings.Replace(src, tc.old, tc.new, 1)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out, _ := launch(py, 2, 29900+i, prog, "--backend", "gloo")
+			if !bytes.Contains(out, []byte(tc.want)) {
+				t.Errorf("want %q in the output:\n%s", tc.want, out)
 			}
 		})
 	}

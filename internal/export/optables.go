@@ -13,7 +13,8 @@ const opsMarker = "#@ops\n"
 
 // withOps writes the ops' tables from the registry into runtime.py, at
 // its marker: what each op computes with torch, the magnitudes that bound
-// its rounding, its operand counts and rounding rule, and the reductions.
+// its rounding, its operand counts and rounding rule, the reductions, and
+// the ops whose fusions get simulate's positive data.
 // The program then knows every op nvcomm knows, and knows it as the
 // compiler and the simulator do.
 func withOps(src string) string {
@@ -25,7 +26,7 @@ func withOps(src string) string {
 
 // opTables is the Python source of the ops' tables.
 func opTables(all []*ops.Op) string {
-	var layer, magnitude, arity, rounding, reduce, attrs []string
+	var layer, magnitude, arity, rounding, reduce, attrs, positive []string
 	for _, o := range all {
 		lo, hi := o.Arity()
 		n := fmt.Sprint(lo)
@@ -47,6 +48,9 @@ func opTables(all []*ops.Op) string {
 		if o.Torch.Rounding != "" {
 			rounding = append(rounding, fmt.Sprintf("%q: %q", o.Name, o.Torch.Rounding))
 		}
+		if o.Torch.PositiveData {
+			positive = append(positive, fmt.Sprintf("%q", o.Name))
+		}
 	}
 	var b strings.Builder
 	table := func(name string, entries []string) {
@@ -58,6 +62,7 @@ func opTables(all []*ops.Op) string {
 	table("ROUNDING", rounding)
 	fmt.Fprintf(&b, "REDUCE_OPS = (%s)\n", strings.Join(reduce, ", "))
 	table("ATTRS", attrs)
+	fmt.Fprintf(&b, "POSITIVE_DATA = (%s)\n", strings.Join(append(positive, ""), ", "))
 	return b.String()
 }
 

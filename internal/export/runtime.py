@@ -66,13 +66,27 @@ def _mix_tensor(z):
     return z ^ _lsr(z, 31)
 
 
-def input_data(seed, index, n, small, device):
+# The data sets of four values, by h mod 4, and log2 of every data set's largest magnitude.
+DATA_TABLES = {"small": [-2.0, -1.0, 1.0, 2.0], "positive": [1.0, 2.0, 3.0, 4.0]}
+DATA_LOG2 = {"wide": 9.0, "small": 1.0, "positive": 2.0}
+
+
+def data_set(p):
+    """The data set simulate fills plan p's inputs with: "positive" when an op needs it
+    (POSITIVE_DATA: log, sqrt, div, exp, ...), else "small" with a prod, else "wide"."""
+    names = [o["op"] for o in p["ops"]]
+    if any(n in POSITIVE_DATA for n in names):
+        return "positive"
+    return "small" if "prod" in names else "wide"
+
+
+def input_data(seed, index, n, data, device):
     """The n row-major values of the fusion input at position index of PLAN's tensors."""
     key = _mix_int(seed + _GAMMA * (index + 1))
     i = torch.arange(n, dtype=torch.int64, device=device)
     h = _lsr(_mix_tensor(i * _signed(_GAMMA) + _signed(key + _GAMMA)), 32)
-    if small:
-        table = torch.tensor([-2.0, -1.0, 1.0, 2.0], dtype=torch.float64, device=device)
+    if data in DATA_TABLES:
+        table = torch.tensor(DATA_TABLES[data], dtype=torch.float64, device=device)
         return table[h & 3]
     return (torch.remainder(h, 1025) - 512).to(torch.float64)
 
@@ -321,11 +335,11 @@ class Reference:
 
     def __init__(self, plan, seed, dev):
         p, self.plan, self.dev = plan.p, plan, dev
-        small = any(o["op"] == "prod" for o in p["ops"])
+        data = data_set(p)
         self.val, self.log2bound, self.terms, self.mag = {}, {}, {}, {}
         for name in plan.inputs:
-            self.val[name] = input_data(seed, plan.index[name], plan.shards[name].numel, small, dev)
-            self.log2bound[name], self.terms[name] = (1.0 if small else 9.0), 1
+            self.val[name] = input_data(seed, plan.index[name], plan.shards[name].numel, data, dev)
+            self.log2bound[name], self.terms[name] = DATA_LOG2[data], 1
         for o in p["ops"]:
             self._eval(o)
 
@@ -345,6 +359,8 @@ class Reference:
         self.val[out] = y.reshape(-1)
         self.log2bound[out], self.terms[out] = op_bounds(
             o, shapes, [self.log2bound[n] for n in names], [self.terms[n] for n in names])
+        if ROUNDING.get(o["op"]) in VALUE_BOUNDED:
+            self.mag[out] = self._bounded(o, names, y)
 
     def tolerance(self, name, offs):
         """0 where every partial result is an integer the dtype holds exactly, else terms·2^-bits·Σ|x|."""
@@ -352,6 +368,32 @@ class Reference:
         if self.log2bound[name] <= bits:
             return 0.0
         return self.terms[name] * 2.0 ** -bits * self._magnitude(name)[offs]
+
+    def _bounded(self, o, names, y):
+        """The magnitude of the output y of an op whose rounding depends on its operands' values
+        (VALUE_BOUNDED: transcendental, quotient): max(|y|, E / 2^-bits), elementwise, so that
+        the tolerance (terms 1) is E, the bound on its error: the operands' errors carried
+        through (the op's slope near them), ULPS[rounding] ulps of the result's scale, and a
+        floor for results the dtype flushes to 0. A PlanError where an operand within its error
+        may leave the op's domain (log of x <= 0, a divisor near 0) or the result the dtype's
+        range: no bound holds there, and the check would fail or pass for no reason."""
+        op, dtype = o["op"], self.plan.tensors[o["output"]]["dtype"]
+        u = 2.0 ** -EXACT_BITS[dtype]
+        xs = [self.val[n].view(self.plan.shards[n].shape) for n in names]
+        es = [self.tolerance(n, slice(None)) for n in names]
+        es = [e.view(x.shape) if torch.is_tensor(e) else e for x, e in zip(xs, es)]
+        carried, scale = LAYER_MAGNITUDES[op](*xs, *es)
+        err = carried + ULPS[ROUNDING[op]] * u * scale + _floor(dtype)
+        top = torch.finfo(DTYPES[dtype]).max if DTYPES[dtype].is_floating_point else torch.iinfo(DTYPES[dtype]).max
+        bad = ~torch.isfinite(err) | ~torch.isfinite(y) | (y.abs() + err > top)
+        if bool(bad.any()):
+            i = int(bad.reshape(-1).nonzero()[0, 0])
+            raise PlanError("op %d (%s): cannot check it: at element %d, of operands %s, the %s data of simulate "
+                            "takes an operand out of %s's domain within its error, or the result beyond %s's range "
+                            "(docs/export.md, \"Data and the check\")" % (
+                                o["index"], op, i, [fmt(x.expand(y.shape).reshape(-1)[i]) for x in xs],
+                                data_set(self.plan.p), op, dtype))
+        return torch.maximum(y.abs(), err / u).reshape(-1)
 
     def _magnitude(self, name):
         if name not in self.mag:
@@ -386,12 +428,99 @@ def _cast(x, dtype):
     return x.to(DTYPES[dtype]).to(x.dtype)
 
 
+def _gelu_tanh(x):
+    return torch.nn.functional.gelu(x, approximate="tanh")
+
+
+# The rounding of the ops bounded from their operands' values (ROUNDING "transcendental" and
+# "quotient"): each _err_OP of the operands' values and error bounds returns, elementwise,
+# the error the operands' errors carry into the result (the op's largest slope within them
+# times the error; inf where an operand within its error may leave the op's domain) and the
+# scale of the result's own rounding (|f| plus that error; |x| for gelu, whose 1 + erf
+# cancels). ULPS is the result's rounding in ulps of that scale: 8 for the transcendental
+# functions (CUDA's documented maximum errors: expf, tanhf, erff, rsqrtf 2 ulps, logf 1;
+# SLEEF's u10 functions on CPU 1; composed in torch's sigmoid, silu and gelu formulas), 1
+# for a quotient (IEEE division is correctly rounded).
+VALUE_BOUNDED = ("transcendental", "quotient")
+ULPS = {"transcendental": 8, "quotient": 1}
+_INF = float("inf")
+
+
+def _floor(dtype):
+    """What a result may lose to the dtype's flush to 0 (32 of its smallest normal: silu of
+    -89 is 2e-37 in float32, where exp(89) overflows), or an integer dtype's truncation."""
+    dt = DTYPES[dtype]
+    return 32 * torch.finfo(dt).tiny if dt.is_floating_point else 1.0
+
+
+def _within(ok, v):
+    """v where the operand stays in the op's domain (ok), inf elsewhere."""
+    return torch.where(ok, v, torch.full_like(v, _INF))
+
+
+def _err_exp(x, e):
+    top = torch.exp(x + e)
+    return top * e, top
+
+
+def _err_log(x, e):
+    lo = x - e
+    carried = _within(lo > 0, e / lo.clamp(min=1e-300))
+    return carried, torch.log(x.clamp(min=1e-300)).abs() + carried
+
+
+def _err_tanh(x, e):
+    return e + 0 * x, torch.tanh(x).abs() + e
+
+
+def _err_sigmoid(x, e):
+    return e / 4 + 0 * x, torch.sigmoid(x) + e / 4
+
+
+def _err_silu(x, e):
+    return 1.1 * e + 0 * x, torch.nn.functional.silu(x).abs() + 1.1 * e  # silu's slope is below 1.1
+
+
+def _err_gelu(x, e):
+    return 1.13 * e + 0 * x, x.abs() + 1.13 * e  # gelu's slope is below 1.13
+
+
+def _err_gelu_tanh(x, e):
+    return 1.13 * e + 0 * x, x.abs() + 1.13 * e
+
+
+def _err_sqrt(x, e):
+    lo = x - e
+    ok = (lo > 0) | ((x == 0) & (lo == 0))  # sqrt(0) of an exact 0 is exact
+    carried = _within(ok, torch.where(lo > 0, e / (2 * lo.clamp(min=1e-300).sqrt()), 0 * x))
+    return carried, x.clamp(min=0).sqrt() + carried
+
+
+def _err_rsqrt(x, e):
+    lo = x - e
+    carried = _within(lo > 0, e / (2 * lo.clamp(min=1e-300) ** 1.5))
+    return carried, x.clamp(min=1e-300).rsqrt() + carried
+
+
+def _err_reciprocal(x, e):
+    lo = x.abs() - e
+    carried = _within(lo > 0, e / (x.abs() * lo).clamp(min=1e-300))
+    return carried, 1 / x.abs().clamp(min=1e-300) + carried
+
+
+def _err_div(a, b, ea, eb):
+    lo = b.abs() - eb
+    carried = _within(lo > 0, (ea * b.abs() + a.abs() * eb) / (b.abs() * lo).clamp(min=1e-300))
+    return carried, (a / b.abs().clamp(min=1e-300)).abs() + carried
+
+
 # The ops' tables, which nvcomm writes here from its op registry: LAYER_OPS,
 # the elementwise ops and contractions on global values in float64
 # (docs/plan.md, "ops"); LAYER_MAGNITUDES, the same combination of absolute
 # values that bounds their rounding (Σ|x|); ARITY, every op's operand count;
 # ROUNDING, how an elementwise op's result may round; REDUCE_OPS; ATTRS, the
-# attributes each op passes its torch function as keywords (permute's dims).
+# attributes each op passes its torch function as keywords (permute's dims);
+# POSITIVE_DATA, the ops whose fusions get simulate's positive data.
 #@ops
 
 
@@ -446,8 +575,12 @@ def op_bounds(o, shapes, lbs, terms):
         return max(lbs) + 1, sum(terms)
     if rounding == "selecting":  # maximum, minimum
         return max(lbs), max(terms)
-    if rounding == "multiplicative":  # mul
+    if rounding == "multiplicative":  # mul; square, x·x
+        if len(lbs) == 1:
+            lbs, terms = lbs * 2, terms * 2
         return sum(lbs), sum(terms) + 1
+    if rounding in VALUE_BOUNDED:  # never exact: the magnitude is the error bound (Reference._bounded)
+        return _INF, 1
     if op in ("matmul", "linear"):
         k = shapes[0][-1]
         lb, n = lbs[0] + lbs[1] + math.log2(k), (terms[0] + terms[1] + 1) * k
@@ -733,9 +866,9 @@ def check_data(plan, seed, dev):
     """Compares the generated data with the values `nvcomm simulate` uses (PROBES)."""
     if seed != DEFAULT_SEED:
         return "not checked (seed %d; the program embeds simulate's values for seed %d)" % (seed, DEFAULT_SEED)
-    small = any(o["op"] == "prod" for o in plan.p["ops"])
+    data = data_set(plan.p)
     for name, want in sorted(PROBES.items()):
-        got = input_data(seed, plan.index[name], len(want), small, dev).tolist()
+        got = input_data(seed, plan.index[name], len(want), data, dev).tolist()
         if got != [float(v) for v in want]:
             return "DIFFERS from simulate for %s: %r, simulate %r" % (name, got[:8], want[:8])
     return "same as simulate (%d values of %d inputs)" % (sum(len(v) for v in PROBES.values()), len(PROBES))
@@ -902,9 +1035,16 @@ def run(args, group_cache, out):
     ctx = Context(plan, rank, dev, backend, make_groups(plan, group_cache))
     data = check_data(plan, args.seed, dev) if rank == 0 else ""
     say("data: %s" % data)
-    mine, inputs = execute(ctx, args.seed) if rank in plan.devices() else ({}, [])
+    try:
+        mine, inputs = execute(ctx, args.seed) if rank in plan.devices() else ({}, [])
+    except PlanError as e:  # the reference's: every rank of the plan raises it before RUN
+        mine, inputs = {"error": str(e)}, []
     every = [None] * world
     dist.all_gather_object(every, mine)
+    errors = [m["error"] for m in every if "error" in m]
+    if errors:
+        say("error: %s" % errors[0])
+        return 1
     result = {"plan": PLAN["fusion"], "backend": backend, "world_size": world, "seed": args.seed,
               "data": data, "pass": False, "mismatch": None, "steps": []}
     ref = Reference(plan, args.seed, dev) if plan.pending else None

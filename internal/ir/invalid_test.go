@@ -1100,22 +1100,22 @@ tensors:
 ops:
   - {op: summ, in: tv0, out: tv1, axis: 0}
 `,
-		want: `in.yaml:6:10: error: ops[0]: unknown op "summ" (ops are: set; reductions sum, prod, max, min; elementwise add, sub, mul, maximum, minimum, relu, neg, abs; broadcast; contractions matmul, linear; data movement permute, reshape, cast); did you mean "sum"?`,
+		want: `in.yaml:6:10: error: ops[0]: unknown op "summ" (ops are: set; reductions sum, prod, max, min; elementwise add, sub, mul, maximum, minimum, div, relu, neg, abs, exp, log, tanh, sigmoid, silu, gelu, gelu_tanh, sqrt, rsqrt, reciprocal, square; broadcast; contractions matmul, linear; data movement permute, reshape, cast); did you mean "sum"?`,
 	},
 	{
-		// div is no misspelled min (two edits in three letters), nor
-		// gelu a misspelled relu (another framework's op): no suggestion.
+		// erf is no misspelled exp (two edits in three letters), nor
+		// selu a misspelled relu (another framework's op): no suggestion.
 		name: "unknown_op_div",
 		src: `meshes:
   m: [0, 1]
 tensors:
   a: {mesh: m, shape: [4]}
 ops:
-  - {op: div, in: [a, a], out: c}
-  - {op: gelu, in: c, out: d}
+  - {op: erf, in: a, out: c}
+  - {op: selu, in: c, out: d}
 `,
-		want: `in.yaml:6:10: error: ops[0]: unknown op "div" (ops are: set; reductions sum, prod, max, min; elementwise add, sub, mul, maximum, minimum, relu, neg, abs; broadcast; contractions matmul, linear; data movement permute, reshape, cast); docs/fusion.md ("ops") describes what each op does
-in.yaml:7:10: error: ops[1]: unknown op "gelu" (ops are: set; reductions sum, prod, max, min; elementwise add, sub, mul, maximum, minimum, relu, neg, abs; broadcast; contractions matmul, linear; data movement permute, reshape, cast); docs/fusion.md ("ops") describes what each op does`,
+		want: `in.yaml:6:10: error: ops[0]: unknown op "erf" (ops are: set; reductions sum, prod, max, min; elementwise add, sub, mul, maximum, minimum, div, relu, neg, abs, exp, log, tanh, sigmoid, silu, gelu, gelu_tanh, sqrt, rsqrt, reciprocal, square; broadcast; contractions matmul, linear; data movement permute, reshape, cast); docs/fusion.md ("ops") describes what each op does
+in.yaml:7:10: error: ops[1]: unknown op "selu" (ops are: set; reductions sum, prod, max, min; elementwise add, sub, mul, maximum, minimum, div, relu, neg, abs, exp, log, tanh, sigmoid, silu, gelu, gelu_tanh, sqrt, rsqrt, reciprocal, square; broadcast; contractions matmul, linear; data movement permute, reshape, cast); docs/fusion.md ("ops") describes what each op does`,
 	},
 	{
 		name: "unknown_parallel_type",

@@ -511,9 +511,10 @@ func TestOpKindPredicates(t *testing.T) {
 		got[class] = append(got[class], name)
 	}
 	want := map[string][]string{
-		"set":         {"set"},
-		"reduction":   {"sum", "prod", "max", "min"},
-		"elementwise": {"add", "sub", "mul", "maximum", "minimum", "relu", "neg", "abs"},
+		"set":       {"set"},
+		"reduction": {"sum", "prod", "max", "min"},
+		"elementwise": {"add", "sub", "mul", "maximum", "minimum", "relu", "neg", "abs",
+			"div", "exp", "log", "tanh", "sigmoid", "silu", "gelu", "gelu_tanh", "sqrt", "rsqrt", "reciprocal", "square"},
 		"broadcast":   {"broadcast"},
 		"contraction": {"matmul", "linear"},
 		"view":        {"permute", "reshape", "cast"},

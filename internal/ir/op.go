@@ -1,6 +1,7 @@
 package ir
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
@@ -52,13 +53,18 @@ func opFamilies() string {
 		"; data movement " + strings.Join(ops.FamilyNames(ops.View), ", ")
 }
 
-// unknownOpHint is the hint for an unknown op name: the op it misspells,
-// when it is a likely typo of one, and otherwise where the ops are
-// described. A name of another framework's op (gelu, div) is never taken
-// for a typo of one of nvcomm's that reads alike (relu, min): that would
-// propose an op of another meaning.
+// unknownOpHint is the hint for an unknown op name: the op it names in
+// other letters' case (GELU) or by torch's other name for it (divide),
+// the op it misspells, when it is a likely typo of one, and otherwise
+// where the ops are described. A name of another framework's op (selu,
+// erf) is never taken for a typo of one of nvcomm's that reads alike
+// (relu, exp): that would propose an op of another meaning.
 func unknownOpHint(name string) string {
-	if !slices.Contains(otherOps, strings.ToLower(name)) {
+	lower := strings.ToLower(name)
+	if op := cmp.Or(opAliases[lower], lower); ops.Lookup(op) != nil {
+		return fmt.Sprintf("did you mean %q?", op)
+	}
+	if !slices.Contains(otherOps, lower) {
 		if op := diag.Typo(name, ops.Names()); op != "" {
 			return fmt.Sprintf("did you mean %q?", op)
 		}
@@ -66,13 +72,17 @@ func unknownOpHint(name string) string {
 	return "docs/fusion.md (\"ops\") describes what each op does"
 }
 
+// opAliases are torch's other names of nvcomm's ops.
+var opAliases = map[string]string{"divide": "div", "true_divide": "div", "swish": "silu", "multiply": "mul",
+	"subtract": "sub", "negative": "neg", "absolute": "abs"}
+
 // otherOps are names of ops of PyTorch (torch and torch.nn.functional) and
 // nvFuser that nvcomm does not have, with common spellings of them.
 var otherOps = []string{
 	// elementwise
-	"div", "divide", "true_divide", "floor_divide", "remainder", "mod", "fmod", "pow", "exp", "exp2", "expm1",
-	"log", "log2", "log10", "log1p", "sqrt", "rsqrt", "reciprocal", "square", "sin", "cos", "tan", "tanh",
-	"sinh", "cosh", "asin", "acos", "atan", "atan2", "erf", "erfc", "sigmoid", "gelu", "silu", "swish", "selu",
+	"floor_divide", "remainder", "mod", "fmod", "pow", "exp2", "expm1",
+	"log2", "log10", "log1p", "sin", "cos", "tan",
+	"sinh", "cosh", "asin", "acos", "atan", "atan2", "erf", "erfc", "selu",
 	"elu", "celu", "mish", "softplus", "hardtanh", "leaky_relu", "relu6", "prelu", "clamp", "clip", "floor",
 	"ceil", "round", "trunc", "sign", "where", "lerp", "eq", "ne", "lt", "le", "gt", "ge", "not", "and", "or",
 	"xor", "to",

@@ -20,11 +20,16 @@ func TestUnknownOpHint(t *testing.T) {
 		{"maxmum", `did you mean "maximum"?`},
 		{"brodcast", `did you mean "broadcast"?`},
 		{"rleu", `did you mean "relu"?`},
-		{"div", none},  // not min or sub
-		{"gelu", none}, // not relu
-		{"silu", none},
-		{"selu", none},
-		{"GELU", none},
+		{"dvi", `did you mean "div"?`},
+		{"gleu", `did you mean "gelu"?`},
+		{"slu", `did you mean "silu"?`},
+		{"sigmod", `did you mean "sigmoid"?`},
+		{"GELU", `did you mean "gelu"?`},  // the op in other letters' case
+		{"divide", `did you mean "div"?`}, // torch's other name
+		{"swish", `did you mean "silu"?`},
+		{"selu", none}, // another framework's op, not relu or silu
+		{"erf", none},  // not exp
+		{"erfc", none},
 		{"amax", none}, // not max
 		{"ne", none},   // torch.ne, not neg
 		{"and", none},  // not add

@@ -38,6 +38,9 @@ func builtins() *Registry {
 	} {
 		r.MustRegister(e)
 	}
+	for _, e := range transformerElementwise() {
+		r.MustRegister(e)
+	}
 	r.MustRegister(Op{Name: "broadcast", Family: Broadcast, Operands: []string{"x"}, Attrs: []Attr{AttrAxes},
 		Rule: broadcastRule, Doc: "its input with new axes, repeated along them"})
 	r.MustRegister(Op{Name: "matmul", Family: Contraction, Operands: []string{"a", "b"}, Rule: matmulRule,
@@ -60,6 +63,38 @@ func registerShapeOps(r *Registry) {
 	r.MustRegister(Op{Name: "cast", Family: View, Operands: []string{"x"}, Attrs: []Attr{AttrDType},
 		Rule: pointwiseRule, Shape: castShape, Torch: &Torch{Func: "_cast", Rounding: Multiplicative},
 		Doc: "its input converted to another dtype, x.to(dtype): the one op whose output's dtype is not its operands'"})
+}
+
+// transformerElementwise are the elementwise ops of transformer blocks:
+// div, and the unary functions of activations and norms. Their kernels
+// are exact in the simulator's field (field.go); their torch functions
+// round (Transcendental, Quotient), and the fusions that use them get
+// positive input data where their domain needs it.
+func transformerElementwise() []Op {
+	// bounded is the torch function of an op whose rounding the exported
+	// program bounds from its operands' values, by runtime.py's _err_NAME.
+	bounded := func(name, fn string, r Rounding, positive bool) Torch {
+		return Torch{Func: fn, Magnitude: "_err_" + name, Rounding: r, PositiveData: positive}
+	}
+	transcendental := func(name, doc, fn string, k func(a, b, p int64) int64, positive bool) Op {
+		return unary(name, doc, Kernel{Field: k}, bounded(name, fn, Transcendental, positive))
+	}
+	return []Op{
+		binary("div", "a / b", Kernel{Field: divField}, bounded("div", "torch.div", Quotient, true)),
+		transcendental("exp", "eˣ", "torch.exp", fixedMap(keyExp), true),
+		transcendental("log", "the natural logarithm of x", "torch.log", fixedMap(keyLog), true),
+		transcendental("tanh", "tanh(x)", "torch.tanh", fixedMap(keyTanh), false),
+		transcendental("sigmoid", "1 / (1 + e⁻ˣ)", "torch.sigmoid", sigmoidField, false),
+		transcendental("silu", "x · sigmoid(x), torch.nn.functional.silu", "torch.nn.functional.silu", siluField, false),
+		transcendental("gelu", "x · Φ(x), torch.nn.functional.gelu", "torch.nn.functional.gelu", fixedMap(keyGelu), false),
+		transcendental("gelu_tanh", "gelu's tanh approximation, torch.nn.functional.gelu(approximate='tanh')", "_gelu_tanh",
+			fixedMap(keyGeluTanh), false),
+		transcendental("sqrt", "√x", "torch.sqrt", sqrtField, true),
+		transcendental("rsqrt", "1 / √x", "torch.rsqrt", rsqrtField, true),
+		unary("reciprocal", "1 / x", Kernel{Field: reciprocalField}, bounded("reciprocal", "torch.reciprocal", Quotient, true)),
+		unary("square", "x · x", Kernel{Ring: func(a, _ int64) int64 { return a * a }},
+			Torch{Func: "torch.square", Rounding: Multiplicative}),
+	}
 }
 
 // binary is the entry of an elementwise op of two operands.

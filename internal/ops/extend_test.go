@@ -2,6 +2,7 @@ package ops_test
 
 import (
 	"bytes"
+	"cmp"
 	"os"
 	"strings"
 	"testing"
@@ -14,24 +15,24 @@ import (
 	"github.com/nvcomm/nvcomm/internal/sim"
 )
 
-// TestMain adds an elementwise op, square, to the registry before any
+// TestMain adds an elementwise op, sign, to the registry before any
 // test runs: the registry alone must make it an op of every phase.
 func TestMain(m *testing.M) {
 	ops.Default.MustRegister(ops.Op{
-		Name: "square", Family: ops.Unary, Operands: []string{"x"},
+		Name: "sign", Family: ops.Unary, Operands: []string{"x"},
 		Rule:   ops.Lookup("relu").Rule, // elementwise: the pointwise rule
-		Kernel: &ops.Kernel{Ring: func(a, _ int64) int64 { return a * a }},
-		Torch:  &ops.Torch{Func: "torch.square", Rounding: ops.Multiplicative},
-		Doc:    "x * x",
+		Kernel: &ops.Kernel{Value: func(a, _ float64) float64 { return float64(cmp.Compare(a, 0)) }},
+		Torch:  &ops.Torch{Func: "torch.sign", Rounding: ops.Exact},
+		Doc:    "−1, 0 or 1",
 	})
 	registerLeaky()
 	os.Exit(m.Run())
 }
 
-// squareFusion squares a row-sharded tensor, adds it to a column-sharded
+// signFusion takes the sign of a row-sharded tensor, adds it to a column-sharded
 // one and gathers the sum: resharding before the add and after it.
-const squareFusion = `format: 2
-name: square_extension
+const signFusion = `format: 2
+name: sign_extension
 meshes:
   m: [0, 1, 2, 3]
 tensors:
@@ -39,7 +40,7 @@ tensors:
   w: {mesh: m, shape: [8, 12], placements: [Shard(1)]}
   z: {mesh: m, placements: [Replicate()]}
 ops:
-  - {op: square, in: x, out: y}
+  - {op: sign, in: x, out: y}
   - {op: add, in: [y, w], out: s}
   - {op: set, in: s, out: z}
 `
@@ -50,7 +51,7 @@ ops:
 func TestRegisteredOpEndToEnd(t *testing.T) {
 	for _, policy := range lower.Policies {
 		t.Run(policy, func(t *testing.T) {
-			f, err := ir.Parse("square.yaml", []byte(squareFusion))
+			f, err := ir.Parse("sign.yaml", []byte(signFusion))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -58,8 +59,8 @@ func TestRegisteredOpEndToEnd(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !hasPointwise(p, "square") {
-				t.Fatalf("the plan has no Pointwise step of square: %+v", p.Steps)
+			if !hasPointwise(p, "sign") {
+				t.Fatalf("the plan has no Pointwise step of sign: %+v", p.Steps)
 			}
 			if problems := plan.Validate(p); len(problems) > 0 {
 				t.Fatalf("Validate: %v", problems)
@@ -75,7 +76,7 @@ func TestRegisteredOpEndToEnd(t *testing.T) {
 			if err := export.Torch(&b, p, export.Options{}); err != nil {
 				t.Fatal(err)
 			}
-			for _, want := range []string{"torch.square(", `"square": torch.square`, `"square": 1`, `"square": "multiplicative"`} {
+			for _, want := range []string{"torch.sign(", `"sign": torch.sign`, `"sign": 1`, `"sign": "exact"`} {
 				if !strings.Contains(b.String(), want) {
 					t.Errorf("the exported program has no %q", want)
 				}

@@ -80,8 +80,9 @@ const (
 
 // Rounding says how an op's floating-point result may round, for the
 // error bound the exported program checks its results against
-// (docs/export.md, "Numerics"): how the bound on the magnitude of the
-// result (log2) and the number of roundings follow from its operands'.
+// (docs/export.md, "Data and the check"): how the bound on the magnitude
+// of the result (log2) and the number of roundings follow from its
+// operands'.
 type Rounding string
 
 // The rounding rules of the elementwise ops. Reductions and contractions
@@ -99,13 +100,20 @@ const (
 
 // Kernel is an elementwise op's scalar function on the simulator's exact
 // values: integers, and the infinities a Pad may fill with
-// (docs/simulate.md, "Exact arithmetic"). One of its fields is set. A
+// (docs/simulate.md, "Exactness"). One of its fields is set. A
 // unary kernel ignores b.
 type Kernel struct {
-	// Ring computes a ring operation (add, sub, mul) on integers, which
-	// the simulator takes modulo its prime, so that any sum or product may
-	// be split into partial ones and still match the reference exactly.
+	// Ring computes a ring operation (add, sub, mul, square) on integers,
+	// which the simulator takes modulo its prime, so that any sum or
+	// product may be split into partial ones and still match the reference
+	// exactly.
 	Ring func(a, b int64) int64
+	// Field computes in the integers modulo the simulator's prime p, which
+	// it is given, on integers (the simulator's representatives, which
+	// the kernel reduces itself); the simulator takes the result modulo p.
+	// It is for what needs p itself: inverses, and the fixed maps that
+	// stand in for the transcendental functions (field.go).
+	Field func(a, b, p int64) int64
 	// Value computes on the values as they are.
 	Value func(a, b float64) float64
 }
@@ -121,6 +129,12 @@ type Torch struct {
 	Magnitude string
 	// Rounding is the elementwise op's rounding rule.
 	Rounding Rounding
+	// PositiveData says that the exported program can bound the op's
+	// rounding only on operands away from 0 and negatives (log, sqrt,
+	// rsqrt, div, reciprocal) or not large (exp): the fusions that use it
+	// get simulate's positive input data (docs/simulate.md, "What it
+	// does").
+	PositiveData bool
 }
 
 // Op is one entry of the registry.
@@ -238,7 +252,7 @@ func (r *Registry) Register(o Op) error {
 		return fmt.Errorf("op %q: a view op, and only a view op, has a Shape", o.Name)
 	case slices.ContainsFunc(o.Attrs, func(a Attr) bool { return AttrOf(string(a)) == nil }):
 		return fmt.Errorf("op %q: takes an attribute the registry has no spec of", o.Name)
-	case o.Family.Elementwise() && (o.Kernel == nil || (o.Kernel.Ring == nil) == (o.Kernel.Value == nil) || o.Torch == nil):
+	case o.Family.Elementwise() && (o.Kernel == nil || o.Kernel.count() != 1 || o.Torch == nil):
 		return fmt.Errorf("op %q: an elementwise op needs a kernel (one function) and a torch function", o.Name)
 	case o.Family == Unary && len(o.Operands) != 1, o.Family == Binary && len(o.Operands) != 2:
 		return fmt.Errorf("op %q: a %s op takes %s operands", o.Name, o.Family, map[Family]string{Unary: "one", Binary: "two"}[o.Family])

@@ -22,17 +22,38 @@ type pointwiseFunc func(a, b float64) float64
 
 // pointwiseFuncOf returns the scalar function of a Pointwise function or
 // an elementwise op, from its kernel in the op registry, or nil for a name
-// that is neither. A ring kernel (add, sub, mul) is taken modulo
-// [modulus], on integers; the others act on the values as they are.
+// that is neither. A ring kernel (add, sub, mul, square) is taken modulo
+// [modulus], on integers, and a field kernel (div, reciprocal, the
+// transcendental maps) computes modulo it; the others act on the values
+// as they are.
 func pointwiseFuncOf(name string) pointwiseFunc {
 	f := ops.Func(name)
 	if f == nil {
 		return nil
 	}
-	if ring := f.Kernel.Ring; ring != nil {
-		return func(a, b float64) float64 { return residue(ring(int64(a), int64(b))) }
+	k := f.Kernel
+	switch {
+	case k.Ring != nil:
+		return integral(k.Ring)
+	case k.Field != nil:
+		return integral(func(a, b int64) int64 { return k.Field(a, b, modulus) })
 	}
-	return f.Kernel.Value
+	return k.Value
+}
+
+// integral returns f on the simulation's values, the result taken modulo
+// [modulus]. An infinity (a Pad's fill) has no residue: f of one is NaN,
+// which equals nothing, so that a padded element a plan computes on can
+// never match the reference where it is checked (and is dropped, as every
+// pad is, where it is not). Go's conversion of an infinity to int64 is
+// unspecified, and on amd64 gives the same integer for both infinities.
+func integral(f func(a, b int64) int64) pointwiseFunc {
+	return func(a, b float64) float64 {
+		if math.IsInf(a, 0) || math.IsInf(b, 0) || a != a || b != b {
+			return math.NaN()
+		}
+		return residue(f(int64(a), int64(b)))
+	}
 }
 
 // orList lists names for a message: "a, b or c".

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -228,9 +229,9 @@ func TestComputeStepErrors(t *testing.T) {
 			want: "step 7 (Pointwise): a Pointwise needs a func",
 		},
 		"Pointwise unknown func": {
-			step: pw("gelu", [2]int{2, 2}, []int{2}, [][]int{{2}}, "a"),
+			step: pw("erf", [2]int{2, 2}, []int{2}, [][]int{{2}}, "a"),
 			in:   twoBuffers,
-			want: `func "gelu" is not add, sub, mul`,
+			want: `func "erf" is not add, sub, mul`,
 		},
 		"Pointwise add of one buffer": {
 			step: pw("add", [2]int{2, 2}, []int{2}, [][]int{{2}}, "a"),
@@ -344,6 +345,67 @@ func TestMatmulTransposeB(t *testing.T) {
 		want, got := plain.f([][]float64{a, b}), transposed.f([][]float64{a, bT})
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("broadcast_b %v: transpose_b (-want +got):\n%s", shared, diff)
+		}
+	}
+}
+
+// TestPointwiseKernelsOnPads checks what the scalar functions make of a
+// Pad's infinities: an exact (ring or field) kernel gives NaN, which
+// equals nothing, so a padded element computed on can never match the
+// reference where it is checked; max, min, relu, neg and abs keep them,
+// as a max or min reduction's pads need.
+func TestPointwiseKernelsOnPads(t *testing.T) {
+	inf := math.Inf(1)
+	for _, tc := range []struct {
+		fn   string
+		a, b float64
+		want float64 // NaN: want NaN
+	}{
+		{"add", inf, 1, math.NaN()},
+		{"mul", 2, -inf, math.NaN()},
+		{"square", -inf, 0, math.NaN()},
+		{"div", 3, inf, math.NaN()},
+		{"reciprocal", inf, 0, math.NaN()},
+		{"exp", -inf, 0, math.NaN()},
+		{"silu", inf, 0, math.NaN()},
+		{"add", 1 << 30, 1 << 30, 1<<31 - modulus},
+		{"div", 6, 3, 2},
+		{"div", 6, 0, 0},
+		{"square", -3, 0, 9},
+		{"maximum", -inf, 3, 3},
+		{"minimum", inf, -3, -3},
+		{"relu", -inf, 0, 0},
+		{"neg", -inf, 0, inf},
+		{"abs", -inf, 0, inf},
+	} {
+		got := pointwiseFuncOf(tc.fn)(tc.a, tc.b)
+		if math.IsNaN(tc.want) != math.IsNaN(got) || !math.IsNaN(got) && got != tc.want {
+			t.Errorf("%s(%v, %v) = %v, want %v", tc.fn, tc.a, tc.b, got, tc.want)
+		}
+	}
+}
+
+// TestCombineOfInfinities checks that sum and prod, which are padded with
+// 0 and 1, make NaN of an infinity (a wrong plan's pad), and max and min
+// keep it.
+func TestCombineOfInfinities(t *testing.T) {
+	inf := math.Inf(1)
+	for _, tc := range []struct {
+		op   string
+		a, b float64
+		nan  bool
+	}{
+		{"sum", -inf, 3, true}, {"sum", 2, inf, true}, {"prod", inf, 2, true}, {"prod", -inf, 0, true},
+		{"max", -inf, 3, false}, {"min", inf, -3, false}, {"sum", 1 << 30, 1 << 30, false},
+	} {
+		got := combine(tc.op, tc.a, tc.b)
+		if math.IsNaN(got) != tc.nan {
+			t.Errorf("%s(%v, %v) = %v, want NaN: %v", tc.op, tc.a, tc.b, got, tc.nan)
+		}
+		dst := []float64{tc.a}
+		combineInto(tc.op, dst, []float64{tc.b})
+		if math.IsNaN(dst[0]) != math.IsNaN(got) || !math.IsNaN(got) && dst[0] != got {
+			t.Errorf("combineInto %s(%v, %v) = %v, combine gives %v", tc.op, tc.a, tc.b, dst[0], got)
 		}
 	}
 }

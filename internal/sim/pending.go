@@ -86,7 +86,7 @@ func gatherTerms(s *sharder, device int, buf vec, terms []float64, have []bool, 
 			}
 			off, v := r.at(i), buf.value(n+i)
 			if have[off] && terms[off] != v && mis == nil {
-				mis = &Mismatch{FlatIndex: n + i, LogicalIndex: unflatten(off, s.shape), Expected: terms[off], Actual: v,
+				mis = &Mismatch{FlatIndex: n + i, LogicalIndex: unflatten(off, s.shape), Expected: Value(terms[off]), Actual: Value(v),
 					Reason: "two devices hold this term with different values"}
 			}
 			terms[off], have[off] = v, true
@@ -95,7 +95,7 @@ func gatherTerms(s *sharder, device int, buf vec, terms []float64, have []bool, 
 		return true
 	})
 	if mis == nil && n != buf.len() {
-		mis = &Mismatch{FlatIndex: -1, Expected: float64(n), Actual: float64(buf.len()),
+		mis = &Mismatch{FlatIndex: -1, Expected: Value(n), Actual: Value(buf.len()),
 			Reason: fmt.Sprintf("size: the buffer has %d elements, the shard has %d", buf.len(), n)}
 	}
 	return mis

@@ -1,8 +1,9 @@
 package sim
 
 import (
-	"slices"
+	"math"
 
+	"github.com/nvcomm/nvcomm/internal/ops"
 	"github.com/nvcomm/nvcomm/internal/plan"
 )
 
@@ -14,38 +15,69 @@ import (
 const modulus = 1<<31 - 1
 
 // inputData returns n deterministic integer values for the tensor at index
-// in the plan, value i from [inputValue]: from [-512, 512], or with small
-// (the fusion has a prod) from {-2, -1, 1, 2}, so that products stay in the
-// plain range longer. It steps the generator's state, key + γ·(i+1), by one
-// γ a value rather than multiplying (the same state modulo 2⁶⁴).
+// in the plan, value i from [inputValue] in data set data. It steps the
+// generator's state, key + γ·(i+1), by one γ a value rather than
+// multiplying (the same state modulo 2⁶⁴).
 //
 // Each value depends only on its position, so the values are filled in
 // pieces on every CPU: generating them is the costliest pass of
 // simulating a big tensor.
-func inputData(seed uint64, index, n int, small bool) []float64 {
+func inputData(seed uint64, index, n int, data DataSet) []float64 {
 	key := streamKey(seed, index)
 	v := make([]float64, n)
-	inParallel(n, func(lo, hi int) { fillInputs(v, key, small, lo, hi) })
+	inParallel(n, func(lo, hi int) { fillInputs(v, key, data, lo, hi) })
 	return v
 }
 
 // fillInputs sets v[lo:hi] to the values at those positions of the stream
 // that starts at key, stepping the state from position lo's.
-func fillInputs(v []float64, key uint64, small bool, lo, hi int) {
-	(&stream{key: key, small: small}).fill(v[lo:hi], lo, 1)
+func fillInputs(v []float64, key uint64, data DataSet, lo, hi int) {
+	(&stream{key: key, data: data}).fill(v[lo:hi], lo, 1)
 }
 
 // InputValues returns the first n values simulate fills the fusion input
 // at position index of the plan's tensors with, for programs that must
-// reproduce the data (nvcomm export); small is true when the fusion has a
-// prod. docs/simulate.md gives the formula.
-func InputValues(seed uint64, index, n int, small bool) []float64 {
-	return inputData(seed, index, n, small)
+// reproduce the data (nvcomm export); data is the plan's [DataOf].
+// docs/simulate.md gives the formula.
+func InputValues(seed uint64, index, n int, data DataSet) []float64 {
+	return inputData(seed, index, n, data)
 }
 
-// HasProd reports whether any op of p is a product, which selects the
-// small input values of [InputValues].
-func HasProd(p *plan.Plan) bool { return hasProd(p) }
+// DataSet is which values simulate fills a plan's fusion inputs with
+// (docs/simulate.md, "Data"): the plan's ops choose it ([DataOf]).
+type DataSet uint8
+
+// The data sets.
+const (
+	// Wide values, integers in [−512, 512]: the default.
+	Wide DataSet = iota
+	// Small values {−2, −1, 1, 2}, for a fusion with a prod: its products
+	// stay in the plain range longer.
+	Small
+	// Positive values {1, 2, 3, 4}, for a fusion with an op whose torch
+	// function the exported program can only bound on operands away from
+	// 0 and negatives (log, sqrt, rsqrt, div, reciprocal) or not large
+	// (exp): ops.Torch.PositiveData.
+	Positive
+)
+
+// dataTables are the values of the data sets of four values, by h mod 4.
+var dataTables = [...][4]float64{Small: {-2, -1, 1, 2}, Positive: {1, 2, 3, 4}}
+
+// DataOf returns the data set of p's inputs: Positive when an op of p
+// needs it, else Small when p has a prod, else Wide.
+func DataOf(p *plan.Plan) DataSet {
+	data := Wide
+	for _, o := range p.Ops {
+		if e := ops.Lookup(o.Op); e != nil && e.Torch != nil && e.Torch.PositiveData {
+			return Positive
+		}
+		if o.Op == "prod" {
+			data = Small
+		}
+	}
+	return data
+}
 
 // splitMixGamma is SplitMix64's increment, 2^64 divided by the golden ratio.
 const splitMixGamma = 0x9E3779B97F4A7C15
@@ -65,17 +97,17 @@ func streamKey(seed uint64, index int) uint64 {
 
 // inputValue is the value at row-major position i: the high 32 bits h of
 // the (i+1)-th output of a SplitMix64 generator seeded with key, mapped to
-// h mod 1025 − 512, or with small to {-2, -1, 1, 2}[h mod 4]. It needs
-// only 64-bit wrapping arithmetic, so a vectorized program (PyTorch int64
-// tensors) reproduces it exactly.
-func inputValue(key uint64, i int, small bool) float64 {
-	return valueOf(mix64(key+splitMixGamma*uint64(i+1))>>32, small)
+// h mod 1025 − 512, or in a data set of four values to its table's entry
+// h mod 4. It needs only 64-bit wrapping arithmetic, so a vectorized
+// program (PyTorch int64 tensors) reproduces it exactly.
+func inputValue(key uint64, i int, data DataSet) float64 {
+	return valueOf(mix64(key+splitMixGamma*uint64(i+1))>>32, data)
 }
 
 // valueOf maps the high 32 bits h of a SplitMix64 output to a value.
-func valueOf(h uint64, small bool) float64 {
-	if small {
-		return [4]float64{-2, -1, 1, 2}[h&3]
+func valueOf(h uint64, data DataSet) float64 {
+	if data != Wide {
+		return dataTables[data][h&3]
 	}
 	return float64(int64(h-div1025(h)*1025) - 512)
 }
@@ -87,11 +119,6 @@ func valueOf(h uint64, small bool) float64 {
 // takes a 128-bit multiply, and generating values is the costliest pass
 // of simulating a big tensor (TestDiv1025).
 func div1025(h uint64) uint64 { return h * 4290777085 >> 42 }
-
-// hasProd reports whether any op of p is a product.
-func hasProd(p *plan.Plan) bool {
-	return slices.ContainsFunc(p.Ops, func(o plan.Op) bool { return o.Op == "prod" })
-}
 
 // reduceAxis combines in, row-major of shape shape, along axis.
 func reduceAxis(op string, in []float64, shape []int, axis int) []float64 {
@@ -161,16 +188,29 @@ func combineInto(op string, dst, src []float64) {
 	}
 }
 
-// sumMod and prodMod are a + b and a · b modulo [modulus].
-func prodMod(a, b float64) float64 { return residue(int64(a) * int64(b)) }
+// sumMod and prodMod are a + b and a · b modulo [modulus]. An infinity
+// (a Pad's fill, which a sum or product never pads with) has no residue:
+// either of an infinity or a NaN is NaN, which equals nothing, as an exact
+// kernel's (integral).
+func prodMod(a, b float64) float64 {
+	if p := a * b; math.IsInf(p, 0) || p != p {
+		return math.NaN()
+	}
+	return residue(int64(a) * int64(b))
+}
 
 // sumMod adds in float64 when the sum is already a representative: exact
 // for integers below 2⁵² in magnitude, and every value the simulation
 // holds is below 2³¹. Only a sum past a representative's range goes
-// through int64 and the remainder (three times as slow), as every sum did.
+// through int64 and the remainder (three times as slow), as every sum did;
+// an infinite or NaN sum fails the range test, and is NaN.
 func sumMod(a, b float64) float64 {
-	if s := a + b; s >= -modulus/2 && s <= modulus/2 {
+	s := a + b
+	if s >= -modulus/2 && s <= modulus/2 {
 		return s
+	}
+	if math.IsInf(s, 0) || s != s {
+		return math.NaN()
 	}
 	return residue(int64(a) + int64(b))
 }

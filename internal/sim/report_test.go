@@ -1,8 +1,10 @@
 package sim
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -51,4 +53,23 @@ func sortedKeys(m map[int]int64) []int {
 	keys := slices.Collect(maps.Keys(m))
 	slices.Sort(keys)
 	return keys
+}
+
+// TestMismatchJSONNonFinite checks that a mismatch whose values are not
+// finite (a Pad's infinity left where a value belongs, NaN from an exact
+// kernel given one) encodes, as strings, and a finite one as a number.
+func TestMismatchJSONNonFinite(t *testing.T) {
+	for _, tc := range []struct {
+		expected, actual float64
+		want             string
+	}{
+		{3, math.NaN(), `"expected":3,"actual":"NaN"`},
+		{-2.5, math.Inf(-1), `"expected":-2.5,"actual":"-Inf"`},
+		{math.Inf(1), 7, `"expected":"+Inf","actual":7`},
+	} {
+		b, err := json.Marshal(newMismatch(0, 1, "t", 2, tc.expected, tc.actual))
+		if err != nil || !strings.Contains(string(b), tc.want) {
+			t.Errorf("json.Marshal = %s, %v; want it to contain %s", b, err, tc.want)
+		}
+	}
 }

@@ -2,10 +2,12 @@ package sim
 
 import (
 	"cmp"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 
 	"github.com/nvcomm/nvcomm/internal/plan"
 )
@@ -49,8 +51,8 @@ type Mismatch struct {
 	LogicalIndex []int `json:"logical_index"`
 	// Expected and Actual are the values, or the element counts when the
 	// buffer is missing (Actual 0) or has the wrong size.
-	Expected float64 `json:"expected"`
-	Actual   float64 `json:"actual"`
+	Expected Value `json:"expected"`
+	Actual   Value `json:"actual"`
 	// Reason says what differs, for readers.
 	Reason string `json:"reason"`
 }
@@ -352,7 +354,22 @@ func (c *checked) covers(w *world, s *sharder, device int, buf vec) bool {
 // newMismatch is a mismatch of op's output on device, not yet about one
 // element.
 func newMismatch(op, step int, tensor string, device int, expected, actual float64) *Mismatch {
-	return &Mismatch{Op: op, Step: step, Tensor: tensor, Device: device, FlatIndex: -1, Expected: expected, Actual: actual}
+	return &Mismatch{Op: op, Step: step, Tensor: tensor, Device: device, FlatIndex: -1, Expected: Value(expected), Actual: Value(actual)}
+}
+
+// Value is a mismatch's expected or actual value. JSON has no number for
+// the infinities a Pad fills with, nor for the NaN an exact kernel makes
+// of one (docs/simulate.md, "Exactness"): the JSON report writes those as
+// the strings "+Inf", "-Inf" and "NaN", where encoding/json failed.
+type Value float64
+
+// MarshalJSON writes v as a JSON number, or a non-finite v as a string.
+func (v Value) MarshalJSON() ([]byte, error) {
+	f := float64(v)
+	if math.IsInf(f, 0) || math.IsNaN(f) {
+		return json.Marshal(strconv.FormatFloat(f, 'g', -1, 64))
+	}
+	return json.Marshal(f)
 }
 
 // compareShard walks device's shard once, run by run: it returns the

@@ -87,8 +87,8 @@ func TestRunBareAllgatherFails(t *testing.T) {
 	if diff := cmp.Diff(want, res.Mismatch, cmpopts.IgnoreFields(Mismatch{}, "Expected", "Actual")); diff != "" {
 		t.Errorf("mismatch (-want +got):\n%s", diff)
 	}
-	ref := inputData(1, 0, 24, false)
-	if res.Mismatch.Expected != ref[3] || res.Mismatch.Actual != ref[12] {
+	ref := inputData(1, 0, 24, Wide)
+	if float64(res.Mismatch.Expected) != ref[3] || float64(res.Mismatch.Actual) != ref[12] {
 		t.Errorf("expected, actual = %v, %v; want tv0[0,3] = %v, tv0[1,0] = %v", res.Mismatch.Expected, res.Mismatch.Actual, ref[3], ref[12])
 	}
 }
@@ -288,11 +288,11 @@ func TestMemoryGuardDefault(t *testing.T) {
 }
 
 func TestInputData(t *testing.T) {
-	a, b := inputData(5, 2, 1000, false), inputData(5, 2, 1000, false)
+	a, b := inputData(5, 2, 1000, Wide), inputData(5, 2, 1000, Wide)
 	if diff := cmp.Diff(a, b); diff != "" {
 		t.Errorf("data is not deterministic:\n%s", diff)
 	}
-	if cmp.Equal(a, inputData(6, 2, 1000, false)) || cmp.Equal(a, inputData(5, 3, 1000, false)) {
+	if cmp.Equal(a, inputData(6, 2, 1000, Wide)) || cmp.Equal(a, inputData(5, 3, 1000, Wide)) {
 		t.Errorf("seed and tensor index should change the data")
 	}
 	for _, v := range a {
@@ -300,7 +300,7 @@ func TestInputData(t *testing.T) {
 			t.Fatalf("value %v outside the integers of [-512, 512]", v)
 		}
 	}
-	for _, v := range inputData(5, 2, 1000, true) {
+	for _, v := range inputData(5, 2, 1000, Small) {
 		if v != -2 && v != -1 && v != 1 && v != 2 {
 			t.Fatalf("prod value %v outside {-2, -1, 1, 2}", v)
 		}
@@ -310,12 +310,37 @@ func TestInputData(t *testing.T) {
 // TestInputDataSteps checks that inputData, which steps the generator's
 // state, gives inputValue's values.
 func TestInputDataSteps(t *testing.T) {
-	for _, small := range []bool{false, true} {
+	for _, data := range []DataSet{Wide, Small, Positive} {
 		key := streamKey(9, 4)
-		for i, v := range inputData(9, 4, 300, small) {
-			if want := inputValue(key, i, small); v != want {
-				t.Fatalf("small %v, value %d: %v, inputValue gives %v", small, i, v, want)
+		for i, v := range inputData(9, 4, 300, data) {
+			if want := inputValue(key, i, data); v != want {
+				t.Fatalf("data set %v, value %d: %v, inputValue gives %v", data, i, v, want)
 			}
+		}
+	}
+}
+
+// TestDataOf checks which ops choose which data set: the positive one
+// wins over prod's small one.
+func TestDataOf(t *testing.T) {
+	for _, tc := range []struct {
+		ops  []string
+		want DataSet
+	}{
+		{[]string{"set", "sum", "mul", "square"}, Wide},
+		{[]string{"prod", "add"}, Small},
+		{[]string{"prod", "exp"}, Positive},
+		{[]string{"div"}, Positive},
+		{[]string{"relu", "gelu_tanh", "silu", "prod"}, Small},
+		{[]string{"rsqrt"}, Positive},
+		{[]string{"erf"}, Wide},
+	} {
+		p := &plan.Plan{}
+		for _, op := range tc.ops {
+			p.Ops = append(p.Ops, plan.Op{Op: op})
+		}
+		if got := DataOf(p); got != tc.want {
+			t.Errorf("DataOf(%v) = %v, want %v", tc.ops, got, tc.want)
 		}
 	}
 }
@@ -345,16 +370,17 @@ func TestInputValuesPinned(t *testing.T) {
 	tests := map[string]struct {
 		seed     uint64
 		index, n int
-		small    bool
+		data     DataSet
 		want     []float64
 	}{
-		"seed 0, tensor 0": {0, 0, 8, false, []float64{-26, -110, -288, 92, -195, -297, 176, -183}},
-		"seed 7, tensor 3": {7, 3, 8, false, []float64{-63, -189, 59, -438, -384, 156, -10, 78}},
-		"small":            {7, 3, 8, true, []float64{2, -2, -1, -2, -1, -2, -2, -1}},
+		"seed 0, tensor 0": {0, 0, 8, Wide, []float64{-26, -110, -288, 92, -195, -297, 176, -183}},
+		"seed 7, tensor 3": {7, 3, 8, Wide, []float64{-63, -189, 59, -438, -384, 156, -10, 78}},
+		"small":            {7, 3, 8, Small, []float64{2, -2, -1, -2, -1, -2, -2, -1}},
+		"positive":         {7, 3, 8, Positive, []float64{4, 1, 2, 1, 2, 1, 1, 2}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, InputValues(tc.seed, tc.index, tc.n, tc.small)); diff != "" {
+			if diff := cmp.Diff(tc.want, InputValues(tc.seed, tc.index, tc.n, tc.data)); diff != "" {
 				t.Errorf("InputValues mismatch (-want +got):\n%s", diff)
 			}
 		})
@@ -422,7 +448,7 @@ func TestWriteText(t *testing.T) {
 	if err := res.WriteText(&b); err != nil {
 		t.Fatal(err)
 	}
-	ref := inputData(1, 0, 24, false)
+	ref := inputData(1, 0, 24, Wide)
 	want := "FAIL: op 0 (after step 0), tensor tv1, device 0, flat index 3, logical index [0 3]: expected " +
 		formatValue(ref[3]) + ", actual " + formatValue(ref[12]) + " (value differs)\n" +
 		"step  type       sent  received\n" +

@@ -23,24 +23,25 @@ import (
 var ropeMin = 1024
 
 // stream is the values of a fusion input, never stored unless an op reads
-// them in an order of its own: value i is inputValue(key, i, small), so a
+// them in an order of its own: value i is inputValue(key, i, data), so a
 // piece of it is generated on the fly wherever it is read.
 type stream struct {
-	key   uint64
-	small bool
+	key  uint64
+	data DataSet
 }
 
 // value is the stream's value at position i.
-func (g *stream) value(i int) float64 { return inputValue(g.key, i, g.small) }
+func (g *stream) value(i int) float64 { return inputValue(g.key, i, g.data) }
 
 // fill sets dst[i] to the stream's value at position off + i·stride,
 // valueOf's, stepping the state by one multiple of γ a value.
 func (g *stream) fill(dst []float64, off, stride int) {
 	state := g.key + splitMixGamma*uint64(off+1)
 	step := splitMixGamma * uint64(stride)
-	if g.small {
+	if g.data != Wide {
+		table := &dataTables[g.data]
 		for i := range dst {
-			dst[i] = [4]float64{-2, -1, 1, 2}[(mix64(state)>>32)&3]
+			dst[i] = table[(mix64(state)>>32)&3]
 			state += step
 		}
 		return
@@ -385,12 +386,8 @@ func combinationKey(op string, parts []span) (string, bool) {
 			if x.n == 1 {
 				stride = 0
 			}
-			small := uint64(0)
-			if x.gen.small {
-				small = 1
-			}
 			b = binary.AppendUvarint(b, x.gen.key)
-			b = binary.AppendUvarint(b, small)
+			b = binary.AppendUvarint(b, uint64(x.gen.data))
 			b = binary.AppendVarint(b, int64(x.off))
 			b = binary.AppendVarint(b, int64(stride))
 			b = binary.AppendUvarint(b, uint64(x.n))

@@ -57,14 +57,14 @@ func TestDiv1025(t *testing.T) {
 // any stride (0 and negative strides come from joining one-element
 // pieces), against inputValue.
 func TestStreamFill(t *testing.T) {
-	for _, small := range []bool{false, true} {
-		g := &stream{key: streamKey(3, 1), small: small}
+	for _, data := range []DataSet{Wide, Small, Positive} {
+		g := &stream{key: streamKey(3, 1), data: data}
 		for _, r := range []run{{0, 1, 50}, {17, 3, 40}, {9, 0, 5}, {90, -2, 30}} {
 			got := make([]float64, r.n)
 			g.fill(got, r.off, r.stride)
 			for i, v := range got {
-				if want := inputValue(g.key, r.at(i), small); v != want {
-					t.Fatalf("small %v, run %+v, value %d: %v, inputValue gives %v", small, r, i, v, want)
+				if want := inputValue(g.key, r.at(i), data); v != want {
+					t.Fatalf("data set %v, run %+v, value %d: %v, inputValue gives %v", data, r, i, v, want)
 				}
 			}
 		}
@@ -114,7 +114,7 @@ func randomVec(r *rand.Rand, arrays [][]float64, streams []*stream) (vec, []floa
 func TestVecMatchesItsValues(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	arrays := [][]float64{{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, {-1, -2, -3}, {42}}
-	streams := []*stream{{key: 1}, {key: 2, small: true}}
+	streams := []*stream{{key: 1}, {key: 2, data: Small}}
 	for trial := range 3000 {
 		v, want := randomVec(r, arrays, streams)
 		if v.len() != len(want) || !v.present() {
@@ -392,9 +392,9 @@ func TestSharedOutputMemberWrong(t *testing.T) {
 			if reduce {
 				return
 			}
-			x := inputData(2, 0, 32, false)
+			x := inputData(2, 0, 32, Wide)
 			want := Mismatch{Op: 0, Step: 2, Tensor: "y", Device: 2, FlatIndex: 0, LogicalIndex: []int{0, 0},
-				Expected: x[0], Actual: x[24], Reason: "value differs"}
+				Expected: Value(x[0]), Actual: Value(x[24]), Reason: "value differs"}
 			if d := cmp.Diff(want, got[0]); d != "" {
 				t.Errorf("mismatch (-want +got):\n%s", d)
 			}
@@ -422,9 +422,9 @@ func TestSharedBufferOtherShard(t *testing.T) {
 			Bytes: &plan.Bytes{SentPerDevice: 4 * n, ReceivedPerDevice: 4 * n}}},
 		Summary: plan.Summary{BytesReceivedMax: 4 * n},
 	}
-	x := inputData(4, 0, 2*n, false)
+	x := inputData(4, 0, 2*n, Wide)
 	want := &Mismatch{Op: 0, Step: 0, Tensor: "y", Device: 1, FlatIndex: 0, LogicalIndex: []int{1, 0},
-		Expected: x[n], Actual: x[0], Reason: "value differs"}
+		Expected: Value(x[n]), Actual: Value(x[0]), Reason: "value differs"}
 	for _, rm := range []int{1, ropeMin, math.MaxInt} {
 		withRopeMin(rm, func() {
 			res, err := Run(p, Options{Seed: 4})
