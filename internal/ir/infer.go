@@ -6,6 +6,7 @@ import (
 
 	"github.com/nvcomm/nvcomm/internal/diag"
 	"github.com/nvcomm/nvcomm/internal/ops"
+	"github.com/nvcomm/nvcomm/internal/shard"
 )
 
 // This file infers an op's output from its operands (docs/fusion.md,
@@ -460,8 +461,13 @@ func (p *parser) declareOutput(op *Op) bool {
 		if !p.checkOutputPartial(op, pls, what+" placements") {
 			return false
 		}
-		if _, _, ok := partialOf(pls); ok {
+		if _, i, ok := partialOf(pls); ok && out.Mesh.Shape[i] > 1 {
 			return p.declarePending(op, pls, rt.pos, func(t *Tensor) bool { return p.scheduleWith(t, rt, pls) })
+		} else if ok {
+			// One device along the mesh axis holds the only term, the
+			// op's complete values: Replicate along it.
+			pls = slices.Clone(pls)
+			pls[i].Placement = shard.Placement{Kind: shard.Replicate}
 		}
 	}
 	return p.scheduleWith(out, rt, pls)
