@@ -63,9 +63,11 @@ func (tab *alikeTable) share(t *Tensor) {
 	if u == t {
 		return
 	}
-	name, pos, producer, declared := t.Name, t.Pos, t.Producer, t.Declared
+	// What an op computes into pending terms (Combined) is its own: two
+	// ops may leave alike terms computing different things.
+	name, pos, producer, declared, combined := t.Name, t.Pos, t.Producer, t.Declared, t.Combined
 	u.RenamedInto(t, name)
-	t.Pos, t.Producer, t.Declared = pos, producer, declared
+	t.Pos, t.Producer, t.Declared, t.Combined = pos, producer, declared, combined
 }
 
 // appendAlikeKey appends to b what ShareAlike compares: everything that

@@ -1,7 +1,8 @@
 package ir
 
 // Renamed returns a tensor alike t under another name and with no
-// producer: the same mesh, dtype, domains, schedule, allocation and
+// producer, nor a Combined (what an op computes into pending terms is its
+// producer's): the same mesh, dtype, domains, schedule, allocation and
 // analyses, which it shares with t (none of them changes once a tensor is
 // built). For a t that NewTensor returned, it is what NewTensor returns
 // for the same spec under that name, in a fraction of the time:
@@ -17,5 +18,5 @@ func (t *Tensor) Renamed(name string) *Tensor {
 // caller holds (lower.Certify's slab of a plan's tensors).
 func (t *Tensor) RenamedInto(dst *Tensor, name string) {
 	*dst = *t
-	dst.Name, dst.Producer = name, nil
+	dst.Name, dst.Producer, dst.Combined = name, nil, nil
 }
