@@ -36,6 +36,12 @@ func (b bcastAxes) record(op *ir.Op) {
 	if op.Kind != ir.OpBroadcast && !slices.ContainsFunc(op.Inputs, func(x *ir.Tensor) bool { return b[x] != nil }) {
 		return // the common case: nothing upstream was broadcast
 	}
+	if op.Out.Partial != "" || slices.ContainsFunc(op.Inputs, func(x *ir.Tensor) bool { return x.Partial != "" }) {
+		// Pending terms add a leading terms axis that the op's axis map
+		// does not count: recording none is safe (a broadcast axis only
+		// spares communication) where a shifted one is wrong.
+		return
+	}
 	rank := len(op.Out.Shape())
 	var axes []bool
 	for j := range rank {

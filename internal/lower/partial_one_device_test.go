@@ -55,7 +55,9 @@ ops:
 // soak found plans that took it from the first tensor alike: a Partial
 // input's nothing (a matmul rejected), a reduction's (a matmul lowered as
 // that reduction, its sum of terms wrong), or certified against another
-// bound.
+// bound. It also found broadcast axes recorded past a terms axis, one
+// position off: a sharded axis read as a broadcast one (a Pointwise
+// repeating one element where an Allgather was needed).
 func TestAlikePendingTerms(t *testing.T) {
 	tests := map[string]string{
 		"after a Partial input": `format: 2
@@ -92,6 +94,34 @@ ops:
   - {op: sum, in: t0, out: t1, axis: -3}
   - {op: set, in: t1, out: t2}
   - {op: matmul, in: [t2, t4], out: t3}
+`,
+		"broadcast axes past terms": `meshes:
+  m: [11, 1, 4, 0]
+  n: [10]
+tensors:
+  t0:
+    mesh: m
+    dtype: int64
+    shape: [4]
+    placements: [Shard(0)]
+  t1:
+    shape: [4, 1, 8]
+    placements: [Shard(-1)]
+  t2:
+    placements: [Partial(prod)]
+  t3:
+    mesh: m
+    schedule:
+      - split: {axis: 1, factor: 4}
+      - parallelize: {axis: 2, type: DIDx}
+      - outer_split: {axis: 3, factor: 2}
+  t4:
+    placements: [Replicate()]
+ops:
+  - {op: broadcast, in: t0, out: t1, axes: [1, -1]}
+  - {op: prod, in: t1, out: t2, axis: -1}
+  - {op: set, in: t2, out: t3}
+  - {op: square, in: [t3], out: t4}
 `,
 		"after an inserted reduction": `meshes:
   m: [[[0, 1, 2, 3], [4, 5, 6, 7]], [[8, 9, 10, 11], [12, 13, 14, 15]]]
