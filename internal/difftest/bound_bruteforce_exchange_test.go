@@ -27,7 +27,9 @@ import (
 // receives j chunks and its output is as long as its input. j = 1 is a
 // device permutation: each member sends its whole buffer to one. j = t
 // would be the AllToAll, which the search tries already. Besides, nvcomm's
-// own AllToAllVs of the case (bfTeams.addOwn).
+// own AllToAllVs of the case (bfTeams.addOwn), whose members that send
+// nothing need not hold the buffer, and whose members that receive nothing
+// write no output (an exchange between two meshes).
 //
 // Teams: a permutation is tried over the devices that hold the buffer, all
 // of them, as one team in ascending order (a member that keeps its buffer
@@ -57,13 +59,22 @@ type bfExchange struct {
 	// whole marks a permutation, tried over all the devices that hold
 	// the buffer only.
 	whole bool
+	// senders and receivers are the positions whose row, and column, is
+	// not all zeros: in nvcomm's exchange between two meshes the
+	// producers only send, and need the buffer, and the consumers only
+	// receive, and write the output.
+	senders, receivers uint64
 }
 
 // newBfExchange is the AllToAllV over ts with send counts units.
 func newBfExchange(ts *bfTeamSet, units [][]int, positions int) *bfExchange {
 	ex := &bfExchange{ts: ts, units: units, first: make([][]int, len(units)), recv: make([]int, positions)}
-	for k, u := range units[0] {
-		ex.row, ex.col = ex.row+u, ex.col+units[k][0]
+	for k := range units {
+		row, col := 0, 0
+		for r := range units {
+			row, col = row+units[k][r], col+units[r][k]
+		}
+		ex.row, ex.col = max(ex.row, row), max(ex.col, col) // a row or column is all or nothing
 	}
 	for k, row := range units {
 		ex.first[k] = make([]int, len(row))
@@ -76,6 +87,12 @@ func newBfExchange(ts *bfTeamSet, units [][]int, positions int) *bfExchange {
 			for k := range team {
 				if k != r {
 					ex.recv[p] += units[k][r]
+				}
+				if units[r][k] > 0 {
+					ex.senders |= 1 << p
+				}
+				if units[k][r] > 0 {
+					ex.receivers |= 1 << p
 				}
 			}
 		}
@@ -273,11 +290,11 @@ func (w *bfWorld) exchanges(s *bfState, b *bfBuf, out string, lim bfLimit, try f
 	}
 	for i := range w.teams.equal {
 		ts := &w.teams.equal[i]
-		if ts.mask&^b.held != 0 || lim.need&^ts.mask != 0 {
+		if lim.need&^ts.mask != 0 {
 			continue
 		}
 		for _, ex := range w.teams.exch[i] {
-			if b.count%ex.row != 0 || ex.whole && ts.mask != b.held {
+			if ex.senders&^b.held != 0 || b.count%ex.row != 0 || ex.whole && ts.mask != b.held {
 				continue
 			}
 			c := b.count / ex.row

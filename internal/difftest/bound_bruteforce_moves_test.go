@@ -329,6 +329,9 @@ func (w *bfWorld) perTeam(mv *bfMove) *bfBuf {
 			in[r] = mv.in.data[p]
 		}
 		for r, v := range w.teamOutput(mv, in) {
+			if mv.typ == plan.AllToAllV && mv.ex.receivers&(1<<team[r]) == 0 {
+				continue // receives nothing, writes no output
+			}
 			o.set(team[r], v)
 		}
 	}

@@ -280,6 +280,9 @@ func (ins *inserter) view(op *ir.Op, want []Split) {
 		}
 		reshard = true
 	}
+	if v, _ := ins.chooseWay(op, want); v == wayBefore {
+		reshard = true // the optimal policy's choice: a cast to a wider dtype moves less before
+	}
 	if reshard {
 		r, ok := ins.newTensor(op, x.Name+"/resharded", op.Out.Mesh, x.DType, x.Shape(), OperandShards(op, 0, want))
 		if !ok {

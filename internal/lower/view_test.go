@@ -37,11 +37,12 @@ func TestViewLowering(t *testing.T) {
 		"a cast is a copy": {
 			head + "  x: {mesh: m, shape: [8, 4], placements: [Shard(0)]}\n  y: {placements: [Shard(0)]}\nops:\n  - {op: cast, in: x, out: y, dtype: bfloat16}\n",
 			[]string{"Copy"}, []string{"Copy"}},
-		"an output split on the inner piece: computed on the outer, then resharded": {
+		"an output split on the inner piece: gathered before and sliced after under optimal, computed on the outer then resharded under nvfuser": {
 			head + "  x: {mesh: m, shape: [8, 12], placements: [Shard(1)]}\n  y: {placements: [Shard(2)]}\nops:\n  - {op: reshape, in: x, out: y, shape: [8, 2, 6]}\n",
 			// The optimal policy prices an Allgather and a local Slice below
-			// an AllToAll at this size.
-			[]string{"Copy", "Allgather", "Slice", "Permute"}, []string{"Copy", "Permute", "AllToAll", "Permute"}},
+			// an AllToAll at this size, and resharding the operand before
+			// the reshape below resharding its result after (ways.go).
+			[]string{"Allgather", "Permute", "Copy", "Slice"}, []string{"Copy", "Permute", "AllToAll", "Permute"}},
 		"blocks stored column-major are put in order around the copy": {
 			"meshes:\n  m: [0, 1]\ntensors:\n  x: {mesh: m, shape: [4, 6], placements: [Shard(0)], allocation: [2, 1]}\n" +
 				"  y: {mesh: m, placements: [Shard(0)], allocation: [3, 2, 1]}\n  c: {mesh: m, placements: [Shard(0)], allocation: [1, 2]}\n" +

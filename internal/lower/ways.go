@@ -4,7 +4,6 @@ import (
 	"slices"
 
 	"github.com/nvcomm/nvcomm/internal/ir"
-	"github.com/nvcomm/nvcomm/internal/ops"
 	"github.com/nvcomm/nvcomm/internal/reshard"
 )
 
@@ -65,12 +64,12 @@ func (w *ways) count() int {
 }
 
 // waysOf returns the ways of computing op, as the fusion gives it, when
-// it must move data: nil for a set, a reduction or a view, an op whose
+// it must move data: nil for a set or a reduction, an op whose
 // output holds pending terms or splits a contraction's summed axis (the
 // sum is then the only way), and an op whose operands fit its output.
 func waysOf(op *ir.Op, b bcastAxes) *ways {
 	y := op.Out
-	if op.Kind == ir.OpSet || op.Kind.IsReduction() || op.Kind.Entry().Family == ops.View || y.Combined != nil || y.Partial != "" {
+	if op.Kind == ir.OpSet || op.Kind.IsReduction() || y.Combined != nil || y.Partial != "" {
 		return nil
 	}
 	if _, split := ContractedDevice(y); split {

@@ -46,6 +46,10 @@ func TestBoundOfWays(t *testing.T) {
 			tensors: "  v: {mesh: m, shape: [64], placements: [Shard(0)]}\n  z: {mesh: m, shape: [64, 32], placements: [Shard(1)]}",
 			ops:     "  - {op: broadcast, in: v, out: z, axes: [1]}", bound: 192, optimal: 192,
 		},
+		"a cast to a wider dtype: its input moves before, half the bytes of its output after": {
+			tensors: "  x: {mesh: m, dtype: bfloat16, shape: [8, 64], placements: [Shard(0)]}\n  y: {mesh: m, placements: [Shard(1)]}",
+			ops:     "  - {op: cast, in: x, out: y, dtype: float32}", bound: 192, optimal: 192,
+		},
 		"a matmul whose output is smaller than its split operand: gathering the output is the bound, not yet planned": {
 			tensors: "  a: {mesh: m, shape: [8, 64], placements: [Shard(0)]}\n  b: {mesh: m, shape: [64, 2]}\n  y: {mesh: m, placements: [Replicate()]}",
 			ops:     "  - {op: matmul, in: [a, b], out: y}", bound: 48, optimal: 1536,

@@ -11,11 +11,20 @@ import (
 // countIn and countOut elements per device (docs/plan.md), and accounts its
 // bytes.
 func (c lowering) emitCollective(s plan.Step, teams [][]int, in, out *view, countIn, countOut int) {
+	// need counts elements of out, one buffer: no overflow (sizes.go).
+	need := func(dev int) int64 { return c.real.need(in, out, dev) }
+	c.emitCollectiveNeeding(s, teams, in.dtype.Size(), in.mesh.Contains, need, countIn, countOut)
+}
+
+// emitCollectiveNeeding is emitCollective of elements of elem bytes, which
+// the devices holds says hold, where need is the elements of the output a
+// device does not hold: what its step's bound counts.
+func (c lowering) emitCollectiveNeeding(s plan.Step, teams [][]int, elemSize int, holds func(int) bool, need func(int) int64, countIn, countOut int) {
 	s.Kind = plan.KindCollective
 	s.Teams = teams
 	s.Count = plan.Count{Input: countIn, Output: countOut}
-	elem := int64(in.dtype.Size())
-	sent, recv, ok := plan.Traffic(&s, elem, in.mesh.Contains)
+	elem := int64(elemSize)
+	sent, recv, ok := plan.Traffic(&s, elem, holds)
 	if !ok {
 		c.overflow(fmt.Sprintf("the bytes its %s of %d elements per device sends or receives", s.Type, max(countIn, countOut)))
 		return
@@ -39,8 +48,7 @@ func (c lowering) emitCollective(s plan.Step, teams [][]int, in, out *view, coun
 	if !plan.IsReduction(s.Type) {
 		b.LowerBound = 0
 		for dev := range recv {
-			// need counts elements of out, one buffer: no overflow (sizes.go).
-			b.LowerBound = max(b.LowerBound, c.real.need(in, out, dev)*elem)
+			b.LowerBound = max(b.LowerBound, need(dev)*elem)
 		}
 	}
 	s.Bytes = b

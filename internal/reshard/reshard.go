@@ -318,6 +318,8 @@ func (c lowering) reshard(producer, consumer *ir.Tensor, ch Change) {
 		if src != nil {
 			f.addBound(src, dst)
 		}
+	case c.planner.policy == PolicyOptimal && c.intervalExchange(producer, consumer, ch):
+		c.addSizeBound(producer, consumer)
 	case c.planner.policy == PolicyOptimal:
 		mid := ir.NewReplicated(c.buffer("replicated"), producer.Mesh, producer.DType, consumer.Shape())
 		c.lowerPair(producer, mid, m, ch)
