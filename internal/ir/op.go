@@ -143,7 +143,13 @@ type Op struct {
 	// shape, cast's dtype) in its registry entry's order; nil for an op
 	// that takes none.
 	Attrs ops.Values
-	Pos   diag.Pos
+	// Scalar is, for a binary elementwise op, the number it takes as one
+	// of its operands (Inputs then holds the other); nil otherwise.
+	Scalar *ops.Scalar
+	// Of is, on an op that a composite op's expansion wrote, that op;
+	// nil on the fusion's own ops and the lowering's.
+	Of  *Composite
+	Pos diag.Pos
 	// AxisPos is where Axis (or Axes) was written.
 	AxisPos diag.Pos
 	// Inserted is, on a set the lowering inserted, what it reshards for;
@@ -191,7 +197,15 @@ func (o *Op) Expr() string {
 		if i > 0 {
 			b.WriteString(", ")
 		}
+		if o.Scalar != nil && o.Scalar.Slot == i {
+			b.WriteString(o.Scalar.Text())
+			b.WriteString(", ")
+		}
 		b.WriteString(t.Name)
+	}
+	if o.Scalar != nil && o.Scalar.Slot >= len(o.Inputs) {
+		b.WriteString(", ")
+		b.WriteString(o.Scalar.Text())
 	}
 	if e := o.Kind.Entry(); e != nil {
 		if e.Takes(ops.AttrAxis) {

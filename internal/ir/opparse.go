@@ -177,13 +177,43 @@ func (p *parser) opInputs(op *rawOp, n *yaml.Node, what string) bool {
 	}
 	good := true
 	op.ins, op.inAt = make([]string, 0, len(items)), make([]diag.Pos, 0, len(items))
-	for _, it := range items {
+	for slot, it := range items {
+		if isNumber(it) && n.Kind == yaml.SequenceNode {
+			good = p.opScalar(op, it, slot, what) && good
+			continue
+		}
 		name, ok := p.w.ident(it, what)
 		good = good && ok
 		op.ins = append(op.ins, name)
 		op.inAt = append(op.inAt, posOf(it))
 	}
+	if good && len(op.ins) == 0 {
+		p.errs.AddHint(posOf(n), "a binary op takes one number and one tensor", "%s: expected a tensor name among the operands, got only numbers", what)
+		good = false
+	}
 	return good
+}
+
+// isNumber reports whether n is a plain number, which an operand list
+// may hold in place of a tensor name.
+func isNumber(n *yaml.Node) bool {
+	return n.Kind == yaml.ScalarNode && (n.Tag == "!!int" || n.Tag == "!!float")
+}
+
+// opScalar decodes number n, operand slot of the op: one per op.
+func (p *parser) opScalar(op *rawOp, n *yaml.Node, slot int, what string) bool {
+	v, ok := p.w.number(n, what)
+	if !ok {
+		return false
+	}
+	k := op.ownKeys()
+	if k.scalar != nil {
+		p.errs.AddHint(posOf(n), "compute a constant's value yourself: one operand is a tensor",
+			"%s: at most one operand may be a number, got a second, %s", what, n.Value)
+		return false
+	}
+	k.scalar, k.scalarAt = &ops.Scalar{Slot: slot, Value: v}, posOf(n)
+	return true
 }
 
 // attrValue decodes attribute spec's value v by its kind into k, with
@@ -320,6 +350,10 @@ func (p *parser) checkAttrValues(kind OpKind, vals ops.Values, at func(j int) di
 	return order, len(probs) == 0
 }
 
+// scalarHint says which ops take a number as an operand.
+var scalarHint = "only the binary elementwise ops (" + strings.Join(ops.FamilyNames(ops.Binary), ", ") +
+	") take a number as one of their operands"
+
 // takersHint names the ops that take attribute a.
 func takersHint(a ops.Attr) string {
 	return fmt.Sprintf("%q is an attribute of %s", a, strings.Join(ops.Takers(a), ", "))
@@ -346,6 +380,13 @@ func axisHint(k OpKind) string {
 func (p *parser) checkArity(op *rawOp, in diag.Pos, what string) bool {
 	lo, hi := op.kind.arity()
 	n := len(op.ins)
+	if k := op.keysOf(); k.scalar != nil {
+		if !op.kind.isBinary() {
+			p.errs.AddHint(k.scalarAt, scalarHint, "%s: %s takes no number as an operand", what, op.kind)
+			return false
+		}
+		n++
+	}
 	if n >= lo && n <= hi {
 		return true
 	}
