@@ -50,7 +50,8 @@ func opFamilies() string {
 	return "set; reductions " + strings.Join(ops.FamilyNames(ops.Reduction), ", ") +
 		"; elementwise " + strings.Join(slices.Concat(ops.FamilyNames(ops.Binary), ops.FamilyNames(ops.Unary)), ", ") +
 		"; broadcast; contractions " + strings.Join(ops.FamilyNames(ops.Contraction), ", ") +
-		"; data movement " + strings.Join(ops.FamilyNames(ops.View), ", ")
+		"; data movement " + strings.Join(ops.FamilyNames(ops.View), ", ") +
+		"; composite " + strings.Join(ops.FamilyNames(ops.Composite), ", ")
 }
 
 // unknownOpHint is the hint for an unknown op name: the op it names in
@@ -74,7 +75,7 @@ func unknownOpHint(name string) string {
 
 // opAliases are torch's other names of nvcomm's ops.
 var opAliases = map[string]string{"divide": "div", "true_divide": "div", "swish": "silu", "multiply": "mul",
-	"subtract": "sub", "negative": "neg", "absolute": "abs"}
+	"subtract": "sub", "negative": "neg", "absolute": "abs", "layernorm": "layer_norm", "rmsnorm": "rms_norm"}
 
 // otherOps are names of ops of PyTorch (torch and torch.nn.functional) and
 // nvFuser that nvcomm does not have, with common spellings of them.
@@ -87,9 +88,9 @@ var otherOps = []string{
 	"ceil", "round", "trunc", "sign", "where", "lerp", "eq", "ne", "lt", "le", "gt", "ge", "not", "and", "or",
 	"xor", "to",
 	// reductions
-	"mean", "var", "std", "argmax", "argmin", "amax", "amin", "logsumexp", "norm", "any", "all", "cumsum", "cumprod",
+	"var", "std", "argmax", "argmin", "amax", "amin", "logsumexp", "norm", "any", "all", "cumsum", "cumprod",
 	// layers
-	"softmax", "log_softmax", "layer_norm", "layernorm", "rms_norm", "rmsnorm", "batch_norm", "dropout",
+	"log_softmax", "batch_norm", "dropout",
 	"embedding", "conv", "conv1d", "conv2d", "bmm", "mm", "einsum", "sdpa", "attention",
 	// shapes and data movement
 	"view", "transpose", "squeeze", "unsqueeze", "expand", "cat", "concat", "stack",

@@ -292,6 +292,28 @@ func Lookup(name string) *Op { return Default.Lookup(name) }
 // order, a new slice.
 func Names() []string { return Default.Names() }
 
+// PlanNames returns the names of the default registry's ops that a
+// plan may hold, in documentation order: every op but the composites,
+// which a plan holds expanded. A new slice.
+func PlanNames() []string {
+	var names []string
+	for _, o := range Default.ops {
+		if o.Family != Composite {
+			names = append(names, o.Name)
+		}
+	}
+	return names
+}
+
+// InPlan returns the entry of op name of the default registry when a
+// plan may hold it (every op but the composites), or nil.
+func InPlan(name string) *Op {
+	if o := Lookup(name); o != nil && o.Family != Composite {
+		return o
+	}
+	return nil
+}
+
 // FamilyNames returns the names of the default registry's ops of family
 // f, a new slice.
 func FamilyNames(f Family) []string { return Default.Family(f) }

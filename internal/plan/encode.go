@@ -155,7 +155,7 @@ func (e *encoder) of(of *Of) {
 	e.object(func() {
 		e.strField("op", of.Op)
 		e.key("inputs")
-		e.strs(append([]string{}, of.Inputs...))
+		e.strs(of.Inputs)
 		e.strField("output", of.Output)
 		if of.Axis != nil {
 			e.intField("axis", *of.Axis)

@@ -12,7 +12,7 @@ import (
 // The ops a plan may name are the registry's (docs/plan.md, "ops").
 
 // isKnownOp reports whether op is an op of the registry.
-func isKnownOp(op string) bool { return ops.Lookup(op) != nil }
+func isKnownOp(op string) bool { return ops.InPlan(op) != nil }
 
 // isReductionOp reports whether op reduces one axis of its input.
 func isReductionOp(op string) bool { return ops.Is(op, ops.Reduction) }
@@ -69,7 +69,7 @@ func (v *validator) checkOp(i int, op Op) {
 	}
 	known := isKnownOp(op.Op)
 	if !known {
-		v.planf("op %d: op %q is not one of %s", i, op.Op, strings.Join(ops.Names(), ", "))
+		v.planf("op %d: op %q is not one of %s", i, op.Op, strings.Join(ops.PlanNames(), ", "))
 	}
 	ins := v.checkOperands(i, op, known)
 	if v.tensor(op.Output) == nil {
@@ -83,6 +83,28 @@ func (v *validator) checkOp(i int, op Op) {
 	v.checkOpAttrs(i, op)
 	v.checkOpOutput(i, op, ins)
 	v.checkInserted(i, op)
+	v.checkOf(i, op)
+}
+
+// checkOf checks the composite op an op's expansion comes from: a
+// composite of the registry, between tensors of the plan, and never on an
+// op nvcomm inserted.
+func (v *validator) checkOf(i int, op Op) {
+	of := op.Of
+	if of == nil {
+		return
+	}
+	if e := ops.Lookup(of.Op); e == nil || e.Family != ops.Composite {
+		v.planf("op %d: of names op %q, which is not a composite op (%s)", i, of.Op, strings.Join(ops.FamilyNames(ops.Composite), ", "))
+	}
+	if op.Inserted != nil {
+		v.planf("op %d: is marked both inserted and of composite %s", i, of.Op)
+	}
+	for _, name := range append(slices.Clone(of.Inputs), of.Output) {
+		if v.tensor(name) == nil {
+			v.planf("op %d: of names %q, which is not a tensor of the plan", i, name)
+		}
+	}
 }
 
 // reducesTerms reports whether op is the reduction of a Partial tensor's
