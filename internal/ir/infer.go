@@ -55,9 +55,9 @@ type opIn struct {
 	attrs ops.Values
 	// scalar is the number a binary op takes as an operand, or nil.
 	scalar *ops.Scalar
-	out   string
-	pos   diag.Pos
-	src   *rawOp
+	out    string
+	pos    diag.Pos
+	src    *rawOp
 }
 
 // attrPos is where attribute key is written, or its list's entry i when
