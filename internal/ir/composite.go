@@ -114,3 +114,14 @@ func expandErrPos(ro *rawOp, err *ops.ExpandError) diag.Pos {
 	}
 	return ro.pos
 }
+
+// compositeMesh is the mesh of the intermediates of composite op ro
+// belongs to: its output's, when its declaration gives one, so that the
+// whole expansion runs where the composite's output lies; nil (its
+// operands', by propagation) otherwise.
+func (p *parser) compositeMesh(ro *rawOp) *Mesh {
+	if rt := p.decl(ro.keysOf().of.Output); rt != nil && !rt.broken && given(rt.meshAt) {
+		return rt.mesh
+	}
+	return nil
+}

@@ -126,6 +126,11 @@ func (p *parser) checkOpSpec(spec OpSpec) bool {
 		p.errs.AddHint(diag.Pos{}, unknownOpHint(string(spec.Kind)), "%s: unknown op %q (ops are: %s)", what, spec.Kind, opFamilies())
 		return false
 	}
+	if spec.Kind.family() == ops.Composite {
+		p.errs.AddHint(diag.Pos{}, "build the primitive ops of its expansion (docs/fusion.md, \"Composite ops\"), or parse a file",
+			"%s: %s is a composite op, which only the parser expands", what, spec.Kind)
+		return false
+	}
 	n := len(spec.Inputs)
 	if s := spec.Scalar; s != nil {
 		if !spec.Kind.isBinary() || s.Slot < 0 || s.Slot > 1 {

@@ -29,6 +29,9 @@ func (p *parser) resolveOp(op *Op, ro *rawOp) (inferred, ok bool) {
 	}
 	out := op.Out
 	out.Propagated = p.propagates(out.Name) || ro.intermediate()
+	if ro.intermediate() {
+		out.Mesh = p.compositeMesh(ro)
+	}
 	if out.Propagated {
 		// Its mesh and sharding come from the forward sweep, once the op
 		// is checked (propagate.go).
