@@ -83,7 +83,7 @@ func rebuild(f *Fusion) (*Fusion, error) {
 	}
 	var ops []*Op
 	for _, op := range f.Ops {
-		spec := OpSpec{Index: op.Index, Kind: op.Kind, Axis: op.Axis, Axes: op.Axes, Attrs: op.Attrs, Out: TensorSpec{
+		spec := OpSpec{Index: op.Index, Kind: op.Kind, Axis: op.Axis, Axes: op.Axes, Attrs: op.Attrs, Scalar: op.Scalar, Of: op.Of, Out: TensorSpec{
 			Name: op.Out.Name, Mesh: op.Out.Mesh, Shape: op.Out.LogicalExtents(), Schedule: op.Out.Schedule, Allocation: op.Out.Allocation,
 			Partial: op.Out.Partial}}
 		for _, in := range op.Inputs {
