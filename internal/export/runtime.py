@@ -363,6 +363,19 @@ class Reference:
             with_scalar(o, [self.terms[n] for n in names], 1))
         if ROUNDING.get(o["op"]) in VALUE_BOUNDED:
             self.mag[out] = self._bounded(o, names, y)
+        of = o.get("of")
+        if of is not None and of["output"] == out:
+            self._check_composite(o, of, y)
+
+    def _check_composite(self, o, of, y):
+        """The composite's output, as its expansion computed it in float64, against torch's own
+        function of the composite's operands (torch.softmax, torch.mean,
+        torch.nn.functional.layer_norm; rms_norm written out, which torch 1.13 lacks): the
+        expansion is torch's op, to float64's rounding."""
+        xs = [self.val[n].view(self.plan.shards[n].shape) for n in of["inputs"]]
+        want = composite_reference(of, xs)
+        if list(want.shape) != list(y.shape) or not torch.allclose(y, want, rtol=1e-9, atol=1e-12):
+            raise PlanError("op %d (%s): the expansion of %s differs from torch's %s" % (o["index"], o["op"], of["output"], of["op"]))
 
     def tolerance(self, name, offs):
         """0 where every partial result is an integer the dtype holds exactly, else terms·2^-bits·Σ|x|."""
@@ -555,6 +568,20 @@ def apply_op(o, xs, out_shape, magnitude=False):
         return (LAYER_MAGNITUDES if magnitude else LAYER_OPS)[op](*xs, **{k: o[k] for k in ATTRS.get(op, ())})
     except (RuntimeError, KeyError) as e:  # operands whose shapes do not fit, an attribute left out
         raise PlanError("op %d (%s): %s" % (o["index"], op, e))
+
+
+def composite_reference(of, xs):
+    """Composite op `of` (a plan op's "of") of its operands xs, with torch's own functions."""
+    op, x = of["op"], xs[0]
+    if op == "softmax":
+        return torch.softmax(x, dim=of["axis"])
+    if op == "mean":
+        return torch.mean(x, dim=of["axis"])
+    w = xs[1] if len(xs) > 1 else None
+    if op == "layer_norm":
+        return torch.nn.functional.layer_norm(x, x.shape[-1:], w, xs[2] if len(xs) > 2 else None, of["eps"])
+    y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + of["eps"])  # rms_norm: torch 1.13 has none
+    return y if w is None else y * w
 
 
 def with_scalar(o, xs, value):
