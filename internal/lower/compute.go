@@ -448,16 +448,34 @@ func (c *opCtx) arranged(i int, order []int) string {
 }
 
 // arrangedTensor returns the name of a buffer holding x's local block with
-// its axes in order: x itself when it is stored so, else a Permute of it
-// into "out/what".
+// its axes in order: x itself when it is stored so — or stored in an
+// order that differs only in where axes of local extent 1 go, which moves
+// no element (a row statistic broadcast back, [8, 1]) — else a Permute of
+// it into "out/what".
 func (c *opCtx) arrangedTensor(x *ir.Tensor, what string, order []int) string {
 	layout := x.Layout()
-	if slices.Equal(layout, order) {
+	if slices.Equal(layout, order) || sameElementOrder(x.LocalShape(), layout, order) {
 		return x.Name
 	}
 	out := c.buffer(what)
 	c.permuteInto(x.Name, localDims(x, layout), layout, order, out)
 	return out
+}
+
+// sameElementOrder reports whether a block of local extents stored with
+// its axes in layout holds its elements in the order it would in order:
+// the axes of extent more than 1 come in the same order in both.
+func sameElementOrder(local, layout, order []int) bool {
+	long := func(axes []int) []int {
+		var out []int
+		for _, a := range axes {
+			if local[a] > 1 {
+				out = append(out, a)
+			}
+		}
+		return out
+	}
+	return slices.Equal(long(layout), long(order))
 }
 
 // operandOrder is the order in which operand i's axes are read when the
