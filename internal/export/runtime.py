@@ -372,7 +372,13 @@ class Reference:
         function of the composite's operands (torch.softmax, torch.mean,
         torch.nn.functional.layer_norm; rms_norm written out, which torch 1.13 lacks): the
         expansion is torch's op, to float64's rounding."""
-        xs = [self.val[n].view(self.plan.shards[n].shape) for n in of["inputs"]]
+        xs = []
+        for n in of["inputs"]:
+            x = self.val[n].view(self.value_shape(n))
+            partial = self.plan.tensors[n].get("partial")
+            if partial and n not in self.plan.pending:  # an input's terms: the expansion reads their reduction
+                x = reduce_dims(partial, x, [0])
+            xs.append(x)
         want = composite_reference(of, xs)
         if list(want.shape) != list(y.shape) or not torch.allclose(y, want, rtol=1e-9, atol=1e-12):
             raise PlanError("op %d (%s): the expansion of %s differs from torch's %s" % (o["index"], o["op"], of["output"], of["op"]))

@@ -23,6 +23,10 @@ type Composite struct {
 	Axes []int
 	// Attrs are its other attributes (eps).
 	Attrs ops.Values
+	// mesh is where its intermediates lie: its output's declared mesh,
+	// else its first operand's, where the composite itself would lie (nil
+	// when that is still to be propagated, format 2).
+	mesh *Mesh
 }
 
 // intermediate reports whether ro is an op of a composite's expansion
@@ -61,6 +65,11 @@ func (p *parser) expand(ro *rawOp, ins []*Tensor) ([]*rawOp, bool) {
 	shapes := make([][]int, len(ins))
 	for i, t := range ins {
 		shapes[i] = t.Shape()
+		if t.Partial != "" {
+			// Its values: the reduction of its terms, which the builder
+			// inserts before each op of the expansion that reads it.
+			shapes[i] = shapes[i][1:]
+		}
 	}
 	attrs := readPart(k.attrs).vals
 	steps, err := e.Expand(shapes, ops.Attrs{Axis: ro.axis, Axes: k.axes, Values: attrs})
@@ -68,7 +77,10 @@ func (p *parser) expand(ro *rawOp, ins []*Tensor) ([]*rawOp, bool) {
 		p.errs.AddHint(expandErrPos(ro, err), err.Hint, "ops[%d]: %s of %q: %s", ro.fileIdx, ro.kind, ro.ins[0], err.Msg)
 		return nil, false
 	}
-	of := &Composite{Kind: ro.kind, Inputs: slices.Clone(ro.ins), Output: ro.out, Axis: -1, Attrs: attrs.Clone()}
+	of := &Composite{Kind: ro.kind, Inputs: slices.Clone(ro.ins), Output: ro.out, Axis: -1, Attrs: attrs.Clone(), mesh: ins[0].Mesh}
+	if rt := p.decl(ro.out); rt != nil && !rt.broken && given(rt.meshAt) {
+		of.mesh = rt.mesh
+	}
 	rank := len(shapes[0])
 	switch {
 	case e.Takes(ops.AttrAxis):
@@ -115,13 +127,7 @@ func expandErrPos(ro *rawOp, err *ops.ExpandError) diag.Pos {
 	return ro.pos
 }
 
-// compositeMesh is the mesh of the intermediates of composite op ro
-// belongs to: its output's, when its declaration gives one, so that the
-// whole expansion runs where the composite's output lies; nil (its
-// operands', by propagation) otherwise.
-func (p *parser) compositeMesh(ro *rawOp) *Mesh {
-	if rt := p.decl(ro.keysOf().of.Output); rt != nil && !rt.broken && given(rt.meshAt) {
-		return rt.mesh
-	}
-	return nil
-}
+// compositeMesh is the mesh of the intermediates of the composite op ro
+// belongs to, so that the whole expansion runs where the composite's
+// output lies: the output's declared mesh, else the first operand's.
+func (p *parser) compositeMesh(ro *rawOp) *Mesh { return ro.keysOf().of.mesh }

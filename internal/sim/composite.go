@@ -139,7 +139,16 @@ func (w *world) checkComposite(op plan.Op, ref map[string]vec) error {
 		if info == nil || !has {
 			return fmt.Errorf("op %d (%s): of names %q, which has no reference", op.Index, op.Op, name)
 		}
-		ins[k] = operand{name: name, v: v, vals: v.flat(), shape: info.shard.shape}
+		shape, vals := info.shard.shape, v.flat()
+		switch {
+		case w.isPending(name):
+			shape = shape[1:] // the reference holds the reduction of its terms
+		case info.t.Partial != "":
+			// A Partial input's reference is its terms: the composite
+			// reads their reduction, as the ops of its expansion do.
+			vals, shape = reduceAxis(info.t.Partial, vals, shape, 0), shape[1:]
+		}
+		ins[k] = operand{name: name, v: stored(vals), vals: vals, shape: shape}
 	}
 	want, err := compositeDef(of, ins)
 	if err != nil {
