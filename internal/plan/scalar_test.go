@@ -2,7 +2,10 @@ package plan
 
 import (
 	"math"
+	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/nvcomm/nvcomm/internal/diag"
 	"github.com/nvcomm/nvcomm/internal/ops"
@@ -63,6 +66,27 @@ func TestScalarArgs(t *testing.T) {
 	} {
 		if got := tc.op.Expr(); got != tc.want {
 			t.Errorf("%+v.Expr() = %q, want %q", tc.op, got, tc.want)
+		}
+	}
+}
+
+// TestTextComposites checks the text form's list of composite ops: each
+// with the ops and steps of its expansion, after the steps.
+func TestTextComposites(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		plan func() *Plan
+		want string
+	}{
+		{"one composite", scalarPlan, "\ncomposite ops, written as primitive ops:\n  f = softmax(e, axis=2)  ops 4-4, steps 4-4\n"},
+		{"none", layersPlan, ""},
+	} {
+		var b strings.Builder
+		if err := writeComposites(&b, tc.plan()); err != nil {
+			t.Fatal(err)
+		}
+		if d := cmp.Diff(tc.want, b.String()); d != "" {
+			t.Errorf("%s: (-want +got):\n%s", tc.name, d)
 		}
 	}
 }

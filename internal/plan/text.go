@@ -51,7 +51,53 @@ func WriteText(w io.Writer, p *Plan) error {
 	if err := writeGraph(w, p); err != nil {
 		return err
 	}
+	if err := writeComposites(w, p); err != nil {
+		return err
+	}
 	return writePropagated(w, p)
+}
+
+// writeComposites lists, after the steps, the composite ops of the fusion
+// (softmax, mean, the norms) with the ops and steps of their expansion,
+// so that a reader finds the user's op above the primitive ones the table
+// shows. A plan without any writes nothing.
+func writeComposites(w io.Writer, p *Plan) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for i := 0; i < len(p.Ops); {
+		of := p.Ops[i].Of
+		if of == nil {
+			i++
+			continue
+		}
+		if i == 0 || !slices.ContainsFunc(p.Ops[:i], func(o Op) bool { return o.Of != nil }) {
+			fmt.Fprintln(tw, "\ncomposite ops, written as primitive ops:")
+		}
+		last := i
+		for last+1 < len(p.Ops) && p.Ops[last+1].Of != nil && p.Ops[last+1].Of.Output == of.Output {
+			last++
+		}
+		fmt.Fprintf(tw, "  %s\tops %d-%d%s\n", of.Expr(), i, last, stepRange(p, i, last))
+		i = last + 1
+	}
+	return tw.Flush()
+}
+
+// stepRange is ", steps A-B": the ids of the steps of ops first to last;
+// "" when they have none.
+func stepRange(p *Plan, first, last int) string {
+	lo, hi := -1, -1
+	for _, s := range p.Steps {
+		if s.Op >= first && s.Op <= last {
+			if lo < 0 || s.ID < lo {
+				lo = s.ID
+			}
+			hi = max(hi, s.ID)
+		}
+	}
+	if lo < 0 {
+		return ""
+	}
+	return fmt.Sprintf(", steps %d-%d", lo, hi)
 }
 
 // writeGraph lists, for a plan of format 2, each step's stream and the
