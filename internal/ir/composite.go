@@ -131,3 +131,11 @@ func expandErrPos(ro *rawOp, err *ops.ExpandError) diag.Pos {
 // belongs to, so that the whole expansion runs where the composite's
 // output lies: the output's declared mesh, else the first operand's.
 func (p *parser) compositeMesh(ro *rawOp) *Mesh { return ro.keysOf().of.mesh }
+
+// Intermediate reports whether t is an intermediate of a composite op's
+// expansion (y/max, y/exp, ...): no file declares one, and its sharding
+// is propagated from its operands.
+func (t *Tensor) Intermediate() bool {
+	op := t.Producer
+	return op != nil && op.Of != nil && op.Of.Output != t.Name
+}

@@ -78,8 +78,13 @@ func TestTextComposites(t *testing.T) {
 		plan func() *Plan
 		want string
 	}{
-		{"one composite", scalarPlan, "\ncomposite ops, written as primitive ops:\n  f = softmax(e, axis=2)  ops 4-4, steps 4-4\n"},
+		{"one composite", scalarPlan, "\ncomposite ops, written as primitive ops:\n  f = softmax(e, axis=2)  ops 4, steps 4\n"},
 		{"none", layersPlan, ""},
+		{"ops apart", func() *Plan {
+			p := scalarPlan()
+			p.Ops[2].Of = p.Ops[4].Of
+			return p
+		}, "\ncomposite ops, written as primitive ops:\n  f = softmax(e, axis=2)  ops 2, 4, steps 2, 4\n"},
 	} {
 		var b strings.Builder
 		if err := writeComposites(&b, tc.plan()); err != nil {
