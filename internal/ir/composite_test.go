@@ -175,6 +175,10 @@ var compositeErrorTests = []struct{ name, ops, want string }{
 		`in.yaml:9:40: error: ops[0]: softmax of "x": axis 2 is out of range for rank 2; an axis is among the input's axes, negative from the end`},
 	{"negative eps", "  - {op: rms_norm, in: x, out: y, axes: [-1], eps: -1.0}\n",
 		`in.yaml:9:52: error: ops[0] eps: epsilon -1 is negative; eps is a small positive number, 1e-05 or 1e-06`},
+	{"norm without axes", "  - {op: layer_norm, in: x, out: y, eps: 1.0e-5}\n",
+		`in.yaml:9:5: error: ops[0]: layer_norm needs "axes", the axes it normalizes; write axes: [-1]: a norm normalizes the last axis`},
+	{"norm with axis", "  - {op: rms_norm, in: x, out: y, axis: 1, eps: 1.0e-5}\n",
+		`in.yaml:9:41: error: ops[0]: rms_norm takes "axes", a list, not "axis"; write axes: [-1]: a norm normalizes the last axis`},
 	{"norm without eps", "  - {op: rms_norm, in: x, out: y, axes: [-1]}\n",
 		`in.yaml:9:5: error: ops[0]: rms_norm needs "eps"; eps: a norm's epsilon, added to the mean square (rms_norm) or variance (layer_norm)`},
 }

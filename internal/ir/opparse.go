@@ -271,8 +271,8 @@ func (p *parser) checkOpKeys(op *rawOp, it *yaml.Node, ns opNodes, what string) 
 			"%s: %s reduces one \"axis\", not \"axes\"", what, op.kind)
 		return false
 	case takesAxes && ns.axes == nil && ns.axis != nil:
-		p.errs.AddHint(op.keysOf().axisAt, "write axes: [N], the output positions of the new axes",
-			"%s: broadcast takes \"axes\", a list, not \"axis\"", what)
+		p.errs.AddHint(op.keysOf().axisAt, axesHint(op.kind, "write axes: [N], the output positions of the new axes"),
+			"%s: %s takes \"axes\", a list, not \"axis\"", what, op.kind)
 		return false
 	}
 	good := true
@@ -289,13 +289,13 @@ func (p *parser) checkOpKeys(op *rawOp, it *yaml.Node, ns opNodes, what string) 
 	switch {
 	case takesAxes && ns.axes == nil:
 		if !misspelled(it, opKeys(), "axes") {
-			p.errs.AddHint(op.pos, "axes: [0] inserts a leading axis",
-				"%s: broadcast needs \"axes\", the output positions of its new axes", what)
+			p.errs.AddHint(op.pos, axesHint(op.kind, "axes: [0] inserts a leading axis"),
+				"%s: %s needs \"axes\", %s", what, op.kind, axesWhat(op.kind))
 		}
 		good = false
 	case takesAxes && ns.axes.Kind == yaml.SequenceNode && len(ns.axes.Content) == 0:
-		p.errs.AddHint(op.keysOf().axesAt, "a broadcast without new axes is a set",
-			"%s: broadcast axes: expected at least one new axis, got an empty list", what)
+		p.errs.AddHint(op.keysOf().axesAt, axesHint(op.kind, "a broadcast without new axes is a set"),
+			"%s: %s axes: expected at least one %s, got an empty list", what, op.kind, map[bool]string{true: "new axis", false: "axis"}[op.kind == OpBroadcast])
 		good = false
 	case !takesAxes && ns.axes != nil:
 		p.errs.AddHint(op.keysOf().axesAt, "only broadcast inserts axes", "%s: %s takes no \"axes\"", what, op.kind)
@@ -353,6 +353,23 @@ func (p *parser) checkAttrValues(kind OpKind, vals ops.Values, at func(j int) di
 // scalarHint says which ops take a number as an operand.
 var scalarHint = "only the binary elementwise ops (" + strings.Join(ops.FamilyNames(ops.Binary), ", ") +
 	") take a number as one of their operands"
+
+// axesWhat says what an op's "axes" are: broadcast's new axes, or a
+// norm's normalized ones.
+func axesWhat(k OpKind) string {
+	if k == OpBroadcast {
+		return "the output positions of its new axes"
+	}
+	return "the axes it normalizes"
+}
+
+// axesHint is broadcast's hint about its "axes", or a norm's.
+func axesHint(k OpKind, broadcast string) string {
+	if k == OpBroadcast {
+		return broadcast
+	}
+	return "write axes: [-1]: a norm normalizes the last axis"
+}
 
 // takersHint names the ops that take attribute a.
 func takersHint(a ops.Attr) string {
