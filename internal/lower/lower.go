@@ -119,7 +119,8 @@ func lowerInto(f *ir.Fusion, opts Options, w *plan.Writer, alike *opsAlike) (*lo
 	if err != nil {
 		return nil, err
 	}
-	l := &lowerer{f: f, planner: planner, ledger: reshard.NewLedger(f.File), w: w, alike: alike, owned: w != nil}
+	l := &lowerer{f: f, planner: planner, ledger: reshard.NewLedger(f.File), w: w, alike: alike, owned: w != nil,
+		opBounds: map[*ir.Op]reshard.Bounds{}, discard: map[*ir.Op]bool{}, trials: newTrials(f)}
 	for _, p := range passes {
 		p.run(l)
 	}
@@ -141,6 +142,7 @@ type pass struct {
 // plan (plan).
 var passes = []pass{
 	{"insert reshardings", (*lowerer).insertReshardings},
+	{"bound the ways", (*lowerer).boundWays},
 	{"lower each op", (*lowerer).lowerOps},
 }
 
@@ -225,6 +227,12 @@ type lowerer struct {
 	// alike, for Certify, lowers sets and reductions alike once; nil
 	// lowers each.
 	alike *opsAlike
+	// opBounds are, per op that more than one way computes, what every
+	// way must receive, which it books in place of its own bound and its
+	// inserted sets' (discard): ways.go. trials lowers the ways.
+	opBounds map[*ir.Op]reshard.Bounds
+	discard  map[*ir.Op]bool
+	trials   *trials
 	// owned is set when the caller's fusion is the lowerer's to change
 	// (Stream): the resharding pass then renumbers its ops and gives them
 	// their new operands in place, rather than copy them.
@@ -248,7 +256,25 @@ type opCtx struct {
 	pending *ir.Tensor
 }
 
+// lowerOp lowers op into the ledger's steps and books its bound: an op
+// that more than one way computes books what every way must receive, for
+// itself and the sets inserted to reshard its operands or its result
+// (ways.go).
 func (l *lowerer) lowerOp(op *ir.Op) {
+	if b, ok := l.opBounds[op]; ok {
+		l.ledger.CaptureBounds(func() { l.lowerSteps(op) })
+		l.ledger.Book(b)
+		return
+	}
+	if l.discard[op] {
+		l.ledger.CaptureBounds(func() { l.lowerSteps(op) })
+		return
+	}
+	l.lowerSteps(op)
+}
+
+// lowerSteps lowers op into the ledger's steps, booking their bound.
+func (l *lowerer) lowerSteps(op *ir.Op) {
 	if l.failed[op] {
 		return
 	}
