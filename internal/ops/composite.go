@@ -59,10 +59,10 @@ func registerComposites(r *Registry) {
 			Doc: "exp(x − max) / Σ exp(x − max) along one axis, torch.softmax"},
 		{Name: "mean", Operands: []string{"x"}, Attrs: []Attr{AttrAxis}, Expand: expandMean,
 			Doc: "the mean over one axis, torch.mean"},
-		{Name: "rms_norm", Operands: []string{"x", "weight"}, Optional: 1, Attrs: []Attr{AttrAxes, AttrEps}, Expand: expandRMSNorm,
+		{Name: "rms_norm", Operands: []string{"x", "weight"}, Optional: 1, Attrs: []Attr{AttrAxes, AttrEps}, Expand: expandNorm(false),
 			Doc: "x · rsqrt(mean(x²) + eps) (· weight) over the last axis, torch.nn.functional.rms_norm"},
 		{Name: "layer_norm", Operands: []string{"x", "weight", "bias"}, Optional: 2, Attrs: []Attr{AttrAxes, AttrEps},
-			Expand: expandLayerNorm,
+			Expand: expandNorm(true),
 			Doc:    "(x − mean) · rsqrt(var + eps) (· weight) (+ bias) over the last axis, torch.nn.functional.layer_norm"},
 	} {
 		c.Family = Composite
@@ -168,36 +168,29 @@ func expandMean(in [][]int, a Attrs) ([]ExpandStep, *ExpandError) {
 	return e.done(), nil
 }
 
-// expandRMSNorm is x · rsqrt(mean(x², axis) + eps) (· weight).
-func expandRMSNorm(in [][]int, a Attrs) ([]ExpandStep, *ExpandError) {
-	axis, err := lastAxis(in, a.Axes)
-	if err != nil {
-		return nil, err
+// expandNorm is the Expand of a norm over x's last axis: (x − μ) ·
+// rsqrt(mean((x − μ)²) + eps) (· weight) (+ bias), μ = mean(x) when
+// centred (layer_norm) and 0 otherwise (rms_norm: x · rsqrt(mean(x²) +
+// eps) (· weight)).
+func expandNorm(centred bool) func(in [][]int, a Attrs) ([]ExpandStep, *ExpandError) {
+	return func(in [][]int, a Attrs) ([]ExpandStep, *ExpandError) {
+		axis, err := lastAxis(in, a.Axes)
+		if err != nil {
+			return nil, err
+		}
+		eps, _ := a.Values.Get(AttrEps)
+		n := in[0][axis]
+		var e expansion
+		c, stat := Ref(0), "mean_square"
+		if centred {
+			mu := e.back("mean_b", e.mean("mean", 0, axis, n), axis)
+			c, stat = e.binary("centered", "sub", 0, mu), "var"
+		}
+		v := e.mean(stat, e.unary("square", "square", c), axis, n)
+		r := e.back("rsqrt_b", e.unary("rsqrt", "rsqrt", e.withScalar("eps", "add", v, eps.Float)), axis)
+		e.affine(e.binary("norm", "mul", c, r), len(in[0]), len(in), 1, 2)
+		return e.done(), nil
 	}
-	eps, _ := a.Values.Get(AttrEps)
-	var e expansion
-	ms := e.mean("mean_square", e.unary("square", "square", 0), axis, in[0][axis])
-	r := e.back("rsqrt_b", e.unary("rsqrt", "rsqrt", e.withScalar("eps", "add", ms, eps.Float)), axis)
-	e.affine(e.binary("norm", "mul", 0, r), len(in[0]), len(in), 1, len(in))
-	return e.done(), nil
-}
-
-// expandLayerNorm is (x − μ) · rsqrt(mean((x − μ)²) + eps) (· weight)
-// (+ bias), μ = mean(x).
-func expandLayerNorm(in [][]int, a Attrs) ([]ExpandStep, *ExpandError) {
-	axis, err := lastAxis(in, a.Axes)
-	if err != nil {
-		return nil, err
-	}
-	eps, _ := a.Values.Get(AttrEps)
-	n := in[0][axis]
-	var e expansion
-	mu := e.back("mean_b", e.mean("mean", 0, axis, n), axis)
-	c := e.binary("centered", "sub", 0, mu)
-	v := e.mean("var", e.unary("square", "square", c), axis, n)
-	r := e.back("rsqrt_b", e.unary("rsqrt", "rsqrt", e.withScalar("eps", "add", v, eps.Float)), axis)
-	e.affine(e.binary("norm", "mul", c, r), len(in[0]), len(in), 1, 2)
-	return e.done(), nil
 }
 
 // oneAxis normalizes axis of a tensor of shape x (negative from the end).
