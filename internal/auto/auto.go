@@ -174,10 +174,14 @@ func Solve(file string, src []byte, opts Options) (*Result, error) {
 	if !sv.exact {
 		res.Gap = float64(best.cost-sv.lower) / 1e12
 	}
-	chosen, meshes, produced := map[string]sharding{}, map[string]string{}, map[string]*ir.Tensor{}
+	chosen, meshes, produced, internal := map[string]sharding{}, map[string]string{}, map[string]*ir.Tensor{}, map[string]bool{}
 	var order []string
 	for _, k := range sv.decisions {
 		v := m.vars[k]
+		if v.t.Intermediate() {
+			internal[v.t.Name] = true // a composite's: no file declares it, the lowering propagates it
+			continue
+		}
 		chosen[v.t.Name] = v.options[best.choice[k]]
 		order = append(order, v.t.Name)
 		if !v.produced {
@@ -189,6 +193,7 @@ func Solve(file string, src []byte, opts Options) (*Result, error) {
 	if res.Decisions, err = runnerUps(sv, best, rep); err != nil {
 		return nil, err
 	}
+	res.Decisions = slices.DeleteFunc(res.Decisions, func(d Decision) bool { return internal[d.Tensor] })
 	if res.Fusion, err = tree.annotate(order, chosen, meshes, produced); err != nil {
 		return nil, err
 	}

@@ -169,6 +169,18 @@ ops:
   - {op: linear, in: [x, w], out: h}
   - {op: relu, in: h, out: y}
 `,
+	// A composite op: its intermediate (m/mean_sum) is priced with the
+	// rest, but no file can declare it, and the chosen fusion does not.
+	"composite": `format: 2
+meshes:
+  tp: [0, 1]
+tensors:
+  x: {mesh: tp, shape: [4, 8, 6], placements: [Shard(2)]}
+  w: {mesh: tp, shape: [6, 6], placements: auto}
+ops:
+  - {op: mean, in: x, out: m, axis: 0}
+  - {op: linear, in: [m, w], out: y}
+`,
 	"partial input, linear": `format: 2
 meshes:
   tp: [0, 1, 2, 3]

@@ -337,7 +337,7 @@ func (m *model) opFusion(fa *factor, combo []int) (*ir.Fusion, error) {
 		}
 		built[j] = t
 	}
-	spec := ir.OpSpec{Kind: fa.op.Kind, Axis: fa.op.Axis, Axes: fa.op.Axes, Attrs: fa.op.Attrs, Out: m.tensorSpec(fa, len(fa.vars)-1, combo[len(fa.vars)-1])}
+	spec := ir.OpSpec{Kind: fa.op.Kind, Axis: fa.op.Axis, Axes: fa.op.Axes, Attrs: fa.op.Attrs, Scalar: fa.op.Scalar, Out: m.tensorSpec(fa, len(fa.vars)-1, combo[len(fa.vars)-1])}
 	for _, in := range fa.op.Inputs {
 		spec.Inputs = append(spec.Inputs, built[slices.Index(fa.vars, m.index[in])])
 	}

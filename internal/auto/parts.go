@@ -154,7 +154,7 @@ func (d *decomposition) sideOf(m *model, y int) *outSide {
 		}
 		inputs = append(inputs, t[0]) // shapes alike whatever the sharding
 	}
-	op, err := ir.NewOp(ir.OpSpec{Kind: fa.op.Kind, Axis: fa.op.Axis, Axes: fa.op.Axes, Attrs: fa.op.Attrs, Out: m.tensorSpec(fa, len(fa.vars)-1, y), Inputs: inputs})
+	op, err := ir.NewOp(ir.OpSpec{Kind: fa.op.Kind, Axis: fa.op.Axis, Axes: fa.op.Axes, Attrs: fa.op.Attrs, Scalar: fa.op.Scalar, Out: m.tensorSpec(fa, len(fa.vars)-1, y), Inputs: inputs})
 	if err != nil {
 		return &outSide{}
 	}
@@ -274,7 +274,7 @@ func computeFusion(like *ir.Op, operands []ir.TensorSpec, out ir.TensorSpec) (*i
 		}
 		inputs = append(inputs, t)
 	}
-	op, err := ir.NewOp(ir.OpSpec{Kind: like.Kind, Axis: like.Axis, Axes: like.Axes, Attrs: like.Attrs, Out: out, Inputs: inputs})
+	op, err := ir.NewOp(ir.OpSpec{Kind: like.Kind, Axis: like.Axis, Axes: like.Axes, Attrs: like.Attrs, Scalar: like.Scalar, Out: out, Inputs: inputs})
 	if err != nil {
 		return nil, err
 	}

@@ -198,6 +198,7 @@ func opFile(t *testing.T, m *model, fa *factor, combo []int) string {
 	if len(op.Inputs) == 1 && op.In().Partial != "" {
 		kind = ir.OpSet // the file's set of a Partial tensor, which the parser made its sum
 	}
+	names = op.Scalar.Args(names) // a number operand in its slot
 	fmt.Fprintf(&b, "ops:\n  - {op: %s, in: [%s], out: t%d", kind, strings.Join(names, ", "), slices.Index(fa.vars, m.index[op.Out]))
 	switch {
 	case kind.IsReduction():

@@ -167,7 +167,8 @@ func panicked(phase string, r any) outcome {
 	return outcome{"panic", fmt.Sprintf("%s: %v\n%s", phase, r, strings.Join(stack[:len(stack)-1], "\n"))}
 }
 
-// features names what a passing plan exercises: each op kind (a set
+// features names what a passing plan exercises: each op kind (a
+// composite by the ops of its expansion; a binary op of a number), a set
 // named x/resharded was inserted before a multi-operand op, one from
 // x/<op> after a single-operand op), a contraction whose partial products
 // are summed (by which collective), a Matmul sharing b across batches,
@@ -178,6 +179,12 @@ func features(p *plan.Plan) []string {
 	layer := false
 	for _, op := range p.Ops {
 		fs = append(fs, "op "+op.Op)
+		if op.Of != nil {
+			fs = append(fs, "op "+op.Of.Op) // a composite, by its expansion
+		}
+		if op.Scalar != nil {
+			fs = append(fs, "number operand")
+		}
 		switch {
 		case op.Op == "set" && strings.Contains(op.Output, "/resharded"):
 			fs = append(fs, "resharding set before an op")
@@ -342,7 +349,7 @@ var required = append(opFeatures(), "resharding set before an op", "resharding s
 	"contraction summed by Allreduce", "contraction summed by ReduceScatter",
 	"Matmul with b shared by batches",
 	"layer op on a 1-D mesh", "layer op on a 2-D mesh", "layer op on a 3-D mesh",
-	"format 2: a propagated sharding")
+	"format 2: a propagated sharding", "number operand")
 
 // opFeatures are the features "op NAME" of every op of the registry but
 // the data movement ops, which the generator draws only when asked

@@ -27,6 +27,14 @@ func (l *layerGen) binary(cur lt) lt {
 	names := ops.FamilyNames(ops.Binary)
 	kind := names[l.r.IntN(len(names))]
 	rank := len(cur.shape)
+	if l.r.IntN(5) == 0 {
+		// A number in place of the other operand, as torch's v + 1e-5.
+		ops := []operand{{t: &cur, shape: cur.shape, mapAxis: identityMap, kAxis: -1}, {lit: scalars[l.r.IntN(len(scalars))]}}
+		if l.r.IntN(2) == 0 {
+			ops[0], ops[1] = ops[1], ops[0]
+		}
+		return l.emit(kind, ops, cur.shape, 0, "", false, true)
+	}
 	var other operand
 	switch r := l.r.IntN(10); {
 	case r == 0:
@@ -83,6 +91,42 @@ func (l *layerGen) binary(cur lt) lt {
 		}
 	}
 	return l.emit(kind, ops, shape, 0, "", false, sure)
+}
+
+// scalars are the numbers a binary op may take as an operand, as a file
+// writes them: integers, powers of two, an epsilon.
+var scalars = []string{"2", "-1", "0.5", "3.0", "1.0e-5", "0.25", "-0.125", "1.0e-6"}
+
+// composite applies one of the composite ops (softmax, mean, rms_norm,
+// layer_norm) to cur: over an axis drawn from cur's for softmax and
+// mean, over its last for the norms, which now and then take a weight
+// and a bias, new inputs of that axis's extent.
+func (l *layerGen) composite(cur lt) lt {
+	rank := len(cur.shape)
+	names := ops.FamilyNames(ops.Composite)
+	kind := names[l.r.IntN(len(names))]
+	x := operand{t: &cur, shape: cur.shape, mapAxis: identityMap, kAxis: -1}
+	switch kind {
+	case "softmax", "mean":
+		ax := l.r.IntN(rank)
+		shape := cur.shape
+		if kind == "mean" {
+			shape = slices.Delete(slices.Clone(cur.shape), ax, ax+1)
+		}
+		return l.emit(kind, []operand{x}, shape, 0, fmt.Sprintf(", axis: %d", l.signed(ax, rank)), false, true)
+	}
+	affine := []operand{x}
+	last := cur.shape[rank-1:]
+	for range l.r.IntN(map[string]int{"rms_norm": 2, "layer_norm": 3}[kind]) {
+		affine = append(affine, operand{shape: last, kAxis: -1, mapAxis: func(j int) int {
+			if j == rank-1 {
+				return 0
+			}
+			return -1
+		}})
+	}
+	eps := []string{"1.0e-5", "1.0e-6", "0.5", "0"}[l.r.IntN(4)]
+	return l.emit(kind, affine, cur.shape, 0, fmt.Sprintf(", axes: [%d], eps: %s", l.signed(rank-1, rank), eps), false, true)
 }
 
 // broadcasts reports whether shapes a and b have equal ranks and, at each

@@ -21,7 +21,7 @@ func (l *layerGen) op(cur lt) lt {
 		// terms; any other op gets that reduction inserted before it.
 		kind = "set"
 	}
-	if len(cur.shape) >= 4 && kind == "broadcast" || len(cur.shape) < 2 && kind == "matmul" {
+	if len(cur.shape) >= 4 && kind == "broadcast" || len(cur.shape) < 2 && kind == "matmul" || len(cur.shape) < 1 && kind == "composite" {
 		kind = "unary"
 	}
 	switch kind {
@@ -35,6 +35,8 @@ func (l *layerGen) op(cur lt) lt {
 		return l.unary(cur)
 	case "broadcast":
 		return l.broadcast(cur)
+	case "composite":
+		return l.composite(cur)
 	case "matmul":
 		return l.matmul(cur)
 	}
@@ -204,7 +206,10 @@ func aligned(pls []string, rank int, mapAxis func(outAxis int) int, kAxis int) [
 // or the shape of a new input and how the op maps the output's axes to
 // its own.
 type operand struct {
-	t       *lt // nil: a new input of shape
+	t *lt // nil: a new input of shape, or the number lit
+	// lit is a binary op's number operand as the file writes it ("0.5"),
+	// "" for a tensor.
+	lit     string
 	shape   []int
 	mapAxis func(outAxis int) int
 	kAxis   int
@@ -217,8 +222,8 @@ type operand struct {
 // is not the first operand's, where the output would otherwise lie.
 func (l *layerGen) emit(kind string, ops []operand, shape []int, k int, extra string, full, sure bool) lt {
 	m, withMesh := l.meshes[0], l.r.IntN(16) == 0
-	if ops[0].t != nil {
-		m = ops[0].t.mesh
+	if i := slices.IndexFunc(ops, func(o operand) bool { return o.lit == "" }); ops[i].t != nil {
+		m = ops[i].t.mesh // the first tensor's: a number has no mesh
 	}
 	if l.r.IntN(8) == 0 {
 		m, withMesh = l.meshes[l.r.IntN(2)], true
@@ -241,6 +246,10 @@ func (l *layerGen) emit(kind string, ops []operand, shape []int, k int, extra st
 	}
 	out.terms = termsOf(d.pls, m)
 	for i, o := range ops {
+		if o.lit != "" {
+			names[i], meshes[i] = o.lit, m
+			continue
+		}
 		if o.t != nil {
 			names[i], meshes[i] = o.t.name, o.t.mesh
 			continue

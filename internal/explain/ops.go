@@ -118,6 +118,9 @@ func (e *explainer) opTime(in func(*plan.Step) bool) float64 {
 // operands, which of them nvcomm resharded, and its output.
 func (e *explainer) opContext(i int, op plan.Op) []string {
 	var lines []string
+	if of := op.Of; of != nil {
+		lines = append(lines, fmt.Sprintf("part of %s, written as primitive ops", of.Expr()))
+	}
 	if in := op.Inserted; in != nil && !in.Output {
 		lines = append(lines, e.reshardedFor(op)...)
 	}

@@ -184,6 +184,9 @@ func pointwiseReason(s *plan.Step) string {
 	if f == ops.CopyFunc {
 		return "each device copies its block, broadcast to the output's shape"
 	}
+	if s.Scalar != nil {
+		return fmt.Sprintf("each device applies %s to its blocks and %s locally", f, s.Scalar.Text())
+	}
 	return fmt.Sprintf("each device applies %s to its blocks locally", f)
 }
 

@@ -56,7 +56,7 @@ func (g *gen) matmul(b planned, s, perm *plan.Step) error {
 func (g *gen) pointwise(b planned, s *plan.Step) error {
 	ins := s.Operands()
 	f := ops.Func(deref(s.Func))
-	if f == nil || !takes(f, len(ins)) || len(s.InputDims) != len(ins) {
+	if f == nil || !takes(f, len(ins)+len(s.Scalar.Args(nil))) || len(s.InputDims) != len(ins) {
 		return fmt.Errorf("step %d (Pointwise): func %q does not take %d inputs", s.ID, deref(s.Func), len(ins))
 	}
 	flat := true
@@ -76,7 +76,9 @@ func (g *gen) pointwise(b planned, s *plan.Step) error {
 	}
 	expr := args[0]
 	if f.Torch.Func != "" {
-		expr = g.render(call{fn: f.Torch.Func, args: args}, g.dtype[s.Output], deref(s.Func))
+		// A number operand is a Python float literal, which torch
+		// broadcasts as torch's v + 1e-5 does.
+		expr = g.render(call{fn: f.Torch.Func, args: s.Scalar.Args(args)}, g.dtype[s.Output], deref(s.Func))
 	}
 	switch {
 	case !slices.Equal(shape, s.Dims):

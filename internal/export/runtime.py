@@ -353,14 +353,35 @@ class Reference:
         want = self.plan.shards[out].shape
         if out in self.plan.pending:
             want = want[1:]  # the op's values: the reduction of its terms
-        y = apply_op(o, [self.val[n].view(sh) for n, sh in zip(names, shapes)], want)
+        y = apply_op(o, with_scalar(o, [self.val[n].view(sh) for n, sh in zip(names, shapes)], self._scalar(o)), want)
         if list(y.shape) != want:
             raise PlanError("op %d (%s): output %r has the wrong logical shape" % (o["index"], o["op"], out))
         self.val[out] = y.reshape(-1)
+        c = (o.get("scalar") or {}).get("value", 0.0)
         self.log2bound[out], self.terms[out] = op_bounds(
-            o, shapes, [self.log2bound[n] for n in names], [self.terms[n] for n in names])
+            o, with_scalar(o, shapes, []), with_scalar(o, [self.log2bound[n] for n in names], scalar_log2(c)),
+            with_scalar(o, [self.terms[n] for n in names], 1))
         if ROUNDING.get(o["op"]) in VALUE_BOUNDED:
             self.mag[out] = self._bounded(o, names, y)
+        of = o.get("of")
+        if of is not None and of["output"] == out:
+            self._check_composite(o, of, y)
+
+    def _check_composite(self, o, of, y):
+        """The composite's output, as its expansion computed it in float64, against torch's own
+        function of the composite's operands (torch.softmax, torch.mean,
+        torch.nn.functional.layer_norm; rms_norm written out, which torch 1.13 lacks): the
+        expansion is torch's op, to float64's rounding."""
+        xs = []
+        for n in of["inputs"]:
+            x = self.val[n].view(self.value_shape(n))
+            partial = self.plan.tensors[n].get("partial")
+            if partial and n not in self.plan.pending:  # an input's terms: the expansion reads their reduction
+                x = reduce_dims(partial, x, [0])
+            xs.append(x)
+        want = composite_reference(of, xs)
+        if list(want.shape) != list(y.shape) or not torch.allclose(y, want, rtol=1e-9, atol=1e-12):
+            raise PlanError("op %d (%s): the expansion of %s differs from torch's %s" % (o["index"], o["op"], of["output"], of["op"]))
 
     def tolerance(self, name, offs):
         """0 where every partial result is an integer the dtype holds exactly, else terms·2^-bits·Σ|x|."""
@@ -379,8 +400,8 @@ class Reference:
         range: no bound holds there, and the check would fail or pass for no reason."""
         op, dtype = o["op"], self.plan.tensors[o["output"]]["dtype"]
         u = 2.0 ** -EXACT_BITS[dtype]
-        xs = [self.val[n].view(self.plan.shards[n].shape) for n in names]
-        es = [self.tolerance(n, slice(None)) for n in names]
+        xs = with_scalar(o, [self.val[n].view(self.plan.shards[n].shape) for n in names], self._scalar(o))
+        es = with_scalar(o, [self.tolerance(n, slice(None)) for n in names], 0.0)
         es = [e.view(x.shape) if torch.is_tensor(e) else e for x, e in zip(xs, es)]
         carried, scale = LAYER_MAGNITUDES[op](*xs, *es)
         err = carried + ULPS[ROUNDING[op]] * u * scale + _floor(dtype)
@@ -405,9 +426,16 @@ class Reference:
             else:
                 o = ops[name]
                 xs = [self._magnitude(n).view(self.value_shape(n)) for n in operands(o)]
+                sc = self._scalar(o)
+                xs = with_scalar(o, xs, sc.abs() if sc is not None else None)
                 self.mag[name] = apply_op(o, xs, self.value_shape(name), magnitude=True).reshape(-1)
         return self.mag[name]
 
+
+    def _scalar(self, o):
+        """o's number operand as a float64 tensor of no dims, None when it has none."""
+        sc = o.get("scalar")
+        return None if sc is None else torch.tensor(float(sc["value"]), dtype=torch.float64, device=self.dev)
 
     def value_shape(self, name):
         """The shape of the values the reference holds: a tensor's, a pending one's without its terms."""
@@ -546,6 +574,35 @@ def apply_op(o, xs, out_shape, magnitude=False):
         return (LAYER_MAGNITUDES if magnitude else LAYER_OPS)[op](*xs, **{k: o[k] for k in ATTRS.get(op, ())})
     except (RuntimeError, KeyError) as e:  # operands whose shapes do not fit, an attribute left out
         raise PlanError("op %d (%s): %s" % (o["index"], op, e))
+
+
+def composite_reference(of, xs):
+    """Composite op `of` (a plan op's "of") of its operands xs, with torch's own functions."""
+    op, x = of["op"], xs[0]
+    if op == "softmax":
+        return torch.softmax(x, dim=of["axis"])
+    if op == "mean":
+        return torch.mean(x, dim=of["axis"])
+    w = xs[1] if len(xs) > 1 else None
+    if op == "layer_norm":
+        return torch.nn.functional.layer_norm(x, x.shape[-1:], w, xs[2] if len(xs) > 2 else None, of["eps"])
+    y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + of["eps"])  # rms_norm: torch 1.13 has none
+    return y if w is None else y * w
+
+
+def with_scalar(o, xs, value):
+    """xs with value in the slot of o's number operand (docs/plan.md, "ops"), xs when it has none."""
+    sc = o.get("scalar")
+    if sc is None:
+        return list(xs)
+    return list(xs[:sc["slot"]]) + [value] + list(xs[sc["slot"]:])
+
+
+def scalar_log2(c):
+    """log2 of a bound on a number operand: exact where it is an integer, else never exact."""
+    if c == 0:
+        return 0.0
+    return math.log2(abs(c)) if float(c).is_integer() else _INF
 
 
 def broadcast_axes(o, x, out_shape):

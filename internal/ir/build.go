@@ -8,6 +8,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/nvcomm/nvcomm/internal/diag"
+	"github.com/nvcomm/nvcomm/internal/ops"
 	"github.com/nvcomm/nvcomm/internal/shard"
 )
 
@@ -57,28 +58,34 @@ func (p *parser) build(name string) *Fusion {
 	// its op is made, as is its output's declaration (tensors.made). The
 	// names declared are read by the inputs' messages only.
 	p.ops, p.producers, p.read, p.tensorNames = nil, nil, nil, nil
-	for i, ro := range order {
-		order[i] = nil
-		if p.lost[ro.out] {
-			continue // produced twice or on a cycle, reported
-		}
+	var buildOp func(ro *rawOp, i int)
+	buildOp = func(ro *rawOp, i int) {
 		ins := make([]*Tensor, len(ro.ins))
 		ready := true
 		for k, name := range ro.ins {
 			ins[k] = tensors.lookup(name)
 			ready = ready && !p.lost[name] && ins[k] != nil && !unresolved[ins[k]]
 		}
+		if ready && ro.kind.family() == ops.Composite {
+			// Written as primitive ops, each built as the file's are.
+			if subs, ok := p.expand(ro, ins); ok {
+				for _, sub := range subs {
+					buildOp(sub, i)
+				}
+				return
+			}
+		}
 		out := tensors.get(ro.out, ro.outAt)
 		unresolved[out] = true
-		op := &Op{Index: i, Kind: ro.kind, Inputs: ins, Out: out, Axis: -1, Pos: ro.pos}
+		op := &Op{Index: i, Kind: ro.kind, Inputs: ins, Out: out, Axis: -1, Pos: ro.pos, Of: ro.keysOf().of}
 		out.Producer = op
-		if !ready {
+		if !ready || ro.kind.family() == ops.Composite {
 			tensors.made(out.Name)
-			continue
+			return
 		}
 		if !p.reducePartials(f, op, ro, prop) {
 			tensors.made(out.Name)
-			continue
+			return
 		}
 		op.Index = len(f.Ops) // after the reductions inserted for it
 		inferred, ok := p.resolveOp(op, ro)
@@ -89,11 +96,18 @@ func (p *parser) build(name string) *Fusion {
 		outOK := settle(out, inferred && (rt == nil || !rt.broken))
 		tensors.made(out.Name)
 		if !ok || !prop.forward(op) {
-			continue
+			return
 		}
 		f.Ops = append(f.Ops, op)
 		f.Tensors = append(f.Tensors, out)
 		alike.shareBuilt(out, outOK)
+	}
+	for i, ro := range order {
+		order[i] = nil
+		if p.lost[ro.out] {
+			continue // produced twice or on a cycle, reported
+		}
+		buildOp(ro, i)
 	}
 	// The inputs and outputs lists are checked whatever the ops' errors;
 	// propagation backward needs every op.
@@ -338,7 +352,8 @@ func (p *parser) resolveInput(t *Tensor) bool {
 // in is the op as inferOp checks it.
 func (ro *rawOp) in() opIn {
 	k := ro.keysOf()
-	return opIn{kind: ro.kind, idx: ro.fileIdx, axis: ro.axis, axes: k.axes, attrs: readPart(k.attrs).vals, out: ro.out, pos: ro.pos, src: ro}
+	return opIn{kind: ro.kind, idx: ro.fileIdx, axis: ro.axis, axes: k.axes, attrs: readPart(k.attrs).vals, scalar: k.scalar,
+		out: ro.out, pos: ro.pos, src: ro}
 }
 
 // isRead reports whether an op reads the tensor name, one left out for its

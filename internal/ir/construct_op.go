@@ -33,6 +33,11 @@ type OpSpec struct {
 	// Attrs are the op's other attributes (ops.Values), as its registry
 	// entry lists them; in any order.
 	Attrs ops.Values
+	// Scalar is, for a binary elementwise op, the number it takes as one
+	// of its operands; Inputs then holds the other.
+	Scalar *ops.Scalar
+	// Of is the composite op whose expansion the op belongs to, or nil.
+	Of *Composite
 	// Out declares the output as a fusion file does: its Name, Mesh (nil:
 	// the first operand's), Schedule or Placements and Allocation. Its
 	// DType, when given, must be the operands'; its Shape, when given, the
@@ -72,9 +77,10 @@ func (p *parser) newOp(spec OpSpec) (*Op, bool) {
 		attrs = append(attrs, spec.Attrs[j])
 	}
 	out := &Tensor{Name: spec.Out.Name, Declared: true}
-	op := &Op{Index: spec.Index, Kind: spec.Kind, Inputs: slices.Clone(spec.Inputs), Out: out, Axis: -1}
+	op := &Op{Index: spec.Index, Kind: spec.Kind, Inputs: slices.Clone(spec.Inputs), Out: out, Axis: -1, Of: spec.Of}
 	out.Producer = op
-	in := opIn{kind: spec.Kind, idx: spec.Index, axis: spec.Axis, axes: spec.Axes, attrs: attrs.Clone(), out: out.Name}
+	in := opIn{kind: spec.Kind, idx: spec.Index, axis: spec.Axis, axes: spec.Axes, attrs: attrs.Clone(), scalar: spec.Scalar,
+		out: out.Name}
 	what := func() string { return fmt.Sprintf("tensor %q", out.Name) }
 	declared := func() ([]int, diag.Pos, bool) {
 		if spec.Out.Shape == nil {
@@ -120,8 +126,21 @@ func (p *parser) checkOpSpec(spec OpSpec) bool {
 		p.errs.AddHint(diag.Pos{}, unknownOpHint(string(spec.Kind)), "%s: unknown op %q (ops are: %s)", what, spec.Kind, opFamilies())
 		return false
 	}
-	if lo, hi := spec.Kind.arity(); len(spec.Inputs) < lo || len(spec.Inputs) > hi {
-		p.errs.Add(diag.Pos{}, "%s: %s takes %s, got %d operands", what, spec.Kind, spec.Kind.operandNames(), len(spec.Inputs))
+	if spec.Kind.family() == ops.Composite {
+		p.errs.AddHint(diag.Pos{}, "build the primitive ops of its expansion (docs/fusion.md, \"Composite ops\"), or parse a file",
+			"%s: %s is a composite op, which only the parser expands", what, spec.Kind)
+		return false
+	}
+	n := len(spec.Inputs)
+	if s := spec.Scalar; s != nil {
+		if !spec.Kind.isBinary() || s.Slot < 0 || s.Slot > 1 {
+			p.errs.AddHint(diag.Pos{}, scalarHint, "%s: %s takes no number as operand %d", what, spec.Kind, s.Slot)
+			return false
+		}
+		n++
+	}
+	if lo, hi := spec.Kind.arity(); n < lo || n > hi {
+		p.errs.Add(diag.Pos{}, "%s: %s takes %s, got %d operands", what, spec.Kind, spec.Kind.operandNames(), n)
 		return false
 	}
 	for k, in := range spec.Inputs {

@@ -44,6 +44,12 @@ func FuzzParse(f *testing.F) {
 	for _, tt := range propagateTests {
 		f.Add([]byte(tt.src))
 	}
+	for _, tt := range compositeTests {
+		f.Add([]byte(compositeHead + tt.ops))
+	}
+	for _, tt := range compositeErrorTests {
+		f.Add([]byte(compositeHead + tt.ops))
+	}
 	f.Fuzz(func(t *testing.T, src []byte) {
 		streamAsTree(t, "fuzz.yaml", src)
 		fus, err := Parse("fuzz.yaml", src)

@@ -24,11 +24,14 @@ import (
 // checked even when its declaration is wrong; ok whether everything is
 // right.
 func (p *parser) resolveOp(op *Op, ro *rawOp) (inferred, ok bool) {
-	if !p.inferOp(op, ro.in(), func() ([]int, diag.Pos, bool) { return p.broadcastShape(ro) }) {
+	if !p.inferOp(op, ro.in(), func() ([]int, diag.Pos, bool) { return p.broadcastShape(ro, op) }) {
 		return false, false
 	}
 	out := op.Out
-	out.Propagated = p.propagates(out.Name)
+	out.Propagated = p.propagates(out.Name) || ro.intermediate()
+	if ro.intermediate() {
+		out.Mesh = p.compositeMesh(ro)
+	}
 	if out.Propagated {
 		// Its mesh and sharding come from the forward sweep, once the op
 		// is checked (propagate.go).
@@ -53,9 +56,11 @@ type opIn struct {
 	axes []int
 	// attrs are the other attributes, checked against the op's entry.
 	attrs ops.Values
-	out   string
-	pos   diag.Pos
-	src   *rawOp
+	// scalar is the number a binary op takes as an operand, or nil.
+	scalar *ops.Scalar
+	out    string
+	pos    diag.Pos
+	src    *rawOp
 }
 
 // attrPos is where attribute key is written, or its list's entry i when
@@ -107,7 +112,7 @@ func (p *parser) inferOp(op *Op, in opIn, declared func() ([]int, diag.Pos, bool
 	if !p.checkPartialReads(op, in) {
 		return false
 	}
-	op.Attrs = in.attrs
+	op.Attrs, op.Scalar = in.attrs, in.scalar.Clone()
 	shape, reduction, shapeOK := p.inferShape(op, in, declared)
 	if dtypeOK := p.sameDTypes(op, in); !shapeOK || !dtypeOK {
 		return false
@@ -266,7 +271,10 @@ func (p *parser) inferElementwise(op *Op, oi opIn) ([]int, bool) {
 
 // broadcastShape is the shape a file declares for broadcast ro's output,
 // and where: the new axes' extents come from it.
-func (p *parser) broadcastShape(ro *rawOp) ([]int, diag.Pos, bool) {
+func (p *parser) broadcastShape(ro *rawOp, op *Op) ([]int, diag.Pos, bool) {
+	if ro.intermediate() {
+		return extentOne(op.In().Shape(), ro.keysOf().axes), ro.pos, true
+	}
 	rt := p.decl(ro.out)
 	if rt != nil && rt.broken {
 		return nil, diag.Pos{}, false // its declaration's errors are reported

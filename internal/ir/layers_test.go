@@ -498,6 +498,8 @@ func TestOpKindPredicates(t *testing.T) {
 			class = "broadcast"
 		case k.family() == ops.View:
 			class = "view"
+		case k.family() == ops.Composite:
+			class = "composite"
 		}
 		n := 0
 		for _, b := range []bool{k.IsReduction(), k.IsElementwise(), k.IsContraction()} {
@@ -518,6 +520,7 @@ func TestOpKindPredicates(t *testing.T) {
 		"broadcast":   {"broadcast"},
 		"contraction": {"matmul", "linear"},
 		"view":        {"permute", "reshape", "cast"},
+		"composite":   {"softmax", "mean", "rms_norm", "layer_norm"},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("op classes mismatch (-want +got):\n%s", diff)

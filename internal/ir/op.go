@@ -50,7 +50,8 @@ func opFamilies() string {
 	return "set; reductions " + strings.Join(ops.FamilyNames(ops.Reduction), ", ") +
 		"; elementwise " + strings.Join(slices.Concat(ops.FamilyNames(ops.Binary), ops.FamilyNames(ops.Unary)), ", ") +
 		"; broadcast; contractions " + strings.Join(ops.FamilyNames(ops.Contraction), ", ") +
-		"; data movement " + strings.Join(ops.FamilyNames(ops.View), ", ")
+		"; data movement " + strings.Join(ops.FamilyNames(ops.View), ", ") +
+		"; composite " + strings.Join(ops.FamilyNames(ops.Composite), ", ")
 }
 
 // unknownOpHint is the hint for an unknown op name: the op it names in
@@ -74,7 +75,7 @@ func unknownOpHint(name string) string {
 
 // opAliases are torch's other names of nvcomm's ops.
 var opAliases = map[string]string{"divide": "div", "true_divide": "div", "swish": "silu", "multiply": "mul",
-	"subtract": "sub", "negative": "neg", "absolute": "abs"}
+	"subtract": "sub", "negative": "neg", "absolute": "abs", "layernorm": "layer_norm", "rmsnorm": "rms_norm"}
 
 // otherOps are names of ops of PyTorch (torch and torch.nn.functional) and
 // nvFuser that nvcomm does not have, with common spellings of them.
@@ -87,9 +88,9 @@ var otherOps = []string{
 	"ceil", "round", "trunc", "sign", "where", "lerp", "eq", "ne", "lt", "le", "gt", "ge", "not", "and", "or",
 	"xor", "to",
 	// reductions
-	"mean", "var", "std", "argmax", "argmin", "amax", "amin", "logsumexp", "norm", "any", "all", "cumsum", "cumprod",
+	"var", "std", "argmax", "argmin", "amax", "amin", "logsumexp", "norm", "any", "all", "cumsum", "cumprod",
 	// layers
-	"softmax", "log_softmax", "layer_norm", "layernorm", "rms_norm", "rmsnorm", "batch_norm", "dropout",
+	"log_softmax", "batch_norm", "dropout",
 	"embedding", "conv", "conv1d", "conv2d", "bmm", "mm", "einsum", "sdpa", "attention",
 	// shapes and data movement
 	"view", "transpose", "squeeze", "unsqueeze", "expand", "cat", "concat", "stack",
@@ -143,7 +144,13 @@ type Op struct {
 	// shape, cast's dtype) in its registry entry's order; nil for an op
 	// that takes none.
 	Attrs ops.Values
-	Pos   diag.Pos
+	// Scalar is, for a binary elementwise op, the number it takes as one
+	// of its operands (Inputs then holds the other); nil otherwise.
+	Scalar *ops.Scalar
+	// Of is, on an op that a composite op's expansion wrote, that op;
+	// nil on the fusion's own ops and the lowering's.
+	Of  *Composite
+	Pos diag.Pos
 	// AxisPos is where Axis (or Axes) was written.
 	AxisPos diag.Pos
 	// Inserted is, on a set the lowering inserted, what it reshards for;
@@ -191,7 +198,15 @@ func (o *Op) Expr() string {
 		if i > 0 {
 			b.WriteString(", ")
 		}
+		if o.Scalar != nil && o.Scalar.Slot == i {
+			b.WriteString(o.Scalar.Text())
+			b.WriteString(", ")
+		}
 		b.WriteString(t.Name)
+	}
+	if o.Scalar != nil && o.Scalar.Slot >= len(o.Inputs) {
+		b.WriteString(", ")
+		b.WriteString(o.Scalar.Text())
 	}
 	if e := o.Kind.Entry(); e != nil {
 		if e.Takes(ops.AttrAxis) {

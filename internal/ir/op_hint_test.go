@@ -33,7 +33,8 @@ func TestUnknownOpHint(t *testing.T) {
 		{"amax", none}, // not max
 		{"ne", none},   // torch.ne, not neg
 		{"and", none},  // not add
-		{"mean", none},
+		{"var", none},
+		{"RMSNorm", `did you mean "rms_norm"?`},
 		{"frobnicate", none},
 	}
 	for _, tt := range tests {

@@ -177,13 +177,43 @@ func (p *parser) opInputs(op *rawOp, n *yaml.Node, what string) bool {
 	}
 	good := true
 	op.ins, op.inAt = make([]string, 0, len(items)), make([]diag.Pos, 0, len(items))
-	for _, it := range items {
+	for slot, it := range items {
+		if isNumber(it) && n.Kind == yaml.SequenceNode {
+			good = p.opScalar(op, it, slot, what) && good
+			continue
+		}
 		name, ok := p.w.ident(it, what)
 		good = good && ok
 		op.ins = append(op.ins, name)
 		op.inAt = append(op.inAt, posOf(it))
 	}
+	if good && len(op.ins) == 0 {
+		p.errs.AddHint(posOf(n), "a binary op takes one number and one tensor", "%s: expected a tensor name among the operands, got only numbers", what)
+		good = false
+	}
 	return good
+}
+
+// isNumber reports whether n is a plain number, which an operand list
+// may hold in place of a tensor name.
+func isNumber(n *yaml.Node) bool {
+	return n.Kind == yaml.ScalarNode && (n.Tag == "!!int" || n.Tag == "!!float")
+}
+
+// opScalar decodes number n, operand slot of the op: one per op.
+func (p *parser) opScalar(op *rawOp, n *yaml.Node, slot int, what string) bool {
+	v, ok := p.w.number(n, what)
+	if !ok {
+		return false
+	}
+	k := op.ownKeys()
+	if k.scalar != nil {
+		p.errs.AddHint(posOf(n), "compute a constant's value yourself: one operand is a tensor",
+			"%s: at most one operand may be a number, got a second, %s", what, n.Value)
+		return false
+	}
+	k.scalar, k.scalarAt = &ops.Scalar{Slot: slot, Value: v}, posOf(n)
+	return true
 }
 
 // attrValue decodes attribute spec's value v by its kind into k, with
@@ -241,8 +271,8 @@ func (p *parser) checkOpKeys(op *rawOp, it *yaml.Node, ns opNodes, what string) 
 			"%s: %s reduces one \"axis\", not \"axes\"", what, op.kind)
 		return false
 	case takesAxes && ns.axes == nil && ns.axis != nil:
-		p.errs.AddHint(op.keysOf().axisAt, "write axes: [N], the output positions of the new axes",
-			"%s: broadcast takes \"axes\", a list, not \"axis\"", what)
+		p.errs.AddHint(op.keysOf().axisAt, axesHint(op.kind, "write axes: [N], the output positions of the new axes"),
+			"%s: %s takes \"axes\", a list, not \"axis\"", what, op.kind)
 		return false
 	}
 	good := true
@@ -259,13 +289,13 @@ func (p *parser) checkOpKeys(op *rawOp, it *yaml.Node, ns opNodes, what string) 
 	switch {
 	case takesAxes && ns.axes == nil:
 		if !misspelled(it, opKeys(), "axes") {
-			p.errs.AddHint(op.pos, "axes: [0] inserts a leading axis",
-				"%s: broadcast needs \"axes\", the output positions of its new axes", what)
+			p.errs.AddHint(op.pos, axesHint(op.kind, "axes: [0] inserts a leading axis"),
+				"%s: %s needs \"axes\", %s", what, op.kind, axesWhat(op.kind))
 		}
 		good = false
 	case takesAxes && ns.axes.Kind == yaml.SequenceNode && len(ns.axes.Content) == 0:
-		p.errs.AddHint(op.keysOf().axesAt, "a broadcast without new axes is a set",
-			"%s: broadcast axes: expected at least one new axis, got an empty list", what)
+		p.errs.AddHint(op.keysOf().axesAt, axesHint(op.kind, "a broadcast without new axes is a set"),
+			"%s: %s axes: expected at least one %s, got an empty list", what, op.kind, map[bool]string{true: "new axis", false: "axis"}[op.kind == OpBroadcast])
 		good = false
 	case !takesAxes && ns.axes != nil:
 		p.errs.AddHint(op.keysOf().axesAt, "only broadcast inserts axes", "%s: %s takes no \"axes\"", what, op.kind)
@@ -320,6 +350,27 @@ func (p *parser) checkAttrValues(kind OpKind, vals ops.Values, at func(j int) di
 	return order, len(probs) == 0
 }
 
+// scalarHint says which ops take a number as an operand.
+var scalarHint = "only the binary elementwise ops (" + strings.Join(ops.FamilyNames(ops.Binary), ", ") +
+	") take a number as one of their operands"
+
+// axesWhat says what an op's "axes" are: broadcast's new axes, or a
+// norm's normalized ones.
+func axesWhat(k OpKind) string {
+	if k == OpBroadcast {
+		return "the output positions of its new axes"
+	}
+	return "the axes it normalizes"
+}
+
+// axesHint is broadcast's hint about its "axes", or a norm's.
+func axesHint(k OpKind, broadcast string) string {
+	if k == OpBroadcast {
+		return broadcast
+	}
+	return "write axes: [-1]: a norm normalizes the last axis"
+}
+
 // takersHint names the ops that take attribute a.
 func takersHint(a ops.Attr) string {
 	return fmt.Sprintf("%q is an attribute of %s", a, strings.Join(ops.Takers(a), ", "))
@@ -346,6 +397,13 @@ func axisHint(k OpKind) string {
 func (p *parser) checkArity(op *rawOp, in diag.Pos, what string) bool {
 	lo, hi := op.kind.arity()
 	n := len(op.ins)
+	if k := op.keysOf(); k.scalar != nil {
+		if !op.kind.isBinary() {
+			p.errs.AddHint(k.scalarAt, scalarHint, "%s: %s takes no number as an operand", what, op.kind)
+			return false
+		}
+		n++
+	}
 	if n >= lo && n <= hi {
 		return true
 	}

@@ -250,6 +250,12 @@ type rawKeys struct {
 	// the keys of the reductions and broadcasts of a file of 100k ops do
 	// not carry their room.
 	attrs *rawAttrs
+	// scalar is the number a binary op takes as an operand, nil for
+	// none, written at scalarAt.
+	scalar   *ops.Scalar
+	scalarAt diag.Pos
+	// of is, on an op of a composite's expansion, the composite.
+	of *Composite
 }
 
 // rawAttrs are an op's attributes but axis and axes as written

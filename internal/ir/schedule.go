@@ -112,6 +112,11 @@ func (p *parser) replayStep(t *Tensor, s *stepIn) bool {
 	if !ok || !p.apply(t, step) {
 		return false
 	}
+	if step.Kind == StepReorder && len(step.Order) == 0 {
+		// The reorder of a rank-0 loop moves nothing, and a plan has no
+		// way to write a step of no transform: it is not recorded.
+		return true
+	}
 	t.Schedule = append(t.Schedule, step)
 	return true
 }

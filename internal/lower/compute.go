@@ -196,7 +196,7 @@ func (c *opCtx) operandBlock(i int, sliced []Split, repeat bool, need []Split) (
 	identity := shard.Identity(len(x.Shape()))
 	buf := c.arrangedTensor(src, fmt.Sprintf("operand%d/in", i), identity)
 	dims := localDims(t, identity)
-	c.emitPointwise(ops.CopyFunc, []string{buf}, [][]int{localDims(src, identity)}, dims, t.Name)
+	c.emitPointwise(ops.CopyFunc, nil, []string{buf}, [][]int{localDims(src, identity)}, dims, t.Name)
 	return t, true
 }
 
@@ -245,12 +245,13 @@ func (c *opCtx) pointwise(out string, order []int) {
 		bufs = append(bufs, c.arranged(i, operandOrder(op, i, order)))
 		inDims = append(inDims, operandDims(op, i, order))
 	}
-	c.emitPointwise(fn, bufs, inDims, localDims(op.Out, order), out)
+	c.emitPointwise(fn, op.Scalar, bufs, inDims, localDims(op.Out, order), out)
 }
 
-// emitPointwise appends a Pointwise step on the output's devices.
-func (c *opCtx) emitPointwise(fn string, bufs []string, inDims [][]int, dims []int, out string) {
-	s := plan.Step{Type: plan.Pointwise, Func: new(fn), Output: out, Dims: dims, InputDims: inDims}
+// emitPointwise appends a Pointwise step on the output's devices; sc is
+// the number a binary function takes as an operand, or nil.
+func (c *opCtx) emitPointwise(fn string, sc *ops.Scalar, bufs []string, inDims [][]int, dims []int, out string) {
+	s := plan.Step{Type: plan.Pointwise, Func: new(fn), Scalar: sc.Clone(), Output: out, Dims: dims, InputDims: inDims}
 	setInputs(&s, bufs)
 	c.emitLocalOn(s, c.op.Out.Mesh.Devices, localCount(inDims[0]), localCount(dims))
 }
@@ -435,7 +436,7 @@ func (c *opCtx) addBias(in string, rowMajor bool) string {
 		out = c.buffer("biased")
 	}
 	dims := localDims(y, order)
-	c.emitPointwise(string(ir.OpAdd), []string{in, op.Inputs[2].Name}, [][]int{dims, operandDims(op, 2, order)}, dims, out)
+	c.emitPointwise(string(ir.OpAdd), nil, []string{in, op.Inputs[2].Name}, [][]int{dims, operandDims(op, 2, order)}, dims, out)
 	return out
 }
 
@@ -454,16 +455,34 @@ func (c *opCtx) arranged(i int, order []int) string {
 }
 
 // arrangedTensor returns the name of a buffer holding x's local block with
-// its axes in order: x itself when it is stored so, else a Permute of it
-// into "out/what".
+// its axes in order: x itself when it is stored so — or stored in an
+// order that differs only in where axes of local extent 1 go, which moves
+// no element (a row statistic broadcast back, [8, 1]) — else a Permute of
+// it into "out/what".
 func (c *opCtx) arrangedTensor(x *ir.Tensor, what string, order []int) string {
 	layout := x.Layout()
-	if slices.Equal(layout, order) {
+	if slices.Equal(layout, order) || sameElementOrder(x.LocalShape(), layout, order) {
 		return x.Name
 	}
 	out := c.buffer(what)
 	c.permuteInto(x.Name, localDims(x, layout), layout, order, out)
 	return out
+}
+
+// sameElementOrder reports whether a block of local extents stored with
+// its axes in layout holds its elements in the order it would in order:
+// the axes of extent more than 1 come in the same order in both.
+func sameElementOrder(local, layout, order []int) bool {
+	long := func(axes []int) []int {
+		var out []int
+		for _, a := range axes {
+			if local[a] > 1 {
+				out = append(out, a)
+			}
+		}
+		return out
+	}
+	return slices.Equal(long(layout), long(order))
 }
 
 // operandOrder is the order in which operand i's axes are read when the

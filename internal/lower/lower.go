@@ -25,6 +25,7 @@ import (
 
 	"github.com/nvcomm/nvcomm/internal/cost"
 	"github.com/nvcomm/nvcomm/internal/ir"
+	"github.com/nvcomm/nvcomm/internal/ops"
 	"github.com/nvcomm/nvcomm/internal/plan"
 	"github.com/nvcomm/nvcomm/internal/reshard"
 )
@@ -356,7 +357,8 @@ func (l *lowerer) head() *plan.Plan {
 
 // opOf describes op for the plan.
 func opOf(op *ir.Op) plan.Op {
-	o := plan.Op{Index: op.Index, Op: string(op.Kind), Output: op.Out.Name, Axes: slices.Clone(op.Axes), Attrs: op.Attrs.Clone()}
+	o := plan.Op{Index: op.Index, Op: string(op.Kind), Output: op.Out.Name, Axes: slices.Clone(op.Axes), Attrs: op.Attrs.Clone(),
+		Scalar: op.Scalar.Clone(), Of: ofPlan(op.Of)}
 	for _, in := range op.Inputs {
 		o.Inputs = append(o.Inputs, in.Name)
 	}
@@ -370,6 +372,21 @@ func opOf(op *ir.Op) plan.Op {
 		o.Inserted = &plan.Inserted{For: why.For.Index, Operands: slices.Clone(why.Operands), Output: why.Output}
 	}
 	return o
+}
+
+// ofPlan is the plan's record of composite op c, nil for nil.
+func ofPlan(c *ir.Composite) *plan.Of {
+	if c == nil {
+		return nil
+	}
+	of := &plan.Of{Op: string(c.Kind), Inputs: slices.Clone(c.Inputs), Output: c.Output, Axes: slices.Clone(c.Axes)}
+	if c.Axis >= 0 {
+		of.Axis = new(c.Axis)
+	}
+	if v, ok := c.Attrs.Get(ops.AttrEps); ok {
+		of.Eps = new(v.Float)
+	}
+	return of
 }
 
 // sized is an empty slice with room for n elements, nil when n is 0.

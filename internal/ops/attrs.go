@@ -75,12 +75,22 @@ const (
 // attrSpecs are the attributes of the ops of docs/fusion.md.
 var attrSpecs = []AttrSpec{
 	{Key: AttrAxis, Kind: IntAttr, Doc: "the reduced axis, among the input's non-reduction axes (negative from the end)"},
-	{Key: AttrAxes, Kind: IntsAttr, Doc: "the positions of the new axes in the output (negative from the end), increasing"},
+	{Key: AttrAxes, Kind: IntsAttr, Doc: "broadcast's new axes, increasing positions in the output; a norm's normalized axes, the input's last (negative from the end)"},
 	{Key: AttrDims, Kind: IntsAttr, Doc: "the input's dims in the output's order (negative from the end), a permutation",
 		NonEmpty: "a rank-0 tensor has nothing to permute: use set"},
 	{Key: AttrShape, Kind: IntsAttr, Doc: "the output's shape, row-major over the input's elements; one extent may be -1 (inferred)",
 		Check: checkViewShape},
 	{Key: AttrDType, Kind: DTypeAttr, Doc: "the output's element type"},
+	{Key: AttrEps, Kind: FloatAttr, Doc: "a norm's epsilon, added to the mean square (rms_norm) or variance (layer_norm)",
+		Check: checkEps},
+}
+
+// checkEps checks a norm's epsilon: not negative.
+func checkEps(v Value) (string, string) {
+	if v.Float < 0 {
+		return "epsilon " + strconv.FormatFloat(v.Float, 'g', -1, 64) + " is negative", "eps is a small positive number, 1e-05 or 1e-06"
+	}
+	return "", ""
 }
 
 // checkViewShape checks a reshape's shape as written: positive extents,

@@ -49,9 +49,13 @@ const (
 	// input element (permute, reshape), or that element converted to
 	// another dtype (cast); its Shape gives the output's shape.
 	View
+	// Composite ops (softmax, mean, the norms) are written as primitive
+	// ops by their entry's Expand, which the IR builder runs: no plan, no
+	// lowering and no kernel ever sees one (composite.go).
+	Composite
 )
 
-var familyNames = [...]string{"copy", "reduction", "binary", "unary", "broadcast", "contraction", "view"}
+var familyNames = [...]string{"copy", "reduction", "binary", "unary", "broadcast", "contraction", "view", "composite"}
 
 // String names the family as docs/fusion.md does.
 func (f Family) String() string {
@@ -162,6 +166,10 @@ type Op struct {
 	// attributes normalized (positions counted from the start, a -1
 	// inferred); an error says what is wrong.
 	Shape func(in [][]int, a Attrs) ([]int, Values, *ShapeError)
+	// Expand is, for a composite op, its expansion into primitive ops,
+	// from its operands' (non-reduction) shapes and its attributes (Axis
+	// as written, negative from the end); an error says what is wrong.
+	Expand func(in [][]int, a Attrs) ([]ExpandStep, *ExpandError)
 	// Kernel is an elementwise op's scalar function for the simulator.
 	Kernel *Kernel
 	// Torch is an elementwise or contraction op's torch function for the
@@ -246,7 +254,9 @@ func (r *Registry) Register(o Op) error {
 		return fmt.Errorf("op %q: empty or registered already", o.Name)
 	case len(o.Operands) == 0 || o.Optional < 0 || o.Optional >= len(o.Operands):
 		return fmt.Errorf("op %q: needs at least one operand that is not optional", o.Name)
-	case o.Rule == nil:
+	case (o.Family == Composite) != (o.Expand != nil):
+		return fmt.Errorf("op %q: a composite op, and only a composite op, has an Expand", o.Name)
+	case o.Rule == nil && o.Family != Composite:
 		return fmt.Errorf("op %q: has no sharding rule", o.Name)
 	case (o.Family == View) != (o.Shape != nil):
 		return fmt.Errorf("op %q: a view op, and only a view op, has a Shape", o.Name)
@@ -281,6 +291,28 @@ func Lookup(name string) *Op { return Default.Lookup(name) }
 // Names returns the names of the default registry's ops in documentation
 // order, a new slice.
 func Names() []string { return Default.Names() }
+
+// PlanNames returns the names of the default registry's ops that a
+// plan may hold, in documentation order: every op but the composites,
+// which a plan holds expanded. A new slice.
+func PlanNames() []string {
+	var names []string
+	for _, o := range Default.ops {
+		if o.Family != Composite {
+			names = append(names, o.Name)
+		}
+	}
+	return names
+}
+
+// InPlan returns the entry of op name of the default registry when a
+// plan may hold it (every op but the composites), or nil.
+func InPlan(name string) *Op {
+	if o := Lookup(name); o != nil && o.Family != Composite {
+		return o
+	}
+	return nil
+}
 
 // FamilyNames returns the names of the default registry's ops of family
 // f, a new slice.

@@ -13,19 +13,19 @@ func TestNamesByFamily(t *testing.T) {
 	r := builtins()
 	want := []string{"set", "sum", "prod", "max", "min", "add", "sub", "mul", "maximum", "minimum", "relu", "neg", "abs",
 		"div", "exp", "log", "tanh", "sigmoid", "silu", "gelu", "gelu_tanh", "sqrt", "rsqrt", "reciprocal", "square",
-		"broadcast", "matmul", "linear", "permute", "reshape", "cast"}
+		"broadcast", "matmul", "linear", "permute", "reshape", "cast", "softmax", "mean", "rms_norm", "layer_norm"}
 	if d := cmp.Diff(want, r.Names()); d != "" {
 		t.Errorf("Names() (-want +got):\n%s", d)
 	}
 	got := map[Family][]string{}
-	for _, f := range []Family{Copy, Reduction, Binary, Unary, Broadcast, Contraction, View} {
+	for _, f := range []Family{Copy, Reduction, Binary, Unary, Broadcast, Contraction, View, Composite} {
 		got[f] = r.Family(f)
 	}
 	wantFam := map[Family][]string{
 		Copy: {"set"}, Reduction: {"sum", "prod", "max", "min"}, Binary: {"add", "sub", "mul", "maximum", "minimum", "div"},
 		Unary:     {"relu", "neg", "abs", "exp", "log", "tanh", "sigmoid", "silu", "gelu", "gelu_tanh", "sqrt", "rsqrt", "reciprocal", "square"},
 		Broadcast: {"broadcast"}, Contraction: {"matmul", "linear"},
-		View: {"permute", "reshape", "cast"},
+		View: {"permute", "reshape", "cast"}, Composite: {"softmax", "mean", "rms_norm", "layer_norm"},
 	}
 	if d := cmp.Diff(wantFam, got); d != "" {
 		t.Errorf("FamilyNames (-want +got):\n%s", d)

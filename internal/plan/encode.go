@@ -118,6 +118,11 @@ func (e *encoder) op(o *Op) {
 		for _, v := range o.Attrs {
 			e.attr(v)
 		}
+		e.scalarIf(o.Scalar)
+		if of := o.Of; of != nil {
+			e.key("of")
+			e.of(of)
+		}
 		if in := o.Inserted; in != nil {
 			e.key("inserted")
 			e.object(func() {
@@ -128,6 +133,37 @@ func (e *encoder) op(o *Op) {
 					e.bool(true)
 				}
 			})
+		}
+	})
+}
+
+// scalarIf writes an op's or a step's number operand, when it has one.
+func (e *encoder) scalarIf(s *ops.Scalar) {
+	if s == nil {
+		return
+	}
+	e.key("scalar")
+	e.object(func() {
+		e.intField("slot", s.Slot)
+		e.key("value")
+		e.float(s.Value)
+	})
+}
+
+// of writes the composite op an op's expansion comes from.
+func (e *encoder) of(of *Of) {
+	e.object(func() {
+		e.strField("op", of.Op)
+		e.key("inputs")
+		e.strs(of.Inputs)
+		e.strField("output", of.Output)
+		if of.Axis != nil {
+			e.intField("axis", *of.Axis)
+		}
+		e.intsIf("axes", of.Axes)
+		if of.Eps != nil {
+			e.key("eps")
+			e.float(*of.Eps)
 		}
 	})
 }
@@ -183,6 +219,7 @@ func (e *encoder) step(s *Step) {
 		if s.Func != nil {
 			e.strField("func", *s.Func)
 		}
+		e.scalarIf(s.Scalar)
 		e.intListsIf("input_dims", s.InputDims)
 		e.trueIf("broadcast_b", s.BroadcastB)
 		e.trueIf("transpose_b", s.TransposeB)

@@ -336,6 +336,12 @@ func (d *fastDecoder) op(o *Op) {
 		case "inserted":
 			d.once(&seen, 1<<7)
 			o.Inserted = d.inserted()
+		case "scalar":
+			d.once(&seen, 1<<8)
+			o.Scalar = d.scalar()
+		case "of":
+			d.once(&seen, 1<<9)
+			o.Of = d.of()
 		default:
 			d.attr(o, k)
 		}
@@ -392,6 +398,62 @@ func (d *fastDecoder) inserted() *Inserted {
 		}
 	}
 	return in
+}
+
+// scalar reads an op's or a step's number operand; null is nil.
+func (d *fastDecoder) scalar() *ops.Scalar {
+	if !d.object() {
+		return nil
+	}
+	sc := &ops.Scalar{}
+	var seen uint32
+	for k, more := d.firstKey(); more; k, more = d.nextKey() {
+		switch string(k) {
+		case "slot":
+			d.once(&seen, 1<<0)
+			sc.Slot = d.int()
+		case "value":
+			d.once(&seen, 1<<1)
+			sc.Value = d.number()
+		default:
+			d.fail()
+		}
+	}
+	return sc
+}
+
+// of reads the composite op an op's expansion comes from; null is nil.
+func (d *fastDecoder) of() *Of {
+	if !d.object() {
+		return nil
+	}
+	of := &Of{}
+	var seen uint32
+	for k, more := d.firstKey(); more; k, more = d.nextKey() {
+		switch string(k) {
+		case "op":
+			d.once(&seen, 1<<0)
+			of.Op = d.symbol(&d.opNames)
+		case "inputs":
+			d.once(&seen, 1<<1)
+			of.Inputs = d.symbolList()
+		case "output":
+			d.once(&seen, 1<<2)
+			d.textInto(&of.Output)
+		case "axis":
+			d.once(&seen, 1<<3)
+			of.Axis = d.intPtr()
+		case "axes":
+			d.once(&seen, 1<<4)
+			of.Axes = d.intList()
+		case "eps":
+			d.once(&seen, 1<<5)
+			of.Eps = new(d.number())
+		default:
+			d.fail()
+		}
+	}
+	return of
 }
 
 // steps reads the list of steps, in place once its length is foreseen.
@@ -479,6 +541,9 @@ func (d *fastDecoder) step(s *Step) {
 		case "func":
 			d.once(&seen, 1<<19)
 			s.Func = d.symbolPtr()
+		case "scalar":
+			d.once(&seen, 1<<27)
+			s.Scalar = d.scalar()
 		case "input_dims":
 			d.once(&seen, 1<<20)
 			s.InputDims = d.intLists()

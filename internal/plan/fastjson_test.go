@@ -147,6 +147,12 @@ func TestFastDecode(t *testing.T) {
 			`"tensors": [{"schedule": [{"split": {}}, {"outer_split": {"axis": 1, "factor": 2}}, {"merge": {"axis": 0}}, {"reorder": [1, 0]}, ` +
 			`{"parallelize": {"axis": 0, "type": "DIDx"}}], "sharding": [{"type": "DIDx", "shape_axis": 2, "logical_axes": [0, 1]}]}], ` +
 			`"summary": {"bytes_ratio": 1.5}}`, true},
+		{"scalars and of", `{"format": 1, "ops": [{"scalar": {"slot": 1, "value": 1e-05}, "of": {"op": "layer_norm", "inputs": ["x", "w"], ` +
+			`"output": "y", "axes": [1], "eps": 0.00001}}, {"scalar": null, "of": null}, {"of": {"op": "mean", "inputs": null, "axis": 0}}], ` +
+			`"steps": [{"func": "div", "scalar": {"slot": 0, "value": -2.5}}, {"scalar": null}]}`, true},
+		{"scalar repeated key", `{"format": 1, "ops": [{"scalar": {"slot": 1, "slot": 0}}]}`, false},
+		{"scalar unknown key", `{"format": 1, "steps": [{"scalar": {"slots": 1}}]}`, false},
+		{"of unknown key", `{"format": 1, "ops": [{"of": {"op": "mean", "dims": [0]}}]}`, false},
 		{"ratio forms", `{"format": 1, "summary": {"bytes_ratio": -0.25e+2}}`, true},
 		{"ratio zero", `{"format": 1, "summary": {"bytes_ratio": -0}}`, true},
 		{"ratio out of range", `{"format": 1, "summary": {"bytes_ratio": 1e400}}`, false},

@@ -75,6 +75,10 @@ func (o *Op) member(dec *jsontext.Decoder, name string) error {
 		dst = &f.Axes
 	case "inserted":
 		dst = &f.Inserted
+	case "scalar":
+		dst = &f.Scalar
+	case "of":
+		dst = &f.Of
 	default:
 		return o.attrMember(dec, name)
 	}

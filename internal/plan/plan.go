@@ -147,9 +147,48 @@ type Op struct {
 	// shape, cast's dtype), each a field of the op's object under its
 	// key, in the order of the op's registry entry (docs/plan.md, "ops").
 	Attrs ops.Values `json:"-"`
+	// Scalar is, for a binary elementwise op, the number it takes as one
+	// of its operands, in slot Slot; Input is then its one tensor
+	// (docs/plan.md, "ops").
+	Scalar *ops.Scalar `json:"scalar,omitempty"`
+	// Of is, on an op that the expansion of a composite op (softmax,
+	// mean, rms_norm, layer_norm) wrote, that op as the fusion wrote it;
+	// nil on the others (docs/plan.md, "ops").
+	Of *Of `json:"of,omitempty"`
 	// Inserted marks a set that nvcomm inserted, and says what for; nil
 	// on the fusion's own ops (docs/plan.md, "ops").
 	Inserted *Inserted `json:"inserted,omitempty"`
+}
+
+// Of is a composite op of the fusion, which its expansion's ops point at:
+// its name, operands and output, and its attributes.
+type Of struct {
+	Op     string   `json:"op"`
+	Inputs []string `json:"inputs"`
+	Output string   `json:"output"`
+	// Axis is softmax's and mean's axis among the input's non-reduction
+	// axes; absent for the norms.
+	Axis *int `json:"axis,omitempty"`
+	// Axes are the norms' normalized axes; absent for the others.
+	Axes []int `json:"axes,omitempty"`
+	// Eps is the norms' epsilon; absent for the others.
+	Eps *float64 `json:"eps,omitempty"`
+}
+
+// Expr renders the composite op as a call: "y = softmax(x, axis=1)",
+// "y = rms_norm(x, w, axes=[1], eps=1e-06)".
+func (o *Of) Expr() string {
+	args := strings.Join(o.Inputs, ", ")
+	if o.Axis != nil {
+		args += ", axis=" + strconv.Itoa(*o.Axis)
+	}
+	if o.Axes != nil {
+		args += ", axes=" + intList(o.Axes)
+	}
+	if o.Eps != nil {
+		args += ", eps=" + strconv.FormatFloat(*o.Eps, 'g', -1, 64)
+	}
+	return o.Output + " = " + o.Op + "(" + args + ")"
 }
 
 // Inserted is why nvcomm inserted a set: to reshard operands of op For
@@ -179,7 +218,7 @@ func (o *Op) Operands() []string {
 // broadcast(v, axes=[0, 2])".
 func (o Op) Expr() string {
 	// Concatenated, not formatted: validate renders every op of a plan.
-	args := strings.Join(o.Operands(), ", ")
+	args := strings.Join(o.Scalar.Args(o.Operands()), ", ")
 	switch {
 	case o.Op == "broadcast":
 		args += ", axes=" + intList(o.Axes)
@@ -316,6 +355,10 @@ type Step struct {
 	// Func is a Pointwise step's function: add, sub, mul, maximum,
 	// minimum, relu, neg, abs or copy.
 	Func *string `json:"func,omitempty"`
+	// Scalar is, for a Pointwise step of a binary function, the number
+	// that stands for one of its two operands, in slot Slot: the step then
+	// reads one buffer.
+	Scalar *ops.Scalar `json:"scalar,omitempty"`
 	// InputDims view each input of a Pointwise step with the rank of Dims
 	// (its output's dims), an extent of 1 broadcasting along that dim.
 	InputDims [][]int `json:"input_dims,omitempty"`

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -51,7 +52,67 @@ func WriteText(w io.Writer, p *Plan) error {
 	if err := writeGraph(w, p); err != nil {
 		return err
 	}
+	if err := writeComposites(w, p); err != nil {
+		return err
+	}
 	return writePropagated(w, p)
+}
+
+// writeComposites lists, after the steps, the composite ops of the fusion
+// (softmax, mean, the norms) with the ops and steps of their expansion,
+// so that a reader finds the user's op above the primitive ones the table
+// shows. A plan without any writes nothing.
+func writeComposites(w io.Writer, p *Plan) error {
+	var order []*Of
+	opsOf := map[string][]int{}
+	for i, op := range p.Ops {
+		if of := op.Of; of != nil {
+			if _, seen := opsOf[of.Output]; !seen {
+				order = append(order, of)
+			}
+			opsOf[of.Output] = append(opsOf[of.Output], i)
+		}
+	}
+	if len(order) == 0 {
+		return nil
+	}
+	stepsOf := map[string][]int{}
+	for _, s := range p.Steps {
+		if s.Op >= 0 && s.Op < len(p.Ops) && p.Ops[s.Op].Of != nil {
+			out := p.Ops[s.Op].Of.Output
+			stepsOf[out] = append(stepsOf[out], s.ID)
+		}
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "\ncomposite ops, written as primitive ops:")
+	for _, of := range order {
+		line := "ops " + ranges(opsOf[of.Output])
+		if ids := stepsOf[of.Output]; len(ids) > 0 {
+			line += ", steps " + ranges(ids)
+		}
+		fmt.Fprintf(tw, "  %s\t%s\n", of.Expr(), line)
+	}
+	return tw.Flush()
+}
+
+// ranges writes increasing numbers as runs: "0-9, 11".
+func ranges(xs []int) string {
+	var b strings.Builder
+	for i := 0; i < len(xs); {
+		j := i
+		for j+1 < len(xs) && xs[j+1] == xs[j]+1 {
+			j++
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(strconv.Itoa(xs[i]))
+		if j > i {
+			b.WriteString("-" + strconv.Itoa(xs[j]))
+		}
+		i = j + 1
+	}
+	return b.String()
 }
 
 // writeGraph lists, for a plan of format 2, each step's stream and the

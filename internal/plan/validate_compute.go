@@ -20,6 +20,9 @@ func (v *validator) checkComputeFields(i int, s *Step) {
 	if s.Func != nil && s.Type != Pointwise {
 		v.stepf(i, "func is set, but only a Pointwise takes one")
 	}
+	if s.Scalar != nil && s.Type != Pointwise {
+		v.stepf(i, "scalar is set, but only a Pointwise takes one")
+	}
 	if len(s.InputDims) > 0 && s.Type != Pointwise {
 		v.stepf(i, "input_dims is set, but only a Pointwise takes them")
 	}
@@ -69,8 +72,12 @@ func (v *validator) checkPointwise(i int, s *Step) {
 		v.stepf(i, "func %q is not one of %s", *s.Func, strings.Join(ops.PointwiseFuncs(), ", "))
 		return
 	}
+	if msg := scalarProblem(*s.Func, s.Scalar); msg != "" {
+		v.stepf(i, "scalar: %s", msg)
+		return
+	}
 	arity, _ := f.Arity()
-	if n := len(s.Operands()); n != arity {
+	if n := len(s.Operands()) + scalarCount(s.Scalar); n != arity {
 		v.stepf(i, "func %s takes %s, got %d", *s.Func, arityText(arity, arity), n)
 		return
 	}

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -11,7 +12,7 @@ import (
 // The ops a plan may name are the registry's (docs/plan.md, "ops").
 
 // isKnownOp reports whether op is an op of the registry.
-func isKnownOp(op string) bool { return ops.Lookup(op) != nil }
+func isKnownOp(op string) bool { return ops.InPlan(op) != nil }
 
 // isReductionOp reports whether op reduces one axis of its input.
 func isReductionOp(op string) bool { return ops.Is(op, ops.Reduction) }
@@ -68,7 +69,7 @@ func (v *validator) checkOp(i int, op Op) {
 	}
 	known := isKnownOp(op.Op)
 	if !known {
-		v.planf("op %d: op %q is not one of %s", i, op.Op, strings.Join(ops.Names(), ", "))
+		v.planf("op %d: op %q is not one of %s", i, op.Op, strings.Join(ops.PlanNames(), ", "))
 	}
 	ins := v.checkOperands(i, op, known)
 	if v.tensor(op.Output) == nil {
@@ -82,6 +83,28 @@ func (v *validator) checkOp(i int, op Op) {
 	v.checkOpAttrs(i, op)
 	v.checkOpOutput(i, op, ins)
 	v.checkInserted(i, op)
+	v.checkOf(i, op)
+}
+
+// checkOf checks the composite op an op's expansion comes from: a
+// composite of the registry, between tensors of the plan, and never on an
+// op nvcomm inserted.
+func (v *validator) checkOf(i int, op Op) {
+	of := op.Of
+	if of == nil {
+		return
+	}
+	if e := ops.Lookup(of.Op); e == nil || e.Family != ops.Composite {
+		v.planf("op %d: of names op %q, which is not a composite op (%s)", i, of.Op, strings.Join(ops.FamilyNames(ops.Composite), ", "))
+	}
+	if op.Inserted != nil {
+		v.planf("op %d: is marked both inserted and of composite %s", i, of.Op)
+	}
+	for _, name := range append(slices.Clone(of.Inputs), of.Output) {
+		if v.tensor(name) == nil {
+			v.planf("op %d: of names %q, which is not a tensor of the plan", i, name)
+		}
+	}
 }
 
 // reducesTerms reports whether op is the reduction of a Partial tensor's
@@ -134,8 +157,11 @@ func (v *validator) checkOperands(i int, op Op, known bool) []*tensorInfo {
 		v.planf("op %d: inputs lists one tensor; an op with one input names it in input", i)
 	}
 	names := op.Operands()
-	if lo, hi := opArity(op.Op); known && (len(names) < lo || len(names) > hi) {
-		v.planf("op %d: %s takes %s, got %d", i, op.Op, arityText(lo, hi), len(names))
+	if msg := scalarProblem(op.Op, op.Scalar); msg != "" {
+		v.planf("op %d: scalar: %s", i, msg)
+	}
+	if lo, hi := opArity(op.Op); known && (len(names)+scalarCount(op.Scalar) < lo || len(names)+scalarCount(op.Scalar) > hi) {
+		v.planf("op %d: %s takes %s, got %d", i, op.Op, arityText(lo, hi), len(names)+scalarCount(op.Scalar))
 	}
 	ins := make([]*tensorInfo, len(names))
 	for k, name := range names {
@@ -144,6 +170,33 @@ func (v *validator) checkOperands(i int, op Op, known bool) []*tensorInfo {
 		}
 	}
 	return ins
+}
+
+// scalarCount is the number of operands a number stands for: 1 for an
+// op or step with one, else 0.
+func scalarCount(s *ops.Scalar) int {
+	if s == nil {
+		return 0
+	}
+	return 1
+}
+
+// scalarProblem says what is wrong with number s as an operand of binary
+// function fn (an op or a Pointwise step's func), "" when nothing is or
+// there is none: only a binary op takes one, in slot 0 or 1, and it is
+// finite.
+func scalarProblem(fn string, s *ops.Scalar) string {
+	switch {
+	case s == nil:
+		return ""
+	case !isBinaryOp(fn):
+		return fmt.Sprintf("%s takes no number as an operand (only the binary elementwise ops do)", fn)
+	case s.Slot != 0 && s.Slot != 1:
+		return fmt.Sprintf("slot %d is not an operand of %s (0 or 1)", s.Slot, fn)
+	case math.IsInf(s.Value, 0) || math.IsNaN(s.Value):
+		return fmt.Sprintf("value %v is not a finite number", s.Value)
+	}
+	return ""
 }
 
 // checkOpAxis checks that exactly the reductions have an axis, a
@@ -294,6 +347,8 @@ func (v *validator) wantOutput(i int, op Op, ins []*tensorInfo, out *tensorInfo)
 		return outputDomain{in, nil, "the input's non-reduction shape"}, true
 	case op.Op == "broadcast":
 		return broadcastDomain(op.Axes, in, out.t.Shape)
+	case isBinaryOp(op.Op) && op.Scalar != nil:
+		return outputDomain{in, nil, "the input's non-reduction shape"}, true
 	case isBinaryOp(op.Op):
 		return v.elementwiseDomain(i, op, ins)
 	case op.Op == "matmul":

@@ -251,6 +251,7 @@ func validPlans() map[string]func() *Plan {
 		"slice":         slicePlan,
 		"linear":        linearPlan,
 		"layers":        layersPlan,
+		"scalar":        scalarPlan,
 	}
 }
 
@@ -334,6 +335,7 @@ func TestValidate(t *testing.T) {
 	cases = append(cases, flowCases()...)
 	cases = append(cases, layerOpCases()...)
 	cases = append(cases, computeStepCases()...)
+	cases = append(cases, scalarCases()...)
 	seen := map[string]bool{}
 	for _, tc := range cases {
 		if seen[tc.name] {

@@ -245,7 +245,11 @@ func pointwiseStep(s *plan.Step) (computeStep, error) {
 	if fn == nil {
 		return computeStep{}, stepError(s, "func %q is not %s", *s.Func, orList(ops.PointwiseFuncs()))
 	}
+	if err := checkScalar(*s.Func, s.Scalar); err != nil {
+		return computeStep{}, stepError(s, "%v", err)
+	}
 	arity, _ := fn.Arity()
+	arity -= scalarCount(s.Scalar)
 	names := s.Operands()
 	if len(names) != arity {
 		return computeStep{}, stepError(s, "func %s reads %d buffers, got %d", *s.Func, arity, len(names))
@@ -274,7 +278,7 @@ func pointwiseStep(s *plan.Step) (computeStep, error) {
 		return computeStep{}, stepError(s, "count.input is %d, input_dims[0] %v hold %d", s.Count.Input, s.InputDims[0], sizes[0].n)
 	}
 	sizes[0] = counted(s)
-	f, dims, inDims := pointwiseFuncOf(*s.Func), s.Dims, s.InputDims
+	f, dims, inDims := withScalar(pointwiseFuncOf(*s.Func), s.Scalar), s.Dims, s.InputDims
 	return computeStep{sizes, func(ins [][]float64) []float64 {
 		return mapBroadcast(f, ins, inDims, dims)
 	}}, nil

@@ -18,12 +18,15 @@ import (
 // checkArity checks that op names an op of the registry and has as many
 // operands as it takes; it needs no shapes, so newWorld runs it.
 func checkArity(op plan.Op) error {
-	e := ops.Lookup(op.Op)
+	e := ops.InPlan(op.Op)
 	if e == nil {
-		return fmt.Errorf("op %d: unknown op %q (expected %s)", op.Index, op.Op, orList(ops.Names()))
+		return fmt.Errorf("op %d: unknown op %q (expected %s)", op.Index, op.Op, orList(ops.PlanNames()))
+	}
+	if err := checkScalar(op.Op, op.Scalar); err != nil {
+		return fmt.Errorf("op %d (%s): %v", op.Index, op.Op, err)
 	}
 	least, most := e.Arity()
-	if n := len(op.Operands()); n < least || n > most {
+	if n := len(op.Operands()) + scalarCount(op.Scalar); n < least || n > most {
 		want := "1 input"
 		switch {
 		case most != least:
@@ -69,7 +72,7 @@ func opDomain(op plan.Op, ins []operand, declared []int) (logicalDomain, error) 
 	}
 	in := ins[0].shape
 	switch {
-	case family(op) == ops.Copy || family(op) == ops.Unary:
+	case family(op) == ops.Copy || family(op) == ops.Unary || family(op) == ops.Binary && op.Scalar != nil:
 		return logicalDomain{shape: in}, nil
 	case family(op) == ops.Reduction:
 		if op.Axis == nil || *op.Axis < 0 || *op.Axis >= len(in) {
@@ -257,7 +260,7 @@ func evalOp(op plan.Op, ins []operand, out []int) []float64 {
 	for k, x := range ins {
 		vals[k], dims[k] = x.vals, x.shape
 	}
-	return mapBroadcast(pointwiseFuncOf(op.Op), vals, dims, out)
+	return mapBroadcast(withScalar(pointwiseFuncOf(op.Op), op.Scalar), vals, dims, out)
 }
 
 // permuteReference is in with its dims reordered: out[i_0, ..., i_r-1] =

@@ -277,6 +277,9 @@ func (w *world) reference(seed uint64) (map[string]vec, error) {
 			}
 			ref[op.Output] = stored(evalOp(op, ins, shape))
 		}
+		if err := w.checkComposite(op, ref); err != nil {
+			return nil, err
+		}
 	}
 	return ref, nil
 }
