@@ -300,7 +300,7 @@ func (ins *inserter) chooseWay(op *ir.Op, want []Split) (way, []Split) {
 // nvFuser's way.
 func (ins *inserter) priceWays(op *ir.Op, nv way) chosenWay {
 	w := waysOf(op, ins.bcast)
-	if w == nil || !w.has[wayAfter] {
+	if w == nil || !w.has[wayAfter] || !sameShapes(op) {
 		return chosenWay{v: nv}
 	}
 	_, before, ok := ins.trials.run(w, wayBefore, ins.planner, ins.bcast)
@@ -411,4 +411,21 @@ func (l *lowerer) tryWays(op *ir.Op) (reshard.Bounds, bool) {
 		}
 	}
 	return least, true
+}
+
+// sameShapes reports whether op's operands all have its output's shape,
+// or it has one operand: the ops chooseWay computes after. An operand
+// broadcast against the output (an extent-1 axis) is read by local steps
+// that the lowering of an op computed after does not make yet (the soak
+// found such an op rejected).
+func sameShapes(op *ir.Op) bool {
+	if len(op.Inputs) == 1 {
+		return true
+	}
+	for _, x := range op.Inputs {
+		if !slices.Equal(x.Shape(), op.Out.Shape()) {
+			return false
+		}
+	}
+	return true
 }
