@@ -27,6 +27,7 @@ const (
 	OpBroadcast OpKind = "broadcast"
 	OpMatmul    OpKind = "matmul"
 	OpLinear    OpKind = "linear"
+	OpEmbedding OpKind = "embedding"
 	OpPermute   OpKind = "permute"
 	OpReshape   OpKind = "reshape"
 	OpCast      OpKind = "cast"
