@@ -60,4 +60,3 @@ func valueOperand(op *Op) *Tensor {
 	}
 	return op.In()
 }
-

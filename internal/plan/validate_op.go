@@ -214,7 +214,9 @@ func (v *validator) checkOpOutput(i int, op Op, ins []*tensorInfo) {
 		return
 	}
 	names := op.Operands()
-	if d := op.Attrs.Str(ops.AttrDType); d != "" {
+	if d := op.Attrs.Str(ops.AttrDType); isLookup(op.Op) {
+		v.checkLookupDTypes(i, op, ins, out)
+	} else if d != "" {
 		if d != out.t.DType {
 			v.planf("op %d: output %q has dtype %s, but the op casts to %s", i, op.Output, out.t.DType, d)
 		}
@@ -298,6 +300,8 @@ func (v *validator) wantOutput(i int, op Op, ins []*tensorInfo, out *tensorInfo)
 		return v.elementwiseDomain(i, op, ins)
 	case op.Op == "matmul":
 		return v.matmulDomain(i, op, ins)
+	case op.Op == "embedding":
+		return v.embeddingDomain(i, op, ins)
 	case ops.Is(op.Op, ops.View):
 		return v.viewDomain(i, op, in)
 	}

@@ -1,0 +1,45 @@
+package lower
+
+import (
+	"github.com/nvcomm/nvcomm/internal/ir"
+	"github.com/nvcomm/nvcomm/internal/plan"
+	"github.com/nvcomm/nvcomm/internal/shard"
+)
+
+// This file lowers a lookup (embedding) to its local step: each device
+// reads the rows of its block of the table at its block of the ids, as
+// Megatron-LM's VocabParallelEmbedding does: the ids outside the rows it
+// holds give zero rows. The rest of the op — the sum of the devices'
+// partial rows when the table is split on its vocabulary, pending terms,
+// the Permute into the output's order — is the contraction's
+// (compute.go): a lookup is the product of the ids' one-hot matrix with
+// the table.
+
+// emitLookup appends the Lookup step of c.op into buffer out: row-major
+// [Bt, N, E] from ids [Bt, N] and a table [Bt, V, E] whose rows on each
+// device are the vocabulary's from that device's offset on.
+func (c *opCtx) emitLookup(out string) {
+	op := c.op
+	ids, table := op.Inputs[0], op.Inputs[1]
+	n, lt := localCount(ids.LocalShape()), table.LocalShape()
+	s := plan.Step{Type: plan.Lookup, Output: out, Dims: []int{1, n, lt[0], lt[1]}, Offsets: rowOffsets(table, 0)}
+	setInputs(&s, []string{c.arranged(0, shard.Identity(len(ids.Shape()))), c.arranged(1, shard.Identity(2))})
+	c.emitLocalOn(s, op.Out.Mesh.Devices, n, n*lt[1])
+}
+
+// rowOffsets returns, for every device of t's mesh in order, the first
+// index along axis a of its block of t: the sum, over the device types
+// that split a (in blocks), of the device's coordinate times the stride
+// of the digit it selects.
+func rowOffsets(t *ir.Tensor, a int) []int {
+	offsets := make([]int, len(t.Mesh.Devices))
+	for _, s := range t.Shardings() {
+		if s.Axis() != a {
+			continue
+		}
+		for i := range offsets {
+			offsets[i] += t.Mesh.Coord(i, s.Type) * s.Digits[0].Stride
+		}
+	}
+	return offsets
+}
