@@ -82,6 +82,8 @@ func opDomain(op plan.Op, ins []operand, declared []int) (logicalDomain, error) 
 		return matmulDomain(op, ins)
 	case op.Op == "linear":
 		return linearDomain(op, ins)
+	case op.Op == "embedding":
+		return embeddingDomain(op, ins)
 	case family(op) == ops.Binary && len(ins) == 2:
 		return elementwiseDomain(op, ins)
 	case family(op) == ops.View:
@@ -246,6 +248,8 @@ func evalOp(op plan.Op, ins []operand, out []int) []float64 {
 		return matmulReference(ins[0], ins[1])
 	case op.Op == "linear":
 		return linearReference(ins)
+	case op.Op == "embedding":
+		return embeddingReference(ins[0], ins[1])
 	case op.Op == "permute":
 		return permuteReference(in, op.Attrs.Ints(ops.AttrDims), out)
 	case family(op) == ops.View:
