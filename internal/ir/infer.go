@@ -503,7 +503,10 @@ func (p *parser) matchDType(op *Op, d DType, pos diag.Pos, what string) {
 		return
 	}
 	whose := "its input's"
-	if len(op.Inputs) > 1 {
+	switch {
+	case indexed(op):
+		whose = "its table's"
+	case len(op.Inputs) > 1:
 		whose = "its operands'"
 	}
 	p.errs.AddHint(pos, fmt.Sprintf("remove its dtype, or declare it %s; a cast op converts to another", want),

@@ -91,7 +91,7 @@ var otherOps = []string{
 	"mean", "var", "std", "argmax", "argmin", "amax", "amin", "logsumexp", "norm", "any", "all", "cumsum", "cumprod",
 	// layers
 	"softmax", "log_softmax", "layer_norm", "layernorm", "rms_norm", "rmsnorm", "batch_norm", "dropout",
-	"embedding", "conv", "conv1d", "conv2d", "bmm", "mm", "einsum", "sdpa", "attention",
+	"conv", "conv1d", "conv2d", "bmm", "mm", "einsum", "sdpa", "attention",
 	// shapes and data movement
 	"view", "transpose", "squeeze", "unsqueeze", "expand", "cat", "concat", "stack",
 	"split", "chunk", "slice", "pad", "gather", "scatter", "index_select", "flatten", "repeat",
