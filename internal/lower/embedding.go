@@ -43,3 +43,10 @@ func rowOffsets(t *ir.Tensor, a int) []int {
 	}
 	return offsets
 }
+
+// factorOf reports whether operand i of op, a contraction, enters its
+// product: an operand with the contracted axis, or a lookup's indices —
+// not linear's bias, which is added after the sum.
+func factorOf(op *ir.Op, i int) bool {
+	return op.ContractedAxis(i) >= 0 || (i == 0 && op.Kind.Entry().Indexes)
+}

@@ -328,7 +328,8 @@ func (ins *inserter) outputShards(op *ir.Op) ([]Split, bool) {
 // the contraction's summed axis k into equal slices, as the splits of its
 // operands must be.
 func (ins *inserter) evenSum(op *ir.Op, t ir.ParallelType) bool {
-	k := op.Inputs[0].Shape()[op.ContractedAxis(0)]
+	i, a := op.ReducedOperand()
+	k := op.Inputs[i].Shape()[a]
 	if n := op.Out.Mesh.Size(t); k%n != 0 {
 		ins.errs.AddHint(op.Pos, "choose a summed extent that the mesh axis divides, or leave k whole on the output",
 			"op %q cannot be lowered: %q splits its summed axis k of extent %d over the %d devices along %s, which do not divide it, and layer ops take even splits only",
@@ -359,7 +360,7 @@ func OperandShards(op *ir.Op, i int, want []Split) []Split {
 			if k := op.ContractedAxis(i); k >= 0 {
 				need = append(need, Split{k, s.Type})
 			}
-		case s.Type == sumType && op.ContractedAxis(i) >= 0:
+		case s.Type == sumType && factorOf(op, i):
 			// Summed over the devices of this type: each holds all of
 			// it. Not so linear's bias, which is added after the sum and
 			// so is split as the output is.
