@@ -1,6 +1,7 @@
 package difftest
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -37,6 +38,8 @@ func (l *layerGen) op(cur lt) lt {
 		return l.broadcast(cur)
 	case "matmul":
 		return l.matmul(cur)
+	case "embedding":
+		return l.embedding(cur)
 	}
 	return l.linear(cur)
 }
@@ -204,8 +207,11 @@ func aligned(pls []string, rank int, mapAxis func(outAxis int) int, kAxis int) [
 // or the shape of a new input and how the op maps the output's axes to
 // its own.
 type operand struct {
-	t       *lt // nil: a new input of shape
-	shape   []int
+	t     *lt // nil: a new input of shape
+	shape []int
+	// dtype is a new input's dtype when not the chain's: a lookup's
+	// indices.
+	dtype   string
 	mapAxis func(outAxis int) int
 	kAxis   int
 }
@@ -249,7 +255,7 @@ func (l *layerGen) emit(kind string, ops []operand, shape []int, k int, extra st
 		if l.r.IntN(5) == 0 {
 			im, al = l.meshes[l.r.IntN(2)], nil
 		}
-		names[i], meshes[i] = l.input(o.shape, im, al, false).name, im
+		names[i], meshes[i] = l.inputOf(o.shape, im, al, false, cmp.Or(o.dtype, l.dtype)).name, im
 	}
 	for i, om := range meshes {
 		// The output lies on its first operand's mesh unless it says
