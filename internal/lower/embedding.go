@@ -50,3 +50,18 @@ func rowOffsets(t *ir.Tensor, a int) []int {
 func factorOf(op *ir.Op, i int) bool {
 	return op.ContractedAxis(i) >= 0 || (i == 0 && op.Kind.Entry().Indexes)
 }
+
+// nvFuserSums reports (after saying why not) whether the policy can sum
+// op's partial results, which its output asks for: not a lookup's under
+// the nvfuser policy, whose embedding_fwd output has only the indices'
+// axes and the table's last (csrc/ops/composite.cpp), no reduction axis
+// that a split table's rows could be summed over; nvFuser gathers the
+// table instead (a set before the op, as InsertReshardings inserts one).
+func (ins *inserter) nvFuserSums(op *ir.Op) bool {
+	if ins.planner.Policy() != PolicyNvFuser || !op.Kind.Entry().Indexes {
+		return true
+	}
+	ins.errs.AddHint(op.Pos, "leave the output's vocabulary unsplit (no Partial, no rDID): nvFuser then gathers the table; or lower with --policy optimal, which sums the partial rows",
+		"op %q cannot be lowered under --policy nvfuser: %q sums partial rows of a table split on its rows, and nvFuser's embedding_fwd has no reduction axis to split", op.Expr(), op.Out.Name)
+	return false
+}

@@ -312,7 +312,7 @@ func (ins *inserter) outputShards(op *ir.Op) ([]Split, bool) {
 		return nil, false
 	}
 	if t, ok := ContractedDevice(op.Result()); ok {
-		if !ins.evenSum(op, t) {
+		if !ins.evenSum(op, t) || !ins.nvFuserSums(op) {
 			return nil, false
 		}
 		return append(want, Split{-1, t}), true
