@@ -1,0 +1,60 @@
+package lower_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/nvcomm/nvcomm/internal/ir"
+	"github.com/nvcomm/nvcomm/internal/lower"
+)
+
+// TestEmbeddingLowering checks how an embedding is lowered under each
+// policy, each plan validated and simulated: a table split on its rows
+// sums partial rows under the optimal policy (Allreduce, ReduceScatter to
+// a sequence-split output, pending terms) and is gathered under nvFuser's
+// rules, which reject an output that asks for the sum; a table split on e
+// and split ids are local.
+func TestEmbeddingLowering(t *testing.T) {
+	const head = "format: 2\nmeshes:\n  m: [0, 1, 2, 3]\ntensors:\n  ids: {mesh: m, dtype: int32, shape: [8, 2]%s}\n  table: {mesh: m, shape: [16384, 64]%s}\n"
+	const op = "ops:\n  - {op: embedding, in: [ids, table], out: y}\n"
+	vocab := ", placements: [Shard(0)]"
+	tests := map[string]struct {
+		src              string
+		optimal, nvfuser []string // the step types, or the error
+	}{
+		"vocab-parallel: the partial rows summed, or the table gathered": {
+			fmt.Sprintf(head, "", vocab) + "  y: {mesh: m, placements: [Replicate()]}\n" + op,
+			[]string{"Lookup", "Allreduce"}, []string{"Allgather", "Lookup"}},
+		"vocab-parallel, sequence-parallel output: a ReduceScatter": {
+			fmt.Sprintf(head, "", vocab) + "  y: {mesh: m, placements: [Shard(0)]}\n" + op,
+			[]string{"Lookup", "ReduceScatter"}, []string{"Scatter", "Allgather", "Lookup"}},
+		"vocab-parallel, propagated output: as declared Replicate()": {
+			fmt.Sprintf(head, "", vocab) + op,
+			[]string{"Lookup", "Allreduce"}, []string{"Allgather", "Lookup"}},
+		"vocab-parallel, pending terms: nvFuser has no axis for them": {
+			fmt.Sprintf(head, "", vocab) + "  y: {mesh: m, placements: [Partial(sum)]}\n" + op + "  - {op: set, in: y, out: z}\n",
+			[]string{"Lookup", "Allreduce"},
+			[]string{`f.yaml:9:5: error: op "y = embedding(ids, table)" cannot be lowered under --policy nvfuser: "y" sums partial rows of a table split on its rows, and nvFuser's embedding_fwd has no reduction axis to split; leave the output's vocabulary unsplit (no Partial, no rDID): nvFuser then gathers the table; or lower with --policy optimal, which sums the partial rows`}},
+		"table split on e: local, the output split on its last dim": {
+			fmt.Sprintf(head, "", ", placements: [Shard(1)]") + op,
+			[]string{"Lookup"}, []string{"Lookup"}},
+		"ids split on the sequence: local": {
+			fmt.Sprintf(head, ", placements: [Shard(0)]", "") + op,
+			[]string{"Lookup"}, []string{"Lookup"}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			f, err := ir.Parse("f.yaml", []byte(tc.src))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for policy, want := range map[lower.Policy][]string{lower.PolicyOptimal: tc.optimal, lower.PolicyNvFuser: tc.nvfuser} {
+				if d := cmp.Diff(want, stepsOrError(f, policy)); d != "" {
+					t.Errorf("%s (-want +got):\n%s", policy, d)
+				}
+			}
+		})
+	}
+}
