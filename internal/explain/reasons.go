@@ -323,8 +323,8 @@ func operandName(op plan.Op, n int, buf string) string {
 }
 
 // isLookup reports whether op reads rows of a table at indices (the
-// registry's Indexes: embedding).
+// registry's Indexed: embedding, gather).
 func isLookup(op string) bool {
 	e := ops.Lookup(op)
-	return e != nil && e.Indexes
+	return e != nil && e.Indexed != nil
 }

@@ -37,8 +37,8 @@ func opTables(all []*ops.Op) string {
 		if o.Family == ops.Reduction {
 			reduce = append(reduce, fmt.Sprintf("%q", o.Name))
 		}
-		if o.Indexes {
-			indexes = append(indexes, fmt.Sprintf("%q", o.Name))
+		if x := o.Indexed; x != nil {
+			indexes = append(indexes, fmt.Sprintf("%q: (%d, %d, %d)", o.Name, x.Indices, x.Table, x.Rows))
 		}
 		if o.Family == ops.View {
 			views = append(views, fmt.Sprintf("%q", o.Name))
@@ -69,7 +69,7 @@ func opTables(all []*ops.Op) string {
 	fmt.Fprintf(&b, "REDUCE_OPS = (%s)\n", strings.Join(reduce, ", "))
 	table("ATTRS", attrs)
 	fmt.Fprintf(&b, "POSITIVE_DATA = (%s)\n", strings.Join(append(positive, ""), ", "))
-	fmt.Fprintf(&b, "INDEX_OPS = (%s)\n", strings.Join(append(indexes, ""), ", "))
+	table("INDEX_OPS", indexes)
 	fmt.Fprintf(&b, "VIEW_OPS = (%s)\n", strings.Join(append(views, ""), ", "))
 	return b.String()
 }

@@ -333,17 +333,18 @@ class Plan:
 
 
 def index_bounds(plan):
-    """The fusion inputs a lookup (INDEX_OPS) reads as its indices, directly or through sets
-    and views, with the rows of its table: simulate fills them with indices below that, the
-    least over their lookups (internal/sim's IndexBounds)."""
+    """The fusion inputs a lookup (INDEX_OPS: its indices' and its table's operand, and the
+    table's dim of the rows) reads as its indices, directly or through sets and views, with
+    the rows of its table: simulate fills them with indices below that, the least over their
+    lookups (internal/sim's IndexBounds)."""
     producer = {o["output"]: o for o in plan.p["ops"]}
     bounds = {}
     for o in plan.p["ops"]:
-        if o["op"] not in INDEX_OPS:
+        if o["op"] not in INDEX_OPS or len(operands(o)) != 2:
             continue
-        names = operands(o)
-        rows = plan.shards[names[1]].shape[0]
-        name = names[0]
+        names, (ix, tx, dim) = operands(o), INDEX_OPS[o["op"]]
+        rows = plan.shards[names[tx]].shape[dim]
+        name = names[ix]
         while name in producer and (producer[name]["op"] == "set" or producer[name]["op"] in VIEW_OPS):
             name = operands(producer[name])[0]
         if name not in producer and rows > 0:
@@ -450,6 +451,11 @@ def _same(x):
 def _embedding(ids, table):
     """The rows of table at ids (float64 integers), torch.nn.functional.embedding."""
     return torch.nn.functional.embedding(ids.long(), table)
+
+
+def _gather(x, index):
+    """x at index (float64 integers) along the last dim, torch.gather."""
+    return torch.gather(x, -1, index.long())
 
 
 def _cast(x, dtype):
@@ -611,7 +617,8 @@ def op_bounds(o, shapes, lbs, terms):
     if rounding in VALUE_BOUNDED:  # never exact: the magnitude is the error bound (Reference._bounded)
         return _INF, 1
     if op in INDEX_OPS:  # rows of the table: its values, summed with zeros only
-        return lbs[1], terms[1]
+        table = INDEX_OPS[op][1]
+        return lbs[table], terms[table]
     if op in ("matmul", "linear"):
         k = shapes[0][-1]
         lb, n = lbs[0] + lbs[1] + math.log2(k), (terms[0] + terms[1] + 1) * k

@@ -195,6 +195,8 @@ func (p *parser) inferShape(op *Op, in opIn, declared func() ([]int, diag.Pos, b
 		return p.inferLinear(op, in)
 	case op.Kind == OpEmbedding:
 		return p.inferEmbedding(op, in)
+	case op.Kind == OpGather:
+		return p.inferGather(op, in)
 	case op.Kind.family() == ops.View:
 		shape, ok := p.inferView(op, in)
 		return shape, -1, ok

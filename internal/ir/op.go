@@ -28,6 +28,7 @@ const (
 	OpMatmul    OpKind = "matmul"
 	OpLinear    OpKind = "linear"
 	OpEmbedding OpKind = "embedding"
+	OpGather    OpKind = "gather"
 	OpPermute   OpKind = "permute"
 	OpReshape   OpKind = "reshape"
 	OpCast      OpKind = "cast"
@@ -94,7 +95,7 @@ var otherOps = []string{
 	"conv", "conv1d", "conv2d", "bmm", "mm", "einsum", "sdpa", "attention",
 	// shapes and data movement
 	"view", "transpose", "squeeze", "unsqueeze", "expand", "cat", "concat", "stack",
-	"split", "chunk", "slice", "pad", "gather", "scatter", "index_select", "flatten", "repeat",
+	"split", "chunk", "slice", "pad", "scatter", "index_select", "flatten", "repeat",
 }
 
 // IsReduction reports whether k reduces one axis of its input (sum, prod,

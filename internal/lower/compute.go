@@ -357,7 +357,7 @@ func (c *opCtx) sumDevice() (ir.ParallelType, bool) {
 // emitProduct appends the local step of c.op, a contraction, into
 // buffer out: a Lookup for a lookup, else a Matmul.
 func (c *opCtx) emitProduct(out string) {
-	if c.op.Kind == ir.OpEmbedding {
+	if c.op.Kind.Entry().Indexed != nil {
 		c.emitLookup(out)
 		return
 	}

@@ -16,15 +16,20 @@ import (
 // the table.
 
 // emitLookup appends the Lookup step of c.op into buffer out: row-major
-// [Bt, N, E] from ids [Bt, N] and a table [Bt, V, E] whose rows on each
-// device are the vocabulary's from that device's offset on.
+// [Bt, N, E] from indices [Bt, N] and a table [Bt, V, E] whose rows on
+// each device are the table's from that device's offset on — for
+// embedding's table [vocab, e] Bt = 1, for gather's x [..., v] N = E = 1.
 func (c *opCtx) emitLookup(out string) {
 	op := c.op
-	ids, table := op.Inputs[0], op.Inputs[1]
-	n, lt := localCount(ids.LocalShape()), table.LocalShape()
-	s := plan.Step{Type: plan.Lookup, Output: out, Dims: []int{1, n, lt[0], lt[1]}, Offsets: rowOffsets(table, 0)}
-	setInputs(&s, []string{c.arranged(0, shard.Identity(len(ids.Shape()))), c.arranged(1, shard.Identity(2))})
-	c.emitLocalOn(s, op.Out.Mesh.Devices, n, n*lt[1])
+	x := op.Kind.Entry().Indexed
+	ids, table := op.Inputs[x.Indices], op.Inputs[x.Table]
+	lt := table.LocalShape()
+	d := x.RowsDim(len(lt))
+	bt, v, e := localCount(lt[:d]), lt[d], localCount(lt[d+1:])
+	n := localCount(ids.LocalShape()) / bt
+	s := plan.Step{Type: plan.Lookup, Output: out, Dims: []int{bt, n, v, e}, Offsets: rowOffsets(table, d)}
+	setInputs(&s, []string{c.arranged(x.Indices, shard.Identity(len(ids.Shape()))), c.arranged(x.Table, shard.Identity(len(lt)))})
+	c.emitLocalOn(s, op.Out.Mesh.Devices, bt*n, bt*n*e)
 }
 
 // rowOffsets returns, for every device of t's mesh in order, the first
@@ -48,7 +53,8 @@ func rowOffsets(t *ir.Tensor, a int) []int {
 // product: an operand with the contracted axis, or a lookup's indices —
 // not linear's bias, which is added after the sum.
 func factorOf(op *ir.Op, i int) bool {
-	return op.ContractedAxis(i) >= 0 || (i == 0 && op.Kind.Entry().Indexes)
+	x := op.Kind.Entry().Indexed
+	return op.ContractedAxis(i) >= 0 || (x != nil && i == x.Indices)
 }
 
 // nvFuserSums reports (after saying why not) whether the policy can sum
@@ -58,10 +64,15 @@ func factorOf(op *ir.Op, i int) bool {
 // that a split table's rows could be summed over; nvFuser gathers the
 // table instead (a set before the op, as InsertReshardings inserts one).
 func (ins *inserter) nvFuserSums(op *ir.Op) bool {
-	if ins.planner.Policy() != PolicyNvFuser || !op.Kind.Entry().Indexes {
+	if ins.planner.Policy() != PolicyNvFuser || op.Kind.Entry().Indexed == nil {
 		return true
 	}
-	ins.errs.AddHint(op.Pos, "leave the output's vocabulary unsplit (no Partial, no rDID): nvFuser then gathers the table; or lower with --policy optimal, which sums the partial rows",
-		"op %q cannot be lowered under --policy nvfuser: %q sums partial rows of a table split on its rows, and nvFuser's embedding_fwd has no reduction axis to split", op.Expr(), op.Out.Name)
+	ins.errs.AddHint(op.Pos, "leave the output's rows unsplit (no Partial, no rDID): nvFuser then gathers the table; or lower with --policy optimal, which sums the partial rows",
+		"op %q cannot be lowered under --policy nvfuser: %q sums partial rows of a table split on its rows, and nvFuser's %s has no reduction axis to split", op.Expr(), op.Out.Name, nvFuserOp[op.Kind])
 	return false
 }
+
+// nvFuserOp names nvFuser's op of each lookup: their outputs have the
+// indices' dims (and embedding's the table's last), no reduction axis
+// (csrc/ops/composite.cpp, csrc/ops/indexing.cpp).
+var nvFuserOp = map[ir.OpKind]string{ir.OpEmbedding: "embedding_fwd", ir.OpGather: "gather (takeAlongAxis)"}

@@ -164,11 +164,11 @@ type Op struct {
 	Shape func(in [][]int, a Attrs) ([]int, Values, *ShapeError)
 	// Kernel is an elementwise op's scalar function for the simulator.
 	Kernel *Kernel
-	// Indexes says that the op's first operand holds integer indices into
-	// its second's reduction factor (a lookup: embedding): it is of an
-	// integer dtype, its output takes the second operand's dtype, and
-	// simulate and export fill such an input with valid indices.
-	Indexes bool
+	// Indexed is, for a lookup (embedding, gather), which operand holds
+	// integer indices into which operand's rows: the indices are of an
+	// integer dtype, the output takes the table's dtype, and simulate and
+	// export fill such an input with valid indices. Nil for other ops.
+	Indexed *Indexed
 	// Torch is an elementwise or contraction op's torch function for the
 	// exported program.
 	Torch *Torch

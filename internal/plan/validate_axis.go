@@ -23,9 +23,12 @@ func (v *validator) checkCollectiveAxis(i int, s *Step, op *Op) {
 	switch s.Type {
 	case Broadcast:
 	case Allreduce, Reduce, ReduceScatter:
-		if want = v.reducedAxis(op); isLookup(op.Op) && s.Axis != nil {
-			// The rows summed are the table's: the indices have no such axis.
-			v.stepf(i, "axis is %s, but a lookup's indices have no axis it sums over (null)", AxisText(s.Axis))
+		if want = v.reducedAxis(op); isLookup(op.Op) {
+			if want = v.lookupSumAxis(op); want == nil && s.Axis != nil {
+				// The rows summed are the table's: the indices, the first
+				// operand, have no such axis.
+				v.stepf(i, "axis is %s, but a lookup's indices have no axis it sums over (null)", AxisText(s.Axis))
+			}
 		}
 	case Scatter, Slice:
 		if !v.becomesTensor(i, s.Output, op.Output) {

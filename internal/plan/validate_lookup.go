@@ -10,12 +10,17 @@ import (
 // (docs/plan.md, "Step semantics"): the rows of a table at integer
 // indices, a zero row for an index outside a device's rows.
 
-// isLookup reports whether op's first operand holds indices into its
-// second's rows (the registry's Indexes).
-func isLookup(op string) bool {
-	e := ops.Lookup(op)
-	return e != nil && e.Indexes
+// indexedOf is a lookup's Indexed (which operand holds the indices, which
+// the table), nil for another op.
+func indexedOf(op string) *ops.Indexed {
+	if e := ops.Lookup(op); e != nil {
+		return e.Indexed
+	}
+	return nil
 }
+
+// isLookup reports whether op reads rows of a table at indices.
+func isLookup(op string) bool { return indexedOf(op) != nil }
 
 // isIntDType reports whether d is a dtype of indices.
 func isIntDType(d string) bool { return d == "int32" || d == "int64" }
@@ -23,13 +28,32 @@ func isIntDType(d string) bool { return d == "int32" || d == "int64" }
 // checkLookupDTypes checks a lookup's dtypes: integer indices, and an
 // output of the table's dtype.
 func (v *validator) checkLookupDTypes(i int, op Op, ins []*tensorInfo, out *tensorInfo) {
-	names := op.Operands()
-	if !isIntDType(ins[0].t.DType) {
-		v.planf("op %d: %s's indices %q have dtype %s, want int32 or int64", i, op.Op, names[0], ins[0].t.DType)
+	names, x := op.Operands(), indexedOf(op.Op)
+	if len(ins) != 2 {
+		return // reported as a wrong number of inputs
 	}
-	if len(ins) > 1 && ins[1].t.DType != out.t.DType {
-		v.planf("op %d: output %q has dtype %s, but its table %q has %s", i, op.Output, out.t.DType, names[1], ins[1].t.DType)
+	if ids := ins[x.Indices].t; !isIntDType(ids.DType) {
+		v.planf("op %d: %s's indices %q have dtype %s, want int32 or int64", i, op.Op, names[x.Indices], ids.DType)
 	}
+	if table := ins[x.Table].t; table.DType != out.t.DType {
+		v.planf("op %d: output %q has dtype %s, but its table %q has %s", i, op.Output, out.t.DType, names[x.Table], table.DType)
+	}
+}
+
+// gatherDomain is x [..., v] at index [..., 1] along the last dim: the
+// output is [..., 1, v] with v a trailing reduction axis.
+func (v *validator) gatherDomain(i int, op Op, ins []*tensorInfo) (outputDomain, bool) {
+	x, index := valueShape(ins[0].t), valueShape(ins[1].t)
+	r := len(x)
+	switch {
+	case r == 0 || op.Axis == nil || *op.Axis != r-1:
+		v.planf("op %d: gather's axis must be the last dim of %q (%d), got %s", i, op.Operands()[0], r-1, AxisText(op.Axis))
+	case len(index) != r || index[r-1] != 1 || !slices.Equal(index[:r-1], x[:r-1]):
+		v.planf("op %d: gather's index %q %v is not x's shape %v with extent 1 on the last dim", i, op.Operands()[1], index, x)
+	default:
+		return outputDomain{slices.Concat(index, x[r-1:]), []int{r}, "the index's shape and x's last dim as a trailing reduction axis"}, true
+	}
+	return outputDomain{}, false
 }
 
 // embeddingDomain is ids[...] looking up rows of table[vocab, e]: the
@@ -95,4 +119,20 @@ func valueOperand(op *Op) string {
 		return op.Output
 	}
 	return op.Operands()[0]
+}
+
+// lookupSumAxis is the axis the collective that sums a lookup's partial
+// rows names: the table's rows dim when the table is the first operand
+// (gather's x), else none (embedding's ids have no such dim).
+func (v *validator) lookupSumAxis(op *Op) *int {
+	x := indexedOf(op.Op)
+	if x.Table != 0 {
+		return nil
+	}
+	t := v.tensor(op.Operands()[0])
+	if t == nil || t.rank < 1 {
+		return nil
+	}
+	d := x.RowsDim(t.rank)
+	return &d
 }

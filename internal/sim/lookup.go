@@ -41,7 +41,7 @@ func IndexBounds(p *plan.Plan) map[string]int {
 		if !ok {
 			continue
 		}
-		name := indexSource(op.Operands()[0], p.Ops, producer)
+		name := indexSource(op.Operands()[ops.Lookup(op.Op).Indexed.Indices], p.Ops, producer)
 		if _, produced := producer[name]; produced {
 			continue // computed indices: out-of-range ones give zero rows
 		}
@@ -56,19 +56,15 @@ func IndexBounds(p *plan.Plan) map[string]int {
 }
 
 // indexedRows is the number of rows lookup op indexes: the extent of its
-// table's reduction factor.
+// table's rows dim.
 func indexedRows(op plan.Op, tensors map[string]*plan.Tensor) (int, bool) {
 	e := ops.Lookup(op.Op)
 	names := op.Operands()
-	if e == nil || !e.Indexes || len(names) < 2 || tensors[names[0]] == nil || tensors[names[1]] == nil || tensors[op.Output] == nil {
+	if e == nil || e.Indexed == nil || len(names) != 2 || tensors[names[e.Indexed.Table]] == nil {
 		return 0, false
 	}
-	ids, table, out := valueShapeOf(tensors[names[0]]), valueShapeOf(tensors[names[1]]), valueShapeOf(tensors[op.Output])
-	if tensors[op.Output].Partial != "" && len(out) > 0 {
-		out = out[1:] // pending terms: the values follow the terms axis
-	}
-	rule := e.Rule([][]int{ids, table}, out, ops.Attrs{Axis: -1, Values: op.Attrs})
-	if d := rule.ReductionDim(1); d >= 0 && table[d] > 0 {
+	table := valueShapeOf(tensors[names[e.Indexed.Table]])
+	if d := e.Indexed.RowsDim(len(table)); d >= 0 && d < len(table) && table[d] > 0 {
 		return table[d], true
 	}
 	return 0, false
@@ -171,6 +167,34 @@ func lookupKernel(ids, table []float64, bt, n, v, e, off int) []float64 {
 				continue // not this device's row: zeros
 			}
 			copy(out[(b*n+i)*e:(b*n+i+1)*e], table[(b*v+int(r))*e:])
+		}
+	}
+	return out
+}
+
+// gatherDomain is x [..., v] at index [..., 1] along the last dim: [..., 1,
+// v], v a trailing reduction axis.
+func gatherDomain(op plan.Op, ins []operand) (logicalDomain, error) {
+	x, index := ins[0], ins[1]
+	r := len(x.shape)
+	switch {
+	case r == 0 || op.Axis == nil || *op.Axis != r-1:
+		return logicalDomain{}, fmt.Errorf("op %d (gather): axis must be the last dim of %q (%d)", op.Index, x.name, r-1)
+	case len(index.shape) != r || index.shape[r-1] != 1 || !slices.Equal(index.shape[:r-1], x.shape[:r-1]):
+		return logicalDomain{}, fmt.Errorf("op %d (gather): index %q %v is not x's shape %v with extent 1 on the last dim", op.Index, index.name, index.shape, x.shape)
+	}
+	return logicalDomain{shape: slices.Concat(index.shape, x.shape[r-1:]), reduction: []int{r}}, nil
+}
+
+// gatherReference is x at index along the last dim on unsharded values,
+// from the definition: out[..., 0] = x[..., index[..., 0]], 0 for an index
+// outside [0, v).
+func gatherReference(x, index operand) []float64 {
+	v := x.shape[len(x.shape)-1]
+	out := make([]float64, len(index.vals))
+	for b, i := range index.vals {
+		if i >= 0 && i < float64(v) {
+			out[b] = x.vals[b*v+int(i)]
 		}
 	}
 	return out
