@@ -36,13 +36,44 @@ func TestEmbeddingLowering(t *testing.T) {
 		"vocab-parallel, pending terms: nvFuser has no axis for them": {
 			fmt.Sprintf(head, "", vocab) + "  y: {mesh: m, placements: [Partial(sum)]}\n" + op + "  - {op: set, in: y, out: z}\n",
 			[]string{"Lookup", "Allreduce"},
-			[]string{`f.yaml:9:5: error: op "y = embedding(ids, table)" cannot be lowered under --policy nvfuser: "y" sums partial rows of a table split on its rows, and nvFuser's embedding_fwd has no reduction axis to split; leave the output's vocabulary unsplit (no Partial, no rDID): nvFuser then gathers the table; or lower with --policy optimal, which sums the partial rows`}},
+			[]string{`f.yaml:9:5: error: op "y = embedding(ids, table)" cannot be lowered under --policy nvfuser: "y" sums partial rows of a table split on its rows, and nvFuser's embedding_fwd has no reduction axis to split; leave the output's rows unsplit (no Partial, no rDID): nvFuser then gathers the table; or lower with --policy optimal, which sums the partial rows`}},
 		"table split on e: local, the output split on its last dim": {
 			fmt.Sprintf(head, "", ", placements: [Shard(1)]") + op,
 			[]string{"Lookup"}, []string{"Lookup"}},
 		"ids split on the sequence: local": {
 			fmt.Sprintf(head, ", placements: [Shard(0)]", "") + op,
 			[]string{"Lookup"}, []string{"Lookup"}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			f, err := ir.Parse("f.yaml", []byte(tc.src))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for policy, want := range map[lower.Policy][]string{lower.PolicyOptimal: tc.optimal, lower.PolicyNvFuser: tc.nvfuser} {
+				if d := cmp.Diff(want, stepsOrError(f, policy)); d != "" {
+					t.Errorf("%s (-want +got):\n%s", policy, d)
+				}
+			}
+		})
+	}
+}
+
+// TestGatherLowering checks gather along the last dim: logits split on the
+// vocabulary (their last dim) sum the partial target logits under the
+// optimal policy and are gathered under nvFuser's rules; logits split on a
+// row are local.
+func TestGatherLowering(t *testing.T) {
+	const src = "format: 2\nmeshes:\n  m: [0, 1, 2, 3]\ntensors:\n  logits: {mesh: m, shape: [8, 65536], placements: [%s]}\n" +
+		"  labels: {mesh: m, dtype: int64, shape: [8, 1]%s}\n  t: {mesh: m, placements: [%s]}\nops:\n  - {op: gather, in: [logits, labels], out: t, axis: -1}\n"
+	tests := map[string]struct {
+		src              string
+		optimal, nvfuser []string
+	}{
+		"vocab-parallel logits: the target logit summed": {
+			fmt.Sprintf(src, "Shard(1)", "", "Replicate()"), []string{"Lookup", "Allreduce"}, []string{"Allgather", "Permute", "Lookup"}},
+		"row-split logits and labels: local": {
+			fmt.Sprintf(src, "Shard(0)", ", placements: [Shard(0)]", "Shard(0)"), []string{"Lookup"}, []string{"Lookup"}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
