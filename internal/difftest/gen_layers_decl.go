@@ -272,5 +272,5 @@ func (l *layerGen) mergedDecl(shape []int, m genMesh) (decl, bool) {
 var opKinds = []string{
 	"set", "set", "reduce", "reduce",
 	"binary", "binary", "binary", "unary", "unary", "broadcast", "broadcast",
-	"matmul", "matmul", "matmul", "linear", "linear", "linear", "embedding", "embedding",
+	"matmul", "matmul", "matmul", "linear", "linear", "linear", "embedding", "embedding", "gather", "gather",
 }

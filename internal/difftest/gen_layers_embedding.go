@@ -1,8 +1,12 @@
 package difftest
 
-import "slices"
+import (
+	"fmt"
+	"slices"
+)
 
-// The lookups the layer generator draws (gen_layers.go): embedding.
+// The lookups the layer generator draws (gen_layers.go): embedding and
+// gather.
 
 // embedding looks up rows of cur, when it is a [vocab, e] table, or else
 // of a new table (the chain goes on from the lookup), at new integer
@@ -45,6 +49,35 @@ func (l *layerGen) embedding(cur lt) lt {
 		return -1
 	}
 	return l.emit("embedding", []operand{idx, table}, shape, vocab, "", false, sure)
+}
+
+// gather selects from cur [..., v], a float chain's, along its last dim
+// at a new integer index [..., 1] (the axis written from the start or the
+// end); a chain of an integer dtype gets a unary op instead. The output
+// contracts v, which its declaration may split, as a vocab-parallel
+// cross-entropy's target logit. Now and then the index is not of x's
+// shape with extent 1 last, on purpose.
+func (l *layerGen) gather(cur lt) lt {
+	r := len(cur.shape)
+	if isIntDType(l.dtype) || r == 0 {
+		return l.unary(cur)
+	}
+	shape := append(slices.Clone(cur.shape[:r-1]), 1)
+	index := operand{shape: shape, dtype: []string{"int32", "int64"}[l.r.IntN(2)], kAxis: -1, mapAxis: identityMap}
+	sure := true
+	if l.r.IntN(50) == 0 {
+		sure = false
+		l.deliberate = append(l.deliberate, "a gather index not of x's shape")
+		index.shape = append(slices.Clone(cur.shape[:r-1]), 2)
+	}
+	x := operand{t: &cur, shape: cur.shape, kAxis: r - 1, mapAxis: func(j int) int {
+		if j < r-1 {
+			return j
+		}
+		return -1
+	}}
+	axis := fmt.Sprintf(", axis: %d", l.signed(r-1, r))
+	return l.emit("gather", []operand{x, index}, shape, cur.shape[r-1], axis, false, sure)
 }
 
 // isIntDType reports whether d is an integer dtype.

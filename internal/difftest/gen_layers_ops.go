@@ -40,6 +40,8 @@ func (l *layerGen) op(cur lt) lt {
 		return l.matmul(cur)
 	case "embedding":
 		return l.embedding(cur)
+	case "gather":
+		return l.gather(cur)
 	}
 	return l.linear(cur)
 }
