@@ -251,6 +251,7 @@ func validPlans() map[string]func() *Plan {
 		"slice":         slicePlan,
 		"linear":        linearPlan,
 		"layers":        layersPlan,
+		"embedding":     embeddingPlan,
 	}
 }
 
