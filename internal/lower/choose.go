@@ -116,3 +116,161 @@ func sumBytes(y *ir.Tensor, t ir.ParallelType, want []Split) int64 {
 func localBytes(t *ir.Tensor) int64 {
 	return int64(localCount(t.LocalShape())) * int64(t.DType.Size())
 }
+
+// The fusion's lower bound must hold for every plan, whichever way it
+// computes such a contraction, but lowering books the bound of the way it
+// takes: the gathers' (nvFuser's sets), or the sum's. So the ledger books,
+// for each contraction that either way computes, only what both must
+// receive (reshard.Least), under both policies alike: the gathers' bound
+// and the sum's, each found by lowering that way on a trial ledger.
+
+// kChoice is a contraction that either way computes: its operands as the
+// fusion gives them (before any set inserted to gather them), the device
+// type that splits their summed axis, and its output's block splits.
+type kChoice struct {
+	op      *ir.Op // the op as the fusion gives it: reads its operands
+	lowered *ir.Op // the op as lowered: may read gathered copies
+	t       ir.ParallelType
+	want    []Split
+}
+
+// boundChoices is the pass that finds the contractions either way
+// computes, and the sets inserted to gather their operands, whose bounds
+// the op's then stand for (lowerOp).
+func (l *lowerer) boundChoices() {
+	gathering := map[*ir.Tensor]*ir.Op{} // by its output, a set inserted to reshard an operand
+	for _, op := range l.f.Ops {
+		if ch, ok := l.choiceOf(op, gathering); ok {
+			if l.choices == nil {
+				l.choices, l.gathers, l.setBounds = map[*ir.Op]*kChoice{}, map[*ir.Op]bool{}, map[*ir.Tensor]reshard.Bounds{}
+			}
+			l.choices[op] = ch
+			for _, x := range op.Inputs[:2] {
+				if set := gathering[x]; set != nil {
+					l.gathers[set] = true
+				}
+			}
+		}
+		// Not a set inserted to reduce a Partial tensor's terms, which
+		// every way needs.
+		if op.Kind == ir.OpSet && op.Inserted != nil && !op.Inserted.Output && op.In().Partial == "" {
+			gathering[op.Out] = op
+		}
+	}
+}
+
+// choiceOf returns op's choice, if either way computes it: a contraction
+// whose output neither splits its summed axis nor holds pending terms,
+// whose operands as the fusion gives them (read through the gathering
+// sets inserted before it) are split along that axis by
+// one device type that divides it evenly, and read as they are by the sum
+// of partial products.
+func (l *lowerer) choiceOf(op *ir.Op, gathering map[*ir.Tensor]*ir.Op) (*kChoice, bool) {
+	if !op.Kind.IsContraction() || l.failed[op] || op.Out.Combined != nil {
+		return nil, false
+	}
+	if _, split := ContractedDevice(op.Out); split {
+		return nil, false
+	}
+	given := *op
+	given.Inputs = slices.Clone(op.Inputs)
+	for i, x := range given.Inputs[:2] {
+		if set := gathering[x]; set != nil {
+			given.Inputs[i] = set.In()
+		}
+	}
+	t, ok := commonKSplit(&given)
+	want, block := BlockShards(op.Out)
+	if !ok || !block || given.Inputs[0].Shape()[given.ContractedAxis(0)]%op.Out.Mesh.Size(t) != 0 {
+		return nil, false
+	}
+	withSum := append(want[:len(want):len(want)], Split{-1, t})
+	for i := range 2 {
+		if _, fits := l.bcast.fits(&given, i, OperandShards(&given, i, withSum)); !fits {
+			return nil, false
+		}
+	}
+	return &kChoice{op: &given, lowered: op, t: t, want: want}, true
+}
+
+// bookChoice books the bound of ch, whose op lower computes by running:
+// the least of the gathers' bound and the sum's, or, when a trial of
+// either fails, the bound of the way taken (with its gathering sets').
+func (l *lowerer) bookChoice(ch *kChoice, lower func()) {
+	taken := l.ledger.CaptureBounds(lower)
+	for x, b := range l.gatherBounds(ch) {
+		taken = taken.Add(b)
+		delete(l.setBounds, x)
+	}
+	gather, gok := l.trialGathers(ch)
+	sum, sok := l.trialSum(ch)
+	if gok && sok {
+		taken = reshard.Least(gather, sum)
+	}
+	l.ledger.Book(taken)
+}
+
+// gatherBounds are the bounds of the sets that gathered ch's operands
+// (lowerOp), by the copies they wrote.
+func (l *lowerer) gatherBounds(ch *kChoice) map[*ir.Tensor]reshard.Bounds {
+	out := map[*ir.Tensor]reshard.Bounds{}
+	for _, x := range ch.lowered.Inputs[:2] {
+		if b, ok := l.setBounds[x]; ok {
+			out[x] = b
+		}
+	}
+	return out
+}
+
+// trial returns the ledger and planner the bound of a way not taken is
+// found with: the optimal policy's, whose lowering of a set or a sum
+// always books its bound (nvFuser's refuses some), with the objective of
+// bytes; bounds depend on neither.
+func (l *lowerer) trial() (*reshard.Ledger, *reshard.Planner) {
+	if l.trialLedger == nil {
+		l.trialLedger = reshard.NewLedger(l.f.File)
+		l.trialPlanner, _ = reshard.NewPlanner(reshard.PolicyOptimal, reshard.ObjectiveBytes, nil, reshard.Debug{})
+	}
+	return l.trialLedger, l.trialPlanner
+}
+
+// trialGathers is the bound of gathering ch's operands along the summed
+// axis: a set of each that is not split as the output needs into a copy
+// that is.
+func (l *lowerer) trialGathers(ch *kChoice) (reshard.Bounds, bool) {
+	led, pl := l.trial()
+	op := ch.op
+	return led.Trial(func() {
+		var done []*ir.Tensor
+		for i, x := range op.Inputs[:2] {
+			need := OperandShards(op, i, ch.want)
+			if _, fits := l.bcast.fits(op, i, need); fits || slices.Contains(done, x) {
+				continue
+			}
+			done = append(done, x)
+			r, err := ir.NewTensor(ir.TensorSpec{Name: x.Name + "/gathered", Mesh: op.Out.Mesh, DType: x.DType, Shape: x.Shape(), Schedule: BlockSchedule(op.Out.Mesh, need)})
+			if err != nil {
+				led.Errs().Add(op.Pos, "%v", err)
+				return
+			}
+			set := &ir.Op{Index: op.Index, Kind: ir.OpSet, Inputs: []*ir.Tensor{x}, Out: r, Axis: -1, Pos: op.Pos}
+			pl.Job(led, l.f, set).Lower()
+		}
+	})
+}
+
+// trialSum is the bound of summing ch's partial products over the devices
+// along its summed axis's device type.
+func (l *lowerer) trialSum(ch *kChoice) (reshard.Bounds, bool) {
+	led, pl := l.trial()
+	op, y := ch.op, ch.op.Out
+	return led.Trial(func() {
+		p, err := partialProducts(y.Name+"/partial", y, ch.t)
+		if err != nil {
+			led.Errs().Add(op.Pos, "%v", err)
+			return
+		}
+		sum := &ir.Op{Index: op.Index, Kind: ir.OpSum, Inputs: []*ir.Tensor{p}, Out: y, Axis: 0, Pos: op.Pos}
+		pl.Job(led, l.f, op).Reshard(sum, partialAxes(op, len(y.Shape())))
+	})
+}

@@ -391,16 +391,7 @@ func (c *opCtx) emitMatmul(out string) {
 func (c *opCtx) sumPartials(partial string, t ir.ParallelType, bias bool) string {
 	op, y := c.op, c.op.Out
 	want, _ := BlockShards(y)
-	var terms []Split
-	for _, s := range want {
-		if s.Type != t {
-			terms = append(terms, Split{s.Axis + 1, s.Type})
-		}
-	}
-	pSpec := ir.TensorSpec{Name: partial, Mesh: y.Mesh, DType: y.DType,
-		Shape:    append([]int{y.Mesh.Size(t)}, y.Shape()...),
-		Schedule: append(BlockSchedule(y.Mesh, terms), ir.ScheduleStep{Kind: ir.StepParallelize, Axis: 0, Type: t})}
-	p, err := ir.NewTensor(pSpec)
+	p, err := partialProducts(partial, y, t)
 	if err != nil {
 		c.fail(fmt.Sprintf("its partial products cannot be described: %v", err), "please report this with the input")
 		return y.Name
@@ -413,17 +404,33 @@ func (c *opCtx) sumPartials(partial string, t ir.ParallelType, bias bool) string
 		}
 	}
 	sumOp := &ir.Op{Index: op.Index, Kind: ir.OpSum, Inputs: []*ir.Tensor{p}, Out: sum, Axis: 0, Pos: op.Pos}
-	c.job.Reshard(sumOp, c.partialAxes(len(y.Shape())))
+	c.job.Reshard(sumOp, partialAxes(op, len(y.Shape())))
 	return sum.Name
 }
 
-// partialAxes maps the axes of the partial products ([terms, ...output])
-// to the first operand's, for the axis the sum's collective names: the
+// partialProducts describes buffer name, the partial products of a
+// contraction's output y over the devices along t: [terms, ...y's axes],
+// the terms split along t, y's axes as y's other splits.
+func partialProducts(name string, y *ir.Tensor, t ir.ParallelType) (*ir.Tensor, error) {
+	want, _ := BlockShards(y)
+	var terms []Split
+	for _, s := range want {
+		if s.Type != t {
+			terms = append(terms, Split{s.Axis + 1, s.Type})
+		}
+	}
+	return ir.NewTensor(ir.TensorSpec{Name: name, Mesh: y.Mesh, DType: y.DType,
+		Shape:    append([]int{y.Mesh.Size(t)}, y.Shape()...),
+		Schedule: append(BlockSchedule(y.Mesh, terms), ir.ScheduleStep{Kind: ir.StepParallelize, Axis: 0, Type: t})})
+}
+
+// partialAxes maps the axes of op's partial products ([terms, ...output])
+// to its first operand's, for the axis the sum's collective names: the
 // terms are its contracted axis.
-func (c *opCtx) partialAxes(rank int) []int {
-	m := []int{c.op.ContractedAxis(0)}
+func partialAxes(op *ir.Op, rank int) []int {
+	m := []int{op.ContractedAxis(0)}
 	for j := range rank {
-		m = append(m, max(c.op.InputAxis(0, j), 0))
+		m = append(m, max(op.InputAxis(0, j), 0))
 	}
 	return m
 }

@@ -140,6 +140,7 @@ type pass struct {
 // plan (plan).
 var passes = []pass{
 	{"insert reshardings", (*lowerer).insertReshardings},
+	{"bound contraction choices", (*lowerer).boundChoices},
 	{"lower each op", (*lowerer).lowerOps},
 }
 
@@ -224,6 +225,15 @@ type lowerer struct {
 	// alike, for Certify, lowers sets and reductions alike once; nil
 	// lowers each.
 	alike *opsAlike
+	// choices are the contractions either way computes, gathers the sets
+	// that gathered their operands, and setBounds those sets' bounds until
+	// their op books its own (choose.go); trialLedger and trialPlanner find
+	// the bounds of the ways not taken.
+	choices      map[*ir.Op]*kChoice
+	gathers      map[*ir.Op]bool
+	setBounds    map[*ir.Tensor]reshard.Bounds
+	trialLedger  *reshard.Ledger
+	trialPlanner *reshard.Planner
 	// owned is set when the caller's fusion is the lowerer's to change
 	// (Stream): the resharding pass then renumbers its ops and gives them
 	// their new operands in place, rather than copy them.
@@ -247,7 +257,22 @@ type opCtx struct {
 	pending *ir.Tensor
 }
 
+// lowerOp lowers op into the ledger's steps and books its bound: a
+// contraction either way computes books what both ways must receive, for
+// itself and the sets that gathered its operands (choose.go).
 func (l *lowerer) lowerOp(op *ir.Op) {
+	switch ch := l.choices[op]; {
+	case l.gathers[op]:
+		l.setBounds[op.Out] = l.ledger.CaptureBounds(func() { l.lowerSteps(op) })
+	case ch != nil:
+		l.bookChoice(ch, func() { l.lowerSteps(op) })
+	default:
+		l.lowerSteps(op)
+	}
+}
+
+// lowerSteps lowers op into the ledger's steps, booking their bound.
+func (l *lowerer) lowerSteps(op *ir.Op) {
 	if l.failed[op] {
 		return
 	}

@@ -6,7 +6,9 @@ import (
 	"slices"
 
 	"github.com/nvcomm/nvcomm/internal/checked"
+	"github.com/nvcomm/nvcomm/internal/diag"
 	"github.com/nvcomm/nvcomm/internal/ir"
+	"github.com/nvcomm/nvcomm/internal/plan"
 )
 
 // Lower bounds (docs/lowering.md, "Lower bounds"). A bound holds for every
@@ -220,4 +222,107 @@ func (b deviceBits) within(of deviceBits) bool {
 		}
 	}
 	return true
+}
+
+// Bounds are lower bounds booked apart from a ledger's: per device, and
+// in all over sets of devices. Lowering books the bound of the way it
+// computes an op; where the vocabulary computes an op two ways whose
+// bounds differ (a contraction split along its summed axis: gather the
+// operands, or sum the partial products), the fusion's bound may count
+// only what either way must receive (Least), or a plan that takes the
+// other way could receive less than the bound says.
+type Bounds struct {
+	device map[int]int64
+	aggs   aggregates
+}
+
+// CaptureBounds runs fn and returns the bounds it booked, which the
+// ledger does not keep; its steps, bytes received and errors the ledger
+// keeps.
+func (l *Ledger) CaptureBounds(fn func()) Bounds {
+	bound, aggs := l.bound, l.aggregates
+	l.bound, l.aggregates = map[int]int64{}, aggregates{}
+	fn()
+	got := Bounds{device: l.bound, aggs: l.aggregates}
+	l.bound, l.aggregates = bound, aggs
+	return got
+}
+
+// Trial runs fn on a ledger kept for trials and returns the bounds it
+// booked, false when it reported an error; the ledger then forgets
+// everything fn wrote but its searches, which later trials reuse.
+func (l *Ledger) Trial(fn func()) (Bounds, bool) {
+	b := l.CaptureBounds(fn)
+	ok := l.errs.Len() == 0
+	l.errs = &diag.List{File: l.errs.File}
+	l.received = map[int]int64{}
+	l.steps.flush(func(*plan.Step) {})
+	return b, ok
+}
+
+// Book adds b to the ledger's bounds.
+func (l *Ledger) Book(b Bounds) {
+	for d, n := range b.device {
+		l.bound[d] = saturatingAdd(l.bound[d], n)
+	}
+	for _, a := range b.aggs.list {
+		l.aggregates.add(a.devices, a.extra)
+	}
+}
+
+// Add adds o to b, which must have been captured (not the zero Bounds).
+func (b Bounds) Add(o Bounds) Bounds {
+	for d, n := range o.device {
+		b.device[d] = saturatingAdd(b.device[d], n)
+	}
+	for _, a := range o.aggs.list {
+		b.aggs.add(a.devices, a.extra)
+	}
+	return b
+}
+
+// Least returns what a plan must receive whichever of the two ways, of
+// bounds a and b, it computes an op by: per device the smaller bound, and
+// over the union U of their devices the rest of the smaller total. For a
+// set S of devices that holds U, the sum of the per-device minima over S
+// plus that rest is at most either way's total over S (each way's
+// per-device bounds outside U are at least the minima, and its total over
+// U at least the smaller total); a set that does not hold U counts the
+// minima only. So the busiest device's average over any set stays a
+// bound for both ways; what is lost is the aggregates over proper subsets
+// of U.
+func Least(a, b Bounds) Bounds {
+	var union []int
+	for _, x := range []Bounds{a, b} {
+		for d := range x.device {
+			union = append(union, d)
+		}
+		for _, g := range x.aggs.list {
+			union = append(union, g.devices...)
+		}
+	}
+	slices.Sort(union)
+	union = slices.Compact(union)
+	least := Bounds{device: map[int]int64{}}
+	var mins int64
+	for _, d := range union {
+		least.device[d] = min(a.device[d], b.device[d])
+		mins = saturatingAdd(mins, least.device[d])
+	}
+	if rest := min(a.total(), b.total()) - mins; rest > 0 && len(union) > 0 {
+		least.aggs.add(union, rest)
+	}
+	return least
+}
+
+// total is what the devices of b must receive between them.
+func (b Bounds) total() int64 {
+	t := int64(0)
+	for _, n := range b.device {
+		t = saturatingAdd(t, n)
+	}
+	for _, a := range b.aggs.list {
+		t = saturatingAdd(t, a.extra)
+	}
+	return t
 }
