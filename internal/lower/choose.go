@@ -181,8 +181,11 @@ func (l *lowerer) choiceOf(op *ir.Op, gathering map[*ir.Tensor]*ir.Op) (*kChoice
 	}
 	t, ok := commonKSplit(&given)
 	want, block := BlockShards(op.Out)
-	if !ok || !block || given.Inputs[0].Shape()[given.ContractedAxis(0)]%op.Out.Mesh.Size(t) != 0 {
+	if !ok || !block {
 		return nil, false
+	}
+	if i, a := given.ReducedOperand(); given.Inputs[i].Shape()[a]%op.Out.Mesh.Size(t) != 0 {
+		return nil, false // a lookup's is its table's
 	}
 	withSum := append(want[:len(want):len(want)], Split{-1, t})
 	for i := range 2 {
