@@ -6,14 +6,14 @@ import (
 	"github.com/nvcomm/nvcomm/internal/shard"
 )
 
-// This file lowers a lookup (embedding) to its local step: each device
-// reads the rows of its block of the table at its block of the ids, as
-// Megatron-LM's VocabParallelEmbedding does: the ids outside the rows it
-// holds give zero rows. The rest of the op — the sum of the devices'
-// partial rows when the table is split on its vocabulary, pending terms,
-// the Permute into the output's order — is the contraction's
-// (compute.go): a lookup is the product of the ids' one-hot matrix with
-// the table.
+// This file lowers a lookup (embedding, gather) to its local step: each
+// device reads the rows of its block of the table at its block of the
+// indices, as Megatron-LM's VocabParallelEmbedding does: the indices
+// outside the rows it holds give zero rows. The rest of the op — the sum
+// of the devices' partial rows when the table is split on its rows,
+// pending terms, the Permute into the output's order — is the
+// contraction's (compute.go): a lookup is the product of the indices'
+// one-hot matrix with the table.
 
 // emitLookup appends the Lookup step of c.op into buffer out: row-major
 // [Bt, N, E] from indices [Bt, N] and a table [Bt, V, E] whose rows on
