@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/nvcomm/nvcomm/internal/ops"
+	"github.com/nvcomm/nvcomm/internal/shard"
 )
 
 // This file infers the lookup ops' outputs: embedding's ids of an integer
@@ -14,9 +15,8 @@ import (
 // dim of x [..., v], which gives [..., 1, v]. The output has the table's
 // dtype.
 
-// isIntDType reports whether d holds integers (int32, int64), the dtypes
-// of indices.
-func isIntDType(d DType) bool { return d == "int32" || d == "int64" }
+// isIntDType reports whether d holds integers, the dtypes of indices.
+func isIntDType(d DType) bool { return shard.IsIntDType(string(d)) }
 
 // indexed reports whether op is a lookup: one of its operands holds
 // indices into another's rows (its entry's Indexed).

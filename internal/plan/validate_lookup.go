@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/nvcomm/nvcomm/internal/ops"
+	"github.com/nvcomm/nvcomm/internal/shard"
 )
 
 // This file checks the lookups (embedding) and their local step, Lookup
@@ -22,8 +23,6 @@ func indexedOf(op string) *ops.Indexed {
 // isLookup reports whether op reads rows of a table at indices.
 func isLookup(op string) bool { return indexedOf(op) != nil }
 
-// isIntDType reports whether d is a dtype of indices.
-func isIntDType(d string) bool { return d == "int32" || d == "int64" }
 
 // checkLookupDTypes checks a lookup's dtypes: integer indices, and an
 // output of the table's dtype.
@@ -32,7 +31,7 @@ func (v *validator) checkLookupDTypes(i int, op Op, ins []*tensorInfo, out *tens
 	if len(ins) != 2 {
 		return // reported as a wrong number of inputs
 	}
-	if ids := ins[x.Indices].t; !isIntDType(ids.DType) {
+	if ids := ins[x.Indices].t; !shard.IsIntDType(ids.DType) {
 		v.planf("op %d: %s's indices %q have dtype %s, want int32 or int64", i, op.Op, names[x.Indices], ids.DType)
 	}
 	if table := ins[x.Table].t; table.DType != out.t.DType {
