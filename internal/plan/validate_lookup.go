@@ -23,7 +23,6 @@ func indexedOf(op string) *ops.Indexed {
 // isLookup reports whether op reads rows of a table at indices.
 func isLookup(op string) bool { return indexedOf(op) != nil }
 
-
 // checkLookupDTypes checks a lookup's dtypes: integer indices, and an
 // output of the table's dtype.
 func (v *validator) checkLookupDTypes(i int, op Op, ins []*tensorInfo, out *tensorInfo) {
