@@ -20,10 +20,7 @@ func TestEmbeddingLowering(t *testing.T) {
 	const head = "format: 2\nmeshes:\n  m: [0, 1, 2, 3]\ntensors:\n  ids: {mesh: m, dtype: int32, shape: [8, 2]%s}\n  table: {mesh: m, shape: [16384, 64]%s}\n"
 	const op = "ops:\n  - {op: embedding, in: [ids, table], out: y}\n"
 	vocab := ", placements: [Shard(0)]"
-	tests := map[string]struct {
-		src              string
-		optimal, nvfuser []string // the step types, or the error
-	}{
+	tests := map[string]policyCase{
 		"vocab-parallel: the partial rows summed, or the table gathered": {
 			fmt.Sprintf(head, "", vocab) + "  y: {mesh: m, placements: [Replicate()]}\n" + op,
 			[]string{"Lookup", "Allreduce"}, []string{"Allgather", "Lookup"}},
@@ -44,19 +41,7 @@ func TestEmbeddingLowering(t *testing.T) {
 			fmt.Sprintf(head, ", placements: [Shard(0)]", "") + op,
 			[]string{"Lookup"}, []string{"Lookup"}},
 	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			f, err := ir.Parse("f.yaml", []byte(tc.src))
-			if err != nil {
-				t.Fatal(err)
-			}
-			for policy, want := range map[lower.Policy][]string{lower.PolicyOptimal: tc.optimal, lower.PolicyNvFuser: tc.nvfuser} {
-				if d := cmp.Diff(want, stepsOrError(f, policy)); d != "" {
-					t.Errorf("%s (-want +got):\n%s", policy, d)
-				}
-			}
-		})
-	}
+	runPolicyCases(t, tests)
 }
 
 // TestGatherLowering checks gather along the last dim: logits split on the
@@ -66,15 +51,25 @@ func TestEmbeddingLowering(t *testing.T) {
 func TestGatherLowering(t *testing.T) {
 	const src = "format: 2\nmeshes:\n  m: [0, 1, 2, 3]\ntensors:\n  logits: {mesh: m, shape: [8, 65536], placements: [%s]}\n" +
 		"  labels: {mesh: m, dtype: int64, shape: [8, 1]%s}\n  t: {mesh: m, placements: [%s]}\nops:\n  - {op: gather, in: [logits, labels], out: t, axis: -1}\n"
-	tests := map[string]struct {
-		src              string
-		optimal, nvfuser []string
-	}{
+	tests := map[string]policyCase{
 		"vocab-parallel logits: the target logit summed": {
 			fmt.Sprintf(src, "Shard(1)", "", "Replicate()"), []string{"Lookup", "Allreduce"}, []string{"Allgather", "Permute", "Lookup"}},
 		"row-split logits and labels: local": {
 			fmt.Sprintf(src, "Shard(0)", ", placements: [Shard(0)]", "Shard(0)"), []string{"Lookup"}, []string{"Lookup"}},
 	}
+	runPolicyCases(t, tests)
+}
+
+// policyCase is a fusion and what each policy makes of it: the step types
+// of its plan (then "invalid" or "FAIL", stepsOrError), or the error.
+type policyCase struct {
+	src              string
+	optimal, nvfuser []string
+}
+
+// runPolicyCases parses each case's fusion and checks each policy's plan.
+func runPolicyCases(t *testing.T, tests map[string]policyCase) {
+	t.Helper()
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			f, err := ir.Parse("f.yaml", []byte(tc.src))
