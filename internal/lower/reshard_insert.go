@@ -178,7 +178,7 @@ func (ins *inserter) computing(op *ir.Op) {
 		}
 		target := need // the optimal policy's search finds the best way to all of it
 		if ins.planner.Policy() == PolicyNvFuser {
-			target = ins.bcast.setTarget(x, need)
+			target = ins.bcast.setTarget(op, i, need)
 		}
 		if k := slices.IndexFunc(sets, func(r resharded) bool { return r.from == x && SameSplits(r.target, target) }); k >= 0 {
 			op.Inputs[i] = sets[k].to // the slot reads a tensor already resharded so
