@@ -41,9 +41,12 @@ import (
 //     operand is Partial;
 // and a combination is priced by parts only when its contraction's
 // factors do not both split the summed axis along one device type with
-// the output not Partial: the optimal policy then chooses between
+// the output not Partial (the optimal policy then chooses between
 // gathering them and summing partial products, which depends on both at
-// once. Every other combination is lowered whole. The rules of which sets
+// once), and when its op cannot be computed where its operands are with
+// its result resharded after (lower.MayComputeAfter: the optimal policy
+// then chooses between that and resharding them before). Every other
+// combination is lowered whole. The rules of which sets
 // the lowering inserts, and the tensors they write, are internal/lower's
 // own (lower.BlockShards, OperandShards, BlockSchedule), for tensors
 // without broadcast axes (an op's fusion's operands are its inputs, which
@@ -190,6 +193,9 @@ func (d *decomposition) recipeFor(combo []int) (r recipe, byParts bool) {
 	if d.fa.op.Kind.IsContraction() && !out.summed && d.commonKSplit(combo) {
 		return recipe{}, false // the optimal policy's choice between gathering and summing
 	}
+	if d.mayComputeAfter(combo) {
+		return recipe{}, false // the optimal policy's choice between resharding before and after
+	}
 	var own strings.Builder
 	fmt.Fprintf(&own, "op %s\x00%s", d.opKey, d.keys[len(combo)-1][combo[len(combo)-1]])
 	for i, j := range d.slots {
@@ -206,6 +212,19 @@ func (d *decomposition) recipeFor(combo []int) (r recipe, byParts bool) {
 	}
 	r.parts = append(r.parts, own.String())
 	return r, true
+}
+
+// mayComputeAfter reports whether the optimal policy may compute combo's
+// op where its operands are and reshard the result after
+// (lower.MayComputeAfter).
+func (d *decomposition) mayComputeAfter(combo []int) bool {
+	op := *d.fa.op
+	op.Inputs = make([]*ir.Tensor, len(d.slots))
+	for i, j := range d.slots {
+		op.Inputs[i] = d.tensors[j][combo[j]]
+	}
+	op.Out = d.tensors[len(combo)-1][combo[len(combo)-1]]
+	return op.Out != nil && lower.MayComputeAfter(&op)
 }
 
 // builders returns, for each part of combo's recipe, the fusion it

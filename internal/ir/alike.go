@@ -54,7 +54,7 @@ func (tab *alikeTable) share(t *Tensor) {
 	if tab.first == nil {
 		tab.first = make(map[string]*Tensor)
 	}
-	tab.key = t.appendAlikeKey(tab.key[:0])
+	tab.key = t.AppendAlikeKey(tab.key[:0])
 	u, ok := tab.first[string(tab.key)]
 	if !ok {
 		tab.first[string(tab.key)] = t
@@ -70,9 +70,10 @@ func (tab *alikeTable) share(t *Tensor) {
 	t.Pos, t.Producer, t.Declared, t.Combined = pos, producer, declared, combined
 }
 
-// appendAlikeKey appends to b what ShareAlike compares: everything that
-// determines t's domains and analyses, positions left out.
-func (t *Tensor) appendAlikeKey(b []byte) []byte {
+// AppendAlikeKey appends to b what ShareAlike compares: everything that
+// determines t's domains and analyses, positions and name left out. The
+// lowering keys what it memoizes per op by it.
+func (t *Tensor) AppendAlikeKey(b []byte) []byte {
 	b = AppendKeyString(b, t.Mesh.Name)
 	b = AppendKeyString(b, string(t.DType))
 	b = AppendKeyString(b, string(t.Partial))

@@ -230,10 +230,10 @@ func (b *opBuilder) op(i int, op plan.Op, ps *diag.List) *ir.Op {
 		}
 		o.Axis = *op.Axis
 	}
-	if why := op.Inserted; why != nil && o.Kind == ir.OpSet && !why.Output && why.For > i && why.For < len(b.ops) {
-		// A set inserted to reshard an operand: the op's bound may stand
-		// for the set's (choose.go).
-		o.Inserted = &ir.Insertion{For: &b.ops[why.For], Operands: slices.Clone(why.Operands)}
+	if why := op.Inserted; why != nil && o.Kind == ir.OpSet && why.For != i && why.For >= 0 && why.For < len(b.ops) {
+		// A set inserted to reshard an operand or a result: its op's
+		// bound may stand for the set's (ways.go).
+		o.Inserted = &ir.Insertion{For: &b.ops[why.For], Operands: slices.Clone(why.Operands), Output: why.Output}
 	}
 	if out.Partial != "" {
 		// Its pending terms: what the op computes is their Combined.

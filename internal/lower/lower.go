@@ -118,7 +118,8 @@ func lowerInto(f *ir.Fusion, opts Options, w *plan.Writer, alike *opsAlike) (*lo
 	if err != nil {
 		return nil, err
 	}
-	l := &lowerer{f: f, planner: planner, ledger: reshard.NewLedger(f.File), w: w, alike: alike, owned: w != nil}
+	l := &lowerer{f: f, planner: planner, ledger: reshard.NewLedger(f.File), w: w, alike: alike, owned: w != nil,
+		opBounds: map[*ir.Op]reshard.Bounds{}, discard: map[*ir.Op]bool{}, trials: newTrials(f)}
 	for _, p := range passes {
 		p.run(l)
 	}
@@ -140,7 +141,7 @@ type pass struct {
 // plan (plan).
 var passes = []pass{
 	{"insert reshardings", (*lowerer).insertReshardings},
-	{"bound contraction choices", (*lowerer).boundChoices},
+	{"bound the ways", (*lowerer).boundWays},
 	{"lower each op", (*lowerer).lowerOps},
 }
 
@@ -225,15 +226,12 @@ type lowerer struct {
 	// alike, for Certify, lowers sets and reductions alike once; nil
 	// lowers each.
 	alike *opsAlike
-	// choices are the contractions either way computes, gathers the sets
-	// that gathered their operands, and setBounds those sets' bounds until
-	// their op books its own (choose.go); trialLedger and trialPlanner find
-	// the bounds of the ways not taken.
-	choices      map[*ir.Op]*kChoice
-	gathers      map[*ir.Op]bool
-	setBounds    map[*ir.Tensor]reshard.Bounds
-	trialLedger  *reshard.Ledger
-	trialPlanner *reshard.Planner
+	// opBounds are, per op that more than one way computes, what every
+	// way must receive, which it books in place of its own bound and its
+	// inserted sets' (discard): ways.go. trials lowers the ways.
+	opBounds map[*ir.Op]reshard.Bounds
+	discard  map[*ir.Op]bool
+	trials   *trials
 	// owned is set when the caller's fusion is the lowerer's to change
 	// (Stream): the resharding pass then renumbers its ops and gives them
 	// their new operands in place, rather than copy them.
@@ -257,18 +255,21 @@ type opCtx struct {
 	pending *ir.Tensor
 }
 
-// lowerOp lowers op into the ledger's steps and books its bound: a
-// contraction either way computes books what both ways must receive, for
-// itself and the sets that gathered its operands (choose.go).
+// lowerOp lowers op into the ledger's steps and books its bound: an op
+// that more than one way computes books what every way must receive, for
+// itself and the sets inserted to reshard its operands or its result
+// (ways.go).
 func (l *lowerer) lowerOp(op *ir.Op) {
-	switch ch := l.choices[op]; {
-	case l.gathers[op]:
-		l.setBounds[op.Out] = l.ledger.CaptureBounds(func() { l.lowerSteps(op) })
-	case ch != nil:
-		l.bookChoice(ch, func() { l.lowerSteps(op) })
-	default:
-		l.lowerSteps(op)
+	if b, ok := l.opBounds[op]; ok {
+		l.ledger.CaptureBounds(func() { l.lowerSteps(op) })
+		l.ledger.Book(b)
+		return
 	}
+	if l.discard[op] {
+		l.ledger.CaptureBounds(func() { l.lowerSteps(op) })
+		return
+	}
+	l.lowerSteps(op)
 }
 
 // lowerSteps lowers op into the ledger's steps, booking their bound.

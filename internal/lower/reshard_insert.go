@@ -44,7 +44,7 @@ func insertReshardings(f *ir.Fusion, l *lowerer) (*ir.Fusion, *inserter) {
 	out := *f
 	out.Ops = nil
 	out.Tensors = slices.Clone(f.Inputs)
-	ins := &inserter{source: f, fusion: &out, errs: l.ledger.Errs(), planner: l.planner, sumTypes: map[*ir.Op]ir.ParallelType{}, failed: map[*ir.Op]bool{}, bcast: bcastAxes{}, owned: l.owned, deferred: map[*ir.Tensor]*ir.Op{}}
+	ins := &inserter{source: f, fusion: &out, errs: l.ledger.Errs(), planner: l.planner, trials: l.trials, sumTypes: map[*ir.Op]ir.ParallelType{}, failed: map[*ir.Op]bool{}, bcast: bcastAxes{}, owned: l.owned, deferred: map[*ir.Tensor]*ir.Op{}}
 	for _, op := range f.Ops {
 		if reducesTermsFor(op) {
 			ins.deferred[op.Out] = op // added with the op it serves
@@ -85,8 +85,10 @@ type inserter struct {
 	// (a fusion of sets inserts none).
 	names map[string]int
 	errs  *diag.List
-	// planner prices the optimal policy's choice (choose.go).
+	// planner prices the optimal policy's choices (choose.go, ways.go),
+	// trials lowers the ways it prices.
 	planner *reshard.Planner
+	trials  *trials
 	// sumTypes is, per contraction that sums partial products although its
 	// output does not split its summed axis, the device type they are
 	// summed over.
@@ -166,9 +168,15 @@ func (ins *inserter) computing(op *ir.Op) {
 		ins.view(op, want)
 		return
 	}
-	if _, block := BlockShards(op.In()); len(op.Inputs) == 1 && block {
-		ins.reshardAfter(op, want)
+	switch v, at := ins.chooseWay(op, want); {
+	case v == wayAfter && at != nil:
+		ins.computeIn(op, at)
 		return
+	case v == wayAfter:
+		if _, block := BlockShards(op.In()); block {
+			ins.reshardAfter(op, want)
+			return
+		}
 	}
 	var sets []resharded
 	for i, x := range op.Inputs {

@@ -249,15 +249,25 @@ func (l *Ledger) CaptureBounds(fn func()) Bounds {
 }
 
 // Trial runs fn on a ledger kept for trials and returns the bounds it
-// booked, false when it reported an error; the ledger then forgets
+// booked and the cost of the steps it wrote, of elements of elem bytes,
+// priced by p; false when it
+// reported an error or a price does not fit. The ledger then forgets
 // everything fn wrote but its searches, which later trials reuse.
-func (l *Ledger) Trial(fn func()) (Bounds, bool) {
+func (l *Ledger) Trial(p *Planner, elem int64, fn func()) (Bounds, Cost, bool) {
 	b := l.CaptureBounds(fn)
 	ok := l.errs.Len() == 0
+	var c pathCost
+	l.steps.flush(func(s *plan.Step) {
+		if !ok {
+			return
+		}
+		sc, priced := p.stepCost(s, elem)
+		c, ok = p.costOrder.Add(c, sc)
+		ok = ok && priced
+	})
 	l.errs = &diag.List{File: l.errs.File}
 	l.received = map[int]int64{}
-	l.steps.flush(func(*plan.Step) {})
-	return b, ok
+	return b, Cost{c}, ok
 }
 
 // Book adds b to the ledger's bounds.
@@ -270,18 +280,7 @@ func (l *Ledger) Book(b Bounds) {
 	}
 }
 
-// Add adds o to b, which must have been captured (not the zero Bounds).
-func (b Bounds) Add(o Bounds) Bounds {
-	for d, n := range o.device {
-		b.device[d] = saturatingAdd(b.device[d], n)
-	}
-	for _, a := range o.aggs.list {
-		b.aggs.add(a.devices, a.extra)
-	}
-	return b
-}
-
-// Least returns what a plan must receive whichever of the two ways, of
+// Least returns what a plan must receive whichever of two ways, of
 // bounds a and b, it computes an op by: per device the smaller bound, and
 // over the union U of their devices the rest of the smaller total. For a
 // set S of devices that holds U, the sum of the per-device minima over S

@@ -133,5 +133,22 @@ func (p *Planner) Add(a, b Cost) (Cost, bool) {
 	return Cost{c}, ok
 }
 
+// stepCost prices step s, which a trial wrote, of elements of elem bytes,
+// as cost.Predict prices it
+// in a plan (a Matmul's arithmetic aside: a trial writes none): its time,
+// and the bytes its busiest device receives and all its devices do.
+func (p *Planner) stepCost(s *plan.Step, elem int64) (pathCost, bool) {
+	st, err := p.topology.StepOf(s, elem)
+	if err != nil {
+		return pathCost{}, false
+	}
+	c := pathCost{ps: picoseconds(st.Seconds), steps: 1}
+	if s.Bytes != nil {
+		c.busiest = s.Bytes.ReceivedPerDevice
+		c.total = s.Bytes.ReceivedPerDevice
+	}
+	return c, true
+}
+
 // Less reports whether the objective prefers cost a to cost b.
 func (p *Planner) Less(a, b Cost) bool { return p.costOrder.Less(a.c, b.c) }
