@@ -286,9 +286,13 @@ func computeFusion(like *ir.Op, operands []ir.TensorSpec, out ir.TensorSpec) (*i
 // commonKSplit).
 func (d *decomposition) commonKSplit(combo []int) bool {
 	var found []ir.ParallelType
+	factors := 0
 	for i, j := range d.slots[:2] {
 		if !d.block[j][combo[j]] {
 			return false
+		}
+		if d.fa.op.ContractedAxis(i) >= 0 {
+			factors++ // not a lookup's indices
 		}
 		for _, s := range d.have[j][combo[j]] {
 			if s.Axis == d.fa.op.ContractedAxis(i) {
@@ -296,7 +300,7 @@ func (d *decomposition) commonKSplit(combo []int) bool {
 			}
 		}
 	}
-	return len(found) == 2 && found[0] == found[1]
+	return len(found) > 0 && len(found) == factors && found[0] == found[len(found)-1]
 }
 
 // stepSeconds lowers f and returns its steps' predicted times in plan

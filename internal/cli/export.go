@@ -145,12 +145,12 @@ func probes(p *plan.Plan, seed uint64) map[string][]float64 {
 	for _, op := range p.Ops {
 		produced[op.Output] = true
 	}
-	out := map[string][]float64{}
+	out, bounds := map[string][]float64{}, sim.IndexBounds(p)
 	for i, t := range p.Tensors {
 		if produced[t.Name] {
 			continue
 		}
-		out[t.Name] = sim.InputValues(seed, i, probeCount(t), sim.DataOf(p))
+		out[t.Name] = sim.InputValues(seed, i, probeCount(t), sim.DataOf(p), bounds[t.Name])
 	}
 	return out
 }

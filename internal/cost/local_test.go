@@ -144,3 +144,25 @@ func TestStridedRoundTrip(t *testing.T) {
 		t.Errorf("a strided bandwidth of 0: error %v", err)
 	}
 }
+
+// TestLookupBytes: a Lookup reads its indices and the rows it copies (as
+// many as it writes) and writes its output, at a contiguous copy's rate.
+func TestLookupBytes(t *testing.T) {
+	topo := testTopology()
+	for _, tc := range []struct {
+		name  string
+		count plan.Count
+		elem  int64
+		bytes float64 // read plus written
+	}{
+		{"embedding rows", plan.Count{Input: 32, Output: 32 * 64}, 4, (32 + 2*32*64) * 4},
+		{"gather's one element a row", plan.Count{Input: 8, Output: 8}, 2, (8 + 2*8) * 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := topo.LocalSeconds(plan.Lookup, tc.count, tc.elem)
+			if want := topo.Local(int64(tc.bytes)); !ok || math.Abs(got-want) > 1e-15 {
+				t.Errorf("LocalSeconds = %g, want %g (%g bytes)", got, want, tc.bytes)
+			}
+		})
+	}
+}

@@ -378,11 +378,15 @@ func exchangeReceived(s *plan.Step, team []int, size int64) (most int64, ok bool
 }
 
 // localCounts are the elements a local step of type typ with counts c
-// reads and writes: a Slice reads only the chunk it keeps (its output),
-// every other step its whole input.
+// reads and writes: a Slice reads only the chunk it keeps (its output), a
+// Lookup its indices and the rows it copies (or zeros: as many), every
+// other step its whole input.
 func localCounts(typ string, c plan.Count) (in, out int64) {
-	if typ == plan.Slice || typ == StridedSlice {
+	switch typ {
+	case plan.Slice, StridedSlice:
 		return int64(c.Output), int64(c.Output)
+	case plan.Lookup:
+		return int64(c.Input) + int64(c.Output), int64(c.Output)
 	}
 	return int64(c.Input), int64(c.Output)
 }

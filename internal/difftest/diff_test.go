@@ -204,6 +204,8 @@ func features(p *plan.Plan) []string {
 		switch {
 		case contraction && s.Kind == plan.KindCollective:
 			fs = append(fs, "contraction summed by "+s.Type)
+		case strings.Contains(s.Expr, "= embedding(") && s.Kind == plan.KindCollective:
+			fs = append(fs, "lookup summed by "+s.Type)
 		case s.Type == plan.Matmul && s.BroadcastB:
 			fs = append(fs, "Matmul with b shared by batches")
 		}
@@ -347,7 +349,7 @@ func run(t *testing.T, n int, seed uint64, nvfuserEvery int, shapeOps bool) tall
 // could otherwise lose silently.
 var required = append(opFeatures(), "resharding set before an op", "resharding set after an op",
 	"contraction summed by Allreduce", "contraction summed by ReduceScatter",
-	"Matmul with b shared by batches",
+	"lookup summed by Allreduce", "Matmul with b shared by batches",
 	"layer op on a 1-D mesh", "layer op on a 2-D mesh", "layer op on a 3-D mesh",
 	"format 2: a propagated sharding", "number operand")
 

@@ -175,8 +175,12 @@ func (l *layerGen) name() string {
 // placements when given (the sharding an op's output requires of it), a
 // block sharding, or a random schedule (Partial only when partialOK).
 func (l *layerGen) input(shape []int, m genMesh, aligned []string, partialOK bool) lt {
+	return l.inputOf(shape, m, aligned, partialOK, l.dtype)
+}
+
+// inputOf is input in dtype.
+func (l *layerGen) inputOf(shape []int, m genMesh, aligned []string, partialOK bool, dtype string) lt {
 	t := lt{name: l.name(), shape: shape, mesh: m}
-	dtype := l.dtype
 	if dtype == "float32" && l.r.IntN(2) == 0 {
 		dtype = "" // the default
 	}
@@ -190,7 +194,9 @@ func (l *layerGen) input(shape []int, m genMesh, aligned []string, partialOK boo
 	default:
 		t.terms = l.writeTensor(&l.tensors, t.name, m, shape, make([]bool, len(shape)), dtype, true, true, partialOK)
 	}
-	l.pool = append(l.pool, t)
+	if dtype == l.dtype || dtype == "" {
+		l.pool = append(l.pool, t) // not a lookup's indices, which no other op reads
+	}
 	return t
 }
 

@@ -273,4 +273,5 @@ var opKinds = []string{
 	"set", "set", "reduce", "reduce",
 	"binary", "binary", "binary", "unary", "unary", "broadcast", "broadcast",
 	"matmul", "matmul", "matmul", "linear", "linear", "linear", "composite", "composite",
+	"embedding", "embedding", "gather", "gather",
 }

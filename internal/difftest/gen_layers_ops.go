@@ -1,6 +1,7 @@
 package difftest
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -39,6 +40,10 @@ func (l *layerGen) op(cur lt) lt {
 		return l.composite(cur)
 	case "matmul":
 		return l.matmul(cur)
+	case "embedding":
+		return l.embedding(cur)
+	case "gather":
+		return l.gather(cur)
 	}
 	return l.linear(cur)
 }
@@ -209,8 +214,11 @@ type operand struct {
 	t *lt // nil: a new input of shape, or the number lit
 	// lit is a binary op's number operand as the file writes it ("0.5"),
 	// "" for a tensor.
-	lit     string
-	shape   []int
+	lit   string
+	shape []int
+	// dtype is a new input's dtype when not the chain's: a lookup's
+	// indices.
+	dtype   string
 	mapAxis func(outAxis int) int
 	kAxis   int
 }
@@ -258,7 +266,7 @@ func (l *layerGen) emit(kind string, ops []operand, shape []int, k int, extra st
 		if l.r.IntN(5) == 0 {
 			im, al = l.meshes[l.r.IntN(2)], nil
 		}
-		names[i], meshes[i] = l.input(o.shape, im, al, false).name, im
+		names[i], meshes[i] = l.inputOf(o.shape, im, al, false, cmp.Or(o.dtype, l.dtype)).name, im
 	}
 	for i, om := range meshes {
 		// The output lies on its first operand's mesh unless it says

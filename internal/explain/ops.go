@@ -148,6 +148,9 @@ func (e *explainer) opContext(i int, op plan.Op) []string {
 	if len(out.Reduced) > 0 && (op.Op == "matmul" || op.Op == "linear") {
 		lines = append(lines, fmt.Sprintf("k, the summed dim, is split along %s: each device multiplies its slices of k, and the partial products are summed", typesOf(out.Reduced)))
 	}
+	if len(out.Reduced) > 0 && isLookup(op.Op) {
+		lines = append(lines, fmt.Sprintf("the table's rows are split along %s: each device looks up the indices in its rows, zero rows for the others, and the partial rows are summed", typesOf(out.Reduced)))
+	}
 	return lines
 }
 

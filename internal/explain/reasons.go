@@ -21,6 +21,8 @@ func (e *explainer) reason(op plan.Op, steps []*plan.Step, k int) string {
 		return e.matmulReason(steps, k)
 	case plan.Pointwise:
 		return pointwiseReason(s)
+	case plan.Lookup:
+		return lookupReason(steps, k)
 	case plan.LocalReduce:
 		return fmt.Sprintf("each device first reduces, with %s, the part of the reduced dim it holds", reduceName(s))
 	case plan.Pad:
@@ -124,6 +126,8 @@ func (e *explainer) reductionReason(op plan.Op, s *plan.Step, along string) stri
 	switch {
 	case op.Op == "matmul" || op.Op == "linear":
 		what = fmt.Sprintf("k is split along %s: the partial products are summed", along)
+	case isLookup(op.Op):
+		what = fmt.Sprintf("the table's rows (the vocabulary) are split along %s: the partial rows are summed", along)
 	case op.Input != "" && e.sh[op.Input] != nil && e.sh[op.Input].Partial != nil:
 		what = fmt.Sprintf("%s's dim 0 holds one term per device along %s: the terms are reduced with %s", op.Input, along, reduceName(s))
 	default:
@@ -167,12 +171,35 @@ func (e *explainer) matmulReason(steps []*plan.Step, k int) string {
 	if len(s.Dims) == 4 {
 		why += fmt.Sprintf(", [Bt, M, K, N] = %s", intList(s.Dims))
 	}
-	for _, c := range steps[k+1:] {
-		if slices.Contains(c.Operands(), s.Output) && plan.IsReduction(c.Type) && c.Kind == plan.KindCollective {
-			return why + ": partial products over its slice of k"
-		}
+	if sumsPartials(steps, k) {
+		return why + ": partial products over its slice of k"
 	}
 	return why
+}
+
+// lookupReason explains a Lookup, and whether it leaves partial rows.
+func lookupReason(steps []*plan.Step, k int) string {
+	s := steps[k]
+	why := "each device copies the table's rows at the indices it holds"
+	if len(s.Dims) == 4 {
+		why += fmt.Sprintf(", [Bt, N, V, E] = %s", intList(s.Dims))
+	}
+	if sumsPartials(steps, k) {
+		return why + ", zero rows for the others: partial rows over its slice of the vocabulary"
+	}
+	return why
+}
+
+// sumsPartials reports whether a later collective of the op combines the
+// output of step k: its partial results.
+func sumsPartials(steps []*plan.Step, k int) bool {
+	s := steps[k]
+	for _, c := range steps[k+1:] {
+		if slices.Contains(c.Operands(), s.Output) && plan.IsReduction(c.Type) && c.Kind == plan.KindCollective {
+			return true
+		}
+	}
+	return false
 }
 
 // pointwiseReason explains a Pointwise step.
@@ -296,4 +323,11 @@ func operandName(op plan.Op, n int, buf string) string {
 		return ins[n]
 	}
 	return buf
+}
+
+// isLookup reports whether op reads rows of a table at indices (the
+// registry's Indexed: embedding, gather).
+func isLookup(op string) bool {
+	e := ops.Lookup(op)
+	return e != nil && e.Indexed != nil
 }

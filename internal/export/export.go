@@ -106,6 +106,9 @@ func Torch(w io.Writer, p *plan.Plan, o Options) error {
 	if g.helpers["exact"] {
 		b.WriteString(exactHelper + "\n\n")
 	}
+	if g.helpers["lookup"] {
+		b.WriteString(lookupHelper + "\n\n")
+	}
 	b.WriteString(strings.Join(fn, "\n") + "\n\n\n")
 	b.WriteString("# --- What the runtime below needs: the plan, simulate's data, the predictions. ---\n")
 	b.WriteString("import json  # noqa: E402\n\n")

@@ -51,6 +51,8 @@ func (g *gen) step(b planned, s *plan.Step) error {
 		return g.matmul(b, s, nil)
 	case plan.Pointwise:
 		return g.pointwise(b, s)
+	case plan.Lookup:
+		return g.lookup(b, s)
 	case plan.Scatter, plan.Gather, plan.Allgather, plan.Broadcast, plan.Reduce, plan.Allreduce,
 		plan.ReduceScatter, plan.SendRecv, plan.AllToAll, plan.AllToAllV:
 		return g.collective(b, s)

@@ -26,7 +26,7 @@ func withOps(src string) string {
 
 // opTables is the Python source of the ops' tables.
 func opTables(all []*ops.Op) string {
-	var layer, magnitude, arity, rounding, reduce, attrs, positive []string
+	var layer, magnitude, arity, rounding, reduce, attrs, positive, indexes, views []string
 	for _, o := range all {
 		lo, hi := o.Arity()
 		n := fmt.Sprint(lo)
@@ -36,6 +36,12 @@ func opTables(all []*ops.Op) string {
 		arity = append(arity, fmt.Sprintf("%q: %s", o.Name, n))
 		if o.Family == ops.Reduction {
 			reduce = append(reduce, fmt.Sprintf("%q", o.Name))
+		}
+		if x := o.Indexed; x != nil {
+			indexes = append(indexes, fmt.Sprintf("%q: (%d, %d, %d)", o.Name, x.Indices, x.Table, x.Rows))
+		}
+		if o.Family == ops.View {
+			views = append(views, fmt.Sprintf("%q", o.Name))
 		}
 		if keys := storedAttrs(o); len(keys) > 0 {
 			attrs = append(attrs, fmt.Sprintf("%q: (%s,)", o.Name, strings.Join(keys, ", ")))
@@ -63,6 +69,8 @@ func opTables(all []*ops.Op) string {
 	fmt.Fprintf(&b, "REDUCE_OPS = (%s)\n", strings.Join(reduce, ", "))
 	table("ATTRS", attrs)
 	fmt.Fprintf(&b, "POSITIVE_DATA = (%s)\n", strings.Join(append(positive, ""), ", "))
+	table("INDEX_OPS", indexes)
+	fmt.Fprintf(&b, "VIEW_OPS = (%s)\n", strings.Join(append(views, ""), ", "))
 	return b.String()
 }
 

@@ -80,11 +80,14 @@ def data_set(p):
     return "small" if "prod" in names else "wide"
 
 
-def input_data(seed, index, n, data, device):
-    """The n row-major values of the fusion input at position index of PLAN's tensors."""
+def input_data(seed, index, n, data, device, bound=0):
+    """The n row-major values of the fusion input at position index of PLAN's tensors:
+    with a bound, the indices h mod bound of an input a lookup indexes with (index_bounds)."""
     key = _mix_int(seed + _GAMMA * (index + 1))
     i = torch.arange(n, dtype=torch.int64, device=device)
     h = _lsr(_mix_tensor(i * _signed(_GAMMA) + _signed(key + _GAMMA)), 32)
+    if bound:
+        return torch.remainder(h, bound).to(torch.float64)
     if data in DATA_TABLES:
         table = torch.tensor(DATA_TABLES[data], dtype=torch.float64, device=device)
         return table[h & 3]
@@ -310,6 +313,7 @@ class Plan:
             if any(t not in self.tensors for t in operands(o)) or o["output"] not in self.tensors:
                 raise PlanError("op %d: unknown tensor" % k)
         self.inputs = [t["name"] for t in p["tensors"] if t["name"] not in self.produced]
+        self.bounds = index_bounds(self)
         # The outputs of ops that leave pending terms (docs/fusion.md, "placements").
         self.pending = {t["name"] for t in p["tensors"] if t.get("partial") and t["name"] in self.produced}
         self.last = {}  # op -> its last step: the step after which the op is checked
@@ -328,6 +332,26 @@ class Plan:
         return ds
 
 
+def index_bounds(plan):
+    """The fusion inputs a lookup (INDEX_OPS: its indices' and its table's operand, and the
+    table's dim of the rows) reads as its indices, directly or through sets and views, with
+    the rows of its table: simulate fills them with indices below that, the least over their
+    lookups (internal/sim's IndexBounds)."""
+    producer = {o["output"]: o for o in plan.p["ops"]}
+    bounds = {}
+    for o in plan.p["ops"]:
+        if o["op"] not in INDEX_OPS or len(operands(o)) != 2:
+            continue
+        names, (ix, tx, dim) = operands(o), INDEX_OPS[o["op"]]
+        rows = plan.shards[names[tx]].shape[dim]
+        name = names[ix]
+        while name in producer and (producer[name]["op"] == "set" or producer[name]["op"] in VIEW_OPS):
+            name = operands(producer[name])[0]
+        if name not in producer and rows > 0:
+            bounds[name] = min(bounds.get(name, rows), rows)
+    return bounds
+
+
 # --- reference -----------------------------------------------------------------
 
 class Reference:
@@ -338,8 +362,9 @@ class Reference:
         data = data_set(p)
         self.val, self.log2bound, self.terms, self.mag = {}, {}, {}, {}
         for name in plan.inputs:
-            self.val[name] = input_data(seed, plan.index[name], plan.shards[name].numel, data, dev)
-            self.log2bound[name], self.terms[name] = DATA_LOG2[data], 1
+            bound = plan.bounds.get(name, 0)
+            self.val[name] = input_data(seed, plan.index[name], plan.shards[name].numel, data, dev, bound)
+            self.log2bound[name], self.terms[name] = math.log2(bound) if bound else DATA_LOG2[data], 1
         for o in p["ops"]:
             self._eval(o)
 
@@ -449,6 +474,16 @@ def _linear(x, w, bias=None):
 
 def _same(x):
     return x
+
+
+def _embedding(ids, table):
+    """The rows of table at ids (float64 integers), torch.nn.functional.embedding."""
+    return torch.nn.functional.embedding(ids.long(), table)
+
+
+def _gather(x, index):
+    """x at index (float64 integers) along the last dim, torch.gather."""
+    return torch.gather(x, -1, index.long())
 
 
 def _cast(x, dtype):
@@ -638,6 +673,9 @@ def op_bounds(o, shapes, lbs, terms):
         return sum(lbs), sum(terms) + 1
     if rounding in VALUE_BOUNDED:  # never exact: the magnitude is the error bound (Reference._bounded)
         return _INF, 1
+    if op in INDEX_OPS:  # rows of the table: its values, summed with zeros only
+        table = INDEX_OPS[op][1]
+        return lbs[table], terms[table]
     if op in ("matmul", "linear"):
         k = shapes[0][-1]
         lb, n = lbs[0] + lbs[1] + math.log2(k), (terms[0] + terms[1] + 1) * k
@@ -925,7 +963,7 @@ def check_data(plan, seed, dev):
         return "not checked (seed %d; the program embeds simulate's values for seed %d)" % (seed, DEFAULT_SEED)
     data = data_set(plan.p)
     for name, want in sorted(PROBES.items()):
-        got = input_data(seed, plan.index[name], len(want), data, dev).tolist()
+        got = input_data(seed, plan.index[name], len(want), data, dev, plan.bounds.get(name, 0)).tolist()
         if got != [float(v) for v in want]:
             return "DIFFERS from simulate for %s: %r, simulate %r" % (name, got[:8], want[:8])
     return "same as simulate (%d values of %d inputs)" % (sum(len(v) for v in PROBES.values()), len(PROBES))

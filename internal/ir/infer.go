@@ -123,9 +123,9 @@ func (p *parser) inferOp(op *Op, in opIn, declared func() ([]int, diag.Pos, bool
 	if reduction >= 0 {
 		value = slices.Delete(value, reduction, reduction+1)
 	}
-	if _, fits := Bytes(value, op.In().DType); !fits {
+	if _, fits := Bytes(value, valueOperand(op).DType); !fits {
 		// What the error names is formatted only for it.
-		p.checkBytes(value, op.In().DType, in.pos, fmt.Sprintf("ops[%d]: output %q", in.idx, op.Out.Name), "")
+		p.checkBytes(value, valueOperand(op).DType, in.pos, fmt.Sprintf("ops[%d]: output %q", in.idx, op.Out.Name), "")
 		return false
 	}
 	op.Out.Logical = logicalDomain(shape, reduction)
@@ -139,7 +139,7 @@ func outputDType(op *Op) DType {
 	if d := op.Attrs.Str(ops.AttrDType); d != "" {
 		return DType(d)
 	}
-	return op.In().DType
+	return valueOperand(op).DType
 }
 
 // operandMesh is the mesh an output takes when it gives none: its first
@@ -198,6 +198,10 @@ func (p *parser) inferShape(op *Op, in opIn, declared func() ([]int, diag.Pos, b
 		return p.inferMatmul(op, in)
 	case op.Kind == OpLinear:
 		return p.inferLinear(op, in)
+	case op.Kind == OpEmbedding:
+		return p.inferEmbedding(op, in)
+	case op.Kind == OpGather:
+		return p.inferGather(op, in)
 	case op.Kind.family() == ops.View:
 		shape, ok := p.inferView(op, in)
 		return shape, -1, ok
@@ -425,6 +429,9 @@ func (p *parser) inferLinear(op *Op, oi opIn) ([]int, int, bool) {
 // sameDTypes checks that all operands have one dtype: only cast converts (in
 // either format).
 func (p *parser) sameDTypes(op *Op, oi opIn) bool {
+	if indexed(op) {
+		return p.indexDTypes(op, oi)
+	}
 	first := op.In()
 	for k, in := range op.Inputs[1:] {
 		if in.DType != first.DType {
@@ -506,7 +513,10 @@ func (p *parser) matchDType(op *Op, d DType, pos diag.Pos, what string) {
 		return
 	}
 	whose := "its input's"
-	if len(op.Inputs) > 1 {
+	switch {
+	case indexed(op):
+		whose = "its table's"
+	case len(op.Inputs) > 1:
 		whose = "its operands'"
 	}
 	p.errs.AddHint(pos, fmt.Sprintf("remove its dtype, or declare it %s; a cast op converts to another", want),

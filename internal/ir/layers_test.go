@@ -518,7 +518,7 @@ func TestOpKindPredicates(t *testing.T) {
 		"elementwise": {"add", "sub", "mul", "maximum", "minimum", "relu", "neg", "abs",
 			"div", "exp", "log", "tanh", "sigmoid", "silu", "gelu", "gelu_tanh", "sqrt", "rsqrt", "reciprocal", "square"},
 		"broadcast":   {"broadcast"},
-		"contraction": {"matmul", "linear"},
+		"contraction": {"matmul", "linear", "embedding", "gather"},
 		"view":        {"permute", "reshape", "cast"},
 		"composite":   {"softmax", "mean", "rms_norm", "layer_norm"},
 	}

@@ -27,6 +27,8 @@ const (
 	OpBroadcast OpKind = "broadcast"
 	OpMatmul    OpKind = "matmul"
 	OpLinear    OpKind = "linear"
+	OpEmbedding OpKind = "embedding"
+	OpGather    OpKind = "gather"
 	OpPermute   OpKind = "permute"
 	OpReshape   OpKind = "reshape"
 	OpCast      OpKind = "cast"
@@ -91,10 +93,10 @@ var otherOps = []string{
 	"var", "std", "argmax", "argmin", "amax", "amin", "logsumexp", "norm", "any", "all", "cumsum", "cumprod",
 	// layers
 	"log_softmax", "batch_norm", "dropout",
-	"embedding", "conv", "conv1d", "conv2d", "bmm", "mm", "einsum", "sdpa", "attention",
+	"conv", "conv1d", "conv2d", "bmm", "mm", "einsum", "sdpa", "attention",
 	// shapes and data movement
 	"view", "transpose", "squeeze", "unsqueeze", "expand", "cat", "concat", "stack",
-	"split", "chunk", "slice", "pad", "gather", "scatter", "index_select", "flatten", "repeat",
+	"split", "chunk", "slice", "pad", "scatter", "index_select", "flatten", "repeat",
 }
 
 // IsReduction reports whether k reduces one axis of its input (sum, prod,

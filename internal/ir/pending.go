@@ -115,9 +115,8 @@ func (p *parser) combine(op *Op) bool {
 		p.errs.Add(diag.Pos{}, "%s: %s has no axis to combine over", what, op.Kind)
 		return false
 	}
-	k := op.In().Shape()
-	if a := op.reducedAxis(); a >= 0 && a < len(k) {
-		shape = append(append(append(shape, value[:r]...), k[a]), value[r:]...)
+	if i, a := op.ReducedOperand(); i >= 0 {
+		shape = append(append(append(shape, value[:r]...), op.Inputs[i].Shape()[a]), value[r:]...)
 	} else {
 		p.errs.Add(diag.Pos{}, "%s: %s has no axis to combine over", what, op.Kind)
 		return false
@@ -131,13 +130,21 @@ func (p *parser) combine(op *Op) bool {
 	return true
 }
 
-// reducedAxis is the axis of op's first operand that op combines over: a
-// reduction's axis, a contraction's k.
-func (o *Op) reducedAxis() int {
+// ReducedOperand returns the first operand of o that holds the axis o
+// combines over, and that axis (a non-reduction position): a reduction's
+// input and axis, a contraction's first factor and its k — a lookup's
+// table and its rows, which its indices do not have. It is -1, -1 for
+// other ops.
+func (o *Op) ReducedOperand() (i, axis int) {
 	if o.Kind.IsReduction() {
-		return o.Axis
+		return 0, o.Axis
 	}
-	return o.ContractedAxis(0)
+	for i := range o.Inputs {
+		if a := o.ContractedAxis(i); a >= 0 {
+			return i, a
+		}
+	}
+	return -1, -1
 }
 
 // pendingPlacements writes t's sharding, pending terms on its logical axis

@@ -295,7 +295,10 @@ func (o *Op) outputPos(i, a, parts int) int {
 	}
 	last := len(o.Out.Logical) - 1
 	switch {
-	case o.Kind.IsContraction() && a == o.ContractedAxis(i) && last >= 0 && o.Out.Logical[last].Reduction:
+	case o.Kind.IsContraction() && !indexed(o) && a == o.ContractedAxis(i) && last >= 0 && o.Out.Logical[last].Reduction:
+		// Not a lookup's rows: nvFuser's embedding_fwd has no reduction
+		// axis to carry their split (csrc/ops/composite.cpp); the
+		// lowering chooses between gathering the table and summing.
 		return last
 	case o.Kind.IsReduction() && i == 0 && a == o.Axis && a <= last && o.Out.Logical[a].Reduction:
 		return a

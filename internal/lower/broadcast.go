@@ -76,6 +76,17 @@ func (b bcastAxes) outputAxis(op *ir.Op, j int) bool {
 	return mapped
 }
 
+// operandAxis reports whether value axis a of operand i of op is a
+// broadcast axis for op: one of the operand's, but for a lookup's table
+// along its rows, whose split says which rows a device looks up — their
+// offsets — whatever their values.
+func (b bcastAxes) operandAxis(op *ir.Op, i, a int) bool {
+	if x := op.Kind.Entry().Indexed; x != nil && i == x.Table && a == op.ContractedAxis(i) {
+		return false
+	}
+	return b.of(op.Inputs[i], a)
+}
+
 // fit is how an operand that needs no resharding set is read.
 type fit struct {
 	// missing are splits of the operand's broadcast axes that the output
@@ -109,7 +120,7 @@ func (b bcastAxes) fits(op *ir.Op, i int, need []Split) (fit, bool) {
 	if b[x] != nil {
 		local = x.LocalShape()
 	}
-	one := func(a int) bool { return local != nil && b.of(x, a) && local[a] == 1 }
+	one := func(a int) bool { return local != nil && b.operandAxis(op, i, a) && local[a] == 1 }
 	for _, s := range have {
 		if !slices.Contains(need, s) && !one(s.Axis) {
 			return fit{}, false
@@ -119,7 +130,7 @@ func (b bcastAxes) fits(op *ir.Op, i int, need []Split) (fit, bool) {
 	for _, s := range need {
 		switch {
 		case slices.Contains(have, s), one(s.Axis):
-		case b.of(x, s.Axis) && !slices.ContainsFunc(have, func(h Split) bool { return h.Type == s.Type }):
+		case b.operandAxis(op, i, s.Axis) && !slices.ContainsFunc(have, func(h Split) bool { return h.Type == s.Type }):
 			f.missing = append(f.missing, s)
 		default:
 			return fit{}, false
@@ -149,14 +160,15 @@ func blockExtent(n int, mesh *ir.Mesh, need []Split, a int) int {
 // which skip broadcast axes; so the set changes one device type where
 // need's splits would change two. (The optimal policy's set takes all of
 // need: its search finds the best way there, a Slice among them.)
-func (b bcastAxes) setTarget(x *ir.Tensor, need []Split) []Split {
+func (b bcastAxes) setTarget(op *ir.Op, i int, need []Split) []Split {
+	x := op.Inputs[i]
 	if b[x] == nil {
 		return need
 	}
 	have, _ := BlockShards(x)
 	var target []Split
 	for _, s := range need {
-		if !b.of(x, s.Axis) || slices.Contains(have, s) {
+		if !b.operandAxis(op, i, s.Axis) || slices.Contains(have, s) {
 			target = append(target, s)
 		}
 	}

@@ -224,7 +224,7 @@ func (b *opBuilder) op(i int, op plan.Op, ps *diag.List) *ir.Op {
 	o := &b.ops[i]
 	*o = ir.Op{Index: i, Kind: ir.OpKind(op.Op), Inputs: inputs, Out: out, Axis: -1, Axes: slices.Clone(op.Axes), Attrs: op.Attrs.Clone(),
 		Scalar: op.Scalar.Clone()}
-	if o.Kind.IsReduction() {
+	if o.Kind.TakesAxis() {
 		if op.Axis == nil || *op.Axis < 0 || *op.Axis >= inputs[0].NumValueAxes() {
 			ps.AddAbout("", "op %d: %s needs an axis among the input's non-reduction axes", i, op.Op)
 			return nil
@@ -426,7 +426,8 @@ func sameStepNamed(a, b *plan.Step, same func(a, b string) bool) bool {
 		a.Count == b.Count && slices.Equal(a.Dims, b.Dims) && slices.Equal(a.Perm, b.Perm) &&
 		slices.Equal(a.ReduceDims, b.ReduceDims) && slices.EqualFunc(a.Valid, b.Valid, sameList) &&
 		samePtr(a.Fill, b.Fill) && samePtr(a.Func, b.Func) && a.Scalar.Equal(b.Scalar) && slices.EqualFunc(a.InputDims, b.InputDims, sameList) &&
-		a.BroadcastB == b.BroadcastB && a.TransposeB == b.TransposeB && slices.EqualFunc(a.SendCounts, b.SendCounts, sameList)
+		a.BroadcastB == b.BroadcastB && a.TransposeB == b.TransposeB && slices.EqualFunc(a.SendCounts, b.SendCounts, sameList) &&
+		slices.Equal(a.Offsets, b.Offsets)
 }
 
 // sameList compares inner lists as JSON does: nil (null) is not empty ([]).

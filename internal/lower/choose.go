@@ -39,6 +39,9 @@ func (ins *inserter) chooseSum(op *ir.Op, want []Split) (ir.ParallelType, bool) 
 		if _, fits := ins.bcast.fits(op, i, OperandShards(op, i, withSum)); !fits {
 			return 0, false // the operands would move either way: keep nvFuser's plan
 		}
+		if op.ContractedAxis(i) < 0 {
+			continue // a lookup's ids: the rows of a split table are summed, not gathered
+		}
 		g, priced := gatherCost(pl, x, t)
 		var fits bool
 		gather, fits = pl.Add(gather, g)
@@ -70,13 +73,17 @@ func sumCost(pl *reshard.Planner, y *ir.Tensor, t ir.ParallelType, want []Split)
 }
 
 // commonKSplit returns the device type that splits the contracted axis of
-// both of op's factors in blocks, if one does.
+// both of op's factors in blocks (of a lookup, its table's), if one does.
 func commonKSplit(op *ir.Op) (ir.ParallelType, bool) {
 	var found []ir.ParallelType
+	factors := 0
 	for i := range 2 {
 		have, ok := BlockShards(op.Inputs[i])
 		if !ok {
 			return 0, false
+		}
+		if op.ContractedAxis(i) >= 0 {
+			factors++
 		}
 		for _, s := range have {
 			if s.Axis == op.ContractedAxis(i) {
@@ -84,7 +91,7 @@ func commonKSplit(op *ir.Op) (ir.ParallelType, bool) {
 			}
 		}
 	}
-	if len(found) != 2 || found[0] != found[1] {
+	if len(found) == 0 || len(found) != factors || found[0] != found[len(found)-1] {
 		return 0, false
 	}
 	return found[0], true

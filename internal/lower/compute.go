@@ -273,7 +273,7 @@ func (c *opCtx) contraction() {
 	if !direct {
 		product = c.buffer("product")
 	}
-	c.emitMatmul(product)
+	c.emitProduct(product)
 	if split {
 		product = c.sumPartials(product, sumType, bias)
 	}
@@ -300,7 +300,7 @@ func (c *opCtx) pendingContraction() {
 		c.fail(fmt.Sprintf("%q holds pending terms stored in another order than row-major", y.Name),
 			"leave out its allocation")
 	default:
-		c.emitMatmul(y.Name)
+		c.emitProduct(y.Name)
 	}
 }
 
@@ -353,6 +353,16 @@ func (c *opCtx) sumDevice() (ir.ParallelType, bool) {
 	}
 	t, ok := c.sumTypes[c.op]
 	return t, ok
+}
+
+// emitProduct appends the local step of c.op, a contraction, into
+// buffer out: a Lookup for a lookup, else a Matmul.
+func (c *opCtx) emitProduct(out string) {
+	if c.op.Kind.Entry().Indexed != nil {
+		c.emitLookup(out)
+		return
+	}
+	c.emitMatmul(out)
 }
 
 // emitMatmul appends the Matmul step of c.op into buffer out: row-major

@@ -186,7 +186,7 @@ func (ins *inserter) computing(op *ir.Op) {
 		}
 		target := need // the optimal policy's search finds the best way to all of it
 		if ins.planner.Policy() == PolicyNvFuser {
-			target = ins.bcast.setTarget(x, need)
+			target = ins.bcast.setTarget(op, i, need)
 		}
 		if k := slices.IndexFunc(sets, func(r resharded) bool { return r.from == x && SameSplits(r.target, target) }); k >= 0 {
 			op.Inputs[i] = sets[k].to // the slot reads a tensor already resharded so
@@ -323,7 +323,7 @@ func (ins *inserter) outputShards(op *ir.Op) ([]Split, bool) {
 		return nil, false
 	}
 	if t, ok := ContractedDevice(op.Result()); ok {
-		if !ins.evenSum(op, t) {
+		if !ins.evenSum(op, t) || !ins.nvFuserSums(op) {
 			return nil, false
 		}
 		return append(want, Split{-1, t}), true
@@ -339,7 +339,8 @@ func (ins *inserter) outputShards(op *ir.Op) ([]Split, bool) {
 // the contraction's summed axis k into equal slices, as the splits of its
 // operands must be.
 func (ins *inserter) evenSum(op *ir.Op, t ir.ParallelType) bool {
-	k := op.Inputs[0].Shape()[op.ContractedAxis(0)]
+	i, a := op.ReducedOperand()
+	k := op.Inputs[i].Shape()[a]
 	if n := op.Out.Mesh.Size(t); k%n != 0 {
 		ins.errs.AddHint(op.Pos, "choose a summed extent that the mesh axis divides, or leave k whole on the output",
 			"op %q cannot be lowered: %q splits its summed axis k of extent %d over the %d devices along %s, which do not divide it, and layer ops take even splits only",
@@ -370,7 +371,7 @@ func OperandShards(op *ir.Op, i int, want []Split) []Split {
 			if k := op.ContractedAxis(i); k >= 0 {
 				need = append(need, Split{k, s.Type})
 			}
-		case s.Type == sumType && op.ContractedAxis(i) >= 0:
+		case s.Type == sumType && factorOf(op, i):
 			// Summed over the devices of this type: each holds all of
 			// it. Not so linear's bias, which is added after the sum and
 			// so is split as the output is.

@@ -105,8 +105,11 @@ func sumWay(op *ir.Op, want []Split, b bcastAxes) (ir.ParallelType, bool) {
 		return 0, false
 	}
 	t, ok := commonKSplit(op)
-	if !ok || op.Inputs[0].Shape()[op.ContractedAxis(0)]%op.Out.Mesh.Size(t) != 0 {
+	if !ok {
 		return 0, false
+	}
+	if i, a := op.ReducedOperand(); op.Inputs[i].Shape()[a]%op.Out.Mesh.Size(t) != 0 {
+		return 0, false // a lookup's summed axis is its table's rows
 	}
 	withSum := append(want[:len(want):len(want)], Split{-1, t})
 	for i := range 2 {

@@ -47,6 +47,7 @@ func builtins() *Registry {
 		Torch: &Torch{Func: "torch.matmul"}, Doc: "a @ b, torch.matmul of a [..., m, k] and b [k, n] or [..., k, n]"})
 	r.MustRegister(Op{Name: "linear", Family: Contraction, Operands: []string{"x", "w", "bias"}, Optional: 1,
 		Rule: linearRule, Torch: &Torch{Func: "_linear"}, Doc: "x @ wᵀ + bias, torch.nn.functional.linear"})
+	registerLookupOps(r)
 	registerShapeOps(r)
 	registerComposites(r)
 	return r

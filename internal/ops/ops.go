@@ -172,6 +172,11 @@ type Op struct {
 	Expand func(in [][]int, a Attrs) ([]ExpandStep, *ExpandError)
 	// Kernel is an elementwise op's scalar function for the simulator.
 	Kernel *Kernel
+	// Indexed is, for a lookup (embedding, gather), which operand holds
+	// integer indices into which operand's rows: the indices are of an
+	// integer dtype, the output takes the table's dtype, and simulate and
+	// export fill such an input with valid indices. Nil for other ops.
+	Indexed *Indexed
 	// Torch is an elementwise or contraction op's torch function for the
 	// exported program.
 	Torch *Torch

@@ -224,6 +224,7 @@ func (e *encoder) step(s *Step) {
 		e.trueIf("broadcast_b", s.BroadcastB)
 		e.trueIf("transpose_b", s.TransposeB)
 		e.intListsIf("send_counts", s.SendCounts)
+		e.intsIf("offsets", s.Offsets)
 		if s.Bytes != nil {
 			e.key("bytes")
 			e.bytes(s.Bytes)

@@ -565,6 +565,9 @@ func (d *fastDecoder) step(s *Step) {
 		case "after":
 			d.once(&seen, 1<<26)
 			s.After = d.intList()
+		case "offsets":
+			d.once(&seen, 1<<27)
+			s.Offsets = d.intList()
 		default:
 			d.fail()
 		}

@@ -274,13 +274,16 @@ const (
 	// Matmul and Pointwise compute: the local steps of layer ops.
 	Matmul    = "Matmul"
 	Pointwise = "Pointwise"
+	// Lookup reads rows of a table at integer indices, a zero row for an
+	// index outside the device's rows: the local step of embedding.
+	Lookup = "Lookup"
 )
 
 // CollectiveTypes lists the collective step types.
 var CollectiveTypes = []string{Scatter, Gather, Allgather, Broadcast, Reduce, Allreduce, ReduceScatter, SendRecv, AllToAll, AllToAllV}
 
 // LocalTypes lists the local step types.
-var LocalTypes = []string{Copy, Permute, Slice, LocalReduce, Pad, Unpad, Matmul, Pointwise}
+var LocalTypes = []string{Copy, Permute, Slice, LocalReduce, Pad, Unpad, Matmul, Pointwise, Lookup}
 
 // IsRooted reports whether a collective type has a root.
 func IsRooted(typ string) bool {
@@ -375,7 +378,11 @@ type Step struct {
 	// chunks it receives in member order. Row k sums to count.input,
 	// column r to count.output.
 	SendCounts [][]int `json:"send_counts,omitempty"`
-	Bytes      *Bytes  `json:"bytes,omitempty"`
+	// Offsets are, for a Lookup, each device's first row of the table (in
+	// the order of Devices): its table block holds rows Offsets[k] to
+	// Offsets[k] + V - 1.
+	Offsets []int  `json:"offsets,omitempty"`
+	Bytes   *Bytes `json:"bytes,omitempty"`
 }
 
 // The streams a step runs on when its Stream is empty.

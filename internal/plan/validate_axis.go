@@ -23,7 +23,13 @@ func (v *validator) checkCollectiveAxis(i int, s *Step, op *Op) {
 	switch s.Type {
 	case Broadcast:
 	case Allreduce, Reduce, ReduceScatter:
-		want = v.reducedAxis(op)
+		if want = v.reducedAxis(op); isLookup(op.Op) {
+			if want = v.lookupSumAxis(op); want == nil && s.Axis != nil {
+				// The rows summed are the table's: the indices, the first
+				// operand, have no such axis.
+				v.stepf(i, "axis is %s, but a lookup's indices have no axis it sums over (null)", AxisText(s.Axis))
+			}
+		}
 	case Scatter, Slice:
 		if !v.becomesTensor(i, s.Output, op.Output) {
 			return // an intermediate sharding of a multi-step change
@@ -63,7 +69,7 @@ func (v *validator) checkCollectiveAxis(i int, s *Step, op *Op) {
 // non-reduction axes: a reduction's axis, a contraction's k (the first
 // input's last axis); nil for other ops.
 func (v *validator) reducedAxis(op *Op) *int {
-	if !isContraction(op.Op) {
+	if !isContraction(op.Op) || isLookup(op.Op) {
 		return op.Axis
 	}
 	in := v.tensor(op.Operands()[0])
@@ -108,7 +114,7 @@ func (v *validator) firstInputAxis(op *Op, j *int) *int {
 // contraction holds the index of its first input's axis j: an axis the
 // input has with the output's extent, and not a contraction's n.
 func sameIndex(op string, in, out []int, j int) bool {
-	if isContraction(op) && j == len(in)-1 {
+	if isContraction(op) && !isLookup(op) && j == len(in)-1 {
 		return false // the first input's last axis is k; the output's is n
 	}
 	return j < len(in) && j < len(out) && in[j] == out[j]

@@ -14,7 +14,7 @@ func (v *validator) checkTraffic(i int, s *Step, op *Op) {
 	if s.Kind != KindCollective || s.Bytes == nil || op == nil {
 		return
 	}
-	in := v.tensor(op.Operands()[0]) // an op's operands share one dtype
+	in := v.tensor(valueOperand(op)) // an op's values share one dtype
 	if in == nil {
 		return
 	}

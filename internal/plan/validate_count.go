@@ -59,6 +59,8 @@ func operandCounts(s *Step, reads []read) []read {
 			}
 			reads[k].n, reads[k].ok = product([]int{bt, kk, n})
 			reads[k].why = why
+		case s.Type == Lookup && k == 1:
+			reads[k] = lookupTableRead(s)
 		case s.Type == Pointwise && k < len(s.InputDims) && positive(s.Dims) && broadcastsTo(s.InputDims[k], s.Dims) == "":
 			reads[k].n, reads[k].ok = product(s.InputDims[k])
 			reads[k].why = fmt.Sprintf("the product of input_dims[%d] %v", k, s.InputDims[k])
@@ -255,6 +257,9 @@ func (v *validator) checkLocalFields(i int, s *Step) {
 	if len(s.SendCounts) > 0 && s.Type != AllToAllV {
 		v.stepf(i, "send_counts is set, but only an AllToAllV takes them")
 	}
+	if len(s.Offsets) > 0 && s.Type != Lookup {
+		v.stepf(i, "offsets is set, but only a Lookup takes them")
+	}
 	if s.Kind == KindCollective {
 		v.checkNoLocalFields(i, s)
 		return
@@ -262,6 +267,8 @@ func (v *validator) checkLocalFields(i int, s *Step) {
 	switch s.Type {
 	case Matmul:
 		v.checkMatmul(i, s)
+	case Lookup:
+		v.checkLookup(i, s)
 	case Pointwise:
 		v.checkPointwise(i, s)
 	case Permute:

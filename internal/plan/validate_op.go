@@ -199,14 +199,15 @@ func scalarProblem(fn string, s *ops.Scalar) string {
 	return ""
 }
 
-// checkOpAxis checks that exactly the reductions have an axis, a
-// non-reduction axis of their input.
+// checkOpAxis checks that exactly the ops that take an axis (reductions,
+// gather) have one, a non-reduction axis of their first input.
 func (v *validator) checkOpAxis(i int, op Op, in *tensorInfo) {
+	takes := isKnownOp(op.Op) && ops.Lookup(op.Op).Takes(ops.AttrAxis)
 	switch {
 	case !isKnownOp(op.Op):
-	case !isReductionOp(op.Op) && op.Axis != nil:
+	case !takes && op.Axis != nil:
 		v.planf("op %d: %s takes no axis", i, op.Op)
-	case !isReductionOp(op.Op):
+	case !takes:
 	case op.Axis == nil:
 		v.planf("op %d: %s needs an axis", i, op.Op)
 	case in != nil && in.rank >= 0 && (*op.Axis < 0 || *op.Axis >= in.rank):
@@ -267,7 +268,9 @@ func (v *validator) checkOpOutput(i int, op Op, ins []*tensorInfo) {
 		return
 	}
 	names := op.Operands()
-	if d := op.Attrs.Str(ops.AttrDType); d != "" {
+	if d := op.Attrs.Str(ops.AttrDType); isLookup(op.Op) {
+		v.checkLookupDTypes(i, op, ins, out)
+	} else if d != "" {
 		if d != out.t.DType {
 			v.planf("op %d: output %q has dtype %s, but the op casts to %s", i, op.Output, out.t.DType, d)
 		}
@@ -353,6 +356,10 @@ func (v *validator) wantOutput(i int, op Op, ins []*tensorInfo, out *tensorInfo)
 		return v.elementwiseDomain(i, op, ins)
 	case op.Op == "matmul":
 		return v.matmulDomain(i, op, ins)
+	case op.Op == "embedding":
+		return v.embeddingDomain(i, op, ins)
+	case op.Op == "gather":
+		return v.gatherDomain(i, op, ins)
 	case ops.Is(op.Op, ops.View):
 		return v.viewDomain(i, op, in)
 	}

@@ -257,7 +257,7 @@ func (v *validator) checkInputs(i int, s *Step, op *Op) {
 }
 
 // readsSeveral reports whether a step type may read several buffers.
-func readsSeveral(typ string) bool { return typ == Matmul || typ == Pointwise }
+func readsSeveral(typ string) bool { return typ == Matmul || typ == Pointwise || typ == Lookup }
 
 // checkInput checks that a buffer the step reads is a fusion input or a
 // buffer an earlier step wrote, and, for a tensor, an operand or the

@@ -23,6 +23,10 @@ var dtypeSizes = map[string]int{
 // nvcomm does not know.
 func DTypeSize(name string) int { return dtypeSizes[name] }
 
+// IsIntDType reports whether name is an integer element type (int32,
+// int64): the dtypes of a lookup's indices.
+func IsIntDType(name string) bool { return name == "int32" || name == "int64" }
+
 // DTypeNames lists the element types, sorted.
 func DTypeNames() []string { return slices.Sorted(maps.Keys(dtypeSizes)) }
 

@@ -196,7 +196,8 @@ func (z inputSize) describe() string {
 // inputs into its output.
 type computeStep struct {
 	sizes []inputSize
-	f     func(ins [][]float64) []float64
+	// f computes the output of the k-th of the step's devices.
+	f func(k int, ins [][]float64) []float64
 }
 
 // matmulStep checks a Matmul: inputs [A, B], dims [Bt, M, K, N], A of
@@ -229,7 +230,7 @@ func matmulStep(s *plan.Step) (computeStep, error) {
 	if s.TransposeB {
 		kernel = matmulKernelBT
 	}
-	return computeStep{sizes, func(ins [][]float64) []float64 {
+	return computeStep{sizes, func(_ int, ins [][]float64) []float64 {
 		return kernel(ins[0], ins[1], bt, m, k, n, sharedB)
 	}}, nil
 }
@@ -279,7 +280,7 @@ func pointwiseStep(s *plan.Step) (computeStep, error) {
 	}
 	sizes[0] = counted(s)
 	f, dims, inDims := withScalar(pointwiseFuncOf(*s.Func), s.Scalar), s.Dims, s.InputDims
-	return computeStep{sizes, func(ins [][]float64) []float64 {
+	return computeStep{sizes, func(_ int, ins [][]float64) []float64 {
 		return mapBroadcast(f, ins, inDims, dims)
 	}}, nil
 }

@@ -342,7 +342,7 @@ func TestMatmulTransposeB(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, got := plain.f([][]float64{a, b}), transposed.f([][]float64{a, bT})
+		want, got := plain.f(0, [][]float64{a, b}), transposed.f(0, [][]float64{a, bT})
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("broadcast_b %v: transpose_b (-want +got):\n%s", shared, diff)
 		}

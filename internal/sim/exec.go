@@ -245,7 +245,7 @@ func (m *machine) local(s *plan.Step) (map[int]flow, error) {
 	flows := m.newFlows()
 	flat := make([][]float64, len(names)) // every device's, in turn
 	ins := make([]vec, len(names))
-	for _, d := range s.Devices {
+	for k, d := range s.Devices {
 		if _, dup := flows[d]; dup {
 			return nil, stepError(s, "device %d is listed twice", d)
 		}
@@ -257,7 +257,7 @@ func (m *machine) local(s *plan.Step) (map[int]flow, error) {
 		for k, in := range ins {
 			flat[k] = stores(srcs[k], d, in)
 		}
-		out[d] = stored(c.f(flat))
+		out[d] = stored(c.f(k, flat))
 	}
 	return flows, nil
 }
@@ -329,7 +329,7 @@ func checkOperands(s *plan.Step) error {
 		return nil
 	case s.Input != "":
 		return stepError(s, "input %q and inputs %q are both set; a step names what it reads in one of them", s.Input, s.Inputs)
-	case s.Type != plan.Matmul && s.Type != plan.Pointwise:
+	case s.Type != plan.Matmul && s.Type != plan.Pointwise && s.Type != plan.Lookup:
 		return stepError(s, "reads one buffer, named by input, not inputs %q", s.Inputs)
 	}
 	return nil

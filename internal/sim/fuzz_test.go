@@ -21,6 +21,8 @@ func FuzzRun(f *testing.F) {
 		f.Add(b)
 	}
 	files, _ := filepath.Glob(filepath.Join("..", "..", "testdata", "conformance", "*.json"))
+	// A Lookup (a gather's: each device's offset, its indices as data).
+	files = append(files, filepath.Join("..", "..", "testdata", "examples", "vocab_parallel_target_logit.optimal.json"))
 	for _, file := range files {
 		b, err := os.ReadFile(file)
 		if err != nil {

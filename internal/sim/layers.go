@@ -85,6 +85,10 @@ func opDomain(op plan.Op, ins []operand, declared []int) (logicalDomain, error) 
 		return matmulDomain(op, ins)
 	case op.Op == "linear":
 		return linearDomain(op, ins)
+	case op.Op == "embedding":
+		return embeddingDomain(op, ins)
+	case op.Op == "gather":
+		return gatherDomain(op, ins)
 	case family(op) == ops.Binary && len(ins) == 2:
 		return elementwiseDomain(op, ins)
 	case family(op) == ops.View:
@@ -249,6 +253,10 @@ func evalOp(op plan.Op, ins []operand, out []int) []float64 {
 		return matmulReference(ins[0], ins[1])
 	case op.Op == "linear":
 		return linearReference(ins)
+	case op.Op == "embedding":
+		return embeddingReference(ins[0], ins[1])
+	case op.Op == "gather":
+		return gatherReference(ins[0], ins[1])
 	case op.Op == "permute":
 		return permuteReference(in, op.Attrs.Ints(ops.AttrDims), out)
 	case family(op) == ops.View:

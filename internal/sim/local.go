@@ -17,12 +17,14 @@ func localStep(s *plan.Step, slab *slab) (computeStep, error) {
 		return matmulStep(s)
 	case plan.Pointwise:
 		return pointwiseStep(s)
+	case plan.Lookup:
+		return lookupStep(s)
 	}
 	f, err := oneInputStep(s, slab)
 	if err != nil {
 		return computeStep{}, err
 	}
-	return computeStep{[]inputSize{counted(s)}, func(ins [][]float64) []float64 { return f(ins[0]) }}, nil
+	return computeStep{[]inputSize{counted(s)}, func(_ int, ins [][]float64) []float64 { return f(ins[0]) }}, nil
 }
 
 // oneInputStep checks a local step that reads one buffer and returns its

@@ -187,17 +187,17 @@ func TestLayerOpsAllocateTheirOutput(t *testing.T) {
 		},
 		"Matmul step": func() []float64 {
 			c, _ := matmulStep(ptr(sharedB(mm([2]int{4 * 96 * 256, 4 * 96 * 128}, []int{4, 96, 256, 128}, 0))))
-			return c.f([][]float64{a.vals, b.vals})
+			return c.f(0, [][]float64{a.vals, b.vals})
 		},
 		"Matmul step, transpose_b": func() []float64 {
 			s := sharedB(mm([2]int{4 * 96 * 256, 4 * 96 * 128}, []int{4, 96, 256, 128}, 0))
 			s.TransposeB = true
 			c, _ := matmulStep(&s)
-			return c.f([][]float64{a.vals, b.vals}) // b's values read as [128, 256]
+			return c.f(0, [][]float64{a.vals, b.vals}) // b's values read as [128, 256]
 		},
 		"Pointwise step": func() []float64 {
 			c, _ := pointwiseStep(ptr(pw("add", [2]int{96 * 128, 96 * 128}, []int{96, 128}, [][]int{{96, 128}, {1, 128}}, "y", "row")))
-			return c.f([][]float64{y.vals, row.vals})
+			return c.f(0, [][]float64{y.vals, row.vals})
 		},
 	}
 	for name, f := range tests {

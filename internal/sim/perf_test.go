@@ -43,14 +43,14 @@ func TestInputDataInPieces(t *testing.T) {
 		key := streamKey(7, 3)
 		v := make([]float64, n)
 		for _, r := range [][2]int{{0, 5}, {5, 1000}, {1000, n}} {
-			fillInputs(v, key, data, r[0], r[1])
+			fillInputs(v, key, data, 0, r[0], r[1])
 		}
 		for i, x := range v {
-			if want := inputValue(key, i, data); x != want {
+			if want := inputValue(key, i, data, 0); x != want {
 				t.Fatalf("data set %v, value %d: %v, inputValue gives %v", data, i, x, want)
 			}
 		}
-		if d := cmp.Diff(v, inputData(7, 3, n, data)); d != "" {
+		if d := cmp.Diff(v, inputData(7, 3, n, data, 0)); d != "" {
 			t.Errorf("inputData differs from the values filled in pieces:\n%s", d)
 		}
 	}
@@ -86,7 +86,7 @@ func TestCombineParts(t *testing.T) {
 // each axis of a small tensor.
 func TestReduceAxis(t *testing.T) {
 	shape := []int{3, 4, 5}
-	in := inputData(1, 0, 60, Wide)
+	in := inputData(1, 0, 60, Wide, 0)
 	for axis := range shape {
 		out := reduceAxis("sum", in, shape, axis)
 		outer, n, inner := product(shape[:axis]), shape[axis], product(shape[axis+1:])
@@ -127,7 +127,7 @@ func TestSumModFastPath(t *testing.T) {
 // and above where they split the work.
 func TestParallelCopies(t *testing.T) {
 	for _, n := range []int{0, 3, 2*minPiece - 1, 2 * minPiece, 5*minPiece + 3} {
-		a := inputData(1, 0, n, Wide)
+		a := inputData(1, 0, n, Wide, 0)
 		for _, v := range []vec{stored(a), generated(&stream{key: streamKey(1, 0)}, n)} {
 			got := make([]float64, n)
 			v.read(0, got)

@@ -22,25 +22,26 @@ const modulus = 1<<31 - 1
 // Each value depends only on its position, so the values are filled in
 // pieces on every CPU: generating them is the costliest pass of
 // simulating a big tensor.
-func inputData(seed uint64, index, n int, data DataSet) []float64 {
+func inputData(seed uint64, index, n int, data DataSet, bound int) []float64 {
 	key := streamKey(seed, index)
 	v := make([]float64, n)
-	inParallel(n, func(lo, hi int) { fillInputs(v, key, data, lo, hi) })
+	inParallel(n, func(lo, hi int) { fillInputs(v, key, data, bound, lo, hi) })
 	return v
 }
 
 // fillInputs sets v[lo:hi] to the values at those positions of the stream
 // that starts at key, stepping the state from position lo's.
-func fillInputs(v []float64, key uint64, data DataSet, lo, hi int) {
-	(&stream{key: key, data: data}).fill(v[lo:hi], lo, 1)
+func fillInputs(v []float64, key uint64, data DataSet, bound, lo, hi int) {
+	(&stream{key: key, data: data, bound: bound}).fill(v[lo:hi], lo, 1)
 }
 
 // InputValues returns the first n values simulate fills the fusion input
 // at position index of the plan's tensors with, for programs that must
-// reproduce the data (nvcomm export); data is the plan's [DataOf].
-// docs/simulate.md gives the formula.
-func InputValues(seed uint64, index, n int, data DataSet) []float64 {
-	return inputData(seed, index, n, data)
+// reproduce the data (nvcomm export); data is the plan's [DataOf], bound
+// the input's entry of [IndexBounds] (0 for an input no lookup indexes
+// with). docs/simulate.md gives the formula.
+func InputValues(seed uint64, index, n int, data DataSet, bound int) []float64 {
+	return inputData(seed, index, n, data, bound)
 }
 
 // DataSet is which values simulate fills a plan's fusion inputs with
@@ -100,8 +101,12 @@ func streamKey(seed uint64, index int) uint64 {
 // h mod 1025 − 512, or in a data set of four values to its table's entry
 // h mod 4. It needs only 64-bit wrapping arithmetic, so a vectorized
 // program (PyTorch int64 tensors) reproduces it exactly.
-func inputValue(key uint64, i int, data DataSet) float64 {
-	return valueOf(mix64(key+splitMixGamma*uint64(i+1))>>32, data)
+func inputValue(key uint64, i int, data DataSet, bound int) float64 {
+	h := mix64(key+splitMixGamma*uint64(i+1)) >> 32
+	if bound > 0 {
+		return indexOf(h, bound)
+	}
+	return valueOf(h, data)
 }
 
 // valueOf maps the high 32 bits h of a SplitMix64 output to a value.

@@ -87,7 +87,7 @@ func TestRunBareAllgatherFails(t *testing.T) {
 	if diff := cmp.Diff(want, res.Mismatch, cmpopts.IgnoreFields(Mismatch{}, "Expected", "Actual")); diff != "" {
 		t.Errorf("mismatch (-want +got):\n%s", diff)
 	}
-	ref := inputData(1, 0, 24, Wide)
+	ref := inputData(1, 0, 24, Wide, 0)
 	if float64(res.Mismatch.Expected) != ref[3] || float64(res.Mismatch.Actual) != ref[12] {
 		t.Errorf("expected, actual = %v, %v; want tv0[0,3] = %v, tv0[1,0] = %v", res.Mismatch.Expected, res.Mismatch.Actual, ref[3], ref[12])
 	}
@@ -288,11 +288,11 @@ func TestMemoryGuardDefault(t *testing.T) {
 }
 
 func TestInputData(t *testing.T) {
-	a, b := inputData(5, 2, 1000, Wide), inputData(5, 2, 1000, Wide)
+	a, b := inputData(5, 2, 1000, Wide, 0), inputData(5, 2, 1000, Wide, 0)
 	if diff := cmp.Diff(a, b); diff != "" {
 		t.Errorf("data is not deterministic:\n%s", diff)
 	}
-	if cmp.Equal(a, inputData(6, 2, 1000, Wide)) || cmp.Equal(a, inputData(5, 3, 1000, Wide)) {
+	if cmp.Equal(a, inputData(6, 2, 1000, Wide, 0)) || cmp.Equal(a, inputData(5, 3, 1000, Wide, 0)) {
 		t.Errorf("seed and tensor index should change the data")
 	}
 	for _, v := range a {
@@ -300,7 +300,7 @@ func TestInputData(t *testing.T) {
 			t.Fatalf("value %v outside the integers of [-512, 512]", v)
 		}
 	}
-	for _, v := range inputData(5, 2, 1000, Small) {
+	for _, v := range inputData(5, 2, 1000, Small, 0) {
 		if v != -2 && v != -1 && v != 1 && v != 2 {
 			t.Fatalf("prod value %v outside {-2, -1, 1, 2}", v)
 		}
@@ -312,8 +312,8 @@ func TestInputData(t *testing.T) {
 func TestInputDataSteps(t *testing.T) {
 	for _, data := range []DataSet{Wide, Small, Positive} {
 		key := streamKey(9, 4)
-		for i, v := range inputData(9, 4, 300, data) {
-			if want := inputValue(key, i, data); v != want {
+		for i, v := range inputData(9, 4, 300, data, 0) {
+			if want := inputValue(key, i, data, 0); v != want {
 				t.Fatalf("data set %v, value %d: %v, inputValue gives %v", data, i, v, want)
 			}
 		}
@@ -380,7 +380,7 @@ func TestInputValuesPinned(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, InputValues(tc.seed, tc.index, tc.n, tc.data)); diff != "" {
+			if diff := cmp.Diff(tc.want, InputValues(tc.seed, tc.index, tc.n, tc.data, 0)); diff != "" {
 				t.Errorf("InputValues mismatch (-want +got):\n%s", diff)
 			}
 		})
@@ -448,7 +448,7 @@ func TestWriteText(t *testing.T) {
 	if err := res.WriteText(&b); err != nil {
 		t.Fatal(err)
 	}
-	ref := inputData(1, 0, 24, Wide)
+	ref := inputData(1, 0, 24, Wide, 0)
 	want := "FAIL: op 0 (after step 0), tensor tv1, device 0, flat index 3, logical index [0 3]: expected " +
 		formatValue(ref[3]) + ", actual " + formatValue(ref[12]) + " (value differs)\n" +
 		"step  type       sent  received\n" +

@@ -28,16 +28,26 @@ var ropeMin = 1024
 type stream struct {
 	key  uint64
 	data DataSet
+	// bound, when above 0, makes the stream's values indices below it:
+	// the fusion input a lookup reads as indices ([IndexBounds]).
+	bound int
 }
 
 // value is the stream's value at position i.
-func (g *stream) value(i int) float64 { return inputValue(g.key, i, g.data) }
+func (g *stream) value(i int) float64 { return inputValue(g.key, i, g.data, g.bound) }
 
 // fill sets dst[i] to the stream's value at position off + i·stride,
 // valueOf's, stepping the state by one multiple of γ a value.
 func (g *stream) fill(dst []float64, off, stride int) {
 	state := g.key + splitMixGamma*uint64(off+1)
 	step := splitMixGamma * uint64(stride)
+	if g.bound > 0 {
+		for i := range dst {
+			dst[i] = indexOf(mix64(state)>>32, g.bound)
+			state += step
+		}
+		return
+	}
 	if g.data != Wide {
 		table := &dataTables[g.data]
 		for i := range dst {
@@ -388,6 +398,7 @@ func combinationKey(op string, parts []span) (string, bool) {
 			}
 			b = binary.AppendUvarint(b, x.gen.key)
 			b = binary.AppendUvarint(b, uint64(x.gen.data))
+			b = binary.AppendUvarint(b, uint64(x.gen.bound))
 			b = binary.AppendVarint(b, int64(x.off))
 			b = binary.AppendVarint(b, int64(stride))
 			b = binary.AppendUvarint(b, uint64(x.n))

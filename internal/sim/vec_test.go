@@ -63,7 +63,7 @@ func TestStreamFill(t *testing.T) {
 			got := make([]float64, r.n)
 			g.fill(got, r.off, r.stride)
 			for i, v := range got {
-				if want := inputValue(g.key, r.at(i), data); v != want {
+				if want := inputValue(g.key, r.at(i), data, 0); v != want {
 					t.Fatalf("data set %v, run %+v, value %d: %v, inputValue gives %v", data, r, i, v, want)
 				}
 			}
@@ -392,7 +392,7 @@ func TestSharedOutputMemberWrong(t *testing.T) {
 			if reduce {
 				return
 			}
-			x := inputData(2, 0, 32, Wide)
+			x := inputData(2, 0, 32, Wide, 0)
 			want := Mismatch{Op: 0, Step: 2, Tensor: "y", Device: 2, FlatIndex: 0, LogicalIndex: []int{0, 0},
 				Expected: Value(x[0]), Actual: Value(x[24]), Reason: "value differs"}
 			if d := cmp.Diff(want, got[0]); d != "" {
@@ -422,7 +422,7 @@ func TestSharedBufferOtherShard(t *testing.T) {
 			Bytes: &plan.Bytes{SentPerDevice: 4 * n, ReceivedPerDevice: 4 * n}}},
 		Summary: plan.Summary{BytesReceivedMax: 4 * n},
 	}
-	x := inputData(4, 0, 2*n, Wide)
+	x := inputData(4, 0, 2*n, Wide, 0)
 	want := &Mismatch{Op: 0, Step: 0, Tensor: "y", Device: 1, FlatIndex: 0, LogicalIndex: []int{1, 0},
 		Expected: Value(x[n]), Actual: Value(x[0]), Reason: "value differs"}
 	for _, rm := range []int{1, ropeMin, math.MaxInt} {

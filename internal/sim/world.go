@@ -243,10 +243,10 @@ var smallInput = 1 << 16 // tests lower it to generate every input
 // values stored, once (the memory model prices them: storedInputs).
 func (w *world) reference(seed uint64) (map[string]vec, error) {
 	ref := make(map[string]vec, len(w.p.Tensors))
-	data := DataOf(w.p)
+	data, bounds := DataOf(w.p), IndexBounds(w.p)
 	for _, info := range w.ordered {
 		if w.isInput(info.t.Name) {
-			g := &stream{key: streamKey(seed, info.index), data: data}
+			g := &stream{key: streamKey(seed, info.index), data: data, bound: bounds[info.t.Name]}
 			ref[info.t.Name] = generated(g, product(info.shard.shape))
 			if product(info.shard.shape) < smallInput {
 				ref[info.t.Name] = stored(ref[info.t.Name].flat())

@@ -1,0 +1,53 @@
+package export
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/nvcomm/nvcomm/internal/plan"
+)
+
+// lookup writes a Lookup as Megatron-LM's VocabParallelEmbedding computes
+// it: the indices shifted by the device's first row, those outside its
+// rows masked to row 0, looked up (torch.nn.functional.embedding for one
+// table, torch.gather for a table per batch), and the masked rows zeroed.
+func (g *gen) lookup(b planned, s *plan.Step) error {
+	if len(s.Dims) != 4 || len(s.Inputs) != 2 || len(s.Offsets) != len(s.Devices) {
+		return fmt.Errorf("step %d (Lookup): needs inputs [indices, table], dims [Bt, N, V, E] and one offset per device", s.ID)
+	}
+	bt, n, v, e := s.Dims[0], s.Dims[1], s.Dims[2], s.Dims[3]
+	off := perRank(s.Devices, func(d int) string { return strconv.Itoa(s.Offsets[indexOf(s.Devices, d)]) })
+	g.comment(b, "the table's rows at the indices this device holds, zero rows for the others")
+	g.helpers["lookup"] = true
+	done := g.guard(s.Devices)
+	g.w.line("%s = lookup(%s.view(%d, %d), %s.view(%d, %d, %d), %s).view(-1)", g.names[s.Output],
+		g.names[s.Inputs[0]], bt, n, g.names[s.Inputs[1]], bt, v, e, off)
+	done()
+	g.alloc(s.Output, s.Devices)
+	g.record(b, "", 0, 0)
+	return nil
+}
+
+// indexOf is the position of d in ds.
+func indexOf(ds []int, d int) int {
+	for i, x := range ds {
+		if x == d {
+			return i
+		}
+	}
+	return -1
+}
+
+// lookupHelper is the function the plan's function calls for a Lookup.
+const lookupHelper = `def lookup(ids, table, off):
+    """Rows of table [Bt, V, E] at ids [Bt, N] (integers), counted from row off:
+    a zero row for an index outside [off, off + V) (Megatron-LM's VocabParallelEmbedding)."""
+    local = ids.long() - off
+    outside = (local < 0) | (local >= table.shape[1])
+    local = local.masked_fill(outside, 0)
+    if table.shape[0] == 1:
+        rows = torch.nn.functional.embedding(local[0], table[0]).unsqueeze(0)
+    else:
+        rows = table.gather(1, local.unsqueeze(-1).expand(-1, -1, table.shape[2]))
+    return rows.masked_fill(outside.unsqueeze(-1), 0)
+`

@@ -1,0 +1,136 @@
+package plan
+
+import (
+	"slices"
+
+	"github.com/nvcomm/nvcomm/internal/ops"
+	"github.com/nvcomm/nvcomm/internal/shard"
+)
+
+// This file checks the lookups (embedding) and their local step, Lookup
+// (docs/plan.md, "Step semantics"): the rows of a table at integer
+// indices, a zero row for an index outside a device's rows.
+
+// indexedOf is a lookup's Indexed (which operand holds the indices, which
+// the table), nil for another op.
+func indexedOf(op string) *ops.Indexed {
+	if e := ops.Lookup(op); e != nil {
+		return e.Indexed
+	}
+	return nil
+}
+
+// isLookup reports whether op reads rows of a table at indices.
+func isLookup(op string) bool { return indexedOf(op) != nil }
+
+// checkLookupDTypes checks a lookup's dtypes: integer indices, and an
+// output of the table's dtype.
+func (v *validator) checkLookupDTypes(i int, op Op, ins []*tensorInfo, out *tensorInfo) {
+	names, x := op.Operands(), indexedOf(op.Op)
+	if len(ins) != 2 {
+		return // reported as a wrong number of inputs
+	}
+	if ids := ins[x.Indices].t; !shard.IsIntDType(ids.DType) {
+		v.planf("op %d: %s's indices %q have dtype %s, want int32 or int64", i, op.Op, names[x.Indices], ids.DType)
+	}
+	if table := ins[x.Table].t; table.DType != out.t.DType {
+		v.planf("op %d: output %q has dtype %s, but its table %q has %s", i, op.Output, out.t.DType, names[x.Table], table.DType)
+	}
+}
+
+// gatherDomain is x [..., v] at index [..., 1] along the last dim: the
+// output is [..., 1, v] with v a trailing reduction axis.
+func (v *validator) gatherDomain(i int, op Op, ins []*tensorInfo) (outputDomain, bool) {
+	x, index := valueShape(ins[0].t), valueShape(ins[1].t)
+	r := len(x)
+	switch {
+	case r == 0 || op.Axis == nil || *op.Axis != r-1:
+		v.planf("op %d: gather's axis must be the last dim of %q (%d), got %s", i, op.Operands()[0], r-1, AxisText(op.Axis))
+	case len(index) != r || index[r-1] != 1 || !slices.Equal(index[:r-1], x[:r-1]):
+		v.planf("op %d: gather's index %q %v is not x's shape %v with extent 1 on the last dim", i, op.Operands()[1], index, x)
+	default:
+		return outputDomain{slices.Concat(index, x[r-1:]), []int{r}, "the index's shape and x's last dim as a trailing reduction axis"}, true
+	}
+	return outputDomain{}, false
+}
+
+// embeddingDomain is ids[...] looking up rows of table[vocab, e]: the
+// output is [..., e, vocab] with vocab a trailing reduction axis.
+func (v *validator) embeddingDomain(i int, op Op, ins []*tensorInfo) (outputDomain, bool) {
+	ids, table := valueShape(ins[0].t), valueShape(ins[1].t)
+	if len(table) != 2 {
+		v.planf("op %d: embedding's table %q has %d axes, want 2 ([vocab, e])", i, op.Operands()[1], len(table))
+		return outputDomain{}, false
+	}
+	shape := slices.Concat(ids, []int{table[1], table[0]})
+	return outputDomain{shape, []int{len(ids) + 1}, "the ids' shape, e, and the table's vocab as a trailing reduction axis"}, true
+}
+
+// checkLookup checks a Lookup: two inputs (indices, table), dims [Bt, N,
+// V, E] of positive extents that count Bt·N indices in and Bt·N·E
+// elements out, and one offset of at least 0 per device.
+func (v *validator) checkLookup(i int, s *Step) {
+	if n := len(s.Operands()); n != 2 {
+		v.stepf(i, "a Lookup reads 2 buffers (inputs [indices, table]), got %d", n)
+	}
+	if len(s.Offsets) != len(s.Devices) {
+		v.stepf(i, "offsets has %d entries for %d devices", len(s.Offsets), len(s.Devices))
+	}
+	if slices.ContainsFunc(s.Offsets, func(o int) bool { return o < 0 }) {
+		v.stepf(i, "offsets %v has a negative row", s.Offsets)
+	}
+	if len(s.Dims) != 4 || !positive(s.Dims) {
+		v.stepf(i, "dims %v are not [Bt, N, V, E], four positive extents", s.Dims)
+		return
+	}
+	bt, n, e := s.Dims[0], s.Dims[1], s.Dims[3]
+	in, okIn := product([]int{bt, n})
+	out, okOut := product([]int{bt, n, e})
+	if _, okT := product([]int{bt, s.Dims[2], e}); !okIn || !okOut || !okT {
+		v.stepf(i, "dims %v hold more elements than an int counts", s.Dims)
+		return
+	}
+	if s.Count.Input != in {
+		v.stepf(i, "count.input is %d, want Bt·N = %d (dims %v)", s.Count.Input, in, s.Dims)
+	}
+	if s.Count.Output != out {
+		v.stepf(i, "count.output is %d, want Bt·N·E = %d (dims %v)", s.Count.Output, out, s.Dims)
+	}
+}
+
+// lookupTableRead is what a Lookup reads from its table, Bt·V·E of its
+// dims, and whether its dims are valid.
+func lookupTableRead(s *Step) read {
+	if len(s.Dims) != 4 || !positive(s.Dims) {
+		return read{}
+	}
+	n, ok := product([]int{s.Dims[0], s.Dims[2], s.Dims[3]})
+	return read{n: n, why: "Bt·V·E of dims " + intList(s.Dims), ok: ok}
+}
+
+// valueOperand is the operand whose dtype an op's collectives move: the
+// output of a lookup, whose only collective sums its partial rows (its
+// operands are resharded by sets of their own), else the first operand,
+// whose dtype every operand shares.
+func valueOperand(op *Op) string {
+	if isLookup(op.Op) {
+		return op.Output
+	}
+	return op.Operands()[0]
+}
+
+// lookupSumAxis is the axis the collective that sums a lookup's partial
+// rows names: the table's rows dim when the table is the first operand
+// (gather's x), else none (embedding's ids have no such dim).
+func (v *validator) lookupSumAxis(op *Op) *int {
+	x := indexedOf(op.Op)
+	if x.Table != 0 {
+		return nil
+	}
+	t := v.tensor(op.Operands()[0])
+	if t == nil || t.rank < 1 {
+		return nil
+	}
+	d := x.RowsDim(t.rank)
+	return &d
+}
