@@ -30,7 +30,10 @@ func opTables(all []*ops.Op) string {
 	for _, o := range all {
 		lo, hi := o.Arity()
 		n := fmt.Sprint(lo)
-		if lo != hi {
+		switch {
+		case o.Variadic:
+			n = fmt.Sprintf("(%d, None)", lo)
+		case lo != hi:
 			n = fmt.Sprintf("(%d, %d)", lo, hi)
 		}
 		arity = append(arity, fmt.Sprintf("%q: %s", o.Name, n))

@@ -531,7 +531,8 @@ def apply_op(o, xs, out_shape, magnitude=False):
     an inexact result is bounded by (sub adds, minimum takes the larger, ...)."""
     op = o["op"]
     arity = ARITY.get(op)
-    if arity is None or len(xs) not in (arity if isinstance(arity, tuple) else (arity,)):
+    lo, hi = arity if isinstance(arity, tuple) else (arity, arity)  # hi None: any number more
+    if lo is None or len(xs) < lo or (hi is not None and len(xs) > hi):
         raise PlanError("op %d: %r with %d inputs is not an op" % (o["index"], op, len(xs)))
     if op == "set":
         return xs[0]

@@ -112,6 +112,13 @@ func (k OpKind) IsContraction() bool { return k.family() == ops.Contraction }
 
 func (k OpKind) isBinary() bool { return k.family() == ops.Binary }
 
+// TakesAxis reports whether k takes an "axis": a reduction's reduced
+// axis, or the axis slice and cat work along.
+func (k OpKind) TakesAxis() bool {
+	e := k.Entry()
+	return e != nil && e.Takes(ops.AttrAxis)
+}
+
 // arity returns the fewest and the most operands k takes.
 func (k OpKind) arity() (lo, hi int) {
 	if e := k.Entry(); e != nil {

@@ -223,7 +223,7 @@ func (b *opBuilder) op(i int, op plan.Op, ps *diag.List) *ir.Op {
 	}
 	o := &b.ops[i]
 	*o = ir.Op{Index: i, Kind: ir.OpKind(op.Op), Inputs: inputs, Out: out, Axis: -1, Axes: slices.Clone(op.Axes), Attrs: op.Attrs.Clone()}
-	if o.Kind.IsReduction() {
+	if o.Kind.TakesAxis() {
 		if op.Axis == nil || *op.Axis < 0 || *op.Axis >= inputs[0].NumValueAxes() {
 			ps.AddAbout("", "op %d: %s needs an axis among the input's non-reduction axes", i, op.Op)
 			return nil

@@ -337,7 +337,7 @@ func opOf(op *ir.Op) plan.Op {
 	if len(o.Inputs) == 1 {
 		o.Input, o.Inputs = o.Inputs[0], nil
 	}
-	if op.Kind.IsReduction() {
+	if op.Kind.TakesAxis() {
 		o.Axis = new(op.Axis)
 	}
 	if why := op.Inserted; why != nil {

@@ -73,15 +73,15 @@ const (
 )
 
 // attrSpecs are the attributes of the ops of docs/fusion.md.
-var attrSpecs = []AttrSpec{
-	{Key: AttrAxis, Kind: IntAttr, Doc: "the reduced axis, among the input's non-reduction axes (negative from the end)"},
+var attrSpecs = slices.Concat([]AttrSpec{
+	{Key: AttrAxis, Kind: IntAttr, Doc: "the reduced axis, or the axis slice and cat work along, among the input's non-reduction axes (negative from the end)"},
 	{Key: AttrAxes, Kind: IntsAttr, Doc: "the positions of the new axes in the output (negative from the end), increasing"},
 	{Key: AttrDims, Kind: IntsAttr, Doc: "the input's dims in the output's order (negative from the end), a permutation",
 		NonEmpty: "a rank-0 tensor has nothing to permute: use set"},
 	{Key: AttrShape, Kind: IntsAttr, Doc: "the output's shape, row-major over the input's elements; one extent may be -1 (inferred)",
 		Check: checkViewShape},
 	{Key: AttrDType, Kind: DTypeAttr, Doc: "the output's element type"},
-}
+}, sliceAttrSpecs)
 
 // checkViewShape checks a reshape's shape as written: positive extents,
 // but for one -1.

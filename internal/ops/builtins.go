@@ -48,6 +48,7 @@ func builtins() *Registry {
 	r.MustRegister(Op{Name: "linear", Family: Contraction, Operands: []string{"x", "w", "bias"}, Optional: 1,
 		Rule: linearRule, Torch: &Torch{Func: "_linear"}, Doc: "x @ wᵀ + bias, torch.nn.functional.linear"})
 	registerShapeOps(r)
+	registerSliceOps(r)
 	return r
 }
 

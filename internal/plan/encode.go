@@ -187,6 +187,7 @@ func (e *encoder) step(s *Step) {
 		e.trueIf("broadcast_b", s.BroadcastB)
 		e.trueIf("transpose_b", s.TransposeB)
 		e.intListsIf("send_counts", s.SendCounts)
+		e.intListsIf("windows", s.Windows)
 		if s.Bytes != nil {
 			e.key("bytes")
 			e.bytes(s.Bytes)

@@ -500,6 +500,9 @@ func (d *fastDecoder) step(s *Step) {
 		case "after":
 			d.once(&seen, 1<<26)
 			s.After = d.intList()
+		case "windows":
+			d.once(&seen, 1<<27)
+			s.Windows = d.intLists()
 		default:
 			d.fail()
 		}

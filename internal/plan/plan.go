@@ -235,13 +235,16 @@ const (
 	// Matmul and Pointwise compute: the local steps of layer ops.
 	Matmul    = "Matmul"
 	Pointwise = "Pointwise"
+	// Concat writes windows of its inputs, in order, along one dim of its
+	// output: slice's and cat's local step (Windows).
+	Concat = "Concat"
 )
 
 // CollectiveTypes lists the collective step types.
 var CollectiveTypes = []string{Scatter, Gather, Allgather, Broadcast, Reduce, Allreduce, ReduceScatter, SendRecv, AllToAll, AllToAllV}
 
 // LocalTypes lists the local step types.
-var LocalTypes = []string{Copy, Permute, Slice, LocalReduce, Pad, Unpad, Matmul, Pointwise}
+var LocalTypes = []string{Copy, Permute, Slice, LocalReduce, Pad, Unpad, Matmul, Pointwise, Concat}
 
 // IsRooted reports whether a collective type has a root.
 func IsRooted(typ string) bool {
@@ -332,7 +335,12 @@ type Step struct {
 	// chunks it receives in member order. Row k sums to count.input,
 	// column r to count.output.
 	SendCounts [][]int `json:"send_counts,omitempty"`
-	Bytes      *Bytes  `json:"bytes,omitempty"`
+	// Windows are a Concat's: dims [outer, N, inner] view its output, and
+	// windows[k] = [m, start, len] views input k as [outer, m, inner] and
+	// takes its entries start to start+len along the middle dim, written
+	// after those of the inputs before it (the lens sum to N).
+	Windows [][]int `json:"windows,omitempty"`
+	Bytes   *Bytes  `json:"bytes,omitempty"`
 }
 
 // The streams a step runs on when its Stream is empty.

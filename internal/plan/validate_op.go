@@ -26,6 +26,20 @@ func isUnaryOp(op string) bool { return ops.Is(op, ops.Unary) }
 // their shared axis k.
 func isContraction(op string) bool { return ops.Is(op, ops.Contraction) }
 
+// axisOr is *axis, or or when axis is nil.
+func axisOr(axis *int, or int) int {
+	if axis == nil {
+		return or
+	}
+	return *axis
+}
+
+// takesAxis reports whether op takes an axis: a reduction, slice, cat.
+func takesAxis(op string) bool {
+	o := ops.Lookup(op)
+	return o != nil && o.Takes(ops.AttrAxis)
+}
+
 // opArity returns the fewest and the most operands op takes; 1, 1 for an
 // op the registry does not have.
 func opArity(op string) (lo, hi int) {
@@ -33,17 +47,6 @@ func opArity(op string) (lo, hi int) {
 		return o.Arity()
 	}
 	return 1, 1
-}
-
-// arityText says how many inputs an arity allows: "1 input", "2 or 3 inputs".
-func arityText(lo, hi int) string {
-	switch {
-	case lo != hi:
-		return fmt.Sprintf("%d or %d inputs", lo, hi)
-	case lo == 1:
-		return "1 input"
-	}
-	return fmt.Sprintf("%d inputs", lo)
 }
 
 // checkOps checks every op (rule 3) and records which tensors ops write.
@@ -135,7 +138,7 @@ func (v *validator) checkOperands(i int, op Op, known bool) []*tensorInfo {
 	}
 	names := op.Operands()
 	if lo, hi := opArity(op.Op); known && (len(names) < lo || len(names) > hi) {
-		v.planf("op %d: %s takes %s, got %d", i, op.Op, arityText(lo, hi), len(names))
+		v.planf("op %d: %s takes %s, got %d", i, op.Op, ops.Lookup(op.Op).ArityText(), len(names))
 	}
 	ins := make([]*tensorInfo, len(names))
 	for k, name := range names {
@@ -146,14 +149,15 @@ func (v *validator) checkOperands(i int, op Op, known bool) []*tensorInfo {
 	return ins
 }
 
-// checkOpAxis checks that exactly the reductions have an axis, a
-// non-reduction axis of their input.
+// checkOpAxis checks that exactly the ops that take an axis (the
+// reductions, slice and cat) have one, a non-reduction axis of their
+// first input.
 func (v *validator) checkOpAxis(i int, op Op, in *tensorInfo) {
 	switch {
 	case !isKnownOp(op.Op):
-	case !isReductionOp(op.Op) && op.Axis != nil:
+	case !takesAxis(op.Op) && op.Axis != nil:
 		v.planf("op %d: %s takes no axis", i, op.Op)
-	case !isReductionOp(op.Op):
+	case !takesAxis(op.Op):
 	case op.Axis == nil:
 		v.planf("op %d: %s needs an axis", i, op.Op)
 	case in != nil && in.rank >= 0 && (*op.Axis < 0 || *op.Axis >= in.rank):
@@ -299,7 +303,7 @@ func (v *validator) wantOutput(i int, op Op, ins []*tensorInfo, out *tensorInfo)
 	case op.Op == "matmul":
 		return v.matmulDomain(i, op, ins)
 	case ops.Is(op.Op, ops.View):
-		return v.viewDomain(i, op, in)
+		return v.viewDomain(i, op, ins)
 	}
 	return v.linearDomain(i, op, ins)
 }
@@ -307,12 +311,17 @@ func (v *validator) wantOutput(i int, op Op, ins []*tensorInfo, out *tensorInfo)
 // viewDomain is a view op's output (permute, reshape): the shape its
 // registry entry gives its input's and its attributes (Validate has
 // checked they are given), and no reduction axis.
-func (v *validator) viewDomain(i int, op Op, in []int) (outputDomain, bool) {
+func (v *validator) viewDomain(i int, op Op, ins []*tensorInfo) (outputDomain, bool) {
 	e := ops.Lookup(op.Op)
-	if len(e.CheckValues(op.Attrs)) > 0 {
-		return outputDomain{}, false // reported by checkOpAttrs
+	if len(e.CheckValues(op.Attrs)) > 0 || e.Takes(ops.AttrAxis) && op.Axis == nil {
+		return outputDomain{}, false // reported by checkOpAttrs, checkOpAxis
 	}
-	shape, _, err := e.Shape([][]int{in}, ops.Attrs{Axis: -1, Values: op.Attrs})
+	shapes := make([][]int, len(ins))
+	for k, x := range ins {
+		shapes[k] = valueShape(x.t)
+	}
+	in := shapes[0]
+	shape, _, err := e.Shape(shapes, ops.Attrs{Axis: axisOr(op.Axis, -1), Values: op.Attrs})
 	if err != nil {
 		v.planf("op %d: %s of %q: %s", i, op.Op, op.Operands()[0], err.Msg)
 		return outputDomain{}, false

@@ -17,6 +17,8 @@ func localStep(s *plan.Step, slab *slab) (computeStep, error) {
 		return matmulStep(s)
 	case plan.Pointwise:
 		return pointwiseStep(s)
+	case plan.Concat:
+		return concatStep(s)
 	}
 	f, err := oneInputStep(s, slab)
 	if err != nil {
