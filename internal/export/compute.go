@@ -104,4 +104,3 @@ func deref(s *string) string {
 	}
 	return *s
 }
-
