@@ -517,7 +517,7 @@ func TestOpKindPredicates(t *testing.T) {
 			"div", "exp", "log", "tanh", "sigmoid", "silu", "gelu", "gelu_tanh", "sqrt", "rsqrt", "reciprocal", "square"},
 		"broadcast":   {"broadcast"},
 		"contraction": {"matmul", "linear"},
-		"view":        {"permute", "reshape", "cast"},
+		"view":        {"permute", "reshape", "cast", "slice", "cat"},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("op classes mismatch (-want +got):\n%s", diff)

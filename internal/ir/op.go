@@ -92,8 +92,8 @@ var otherOps = []string{
 	"softmax", "log_softmax", "layer_norm", "layernorm", "rms_norm", "rmsnorm", "batch_norm", "dropout",
 	"embedding", "conv", "conv1d", "conv2d", "bmm", "mm", "einsum", "sdpa", "attention",
 	// shapes and data movement
-	"view", "transpose", "squeeze", "unsqueeze", "expand", "cat", "concat", "stack",
-	"split", "chunk", "slice", "pad", "gather", "scatter", "index_select", "flatten", "repeat",
+	"view", "transpose", "squeeze", "unsqueeze", "expand", "concat", "stack",
+	"split", "chunk", "pad", "gather", "scatter", "index_select", "flatten", "repeat",
 }
 
 // IsReduction reports whether k reduces one axis of its input (sum, prod,
