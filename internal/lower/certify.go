@@ -420,7 +420,8 @@ func sameStepNamed(a, b *plan.Step, same func(a, b string) bool) bool {
 		a.Count == b.Count && slices.Equal(a.Dims, b.Dims) && slices.Equal(a.Perm, b.Perm) &&
 		slices.Equal(a.ReduceDims, b.ReduceDims) && slices.EqualFunc(a.Valid, b.Valid, sameList) &&
 		samePtr(a.Fill, b.Fill) && samePtr(a.Func, b.Func) && slices.EqualFunc(a.InputDims, b.InputDims, sameList) &&
-		a.BroadcastB == b.BroadcastB && a.TransposeB == b.TransposeB && slices.EqualFunc(a.SendCounts, b.SendCounts, sameList)
+		a.BroadcastB == b.BroadcastB && a.TransposeB == b.TransposeB && slices.EqualFunc(a.SendCounts, b.SendCounts, sameList) &&
+		slices.EqualFunc(a.Windows, b.Windows, sameList)
 }
 
 // sameList compares inner lists as JSON does: nil (null) is not empty ([]).
