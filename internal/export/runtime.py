@@ -428,6 +428,15 @@ def _cast(x, dtype):
     return x.to(DTYPES[dtype]).to(x.dtype)
 
 
+def _slice(x, axis, start, end):
+    """x's entries start to end (exclusive) along axis, torch.narrow."""
+    return x.narrow(axis, start, end - start)
+
+
+def _cat(*xs, axis):
+    return torch.cat(xs, dim=axis)
+
+
 def _gelu_tanh(x):
     return torch.nn.functional.gelu(x, approximate="tanh")
 

@@ -92,7 +92,8 @@ const (
 	Exact Rounding = "exact"
 	// Additive ops round once and may double the magnitude: add, sub.
 	Additive Rounding = "additive"
-	// Selecting ops return one of their operands: maximum, minimum.
+	// Selecting ops return one of their operands: maximum, minimum, and
+	// cat, each of whose elements is one of an operand's.
 	Selecting Rounding = "selecting"
 	// Multiplicative ops round once and multiply magnitudes: mul.
 	Multiplicative Rounding = "multiplicative"

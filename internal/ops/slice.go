@@ -40,7 +40,7 @@ func registerSliceOps(r *Registry) {
 		Rule: alongAxisRule, Shape: sliceShape, Torch: &Torch{Func: "_slice", Rounding: Exact},
 		Doc: "the entries start to end (exclusive) of its input along axis, torch.narrow"})
 	r.MustRegister(Op{Name: "cat", Family: View, Operands: []string{"a", "b"}, Variadic: true, Attrs: []Attr{AttrAxis},
-		Rule: alongAxisRule, Shape: catShape, Torch: &Torch{Func: "_cat", Rounding: Exact},
+		Rule: alongAxisRule, Shape: catShape, Torch: &Torch{Func: "_cat", Rounding: Selecting},
 		Doc: "its operands joined along axis, in order, torch.cat"})
 }
 
