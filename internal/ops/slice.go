@@ -158,10 +158,10 @@ func (vs Values) Int(k Attr) int {
 
 // Window is the part of one operand that a slice or a cat writes into its
 // output along the op's axis, all of it along the other axes: the
-// operand's entries Start to Start+Len along axis, at offset At of the
-// output's.
+// operand's entries Start to Start+Len along axis, after the windows of
+// the operands before it.
 type Window struct {
-	Start, Len, At int
+	Start, Len int
 }
 
 // Windows returns the windows of the operands of a slice or a cat, of
@@ -173,10 +173,9 @@ func Windows(op string, in []int, vs Values) []Window {
 		s := vs.Int(AttrStart)
 		return []Window{{Start: s, Len: vs.Int(AttrEnd) - s}}
 	case "cat":
-		w, at := make([]Window, len(in)), 0
+		w := make([]Window, len(in))
 		for k, n := range in {
-			w[k] = Window{Len: n, At: at}
-			at += n
+			w[k] = Window{Len: n}
 		}
 		return w
 	}
