@@ -45,7 +45,15 @@ func (l *layerGen) catOf(cur lt) lt {
 		}
 		in := slices.Clone(cur.shape)
 		in[a] = 1 + l.r.IntN(4)
-		ops = append(ops, operand{shape: in, mapAxis: identityMap, kAxis: -1})
+		// Sharded as the output off the axis only: along it, the output's
+		// split need not divide the input's extent.
+		off := func(j int) int {
+			if j == a {
+				return -1
+			}
+			return j
+		}
+		ops = append(ops, operand{shape: in, mapAxis: off, kAxis: -1})
 		shape[a] += in[a]
 	}
 	if l.r.IntN(2) == 0 { // cur not first, now and then
