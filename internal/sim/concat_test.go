@@ -12,7 +12,7 @@ import (
 // output, and that a step whose fields do not fit is an error.
 func TestConcatStep(t *testing.T) {
 	a := []float64{0, 1, 2, 3, 4, 5, 6, 7} // [2, 4, 1]
-	b := []float64{10, 11, 12, 13}        // [2, 2, 1]
+	b := []float64{10, 11, 12, 13}         // [2, 2, 1]
 	for _, tc := range []struct {
 		name string
 		s    plan.Step
@@ -35,7 +35,7 @@ func TestConcatStep(t *testing.T) {
 			tc.s.ID, tc.s.Type, tc.s.Kind = 7, plan.Concat, plan.KindLocal
 			c, err := concatStep(&tc.s)
 			if tc.err != "" || err != nil {
-				if d := cmp.Diff(tc.err, errText(err)); d != "" {
+				if d := cmp.Diff(tc.err, errString(err)); d != "" {
 					t.Fatalf("error (-want +got):\n%s", d)
 				}
 				return
@@ -45,12 +45,4 @@ func TestConcatStep(t *testing.T) {
 			}
 		})
 	}
-}
-
-// errText is err's message, "" for none.
-func errText(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
 }
