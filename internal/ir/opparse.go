@@ -354,10 +354,10 @@ func axisUse(k OpKind) string {
 func (p *parser) checkArity(op *rawOp, in diag.Pos, what string) bool {
 	n := len(op.ins)
 	e := op.kind.Entry()
-	switch {
+	switch _, hi := op.kind.arity(); {
 	case e == nil || e.TakesOperands(n):
 		return true
-	case e.ArityText() == "1 input":
+	case hi == 1:
 		p.errs.AddHint(in, "in names one tensor", "%s: %s takes 1 input, got %d", what, op.kind, n)
 		return false
 	}

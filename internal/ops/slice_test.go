@@ -44,11 +44,8 @@ func TestSliceCatShapes(t *testing.T) {
 			if d := cmp.Diff(tc.err, err); d != "" {
 				t.Fatalf("error (-want +got):\n%s", d)
 			}
-			if d := cmp.Diff(tc.want, got); d != "" {
-				t.Errorf("shape (-want +got):\n%s", d)
-			}
-			if d := cmp.Diff(tc.norm, norm); d != "" {
-				t.Errorf("attributes (-want +got):\n%s", d)
+			if d := cmp.Diff([]any{tc.want, tc.norm}, []any{got, norm}); d != "" {
+				t.Errorf("shape, attributes (-want +got):\n%s", d)
 			}
 		})
 	}
@@ -87,11 +84,8 @@ func TestSliceCatRules(t *testing.T) {
 					t.Errorf("operand %d's axis is a factor of kind %d, want NeedReplication", i, r.Factors[k].Kind)
 				}
 			}
-			if d := cmp.Diff(tc.dims, dims); d != "" {
-				t.Errorf("OperandDim (-want +got):\n%s", d)
-			}
-			if d := cmp.Diff(tc.through, through); d != "" {
-				t.Errorf("ResultSplit (-want +got):\n%s", d)
+			if d := cmp.Diff([][][]int{tc.dims, tc.through}, [][][]int{dims, through}); d != "" {
+				t.Errorf("OperandDim, ResultSplit (-want +got):\n%s", d)
 			}
 		})
 	}
