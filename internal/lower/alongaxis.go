@@ -1,6 +1,7 @@
 package lower
 
 import (
+	"fmt"
 	"slices"
 
 	"github.com/nvcomm/nvcomm/internal/ir"
@@ -51,27 +52,30 @@ func (ins *inserter) alongAxis(op *ir.Op, want []Split) {
 // transform"), so a slice whose output is split along the sliced axis is
 // rejected; its sharding propagation cannot carry a split through one
 // (csrc/multidevice/propagation.cpp, transformLoopDomain), so a cat of an
-// operand split along the joined axis is rejected. What it lowers — a
-// slice of an operand split along the axis, into an output whole along
-// it — gets a set before the op, as nvFuser's InsertReshardings gives an
-// op of several inputs (the slice's bounds are inputs of its SliceOp:
+// operand split along the joined axis (the pads' outputs are always
+// propagated), and a slice of one into an output left to propagation,
+// are rejected. What it lowers — a slice of an operand split along the
+// axis into an output the fusion shards, whole along it — gets a set
+// before the op, as nvFuser's InsertReshardings gives an op of several
+// inputs (the slice's bounds are inputs of its SliceOp:
 // csrc/preseg_passes/decompose_reshardings.cpp), which alongAxis inserts.
 func (ins *inserter) nvFuserAlongAxis(op *ir.Op, want []Split) bool {
-	if k := slices.IndexFunc(want, func(s Split) bool { return s.Axis == op.Axis }); k >= 0 && op.Kind == "slice" {
+	onAxis := func(s Split) bool { return s.Axis == op.Axis }
+	if k := slices.IndexFunc(want, onAxis); k >= 0 && op.Kind == "slice" {
 		ins.errs.AddHint(op.Pos, "split the output along another axis, or slice into an output whole along the axis and split it with a set after",
 			"op %q cannot be lowered under nvFuser's rules: its output %q splits the sliced axis %d along %s, an axis nvFuser derives by a Resize (nvFuser: \"Unexpected transform: Resize\")",
 			op.Expr(), op.Out.Name, op.Axis, want[k].Type)
 		return false
 	}
-	if op.Kind != "cat" {
+	if op.Kind == "slice" && !op.Out.Propagated {
 		return true
 	}
 	for _, x := range op.Inputs {
 		have, _ := BlockShards(x)
-		if k := slices.IndexFunc(have, func(s Split) bool { return s.Axis == op.Axis }); k >= 0 {
-			ins.errs.AddHint(op.Pos, "reshard the operand with a set before the cat, or cat before a reshape that splits the axis, as nvFuser's tests do",
-				"op %q cannot be lowered under nvFuser's rules: operand %q splits the joined axis %d along %s, which nvFuser's sharding propagation cannot carry through the pad of its cat (nvFuser: \"Expected the target ID ... to be in the loop domain\")",
-				op.Expr(), x.Name, op.Axis, have[k].Type)
+		if k := slices.IndexFunc(have, onAxis); k >= 0 {
+			ins.errs.AddHint(op.Pos, fmt.Sprintf("reshard the operand with a set before the %s, or %s along an axis that is not split, as nvFuser's tests do", op.Kind, op.Kind),
+				"op %q cannot be lowered under nvFuser's rules: operand %q splits axis %d along %s, and nvFuser's sharding propagation cannot carry the split through the %s's Resize of that axis (nvFuser: \"Expected the target ID ... to be in the loop domain\")",
+				op.Expr(), x.Name, op.Axis, have[k].Type, op.Kind)
 			return false
 		}
 	}
