@@ -53,9 +53,8 @@ func (m genMesh) yaml() string {
 type Generator struct {
 	r *rand.Rand
 	// ShapeOps lets layer chains draw permute, reshape, cast, slice and cat
-	// too. Off,
-	// the generator draws what it drew before those ops existed, seed for
-	// seed.
+	// too. Off, the generator draws what it drew before those ops existed,
+	// seed for seed.
 	ShapeOps bool
 }
 
