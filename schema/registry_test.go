@@ -14,7 +14,8 @@ import (
 // TestSchemasListTheRegistry checks every list of ops in the schemas
 // against the op registry, so that an op added there and not here (or a
 // key or arity changed) fails: the op names, the ops that take "axis",
-// "axes" or neither, those of one operand, of two, and of two or three,
+// "axes" or neither, those of one operand, of two, of two or three, and
+// of two or more,
 // the reduce ops and the Pointwise functions.
 func TestSchemasListTheRegistry(t *testing.T) {
 	all := ops.Default.All()
@@ -49,6 +50,7 @@ func TestSchemasListTheRegistry(t *testing.T) {
 		{Fusion, "$defs/op/allOf/3/if/properties/op/enum", names(arity(1, 1))},
 		{Fusion, "$defs/op/allOf/4/if/properties/op/enum", names(arity(2, 2))},
 		{Fusion, "$defs/op/allOf/5/if/properties/op/const", names(arity(2, 3))},
+		{Fusion, "$defs/op/allOf/12/if/properties/op/enum", names(func(o *ops.Op) bool { return o.Variadic })},
 		{Plan, "$defs/reduceOp/enum", reductions},
 		{Plan, "$defs/op/properties/op/enum", names(inPlan(every))},
 		{Plan, "$defs/op/allOf/0/if/properties/op/enum", names(inPlan(takes(ops.AttrAxis)))},

@@ -491,6 +491,15 @@ def _cast(x, dtype):
     return x.to(DTYPES[dtype]).to(x.dtype)
 
 
+def _slice(x, axis, start, end):
+    """x's entries start to end (exclusive) along axis, torch.narrow."""
+    return x.narrow(axis, start, end - start)
+
+
+def _cat(*xs, axis):
+    return torch.cat(xs, dim=axis)
+
+
 def _gelu_tanh(x):
     return torch.nn.functional.gelu(x, approximate="tanh")
 
@@ -594,7 +603,8 @@ def apply_op(o, xs, out_shape, magnitude=False):
     an inexact result is bounded by (sub adds, minimum takes the larger, ...)."""
     op = o["op"]
     arity = ARITY.get(op)
-    if arity is None or len(xs) not in (arity if isinstance(arity, tuple) else (arity,)):
+    lo, hi = arity if isinstance(arity, tuple) else (arity, arity)  # hi None: any number more
+    if lo is None or len(xs) < lo or (hi is not None and len(xs) > hi):
         raise PlanError("op %d: %r with %d inputs is not an op" % (o["index"], op, len(xs)))
     if op == "set":
         return xs[0]

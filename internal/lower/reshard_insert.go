@@ -178,6 +178,16 @@ func (ins *inserter) computing(op *ir.Op) {
 			return
 		}
 	}
+	if ins.reshardOperands(op, want) {
+		ins.add(op)
+	}
+}
+
+// reshardOperands inserts a set before op of each of its operands that is
+// not sharded as op's output, split as want, requires (one per distinct
+// operand and target), and points op's slots at the copies. It reports
+// whether it could; when not, op is added as failed.
+func (ins *inserter) reshardOperands(op *ir.Op, want []Split) bool {
 	var sets []resharded
 	for i, x := range op.Inputs {
 		need := OperandShards(op, i, want)
@@ -196,14 +206,14 @@ func (ins *inserter) computing(op *ir.Op) {
 		r, ok := ins.newTensor(op, x.Name+"/resharded", op.Out.Mesh, x.DType, x.Shape(), target)
 		if !ok {
 			ins.addFailed(op)
-			return
+			return false
 		}
 		why := &ir.Insertion{For: op, Operands: []int{i}}
 		ins.add(&ir.Op{Kind: ir.OpSet, Inputs: []*ir.Tensor{x}, Out: r, Axis: -1, Pos: op.Pos, Inserted: why})
 		op.Inputs[i] = r
 		sets = append(sets, resharded{x, target, r, why})
 	}
-	ins.add(op)
+	return true
 }
 
 // resharded is one resharding set of an op: the tensor it reads, the
@@ -264,6 +274,10 @@ func (ins *inserter) computeIn(op *ir.Op, mapped []Split) {
 // The op then computes in the splits its operand's map to, and a set
 // after it reshards that to the output when the output asks for others.
 func (ins *inserter) view(op *ir.Op, want []Split) {
+	if op.Kind.TakesAxis() {
+		ins.alongAxis(op, want)
+		return
+	}
 	x := op.In()
 	have, block := BlockShards(x)
 	reshard := !block || !x.Mesh.Equal(op.Out.Mesh)

@@ -73,8 +73,8 @@ const (
 )
 
 // attrSpecs are the attributes of the ops of docs/fusion.md.
-var attrSpecs = []AttrSpec{
-	{Key: AttrAxis, Kind: IntAttr, Doc: "the reduced axis, among the input's non-reduction axes (negative from the end)"},
+var attrSpecs = slices.Concat([]AttrSpec{
+	{Key: AttrAxis, Kind: IntAttr, Doc: "the reduced axis, the axis slice and cat work along, or the dim gather selects along, among the input's non-reduction axes (negative from the end)"},
 	{Key: AttrAxes, Kind: IntsAttr, Doc: "broadcast's new axes, increasing positions in the output; a norm's normalized axes, the input's last (negative from the end)"},
 	{Key: AttrDims, Kind: IntsAttr, Doc: "the input's dims in the output's order (negative from the end), a permutation",
 		NonEmpty: "a rank-0 tensor has nothing to permute: use set"},
@@ -83,7 +83,7 @@ var attrSpecs = []AttrSpec{
 	{Key: AttrDType, Kind: DTypeAttr, Doc: "the output's element type"},
 	{Key: AttrEps, Kind: FloatAttr, Doc: "a norm's epsilon, added to the mean square (rms_norm) or variance (layer_norm)",
 		Check: checkEps},
-}
+}, sliceAttrSpecs)
 
 // checkEps checks a norm's epsilon: not negative.
 func checkEps(v Value) (string, string) {

@@ -49,6 +49,7 @@ func builtins() *Registry {
 		Rule: linearRule, Torch: &Torch{Func: "_linear"}, Doc: "x @ wᵀ + bias, torch.nn.functional.linear"})
 	registerLookupOps(r)
 	registerShapeOps(r)
+	registerSliceOps(r)
 	registerComposites(r)
 	return r
 }

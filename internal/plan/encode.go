@@ -225,6 +225,7 @@ func (e *encoder) step(s *Step) {
 		e.trueIf("transpose_b", s.TransposeB)
 		e.intListsIf("send_counts", s.SendCounts)
 		e.intsIf("offsets", s.Offsets)
+		e.intListsIf("windows", s.Windows)
 		if s.Bytes != nil {
 			e.key("bytes")
 			e.bytes(s.Bytes)

@@ -568,6 +568,9 @@ func (d *fastDecoder) step(s *Step) {
 		case "offsets":
 			d.once(&seen, 1<<27)
 			s.Offsets = d.intList()
+		case "windows":
+			d.once(&seen, 1<<27)
+			s.Windows = d.intLists()
 		default:
 			d.fail()
 		}

@@ -49,7 +49,7 @@ func scalarCases() []validateCase {
 			want: []diag.Diagnostic{pp(`op 4: of names "nope", which is not a tensor of the plan`)}},
 		{name: "composite op in a plan", base: scalarPlan, mutate: func(p *Plan) { p.Ops[2].Op = "softmax" },
 			want: []diag.Diagnostic{pp(`op 2: op "softmax" is not one of set, sum, prod, max, min, add, sub, mul, maximum, minimum, relu, neg, abs, ` +
-				`div, exp, log, tanh, sigmoid, silu, gelu, gelu_tanh, sqrt, rsqrt, reciprocal, square, broadcast, matmul, linear, embedding, gather, permute, reshape, cast`)}},
+				`div, exp, log, tanh, sigmoid, silu, gelu, gelu_tanh, sqrt, rsqrt, reciprocal, square, broadcast, matmul, linear, embedding, gather, permute, reshape, cast, slice, cat`)}},
 	}
 }
 
