@@ -364,7 +364,7 @@ func (l *lowerer) boundWays() {
 		given.Inputs = slices.Clone(op.Inputs)
 		var sets []*ir.Op
 		for i, x := range op.Inputs {
-			if set := before[x]; set != nil {
+			if set := before[x]; set != nil && set.Inserted.For.Index == op.Index {
 				given.Inputs[i] = set.In()
 				sets = append(sets, set)
 			}

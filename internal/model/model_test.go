@@ -68,12 +68,12 @@ func TestParseMesh(t *testing.T) {
 	}
 }
 
-// TestFusionGolden writes the fusion of testdata/models/tiny_llama.json
+// TestFusionGolden writes the fusion of testdata/models/tiny_llama/config.json
 // under tensor and data parallelism, with and without sequence
 // parallelism, and compares it with the golden files (NVCOMM_UPDATE=1
 // rewrites them).
 func TestFusionGolden(t *testing.T) {
-	src, err := os.ReadFile("../../testdata/models/tiny_llama.json")
+	src, err := os.ReadFile("../../testdata/models/tiny_llama/config.json")
 	if err != nil {
 		t.Fatal(err)
 	}
