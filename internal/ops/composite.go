@@ -150,11 +150,20 @@ func expandSoftmax(in [][]int, a Attrs) ([]ExpandStep, *ExpandError) {
 		return nil, err
 	}
 	var e expansion
-	m := e.back("max_b", e.reduce("max", "max", 0, axis), axis)
-	ex := e.unary("exp", "exp", e.binary("sub", "sub", 0, m))
+	_, ex := e.shiftedExp(0, axis)
 	s := e.back("sum_b", e.reduce("sum", "sum", ex, axis), axis)
 	e.binary("div", "div", ex, s)
 	return e.done(), nil
+}
+
+// shiftedExp is the head that softmax, log_softmax and cross_entropy
+// share: x − max(x) along axis (the max broadcast back) and its exp, so
+// that no exponential overflows; over an axis split across devices the
+// max is the one small Allreduce of the row maxima.
+func (e *expansion) shiftedExp(x Ref, axis int) (sub, ex Ref) {
+	m := e.back("max_b", e.reduce("max", "max", x, axis), axis)
+	sub = e.binary("sub", "sub", x, m)
+	return sub, e.unary("exp", "exp", sub)
 }
 
 // expandMean is mean(x, axis) = sum(x, axis) / n, n the axis's extent.
