@@ -394,8 +394,8 @@ class Reference:
 
     def _check_composite(self, o, of, y):
         """The composite's output, as its expansion computed it in float64, against torch's own
-        function of the composite's operands (torch.softmax, torch.mean,
-        torch.nn.functional.layer_norm; rms_norm written out, which torch 1.13 lacks): the
+        function of the composite's operands (torch.softmax, torch.mean, torch.log_softmax,
+        torch.nn.functional.cross_entropy, torch.nn.functional.layer_norm; rms_norm written out, which torch 1.13 lacks): the
         expansion is torch's op, to float64's rounding."""
         xs = []
         for n in of["inputs"]:
@@ -481,9 +481,9 @@ def _embedding(ids, table):
     return torch.nn.functional.embedding(ids.long(), table)
 
 
-def _gather(x, index):
-    """x at index (float64 integers) along the last dim, torch.gather."""
-    return torch.gather(x, -1, index.long())
+def _gather(x, index, axis=-1):
+    """x at index (float64 integers) along axis, the last dim, torch.gather."""
+    return torch.gather(x, axis, index.long())
 
 
 def _cast(x, dtype):
@@ -628,6 +628,13 @@ def composite_reference(of, xs):
         return torch.softmax(x, dim=of["axis"])
     if op == "mean":
         return torch.mean(x, dim=of["axis"])
+    if op == "log_softmax":
+        return torch.log_softmax(x, dim=of["axis"])
+    if op == "cross_entropy":  # the classes last: torch's input [N, C] and target [N], flattened
+        labels = xs[1]
+        loss = torch.nn.functional.cross_entropy(x.reshape(-1, x.shape[-1]), labels.reshape(-1).long(),
+                                                 reduction=of.get("reduction", "mean"))
+        return loss if of.get("reduction", "mean") == "mean" else loss.view(labels.shape)
     w = xs[1] if len(xs) > 1 else None
     if op == "layer_norm":
         return torch.nn.functional.layer_norm(x, x.shape[-1:], w, xs[2] if len(xs) > 2 else None, of["eps"])
