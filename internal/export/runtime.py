@@ -334,7 +334,7 @@ class Plan:
 
 def index_bounds(plan):
     """The fusion inputs a lookup (INDEX_OPS: its indices' and its table's operand, and the
-    table's dim of the rows) reads as its indices, directly or through sets and views, with
+    table's dim of the rows) reads as its indices, directly or through sets, views and broadcasts, with
     the rows of its table: simulate fills them with indices below that, the least over their
     lookups (internal/sim's IndexBounds)."""
     producer = {o["output"]: o for o in plan.p["ops"]}
@@ -345,7 +345,7 @@ def index_bounds(plan):
         names, (ix, tx, dim) = operands(o), INDEX_OPS[o["op"]]
         rows = plan.shards[names[tx]].shape[dim]
         name = names[ix]
-        while name in producer and (producer[name]["op"] == "set" or producer[name]["op"] in VIEW_OPS):
+        while name in producer and (producer[name]["op"] in ("set", "broadcast") or producer[name]["op"] in VIEW_OPS):
             name = operands(producer[name])[0]
         if name not in producer and rows > 0:
             bounds[name] = min(bounds.get(name, rows), rows)
