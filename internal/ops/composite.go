@@ -203,12 +203,13 @@ func expandNorm(centred bool) func(in [][]int, a Attrs) ([]ExpandStep, *ExpandEr
 }
 
 // oneAxis normalizes axis of a tensor of shape x (negative from the end).
-func oneAxis(x []int, axis int, key Attr) (int, *ExpandError) {
+func oneAxis(x []int, written int, key Attr) (int, *ExpandError) {
+	axis := written
 	if axis < 0 {
 		axis += len(x)
 	}
 	if axis < 0 || axis >= len(x) {
-		return 0, &ExpandError{Attr: key, Index: -1, Msg: "axis " + strconv.Itoa(axis) + " is out of range for rank " + strconv.Itoa(len(x)),
+		return 0, &ExpandError{Attr: key, Index: -1, Msg: "axis " + strconv.Itoa(written) + " is out of range for rank " + strconv.Itoa(len(x)),
 			Hint: "an axis is among the input's axes, negative from the end"}
 	}
 	return axis, nil

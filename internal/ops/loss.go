@@ -82,12 +82,12 @@ func expandLogSoftmax(in [][]int, a Attrs) ([]ExpandStep, *ExpandError) {
 func expandCrossEntropy(in [][]int, a Attrs) ([]ExpandStep, *ExpandError) {
 	x, labels := in[0], in[1]
 	if len(x) == 0 {
-		return nil, &ExpandError{Index: 0, Msg: "has rank 0, expected [..., classes]",
+		return nil, &ExpandError{Index: 0, Msg: "logits have rank 0, expected [..., classes]",
 			Hint: "logits hold one row of class scores per token, the classes on the last axis"}
 	}
 	last := len(x) - 1
 	if !slices.Equal(labels, x[:last]) {
-		return nil, &ExpandError{Index: 1, Msg: "has shape " + intText(labels) + ", want " + intText(x[:last]) + " (logits' shape without its last axis, the classes)",
+		return nil, &ExpandError{Index: 1, Msg: "labels have shape " + intText(labels) + ", want " + intText(x[:last]) + " (logits' shape without its last axis, the classes)",
 			Hint: "labels hold one class index per token, as torch's target of shape [N] for logits [N, C]"}
 	}
 	var e expansion
