@@ -3,8 +3,6 @@ package ir
 import (
 	"strings"
 	"testing"
-
-	"github.com/google/go-cmp/cmp"
 )
 
 // lossHead is compositeHead with integer labels of x's tokens, and float
@@ -15,19 +13,7 @@ var lossHead = strings.Replace(compositeHead, "ops:\n",
 // TestLossExpansion checks the primitive ops of log_softmax and
 // cross_entropy: softmax's head, the log-sum-exp, the target gathered
 // from the shifted logits, the mean over the tokens for reduction mean.
-func TestLossExpansion(t *testing.T) {
-	for _, tc := range lossTests {
-		t.Run(tc.name, func(t *testing.T) {
-			f, err := Parse("in.yaml", []byte(lossHead+tc.ops))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if d := cmp.Diff(tc.want, opSums(f)); d != "" {
-				t.Errorf("ops (-want +got):\n%s", d)
-			}
-		})
-	}
-}
+func TestLossExpansion(t *testing.T) { checkExpansions(t, lossHead, lossTests) }
 
 // crossEntropyHead is the expansion of cross_entropy(x, labels) up to the
 // per-token loss y/nll (y when reduction is none).
@@ -49,10 +35,7 @@ func crossEntropyHead(last string) []opSum {
 
 // lossTests are fusions of the loss composites and the primitive ops the
 // builder makes of them.
-var lossTests = []struct {
-	name, ops string
-	want      []opSum
-}{
+var lossTests = []expansionTest{
 	{"log_softmax", "  - {op: log_softmax, in: x, out: y, axis: 1}\n", []opSum{
 		{"y/max = max(x, axis=1)", of("log_softmax", "y"), "m propagated"},
 		{"y/max_b = broadcast(y/max, axes=[1])", of("log_softmax", "y"), "m propagated"},
@@ -72,7 +55,7 @@ var lossTests = []struct {
 // TestLossErrors checks the errors of the loss composites: each at the
 // value at fault, with a hint.
 func TestLossErrors(t *testing.T) {
-	for _, tc := range []struct{ name, ops, want string }{
+	checkParseErrors(t, lossHead, []struct{ name, ops, want string }{
 		{"float labels", "  - {op: cross_entropy, in: [x, fl], out: y}\n",
 			`in.yaml:13:33: error: ops[0]: cross_entropy operand labels, "fl", is float32, expected an integer dtype (int32, int64); declare "fl" int32 or int64: it holds row indices of "x"`},
 		{"labels of gather's shape", "  - {op: cross_entropy, in: [x, l1], out: y}\n",
@@ -87,15 +70,5 @@ func TestLossErrors(t *testing.T) {
 			`in.yaml:13:54: error: ops[0]: softmax takes no "reduction"; "reduction" is an attribute of cross_entropy`},
 		{"log_softmax axis", "  - {op: log_softmax, in: x, out: y, axis: -3}\n",
 			`in.yaml:13:44: error: ops[0]: log_softmax of "x": axis -3 is out of range for rank 2; an axis is among the input's axes, negative from the end`},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := Parse("in.yaml", []byte(lossHead+tc.ops))
-			if err == nil {
-				t.Fatal("Parse succeeded, want an error")
-			}
-			if d := cmp.Diff(tc.want, err.Error()); d != "" {
-				t.Errorf("error (-want +got):\n%s", d)
-			}
-		})
-	}
+	})
 }

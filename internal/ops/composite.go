@@ -144,16 +144,24 @@ func (e *expansion) done() []ExpandStep {
 }
 
 // expandSoftmax is softmax(x, axis): m = max(x); e = exp(x − m); e / Σe.
-func expandSoftmax(in [][]int, a Attrs) ([]ExpandStep, *ExpandError) {
-	axis, err := oneAxis(in[0], a.Axis, AttrAxis)
-	if err != nil {
-		return nil, err
+var expandSoftmax = alongAxis(func(e *expansion, _, ex Ref, axis int) {
+	e.binary("div", "div", ex, e.back("sum_b", e.reduce("sum", "sum", ex, axis), axis))
+})
+
+// alongAxis is the Expand of a composite over one axis of its operand
+// x (softmax, log_softmax): softmax's head (shiftedExp), then what tail
+// writes of x − max and its exp.
+func alongAxis(tail func(e *expansion, sub, ex Ref, axis int)) func(in [][]int, a Attrs) ([]ExpandStep, *ExpandError) {
+	return func(in [][]int, a Attrs) ([]ExpandStep, *ExpandError) {
+		axis, err := oneAxis(in[0], a.Axis, AttrAxis)
+		if err != nil {
+			return nil, err
+		}
+		var e expansion
+		sub, ex := e.shiftedExp(0, axis)
+		tail(&e, sub, ex, axis)
+		return e.done(), nil
 	}
-	var e expansion
-	_, ex := e.shiftedExp(0, axis)
-	s := e.back("sum_b", e.reduce("sum", "sum", ex, axis), axis)
-	e.binary("div", "div", ex, s)
-	return e.done(), nil
 }
 
 // shiftedExp is the head that softmax, log_softmax and cross_entropy

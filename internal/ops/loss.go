@@ -62,16 +62,9 @@ func (e *expansion) logSumExp(ex Ref, axis int) Ref {
 
 // expandLogSoftmax is log_softmax(x, axis) = (x − m) − log Σ exp(x − m),
 // m = max(x).
-func expandLogSoftmax(in [][]int, a Attrs) ([]ExpandStep, *ExpandError) {
-	axis, err := oneAxis(in[0], a.Axis, AttrAxis)
-	if err != nil {
-		return nil, err
-	}
-	var e expansion
-	sub, ex := e.shiftedExp(0, axis)
+var expandLogSoftmax = alongAxis(func(e *expansion, sub, ex Ref, axis int) {
 	e.binary("log_softmax", "sub", sub, e.back("lse_b", e.logSumExp(ex, axis), axis))
-	return e.done(), nil
-}
+})
 
 // expandCrossEntropy is cross_entropy(logits [..., v], labels [...]):
 // per token, log Σ exp(x − m) − (x − m)[label], m the row max, as
