@@ -334,8 +334,8 @@ class Plan:
 
 def index_bounds(plan):
     """The fusion inputs a lookup (INDEX_OPS: its indices' and its table's operand, and the
-    table's dim of the rows) reads as its indices, directly or through sets, views and broadcasts, with
-    the rows of its table: simulate fills them with indices below that, the least over their
+    table's dim of the rows) reads as its indices, directly or through sets, views and
+    broadcasts (cross_entropy's labels), with the rows of its table: simulate fills them with indices below that, the least over their
     lookups (internal/sim's IndexBounds)."""
     producer = {o["output"]: o for o in plan.p["ops"]}
     bounds = {}
@@ -395,8 +395,8 @@ class Reference:
     def _check_composite(self, o, of, y):
         """The composite's output, as its expansion computed it in float64, against torch's own
         function of the composite's operands (torch.softmax, torch.mean, torch.log_softmax,
-        torch.nn.functional.cross_entropy, torch.nn.functional.layer_norm; rms_norm written out, which torch 1.13 lacks): the
-        expansion is torch's op, to float64's rounding."""
+        torch.nn.functional.cross_entropy, torch.nn.functional.layer_norm; rms_norm written
+        out, which torch 1.13 lacks): the expansion is torch's op, to float64's rounding."""
         xs = []
         for n in of["inputs"]:
             x = self.val[n].view(self.value_shape(n))
@@ -481,8 +481,8 @@ def _embedding(ids, table):
     return torch.nn.functional.embedding(ids.long(), table)
 
 
-def _gather(x, index, axis=-1):
-    """x at index (float64 integers) along axis, the last dim, torch.gather."""
+def _gather(x, index, axis):
+    """x at index (float64 integers) along axis (the last dim), torch.gather."""
     return torch.gather(x, axis, index.long())
 
 
