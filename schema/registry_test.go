@@ -102,8 +102,13 @@ func TestSchemasHaveTheAttributes(t *testing.T) {
 				if want := types[spec.Kind]; want != "" && prop["type"] != want {
 					t.Errorf("type %v, want %s", prop["type"], want)
 				}
+				if spec.Kind == ops.NameAttr {
+					if d := cmp.Diff(spec.Names, lookupList(t, file, "$defs/op/properties/"+key+"/enum")); d != "" {
+						t.Errorf("the names (-registry +schema):\n%s", d)
+					}
+				}
 				if takers := ops.Takers(spec.Key); len(takers) > 0 {
-					if d := cmp.Diff(takers, takersIn(t, file, key)); d != "" {
+					if d := cmp.Diff(takers, takersIn(t, file, key, spec.Optional)); d != "" {
 						t.Errorf("the ops that require %q (-registry +schema):\n%s", key, d)
 					}
 				}
@@ -124,12 +129,20 @@ func onlyComposites(a ops.Attr) bool {
 }
 
 // takersIn returns the ops of the allOf entry of the op in schema file
-// that requires key.
-func takersIn(t *testing.T, file, key string) []string {
+// that requires key, or for an optional key the entry whose else forbids
+// it.
+func takersIn(t *testing.T, file, key string, optional bool) []string {
 	t.Helper()
 	all, _ := lookup(t, file, "$defs/op")["allOf"].([]any)
 	for i, e := range all {
 		then, _ := e.(map[string]any)["then"].(map[string]any)
+		if optional {
+			els, _ := e.(map[string]any)["else"].(map[string]any)
+			then, _ = els["not"].(map[string]any)
+			if _, required := e.(map[string]any)["then"].(map[string]any)["required"]; required {
+				continue // an optional key is never required
+			}
+		}
 		if req, _ := then["required"].([]any); len(req) == 1 && req[0] == key {
 			return lookupList(t, file, "$defs/op/allOf/"+strconv.Itoa(i)+"/if/properties/op/enum")
 		}

@@ -92,7 +92,7 @@ var otherOps = []string{
 	// reductions
 	"var", "std", "argmax", "argmin", "amax", "amin", "logsumexp", "norm", "any", "all", "cumsum", "cumprod",
 	// layers
-	"log_softmax", "batch_norm", "dropout",
+	"batch_norm", "dropout",
 	"conv", "conv1d", "conv2d", "bmm", "mm", "einsum", "sdpa", "attention",
 	// shapes and data movement
 	"view", "transpose", "squeeze", "unsqueeze", "expand", "concat", "stack",
