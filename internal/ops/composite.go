@@ -36,14 +36,16 @@ func (r Ref) Step() int { return int(-1 - r) }
 // ExpandStep is one primitive op of a composite's expansion: op Op of
 // operands In (and Scalar), over Axis for a reduction; a broadcast
 // inserts extent-1 axes at Axes (the binary ops then repeat them, as
-// torch broadcasts). Its output is the composite's intermediate
-// "y/Name" (y the composite's output), or y itself for the last step.
+// torch broadcasts); a view takes its other attributes from Attrs (a
+// permute's dims). Its output is the composite's intermediate "y/Name"
+// (y the composite's output), or y itself for the last step.
 type ExpandStep struct {
 	Name   string
 	Op     string
 	In     []Ref
 	Axis   int
 	Axes   []int
+	Attrs  Values
 	Scalar *Scalar
 }
 
@@ -68,6 +70,7 @@ func registerComposites(r *Registry) {
 		c.Family = Composite
 		r.MustRegister(c)
 	}
+	registerSDPA(r)
 }
 
 // expansion builds a composite's steps, each step's output named for
@@ -150,11 +153,17 @@ func expandSoftmax(in [][]int, a Attrs) ([]ExpandStep, *ExpandError) {
 		return nil, err
 	}
 	var e expansion
-	m := e.back("max_b", e.reduce("max", "max", 0, axis), axis)
-	ex := e.unary("exp", "exp", e.binary("sub", "sub", 0, m))
-	s := e.back("sum_b", e.reduce("sum", "sum", ex, axis), axis)
-	e.binary("div", "div", ex, s)
+	e.softmax(0, axis, "div")
 	return e.done(), nil
+}
+
+// softmax is softmax(x, axis), its quotient named name: the softmax
+// composite's expansion, which sdpa's scores take too.
+func (e *expansion) softmax(x Ref, axis int, name string) Ref {
+	m := e.back("max_b", e.reduce("max", "max", x, axis), axis)
+	ex := e.unary("exp", "exp", e.binary("sub", "sub", x, m))
+	s := e.back("sum_b", e.reduce("sum", "sum", ex, axis), axis)
+	return e.binary(name, "div", ex, s)
 }
 
 // expandMean is mean(x, axis) = sum(x, axis) / n, n the axis's extent.

@@ -21,6 +21,9 @@ import (
 // (values row-major, shapes their non-reduction shapes), or reports why
 // it cannot.
 func compositeDef(of *plan.Of, ins []operand) ([]float64, error) {
+	if of.Op == "sdpa" {
+		return sdpaDef(ins)
+	}
 	x := ins[0]
 	axis := len(x.shape) - 1
 	if of.Axis != nil {
