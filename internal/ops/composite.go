@@ -5,7 +5,7 @@ import (
 	"strconv"
 )
 
-// A composite op (softmax, mean, rms_norm, layer_norm) is written as
+// A composite op (softmax, mean, rms_norm, layer_norm; sdpa, sdpa.go) is written as
 // primitive ops, as nvFuser itself builds softmax and the norms from
 // max, sub, exp, sum and div (csrc/ops/normalization.cpp): its entry
 // holds no sharding rule and no kernel but an Expand, which the IR

@@ -7,7 +7,7 @@ import (
 )
 
 // This file is the simulator's own definition of the composite ops
-// (softmax, mean, rms_norm, layer_norm), which a plan holds expanded into
+// (softmax, mean, rms_norm, layer_norm; sdpa in sdpa.go), which a plan holds expanded into
 // primitive ops (docs/fusion.md, "Composite ops"). It computes each from
 // its definition, row by row along the normalized axis, with the
 // simulator's scalar functions, and never reads the registry's
