@@ -482,9 +482,9 @@ def _embedding(ids, table):
     return torch.nn.functional.embedding(ids.long(), table)
 
 
-def _gather(x, index):
-    """x at index (float64 integers) along the last dim, torch.gather."""
-    return torch.gather(x, -1, index.long())
+def _gather(x, index, axis):
+    """x at index (float64 integers) along axis (the last dim), torch.gather."""
+    return torch.gather(x, axis, index.long())
 
 
 def _cast(x, dtype):
