@@ -44,10 +44,11 @@ func registerSDPA(r *Registry) {
 		Doc:    "softmax(q @ kᵀ / √d) @ v over the keys, torch.nn.functional.scaled_dot_product_attention"})
 }
 
-// SDPAScale is the factor of sdpa's scores for a head dim d: 1/√d,
-// torch's default, shared by the expansion and the simulator's and
-// exported program's definitions.
-func SDPAScale(d int) float64 { return 1 / math.Sqrt(float64(d)) }
+// sdpaScale is the factor of sdpa's scores for a head dim d: 1/√d,
+// torch's default. The simulator's and the exported program's
+// definitions compute it on their own, so that a wrong scale here fails
+// them.
+func sdpaScale(d int) float64 { return 1 / math.Sqrt(float64(d)) }
 
 // expandSDPA is sdpa(q, k, v): kt = permute(k) (its last two dims
 // swapped); scores = q @ kt; scaled = scores · 1/√d; probs = softmax of
@@ -67,7 +68,7 @@ func expandSDPA(in [][]int, _ Attrs) ([]ExpandStep, *ExpandError) {
 	var e expansion
 	kt := e.add(ExpandStep{Name: "kt", Op: "permute", In: []Ref{1}, Attrs: Values{{Key: AttrDims, Ints: dims}}})
 	scores := e.binary("scores", "matmul", 0, kt)
-	scaled := e.withScalar("scaled", "mul", scores, SDPAScale(q[r-1]))
+	scaled := e.withScalar("scaled", "mul", scores, sdpaScale(q[r-1]))
 	e.binary("", "matmul", e.softmax(scaled, r-1, "probs"), 2)
 	return e.done(), nil
 }
