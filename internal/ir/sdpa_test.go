@@ -28,7 +28,7 @@ ops:
 // composite's steps over the keys, and the second matmul, all local
 // when heads are sharded.
 func TestSDPAExpansion(t *testing.T) {
-	f, err := Parse("in.yaml", []byte(sdpaHead+"  - {op: sdpa, in: [q, k, v], out: o, causal: false}\n"))
+	f, err := Parse("in.yaml", []byte(sdpaHead+sdpaOp))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,22 +54,7 @@ func TestSDPAExpansion(t *testing.T) {
 // TestSDPAErrors checks sdpa's errors: each at the operand or value at
 // fault, with a hint.
 func TestSDPAErrors(t *testing.T) {
-	for _, tc := range []struct{ name, ops, want string }{
-		{"rank", "  - {op: sdpa, in: [q, r3, v], out: o, causal: false}\n",
-			`in.yaml:13:24: error: ops[0]: sdpa of "q": k has rank 3, q 4; q, k and v have the same rank: [..., s, d], [..., t, d], [..., t, dv]`},
-		{"head dim", "  - {op: sdpa, in: [q, d5, v], out: o, causal: false}\n",
-			`in.yaml:13:24: error: ops[0]: sdpa of "q": k's head dim is 5, q's 6; q [..., s, d] and k [..., t, d] share their last dim d`},
-		{"keys", "  - {op: sdpa, in: [q, k, t9], out: o, causal: false}\n",
-			`in.yaml:13:27: error: ops[0]: sdpa of "q": v has 9 keys, k 10; k [..., t, d] and v [..., t, dv] share their key dim t`},
-		{"heads", "  - {op: sdpa, in: [q, h2, v], out: o, causal: false}\n",
-			`in.yaml:13:24: error: ops[0]: sdpa of "q": k's leading dims [2, 2] differ from q's [2, 4]; batch and heads dims are equal in q, k and v; for grouped-query attention repeat k's heads (broadcast, then reshape)`},
-		{"causal", "  - {op: sdpa, in: [q, k, v], out: o, causal: true}\n",
-			`in.yaml:13:47: error: ops[0] causal: causal attention is not supported yet; write causal: false; a causal mask needs a masking op of exact semantics, which nvcomm does not have`},
-		{"no causal", "  - {op: sdpa, in: [q, k, v], out: o}\n",
-			`in.yaml:13:5: error: ops[0]: sdpa needs "causal"; causal: sdpa's causal mask; only false is supported`},
-		{"two operands", "  - {op: sdpa, in: [q, k], out: o, causal: false}\n",
-			"in.yaml:13:20: error: ops[0]: sdpa takes 3 inputs ([q, k, v]), got 2; write in: [q, k, v]"},
-	} {
+	for _, tc := range sdpaErrorTests {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse("in.yaml", []byte(sdpaHead+tc.ops))
 			if err == nil {
@@ -80,4 +65,26 @@ func TestSDPAErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// sdpaOp is the sdpa of TestSDPAExpansion; FuzzParse seeds from it.
+const sdpaOp = "  - {op: sdpa, in: [q, k, v], out: o, causal: false}\n"
+
+// sdpaErrorTests are sdpa ops that are wrong, and their errors;
+// FuzzParse seeds from them.
+var sdpaErrorTests = []struct{ name, ops, want string }{
+	{"rank", "  - {op: sdpa, in: [q, r3, v], out: o, causal: false}\n",
+		`in.yaml:13:24: error: ops[0]: sdpa of "q": k has rank 3, q 4; q, k and v have the same rank: [..., s, d], [..., t, d], [..., t, dv]`},
+	{"head dim", "  - {op: sdpa, in: [q, d5, v], out: o, causal: false}\n",
+		`in.yaml:13:24: error: ops[0]: sdpa of "q": k's head dim is 5, q's 6; q [..., s, d] and k [..., t, d] share their last dim d`},
+	{"keys", "  - {op: sdpa, in: [q, k, t9], out: o, causal: false}\n",
+		`in.yaml:13:27: error: ops[0]: sdpa of "q": v has 9 keys, k 10; k [..., t, d] and v [..., t, dv] share their key dim t`},
+	{"heads", "  - {op: sdpa, in: [q, h2, v], out: o, causal: false}\n",
+		`in.yaml:13:24: error: ops[0]: sdpa of "q": k's leading dims [2, 2] differ from q's [2, 4]; batch and heads dims are equal in q, k and v; for grouped-query attention repeat k's heads (broadcast, then reshape)`},
+	{"causal", "  - {op: sdpa, in: [q, k, v], out: o, causal: true}\n",
+		`in.yaml:13:47: error: ops[0] causal: causal attention is not supported yet; write causal: false; a causal mask needs a masking op of exact semantics, which nvcomm does not have`},
+	{"no causal", "  - {op: sdpa, in: [q, k, v], out: o}\n",
+		`in.yaml:13:5: error: ops[0]: sdpa needs "causal"; causal: sdpa's causal mask; only false is supported`},
+	{"two operands", "  - {op: sdpa, in: [q, k], out: o, causal: false}\n",
+		"in.yaml:13:20: error: ops[0]: sdpa takes 3 inputs ([q, k, v]), got 2; write in: [q, k, v]"},
 }
