@@ -36,7 +36,10 @@ func (r Ref) Step() int { return int(-1 - r) }
 // ExpandStep is one primitive op of a composite's expansion: op Op of
 // operands In (and Scalar), over Axis for a reduction; a broadcast
 // inserts extent-1 axes at Axes (the binary ops then repeat them, as
-// torch broadcasts). Its output is the composite's intermediate
+// torch broadcasts), or, where Shape is given (a gradient rule's
+// broadcast back over a reduced axis), the axes of Shape, its output's
+// shape; Values are its other attributes (permute's dims, reshape's
+// shape, cast's dtype). Its output is the composite's intermediate
 // "y/Name" (y the composite's output), or y itself for the last step.
 type ExpandStep struct {
 	Name   string
@@ -45,6 +48,8 @@ type ExpandStep struct {
 	Axis   int
 	Axes   []int
 	Scalar *Scalar
+	Values Values
+	Shape  []int
 }
 
 // ExpandError says why a composite cannot be expanded: at attribute
