@@ -165,6 +165,10 @@ func (e *encoder) of(of *Of) {
 			e.key("eps")
 			e.float(*of.Eps)
 		}
+		if of.Grad {
+			e.key("grad")
+			e.bool(true)
+		}
 	})
 }
 

@@ -449,6 +449,9 @@ func (d *fastDecoder) of() *Of {
 		case "eps":
 			d.once(&seen, 1<<5)
 			of.Eps = new(d.number())
+		case "grad":
+			d.once(&seen, 1<<6)
+			of.Grad = d.bool()
 		default:
 			d.fail()
 		}

@@ -97,7 +97,10 @@ func (v *validator) checkOf(i int, op Op) {
 	if of == nil {
 		return
 	}
-	if e := ops.Lookup(of.Op); e == nil || e.Family != ops.Composite {
+	switch e := ops.Lookup(of.Op); {
+	case of.Grad && (e == nil || e.Grad == nil):
+		v.planf("op %d: of names op %q as the op it is part of the gradient of, which has no gradient rule", i, of.Op)
+	case !of.Grad && (e == nil || e.Family != ops.Composite):
 		v.planf("op %d: of names op %q, which is not a composite op (%s)", i, of.Op, strings.Join(ops.FamilyNames(ops.Composite), ", "))
 	}
 	if op.Inserted != nil {
