@@ -545,7 +545,7 @@ func (p *parser) endpoints(f *Fusion, tensors *tensorTable) (ins, outs []*Tensor
 		}
 		var out []*Tensor
 		for _, it := range items {
-			name, ok := p.w.identIn(it, what)
+			name, ok := p.w.tensorIn(it, what)
 			if !ok {
 				continue
 			}

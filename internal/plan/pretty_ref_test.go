@@ -43,7 +43,7 @@ func referenceEncode(p *Plan) ([]byte, error) {
 
 // withAttrs adds each op's attributes (Op.Attrs, which encoding/json
 // leaves out) to the parsed plan n as fields of the op, after its other
-// fields but inserted, each value as encoding/json writes its kind's Go
+// fields but scalar, of and inserted, each value as encoding/json writes its kind's Go
 // value.
 func withAttrs(n *jsonNode, p *Plan) error {
 	k := slices.Index(n.keys, "ops")
@@ -52,9 +52,13 @@ func withAttrs(n *jsonNode, p *Plan) error {
 	}
 	for i, op := range p.Ops {
 		obj := n.items[k].items[i]
-		at := slices.Index(obj.keys, "inserted")
-		if at < 0 {
-			at = len(obj.keys)
+		// After axis and axes, before the number, the composite or gradient
+		// the op is part of, and why it was inserted (docs/plan.md).
+		at := len(obj.keys)
+		for _, key := range []string{"inserted", "of", "scalar"} {
+			if j := slices.Index(obj.keys, key); j >= 0 {
+				at = j
+			}
 		}
 		for _, v := range op.Attrs {
 			val := reflect.ValueOf(v.Ptr()).Elem().Interface()
