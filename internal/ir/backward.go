@@ -50,10 +50,9 @@ type rawBackward struct {
 // rawSeed is one seed: tensor name with upstream gradient dy (a declared
 // input of its shape), or 1 (dy "") for a rank-0 tensor.
 type rawSeed struct {
-	name, dy   string
-	at, dyAt   diag.Pos
-	one        bool
-	nameOK, ok bool
+	name, dy string
+	at, dyAt diag.Pos
+	one      bool
 }
 
 // backwardKeys are the keys of a backward section.
@@ -124,13 +123,6 @@ func (b *rawBackward) readsSeed(name string) bool {
 	return b != nil && slices.ContainsFunc(b.seeds, func(s rawSeed) bool { return s.dy == name })
 }
 
-// gradProduced reports whether the tensor name is a gradient the
-// backward computes: build makes it, never an input.
-func (p *parser) gradProduced(name string) bool {
-	base, ok := strings.CutSuffix(name, gradSuffix)
-	return ok && p.back != nil && p.back.has[base]
-}
-
 // prepareBackward checks the backward section's names against the ops
 // (order, which it keeps) and finds the tensors that get a gradient;
 // it checks the declared gradients too, with or without a section.
@@ -164,6 +156,7 @@ func (p *parser) known(name string) bool {
 // ops from one of wrt to a seed.
 func (p *parser) gradTensors(b *rawBackward, order []*rawOp) map[string]bool {
 	down, up := map[string]bool{}, map[string]bool{}
+	before := p.errs.Count()
 	for _, w := range b.wrt {
 		if !p.known(w.value) {
 			p.errs.AddHint(w.pos, diag.Suggest(w.value, p.knownTensors("")), "backward wrt: unknown tensor %q", w.value)
@@ -172,8 +165,7 @@ func (p *parser) gradTensors(b *rawBackward, order []*rawOp) map[string]bool {
 	}
 	for i := range b.seeds {
 		s := &b.seeds[i]
-		s.nameOK = p.known(s.name)
-		if !s.nameOK {
+		if !p.known(s.name) {
 			p.errs.AddHint(s.at, diag.Suggest(s.name, p.knownTensors("")), "backward seeds: unknown tensor %q", s.name)
 		}
 		if s.dy != "" && (p.decl(s.dy) == nil || p.producers[s.dy] != nil) {
@@ -194,14 +186,17 @@ func (p *parser) gradTensors(b *rawBackward, order []*rawOp) map[string]bool {
 			}
 		}
 	}
+	if p.errs.Count() > before {
+		return nil // the chains of names unknown are not looked for
+	}
 	for _, w := range b.wrt {
-		if p.known(w.value) && !up[w.value] {
+		if !up[w.value] {
 			p.errs.AddHint(w.pos, "list tensors that the seeds are computed from",
 				"backward wrt: no chain of ops leads from %q to a seed (%s)", w.value, b.seedNames())
 		}
 	}
 	for _, s := range b.seeds {
-		if s.nameOK && !down[s.name] {
+		if !down[s.name] {
 			p.errs.AddHint(s.at, "list under wrt a tensor that the seed is computed from",
 				"backward seeds: %q depends on no tensor of wrt", s.name)
 		}
@@ -269,7 +264,7 @@ func (p *parser) backwardOps(tensors *tensorTable) ([]*rawOp, bool) {
 	}
 	for _, ro := range slices.Backward(b.order) {
 		if b.has[ro.out] && !g.op(ro) {
-			ok = false
+			return nil, false // the ops before it lack their gradients
 		}
 	}
 	for _, w := range b.wrt {
@@ -366,6 +361,7 @@ func (g *gradGen) emit(ro *rawOp, pos diag.Pos, of *Composite, sc *ops.Scalar) s
 func (g *gradGen) final(t string, pos diag.Pos, of *Composite) string {
 	want, cs := t+gradSuffix, g.contrib[t]
 	switch {
+	case len(cs) == 0: // none: an op before failed, reported
 	case len(cs) == 1 && cs[0] == want:
 	case len(cs) == 1:
 		g.emit(&rawOp{kind: OpSet, ins: cs, out: want}, pos, of, nil)

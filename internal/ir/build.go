@@ -47,7 +47,8 @@ func (p *parser) build(name string) *Fusion {
 	prop := newPropagator(p)
 	// Inputs first (tensors no op produces), in file order of their first mention.
 	for _, n := range mentions {
-		if p.producers[n.name] == nil && !p.lost[n.name] && !p.gradProduced(n.name) {
+		if p.producers[n.name] == nil && !p.lost[n.name] && !isGradName(n.name) {
+			// (A gradient is made by the backward, or reported.)
 			t := tensors.get(n.name, n.pos)
 			ok := settle(t, p.resolveInput(t))
 			tensors.made(t.Name)
