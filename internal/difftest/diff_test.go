@@ -179,7 +179,10 @@ func features(p *plan.Plan) []string {
 	layer := false
 	for _, op := range p.Ops {
 		fs = append(fs, "op "+op.Op)
-		if op.Of != nil {
+		switch {
+		case op.Of != nil && op.Of.Grad:
+			fs = append(fs, "backward", "backward of "+op.Of.Op)
+		case op.Of != nil:
 			fs = append(fs, "op "+op.Of.Op) // a composite, by its expansion
 		}
 		if op.Scalar != nil {
