@@ -420,8 +420,10 @@ func (g *gradGen) op(ro *rawOp) bool {
 			return ro.ins[k]
 		case r == in.Y():
 			return ro.out
+		case r == in.DY():
+			return dy
 		}
-		return dy
+		return ro.out + "/" + in.Saved[int(r)-len(ro.ins)-2]
 	}
 	for j, s := range steps {
 		ins := make([]string, len(s.In))
@@ -454,6 +456,15 @@ func (g *gradGen) gradIn(ro *rawOp, y *Tensor, need []bool) *ops.GradIn {
 	}
 	rank := len(in.In[0])
 	in.Attrs = ops.Attrs{Axis: (ro.axis + rank) % max(rank, 1), Axes: ro.keysOf().axes, Values: readPart(ro.keysOf().attrs).vals}
+	if e := ro.kind.Entry(); e.Expand != nil {
+		// The names of its intermediates, which the forward built.
+		steps, _ := e.Expand(in.In, ops.Attrs{Axis: ro.axis, Axes: ro.keysOf().axes, Values: in.Attrs.Values})
+		for _, s := range steps {
+			if s.Name != "" {
+				in.Saved = append(in.Saved, s.Name)
+			}
+		}
+	}
 	return in
 }
 

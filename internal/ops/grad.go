@@ -42,6 +42,20 @@ type GradIn struct {
 	Scalar *Scalar
 	// Need says which operands need a gradient.
 	Need []bool
+	// Saved are, for a composite op, the names of its expansion's
+	// intermediates (y/NAME), which the forward computed and a rule may
+	// read: Ref len(In)+2+i is Saved[i].
+	Saved []string
+}
+
+// SavedRef is the Ref of the composite's intermediate y/name.
+func (g *GradIn) SavedRef(name string) Ref {
+	for i, s := range g.Saved {
+		if s == name {
+			return Ref(len(g.In) + 2 + i)
+		}
+	}
+	panic("ops: no intermediate " + name + " in the expansion") // a rule's bug, never an input's
 }
 
 // Y is the Ref of the op's output.
@@ -53,7 +67,7 @@ func (g *GradIn) DY() Ref { return Ref(len(g.In) + 1) }
 // registerGrads gives the registry's ops their gradient rules: every op
 // whose rule is cheap in the primitive ops. The others (max, min, prod,
 // maximum, minimum, relu, abs, gelu, gelu_tanh, embedding, gather,
-// slice, cat, the norms) have none, and a backward through one is an
+// slice, cat) have none, and a backward through one is an
 // error naming it.
 func registerGrads(r *Registry) {
 	rules := map[string]GradRule{
@@ -63,6 +77,7 @@ func registerGrads(r *Registry) {
 		"tanh": unaryGrad(gradTanh), "sigmoid": unaryGrad(gradSigmoid), "silu": unaryGrad(gradSilu),
 		"reciprocal": unaryGrad(gradReciprocal),
 		"sum":        gradSum, "broadcast": gradBroadcast, "mean": gradMean, "softmax": gradSoftmax,
+		"rms_norm": gradNorm(false), "layer_norm": gradNorm(true),
 		"matmul": gradMatmul, "linear": gradLinear,
 		"permute": gradPermute, "reshape": gradReshape, "cast": gradCast,
 	}
@@ -107,7 +122,7 @@ func (b *gradBuilder) give(k int, name string, r Ref) {
 		r = b.reduce(name+"_sum"+strconv.Itoa(axes[i]), "sum", r, axes[i])
 	}
 	if len(axes) > 0 {
-		r = b.add(ExpandStep{Name: name + "_b", Op: "broadcast", In: []Ref{r}, Axes: axes})
+		r = b.add(ExpandStep{Name: name + "_b", Op: "broadcast", In: []Ref{r}, Axes: axes, Shape: b.In[k]})
 	}
 	b.grads[k] = r
 }
@@ -448,4 +463,58 @@ func (b *gradBuilder) unflatTo(name string, x Ref, shape []int) Ref {
 		return b.reshape(name, x, shape)
 	}
 	return b.unflat(name, x, shape)
+}
+
+// gradNorm is the rule of rms_norm (centred false) and layer_norm over
+// the last axis, in closed form as torch's native_layer_norm_backward
+// and rms_norm's backward write it, from the forward's saved x̂ (y/norm)
+// and r = rsqrt(var + eps) (y/rsqrt_b): dx̂ = dy · weight; dx = r · (dx̂
+// − mean(dx̂) − x̂ · mean(dx̂ · x̂)), without the mean(dx̂) term for
+// rms_norm; dweight = Σ dy · x̂ and dbias = Σ dy over the leading axes.
+func gradNorm(centred bool) GradRule {
+	return func(g *GradIn) ([]ExpandStep, []Ref, *ExpandError) {
+		b := newGrad(g)
+		rank := len(g.In[0])
+		axis, n := rank-1, float64(g.In[0][rank-1])
+		xh := g.Y()
+		if len(g.In) > 1 {
+			xh = g.SavedRef("norm")
+		}
+		if g.Need[0] {
+			dxh := g.DY()
+			if len(g.In) > 1 {
+				w := Ref(1)
+				if rank > 1 {
+					w = g.SavedRef("weight")
+				}
+				dxh = b.binary("dxh", "mul", g.DY(), w)
+			}
+			mean := func(name string, x Ref) Ref {
+				return b.back(name+"_b", b.withScalar(name, "div", b.reduce(name+"_sum", "sum", x, axis), n), axis)
+			}
+			d := b.binary("dx_sub", "sub", dxh, b.binary("dx_proj", "mul", xh, mean("dx_mean_dxh_xh", b.binary("dx_dxh_xh", "mul", dxh, xh))))
+			if centred {
+				d = b.binary("dx_center", "sub", d, mean("dx_mean_dxh", dxh))
+			}
+			b.grads[0] = b.binary("dx", "mul", g.SavedRef("rsqrt_b"), d)
+		}
+		if len(g.In) > 1 && g.Need[1] {
+			b.grads[1] = b.leading("dweight", b.binary("dweight_mul", "mul", g.DY(), xh), rank)
+		}
+		if len(g.In) > 2 && g.Need[2] {
+			b.grads[2] = b.leading("dbias", g.DY(), rank)
+		}
+		return b.result()
+	}
+}
+
+// leading sums x, of rank rank, over every axis but its last.
+func (b *gradBuilder) leading(name string, x Ref, rank int) Ref {
+	if rank == 1 {
+		return x
+	}
+	for ax := rank - 2; ax >= 0; ax-- {
+		x = b.reduce(name+"_sum"+strconv.Itoa(ax), "sum", x, ax)
+	}
+	return x
 }
