@@ -1,12 +1,9 @@
 package ops
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
-
-	"github.com/google/go-cmp/cmp"
 )
 
 // The gradient rules of the ops whose arithmetic is a ring's (add, sub,
@@ -38,11 +35,41 @@ func (a dual) inv() dual {
 	return dual{r, fieldOf(-mulMod(a.d, mulMod(r, r, proofPrime), proofPrime))}
 }
 
-// tensorD is a row-major tensor of duals.
-type tensorD struct {
-	shape []int
-	data  []dual
+// number is the arithmetic the evaluator computes in: dual numbers over
+// the field (dual) or over float64 (fdual).
+type number[T any] interface {
+	add(T) T
+	mul(T) T
+	neg() T
+	inv() T
+	// apply is the unary function op (exp, tanh, ...), ok false for one
+	// the arithmetic has none of.
+	apply(op string) (T, bool)
+	// less orders values, for max.
+	less(T) bool
+	// primal and tangent are the value and the derivative part, each
+	// as a number of no derivative.
+	primal() T
+	tangent() T
+	// close reports whether two values agree: exactly in the field,
+	// within rounding in floats.
+	close(T) bool
 }
+
+func (a dual) apply(string) (dual, bool) { return dual{}, false }
+func (a dual) less(b dual) bool          { return a.v < b.v }
+func (a dual) primal() dual              { return dual{v: a.v} }
+func (a dual) tangent() dual             { return dual{v: a.d} }
+func (a dual) close(b dual) bool         { return a.v == b.v }
+
+// tensorOf is a row-major tensor of numbers.
+type tensorOf[T number[T]] struct {
+	shape []int
+	data  []T
+}
+
+// tensorD is a tensor of duals over the field.
+type tensorD = tensorOf[dual]
 
 // strides are shape's row-major strides.
 func strides(shape []int) []int {
@@ -84,52 +111,53 @@ func each(shape []int, f func(c []int)) {
 // scalarD is a step's number as a constant of the field.
 func scalarD(x float64) dual { return dual{v: fieldOf(int64(x))} }
 
-// evalStep computes step s on its operands ins.
-func evalStep(t *testing.T, s ExpandStep, ins []tensorD) tensorD {
+// evalStep computes step s on its operands ins, lift making its number
+// one of T's.
+func evalStep[T number[T]](t *testing.T, s ExpandStep, ins []tensorOf[T], lift func(float64) T) tensorOf[T] {
 	t.Helper()
 	if s.Scalar != nil {
-		c := tensorD{shape: make([]int, len(ins[0].shape)), data: []dual{scalarD(s.Scalar.Value)}}
-		for k := range c.shape {
-			c.shape[k] = 1
-		}
+		c := tensorOf[T]{shape: slices.Repeat([]int{1}, len(ins[0].shape)), data: []T{lift(s.Scalar.Value)}}
 		ins = slices.Insert(slices.Clone(ins), s.Scalar.Slot, c)
 	}
+	binary := map[string]func(a, b T) T{"add": T.add, "sub": func(a, b T) T { return a.add(b.neg()) }, "mul": T.mul,
+		"div": func(a, b T) T { return a.mul(b.inv()) }, "neg": func(a, _ T) T { return a.neg() },
+		"square": func(a, _ T) T { return a.mul(a) }, "set": func(a, _ T) T { return a }}
 	switch s.Op {
-	case "add", "sub", "mul", "div":
-		return pointwise(ins, map[string]func(a, b dual) dual{
-			"add": dual.add, "sub": func(a, b dual) dual { return a.add(b.neg()) }, "mul": dual.mul,
-			"div": func(a, b dual) dual { return a.mul(b.inv()) }}[s.Op])
-	case "neg", "square", "set":
-		return pointwise(ins, map[string]func(a, b dual) dual{"neg": func(a, _ dual) dual { return a.neg() },
-			"square": func(a, _ dual) dual { return a.mul(a) }, "set": func(a, _ dual) dual { return a }}[s.Op])
-	case "sum":
-		return sumAxis(ins[0], s.Axis)
+	case "sum", "max":
+		return reduceAxis(ins[0], s.Axis, s.Op == "max")
 	case "broadcast":
 		return broadcastD(ins[0], s.Axes, s.Shape)
 	case "permute":
 		return permuteD(ins[0], s.Values.Ints(AttrDims))
 	case "reshape":
-		return tensorD{shape: s.Values.Ints(AttrShape), data: ins[0].data}
+		return tensorOf[T]{shape: s.Values.Ints(AttrShape), data: ins[0].data}
 	case "matmul":
 		return matmulD(ins[0], ins[1])
 	case "linear":
 		return linearD(ins)
 	}
-	t.Fatalf("no evaluation of %s", s.Op)
-	return tensorD{}
+	if f := binary[s.Op]; f != nil {
+		return pointwise(ins, f)
+	}
+	var zero T
+	if _, ok := zero.apply(s.Op); !ok {
+		t.Fatalf("no evaluation of %s", s.Op)
+	}
+	return pointwise(ins, func(a, _ T) T { v, _ := a.apply(s.Op); return v })
 }
 
 // pointwise applies f elementwise, broadcasting extent-1 axes.
-func pointwise(ins []tensorD, f func(a, b dual) dual) tensorD {
+func pointwise[T number[T]](ins []tensorOf[T], f func(a, b T) T) tensorOf[T] {
 	shape := slices.Clone(ins[0].shape)
 	for _, in := range ins[1:] {
 		for k, e := range in.shape {
 			shape[k] = max(shape[k], e)
 		}
 	}
-	out := tensorD{shape: shape}
+	out := tensorOf[T]{shape: shape}
 	each(shape, func(c []int) {
-		a, b := ins[0].data[index(ins[0].shape, c)], dual{}
+		var b T
+		a := ins[0].data[index(ins[0].shape, c)]
 		if len(ins) > 1 {
 			b = ins[1].data[index(ins[1].shape, c)]
 		}
@@ -138,27 +166,36 @@ func pointwise(ins []tensorD, f func(a, b dual) dual) tensorD {
 	return out
 }
 
-// sumAxis sums x over axis, which it removes.
-func sumAxis(x tensorD, axis int) tensorD {
-	out := tensorD{shape: slices.Delete(slices.Clone(x.shape), axis, axis+1)}
-	out.data = make([]dual, product(out.shape))
+// reduceAxis sums x over axis, or takes the largest, and removes it.
+func reduceAxis[T number[T]](x tensorOf[T], axis int, largest bool) tensorOf[T] {
+	out := tensorOf[T]{shape: slices.Delete(slices.Clone(x.shape), axis, axis+1)}
+	out.data = make([]T, product(out.shape))
+	seen := make([]bool, len(out.data))
 	each(x.shape, func(c []int) {
-		i := index(out.shape, slices.Delete(slices.Clone(c), axis, axis+1))
-		out.data[i] = out.data[i].add(x.data[index(x.shape, c)])
+		i, v := index(out.shape, slices.Delete(slices.Clone(c), axis, axis+1)), x.data[index(x.shape, c)]
+		switch {
+		case !seen[i]:
+			out.data[i] = v
+		case !largest:
+			out.data[i] = out.data[i].add(v)
+		case out.data[i].less(v):
+			out.data[i] = v
+		}
+		seen[i] = true
 	})
 	return out
 }
 
 // broadcastD inserts axes (of extent 1, or shape's) and repeats x along
 // them.
-func broadcastD(x tensorD, axes, shape []int) tensorD {
+func broadcastD[T number[T]](x tensorOf[T], axes, shape []int) tensorOf[T] {
 	if shape == nil {
 		shape = slices.Clone(x.shape)
 		for _, a := range axes {
 			shape = slices.Insert(shape, a, 1)
 		}
 	}
-	out := tensorD{shape: shape}
+	out := tensorOf[T]{shape: shape}
 	each(shape, func(c []int) {
 		var src []int
 		for k, ck := range c {
@@ -172,12 +209,12 @@ func broadcastD(x tensorD, axes, shape []int) tensorD {
 }
 
 // permuteD reorders x's dims as dims lists them.
-func permuteD(x tensorD, dims []int) tensorD {
+func permuteD[T number[T]](x tensorOf[T], dims []int) tensorOf[T] {
 	shape := make([]int, len(dims))
 	for j, d := range dims {
 		shape[j] = x.shape[d]
 	}
-	out := tensorD{shape: shape}
+	out := tensorOf[T]{shape: shape}
 	each(shape, func(c []int) {
 		src := make([]int, len(dims))
 		for j, d := range dims {
@@ -189,12 +226,12 @@ func permuteD(x tensorD, dims []int) tensorD {
 }
 
 // matmulD is a [..., m, k] @ b [k, n] or [..., k, n].
-func matmulD(a, b tensorD) tensorD {
+func matmulD[T number[T]](a, b tensorOf[T]) tensorOf[T] {
 	r := len(a.shape)
 	k, n := a.shape[r-1], b.shape[len(b.shape)-1]
-	out := tensorD{shape: append(slices.Clone(a.shape[:r-1]), n)}
+	out := tensorOf[T]{shape: append(slices.Clone(a.shape[:r-1]), n)}
 	each(out.shape, func(c []int) {
-		var acc dual
+		var acc T
 		for l := range k {
 			ac := append(slices.Clone(c[:r-1]), l)
 			bc := []int{l, c[r-1]}
@@ -209,16 +246,16 @@ func matmulD(a, b tensorD) tensorD {
 }
 
 // linearD is x @ wᵀ (+ bias); a vector x is one row.
-func linearD(ins []tensorD) tensorD {
+func linearD[T number[T]](ins []tensorOf[T]) tensorOf[T] {
 	x := ins[0]
 	if len(x.shape) == 1 {
-		x = tensorD{shape: []int{1, x.shape[0]}, data: x.data}
+		x = tensorOf[T]{shape: []int{1, x.shape[0]}, data: x.data}
 	}
 	y := matmulD(x, permuteD(ins[1], []int{1, 0}))
 	if len(ins) > 2 {
 		bias := ins[2]
 		shape := append(slices.Repeat([]int{1}, len(y.shape)-1), bias.shape[0])
-		y = pointwise([]tensorD{y, {shape: shape, data: bias.data}}, dual.add)
+		y = pointwise([]tensorOf[T]{y, {shape: shape, data: bias.data}}, T.add)
 	}
 	if len(ins[0].shape) == 1 {
 		y.shape = y.shape[1:]
@@ -228,10 +265,10 @@ func linearD(ins []tensorD) tensorD {
 
 // evalSteps runs steps on the operands refs names: Ref k ≥ 0 is
 // operands[k], Ref −1−j step j's output.
-func evalSteps(t *testing.T, steps []ExpandStep, operands []tensorD) []tensorD {
-	outs := make([]tensorD, len(steps))
+func evalSteps[T number[T]](t *testing.T, steps []ExpandStep, operands []tensorOf[T], lift func(float64) T) []tensorOf[T] {
+	outs := make([]tensorOf[T], len(steps))
 	for j, s := range steps {
-		ins := make([]tensorD, len(s.In))
+		ins := make([]tensorOf[T], len(s.In))
 		for i, r := range s.In {
 			if k, ok := r.Operand(); ok {
 				ins[i] = operands[k]
@@ -239,63 +276,122 @@ func evalSteps(t *testing.T, steps []ExpandStep, operands []tensorD) []tensorD {
 				ins[i] = outs[r.Step()]
 			}
 		}
-		outs[j] = evalStep(t, s, ins)
+		outs[j] = evalStep(t, s, ins, lift)
 	}
 	return outs
 }
 
-// randomD is a tensor of shape of random values with random derivative
-// parts (the direction), or none.
-func randomD(rng *rand.Rand, shape []int, direction bool) tensorD {
+// randomD is a tensor of shape of random values of the field with
+// random derivative parts (the direction).
+func randomD(rng *rand.Rand, shape []int) tensorD {
 	x := tensorD{shape: shape}
 	for range product(shape) {
-		d := dual{v: rng.Int64N(proofPrime)}
-		if direction {
-			d.d = rng.Int64N(proofPrime)
-		}
-		x.data = append(x.data, d)
+		x.data = append(x.data, dual{v: rng.Int64N(proofPrime), d: rng.Int64N(proofPrime)})
 	}
 	return x
 }
 
-// dot is ⟨a, b⟩ of the values of a and the given parts of b.
-func dot(a tensorD, b []int64) int64 {
-	var s int64
-	for i, x := range a.data {
-		s = fieldOf(s + mulMod(x.v, b[i], proofPrime))
+// ruleCase is an op, its operands' shapes and attributes, and its forward
+// as steps (the op itself, or a composite's expansion).
+type ruleCase struct {
+	name, op string
+	in       [][]int
+	attrs    Attrs
+	sc       *Scalar
+	fwd      []ExpandStep
+}
+
+// mapped is x with f applied to each element.
+func mapped[T number[T]](x tensorOf[T], f func(T) T) tensorOf[T] {
+	out := tensorOf[T]{shape: x.shape}
+	for _, e := range x.data {
+		out.data = append(out.data, f(e))
+	}
+	return out
+}
+
+// dotTangent is ⟨a's values, b's derivative parts⟩.
+func dotTangent[T number[T]](a, b tensorOf[T]) T {
+	var s T
+	for i, e := range a.data {
+		s = s.add(e.primal().mul(b.data[i].tangent()))
 	}
 	return s
+}
+
+// checkVJP evaluates tc's forward on xs (values with directions v) and
+// its rule on dy, and checks ⟨dy, J·v⟩ = Σₖ ⟨gₖ, vₖ⟩.
+func checkVJP[T number[T]](t *testing.T, tc ruleCase, xs []tensorOf[T], dyOf func(shape []int) tensorOf[T], lift func(float64) T) {
+	t.Helper()
+	fwd := evalSteps(t, tc.fwd, xs, lift)
+	y := fwd[len(fwd)-1]
+	dy := dyOf(y.shape)
+	want := dotTangent(dy, y) // ⟨dy, J·v⟩
+	// The rule reads values: the forward's operands, output, the upstream
+	// gradient and the composite's intermediates.
+	operands := make([]tensorOf[T], 0, len(xs)+2)
+	for _, x := range xs {
+		operands = append(operands, mapped(x, T.primal))
+	}
+	operands = append(operands, mapped(y, T.primal), dy)
+	var saved []string
+	for j, st := range tc.fwd {
+		if st.Name != "" && j < len(tc.fwd)-1 {
+			saved = append(saved, st.Name)
+			operands = append(operands, mapped(fwd[j], T.primal))
+		}
+	}
+	steps, grads, err := Lookup(tc.op).Grad(&GradIn{In: tc.in, DTypes: slices.Repeat([]string{"float32"}, len(xs)),
+		Out: y.shape, Attrs: tc.attrs, Scalar: tc.sc, Need: slices.Repeat([]bool{true}, len(xs)), Saved: saved})
+	if err != nil {
+		t.Fatal(err.Msg)
+	}
+	outs := evalSteps(t, steps, operands, lift)
+	var got T
+	for k, r := range grads {
+		g := operands[0]
+		if i, ok := r.Operand(); ok {
+			g = operands[i]
+		} else {
+			g = outs[r.Step()]
+		}
+		if !slices.Equal(g.shape, tc.in[k]) {
+			t.Fatalf("gradient of operand %d has shape %v, want %v", k, g.shape, tc.in[k])
+		}
+		got = got.add(dotTangent(g, xs[k]))
+	}
+	if !want.close(got) {
+		t.Errorf("⟨dy, J·v⟩ = %v differs from Σ ⟨g, v⟩ = %v", want, got)
+	}
+}
+
+// step is op's forward, one step of in operands, mod setting its
+// attributes.
+func step(op string, in int, mod func(*ExpandStep)) []ExpandStep {
+	s := ExpandStep{Op: op}
+	for k := range in {
+		s.In = append(s.In, Ref(k))
+	}
+	if mod != nil {
+		mod(&s)
+	}
+	return []ExpandStep{s}
+}
+
+// expanded is composite name's expansion.
+func expanded(t *testing.T, name string, in [][]int, a Attrs) []ExpandStep {
+	steps, err := Lookup(name).Expand(in, a)
+	if err != nil {
+		t.Fatal(err.Msg)
+	}
+	return steps
 }
 
 // TestGradRulesAreDerivatives checks each ring op's rule against its
 // exact directional derivative.
 func TestGradRulesAreDerivatives(t *testing.T) {
-	step := func(op string, in int, mod func(*ExpandStep)) []ExpandStep {
-		s := ExpandStep{Op: op}
-		for k := range in {
-			s.In = append(s.In, Ref(k))
-		}
-		if mod != nil {
-			mod(&s)
-		}
-		return []ExpandStep{s}
-	}
-	expand := func(name string, in [][]int, a Attrs) []ExpandStep {
-		steps, err := Lookup(name).Expand(in, a)
-		if err != nil {
-			t.Fatal(err.Msg)
-		}
-		return steps
-	}
 	vals := func(ints []int, key Attr) Values { return Values{{Key: key, Ints: ints}} }
-	for _, tc := range []struct {
-		name  string
-		op    string
-		in    [][]int
-		attrs Attrs
-		sc    *Scalar
-		fwd   []ExpandStep
-	}{
+	for _, tc := range []ruleCase{
 		{"add", "add", [][]int{{3, 4}, {3, 4}}, Attrs{}, nil, step("add", 2, nil)},
 		{"add broadcast", "add", [][]int{{3, 4}, {1, 4}}, Attrs{}, nil, step("add", 2, nil)},
 		{"sub broadcast", "sub", [][]int{{3, 1}, {3, 4}}, Attrs{}, nil, step("sub", 2, nil)},
@@ -311,7 +407,7 @@ func TestGradRulesAreDerivatives(t *testing.T) {
 		{"sum", "sum", [][]int{{3, 4, 2}}, Attrs{Axis: 1}, nil, step("sum", 1, func(s *ExpandStep) { s.Axis = 1 })},
 		{"broadcast", "broadcast", [][]int{{3, 2}}, Attrs{Axes: []int{0, 2}}, nil,
 			step("broadcast", 1, func(s *ExpandStep) { s.Axes, s.Shape = []int{0, 2}, []int{4, 3, 5, 2} })},
-		{"mean", "mean", [][]int{{3, 5}}, Attrs{Axis: 1}, nil, expand("mean", [][]int{{3, 5}}, Attrs{Axis: 1})},
+		{"mean", "mean", [][]int{{3, 5}}, Attrs{Axis: 1}, nil, expanded(t, "mean", [][]int{{3, 5}}, Attrs{Axis: 1})},
 		{"permute", "permute", [][]int{{2, 3, 4}}, Attrs{Values: vals([]int{2, 0, 1}, AttrDims)}, nil,
 			step("permute", 1, func(s *ExpandStep) { s.Values = vals([]int{2, 0, 1}, AttrDims) })},
 		{"reshape", "reshape", [][]int{{2, 6}}, Attrs{Values: vals([]int{3, 4}, AttrShape)}, nil,
@@ -327,56 +423,9 @@ func TestGradRulesAreDerivatives(t *testing.T) {
 			rng := rand.New(rand.NewPCG(1, uint64(len(tc.name))))
 			xs := make([]tensorD, len(tc.in))
 			for k, s := range tc.in {
-				xs[k] = randomD(rng, s, true)
+				xs[k] = randomD(rng, s)
 			}
-			fwd := evalSteps(t, tc.fwd, xs)
-			y := fwd[len(fwd)-1]
-			dy := randomD(rng, y.shape, false)
-			ds := make([]int64, len(y.data))
-			for i, e := range y.data {
-				ds[i] = e.d
-			}
-			want := dot(dy, ds) // ⟨dy, J·v⟩
-			// The rule reads values: the duals' parts dropped.
-			plain := func(x tensorD) tensorD {
-				p := tensorD{shape: x.shape}
-				for _, e := range x.data {
-					p.data = append(p.data, dual{v: e.v})
-				}
-				return p
-			}
-			operands := make([]tensorD, 0, len(xs)+2)
-			for _, x := range xs {
-				operands = append(operands, plain(x))
-			}
-			operands = append(operands, plain(y), dy)
-			need := slices.Repeat([]bool{true}, len(xs))
-			steps, grads, err := Lookup(tc.op).Grad(&GradIn{In: tc.in, DTypes: slices.Repeat([]string{"float32"}, len(xs)),
-				Out: y.shape, Attrs: tc.attrs, Scalar: tc.sc, Need: need})
-			if err != nil {
-				t.Fatal(err.Msg)
-			}
-			outs := evalSteps(t, steps, operands)
-			var got int64
-			for k, r := range grads {
-				g := operands[0]
-				if k, ok := r.Operand(); ok {
-					g = operands[k]
-				} else {
-					g = outs[r.Step()]
-				}
-				if !slices.Equal(g.shape, tc.in[k]) {
-					t.Fatalf("gradient of operand %d has shape %v, want %v", k, g.shape, tc.in[k])
-				}
-				vs := make([]int64, len(xs[k].data))
-				for i, e := range xs[k].data {
-					vs[i] = e.d
-				}
-				got = fieldOf(got + dot(g, vs))
-			}
-			if d := cmp.Diff(fmt.Sprint(want), fmt.Sprint(got)); d != "" {
-				t.Errorf("⟨dy, J·v⟩ differs from Σ ⟨g, v⟩ (-want +got):\n%s", d)
-			}
+			checkVJP(t, tc, xs, func(shape []int) tensorD { return mapped(randomD(rng, shape), dual.primal) }, scalarD)
 		})
 	}
 }
