@@ -389,80 +389,48 @@ func (b *gradBuilder) transpose(name string, x Ref, rank int) Ref {
 	return b.permute(name, x, dims)
 }
 
-// flat is x, of shape shape, as a matrix [rows, shape's last extent]
-// (the leading dims merged), itself when it is one.
-func (b *gradBuilder) flat(name string, x Ref, shape []int) Ref {
-	if len(shape) == 2 {
-		return x
-	}
-	return b.reshape(name, x, []int{product(shape[:len(shape)-1]), shape[len(shape)-1]})
-}
-
-// unflat is x, a matrix, in shape shape, itself when shape is one.
-func (b *gradBuilder) unflat(name string, x Ref, shape []int) Ref {
-	if len(shape) == 2 {
-		return x
-	}
-	return b.reshape(name, x, shape)
-}
-
 // gradMatmul is matmul's rule (matmul: matmul_backward: grad_a = grad @
 // bᵀ, grad_b = aᵀ @ grad, a 2-D b's gradient summed over a's batch
-// dims).
+// dims). The batch products are summed after the matmul rather than
+// their dims merged first: a merge of dims split over two mesh axes
+// would need a resharding.
 func gradMatmul(g *GradIn) ([]ExpandStep, []Ref, *ExpandError) {
 	b := newGrad(g)
 	a, bs := g.In[0], g.In[1]
 	if g.Need[0] {
 		b.grads[0] = b.binary("da", "matmul", g.DY(), b.transpose("da_bt", 1, len(bs)))
 	}
-	if g.Need[1] && len(bs) == len(a) {
-		b.grads[1] = b.binary("db", "matmul", b.transpose("db_at", 0, len(a)), g.DY())
-	} else if g.Need[1] {
-		at := b.transpose("db_at", b.flat("db_a2", 0, a), 2)
-		b.grads[1] = b.binary("db", "matmul", at, b.flat("db_dy2", g.DY(), g.Out))
+	if g.Need[1] {
+		db := b.binary("db_mm", "matmul", b.transpose("db_at", 0, len(a)), g.DY())
+		b.grads[1] = b.leading("db", db, len(a), len(bs))
 	}
 	return b.result()
 }
 
 // gradLinear is linear's rule (linear: linear_backward: grad_x = grad @
-// w, grad_w = gradᵀ @ x over the leading dims flattened, grad_bias =
-// grad summed over them).
+// w, grad_w = gradᵀ @ x and grad_bias = grad, summed over the leading
+// dims; a vector x is one row).
 func gradLinear(g *GradIn) ([]ExpandStep, []Ref, *ExpandError) {
 	b := newGrad(g)
-	dy2 := NoGrad
-	rows := func() Ref { // dy as a matrix, made once for the operands that read it
-		if dy2 == NoGrad {
-			dy2 = b.flatTo("dy2", g.DY(), g.Out)
-		}
-		return dy2
+	x, dy, rank := Ref(0), g.DY(), len(g.In[0])
+	if rank == 1 {
+		x, dy, rank = b.reshape("x2", 0, []int{1, g.In[0][0]}), b.reshape("dy2", g.DY(), []int{1, g.Out[0]}), 2
 	}
 	if g.Need[0] {
-		b.grads[0] = b.unflatTo("dx", b.binary("dx_mm", "matmul", rows(), 1), g.In[0])
+		dx := b.binary("dx_mm", "matmul", dy, 1)
+		if len(g.In[0]) == 1 {
+			dx = b.reshape("dx", dx, g.In[0])
+		}
+		b.grads[0] = dx
 	}
 	if g.Need[1] {
-		dyt := b.transpose("dw_dyt", rows(), 2)
-		b.grads[1] = b.binary("dw", "matmul", dyt, b.flatTo("dw_x2", 0, g.In[0]))
+		dw := b.binary("dw_mm", "matmul", b.transpose("dw_dyt", dy, rank), x)
+		b.grads[1] = b.leading("dw", dw, rank, 2)
 	}
 	if len(g.Need) > 2 && g.Need[2] {
-		b.grads[2] = b.reduce("dbias", "sum", rows(), 0)
+		b.grads[2] = b.leading("dbias", dy, rank, 1)
 	}
 	return b.result()
-}
-
-// flatTo is flat for a tensor of any rank: a vector is made one row.
-func (b *gradBuilder) flatTo(name string, x Ref, shape []int) Ref {
-	if len(shape) == 1 {
-		return b.reshape(name, x, []int{1, shape[0]})
-	}
-	return b.flat(name, x, shape)
-}
-
-// unflatTo is unflat for a tensor of any rank.
-func (b *gradBuilder) unflatTo(name string, x Ref, shape []int) Ref {
-	if len(shape) == 1 {
-		return b.reshape(name, x, shape)
-	}
-	return b.unflat(name, x, shape)
 }
 
 // gradNorm is the rule of rms_norm (centred false) and layer_norm over
@@ -499,21 +467,18 @@ func gradNorm(centred bool) GradRule {
 			b.grads[0] = b.binary("dx", "mul", g.SavedRef("rsqrt_b"), d)
 		}
 		if len(g.In) > 1 && g.Need[1] {
-			b.grads[1] = b.leading("dweight", b.binary("dweight_mul", "mul", g.DY(), xh), rank)
+			b.grads[1] = b.leading("dweight", b.binary("dweight_mul", "mul", g.DY(), xh), rank, 1)
 		}
 		if len(g.In) > 2 && g.Need[2] {
-			b.grads[2] = b.leading("dbias", g.DY(), rank)
+			b.grads[2] = b.leading("dbias", g.DY(), rank, 1)
 		}
 		return b.result()
 	}
 }
 
-// leading sums x, of rank rank, over every axis but its last.
-func (b *gradBuilder) leading(name string, x Ref, rank int) Ref {
-	if rank == 1 {
-		return x
-	}
-	for ax := rank - 2; ax >= 0; ax-- {
+// leading sums x, of rank rank, over every axis but its last keep.
+func (b *gradBuilder) leading(name string, x Ref, rank, keep int) Ref {
+	for ax := rank - keep - 1; ax >= 0; ax-- {
 		x = b.reduce(name+"_sum"+strconv.Itoa(ax), "sum", x, ax)
 	}
 	return x
