@@ -280,20 +280,21 @@ func (p *parser) backwardOps(tensors *tensorTable) ([]*rawOp, bool) {
 // rank-0 tensor's shape (its value times 0, plus 1).
 func (g *gradGen) seed(s rawSeed) bool {
 	y := g.tensors.lookup(s.name)
+	shape := valueShape(y) // of a pending tensor, the shape of its values
 	if s.dy != "" {
 		dy := g.tensors.lookup(s.dy)
-		if !slices.Equal(dy.Shape(), y.Shape()) || dy.DType != y.DType {
-			g.p.errs.AddHint(s.dyAt, fmt.Sprintf("declare %q of shape %s and dtype %s", s.dy, fmtShape(y.Shape()), y.DType),
+		if !slices.Equal(valueShape(dy), shape) || dy.DType != y.DType {
+			g.p.errs.AddHint(s.dyAt, fmt.Sprintf("declare %q of shape %s and dtype %s", s.dy, fmtShape(shape), y.DType),
 				"backward seeds: %q, of shape %s and dtype %s, is not of the shape and dtype of %q, %s and %s",
-				s.dy, fmtShape(dy.Shape()), dy.DType, s.name, fmtShape(y.Shape()), y.DType)
+				s.dy, fmtShape(valueShape(dy)), dy.DType, s.name, fmtShape(shape), y.DType)
 			return false
 		}
 		g.give(s.name, s.dy)
 		return true
 	}
-	if len(y.Shape()) != 0 {
+	if len(shape) != 0 {
 		g.p.errs.AddHint(s.dyAt, "sum it to a rank-0 loss first, or give the name of a declared input of its shape as its upstream gradient",
-			"backward seeds: 1 is the upstream gradient of a rank-0 tensor, but %q has shape %s", s.name, fmtShape(y.Shape()))
+			"backward seeds: 1 is the upstream gradient of a rank-0 tensor, but %q has shape %s", s.name, fmtShape(shape))
 		return false
 	}
 	of := g.gradOf(g.producer(s.name))

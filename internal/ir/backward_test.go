@@ -71,20 +71,23 @@ func TestBackwardErrors(t *testing.T) {
 // part of the gradient of.
 func TestBackwardOps(t *testing.T) {
 	for _, tc := range []struct {
-		name, ops, back string
-		want            []string
+		name, decls, ops, back string
+		want                   []string
 	}{
-		{"loss", backwardOps, "backward: {seeds: {loss: 1}, wrt: [w]}", []string{
+		{"loss", "", backwardOps, "backward: {seeds: {loss: 1}, wrt: [w]}", []string{
 			"loss.grad/zero = mul(loss, 0) of loss", "loss.grad = add(loss.grad/zero, 1) of loss",
 			"r.grad = broadcast(loss.grad) of loss", "a.grad = broadcast(r.grad) of r",
 			"a.grad/dx_square = square(a) of a", "a.grad/dx_1m = sub(1, a.grad/dx_square) of a", "h.grad = mul(a.grad, a.grad/dx_1m) of a",
 			"h.grad/dw_dyt = permute(h.grad) of h", "w.grad = matmul(h.grad/dw_dyt, x) of h"}},
-		{"read twice", "ops:\n  - {op: mul, in: [x, x], out: y}\n", "backward: {seeds: {y: y2}, wrt: [x]}", []string{
+		{"pending seed", "  p: {placements: [Partial(sum)]}\n", "ops:\n  - {op: linear, in: [y2, w], out: p}\n",
+			"backward: {seeds: {p: dy}, wrt: [w]}", []string{
+				"p.grad = set(dy) of p", "p.grad/dw_dyt = permute(p.grad) of p", "w.grad = matmul(p.grad/dw_dyt, y2) of p"}},
+		{"read twice", "", "ops:\n  - {op: mul, in: [x, x], out: y}\n", "backward: {seeds: {y: y2}, wrt: [x]}", []string{
 			"y.grad = set(y2) of y", "y.grad/da_mul = mul(y.grad, x) of y", "y.grad/db_mul = mul(y.grad, x) of y",
 			"x.grad = add(y.grad/da_mul, y.grad/db_mul) of y"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			src := backwardHead + "  y2: {mesh: m, shape: [4, 8]}\n" + tc.ops + tc.back + "\n"
+			src := backwardHead + "  y2: {mesh: m, shape: [4, 8], placements: [Shard(1)]}\n" + tc.decls + tc.ops + tc.back + "\n"
 			f, err := Parse("in.yaml", []byte(src))
 			if err != nil {
 				t.Fatal(err)
