@@ -35,6 +35,24 @@ var causalAttention = false
 // inputs, the weights, the residual stream and the loss are declared;
 // every other tensor takes its sharding from its ops.
 func Fusion(c *Config, p Parallel, o Options) ([]byte, error) {
+	w, err := write(c, p, o)
+	if err != nil {
+		return nil, err
+	}
+	return []byte(w.b.String()), nil
+}
+
+// Weights are the names of the weights of Fusion(c, p, o), in order.
+func Weights(c *Config, p Parallel, o Options) ([]string, error) {
+	w, err := write(c, p, o)
+	if err != nil {
+		return nil, err
+	}
+	return w.weights, nil
+}
+
+// write writes the fusion of Fusion.
+func write(c *Config, p Parallel, o Options) (*writer, error) {
 	if o.Layers > 0 {
 		c2 := *c
 		c2.Layers = min(o.Layers, c.Layers)
@@ -58,7 +76,7 @@ func Fusion(c *Config, p Parallel, o Options) ([]byte, error) {
 		w.line("  seeds: {loss: 1}   # torch's loss.backward()")
 		w.line("  wrt: [%s]", strings.Join(w.weights, ", "))
 	}
-	return []byte(w.b.String()), nil
+	return w, nil
 }
 
 // paddedVocab is the vocabulary the embedding and the LM head are written
