@@ -61,7 +61,7 @@ once and writes the plan; --summary writes what the step costs each device.`,
 	f.StringVar(&o.mesh, "mesh", "", "the device mesh as `AXES`: outermost first, each a parallelism (dp or tp) and its devices, as dp=2,tp=4 (required)")
 	f.BoolVar(&o.sp, "sp", false, "sequence parallelism: tp also splits the sequence outside attention and the MLP (Megatron-LM's --sequence-parallel)")
 	f.IntVar(&o.batch, "batch", 1, "the step's sequences, `B` (split over dp)")
-	f.IntVar(&o.seq, "seq", 2048, "the tokens of each sequence, `S`")
+	f.IntVar(&o.seq, "seq", 0, "the tokens of each sequence, `S` (0: the model's max_position_embeddings)")
 	f.StringVar(&o.dtype, "dtype", "bfloat16", "the weights' and activations' element type: "+strings.Join(modelDTypes, ", "))
 	f.IntVar(&o.layers, "layers", 0, "write the first `K` blocks only (0: all of them)")
 	f.BoolVar(&o.backward, "backward", false, "append the backward: the gradient of the loss with respect to every weight")
@@ -144,6 +144,8 @@ func (o *modelOptions) check(arg string) (model.Parallel, model.Options, error) 
 		return p, model.Options{}, usageError{fmt.Errorf("--plan and --summary write different things: give one")}
 	case !slices.Contains(modelDTypes, o.dtype):
 		return p, model.Options{}, usageError{fmt.Errorf("--dtype %s: want one of %s", o.dtype, strings.Join(modelDTypes, ", "))}
+	case o.seq < 0 || o.batch < 1:
+		return p, model.Options{}, usageError{fmt.Errorf("--batch %d --seq %d: want a batch of at least 1 and a positive length (or 0, the model's longest)", o.batch, o.seq)}
 	case o.layers < 0:
 		return p, model.Options{}, usageError{fmt.Errorf("--layers %d: want 0 (all) or more", o.layers)}
 	}

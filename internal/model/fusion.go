@@ -1,6 +1,7 @@
 package model
 
 import (
+	"cmp"
 	"fmt"
 	"strconv"
 	"strings"
@@ -10,7 +11,8 @@ import (
 type Options struct {
 	// Name is the fusion's name.
 	Name string
-	// Batch and Seq are the sequences of a step and their length.
+	// Batch and Seq are the sequences of a step and their length; Seq 0
+	// is the model's max_position_embeddings (2048 when it has none).
 	Batch, Seq int
 	// DType is the weights' and activations' element type.
 	DType string
@@ -53,6 +55,9 @@ func Weights(c *Config, p Parallel, o Options) ([]string, error) {
 
 // write writes the fusion of Fusion.
 func write(c *Config, p Parallel, o Options) (*writer, error) {
+	if o.Seq == 0 {
+		o.Seq = cmp.Or(c.MaxPositions, 2048)
+	}
 	if o.Layers > 0 {
 		c2 := *c
 		c2.Layers = min(o.Layers, c.Layers)
