@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -18,7 +17,7 @@ type modelOptions struct {
 	sp        bool
 	batch     int
 	seq       int
-	dtype     string
+	dtype     *enumFlag
 	layers    int
 	backward  bool
 	scaleDown bool
@@ -30,14 +29,12 @@ type modelOptions struct {
 	topology  string
 }
 
-// modelDTypes are the element types a model's weights and activations
-// may have.
-var modelDTypes = []string{"bfloat16", "float16", "float32", "float64"}
-
 func newModelCmd() *cobra.Command {
 	o := &modelOptions{
 		policy:    newEnum("optimal", "nvfuser").describe("the best plan under --objective", "nvFuser's lowering rules exactly"),
 		objective: newObjective(),
+		dtype: newEnum("bfloat16", "float16", "float32", "float64").describe("brain float: 2 bytes, as models train",
+			"IEEE half: 2 bytes", "4 bytes", "8 bytes"),
 	}
 	cmd := &cobra.Command{
 		Use:   "model CONFIG.json",
@@ -62,7 +59,7 @@ once and writes the plan; --summary writes what the step costs each device.`,
 	f.BoolVar(&o.sp, "sp", false, "sequence parallelism: tp also splits the sequence outside attention and the MLP (Megatron-LM's --sequence-parallel)")
 	f.IntVar(&o.batch, "batch", 1, "the step's sequences, `B` (split over dp)")
 	f.IntVar(&o.seq, "seq", 0, "the tokens of each sequence, `S` (0: the model's max_position_embeddings)")
-	f.StringVar(&o.dtype, "dtype", "bfloat16", "the weights' and activations' element type: "+strings.Join(modelDTypes, ", "))
+	enumVar(cmd, o.dtype, "dtype", "the weights' and activations' element type")
 	f.IntVar(&o.layers, "layers", 0, "write the first `K` blocks only (0: all of them)")
 	f.BoolVar(&o.backward, "backward", false, "append the backward: the gradient of the loss with respect to every weight")
 	f.BoolVar(&o.scaleDown, "scale-down", false, "write a model of the same structure and sharding small enough to simulate: 2 layers, a smaller hidden size, one sequence per dp replica")
@@ -142,8 +139,6 @@ func (o *modelOptions) check(arg string) (model.Parallel, model.Options, error) 
 		return p, model.Options{}, usageError{fmt.Errorf("model needs --mesh, as --mesh dp=2,tp=4")}
 	case o.plan && o.summary:
 		return p, model.Options{}, usageError{fmt.Errorf("--plan and --summary write different things: give one")}
-	case !slices.Contains(modelDTypes, o.dtype):
-		return p, model.Options{}, usageError{fmt.Errorf("--dtype %s: want one of %s", o.dtype, strings.Join(modelDTypes, ", "))}
 	case o.seq < 0 || o.batch < 1:
 		return p, model.Options{}, usageError{fmt.Errorf("--batch %d --seq %d: want a batch of at least 1 and a positive length (or 0, the model's longest)", o.batch, o.seq)}
 	case o.layers < 0:
@@ -154,7 +149,7 @@ func (o *modelOptions) check(arg string) (model.Parallel, model.Options, error) 
 		return p, model.Options{}, usageError{fmt.Errorf("--mesh: %w", err)}
 	}
 	p = model.Parallel{Mesh: axes, SP: o.sp}
-	mo := model.Options{Name: fusionName(arg, o.mesh, o.sp), Batch: o.batch, Seq: o.seq, DType: o.dtype, Layers: o.layers, Backward: o.backward}
+	mo := model.Options{Name: fusionName(arg, o.mesh, o.sp), Batch: o.batch, Seq: o.seq, DType: o.dtype.value, Layers: o.layers, Backward: o.backward}
 	return p, mo, nil
 }
 
