@@ -90,6 +90,9 @@ func (o *modelOptions) run(cmd *cobra.Command, arg string) error {
 		return report(cmd, err)
 	}
 	if o.scaleDown {
+		if err := model.Check(c, p); err != nil {
+			return reportIn(cmd, name, err)
+		}
 		c, mo = model.ScaleDown(c, p, mo)
 		mo.Name += "_small"
 	}

@@ -53,11 +53,17 @@ func Weights(c *Config, p Parallel, o Options) ([]string, error) {
 	return w.weights, nil
 }
 
-// write writes the fusion of Fusion.
-func write(c *Config, p Parallel, o Options) (*writer, error) {
+// withSeq is o with its sequence length, the model's longest when 0.
+func withSeq(c *Config, o Options) Options {
 	if o.Seq == 0 {
 		o.Seq = cmp.Or(c.MaxPositions, 2048)
 	}
+	return o
+}
+
+// write writes the fusion of Fusion.
+func write(c *Config, p Parallel, o Options) (*writer, error) {
+	o = withSeq(c, o)
 	if o.Layers > 0 {
 		c2 := *c
 		c2.Layers = min(o.Layers, c.Layers)
@@ -96,36 +102,50 @@ func paddedVocab(v, tp int) int {
 	return (v + m - 1) / m * m
 }
 
-// fits reports a plan the model's sizes cannot take: tensor parallelism
-// splits heads, key/value heads and the MLP's width, and sequence
-// parallelism the sequence; data parallelism splits the batch.
+// fits reports a plan the model's sizes or the step's cannot take.
 func fits(c *Config, p Parallel, o Options) error {
+	if err := Check(c, p); err != nil {
+		return err
+	}
 	tp, dp := p.size(TP), p.size(DP)
-	checks := []struct {
-		what string
-		n, d int
-	}{
-		{"num_attention_heads", c.Heads, tp}, {"num_key_value_heads", c.KVHeads, tp},
-		{"intermediate_size", c.FFN, tp}, {"--batch", o.Batch, dp},
-	}
-	if p.SP {
-		checks = append(checks, struct {
-			what string
-			n, d int
-		}{"--seq", o.Seq, tp})
-	}
 	switch {
 	case o.Batch < 1 || o.Seq < 1:
 		return fmt.Errorf("--batch and --seq must be at least 1")
 	case c.MaxPositions > 0 && o.Seq > c.MaxPositions:
 		return fmt.Errorf("--seq %d is longer than the model's max_position_embeddings %d", o.Seq, c.MaxPositions)
-	case !c.Learned && c.HeadDim%2 != 0:
+	}
+	if err := divides("--batch", o.Batch, dp); err != nil {
+		return err
+	}
+	if p.SP {
+		return divides("--seq", o.Seq, tp)
+	}
+	return nil
+}
+
+// Check reports a plan the model's sizes cannot take: tensor parallelism
+// splits heads, key/value heads and the MLP's width. (ScaleDown's model
+// always fits: the full model is checked first.)
+func Check(c *Config, p Parallel) error {
+	if !c.Learned && c.HeadDim%2 != 0 {
 		return fmt.Errorf("head_dim %d is odd: the rotary embedding rotates halves of each head", c.HeadDim)
 	}
-	for _, ch := range checks {
-		if ch.n%ch.d != 0 {
-			return fmt.Errorf("%s %d is not a multiple of %d: each device of the mesh axis takes an equal part", ch.what, ch.n, ch.d)
+	tp := p.size(TP)
+	for _, ch := range []struct {
+		what string
+		n    int
+	}{{"num_attention_heads", c.Heads}, {"num_key_value_heads", c.KVHeads}, {"intermediate_size", c.FFN}} {
+		if err := divides(ch.what, ch.n, tp); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// divides reports n that d does not divide.
+func divides(what string, n, d int) error {
+	if n%d != 0 {
+		return fmt.Errorf("%s %d is not a multiple of %d: each device of the mesh axis takes an equal part", what, n, d)
 	}
 	return nil
 }

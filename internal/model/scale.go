@@ -5,7 +5,7 @@ package model
 // activation, tied or untied head, grouped-query attention (a group of up
 // to 2 query heads per key/value head) and vocabulary padding, and the
 // same sharding of every weight and activation over the same mesh, but
-// 2 layers, one key/value head per tp device, heads of width 4, an MLP of
+// 2 layers (or o.Layers, when fewer), one key/value head per tp device, heads of width 4, an MLP of
 // the same ratio to the hidden size, a vocabulary of 16 rows per tp
 // device, one sequence per dp replica of 2 tokens per tp device.
 // Simulation proves that plan; the full model's is the same program
@@ -24,7 +24,6 @@ func ScaleDown(c *Config, p Parallel, o Options) (*Config, Options) {
 		s.Vocab-- // padded, as the full model's is
 	}
 	o.Batch, o.Seq = dp, 2*tp
-	o.Layers = 0
 	return &s, o
 }
 
