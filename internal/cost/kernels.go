@@ -30,7 +30,7 @@ func fusable(s *plan.Step) bool {
 		return false
 	}
 	switch s.Type {
-	case plan.Pointwise, plan.LocalReduce, plan.Copy, plan.Permute, plan.Pad, plan.Unpad, plan.Slice:
+	case plan.Pointwise, plan.LocalReduce:
 		return true
 	}
 	return false
