@@ -1,6 +1,7 @@
 package cost
 
 import (
+	"fmt"
 	"slices"
 
 	"github.com/nvcomm/nvcomm/internal/plan"
@@ -8,17 +9,18 @@ import (
 
 // The kernel model: how a plan's local steps become GPU kernels.
 //
-// A run of consecutive local steps of the fusable types below, on one set
-// of devices, is one kernel, as a fusing compiler (torch.compile's
-// Inductor, nvFuser) generates for a chain of elementwise, reduction and
-// layout ops between two collectives or matrix products: the run pays one
-// latency (the line's α, with its launch floor λ), charged to its first
-// step, and every step its bytes at its line's bandwidth. A step that
-// moves nothing (a view) launches nothing and neither starts nor breaks a
-// run. A collective, a Matmul (a library call), a Lookup (a gather of
-// rows) or a step on other devices ends the run. Bytes are still counted
-// per step, every buffer written and read once, as the plan's steps
-// materialise them.
+// A run of consecutive elementwise and reduction steps (Pointwise,
+// LocalReduce) on one set of devices is one kernel, as a fusing compiler
+// (torch.compile's Inductor, nvFuser) generates for a chain of such ops
+// between two collectives or matrix products: the run pays one latency
+// (the memory line's α, with its launch floor λ), charged to its first
+// step, and every step its bytes at the line's bandwidth. Anything else —
+// a collective, a Matmul (a library call), a Lookup, a layout step
+// (Permute, Copy, Slice, Pad, Unpad: the resharding planner prices them
+// as kernels of their own, so its sums stay the plan's prediction) — or a
+// step on other devices ends the run. Bytes are still counted per step,
+// every buffer written and read once, as the plan's steps materialise
+// them.
 //
 // `nvcomm export torch` runs each step eagerly, one kernel each, and so
 // predicts each of its blocks on its own ([Topology.Step]); the gap
@@ -47,7 +49,6 @@ func (t *Topology) fuseRuns(p *plan.Plan, times []StepTime) {
 		switch {
 		case !fusable(s):
 			head = -1
-		case times[i].Seconds == 0: // a view: no kernel
 		case head >= 0 && sameDevices(&p.Steps[head], s):
 			times[i].Seconds = t.streamed(localType(s), times[i].Bytes)
 		default:
@@ -74,3 +75,40 @@ func sameDevices(a, b *plan.Step) bool {
 func deviceSet(s *plan.Step) []int {
 	return slices.Compact(slices.Sorted(slices.Values(s.Members())))
 }
+
+// Ends says how a plan's first and last steps join runs of the plans
+// before and after it when plans are priced apart and then run one after
+// another (`lower --auto` prices each op of a fusion alone): a run
+// continues from a plan whose Tail is d into the next whose Head is d,
+// whose time then drops by Saving, its first step's latency.
+type Ends struct {
+	// Head is the devices of the plan's first step when it may continue
+	// a run ("" when it may not); Tail those of its last step when a run
+	// may continue from it.
+	Head, Tail string
+	// Saving is, in seconds, what the first step's time drops by when it
+	// continues a run: its time alone less its bytes at the bandwidth.
+	Saving float64
+	// Empty is true for a plan of no steps, through which a run passes.
+	Empty bool
+}
+
+// PlanEnds is p's Ends, pr its prediction.
+func (t *Topology) PlanEnds(p *plan.Plan, pr *Prediction) Ends {
+	n := len(p.Steps)
+	if n == 0 {
+		return Ends{Empty: true}
+	}
+	var e Ends
+	if first := &p.Steps[0]; fusable(first) {
+		e.Head = runKey(first)
+		e.Saving = pr.Steps[0].Seconds - t.streamed(localType(first), pr.Steps[0].Bytes)
+	}
+	if last := &p.Steps[n-1]; fusable(last) {
+		e.Tail = runKey(last)
+	}
+	return e
+}
+
+// runKey names a step's devices.
+func runKey(s *plan.Step) string { return fmt.Sprint(deviceSet(s)) }
