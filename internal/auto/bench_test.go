@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -56,7 +57,7 @@ const benchLimit = 10 * time.Second
 // (make bench-auto; skipped unless NVCOMM_BENCH_AUTO is set, and
 // NVCOMM_BENCH_AUTO=mlp or =transformer prints one family's): per family,
 // mesh and block count, Solve's wall time (its search limited to
-// benchLimit), its ratio to decoding the same fusion's YAML (measured in
+// benchLimit) and CPU time, the wall time's ratio to decoding the same fusion's YAML (measured in
 // the same run), the fusions lowered, whether the search finished (else
 // its gap), whether every block chose as every other and as the single
 // block does; per mesh the slope of log time against log blocks from 2
@@ -76,7 +77,7 @@ func TestAutoScaleTable(t *testing.T) {
 // scaleTable is the table of one family of blocks.
 func scaleTable(t *testing.T, family string, blocks func(n int, meshShape []int) []byte) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s blocks\n\n| mesh | blocks | solve | ÷ YAML decode | lowered | exact | blocks alike | as 1 block |\n|---|---|---|---|---|---|---|---|\n", family)
+	fmt.Fprintf(&b, "%s blocks\n\n| mesh | blocks | solve | CPU | ÷ YAML decode | lowered | exact | blocks alike | as 1 block |\n|---|---|---|---|---|---|---|---|---|\n", family)
 	for _, mesh := range benchMeshes {
 		var one []string
 		var ns []int
@@ -87,9 +88,9 @@ func scaleTable(t *testing.T, family string, blocks func(n int, meshShape []int)
 			if err != nil {
 				t.Fatal(err)
 			}
-			start := time.Now()
+			start, cpu0 := time.Now(), cpuTime(t)
 			res, err := Solve("blocks.yaml", src, Options{TimeLimit: benchLimit})
-			took := time.Since(start)
+			took, cpu := time.Since(start), cpuTime(t)-cpu0
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -113,13 +114,23 @@ func scaleTable(t *testing.T, family string, blocks func(n int, meshShape []int)
 			if n >= 2 {
 				ns, times = append(ns, n), append(times, took)
 			}
-			row := fmt.Sprintf("| %s | %d | %.2f s | %.0f× | %d | %s | %s | %s |\n", mesh.name, n, took.Seconds(), float64(took)/float64(decode), res.Lowered, exact, alike, same)
+			row := fmt.Sprintf("| %s | %d | %.2f s | %.2f s | %.0f× | %d | %s | %s | %s |\n", mesh.name, n, took.Seconds(), cpu.Seconds(), float64(took)/float64(decode), res.Lowered, exact, alike, same)
 			t.Log(family + " " + row) // as it comes: the 3-D rows take minutes
 			b.WriteString(row)
 		}
-		fmt.Fprintf(&b, "| %s | slope | %.2f | | | | | |\n", mesh.name, scale.Exponent(ns, times))
+		fmt.Fprintf(&b, "| %s | slope | %.2f | | | | | | |\n", mesh.name, scale.Exponent(ns, times))
 	}
 	return b.String()
+}
+
+// cpuTime is the CPU time the process has used, user and system: unlike
+// the wall time, it does not grow with other work on the machine.
+func cpuTime(t *testing.T) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // humanSeconds writes a gap in µs.
