@@ -51,6 +51,8 @@ func (t *Topology) fuseRuns(p *plan.Plan, times []StepTime) {
 			head = -1
 		case head >= 0 && sameDevices(&p.Steps[head], s):
 			times[i].Seconds = t.streamed(localType(s), times[i].Bytes)
+			id := p.Steps[head].ID // a copy: the prediction does not alias the plan
+			times[i].FusedInto = &id
 		default:
 			head = i
 		}

@@ -24,7 +24,8 @@ func kernelPlan(steps ...plan.Step) *plan.Plan {
 
 // TestFusedRuns prices runs of elementwise and reduction steps: the
 // first step of a run on one set of devices pays the latency, the others
-// their bytes at the bandwidth; a collective, a layout step or other
+// their bytes at the bandwidth and name the first as the kernel they run
+// in; a collective, a layout step or other
 // devices start a new run. The ends say how the plan joins others.
 func TestFusedRuns(t *testing.T) {
 	all, half := []int{0, 1, 2, 3}, []int{0, 1}
@@ -38,28 +39,33 @@ func TestFusedRuns(t *testing.T) {
 	alone := top.Local(8000)                        // 8000 bytes read and written: α + 2 ns
 	streamed := 8000 / (top.Memory.Bandwidth * 1e9) // 2 ns
 	tests := map[string]struct {
-		plan *plan.Plan
-		want []float64
-		ends Ends
+		plan  *plan.Plan
+		want  []float64
+		fused []int // each step's FusedInto, -1 for none
+		ends  Ends
 	}{
 		"a norm's steps, one run": {
-			plan: kernelPlan(pointwise(all), reduce, pointwise(all)),
-			want: []float64{alone, streamed, streamed},
-			ends: Ends{Head: "[0 1 2 3]", Tail: "[0 1 2 3]", Saving: alone - streamed},
+			plan:  kernelPlan(pointwise(all), reduce, pointwise(all)),
+			want:  []float64{alone, streamed, streamed},
+			fused: []int{-1, 0, 0},
+			ends:  Ends{Head: "[0 1 2 3]", Tail: "[0 1 2 3]", Saving: alone - streamed},
 		},
 		"a collective ends the run": {
-			plan: kernelPlan(pointwise(all), allreduce, pointwise(all), pointwise(all)),
-			want: []float64{alone, -1, alone, streamed},
-			ends: Ends{Head: "[0 1 2 3]", Tail: "[0 1 2 3]", Saving: alone - streamed},
+			plan:  kernelPlan(pointwise(all), allreduce, pointwise(all), pointwise(all)),
+			want:  []float64{alone, -1, alone, streamed},
+			fused: []int{-1, -1, -1, 2},
+			ends:  Ends{Head: "[0 1 2 3]", Tail: "[0 1 2 3]", Saving: alone - streamed},
 		},
 		"a layout step is a kernel of its own": {
-			plan: kernelPlan(permute, pointwise(all), pointwise(all), permute),
-			want: []float64{-1, alone, streamed, -1},
+			plan:  kernelPlan(permute, pointwise(all), pointwise(all), permute),
+			want:  []float64{-1, alone, streamed, -1},
+			fused: []int{-1, -1, 1, -1},
 		},
 		"other devices start a run": {
-			plan: kernelPlan(pointwise(all), pointwise(half), pointwise(half)),
-			want: []float64{alone, alone, streamed},
-			ends: Ends{Head: "[0 1 2 3]", Tail: "[0 1]", Saving: alone - streamed},
+			plan:  kernelPlan(pointwise(all), pointwise(half), pointwise(half)),
+			want:  []float64{alone, alone, streamed},
+			fused: []int{-1, -1, 1},
+			ends:  Ends{Head: "[0 1 2 3]", Tail: "[0 1]", Saving: alone - streamed},
 		},
 		"no steps": {plan: kernelPlan(), ends: Ends{Empty: true}},
 	}
@@ -70,8 +76,13 @@ func TestFusedRuns(t *testing.T) {
 				t.Fatal(err)
 			}
 			var got []float64
+			var fused []int
 			for i, st := range pr.Steps {
 				got = append(got, st.Seconds)
+				fused = append(fused, -1)
+				if st.FusedInto != nil {
+					fused[i] = *st.FusedInto
+				}
 				if tc.want[i] < 0 { // not local: as priced alone
 					alone, err := top.Step(tc.plan, &tc.plan.Steps[i])
 					if err != nil {
@@ -82,6 +93,9 @@ func TestFusedRuns(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("step times (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.fused, fused); diff != "" {
+				t.Errorf("fused into (-want +got):\n%s", diff)
 			}
 			if diff := cmp.Diff(tc.ends, top.PlanEnds(tc.plan, pr)); diff != "" {
 				t.Errorf("ends (-want +got):\n%s", diff)

@@ -30,6 +30,11 @@ type StepTime struct {
 	// from the plan's start (Prediction.Total is then the makespan); in
 	// one of format 1 the steps run one after another and it is left 0.
 	Start float64 `json:"start,omitempty"`
+	// FusedInto is, for a step that runs inside the kernel of a run of
+	// local steps fused into one (kernels.go) and is not its first, the
+	// id of the run's first step, which launches the kernel and pays its
+	// latency.
+	FusedInto *int `json:"fused_into,omitempty"`
 }
 
 // Prediction is the predicted time of a whole plan.
