@@ -171,6 +171,26 @@ ops:
   - {op: linear, in: [x, w], out: h}
   - {op: relu, in: h, out: y}
 `,
+	// Two pipeline stages on meshes that share no device: the activation
+	// crosses in a Broadcast rooted outside stage 1 and is read there
+	// only, so the whole plan has no Copy the set alone lacks, and the
+	// search's sum is the plan's prediction.
+	"two-stage pipeline": `format: 2
+meshes:
+  s0: [0, 1, 2, 3]
+  s1: [4, 5, 6, 7]
+tensors:
+  x:  {mesh: s0, shape: [8, 16], placements: [Replicate()]}
+  w1: {mesh: s0, shape: [16, 16], placements: auto}
+  b:  {mesh: s1, shape: [8, 16], placements: auto}
+  w2: {mesh: s1, shape: [16, 16], placements: auto}
+  y:  {mesh: s1, placements: [Replicate()]}
+ops:
+  - {op: linear, in: [x, w1], out: h}
+  - {op: relu, in: h, out: a}
+  - {op: set, in: a, out: b}
+  - {op: linear, in: [b, w2], out: y}
+`,
 	// A composite op: its intermediate (m/mean_sum) is priced with the
 	// rest, but no file can declare it, and the chosen fusion does not.
 	"composite": `format: 2
