@@ -31,6 +31,7 @@ var allowed = map[string][]string{
 	"internal/checked": {},
 	"internal/shard":   {"internal/ops"},
 	"internal/ops":     {},
+	"internal/model":   {"internal/diag"}, // writes fusion YAML from a model configuration
 	// The JSON Schemas, embedded: their tests read examples and topologies.
 	"schema": {},
 	// Packages of tests: their non-test files import no nvcomm package.

@@ -15,8 +15,8 @@ import (
 // between two collectives or matrix products: the run pays one latency
 // (the memory line's α, with its launch floor λ), charged to its first
 // step, and every step its bytes at the line's bandwidth. Anything else —
-// a collective, a Matmul (a library call), a Lookup, a layout step
-// (Permute, Copy, Slice, Pad, Unpad: the resharding planner prices them
+// a collective, a Matmul (a library call), a Lookup, a Concat, a layout
+// step (Permute, Copy, Slice, Pad, Unpad: the resharding planner prices them
 // as kernels of their own, so its sums stay the plan's prediction) — or a
 // step on other devices ends the run. Bytes are still counted per step,
 // every buffer written and read once, as the plan's steps materialise

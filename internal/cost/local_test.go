@@ -78,9 +78,11 @@ func TestFitMemory(t *testing.T) {
 	}
 }
 
-// TestLocalStepPricing: Permute, Pad and Unpad are strided copies, priced
-// at memory.strided where the topology has it and at memory's rate where
-// it does not (topology files before the field); a view is free.
+// TestLocalStepPricing: Permute, Pad, Unpad and Concat are strided
+// copies, priced at memory.strided where the topology has it and at
+// memory's rate where it does not (topology files before the field); a
+// view is free. A Concat reads only its windows: whatever its first
+// input's count, it moves twice its output.
 func TestLocalStepPricing(t *testing.T) {
 	withStrided := testTopology()
 	withStrided.Memory.Strided = &Params{Bandwidth: 500, Latency: 2}
@@ -94,6 +96,7 @@ func TestLocalStepPricing(t *testing.T) {
 		{withStrided, plan.Permute, PassStrided, 2e-6 + bytes/500e9},
 		{withStrided, plan.Pad, PassStrided, 2e-6 + bytes/500e9},
 		{withStrided, plan.Unpad, PassStrided, 2e-6 + bytes/500e9},
+		{withStrided, plan.Concat, PassStrided, 2e-6 + bytes/500e9},
 		{withStrided, plan.Copy, PassCopy, 1e-6 + bytes/1000e9},
 		{withStrided, plan.Slice, PassView, 0},
 	}
@@ -109,7 +112,11 @@ func TestLocalStepPricing(t *testing.T) {
 		if got, want := tc.topo.Pass(tc.pass, bytes, 2), tc.want+1e-6*tc.topo.Memory.StridedParams().Latency; tc.pass == PassStrided && math.Abs(got-want) > 1e-12 {
 			t.Errorf("%s: Pass of two kernels = %g, want %g", name, got, want)
 		}
-		got, ok := tc.topo.LocalSeconds(tc.typ, plan.Count{Input: bytes / 8, Output: bytes / 8}, 4)
+		in := int(bytes / 8)
+		if tc.typ == plan.Concat {
+			in *= 3 // a slice of a third of its input
+		}
+		got, ok := tc.topo.LocalSeconds(tc.typ, plan.Count{Input: in, Output: bytes / 8}, 4)
 		if !ok || math.Abs(got-tc.want) > 1e-12 {
 			t.Errorf("%s: LocalSeconds = %g, want %g", name, got, tc.want)
 		}

@@ -151,9 +151,9 @@ func localType(s *plan.Step) string {
 }
 
 // localStep predicts a local step of type typ that reads and writes bytes
-// in all: the strided copies (Permute, Pad, Unpad, a strided Slice) at the
-// strided rate,
-// the others at a contiguous copy's.
+// in all: the strided copies (Permute, Pad, Unpad, a strided Slice, a
+// Concat, which copies a window of each input's rows) at the strided
+// rate, the others at a contiguous copy's.
 func (t *Topology) localStep(typ string, bytes int64) float64 {
 	if stridedType(typ) {
 		return t.Pass(PassStrided, bytes, 1)
@@ -165,7 +165,7 @@ func (t *Topology) localStep(typ string, bytes int64) float64 {
 // names it) copies between strided views.
 func stridedType(typ string) bool {
 	switch typ {
-	case plan.Permute, plan.Pad, plan.Unpad, StridedSlice:
+	case plan.Permute, plan.Pad, plan.Unpad, StridedSlice, plan.Concat:
 		return true
 	}
 	return false
@@ -402,8 +402,8 @@ func exchangeReceived(s *plan.Step, team []int, size int64) (most int64, ok bool
 // other step its whole input.
 func localCounts(typ string, c plan.Count) (in, out int64) {
 	switch typ {
-	case plan.Slice, StridedSlice:
-		return int64(c.Output), int64(c.Output)
+	case plan.Slice, StridedSlice, plan.Concat:
+		return int64(c.Output), int64(c.Output) // a Concat reads what it writes
 	case plan.Lookup:
 		return int64(c.Input) + int64(c.Output), int64(c.Output)
 	}

@@ -422,7 +422,7 @@ func TestDifferentialShapeOps(t *testing.T) {
 
 // TestSoak runs NVCOMM_SOAK cases (make soak) and prints counts by outcome
 // and rejection reason, under each policy, and passing cases by feature;
-// NVCOMM_SOAK_SHAPEOPS=1 draws permute, reshape and cast too.
+// NVCOMM_SOAK_SHAPEOPS=1 draws permute, reshape, cast, slice and cat too.
 func TestSoak(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv("NVCOMM_SOAK"))
 	if n == 0 {

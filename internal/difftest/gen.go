@@ -52,9 +52,9 @@ func (m genMesh) yaml() string {
 // Generator draws random fusions from a seeded source.
 type Generator struct {
 	r *rand.Rand
-	// ShapeOps lets layer chains draw permute, reshape and cast too. Off,
-	// the generator draws what it drew before those ops existed, seed for
-	// seed.
+	// ShapeOps lets layer chains draw permute, reshape, cast, slice and cat
+	// too. Off, the generator draws what it drew before those ops existed,
+	// seed for seed.
 	ShapeOps bool
 }
 

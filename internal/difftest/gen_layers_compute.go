@@ -98,16 +98,19 @@ func (l *layerGen) binary(cur lt) lt {
 var scalars = []string{"2", "-1", "0.5", "3.0", "1.0e-5", "0.25", "-0.125", "1.0e-6"}
 
 // composite applies one of the composite ops (softmax, mean, rms_norm,
-// layer_norm) to cur: over an axis drawn from cur's for softmax and
-// mean, over its last for the norms, which now and then take a weight
-// and a bias, new inputs of that axis's extent.
+// layer_norm, log_softmax, cross_entropy) to cur: over an axis drawn from
+// cur's for softmax, log_softmax and mean, over its last for the norms,
+// which now and then take a weight and a bias, new inputs of that axis's
+// extent, and cross_entropy (gen_layers_loss.go).
 func (l *layerGen) composite(cur lt) lt {
 	rank := len(cur.shape)
 	names := ops.FamilyNames(ops.Composite)
 	kind := names[l.r.IntN(len(names))]
 	x := operand{t: &cur, shape: cur.shape, mapAxis: identityMap, kAxis: -1}
 	switch kind {
-	case "softmax", "mean":
+	case "cross_entropy":
+		return l.crossEntropy(cur)
+	case "softmax", "mean", "log_softmax":
 		ax := l.r.IntN(rank)
 		shape := cur.shape
 		if kind == "mean" {

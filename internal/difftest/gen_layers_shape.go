@@ -6,19 +6,23 @@ import (
 	"strings"
 )
 
-// The ops that move or convert data (permute, reshape, cast), drawn when
+// The ops that move or convert data (permute, reshape, cast; slice and
+// cat in gen_layers_slice.go), drawn when
 // Generator.ShapeOps is set.
 
-// shapeOp appends a permute, a reshape or a pair of casts reading cur.
+// shapeOp appends a permute, a reshape, a pair of casts, a slice or a
+// cat (gen_layers_slice.go) reading cur.
 func (l *layerGen) shapeOp(cur lt) lt {
 	if len(cur.shape) == 0 {
 		return l.castTwice(cur) // nothing to permute or split
 	}
-	switch l.r.IntN(3) {
+	switch l.r.IntN(5) {
 	case 0:
 		return l.permute(cur)
 	case 1:
 		return l.reshape(cur)
+	case 2:
+		return l.sliceOrCat(cur)
 	}
 	return l.castTwice(cur)
 }

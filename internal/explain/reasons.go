@@ -45,6 +45,8 @@ func (e *explainer) reason(op plan.Op, steps []*plan.Step, k int) string {
 		return "keeps each device's real elements of the padded buffer"
 	case plan.Copy:
 		return "each device copies its block; nothing moves"
+	case plan.Concat:
+		return concatReason(s)
 	case plan.Slice:
 		if s.ShortSlice() {
 			return fmt.Sprintf("replicated -> unevenly split along %s: each device keeps its block, the last ones cut short and padded with zeros; nothing moves", e.along(s))
@@ -341,4 +343,14 @@ func operandName(op plan.Op, n int, buf string) string {
 func isLookup(op string) bool {
 	e := ops.Lookup(op)
 	return e != nil && e.Indexed != nil
+}
+
+// concatReason explains a Concat: a slice's window of its input, or a
+// cat's join of its inputs, on each device's block.
+func concatReason(s *plan.Step) string {
+	if len(s.Windows) == 1 && len(s.Windows[0]) == 3 {
+		w := s.Windows[0]
+		return fmt.Sprintf("each device keeps entries %d to %d of the %d its block holds along the sliced dim; nothing moves", w[1], w[1]+w[2], w[0])
+	}
+	return fmt.Sprintf("each device joins its blocks of the %d inputs along the joined dim; nothing moves", len(s.Windows))
 }

@@ -56,7 +56,7 @@ func (g *gen) matmul(b planned, s, perm *plan.Step) error {
 func (g *gen) pointwise(b planned, s *plan.Step) error {
 	ins := s.Operands()
 	f := ops.Func(deref(s.Func))
-	if f == nil || !takes(f, len(ins)+len(s.Scalar.Args(nil))) || len(s.InputDims) != len(ins) {
+	if f == nil || !f.TakesOperands(len(ins)+len(s.Scalar.Args(nil))) || len(s.InputDims) != len(ins) {
 		return fmt.Errorf("step %d (Pointwise): func %q does not take %d inputs", s.ID, deref(s.Func), len(ins))
 	}
 	flat := true
@@ -105,10 +105,4 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
-}
-
-// takes reports whether op f takes n operands.
-func takes(f *ops.Op, n int) bool {
-	lo, hi := f.Arity()
-	return n >= lo && n <= hi
 }

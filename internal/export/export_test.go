@@ -56,6 +56,8 @@ var goldens = map[string]struct {
 	// of them on two devices: their torch functions.
 	"layers_transformer": {"testdata/layers_transformer.json", Options{}},
 	"swiglu_mlp":         {"../../testdata/examples/swiglu_mlp.json", Options{}},
+	// slice and cat: their Concat steps, and their reference functions.
+	"rotary_embedding": {"../../testdata/examples/rotary_embedding.json", Options{}},
 }
 
 // runtimeMarker stands for runtime.py in the golden programs.

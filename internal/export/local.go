@@ -53,6 +53,8 @@ func (g *gen) step(b planned, s *plan.Step) error {
 		return g.pointwise(b, s)
 	case plan.Lookup:
 		return g.lookup(b, s)
+	case plan.Concat:
+		g.concat(b, s)
 	case plan.Scatter, plan.Gather, plan.Allgather, plan.Broadcast, plan.Reduce, plan.Allreduce,
 		plan.ReduceScatter, plan.SendRecv, plan.AllToAll, plan.AllToAllV:
 		return g.collective(b, s)
@@ -355,4 +357,24 @@ func (g *gen) render(c call, dtype, what string) string {
 	}
 	g.helpers["exact"] = true
 	return "exact(" + strings.Join(append([]string{fn}, args...), ", ") + ")"
+}
+
+// concat writes a Concat: torch.cat of each input's window, the input
+// viewed [outer, m, inner] and cut along the middle dim, into the output
+// viewed [outer, N, inner]: one pass, rows of windows apart.
+func (g *gen) concat(b planned, s *plan.Step) {
+	outer, inner := s.Dims[0], s.Dims[2]
+	parts := make([]string, len(s.Windows))
+	for k, name := range s.Operands() {
+		w := s.Windows[k]
+		parts[k] = fmt.Sprintf("%s.view(%d, %d, %d)[:, %d:%d]", g.names[name], outer, w[0], inner, w[1], w[1]+w[2])
+	}
+	y := g.names[s.Output]
+	done := g.guard(s.Devices)
+	g.comment(b, "the inputs' windows joined along the middle dim: one pass")
+	g.w.line("%s = %s", y, g.empty(s.Output, s.Count.Output))
+	g.w.line("torch.cat([%s], dim=1, out=%s.view(%s))", strings.Join(parts, ", "), y, ints(s.Dims))
+	done()
+	g.alloc(s.Output, s.Devices)
+	g.record(b, "strided", 2*int64(s.Count.Output), 1)
 }

@@ -30,7 +30,10 @@ func opTables(all []*ops.Op) string {
 	for _, o := range all {
 		lo, hi := o.Arity()
 		n := fmt.Sprint(lo)
-		if lo != hi {
+		switch {
+		case o.Variadic:
+			n = fmt.Sprintf("(%d, None)", lo)
+		case lo != hi:
 			n = fmt.Sprintf("(%d, %d)", lo, hi)
 		}
 		arity = append(arity, fmt.Sprintf("%q: %s", o.Name, n))
@@ -74,12 +77,13 @@ func opTables(all []*ops.Op) string {
 	return b.String()
 }
 
-// storedAttrs are the keys, quoted, of the attributes but axis and axes
-// that op o takes, which its torch function takes as keywords.
+// storedAttrs are the keys, quoted, of the attributes but axes that op o
+// takes, which its torch function takes as keywords; a reduction's axis
+// too is left out, since the runtime reduces by REDUCE_OPS.
 func storedAttrs(o *ops.Op) []string {
 	var keys []string
 	for _, a := range o.Attrs {
-		if ops.AttrOf(string(a)).Stored() {
+		if ops.AttrOf(string(a)).Stored() || a == ops.AttrAxis && o.Family != ops.Reduction {
 			keys = append(keys, fmt.Sprintf("%q", a))
 		}
 	}

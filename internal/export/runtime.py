@@ -334,8 +334,8 @@ class Plan:
 
 def index_bounds(plan):
     """The fusion inputs a lookup (INDEX_OPS: its indices' and its table's operand, and the
-    table's dim of the rows) reads as its indices, directly or through sets and views, with
-    the rows of its table: simulate fills them with indices below that, the least over their
+    table's dim of the rows) reads as its indices, directly or through sets, views and
+    broadcasts (cross_entropy's labels), with the rows of its table: simulate fills them with indices below that, the least over their
     lookups (internal/sim's IndexBounds)."""
     producer = {o["output"]: o for o in plan.p["ops"]}
     bounds = {}
@@ -345,7 +345,7 @@ def index_bounds(plan):
         names, (ix, tx, dim) = operands(o), INDEX_OPS[o["op"]]
         rows = plan.shards[names[tx]].shape[dim]
         name = names[ix]
-        while name in producer and (producer[name]["op"] == "set" or producer[name]["op"] in VIEW_OPS):
+        while name in producer and (producer[name]["op"] in ("set", "broadcast") or producer[name]["op"] in VIEW_OPS):
             name = operands(producer[name])[0]
         if name not in producer and rows > 0:
             bounds[name] = min(bounds.get(name, rows), rows)
@@ -394,9 +394,9 @@ class Reference:
 
     def _check_composite(self, o, of, y):
         """The composite's output, as its expansion computed it in float64, against torch's own
-        function of the composite's operands (torch.softmax, torch.mean,
-        torch.nn.functional.layer_norm; rms_norm written out, which torch 1.13 lacks): the
-        expansion is torch's op, to float64's rounding."""
+        function of the composite's operands (torch.softmax, torch.mean, torch.log_softmax,
+        torch.nn.functional.cross_entropy, torch.nn.functional.layer_norm; rms_norm written
+        out, which torch 1.13 lacks): the expansion is torch's op, to float64's rounding."""
         xs = []
         for n in of["inputs"]:
             x = self.val[n].view(self.value_shape(n))
@@ -481,14 +481,23 @@ def _embedding(ids, table):
     return torch.nn.functional.embedding(ids.long(), table)
 
 
-def _gather(x, index):
-    """x at index (float64 integers) along the last dim, torch.gather."""
-    return torch.gather(x, -1, index.long())
+def _gather(x, index, axis):
+    """x at index (float64 integers) along axis (the last dim), torch.gather."""
+    return torch.gather(x, axis, index.long())
 
 
 def _cast(x, dtype):
     """x rounded to dtype, as a cast computes it, kept in x's own dtype (float64)."""
     return x.to(DTYPES[dtype]).to(x.dtype)
+
+
+def _slice(x, axis, start, end):
+    """x's entries start to end (exclusive) along axis, torch.narrow."""
+    return x.narrow(axis, start, end - start)
+
+
+def _cat(*xs, axis):
+    return torch.cat(xs, dim=axis)
 
 
 def _gelu_tanh(x):
@@ -594,7 +603,8 @@ def apply_op(o, xs, out_shape, magnitude=False):
     an inexact result is bounded by (sub adds, minimum takes the larger, ...)."""
     op = o["op"]
     arity = ARITY.get(op)
-    if arity is None or len(xs) not in (arity if isinstance(arity, tuple) else (arity,)):
+    lo, hi = arity if isinstance(arity, tuple) else (arity, arity)  # hi None: any number more
+    if lo is None or len(xs) < lo or (hi is not None and len(xs) > hi):
         raise PlanError("op %d: %r with %d inputs is not an op" % (o["index"], op, len(xs)))
     if op == "set":
         return xs[0]
@@ -618,6 +628,13 @@ def composite_reference(of, xs):
         return torch.softmax(x, dim=of["axis"])
     if op == "mean":
         return torch.mean(x, dim=of["axis"])
+    if op == "log_softmax":
+        return torch.log_softmax(x, dim=of["axis"])
+    if op == "cross_entropy":  # the classes last: torch's input [N, C] and target [N], flattened
+        labels = xs[1]
+        loss = torch.nn.functional.cross_entropy(x.reshape(-1, x.shape[-1]), labels.reshape(-1).long(),
+                                                 reduction=of.get("reduction", "mean"))
+        return loss if of.get("reduction", "mean") == "mean" else loss.view(labels.shape)
     w = xs[1] if len(xs) > 1 else None
     if op == "layer_norm":
         return torch.nn.functional.layer_norm(x, x.shape[-1:], w, xs[2] if len(xs) > 2 else None, of["eps"])

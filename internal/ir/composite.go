@@ -62,6 +62,9 @@ func extentOne(shape, axes []int) []int {
 // than the last) is reported where the value at fault is written.
 func (p *parser) expand(ro *rawOp, ins []*Tensor) ([]*rawOp, bool) {
 	e, k := ro.kind.Entry(), ro.keysOf()
+	if e.Indexed != nil && !p.indexDTypes(&Op{Kind: ro.kind, Inputs: ins}, opIn{kind: ro.kind, idx: ro.fileIdx, src: ro}) {
+		return nil, false // cross_entropy's labels: integer class indices
+	}
 	shapes := make([][]int, len(ins))
 	for i, t := range ins {
 		shapes[i] = t.Shape()

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/nvcomm/nvcomm/internal/ops"
 	"github.com/nvcomm/nvcomm/internal/shard"
 )
 
@@ -92,11 +91,4 @@ func (p *parser) inferGather(op *Op, oi opIn) ([]int, int, bool) {
 		return append(slices.Clone(is), xs[r-1]), r, true
 	}
 	return nil, -1, false
-}
-
-// TakesAxis reports whether k takes an axis (a reduction's reduced axis,
-// gather's): a plan writes it on the op.
-func (k OpKind) TakesAxis() bool {
-	e := k.Entry()
-	return e != nil && e.Takes(ops.AttrAxis)
 }

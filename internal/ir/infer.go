@@ -214,14 +214,31 @@ func (p *parser) inferShape(op *Op, in opIn, declared func() ([]int, diag.Pos, b
 // start, a reshape's -1 inferred); a problem is reported where the value
 // at fault is written.
 func (p *parser) inferView(op *Op, oi opIn) ([]int, bool) {
-	x := op.In()
-	shape, attrs, err := op.Kind.Entry().Shape([][]int{x.Shape()}, ops.Attrs{Axis: -1, Values: op.Attrs})
-	if err != nil {
-		pos := oi.inPos(0)
-		if err.Attr != "" {
-			pos = oi.attrPos(err.Attr, err.Index)
+	x, e := op.In(), op.Kind.Entry()
+	in := make([][]int, len(op.Inputs))
+	for k, t := range op.Inputs {
+		in[k] = t.Shape()
+	}
+	axis := -1
+	if e.Takes(ops.AttrAxis) { // slice, cat: the axis they work along
+		a, ok := ops.NormalizeAxis(oi.axis, len(in[0]))
+		if !ok {
+			p.errs.AddHint(oi.axisPos(), "axes count from 0, or from -1 at the end",
+				"ops[%d]: %s axis %d is out of range for %q, which has %d non-reduction axes", oi.idx, op.Kind, oi.axis, x.Name, len(in[0]))
+			return nil, false
 		}
-		p.errs.AddHint(pos, err.Hint, "ops[%d]: %s of %q: %s", oi.idx, op.Kind, x.Name, err.Msg)
+		axis, op.Axis, op.AxisPos = a, a, oi.axisPos()
+	}
+	shape, attrs, err := e.Shape(in, ops.Attrs{Axis: axis, Values: op.Attrs})
+	if err != nil {
+		pos, what := oi.inPos(0), x.Name
+		switch {
+		case err.Attr != "":
+			pos = oi.attrPos(err.Attr, err.Index)
+		case err.Index > 0: // an operand but the first: cat's
+			pos, what = oi.inPos(err.Index), op.Inputs[err.Index].Name
+		}
+		p.errs.AddHint(pos, err.Hint, "ops[%d]: %s of %q: %s", oi.idx, op.Kind, what, err.Msg)
 		return nil, false
 	}
 	op.Attrs = attrs

@@ -519,8 +519,8 @@ func TestOpKindPredicates(t *testing.T) {
 			"div", "exp", "log", "tanh", "sigmoid", "silu", "gelu", "gelu_tanh", "sqrt", "rsqrt", "reciprocal", "square"},
 		"broadcast":   {"broadcast"},
 		"contraction": {"matmul", "linear", "embedding", "gather"},
-		"view":        {"permute", "reshape", "cast"},
-		"composite":   {"softmax", "mean", "rms_norm", "layer_norm"},
+		"view":        {"permute", "reshape", "cast", "slice", "cat"},
+		"composite":   {"softmax", "mean", "rms_norm", "layer_norm", "log_softmax", "cross_entropy"},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("op classes mismatch (-want +got):\n%s", diff)

@@ -92,11 +92,11 @@ var otherOps = []string{
 	// reductions
 	"var", "std", "argmax", "argmin", "amax", "amin", "logsumexp", "norm", "any", "all", "cumsum", "cumprod",
 	// layers
-	"log_softmax", "batch_norm", "dropout",
+	"batch_norm", "dropout",
 	"conv", "conv1d", "conv2d", "bmm", "mm", "einsum", "sdpa", "attention",
 	// shapes and data movement
-	"view", "transpose", "squeeze", "unsqueeze", "expand", "cat", "concat", "stack",
-	"split", "chunk", "slice", "pad", "scatter", "index_select", "flatten", "repeat",
+	"view", "transpose", "squeeze", "unsqueeze", "expand", "concat", "stack",
+	"split", "chunk", "pad", "scatter", "index_select", "flatten", "repeat",
 }
 
 // IsReduction reports whether k reduces one axis of its input (sum, prod,
@@ -114,6 +114,14 @@ func (k OpKind) IsElementwise() bool { return k.family().Elementwise() }
 func (k OpKind) IsContraction() bool { return k.family() == ops.Contraction }
 
 func (k OpKind) isBinary() bool { return k.family() == ops.Binary }
+
+// TakesAxis reports whether k takes an "axis" (a reduction's reduced
+// axis, the axis slice and cat work along, the dim gather selects along):
+// a plan writes it on the op.
+func (k OpKind) TakesAxis() bool {
+	e := k.Entry()
+	return e != nil && e.Takes(ops.AttrAxis)
+}
 
 // arity returns the fewest and the most operands k takes.
 func (k OpKind) arity() (lo, hi int) {

@@ -233,6 +233,8 @@ func (p *parser) attrValue(k *rawKeys, spec *ops.AttrSpec, v *yaml.Node, what st
 		val.Float, ok = p.w.number(v, what)
 	case ops.BoolAttr:
 		val.Bool, ok = p.w.boolean(v, what)
+	case ops.NameAttr:
+		val.Str, ok = p.w.str(v, what)
 	}
 	if !ok {
 		return false
@@ -279,7 +281,7 @@ func (p *parser) checkOpKeys(op *rawOp, it *yaml.Node, ns opNodes, what string) 
 	switch {
 	case takesAxis && ns.axis == nil:
 		if !misspelled(it, opKeys(), "axis") { // else reported as an unknown key
-			p.errs.Add(op.pos, "%s: %s needs an \"axis\" to reduce", what, op.kind)
+			p.errs.Add(op.pos, "%s: %s needs an \"axis\" %s", what, op.kind, axisUse(op.kind))
 		}
 		good = false
 	case !takesAxis && ns.axis != nil:
@@ -392,10 +394,17 @@ func axisHint(k OpKind) string {
 	return ""
 }
 
+// axisUse says what an op of kind k does along its axis, for messages.
+func axisUse(k OpKind) string {
+	if k.IsReduction() {
+		return "to reduce"
+	}
+	return "to work along"
+}
+
 // checkArity checks the number of operands the op's kind takes, written
 // at in.
 func (p *parser) checkArity(op *rawOp, in diag.Pos, what string) bool {
-	lo, hi := op.kind.arity()
 	n := len(op.ins)
 	if k := op.keysOf(); k.scalar != nil {
 		if !op.kind.isBinary() {
@@ -404,18 +413,15 @@ func (p *parser) checkArity(op *rawOp, in diag.Pos, what string) bool {
 		}
 		n++
 	}
-	if n >= lo && n <= hi {
+	e := op.kind.Entry()
+	switch _, hi := op.kind.arity(); {
+	case e == nil || e.TakesOperands(n):
 		return true
-	}
-	if hi == 1 {
+	case hi == 1:
 		p.errs.AddHint(in, "in names one tensor", "%s: %s takes 1 input, got %d", what, op.kind, n)
 		return false
 	}
-	want := fmt.Sprint(lo)
-	if hi > lo {
-		want = fmt.Sprintf("%d or %d", lo, hi)
-	}
-	p.errs.AddHint(in, "write in: "+op.kind.operandNames(), "%s: %s takes %s inputs (%s), got %d",
-		what, op.kind, want, op.kind.operandNames(), n)
+	p.errs.AddHint(in, "write in: "+op.kind.operandNames(), "%s: %s takes %s (%s), got %d",
+		what, op.kind, e.ArityText(), op.kind.operandNames(), n)
 	return false
 }

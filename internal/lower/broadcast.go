@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/nvcomm/nvcomm/internal/ir"
+	"github.com/nvcomm/nvcomm/internal/ops"
 )
 
 // This file finds the broadcast axes of a fusion's tensors: the axes along
@@ -120,7 +121,7 @@ func (b bcastAxes) fits(op *ir.Op, i int, need []Split) (fit, bool) {
 	if b[x] != nil {
 		local = x.LocalShape()
 	}
-	one := func(a int) bool { return local != nil && b.operandAxis(op, i, a) && local[a] == 1 }
+	one := func(a int) bool { return local != nil && b.operandAxis(op, i, a) && local[a] == 1 && !copiesBlocks(op) }
 	for _, s := range have {
 		if !slices.Contains(need, s) && !one(s.Axis) {
 			return fit{}, false
@@ -173,4 +174,12 @@ func (b bcastAxes) setTarget(op *ir.Op, i int, need []Split) []Split {
 		}
 	}
 	return target
+}
+
+// copiesBlocks reports whether op copies its operands' blocks as they are
+// into its output's (slice, cat: a Concat): an operand's broadcast axis
+// of local extent 1 cannot then stand for the output's longer block, as a
+// Pointwise repeats it.
+func copiesBlocks(op *ir.Op) bool {
+	return op.Kind.TakesAxis() && op.Kind.Entry().Family == ops.View
 }

@@ -427,7 +427,7 @@ func sameStepNamed(a, b *plan.Step, same func(a, b string) bool) bool {
 		slices.Equal(a.ReduceDims, b.ReduceDims) && slices.EqualFunc(a.Valid, b.Valid, sameList) &&
 		samePtr(a.Fill, b.Fill) && samePtr(a.Func, b.Func) && a.Scalar.Equal(b.Scalar) && slices.EqualFunc(a.InputDims, b.InputDims, sameList) &&
 		a.BroadcastB == b.BroadcastB && a.TransposeB == b.TransposeB && slices.EqualFunc(a.SendCounts, b.SendCounts, sameList) &&
-		slices.Equal(a.Offsets, b.Offsets)
+		slices.Equal(a.Offsets, b.Offsets) && slices.EqualFunc(a.Windows, b.Windows, sameList)
 }
 
 // sameList compares inner lists as JSON does: nil (null) is not empty ([]).

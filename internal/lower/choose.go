@@ -25,20 +25,16 @@ import (
 // products instead of gathering its operands, if the optimal policy
 // prefers that. want is the output's block splits.
 func (ins *inserter) chooseSum(op *ir.Op, want []Split) (ir.ParallelType, bool) {
-	if ins.planner.Policy() != PolicyOptimal || !op.Kind.IsContraction() {
+	if ins.planner.Policy() != PolicyOptimal {
 		return 0, false
 	}
-	t, ok := commonKSplit(op)
+	t, ok := sumWay(op, want, ins.bcast)
 	if !ok {
-		return 0, false
+		return 0, false // the operands would move either way: keep nvFuser's plan
 	}
-	withSum := append(want[:len(want):len(want)], Split{-1, t})
 	pl := ins.planner
-	gather, ok := reshard.Cost{}, true
+	gather := reshard.Cost{}
 	for i, x := range op.Inputs[:2] {
-		if _, fits := ins.bcast.fits(op, i, OperandShards(op, i, withSum)); !fits {
-			return 0, false // the operands would move either way: keep nvFuser's plan
-		}
 		if op.ContractedAxis(i) < 0 {
 			continue // a lookup's ids: the rows of a split table are summed, not gathered
 		}

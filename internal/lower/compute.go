@@ -60,6 +60,10 @@ func (c *opCtx) lowerComputing() {
 // cast is a Copy into the output's dtype (cast).
 func (c *opCtx) view() {
 	op, x, y := c.op, c.op.In(), c.op.Out
+	if op.Kind.Entry().Takes(ops.AttrAxis) { // slice, cat: along their axis
+		c.concat()
+		return
+	}
 	switch op.Kind {
 	case ir.OpPermute:
 		if order := operandOrder(op, 0, y.Layout()); !c.permuteInto(x.Name, localDims(x, x.Layout()), x.Layout(), order, y.Name) {
@@ -71,6 +75,37 @@ func (c *opCtx) view() {
 		identity := shard.Identity(len(y.Shape()))
 		in := c.arranged(0, shard.Identity(len(x.Shape())))
 		c.copyThenPermute(in, localDims(y, identity), identity, y.Layout(), "rowmajor")
+	}
+}
+
+// concat emits a slice or a cat: one Concat of each operand's block, read
+// row-major, taking its window along the op's axis (ops.Windows), into
+// the output's block row-major, then a Permute where the output is stored
+// otherwise. The resharding pass has left the axis whole on every device
+// (the rule's NeedReplication factor), so each device's window is the
+// op's own, and the blocks agree on every other axis.
+func (c *opCtx) concat() {
+	op, y := c.op, c.op.Out
+	identity := shard.Identity(len(y.Shape()))
+	local := y.LocalShape()
+	outer, inner := localCount(local[:op.Axis]), localCount(local[op.Axis+1:])
+	extents, bufs := make([]int, len(op.Inputs)), make([]string, len(op.Inputs))
+	for i, x := range op.Inputs {
+		extents[i], bufs[i] = x.LocalShape()[op.Axis], c.arranged(i, identity)
+	}
+	windows := make([][]int, len(op.Inputs))
+	for k, w := range ops.Windows(string(op.Kind), extents, op.Attrs) {
+		windows[k] = []int{extents[k], w.Start, w.Len}
+	}
+	out := y.Name
+	if !slices.Equal(y.Layout(), identity) {
+		out = c.buffer("joined")
+	}
+	s := plan.Step{Type: plan.Concat, Output: out, Dims: []int{outer, local[op.Axis], inner}, Windows: windows}
+	setInputs(&s, bufs)
+	c.emitLocalOn(s, y.Mesh.Devices, outer*extents[0]*inner, localCount(local))
+	if out != y.Name {
+		c.permuteInto(out, local, identity, y.Layout(), y.Name)
 	}
 }
 

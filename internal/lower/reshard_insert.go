@@ -44,7 +44,7 @@ func insertReshardings(f *ir.Fusion, l *lowerer) (*ir.Fusion, *inserter) {
 	out := *f
 	out.Ops = nil
 	out.Tensors = slices.Clone(f.Inputs)
-	ins := &inserter{source: f, fusion: &out, errs: l.ledger.Errs(), planner: l.planner, trials: l.trials, sumTypes: map[*ir.Op]ir.ParallelType{}, failed: map[*ir.Op]bool{}, bcast: bcastAxes{}, owned: l.owned, deferred: map[*ir.Tensor]*ir.Op{}}
+	ins := &inserter{source: f, fusion: &out, errs: l.ledger.Errs(), planner: l.planner, trials: l.trials, sumTypes: map[*ir.Op]ir.ParallelType{}, failed: map[*ir.Op]bool{}, bcast: bcastAxes{}, owned: l.owned, deferred: map[*ir.Tensor]*ir.Op{}, copies: map[*ir.Tensor][]resharded{}}
 	for _, op := range f.Ops {
 		if reducesTermsFor(op) {
 			ins.deferred[op.Out] = op // added with the op it serves
@@ -109,6 +109,12 @@ type inserter struct {
 	// that one renamed (build).
 	built map[string]*ir.Tensor
 	key   []byte
+	// copies are, under the optimal policy, the sets inserted so far by
+	// what they read: an op that needs a tensor resharded as an earlier op
+	// did reads that copy rather than moving the tensor again (Megatron's
+	// sequence parallelism gathers a norm's output once for the three
+	// projections that read it).
+	copies map[*ir.Tensor][]resharded
 }
 
 // build is ir.NewTensor(spec), or, when a tensor of the same spec but its
@@ -178,6 +184,16 @@ func (ins *inserter) computing(op *ir.Op) {
 			return
 		}
 	}
+	if ins.reshardOperands(op, want) {
+		ins.add(op)
+	}
+}
+
+// reshardOperands inserts a set before op of each of its operands that is
+// not sharded as op's output, split as want, requires (one per distinct
+// operand and target), and points op's slots at the copies. It reports
+// whether it could; when not, op is added as failed.
+func (ins *inserter) reshardOperands(op *ir.Op, want []Split) bool {
 	var sets []resharded
 	for i, x := range op.Inputs {
 		need := OperandShards(op, i, want)
@@ -193,17 +209,35 @@ func (ins *inserter) computing(op *ir.Op) {
 			sets[k].why.Operands = append(sets[k].why.Operands, i)
 			continue
 		}
+		if r := ins.copyOf(x, op.Out.Mesh, target); r != nil {
+			op.Inputs[i] = r // an earlier op's set made this copy
+			continue
+		}
 		r, ok := ins.newTensor(op, x.Name+"/resharded", op.Out.Mesh, x.DType, x.Shape(), target)
 		if !ok {
 			ins.addFailed(op)
-			return
+			return false
 		}
 		why := &ir.Insertion{For: op, Operands: []int{i}}
 		ins.add(&ir.Op{Kind: ir.OpSet, Inputs: []*ir.Tensor{x}, Out: r, Axis: -1, Pos: op.Pos, Inserted: why})
 		op.Inputs[i] = r
 		sets = append(sets, resharded{x, target, r, why})
+		if ins.planner.Policy() == PolicyOptimal {
+			ins.copies[x] = append(ins.copies[x], sets[len(sets)-1])
+		}
 	}
-	ins.add(op)
+	return true
+}
+
+// copyOf returns the copy of x an earlier set made on mesh with splits
+// target, if one did.
+func (ins *inserter) copyOf(x *ir.Tensor, mesh *ir.Mesh, target []Split) *ir.Tensor {
+	for _, r := range ins.copies[x] {
+		if r.to.Mesh.Equal(mesh) && SameSplits(r.target, target) {
+			return r.to
+		}
+	}
+	return nil
 }
 
 // resharded is one resharding set of an op: the tensor it reads, the
@@ -264,6 +298,10 @@ func (ins *inserter) computeIn(op *ir.Op, mapped []Split) {
 // The op then computes in the splits its operand's map to, and a set
 // after it reshards that to the output when the output asks for others.
 func (ins *inserter) view(op *ir.Op, want []Split) {
+	if op.Kind.TakesAxis() {
+		ins.alongAxis(op, want)
+		return
+	}
 	x := op.In()
 	have, block := BlockShards(x)
 	reshard := !block || !x.Mesh.Equal(op.Out.Mesh)

@@ -29,7 +29,7 @@ func jsonSameStep(a, b plan.Step) bool {
 // Stream and After are), and this list updated with it.
 func TestSameStepFields(t *testing.T) {
 	want := []string{"ID", "Op", "Expr", "Kind", "Type", "Stream", "After", "Teams", "Devices", "Root", "ReduceOp", "Input", "Inputs", "Output",
-		"Axis", "Count", "Dims", "Perm", "ReduceDims", "Valid", "Fill", "Func", "Scalar", "InputDims", "BroadcastB", "TransposeB", "SendCounts", "Offsets", "Bytes"}
+		"Axis", "Count", "Dims", "Perm", "ReduceDims", "Valid", "Fill", "Func", "Scalar", "InputDims", "BroadcastB", "TransposeB", "SendCounts", "Offsets", "Windows", "Bytes"}
 	var got []string
 	for f := range reflect.TypeFor[plan.Step]().Fields() {
 		got = append(got, f.Name)

@@ -226,6 +226,7 @@ func (tr *trials) run(w *ways, v way, pl *reshard.Planner, b bcastAxes) (reshard
 		tr.ledgers[pl] = led
 	}
 	op, y := w.op, w.op.Out
+	var priced func(elem int64)
 	set := func(x *ir.Tensor, name string, mesh *ir.Mesh, need []Split, to *ir.Tensor) {
 		if to == nil {
 			r, err := blockTensorOf(name, mesh, x.DType, x.Shape(), need)
@@ -236,6 +237,7 @@ func (tr *trials) run(w *ways, v way, pl *reshard.Planner, b bcastAxes) (reshard
 			to = r
 		}
 		pl.Job(led, tr.f, &ir.Op{Index: op.Index, Kind: ir.OpSet, Inputs: []*ir.Tensor{x}, Out: to, Axis: -1, Pos: op.Pos}).Lower()
+		priced(int64(x.DType.Size()))
 	}
 	operandSets := func(want []Split) {
 		var done []*ir.Tensor
@@ -248,7 +250,8 @@ func (tr *trials) run(w *ways, v way, pl *reshard.Planner, b bcastAxes) (reshard
 			set(x, x.Name+"/resharded", y.Mesh, need, nil)
 		}
 	}
-	return led.Trial(pl, int64(y.DType.Size()), func() {
+	return led.Trial(pl, func(p func(elem int64)) {
+		priced = p
 		switch v {
 		case wayBefore:
 			operandSets(w.want)
@@ -268,6 +271,7 @@ func (tr *trials) run(w *ways, v way, pl *reshard.Planner, b bcastAxes) (reshard
 			}
 			sum := &ir.Op{Index: op.Index, Kind: ir.OpSum, Inputs: []*ir.Tensor{p}, Out: y, Axis: 0, Pos: op.Pos}
 			pl.Job(led, tr.f, op).Reshard(sum, partialAxes(op, len(y.Shape())))
+			priced(int64(y.DType.Size()))
 		}
 	})
 }
@@ -360,7 +364,7 @@ func (l *lowerer) boundWays() {
 		given.Inputs = slices.Clone(op.Inputs)
 		var sets []*ir.Op
 		for i, x := range op.Inputs {
-			if set := before[x]; set != nil {
+			if set := before[x]; set != nil && set.Inserted.For.Index == op.Index {
 				given.Inputs[i] = set.In()
 				sets = append(sets, set)
 			}

@@ -49,7 +49,9 @@ func builtins() *Registry {
 		Rule: linearRule, Torch: &Torch{Func: "_linear"}, Doc: "x @ wᵀ + bias, torch.nn.functional.linear"})
 	registerLookupOps(r)
 	registerShapeOps(r)
+	registerSliceOps(r)
 	registerComposites(r)
+	registerLossOps(r)
 	return r
 }
 

@@ -144,17 +144,34 @@ func (e *expansion) done() []ExpandStep {
 }
 
 // expandSoftmax is softmax(x, axis): m = max(x); e = exp(x − m); e / Σe.
-func expandSoftmax(in [][]int, a Attrs) ([]ExpandStep, *ExpandError) {
-	axis, err := oneAxis(in[0], a.Axis, AttrAxis)
-	if err != nil {
-		return nil, err
+var expandSoftmax = alongAxis(func(e *expansion, _, ex Ref, axis int) {
+	e.binary("div", "div", ex, e.back("sum_b", e.reduce("sum", "sum", ex, axis), axis))
+})
+
+// alongAxis is the Expand of a composite over one axis of its operand
+// x (softmax, log_softmax): softmax's head (shiftedExp), then what tail
+// writes of x − max and its exp.
+func alongAxis(tail func(e *expansion, sub, ex Ref, axis int)) func(in [][]int, a Attrs) ([]ExpandStep, *ExpandError) {
+	return func(in [][]int, a Attrs) ([]ExpandStep, *ExpandError) {
+		axis, err := oneAxis(in[0], a.Axis, AttrAxis)
+		if err != nil {
+			return nil, err
+		}
+		var e expansion
+		sub, ex := e.shiftedExp(0, axis)
+		tail(&e, sub, ex, axis)
+		return e.done(), nil
 	}
-	var e expansion
-	m := e.back("max_b", e.reduce("max", "max", 0, axis), axis)
-	ex := e.unary("exp", "exp", e.binary("sub", "sub", 0, m))
-	s := e.back("sum_b", e.reduce("sum", "sum", ex, axis), axis)
-	e.binary("div", "div", ex, s)
-	return e.done(), nil
+}
+
+// shiftedExp is the head that softmax, log_softmax and cross_entropy
+// share: x − max(x) along axis (the max broadcast back) and its exp, so
+// that no exponential overflows; over an axis split across devices the
+// max is the one small Allreduce of the row maxima.
+func (e *expansion) shiftedExp(x Ref, axis int) (sub, ex Ref) {
+	m := e.back("max_b", e.reduce("max", "max", x, axis), axis)
+	sub = e.binary("sub", "sub", x, m)
+	return sub, e.unary("exp", "exp", sub)
 }
 
 // expandMean is mean(x, axis) = sum(x, axis) / n, n the axis's extent.
@@ -194,12 +211,13 @@ func expandNorm(centred bool) func(in [][]int, a Attrs) ([]ExpandStep, *ExpandEr
 }
 
 // oneAxis normalizes axis of a tensor of shape x (negative from the end).
-func oneAxis(x []int, axis int, key Attr) (int, *ExpandError) {
+func oneAxis(x []int, written int, key Attr) (int, *ExpandError) {
+	axis := written
 	if axis < 0 {
 		axis += len(x)
 	}
 	if axis < 0 || axis >= len(x) {
-		return 0, &ExpandError{Attr: key, Index: -1, Msg: "axis " + strconv.Itoa(axis) + " is out of range for rank " + strconv.Itoa(len(x)),
+		return 0, &ExpandError{Attr: key, Index: -1, Msg: "axis " + strconv.Itoa(written) + " is out of range for rank " + strconv.Itoa(len(x)),
 			Hint: "an axis is among the input's axes, negative from the end"}
 	}
 	return axis, nil

@@ -74,8 +74,8 @@ type Attr string
 
 // The attributes of the ops.
 const (
-	// AttrAxis is a reduction's axis: a position among its input's
-	// non-reduction axes.
+	// AttrAxis is a reduction's axis, or the axis slice and cat work
+	// along: a position among its input's non-reduction axes.
 	AttrAxis Attr = "axis"
 	// AttrAxes are broadcast's new axes: increasing positions among its
 	// output's non-reduction axes.
@@ -96,7 +96,8 @@ const (
 	Exact Rounding = "exact"
 	// Additive ops round once and may double the magnitude: add, sub.
 	Additive Rounding = "additive"
-	// Selecting ops return one of their operands: maximum, minimum.
+	// Selecting ops return one of their operands: maximum, minimum, and
+	// cat, each of whose elements is one of an operand's.
 	Selecting Rounding = "selecting"
 	// Multiplicative ops round once and multiply magnitudes: mul.
 	Multiplicative Rounding = "multiplicative"
@@ -151,6 +152,9 @@ type Op struct {
 	// them ("x", "w", "bias"); the last Optional of them may be left out.
 	Operands []string
 	Optional int
+	// Variadic says that the last operand may be given any number of
+	// times more (cat's [a, b, ...]): the op takes len(Operands) or more.
+	Variadic bool
 	// Attrs are the keys it takes besides "in" and "out", each with a
 	// spec ([AttrOf]); all are required.
 	Attrs []Attr
@@ -187,18 +191,52 @@ type Op struct {
 	Grad any
 }
 
-// Arity returns the fewest and the most operands the op takes.
-func (o *Op) Arity() (lo, hi int) { return len(o.Operands) - o.Optional, len(o.Operands) }
+// MaxOperands is the most operands a variadic op takes: far above any
+// real program's, and small enough that counts derived from it never
+// overflow.
+const MaxOperands = 1 << 16
+
+// Arity returns the fewest and the most operands the op takes; the most
+// is MaxOperands for a variadic op.
+func (o *Op) Arity() (lo, hi int) {
+	if o.Variadic {
+		return len(o.Operands), MaxOperands
+	}
+	return len(o.Operands) - o.Optional, len(o.Operands)
+}
+
+// TakesOperands reports whether the op takes n operands.
+func (o *Op) TakesOperands(n int) bool {
+	lo, hi := o.Arity()
+	return n >= lo && n <= hi
+}
+
+// ArityText says how many operands the op takes, for messages: "1
+// input", "2 inputs", "2 or 3 inputs", "2 or more inputs".
+func (o *Op) ArityText() string {
+	lo, hi := o.Arity()
+	switch {
+	case o.Variadic:
+		return fmt.Sprintf("%d or more inputs", lo)
+	case lo != hi:
+		return fmt.Sprintf("%d or %d inputs", lo, hi)
+	case lo == 1:
+		return "1 input"
+	}
+	return fmt.Sprintf("%d inputs", lo)
+}
 
 // OperandList names the operands as docs write them: "one tensor", "[a,
-// b]", or "[x, w] or [x, w, bias]".
+// b]", "[x, w] or [x, w, bias]", or "[a, b, ...]".
 func (o *Op) OperandList() string {
 	lo, hi := o.Arity()
-	if hi == 1 {
-		return "one tensor"
-	}
 	list := func(n int) string { return "[" + strings.Join(o.Operands[:n], ", ") + "]" }
-	if lo == hi {
+	switch {
+	case o.Variadic:
+		return strings.TrimSuffix(list(lo), "]") + ", ...]"
+	case hi == 1:
+		return "one tensor"
+	case lo == hi:
 		return list(hi)
 	}
 	return list(lo) + " or " + list(hi)
@@ -209,7 +247,7 @@ func (o *Op) Takes(a Attr) bool { return slices.Contains(o.Attrs, a) }
 
 // Attrs are an op's attribute values, for its rule.
 type Attrs struct {
-	// Axis is a reduction's axis, -1 for other ops.
+	// Axis is a reduction's axis, or slice's and cat's, -1 for other ops.
 	Axis int
 	// Axes are broadcast's new axes, nil for other ops.
 	Axes []int
@@ -261,6 +299,8 @@ func (r *Registry) Register(o Op) error {
 		return fmt.Errorf("op %q: needs at least one operand that is not optional", o.Name)
 	case (o.Family == Composite) != (o.Expand != nil):
 		return fmt.Errorf("op %q: a composite op, and only a composite op, has an Expand", o.Name)
+	case o.Variadic && o.Optional > 0:
+		return fmt.Errorf("op %q: a variadic op has no optional operands", o.Name)
 	case o.Rule == nil && o.Family != Composite:
 		return fmt.Errorf("op %q: has no sharding rule", o.Name)
 	case (o.Family == View) != (o.Shape != nil):

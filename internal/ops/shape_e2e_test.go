@@ -71,6 +71,52 @@ ops:
 `, func(p *plan.Plan) bool { // a cast to another dtype than its output's
 		return setAttr(p, "cast", ops.Value{Key: ops.AttrDType, Str: "float16"})
 	}},
+	{"slice", `format: 2
+meshes:
+  m: [0, 1, 2, 3]
+tensors:
+  x: {mesh: m, shape: [8, 12], placements: [Shard(1)]}
+  a: {placements: [Shard(0)]}
+  b: {placements: [Replicate()]}
+ops:
+  - {op: slice, in: x, out: a, axis: 1, start: 2, end: -2}
+  - {op: slice, in: x, out: b, axis: 0, start: -4, end: 8}
+`, func(p *plan.Plan) bool { // the window one entry further
+		return moveWindow(p)
+	}},
+	{"cat", `format: 2
+meshes:
+  m: [0, 1, 2, 3]
+tensors:
+  x: {mesh: m, shape: [4, 8], placements: [Shard(0)]}
+  w: {mesh: m, shape: [4, 4]}
+  z: {placements: [Shard(1)]}
+ops:
+  - {op: cat, in: [w, x, w], out: y, axis: -1}
+  - {op: set, in: y, out: z}
+`, func(p *plan.Plan) bool { // the operands joined in another order
+		for i, s := range p.Steps {
+			if s.Type == plan.Concat && len(s.Inputs) == 3 {
+				p.Steps[i].Inputs = []string{s.Inputs[1], s.Inputs[0], s.Inputs[2]}
+				p.Steps[i].Windows = [][]int{s.Windows[1], s.Windows[0], s.Windows[2]}
+				p.Steps[i].Count.Input = s.Count.Input / s.Windows[0][0] * s.Windows[1][0]
+				return true
+			}
+		}
+		return false
+	}},
+}
+
+// moveWindow moves the window of the first Concat of one input that has
+// room by one entry.
+func moveWindow(p *plan.Plan) bool {
+	for i, s := range p.Steps {
+		if w := s.Windows; s.Type == plan.Concat && len(w) == 1 && w[0][1]+w[0][2] < w[0][0] {
+			p.Steps[i].Windows = [][]int{{w[0][0], w[0][1] + 1, w[0][2]}}
+			return true
+		}
+	}
+	return false
 }
 
 // setAttr sets attribute v of the first op of kind op.

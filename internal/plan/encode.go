@@ -165,6 +165,9 @@ func (e *encoder) of(of *Of) {
 			e.key("eps")
 			e.float(*of.Eps)
 		}
+		if of.Reduction != "" {
+			e.strField("reduction", of.Reduction)
+		}
 	})
 }
 
@@ -225,6 +228,7 @@ func (e *encoder) step(s *Step) {
 		e.trueIf("transpose_b", s.TransposeB)
 		e.intListsIf("send_counts", s.SendCounts)
 		e.intsIf("offsets", s.Offsets)
+		e.intListsIf("windows", s.Windows)
 		if s.Bytes != nil {
 			e.key("bytes")
 			e.bytes(s.Bytes)

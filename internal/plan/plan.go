@@ -173,6 +173,9 @@ type Of struct {
 	Axes []int `json:"axes,omitempty"`
 	// Eps is the norms' epsilon; absent for the others.
 	Eps *float64 `json:"eps,omitempty"`
+	// Reduction is cross_entropy's reduction as written (mean, none);
+	// empty where the fusion left it out (mean) and for the others.
+	Reduction string `json:"reduction,omitempty"`
 }
 
 // Expr renders the composite op as a call: "y = softmax(x, axis=1)",
@@ -187,6 +190,9 @@ func (o *Of) Expr() string {
 	}
 	if o.Eps != nil {
 		args += ", eps=" + strconv.FormatFloat(*o.Eps, 'g', -1, 64)
+	}
+	if o.Reduction != "" {
+		args += ", reduction=" + o.Reduction
 	}
 	return o.Output + " = " + o.Op + "(" + args + ")"
 }
@@ -277,13 +283,16 @@ const (
 	// Lookup reads rows of a table at integer indices, a zero row for an
 	// index outside the device's rows: the local step of embedding.
 	Lookup = "Lookup"
+	// Concat writes windows of its inputs, in order, along one dim of its
+	// output: slice's and cat's local step (Windows).
+	Concat = "Concat"
 )
 
 // CollectiveTypes lists the collective step types.
 var CollectiveTypes = []string{Scatter, Gather, Allgather, Broadcast, Reduce, Allreduce, ReduceScatter, SendRecv, AllToAll, AllToAllV}
 
 // LocalTypes lists the local step types.
-var LocalTypes = []string{Copy, Permute, Slice, LocalReduce, Pad, Unpad, Matmul, Pointwise, Lookup}
+var LocalTypes = []string{Copy, Permute, Slice, LocalReduce, Pad, Unpad, Matmul, Pointwise, Lookup, Concat}
 
 // IsRooted reports whether a collective type has a root.
 func IsRooted(typ string) bool {
@@ -381,8 +390,13 @@ type Step struct {
 	// Offsets are, for a Lookup, each device's first row of the table (in
 	// the order of Devices): its table block holds rows Offsets[k] to
 	// Offsets[k] + V - 1.
-	Offsets []int  `json:"offsets,omitempty"`
-	Bytes   *Bytes `json:"bytes,omitempty"`
+	Offsets []int `json:"offsets,omitempty"`
+	// Windows are a Concat's: dims [outer, N, inner] view its output, and
+	// windows[k] = [m, start, len] views input k as [outer, m, inner] and
+	// takes its entries start to start+len along the middle dim, written
+	// after those of the inputs before it (the lens sum to N).
+	Windows [][]int `json:"windows,omitempty"`
+	Bytes   *Bytes  `json:"bytes,omitempty"`
 }
 
 // The streams a step runs on when its Stream is empty.

@@ -70,6 +70,9 @@ func (v *validator) checkCollectiveAxis(i int, s *Step, op *Op) {
 // input's last axis); nil for other ops.
 func (v *validator) reducedAxis(op *Op) *int {
 	if !isContraction(op.Op) || isLookup(op.Op) {
+		if !isReductionOp(op.Op) && !isLookup(op.Op) {
+			return nil // slice's and cat's axis combines nothing
+		}
 		return op.Axis
 	}
 	in := v.tensor(op.Operands()[0])

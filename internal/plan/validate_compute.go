@@ -78,7 +78,7 @@ func (v *validator) checkPointwise(i int, s *Step) {
 	}
 	arity, _ := f.Arity()
 	if n := len(s.Operands()) + scalarCount(s.Scalar); n != arity {
-		v.stepf(i, "func %s takes %s, got %d", *s.Func, arityText(arity, arity), n)
+		v.stepf(i, "func %s takes %s, got %d", *s.Func, f.ArityText(), n)
 		return
 	}
 	for k, d := range s.Dims {

@@ -64,6 +64,9 @@ func operandCounts(s *Step, reads []read) []read {
 		case s.Type == Pointwise && k < len(s.InputDims) && positive(s.Dims) && broadcastsTo(s.InputDims[k], s.Dims) == "":
 			reads[k].n, reads[k].ok = product(s.InputDims[k])
 			reads[k].why = fmt.Sprintf("the product of input_dims[%d] %v", k, s.InputDims[k])
+		case s.Type == Concat:
+			reads[k].n, reads[k].ok = s.ConcatInput(k)
+			reads[k].why = fmt.Sprintf("outer·m·inner of dims %v and windows[%d]", s.Dims, k)
 		}
 	}
 	return reads
@@ -285,6 +288,11 @@ func (v *validator) checkLocalFields(i int, s *Step) {
 		if len(s.Dims) > 0 {
 			v.checkSliceDims(i, s)
 		}
+	case Concat:
+		v.checkConcat(i, s)
+	}
+	if len(s.Windows) > 0 && s.Type != Concat {
+		v.stepf(i, "windows is set, but only a Concat takes them")
 	}
 	if (len(s.Valid) > 0 || s.Fill != nil) && s.Type != Pad && s.Type != Unpad {
 		v.stepf(i, "valid or fill is set, but only a Pad or Unpad takes them")
@@ -359,7 +367,7 @@ func (v *validator) checkNoLocalFields(i int, s *Step) {
 	for _, f := range []struct {
 		name string
 		n    int
-	}{{"dims", len(s.Dims)}, {"perm", len(s.Perm)}, {"reduce_dims", len(s.ReduceDims)}, {"valid", len(s.Valid)}} {
+	}{{"dims", len(s.Dims)}, {"perm", len(s.Perm)}, {"reduce_dims", len(s.ReduceDims)}, {"valid", len(s.Valid)}, {"windows", len(s.Windows)}} {
 		if f.n > 0 {
 			v.stepf(i, "%s is set, but a collective takes none", f.name)
 		}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/nvcomm/nvcomm/internal/ops"
+	"github.com/nvcomm/nvcomm/internal/shard"
 )
 
 // The ops a plan may name are the registry's (docs/plan.md, "ops").
@@ -27,6 +28,20 @@ func isUnaryOp(op string) bool { return ops.Is(op, ops.Unary) }
 // their shared axis k.
 func isContraction(op string) bool { return ops.Is(op, ops.Contraction) }
 
+// axisOr is *axis, or or when axis is nil.
+func axisOr(axis *int, or int) int {
+	if axis == nil {
+		return or
+	}
+	return *axis
+}
+
+// takesAxis reports whether op takes an axis: a reduction, slice, cat.
+func takesAxis(op string) bool {
+	o := ops.Lookup(op)
+	return o != nil && o.Takes(ops.AttrAxis)
+}
+
 // opArity returns the fewest and the most operands op takes; 1, 1 for an
 // op the registry does not have.
 func opArity(op string) (lo, hi int) {
@@ -34,17 +49,6 @@ func opArity(op string) (lo, hi int) {
 		return o.Arity()
 	}
 	return 1, 1
-}
-
-// arityText says how many inputs an arity allows: "1 input", "2 or 3 inputs".
-func arityText(lo, hi int) string {
-	switch {
-	case lo != hi:
-		return fmt.Sprintf("%d or %d inputs", lo, hi)
-	case lo == 1:
-		return "1 input"
-	}
-	return fmt.Sprintf("%d inputs", lo)
 }
 
 // checkOps checks every op (rule 3) and records which tensors ops write.
@@ -94,8 +98,10 @@ func (v *validator) checkOf(i int, op Op) {
 	if of == nil {
 		return
 	}
-	if e := ops.Lookup(of.Op); e == nil || e.Family != ops.Composite {
+	e := ops.Lookup(of.Op)
+	if e == nil || e.Family != ops.Composite {
 		v.planf("op %d: of names op %q, which is not a composite op (%s)", i, of.Op, strings.Join(ops.FamilyNames(ops.Composite), ", "))
+		e = nil
 	}
 	if op.Inserted != nil {
 		v.planf("op %d: is marked both inserted and of composite %s", i, of.Op)
@@ -103,6 +109,25 @@ func (v *validator) checkOf(i int, op Op) {
 	for _, name := range append(slices.Clone(of.Inputs), of.Output) {
 		if v.tensor(name) == nil {
 			v.planf("op %d: of names %q, which is not a tensor of the plan", i, name)
+		}
+	}
+	if e != nil {
+		v.checkOfOperands(i, of, e)
+	}
+}
+
+// checkOfOperands checks a composite's operands as its registry entry
+// takes them: how many, and integer indices where it reads some
+// (cross_entropy's labels), so that simulate's definition of the
+// composite reads what the expansion read.
+func (v *validator) checkOfOperands(i int, of *Of, e *ops.Op) {
+	if !e.TakesOperands(len(of.Inputs)) {
+		v.planf("op %d: of: %s takes %s, got %d", i, of.Op, e.ArityText(), len(of.Inputs))
+		return
+	}
+	if x := e.Indexed; x != nil && x.Indices < len(of.Inputs) {
+		if ids := v.tensor(of.Inputs[x.Indices]); ids != nil && !shard.IsIntDType(ids.t.DType) {
+			v.planf("op %d: of: %s's %s %q have dtype %s, want int32 or int64", i, of.Op, e.Operands[x.Indices], of.Inputs[x.Indices], ids.t.DType)
 		}
 	}
 }
@@ -161,7 +186,7 @@ func (v *validator) checkOperands(i int, op Op, known bool) []*tensorInfo {
 		v.planf("op %d: scalar: %s", i, msg)
 	}
 	if lo, hi := opArity(op.Op); known && (len(names)+scalarCount(op.Scalar) < lo || len(names)+scalarCount(op.Scalar) > hi) {
-		v.planf("op %d: %s takes %s, got %d", i, op.Op, arityText(lo, hi), len(names)+scalarCount(op.Scalar))
+		v.planf("op %d: %s takes %s, got %d", i, op.Op, ops.Lookup(op.Op).ArityText(), len(names)+scalarCount(op.Scalar))
 	}
 	ins := make([]*tensorInfo, len(names))
 	for k, name := range names {
@@ -199,15 +224,15 @@ func scalarProblem(fn string, s *ops.Scalar) string {
 	return ""
 }
 
-// checkOpAxis checks that exactly the ops that take an axis (reductions,
-// gather) have one, a non-reduction axis of their first input.
+// checkOpAxis checks that exactly the ops that take an axis (the
+// reductions, gather, slice and cat) have one, a non-reduction axis of
+// their first input.
 func (v *validator) checkOpAxis(i int, op Op, in *tensorInfo) {
-	takes := isKnownOp(op.Op) && ops.Lookup(op.Op).Takes(ops.AttrAxis)
 	switch {
 	case !isKnownOp(op.Op):
-	case !takes && op.Axis != nil:
+	case !takesAxis(op.Op) && op.Axis != nil:
 		v.planf("op %d: %s takes no axis", i, op.Op)
-	case !takes:
+	case !takesAxis(op.Op):
 	case op.Axis == nil:
 		v.planf("op %d: %s needs an axis", i, op.Op)
 	case in != nil && in.rank >= 0 && (*op.Axis < 0 || *op.Axis >= in.rank):
@@ -361,7 +386,7 @@ func (v *validator) wantOutput(i int, op Op, ins []*tensorInfo, out *tensorInfo)
 	case op.Op == "gather":
 		return v.gatherDomain(i, op, ins)
 	case ops.Is(op.Op, ops.View):
-		return v.viewDomain(i, op, in)
+		return v.viewDomain(i, op, ins)
 	}
 	return v.linearDomain(i, op, ins)
 }
@@ -369,12 +394,17 @@ func (v *validator) wantOutput(i int, op Op, ins []*tensorInfo, out *tensorInfo)
 // viewDomain is a view op's output (permute, reshape): the shape its
 // registry entry gives its input's and its attributes (Validate has
 // checked they are given), and no reduction axis.
-func (v *validator) viewDomain(i int, op Op, in []int) (outputDomain, bool) {
+func (v *validator) viewDomain(i int, op Op, ins []*tensorInfo) (outputDomain, bool) {
 	e := ops.Lookup(op.Op)
-	if len(e.CheckValues(op.Attrs)) > 0 {
-		return outputDomain{}, false // reported by checkOpAttrs
+	if len(e.CheckValues(op.Attrs)) > 0 || e.Takes(ops.AttrAxis) && op.Axis == nil {
+		return outputDomain{}, false // reported by checkOpAttrs, checkOpAxis
 	}
-	shape, _, err := e.Shape([][]int{in}, ops.Attrs{Axis: -1, Values: op.Attrs})
+	shapes := make([][]int, len(ins))
+	for k, x := range ins {
+		shapes[k] = valueShape(x.t)
+	}
+	in := shapes[0]
+	shape, _, err := e.Shape(shapes, ops.Attrs{Axis: axisOr(op.Axis, -1), Values: op.Attrs})
 	if err != nil {
 		v.planf("op %d: %s of %q: %s", i, op.Op, op.Operands()[0], err.Msg)
 		return outputDomain{}, false

@@ -240,7 +240,8 @@ func opReduceOp(op string) string {
 }
 
 // checkInputs checks how the step names the buffers it reads (input for
-// one, inputs for the several a Matmul or a binary Pointwise reads), and
+// one, inputs for the several a Matmul, a binary Pointwise or a Concat
+// reads), and
 // each of them.
 func (v *validator) checkInputs(i int, s *Step, op *Op) {
 	switch {
@@ -257,7 +258,9 @@ func (v *validator) checkInputs(i int, s *Step, op *Op) {
 }
 
 // readsSeveral reports whether a step type may read several buffers.
-func readsSeveral(typ string) bool { return typ == Matmul || typ == Pointwise || typ == Lookup }
+func readsSeveral(typ string) bool {
+	return typ == Matmul || typ == Pointwise || typ == Lookup || typ == Concat
+}
 
 // checkInput checks that a buffer the step reads is a fusion input or a
 // buffer an earlier step wrote, and, for a tensor, an operand or the

@@ -249,22 +249,32 @@ func (l *Ledger) CaptureBounds(fn func()) Bounds {
 }
 
 // Trial runs fn on a ledger kept for trials and returns the bounds it
-// booked and the cost of the steps it wrote, of elements of elem bytes,
-// priced by p; false when it
-// reported an error or a price does not fit. The ledger then forgets
-// everything fn wrote but its searches, which later trials reuse.
-func (l *Ledger) Trial(p *Planner, elem int64, fn func()) (Bounds, Cost, bool) {
-	b := l.CaptureBounds(fn)
-	ok := l.errs.Len() == 0
+// booked and the cost of the steps it wrote, priced by p; false when it
+// reported an error or a price does not fit. fn calls priced(elem) after
+// writing steps of elem-byte elements, which prices the steps written
+// since its previous call: the sets of a trial may move tensors of
+// different dtypes (a cast's input, a lookup's indices). The ledger then
+// forgets everything fn wrote but its searches, which later trials reuse;
+// its searches are not reported to Debug.Searched, whose steps are a
+// plan's.
+func (l *Ledger) Trial(p *Planner, fn func(priced func(elem int64))) (Bounds, Cost, bool) {
 	var c pathCost
-	l.steps.flush(func(s *plan.Step) {
-		if !ok {
-			return
-		}
-		sc, priced := p.stepCost(s, elem)
-		c, ok = p.costOrder.Add(c, sc)
-		ok = ok && priced
-	})
+	ok := true
+	priced := func(elem int64) {
+		l.steps.flush(func(s *plan.Step) {
+			if !ok {
+				return
+			}
+			sc, fits := p.stepCost(s, elem)
+			c, ok = p.costOrder.Add(c, sc)
+			ok = ok && fits
+		})
+	}
+	l.trial = true
+	b := l.CaptureBounds(func() { fn(priced) })
+	l.trial = false
+	ok = ok && l.errs.Len() == 0 && l.steps.held() == 0
+	l.steps.flush(func(*plan.Step) {})
 	l.errs = &diag.List{File: l.errs.File}
 	l.received = map[int]int64{}
 	return b, Cost{c}, ok

@@ -94,7 +94,7 @@ func (c lowering) optimal(src, dst *view, partial uint8) {
 	}
 	first := c.ledger.steps.len()
 	c.emitPath(found, src, dst)
-	if c.planner.debug.Searched != nil && len(path) > 0 {
+	if c.planner.debug.Searched != nil && !c.ledger.trial && len(path) > 0 {
 		total := pathCost{}
 		for _, e := range path {
 			total, _ = pl.obj.Add(total, e.cost)

@@ -118,6 +118,8 @@ type Ledger struct {
 	memo memo
 	// pairings keeps the pairings of the ops' axes (pairing.go).
 	pairings pairings
+	// trial is set while Trial runs: what is written is then forgotten.
+	trial bool
 }
 
 // NewLedger returns an empty ledger whose errors name file.

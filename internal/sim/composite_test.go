@@ -67,7 +67,7 @@ func expanded(t *testing.T, name string, ins []operand, a ops.Attrs) []float64 {
 		op := plan.Op{Index: j, Op: s.Op, Output: s.Name, Axes: s.Axes, Scalar: s.Scalar}
 		var declared []int
 		switch {
-		case ops.Is(s.Op, ops.Reduction):
+		case ops.Is(s.Op, ops.Reduction), s.Op == "gather":
 			op.Axis = new(s.Axis)
 		case s.Op == "broadcast":
 			declared = slices.Clone(args[0].shape)

@@ -321,7 +321,8 @@ func inputs(ins []vec, s *plan.Step, d int, names []string, srcs []buffers, size
 }
 
 // checkOperands checks how s names the buffers it reads: inputs only for a
-// step that may read several (Matmul, Pointwise), and never beside input.
+// step that may read several (Matmul, Pointwise, Concat), and never beside
+// input.
 // Every other step reads input alone and would silently ignore inputs.
 func checkOperands(s *plan.Step) error {
 	switch {
@@ -329,7 +330,7 @@ func checkOperands(s *plan.Step) error {
 		return nil
 	case s.Input != "":
 		return stepError(s, "input %q and inputs %q are both set; a step names what it reads in one of them", s.Input, s.Inputs)
-	case s.Type != plan.Matmul && s.Type != plan.Pointwise && s.Type != plan.Lookup:
+	case s.Type != plan.Matmul && s.Type != plan.Pointwise && s.Type != plan.Lookup && s.Type != plan.Concat:
 		return stepError(s, "reads one buffer, named by input, not inputs %q", s.Inputs)
 	}
 	return nil

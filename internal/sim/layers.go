@@ -25,16 +25,8 @@ func checkArity(op plan.Op) error {
 	if err := checkScalar(op.Op, op.Scalar); err != nil {
 		return fmt.Errorf("op %d (%s): %v", op.Index, op.Op, err)
 	}
-	least, most := e.Arity()
-	if n := len(op.Operands()) + scalarCount(op.Scalar); n < least || n > most {
-		want := "1 input"
-		switch {
-		case most != least:
-			want = fmt.Sprintf("%d or %d inputs", least, most)
-		case least > 1:
-			want = fmt.Sprintf("%d inputs", least)
-		}
-		return fmt.Errorf("op %d (%s): takes %s, got %d", op.Index, op.Op, want, n)
+	if n := len(op.Operands()) + scalarCount(op.Scalar); !e.TakesOperands(n) {
+		return fmt.Errorf("op %d (%s): takes %s, got %d", op.Index, op.Op, e.ArityText(), n)
 	}
 	return nil
 }
@@ -92,7 +84,15 @@ func opDomain(op plan.Op, ins []operand, declared []int) (logicalDomain, error) 
 	case family(op) == ops.Binary && len(ins) == 2:
 		return elementwiseDomain(op, ins)
 	case family(op) == ops.View:
-		shape, _, err := ops.Lookup(op.Op).Shape([][]int{in}, ops.Attrs{Axis: -1, Values: op.Attrs})
+		shapes := make([][]int, len(ins))
+		for k, x := range ins {
+			shapes[k] = x.shape
+		}
+		axis := -1
+		if op.Axis != nil {
+			axis = *op.Axis
+		}
+		shape, _, err := ops.Lookup(op.Op).Shape(shapes, ops.Attrs{Axis: axis, Values: op.Attrs})
 		if err != nil {
 			return logicalDomain{}, fmt.Errorf("op %d (%s): %s", op.Index, op.Op, err.Msg)
 		}
@@ -259,6 +259,10 @@ func evalOp(op plan.Op, ins []operand, out []int) []float64 {
 		return gatherReference(ins[0], ins[1])
 	case op.Op == "permute":
 		return permuteReference(in, op.Attrs.Ints(ops.AttrDims), out)
+	case op.Op == "slice":
+		return sliceReference(in, *op.Axis, op.Attrs.Int(ops.AttrStart), out)
+	case op.Op == "cat":
+		return catReference(ins, *op.Axis, out)
 	case family(op) == ops.View:
 		// A reshape reads the elements row-major as they are: the same
 		// values, shared as a set's are.

@@ -19,6 +19,8 @@ func localStep(s *plan.Step, slab *slab) (computeStep, error) {
 		return pointwiseStep(s)
 	case plan.Lookup:
 		return lookupStep(s)
+	case plan.Concat:
+		return concatStep(s)
 	}
 	f, err := oneInputStep(s, slab)
 	if err != nil {

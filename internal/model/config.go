@@ -1,0 +1,306 @@
+// Package model writes the fusion of a transformer's training step from a
+// model's configuration (a Hugging Face config.json) and a parallelism
+// plan: an embedding, the blocks, the final norm, the LM head and the
+// loss, each tensor sharded as the plan says (docs/models.md). The fusion
+// is ordinary format-2 YAML, which lower, validate and simulate read as
+// they read any other.
+package model
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/nvcomm/nvcomm/internal/diag"
+)
+
+// Config is what the fusion needs of a model's configuration.
+type Config struct {
+	// Type is the configuration's model_type ("llama").
+	Type string
+	// Hidden is the model dimension; Heads and KVHeads the query and the
+	// key/value heads (grouped-query attention when fewer); HeadDim each
+	// head's width.
+	Hidden, Heads, KVHeads, HeadDim int
+	// FFN is the MLP's inner width; Layers the number of blocks; Vocab the
+	// vocabulary; MaxPositions the longest sequence.
+	FFN, Layers, Vocab, MaxPositions int
+	// NormEps is the norms' epsilon.
+	NormEps float64
+	// TiedEmbeddings: the LM head reuses the embedding table.
+	TiedEmbeddings bool
+}
+
+// key is one key a configuration may have: where its value goes, and
+// whether the fusion needs it.
+type key struct {
+	name     string
+	into     func(c *Config, v json.RawMessage) error
+	required bool
+}
+
+// llamaKeys are the keys of a Llama configuration that shape the fusion.
+var llamaKeys = []key{
+	{"hidden_size", intInto(func(c *Config) *int { return &c.Hidden }), true},
+	{"intermediate_size", intInto(func(c *Config) *int { return &c.FFN }), true},
+	{"num_attention_heads", intInto(func(c *Config) *int { return &c.Heads }), true},
+	{"num_key_value_heads", intInto(func(c *Config) *int { return &c.KVHeads }), false},
+	{"head_dim", intInto(func(c *Config) *int { return &c.HeadDim }), false},
+	{"num_hidden_layers", intInto(func(c *Config) *int { return &c.Layers }), true},
+	{"vocab_size", intInto(func(c *Config) *int { return &c.Vocab }), true},
+	{"max_position_embeddings", intInto(func(c *Config) *int { return &c.MaxPositions }), false},
+	{"rms_norm_eps", func(c *Config, v json.RawMessage) error { return json.Unmarshal(v, &c.NormEps) }, true},
+	{"tie_word_embeddings", func(c *Config, v json.RawMessage) error { return json.Unmarshal(v, &c.TiedEmbeddings) }, false},
+	{"hidden_act", wantString("silu"), false},
+	{"attention_bias", wantFalse, false},
+	{"mlp_bias", wantFalse, false},
+	{"pretraining_tp", wantOne, false},
+}
+
+// ignoredKeys are keys of Hugging Face configurations that change nothing
+// nvcomm plans: token ids, initialisation, dropout (a training step's
+// communication is the same with or without it), the rotary embedding's
+// frequencies (values, not shapes), dtypes (--dtype says which).
+var ignoredKeys = []string{
+	"_name_or_path", "architectures", "attention_dropout", "bos_token_id", "eos_token_id",
+	"hidden_dropout", "initializer_range", "model_type", "pad_token_id", "rope_scaling", "rope_theta",
+	"torch_dtype", "transformers_version", "use_cache",
+}
+
+// supportedTypes are the model_types nvcomm writes fusions of.
+var supportedTypes = []string{"llama"}
+
+// ParseConfig reads a configuration (JSON) named file. Its errors are
+// diagnostics at the key or value they are about, several at once.
+func ParseConfig(file string, src []byte) (*Config, error) {
+	errs := &diag.List{File: file}
+	fields, err := topLevel(src)
+	if err != nil {
+		errs.Add(posAt(src, offsetOf(err, len(src))), "%s is not a JSON object of keys: %v", file, err)
+		return nil, errs
+	}
+	c := &Config{}
+	typ, ok := fields.get("model_type")
+	if !ok {
+		errs.AddHint(diag.Pos{Line: 1, Col: 1}, `add "model_type": "llama"`, "the configuration has no model_type (supported: %s)", strings.Join(supportedTypes, ", "))
+		return nil, errs
+	}
+	if err := json.Unmarshal(typ.value, &c.Type); err != nil || !slices.Contains(supportedTypes, c.Type) {
+		errs.AddHint(posAt(src, typ.valueAt), "nvcomm writes the fusions of "+strings.Join(supportedTypes, ", "),
+			"model_type %s is not supported", strings.TrimSpace(string(typ.value)))
+		return nil, errs
+	}
+	readKeys(c, fields, src, llamaKeys, errs)
+	if errs.Len() > 0 {
+		return nil, errs
+	}
+	c.defaults()
+	c.check(errs)
+	return c, errs.Err()
+}
+
+// readKeys reads fields into c by keys, reporting unknown keys, values of
+// the wrong kind and missing required keys.
+func readKeys(c *Config, fields fieldList, src []byte, keys []key, errs *diag.List) {
+	names := make([]string, 0, len(keys))
+	for _, k := range keys {
+		names = append(names, k.name)
+	}
+	for _, f := range fields {
+		i := slices.IndexFunc(keys, func(k key) bool { return k.name == f.name })
+		switch {
+		case i >= 0:
+			if err := keys[i].into(c, f.value); err != nil {
+				errs.Add(posAt(src, f.valueAt), "%s: %v", f.name, err)
+			}
+		case !slices.Contains(ignoredKeys, f.name):
+			hint := "nvcomm reads " + strings.Join(names, ", ") + ", and ignores " + strings.Join(ignoredKeys, ", ")
+			if s := diag.Suggest(f.name, names); s != "" {
+				hint = s
+			}
+			errs.AddHint(posAt(src, f.keyAt), hint, "key %q is not one nvcomm knows for model_type %s: it may change the model in a way nvcomm would not plan", f.name, c.Type)
+		}
+	}
+	for _, k := range keys {
+		if _, ok := fields.get(k.name); k.required && !ok {
+			errs.Add(diag.Pos{Line: 1, Col: 1}, "the configuration has no %s", k.name)
+		}
+	}
+}
+
+// defaults fills what the configuration may leave out, as transformers'
+// LlamaConfig does.
+func (c *Config) defaults() {
+	if c.KVHeads == 0 {
+		c.KVHeads = c.Heads
+	}
+	if c.HeadDim == 0 && c.Heads > 0 {
+		c.HeadDim = c.Hidden / c.Heads
+	}
+}
+
+// check reports sizes no model has.
+func (c *Config) check(errs *diag.List) {
+	at := diag.Pos{Line: 1, Col: 1}
+	for _, v := range []struct {
+		name string
+		n    int
+	}{{"hidden_size", c.Hidden}, {"intermediate_size", c.FFN}, {"num_attention_heads", c.Heads},
+		{"num_key_value_heads", c.KVHeads}, {"head_dim", c.HeadDim}, {"num_hidden_layers", c.Layers}, {"vocab_size", c.Vocab}} {
+		if v.n < 1 {
+			errs.Add(at, "%s is %d; it must be at least 1", v.name, v.n)
+		}
+	}
+	if c.KVHeads > 0 && c.Heads%c.KVHeads != 0 {
+		errs.AddHint(at, "grouped-query attention shares each key/value head among num_attention_heads / num_key_value_heads query heads",
+			"num_attention_heads %d is not a multiple of num_key_value_heads %d", c.Heads, c.KVHeads)
+	}
+}
+
+// intInto reads a positive integer value into the field at.
+func intInto(at func(c *Config) *int) func(c *Config, v json.RawMessage) error {
+	return func(c *Config, v json.RawMessage) error {
+		var n int
+		if err := json.Unmarshal(v, &n); err != nil {
+			return fmt.Errorf("want an integer, got %s", v)
+		}
+		*at(c) = n
+		return nil
+	}
+}
+
+// wantString accepts only the string s: another value would change the
+// model in a way the fusion does not write.
+func wantString(s string) func(c *Config, v json.RawMessage) error {
+	return func(_ *Config, v json.RawMessage) error {
+		var got string
+		if err := json.Unmarshal(v, &got); err != nil || got != s {
+			return fmt.Errorf("nvcomm writes %q only, got %s", s, v)
+		}
+		return nil
+	}
+}
+
+// wantFalse accepts false (or null): biases nvcomm does not write.
+func wantFalse(_ *Config, v json.RawMessage) error {
+	var b *bool
+	if err := json.Unmarshal(v, &b); err != nil || b != nil && *b {
+		return fmt.Errorf("nvcomm writes layers without biases, got %s", v)
+	}
+	return nil
+}
+
+// wantOne accepts 1: Llama 2's pretraining_tp > 1 splits its linears in
+// the reference code, which computes the same values.
+func wantOne(_ *Config, v json.RawMessage) error {
+	var n int
+	if err := json.Unmarshal(v, &n); err != nil || n != 1 {
+		return fmt.Errorf("want 1, got %s", v)
+	}
+	return nil
+}
+
+// field is one key of the configuration's object with its raw value and
+// their byte offsets.
+type field struct {
+	name           string
+	value          json.RawMessage
+	keyAt, valueAt int
+}
+
+// fieldList is the object's fields in file order.
+type fieldList []field
+
+// get returns the field named name.
+func (fl fieldList) get(name string) (field, bool) {
+	i := slices.IndexFunc(fl, func(f field) bool { return f.name == name })
+	if i < 0 {
+		return field{}, false
+	}
+	return fl[i], true
+}
+
+// topLevel splits src, one JSON object, into its fields with their
+// offsets. A key given twice is an error, as encoding/json would silently
+// keep the last.
+func topLevel(src []byte) (fieldList, error) {
+	dec := json.NewDecoder(bytes.NewReader(src))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, cmpErr(err, &offsetError{errors.New("the file does not start with {"), 0})
+	}
+	var fl fieldList
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		name, _ := t.(string)
+		keyAt := keyStart(src, int(dec.InputOffset()))
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, err
+		}
+		if _, dup := fl.get(name); dup {
+			return nil, &offsetError{fmt.Errorf("key %q appears twice", name), keyAt}
+		}
+		valueAt := int(dec.InputOffset()) - len(v)
+		fl = append(fl, field{name, v, keyAt, valueAt})
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, &offsetError{errors.New("text after the object"), int(dec.InputOffset())}
+	}
+	return fl, nil
+}
+
+// keyStart returns the offset of the opening quote of the key that ends
+// just before end.
+func keyStart(src []byte, end int) int {
+	i := bytes.LastIndexByte(src[:end-1], '"')
+	return max(i, 0)
+}
+
+// offsetError is an error at a byte offset of the input.
+type offsetError struct {
+	err    error
+	offset int
+}
+
+func (e *offsetError) Error() string { return e.err.Error() }
+
+// offsetOf returns the input offset err is at, or n when it has none.
+func offsetOf(err error, n int) int {
+	var se *json.SyntaxError
+	var oe *offsetError
+	switch {
+	case errors.As(err, &se):
+		return int(se.Offset)
+	case errors.As(err, &oe):
+		return oe.offset
+	}
+	return n
+}
+
+// cmpErr returns err, or def when err is nil.
+func cmpErr(err, def error) error {
+	if err != nil {
+		return err
+	}
+	return def
+}
+
+// posAt converts byte offset off of src to a line and column (characters,
+// 1-based).
+func posAt(src []byte, off int) diag.Pos {
+	off = min(max(off, 0), len(src))
+	line := 1 + bytes.Count(src[:off], []byte("\n"))
+	start := bytes.LastIndexByte(src[:off], '\n') + 1
+	return diag.Pos{Line: line, Col: 1 + utf8.RuneCount(src[start:off])}
+}
