@@ -51,6 +51,7 @@ func TestSchemasListTheRegistry(t *testing.T) {
 		{Fusion, "$defs/op/allOf/4/if/properties/op/enum", names(arity(2, 2))},
 		{Fusion, "$defs/op/allOf/5/if/properties/op/const", names(arity(2, 3))},
 		{Fusion, "$defs/op/allOf/12/if/properties/op/enum", names(func(o *ops.Op) bool { return o.Variadic })},
+		{Fusion, "$defs/op/allOf/13/if/properties/op/enum", names(arity(3, 3))},
 		{Plan, "$defs/reduceOp/enum", reductions},
 		{Plan, "$defs/op/properties/op/enum", names(inPlan(every))},
 		{Plan, "$defs/op/allOf/0/if/properties/op/enum", names(inPlan(takes(ops.AttrAxis)))},

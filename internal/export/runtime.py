@@ -395,8 +395,9 @@ class Reference:
     def _check_composite(self, o, of, y):
         """The composite's output, as its expansion computed it in float64, against torch's own
         function of the composite's operands (torch.softmax, torch.mean, torch.log_softmax,
-        torch.nn.functional.cross_entropy, torch.nn.functional.layer_norm; rms_norm written
-        out, which torch 1.13 lacks): the expansion is torch's op, to float64's rounding."""
+        torch.nn.functional.cross_entropy, torch.nn.functional.layer_norm,
+        torch.nn.functional.scaled_dot_product_attention; rms_norm and, before torch 2.0, sdpa
+        written out, which torch 1.13 lacks): the expansion is torch's op, to float64's rounding."""
         xs = []
         for n in of["inputs"]:
             x = self.val[n].view(self.value_shape(n))
@@ -624,6 +625,8 @@ def apply_op(o, xs, out_shape, magnitude=False):
 def composite_reference(of, xs):
     """Composite op `of` (a plan op's "of") of its operands xs, with torch's own functions."""
     op, x = of["op"], xs[0]
+    if op == "sdpa":
+        return sdpa_reference(*xs)
     if op == "softmax":
         return torch.softmax(x, dim=of["axis"])
     if op == "mean":
@@ -640,6 +643,15 @@ def composite_reference(of, xs):
         return torch.nn.functional.layer_norm(x, x.shape[-1:], w, xs[2] if len(xs) > 2 else None, of["eps"])
     y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + of["eps"])  # rms_norm: torch 1.13 has none
     return y if w is None else y * w
+
+
+def sdpa_reference(q, k, v):
+    """softmax(q @ kᵀ / √d) @ v: torch.nn.functional.scaled_dot_product_attention where the torch
+    version has it (2.0 and later), else its math written out, as torch's own reference is."""
+    sdpa = getattr(torch.nn.functional, "scaled_dot_product_attention", None)
+    if sdpa is not None:
+        return sdpa(q, k, v)
+    return torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1) @ v
 
 
 def with_scalar(o, xs, value):

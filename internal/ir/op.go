@@ -93,7 +93,7 @@ var otherOps = []string{
 	"var", "std", "argmax", "argmin", "amax", "amin", "logsumexp", "norm", "any", "all", "cumsum", "cumprod",
 	// layers
 	"batch_norm", "dropout",
-	"conv", "conv1d", "conv2d", "bmm", "mm", "einsum", "sdpa", "attention",
+	"conv", "conv1d", "conv2d", "bmm", "mm", "einsum", "attention",
 	// shapes and data movement
 	"view", "transpose", "squeeze", "unsqueeze", "expand", "concat", "stack",
 	"split", "chunk", "pad", "scatter", "index_select", "flatten", "repeat",

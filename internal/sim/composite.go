@@ -8,7 +8,7 @@ import (
 
 // This file is the simulator's own definition of the composite ops
 // (softmax, mean, rms_norm, layer_norm; log_softmax and cross_entropy in
-// loss.go), which a plan holds expanded into
+// loss.go, sdpa in sdpa.go), which a plan holds expanded into
 // primitive ops (docs/fusion.md, "Composite ops"). It computes each from
 // its definition, row by row along the normalized axis, with the
 // simulator's scalar functions, and never reads the registry's
@@ -22,8 +22,11 @@ import (
 // (values row-major, shapes their non-reduction shapes), or reports why
 // it cannot.
 func compositeDef(of *plan.Of, ins []operand) ([]float64, error) {
-	if of.Op == "cross_entropy" {
+	switch of.Op {
+	case "cross_entropy":
 		return crossEntropyDef(of, ins)
+	case "sdpa":
+		return sdpaDef(ins)
 	}
 	x := ins[0]
 	axis := len(x.shape) - 1
