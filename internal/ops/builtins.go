@@ -52,6 +52,7 @@ func builtins() *Registry {
 	registerSliceOps(r)
 	registerComposites(r)
 	registerLossOps(r)
+	registerGrads(r)
 	return r
 }
 

@@ -66,7 +66,7 @@ func expandSDPA(in [][]int, _ Attrs) ([]ExpandStep, *ExpandError) {
 	}
 	dims[r-2], dims[r-1] = r-1, r-2
 	var e expansion
-	kt := e.add(ExpandStep{Name: "kt", Op: "permute", In: []Ref{1}, Attrs: Values{{Key: AttrDims, Ints: dims}}})
+	kt := e.add(ExpandStep{Name: "kt", Op: "permute", In: []Ref{1}, Values: Values{{Key: AttrDims, Ints: dims}}})
 	scores := e.binary("scores", "matmul", 0, kt)
 	scaled := e.withScalar("scaled", "mul", scores, sdpaScale(q[r-1]))
 	e.binary("", "matmul", e.softmax(scaled, r-1, "probs"), 2)

@@ -168,6 +168,10 @@ func (e *encoder) of(of *Of) {
 		if of.Reduction != "" {
 			e.strField("reduction", of.Reduction)
 		}
+		if of.Grad {
+			e.key("grad")
+			e.bool(true)
+		}
 	})
 }
 
