@@ -452,6 +452,9 @@ func (d *fastDecoder) of() *Of {
 		case "reduction":
 			d.once(&seen, 1<<6)
 			d.textInto(&of.Reduction)
+		case "causal":
+			d.once(&seen, 1<<7)
+			of.Causal = d.bool()
 		default:
 			d.fail()
 		}

@@ -114,6 +114,9 @@ func (v *validator) checkOf(i int, op Op) {
 	if e != nil {
 		v.checkOfOperands(i, of, e)
 	}
+	if of.Causal && (e == nil || !e.Takes(ops.AttrCausal)) {
+		v.planf("op %d: of: %s is marked causal, but only sdpa takes causal", i, of.Op)
+	}
 }
 
 // checkOfOperands checks a composite's operands as its registry entry
