@@ -56,7 +56,7 @@ func TestSchemasListTheRegistry(t *testing.T) {
 		{Plan, "$defs/op/properties/op/enum", names(inPlan(every))},
 		{Plan, "$defs/op/allOf/0/if/properties/op/enum", names(inPlan(takes(ops.AttrAxis)))},
 		{Plan, "$defs/op/allOf/1/if/properties/op/const", names(inPlan(takes(ops.AttrAxes)))},
-		{Plan, "$defs/op/properties/of/properties/op/enum", ops.FamilyNames(ops.Composite)},
+		{Plan, "$defs/op/properties/of/then/properties/op/enum", ops.FamilyNames(ops.Composite)},
 		{Plan, "$defs/step/properties/func/enum", ops.PointwiseFuncs()},
 	} {
 		t.Run(tc.file+"/"+tc.pointer, func(t *testing.T) {

@@ -179,7 +179,10 @@ func features(p *plan.Plan) []string {
 	layer := false
 	for _, op := range p.Ops {
 		fs = append(fs, "op "+op.Op)
-		if op.Of != nil {
+		switch {
+		case op.Of != nil && op.Of.Grad:
+			fs = append(fs, "backward", "backward of "+op.Of.Op)
+		case op.Of != nil:
 			fs = append(fs, "op "+op.Of.Op) // a composite, by its expansion
 		}
 		if op.Scalar != nil {
@@ -345,13 +348,14 @@ func run(t *testing.T, n int, seed uint64, nvfuserEvery int, shapeOps bool) tall
 
 // required are the features that TestDifferential's cases must exercise,
 // each in at least minFeature passing cases: every op of the registry,
-// and the generator's coverage of the layer ops, which a change to it
+// the backward of random chains (docs/training.md), and the generator's
+// coverage of the layer ops, which a change to it
 // could otherwise lose silently.
 var required = append(opFeatures(), "resharding set before an op", "resharding set after an op",
 	"contraction summed by Allreduce", "contraction summed by ReduceScatter",
 	"lookup summed by Allreduce", "Matmul with b shared by batches",
 	"layer op on a 1-D mesh", "layer op on a 2-D mesh", "layer op on a 3-D mesh",
-	"format 2: a propagated sharding", "number operand")
+	"format 2: a propagated sharding", "number operand", "backward", "backward of linear", "backward of matmul")
 
 // opFeatures are the features "op NAME" of every op of the registry but
 // the data movement ops, which the generator draws only when asked

@@ -50,6 +50,8 @@ type layerGen struct {
 	sure       map[string]bool
 	deliberate []string
 	n          int // tensors named so far
+	// back is the backward section, "" for none (gen_layers_backward.go).
+	back string
 }
 
 // genOp is one line under ops:, and whether the generator built it valid.
@@ -110,6 +112,7 @@ func (g *Generator) layerChain() Case {
 		shape[i] = l.extent(main)
 	}
 	cur := l.input(shape, main, nil, true)
+	t0 := cur
 	for range 1 + g.r.IntN(5) {
 		cur = l.op(cur)
 		if len(cur.shape) == 0 {
@@ -121,6 +124,7 @@ func (g *Generator) layerChain() Case {
 			cur = l.pool[g.r.IntN(len(l.pool))]
 		}
 	}
+	l.back = l.backward(t0)
 	return l.finish()
 }
 
@@ -147,6 +151,7 @@ func (l *layerGen) finish() Case {
 			l.sure[fmt.Sprintf("ops[%d]", i)] = true
 		}
 	}
+	b.WriteString(l.back)
 	return Case{Src: b.String(), Deliberate: l.deliberate, Sure: l.sure}
 }
 

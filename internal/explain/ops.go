@@ -119,7 +119,7 @@ func (e *explainer) opTime(in func(*plan.Step) bool) float64 {
 func (e *explainer) opContext(i int, op plan.Op) []string {
 	var lines []string
 	if of := op.Of; of != nil {
-		lines = append(lines, fmt.Sprintf("part of %s, written as primitive ops", of.Expr()))
+		lines = append(lines, fmt.Sprintf("part of %s%s, written as primitive ops", of.What(), of.Expr()))
 	}
 	if in := op.Inserted; in != nil && !in.Output {
 		lines = append(lines, e.reshardedFor(op)...)

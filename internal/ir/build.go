@@ -24,6 +24,7 @@ func (p *parser) build(name string) *Fusion {
 	}
 	order := p.sortOps()
 	mentions := p.mentionOrder()
+	p.prepareBackward(order)
 	tensors := &tensorTable{p: p, undeclared: map[string]*Tensor{}, left: len(mentions)}
 	// unresolved holds the tensors made whose domains were not built
 	// without error: an op reading one is skipped, its problem reported
@@ -46,7 +47,8 @@ func (p *parser) build(name string) *Fusion {
 	prop := newPropagator(p)
 	// Inputs first (tensors no op produces), in file order of their first mention.
 	for _, n := range mentions {
-		if p.producers[n.name] == nil && !p.lost[n.name] {
+		if p.producers[n.name] == nil && !p.lost[n.name] && !isGradName(n.name) {
+			// (A gradient is made by the backward, or reported.)
 			t := tensors.get(n.name, n.pos)
 			ok := settle(t, p.resolveInput(t))
 			tensors.made(t.Name)
@@ -108,6 +110,15 @@ func (p *parser) build(name string) *Fusion {
 			continue // produced twice or on a cycle, reported
 		}
 		buildOp(ro, i)
+	}
+	if p.back != nil && p.errs.Count() == 0 {
+		back, ok := p.backwardOps(tensors)
+		tensors.left += len(back)
+		for j, ro := range back {
+			if ok {
+				buildOp(ro, len(order)+j)
+			}
+		}
 	}
 	// The inputs and outputs lists are checked whatever the ops' errors;
 	// propagation backward needs every op.
@@ -367,7 +378,7 @@ func (p *parser) isRead(name string) bool {
 			}
 		}
 	}
-	return p.read[name] || p.lostReads[name]
+	return p.read[name] || p.lostReads[name] || p.back.readsSeed(name)
 }
 
 // logicalDomain is a logical domain of the given extents, axis reduction
@@ -535,7 +546,7 @@ func (p *parser) endpoints(f *Fusion, tensors *tensorTable) (ins, outs []*Tensor
 		}
 		var out []*Tensor
 		for _, it := range items {
-			name, ok := p.w.identIn(it, what)
+			name, ok := p.w.tensorIn(it, what)
 			if !ok {
 				continue
 			}

@@ -2,6 +2,7 @@ package ir
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/nvcomm/nvcomm/internal/diag"
 	"github.com/nvcomm/nvcomm/internal/ops"
@@ -23,6 +24,10 @@ type Composite struct {
 	Axes []int
 	// Attrs are its other attributes (eps).
 	Attrs ops.Values
+	// Grad marks the provenance of a backward's op (backward.go): the op
+	// is part of the gradient of this op of the fusion, of any kind, whose
+	// operands' gradients it computes.
+	Grad bool
 	// mesh is where its intermediates lie: its output's declared mesh,
 	// else its first operand's, where the composite itself would lie (nil
 	// when that is still to be propagated, format 2).
@@ -36,7 +41,17 @@ type Composite struct {
 // format), as format 2's undeclared tensors do.
 func (ro *rawOp) intermediate() bool {
 	of := ro.keysOf().of
-	return of != nil && ro.out != of.Output
+	return of != nil && of.internal(ro.out)
+}
+
+// internal reports whether the tensor name, written by an op of c's, is
+// an intermediate: for a composite every tensor but its output, for a
+// gradient those named with a slash (t.grad/NAME), not t.grad itself.
+func (c *Composite) internal(name string) bool {
+	if c.Grad {
+		return strings.Contains(name, "/")
+	}
+	return name != c.Output
 }
 
 // extentOne is shape with an axis of extent 1 inserted at each of axes
@@ -98,25 +113,39 @@ func (p *parser) expand(ro *rawOp, ins []*Tensor) ([]*rawOp, bool) {
 		if s.Name != "" {
 			names[j] = ro.out + "/" + s.Name
 		}
-		sub := &rawOp{kind: OpKind(s.Op), out: names[j], outAt: ro.outAt, axis: s.Axis, pos: ro.pos, fileIdx: ro.fileIdx}
-		for _, r := range s.In {
-			if i, ok := r.Operand(); ok {
-				sub.ins, sub.inAt = append(sub.ins, ro.ins[i]), append(sub.inAt, ro.inAt[i])
+		ins := make([]string, len(s.In))
+		for i, r := range s.In {
+			if k, ok := r.Operand(); ok {
+				ins[i] = ro.ins[k]
 			} else {
-				sub.ins, sub.inAt = append(sub.ins, names[r.Step()]), append(sub.inAt, ro.pos)
+				ins[i] = names[r.Step()]
 			}
 		}
-		sk := sub.ownKeys()
-		sk.of, sk.scalar, sk.scalarAt = of, s.Scalar.Clone(), ro.pos
-		if s.Axes != nil {
-			sk.axes, sk.axesAt, sk.axesEach = s.Axes, ro.pos, slices.Repeat([]diag.Pos{ro.pos}, len(s.Axes))
-		}
-		if s.Attrs != nil {
-			sk.attrs = stepAttrs(s.Attrs, ro.pos)
-		}
-		subs[j] = sub
+		subs[j] = stepOp(ro, s, names[j], ins, of)
 	}
 	return subs, true
+}
+
+// stepOp is expansion step s of op ro (a composite's, or a gradient
+// rule's), writing out from the tensors ins, a raw op of ro's position
+// whose keys say which op of the file it comes from (of).
+func stepOp(ro *rawOp, s ops.ExpandStep, out string, ins []string, of *Composite) *rawOp {
+	sub := &rawOp{kind: OpKind(s.Op), ins: ins, inAt: slices.Repeat([]diag.Pos{ro.pos}, len(ins)), out: out, outAt: ro.outAt,
+		axis: s.Axis, pos: ro.pos, fileIdx: ro.fileIdx}
+	for i, r := range s.In {
+		if k, ok := r.Operand(); ok && k < len(ro.inAt) && ins[i] == ro.ins[k] {
+			sub.inAt[i] = ro.inAt[k]
+		}
+	}
+	sk := sub.ownKeys()
+	sk.of, sk.scalar, sk.scalarAt, sk.outShape = of, s.Scalar.Clone(), ro.pos, s.Shape
+	if s.Axes != nil {
+		sk.axes, sk.axesAt, sk.axesEach = s.Axes, ro.pos, slices.Repeat([]diag.Pos{ro.pos}, len(s.Axes))
+	}
+	if len(s.Values) > 0 {
+		sk.attrs = stepAttrs(s.Values, ro.pos)
+	}
+	return sub
 }
 
 // stepAttrs are an expansion step's attributes (a permute's dims), each
@@ -153,5 +182,5 @@ func (p *parser) compositeMesh(ro *rawOp) *Mesh { return ro.keysOf().of.mesh }
 // is propagated from its operands.
 func (t *Tensor) Intermediate() bool {
 	op := t.Producer
-	return op != nil && op.Of != nil && op.Of.Output != t.Name
+	return op != nil && op.Of != nil && op.Of.internal(t.Name)
 }

@@ -293,6 +293,9 @@ func (p *parser) inferElementwise(op *Op, oi opIn) ([]int, bool) {
 // broadcastShape is the shape a file declares for broadcast ro's output,
 // and where: the new axes' extents come from it.
 func (p *parser) broadcastShape(ro *rawOp, op *Op) ([]int, diag.Pos, bool) {
+	if shape := ro.keysOf().outShape; shape != nil {
+		return shape, ro.pos, true
+	}
 	if ro.intermediate() {
 		return extentOne(op.In().Shape(), ro.keysOf().axes), ro.pos, true
 	}

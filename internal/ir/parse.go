@@ -115,6 +115,8 @@ type parser struct {
 	// left out: a tensor that seems unused or unproduced may then be
 	// that op's, and is not reported.
 	opsLost bool
+	// back is the backward section, nil for none (backward.go).
+	back *rawBackward
 }
 
 // rawTensor is a tensor declaration before shapes and schedules are
@@ -254,8 +256,12 @@ type rawKeys struct {
 	// none, written at scalarAt.
 	scalar   *ops.Scalar
 	scalarAt diag.Pos
-	// of is, on an op of a composite's expansion, the composite.
+	// of is, on an op of a composite's expansion, the composite; on a
+	// backward's op, the op it is part of the gradient of.
 	of *Composite
+	// outShape is, on a gradient rule's broadcast back over a reduced
+	// axis, its output's shape, which no file declares.
+	outShape []int
 }
 
 // rawAttrs are an op's attributes but axis and axes as written
@@ -303,7 +309,7 @@ const (
 // reads reports whether the op names t among its operands.
 func (o *rawOp) reads(t string) bool { return contains(o.ins, t) }
 
-var topKeys = []string{"format", "name", "meshes", "tensors", "ops", "inputs", "outputs"}
+var topKeys = []string{"format", "name", "meshes", "tensors", "ops", "inputs", "outputs", "backward"}
 
 var yamlLineRE = regexp.MustCompile(`^yaml: (?:line (\d+): )?(.*)$`)
 
@@ -378,6 +384,8 @@ func (p *parser) header(key string, v *yaml.Node) {
 		p.inputs = listOf(v)
 	case "outputs":
 		p.outputs = listOf(v)
+	case "backward":
+		p.parseBackward(v)
 	}
 	p.structural = p.structural || p.errs.Count() > before
 }
@@ -488,7 +496,7 @@ func (p *parser) parseTensors(n *yaml.Node) {
 
 // tensorEntry reads the declaration v of the tensor named by key k.
 func (p *parser) tensorEntry(k, v *yaml.Node) {
-	if !p.w.keyIdent(k, "tensor") {
+	if !isGradName(k.Value) && !p.w.keyIdent(k, "tensor") {
 		p.structural = true
 		return
 	}

@@ -98,7 +98,7 @@ func (s *streamer) entry(k, v *yaml.Node) bool {
 		s.ops++
 		return true
 	}
-	if _, twice := s.p.raw[k.Value]; twice || !isIdent(k.Value) {
+	if _, twice := s.p.raw[k.Value]; twice || !isIdent(k.Value) && !isGradName(k.Value) {
 		return false
 	}
 	s.p.tensorEntry(k, v)

@@ -261,6 +261,15 @@ func (w *walker) identIn(s scalarIn, what string) (string, bool) {
 	return name, ok
 }
 
+// tensorIn is identIn for a list of tensors (inputs, outputs), which may
+// name a gradient too (t.grad).
+func (w *walker) tensorIn(s scalarIn, what string) (string, bool) {
+	if isGradName(s.value) && s.got == "" {
+		return s.value, true
+	}
+	return w.identIn(s, what)
+}
+
 // listIn is a list of strings as the checks that run after its nodes are
 // gone need it: where it is written, what it is when it is no list
 // (kindName, "" for a list), and its entries.

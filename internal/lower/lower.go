@@ -379,7 +379,7 @@ func ofPlan(c *ir.Composite) *plan.Of {
 	if c == nil {
 		return nil
 	}
-	of := &plan.Of{Op: string(c.Kind), Inputs: slices.Clone(c.Inputs), Output: c.Output, Axes: slices.Clone(c.Axes)}
+	of := &plan.Of{Op: string(c.Kind), Inputs: slices.Clone(c.Inputs), Output: c.Output, Axes: slices.Clone(c.Axes), Grad: c.Grad}
 	if c.Axis >= 0 {
 		of.Axis = new(c.Axis)
 	}

@@ -53,6 +53,7 @@ func builtins() *Registry {
 	registerTril(r)
 	registerComposites(r)
 	registerLossOps(r)
+	registerGrads(r)
 	return r
 }
 

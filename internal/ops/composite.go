@@ -36,17 +36,20 @@ func (r Ref) Step() int { return int(-1 - r) }
 // ExpandStep is one primitive op of a composite's expansion: op Op of
 // operands In (and Scalar), over Axis for a reduction; a broadcast
 // inserts extent-1 axes at Axes (the binary ops then repeat them, as
-// torch broadcasts); a view takes its other attributes from Attrs (a
-// permute's dims). Its output is the composite's intermediate "y/Name"
-// (y the composite's output), or y itself for the last step.
+// torch broadcasts), or, where Shape is given (a gradient rule's
+// broadcast back over a reduced axis), the axes of Shape, its output's
+// shape; Values are its other attributes (permute's dims, reshape's
+// shape, cast's dtype). Its output is the composite's intermediate
+// "y/Name" (y the composite's output), or y itself for the last step.
 type ExpandStep struct {
 	Name   string
 	Op     string
 	In     []Ref
 	Axis   int
 	Axes   []int
-	Attrs  Values
 	Scalar *Scalar
+	Values Values
+	Shape  []int
 }
 
 // ExpandError says why a composite cannot be expanded: at attribute

@@ -4,7 +4,7 @@
 // attribute a spec of its own: its key, kind, documentation and checks),
 // its sharding rule in factors, a view op's output shape, its scalar
 // kernel for the simulator, its torch function and rounding rule for the
-// exported program, and a slot for its gradient rule.
+// exported program, and its gradient rule.
 //
 // The parser, the plan's codec and validator, certify, auto, the
 // simulator, the exporter, the random generator and the schema tests read
@@ -186,9 +186,10 @@ type Op struct {
 	Torch *Torch
 	// Doc is one line for messages and docs: what the op computes.
 	Doc string
-	// Grad is the op's gradient rule, empty until nvcomm derives backward
-	// programs.
-	Grad any
+	// Grad is the op's gradient rule (grad.go), nil for an op without
+	// one: the vector-Jacobian products that a fusion's backward section
+	// appends for it.
+	Grad GradRule
 }
 
 // MaxOperands is the most operands a variadic op takes: far above any

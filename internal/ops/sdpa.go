@@ -56,7 +56,7 @@ func expandSDPA(in [][]int, a Attrs) ([]ExpandStep, *ExpandError) {
 	}
 	dims[r-2], dims[r-1] = r-1, r-2
 	var e expansion
-	kt := e.add(ExpandStep{Name: "kt", Op: "permute", In: []Ref{1}, Attrs: Values{{Key: AttrDims, Ints: dims}}})
+	kt := e.add(ExpandStep{Name: "kt", Op: "permute", In: []Ref{1}, Values: Values{{Key: AttrDims, Ints: dims}}})
 	scores := e.binary("scores", "matmul", 0, kt)
 	scaled := e.withScalar("scaled", "mul", scores, sdpaScale(q[r-1]))
 	var probs Ref
@@ -97,7 +97,7 @@ func (e *expansion) causalSoftmax(x Ref, axis int, name string) Ref {
 
 // tril is tril(x) of the main diagonal (query i keeps keys 0 to i).
 func (e *expansion) tril(name string, x Ref) Ref {
-	return e.add(ExpandStep{Name: name, Op: "tril", In: []Ref{x}, Attrs: Values{{Key: AttrDiagonal, Int: 0}}})
+	return e.add(ExpandStep{Name: name, Op: "tril", In: []Ref{x}, Values: Values{{Key: AttrDiagonal, Int: 0}}})
 }
 
 // checkSDPAShapes checks q [..., s, d], k [..., t, d], v [..., t, dv]:

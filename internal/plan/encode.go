@@ -169,6 +169,10 @@ func (e *encoder) of(of *Of) {
 			e.strField("reduction", of.Reduction)
 		}
 		e.trueIf("causal", of.Causal)
+		if of.Grad {
+			e.key("grad")
+			e.bool(true)
+		}
 	})
 }
 

@@ -455,6 +455,9 @@ func (d *fastDecoder) of() *Of {
 		case "causal":
 			d.once(&seen, 1<<7)
 			of.Causal = d.bool()
+		case "grad":
+			d.once(&seen, 1<<8)
+			of.Grad = d.bool()
 		default:
 			d.fail()
 		}

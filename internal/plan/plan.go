@@ -178,6 +178,19 @@ type Of struct {
 	Reduction string `json:"reduction,omitempty"`
 	// Causal is sdpa's causal flag, written when true.
 	Causal bool `json:"causal,omitempty"`
+	// Grad says that the op is part of the gradient of this op of the
+	// fusion, of any kind, which a backward section appended
+	// (docs/training.md); false for a composite's expansion.
+	Grad bool `json:"grad,omitempty"`
+}
+
+// What says what the op is to the ops that point at it: "the gradient
+// of" for a backward's, "" for a composite's expansion.
+func (o *Of) What() string {
+	if o.Grad {
+		return "the gradient of "
+	}
+	return ""
 }
 
 // Expr renders the composite op as a call: "y = softmax(x, axis=1)",

@@ -53,6 +53,8 @@ func withAttrs(n *jsonNode, p *Plan) error {
 	}
 	for i, op := range p.Ops {
 		obj := n.items[k].items[i]
+		// After axis and axes, before the number, the composite or gradient
+		// the op is part of, and why it was inserted (docs/plan.md).
 		at := len(obj.keys)
 		for _, later := range []string{"scalar", "of", "inserted"} {
 			if j := slices.Index(obj.keys, later); j >= 0 {

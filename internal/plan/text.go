@@ -61,12 +61,24 @@ func WriteText(w io.Writer, p *Plan) error {
 // writeComposites lists, after the steps, the composite ops of the fusion
 // (softmax, mean, the norms) with the ops and steps of their expansion,
 // so that a reader finds the user's op above the primitive ones the table
-// shows. A plan without any writes nothing.
+// shows, and then the ops whose gradients a backward section appended,
+// with the ops and steps of each gradient. A plan without any writes
+// nothing.
 func writeComposites(w io.Writer, p *Plan) error {
+	if err := writeOrigins(w, p, false, "composite ops, written as primitive ops:"); err != nil {
+		return err
+	}
+	return writeOrigins(w, p, true, "backward: the gradients of the fusion's ops, written as primitive ops:")
+}
+
+// writeOrigins lists under head the ops that the plan's ops point at
+// (Of), those of gradients (grad) or of composites, with the ops and
+// steps that point at each.
+func writeOrigins(w io.Writer, p *Plan, grad bool, head string) error {
 	var order []*Of
 	opsOf := map[string][]int{}
 	for i, op := range p.Ops {
-		if of := op.Of; of != nil {
+		if of := op.Of; of != nil && of.Grad == grad {
 			if _, seen := opsOf[of.Output]; !seen {
 				order = append(order, of)
 			}
@@ -78,13 +90,13 @@ func writeComposites(w io.Writer, p *Plan) error {
 	}
 	stepsOf := map[string][]int{}
 	for _, s := range p.Steps {
-		if s.Op >= 0 && s.Op < len(p.Ops) && p.Ops[s.Op].Of != nil {
+		if s.Op >= 0 && s.Op < len(p.Ops) && p.Ops[s.Op].Of != nil && p.Ops[s.Op].Of.Grad == grad {
 			out := p.Ops[s.Op].Of.Output
 			stepsOf[out] = append(stepsOf[out], s.ID)
 		}
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "\ncomposite ops, written as primitive ops:")
+	fmt.Fprintln(tw, "\n"+head)
 	for _, of := range order {
 		line := "ops " + ranges(opsOf[of.Output])
 		if ids := stepsOf[of.Output]; len(ids) > 0 {

@@ -99,7 +99,11 @@ func (v *validator) checkOf(i int, op Op) {
 		return
 	}
 	e := ops.Lookup(of.Op)
-	if e == nil || e.Family != ops.Composite {
+	switch {
+	case of.Grad && (e == nil || e.Grad == nil):
+		v.planf("op %d: of names op %q as the op it is part of the gradient of, which has no gradient rule", i, of.Op)
+		e = nil
+	case !of.Grad && (e == nil || e.Family != ops.Composite):
 		v.planf("op %d: of names op %q, which is not a composite op (%s)", i, of.Op, strings.Join(ops.FamilyNames(ops.Composite), ", "))
 		e = nil
 	}
@@ -111,7 +115,7 @@ func (v *validator) checkOf(i int, op Op) {
 			v.planf("op %d: of names %q, which is not a tensor of the plan", i, name)
 		}
 	}
-	if e != nil {
+	if e != nil && !of.Grad {
 		v.checkOfOperands(i, of, e)
 	}
 	if of.Causal && (e == nil || !e.Takes(ops.AttrCausal)) {

@@ -72,7 +72,7 @@ func runSteps(t *testing.T, name string, steps []ops.ExpandStep, ins []operand) 
 				args = append(args, outs[r.Step()])
 			}
 		}
-		op := plan.Op{Index: j, Op: s.Op, Output: s.Name, Axes: s.Axes, Attrs: s.Attrs, Scalar: s.Scalar}
+		op := plan.Op{Index: j, Op: s.Op, Output: s.Name, Axes: s.Axes, Attrs: s.Values, Scalar: s.Scalar}
 		var declared []int
 		switch {
 		case ops.Is(s.Op, ops.Reduction), s.Op == "gather":

@@ -85,12 +85,12 @@ func TestSDPACausalDefinition(t *testing.T) {
 	// setDiagonal gives the expansion's k-th tril diagonal d; dropTril
 	// replaces its k-th tril with a copy (the identity, as add of 0).
 	setDiagonal := func(k, d int) func([]ops.ExpandStep) {
-		return func(steps []ops.ExpandStep) { nthTril(steps, k).Attrs = ops.Values{{Key: ops.AttrDiagonal, Int: d}} }
+		return func(steps []ops.ExpandStep) { nthTril(steps, k).Values = ops.Values{{Key: ops.AttrDiagonal, Int: d}} }
 	}
 	dropTril := func(k int) func([]ops.ExpandStep) {
 		return func(steps []ops.ExpandStep) {
 			s := nthTril(steps, k)
-			s.Op, s.Attrs, s.Scalar = "add", nil, &ops.Scalar{Slot: 1, Value: 0}
+			s.Op, s.Values, s.Scalar = "add", nil, &ops.Scalar{Slot: 1, Value: 0}
 		}
 	}
 	for _, tc := range []struct {

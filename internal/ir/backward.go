@@ -1,0 +1,491 @@
+package ir
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/nvcomm/nvcomm/internal/diag"
+	"github.com/nvcomm/nvcomm/internal/ops"
+)
+
+// A fusion's backward section (docs/training.md) asks for the gradients
+// of tensors wrt with respect to the seeds: the builder appends to the
+// fusion's ops the vector-Jacobian products of the ops between them
+// (each op's registry rule, ops.GradRule), in reverse order, summing
+// with add the contributions to a tensor read more than once. The
+// gradient of t is the tensor "t.grad", which the file may declare like
+// any tensor; the rules' intermediates are "y.grad/NAME" (y the output
+// of the op differentiated), and accumulations "t.grad/accN": no file
+// name holds a dot or a slash. Every appended op records the op it is
+// the gradient of (Composite with Grad set: the plan's "of"), and reads
+// the forward's tensors as they are: nothing is recomputed.
+
+// gradSuffix is what a gradient's name adds to its tensor's.
+const gradSuffix = ".grad"
+
+// isGradName reports whether s names a gradient: an identifier and
+// ".grad".
+func isGradName(s string) bool {
+	base, ok := strings.CutSuffix(s, gradSuffix)
+	return ok && isIdent(base)
+}
+
+// rawBackward is a fusion's backward section as written, and what build
+// finds of it.
+type rawBackward struct {
+	at    diag.Pos
+	seeds []rawSeed
+	wrt   []scalarIn
+	// has holds the tensors whose gradient the backward computes: those
+	// on a chain of ops from a tensor of wrt to a seed.
+	has map[string]bool
+	// order is the fusion's ops as written (composites whole), in build's
+	// order, kept for the rules.
+	order []*rawOp
+}
+
+// rawSeed is one seed: tensor name with upstream gradient dy (a declared
+// input of its shape), or 1 (dy "") for a rank-0 tensor.
+type rawSeed struct {
+	name, dy string
+	at, dyAt diag.Pos
+	one      bool
+}
+
+// backwardKeys are the keys of a backward section.
+var backwardKeys = []string{"seeds", "wrt"}
+
+// parseBackward reads the backward section v.
+func (p *parser) parseBackward(v *yaml.Node) {
+	fields, ok := p.w.mapping(v, "backward", backwardKeys)
+	if !ok {
+		return
+	}
+	b := &rawBackward{at: posOf(v)}
+	var seen []string
+	for _, f := range fields {
+		seen = append(seen, f.Key)
+		switch f.Key {
+		case "seeds":
+			b.seeds = p.seedsOf(f.Value)
+		case "wrt":
+			if items, ok := p.w.list(listOf(f.Value), "backward wrt"); ok {
+				for _, it := range items {
+					if _, ok := p.w.identIn(it, "backward wrt"); ok {
+						b.wrt = append(b.wrt, it)
+					}
+				}
+			}
+		}
+	}
+	for _, key := range backwardKeys {
+		if !slices.Contains(seen, key) && !misspelled(v, backwardKeys, key) {
+			p.errs.AddHint(b.at, "backward: {seeds: {loss: 1}, wrt: [w1, w2]}", "backward: missing key %q", key)
+		}
+	}
+	p.back = b
+}
+
+// seedsOf reads the seeds, a mapping of tensor names to 1 or to the
+// name of their upstream gradient.
+func (p *parser) seedsOf(n *yaml.Node) []rawSeed {
+	fields, ok := p.w.mapping(n, "backward seeds", nil)
+	if !ok {
+		return nil
+	}
+	var seeds []rawSeed
+	for _, f := range fields {
+		if !p.w.keyIdent(f.KeyN, "backward seed") {
+			continue
+		}
+		s := rawSeed{name: f.Key, at: posOf(f.KeyN), dyAt: posOf(f.Value)}
+		switch v := f.Value; {
+		case v.Kind == yaml.ScalarNode && (v.Tag == "!!int" || v.Tag == "!!float") && (v.Value == "1" || v.Value == "1.0"):
+			s.one = true
+		case v.Kind == yaml.ScalarNode && v.Tag == "!!str" && isIdent(v.Value):
+			s.dy = v.Value
+		default:
+			p.errs.AddHint(s.dyAt, "write 1 for a rank-0 tensor (a loss), or the name of a declared input of the seed's shape and dtype",
+				"backward seeds: the upstream gradient of %q must be 1 or a tensor name, got %s", f.Key, kindName(v))
+			continue
+		}
+		seeds = append(seeds, s)
+	}
+	return seeds
+}
+
+// readsSeed reports whether name is a seed's upstream gradient, which
+// the backward reads.
+func (b *rawBackward) readsSeed(name string) bool {
+	return b != nil && slices.ContainsFunc(b.seeds, func(s rawSeed) bool { return s.dy == name })
+}
+
+// prepareBackward checks the backward section's names against the ops
+// (order, which it keeps) and finds the tensors that get a gradient;
+// it checks the declared gradients too, with or without a section.
+func (p *parser) prepareBackward(order []*rawOp) {
+	b := p.back
+	if b != nil {
+		b.order = slices.Clone(order)
+		b.has = p.gradTensors(b, order)
+	}
+	for _, name := range p.tensorNames {
+		base, ok := strings.CutSuffix(name, gradSuffix)
+		switch {
+		case !ok:
+		case b == nil:
+			p.errs.AddHint(p.decl(name).pos, "add backward: {seeds: {loss: 1}, wrt: ["+base+"]}, or rename the tensor",
+				"tensor %q: a name ending in .grad is a gradient, which only a backward section computes", name)
+		case !b.has[base]:
+			p.errs.AddHint(p.decl(name).pos, "list "+base+" under backward wrt, on a chain of ops to a seed, or remove the declaration",
+				"tensor %q: the backward computes no gradient of %q", name, base)
+		}
+	}
+}
+
+// known reports whether the tensor name is declared or produced by an op.
+func (p *parser) known(name string) bool {
+	_, decl := p.raw[name]
+	return decl || p.producers[name] != nil
+}
+
+// gradTensors checks seeds and wrt and returns the tensors on a chain of
+// ops from one of wrt to a seed.
+func (p *parser) gradTensors(b *rawBackward, order []*rawOp) map[string]bool {
+	down, up := map[string]bool{}, map[string]bool{}
+	before := p.errs.Count()
+	for _, w := range b.wrt {
+		if !p.known(w.value) {
+			p.errs.AddHint(w.pos, diag.Suggest(w.value, p.knownTensors("")), "backward wrt: unknown tensor %q", w.value)
+		}
+		down[w.value] = true
+	}
+	for i := range b.seeds {
+		s := &b.seeds[i]
+		if !p.known(s.name) {
+			p.errs.AddHint(s.at, diag.Suggest(s.name, p.knownTensors("")), "backward seeds: unknown tensor %q", s.name)
+		}
+		if s.dy != "" && (p.decl(s.dy) == nil || p.producers[s.dy] != nil) {
+			p.errs.AddHint(s.dyAt, "declare it under tensors with the seed's shape (and a mesh): an input of the fusion",
+				"backward seeds: the upstream gradient of %q, %q, is not a declared input", s.name, s.dy)
+		}
+		up[s.name] = true
+	}
+	for _, ro := range order {
+		if slices.ContainsFunc(ro.ins, func(in string) bool { return down[in] }) {
+			down[ro.out] = true
+		}
+	}
+	for _, ro := range slices.Backward(order) {
+		if up[ro.out] {
+			for _, in := range ro.ins {
+				up[in] = true
+			}
+		}
+	}
+	if p.errs.Count() > before {
+		return nil // the chains of names unknown are not looked for
+	}
+	for _, w := range b.wrt {
+		if !up[w.value] {
+			p.errs.AddHint(w.pos, "list tensors that the seeds are computed from",
+				"backward wrt: no chain of ops leads from %q to a seed (%s)", w.value, b.seedNames())
+		}
+	}
+	for _, s := range b.seeds {
+		if !down[s.name] {
+			p.errs.AddHint(s.at, "list under wrt a tensor that the seed is computed from",
+				"backward seeds: %q depends on no tensor of wrt", s.name)
+		}
+	}
+	has := map[string]bool{}
+	for t := range down {
+		if up[t] {
+			has[t] = true
+		}
+	}
+	return has
+}
+
+// seedNames lists the seeds' names, for messages.
+func (b *rawBackward) seedNames() string {
+	names := make([]string, len(b.seeds))
+	for i, s := range b.seeds {
+		names[i] = s.name
+	}
+	return strings.Join(names, ", ")
+}
+
+// gradGen writes the backward's ops.
+type gradGen struct {
+	p       *parser
+	b       *rawBackward
+	tensors *tensorTable
+	// contrib are the contributions to each tensor's gradient so far,
+	// and left how many are still to come.
+	contrib map[string][]string
+	left    map[string]int
+	ops     []*rawOp
+	// of are the provenances of the ops' gradients (gradOf), and by the
+	// last one that contributed to each tensor's gradient, whose sum of
+	// contributions is then its part.
+	of map[*rawOp]*Composite
+	by map[string]*Composite
+}
+
+// backwardOps writes the backward of the fusion whose forward ops build
+// has made (their tensors in tensors) as raw ops, in an order build can
+// make them in; false after reporting why it cannot.
+func (p *parser) backwardOps(tensors *tensorTable) ([]*rawOp, bool) {
+	b := p.back
+	g := &gradGen{p: p, b: b, tensors: tensors, contrib: map[string][]string{}, left: map[string]int{},
+		of: map[*rawOp]*Composite{}, by: map[string]*Composite{}}
+	for _, ro := range b.order {
+		if b.has[ro.out] {
+			for _, in := range ro.ins {
+				if b.has[in] {
+					g.left[in]++
+				}
+			}
+		}
+	}
+	ok := true
+	for _, s := range b.seeds {
+		g.left[s.name]++
+	}
+	for _, s := range b.seeds {
+		ok = g.seed(s) && ok
+	}
+	if !ok {
+		return nil, false
+	}
+	for _, ro := range slices.Backward(b.order) {
+		if b.has[ro.out] && !g.op(ro) {
+			return nil, false // the ops before it lack their gradients
+		}
+	}
+	for _, w := range b.wrt {
+		if b.has[w.value] && p.producers[w.value] == nil {
+			g.final(w.value, w.pos, g.by[w.value])
+		}
+	}
+	return g.ops, ok
+}
+
+// seed adds seed s's contribution: its upstream gradient, checked
+// against the tensor's shape and dtype, or for 1 a tensor of ones of the
+// rank-0 tensor's shape (its value times 0, plus 1).
+func (g *gradGen) seed(s rawSeed) bool {
+	y := g.tensors.lookup(s.name)
+	shape := valueShape(y) // of a pending tensor, the shape of its values
+	if s.dy != "" {
+		dy := g.tensors.lookup(s.dy)
+		if !slices.Equal(valueShape(dy), shape) || dy.DType != y.DType {
+			g.p.errs.AddHint(s.dyAt, fmt.Sprintf("declare %q of shape %s and dtype %s", s.dy, fmtShape(shape), y.DType),
+				"backward seeds: %q, of shape %s and dtype %s, is not of the shape and dtype of %q, %s and %s",
+				s.dy, fmtShape(valueShape(dy)), dy.DType, s.name, fmtShape(shape), y.DType)
+			return false
+		}
+		g.give(s.name, s.dy)
+		return true
+	}
+	if len(shape) != 0 {
+		g.p.errs.AddHint(s.dyAt, "sum it to a rank-0 loss first, or give the name of a declared input of its shape as its upstream gradient",
+			"backward seeds: 1 is the upstream gradient of a rank-0 tensor, but %q has shape %s", s.name, fmtShape(shape))
+		return false
+	}
+	of := g.gradOf(g.producer(s.name))
+	one := s.name + gradSuffix
+	if !g.sole(s.name) {
+		one += "/seed"
+	}
+	zero := g.emit(&rawOp{kind: OpKind("mul"), ins: []string{s.name}, out: s.name + gradSuffix + "/zero"}, s.at, of, &ops.Scalar{Slot: 1, Value: 0})
+	g.emit(&rawOp{kind: OpAdd, ins: []string{zero}, out: one}, s.at, of, &ops.Scalar{Slot: 1, Value: 1})
+	g.give(s.name, one)
+	return true
+}
+
+// sole reports whether the next contribution to t's gradient is its
+// only one: it is then named t.grad itself.
+func (g *gradGen) sole(t string) bool { return g.left[t] == 1 && len(g.contrib[t]) == 0 }
+
+// producer is the forward op that writes t, nil for an input.
+func (g *gradGen) producer(t string) *rawOp {
+	if i := slices.IndexFunc(g.b.order, func(ro *rawOp) bool { return ro.out == t }); i >= 0 {
+		return g.b.order[i]
+	}
+	return nil
+}
+
+// gradOf is the provenance of the ops of the gradient of forward op ro
+// (for nil, an input seed: its own copy), made once per op.
+func (g *gradGen) gradOf(ro *rawOp) *Composite {
+	if ro == nil {
+		ro = &rawOp{kind: OpSet, axis: -1}
+	}
+	if of := g.of[ro]; of != nil {
+		return of
+	}
+	of := &Composite{Kind: ro.kind, Inputs: slices.Clone(ro.ins), Output: ro.out, Axis: -1, Grad: true}
+	if y := g.tensors.lookup(ro.out); y != nil {
+		of.mesh = y.Mesh
+	}
+	if ro.kind.Entry().Takes(ops.AttrAxis) && len(ro.ins) > 0 {
+		of.Axis = g.gradIn(ro, g.tensors.lookup(ro.out), nil).Attrs.Axis
+	}
+	g.of[ro] = of
+	return of
+}
+
+// give adds contribution c to t's gradient.
+func (g *gradGen) give(t, c string) {
+	g.contrib[t] = append(g.contrib[t], c)
+	g.left[t]--
+}
+
+// emit appends ro, at pos, of the gradient of op of, with number sc,
+// and returns its output.
+func (g *gradGen) emit(ro *rawOp, pos diag.Pos, of *Composite, sc *ops.Scalar) string {
+	ro.pos, ro.outAt, ro.axis, ro.fileIdx = pos, pos, -1, -1
+	ro.inAt = slices.Repeat([]diag.Pos{pos}, len(ro.ins))
+	k := ro.ownKeys()
+	k.of, k.scalar, k.scalarAt = of, sc, pos
+	g.ops = append(g.ops, ro)
+	return ro.out
+}
+
+// final sums the contributions to t's gradient into t.grad, ops of the
+// gradient of op of, and returns its name.
+func (g *gradGen) final(t string, pos diag.Pos, of *Composite) string {
+	want, cs := t+gradSuffix, g.contrib[t]
+	switch {
+	case len(cs) == 0: // none: an op before failed, reported
+	case len(cs) == 1 && cs[0] == want:
+	case len(cs) == 1:
+		g.emit(&rawOp{kind: OpSet, ins: cs, out: want}, pos, of, nil)
+	default:
+		acc := cs[0]
+		for i, c := range cs[1:] {
+			out := want
+			if i < len(cs)-2 {
+				out = fmt.Sprintf("%s/acc%d", want, i+1)
+			}
+			acc = g.emit(&rawOp{kind: OpAdd, ins: []string{acc, c}, out: out}, pos, of, nil)
+		}
+	}
+	g.contrib[t] = nil
+	return want
+}
+
+// op writes the vector-Jacobian product of forward op ro, whose output
+// has a gradient, by its registry rule.
+func (g *gradGen) op(ro *rawOp) bool {
+	of := g.gradOf(ro)
+	dy := g.final(ro.out, ro.pos, of)
+	e := ro.kind.Entry()
+	need := make([]bool, len(ro.ins))
+	for k, in := range ro.ins {
+		need[k] = g.b.has[in]
+	}
+	if e.Grad == nil {
+		g.p.errs.AddHint(ro.pos, "ops with a gradient rule: "+strings.Join(GradOps(), ", ")+"; keep this op off the chains from wrt to the seeds",
+			"ops[%d]: %s has no gradient rule, and the backward needs the gradient of its operand %q", ro.fileIdx, ro.kind, ro.ins[slices.Index(need, true)])
+		return false
+	}
+	in := g.gradIn(ro, g.tensors.lookup(ro.out), need)
+	steps, grads, err := e.Grad(in)
+	if err != nil {
+		g.p.errs.AddHint(ro.pos, err.Hint, "ops[%d]: the gradient of %s: %s", ro.fileIdx, ro.kind, err.Msg)
+		return false
+	}
+	names := make([]string, len(steps))
+	for j, s := range steps {
+		names[j] = ro.out + gradSuffix + "/" + s.Name
+	}
+	// A step whose output is an operand's only contribution is named as
+	// that operand's gradient.
+	named := map[int]bool{}
+	for k, r := range grads {
+		if _, operand := r.Operand(); r != ops.NoGrad && !operand && !named[r.Step()] && g.sole(ro.ins[k]) {
+			named[r.Step()], names[r.Step()] = true, ro.ins[k]+gradSuffix
+		}
+	}
+	ref := func(r ops.Ref) string {
+		switch k, operand := r.Operand(); {
+		case !operand:
+			return names[r.Step()]
+		case k < len(ro.ins):
+			return ro.ins[k]
+		case r == in.Y():
+			return ro.out
+		case r == in.DY():
+			return dy
+		}
+		return ro.out + "/" + in.Saved[int(r)-len(ro.ins)-2]
+	}
+	for j, s := range steps {
+		ins := make([]string, len(s.In))
+		for i, r := range s.In {
+			ins[i] = ref(r)
+		}
+		g.ops = append(g.ops, stepOp(ro, s, names[j], ins, of))
+	}
+	for k, r := range grads {
+		if r != ops.NoGrad {
+			g.give(ro.ins[k], ref(r))
+			g.by[ro.ins[k]] = of
+		}
+	}
+	return true
+}
+
+// gradIn is forward op ro, output y, as its gradient rule reads it:
+// shapes and dtypes, its attributes counted from the start (the built
+// op's, or for a composite its axis normalized as its expansion does).
+func (g *gradGen) gradIn(ro *rawOp, y *Tensor, need []bool) *ops.GradIn {
+	in := &ops.GradIn{Out: valueShape(y), Need: need, Scalar: ro.keysOf().scalar}
+	for _, name := range ro.ins {
+		t := g.tensors.lookup(name)
+		in.In, in.DTypes = append(in.In, valueShape(t)), append(in.DTypes, string(t.DType))
+	}
+	if op := y.Producer; op != nil && op.Of == nil {
+		in.Attrs = ops.Attrs{Axis: op.Axis, Axes: op.Axes, Values: op.Attrs}
+		return in
+	}
+	rank := len(in.In[0])
+	in.Attrs = ops.Attrs{Axis: (ro.axis + rank) % max(rank, 1), Axes: ro.keysOf().axes, Values: readPart(ro.keysOf().attrs).vals}
+	if e := ro.kind.Entry(); e.Expand != nil {
+		// The names of its intermediates, which the forward built.
+		steps, _ := e.Expand(in.In, ops.Attrs{Axis: ro.axis, Axes: ro.keysOf().axes, Values: in.Attrs.Values})
+		for _, s := range steps {
+			if s.Name != "" {
+				in.Saved = append(in.Saved, s.Name)
+			}
+		}
+	}
+	return in
+}
+
+// valueShape is t's shape, without the terms axis of a Partial tensor:
+// the shape of its values.
+func valueShape(t *Tensor) []int {
+	if t.Partial != "" {
+		return t.Shape()[1:]
+	}
+	return t.Shape()
+}
+
+// GradOps lists the ops that have a gradient rule, in documentation
+// order.
+func GradOps() []string {
+	var names []string
+	for _, o := range ops.Default.All() {
+		if o.Grad != nil {
+			names = append(names, o.Name)
+		}
+	}
+	return names
+}

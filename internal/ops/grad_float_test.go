@@ -1,0 +1,82 @@
+package ops
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// The rules of the ops that are no polynomials (exp, log, tanh, sigmoid,
+// silu, sqrt, rsqrt, reciprocal, a division by a tensor, softmax and the
+// norms) are checked the same way in float64: forward-mode derivatives
+// (fdual, exact up to rounding) against each rule's vector-Jacobian
+// product, within rounding.
+
+// fdual is a + bε over float64.
+type fdual struct{ v, d float64 }
+
+func (a fdual) add(b fdual) fdual { return fdual{a.v + b.v, a.d + b.d} }
+func (a fdual) mul(b fdual) fdual { return fdual{a.v * b.v, a.v*b.d + a.d*b.v} }
+func (a fdual) neg() fdual        { return fdual{-a.v, -a.d} }
+func (a fdual) inv() fdual        { return fdual{1 / a.v, -a.d / (a.v * a.v)} }
+func (a fdual) less(b fdual) bool { return a.v < b.v }
+func (a fdual) primal() fdual     { return fdual{v: a.v} }
+func (a fdual) tangent() fdual    { return fdual{v: a.d} }
+func (a fdual) close(b fdual) bool {
+	return math.Abs(a.v-b.v) <= 1e-9*max(1, math.Abs(a.v), math.Abs(b.v))
+}
+
+// apply is the function op of a, with its derivative.
+func (a fdual) apply(op string) (fdual, bool) {
+	sig := 1 / (1 + math.Exp(-a.v))
+	f, ok := map[string][2]float64{
+		"exp": {math.Exp(a.v), math.Exp(a.v)}, "log": {math.Log(a.v), 1 / a.v},
+		"tanh": {math.Tanh(a.v), 1 - math.Tanh(a.v)*math.Tanh(a.v)}, "sigmoid": {sig, sig * (1 - sig)},
+		"silu": {a.v * sig, sig + a.v*sig*(1-sig)}, "sqrt": {math.Sqrt(a.v), 0.5 / math.Sqrt(a.v)},
+		"rsqrt": {1 / math.Sqrt(a.v), -0.5 * math.Pow(a.v, -1.5)}, "reciprocal": {1 / a.v, -1 / (a.v * a.v)},
+	}[op]
+	return fdual{f[0], f[1] * a.d}, ok
+}
+
+// randomF is a tensor of values in [0.5, 1.5) (every op's domain) with
+// directions in [−1, 1).
+func randomF(rng *rand.Rand, shape []int) tensorOf[fdual] {
+	x := tensorOf[fdual]{shape: shape}
+	for range product(shape) {
+		x.data = append(x.data, fdual{0.5 + rng.Float64(), 2*rng.Float64() - 1})
+	}
+	return x
+}
+
+// TestGradRulesFloat checks the rules of the functions, softmax and the
+// norms against forward-mode derivatives in float64.
+func TestGradRulesFloat(t *testing.T) {
+	norm := func(name string, in [][]int) ruleCase {
+		a := Attrs{Axes: []int{-1}, Values: Values{{Key: AttrEps, Float: 1e-5}}}
+		return ruleCase{name + "/" + intText(in[0]) + "x" + string(rune('0'+len(in))), name, in, a, nil, expanded(t, name, in, a)}
+	}
+	var cases []ruleCase
+	for _, op := range []string{"exp", "log", "tanh", "sigmoid", "silu", "sqrt", "rsqrt", "reciprocal"} {
+		cases = append(cases, ruleCase{op, op, [][]int{{3, 4}}, Attrs{}, nil, step(op, 1, nil)})
+	}
+	cases = append(cases,
+		ruleCase{"div", "div", [][]int{{3, 4}, {3, 1}}, Attrs{}, nil, step("div", 2, nil)},
+		ruleCase{"number over a tensor", "div", [][]int{{3, 4}}, Attrs{}, &Scalar{Slot: 0, Value: 2},
+			step("div", 1, func(s *ExpandStep) { s.Scalar = &Scalar{Slot: 0, Value: 2} })},
+		ruleCase{"softmax", "softmax", [][]int{{3, 5}}, Attrs{Axis: 1}, nil, expanded(t, "softmax", [][]int{{3, 5}}, Attrs{Axis: 1})},
+		ruleCase{"softmax axis 0", "softmax", [][]int{{4, 2}}, Attrs{Axis: 0}, nil, expanded(t, "softmax", [][]int{{4, 2}}, Attrs{Axis: 0})},
+		norm("rms_norm", [][]int{{3, 6}}), norm("rms_norm", [][]int{{3, 6}, {6}}), norm("rms_norm", [][]int{{2, 3, 6}, {6}}),
+		norm("layer_norm", [][]int{{3, 6}}), norm("layer_norm", [][]int{{3, 6}, {6}, {6}}), norm("layer_norm", [][]int{{6}, {6}, {6}}),
+	)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(2, uint64(len(tc.name))))
+			xs := make([]tensorOf[fdual], len(tc.in))
+			for k, s := range tc.in {
+				xs[k] = randomF(rng, s)
+			}
+			dy := func(shape []int) tensorOf[fdual] { return mapped(randomF(rng, shape), fdual.primal) }
+			checkVJP(t, tc, xs, dy, func(x float64) fdual { return fdual{v: x} })
+		})
+	}
+}
