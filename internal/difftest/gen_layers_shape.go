@@ -6,12 +6,12 @@ import (
 	"strings"
 )
 
-// The ops that move or convert data (permute, reshape, cast; slice and
-// cat in gen_layers_slice.go), drawn when
+// The ops that move or convert data (permute, reshape, cast, tril; slice
+// and cat in gen_layers_slice.go), drawn when
 // Generator.ShapeOps is set.
 
-// shapeOp appends a permute, a reshape, a pair of casts, a slice or a
-// cat (gen_layers_slice.go) reading cur.
+// shapeOp appends a permute, a reshape, a pair of casts, a tril, a slice
+// or a cat (gen_layers_slice.go) reading cur.
 func (l *layerGen) shapeOp(cur lt) lt {
 	if len(cur.shape) == 0 {
 		return l.castTwice(cur) // nothing to permute or split
@@ -23,8 +23,20 @@ func (l *layerGen) shapeOp(cur lt) lt {
 		return l.reshape(cur)
 	case 2:
 		return l.sliceOrCat(cur)
+	case 3:
+		if len(cur.shape) >= 2 {
+			return l.tril(cur)
+		}
 	}
 	return l.castTwice(cur)
+}
+
+// tril masks cur's last two dims with a diagonal from −2 to 2: below,
+// on and above the main one, so that a block whose diagonal is off by
+// its offsets masks other entries.
+func (l *layerGen) tril(cur lt) lt {
+	extra := fmt.Sprintf(", diagonal: %d", l.r.IntN(5)-2)
+	return l.emit("tril", []operand{{t: &cur, mapAxis: identityMap, kAxis: -1}}, slices.Clone(cur.shape), 0, extra, false, true)
 }
 
 // permute reorders cur's dims, some written from the end.

@@ -47,6 +47,8 @@ func (e *explainer) reason(op plan.Op, steps []*plan.Step, k int) string {
 		return "each device copies its block; nothing moves"
 	case plan.Concat:
 		return concatReason(s)
+	case plan.Tril:
+		return trilReason(s)
 	case plan.Slice:
 		if s.ShortSlice() {
 			return fmt.Sprintf("replicated -> unevenly split along %s: each device keeps its block, the last ones cut short and padded with zeros; nothing moves", e.along(s))
@@ -353,4 +355,13 @@ func concatReason(s *plan.Step) string {
 		return fmt.Sprintf("each device keeps entries %d to %d of the %d its block holds along the sliced dim; nothing moves", w[1], w[1]+w[2], w[0])
 	}
 	return fmt.Sprintf("each device joins its blocks of the %d inputs along the joined dim; nothing moves", len(s.Windows))
+}
+
+// trilReason explains a Tril: each device masks its block with the
+// diagonal of where its block lies; nothing moves.
+func trilReason(s *plan.Step) string {
+	if len(s.Offsets) > 0 && !slices.ContainsFunc(s.Offsets, func(d int) bool { return d != s.Offsets[0] }) {
+		return fmt.Sprintf("each device zeroes the entries of its block above diagonal %d; nothing moves", s.Offsets[0])
+	}
+	return fmt.Sprintf("each device zeroes the entries of its block above its own diagonal (%s: the diagonal shifted by the block's first row less its first column); nothing moves", intList(s.Offsets))
 }

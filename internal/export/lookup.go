@@ -51,3 +51,20 @@ const lookupHelper = `def lookup(ids, table, off):
         rows = table.gather(1, local.unsqueeze(-1).expand(-1, -1, table.shape[2]))
     return rows.masked_fill(outside.unsqueeze(-1), 0)
 `
+
+// tril writes a Tril as torch.tril of the device's block viewed [Bt, R,
+// C], with the device's own diagonal: tril's diagonal shifted by where
+// the block lies in the tensor (its first row less its first column).
+func (g *gen) tril(b planned, s *plan.Step) error {
+	if len(s.Dims) != 3 || s.Input == "" || len(s.Offsets) != len(s.Devices) {
+		return fmt.Errorf("step %d (Tril): needs an input, dims [Bt, R, C] and one diagonal per device", s.ID)
+	}
+	diag := perRank(s.Devices, func(d int) string { return strconv.Itoa(s.Offsets[indexOf(s.Devices, d)]) })
+	g.comment(b, "the entries of this device's block on or below the diagonal, shifted by where the block lies")
+	done := g.guard(s.Devices)
+	g.w.line("%s = torch.tril(%s.view(%d, %d, %d), %s).view(-1)", g.names[s.Output], g.names[s.Input], s.Dims[0], s.Dims[1], s.Dims[2], diag)
+	done()
+	g.alloc(s.Output, s.Devices)
+	g.record(b, "", 0, 0)
+	return nil
+}

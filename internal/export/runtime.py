@@ -626,7 +626,7 @@ def composite_reference(of, xs):
     """Composite op `of` (a plan op's "of") of its operands xs, with torch's own functions."""
     op, x = of["op"], xs[0]
     if op == "sdpa":
-        return sdpa_reference(*xs)
+        return sdpa_reference(*xs, causal=of.get("causal", False))
     if op == "softmax":
         return torch.softmax(x, dim=of["axis"])
     if op == "mean":
@@ -645,13 +645,18 @@ def composite_reference(of, xs):
     return y if w is None else y * w
 
 
-def sdpa_reference(q, k, v):
+def sdpa_reference(q, k, v, causal=False):
     """softmax(q @ kᵀ / √d) @ v: torch.nn.functional.scaled_dot_product_attention where the torch
-    version has it (2.0 and later), else its math written out, as torch's own reference is."""
+    version has it (2.0 and later), else its math written out, as torch's own reference is; with
+    causal, is_causal=True: query i sees keys 0 to i, the others' scores -inf (top-left aligned)."""
     sdpa = getattr(torch.nn.functional, "scaled_dot_product_attention", None)
     if sdpa is not None:
-        return sdpa(q, k, v)
-    return torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1) @ v
+        return sdpa(q, k, v, is_causal=causal)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if causal:
+        seen = torch.ones(scores.shape[-2:], dtype=torch.bool).tril()
+        scores = scores.masked_fill(~seen, float("-inf"))
+    return torch.softmax(scores, dim=-1) @ v
 
 
 def with_scalar(o, xs, value):

@@ -519,7 +519,7 @@ func TestOpKindPredicates(t *testing.T) {
 			"div", "exp", "log", "tanh", "sigmoid", "silu", "gelu", "gelu_tanh", "sqrt", "rsqrt", "reciprocal", "square"},
 		"broadcast":   {"broadcast"},
 		"contraction": {"matmul", "linear", "embedding", "gather"},
-		"view":        {"permute", "reshape", "cast", "slice", "cat"},
+		"view":        {"permute", "reshape", "cast", "slice", "cat", "tril"},
 		"composite":   {"softmax", "mean", "rms_norm", "layer_norm", "sdpa", "log_softmax", "cross_entropy"},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {

@@ -32,6 +32,7 @@ const (
 	OpPermute   OpKind = "permute"
 	OpReshape   OpKind = "reshape"
 	OpCast      OpKind = "cast"
+	OpTril      OpKind = "tril"
 )
 
 // Entry returns k's entry in the op registry, or nil for a name it does

@@ -51,6 +51,61 @@ func TestSDPAExpansion(t *testing.T) {
 	}
 }
 
+// TestSDPACausalExpansion checks causal sdpa's softmax: the scores' row
+// minimum, tril of the scores less it, the max of that plus it (the
+// visible keys' max), exp, and tril of the exponentials normalized.
+func TestSDPACausalExpansion(t *testing.T) {
+	f, err := Parse("in.yaml", []byte(sdpaHead+"  - {op: sdpa, in: [q, k, v], out: o, causal: true}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sdpa := of("sdpa", "o")
+	want := []opSum{
+		{"o/kt = permute(k, dims=[0, 1, 3, 2])", sdpa, "m propagated"},
+		{"o/scores = matmul(q, o/kt)", sdpa, "m propagated"},
+		{"o/scaled = mul(o/scores, 0.4082482904638631)", sdpa, "m propagated"},
+		{"o/low = min(o/scaled, axis=3)", sdpa, "m propagated"},
+		{"o/low_b = broadcast(o/low, axes=[3])", sdpa, "m propagated"},
+		{"o/shifted = sub(o/scaled, o/low_b)", sdpa, "m propagated"},
+		{"o/masked = tril(o/shifted, diagonal=0)", sdpa, "m propagated"},
+		{"o/lifted = add(o/masked, o/low_b)", sdpa, "m propagated"},
+		{"o/max = max(o/lifted, axis=3)", sdpa, "m propagated"},
+		{"o/max_b = broadcast(o/max, axes=[3])", sdpa, "m propagated"},
+		{"o/sub = sub(o/scaled, o/max_b)", sdpa, "m propagated"},
+		{"o/exp = exp(o/sub)", sdpa, "m propagated"},
+		{"o/kept = tril(o/exp, diagonal=0)", sdpa, "m propagated"},
+		{"o/sum = sum(o/kept, axis=3)", sdpa, "m propagated"},
+		{"o/sum_b = broadcast(o/sum, axes=[3])", sdpa, "m propagated"},
+		{"o/probs = div(o/kept, o/sum_b)", sdpa, "m propagated"},
+		{"o = matmul(o/probs, v)", sdpa, "m propagated"},
+	}
+	if d := cmp.Diff(want, opSums(f)); d != "" {
+		t.Errorf("ops (-want +got):\n%s", d)
+	}
+}
+
+// TestTrilErrors checks tril's errors, at the value at fault.
+func TestTrilErrors(t *testing.T) {
+	for _, tc := range []struct{ name, ops, want string }{
+		{"rank 1", "  - {op: sum, in: r3, out: s, axis: 2}\n  - {op: sum, in: s, out: s1, axis: 1}\n  - {op: tril, in: s1, out: y, diagonal: 0}\n",
+			`in.yaml:15:20: error: ops[2]: tril of "s1": has rank 1, but tril masks the last two dims; tril takes a tensor of rank 2 or more: [..., rows, columns]`},
+		{"no diagonal", "  - {op: tril, in: q, out: y}\n",
+			`in.yaml:13:5: error: ops[0]: tril needs "diagonal"; diagonal: tril's diagonal: the entries with column − row above it are zeroed (0 the main diagonal, torch.tril's)`},
+		{"diagonal not an integer", "  - {op: tril, in: q, out: y, diagonal: 0.5}\n",
+			`in.yaml:13:41: error: ops[0] diagonal: expected an integer, got number 0.5`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("in.yaml", []byte(sdpaHead+tc.ops))
+			if err == nil {
+				t.Fatal("Parse succeeded, want an error")
+			}
+			if d := cmp.Diff(tc.want, err.Error()); d != "" {
+				t.Errorf("error (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
 // TestSDPAErrors checks sdpa's errors: each at the operand or value at
 // fault, with a hint.
 func TestSDPAErrors(t *testing.T) {
@@ -81,10 +136,8 @@ var sdpaErrorTests = []struct{ name, ops, want string }{
 		`in.yaml:13:27: error: ops[0]: sdpa of "q": v has 9 keys, k 10; k [..., t, d] and v [..., t, dv] share their key dim t`},
 	{"heads", "  - {op: sdpa, in: [q, h2, v], out: o, causal: false}\n",
 		`in.yaml:13:24: error: ops[0]: sdpa of "q": k's leading dims [2, 2] differ from q's [2, 4]; batch and heads dims are equal in q, k and v; for grouped-query attention repeat k's heads (broadcast, then reshape)`},
-	{"causal", "  - {op: sdpa, in: [q, k, v], out: o, causal: true}\n",
-		`in.yaml:13:47: error: ops[0] causal: causal attention is not supported yet; write causal: false; a causal mask needs a masking op of exact semantics, which nvcomm does not have`},
 	{"no causal", "  - {op: sdpa, in: [q, k, v], out: o}\n",
-		`in.yaml:13:5: error: ops[0]: sdpa needs "causal"; causal: sdpa's causal mask; only false is supported`},
+		`in.yaml:13:5: error: ops[0]: sdpa needs "causal"; causal: sdpa's causal mask: query i attends to keys 0 to i (torch's is_causal, top-left aligned)`},
 	{"two operands", "  - {op: sdpa, in: [q, k], out: o, causal: false}\n",
 		"in.yaml:13:20: error: ops[0]: sdpa takes 3 inputs ([q, k, v]), got 2; write in: [q, k, v]"},
 }

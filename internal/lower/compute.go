@@ -69,6 +69,8 @@ func (c *opCtx) view() {
 		if order := operandOrder(op, 0, y.Layout()); !c.permuteInto(x.Name, localDims(x, x.Layout()), x.Layout(), order, y.Name) {
 			c.emitCopy(x.Name, y.Name)
 		}
+	case ir.OpTril:
+		c.emitTril()
 	case ir.OpCast: // converted in the operand's order, then put in the output's
 		c.copyThenPermute(x.Name, localDims(x, x.Layout()), x.Layout(), y.Layout(), "converted")
 	default: // a reshape: row-major blocks, the same elements in the same order

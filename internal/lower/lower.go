@@ -389,6 +389,9 @@ func ofPlan(c *ir.Composite) *plan.Of {
 	if v, ok := c.Attrs.Get(ops.AttrReduction); ok {
 		of.Reduction = v.Str
 	}
+	if v, ok := c.Attrs.Get(ops.AttrCausal); ok {
+		of.Causal = v.Bool
+	}
 	return of
 }
 

@@ -24,12 +24,10 @@ type Options struct {
 	Backward bool
 }
 
-// causalAttention is the sdpa's causal flag. A language model's attention
-// is causal; it is false until sdpa takes causal: true (issue 30's
-// companion branch "causal"), so that the fusions lower and simulate
-// today. The default becomes true once causal sdpa lands on main: the
-// communication is the same, only the scores' mask differs.
-var causalAttention = false
+// causalAttention is the sdpa's causal flag: a language model's attention
+// is causal (torch's is_causal). Heads split, its masks are local: the
+// communication is the unmasked attention's.
+var causalAttention = true
 
 // Fusion writes the fusion (YAML, format 2) of a training step's forward
 // of c under plan p: the embedding, the blocks, the final norm, the LM

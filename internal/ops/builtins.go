@@ -50,6 +50,7 @@ func builtins() *Registry {
 	registerLookupOps(r)
 	registerShapeOps(r)
 	registerSliceOps(r)
+	registerTril(r)
 	registerComposites(r)
 	registerLossOps(r)
 	registerGrads(r)

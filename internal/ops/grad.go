@@ -67,7 +67,7 @@ func (g *GradIn) DY() Ref { return Ref(len(g.In) + 1) }
 // registerGrads gives the registry's ops their gradient rules: every op
 // whose rule is cheap in the primitive ops. The others (max, min, prod,
 // maximum, minimum, relu, abs, gelu, gelu_tanh, embedding, gather,
-// slice, cat) have none, and a backward through one is an
+// slice, cat, tril) have none, and a backward through one is an
 // error naming it.
 func registerGrads(r *Registry) {
 	rules := map[string]GradRule{

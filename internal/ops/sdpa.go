@@ -17,24 +17,14 @@ import (
 // second matmul a sum of partial products, or, under the optimal policy,
 // k and v gathered, whichever is faster.
 
-// AttrCausal is sdpa's causal flag: the upper triangle of the scores
-// (key index past the query's) masked out before the softmax.
+// AttrCausal is sdpa's causal flag: the keys past the query's index
+// (top-left aligned, as torch's is_causal: query i sees keys j ≤ i)
+// masked out of the softmax.
 const AttrCausal Attr = "causal"
 
 // sdpaAttrSpecs are the specs of sdpa's attributes.
 var sdpaAttrSpecs = []AttrSpec{
-	{Key: AttrCausal, Kind: BoolAttr, Doc: "sdpa's causal mask; only false is supported", Check: checkCausal},
-}
-
-// checkCausal rejects a causal mask: no primitive op masks by index yet,
-// and the simulator's exact values have no exp(−inf) = 0 (an infinity
-// becomes NaN in its field), so a masked softmax could not be proven.
-func checkCausal(v Value) (string, string) {
-	if v.Bool {
-		return "causal attention is not supported yet",
-			"write causal: false; a causal mask needs a masking op of exact semantics, which nvcomm does not have"
-	}
-	return "", ""
+	{Key: AttrCausal, Kind: BoolAttr, Doc: "sdpa's causal mask: query i attends to keys 0 to i (torch's is_causal, top-left aligned)"},
 }
 
 // registerSDPA adds sdpa.
@@ -52,9 +42,9 @@ func sdpaScale(d int) float64 { return 1 / math.Sqrt(float64(d)) }
 
 // expandSDPA is sdpa(q, k, v): kt = permute(k) (its last two dims
 // swapped); scores = q @ kt; scaled = scores · 1/√d; probs = softmax of
-// scaled over its last dim (t), the softmax composite's own expansion;
-// o = probs @ v.
-func expandSDPA(in [][]int, _ Attrs) ([]ExpandStep, *ExpandError) {
+// scaled over its last dim (t), the softmax composite's own expansion,
+// or with causal the masked softmax of causalSoftmax; o = probs @ v.
+func expandSDPA(in [][]int, a Attrs) ([]ExpandStep, *ExpandError) {
 	if err := checkSDPAShapes(in); err != nil {
 		return nil, err
 	}
@@ -69,8 +59,45 @@ func expandSDPA(in [][]int, _ Attrs) ([]ExpandStep, *ExpandError) {
 	kt := e.add(ExpandStep{Name: "kt", Op: "permute", In: []Ref{1}, Values: Values{{Key: AttrDims, Ints: dims}}})
 	scores := e.binary("scores", "matmul", 0, kt)
 	scaled := e.withScalar("scaled", "mul", scores, sdpaScale(q[r-1]))
-	e.binary("", "matmul", e.softmax(scaled, r-1, "probs"), 2)
+	var probs Ref
+	if causal, _ := a.Values.Get(AttrCausal); causal.Bool {
+		probs = e.causalSoftmax(scaled, r-1, "probs")
+	} else {
+		probs = e.softmax(scaled, r-1, "probs")
+	}
+	e.binary("", "matmul", probs, 2)
 	return e.done(), nil
+}
+
+// causalSoftmax is the softmax of the scores x [..., s, t] over the keys
+// (axis, the last) that each query sees, query i keys 0 to i, as torch's
+// math reference of is_causal computes it (the masked scores' max, then
+// exp(x − max) over the visible keys, normalized) but with no infinity,
+// which has no exact value for exp to take:
+//
+//	low  = min_t x                        a row statistic ≤ every score
+//	m    = max_t (tril(x − low) + low)    = the max over the visible keys
+//	kept = tril(exp(x − m))
+//	p    = kept / Σ_t kept
+//
+// Each visible entry of tril(x − low) + low is x itself (exactly, modulo
+// the simulator's prime too), each masked one low, which never exceeds
+// the visible max (key 0 is visible to every query): so m is the max of
+// the visible scores, exactly, in real numbers and on the simulator's
+// representatives. Over keys split across devices (context parallelism)
+// min, max and sum are each one small Allreduce of a value per query, and
+// tril is local with each device's column offset.
+func (e *expansion) causalSoftmax(x Ref, axis int, name string) Ref {
+	low := e.back("low_b", e.reduce("low", "min", x, axis), axis)
+	lifted := e.binary("lifted", "add", e.tril("masked", e.binary("shifted", "sub", x, low)), low)
+	m := e.back("max_b", e.reduce("max", "max", lifted, axis), axis)
+	ex := e.unary("exp", "exp", e.binary("sub", "sub", x, m))
+	return e.normalize(e.tril("kept", ex), axis, name)
+}
+
+// tril is tril(x) of the main diagonal (query i keeps keys 0 to i).
+func (e *expansion) tril(name string, x Ref) Ref {
+	return e.add(ExpandStep{Name: name, Op: "tril", In: []Ref{x}, Values: Values{{Key: AttrDiagonal, Int: 0}}})
 }
 
 // checkSDPAShapes checks q [..., s, d], k [..., t, d], v [..., t, dv]:

@@ -168,6 +168,7 @@ func (e *encoder) of(of *Of) {
 		if of.Reduction != "" {
 			e.strField("reduction", of.Reduction)
 		}
+		e.trueIf("causal", of.Causal)
 		if of.Grad {
 			e.key("grad")
 			e.bool(true)

@@ -452,8 +452,11 @@ func (d *fastDecoder) of() *Of {
 		case "reduction":
 			d.once(&seen, 1<<6)
 			d.textInto(&of.Reduction)
-		case "grad":
+		case "causal":
 			d.once(&seen, 1<<7)
+			of.Causal = d.bool()
+		case "grad":
+			d.once(&seen, 1<<8)
 			of.Grad = d.bool()
 		default:
 			d.fail()

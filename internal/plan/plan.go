@@ -176,6 +176,8 @@ type Of struct {
 	// Reduction is cross_entropy's reduction as written (mean, none);
 	// empty where the fusion left it out (mean) and for the others.
 	Reduction string `json:"reduction,omitempty"`
+	// Causal is sdpa's causal flag, written when true.
+	Causal bool `json:"causal,omitempty"`
 	// Grad says that the op is part of the gradient of this op of the
 	// fusion, of any kind, which a backward section appended
 	// (docs/training.md); false for a composite's expansion.
@@ -203,6 +205,9 @@ func (o *Of) Expr() string {
 	}
 	if o.Eps != nil {
 		args += ", eps=" + strconv.FormatFloat(*o.Eps, 'g', -1, 64)
+	}
+	if o.Causal {
+		args += ", causal=true"
 	}
 	if o.Reduction != "" {
 		args += ", reduction=" + o.Reduction
@@ -299,13 +304,16 @@ const (
 	// Concat writes windows of its inputs, in order, along one dim of its
 	// output: slice's and cat's local step (Windows).
 	Concat = "Concat"
+	// Tril zeroes the entries above each device's diagonal of its block
+	// (Offsets): tril's local step.
+	Tril = "Tril"
 )
 
 // CollectiveTypes lists the collective step types.
 var CollectiveTypes = []string{Scatter, Gather, Allgather, Broadcast, Reduce, Allreduce, ReduceScatter, SendRecv, AllToAll, AllToAllV}
 
 // LocalTypes lists the local step types.
-var LocalTypes = []string{Copy, Permute, Slice, LocalReduce, Pad, Unpad, Matmul, Pointwise, Lookup, Concat}
+var LocalTypes = []string{Copy, Permute, Slice, LocalReduce, Pad, Unpad, Matmul, Pointwise, Lookup, Concat, Tril}
 
 // IsRooted reports whether a collective type has a root.
 func IsRooted(typ string) bool {
@@ -402,7 +410,10 @@ type Step struct {
 	SendCounts [][]int `json:"send_counts,omitempty"`
 	// Offsets are, for a Lookup, each device's first row of the table (in
 	// the order of Devices): its table block holds rows Offsets[k] to
-	// Offsets[k] + V - 1.
+	// Offsets[k] + V - 1. For a Tril, each device's diagonal of its block
+	// (dims [Bt, R, C]): tril's diagonal plus the block's first row minus
+	// its first column, so that the block keeps the entries the whole
+	// tensor's tril keeps.
 	Offsets []int `json:"offsets,omitempty"`
 	// Windows are a Concat's: dims [outer, N, inner] view its output, and
 	// windows[k] = [m, start, len] views input k as [outer, m, inner] and

@@ -84,6 +84,10 @@ type validator struct {
 	devIndex deviceIndex
 	setSlab  []deviceSet
 	wordSlab []uint64
+	// ofRecords holds, per composite (or gradient) record's output, the
+	// first op that records it: every op of one expansion records it
+	// alike.
+	ofRecords map[ofKey]int
 	// meshSets maps each mesh, by name, to the set of its devices.
 	meshSets map[string]*deviceSet
 	// firstSharded maps each tensor name to the axis of the first

@@ -130,7 +130,7 @@ func (v *validator) checkTypeCount(i int, s *Step) {
 		if t, ok := v.teamSize(i, s); ok {
 			v.checkSendCounts(i, s, t)
 		}
-	case Allreduce, Broadcast, Reduce, SendRecv, Copy, Permute:
+	case Allreduce, Broadcast, Reduce, SendRecv, Copy, Permute, Tril:
 		v.wantEqual(i, in, out)
 	case Gather:
 		if n, ok := v.gatherSenders(s); ok {
@@ -260,8 +260,8 @@ func (v *validator) checkLocalFields(i int, s *Step) {
 	if len(s.SendCounts) > 0 && s.Type != AllToAllV {
 		v.stepf(i, "send_counts is set, but only an AllToAllV takes them")
 	}
-	if len(s.Offsets) > 0 && s.Type != Lookup {
-		v.stepf(i, "offsets is set, but only a Lookup takes them")
+	if len(s.Offsets) > 0 && s.Type != Lookup && s.Type != Tril {
+		v.stepf(i, "offsets is set, but only a Lookup or a Tril takes them")
 	}
 	if s.Kind == KindCollective {
 		v.checkNoLocalFields(i, s)
@@ -272,6 +272,8 @@ func (v *validator) checkLocalFields(i int, s *Step) {
 		v.checkMatmul(i, s)
 	case Lookup:
 		v.checkLookup(i, s)
+	case Tril:
+		v.checkTril(i, s)
 	case Pointwise:
 		v.checkPointwise(i, s)
 	case Permute:
@@ -434,4 +436,17 @@ func distinctPositions(xs []int, n int) bool {
 		seen[x] = true
 	}
 	return true
+}
+
+// checkTril checks a Tril: dims [Bt, R, C] of positive extents that
+// count.input counts, and one diagonal per device (offsets, any integer).
+func (v *validator) checkTril(i int, s *Step) {
+	if len(s.Offsets) != len(s.Devices) {
+		v.stepf(i, "offsets has %d entries for %d devices (each device's diagonal)", len(s.Offsets), len(s.Devices))
+	}
+	if len(s.Dims) != 3 {
+		v.stepf(i, "dims %v are not [Bt, R, C], three extents", s.Dims)
+		return
+	}
+	v.checkDims(i, s)
 }

@@ -118,6 +118,47 @@ func (v *validator) checkOf(i int, op Op) {
 	if e != nil && !of.Grad {
 		v.checkOfOperands(i, of, e)
 	}
+	if of.Causal && (e == nil || !e.Takes(ops.AttrCausal)) {
+		v.planf("op %d: of: %s is marked causal, but only sdpa takes causal", i, of.Op)
+	}
+	v.checkOfAlike(i, of)
+}
+
+// ofKey names the op of the fusion a record is of: its output, and
+// whether the record is of its gradient.
+type ofKey struct {
+	output string
+	grad   bool
+}
+
+// checkOfAlike checks that op i records its composite as the first op
+// of its expansion did: the simulator checks the expansion against the
+// record its last op carries, so a record that differs on one op (an
+// eps, an axis, causal) would be read by one check and not another.
+func (v *validator) checkOfAlike(i int, of *Of) {
+	if v.ofRecords == nil {
+		v.ofRecords = map[ofKey]int{}
+	}
+	k := ofKey{of.Output, of.Grad}
+	first, seen := v.ofRecords[k]
+	if !seen {
+		v.ofRecords[k] = i
+		return
+	}
+	if prev := v.p.Ops[first].Of; !sameOf(prev, of) {
+		v.planf("op %d: of records %s, but op %d records %s: the ops of one expansion record its op alike", i, of.Expr(), first, prev.Expr())
+	}
+}
+
+// sameOf reports whether two records say the same.
+func sameOf(a, b *Of) bool {
+	return a.Op == b.Op && slices.Equal(a.Inputs, b.Inputs) && a.Output == b.Output && equalPtr(a.Axis, b.Axis) &&
+		slices.Equal(a.Axes, b.Axes) && equalPtr(a.Eps, b.Eps) && a.Reduction == b.Reduction && a.Causal == b.Causal && a.Grad == b.Grad
+}
+
+// equalPtr reports whether two optional values are both absent, or equal.
+func equalPtr[T comparable](a, b *T) bool {
+	return (a == nil) == (b == nil) && (a == nil || *a == *b)
 }
 
 // checkOfOperands checks a composite's operands as its registry entry

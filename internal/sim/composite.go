@@ -26,7 +26,7 @@ func compositeDef(of *plan.Of, ins []operand) ([]float64, error) {
 	case "cross_entropy":
 		return crossEntropyDef(of, ins)
 	case "sdpa":
-		return sdpaDef(ins)
+		return sdpaDef(ins, of.Causal)
 	}
 	x := ins[0]
 	axis := len(x.shape) - 1

@@ -54,6 +54,14 @@ func expanded(t *testing.T, name string, ins []operand, a ops.Attrs) []float64 {
 	if err != nil {
 		t.Fatalf("%s: %s", name, err.Msg)
 	}
+	return runSteps(t, name, steps, ins)
+}
+
+// runSteps computes the steps of an expansion of composite name on its
+// operands ins with the reference's op semantics, and returns the last
+// step's values.
+func runSteps(t *testing.T, name string, steps []ops.ExpandStep, ins []operand) []float64 {
+	t.Helper()
 	var outs []operand
 	for j, s := range steps {
 		var args []operand

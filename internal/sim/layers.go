@@ -263,6 +263,8 @@ func evalOp(op plan.Op, ins []operand, out []int) []float64 {
 		return sliceReference(in, *op.Axis, op.Attrs.Int(ops.AttrStart), out)
 	case op.Op == "cat":
 		return catReference(ins, *op.Axis, out)
+	case op.Op == "tril":
+		return trilReference(in, op.Attrs.Int(ops.AttrDiagonal))
 	case family(op) == ops.View:
 		// A reshape reads the elements row-major as they are: the same
 		// values, shared as a set's are.

@@ -21,6 +21,8 @@ func localStep(s *plan.Step, slab *slab) (computeStep, error) {
 		return lookupStep(s)
 	case plan.Concat:
 		return concatStep(s)
+	case plan.Tril:
+		return trilStep(s)
 	}
 	f, err := oneInputStep(s, slab)
 	if err != nil {

@@ -10,11 +10,12 @@ import (
 // attention) on its unsharded operands q [..., s, d], k [..., t, d] and
 // v [..., t, dv]: for every batch and head b and query i, the scores
 // σ_j = (Σ_l q[b,i,l]·k[b,j,l]) · 1/√d over the keys j, their softmax
-// (softmaxRow, the softmax composite's definition) and o[b,i,c] =
-// Σ_j p_j·v[b,j,c], computed from the formula with the simulator's
-// scalar functions and never from the registry's expansion, which
-// checkComposite compares with it.
-func sdpaDef(ins []operand) ([]float64, error) {
+// (softmaxRow, the softmax composite's definition; with causal,
+// causalRow's over the keys j ≤ i) and o[b,i,c] = Σ_j p_j·v[b,j,c],
+// computed from the formula with the simulator's scalar functions and
+// never from the registry's expansion, which checkComposite compares
+// with it.
+func sdpaDef(ins []operand, causal bool) ([]float64, error) {
 	if len(ins) != 3 {
 		return nil, fmt.Errorf("composite sdpa: %d operands, want q, k and v", len(ins))
 	}
@@ -37,7 +38,11 @@ func sdpaDef(ins []operand) ([]float64, error) {
 				}
 				p[j] = fnMul(dot, scale)
 			}
-			softmaxRow(p, p, t, func(j int) int { return j })
+			if causal {
+				causalRow(p, i)
+			} else {
+				softmaxRow(p, p, t, func(j int) int { return j })
+			}
 			for c := range dv {
 				var o float64
 				for j := range t {
@@ -48,4 +53,29 @@ func sdpaDef(ins []operand) ([]float64, error) {
 		}
 	}
 	return out, nil
+}
+
+// causalRow is the softmax of query i's scores p over the keys it sees,
+// j ≤ i (torch's is_causal, top-left aligned), in place: m = the max of
+// those scores, p_j = exp(p_j − m) / Σ_{j' ≤ i} exp(p_j' − m) for j ≤ i,
+// and 0 for the keys past i — torch's math reference, whose masked
+// scores are −∞ and whose exp of them 0, written without the infinity.
+func causalRow(p []float64, i int) {
+	seen := min(i+1, len(p))
+	m := p[0]
+	for j := 1; j < seen; j++ {
+		m = combine("max", m, p[j])
+	}
+	var s float64
+	for j := range seen {
+		p[j] = fnExp(fnSub(p[j], m), 0)
+		s = combine("sum", s, p[j])
+	}
+	for j := range p {
+		if j < seen {
+			p[j] = fnDiv(p[j], s)
+		} else {
+			p[j] = 0
+		}
+	}
 }

@@ -27,7 +27,7 @@ func TestSDPADefinition(t *testing.T) {
 	} {
 		ins := []operand{randomOperand(r, "q", tc.q), randomOperand(r, "k", tc.k), randomOperand(r, "v", tc.v)}
 		want := mustDef(t, &plan.Of{Op: "sdpa"}, ins...)
-		got := expanded(t, "sdpa", ins, ops.Attrs{Axis: -1, Values: ops.Values{{Key: ops.AttrCausal}}})
+		got := expanded(t, "sdpa", ins, sdpaAttrs(false))
 		if d := cmp.Diff(want, got); d != "" {
 			t.Errorf("sdpa of %v, %v, %v: the expansion differs from the definition (-definition +expansion):\n%s", tc.q, tc.k, tc.v, d)
 		}
@@ -63,4 +63,124 @@ func TestSDPADefinitionShapes(t *testing.T) {
 			t.Errorf("%s: no error", tc.name)
 		}
 	}
+}
+
+// sdpaAttrs are sdpa's attributes with causal as given.
+func sdpaAttrs(causal bool) ops.Attrs {
+	return ops.Attrs{Axis: -1, Values: ops.Values{{Key: ops.AttrCausal, Bool: causal}}}
+}
+
+// TestSDPACausalDefinition proves causal sdpa's expansion (the scores'
+// row minimum, tril of the scores less it, the max of that plus it, exp,
+// tril of the exponentials, normalized) equal, exactly, to the
+// simulator's own definition (causalRow: the softmax over the keys j ≤ i,
+// shifted by their max), on random data with fewer, as many and more
+// queries than keys; and that the definition tells apart the expansions
+// that are wrong: no mask, masks of another diagonal (one off, or aligned
+// bottom-right as some libraries do when s ≠ t), the max taken over
+// every key (no first tril), and the exponentials left unmasked (no
+// second tril).
+func TestSDPACausalDefinition(t *testing.T) {
+	r := rand.New(rand.NewPCG(26, 5))
+	// setDiagonal gives the expansion's k-th tril diagonal d; dropTril
+	// replaces its k-th tril with a copy (the identity, as add of 0).
+	setDiagonal := func(k, d int) func([]ops.ExpandStep) {
+		return func(steps []ops.ExpandStep) { nthTril(steps, k).Values = ops.Values{{Key: ops.AttrDiagonal, Int: d}} }
+	}
+	dropTril := func(k int) func([]ops.ExpandStep) {
+		return func(steps []ops.ExpandStep) {
+			s := nthTril(steps, k)
+			s.Op, s.Values, s.Scalar = "add", nil, &ops.Scalar{Slot: 1, Value: 0}
+		}
+	}
+	for _, tc := range []struct {
+		q, k, v []int
+	}{
+		{[]int{6, 3}, []int{6, 3}, []int{6, 2}},
+		{[]int{2, 4, 6}, []int{2, 7, 6}, []int{2, 7, 6}},
+		{[]int{2, 2, 5, 4}, []int{2, 2, 3, 4}, []int{2, 2, 3, 3}},
+	} {
+		ins := []operand{randomOperand(r, "q", tc.q), randomOperand(r, "k", tc.k), randomOperand(r, "v", tc.v)}
+		want := mustDef(t, &plan.Of{Op: "sdpa", Causal: true}, ins...)
+		if got := expanded(t, "sdpa", ins, sdpaAttrs(true)); !slices.Equal(want, got) {
+			t.Errorf("causal sdpa of %v, %v, %v: the expansion differs from the definition (-definition +expansion):\n%s", tc.q, tc.k, tc.v, cmp.Diff(want, got))
+		}
+		if slices.Equal(want, mustDef(t, &plan.Of{Op: "sdpa"}, ins...)) {
+			t.Errorf("causal sdpa of %v: equals the attention without a mask", tc.q)
+		}
+		s, keys := tc.q[len(tc.q)-2], tc.k[len(tc.k)-2]
+		wrong := map[string]func([]ops.ExpandStep){
+			"diagonal 1":           func(st []ops.ExpandStep) { setDiagonal(0, 1)(st); setDiagonal(1, 1)(st) },
+			"diagonal -1 on exp":   setDiagonal(1, -1),
+			"max over every key":   dropTril(0),
+			"unmasked exponential": dropTril(1),
+		}
+		if s != keys {
+			wrong["bottom-right"] = func(st []ops.ExpandStep) { setDiagonal(0, keys-s)(st); setDiagonal(1, keys-s)(st) }
+		}
+		for name, mutate := range wrong {
+			steps, err := ops.Lookup("sdpa").Expand([][]int{tc.q, tc.k, tc.v}, sdpaAttrs(true))
+			if err != nil {
+				t.Fatal(err.Msg)
+			}
+			mutate(steps)
+			if slices.Equal(want, runSteps(t, "sdpa", steps, ins)) {
+				t.Errorf("causal sdpa of %v, %v: the expansion with %s equals the definition", tc.q, tc.k, name)
+			}
+		}
+	}
+}
+
+// nthTril is the k-th tril of an expansion.
+func nthTril(steps []ops.ExpandStep, k int) *ops.ExpandStep {
+	for j := range steps {
+		if steps[j].Op == "tril" {
+			if k == 0 {
+				return &steps[j]
+			}
+			k--
+		}
+	}
+	panic("no such tril")
+}
+
+// TestTrilKernel checks the Tril step's kernel, a block masked with its
+// own diagonal, against the reference's tril of the whole matrix: every
+// block of a 2×3 grid of a [2, 6, 9] tensor, with the diagonal of its
+// place (d + r0 − c0), is the same block of the whole tensor's tril, for
+// diagonals below, on and above the main one.
+func TestTrilKernel(t *testing.T) {
+	r := rand.New(rand.NewPCG(26, 6))
+	x := randomOperand(r, "x", []int{2, 6, 9})
+	ignored := 0 // blocks that the tensor's diagonal, not their own, masks wrong
+	for _, d := range []int{-4, -1, 0, 2, 9} {
+		whole := trilReference(x, d)
+		for r0 := 0; r0 < 6; r0 += 3 {
+			for c0 := 0; c0 < 9; c0 += 3 {
+				block, want := blockOf(x.vals, r0, c0), blockOf(whole, r0, c0)
+				if got := trilKernel(block, 3, 3, d+r0-c0); !slices.Equal(want, got) {
+					t.Errorf("diagonal %d, block at (%d, %d): (-want +got):\n%s", d, r0, c0, cmp.Diff(want, got))
+				}
+				if !slices.Equal(want, trilKernel(block, 3, 3, d)) {
+					ignored++
+				}
+			}
+		}
+	}
+	if ignored < 10 {
+		t.Errorf("only %d blocks are masked wrong by the tensor's diagonal: the test cannot tell the offsets apart", ignored)
+	}
+}
+
+// blockOf is the [2, 3, 3] block at rows r0, columns c0 of a row-major
+// [2, 6, 9] array.
+func blockOf(vals []float64, r0, c0 int) []float64 {
+	var out []float64
+	for b := range 2 {
+		for i := range 3 {
+			start := (b*6+r0+i)*9 + c0
+			out = append(out, vals[start:start+3]...)
+		}
+	}
+	return out
 }
