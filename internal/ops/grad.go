@@ -80,6 +80,7 @@ func registerGrads(r *Registry) {
 		"rms_norm": gradNorm(false), "layer_norm": gradNorm(true),
 		"matmul": gradMatmul, "linear": gradLinear,
 		"permute": gradPermute, "reshape": gradReshape, "cast": gradCast,
+		"slice": gradSlice, "cat": gradCat,
 	}
 	for name, rule := range rules {
 		if o := r.byName[name]; o != nil {

@@ -135,6 +135,10 @@ func evalStep[T number[T]](t *testing.T, s ExpandStep, ins []tensorOf[T], lift f
 		return matmulD(ins[0], ins[1])
 	case "linear":
 		return linearD(ins)
+	case "slice":
+		return sliceD(ins[0], s.Axis, s.Values.Int(AttrStart), s.Values.Int(AttrEnd))
+	case "cat":
+		return catD(ins, s.Axis)
 	}
 	if f := binary[s.Op]; f != nil {
 		return pointwise(ins, f)
@@ -221,6 +225,38 @@ func permuteD[T number[T]](x tensorOf[T], dims []int) tensorOf[T] {
 			src[d] = c[j]
 		}
 		out.data = append(out.data, x.data[index(x.shape, src)])
+	})
+	return out
+}
+
+// sliceD is x's entries start to end along axis.
+func sliceD[T number[T]](x tensorOf[T], axis, start, end int) tensorOf[T] {
+	shape := slices.Clone(x.shape)
+	shape[axis] = end - start
+	out := tensorOf[T]{shape: shape}
+	each(shape, func(c []int) {
+		src := slices.Clone(c)
+		src[axis] += start
+		out.data = append(out.data, x.data[index(x.shape, src)])
+	})
+	return out
+}
+
+// catD joins xs along axis.
+func catD[T number[T]](xs []tensorOf[T], axis int) tensorOf[T] {
+	shape := slices.Clone(xs[0].shape)
+	shape[axis] = 0
+	for _, x := range xs {
+		shape[axis] += x.shape[axis]
+	}
+	out := tensorOf[T]{shape: shape}
+	each(shape, func(c []int) {
+		src, k := slices.Clone(c), 0
+		for src[axis] >= xs[k].shape[axis] {
+			src[axis] -= xs[k].shape[axis]
+			k++
+		}
+		out.data = append(out.data, xs[k].data[index(xs[k].shape, src)])
 	})
 	return out
 }
@@ -387,6 +423,13 @@ func expanded(t *testing.T, name string, in [][]int, a Attrs) []ExpandStep {
 	return steps
 }
 
+// sliceCase is a slice of x's entries start to end along axis.
+func sliceCase(name string, x []int, axis, start, end int) ruleCase {
+	vs := Values{{Key: AttrStart, Int: start}, {Key: AttrEnd, Int: end}}
+	return ruleCase{name, "slice", [][]int{x}, Attrs{Axis: axis, Values: vs}, nil,
+		step("slice", 1, func(s *ExpandStep) { s.Axis, s.Values = axis, vs })}
+}
+
 // TestGradRulesAreDerivatives checks each ring op's rule against its
 // exact directional derivative.
 func TestGradRulesAreDerivatives(t *testing.T) {
@@ -418,6 +461,10 @@ func TestGradRulesAreDerivatives(t *testing.T) {
 		{"linear", "linear", [][]int{{3, 4}, {5, 4}}, Attrs{}, nil, step("linear", 2, nil)},
 		{"linear bias 3-D", "linear", [][]int{{2, 3, 4}, {5, 4}, {5}}, Attrs{}, nil, step("linear", 3, nil)},
 		{"linear vector", "linear", [][]int{{4}, {5, 4}}, Attrs{}, nil, step("linear", 2, nil)},
+		sliceCase("slice middle", []int{3, 7}, 1, 2, 5), sliceCase("slice head", []int{6, 2}, 0, 0, 4),
+		sliceCase("slice tail", []int{2, 5}, 1, 3, 5), sliceCase("slice whole", []int{4}, 0, 0, 4),
+		{"cat", "cat", [][]int{{2, 3}, {2, 1}, {2, 4}}, Attrs{Axis: 1}, nil, step("cat", 3, func(s *ExpandStep) { s.Axis = 1 })},
+		{"cat axis 0", "cat", [][]int{{1, 3}, {2, 3}}, Attrs{Axis: 0}, nil, step("cat", 2, nil)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(1, uint64(len(tc.name))))
