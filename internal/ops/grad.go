@@ -78,6 +78,7 @@ func registerGrads(r *Registry) {
 		"reciprocal": unaryGrad(gradReciprocal),
 		"sum":        gradSum, "broadcast": gradBroadcast, "mean": gradMean, "softmax": gradSoftmax,
 		"rms_norm": gradNorm(false), "layer_norm": gradNorm(true),
+		"log_softmax": gradLogSoftmax, "sdpa": gradSDPA,
 		"matmul": gradMatmul, "linear": gradLinear,
 		"permute": gradPermute, "reshape": gradReshape, "cast": gradCast,
 		"slice": gradSlice, "cat": gradCat,
@@ -329,10 +330,21 @@ func gradSoftmax(g *GradIn) ([]ExpandStep, []Ref, *ExpandError) {
 	b := newGrad(g)
 	if g.Need[0] {
 		ax := g.Attrs.Axis
-		s := b.back("dx_sum_b", b.reduce("dx_sum", "sum", b.binary("dx_dyy", "mul", g.DY(), g.Y()), ax), ax)
-		b.grads[0] = b.binary("dx", "mul", g.Y(), b.binary("dx_sub", "sub", g.DY(), s))
+		delta := b.reduce("dx_sum", "sum", b.binary("dx_dyy", "mul", g.DY(), g.Y()), ax)
+		b.grads[0] = b.softmaxBack("dx", g.Y(), g.DY(), delta, ax)
 	}
 	return b.result()
+}
+
+// softmaxBack is the gradient of the scores of probabilities p =
+// softmax(scores) along axis, from the probabilities' gradient dp and
+// delta = Σ_axis dp·p (one value per row, the axis reduced): p · (dp −
+// delta). It is the one piece that softmax, sdpa (whose delta is flash
+// attention's rowsum(dO·O)) and a masked softmax share: masked scores
+// have p = 0, and so gradient 0, whatever the mask.
+func (b *gradBuilder) softmaxBack(name string, p, dp, delta Ref, axis int) Ref {
+	sub := b.binary(name+"_sub", "sub", dp, b.back(name+"_sum_b", delta, axis))
+	return b.binary(name, "mul", p, sub)
 }
 
 // gradPermute is permute's rule (permute: grad permuted by the inverse

@@ -48,6 +48,13 @@ func randomF(rng *rand.Rand, shape []int) tensorOf[fdual] {
 	return x
 }
 
+// sdpaCase is sdpa of q, k and v of these shapes.
+func sdpaCase(q, k, v []int) ruleCase {
+	in := [][]int{q, k, v}
+	steps, _ := expandSDPA(in, Attrs{})
+	return ruleCase{"sdpa " + intText(q) + intText(k) + intText(v), "sdpa", in, Attrs{}, nil, steps}
+}
+
 // TestGradRulesFloat checks the rules of the functions, softmax and the
 // norms against forward-mode derivatives in float64.
 func TestGradRulesFloat(t *testing.T) {
@@ -66,6 +73,9 @@ func TestGradRulesFloat(t *testing.T) {
 		ruleCase{"softmax", "softmax", [][]int{{3, 5}}, Attrs{Axis: 1}, nil, expanded(t, "softmax", [][]int{{3, 5}}, Attrs{Axis: 1})},
 		ruleCase{"softmax axis 0", "softmax", [][]int{{4, 2}}, Attrs{Axis: 0}, nil, expanded(t, "softmax", [][]int{{4, 2}}, Attrs{Axis: 0})},
 		norm("rms_norm", [][]int{{3, 6}}), norm("rms_norm", [][]int{{3, 6}, {6}}), norm("rms_norm", [][]int{{2, 3, 6}, {6}}),
+		ruleCase{"log_softmax", "log_softmax", [][]int{{3, 5}}, Attrs{Axis: 1}, nil, expanded(t, "log_softmax", [][]int{{3, 5}}, Attrs{Axis: 1})},
+		ruleCase{"log_softmax axis 0", "log_softmax", [][]int{{4, 2}}, Attrs{Axis: 0}, nil, expanded(t, "log_softmax", [][]int{{4, 2}}, Attrs{Axis: 0})},
+		sdpaCase([]int{2, 3, 4}, []int{2, 5, 4}, []int{2, 5, 3}), sdpaCase([]int{3, 2}, []int{4, 2}, []int{4, 5}),
 		norm("layer_norm", [][]int{{3, 6}}), norm("layer_norm", [][]int{{3, 6}, {6}, {6}}), norm("layer_norm", [][]int{{6}, {6}, {6}}),
 	)
 	for _, tc := range cases {
