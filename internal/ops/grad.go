@@ -82,6 +82,8 @@ func registerGrads(r *Registry) {
 		"matmul": gradMatmul, "linear": gradLinear,
 		"permute": gradPermute, "reshape": gradReshape, "cast": gradCast,
 		"slice": gradSlice, "cat": gradCat,
+		"relu": unaryGrad(gradRelu), "abs": unaryGrad(gradAbs), "maximum": gradSelect(true), "minimum": gradSelect(false),
+		"max": gradExtreme, "min": gradExtreme,
 	}
 	for name, rule := range rules {
 		if o := r.byName[name]; o != nil {

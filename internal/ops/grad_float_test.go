@@ -3,6 +3,7 @@ package ops
 import (
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -78,12 +79,31 @@ func TestGradRulesFloat(t *testing.T) {
 		sdpaCase([]int{2, 3, 4}, []int{2, 5, 4}, []int{2, 5, 3}), sdpaCase([]int{3, 2}, []int{4, 2}, []int{4, 5}),
 		norm("layer_norm", [][]int{{3, 6}}), norm("layer_norm", [][]int{{3, 6}, {6}, {6}}), norm("layer_norm", [][]int{{6}, {6}, {6}}),
 	)
+	// The selecting ops, on data of both signs (below).
+	for _, op := range []string{"relu", "abs"} {
+		cases = append(cases, ruleCase{"signed " + op, op, [][]int{{3, 4}}, Attrs{}, nil, step(op, 1, nil)})
+	}
+	for _, op := range []string{"maximum", "minimum"} {
+		cases = append(cases, ruleCase{"signed " + op, op, [][]int{{3, 4}, {3, 4}}, Attrs{}, nil, step(op, 2, nil)},
+			ruleCase{"signed " + op + " broadcast", op, [][]int{{3, 1}, {3, 4}}, Attrs{}, nil, step(op, 2, nil)},
+			ruleCase{"signed " + op + " number", op, [][]int{{5}}, Attrs{}, &Scalar{Slot: 0, Value: 0},
+				step(op, 1, func(s *ExpandStep) { s.Scalar = &Scalar{Slot: 0, Value: 0} })})
+	}
+	for _, op := range []string{"max", "min"} {
+		for axis := range 2 {
+			cases = append(cases, ruleCase{"signed " + op + " axis " + string(rune('0'+axis)), op, [][]int{{3, 5}}, Attrs{Axis: axis}, nil,
+				step(op, 1, func(s *ExpandStep) { s.Axis = axis })})
+		}
+	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(2, uint64(len(tc.name))))
 			xs := make([]tensorOf[fdual], len(tc.in))
 			for k, s := range tc.in {
 				xs[k] = randomF(rng, s)
+				if strings.HasPrefix(tc.name, "signed ") {
+					xs[k] = mapped(xs[k], func(x fdual) fdual { return fdual{x.v - 1, x.d} })
+				}
 			}
 			dy := func(shape []int) tensorOf[fdual] { return mapped(randomF(rng, shape), fdual.primal) }
 			checkVJP(t, tc, xs, dy, func(x float64) fdual { return fdual{v: x} })

@@ -119,12 +119,28 @@ func evalStep[T number[T]](t *testing.T, s ExpandStep, ins []tensorOf[T], lift f
 		c := tensorOf[T]{shape: slices.Repeat([]int{1}, len(ins[0].shape)), data: []T{lift(s.Scalar.Value)}}
 		ins = slices.Insert(slices.Clone(ins), s.Scalar.Slot, c)
 	}
-	binary := map[string]func(a, b T) T{"add": T.add, "sub": func(a, b T) T { return a.add(b.neg()) }, "mul": T.mul,
+	var zero T
+	mask := func(c bool) T {
+		if c {
+			return lift(1)
+		}
+		return lift(0)
+	}
+	pick := func(c bool, a, b T) T {
+		if c {
+			return a
+		}
+		return b
+	}
+	binary := map[string]func(a, b T) T{"add": T.add,
+		"gt": func(a, b T) T { return mask(b.less(a)) }, "eq": func(a, b T) T { return mask(!a.less(b) && !b.less(a)) },
+		"maximum": func(a, b T) T { return pick(a.less(b), b, a) }, "minimum": func(a, b T) T { return pick(b.less(a), b, a) },
+		"relu": func(a, _ T) T { return pick(zero.less(a), a, zero) }, "abs": func(a, _ T) T { return pick(a.less(zero), a.neg(), a) }, "sub": func(a, b T) T { return a.add(b.neg()) }, "mul": T.mul,
 		"div": func(a, b T) T { return a.mul(b.inv()) }, "neg": func(a, _ T) T { return a.neg() },
 		"square": func(a, _ T) T { return a.mul(a) }, "set": func(a, _ T) T { return a }}
 	switch s.Op {
-	case "sum", "max":
-		return reduceAxis(ins[0], s.Axis, s.Op == "max")
+	case "sum", "max", "min":
+		return reduceAxis(ins[0], s.Axis, s.Op)
 	case "broadcast":
 		return broadcastD(ins[0], s.Axes, s.Shape)
 	case "permute":
@@ -143,7 +159,6 @@ func evalStep[T number[T]](t *testing.T, s ExpandStep, ins []tensorOf[T], lift f
 	if f := binary[s.Op]; f != nil {
 		return pointwise(ins, f)
 	}
-	var zero T
 	if _, ok := zero.apply(s.Op); !ok {
 		t.Fatalf("no evaluation of %s", s.Op)
 	}
@@ -170,8 +185,8 @@ func pointwise[T number[T]](ins []tensorOf[T], f func(a, b T) T) tensorOf[T] {
 	return out
 }
 
-// reduceAxis sums x over axis, or takes the largest, and removes it.
-func reduceAxis[T number[T]](x tensorOf[T], axis int, largest bool) tensorOf[T] {
+// reduceAxis reduces x over axis by op (sum, max, min) and removes it.
+func reduceAxis[T number[T]](x tensorOf[T], axis int, op string) tensorOf[T] {
 	out := tensorOf[T]{shape: slices.Delete(slices.Clone(x.shape), axis, axis+1)}
 	out.data = make([]T, product(out.shape))
 	seen := make([]bool, len(out.data))
@@ -180,9 +195,9 @@ func reduceAxis[T number[T]](x tensorOf[T], axis int, largest bool) tensorOf[T] 
 		switch {
 		case !seen[i]:
 			out.data[i] = v
-		case !largest:
+		case op == "sum":
 			out.data[i] = out.data[i].add(v)
-		case out.data[i].less(v):
+		case op == "max" && out.data[i].less(v), op == "min" && v.less(out.data[i]):
 			out.data[i] = v
 		}
 		seen[i] = true
