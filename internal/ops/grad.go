@@ -83,7 +83,7 @@ func registerGrads(r *Registry) {
 		"permute": gradPermute, "reshape": gradReshape, "cast": gradCast,
 		"slice": gradSlice, "cat": gradCat,
 		"relu": unaryGrad(gradRelu), "abs": unaryGrad(gradAbs), "maximum": gradSelect(true), "minimum": gradSelect(false),
-		"max": gradExtreme, "min": gradExtreme,
+		"max": gradExtreme, "min": gradExtreme, "gelu_tanh": unaryGrad(gradGeluTanh),
 	}
 	for name, rule := range rules {
 		if o := r.byName[name]; o != nil {

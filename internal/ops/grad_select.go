@@ -1,5 +1,7 @@
 package ops
 
+import "math"
+
 // The rules of the selecting ops — relu, abs, maximum, minimum and the
 // max and min reductions — multiply the upstream gradient by a mask of
 // where the value was taken, written with the comparison ops gt and eq
@@ -86,4 +88,26 @@ func gradExtreme(g *GradIn) ([]ExpandStep, []Ref, *ExpandError) {
 		b.grads[0] = b.binary("dx", "mul", b.backTo("dx_dy_b", g.DY(), ax, g.In[0]), share)
 	}
 	return b.result()
+}
+
+// geluTanhC and geluTanhA are the constants of gelu's tanh
+// approximation, 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
+var geluTanhC, geluTanhA = math.Sqrt(2 / math.Pi), 0.044715
+
+// gradGeluTanh: gelu(approximate='tanh'): gelu_backward(grad, self,
+// "tanh"), whose derivative aten writes out: with u = c·(x + a·x³) and t
+// = tanh(u), dx = dy·(0.5·(1 + t) + 0.5·x·(1 − t²)·c·(1 + 3a·x²)). It
+// recomputes t from the tanh op (the simulator's gelu_tanh is a fixed map
+// of its own, unrelated to tanh's, so the forward's output cannot give
+// it).
+func gradGeluTanh(b *gradBuilder, dy, x, _ Ref) Ref {
+	x2 := b.unary("dx_x2", "square", x)
+	inner := b.withScalar("dx_inner", "add", b.withScalar("dx_ax2", "mul", x2, geluTanhA), 1) // 1 + a·x²
+	u := b.withScalar("dx_u", "mul", b.binary("dx_xinner", "mul", x, inner), geluTanhC)
+	t := b.unary("dx_t", "tanh", u)
+	left := b.withScalar("dx_left", "mul", b.withScalar("dx_1pt", "add", t, 1), 0.5)
+	du := b.withScalar("dx_du", "mul", b.withScalar("dx_inner3", "add", b.withScalar("dx_3ax2", "mul", x2, 3*geluTanhA), 1), geluTanhC)
+	sech2 := b.oneMinus("dx_sech2", b.unary("dx_t2", "square", t))
+	right := b.withScalar("dx_right", "mul", b.binary("dx_xs", "mul", x, b.binary("dx_sdu", "mul", sech2, du)), 0.5)
+	return b.binary("dx", "mul", dy, b.binary("dx_slope", "add", left, right))
 }
