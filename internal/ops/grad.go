@@ -65,10 +65,10 @@ func (g *GradIn) Y() Ref { return Ref(len(g.In)) }
 func (g *GradIn) DY() Ref { return Ref(len(g.In) + 1) }
 
 // registerGrads gives the registry's ops their gradient rules: every op
-// whose rule is cheap in the primitive ops. The others (max, min, prod,
-// maximum, minimum, relu, abs, gelu, gelu_tanh, embedding, gather,
-// slice, cat) have none, and a backward through one is an
-// error naming it.
+// whose rule is cheap in the primitive ops. The others (prod, gelu,
+// embedding, gather, cross_entropy; the comparisons gt and eq, which
+// torch does not differentiate) have none, and a backward through one
+// is an error naming it.
 func registerGrads(r *Registry) {
 	rules := map[string]GradRule{
 		"set": gradIdentity, "add": gradAdd, "sub": gradSub, "mul": gradMul, "div": gradDiv,
