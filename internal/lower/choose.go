@@ -35,16 +35,39 @@ func (ins *inserter) chooseSum(op *ir.Op, want []Split) (ir.ParallelType, bool) 
 	pl := ins.planner
 	gather := reshard.Cost{}
 	for i, x := range op.Inputs[:2] {
-		if op.ContractedAxis(i) < 0 {
-			continue // a lookup's ids: the rows of a split table are summed, not gathered
-		}
 		g, priced := gatherCost(pl, x, t)
+		if op.ContractedAxis(i) < 0 {
+			// A lookup's ids: the rows of a split table are summed, not
+			// gathered; but where the output is split further than the ids
+			// are, gathering the table means cutting the ids to the output's
+			// blocks first, a local Slice that summing does without.
+			g, priced = idsCost(pl, op, i, want, t, ins.bcast)
+		}
 		var fits bool
 		gather, fits = pl.Add(gather, g)
 		ok = ok && priced && fits
 	}
 	sum, fits := sumCost(pl, op.Out, t, want)
 	return t, ok && fits && pl.Less(sum, gather)
+}
+
+// idsCost is what the gathering way costs lookup op's ids (operand i)
+// beyond the summing way: a local Slice of them to the output's blocks
+// when the output, split as want, needs them split further than they are
+// and summing along t needs them as they are; else nothing.
+func idsCost(pl *reshard.Planner, op *ir.Op, i int, want []Split, t ir.ParallelType, b bcastAxes) (reshard.Cost, bool) {
+	withSum := append(want[:len(want):len(want)], Split{-1, t})
+	_, gathered := b.fits(op, i, OperandShards(op, i, want))
+	_, summed := b.fits(op, i, OperandShards(op, i, withSum))
+	if gathered || !summed {
+		return reshard.Cost{}, true
+	}
+	x := op.Inputs[i]
+	cut, err := blockTensorOf(x.Name+"/cut", x.Mesh, x.DType, x.Shape(), OperandShards(op, i, want))
+	if err != nil {
+		return reshard.Cost{}, true
+	}
+	return pl.LocalCost(plan.Slice, plan.Count{Input: localCount(x.LocalShape()), Output: localCount(cut.LocalShape())}, int64(x.DType.Size()))
 }
 
 // gatherCost is the cost of the Allgather of operand x along t.

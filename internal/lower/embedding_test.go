@@ -41,6 +41,14 @@ func TestEmbeddingLowering(t *testing.T) {
 			fmt.Sprintf(head, ", placements: [Shard(0)]", "") + op,
 			[]string{"Lookup"}, []string{"Lookup"}},
 	}
+	// On a dp × tp mesh with a small vocabulary the table's Allgather costs
+	// less than the ReduceScatter of the rows, but gathering it also cuts
+	// the ids to the output's sequence blocks, a local Slice: summing wins.
+	const mesh2 = "format: 2\nmeshes:\n  m: [[0, 1, 2, 3], [4, 5, 6, 7]]\ntensors:\n" +
+		"  ids: {mesh: m, dtype: int64, shape: [2, 16], placements: [Shard(0), Replicate()]}\n" +
+		"  table: {mesh: m, shape: [256, 64], placements: [Replicate(), Shard(0)]}\n  y: {mesh: m, placements: [Shard(0), Shard(1)]}\n"
+	tests["dp × tp, small vocabulary, sequence-parallel output: a ReduceScatter, the ids not cut"] = policyCase{
+		mesh2 + op, []string{"Lookup", "ReduceScatter"}, []string{"Scatter", "Scatter", "Allgather", "Lookup"}}
 	runPolicyCases(t, tests)
 }
 

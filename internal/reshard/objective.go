@@ -127,6 +127,14 @@ func (p *Planner) TeamCost(m *ir.Mesh, t ir.ParallelType, typ string, count plan
 	return Cost{pathCost{ps: picoseconds(s), busiest: busiest, steps: 1}}, ok
 }
 
+// LocalCost prices a local step of typ on each device, count elements
+// of elem bytes in and out, as cost.Predict prices it in a plan; false
+// when it does not fit.
+func (p *Planner) LocalCost(typ string, count plan.Count, elem int64) (Cost, bool) {
+	c, ok := p.stepCost(&plan.Step{Kind: plan.KindLocal, Type: typ, Count: count}, elem)
+	return Cost{c}, ok
+}
+
 // Add is the cost of a then b, false when a byte count overflows.
 func (p *Planner) Add(a, b Cost) (Cost, bool) {
 	c, ok := p.costOrder.Add(a.c, b.c)
