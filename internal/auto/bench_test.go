@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -21,76 +22,119 @@ var benchMeshes = []struct {
 // benchBlocks are the block counts of the scale benchmark.
 var benchBlocks = []int{1, 2, 4, 8, 32}
 
-// BenchmarkSolveBlocks times Solve on n identical MLP blocks with a
-// residual add (scale.MLPBlocks), every mesh and count of the table of
-// docs/auto.md.
+// benchFamilies are the block families of the scale benchmark: MLP
+// blocks (scale.MLPBlocks) and transformer-like blocks
+// (scale.TransformerBlocks).
+var benchFamilies = []struct {
+	name   string
+	blocks func(n int, meshShape []int) []byte
+}{{"mlp", scale.MLPBlocks}, {"transformer", scale.TransformerBlocks}}
+
+// BenchmarkSolveBlocks times Solve on n identical blocks of each family,
+// every mesh and count of the table of docs/auto.md.
 func BenchmarkSolveBlocks(b *testing.B) {
-	for _, mesh := range benchMeshes {
-		for _, n := range benchBlocks {
-			src := scale.MLPBlocks(n, mesh.shape)
-			b.Run(fmt.Sprintf("mesh=%s/blocks=%d", mesh.name, n), func(b *testing.B) {
-				for b.Loop() {
-					if _, err := Solve("blocks.yaml", src, Options{}); err != nil {
-						b.Fatal(err)
+	for _, fam := range benchFamilies {
+		for _, mesh := range benchMeshes {
+			for _, n := range benchBlocks {
+				src := fam.blocks(n, mesh.shape)
+				b.Run(fmt.Sprintf("family=%s/mesh=%s/blocks=%d", fam.name, mesh.name, n), func(b *testing.B) {
+					for b.Loop() {
+						if _, err := Solve("blocks.yaml", src, Options{}); err != nil {
+							b.Fatal(err)
+						}
 					}
-				}
-			})
+				})
+			}
 		}
 	}
 }
 
-// TestAutoScaleTable prints the table of solve times of docs/auto.md
-// (make bench-auto; skipped unless NVCOMM_BENCH_AUTO is set): per mesh and
-// block count, Solve's wall time, its ratio to decoding the same fusion's
-// YAML (measured in the same run), the fusions lowered, whether every
-// block chose as every other and as the single block does; per mesh the slope of log time
-// against log blocks from 2 blocks on (1: linear).
+// benchLimit is the search's time limit in the scale table: past it the
+// solve finishes greedily and reports its gap.
+const benchLimit = 10 * time.Second
+
+// TestAutoScaleTable prints the tables of solve times of docs/auto.md
+// (make bench-auto; skipped unless NVCOMM_BENCH_AUTO is set, and
+// NVCOMM_BENCH_AUTO=mlp or =transformer prints one family's): per family,
+// mesh and block count, Solve's wall time (its search limited to
+// benchLimit) and CPU time, the wall time's ratio to decoding the same fusion's YAML (measured in
+// the same run), the fusions lowered, whether the search finished (else
+// its gap), whether every block chose as every other and as the single
+// block does; per mesh the slope of log time against log blocks from 2
+// blocks on (1: linear).
 func TestAutoScaleTable(t *testing.T) {
-	if os.Getenv("NVCOMM_BENCH_AUTO") == "" {
+	only := os.Getenv("NVCOMM_BENCH_AUTO")
+	if only == "" {
 		t.Skip("set NVCOMM_BENCH_AUTO=1 (make bench-auto)")
 	}
+	for _, fam := range benchFamilies {
+		if only == fam.name || only == "1" {
+			t.Log("\n" + scaleTable(t, fam.name, fam.blocks))
+		}
+	}
+}
+
+// scaleTable is the table of one family of blocks.
+func scaleTable(t *testing.T, family string, blocks func(n int, meshShape []int) []byte) string {
 	var b strings.Builder
-	b.WriteString("| mesh | blocks | solve | ÷ YAML decode | lowered | blocks alike | as 1 block |\n|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "%s blocks\n\n| mesh | blocks | solve | CPU | ÷ YAML decode | lowered | exact | blocks alike | as 1 block |\n|---|---|---|---|---|---|---|---|---|\n", family)
 	for _, mesh := range benchMeshes {
 		var one []string
 		var ns []int
 		var times []time.Duration
 		for _, n := range benchBlocks {
-			src := scale.MLPBlocks(n, mesh.shape)
+			src := blocks(n, mesh.shape)
 			decode, err := scale.YAMLDecode(src)
 			if err != nil {
 				t.Fatal(err)
 			}
-			start := time.Now()
-			res, err := Solve("blocks.yaml", src, Options{})
-			took := time.Since(start)
+			start, cpu0 := time.Now(), cpuTime(t)
+			res, err := Solve("blocks.yaml", src, Options{TimeLimit: benchLimit})
+			took, cpu := time.Since(start), cpuTime(t)-cpu0
 			if err != nil {
 				t.Fatal(err)
 			}
-			blocks := perBlock(res, n)
+			per := perBlock(res, n)
 			if n == 1 {
-				one = blocks[0]
+				one = per[0]
 			}
 			alike, same := "yes", "yes"
-			for _, bl := range blocks {
-				if !slices.Equal(bl, blocks[0]) {
+			for _, bl := range per {
+				if !slices.Equal(bl, per[0]) {
 					alike = "no"
 				}
 				if !slices.Equal(bl, one) {
 					same = "no"
 				}
 			}
+			exact := "yes"
+			if !res.Exact {
+				exact = fmt.Sprintf("no, gap %s", humanSeconds(res.Gap))
+			}
 			if n >= 2 {
 				ns, times = append(ns, n), append(times, took)
 			}
-			row := fmt.Sprintf("| %s | %d | %.2f s | %.0f× | %d | %s | %s |\n", mesh.name, n, took.Seconds(), float64(took)/float64(decode), res.Lowered, alike, same)
-			t.Log(row) // as it comes: the 3-D rows take minutes
+			row := fmt.Sprintf("| %s | %d | %.2f s | %.2f s | %.0f× | %d | %s | %s | %s |\n", mesh.name, n, took.Seconds(), cpu.Seconds(), float64(took)/float64(decode), res.Lowered, exact, alike, same)
+			t.Log(family + " " + row) // as it comes: the 3-D rows take minutes
 			b.WriteString(row)
 		}
-		fmt.Fprintf(&b, "| %s | slope | %.2f | | | | |\n", mesh.name, scale.Exponent(ns, times))
+		fmt.Fprintf(&b, "| %s | slope | %.2f | | | | | | |\n", mesh.name, scale.Exponent(ns, times))
 	}
-	t.Log("\n" + b.String())
+	return b.String()
 }
+
+// cpuTime is the CPU time the process has used, user and system: unlike
+// the wall time, it does not grow with other work on the machine.
+func cpuTime(t *testing.T) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// humanSeconds writes a gap in µs.
+func humanSeconds(s float64) string { return fmt.Sprintf("%.1f µs", s*1e6) }
 
 // perBlock is each block's choices (weights, then intermediates but the
 // block's output x<i>, given in the last) as "name placements" with the

@@ -85,7 +85,9 @@ func (s *bnb) search(depth int) error {
 		return nil
 	}
 	if depth == len(s.decisions) {
-		s.best = &solution{choice: slices.Clone(s.choice), cost: bound, peak: peak}
+		if cost := bound + s.m.joinedRuns(s.choice); s.best == nil || cost < s.best.cost {
+			s.best = &solution{choice: slices.Clone(s.choice), cost: cost, peak: peak}
+		}
 		return nil
 	}
 	k := s.decisions[depth]
@@ -103,13 +105,19 @@ func (s *bnb) search(depth int) error {
 }
 
 // bound is the sum over ops of the cheapest table entry that agrees with
-// the fixed options; false when some op has none (or the sum overflows).
+// the fixed options, less the saving of its first step continuing a run
+// (cost.Ends), which it may; false when some op has none (or the sum
+// overflows). With every decision fixed, adding joinedRuns makes it the
+// assignment's cost.
 func (s *bnb) bound() (int64, bool) {
 	total := int64(0)
 	var combo []int
 	for _, fa := range s.m.factors {
 		best := int64(maxCost)
 		for i, c := range fa.table {
+			if c != maxCost && fa.ends != nil && fa.ends[i].head != 0 {
+				c -= fa.ends[i].saving
+			}
 			if c >= best {
 				continue
 			}
@@ -158,4 +166,32 @@ func (s *bnb) peak() int64 {
 		most = max(most, live)
 	}
 	return most
+}
+
+// joinedRuns is, for a complete assignment, the savings bound subtracts
+// for a first step continuing a run that it does not continue: bound plus
+// it is the sum of the ops' prices, each less its saving where its first
+// step continues the run its predecessor (or the op before an op of no
+// steps) ends.
+func (m *model) joinedRuns(choice []int) int64 {
+	total, in := int64(0), int32(0)
+	var combo []int
+	for _, fa := range m.factors {
+		if fa.ends == nil {
+			in = 0
+			continue
+		}
+		combo = combo[:0]
+		for _, k := range fa.vars {
+			combo = append(combo, choice[k])
+		}
+		e := fa.ends[tableEntry(m, fa, combo)]
+		if e.head != 0 && e.head != in {
+			total += e.saving
+		}
+		if !e.empty {
+			in = e.tail
+		}
+	}
+	return total
 }

@@ -45,11 +45,7 @@ func TestEmbeddingVocabParallel(t *testing.T) {
 			if d := cmp.Diff(tc.want, chosen(res)); d != "" {
 				t.Errorf("decisions (-want +got):\n%s", d)
 			}
-			var steps []string
-			for _, s := range lowerChosen(t, res).Steps {
-				steps = append(steps, s.Type)
-			}
-			if d := cmp.Diff(tc.steps, steps); d != "" {
+			if d := cmp.Diff(tc.steps, stepTypes(lowerChosen(t, res).Steps)); d != "" {
 				t.Errorf("steps (-want +got):\n%s", d)
 			}
 		})

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/nvcomm/nvcomm/internal/cost"
 	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/lower"
 )
@@ -43,6 +44,17 @@ type factor struct {
 	op    *ir.Op
 	vars  []int
 	table []int64
+	// ends are, per entry of table, how the op's plan joins runs of local
+	// steps with the ops before and after it (nil: it never does).
+	ends []ends
+}
+
+// ends is cost.Ends of an op's plan, its devices numbered by the
+// evaluator (0: none) and its saving in picoseconds.
+type ends struct {
+	head, tail int32
+	saving     int64
+	empty      bool
 }
 
 const maxCost = math.MaxInt64
@@ -142,10 +154,32 @@ type evaluator struct {
 	// ops (a model's repeated blocks) are tabulated once.
 	tables  map[string][]int64
 	lowered int
+	// endsOf, endTables and runs are ends' counterparts of cache and
+	// tables, and the numbers of the device sets of runs.
+	endsOf    map[string]ends
+	endTables map[string][]ends
+	runs      map[string]int32
 }
 
 func newEvaluator(lowering lower.Options) *evaluator {
-	return &evaluator{lowering: lowering, cache: map[string]int64{}, tables: map[string][]int64{}, parts: map[string]*part{}}
+	return &evaluator{lowering: lowering, cache: map[string]int64{}, tables: map[string][]int64{}, parts: map[string]*part{},
+		endsOf: map[string]ends{}, endTables: map[string][]ends{}, runs: map[string]int32{}}
+}
+
+// ends numbers the devices of c.
+func (e *evaluator) ends(c cost.Ends) ends {
+	return ends{head: e.run(c.Head), tail: e.run(c.Tail), saving: picoseconds(c.Saving), empty: c.Empty}
+}
+
+// run numbers a device set of runs, from 1; "" (none) is 0.
+func (e *evaluator) run(key string) int32 {
+	if key == "" {
+		return 0
+	}
+	if _, ok := e.runs[key]; !ok {
+		e.runs[key] = int32(len(e.runs) + 1)
+	}
+	return e.runs[key]
 }
 
 // fill tabulates fa's op: the table of an identical op when there was
@@ -154,7 +188,7 @@ func newEvaluator(lowering lower.Options) *evaluator {
 func (e *evaluator) fill(m *model, fa *factor) {
 	tk := m.tableKey(fa)
 	if t, ok := e.tables[tk]; ok {
-		fa.table = t
+		fa.table, fa.ends = t, e.endTables[tk]
 		return
 	}
 	keys := make([]string, len(fa.table))
@@ -170,13 +204,16 @@ func (e *evaluator) fill(m *model, fa *factor) {
 			todo = append(todo, i)
 		}
 	}
-	for j, price := range e.priceAll(m, fa, todo) {
+	prices, joins := e.priceAll(m, fa, todo)
+	for j, price := range prices {
 		e.cache[keys[todo[j]]] = price
+		e.endsOf[keys[todo[j]]] = e.ends(joins[j])
 	}
+	fa.ends = make([]ends, len(fa.table))
 	for i, key := range keys {
-		fa.table[i] = e.cache[key]
+		fa.table[i], fa.ends[i] = e.cache[key], e.endsOf[key]
 	}
-	e.tables[tk] = fa.table
+	e.tables[tk], e.endTables[tk] = fa.table, fa.ends
 }
 
 // parallel calls f(0), …, f(n-1) on as many goroutines as there are
@@ -194,10 +231,11 @@ func parallel(n int, f func(int)) {
 	wg.Wait()
 }
 
-// priceAll prices the combinations todo of fa's table: by parts where
-// the op decomposes (parts.go), the parts not priced before lowered in
-// parallel, and the other combinations lowered whole, in parallel.
-func (e *evaluator) priceAll(m *model, fa *factor, todo []int) []int64 {
+// priceAll prices the combinations todo of fa's table, and says how
+// their plans join runs of local steps: by parts where the op decomposes
+// (parts.go), the parts not priced before lowered in parallel, and the
+// other combinations lowered whole, in parallel.
+func (e *evaluator) priceAll(m *model, fa *factor, todo []int) ([]int64, []cost.Ends) {
 	d := m.decompose(fa)
 	recipes := make([]*recipe, len(todo)) // nil: lowered whole
 	var whole []int
@@ -226,17 +264,17 @@ func (e *evaluator) priceAll(m *model, fa *factor, todo []int) []int64 {
 			fresh = append(fresh, p)
 		}
 	}
-	prices := make([]int64, len(todo))
+	prices, joins := make([]int64, len(todo)), make([]cost.Ends, len(todo))
 	parallel(len(fresh), func(n int) {
 		p := fresh[n]
 		f, err := p.build()
-		p.secs, p.ok = stepSeconds(f, err, e.lowering)
+		p.price(f, err, e.lowering)
 	})
 	parallel(len(whole), func(n int) {
 		f, err := m.opFusion(fa, m.combination(fa, todo[whole[n]], nil))
 		p := &part{}
-		p.secs, p.ok = stepSeconds(f, err, e.lowering)
-		prices[whole[n]] = sumParts([]*part{p})
+		p.price(f, err, e.lowering)
+		prices[whole[n]], joins[whole[n]] = sumParts([]*part{p}), p.ends
 	})
 	e.lowered += len(fresh) + len(whole)
 	for j, r := range recipes {
@@ -249,10 +287,10 @@ func (e *evaluator) priceAll(m *model, fa *factor, todo []int) []int64 {
 			for n, key := range r.parts {
 				parts[n] = e.parts[key]
 			}
-			prices[j] = sumParts(parts)
+			prices[j], joins[j] = sumParts(parts), joinEnds(parts)
 		}
 	}
-	return prices
+	return prices, joins
 }
 
 // tableKey says what fa's table holds: the op's kind, attributes and

@@ -96,6 +96,7 @@ type recipe struct {
 type part struct {
 	build func() (*ir.Fusion, error)
 	secs  []float64
+	ends  cost.Ends // how its first and last steps join runs of local steps
 	ok    bool
 }
 
@@ -303,25 +304,43 @@ func (d *decomposition) commonKSplit(combo []int) bool {
 	return len(found) > 0 && len(found) == factors && found[0] == found[len(found)-1]
 }
 
-// stepSeconds lowers f and returns its steps' predicted times in plan
-// order; false when it does not lower.
-func stepSeconds(f *ir.Fusion, err error, opts lower.Options) ([]float64, bool) {
+// price lowers the part's fusion and sets its steps' predicted times in
+// plan order and its ends; ok false when it does not lower.
+func (pt *part) price(f *ir.Fusion, err error, opts lower.Options) {
+	pt.secs, pt.ends, pt.ok = nil, cost.Ends{}, false
 	if err != nil {
-		return nil, false
+		return
 	}
 	p, err := lower.Lower(f, opts)
 	if err != nil {
-		return nil, false
+		return
 	}
 	pr, err := cost.Predict(opts.Topology, p)
 	if err != nil {
-		return nil, false
+		return
 	}
-	secs := make([]float64, len(pr.Steps))
+	pt.secs = make([]float64, len(pr.Steps))
 	for i, st := range pr.Steps {
-		secs[i] = st.Seconds
+		pt.secs[i] = st.Seconds
 	}
-	return secs, true
+	pt.ends, pt.ok = opts.Topology.PlanEnds(p, pr), true
+}
+
+// joinEnds is how the plan of the parts, run one after another, joins
+// runs of local steps: its head is its first step's (the first part with
+// steps), its tail its last step's.
+func joinEnds(parts []*part) cost.Ends {
+	out := cost.Ends{Empty: true}
+	for _, p := range parts {
+		if p.ends.Empty {
+			continue
+		}
+		if out.Empty {
+			out.Head, out.Saving = p.ends.Head, p.ends.Saving
+		}
+		out.Tail, out.Empty = p.ends.Tail, false
+	}
+	return out
 }
 
 // sumParts adds the parts' step times in plan order, as cost.Predict adds

@@ -122,17 +122,17 @@ func comparePricing(t *testing.T, src string, step int) int {
 				}
 			}
 		}
-		got := ev.priceAll(m, fa, todo)
-		want := make([]int64, len(todo))
+		got, gotEnds := ev.priceAll(m, fa, todo)
+		want, wantEnds := make([]int64, len(todo)), make([]cost.Ends, len(todo))
 		parallel(len(todo), func(j int) {
 			f, err := m.opFusion(fa, m.combination(fa, todo[j], nil))
 			p := &part{}
-			p.secs, p.ok = stepSeconds(f, err, opts)
-			want[j] = sumParts([]*part{p})
+			p.price(f, err, opts)
+			want[j], wantEnds[j] = sumParts([]*part{p}), p.ends
 		})
 		for j, i := range todo {
-			if got[j] != want[j] {
-				t.Errorf("op %q, %s: by parts %d ps, whole %d ps", fa.op.Expr(), m.describe(fa, m.combination(fa, i, nil)), got[j], want[j])
+			if got[j] != want[j] || got[j] != maxCost && gotEnds[j] != wantEnds[j] {
+				t.Errorf("op %q, %s: by parts %d ps, ends %+v; whole %d ps, ends %+v", fa.op.Expr(), m.describe(fa, m.combination(fa, i, nil)), got[j], gotEnds[j], want[j], wantEnds[j])
 			}
 		}
 	}

@@ -40,6 +40,17 @@ import (
 // state: two partial assignments of a state differ only on the tensors
 // already forgotten, and the one with the smaller option at the first
 // decision where they differ wins.
+//
+// Runs of local steps: the plan's prediction fuses a run of elementwise
+// and reduction steps into one kernel (cost.Predict), and a run may
+// continue from one op's last step into the next op's first, which then
+// costs its latency less (cost.Ends). So the state also holds how the
+// last op ended — the devices of its last step when a run may continue
+// from it, none otherwise (an op of no steps passes its predecessor's
+// on) — and an op's price is its table entry less the saving when its
+// first step continues that run: the sum is the plan's prediction. The
+// ends an op can leave are few (none, or its mesh's devices), so this at
+// most doubles the states.
 
 // solution is an option per variable and its cost.
 type solution struct {
@@ -76,9 +87,55 @@ type step struct {
 	// inputs (W), the fresh tensors produced and live to the end (O), and
 	// the intermediates live during the op.
 	inputs, tails, live []int
-	minCost             int64 // the cheapest entry of fa's table
+	minCost             int64 // the cheapest entry of fa's table, less its saving
 	nextStates          int
 	index               int32
+	// in and out are the ends of runs a state before and after the op
+	// may hold (ends.tail values, 0 first); a layer's state index is the
+	// frontier's index times their number plus the end's position.
+	in, out []int32
+}
+
+// join is the saving of entry ti of st's table when the state before
+// it ends a run on devices in, and the position in st.out of how the op
+// ends.
+func (st *step) join(ti int, in int32) (saving int64, out int) {
+	end := int32(0)
+	if st.fa.ends != nil {
+		e := st.fa.ends[ti]
+		if in != 0 && e.head == in {
+			saving = e.saving
+		}
+		end = e.tail
+		if e.empty {
+			end = in
+		}
+	}
+	return saving, slices.Index(st.out, end)
+}
+
+// ends lists the ends of runs st's op may leave after states before it
+// ending in st.in, 0 first.
+func (st *step) ends() []int32 {
+	out := []int32{0}
+	add := func(end int32) {
+		if !slices.Contains(out, end) {
+			out = append(out, end)
+		}
+	}
+	for i, c := range st.fa.table {
+		switch {
+		case c == maxCost || st.fa.ends == nil:
+		case st.fa.ends[i].empty:
+			for _, end := range st.in {
+				add(end)
+			}
+		default:
+			add(st.fa.ends[i].tail)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // entry is a partial assignment: the ops up to and including step, its
@@ -140,8 +197,9 @@ func (m *model) steps() []*step {
 	seen := make([]bool, len(m.vars))
 	var front []int
 	var out []*step
+	in := []int32{0}
 	for i, fa := range m.factors {
-		st := &step{fa: fa, front: front, nextStates: 1, index: int32(i)}
+		st := &step{fa: fa, front: front, nextStates: 1, index: int32(i), in: in}
 		for _, k := range fa.vars {
 			if !seen[k] {
 				seen[k] = true
@@ -164,11 +222,19 @@ func (m *model) steps() []*step {
 		}
 		slices.Sort(st.next)
 		st.tStride, st.nStride = m.strides(st.scope, fa.vars), m.strides(st.scope, st.next)
+		st.out = st.ends()
+		st.nextStates = len(st.out)
 		for _, k := range st.next {
 			st.nextStates *= len(m.vars[k].options)
 		}
-		st.minCost = slices.Min(fa.table)
-		front = st.next
+		st.minCost = maxCost
+		for ti, c := range fa.table {
+			if c != maxCost && fa.ends != nil && fa.ends[ti].head != 0 {
+				c -= fa.ends[ti].saving
+			}
+			st.minCost = min(st.minCost, c)
+		}
+		front, in = st.next, st.out
 		out = append(out, st)
 	}
 	return out
@@ -217,9 +283,11 @@ func (s *solver) solve() (*solution, error) {
 		layer = bestOnly(s, next)
 	}
 	var best *entry
-	for _, e := range layer[0] {
-		if best == nil || s.before(e, best) {
-			best = e
+	for _, list := range layer {
+		for _, e := range list {
+			if best == nil || s.before(e, best) {
+				best = e
+			}
 		}
 	}
 	if best == nil {
@@ -305,7 +373,8 @@ func (s *solver) advance(st *step, layer [][]*entry, limited bool) ([][]*entry, 
 		if len(list) == 0 {
 			continue
 		}
-		s.decode(st.front, fs, vals[:nf])
+		s.decode(st.front, fs/len(st.in), vals[:nf])
+		in := st.in[fs%len(st.in)]
 		if !s.first(st.fresh, vals[nf:]) {
 			continue // a fresh variable with no allowed option
 		}
@@ -313,7 +382,7 @@ func (s *solver) advance(st *step, layer [][]*entry, limited bool) ([][]*entry, 
 			if s.work++; limited && s.work&0xfff == 0 && s.tick(st) {
 				return nil, errStopped
 			}
-			if s.extend(st, vals, list, out) {
+			if s.extend(st, vals, in, list, out) {
 				found = true
 			}
 			if !s.following(st.fresh, vals[nf:]) {
@@ -327,15 +396,11 @@ func (s *solver) advance(st *step, layer [][]*entry, limited bool) ([][]*entry, 
 	return out, nil
 }
 
-// extend adds to out the extensions of list by the options vals of st's
-// scope, and reports whether the op can run under them.
-func (s *solver) extend(st *step, vals []int, list []*entry, out [][]*entry) bool {
-	ti, ni := 0, 0
-	for j, o := range vals {
-		ti += o * st.tStride[j]
-		ni += o * st.nStride[j]
-	}
-	c := st.fa.table[ti]
+// extend adds to out the extensions of list (a state whose last op
+// ended a run on devices in) by the options vals of st's scope, and
+// reports whether the op can run under them.
+func (s *solver) extend(st *step, vals []int, in int32, list []*entry, out [][]*entry) bool {
+	ti, ni, c := s.entry(st, vals, in)
 	if c == maxCost {
 		return false
 	}
@@ -353,6 +418,22 @@ func (s *solver) extend(st *step, vals []int, list []*entry, out [][]*entry) boo
 		out[ni] = s.insert(out[ni], x)
 	}
 	return true
+}
+
+// entry is the index in st's table of the options vals of its scope, the
+// index of the state after it and the op's price there, after a state
+// whose last op ended a run on devices in.
+func (s *solver) entry(st *step, vals []int, in int32) (ti, ni int, c int64) {
+	for j, o := range vals {
+		ti += o * st.tStride[j]
+		ni += o * st.nStride[j]
+	}
+	c = st.fa.table[ti]
+	saving, end := st.join(ti, in)
+	if c != maxCost {
+		c -= saving
+	}
+	return ti, ni*len(st.out) + end, c
 }
 
 // bytes is what one device holds of the scope's variables at positions
@@ -498,7 +579,12 @@ func (s *solver) marginals() [][]int64 {
 			out[k][o] = maxCost
 		}
 	}
-	after := [][]suffix{{{}}} // the ways to finish from each state after the step
+	var after [][]suffix // the ways to finish from each state after the step
+	if n := len(s.steps); n > 0 {
+		for range s.steps[n-1].nextStates {
+			after = append(after, []suffix{{}})
+		}
+	}
 	for i := len(s.steps) - 1; i >= 0; i-- {
 		st := s.steps[i]
 		layer := s.layers[i]
@@ -561,17 +647,13 @@ func (s *solver) combinations(st *step, layer [][]*entry, f func(fs int, vals []
 		if len(list) == 0 {
 			continue
 		}
-		s.decode(st.front, fs, vals[:nf])
+		s.decode(st.front, fs/len(st.in), vals[:nf])
+		in := st.in[fs%len(st.in)]
 		if !s.first(st.fresh, vals[nf:]) {
 			continue
 		}
 		for {
-			ti, ni := 0, 0
-			for j, o := range vals {
-				ti += o * st.tStride[j]
-				ni += o * st.nStride[j]
-			}
-			if c := st.fa.table[ti]; c != maxCost {
+			if _, ni, c := s.entry(st, vals, in); c != maxCost {
 				f(fs, vals, c, ni)
 			}
 			if !s.following(st.fresh, vals[nf:]) {

@@ -115,7 +115,7 @@ them on virtual devices against the unsharded program.`,
 	root.PersistentFlags().Var(&sizeFlag{DefaultMaxInput}, maxInputFlag,
 		"refuse input files larger than `SIZE` (bytes, or with a unit: 64MiB, 1GB)")
 	root.SetHelpCommand(newHelpCmd())
-	root.AddCommand(newLowerCmd(), newValidateCmd(), newSimulateCmd(), newExportCmd(), newCalibrateCmd(), newExplainCmd(), newTraceCmd(), newReportCmd(), newVersionCmd())
+	root.AddCommand(newLowerCmd(), newValidateCmd(), newSimulateCmd(), newExportCmd(), newCalibrateCmd(), newExplainCmd(), newTraceCmd(), newReportCmd(), newModelCmd(), newVersionCmd())
 	setUpCompletion(root)
 	return root
 }

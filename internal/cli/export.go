@@ -104,11 +104,11 @@ func (o *exportOptions) run(cmd *cobra.Command, arg string) error {
 
 // predictBlocks predicts every block of the exported function: a block
 // that moves memory (a local step, or local steps fused into one pass) at
-// the memory rate of its pass, any other as its plan step (the last of
-// the block: a Permute fused into a Matmul moves nothing).
+// the memory rate of its pass, any other as its plan step on its own (the
+// last of the block: a Permute fused into a Matmul moves nothing), a
+// kernel of its own, as the program runs it eagerly.
 func predictBlocks(t *cost.Topology, p *plan.Plan) ([]float64, error) {
-	pr, err := cost.Predict(t, p)
-	if err != nil {
+	if _, err := cost.Predict(t, p); err != nil {
 		return nil, err
 	}
 	blocks, err := export.Blocks(p)
@@ -119,7 +119,11 @@ func predictBlocks(t *cost.Topology, p *plan.Plan) ([]float64, error) {
 	for i, b := range blocks {
 		last := b.Steps[len(b.Steps)-1]
 		if b.Pass == "" {
-			out[i] = pr.Steps[last].Seconds
+			st, err := t.Step(p, &p.Steps[last])
+			if err != nil {
+				return nil, err
+			}
+			out[i] = st.Seconds
 			continue
 		}
 		size := int64(shard.DTypeSize(stepDType(p, last)))

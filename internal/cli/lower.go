@@ -112,6 +112,11 @@ func streamPlan(cmd *cobra.Command, arg, output string, opts lower.Options) erro
 	if err != nil {
 		return err
 	}
+	return streamPlanSource(cmd, name, src, output, opts)
+}
+
+// streamPlanSource is streamPlan of fusion source already read.
+func streamPlanSource(cmd *cobra.Command, name string, src []byte, output string, opts lower.Options) error {
 	f, err := ir.Parse(name, src)
 	if err != nil {
 		return report(cmd, err)

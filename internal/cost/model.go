@@ -30,6 +30,11 @@ type StepTime struct {
 	// from the plan's start (Prediction.Total is then the makespan); in
 	// one of format 1 the steps run one after another and it is left 0.
 	Start float64 `json:"start,omitempty"`
+	// FusedInto is, for a step that runs inside the kernel of a run of
+	// local steps fused into one (kernels.go) and is not its first, the
+	// id of the run's first step, which launches the kernel and pays its
+	// latency.
+	FusedInto *int `json:"fused_into,omitempty"`
 }
 
 // Prediction is the predicted time of a whole plan.
@@ -150,11 +155,20 @@ func localType(s *plan.Step) string {
 // Concat, which copies a window of each input's rows) at the strided
 // rate, the others at a contiguous copy's.
 func (t *Topology) localStep(typ string, bytes int64) float64 {
-	switch typ {
-	case plan.Permute, plan.Pad, plan.Unpad, StridedSlice, plan.Concat:
+	if stridedType(typ) {
 		return t.Pass(PassStrided, bytes, 1)
 	}
 	return t.Local(bytes)
+}
+
+// stridedType reports whether a local step of type typ (as localType
+// names it) copies between strided views.
+func stridedType(typ string) bool {
+	switch typ {
+	case plan.Permute, plan.Pad, plan.Unpad, StridedSlice, plan.Concat:
+		return true
+	}
+	return false
 }
 
 // Pass predicts one pass over memory of an exported program's local block
@@ -195,7 +209,8 @@ func (t *Topology) arithmetic(p *plan.Plan, s *plan.Step) float64 {
 	return t.Compute.Seconds(stepDType(p, s), flops)
 }
 
-// Predict prices every step of p.
+// Predict prices every step of p, a run of local steps as one kernel
+// (kernels.go).
 func Predict(t *Topology, p *plan.Plan) (*Prediction, error) {
 	pr := &Prediction{Topology: t.Name, LowerBound: t.LowerBound(p.Summary.BytesLowerBound)}
 	for i := range p.Steps {
@@ -204,6 +219,9 @@ func Predict(t *Topology, p *plan.Plan) (*Prediction, error) {
 			return nil, err
 		}
 		pr.Steps = append(pr.Steps, st)
+	}
+	t.fuseRuns(p, pr.Steps)
+	for _, st := range pr.Steps {
 		pr.Total += st.Seconds
 	}
 	if p.Graph() {
@@ -251,7 +269,8 @@ func Schedule(p *plan.Plan, times []StepTime) float64 {
 	return end
 }
 
-// Step prices one step of p.
+// Step prices one step of p on its own, as its own kernel (Predict
+// prices a run of local steps as one).
 func (t *Topology) Step(p *plan.Plan, s *plan.Step) (StepTime, error) {
 	size, err := elemSize(p, s)
 	if err != nil {

@@ -158,7 +158,7 @@ func (e *explainer) opModel(i int, op plan.Op) OpModel {
 		recv, bound := stepSizes(s)
 		om.Steps = append(om.Steps, StepModel{ID: s.ID, Type: s.Type, Kind: s.Kind,
 			Buffers: strings.Join(s.Operands(), ", ") + " -> " + s.Output, Team: plan.StepDevices(s),
-			Received: recv, Bound: bound, Time: e.stepTime(s), Why: e.reason(op, steps, k)})
+			Received: recv, Bound: bound, Time: e.stepTime(s), Why: e.why(op, steps, k)})
 	}
 	if len(steps) > 0 {
 		om.Totals = e.opTotals(steps)

@@ -43,7 +43,7 @@ func (e *explainer) op(b *strings.Builder, i int, op plan.Op) {
 		recv, bound := stepSizes(s)
 		rows = append(rows, []cell{{fmt.Sprint(s.ID), nil}, {s.Type, style},
 			{strings.Join(s.Operands(), ", ") + " -> " + s.Output, nil}, {plan.StepDevices(s), nil},
-			{recv, nil}, {bound, nil}, {e.stepTime(s), nil}, {e.reason(op, steps, k), st.dim}})
+			{recv, nil}, {bound, nil}, {e.stepTime(s), nil}, {e.why(op, steps, k), st.dim}})
 	}
 	st.writeTable(b, "  ", rows)
 	fmt.Fprintf(b, "  %s\n", e.opTotals(steps))

@@ -10,6 +10,17 @@ import (
 	"github.com/nvcomm/nvcomm/internal/plan"
 )
 
+// why is the reason of step k of an op's steps, and, for a step that runs
+// in the kernel an earlier step launches (a run of elementwise steps fused
+// into one), which step that is: its time is its bytes alone.
+func (e *explainer) why(op plan.Op, steps []*plan.Step, k int) string {
+	r := e.reason(op, steps, k)
+	if t, ok := e.times[steps[k].ID]; ok && t.FusedInto != nil {
+		r += fmt.Sprintf(" (fused into step %d's kernel)", *t.FusedInto)
+	}
+	return r
+}
+
 // reason says why step k of an op's steps is there, from its type, its
 // neighbours and the op's tensors.
 func (e *explainer) reason(op plan.Op, steps []*plan.Step, k int) string {

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -21,8 +22,17 @@ import (
 
 // Config is what the fusion needs of a model's configuration.
 type Config struct {
-	// Type is the configuration's model_type ("llama").
+	// Type is the configuration's model_type ("llama", "gpt2").
 	Type string
+	// Norm is the blocks' norm: "rms_norm" (Llama) or "layer_norm" with a
+	// bias (GPT-2). Act is the MLP's activation: "silu" in a gated MLP
+	// (SwiGLU, Llama) or "gelu_tanh" in a plain one (GPT-2's gelu_new).
+	Norm, Act string
+	// Learned: positions are a learned table added to the token
+	// embedding (GPT-2) rather than rotary (Llama).
+	Learned bool
+	// Bias: the linears and norms have biases (GPT-2).
+	Bias bool
 	// Hidden is the model dimension; Heads and KVHeads the query and the
 	// key/value heads (grouped-query attention when fewer); HeadDim each
 	// head's width.
@@ -44,6 +54,37 @@ type key struct {
 	required bool
 }
 
+// arch is one architecture nvcomm writes: the keys of its configuration
+// and what it fixes of the model.
+type arch struct {
+	keys []key
+	// ignored are its keys that change nothing nvcomm plans, besides
+	// ignoredKeys.
+	ignored []string
+	// init fixes the architecture's structure before the keys are read
+	// (a key may override a default, as tie_word_embeddings does).
+	init func(c *Config)
+	// defaults fills what the configuration may leave out, as
+	// transformers' configuration class does.
+	defaults func(c *Config)
+}
+
+// archs are the model_types nvcomm writes fusions of.
+var archs = map[string]arch{
+	"llama": {keys: llamaKeys, init: func(c *Config) { c.Norm, c.Act = "rms_norm", "silu" }, defaults: llamaDefaults},
+	"gpt2": {keys: gpt2Keys, ignored: gpt2Ignored, defaults: gpt2Defaults, init: func(c *Config) {
+		c.Norm, c.Act, c.Learned, c.Bias, c.TiedEmbeddings = "layer_norm", "gelu_tanh", true, true, true
+	}},
+}
+
+// unsupported are model_types nvcomm knows of but does not write yet, and
+// what they lack.
+var unsupported = map[string]string{
+	"mixtral":     "mixture-of-experts layers (num_local_experts experts, num_experts_per_tok routed per token) and expert parallelism (an ep mesh axis, AllToAll dispatch and combine of tokens) are not written yet",
+	"qwen2_moe":   "mixture-of-experts layers and expert parallelism are not written yet",
+	"deepseek_v3": "mixture-of-experts layers, expert parallelism and multi-head latent attention are not written yet",
+}
+
 // llamaKeys are the keys of a Llama configuration that shape the fusion.
 var llamaKeys = []key{
 	{"hidden_size", intInto(func(c *Config) *int { return &c.Hidden }), true},
@@ -62,6 +103,30 @@ var llamaKeys = []key{
 	{"pretraining_tp", wantOne, false},
 }
 
+// gpt2Keys are the keys of a GPT-2 configuration (transformers'
+// GPT2Config) that shape the fusion; GPT-3 is GPT-2's architecture at
+// other sizes (its dense attention: nvcomm writes no sparse layers).
+var gpt2Keys = []key{
+	{"n_embd", intInto(func(c *Config) *int { return &c.Hidden }), true},
+	{"n_head", intInto(func(c *Config) *int { return &c.Heads }), true},
+	{"n_layer", intInto(func(c *Config) *int { return &c.Layers }), true},
+	{"n_positions", intInto(func(c *Config) *int { return &c.MaxPositions }), true},
+	{"n_inner", optionalInt(func(c *Config) *int { return &c.FFN }), false},
+	{"vocab_size", intInto(func(c *Config) *int { return &c.Vocab }), true},
+	{"layer_norm_epsilon", func(c *Config, v json.RawMessage) error { return json.Unmarshal(v, &c.NormEps) }, false},
+	{"tie_word_embeddings", func(c *Config, v json.RawMessage) error { return json.Unmarshal(v, &c.TiedEmbeddings) }, false},
+	{"activation_function", wantString("gelu_new"), false},
+}
+
+// gpt2Ignored are GPT-2's keys that change nothing nvcomm plans: dropout,
+// the sequence-summary head of GPT2DoubleHeadsModel, attention's scaling
+// (values, not shapes).
+var gpt2Ignored = []string{
+	"attn_pdrop", "embd_pdrop", "resid_pdrop", "n_ctx", "scale_attn_weights", "scale_attn_by_inverse_layer_idx",
+	"reorder_and_upcast_attn", "summary_activation", "summary_first_dropout", "summary_proj_to_labels",
+	"summary_type", "summary_use_proj", "task_specific_params",
+}
+
 // ignoredKeys are keys of Hugging Face configurations that change nothing
 // nvcomm plans: token ids, initialisation, dropout (a training step's
 // communication is the same with or without it), the rotary embedding's
@@ -72,8 +137,8 @@ var ignoredKeys = []string{
 	"torch_dtype", "transformers_version", "use_cache",
 }
 
-// supportedTypes are the model_types nvcomm writes fusions of.
-var supportedTypes = []string{"llama"}
+// supportedTypes are the model_types nvcomm writes fusions of, sorted.
+var supportedTypes = slices.Sorted(maps.Keys(archs))
 
 // ParseConfig reads a configuration (JSON) named file. Its errors are
 // diagnostics at the key or value they are about, several at once.
@@ -90,23 +155,32 @@ func ParseConfig(file string, src []byte) (*Config, error) {
 		errs.AddHint(diag.Pos{Line: 1, Col: 1}, `add "model_type": "llama"`, "the configuration has no model_type (supported: %s)", strings.Join(supportedTypes, ", "))
 		return nil, errs
 	}
-	if err := json.Unmarshal(typ.value, &c.Type); err != nil || !slices.Contains(supportedTypes, c.Type) {
+	err = json.Unmarshal(typ.value, &c.Type)
+	a, ok := archs[c.Type]
+	if missing, known := unsupported[c.Type]; known && err == nil {
+		errs.AddHint(posAt(src, typ.valueAt), "nvcomm writes the fusions of "+strings.Join(supportedTypes, ", "),
+			"model_type %q is not supported yet: %s", c.Type, missing)
+		return nil, errs
+	}
+	if err != nil || !ok {
 		errs.AddHint(posAt(src, typ.valueAt), "nvcomm writes the fusions of "+strings.Join(supportedTypes, ", "),
 			"model_type %s is not supported", strings.TrimSpace(string(typ.value)))
 		return nil, errs
 	}
-	readKeys(c, fields, src, llamaKeys, errs)
+	a.init(c)
+	readKeys(c, fields, src, a, errs)
 	if errs.Len() > 0 {
 		return nil, errs
 	}
-	c.defaults()
+	a.defaults(c)
 	c.check(errs)
 	return c, errs.Err()
 }
 
 // readKeys reads fields into c by keys, reporting unknown keys, values of
 // the wrong kind and missing required keys.
-func readKeys(c *Config, fields fieldList, src []byte, keys []key, errs *diag.List) {
+func readKeys(c *Config, fields fieldList, src []byte, a arch, errs *diag.List) {
+	keys, ignored := a.keys, slices.Concat(ignoredKeys, a.ignored)
 	names := make([]string, 0, len(keys))
 	for _, k := range keys {
 		names = append(names, k.name)
@@ -118,8 +192,8 @@ func readKeys(c *Config, fields fieldList, src []byte, keys []key, errs *diag.Li
 			if err := keys[i].into(c, f.value); err != nil {
 				errs.Add(posAt(src, f.valueAt), "%s: %v", f.name, err)
 			}
-		case !slices.Contains(ignoredKeys, f.name):
-			hint := "nvcomm reads " + strings.Join(names, ", ") + ", and ignores " + strings.Join(ignoredKeys, ", ")
+		case !slices.Contains(ignored, f.name):
+			hint := "nvcomm reads " + strings.Join(names, ", ") + ", and ignores " + strings.Join(ignored, ", ")
 			if s := diag.Suggest(f.name, names); s != "" {
 				hint = s
 			}
@@ -133,14 +207,26 @@ func readKeys(c *Config, fields fieldList, src []byte, keys []key, errs *diag.Li
 	}
 }
 
-// defaults fills what the configuration may leave out, as transformers'
-// LlamaConfig does.
-func (c *Config) defaults() {
+// llamaDefaults fills what a Llama configuration may leave out, as
+// transformers' LlamaConfig does.
+func llamaDefaults(c *Config) {
 	if c.KVHeads == 0 {
 		c.KVHeads = c.Heads
 	}
 	if c.HeadDim == 0 && c.Heads > 0 {
 		c.HeadDim = c.Hidden / c.Heads
+	}
+}
+
+// gpt2Defaults fills what a GPT-2 configuration may leave out, as
+// transformers' GPT2Config and GPT2MLP do: n_inner null is 4·n_embd.
+func gpt2Defaults(c *Config) {
+	llamaDefaults(c)
+	if c.FFN == 0 {
+		c.FFN = 4 * c.Hidden
+	}
+	if c.NormEps == 0 {
+		c.NormEps = 1e-5
 	}
 }
 
@@ -171,6 +257,16 @@ func intInto(at func(c *Config) *int) func(c *Config, v json.RawMessage) error {
 		}
 		*at(c) = n
 		return nil
+	}
+}
+
+// optionalInt reads an integer or null (the default) into the field at.
+func optionalInt(at func(c *Config) *int) func(c *Config, v json.RawMessage) error {
+	return func(c *Config, v json.RawMessage) error {
+		if string(v) == "null" {
+			return nil
+		}
+		return intInto(at)(c, v)
 	}
 }
 

@@ -15,8 +15,12 @@ func TestParseConfigErrors(t *testing.T) {
 		name, src, want string
 	}{
 		{"not an object", `[1]`, `c.json:1:1: error: c.json is not a JSON object of keys: the file does not start with {`},
-		{"no model_type", `{"hidden_size": 8}`, `c.json:1:1: error: the configuration has no model_type (supported: llama)` + `; add "model_type": "llama"`},
-		{"unsupported type", "{\n  \"model_type\": \"mixtral\"\n}", `c.json:2:17: error: model_type "mixtral" is not supported` + `; nvcomm writes the fusions of llama`},
+		{"no model_type", `{"hidden_size": 8}`, `c.json:1:1: error: the configuration has no model_type (supported: gpt2, llama)` + `; add "model_type": "llama"`},
+		{"unknown type", "{\n  \"model_type\": \"bert\"\n}", `c.json:2:17: error: model_type "bert" is not supported` + `; nvcomm writes the fusions of gpt2, llama`},
+		{"mixture of experts", "{\n  \"model_type\": \"mixtral\"\n}", `c.json:2:17: error: model_type "mixtral" is not supported yet: mixture-of-experts layers (num_local_experts experts, num_experts_per_tok routed per token) and expert parallelism (an ep mesh axis, AllToAll dispatch and combine of tokens) are not written yet` + `; nvcomm writes the fusions of gpt2, llama`},
+		{"gpt2 keys", "{\"model_type\": \"gpt2\", \"n_embd\": 8, \"n_head\": 2, \"n_layer\": 1, \"n_positions\": 8, \"vocab_size\": 8,\n \"activation_function\": \"relu\", \"rms_norm_eps\": 1e-5}",
+			"c.json:2:25: error: activation_function: nvcomm writes \"gelu_new\" only, got \"relu\"\n" +
+				"c.json:2:33: error: key \"rms_norm_eps\" is not one nvcomm knows for model_type gpt2: it may change the model in a way nvcomm would not plan; nvcomm reads n_embd, n_head, n_layer, n_positions, n_inner, vocab_size, layer_norm_epsilon, tie_word_embeddings, activation_function, and ignores _name_or_path, architectures, attention_dropout, bos_token_id, eos_token_id, hidden_dropout, initializer_range, model_type, pad_token_id, rope_scaling, rope_theta, torch_dtype, transformers_version, use_cache, attn_pdrop, embd_pdrop, resid_pdrop, n_ctx, scale_attn_weights, scale_attn_by_inverse_layer_idx, reorder_and_upcast_attn, summary_activation, summary_first_dropout, summary_proj_to_labels, summary_type, summary_use_proj, task_specific_params"},
 		{"duplicate key", `{"model_type": "llama", "model_type": "llama"}`, `c.json:1:25: error: c.json is not a JSON object of keys: key "model_type" appears twice`},
 		{"unknown key and wrong value", "{\"model_type\": \"llama\",\n \"hidden_sise\": 8,\n \"hidden_act\": \"gelu\"}",
 			"c.json:1:1: error: the configuration has no hidden_size\n" +
@@ -68,39 +72,63 @@ func TestParseMesh(t *testing.T) {
 	}
 }
 
-// TestFusionGolden writes the fusion of testdata/models/tiny_llama/config.json
-// under tensor and data parallelism, with and without sequence
-// parallelism, and compares it with the golden files (NVCOMM_UPDATE=1
-// rewrites them).
+// TestFusionGolden writes the fusions of the tiny configurations of
+// testdata/models under tensor and data parallelism, with and without
+// sequence parallelism (and one with its backward), and compares them
+// with the golden files (NVCOMM_UPDATE=1 rewrites them). cli's tests
+// simulate them.
 func TestFusionGolden(t *testing.T) {
-	src, err := os.ReadFile("../../testdata/models/tiny_llama/config.json")
-	if err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name, config string
+		sp, backward bool
+	}{
+		{"tiny_llama_dp2_tp4", "tiny_llama", false, false},
+		{"tiny_llama_dp2_tp4_sp", "tiny_llama", true, false},
+		{"tiny_llama_dp2_tp4_backward", "tiny_llama", false, true},
+		{"tiny_gpt2_dp2_tp4", "tiny_gpt2", false, false},
+		{"tiny_gpt2_dp2_tp4_sp", "tiny_gpt2", true, false},
 	}
-	c, err := ParseConfig("tiny_llama.json", src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, sp := range []bool{false, true} {
-		name := map[bool]string{false: "tiny_llama_dp2_tp4", true: "tiny_llama_dp2_tp4_sp"}[sp]
-		t.Run(name, func(t *testing.T) {
-			got, err := Fusion(c, Parallel{Mesh: []Axis{{DP, 2}, {TP, 4}}, SP: sp}, Options{Name: name, Batch: 2, Seq: 16, DType: "float32", Layers: 1})
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := readConfig(t, tc.config)
+			got, err := Fusion(c, Parallel{Mesh: []Axis{{DP, 2}, {TP, 4}}, SP: tc.sp},
+				Options{Name: tc.name, Batch: 2, Seq: 16, DType: "float32", Layers: 1, Backward: tc.backward})
 			if err != nil {
 				t.Fatal(err)
 			}
-			file := filepath.Join("../../testdata/models", name+".yaml")
-			if os.Getenv("NVCOMM_UPDATE") != "" {
-				if err := os.WriteFile(file, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if d := cmp.Diff(string(want), string(got)); d != "" {
-				t.Errorf("%s (-want +got):\n%s", file, d)
-			}
+			golden(t, filepath.Join("../../testdata/models", tc.name+".yaml"), got)
 		})
+	}
+}
+
+// readConfig parses testdata/models/NAME/config.json.
+func readConfig(t *testing.T, name string) *Config {
+	t.Helper()
+	file := filepath.Join("../../testdata/models", name, "config.json")
+	src, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := ParseConfig(file, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// golden compares got with file, which NVCOMM_UPDATE=1 rewrites.
+func golden(t *testing.T, file string, got []byte) {
+	t.Helper()
+	if os.Getenv("NVCOMM_UPDATE") != "" {
+		if err := os.WriteFile(file, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(string(want), string(got)); d != "" {
+		t.Errorf("%s (-want +got):\n%s", file, d)
 	}
 }

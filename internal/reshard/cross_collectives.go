@@ -74,10 +74,13 @@ func (c lowering) scatterTo(src, dst *view) {
 
 // finishOutside is finish for a step that also writes on a device outside
 // dst's mesh (a root of the producer's mesh): there, when a later op reads
-// the consumer, its output must not be the consumer, which a Gather or a
-// Reduce would take for the consumer's data. Into such a consumer, the
-// step writes an intermediate that a Copy (or a Permute) on the
-// consumer's devices turns into it.
+// the consumer on devices outside dst's mesh, its output must not be the
+// consumer, which a Gather or a Reduce of that later resharding would take
+// for the consumer's data. Into such a consumer, the step writes an
+// intermediate that a Copy (or a Permute) on the consumer's devices turns
+// into it. A later op on the consumer's own devices never runs a step on
+// the outside device, so the consumer is written directly, as nvFuser's
+// rules do, and costs no Copy.
 func (c lowering) finishOutside(got []ir.Digit, dst *view, what string) (output string, after func()) {
 	if dst.flexible || !c.readLater() {
 		return c.finish(got, dst, what)
@@ -86,13 +89,18 @@ func (c lowering) finishOutside(got []ir.Digit, dst *view, what string) (output 
 	return tmp.name, func() { c.copyTo(tmp, dst) }
 }
 
-// readLater reports whether an op after c's reads its output.
+// readLater reports whether an op after c's reads its output on a mesh
+// with a device outside the output's mesh: only that op's resharding
+// might run a step on a device the output's writer also wrote outside
+// its mesh (finishOutside).
 func (c lowering) readLater() bool {
 	if c.ledger.memo.lastReader == nil {
 		c.ledger.memo.lastReader = map[*ir.Tensor]int{}
 		for _, op := range c.job.f.Ops {
 			for _, in := range op.Inputs {
-				c.ledger.memo.lastReader[in] = max(c.ledger.memo.lastReader[in], op.Index)
+				if !within(op.Out.Mesh, in.Mesh) {
+					c.ledger.memo.lastReader[in] = max(c.ledger.memo.lastReader[in], op.Index)
+				}
 			}
 		}
 	}
@@ -102,6 +110,20 @@ func (c lowering) readLater() bool {
 		c.job.laterOf, c.job.later = c.op, ok && last > c.op.Index
 	}
 	return c.job.later
+}
+
+// within reports whether every device of mesh a is in mesh b (false when
+// either is unknown).
+func within(a, b *ir.Mesh) bool {
+	if a == nil || b == nil {
+		return false
+	}
+	for _, d := range a.Devices {
+		if !b.Contains(d) {
+			return false
+		}
+	}
+	return true
 }
 
 // copyTo writes dst from tmp on dst's devices: a Copy, or a Permute where

@@ -32,7 +32,8 @@ type search struct {
 }
 
 // memo holds a lowering's searches by key, numbers its meshes for the
-// keys, and indexes the last op that reads each tensor (readLater).
+// keys, and indexes the last op that reads each tensor on devices outside
+// its mesh (readLater).
 type memo struct {
 	searches   map[string]*search
 	meshes     map[*ir.Mesh]uint64

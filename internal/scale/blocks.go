@@ -18,12 +18,7 @@ func MLPBlocks(n int, meshShape []int) []byte { return MLPBlocksSplit(n, meshSha
 func MLPBlocksSplit(n int, meshShape []int, rows int) []byte {
 	var b strings.Builder
 	fmt.Fprintf(&b, "format: 2\nname: mlp_blocks_%d\nmeshes:\n  g: %s\n", n, nestedDevices(meshShape, 0))
-	given := make([]string, len(meshShape))
-	for i := range given {
-		given[i] = "Replicate()"
-	}
-	given[rows] = "Shard(0)"
-	pls := "[" + strings.Join(given, ", ") + "]"
+	pls := boundary(meshShape, rows)
 	fmt.Fprintf(&b, "tensors:\n  x0: {mesh: g, shape: [256, 1024], placements: %s}\n", pls)
 	for i := 1; i <= n; i++ {
 		fmt.Fprintf(&b, "  w%da: {mesh: g, shape: [4096, 1024], placements: auto}\n", i)
@@ -37,6 +32,49 @@ func MLPBlocksSplit(n int, meshShape []int, rows int) []byte {
 		fmt.Fprintf(&b, "  - {op: add, in: [z%d, x%d], out: x%d}\n", i, i-1, i)
 	}
 	return []byte(b.String())
+}
+
+// TransformerBlocks is n identical transformer-like blocks: an rms_norm,
+// a SwiGLU MLP (gate and up projections, silu(gate) · up, the down
+// projection) and a residual add, the second input of lower --auto's
+// scale benchmark, on the meshes and with the boundary of MLPBlocks: x
+// [256, 1024] in and out split by rows along the first mesh axis, the
+// three weights (1024 → 4096 → 1024) placements: auto, the norm's weight
+// replicated, every intermediate left to the search. The silu and the
+// product are consecutive ops, one run of elementwise steps.
+func TransformerBlocks(n int, meshShape []int) []byte {
+	var b strings.Builder
+	fmt.Fprintf(&b, "format: 2\nname: transformer_blocks_%d\nmeshes:\n  g: %s\n", n, nestedDevices(meshShape, 0))
+	pls := boundary(meshShape, 0)
+	fmt.Fprintf(&b, "tensors:\n  x0: {mesh: g, shape: [256, 1024], placements: %s}\n", pls)
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(&b, "  g%d: {mesh: g, shape: [1024]}\n", i)
+		fmt.Fprintf(&b, "  w%dg: {mesh: g, shape: [4096, 1024], placements: auto}\n", i)
+		fmt.Fprintf(&b, "  w%du: {mesh: g, shape: [4096, 1024], placements: auto}\n", i)
+		fmt.Fprintf(&b, "  w%dd: {mesh: g, shape: [1024, 4096], placements: auto}\n", i)
+	}
+	fmt.Fprintf(&b, "  x%d: {placements: %s}\nops:\n", n, pls)
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(&b, "  - {op: rms_norm, in: [x%d, g%d], out: n%d, axes: [-1], eps: 1.0e-6}\n", i-1, i, i)
+		fmt.Fprintf(&b, "  - {op: linear, in: [n%d, w%dg], out: gate%d}\n", i, i, i)
+		fmt.Fprintf(&b, "  - {op: linear, in: [n%d, w%du], out: up%d}\n", i, i, i)
+		fmt.Fprintf(&b, "  - {op: silu, in: gate%d, out: act%d}\n", i, i)
+		fmt.Fprintf(&b, "  - {op: mul, in: [act%d, up%d], out: h%d}\n", i, i, i)
+		fmt.Fprintf(&b, "  - {op: linear, in: [h%d, w%dd], out: z%d}\n", i, i, i)
+		fmt.Fprintf(&b, "  - {op: add, in: [z%d, x%d], out: x%d}\n", i, i-1, i)
+	}
+	return []byte(b.String())
+}
+
+// boundary is the placements of the blocks' input and output: split by
+// rows along mesh axis rows, replicated along the others.
+func boundary(meshShape []int, rows int) string {
+	given := make([]string, len(meshShape))
+	for i := range given {
+		given[i] = "Replicate()"
+	}
+	given[rows] = "Shard(0)"
+	return "[" + strings.Join(given, ", ") + "]"
 }
 
 // nestedDevices writes the devices of a mesh of the given shape, numbered

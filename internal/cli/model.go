@@ -1,0 +1,190 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nvcomm/nvcomm/internal/cost"
+	"github.com/nvcomm/nvcomm/internal/model"
+)
+
+type modelOptions struct {
+	mesh      string
+	sp        bool
+	batch     int
+	seq       int
+	dtype     *enumFlag
+	layers    int
+	backward  bool
+	scaleDown bool
+	plan      bool
+	summary   bool
+	output    string
+	policy    *enumFlag
+	objective *enumFlag
+	topology  string
+}
+
+func newModelCmd() *cobra.Command {
+	o := &modelOptions{
+		policy:    newEnum("optimal", "nvfuser").describe("the best plan under --objective", "nvFuser's lowering rules exactly"),
+		objective: newObjective(),
+		dtype: newEnum("bfloat16", "float16", "float32", "float64").describe("brain float: 2 bytes, as models train",
+			"IEEE half: 2 bytes", "4 bytes", "8 bytes"),
+	}
+	cmd := &cobra.Command{
+		Use:   "model CONFIG.json",
+		Short: "Write the fusion of a model's training step from its configuration",
+		Long: `model reads a model's configuration (a Hugging Face config.json of model_type llama
+or gpt2) and writes the fusion (YAML, docs/fusion.md) of a training step's forward:
+the embedding, the transformer blocks, the final norm, the LM head and the loss,
+sharded over the mesh as Megatron-LM shards it (docs/models.md). --plan lowers it at
+once and writes the plan; --summary writes what the step costs each device.`,
+		Example: `  nvcomm model testdata/models/llama3_8b/config.json --mesh dp=2,tp=4 --seq 8192 -o llama.yaml
+  nvcomm model config.json --mesh dp=8,tp=8 --sp --batch 8 --seq 8192 --plan -o plan.json
+  nvcomm model config.json --mesh dp=8,tp=8 --summary
+  nvcomm model config.json --mesh dp=2,tp=4 --scale-down | nvcomm simulate -`,
+		Args:              exactArgs(1),
+		ValidArgsFunction: fileArg("json"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return o.run(cmd, args[0])
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.mesh, "mesh", "", "the device mesh as `AXES`: outermost first, each a parallelism (dp or tp) and its devices, as dp=2,tp=4 (required)")
+	f.BoolVar(&o.sp, "sp", false, "sequence parallelism: tp also splits the sequence outside attention and the MLP (Megatron-LM's --sequence-parallel)")
+	f.IntVar(&o.batch, "batch", 1, "the step's sequences, `B` (split over dp)")
+	f.IntVar(&o.seq, "seq", 0, "the tokens of each sequence, `S` (0: the model's max_position_embeddings)")
+	enumVar(cmd, o.dtype, "dtype", "the weights' and activations' element type")
+	f.IntVar(&o.layers, "layers", 0, "write the first `K` blocks only (0: all of them)")
+	f.BoolVar(&o.backward, "backward", false, "append the backward: the gradient of the loss with respect to every weight")
+	f.BoolVar(&o.scaleDown, "scale-down", false, "write a model of the same structure and sharding small enough to simulate: 2 layers, a smaller hidden size, one sequence per dp replica")
+	f.BoolVar(&o.plan, "plan", false, "lower the fusion at once and write its plan (JSON, as lower does)")
+	f.BoolVar(&o.summary, "summary", false, "lower the fusion and write, per device, the parameters' and activations' bytes, each collective's bytes per mesh axis and the predicted time")
+	f.StringVarP(&o.output, "output", "o", "", "write to `FILE` (atomically) instead of standard output")
+	fileFlag(cmd, "output")
+	enumVar(cmd, o.policy, "policy", "lowering policy with --plan or --summary: optimal or nvfuser")
+	objectiveVar(cmd, o.objective)
+	choiceOrFileVar(cmd, &o.topology, "topology", "default",
+		"price the steps on a topology: default (the built-in H200 one) or a FILE that calibrate --fit wrote",
+		[]string{"default"}, topologyExts...)
+	return cmd
+}
+
+// run writes the fusion, its plan or its summary.
+func (o *modelOptions) run(cmd *cobra.Command, arg string) error {
+	p, mo, err := o.check(arg)
+	if err != nil {
+		return err
+	}
+	name, src, err := readInput(cmd, arg)
+	if err != nil {
+		return err
+	}
+	c, err := model.ParseConfig(name, src)
+	if err != nil {
+		return report(cmd, err)
+	}
+	if o.scaleDown {
+		if err := model.Check(c, p); err != nil {
+			return reportIn(cmd, name, err)
+		}
+		c, mo = model.ScaleDown(c, p, mo)
+		mo.Name += "_small"
+	}
+	fusion, err := model.Fusion(c, p, mo)
+	if err != nil {
+		return reportIn(cmd, name, err)
+	}
+	if !o.plan && !o.summary {
+		return writeOutput(cmd, o.output, fusion)
+	}
+	opts, err := lowering(cmd, o.policy, o.objective, o.topology)
+	if err != nil {
+		return err
+	}
+	fusionName := mo.Name + ".yaml"
+	if o.plan {
+		return streamPlanSource(cmd, fusionName, fusion, o.output, opts)
+	}
+	pl, err := compileSource(cmd, fusionName, fusion, opts)
+	if err != nil {
+		return err
+	}
+	weights, err := model.Weights(c, p, mo)
+	if err != nil {
+		return err
+	}
+	t := opts.Topology
+	if t == nil {
+		t = cost.Default()
+	}
+	s, err := model.Summarize(pl, p, weights, t)
+	if err != nil {
+		return err
+	}
+	return streamOutput(cmd, o.output, func(w io.Writer) error {
+		fmt.Fprintf(w, "%s: %s\n\n", mo.Name, strings.TrimSpace(string(fusionHeader(fusion))))
+		return s.WriteText(w)
+	})
+}
+
+// check reads the flags into the plan and the step's options; their
+// errors are usage errors.
+func (o *modelOptions) check(arg string) (model.Parallel, model.Options, error) {
+	var p model.Parallel
+	switch {
+	case o.mesh == "":
+		return p, model.Options{}, usageError{fmt.Errorf("model needs --mesh, as --mesh dp=2,tp=4")}
+	case o.plan && o.summary:
+		return p, model.Options{}, usageError{fmt.Errorf("--plan and --summary write different things: give one")}
+	case o.seq < 0 || o.batch < 1:
+		return p, model.Options{}, usageError{fmt.Errorf("--batch %d --seq %d: want a batch of at least 1 and a positive length (or 0, the model's longest)", o.batch, o.seq)}
+	case o.layers < 0:
+		return p, model.Options{}, usageError{fmt.Errorf("--layers %d: want 0 (all) or more", o.layers)}
+	}
+	axes, err := model.ParseMesh(o.mesh)
+	if err != nil {
+		return p, model.Options{}, usageError{fmt.Errorf("--mesh: %w", err)}
+	}
+	p = model.Parallel{Mesh: axes, SP: o.sp}
+	mo := model.Options{Name: fusionName(arg, o.mesh, o.sp), Batch: o.batch, Seq: o.seq, DType: o.dtype.value, Layers: o.layers, Backward: o.backward}
+	return p, mo, nil
+}
+
+// fusionName names the fusion after its configuration (the directory of
+// a config.json) and its mesh: llama3_8b_dp2_tp4_sp.
+func fusionName(arg, mesh string, sp bool) string {
+	base := strings.TrimSuffix(filepath.Base(arg), filepath.Ext(arg))
+	if base == "config" || base == "-" {
+		base = filepath.Base(filepath.Dir(arg))
+	}
+	if base == "." || base == "/" || base == "" || base == "-" {
+		base = "model"
+	}
+	name := base + "_" + strings.NewReplacer("=", "", ",", "_").Replace(mesh)
+	if sp {
+		name += "_sp"
+	}
+	return name
+}
+
+// fusionHeader is the fusion's leading comment, its description of the
+// model, without the schema line and the comment marks.
+func fusionHeader(fusion []byte) string {
+	var lines []string
+	for l := range strings.Lines(string(fusion)) {
+		if !strings.HasPrefix(l, "#") {
+			break
+		}
+		if strings.Contains(l, "$schema") {
+			continue
+		}
+		lines = append(lines, strings.TrimPrefix(strings.TrimSpace(strings.TrimPrefix(l, "#")), "Written by nvcomm model: "))
+	}
+	return strings.Join(lines, " ")
+}

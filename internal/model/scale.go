@@ -1,0 +1,31 @@
+package model
+
+// ScaleDown returns a model of c's structure small enough to simulate
+// under p, and the step's options for it: the same architecture, norms,
+// activation, tied or untied head, grouped-query attention (a group of up
+// to 2 query heads per key/value head) and vocabulary padding, and the
+// same sharding of every weight and activation over the same mesh, but
+// 2 layers (or o.Layers, when fewer), one key/value head per tp device, heads of width 4, an MLP of
+// the same ratio to the hidden size, a vocabulary of 16 rows per tp
+// device, one sequence per dp replica of 2 tokens per tp device.
+// Simulation proves that plan; the full model's is the same program
+// at larger extents (docs/models.md).
+func ScaleDown(c *Config, p Parallel, o Options) (*Config, Options) {
+	tp, dp := p.size(TP), p.size(DP)
+	s := *c
+	s.Layers = min(c.Layers, 2)
+	s.KVHeads = tp
+	s.Heads = tp * min(c.Heads/c.KVHeads, 2)
+	s.HeadDim = 4
+	s.Hidden = s.Heads * s.HeadDim
+	s.FFN = roundUp(max(s.Hidden*c.FFN/c.Hidden, 1), tp)
+	s.Vocab = 16 * tp
+	if c.Vocab%tp != 0 {
+		s.Vocab-- // padded, as the full model's is
+	}
+	o.Batch, o.Seq = dp, 2*tp
+	return &s, o
+}
+
+// roundUp rounds n up to a multiple of m.
+func roundUp(n, m int) int { return (n + m - 1) / m * m }
