@@ -6,7 +6,7 @@ import (
 )
 
 // This file draws the generator's second kind of case: a chain, or a small
-// DAG, of the ops of layers (add, sub, mul, maximum, minimum, relu, neg,
+// DAG, of the ops of layers (add, sub, mul, maximum, minimum, gt, eq, relu, neg,
 // abs, broadcast, matmul, linear; docs/fusion.md "ops") mixed with sets
 // and reductions, on 1-D to 3-D meshes. The layer lowering takes even
 // block shardings on the tensors layer ops compute and any sharding on

@@ -501,6 +501,21 @@ def _cat(*xs, axis):
     return torch.cat(xs, dim=axis)
 
 
+def _gt(a, b):
+    """1 where a > b, else 0, in the operands' dtype: torch.gt as a mask."""
+    return torch.gt(a, b).to(torch.result_type(a, b))
+
+
+def _eq(a, b):
+    """1 where a == b, else 0, in the operands' dtype: torch.eq as a mask."""
+    return torch.eq(a, b).to(torch.result_type(a, b))
+
+
+def _mask_magnitude(a, b):
+    """A mask's magnitude: 1 (its values are 0 and 1, exact in every dtype)."""
+    return 0 * (a + b) + 1
+
+
 def _gelu_tanh(x):
     return torch.nn.functional.gelu(x, approximate="tanh")
 

@@ -178,7 +178,7 @@ func checkParseErrors(t *testing.T, head string, tests []struct{ name, ops, want
 // wrong, and their errors; FuzzParse seeds from them.
 var compositeErrorTests = []struct{ name, ops, want string }{
 	{"number of a unary op", "  - {op: relu, in: [x, 1.0], out: y}\n",
-		`in.yaml:9:24: error: ops[0]: relu takes no number as an operand; only the binary elementwise ops (add, sub, mul, maximum, minimum, div) take a number as one of their operands`},
+		`in.yaml:9:24: error: ops[0]: relu takes no number as an operand; only the binary elementwise ops (add, sub, mul, maximum, minimum, gt, eq, div) take a number as one of their operands`},
 	{"two numbers", "  - {op: add, in: [x, 1, 2], out: y}\n",
 		`in.yaml:9:26: error: ops[0] in: at most one operand may be a number, got a second, 2; compute a constant's value yourself: one operand is a tensor`},
 	{"only a number", "  - {op: add, in: [1.0], out: y}\n",

@@ -515,7 +515,7 @@ func TestOpKindPredicates(t *testing.T) {
 	want := map[string][]string{
 		"set":       {"set"},
 		"reduction": {"sum", "prod", "max", "min"},
-		"elementwise": {"add", "sub", "mul", "maximum", "minimum", "relu", "neg", "abs",
+		"elementwise": {"add", "sub", "mul", "maximum", "minimum", "gt", "eq", "relu", "neg", "abs",
 			"div", "exp", "log", "tanh", "sigmoid", "silu", "gelu", "gelu_tanh", "sqrt", "rsqrt", "reciprocal", "square"},
 		"broadcast":   {"broadcast"},
 		"contraction": {"matmul", "linear", "embedding", "gather"},

@@ -88,7 +88,7 @@ var otherOps = []string{
 	"log2", "log10", "log1p", "sin", "cos", "tan",
 	"sinh", "cosh", "asin", "acos", "atan", "atan2", "erf", "erfc", "selu",
 	"elu", "celu", "mish", "softplus", "hardtanh", "leaky_relu", "relu6", "prelu", "clamp", "clip", "floor",
-	"ceil", "round", "trunc", "sign", "where", "lerp", "eq", "ne", "lt", "le", "gt", "ge", "not", "and", "or",
+	"ceil", "round", "trunc", "sign", "where", "lerp", "ne", "lt", "le", "ge", "not", "and", "or",
 	"xor", "to",
 	// reductions
 	"var", "std", "argmax", "argmin", "amax", "amin", "logsumexp", "norm", "any", "all", "cumsum", "cumprod",

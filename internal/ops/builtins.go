@@ -29,6 +29,10 @@ func builtins() *Registry {
 			Torch{Func: "torch.maximum", Rounding: Selecting}),
 		binary("minimum", "the smaller of a and b", Kernel{Value: func(a, b float64) float64 { return min(a, b) }},
 			Torch{Func: "torch.minimum", Magnitude: "torch.maximum", Rounding: Selecting}),
+		binary("gt", "1 where a > b, else 0: the mask of torch.gt, in the operands' dtype", Kernel{Value: func(a, b float64) float64 { return mask(a > b) }},
+			Torch{Func: "_gt", Magnitude: "_mask_magnitude", Rounding: Exact}),
+		binary("eq", "1 where a = b, else 0: the mask of torch.eq, in the operands' dtype", Kernel{Value: func(a, b float64) float64 { return mask(a == b) }},
+			Torch{Func: "_eq", Magnitude: "_mask_magnitude", Rounding: Exact}),
 		unary("relu", "max(x, 0)", Kernel{Value: func(a, _ float64) float64 { return max(a, 0) }},
 			Torch{Func: "torch.relu", Magnitude: "_same", Rounding: Exact}),
 		unary("neg", "-x", Kernel{Value: func(a, _ float64) float64 { return 0 - a }},
@@ -101,6 +105,16 @@ func transformerElementwise() []Op {
 		unary("square", "x · x", Kernel{Ring: func(a, _ int64) int64 { return a * a }},
 			Torch{Func: "torch.square", Rounding: Multiplicative}),
 	}
+}
+
+// mask is 1 for true and 0 for false: a comparison's value, which the
+// gradient rules of the selecting ops (relu, abs, maximum, max) multiply
+// the upstream gradient by.
+func mask(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // binary is the entry of an elementwise op of two operands.

@@ -65,10 +65,10 @@ func (g *GradIn) Y() Ref { return Ref(len(g.In)) }
 func (g *GradIn) DY() Ref { return Ref(len(g.In) + 1) }
 
 // registerGrads gives the registry's ops their gradient rules: every op
-// whose rule is cheap in the primitive ops. The others (max, min, prod,
-// maximum, minimum, relu, abs, gelu, gelu_tanh, embedding, gather,
-// slice, cat, tril) have none, and a backward through one is an
-// error naming it.
+// whose rule is cheap in the primitive ops. The others (prod, gelu,
+// embedding, gather, cross_entropy, tril; the comparisons gt and eq,
+// which torch does not differentiate) have none, and a backward through
+// one is an error naming it.
 func registerGrads(r *Registry) {
 	rules := map[string]GradRule{
 		"set": gradIdentity, "add": gradAdd, "sub": gradSub, "mul": gradMul, "div": gradDiv,
@@ -78,8 +78,12 @@ func registerGrads(r *Registry) {
 		"reciprocal": unaryGrad(gradReciprocal),
 		"sum":        gradSum, "broadcast": gradBroadcast, "mean": gradMean, "softmax": gradSoftmax,
 		"rms_norm": gradNorm(false), "layer_norm": gradNorm(true),
+		"log_softmax": gradLogSoftmax, "sdpa": gradSDPA,
 		"matmul": gradMatmul, "linear": gradLinear,
 		"permute": gradPermute, "reshape": gradReshape, "cast": gradCast,
+		"slice": gradSlice, "cat": gradCat,
+		"relu": unaryGrad(gradRelu), "abs": unaryGrad(gradAbs), "maximum": gradSelect(true), "minimum": gradSelect(false),
+		"max": gradExtreme, "min": gradExtreme, "gelu_tanh": unaryGrad(gradGeluTanh),
 	}
 	for name, rule := range rules {
 		if o := r.byName[name]; o != nil {
@@ -328,10 +332,21 @@ func gradSoftmax(g *GradIn) ([]ExpandStep, []Ref, *ExpandError) {
 	b := newGrad(g)
 	if g.Need[0] {
 		ax := g.Attrs.Axis
-		s := b.back("dx_sum_b", b.reduce("dx_sum", "sum", b.binary("dx_dyy", "mul", g.DY(), g.Y()), ax), ax)
-		b.grads[0] = b.binary("dx", "mul", g.Y(), b.binary("dx_sub", "sub", g.DY(), s))
+		delta := b.reduce("dx_sum", "sum", b.binary("dx_dyy", "mul", g.DY(), g.Y()), ax)
+		b.grads[0] = b.softmaxBack("dx", g.Y(), g.DY(), delta, ax)
 	}
 	return b.result()
+}
+
+// softmaxBack is the gradient of the scores of probabilities p =
+// softmax(scores) along axis, from the probabilities' gradient dp and
+// delta = Σ_axis dp·p (one value per row, the axis reduced): p · (dp −
+// delta). It is the one piece that softmax, sdpa (whose delta is flash
+// attention's rowsum(dO·O)) and a masked softmax share: masked scores
+// have p = 0, and so gradient 0, whatever the mask.
+func (b *gradBuilder) softmaxBack(name string, p, dp, delta Ref, axis int) Ref {
+	sub := b.binary(name+"_sub", "sub", dp, b.back(name+"_sum_b", delta, axis))
+	return b.binary(name, "mul", p, sub)
 }
 
 // gradPermute is permute's rule (permute: grad permuted by the inverse

@@ -3,6 +3,7 @@ package ops
 import (
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -34,8 +35,20 @@ func (a fdual) apply(op string) (fdual, bool) {
 		"tanh": {math.Tanh(a.v), 1 - math.Tanh(a.v)*math.Tanh(a.v)}, "sigmoid": {sig, sig * (1 - sig)},
 		"silu": {a.v * sig, sig + a.v*sig*(1-sig)}, "sqrt": {math.Sqrt(a.v), 0.5 / math.Sqrt(a.v)},
 		"rsqrt": {1 / math.Sqrt(a.v), -0.5 * math.Pow(a.v, -1.5)}, "reciprocal": {1 / a.v, -1 / (a.v * a.v)},
+		"gelu_tanh": geluTanhF(a.v),
 	}[op]
 	return fdual{f[0], f[1] * a.d}, ok
+}
+
+// geluTanhF is gelu_tanh of x and its derivative, by central
+// differences extrapolated (Richardson), independent of the rule's
+// closed form: their error, O(h⁴) and the rounding's 1e-16/h, is far
+// below the check's 1e-9.
+func geluTanhF(x float64) [2]float64 {
+	f := func(x float64) float64 { return 0.5 * x * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(x+0.044715*x*x*x))) }
+	d := func(h float64) float64 { return (f(x+h) - f(x-h)) / (2 * h) }
+	const h = 1e-3
+	return [2]float64{f(x), (4*d(h/2) - d(h)) / 3}
 }
 
 // randomF is a tensor of values in [0.5, 1.5) (every op's domain) with
@@ -46,6 +59,13 @@ func randomF(rng *rand.Rand, shape []int) tensorOf[fdual] {
 		x.data = append(x.data, fdual{0.5 + rng.Float64(), 2*rng.Float64() - 1})
 	}
 	return x
+}
+
+// sdpaCase is sdpa of q, k and v of these shapes.
+func sdpaCase(q, k, v []int) ruleCase {
+	in := [][]int{q, k, v}
+	steps, _ := expandSDPA(in, Attrs{})
+	return ruleCase{"sdpa " + intText(q) + intText(k) + intText(v), "sdpa", in, Attrs{}, nil, steps}
 }
 
 // TestGradRulesFloat checks the rules of the functions, softmax and the
@@ -66,14 +86,36 @@ func TestGradRulesFloat(t *testing.T) {
 		ruleCase{"softmax", "softmax", [][]int{{3, 5}}, Attrs{Axis: 1}, nil, expanded(t, "softmax", [][]int{{3, 5}}, Attrs{Axis: 1})},
 		ruleCase{"softmax axis 0", "softmax", [][]int{{4, 2}}, Attrs{Axis: 0}, nil, expanded(t, "softmax", [][]int{{4, 2}}, Attrs{Axis: 0})},
 		norm("rms_norm", [][]int{{3, 6}}), norm("rms_norm", [][]int{{3, 6}, {6}}), norm("rms_norm", [][]int{{2, 3, 6}, {6}}),
+		ruleCase{"log_softmax", "log_softmax", [][]int{{3, 5}}, Attrs{Axis: 1}, nil, expanded(t, "log_softmax", [][]int{{3, 5}}, Attrs{Axis: 1})},
+		ruleCase{"log_softmax axis 0", "log_softmax", [][]int{{4, 2}}, Attrs{Axis: 0}, nil, expanded(t, "log_softmax", [][]int{{4, 2}}, Attrs{Axis: 0})},
+		sdpaCase([]int{2, 3, 4}, []int{2, 5, 4}, []int{2, 5, 3}), sdpaCase([]int{3, 2}, []int{4, 2}, []int{4, 5}),
 		norm("layer_norm", [][]int{{3, 6}}), norm("layer_norm", [][]int{{3, 6}, {6}, {6}}), norm("layer_norm", [][]int{{6}, {6}, {6}}),
 	)
+	// The selecting ops, on data of both signs (below).
+	for _, op := range []string{"relu", "abs", "gelu_tanh"} {
+		cases = append(cases, ruleCase{"signed " + op, op, [][]int{{3, 4}}, Attrs{}, nil, step(op, 1, nil)})
+	}
+	for _, op := range []string{"maximum", "minimum"} {
+		cases = append(cases, ruleCase{"signed " + op, op, [][]int{{3, 4}, {3, 4}}, Attrs{}, nil, step(op, 2, nil)},
+			ruleCase{"signed " + op + " broadcast", op, [][]int{{3, 1}, {3, 4}}, Attrs{}, nil, step(op, 2, nil)},
+			ruleCase{"signed " + op + " number", op, [][]int{{5}}, Attrs{}, &Scalar{Slot: 0, Value: 0},
+				step(op, 1, func(s *ExpandStep) { s.Scalar = &Scalar{Slot: 0, Value: 0} })})
+	}
+	for _, op := range []string{"max", "min"} {
+		for axis := range 2 {
+			cases = append(cases, ruleCase{"signed " + op + " axis " + string(rune('0'+axis)), op, [][]int{{3, 5}}, Attrs{Axis: axis}, nil,
+				step(op, 1, func(s *ExpandStep) { s.Axis = axis })})
+		}
+	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(2, uint64(len(tc.name))))
 			xs := make([]tensorOf[fdual], len(tc.in))
 			for k, s := range tc.in {
 				xs[k] = randomF(rng, s)
+				if strings.HasPrefix(tc.name, "signed ") {
+					xs[k] = mapped(xs[k], func(x fdual) fdual { return fdual{x.v - 1, x.d} })
+				}
 			}
 			dy := func(shape []int) tensorOf[fdual] { return mapped(randomF(rng, shape), fdual.primal) }
 			checkVJP(t, tc, xs, dy, func(x float64) fdual { return fdual{v: x} })

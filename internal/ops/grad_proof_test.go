@@ -119,12 +119,28 @@ func evalStep[T number[T]](t *testing.T, s ExpandStep, ins []tensorOf[T], lift f
 		c := tensorOf[T]{shape: slices.Repeat([]int{1}, len(ins[0].shape)), data: []T{lift(s.Scalar.Value)}}
 		ins = slices.Insert(slices.Clone(ins), s.Scalar.Slot, c)
 	}
-	binary := map[string]func(a, b T) T{"add": T.add, "sub": func(a, b T) T { return a.add(b.neg()) }, "mul": T.mul,
+	var zero T
+	mask := func(c bool) T {
+		if c {
+			return lift(1)
+		}
+		return lift(0)
+	}
+	pick := func(c bool, a, b T) T {
+		if c {
+			return a
+		}
+		return b
+	}
+	binary := map[string]func(a, b T) T{"add": T.add,
+		"gt": func(a, b T) T { return mask(b.less(a)) }, "eq": func(a, b T) T { return mask(!a.less(b) && !b.less(a)) },
+		"maximum": func(a, b T) T { return pick(a.less(b), b, a) }, "minimum": func(a, b T) T { return pick(b.less(a), b, a) },
+		"relu": func(a, _ T) T { return pick(zero.less(a), a, zero) }, "abs": func(a, _ T) T { return pick(a.less(zero), a.neg(), a) }, "sub": func(a, b T) T { return a.add(b.neg()) }, "mul": T.mul,
 		"div": func(a, b T) T { return a.mul(b.inv()) }, "neg": func(a, _ T) T { return a.neg() },
 		"square": func(a, _ T) T { return a.mul(a) }, "set": func(a, _ T) T { return a }}
 	switch s.Op {
-	case "sum", "max":
-		return reduceAxis(ins[0], s.Axis, s.Op == "max")
+	case "sum", "max", "min":
+		return reduceAxis(ins[0], s.Axis, s.Op)
 	case "broadcast":
 		return broadcastD(ins[0], s.Axes, s.Shape)
 	case "permute":
@@ -135,11 +151,14 @@ func evalStep[T number[T]](t *testing.T, s ExpandStep, ins []tensorOf[T], lift f
 		return matmulD(ins[0], ins[1])
 	case "linear":
 		return linearD(ins)
+	case "slice":
+		return sliceD(ins[0], s.Axis, s.Values.Int(AttrStart), s.Values.Int(AttrEnd))
+	case "cat":
+		return catD(ins, s.Axis)
 	}
 	if f := binary[s.Op]; f != nil {
 		return pointwise(ins, f)
 	}
-	var zero T
 	if _, ok := zero.apply(s.Op); !ok {
 		t.Fatalf("no evaluation of %s", s.Op)
 	}
@@ -166,8 +185,8 @@ func pointwise[T number[T]](ins []tensorOf[T], f func(a, b T) T) tensorOf[T] {
 	return out
 }
 
-// reduceAxis sums x over axis, or takes the largest, and removes it.
-func reduceAxis[T number[T]](x tensorOf[T], axis int, largest bool) tensorOf[T] {
+// reduceAxis reduces x over axis by op (sum, max, min) and removes it.
+func reduceAxis[T number[T]](x tensorOf[T], axis int, op string) tensorOf[T] {
 	out := tensorOf[T]{shape: slices.Delete(slices.Clone(x.shape), axis, axis+1)}
 	out.data = make([]T, product(out.shape))
 	seen := make([]bool, len(out.data))
@@ -176,9 +195,9 @@ func reduceAxis[T number[T]](x tensorOf[T], axis int, largest bool) tensorOf[T] 
 		switch {
 		case !seen[i]:
 			out.data[i] = v
-		case !largest:
+		case op == "sum":
 			out.data[i] = out.data[i].add(v)
-		case out.data[i].less(v):
+		case op == "max" && out.data[i].less(v), op == "min" && v.less(out.data[i]):
 			out.data[i] = v
 		}
 		seen[i] = true
@@ -221,6 +240,38 @@ func permuteD[T number[T]](x tensorOf[T], dims []int) tensorOf[T] {
 			src[d] = c[j]
 		}
 		out.data = append(out.data, x.data[index(x.shape, src)])
+	})
+	return out
+}
+
+// sliceD is x's entries start to end along axis.
+func sliceD[T number[T]](x tensorOf[T], axis, start, end int) tensorOf[T] {
+	shape := slices.Clone(x.shape)
+	shape[axis] = end - start
+	out := tensorOf[T]{shape: shape}
+	each(shape, func(c []int) {
+		src := slices.Clone(c)
+		src[axis] += start
+		out.data = append(out.data, x.data[index(x.shape, src)])
+	})
+	return out
+}
+
+// catD joins xs along axis.
+func catD[T number[T]](xs []tensorOf[T], axis int) tensorOf[T] {
+	shape := slices.Clone(xs[0].shape)
+	shape[axis] = 0
+	for _, x := range xs {
+		shape[axis] += x.shape[axis]
+	}
+	out := tensorOf[T]{shape: shape}
+	each(shape, func(c []int) {
+		src, k := slices.Clone(c), 0
+		for src[axis] >= xs[k].shape[axis] {
+			src[axis] -= xs[k].shape[axis]
+			k++
+		}
+		out.data = append(out.data, xs[k].data[index(xs[k].shape, src)])
 	})
 	return out
 }
@@ -387,6 +438,13 @@ func expanded(t *testing.T, name string, in [][]int, a Attrs) []ExpandStep {
 	return steps
 }
 
+// sliceCase is a slice of x's entries start to end along axis.
+func sliceCase(name string, x []int, axis, start, end int) ruleCase {
+	vs := Values{{Key: AttrStart, Int: start}, {Key: AttrEnd, Int: end}}
+	return ruleCase{name, "slice", [][]int{x}, Attrs{Axis: axis, Values: vs}, nil,
+		step("slice", 1, func(s *ExpandStep) { s.Axis, s.Values = axis, vs })}
+}
+
 // TestGradRulesAreDerivatives checks each ring op's rule against its
 // exact directional derivative.
 func TestGradRulesAreDerivatives(t *testing.T) {
@@ -418,6 +476,10 @@ func TestGradRulesAreDerivatives(t *testing.T) {
 		{"linear", "linear", [][]int{{3, 4}, {5, 4}}, Attrs{}, nil, step("linear", 2, nil)},
 		{"linear bias 3-D", "linear", [][]int{{2, 3, 4}, {5, 4}, {5}}, Attrs{}, nil, step("linear", 3, nil)},
 		{"linear vector", "linear", [][]int{{4}, {5, 4}}, Attrs{}, nil, step("linear", 2, nil)},
+		sliceCase("slice middle", []int{3, 7}, 1, 2, 5), sliceCase("slice head", []int{6, 2}, 0, 0, 4),
+		sliceCase("slice tail", []int{2, 5}, 1, 3, 5), sliceCase("slice whole", []int{4}, 0, 0, 4),
+		{"cat", "cat", [][]int{{2, 3}, {2, 1}, {2, 4}}, Attrs{Axis: 1}, nil, step("cat", 3, func(s *ExpandStep) { s.Axis = 1 })},
+		{"cat axis 0", "cat", [][]int{{1, 3}, {2, 3}}, Attrs{Axis: 0}, nil, step("cat", 2, nil)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(1, uint64(len(tc.name))))

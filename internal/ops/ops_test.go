@@ -11,7 +11,7 @@ import (
 // more in the default registry).
 func TestNamesByFamily(t *testing.T) {
 	r := builtins()
-	want := []string{"set", "sum", "prod", "max", "min", "add", "sub", "mul", "maximum", "minimum", "relu", "neg", "abs",
+	want := []string{"set", "sum", "prod", "max", "min", "add", "sub", "mul", "maximum", "minimum", "gt", "eq", "relu", "neg", "abs",
 		"div", "exp", "log", "tanh", "sigmoid", "silu", "gelu", "gelu_tanh", "sqrt", "rsqrt", "reciprocal", "square",
 		"broadcast", "matmul", "linear", "embedding", "gather", "permute", "reshape", "cast", "slice", "cat", "tril", "softmax", "mean", "rms_norm", "layer_norm", "sdpa", "log_softmax", "cross_entropy"}
 	if d := cmp.Diff(want, r.Names()); d != "" {
@@ -22,7 +22,7 @@ func TestNamesByFamily(t *testing.T) {
 		got[f] = r.Family(f)
 	}
 	wantFam := map[Family][]string{
-		Copy: {"set"}, Reduction: {"sum", "prod", "max", "min"}, Binary: {"add", "sub", "mul", "maximum", "minimum", "div"},
+		Copy: {"set"}, Reduction: {"sum", "prod", "max", "min"}, Binary: {"add", "sub", "mul", "maximum", "minimum", "gt", "eq", "div"},
 		Unary:     {"relu", "neg", "abs", "exp", "log", "tanh", "sigmoid", "silu", "gelu", "gelu_tanh", "sqrt", "rsqrt", "reciprocal", "square"},
 		Broadcast: {"broadcast"}, Contraction: {"matmul", "linear", "embedding", "gather"},
 		View: {"permute", "reshape", "cast", "slice", "cat", "tril"}, Composite: {"softmax", "mean", "rms_norm", "layer_norm", "sdpa", "log_softmax", "cross_entropy"},
