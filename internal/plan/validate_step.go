@@ -181,10 +181,13 @@ func (v *validator) checkDevices(i int, s *Step) {
 }
 
 // checkRoot checks that exactly the rooted types have a root, in their
-// single team.
+// single team; a SendRecv of several pairs has none, each team's first
+// member sending.
 func (v *validator) checkRoot(i int, s *Step) {
 	rooted := IsRooted(s.Type)
 	switch {
+	case s.Type == SendRecv && len(s.Teams) > 1:
+		v.checkPairs(i, s)
 	case !rooted && s.Root != nil:
 		v.stepf(i, "root is %d, but type %s takes no root", *s.Root, s.Type)
 	case rooted && s.Root == nil:
@@ -196,6 +199,20 @@ func (v *validator) checkRoot(i int, s *Step) {
 		v.checkSendRecv(i, *s.Root, s.Teams[0])
 	case len(s.Teams[0]) > 0 && !slices.Contains(s.Teams[0], *s.Root):
 		v.stepf(i, "root %d is not in the team", *s.Root)
+	}
+}
+
+// checkPairs checks a SendRecv of several pairs: no root (each team's
+// first member is its sender) and every team [sender, receiver] of two
+// devices (a device in one pair only is checkTeams').
+func (v *validator) checkPairs(i int, s *Step) {
+	if s.Root != nil {
+		v.stepf(i, "root is %d, but a SendRecv of %d pairs has none: each team's first member sends", *s.Root, len(s.Teams))
+	}
+	for k, team := range s.Teams {
+		if len(team) != 2 || team[0] == team[1] {
+			v.stepf(i, "team %d of a SendRecv of several pairs must be [sender, receiver], two devices, got %v", k, team)
+		}
 	}
 }
 

@@ -10,7 +10,10 @@ import (
 
 // sendRecvPairs: the same sharding on meshes of one shape; device i of
 // src's mesh sends its buffer to device i of dst's, and the devices of
-// both copy theirs in one local step.
+// both copy theirs in one local step. The pairs go in as few SendRecv
+// steps as keep each device in one pair of a step (pairBatches): between
+// two pipeline stages, one step of every pair, as Megatron-LM batches its
+// stages' sends and receives.
 func (c lowering) sendRecvPairs(src, dst *view) {
 	out, after := c.finish(src.stored, dst, "received")
 	var stay []int
@@ -22,13 +25,41 @@ func (c lowering) sendRecvPairs(src, dst *view) {
 	if len(stay) > 0 {
 		c.emitLocalOn(plan.Step{Type: plan.Copy, Input: src.name, Output: out}, stay, src.size(), src.size())
 	}
-	for i, from := range src.mesh.Devices {
-		if to := dst.mesh.Devices[i]; to != from {
-			c.emitCollective(plan.Step{Type: plan.SendRecv, Root: new(from), Input: src.name, Output: out, Axis: src.firstAxis()},
-				[][]int{{from, to}}, src, dst, src.size(), src.size())
+	for _, teams := range pairBatches(src.mesh.Devices, dst.mesh.Devices) {
+		step := plan.Step{Type: plan.SendRecv, Input: src.name, Output: out, Axis: src.firstAxis()}
+		if len(teams) == 1 {
+			step.Root = new(teams[0][0]) // one pair names its sender; several have none
 		}
+		c.emitCollective(step, teams, src, dst, src.size(), src.size())
 	}
 	after()
+}
+
+// pairBatches groups the pairs from[i] → to[i] that move (from[i] ≠ to[i])
+// into SendRecv steps, each a list of teams [sender, receiver] in which no
+// device is twice: in order, each pair joins the first step it shares no
+// device with. Pairs between disjoint meshes are one step; a device that
+// both receives and sends (meshes that overlap, shifted) puts its two
+// pairs in two steps, since a step's teams run at once, one per device.
+func pairBatches(from, to []int) [][][]int {
+	var batches [][][]int
+	var used []map[int]bool
+	for i, d := range from {
+		r := to[i]
+		if r == d {
+			continue
+		}
+		k := 0
+		for k < len(batches) && (used[k][d] || used[k][r]) {
+			k++
+		}
+		if k == len(batches) {
+			batches, used = append(batches, nil), append(used, map[int]bool{})
+		}
+		batches[k] = append(batches[k], []int{d, r})
+		used[k][d], used[k][r] = true, true
+	}
+	return batches
 }
 
 // broadcastTo: both replicated, meshes differ. One Broadcast to the

@@ -174,7 +174,8 @@ func (m *machine) newFlows() map[int]flow {
 
 // checkTeams checks the team structure: non-empty teams, each device in at
 // most one team once (a SendRecv [x, x] copies locally), and for rooted
-// types one team that holds the root (a SendRecv's root is its sender).
+// types one team that holds the root (a SendRecv's root is its sender; a
+// SendRecv of several pairs has none).
 func checkTeams(s *plan.Step) error {
 	if len(s.Teams) == 0 {
 		return stepError(s, "a collective needs at least one team")
@@ -205,6 +206,13 @@ func checkTeams(s *plan.Step) error {
 
 func checkRoot(s *plan.Step) error {
 	if !plan.IsRooted(s.Type) {
+		return nil
+	}
+	if s.Type == plan.SendRecv && len(s.Teams) > 1 {
+		// Several pairs at once, each team's first member sending.
+		if s.Root != nil {
+			return stepError(s, "a SendRecv of %d pairs has no root (each team's first device sends), got %d", len(s.Teams), *s.Root)
+		}
 		return nil
 	}
 	if len(s.Teams) != 1 {
