@@ -51,6 +51,7 @@ func TestSchemasListTheRegistry(t *testing.T) {
 		{Fusion, "$defs/op/allOf/4/if/properties/op/enum", names(arity(2, 2))},
 		{Fusion, "$defs/op/allOf/5/if/properties/op/const", names(arity(2, 3))},
 		{Fusion, "$defs/op/allOf/12/if/properties/op/enum", names(func(o *ops.Op) bool { return o.Variadic })},
+		{Fusion, "$defs/op/allOf/13/if/properties/op/enum", names(arity(3, 3))},
 		{Plan, "$defs/reduceOp/enum", reductions},
 		{Plan, "$defs/op/properties/op/enum", names(inPlan(every))},
 		{Plan, "$defs/op/allOf/0/if/properties/op/enum", names(inPlan(takes(ops.AttrAxis)))},
@@ -102,8 +103,13 @@ func TestSchemasHaveTheAttributes(t *testing.T) {
 				if want := types[spec.Kind]; want != "" && prop["type"] != want {
 					t.Errorf("type %v, want %s", prop["type"], want)
 				}
+				if spec.Kind == ops.NameAttr {
+					if d := cmp.Diff(spec.Names, lookupList(t, file, "$defs/op/properties/"+key+"/enum")); d != "" {
+						t.Errorf("the names (-registry +schema):\n%s", d)
+					}
+				}
 				if takers := ops.Takers(spec.Key); len(takers) > 0 {
-					if d := cmp.Diff(takers, takersIn(t, file, key)); d != "" {
+					if d := cmp.Diff(takers, takersIn(t, file, key, spec.Optional)); d != "" {
 						t.Errorf("the ops that require %q (-registry +schema):\n%s", key, d)
 					}
 				}
@@ -124,12 +130,20 @@ func onlyComposites(a ops.Attr) bool {
 }
 
 // takersIn returns the ops of the allOf entry of the op in schema file
-// that requires key.
-func takersIn(t *testing.T, file, key string) []string {
+// that requires key, or for an optional key the entry whose else forbids
+// it.
+func takersIn(t *testing.T, file, key string, optional bool) []string {
 	t.Helper()
 	all, _ := lookup(t, file, "$defs/op")["allOf"].([]any)
 	for i, e := range all {
 		then, _ := e.(map[string]any)["then"].(map[string]any)
+		if optional {
+			els, _ := e.(map[string]any)["else"].(map[string]any)
+			then, _ = els["not"].(map[string]any)
+			if _, required := e.(map[string]any)["then"].(map[string]any)["required"]; required {
+				continue // an optional key is never required
+			}
+		}
 		if req, _ := then["required"].([]any); len(req) == 1 && req[0] == key {
 			return lookupList(t, file, "$defs/op/allOf/"+strconv.Itoa(i)+"/if/properties/op/enum")
 		}

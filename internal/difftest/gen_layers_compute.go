@@ -98,16 +98,27 @@ func (l *layerGen) binary(cur lt) lt {
 var scalars = []string{"2", "-1", "0.5", "3.0", "1.0e-5", "0.25", "-0.125", "1.0e-6"}
 
 // composite applies one of the composite ops (softmax, mean, rms_norm,
-// layer_norm) to cur: over an axis drawn from cur's for softmax and
-// mean, over its last for the norms, which now and then take a weight
-// and a bias, new inputs of that axis's extent.
+// layer_norm, log_softmax, cross_entropy, sdpa) to cur: over an axis
+// drawn from cur's for softmax, log_softmax and mean, over its last for
+// the norms, which now and then take a weight and a bias, new inputs of
+// that axis's extent; cross_entropy as gen_layers_loss.go draws it; sdpa
+// takes cur as its queries (gen_layers_sdpa.go), a softmax in its place
+// for a cur of rank 1.
 func (l *layerGen) composite(cur lt) lt {
 	rank := len(cur.shape)
 	names := ops.FamilyNames(ops.Composite)
 	kind := names[l.r.IntN(len(names))]
+	switch {
+	case kind == "sdpa" && rank >= 2:
+		return l.sdpa(cur)
+	case kind == "sdpa":
+		kind = "softmax"
+	}
 	x := operand{t: &cur, shape: cur.shape, mapAxis: identityMap, kAxis: -1}
 	switch kind {
-	case "softmax", "mean":
+	case "cross_entropy":
+		return l.crossEntropy(cur)
+	case "softmax", "mean", "log_softmax":
 		ax := l.r.IntN(rank)
 		shape := cur.shape
 		if kind == "mean" {

@@ -334,8 +334,8 @@ class Plan:
 
 def index_bounds(plan):
     """The fusion inputs a lookup (INDEX_OPS: its indices' and its table's operand, and the
-    table's dim of the rows) reads as its indices, directly or through sets and views, with
-    the rows of its table: simulate fills them with indices below that, the least over their
+    table's dim of the rows) reads as its indices, directly or through sets, views and
+    broadcasts (cross_entropy's labels), with the rows of its table: simulate fills them with indices below that, the least over their
     lookups (internal/sim's IndexBounds)."""
     producer = {o["output"]: o for o in plan.p["ops"]}
     bounds = {}
@@ -345,7 +345,7 @@ def index_bounds(plan):
         names, (ix, tx, dim) = operands(o), INDEX_OPS[o["op"]]
         rows = plan.shards[names[tx]].shape[dim]
         name = names[ix]
-        while name in producer and (producer[name]["op"] == "set" or producer[name]["op"] in VIEW_OPS):
+        while name in producer and (producer[name]["op"] in ("set", "broadcast") or producer[name]["op"] in VIEW_OPS):
             name = operands(producer[name])[0]
         if name not in producer and rows > 0:
             bounds[name] = min(bounds.get(name, rows), rows)
@@ -394,9 +394,10 @@ class Reference:
 
     def _check_composite(self, o, of, y):
         """The composite's output, as its expansion computed it in float64, against torch's own
-        function of the composite's operands (torch.softmax, torch.mean,
-        torch.nn.functional.layer_norm; rms_norm written out, which torch 1.13 lacks): the
-        expansion is torch's op, to float64's rounding."""
+        function of the composite's operands (torch.softmax, torch.mean, torch.log_softmax,
+        torch.nn.functional.cross_entropy, torch.nn.functional.layer_norm,
+        torch.nn.functional.scaled_dot_product_attention; rms_norm and, before torch 2.0, sdpa
+        written out, which torch 1.13 lacks): the expansion is torch's op, to float64's rounding."""
         xs = []
         for n in of["inputs"]:
             x = self.val[n].view(self.value_shape(n))
@@ -624,15 +625,33 @@ def apply_op(o, xs, out_shape, magnitude=False):
 def composite_reference(of, xs):
     """Composite op `of` (a plan op's "of") of its operands xs, with torch's own functions."""
     op, x = of["op"], xs[0]
+    if op == "sdpa":
+        return sdpa_reference(*xs)
     if op == "softmax":
         return torch.softmax(x, dim=of["axis"])
     if op == "mean":
         return torch.mean(x, dim=of["axis"])
+    if op == "log_softmax":
+        return torch.log_softmax(x, dim=of["axis"])
+    if op == "cross_entropy":  # the classes last: torch's input [N, C] and target [N], flattened
+        labels = xs[1]
+        loss = torch.nn.functional.cross_entropy(x.reshape(-1, x.shape[-1]), labels.reshape(-1).long(),
+                                                 reduction=of.get("reduction", "mean"))
+        return loss if of.get("reduction", "mean") == "mean" else loss.view(labels.shape)
     w = xs[1] if len(xs) > 1 else None
     if op == "layer_norm":
         return torch.nn.functional.layer_norm(x, x.shape[-1:], w, xs[2] if len(xs) > 2 else None, of["eps"])
     y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + of["eps"])  # rms_norm: torch 1.13 has none
     return y if w is None else y * w
+
+
+def sdpa_reference(q, k, v):
+    """softmax(q @ kᵀ / √d) @ v: torch.nn.functional.scaled_dot_product_attention where the torch
+    version has it (2.0 and later), else its math written out, as torch's own reference is."""
+    sdpa = getattr(torch.nn.functional, "scaled_dot_product_attention", None)
+    if sdpa is not None:
+        return sdpa(q, k, v)
+    return torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1) @ v
 
 
 def with_scalar(o, xs, value):

@@ -62,6 +62,9 @@ func extentOne(shape, axes []int) []int {
 // than the last) is reported where the value at fault is written.
 func (p *parser) expand(ro *rawOp, ins []*Tensor) ([]*rawOp, bool) {
 	e, k := ro.kind.Entry(), ro.keysOf()
+	if e.Indexed != nil && !p.indexDTypes(&Op{Kind: ro.kind, Inputs: ins}, opIn{kind: ro.kind, idx: ro.fileIdx, src: ro}) {
+		return nil, false // cross_entropy's labels: integer class indices
+	}
 	shapes := make([][]int, len(ins))
 	for i, t := range ins {
 		shapes[i] = t.Shape()
@@ -108,9 +111,22 @@ func (p *parser) expand(ro *rawOp, ins []*Tensor) ([]*rawOp, bool) {
 		if s.Axes != nil {
 			sk.axes, sk.axesAt, sk.axesEach = s.Axes, ro.pos, slices.Repeat([]diag.Pos{ro.pos}, len(s.Axes))
 		}
+		if s.Attrs != nil {
+			sk.attrs = stepAttrs(s.Attrs, ro.pos)
+		}
 		subs[j] = sub
 	}
 	return subs, true
+}
+
+// stepAttrs are an expansion step's attributes (a permute's dims), each
+// written where the composite is.
+func stepAttrs(vals ops.Values, pos diag.Pos) *rawAttrs {
+	a := &rawAttrs{vals: vals.Clone()}
+	for _, v := range vals {
+		a.at, a.each = append(a.at, pos), append(a.each, slices.Repeat([]diag.Pos{pos}, len(v.Ints)))
+	}
+	return a
 }
 
 // expandErrPos is where the value an expansion error names is written.

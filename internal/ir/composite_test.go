@@ -46,10 +46,22 @@ func opSums(f *Fusion) []opSum {
 // TestCompositeExpansion parses each composite op and a binary op of a
 // number, and checks the primitive ops the builder writes: names y/NAME,
 // the composite recorded on each, intermediates propagated.
-func TestCompositeExpansion(t *testing.T) {
-	for _, tc := range compositeTests {
+func TestCompositeExpansion(t *testing.T) { checkExpansions(t, compositeHead, compositeTests) }
+
+// expansionTest is a fusion's ops and the primitive ops the builder makes
+// of them.
+type expansionTest = struct {
+	name, ops string
+	want      []opSum
+}
+
+// checkExpansions parses each test's ops after head and checks the ops
+// the builder writes.
+func checkExpansions(t *testing.T, head string, tests []expansionTest) {
+	t.Helper()
+	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			f, err := Parse("in.yaml", []byte(compositeHead+tc.ops))
+			f, err := Parse("in.yaml", []byte(head+tc.ops))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -144,10 +156,14 @@ ops:
 
 // TestCompositeErrors checks the errors of number operands and composite
 // ops: each at the value at fault, with a hint.
-func TestCompositeErrors(t *testing.T) {
-	for _, tc := range compositeErrorTests {
+func TestCompositeErrors(t *testing.T) { checkParseErrors(t, compositeHead, compositeErrorTests) }
+
+// checkParseErrors parses each test's ops after head and checks the error.
+func checkParseErrors(t *testing.T, head string, tests []struct{ name, ops, want string }) {
+	t.Helper()
+	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Parse("in.yaml", []byte(compositeHead+tc.ops))
+			_, err := Parse("in.yaml", []byte(head+tc.ops))
 			if err == nil {
 				t.Fatal("Parse succeeded, want an error")
 			}

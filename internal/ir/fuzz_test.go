@@ -50,6 +50,10 @@ func FuzzParse(f *testing.F) {
 	for _, tt := range compositeErrorTests {
 		f.Add([]byte(compositeHead + tt.ops))
 	}
+	f.Add([]byte(sdpaHead + sdpaOp))
+	for _, tt := range sdpaErrorTests {
+		f.Add([]byte(sdpaHead + tt.ops))
+	}
 	f.Fuzz(func(t *testing.T, src []byte) {
 		streamAsTree(t, "fuzz.yaml", src)
 		fus, err := Parse("fuzz.yaml", src)

@@ -520,7 +520,7 @@ func TestOpKindPredicates(t *testing.T) {
 		"broadcast":   {"broadcast"},
 		"contraction": {"matmul", "linear", "embedding", "gather"},
 		"view":        {"permute", "reshape", "cast", "slice", "cat"},
-		"composite":   {"softmax", "mean", "rms_norm", "layer_norm"},
+		"composite":   {"softmax", "mean", "rms_norm", "layer_norm", "sdpa", "log_softmax", "cross_entropy"},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("op classes mismatch (-want +got):\n%s", diff)

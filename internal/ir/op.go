@@ -92,8 +92,8 @@ var otherOps = []string{
 	// reductions
 	"var", "std", "argmax", "argmin", "amax", "amin", "logsumexp", "norm", "any", "all", "cumsum", "cumprod",
 	// layers
-	"log_softmax", "batch_norm", "dropout",
-	"conv", "conv1d", "conv2d", "bmm", "mm", "einsum", "sdpa", "attention",
+	"batch_norm", "dropout",
+	"conv", "conv1d", "conv2d", "bmm", "mm", "einsum", "attention",
 	// shapes and data movement
 	"view", "transpose", "squeeze", "unsqueeze", "expand", "concat", "stack",
 	"split", "chunk", "pad", "scatter", "index_select", "flatten", "repeat",

@@ -233,6 +233,8 @@ func (p *parser) attrValue(k *rawKeys, spec *ops.AttrSpec, v *yaml.Node, what st
 		val.Float, ok = p.w.number(v, what)
 	case ops.BoolAttr:
 		val.Bool, ok = p.w.boolean(v, what)
+	case ops.NameAttr:
+		val.Str, ok = p.w.str(v, what)
 	}
 	if !ok {
 		return false

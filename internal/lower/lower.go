@@ -386,6 +386,9 @@ func ofPlan(c *ir.Composite) *plan.Of {
 	if v, ok := c.Attrs.Get(ops.AttrEps); ok {
 		of.Eps = new(v.Float)
 	}
+	if v, ok := c.Attrs.Get(ops.AttrReduction); ok {
+		of.Reduction = v.Str
+	}
 	return of
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // An op's attributes are the keys it takes besides "in" and "out". Each
@@ -34,9 +35,12 @@ const (
 	FloatAttr
 	// BoolAttr is true or false.
 	BoolAttr
+	// NameAttr is one of the names its spec lists (cross_entropy's
+	// reduction: mean or none).
+	NameAttr
 )
 
-var kindNames = [...]string{"an integer", "a list of integers", "a dtype name", "a number", "true or false"}
+var kindNames = [...]string{"an integer", "a list of integers", "a dtype name", "a number", "true or false", "a name"}
 
 // String says what a value of the kind is, for messages: "an integer".
 func (k AttrKind) String() string {
@@ -60,6 +64,12 @@ type AttrSpec struct {
 	// Check, when set, checks a value as written, before the operands'
 	// shapes are known: a message (after "KEY: ") and a hint, or "".
 	Check func(v Value) (msg, hint string)
+	// Names are, for a NameAttr, the values it may take; the first is its
+	// value where an op leaves an optional one out.
+	Names []string
+	// Optional says that an op that takes it may leave it out, as torch's
+	// keyword arguments with a default (cross_entropy's reduction).
+	Optional bool
 }
 
 // The attributes of the reshaping ops.
@@ -83,7 +93,7 @@ var attrSpecs = slices.Concat([]AttrSpec{
 	{Key: AttrDType, Kind: DTypeAttr, Doc: "the output's element type"},
 	{Key: AttrEps, Kind: FloatAttr, Doc: "a norm's epsilon, added to the mean square (rms_norm) or variance (layer_norm)",
 		Check: checkEps},
-}, sliceAttrSpecs)
+}, sliceAttrSpecs, lossAttrSpecs, sdpaAttrSpecs)
 
 // checkEps checks a norm's epsilon: not negative.
 func checkEps(v Value) (string, string) {
@@ -118,7 +128,7 @@ func RegisterAttr(s AttrSpec) error {
 	if s.Key == "" || AttrOf(string(s.Key)) != nil || slices.Contains([]string{"op", "in", "out"}, string(s.Key)) {
 		return fmt.Errorf("attribute %q: empty, an op's own key, or registered already", s.Key)
 	}
-	if s.Kind < IntAttr || s.Kind > BoolAttr {
+	if s.Kind < IntAttr || s.Kind > NameAttr {
 		return fmt.Errorf("attribute %q: unknown kind %d", s.Key, s.Kind)
 	}
 	attrSpecs = append(attrSpecs, s)
@@ -207,7 +217,7 @@ func (vs Values) Ints(k Attr) []int {
 	return v.Ints
 }
 
-// Str returns dtype attribute k, "" when absent.
+// Str returns dtype or name attribute k, "" when absent.
 func (vs Values) Str(k Attr) string {
 	v, _ := vs.Get(k)
 	return v.Str
@@ -307,7 +317,7 @@ func (o *Op) CheckValues(vs Values) []Problem {
 		}
 	}
 	for _, a := range o.Attrs {
-		if AttrOf(string(a)).Stored() && !slices.ContainsFunc(vs, func(v Value) bool { return v.Key == a }) {
+		if s := AttrOf(string(a)); s.Stored() && !s.Optional && !slices.ContainsFunc(vs, func(v Value) bool { return v.Key == a }) {
 			probs = append(probs, Problem{Index: -1, Key: a, What: Missing})
 		}
 	}
@@ -322,6 +332,8 @@ func (s *AttrSpec) problem(v Value) (msg, hint string) {
 		return "", ""
 	case s.Kind == IntsAttr && len(v.Ints) == 0 && s.NonEmpty != "":
 		return "expected at least one entry, got an empty list", s.NonEmpty
+	case s.Kind == NameAttr && !slices.Contains(s.Names, v.Str):
+		return fmt.Sprintf("%q is not one of %s", v.Str, strings.Join(s.Names, ", ")), "write one of " + strings.Join(s.Names, ", ")
 	case s.Check != nil:
 		return s.Check(v)
 	}

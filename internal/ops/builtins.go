@@ -51,6 +51,7 @@ func builtins() *Registry {
 	registerShapeOps(r)
 	registerSliceOps(r)
 	registerComposites(r)
+	registerLossOps(r)
 	return r
 }
 

@@ -5,7 +5,7 @@ import (
 	"strconv"
 )
 
-// A composite op (softmax, mean, rms_norm, layer_norm) is written as
+// A composite op (softmax, mean, rms_norm, layer_norm; sdpa, sdpa.go) is written as
 // primitive ops, as nvFuser itself builds softmax and the norms from
 // max, sub, exp, sum and div (csrc/ops/normalization.cpp): its entry
 // holds no sharding rule and no kernel but an Expand, which the IR
@@ -36,14 +36,16 @@ func (r Ref) Step() int { return int(-1 - r) }
 // ExpandStep is one primitive op of a composite's expansion: op Op of
 // operands In (and Scalar), over Axis for a reduction; a broadcast
 // inserts extent-1 axes at Axes (the binary ops then repeat them, as
-// torch broadcasts). Its output is the composite's intermediate
-// "y/Name" (y the composite's output), or y itself for the last step.
+// torch broadcasts); a view takes its other attributes from Attrs (a
+// permute's dims). Its output is the composite's intermediate "y/Name"
+// (y the composite's output), or y itself for the last step.
 type ExpandStep struct {
 	Name   string
 	Op     string
 	In     []Ref
 	Axis   int
 	Axes   []int
+	Attrs  Values
 	Scalar *Scalar
 }
 
@@ -68,6 +70,7 @@ func registerComposites(r *Registry) {
 		c.Family = Composite
 		r.MustRegister(c)
 	}
+	registerSDPA(r)
 }
 
 // expansion builds a composite's steps, each step's output named for
@@ -144,17 +147,44 @@ func (e *expansion) done() []ExpandStep {
 }
 
 // expandSoftmax is softmax(x, axis): m = max(x); e = exp(x − m); e / Σe.
-func expandSoftmax(in [][]int, a Attrs) ([]ExpandStep, *ExpandError) {
-	axis, err := oneAxis(in[0], a.Axis, AttrAxis)
-	if err != nil {
-		return nil, err
+var expandSoftmax = alongAxis(func(e *expansion, _, ex Ref, axis int) { e.normalize(ex, axis, "div") })
+
+// alongAxis is the Expand of a composite over one axis of its operand
+// x (softmax, log_softmax): softmax's head (shiftedExp), then what tail
+// writes of x − max and its exp.
+func alongAxis(tail func(e *expansion, sub, ex Ref, axis int)) func(in [][]int, a Attrs) ([]ExpandStep, *ExpandError) {
+	return func(in [][]int, a Attrs) ([]ExpandStep, *ExpandError) {
+		axis, err := oneAxis(in[0], a.Axis, AttrAxis)
+		if err != nil {
+			return nil, err
+		}
+		var e expansion
+		sub, ex := e.shiftedExp(0, axis)
+		tail(&e, sub, ex, axis)
+		return e.done(), nil
 	}
-	var e expansion
-	m := e.back("max_b", e.reduce("max", "max", 0, axis), axis)
-	ex := e.unary("exp", "exp", e.binary("sub", "sub", 0, m))
-	s := e.back("sum_b", e.reduce("sum", "sum", ex, axis), axis)
-	e.binary("div", "div", ex, s)
-	return e.done(), nil
+}
+
+// shiftedExp is the head that softmax, log_softmax and cross_entropy
+// share: x − max(x) along axis (the max broadcast back) and its exp, so
+// that no exponential overflows; over an axis split across devices the
+// max is the one small Allreduce of the row maxima.
+func (e *expansion) shiftedExp(x Ref, axis int) (sub, ex Ref) {
+	m := e.back("max_b", e.reduce("max", "max", x, axis), axis)
+	sub = e.binary("sub", "sub", x, m)
+	return sub, e.unary("exp", "exp", sub)
+}
+
+// softmax is softmax(x, axis), its quotient named name: the softmax
+// composite's expansion, which sdpa's scores take too.
+func (e *expansion) softmax(x Ref, axis int, name string) Ref {
+	_, ex := e.shiftedExp(x, axis)
+	return e.normalize(ex, axis, name)
+}
+
+// normalize is ex / Σ ex along axis, the quotient named name.
+func (e *expansion) normalize(ex Ref, axis int, name string) Ref {
+	return e.binary(name, "div", ex, e.back("sum_b", e.reduce("sum", "sum", ex, axis), axis))
 }
 
 // expandMean is mean(x, axis) = sum(x, axis) / n, n the axis's extent.
@@ -194,12 +224,13 @@ func expandNorm(centred bool) func(in [][]int, a Attrs) ([]ExpandStep, *ExpandEr
 }
 
 // oneAxis normalizes axis of a tensor of shape x (negative from the end).
-func oneAxis(x []int, axis int, key Attr) (int, *ExpandError) {
+func oneAxis(x []int, written int, key Attr) (int, *ExpandError) {
+	axis := written
 	if axis < 0 {
 		axis += len(x)
 	}
 	if axis < 0 || axis >= len(x) {
-		return 0, &ExpandError{Attr: key, Index: -1, Msg: "axis " + strconv.Itoa(axis) + " is out of range for rank " + strconv.Itoa(len(x)),
+		return 0, &ExpandError{Attr: key, Index: -1, Msg: "axis " + strconv.Itoa(written) + " is out of range for rank " + strconv.Itoa(len(x)),
 			Hint: "an axis is among the input's axes, negative from the end"}
 	}
 	return axis, nil

@@ -13,7 +13,7 @@ func TestNamesByFamily(t *testing.T) {
 	r := builtins()
 	want := []string{"set", "sum", "prod", "max", "min", "add", "sub", "mul", "maximum", "minimum", "relu", "neg", "abs",
 		"div", "exp", "log", "tanh", "sigmoid", "silu", "gelu", "gelu_tanh", "sqrt", "rsqrt", "reciprocal", "square",
-		"broadcast", "matmul", "linear", "embedding", "gather", "permute", "reshape", "cast", "slice", "cat", "softmax", "mean", "rms_norm", "layer_norm"}
+		"broadcast", "matmul", "linear", "embedding", "gather", "permute", "reshape", "cast", "slice", "cat", "softmax", "mean", "rms_norm", "layer_norm", "sdpa", "log_softmax", "cross_entropy"}
 	if d := cmp.Diff(want, r.Names()); d != "" {
 		t.Errorf("Names() (-want +got):\n%s", d)
 	}
@@ -25,7 +25,7 @@ func TestNamesByFamily(t *testing.T) {
 		Copy: {"set"}, Reduction: {"sum", "prod", "max", "min"}, Binary: {"add", "sub", "mul", "maximum", "minimum", "div"},
 		Unary:     {"relu", "neg", "abs", "exp", "log", "tanh", "sigmoid", "silu", "gelu", "gelu_tanh", "sqrt", "rsqrt", "reciprocal", "square"},
 		Broadcast: {"broadcast"}, Contraction: {"matmul", "linear", "embedding", "gather"},
-		View: {"permute", "reshape", "cast", "slice", "cat"}, Composite: {"softmax", "mean", "rms_norm", "layer_norm"},
+		View: {"permute", "reshape", "cast", "slice", "cat"}, Composite: {"softmax", "mean", "rms_norm", "layer_norm", "sdpa", "log_softmax", "cross_entropy"},
 	}
 	if d := cmp.Diff(wantFam, got); d != "" {
 		t.Errorf("FamilyNames (-want +got):\n%s", d)

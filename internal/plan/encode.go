@@ -165,6 +165,9 @@ func (e *encoder) of(of *Of) {
 			e.key("eps")
 			e.float(*of.Eps)
 		}
+		if of.Reduction != "" {
+			e.strField("reduction", of.Reduction)
+		}
 	})
 }
 

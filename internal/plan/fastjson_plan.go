@@ -365,7 +365,7 @@ func (d *fastDecoder) attr(o *Op, key []byte) {
 		v.Int = d.int()
 	case ops.IntsAttr:
 		v.Ints = d.intList()
-	case ops.DTypeAttr:
+	case ops.DTypeAttr, ops.NameAttr:
 		v.Str = d.string()
 	case ops.FloatAttr:
 		v.Float = d.number()
@@ -449,6 +449,9 @@ func (d *fastDecoder) of() *Of {
 		case "eps":
 			d.once(&seen, 1<<5)
 			of.Eps = new(d.number())
+		case "reduction":
+			d.once(&seen, 1<<6)
+			d.textInto(&of.Reduction)
 		default:
 			d.fail()
 		}

@@ -173,6 +173,9 @@ type Of struct {
 	Axes []int `json:"axes,omitempty"`
 	// Eps is the norms' epsilon; absent for the others.
 	Eps *float64 `json:"eps,omitempty"`
+	// Reduction is cross_entropy's reduction as written (mean, none);
+	// empty where the fusion left it out (mean) and for the others.
+	Reduction string `json:"reduction,omitempty"`
 }
 
 // Expr renders the composite op as a call: "y = softmax(x, axis=1)",
@@ -187,6 +190,9 @@ func (o *Of) Expr() string {
 	}
 	if o.Eps != nil {
 		args += ", eps=" + strconv.FormatFloat(*o.Eps, 'g', -1, 64)
+	}
+	if o.Reduction != "" {
+		args += ", reduction=" + o.Reduction
 	}
 	return o.Output + " = " + o.Op + "(" + args + ")"
 }

@@ -43,8 +43,9 @@ func referenceEncode(p *Plan) ([]byte, error) {
 
 // withAttrs adds each op's attributes (Op.Attrs, which encoding/json
 // leaves out) to the parsed plan n as fields of the op, after its other
-// fields but inserted, each value as encoding/json writes its kind's Go
-// value.
+// fields but scalar, of and inserted (the permute of a composite's
+// expansion has both attributes and of), each value as encoding/json
+// writes its kind's Go value.
 func withAttrs(n *jsonNode, p *Plan) error {
 	k := slices.Index(n.keys, "ops")
 	if k < 0 || n.items[k].scalar != "" {
@@ -52,9 +53,11 @@ func withAttrs(n *jsonNode, p *Plan) error {
 	}
 	for i, op := range p.Ops {
 		obj := n.items[k].items[i]
-		at := slices.Index(obj.keys, "inserted")
-		if at < 0 {
-			at = len(obj.keys)
+		at := len(obj.keys)
+		for _, later := range []string{"scalar", "of", "inserted"} {
+			if j := slices.Index(obj.keys, later); j >= 0 {
+				at = min(at, j)
+			}
 		}
 		for _, v := range op.Attrs {
 			val := reflect.ValueOf(v.Ptr()).Elem().Interface()

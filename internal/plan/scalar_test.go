@@ -12,8 +12,9 @@ import (
 )
 
 // scalarPlan is layersPlan with f = add(e, 0.5), an op of a number
-// operand, recorded as part of a softmax of e (of names its tensors
-// only; validate checks no more of it).
+// operand, recorded as part of a softmax of e (validate checks that of
+// names tensors, as many as the composite takes, integer labels where it
+// reads some; simulate checks the rest).
 func scalarPlan() *Plan {
 	p := layersPlan()
 	p.Tensors = append(p.Tensors, replicatedTensor("f", []int{2, 2, 3}))
@@ -44,9 +45,14 @@ func scalarCases() []validateCase {
 		{name: "scalar on a Permute", base: linearPlan, mutate: func(p *Plan) { p.Steps[0].Scalar = &ops.Scalar{Value: 1} },
 			want: []diag.Diagnostic{sp(0, Permute, "scalar is set, but only a Pointwise takes one")}},
 		{name: "of a primitive op", base: scalarPlan, mutate: func(p *Plan) { p.Ops[4].Of.Op = "sum" },
-			want: []diag.Diagnostic{pp(`op 4: of names op "sum", which is not a composite op (softmax, mean, rms_norm, layer_norm)`)}},
+			want: []diag.Diagnostic{pp(`op 4: of names op "sum", which is not a composite op (softmax, mean, rms_norm, layer_norm, sdpa, log_softmax, cross_entropy)`)}},
 		{name: "of an unknown tensor", base: scalarPlan, mutate: func(p *Plan) { p.Ops[4].Of.Inputs = []string{"nope"} },
 			want: []diag.Diagnostic{pp(`op 4: of names "nope", which is not a tensor of the plan`)}},
+		{name: "of with an operand too many", base: scalarPlan, mutate: func(p *Plan) { p.Ops[4].Of.Inputs = []string{"e", "e"} },
+			want: []diag.Diagnostic{pp(`op 4: of: softmax takes 1 input, got 2`)}},
+		{name: "of cross_entropy with float labels", base: scalarPlan, mutate: func(p *Plan) {
+			p.Ops[4].Of = &Of{Op: "cross_entropy", Inputs: []string{"e", "e"}, Output: "f"}
+		}, want: []diag.Diagnostic{pp(`op 4: of: cross_entropy's labels "e" have dtype float32, want int32 or int64`)}},
 		{name: "composite op in a plan", base: scalarPlan, mutate: func(p *Plan) { p.Ops[2].Op = "softmax" },
 			want: []diag.Diagnostic{pp(`op 2: op "softmax" is not one of set, sum, prod, max, min, add, sub, mul, maximum, minimum, relu, neg, abs, ` +
 				`div, exp, log, tanh, sigmoid, silu, gelu, gelu_tanh, sqrt, rsqrt, reciprocal, square, broadcast, matmul, linear, embedding, gather, permute, reshape, cast, slice, cat`)}},

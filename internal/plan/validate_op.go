@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/nvcomm/nvcomm/internal/ops"
+	"github.com/nvcomm/nvcomm/internal/shard"
 )
 
 // The ops a plan may name are the registry's (docs/plan.md, "ops").
@@ -97,8 +98,10 @@ func (v *validator) checkOf(i int, op Op) {
 	if of == nil {
 		return
 	}
-	if e := ops.Lookup(of.Op); e == nil || e.Family != ops.Composite {
+	e := ops.Lookup(of.Op)
+	if e == nil || e.Family != ops.Composite {
 		v.planf("op %d: of names op %q, which is not a composite op (%s)", i, of.Op, strings.Join(ops.FamilyNames(ops.Composite), ", "))
+		e = nil
 	}
 	if op.Inserted != nil {
 		v.planf("op %d: is marked both inserted and of composite %s", i, of.Op)
@@ -106,6 +109,25 @@ func (v *validator) checkOf(i int, op Op) {
 	for _, name := range append(slices.Clone(of.Inputs), of.Output) {
 		if v.tensor(name) == nil {
 			v.planf("op %d: of names %q, which is not a tensor of the plan", i, name)
+		}
+	}
+	if e != nil {
+		v.checkOfOperands(i, of, e)
+	}
+}
+
+// checkOfOperands checks a composite's operands as its registry entry
+// takes them: how many, and integer indices where it reads some
+// (cross_entropy's labels), so that simulate's definition of the
+// composite reads what the expansion read.
+func (v *validator) checkOfOperands(i int, of *Of, e *ops.Op) {
+	if !e.TakesOperands(len(of.Inputs)) {
+		v.planf("op %d: of: %s takes %s, got %d", i, of.Op, e.ArityText(), len(of.Inputs))
+		return
+	}
+	if x := e.Indexed; x != nil && x.Indices < len(of.Inputs) {
+		if ids := v.tensor(of.Inputs[x.Indices]); ids != nil && !shard.IsIntDType(ids.t.DType) {
+			v.planf("op %d: of: %s's %s %q have dtype %s, want int32 or int64", i, of.Op, e.Operands[x.Indices], of.Inputs[x.Indices], ids.t.DType)
 		}
 	}
 }

@@ -7,7 +7,8 @@ import (
 )
 
 // This file is the simulator's own definition of the composite ops
-// (softmax, mean, rms_norm, layer_norm), which a plan holds expanded into
+// (softmax, mean, rms_norm, layer_norm; log_softmax and cross_entropy in
+// loss.go, sdpa in sdpa.go), which a plan holds expanded into
 // primitive ops (docs/fusion.md, "Composite ops"). It computes each from
 // its definition, row by row along the normalized axis, with the
 // simulator's scalar functions, and never reads the registry's
@@ -21,6 +22,12 @@ import (
 // (values row-major, shapes their non-reduction shapes), or reports why
 // it cannot.
 func compositeDef(of *plan.Of, ins []operand) ([]float64, error) {
+	switch of.Op {
+	case "cross_entropy":
+		return crossEntropyDef(of, ins)
+	case "sdpa":
+		return sdpaDef(ins)
+	}
 	x := ins[0]
 	axis := len(x.shape) - 1
 	if of.Axis != nil {
@@ -48,6 +55,8 @@ func compositeDef(of *plan.Of, ins []operand) ([]float64, error) {
 			switch of.Op {
 			case "softmax":
 				softmaxRow(x.vals, out, n, at)
+			case "log_softmax":
+				logSoftmaxRow(x.vals, out, n, at)
 			case "mean":
 				out[o*inner+i] = meanOf(x.vals, n, at)
 			case "rms_norm":

@@ -64,10 +64,10 @@ func expanded(t *testing.T, name string, ins []operand, a ops.Attrs) []float64 {
 				args = append(args, outs[r.Step()])
 			}
 		}
-		op := plan.Op{Index: j, Op: s.Op, Output: s.Name, Axes: s.Axes, Scalar: s.Scalar}
+		op := plan.Op{Index: j, Op: s.Op, Output: s.Name, Axes: s.Axes, Attrs: s.Attrs, Scalar: s.Scalar}
 		var declared []int
 		switch {
-		case ops.Is(s.Op, ops.Reduction):
+		case ops.Is(s.Op, ops.Reduction), s.Op == "gather":
 			op.Axis = new(s.Axis)
 		case s.Op == "broadcast":
 			declared = slices.Clone(args[0].shape)

@@ -71,11 +71,15 @@ func indexedRows(op plan.Op, tensors map[string]*plan.Tensor) (int, bool) {
 }
 
 // indexSource follows name back through the ops that move data without
-// computing (sets, views) to the tensor its values come from.
+// computing (sets, views, broadcasts: cross_entropy's labels given gather's
+// axis of extent 1) to the tensor its values come from.
 func indexSource(name string, all []plan.Op, producer map[string]int) string {
 	for range len(all) {
 		i, ok := producer[name]
-		if !ok || (family(all[i]) != ops.Copy && family(all[i]) != ops.View) {
+		if !ok {
+			break
+		}
+		if f := family(all[i]); f != ops.Copy && f != ops.View && f != ops.Broadcast {
 			break
 		}
 		name = all[i].Operands()[0]
