@@ -561,8 +561,24 @@ func rootCases() []validateCase {
 				sp(0, SendRecv, "device 3 is in team 1 more than once"),
 				sp(0, SendRecv, "team 1 of a SendRecv of several pairs must be [sender, receiver], two devices, got [1 3 3]"),
 			}},
-		{name: "send recv pairs share a device", base: sendRecvPairsPlan, mutate: func(p *Plan) { p.Steps[0].Teams[1] = []int{2, 3} },
-			want: []diag.Diagnostic{sp(0, SendRecv, "device 2 is in teams 0 and 1")}},
+		{name: "send recv pairs share a receiver", base: sendRecvPairsPlan, mutate: func(p *Plan) { p.Steps[0].Teams[1] = []int{1, 2} },
+			want: []diag.Diagnostic{
+				sp(0, SendRecv, "device 2 receives in teams 0 and 1; in a SendRecv of pairs a device sends at most once and receives at most once"),
+			}},
+		{name: "send recv pairs of a shift", base: sendRecvPairsPlan, mutate: func(p *Plan) {
+			p.Meshes["b"] = Mesh{Shape: []int{2}, Devices: []int{1, 2}}
+			p.Steps[0].Teams = [][]int{{0, 1}, {1, 2}} // device 1 receives 0's copy and sends its own
+		}},
+		{name: "send recv pairs of a shift in place", base: sendRecvPairsPlan, mutate: func(p *Plan) {
+			p.Meshes["b"] = Mesh{Shape: []int{2}, Devices: []int{1, 2}}
+			p.Steps[0].Teams = [][]int{{0, 1}, {1, 2}}
+			p.Steps[0].Output = p.Steps[0].Input
+		},
+			want: []diag.Diagnostic{
+				sp(0, SendRecv, "device 1 both sends and receives \"tv0\": a SendRecv of pairs must not write the buffer it reads"),
+				sp(0, SendRecv, "output \"tv0\" is a fusion input"),
+				{Severity: diag.Error, Message: "op 0: no step of the op writes its output \"tv1\""},
+			}},
 		{name: "send recv self copy", base: sendRecvPlan, mutate: func(p *Plan) {
 			p.Meshes["b"] = Mesh{Shape: []int{1}, Devices: []int{0}}
 			p.Steps[0].Teams[0] = []int{0, 0}

@@ -10,10 +10,10 @@ import (
 
 // sendRecvPairs: the same sharding on meshes of one shape; device i of
 // src's mesh sends its buffer to device i of dst's, and the devices of
-// both copy theirs in one local step. The pairs go in as few SendRecv
-// steps as keep each device in one pair of a step (pairBatches): between
-// two pipeline stages, one step of every pair, as Megatron-LM batches its
-// stages' sends and receives.
+// both copy theirs in one local step. The pairs that move go in one
+// SendRecv step (pairBatches): between two pipeline stages, as Megatron-LM
+// batches its stages' sends and receives; between meshes that overlap
+// shifted, a device sending its block while it receives another's.
 func (c lowering) sendRecvPairs(src, dst *view) {
 	out, after := c.finish(src.stored, dst, "received")
 	var stay []int
@@ -36,28 +36,28 @@ func (c lowering) sendRecvPairs(src, dst *view) {
 }
 
 // pairBatches groups the pairs from[i] → to[i] that move (from[i] ≠ to[i])
-// into SendRecv steps, each a list of teams [sender, receiver] in which no
-// device is twice: in order, each pair joins the first step it shares no
-// device with. Pairs between disjoint meshes are one step; a device that
-// both receives and sends (meshes that overlap, shifted) puts its two
-// pairs in two steps, since a step's teams run at once, one per device.
+// into SendRecv steps, each a list of teams [sender, receiver] in which a
+// device sends at most once and receives at most once: in order, each pair
+// joins the first step where its sender sends nothing and its receiver
+// receives nothing yet. Pairs from one mesh to another are one step (the
+// devices of a mesh are distinct).
 func pairBatches(from, to []int) [][][]int {
 	var batches [][][]int
-	var used []map[int]bool
+	var sends, receives []map[int]bool
 	for i, d := range from {
 		r := to[i]
 		if r == d {
 			continue
 		}
 		k := 0
-		for k < len(batches) && (used[k][d] || used[k][r]) {
+		for k < len(batches) && (sends[k][d] || receives[k][r]) {
 			k++
 		}
 		if k == len(batches) {
-			batches, used = append(batches, nil), append(used, map[int]bool{})
+			batches, sends, receives = append(batches, nil), append(sends, map[int]bool{}), append(receives, map[int]bool{})
 		}
 		batches[k] = append(batches[k], []int{d, r})
-		used[k][d], used[k][r] = true, true
+		sends[k][d], receives[k][r] = true, true
 	}
 	return batches
 }

@@ -38,8 +38,8 @@ func (pl *searcher) crossEdges(s searchState, out []edge) []edge {
 
 // sendRecvEdge: the same sharding on a mesh of the same shape; device i of
 // one mesh sends its buffer to device i of the other, or copies it when
-// they are the same device. The pairs run in the steps of pairBatches,
-// each as long as its slowest pair: between disjoint meshes, all at once.
+// they are the same device. The pairs run in one SendRecv step
+// (pairBatches), as long as its slowest pair.
 func (pl *searcher) sendRecvEdge(s searchState, to placement, out []edge) []edge {
 	size := pl.size(s.placement)
 	bytes := int64(size) * pl.elem

@@ -181,6 +181,9 @@ func checkTeams(s *plan.Step) error {
 		return stepError(s, "a collective needs at least one team")
 	}
 	seen := map[int]bool{}
+	if s.Type == plan.SendRecv && len(s.Teams) > 1 {
+		return checkPairs(s)
+	}
 	for _, team := range s.Teams {
 		if len(team) == 0 {
 			return stepError(s, "empty team")
@@ -199,6 +202,32 @@ func checkTeams(s *plan.Step) error {
 				return stepError(s, "device %d appears more than once in teams %v", d, s.Teams)
 			}
 			seen[d] = true
+		}
+	}
+	return checkRoot(s)
+}
+
+// checkPairs checks a SendRecv of several pairs: each team [sender,
+// receiver] of two devices, each device sending at most once and
+// receiving at most once, no root, and, where a device does both, an
+// output other than the input.
+func checkPairs(s *plan.Step) error {
+	sends, receives := map[int]bool{}, map[int]bool{}
+	for _, team := range s.Teams {
+		if len(team) != 2 || team[0] == team[1] {
+			return stepError(s, "team %v must be [sender, receiver], two devices", team)
+		}
+		if sends[team[0]] {
+			return stepError(s, "device %d sends more than once in teams %v", team[0], s.Teams)
+		}
+		if receives[team[1]] {
+			return stepError(s, "device %d receives more than once in teams %v", team[1], s.Teams)
+		}
+		sends[team[0]], receives[team[1]] = true, true
+	}
+	for d := range receives {
+		if sends[d] && s.Input == s.Output {
+			return stepError(s, "device %d sends and receives buffer %q in one step", d, s.Input)
 		}
 	}
 	return checkRoot(s)

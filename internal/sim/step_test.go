@@ -228,6 +228,12 @@ func TestStepSemantics(t *testing.T) {
 			want:  bufs{2: {1, 2}, 3: {3, 4}},
 			flows: map[int]flow{0: {8, 0}, 1: {8, 0}, 2: {0, 8}, 3: {0, 8}},
 		},
+		"SendRecv of a shift: device 1 receives and sends": {
+			step:  coll(plan.SendRecv, [2]int{1, 1}, []int{0, 1}, []int{1, 2}),
+			in:    bufs{0: {5}, 1: {7}},
+			want:  bufs{1: {5}, 2: {7}},
+			flows: map[int]flow{0: {4, 0}, 1: {4, 4}, 2: {0, 4}},
+		},
 		"SendRecv to itself copies": {
 			step:  rooted(coll(plan.SendRecv, [2]int{2, 2}, []int{2, 2}), 2),
 			in:    bufs{2: {1, 2}},
@@ -361,10 +367,15 @@ func TestStepErrors(t *testing.T) {
 			in:   bufs{0: {1}, 1: {1}},
 			want: "has no root",
 		},
-		"SendRecv pairs share a device": {
-			step: coll(plan.SendRecv, [2]int{1, 1}, []int{0, 1}, []int{1, 2}),
+		"SendRecv pairs share a sender": {
+			step: coll(plan.SendRecv, [2]int{1, 1}, []int{0, 1}, []int{0, 2}),
+			in:   bufs{0: {1}},
+			want: "device 0 sends more than once",
+		},
+		"SendRecv pairs share a receiver": {
+			step: coll(plan.SendRecv, [2]int{1, 1}, []int{0, 2}, []int{1, 2}),
 			in:   bufs{0: {1}, 1: {1}},
-			want: "device 1 appears more than once",
+			want: "device 2 receives more than once",
 		},
 		"device in two teams": {
 			step: coll(plan.Allgather, [2]int{1, 2}, []int{0, 1}, []int{1, 2}),
