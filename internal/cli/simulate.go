@@ -120,7 +120,7 @@ func (o *simulateOptions) simulateOrders(p *plan.Plan) (*sim.Result, int, error)
 	}
 	var first *sim.Result
 	for k := range n {
-		res, err := sim.Run(p, sim.Options{Seed: o.seed, MaxBytes: o.maxBytes.bytes, Order: uint64(k)})
+		res, err := sim.Run(p, sim.Options{Seed: o.seed, MaxBytes: o.maxBytes.bytes, Order: orderSeed(o.seed, k)})
 		if err != nil {
 			if k > 0 {
 				err = fmt.Errorf("in random order %d of the step graph (--orders): %w", k, err)
@@ -135,6 +135,17 @@ func (o *simulateOptions) simulateOrders(p *plan.Plan) (*sim.Result, int, error)
 		}
 	}
 	return first, -1, nil
+}
+
+// orderSeed is the seed of order k of a step graph under --seed seed: 0,
+// the list's order, for k = 0; k + seed·2³² otherwise, so that --seed 0
+// draws the orders it always drew and another seed other orders, as it
+// draws other data.
+func orderSeed(seed uint64, k int) uint64 {
+	if k == 0 {
+		return 0
+	}
+	return uint64(k) + seed<<32
 }
 
 // ordersLine says in which orders of a step graph the steps ran.

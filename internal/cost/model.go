@@ -1,10 +1,12 @@
 package cost
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"math"
 	"slices"
+	"strconv"
 
 	"github.com/nvcomm/nvcomm/internal/checked"
 	"github.com/nvcomm/nvcomm/internal/plan"
@@ -35,6 +37,9 @@ type StepTime struct {
 	// id of the run's first step, which launches the kernel and pays its
 	// latency.
 	FusedInto *int `json:"fused_into,omitempty"`
+	// Slowed is, in a plan of format 2, what Seconds includes for the time
+	// a collective and a Matmul share a device ([Contention]); 0 otherwise.
+	Slowed float64 `json:"slowed,omitempty"`
 }
 
 // Prediction is the predicted time of a whole plan.
@@ -233,26 +238,50 @@ func Predict(t *Topology, p *plan.Plan) (*Prediction, error) {
 	return pr, nil
 }
 
+// Contention is how much slower a collective and a Matmul run for the time
+// they share a device, each: NCCL's kernels take streaming multiprocessors
+// and memory bandwidth from the GEMM, and the GEMM from them (nvFuser
+// found its overlapped GEMM and Allreduce competing for SMs, PR #5742). It
+// is assumed, not measured: `nvcomm calibrate` would time an Allgather and
+// a GEMM alone and then on two streams at once, and take the ratio of the
+// overlapped time to the longer one alone (docs/overlap.md).
+const Contention = 1.2
+
 // Schedule sets the start of every step of p, a plan of format 2, priced
 // in times (in p's order), and returns the makespan: a step starts once
 // the steps it waits for (After) have finished and its stream is free on
-// each of its devices, streams running at once without slowing each other
-// (a collective overlapping a computation on one device is not yet
-// charged for the memory bandwidth they share: docs/plan.md, "The step
-// graph").
+// each of its devices. Streams run at once, but a collective and a Matmul
+// that overlap on a device slow each other by [Contention]: a first pass
+// without it finds the overlaps, each such step is lengthened by
+// (Contention − 1) times its overlap (StepTime.Slowed), and a second pass
+// places the lengthened steps. One correction, not a fixed point: what
+// the second pass moves is not charged again, so the model stays
+// deterministic and linear in the overlaps.
 func Schedule(p *plan.Plan, times []StepTime) float64 {
-	type stream struct {
-		device int
-		name   string
+	end := place(p, times)
+	if !contend(p, times) {
+		return end
 	}
-	free := map[stream]float64{}
+	return place(p, times)
+}
+
+// onStream is one stream of one device.
+type onStream struct {
+	device int
+	name   string
+}
+
+// place sets every step's start, its times' Seconds as they are, and
+// returns the makespan.
+func place(p *plan.Plan, times []StepTime) float64 {
+	free := map[onStream]float64{}
 	finish := make([]float64, len(p.Steps))
 	end := 0.0
 	for i := range p.Steps {
 		s := &p.Steps[i]
 		start := 0.0
 		for _, d := range s.Members() {
-			start = max(start, free[stream{d, s.StreamName()}])
+			start = max(start, free[onStream{d, s.StreamName()}])
 		}
 		for _, a := range s.After {
 			if a >= 0 && a < i {
@@ -262,11 +291,83 @@ func Schedule(p *plan.Plan, times []StepTime) float64 {
 		times[i].Start = start
 		finish[i] = start + times[i].Seconds
 		for _, d := range s.Members() {
-			free[stream{d, s.StreamName()}] = finish[i]
+			free[onStream{d, s.StreamName()}] = finish[i]
 		}
 		end = max(end, finish[i])
 	}
 	return end
+}
+
+// contends is the class of a step for contention: a collective (1), a
+// Matmul (2), or neither (0).
+func contends(s *plan.Step) int {
+	switch {
+	case s.Kind == plan.KindCollective:
+		return 1
+	case s.Type == plan.Matmul:
+		return 2
+	}
+	return 0
+}
+
+// contend lengthens every collective and Matmul by (Contention − 1) times
+// the longest it overlaps, on one of its devices, steps of the other
+// class, as placed; it reports whether any step was lengthened. The steps
+// of one stream never overlap and start in list order, so each stream's
+// steps are searched for the first that ends after a step starts and
+// scanned only while they overlap it.
+func contend(p *plan.Plan, times []StepTime) bool {
+	type span struct{ start, end float64 }
+	spans := map[onStream][]span{} // by stream, of one class each: a stream's name and class
+	classOf := map[onStream]int{}
+	for i := range p.Steps {
+		s := &p.Steps[i]
+		c := contends(s)
+		if c == 0 {
+			continue
+		}
+		for _, d := range s.Members() {
+			k := onStream{d, s.StreamName() + "/" + strconv.Itoa(c)}
+			spans[k] = append(spans[k], span{times[i].Start, times[i].Start + times[i].Seconds})
+			classOf[k] = c
+		}
+	}
+	streams := map[int][]onStream{} // by device
+	for _, k := range slices.SortedFunc(maps.Keys(spans), func(a, b onStream) int {
+		return cmp.Or(cmp.Compare(a.device, b.device), cmp.Compare(a.name, b.name))
+	}) {
+		streams[k.device] = append(streams[k.device], k)
+	}
+	slowed := false
+	for i := range p.Steps {
+		s := &p.Steps[i]
+		c := contends(s)
+		if c == 0 {
+			continue
+		}
+		from, to := times[i].Start, times[i].Start+times[i].Seconds
+		most := 0.0
+		for _, d := range slices.Compact(slices.Sorted(slices.Values(s.Members()))) {
+			shared := 0.0
+			for _, k := range streams[d] {
+				if classOf[k] == c {
+					continue
+				}
+				list := spans[k]
+				j, _ := slices.BinarySearchFunc(list, from, func(x span, t float64) int { return cmp.Compare(x.end, t+1e-18) })
+				for ; j < len(list) && list[j].start < to; j++ {
+					shared += max(0, min(to, list[j].end)-max(from, list[j].start))
+				}
+			}
+			most = max(most, min(shared, to-from))
+		}
+		if most > 0 {
+			times[i].Slowed = (Contention - 1) * most
+			times[i].Seconds += times[i].Slowed
+			slowed = true
+		}
+	}
+	return slowed
 }
 
 // Step prices one step of p on its own, as its own kernel (Predict

@@ -15,6 +15,9 @@ func TestSchedule(t *testing.T) {
 	local := func(devs []int, after ...int) plan.Step {
 		return plan.Step{Kind: plan.KindLocal, Type: plan.Matmul, Devices: devs, After: after}
 	}
+	copying := func(devs []int, after ...int) plan.Step {
+		return plan.Step{Kind: plan.KindLocal, Type: plan.Copy, Devices: devs, After: after}
+	}
 	coll := func(team []int, after ...int) plan.Step {
 		return plan.Step{Kind: plan.KindCollective, Type: plan.Allgather, Teams: [][]int{team}, After: after}
 	}
@@ -23,16 +26,23 @@ func TestSchedule(t *testing.T) {
 		steps  []plan.Step
 		times  []float64
 		starts []float64
+		slowed []float64 // nil: none
 		total  float64
 	}{
-		"a collective beside a computation": {
+		"a collective beside a computation": { // each slowed by 0.2 × the 60 they share
 			steps: []plan.Step{local(all), coll(all), local(all, 1)}, times: []float64{100, 60, 100},
+			starts: []float64{0, 0, 112}, slowed: []float64{12, 12, 0}, total: 212},
+		"a collective beside a copy": { // no contention: only a Matmul contends
+			steps: []plan.Step{copying(all), coll(all), copying(all, 1)}, times: []float64{100, 60, 100},
 			starts: []float64{0, 0, 100}, total: 200},
+		"collectives beside a computation on one of their devices": { // each shares 40 with the second Matmul, on device 2
+			steps: []plan.Step{local([]int{2}), coll(all, 0), coll(all), local([]int{2})}, times: []float64{100, 40, 40, 100},
+			starts: []float64{0, 100, 148, 100}, slowed: []float64{0, 8, 8, 16}, total: 216},
 		"waiting for the computation": {
 			steps: []plan.Step{local(all), coll(all, 0), local(all, 1)}, times: []float64{100, 60, 100},
 			starts: []float64{0, 100, 160}, total: 260},
 		"one stream in list order": {
-			steps: []plan.Step{coll(all), coll(all), local(all)}, times: []float64{50, 50, 30},
+			steps: []plan.Step{coll(all), coll(all), copying(all)}, times: []float64{50, 50, 30},
 			starts: []float64{0, 50, 0}, total: 100},
 		"devices apart": {
 			steps: []plan.Step{local([]int{0, 1}), local([]int{2, 3}), local(all)}, times: []float64{40, 70, 10},
@@ -49,12 +59,19 @@ func TestSchedule(t *testing.T) {
 				times[i].Seconds = x
 			}
 			total := Schedule(p, times)
-			var starts []float64
+			var starts, slowed []float64
 			for _, st := range times {
-				starts = append(starts, st.Start)
+				starts = append(starts, round(st.Start, 9))
+				slowed = append(slowed, round(st.Slowed, 9))
 			}
-			if diff := cmp.Diff(tc.starts, starts); diff != "" || total != tc.total {
+			if tc.slowed == nil {
+				tc.slowed = make([]float64, len(times))
+			}
+			if diff := cmp.Diff(tc.starts, starts); diff != "" || round(total, 9) != tc.total {
 				t.Errorf("makespan %v, want %v; starts (-want +got):\n%s", total, tc.total, diff)
+			}
+			if diff := cmp.Diff(tc.slowed, slowed); diff != "" {
+				t.Errorf("slowed (-want +got):\n%s", diff)
 			}
 		})
 	}

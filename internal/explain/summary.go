@@ -52,10 +52,25 @@ func WriteSummary(w io.Writer, p *plan.Plan, o Options) error {
 	e.kindRows(&b, byOp, all)
 	e.opRows(&b, byOp, all)
 	if p.Graph() && len(e.times) > 0 {
-		fmt.Fprintf(&b, "\nThe steps form a graph (format 2) and overlap: their times sum to %s, the plan takes %s.\n", Seconds(all.seconds), Seconds(e.total))
+		fmt.Fprintf(&b, "\nThe steps form a graph (format 2) and overlap: their times sum to %s%s, the plan takes %s.\n",
+			Seconds(all.seconds), contention(p, e.times), Seconds(e.total))
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// contention words what the steps' times include for collectives and
+// Matmuls that share a device (cost.Contention), or nothing; summed in
+// the plan's order, so that the words are the same every time.
+func contention(p *plan.Plan, times map[int]cost.StepTime) string {
+	slowed := 0.0
+	for i := range p.Steps {
+		slowed += times[p.Steps[i].ID].Slowed
+	}
+	if slowed == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%s of it collectives and Matmuls slowing each other where they share a device, by %g)", Seconds(slowed), cost.Contention)
 }
 
 // tally is the totals of a group of steps.

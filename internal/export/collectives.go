@@ -2,6 +2,7 @@ package export
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -479,13 +480,66 @@ func (g *gen) identity(b, op string) string {
 	return g.fillValue(b, &fill)
 }
 
+// sendrecv writes a SendRecv: each team's first member sends to its
+// second. Several pairs are one step (Megatron-LM's pipeline stages send
+// to the next stage's ranks pairwise, in one batch), each pair on its own
+// group; a rank may send in one pair and receive in another (a shift),
+// and then sends without blocking, receives, and waits for its send, so
+// that a ring of such ranks cannot wait on itself.
 func (g *gen) sendrecv(c *coll) {
-	team := c.teams[0]
-	sender, receiver := team[0], team[1]
-	g.w.line("if rank == %d:", sender)
-	g.w.line("    dist.send(%s, dst=%d, group=%s)", c.x, receiver, c.group)
-	g.w.line("else:")
+	if len(c.teams) == 1 {
+		sender, receiver := c.teams[0][0], c.teams[0][1]
+		g.w.line("if rank == %d:", sender)
+		g.w.line("    dist.send(%s, dst=%d, group=%s)", c.x, receiver, c.group)
+		g.w.line("else:")
+		g.w.line("    %s = %s", c.y, g.empty(c.s.Output, c.n))
+		g.w.line("    dist.recv(%s, src=%d, group=%s)", c.y, sender, c.group)
+		g.alloc(c.s.Output, []int{receiver})
+		return
+	}
+	var senders, receivers []int
+	dst, src := map[int]int{}, map[int]int{}
+	for _, t := range c.teams {
+		senders, receivers = append(senders, t[0]), append(receivers, t[1])
+		dst[t[0]], src[t[1]] = t[1], t[0]
+	}
+	slices.Sort(senders)
+	slices.Sort(receivers)
+	sendGroup, recvGroup := pairGroups(dst), pairGroups(src)
+	if !slices.ContainsFunc(senders, func(d int) bool { return slices.Contains(receivers, d) }) {
+		g.w.line("if %s:", rankIn(senders))
+		g.w.line("    dist.send(%s, dst=%s, group=%s)", c.x, rankTable(dst), sendGroup)
+		g.w.line("else:")
+		g.w.line("    %s = %s", c.y, g.empty(c.s.Output, c.n))
+		g.w.line("    dist.recv(%s, src=%s, group=%s)", c.y, rankTable(src), recvGroup)
+		g.alloc(c.s.Output, receivers)
+		return
+	}
+	g.w.line("if %s:", rankIn(senders))
+	g.w.line("    sending = dist.isend(%s, dst=%s, group=%s)", c.x, rankTable(dst), sendGroup)
+	g.w.line("if %s:", rankIn(receivers))
 	g.w.line("    %s = %s", c.y, g.empty(c.s.Output, c.n))
-	g.w.line("    dist.recv(%s, src=%d, group=%s)", c.y, sender, c.group)
-	g.alloc(c.s.Output, []int{receiver})
+	g.w.line("    dist.recv(%s, src=%s, group=%s)", c.y, rankTable(src), recvGroup)
+	g.w.line("if %s:", rankIn(senders))
+	g.w.line("    sending.wait()")
+	g.alloc(c.s.Output, receivers)
+}
+
+// pairGroups renders, for the ranks of peer (each rank's peer in its pair),
+// the group of each rank's pair: groups[(a, b)] with a < b.
+func pairGroups(peer map[int]int) string {
+	var parts []string
+	for _, d := range slices.Sorted(maps.Keys(peer)) {
+		parts = append(parts, fmt.Sprintf("%d: %s", d, tuple([]int{min(d, peer[d]), max(d, peer[d])})))
+	}
+	return "groups[{" + strings.Join(parts, ", ") + "}[rank]]"
+}
+
+// rankTable renders a value per rank as a dict indexed by rank.
+func rankTable(m map[int]int) string {
+	var parts []string
+	for _, d := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%d: %d", d, m[d]))
+	}
+	return "{" + strings.Join(parts, ", ") + "}[rank]"
 }

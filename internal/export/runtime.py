@@ -877,6 +877,22 @@ class GlooDist:
         with _as_float(x) as (xf,):
             self._d.recv(xf, src=src, group=group)
 
+    def isend(self, x, dst, group=None):
+        """A send that does not block (a rank of a shift sends while it receives); a
+        bfloat16 buffer goes as a float32 copy, kept until the send is waited for."""
+        xf = x.float() if x.dtype == torch.bfloat16 else x
+        return _Sending(self._d.isend(xf, dst=dst, group=group), xf)
+
+
+class _Sending:
+    """A non-blocking send and the buffer it reads, which must live until it completes."""
+
+    def __init__(self, work, buffer):
+        self.work, self.buffer = work, buffer
+
+    def wait(self):
+        self.work.wait()
+
 
 class _as_float:
     """The tensors themselves, or, where they are bfloat16, float32 copies whose

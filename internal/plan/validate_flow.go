@@ -23,10 +23,7 @@ func readers(s *Step) []int {
 		}
 		return []int{*s.Root}
 	case SendRecv:
-		if len(s.Teams) == 1 && len(s.Teams[0]) > 0 {
-			return s.Teams[0][:1]
-		}
-		return nil
+		return pairEnds(s, 0)
 	case AllToAllV:
 		return exchangeMembers(s, s.Count.Input, func(k, r int) int { return s.SendCounts[k][r] })
 	}
@@ -44,14 +41,23 @@ func writers(s *Step) []int {
 		}
 		return []int{*s.Root}
 	case SendRecv:
-		if len(s.Teams) == 1 && len(s.Teams[0]) == 2 {
-			return s.Teams[0][1:]
-		}
-		return nil
+		return pairEnds(s, 1)
 	case AllToAllV:
 		return exchangeMembers(s, s.Count.Output, func(r, k int) int { return s.SendCounts[k][r] })
 	}
 	return members(s)
+}
+
+// pairEnds lists a SendRecv's senders (end 0) or receivers (end 1): one
+// device of each team [sender, receiver]; a team of another size has none.
+func pairEnds(s *Step, end int) []int {
+	var out []int
+	for _, team := range s.Teams {
+		if len(team) == 2 {
+			out = append(out, team[end])
+		}
+	}
+	return out
 }
 
 // exchangeMembers lists the members of an AllToAllV's teams whose line of

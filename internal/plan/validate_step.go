@@ -138,6 +138,7 @@ func (v *validator) checkSliceMembers(i int, s *Step) {
 func (v *validator) checkTeams(i int, s *Step) {
 	teamOf, inTeam := &v.teamOf, &v.inTeam
 	teamOf.reset(v.devIndex.n)
+	pairs := s.Type == SendRecv && len(s.Teams) > 1 // a device may send in one and receive in another
 	for k, team := range s.Teams {
 		if len(team) == 0 {
 			v.stepf(i, "team %d is empty", k)
@@ -154,6 +155,9 @@ func (v *validator) checkTeams(i int, s *Step) {
 			inTeam.set(&v.devIndex, d, 0)
 			if !v.inMesh(d) {
 				v.stepf(i, "device %d of team %d is in no mesh", d, k)
+			}
+			if pairs {
+				continue // checkPairs
 			}
 			if j, ok := teamOf.get(&v.devIndex, d); ok {
 				v.stepf(i, "device %d is in teams %d and %d", d, j, k)
@@ -181,10 +185,13 @@ func (v *validator) checkDevices(i int, s *Step) {
 }
 
 // checkRoot checks that exactly the rooted types have a root, in their
-// single team.
+// single team; a SendRecv of several pairs has none, each team's first
+// member sending.
 func (v *validator) checkRoot(i int, s *Step) {
 	rooted := IsRooted(s.Type)
 	switch {
+	case s.Type == SendRecv && len(s.Teams) > 1:
+		v.checkPairs(i, s)
 	case !rooted && s.Root != nil:
 		v.stepf(i, "root is %d, but type %s takes no root", *s.Root, s.Type)
 	case rooted && s.Root == nil:
@@ -196,6 +203,41 @@ func (v *validator) checkRoot(i int, s *Step) {
 		v.checkSendRecv(i, *s.Root, s.Teams[0])
 	case len(s.Teams[0]) > 0 && !slices.Contains(s.Teams[0], *s.Root):
 		v.stepf(i, "root %d is not in the team", *s.Root)
+	}
+}
+
+// checkPairs checks a SendRecv of several pairs: no root (each team's
+// first member is its sender), every team [sender, receiver] of two
+// devices, and every device sending at most once and receiving at most
+// once, as the ranks of a ring shift do. A device that does both reads the
+// input while it writes the output, so the two must be other buffers.
+func (v *validator) checkPairs(i int, s *Step) {
+	if s.Root != nil {
+		v.stepf(i, "root is %d, but a SendRecv of %d pairs has none: each team's first member sends", *s.Root, len(s.Teams))
+	}
+	sends, receives := map[int]int{}, map[int]int{}
+	both := -1
+	for k, team := range s.Teams {
+		if len(team) != 2 || team[0] == team[1] {
+			v.stepf(i, "team %d of a SendRecv of several pairs must be [sender, receiver], two devices, got %v", k, team)
+			continue
+		}
+		for end, seen := range []map[int]int{sends, receives} {
+			d := team[end]
+			if j, ok := seen[d]; ok {
+				v.stepf(i, "device %d %s in teams %d and %d; in a SendRecv of pairs a device sends at most once and receives at most once", d, []string{"sends", "receives"}[end], j, k)
+				continue
+			}
+			seen[d] = k
+		}
+	}
+	for d := range receives {
+		if _, ok := sends[d]; ok && (both < 0 || d < both) {
+			both = d
+		}
+	}
+	if both >= 0 && s.Input == s.Output {
+		v.stepf(i, "device %d both sends and receives %q: a SendRecv of pairs must not write the buffer it reads", both, s.Input)
 	}
 }
 

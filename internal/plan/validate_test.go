@@ -132,6 +132,18 @@ func sendRecvPlan() *Plan {
 	return p
 }
 
+// sendRecvPairsPlan sends tv0 from devices 0 and 1 to devices 2 and 3, two
+// pairs in one step, as between two pipeline stages.
+func sendRecvPairsPlan() *Plan {
+	p := allgatherPlan()
+	p.Meshes = map[string]Mesh{"a": {Shape: []int{2}, Devices: []int{0, 1}}, "b": {Shape: []int{2}, Devices: []int{2, 3}}}
+	replicated(p, 0, "a")
+	replicated(p, 1, "b")
+	s := asStep(p, SendRecv, nil, Count{Input: 8192, Output: 8192}, Bytes{SentPerDevice: 32768, ReceivedPerDevice: 32768})
+	s.Teams, s.Axis = [][]int{{0, 2}, {1, 3}}, nil
+	return p
+}
+
 // gatherPlan gathers tv0 on device 4, which is outside tv0's mesh and is
 // appended to the team, as nvFuser does.
 func gatherPlan() *Plan {
@@ -540,6 +552,32 @@ func rootCases() []validateCase {
 			want: []diag.Diagnostic{
 				sp(0, SendRecv, "device 2 of team 0 is in no mesh"),
 				sp(0, SendRecv, "a SendRecv team is [sender, receiver], got 3 members"),
+			}},
+		{name: "send recv pairs", base: sendRecvPairsPlan, mutate: func(*Plan) {}},
+		{name: "send recv pairs with a root", base: sendRecvPairsPlan, mutate: func(p *Plan) { p.Steps[0].Root = new(0) },
+			want: []diag.Diagnostic{sp(0, SendRecv, "root is 0, but a SendRecv of 2 pairs has none: each team's first member sends")}},
+		{name: "send recv pairs of three", base: sendRecvPairsPlan, mutate: func(p *Plan) { p.Steps[0].Teams[1] = []int{1, 3, 3} },
+			want: []diag.Diagnostic{
+				sp(0, SendRecv, "device 3 is in team 1 more than once"),
+				sp(0, SendRecv, "team 1 of a SendRecv of several pairs must be [sender, receiver], two devices, got [1 3 3]"),
+			}},
+		{name: "send recv pairs share a receiver", base: sendRecvPairsPlan, mutate: func(p *Plan) { p.Steps[0].Teams[1] = []int{1, 2} },
+			want: []diag.Diagnostic{
+				sp(0, SendRecv, "device 2 receives in teams 0 and 1; in a SendRecv of pairs a device sends at most once and receives at most once"),
+			}},
+		{name: "send recv pairs of a shift", base: sendRecvPairsPlan, mutate: func(p *Plan) {
+			p.Meshes["b"] = Mesh{Shape: []int{2}, Devices: []int{1, 2}}
+			p.Steps[0].Teams = [][]int{{0, 1}, {1, 2}} // device 1 receives 0's copy and sends its own
+		}},
+		{name: "send recv pairs of a shift in place", base: sendRecvPairsPlan, mutate: func(p *Plan) {
+			p.Meshes["b"] = Mesh{Shape: []int{2}, Devices: []int{1, 2}}
+			p.Steps[0].Teams = [][]int{{0, 1}, {1, 2}}
+			p.Steps[0].Output = p.Steps[0].Input
+		},
+			want: []diag.Diagnostic{
+				sp(0, SendRecv, "device 1 both sends and receives \"tv0\": a SendRecv of pairs must not write the buffer it reads"),
+				sp(0, SendRecv, "output \"tv0\" is a fusion input"),
+				{Severity: diag.Error, Message: "op 0: no step of the op writes its output \"tv1\""},
 			}},
 		{name: "send recv self copy", base: sendRecvPlan, mutate: func(p *Plan) {
 			p.Meshes["b"] = Mesh{Shape: []int{1}, Devices: []int{0}}

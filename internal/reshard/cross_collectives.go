@@ -10,7 +10,10 @@ import (
 
 // sendRecvPairs: the same sharding on meshes of one shape; device i of
 // src's mesh sends its buffer to device i of dst's, and the devices of
-// both copy theirs in one local step.
+// both copy theirs in one local step. The pairs that move go in one
+// SendRecv step (pairBatches): between two pipeline stages, as Megatron-LM
+// batches its stages' sends and receives; between meshes that overlap
+// shifted, a device sending its block while it receives another's.
 func (c lowering) sendRecvPairs(src, dst *view) {
 	out, after := c.finish(src.stored, dst, "received")
 	var stay []int
@@ -22,13 +25,41 @@ func (c lowering) sendRecvPairs(src, dst *view) {
 	if len(stay) > 0 {
 		c.emitLocalOn(plan.Step{Type: plan.Copy, Input: src.name, Output: out}, stay, src.size(), src.size())
 	}
-	for i, from := range src.mesh.Devices {
-		if to := dst.mesh.Devices[i]; to != from {
-			c.emitCollective(plan.Step{Type: plan.SendRecv, Root: new(from), Input: src.name, Output: out, Axis: src.firstAxis()},
-				[][]int{{from, to}}, src, dst, src.size(), src.size())
+	for _, teams := range pairBatches(src.mesh.Devices, dst.mesh.Devices) {
+		step := plan.Step{Type: plan.SendRecv, Input: src.name, Output: out, Axis: src.firstAxis()}
+		if len(teams) == 1 {
+			step.Root = new(teams[0][0]) // one pair names its sender; several have none
 		}
+		c.emitCollective(step, teams, src, dst, src.size(), src.size())
 	}
 	after()
+}
+
+// pairBatches groups the pairs from[i] → to[i] that move (from[i] ≠ to[i])
+// into SendRecv steps, each a list of teams [sender, receiver] in which a
+// device sends at most once and receives at most once: in order, each pair
+// joins the first step where its sender sends nothing and its receiver
+// receives nothing yet. Pairs from one mesh to another are one step (the
+// devices of a mesh are distinct).
+func pairBatches(from, to []int) [][][]int {
+	var batches [][][]int
+	var sends, receives []map[int]bool
+	for i, d := range from {
+		r := to[i]
+		if r == d {
+			continue
+		}
+		k := 0
+		for k < len(batches) && (sends[k][d] || receives[k][r]) {
+			k++
+		}
+		if k == len(batches) {
+			batches, sends, receives = append(batches, nil), append(sends, map[int]bool{}), append(receives, map[int]bool{})
+		}
+		batches[k] = append(batches[k], []int{d, r})
+		sends[k][d], receives[k][r] = true, true
+	}
+	return batches
 }
 
 // broadcastTo: both replicated, meshes differ. One Broadcast to the

@@ -38,22 +38,19 @@ func (pl *searcher) crossEdges(s searchState, out []edge) []edge {
 
 // sendRecvEdge: the same sharding on a mesh of the same shape; device i of
 // one mesh sends its buffer to device i of the other, or copies it when
-// they are the same device.
+// they are the same device. The pairs run in one SendRecv step
+// (pairBatches), as long as its slowest pair.
 func (pl *searcher) sendRecvEdge(s searchState, to placement, out []edge) []edge {
 	size := pl.size(s.placement)
 	bytes := int64(size) * pl.elem
 	e := pl.newCost()
-	moved, copied := int64(0), false
-	for i, d := range pl.src.mesh.Devices {
-		r := pl.dst.mesh.Devices[i]
-		if r == d {
-			copied = true
-			continue
-		}
-		moved++
-		e.collective(pl.topology.LinkOf([]int{d, r}), plan.SendRecv, plan.Count{Input: size, Output: size}, 2)
+	from, dst := pl.src.mesh.Devices, pl.dst.mesh.Devices
+	moved := int64(0)
+	for _, teams := range pairBatches(from, dst) {
+		moved += int64(len(teams))
+		e.slowest(pairLinks(pl.topology, teams), plan.SendRecv, plan.Count{Input: size, Output: size}, 2)
 	}
-	if copied {
+	if copied := int(moved) < len(from); copied {
 		e.local(plan.Copy, size, size)
 	}
 	if moved > 0 {
@@ -61,6 +58,18 @@ func (pl *searcher) sendRecvEdge(s searchState, to placement, out []edge) []edge
 	}
 	e.crossing()
 	return pl.appendEdge(out, edgeSendRecv, 0, to, pl.decode(s.order), e)
+}
+
+// pairLinks lists the link classes of a step's pairs, each once, in the
+// order first met.
+func pairLinks(t *cost.Topology, teams [][]int) []string {
+	var links []string
+	for _, team := range teams {
+		if l := t.LinkOf(team); !slices.Contains(links, l) {
+			links = append(links, l)
+		}
+	}
+	return links
 }
 
 // broadcastTeam is the team of a replicated move's Broadcast — its root

@@ -48,6 +48,19 @@ func (e *edgeCost) collective(link, typ string, c plan.Count, n int) {
 	e.add(s, ok)
 }
 
+// slowest adds one collective step whose teams of n devices span the
+// given link classes: as cost.Predict prices it, its slowest team's time
+// (on the calibrated topology a network pair may be the faster: its
+// latency is assumed, NVLink's SendRecv has a measured launch floor).
+func (e *edgeCost) slowest(links []string, typ string, c plan.Count, n int) {
+	most, fits := 0.0, true
+	for _, link := range links {
+		s, _, ok := e.pl.topology.TeamSeconds(link, typ, c, n, e.pl.elem)
+		most, fits = max(most, s), fits && ok
+	}
+	e.add(most, fits)
+}
+
 // repeat adds k collective steps alike (the SendRecv pairs of a device
 // permutation): priced once, added k times.
 func (e *edgeCost) repeat(k int, link, typ string, c plan.Count, n int) {

@@ -352,7 +352,10 @@ func (c *call) chain(root int) {
 
 func sendRecv(c *call) error {
 	n := c.s.Count.Input
-	if _, err := c.rootHolds(n); err != nil {
+	if err := c.require(0); err != nil { // the team's sender, whether or not the step names it root
+		return err
+	}
+	if err := c.checkSize(0, n); err != nil {
 		return err
 	}
 	if err := c.wantOutput(n); err != nil {

@@ -174,12 +174,16 @@ func (m *machine) newFlows() map[int]flow {
 
 // checkTeams checks the team structure: non-empty teams, each device in at
 // most one team once (a SendRecv [x, x] copies locally), and for rooted
-// types one team that holds the root (a SendRecv's root is its sender).
+// types one team that holds the root (a SendRecv's root is its sender; a
+// SendRecv of several pairs has none).
 func checkTeams(s *plan.Step) error {
 	if len(s.Teams) == 0 {
 		return stepError(s, "a collective needs at least one team")
 	}
 	seen := map[int]bool{}
+	if s.Type == plan.SendRecv && len(s.Teams) > 1 {
+		return checkPairs(s)
+	}
 	for _, team := range s.Teams {
 		if len(team) == 0 {
 			return stepError(s, "empty team")
@@ -203,8 +207,41 @@ func checkTeams(s *plan.Step) error {
 	return checkRoot(s)
 }
 
+// checkPairs checks a SendRecv of several pairs: each team [sender,
+// receiver] of two devices, each device sending at most once and
+// receiving at most once, no root, and, where a device does both, an
+// output other than the input.
+func checkPairs(s *plan.Step) error {
+	sends, receives := map[int]bool{}, map[int]bool{}
+	for _, team := range s.Teams {
+		if len(team) != 2 || team[0] == team[1] {
+			return stepError(s, "team %v must be [sender, receiver], two devices", team)
+		}
+		if sends[team[0]] {
+			return stepError(s, "device %d sends more than once in teams %v", team[0], s.Teams)
+		}
+		if receives[team[1]] {
+			return stepError(s, "device %d receives more than once in teams %v", team[1], s.Teams)
+		}
+		sends[team[0]], receives[team[1]] = true, true
+	}
+	for d := range receives {
+		if sends[d] && s.Input == s.Output {
+			return stepError(s, "device %d sends and receives buffer %q in one step", d, s.Input)
+		}
+	}
+	return checkRoot(s)
+}
+
 func checkRoot(s *plan.Step) error {
 	if !plan.IsRooted(s.Type) {
+		return nil
+	}
+	if s.Type == plan.SendRecv && len(s.Teams) > 1 {
+		// Several pairs at once, each team's first member sending.
+		if s.Root != nil {
+			return stepError(s, "a SendRecv of %d pairs has no root (each team's first device sends), got %d", len(s.Teams), *s.Root)
+		}
 		return nil
 	}
 	if len(s.Teams) != 1 {

@@ -68,7 +68,7 @@ func dependencies(p *plan.Plan) (waits []int, next [][]int) {
 		}
 		for _, d := range stepDevices(s) {
 			key := stream{d, s.StreamName()}
-			if prev, ok := last[key]; ok {
+			if prev, ok := last[key]; ok && prev != i { // a device in two of the step's teams (a ring's SendRecv)
 				before = append(before, prev)
 			}
 			last[key] = i

@@ -76,3 +76,19 @@ func TestOrdersFindRace(t *testing.T) {
 	}
 	t.Error("no random order of 16 caught the missing wait")
 }
+
+// TestOrdersRing: a step in which a device is in two teams (a ring's
+// SendRecv: device 1 receives from 0 and sends to 2) does not wait for
+// itself, so every random order runs every step.
+func TestOrdersRing(t *testing.T) {
+	p := &plan.Plan{Format: plan.FormatGraph, Steps: []plan.Step{
+		{Kind: plan.KindLocal, Type: plan.Copy, Devices: []int{0, 1, 2}},
+		{Kind: plan.KindCollective, Type: plan.SendRecv, Teams: [][]int{{0, 1}, {1, 2}, {2, 0}}, After: []int{0}},
+		{Kind: plan.KindLocal, Type: plan.Copy, Devices: []int{0, 1, 2}, After: []int{1}},
+	}}
+	for seed := uint64(1); seed <= 4; seed++ {
+		if got := order(p, seed); !slices.Equal(got, []int{0, 1, 2}) {
+			t.Errorf("order %d = %v, want [0 1 2]", seed, got)
+		}
+	}
+}

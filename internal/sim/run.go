@@ -103,6 +103,10 @@ func Run(p *plan.Plan, opts Options) (*Result, error) {
 		return nil, err
 	}
 	w.order = order(p, opts.Order)
+	if len(w.order) != len(p.Steps) {
+		// Never a plan that validates: its waits name earlier steps only.
+		return nil, fmt.Errorf("the step graph orders %d of its %d steps: a cycle of waits", len(w.order), len(p.Steps))
+	}
 	_, _, res, err := w.simulate(f, opts.Seed)
 	return res, err
 }

@@ -222,6 +222,18 @@ func TestStepSemantics(t *testing.T) {
 			want:  bufs{3: {1, 2}},
 			flows: map[int]flow{0: {8, 0}, 3: {0, 8}},
 		},
+		"SendRecv of two pairs at once": {
+			step:  coll(plan.SendRecv, [2]int{2, 2}, []int{0, 2}, []int{1, 3}),
+			in:    bufs{0: {1, 2}, 1: {3, 4}},
+			want:  bufs{2: {1, 2}, 3: {3, 4}},
+			flows: map[int]flow{0: {8, 0}, 1: {8, 0}, 2: {0, 8}, 3: {0, 8}},
+		},
+		"SendRecv of a shift: device 1 receives and sends": {
+			step:  coll(plan.SendRecv, [2]int{1, 1}, []int{0, 1}, []int{1, 2}),
+			in:    bufs{0: {5}, 1: {7}},
+			want:  bufs{1: {5}, 2: {7}},
+			flows: map[int]flow{0: {4, 0}, 1: {4, 4}, 2: {0, 4}},
+		},
 		"SendRecv to itself copies": {
 			step:  rooted(coll(plan.SendRecv, [2]int{2, 2}, []int{2, 2}), 2),
 			in:    bufs{2: {1, 2}},
@@ -349,6 +361,21 @@ func TestStepErrors(t *testing.T) {
 			step: rooted(coll(plan.SendRecv, [2]int{1, 1}, []int{0, 1}), 1),
 			in:   bufs{0: {1}},
 			want: "must be the sender",
+		},
+		"SendRecv of pairs with a root": {
+			step: rooted(coll(plan.SendRecv, [2]int{1, 1}, []int{0, 2}, []int{1, 3}), 0),
+			in:   bufs{0: {1}, 1: {1}},
+			want: "has no root",
+		},
+		"SendRecv pairs share a sender": {
+			step: coll(plan.SendRecv, [2]int{1, 1}, []int{0, 1}, []int{0, 2}),
+			in:   bufs{0: {1}},
+			want: "device 0 sends more than once",
+		},
+		"SendRecv pairs share a receiver": {
+			step: coll(plan.SendRecv, [2]int{1, 1}, []int{0, 2}, []int{1, 2}),
+			in:   bufs{0: {1}, 1: {1}},
+			want: "device 2 receives more than once",
 		},
 		"device in two teams": {
 			step: coll(plan.Allgather, [2]int{1, 2}, []int{0, 1}, []int{1, 2}),
