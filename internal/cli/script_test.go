@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
@@ -17,8 +18,31 @@ import (
 // exits with its code.
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
-		"nvcomm": func() { os.Exit(cli.Main()) },
+		"nvcomm": func() {
+			code := cli.Main()
+			if path := os.Getenv("NVCOMM_TEST_HWM"); path != "" {
+				writeHWM(path)
+			}
+			os.Exit(code)
+		},
 	})
+}
+
+// writeHWM writes this process's peak resident memory, the VmHWM line of
+// /proc/self/status, to path. Unlike ru_maxrss, which a child started by
+// vfork inherits from its parent (the test binary, whose own resident
+// memory grows with the in-process tests), VmHWM is the memory of this
+// program's image alone: exec gave it a new address space.
+func writeHWM(path string) {
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if strings.HasPrefix(line, "VmHWM:") {
+			_ = os.WriteFile(path, []byte(strings.TrimSpace(strings.TrimPrefix(line, "VmHWM:"))), 0o644)
+		}
+	}
 }
 
 // TestScripts runs the end-to-end scripts in testdata/script. Set
