@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -73,6 +74,9 @@ func write(c *Config, p Parallel, o Options) (*writer, error) {
 		return nil, err
 	}
 	w := &writer{c: c, p: p, o: o, vocab: vocab, gathered: map[string]bool{}}
+	if p.size(DP) > 1 && p.size(FSDP) > 1 {
+		w.lead = 1
+	}
 	w.header()
 	w.tensors()
 	if w.err != nil {
@@ -176,17 +180,13 @@ func Check(c *Config, p Parallel) error {
 }
 
 // nested reports a plan that splits one dim of the activations over two
-// mesh axes: the batch over dp and fsdp (HSDP), the sequence over cp and,
-// with sequence parallelism, tp. The lowering's layer ops (embedding,
-// sdpa, the norms) take one even block split a dim, not a split of a
-// split (docs/fusion.md), so such a plan is refused rather than lowered
-// with resharding no framework does.
+// mesh axes: the sequence over cp and, with sequence parallelism, tp. The
+// lowering's layer ops (embedding, sdpa, the norms) take one even block
+// split a dim, not a split of a split (docs/fusion.md), so such a plan is
+// refused rather than lowered with resharding no framework does. (HSDP's
+// batch, split over dp and fsdp, is written as two dims: writer.lead.)
 func (p Parallel) nested() error {
-	switch {
-	case p.size(DP) > 1 && p.size(FSDP) > 1:
-		return fmt.Errorf("dp=%d with fsdp=%d (HSDP) splits the batch over two mesh axes, a split of a split that nvcomm's layer ops do not take yet; shard over one axis, fsdp=%d (ZeRO-3 over every replica), or replicate with dp alone",
-			p.size(DP), p.size(FSDP), p.size(DP)*p.size(FSDP))
-	case p.size(CP) > 1 && p.SP && p.size(TP) > 1:
+	if p.size(CP) > 1 && p.SP && p.size(TP) > 1 {
 		return fmt.Errorf("cp=%d with --sp splits the sequence over two mesh axes (cp and tp), a split of a split that nvcomm's layer ops do not take yet; leave out --sp, or cp", p.size(CP))
 	}
 	return nil
@@ -240,6 +240,43 @@ type writer struct {
 	gathered map[string]bool
 	// err is the first weight that cannot be sharded as the plan says.
 	err error
+	// lead is 1 when the batch is written as two dims, [dp, batch/dp]:
+	// under HSDP, dp splits the first and fsdp the second, as PyTorch's
+	// HSDP splits the batch over replicas and then within each. Every
+	// activation's dims after the batch move up by lead.
+	lead int
+}
+
+// batched is the shape of an activation: the batch's dims, then rest.
+func (w *writer) batched(rest ...int) []int {
+	if w.lead == 0 {
+		return append([]int{w.o.Batch}, rest...)
+	}
+	dp := w.p.size(DP)
+	return append([]int{dp, w.o.Batch / dp}, rest...)
+}
+
+// dim is the dim of an activation that is dim d after the batch's first.
+func (w *writer) dim(d int) int { return d + w.lead }
+
+// sharded is the sharding of an activation split on its batch by dp and
+// fsdp, and on the dims after the batch as rest maps the other axes (the
+// dims counted as without lead).
+func (w *writer) sharded(rest map[string]int) map[string]int {
+	m := map[string]int{DP: 0, FSDP: w.lead}
+	for a, d := range rest {
+		m[a] = w.dim(d)
+	}
+	return m
+}
+
+// headsFirst is the permute that swaps an activation's sequence and heads
+// ([batch, seq, heads, head_dim] and [batch, heads, seq, head_dim]).
+func (w *writer) headsFirst() string {
+	if w.lead == 0 {
+		return "dims: [0, 2, 1, 3]"
+	}
+	return "dims: [0, 1, 3, 2, 4]"
 }
 
 func (w *writer) line(format string, args ...any) { fmt.Fprintf(&w.b, format+"\n", args...) }
@@ -258,6 +295,9 @@ func (w *writer) header() {
 	if w.p.size(FSDP) > 1 {
 		w.line("# FSDP: every weight (but a bias tp splits) is stored sharded along fsdp and gathered (a set, NAME_full) before its first use%s.",
 			map[bool]string{true: ";\n# each gradient is declared sharded as its weight: a ReduceScatter along fsdp", false: ""}[o.Backward])
+	}
+	if w.lead > 0 {
+		w.line("# HSDP: the batch is written as two dims, [dp, batch/dp]; dp splits the first, fsdp the second.")
 	}
 	if w.p.size(CP) > 1 {
 		w.line("# Context parallelism: each cp device holds a slice of the sequence; attention gathers the keys and values.")
@@ -296,10 +336,9 @@ func meshText(axes []Axis) string {
 // Shardings of the declared tensors.
 var (
 	replicated = map[string]int{}
-	column     = map[string]int{TP: 0} // a weight [out, in] split on its outputs
-	row        = map[string]int{TP: 1} // split on its inputs
-	batchSplit = map[string]int{DP: 0, FSDP: 0}
-	tokenSplit = map[string]int{DP: 0, FSDP: 0, CP: 1} // [batch, seq]
+	column     = map[string]int{TP: 0}          // a weight [out, in] split on its outputs
+	row        = map[string]int{TP: 1}          // split on its inputs
+	batchSplit = map[string]int{DP: 0, FSDP: 0} // the axes that split the batch
 )
 
 // tensors declares the inputs, the weights, the residual stream and the
@@ -307,8 +346,9 @@ var (
 func (w *writer) tensors() {
 	c, o := w.c, w.o
 	w.line("tensors:")
-	w.tensor("ids", []int{o.Batch, o.Seq}, "int64", tokenSplit, "token ids")
-	w.tensor("labels", []int{o.Batch, o.Seq}, "int64", tokenSplit, "the next tokens, the loss's targets")
+	tokens := w.sharded(map[string]int{CP: 1})
+	w.tensor("ids", w.batched(o.Seq), "int64", tokens, "token ids")
+	w.tensor("labels", w.batched(o.Seq), "int64", tokens, "the next tokens, the loss's targets")
 	w.weight("embed", []int{w.vocab, c.Hidden}, column, "[vocab, hidden], vocab-parallel")
 	if c.Learned {
 		w.weight("positions", []int{c.MaxPositions, c.Hidden}, replicated, "[positions, hidden], learned")
@@ -316,13 +356,16 @@ func (w *writer) tensors() {
 		w.residual("pos", replicated)
 	} else {
 		// Each cp device holds the positions of its tokens.
-		w.tensor("cos", []int{1, o.Seq, 1, c.HeadDim}, o.DType, map[string]int{CP: 1}, "the rotary embedding's cosines, [1, seq, 1, head_dim]")
-		w.tensor("sin", []int{1, o.Seq, 1, c.HeadDim}, o.DType, map[string]int{CP: 1}, "and sines")
+		shape := append(slices.Repeat([]int{1}, 1+w.lead), o.Seq, 1, c.HeadDim)
+		pos := map[string]int{CP: w.dim(1)}
+		w.tensor("cos", shape, o.DType, pos, "the rotary embedding's cosines, ["+strings.Repeat("1, ", 1+w.lead)+"seq, 1, head_dim]")
+		w.tensor("sin", shape, o.DType, pos, "and sines")
 	}
-	stream := map[string]int{DP: 0, FSDP: 0, CP: 1}
+	seq := map[string]int{CP: 1}
 	if w.p.SP {
-		stream[TP] = 1
+		seq[TP] = 1
 	}
+	stream := w.sharded(seq)
 	w.residual("h0", stream)
 	for l := range c.Layers {
 		w.layerTensors(l, stream)
@@ -361,15 +404,15 @@ func (w *writer) layerTensors(l int, stream map[string]int) {
 		// key/value heads split along tp as its input's, its sequence
 		// whole (gathered along cp).
 		for _, t := range []string{"k_g", "v_g"} {
-			w.line("  %s: {mesh: m, shape: %s, placements: %s}", n(t), ints([]int{o.Batch, c.KVHeads, g, o.Seq, c.HeadDim}),
-				w.p.placements(map[string]int{DP: 0, FSDP: 0, TP: 1}))
+			w.line("  %s: {mesh: m, shape: %s, placements: %s}", n(t), ints(w.batched(c.KVHeads, g, o.Seq, c.HeadDim)),
+				w.p.placements(w.sharded(map[string]int{TP: 1})))
 		}
 	}
 	if w.p.size(CP) > 1 {
 		// Context parallelism gathers the keys and values whole: the
 		// sequence of each, its heads split as before.
 		for _, t := range []string{"k_all", "v_all"} {
-			w.residual(n(t), map[string]int{DP: 0, FSDP: 0, TP: 2})
+			w.residual(n(t), w.sharded(map[string]int{TP: 2}))
 		}
 	}
 }
@@ -533,7 +576,7 @@ func (w *writer) embedding() {
 	w.op("embedding", []string{"ids", embed}, "tok", "")
 	w.comment("the learned positions 0 … seq-1, added to every sequence")
 	w.op("slice", []string{w.use("positions")}, "pos", fmt.Sprintf("axis: 0, start: 0, end: %d", w.o.Seq))
-	w.op("reshape", []string{"pos"}, "pos3", "shape: "+ints([]int{1, w.o.Seq, w.c.Hidden}))
+	w.op("reshape", []string{"pos"}, "pos3", "shape: "+ints(append(slices.Repeat([]int{1}, 1+w.lead), w.o.Seq, w.c.Hidden)))
 	w.op("add", []string{"tok", "pos3"}, "h0", "")
 }
 
@@ -589,7 +632,7 @@ func (w *writer) attention(l int, n func(string) string) {
 	heads := map[string]int{"q": c.Heads, "k": c.KVHeads, "v": c.KVHeads}
 	for _, t := range []string{"q", "k", "v"} {
 		w.linearOp(n("xa"), n(t), n(t))
-		w.op("reshape", []string{n(t)}, n(t+"4"), "shape: "+ints([]int{o.Batch, o.Seq, heads[t], c.HeadDim}))
+		w.op("reshape", []string{n(t)}, n(t+"4"), "shape: "+ints(w.batched(o.Seq, heads[t], c.HeadDim)))
 	}
 	q, k, v := n("q4"), n("k4"), n("v4")
 	if !c.Learned {
@@ -603,12 +646,12 @@ func (w *writer) attention(l int, n func(string) string) {
 		w.op("set", []string{v}, n("v_all"), "")
 		k, v = n("k_all"), n("v_all")
 	}
-	w.op("permute", []string{q}, n("qh"), "dims: [0, 2, 1, 3]")
+	w.op("permute", []string{q}, n("qh"), w.headsFirst())
 	w.kvHeads(k, n("kh"), n("k_"))
 	w.kvHeads(v, n("vh"), n("v_"))
 	w.op("sdpa", []string{n("qh"), n("kh"), n("vh")}, n("oh"), "causal: "+strconv.FormatBool(causalAttention))
-	w.op("permute", []string{n("oh")}, n("o4"), "dims: [0, 2, 1, 3]")
-	w.op("reshape", []string{n("o4")}, n("o"), "shape: "+ints([]int{o.Batch, o.Seq, c.Heads * c.HeadDim}))
+	w.op("permute", []string{n("oh")}, n("o4"), w.headsFirst())
+	w.op("reshape", []string{n("o4")}, n("o"), "shape: "+ints(w.batched(o.Seq, c.Heads*c.HeadDim)))
 }
 
 // normName names a norm as the comments do.
@@ -630,10 +673,11 @@ func attnKind() string {
 // are named with prefix p.
 func (w *writer) rope(x, out, p string) {
 	d := w.c.HeadDim
-	w.op("slice", []string{x}, p+"x1", fmt.Sprintf("axis: 3, start: 0, end: %d", d/2))
-	w.op("slice", []string{x}, p+"x2", fmt.Sprintf("axis: 3, start: %d, end: %d", d/2, d))
+	a := w.dim(3)
+	w.op("slice", []string{x}, p+"x1", fmt.Sprintf("axis: %d, start: 0, end: %d", a, d/2))
+	w.op("slice", []string{x}, p+"x2", fmt.Sprintf("axis: %d, start: %d, end: %d", a, d/2, d))
 	w.op("neg", []string{p + "x2"}, p+"nx2", "")
-	w.op("cat", []string{p + "nx2", p + "x1"}, p+"rot", "axis: 3")
+	w.op("cat", []string{p + "nx2", p + "x1"}, p+"rot", fmt.Sprintf("axis: %d", a))
 	w.op("mul", []string{x, "cos"}, p+"xc", "")
 	w.op("mul", []string{p + "rot", "sin"}, p+"rs", "")
 	w.op("add", []string{p + "xc", p + "rs"}, out, "")
@@ -647,12 +691,12 @@ func (w *writer) kvHeads(x, out, p string) {
 	c, o := w.c, w.o
 	g := c.Heads / c.KVHeads
 	if g == 1 {
-		w.op("permute", []string{x}, out, "dims: [0, 2, 1, 3]")
+		w.op("permute", []string{x}, out, w.headsFirst())
 		return
 	}
-	w.op("permute", []string{x}, p+"t", "dims: [0, 2, 1, 3]")
-	w.op("broadcast", []string{p + "t"}, p+"g", "axes: [2]")
-	w.op("reshape", []string{p + "g"}, out, "shape: "+ints([]int{o.Batch, c.Heads, o.Seq, c.HeadDim}))
+	w.op("permute", []string{x}, p+"t", w.headsFirst())
+	w.op("broadcast", []string{p + "t"}, p+"g", fmt.Sprintf("axes: [%d]", w.dim(2)))
+	w.op("reshape", []string{p + "g"}, out, "shape: "+ints(w.batched(c.Heads, o.Seq, c.HeadDim)))
 }
 
 // ints writes a YAML flow list of integers.

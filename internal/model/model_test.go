@@ -77,9 +77,9 @@ func TestParseMesh(t *testing.T) {
 
 // TestFusionGolden writes the fusions of the tiny configurations of
 // testdata/models under tensor and data parallelism, with and without
-// sequence parallelism (and one with its backward), under FSDP (with its
-// gathers, and the sharded gradients of the backward) and context
-// parallelism, and compares them with the golden files (NVCOMM_UPDATE=1
+// sequence parallelism (and one with its backward), under FSDP and HSDP
+// (with their gathers, and the sharded gradients of the backward) and
+// context parallelism, and compares them with the golden files (NVCOMM_UPDATE=1
 // rewrites them). cli's tests simulate them.
 func TestFusionGolden(t *testing.T) {
 	tests := []struct {
@@ -94,6 +94,7 @@ func TestFusionGolden(t *testing.T) {
 		{"tiny_llama_fsdp2_tp4_backward", "tiny_llama", "fsdp=2,tp=4", false, true},
 		{"tiny_gpt2_fsdp2_tp4", "tiny_gpt2", "fsdp=2,tp=4", false, false},
 		{"tiny_llama_cp2_tp4", "tiny_llama", "cp=2,tp=4", false, false},
+		{"tiny_llama_dp2_fsdp2_tp2_backward", "tiny_llama", "dp=2,fsdp=2,tp=2", false, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -102,8 +103,10 @@ func TestFusionGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := Fusion(c, Parallel{Mesh: mesh, SP: tc.sp},
-				Options{Name: tc.name, Batch: 2, Seq: 16, DType: "float32", Layers: 1, Backward: tc.backward})
+			p := Parallel{Mesh: mesh, SP: tc.sp}
+			// Two sequences, or one per device that splits the batch.
+			batch := max(2, p.split(batchSplit))
+			got, err := Fusion(c, p, Options{Name: tc.name, Batch: batch, Seq: 16, DType: "float32", Layers: 1, Backward: tc.backward})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -46,6 +46,7 @@ func TestScaleDown(t *testing.T) {
 		{"llama3_8b", "fsdp=8", 2, 1, 16, 56, 128, 2, 2, 8},
 		{"gpt3_175b", "fsdp=8", 1, 1, 8, 32, 127, 2, 2, 8},
 		{"llama3_8b", "fsdp=4,cp=2,tp=8", 16, 8, 64, 224, 128, 2, 32, 4},
+		{"llama3_8b", "dp=2,fsdp=4,tp=8", 16, 8, 64, 224, 128, 2, 16, 8},
 	} {
 		c := readConfig(t, tc.config)
 		mesh, err := ParseMesh(tc.mesh)
@@ -80,7 +81,7 @@ func TestFitsErrors(t *testing.T) {
 		{"fsdp=4", false, 2, 16, "--batch 2 is not a multiple of 4: each device of the mesh axis takes an equal part (fsdp splits the batch)"},
 		{"cp=3,tp=2", false, 1, 16, "--seq 16 is not a multiple of 3: each device of the mesh axis takes an equal part (cp splits the sequence)"},
 		{"tp=4", true, 1, 6, "--seq 6 is not a multiple of 4: each device of the mesh axis takes an equal part (tp splits the sequence)"},
-		{"dp=2,fsdp=2", false, 4, 16, "dp=2 with fsdp=2 (HSDP) splits the batch over two mesh axes, a split of a split that nvcomm's layer ops do not take yet; shard over one axis, fsdp=4 (ZeRO-3 over every replica), or replicate with dp alone"},
+		{"dp=2,fsdp=2", false, 2, 16, "--batch 2 is not a multiple of 4: each device of the mesh axis takes an equal part (dp×fsdp splits the batch)"},
 		{"cp=2,tp=2", true, 1, 16, "cp=2 with --sp splits the sequence over two mesh axes (cp and tp), a split of a split that nvcomm's layer ops do not take yet; leave out --sp, or cp"},
 	} {
 		mesh, err := ParseMesh(tc.mesh)
