@@ -42,7 +42,8 @@ func newModelCmd() *cobra.Command {
 		Long: `model reads a model's configuration (a Hugging Face config.json of model_type llama
 or gpt2) and writes the fusion (YAML, docs/fusion.md) of a training step's forward:
 the embedding, the transformer blocks, the final norm, the LM head and the loss,
-sharded over the mesh as Megatron-LM shards it (docs/models.md). --plan lowers it at
+sharded over the mesh as Megatron-LM (tp, --sp), PyTorch FSDP2 (fsdp; with dp, HSDP)
+and Llama 3's context parallelism (cp) shard it (docs/models.md). --plan lowers it at
 once and writes the plan; --summary writes what the step costs each device.`,
 		Example: `  nvcomm model testdata/models/llama3_8b/config.json --mesh dp=2,tp=4 --seq 8192 -o llama.yaml
   nvcomm model config.json --mesh dp=8,tp=8 --sp --batch 8 --seq 8192 --plan -o plan.json

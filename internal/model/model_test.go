@@ -60,6 +60,7 @@ func TestParseMesh(t *testing.T) {
 		{in: "pp=2", err: `mesh axis "pp": nvcomm writes dp, fsdp, cp and tp parallelism (pipeline parallelism, pp, and expert parallelism, ep, are not written yet)`},
 		{in: "ep=8", err: `mesh axis "ep": nvcomm writes dp, fsdp, cp and tp parallelism (pipeline parallelism, pp, and expert parallelism, ep, are not written yet)`},
 		{in: "tp=2,tp=2", err: `mesh axis "tp" is given twice`},
+		{in: "dp=2,fsdp=2,cp=2,tp=2", err: `mesh "dp=2,fsdp=2,cp=2,tp=2" has 4 axes: a mesh has at most 3 (nvFuser's DIDz, DIDy, DIDx); leave out an axis of 1 device, or fold two parallelisms into one`},
 	}
 	for _, tc := range tests {
 		got, err := ParseMesh(tc.in)

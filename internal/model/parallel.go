@@ -63,6 +63,9 @@ func ParseMesh(s string) ([]Axis, error) {
 		}
 		axes = append(axes, Axis{name, n})
 	}
+	if len(axes) > 3 {
+		return nil, fmt.Errorf("mesh %q has %d axes: a mesh has at most 3 (nvFuser's DIDz, DIDy, DIDx); leave out an axis of 1 device, or fold two parallelisms into one", s, len(axes))
+	}
 	return axes, nil
 }
 
