@@ -156,8 +156,9 @@ func (p Parallel) axesText(s map[string]int) string {
 }
 
 // Check reports a plan the model's sizes cannot take: tensor parallelism
-// splits heads, key/value heads and the MLP's width. (ScaleDown's model
-// always fits: the full model is checked first.)
+// splits heads, key/value heads and the MLP's width, fsdp shards the
+// sizes of fsdpSplits, and no dim may be split twice (nested). (ScaleDown's
+// model always fits: the full model is checked first.)
 func Check(c *Config, p Parallel) error {
 	if !c.Learned && c.HeadDim%2 != 0 {
 		return fmt.Errorf("head_dim %d is odd: the rotary embedding rotates halves of each head", c.HeadDim)
@@ -455,9 +456,11 @@ func (w *writer) weight(name string, shape []int, shard map[string]int, note str
 // device (a strided shard of the global dim 0 where tp splits it too,
 // DTensor's _StridedShard); nvcomm's placements have no strided shard,
 // so where tp splits dim 0, fsdp shards dim 1 instead: the same bytes per
-// device, gathered and reduce-scattered by the same collectives along
-// fsdp. A vector tp splits (a column-parallel bias) stays whole along
-// fsdp, its gradient Allreduced as data parallelism's.
+// device, gathered by the same Allgather along fsdp. (Its gradient is
+// summed by an Allreduce and a Slice rather than a ReduceScatter, which
+// the lowering scatters along a buffer's outermost dim: docs/models.md.)
+// A vector tp splits (a column-parallel bias) stays whole along fsdp, its
+// gradient Allreduced as data parallelism's.
 func (p Parallel) fsdpDim(shard map[string]int, r int) int {
 	if p.size(FSDP) == 1 {
 		return -1
