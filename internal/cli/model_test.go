@@ -46,15 +46,17 @@ func TestModelScaleDownSimulates(t *testing.T) {
 }
 
 // TestModelScaleDownSimulatesAxes proves the plans of the fsdp and cp
-// axes, alone, with tp and together, and of HSDP (dp with fsdp), for a Llama (rotary embedding,
+// axes, alone, with tp (and sequence parallelism) and together, and of
+// HSDP (dp with fsdp), for a Llama (rotary embedding,
 // grouped-query attention, untied head) and a GPT (learned positions,
 // biases, tied head), scaled down, under both policies: simulate PASSes.
 func TestModelScaleDownSimulatesAxes(t *testing.T) {
 	for _, name := range []string{"llama3_8b", "gpt3_175b"} {
 		config := filepath.Join("../../testdata/models", name, "config.json")
-		for _, mesh := range []string{"fsdp=4", "fsdp=2,tp=2", "dp=2,fsdp=2", "dp=2,fsdp=2,tp=2", "cp=2,tp=2", "dp=2,cp=2", "fsdp=2,cp=2,tp=2"} {
+		for _, mesh := range []string{"fsdp=4", "fsdp=2,tp=2", "dp=2,fsdp=2", "dp=2,fsdp=2,tp=2", "cp=2,tp=2", "cp=2,tp=2 --sp", "dp=2,cp=2", "fsdp=2,cp=2,tp=2", "fsdp=2,cp=2,tp=2 --sp"} {
 			fusion := filepath.Join(t.TempDir(), "small.yaml")
-			if code, _, stderr := run(t, "", "model", config, "--mesh", mesh, "--scale-down", "-o", fusion); code != 0 {
+			args := append([]string{"model", config, "--scale-down", "-o", fusion, "--mesh"}, strings.Fields(mesh)...)
+			if code, _, stderr := run(t, "", args...); code != 0 {
 				t.Fatalf("%s %s: model exited %d: %s", name, mesh, code, stderr)
 			}
 			for _, policy := range []string{"optimal", "nvfuser"} {
@@ -75,7 +77,8 @@ func firstLines(s string, n int) string {
 
 // TestModelSummaryGolden writes the summaries of the full-size example
 // models on 64 devices (dp=8, tp=8), with and without sequence
-// parallelism, and of Llama-3 8B under FSDP with tp, HSDP and cp, and
+// parallelism, and of Llama-3 8B under FSDP with tp, HSDP and cp (with
+// and without sequence parallelism), and
 // compares them with the goldens beside their configurations
 // (NVCOMM_UPDATE=1 rewrites them). Each is a plan of thousands of
 // collectives, lowered in about a second.
@@ -87,7 +90,7 @@ func TestModelSummaryGolden(t *testing.T) {
 		mesh string
 		sp   bool
 	}
-	runs := map[string][]plan{"llama3_8b": {{"fsdp=8,tp=8", false}, {"dp=2,fsdp=4,tp=8", false}, {"fsdp=4,cp=2,tp=8", false}}}
+	runs := map[string][]plan{"llama3_8b": {{"fsdp=8,tp=8", false}, {"dp=2,fsdp=4,tp=8", false}, {"fsdp=4,cp=2,tp=8", false}, {"fsdp=4,cp=2,tp=8", true}}}
 	for _, config := range modelConfigs(t) {
 		dir := filepath.Dir(config)
 		name := filepath.Base(dir)

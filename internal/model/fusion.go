@@ -77,6 +77,7 @@ func write(c *Config, p Parallel, o Options) (*writer, error) {
 	if p.size(DP) > 1 && p.size(FSDP) > 1 {
 		w.lead = 1
 	}
+	w.seqSplit = p.size(CP) > 1 && p.SP && p.size(TP) > 1
 	w.header()
 	w.tensors()
 	if w.err != nil {
@@ -156,15 +157,12 @@ func (p Parallel) axesText(s map[string]int) string {
 }
 
 // Check reports a plan the model's sizes cannot take: tensor parallelism
-// splits heads, key/value heads and the MLP's width, fsdp shards the
-// sizes of fsdpSplits, and no dim may be split twice (nested). (ScaleDown's
-// model always fits: the full model is checked first.)
+// splits heads, key/value heads and the MLP's width, and fsdp shards the
+// sizes of fsdpSplits. (ScaleDown's model always fits: the full model is
+// checked first.)
 func Check(c *Config, p Parallel) error {
 	if !c.Learned && c.HeadDim%2 != 0 {
 		return fmt.Errorf("head_dim %d is odd: the rotary embedding rotates halves of each head", c.HeadDim)
-	}
-	if err := p.nested(); err != nil {
-		return err
 	}
 	tp := p.size(TP)
 	for _, ch := range []extent{{"num_attention_heads", c.Heads}, {"num_key_value_heads", c.KVHeads}, {"intermediate_size", c.FFN}} {
@@ -176,19 +174,6 @@ func Check(c *Config, p Parallel) error {
 		if err := divides(ch.what, ch.n, p.size(FSDP)); err != nil {
 			return fmt.Errorf("%w (fsdp shards every weight on it)", err)
 		}
-	}
-	return nil
-}
-
-// nested reports a plan that splits one dim of the activations over two
-// mesh axes: the sequence over cp and, with sequence parallelism, tp. The
-// lowering's layer ops (embedding, sdpa, the norms) take one even block
-// split a dim, not a split of a split (docs/fusion.md), so such a plan is
-// refused rather than lowered with resharding no framework does. (HSDP's
-// batch, split over dp and fsdp, is written as two dims: writer.lead.)
-func (p Parallel) nested() error {
-	if p.size(CP) > 1 && p.SP && p.size(TP) > 1 {
-		return fmt.Errorf("cp=%d with --sp splits the sequence over two mesh axes (cp and tp), a split of a split that nvcomm's layer ops do not take yet; leave out --sp, or cp", p.size(CP))
 	}
 	return nil
 }
@@ -246,6 +231,36 @@ type writer struct {
 	// HSDP splits the batch over replicas and then within each. Every
 	// activation's dims after the batch move up by lead.
 	lead int
+	// seqSplit is true when the residual stream's sequence is written as
+	// two dims, [cp, seq/cp]: with cp and sequence parallelism, cp splits
+	// the first and tp the second, as Megatron-LM splits the sequence
+	// over cp and then, within each slice, over tp. Attention's tensors
+	// keep one sequence dim, split by cp: the reshapes into and out of
+	// heads merge and split it.
+	seqSplit bool
+}
+
+// stream is the shape of a tensor of the residual stream's form: the
+// batch's dims, the sequence's, then rest.
+func (w *writer) stream(rest ...int) []int {
+	if !w.seqSplit {
+		return w.batched(append([]int{w.o.Seq}, rest...)...)
+	}
+	cp := w.p.size(CP)
+	return w.batched(append([]int{cp, w.o.Seq / cp}, rest...)...)
+}
+
+// streamSplit is the sharding of a tensor of the residual stream's form
+// whose sequence cp splits, and with sp tp too.
+func (w *writer) streamSplit(sp bool) map[string]int {
+	seq := map[string]int{CP: 1}
+	switch {
+	case sp && w.seqSplit:
+		seq[TP] = 2
+	case sp:
+		seq[TP] = 1
+	}
+	return w.sharded(seq)
 }
 
 // batched is the shape of an activation: the batch's dims, then rest.
@@ -300,6 +315,10 @@ func (w *writer) header() {
 	if w.lead > 0 {
 		w.line("# HSDP: the batch is written as two dims, [dp, batch/dp]; dp splits the first, fsdp the second.")
 	}
+	if w.seqSplit {
+		w.line("# cp with sequence parallelism: the residual stream's sequence is written as two dims, [cp, seq/cp];")
+		w.line("# cp splits the first, tp the second.")
+	}
 	if w.p.size(CP) > 1 {
 		w.line("# Context parallelism: each cp device holds a slice of the sequence; attention gathers the keys and values.")
 	}
@@ -347,14 +366,20 @@ var (
 func (w *writer) tensors() {
 	c, o := w.c, w.o
 	w.line("tensors:")
-	tokens := w.sharded(map[string]int{CP: 1})
-	w.tensor("ids", w.batched(o.Seq), "int64", tokens, "token ids")
-	w.tensor("labels", w.batched(o.Seq), "int64", tokens, "the next tokens, the loss's targets")
+	tokens := w.streamSplit(false)
+	w.tensor("ids", w.stream(), "int64", tokens, "token ids")
+	w.tensor("labels", w.stream(), "int64", tokens, "the next tokens, the loss's targets")
 	w.weight("embed", []int{w.vocab, c.Hidden}, column, "[vocab, hidden], vocab-parallel")
 	if c.Learned {
 		w.weight("positions", []int{c.MaxPositions, c.Hidden}, replicated, "[positions, hidden], learned")
 		// The step's rows are sliced whole: nvFuser splits no sliced axis.
 		w.residual("pos", replicated)
+		if w.seqSplit {
+			// Split by cp alone, so that each op changes one device
+			// type's split as nvFuser's lowering takes it: the
+			// reshape cp's, the add tp's.
+			w.residual("pos3", map[string]int{CP: w.dim(1)})
+		}
 	} else {
 		// Each cp device holds the positions of its tokens.
 		shape := append(slices.Repeat([]int{1}, 1+w.lead), o.Seq, 1, c.HeadDim)
@@ -362,11 +387,7 @@ func (w *writer) tensors() {
 		w.tensor("cos", shape, o.DType, pos, "the rotary embedding's cosines, ["+strings.Repeat("1, ", 1+w.lead)+"seq, 1, head_dim]")
 		w.tensor("sin", shape, o.DType, pos, "and sines")
 	}
-	seq := map[string]int{CP: 1}
-	if w.p.SP {
-		seq[TP] = 1
-	}
-	stream := w.sharded(seq)
+	stream := w.streamSplit(w.p.SP)
 	w.residual("h0", stream)
 	for l := range c.Layers {
 		w.layerTensors(l, stream)
@@ -579,7 +600,11 @@ func (w *writer) embedding() {
 	w.op("embedding", []string{"ids", embed}, "tok", "")
 	w.comment("the learned positions 0 … seq-1, added to every sequence")
 	w.op("slice", []string{w.use("positions")}, "pos", fmt.Sprintf("axis: 0, start: 0, end: %d", w.o.Seq))
-	w.op("reshape", []string{"pos"}, "pos3", "shape: "+ints(append(slices.Repeat([]int{1}, 1+w.lead), w.o.Seq, w.c.Hidden)))
+	shape := w.stream(w.c.Hidden)
+	for i := range 1 + w.lead {
+		shape[i] = 1 // broadcast over the batch
+	}
+	w.op("reshape", []string{"pos"}, "pos3", "shape: "+ints(shape))
 	w.op("add", []string{"tok", "pos3"}, "h0", "")
 }
 
@@ -654,7 +679,7 @@ func (w *writer) attention(l int, n func(string) string) {
 	w.kvHeads(v, n("vh"), n("v_"))
 	w.op("sdpa", []string{n("qh"), n("kh"), n("vh")}, n("oh"), "causal: "+strconv.FormatBool(causalAttention))
 	w.op("permute", []string{n("oh")}, n("o4"), w.headsFirst())
-	w.op("reshape", []string{n("o4")}, n("o"), "shape: "+ints(w.batched(o.Seq, c.Heads*c.HeadDim)))
+	w.op("reshape", []string{n("o4")}, n("o"), "shape: "+ints(w.stream(c.Heads*c.HeadDim)))
 }
 
 // normName names a norm as the comments do.

@@ -47,6 +47,7 @@ func TestScaleDown(t *testing.T) {
 		{"gpt3_175b", "fsdp=8", 1, 1, 8, 32, 127, 2, 2, 8},
 		{"llama3_8b", "fsdp=4,cp=2,tp=8", 16, 8, 64, 224, 128, 2, 32, 4},
 		{"llama3_8b", "dp=2,fsdp=4,tp=8", 16, 8, 64, 224, 128, 2, 16, 8},
+		{"llama3_8b", "dp=2,cp=2,tp=8", 16, 8, 64, 224, 128, 2, 32, 2},
 	} {
 		c := readConfig(t, tc.config)
 		mesh, err := ParseMesh(tc.mesh)
@@ -82,7 +83,7 @@ func TestFitsErrors(t *testing.T) {
 		{"cp=3,tp=2", false, 1, 16, "--seq 16 is not a multiple of 3: each device of the mesh axis takes an equal part (cp splits the sequence)"},
 		{"tp=4", true, 1, 6, "--seq 6 is not a multiple of 4: each device of the mesh axis takes an equal part (tp splits the sequence)"},
 		{"dp=2,fsdp=2", false, 2, 16, "--batch 2 is not a multiple of 4: each device of the mesh axis takes an equal part (dp×fsdp splits the batch)"},
-		{"cp=2,tp=2", true, 1, 16, "cp=2 with --sp splits the sequence over two mesh axes (cp and tp), a split of a split that nvcomm's layer ops do not take yet; leave out --sp, or cp"},
+		{"cp=2,tp=4", true, 1, 12, "--seq 12 is not a multiple of 8: each device of the mesh axis takes an equal part (cp×tp splits the sequence)"},
 	} {
 		mesh, err := ParseMesh(tc.mesh)
 		if err != nil {
