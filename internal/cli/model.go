@@ -42,7 +42,8 @@ func newModelCmd() *cobra.Command {
 		Long: `model reads a model's configuration (a Hugging Face config.json of model_type llama
 or gpt2) and writes the fusion (YAML, docs/fusion.md) of a training step's forward:
 the embedding, the transformer blocks, the final norm, the LM head and the loss,
-sharded over the mesh as Megatron-LM shards it (docs/models.md). --plan lowers it at
+sharded over the mesh as Megatron-LM (tp, --sp), PyTorch FSDP2 (fsdp; with dp, HSDP)
+and Llama 3's context parallelism (cp) shard it (docs/models.md). --plan lowers it at
 once and writes the plan; --summary writes what the step costs each device.`,
 		Example: `  nvcomm model testdata/models/llama3_8b/config.json --mesh dp=2,tp=4 --seq 8192 -o llama.yaml
   nvcomm model config.json --mesh dp=8,tp=8 --sp --batch 8 --seq 8192 --plan -o plan.json
@@ -55,16 +56,16 @@ once and writes the plan; --summary writes what the step costs each device.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.mesh, "mesh", "", "the device mesh as `AXES`: outermost first, each a parallelism (dp or tp) and its devices, as dp=2,tp=4 (required)")
+	f.StringVar(&o.mesh, "mesh", "", "the device mesh as `AXES`: outermost first, each a parallelism (dp, fsdp, cp or tp) and its devices, as dp=2,tp=4 or fsdp=8,tp=8 (required)")
 	f.BoolVar(&o.sp, "sp", false, "sequence parallelism: tp also splits the sequence outside attention and the MLP (Megatron-LM's --sequence-parallel)")
-	f.IntVar(&o.batch, "batch", 0, "the step's sequences, `B` (split over dp; 0: one per dp replica)")
+	f.IntVar(&o.batch, "batch", 0, "the step's sequences, `B` (split over dp and fsdp; 0: one per data-parallel replica)")
 	f.IntVar(&o.seq, "seq", 0, "the tokens of each sequence, `S` (0: the model's max_position_embeddings)")
 	enumVar(cmd, o.dtype, "dtype", "the weights' and activations' element type")
 	f.IntVar(&o.layers, "layers", 0, "write the first `K` blocks only (0: all of them)")
 	f.BoolVar(&o.backward, "backward", false, "append the backward: the gradient of the loss with respect to every weight")
 	f.BoolVar(&o.scaleDown, "scale-down", false, "write a model of the same structure and sharding small enough to simulate: 2 layers, a smaller hidden size, one sequence per dp replica")
 	f.BoolVar(&o.plan, "plan", false, "lower the fusion at once and write its plan (JSON, as lower does)")
-	f.BoolVar(&o.summary, "summary", false, "lower the fusion and write, per device, the parameters' and activations' bytes, each collective's bytes per mesh axis and the predicted time")
+	f.BoolVar(&o.summary, "summary", false, "lower the fusion and write, per device, the bytes of the parameters, gradients, optimizer state and activations, each collective's bytes per mesh axis, the predicted time, tokens/s and MFU")
 	f.StringVarP(&o.output, "output", "o", "", "write to `FILE` (atomically) instead of standard output")
 	fileFlag(cmd, "output")
 	enumVar(cmd, o.policy, "policy", "lowering policy with --plan or --summary: optimal or nvfuser")
@@ -115,15 +116,11 @@ func (o *modelOptions) run(cmd *cobra.Command, arg string) error {
 	if err != nil {
 		return err
 	}
-	weights, err := model.Weights(c, p, mo)
-	if err != nil {
-		return err
-	}
 	t := opts.Topology
 	if t == nil {
 		t = cost.Default()
 	}
-	s, err := model.Summarize(pl, p, weights, t)
+	s, err := model.Summarize(pl, c, p, mo, t)
 	if err != nil {
 		return err
 	}

@@ -45,6 +45,30 @@ func TestModelScaleDownSimulates(t *testing.T) {
 	}
 }
 
+// TestModelScaleDownSimulatesAxes proves the plans of the fsdp and cp
+// axes, alone, with tp (and sequence parallelism) and together, and of
+// HSDP (dp with fsdp), for a Llama (rotary embedding,
+// grouped-query attention, untied head) and a GPT (learned positions,
+// biases, tied head), scaled down, under both policies: simulate PASSes.
+func TestModelScaleDownSimulatesAxes(t *testing.T) {
+	for _, name := range []string{"llama3_8b", "gpt3_175b"} {
+		config := filepath.Join("../../testdata/models", name, "config.json")
+		for _, mesh := range []string{"fsdp=4", "fsdp=2,tp=2", "dp=2,fsdp=2", "dp=2,fsdp=2,tp=2", "cp=2,tp=2", "cp=2,tp=2 --sp", "dp=2,cp=2", "fsdp=2,cp=2,tp=2", "fsdp=2,cp=2,tp=2 --sp"} {
+			fusion := filepath.Join(t.TempDir(), "small.yaml")
+			args := append([]string{"model", config, "--scale-down", "-o", fusion, "--mesh"}, strings.Fields(mesh)...)
+			if code, _, stderr := run(t, "", args...); code != 0 {
+				t.Fatalf("%s %s: model exited %d: %s", name, mesh, code, stderr)
+			}
+			for _, policy := range []string{"optimal", "nvfuser"} {
+				code, stdout, stderr := run(t, "", "simulate", "--policy", policy, fusion)
+				if code != 0 || !strings.HasPrefix(stdout, "PASS\n") {
+					t.Errorf("%s %s, policy %s: simulate exited %d:\n%s%s", name, mesh, policy, code, firstLines(stdout, 3), stderr)
+				}
+			}
+		}
+	}
+}
+
 // firstLines is s's first n lines.
 func firstLines(s string, n int) string {
 	lines := strings.SplitAfter(s, "\n")
@@ -53,40 +77,57 @@ func firstLines(s string, n int) string {
 
 // TestModelSummaryGolden writes the summaries of the full-size example
 // models on 64 devices (dp=8, tp=8), with and without sequence
-// parallelism, and compares them with the goldens beside their
-// configurations (NVCOMM_UPDATE=1 rewrites them). Each is a plan of
-// thousands of collectives, lowered in about a second.
+// parallelism, and of Llama-3 8B under FSDP with tp, HSDP and cp (with
+// and without sequence parallelism), and
+// compares them with the goldens beside their configurations
+// (NVCOMM_UPDATE=1 rewrites them). Each is a plan of thousands of
+// collectives, lowered in about a second.
 func TestModelSummaryGolden(t *testing.T) {
 	if testing.Short() {
 		t.Skip("lowers full-size models")
 	}
+	type plan struct {
+		mesh string
+		sp   bool
+	}
+	runs := map[string][]plan{"llama3_8b": {{"fsdp=8,tp=8", false}, {"dp=2,fsdp=4,tp=8", false}, {"fsdp=4,cp=2,tp=8", false}, {"fsdp=4,cp=2,tp=8", true}}}
 	for _, config := range modelConfigs(t) {
 		dir := filepath.Dir(config)
-		if strings.HasPrefix(filepath.Base(dir), "tiny_") {
+		name := filepath.Base(dir)
+		if strings.HasPrefix(name, "tiny_") {
 			continue
 		}
-		for _, sp := range []string{"", "_sp"} {
-			args := []string{"model", config, "--mesh", "dp=8,tp=8", "--batch", "8", "--summary"}
-			if sp != "" {
-				args = append(args, "--sp")
-			}
-			code, got, stderr := run(t, "", args...)
-			if code != 0 {
-				t.Fatalf("%v exited %d: %s", args, code, stderr)
-			}
-			file := filepath.Join(dir, "summary_dp8_tp8"+sp+".txt")
-			if os.Getenv("NVCOMM_UPDATE") != "" {
-				if err := os.WriteFile(file, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if d := cmp.Diff(string(want), got); d != "" {
-				t.Errorf("%s (-want +got):\n%s", file, d)
-			}
+		for _, r := range append([]plan{{"dp=8,tp=8", false}, {"dp=8,tp=8", true}}, runs[name]...) {
+			summaryGolden(t, config, r.mesh, r.sp)
 		}
+	}
+}
+
+// summaryGolden compares the summary of config on mesh (--batch 8) with
+// its golden, summary_MESH[_sp].txt beside it.
+func summaryGolden(t *testing.T, config, mesh string, sp bool) {
+	t.Helper()
+	args := []string{"model", config, "--mesh", mesh, "--batch", "8", "--summary"}
+	file := "summary_" + strings.NewReplacer("=", "", ",", "_").Replace(mesh)
+	if sp {
+		args = append(args, "--sp")
+		file += "_sp"
+	}
+	file = filepath.Join(filepath.Dir(config), file+".txt")
+	code, got, stderr := run(t, "", args...)
+	if code != 0 {
+		t.Fatalf("%v exited %d: %s", args, code, stderr)
+	}
+	if os.Getenv("NVCOMM_UPDATE") != "" {
+		if err := os.WriteFile(file, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(string(want), got); d != "" {
+		t.Errorf("%s (-want +got):\n%s", file, d)
 	}
 }

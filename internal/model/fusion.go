@@ -3,6 +3,8 @@ package model
 import (
 	"cmp"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -12,7 +14,7 @@ type Options struct {
 	// Name is the fusion's name.
 	Name string
 	// Batch and Seq are the sequences of a step and their length; Batch
-	// 0 is one sequence per data-parallel replica, Seq 0 the model's
+	// 0 is one sequence per data-parallel replica (dp and fsdp), Seq 0 the model's
 	// max_position_embeddings (2048 when it has none).
 	Batch, Seq int
 	// DType is the weights' and activations' element type.
@@ -53,10 +55,10 @@ func Weights(c *Config, p Parallel, o Options) ([]string, error) {
 }
 
 // withDefaults is o with its batch, one sequence per data-parallel
-// replica when 0, and its sequence length, the model's longest when 0.
+// replica (dp and fsdp) when 0, and its sequence length, the model's longest when 0.
 func withDefaults(c *Config, p Parallel, o Options) Options {
 	if o.Batch == 0 {
-		o.Batch = p.size(DP)
+		o.Batch = p.split(batchSplit)
 	}
 	if o.Seq == 0 {
 		o.Seq = cmp.Or(c.MaxPositions, 2048)
@@ -72,13 +74,20 @@ func write(c *Config, p Parallel, o Options) (*writer, error) {
 		c2.Layers = min(o.Layers, c.Layers)
 		c = &c2
 	}
-	vocab := paddedVocab(c.Vocab, p.size(TP))
+	vocab := paddedVocab(c.Vocab, p.vocabSplit())
 	if err := fits(c, p, o); err != nil {
 		return nil, err
 	}
-	w := &writer{c: c, p: p, o: o, vocab: vocab}
+	w := &writer{c: c, p: p, o: o, vocab: vocab, gathered: map[string]bool{}}
+	if p.size(DP) > 1 && p.size(FSDP) > 1 {
+		w.lead = 1
+	}
+	w.seqSplit = p.size(CP) > 1 && p.SP && p.size(TP) > 1
 	w.header()
 	w.tensors()
+	if w.err != nil {
+		return nil, w.err
+	}
 	w.line("ops:")
 	w.embedding()
 	for l := range c.Layers {
@@ -94,15 +103,26 @@ func write(c *Config, p Parallel, o Options) (*writer, error) {
 }
 
 // paddedVocab is the vocabulary the embedding and the LM head are written
-// with: the configuration's when tp divides it, else padded up to a
-// multiple of 128·tp, as Megatron-LM's --make-vocab-size-divisible-by
-// (128) pads it for each tensor-parallel rank (GPT-3's 50257 tokens).
-func paddedVocab(v, tp int) int {
-	if v%tp == 0 {
+// with: the configuration's when the n devices that split it divide it,
+// else padded up to a multiple of 128·n, as Megatron-LM's
+// --make-vocab-size-divisible-by (128) pads it for each tensor-parallel
+// rank (GPT-3's 50257 tokens) and FSDP2 pads a weight's dim 0 to a
+// multiple of its shards.
+func paddedVocab(v, n int) int {
+	if v%n == 0 {
 		return v
 	}
-	m := 128 * tp
+	m := 128 * n
 	return (v + m - 1) / m * m
+}
+
+// vocabSplit is the number of devices that split the embedding's rows:
+// tp's, or fsdp's when tp splits nothing (fsdpDim).
+func (p Parallel) vocabSplit() int {
+	if p.size(TP) > 1 {
+		return p.size(TP)
+	}
+	return p.size(FSDP)
 }
 
 // fits reports a plan the model's sizes or the step's cannot take.
@@ -110,39 +130,83 @@ func fits(c *Config, p Parallel, o Options) error {
 	if err := Check(c, p); err != nil {
 		return err
 	}
-	tp, dp := p.size(TP), p.size(DP)
 	switch {
 	case o.Batch < 1 || o.Seq < 1:
 		return fmt.Errorf("--batch and --seq must be at least 1")
 	case c.MaxPositions > 0 && o.Seq > c.MaxPositions:
 		return fmt.Errorf("--seq %d is longer than the model's max_position_embeddings %d", o.Seq, c.MaxPositions)
 	}
-	if err := divides("--batch", o.Batch, dp); err != nil {
-		return err
+	if err := divides("--batch", o.Batch, p.split(batchSplit)); err != nil {
+		return fmt.Errorf("%w (%s splits the batch)", err, p.axesText(batchSplit))
 	}
+	seq := map[string]int{CP: 1}
 	if p.SP {
-		return divides("--seq", o.Seq, tp)
+		seq[TP] = 1
+	}
+	if err := divides("--seq", o.Seq, p.split(seq)); err != nil {
+		return fmt.Errorf("%w (%s splits the sequence)", err, p.axesText(seq))
 	}
 	return nil
 }
 
+// axesText names the mesh's axes of more than one device among those of
+// s, in the mesh's order: "dp×fsdp".
+func (p Parallel) axesText(s map[string]int) string {
+	var names []string
+	for _, a := range p.Mesh {
+		if _, ok := s[a.Name]; ok && a.Size > 1 {
+			names = append(names, a.Name)
+		}
+	}
+	return strings.Join(names, "×")
+}
+
 // Check reports a plan the model's sizes cannot take: tensor parallelism
-// splits heads, key/value heads and the MLP's width. (ScaleDown's model
-// always fits: the full model is checked first.)
+// splits heads, key/value heads and the MLP's width, and fsdp shards the
+// sizes of fsdpSplits. (ScaleDown's model always fits: the full model is
+// checked first.)
 func Check(c *Config, p Parallel) error {
 	if !c.Learned && c.HeadDim%2 != 0 {
 		return fmt.Errorf("head_dim %d is odd: the rotary embedding rotates halves of each head", c.HeadDim)
 	}
 	tp := p.size(TP)
-	for _, ch := range []struct {
-		what string
-		n    int
-	}{{"num_attention_heads", c.Heads}, {"num_key_value_heads", c.KVHeads}, {"intermediate_size", c.FFN}} {
+	for _, ch := range []extent{{"num_attention_heads", c.Heads}, {"num_key_value_heads", c.KVHeads}, {"intermediate_size", c.FFN}} {
 		if err := divides(ch.what, ch.n, tp); err != nil {
-			return err
+			return fmt.Errorf("%w (tp splits it)", err)
+		}
+	}
+	for _, ch := range fsdpSplits(c, p) {
+		if err := divides(ch.what, ch.n, p.size(FSDP)); err != nil {
+			return fmt.Errorf("%w (fsdp shards every weight on it)", err)
 		}
 	}
 	return nil
+}
+
+// fsdpSplits are the sizes FSDP shards (fsdpDim): the hidden size, which
+// every norm's weight is and every linear has as its input or output;
+// and when tp splits nothing, every weight's rows.
+func fsdpSplits(c *Config, p Parallel) []extent {
+	if p.size(FSDP) == 1 {
+		return nil
+	}
+	s := []extent{{"hidden_size", c.Hidden}}
+	if p.size(TP) > 1 {
+		return s
+	}
+	s = append(s, extent{"num_attention_heads × head_dim", c.Heads * c.HeadDim},
+		extent{"num_key_value_heads × head_dim", c.KVHeads * c.HeadDim}, extent{"intermediate_size", c.FFN})
+	if c.Learned {
+		s = append(s, extent{"max_position_embeddings", c.MaxPositions})
+	}
+	return s
+}
+
+// extent is a size of the model a mesh axis splits, named as the
+// configuration names it.
+type extent struct {
+	what string
+	n    int
 }
 
 // divides reports n that d does not divide.
@@ -162,6 +226,78 @@ type writer struct {
 	vocab int
 	// weights are the declared weights, in order: the backward's wrt.
 	weights []string
+	// gathered are the weights FSDP shards: true once the set that
+	// gathers the weight has been written.
+	gathered map[string]bool
+	// err is the first weight that cannot be sharded as the plan says.
+	err error
+	// lead is 1 when the batch is written as two dims, [dp, batch/dp]:
+	// under HSDP, dp splits the first and fsdp the second, as PyTorch's
+	// HSDP splits the batch over replicas and then within each. Every
+	// activation's dims after the batch move up by lead.
+	lead int
+	// seqSplit is true when the residual stream's sequence is written as
+	// two dims, [cp, seq/cp]: with cp and sequence parallelism, cp splits
+	// the first and tp the second, as Megatron-LM splits the sequence
+	// over cp and then, within each slice, over tp. Attention's tensors
+	// keep one sequence dim, split by cp: the reshapes into and out of
+	// heads merge and split it.
+	seqSplit bool
+}
+
+// stream is the shape of a tensor of the residual stream's form: the
+// batch's dims, the sequence's, then rest.
+func (w *writer) stream(rest ...int) []int {
+	if !w.seqSplit {
+		return w.batched(append([]int{w.o.Seq}, rest...)...)
+	}
+	cp := w.p.size(CP)
+	return w.batched(append([]int{cp, w.o.Seq / cp}, rest...)...)
+}
+
+// streamSplit is the sharding of a tensor of the residual stream's form
+// whose sequence cp splits, and with sp tp too.
+func (w *writer) streamSplit(sp bool) map[string]int {
+	seq := map[string]int{CP: 1}
+	switch {
+	case sp && w.seqSplit:
+		seq[TP] = 2
+	case sp:
+		seq[TP] = 1
+	}
+	return w.sharded(seq)
+}
+
+// batched is the shape of an activation: the batch's dims, then rest.
+func (w *writer) batched(rest ...int) []int {
+	if w.lead == 0 {
+		return append([]int{w.o.Batch}, rest...)
+	}
+	dp := w.p.size(DP)
+	return append([]int{dp, w.o.Batch / dp}, rest...)
+}
+
+// dim is the dim of an activation that is dim d after the batch's first.
+func (w *writer) dim(d int) int { return d + w.lead }
+
+// sharded is the sharding of an activation split on its batch by dp and
+// fsdp, and on the dims after the batch as rest maps the other axes (the
+// dims counted as without lead).
+func (w *writer) sharded(rest map[string]int) map[string]int {
+	m := map[string]int{DP: 0, FSDP: w.lead}
+	for a, d := range rest {
+		m[a] = w.dim(d)
+	}
+	return m
+}
+
+// headsFirst is the permute that swaps an activation's sequence and heads
+// ([batch, seq, heads, head_dim] and [batch, heads, seq, head_dim]).
+func (w *writer) headsFirst() string {
+	if w.lead == 0 {
+		return "dims: [0, 2, 1, 3]"
+	}
+	return "dims: [0, 1, 3, 2, 4]"
 }
 
 func (w *writer) line(format string, args ...any) { fmt.Fprintf(&w.b, format+"\n", args...) }
@@ -177,6 +313,20 @@ func (w *writer) header() {
 	w.line("# %d key/value heads of %d, MLP %d, vocabulary %d%s, %s), batch %d of %d tokens, %s,",
 		c.KVHeads, c.HeadDim, c.FFN, c.Vocab, w.padNote(), plural(c.Layers, "layer"), o.Batch, o.Seq, o.DType)
 	w.line("# on mesh %s%s.", meshText(w.p.Mesh), map[bool]string{true: " with sequence parallelism", false: ""}[w.p.SP])
+	if w.p.size(FSDP) > 1 {
+		w.line("# FSDP: every weight (but a bias tp splits) is stored sharded along fsdp and gathered (a set, NAME_full) before its first use%s.",
+			map[bool]string{true: ";\n# each gradient is declared sharded as its weight: a ReduceScatter along fsdp", false: ""}[o.Backward])
+	}
+	if w.lead > 0 {
+		w.line("# HSDP: the batch is written as two dims, [dp, batch/dp]; dp splits the first, fsdp the second.")
+	}
+	if w.seqSplit {
+		w.line("# cp with sequence parallelism: the residual stream's sequence is written as two dims, [cp, seq/cp];")
+		w.line("# cp splits the first, tp the second.")
+	}
+	if w.p.size(CP) > 1 {
+		w.line("# Context parallelism: each cp device holds a slice of the sequence; attention gathers the keys and values.")
+	}
 	w.line("format: 2")
 	w.line("name: %s", o.Name)
 	w.line("meshes:")
@@ -211,9 +361,9 @@ func meshText(axes []Axis) string {
 // Shardings of the declared tensors.
 var (
 	replicated = map[string]int{}
-	column     = map[string]int{TP: 0} // a weight [out, in] split on its outputs
-	row        = map[string]int{TP: 1} // split on its inputs
-	batchSplit = map[string]int{DP: 0}
+	column     = map[string]int{TP: 0}          // a weight [out, in] split on its outputs
+	row        = map[string]int{TP: 1}          // split on its inputs
+	batchSplit = map[string]int{DP: 0, FSDP: 0} // the axes that split the batch
 )
 
 // tensors declares the inputs, the weights, the residual stream and the
@@ -221,21 +371,28 @@ var (
 func (w *writer) tensors() {
 	c, o := w.c, w.o
 	w.line("tensors:")
-	w.tensor("ids", []int{o.Batch, o.Seq}, "int64", batchSplit, "token ids")
-	w.tensor("labels", []int{o.Batch, o.Seq}, "int64", batchSplit, "the next tokens, the loss's targets")
+	tokens := w.streamSplit(false)
+	w.tensor("ids", w.stream(), "int64", tokens, "token ids")
+	w.tensor("labels", w.stream(), "int64", tokens, "the next tokens, the loss's targets")
 	w.weight("embed", []int{w.vocab, c.Hidden}, column, "[vocab, hidden], vocab-parallel")
 	if c.Learned {
 		w.weight("positions", []int{c.MaxPositions, c.Hidden}, replicated, "[positions, hidden], learned")
 		// The step's rows are sliced whole: nvFuser splits no sliced axis.
 		w.residual("pos", replicated)
+		if w.seqSplit {
+			// Split by cp alone, so that each op changes one device
+			// type's split as nvFuser's lowering takes it: the
+			// reshape cp's, the add tp's.
+			w.residual("pos3", map[string]int{CP: w.dim(1)})
+		}
 	} else {
-		w.tensor("cos", []int{1, o.Seq, 1, c.HeadDim}, o.DType, replicated, "the rotary embedding's cosines, [1, seq, 1, head_dim]")
-		w.tensor("sin", []int{1, o.Seq, 1, c.HeadDim}, o.DType, replicated, "and sines")
+		// Each cp device holds the positions of its tokens.
+		shape := append(slices.Repeat([]int{1}, 1+w.lead), o.Seq, 1, c.HeadDim)
+		pos := map[string]int{CP: w.dim(1)}
+		w.tensor("cos", shape, o.DType, pos, "the rotary embedding's cosines, ["+strings.Repeat("1, ", 1+w.lead)+"seq, 1, head_dim]")
+		w.tensor("sin", shape, o.DType, pos, "and sines")
 	}
-	stream := map[string]int{DP: 0}
-	if w.p.SP {
-		stream[TP] = 1
-	}
+	stream := w.streamSplit(w.p.SP)
 	w.residual("h0", stream)
 	for l := range c.Layers {
 		w.layerTensors(l, stream)
@@ -271,10 +428,18 @@ func (w *writer) layerTensors(l int, stream map[string]int) {
 	if g := c.Heads / c.KVHeads; g > 1 {
 		// A broadcast's output is declared: its shape gives the new
 		// axis's extent, the query heads sharing a key/value head; its
-		// key/value heads split along tp as its input's.
+		// key/value heads split along tp as its input's, its sequence
+		// whole (gathered along cp).
 		for _, t := range []string{"k_g", "v_g"} {
-			w.line("  %s: {mesh: m, shape: %s, placements: %s}", n(t), ints([]int{o.Batch, c.KVHeads, g, o.Seq, c.HeadDim}),
-				w.p.placements(map[string]int{DP: 0, TP: 1}))
+			w.line("  %s: {mesh: m, shape: %s, placements: %s}", n(t), ints(w.batched(c.KVHeads, g, o.Seq, c.HeadDim)),
+				w.p.placements(w.sharded(map[string]int{TP: 1})))
+		}
+	}
+	if w.p.size(CP) > 1 {
+		// Context parallelism gathers the keys and values whole: the
+		// sequence of each, its heads split as before.
+		for _, t := range []string{"k_all", "v_all"} {
+			w.residual(n(t), w.sharded(map[string]int{TP: 2}))
 		}
 	}
 }
@@ -288,10 +453,71 @@ func (w *writer) tensor(name string, shape []int, dtype string, shard map[string
 }
 
 // weight declares a weight: an input of the step's dtype whose gradient
-// the backward computes.
+// the backward computes. Under fsdp the weight is stored sharded on fsdp
+// as well (fsdpDim), and gathered, its copy Gathered(name) sharded as
+// shard says; with the backward, its gradient is declared sharded as the
+// stored weight: the ReduceScatter into the shard each device keeps.
 func (w *writer) weight(name string, shape []int, shard map[string]int, note string) {
-	w.tensor(name, shape, w.o.DType, shard, note)
 	w.weights = append(w.weights, name)
+	d := w.p.fsdpDim(shard, len(shape))
+	if d < 0 {
+		w.tensor(name, shape, w.o.DType, shard, note)
+		return
+	}
+	if err := divides(fmt.Sprintf("weight %s %v: its dim %d,", name, shape, d), shape[d], w.p.size(FSDP)); err != nil && w.err == nil {
+		w.err = err
+	}
+	stored := maps.Clone(shard)
+	stored[FSDP] = d
+	w.tensor(name, shape, w.o.DType, stored, note)
+	w.gathered[name] = false
+	w.line("  %s: {placements: %s}", Gathered(name), w.p.placements(shard))
+	if w.o.Backward {
+		w.line("  %s.grad: {placements: %s}", name, w.p.placements(stored))
+	}
+}
+
+// fsdpDim is the dim of a weight of rank r, sharded as shard says, that
+// fsdp shards; -1 for none. FSDP2 shards dim 0 of what tp leaves each
+// device (a strided shard of the global dim 0 where tp splits it too,
+// DTensor's _StridedShard); nvcomm's placements have no strided shard,
+// so where tp splits dim 0, fsdp shards dim 1 instead: the same bytes per
+// device, gathered by the same Allgather along fsdp. (Its gradient is
+// summed by an Allreduce and a Slice rather than a ReduceScatter, which
+// the lowering scatters along a buffer's outermost dim: docs/models.md.)
+// A vector tp splits (a column-parallel bias) stays whole along fsdp, its
+// gradient Allreduced as data parallelism's.
+func (p Parallel) fsdpDim(shard map[string]int, r int) int {
+	if p.size(FSDP) == 1 {
+		return -1
+	}
+	d := 0
+	if t, ok := shard[TP]; ok && t == 0 && p.size(TP) > 1 {
+		d = 1
+	}
+	if d >= r {
+		return -1
+	}
+	return d
+}
+
+// Gathered names the copy of an FSDP-sharded weight that the step
+// gathers before the weight's first use (a set: one Allgather along
+// fsdp), as FSDP2's pre-forward hook unshards each module's parameters.
+func Gathered(weight string) string { return weight + "_full" }
+
+// use is the name under which an op reads weight x: x itself, or under
+// fsdp its gathered copy, whose set it writes before x's first use.
+func (w *writer) use(x string) string {
+	done, sharded := w.gathered[x]
+	if !sharded {
+		return x
+	}
+	if !done {
+		w.op("set", []string{x}, Gathered(x), "")
+		w.gathered[x] = true
+	}
+	return Gathered(x)
 }
 
 // linear declares the weight w_NAME [out, in] of a linear, and its bias
@@ -302,7 +528,7 @@ func (w *writer) linear(name string, out, in int, shard map[string]int, note str
 	w.weight(wName(name), []int{out, in}, shard, note)
 	if w.c.Bias {
 		bias := replicated
-		if shard[TP] == 0 {
+		if d, ok := shard[TP]; ok && d == 0 {
 			bias = column
 		}
 		w.weight(bName(name), []int{out}, bias, "")
@@ -351,18 +577,18 @@ func (w *writer) op(kind string, in []string, out, attrs string) {
 
 // normOp writes the norm of x named by its weight.
 func (w *writer) normOp(x, weight, out string) {
-	in := []string{x, weight}
+	in := []string{x, w.use(weight)}
 	if w.c.Norm == "layer_norm" {
-		in = append(in, weight+"_b")
+		in = append(in, w.use(weight+"_b"))
 	}
 	w.op(w.c.Norm, in, out, "axes: [-1], eps: "+strconv.FormatFloat(w.c.NormEps, 'g', -1, 64))
 }
 
 // linearOp writes out = linear(x, w_NAME[, b_NAME]).
 func (w *writer) linearOp(x, name, out string) {
-	in := []string{x, wName(name)}
+	in := []string{x, w.use(wName(name))}
 	if w.c.Bias {
-		in = append(in, bName(name))
+		in = append(in, w.use(bName(name)))
 	}
 	w.op("linear", in, out, "")
 }
@@ -371,14 +597,19 @@ func (w *writer) linearOp(x, name, out string) {
 // position embedding's rows of the step's positions added to it.
 func (w *writer) embedding() {
 	w.comment("the token embedding, vocab-parallel along tp as Megatron-LM's VocabParallelEmbedding")
+	embed := w.use("embed")
 	if !w.c.Learned {
-		w.op("embedding", []string{"ids", "embed"}, "h0", "")
+		w.op("embedding", []string{"ids", embed}, "h0", "")
 		return
 	}
-	w.op("embedding", []string{"ids", "embed"}, "tok", "")
+	w.op("embedding", []string{"ids", embed}, "tok", "")
 	w.comment("the learned positions 0 … seq-1, added to every sequence")
-	w.op("slice", []string{"positions"}, "pos", fmt.Sprintf("axis: 0, start: 0, end: %d", w.o.Seq))
-	w.op("reshape", []string{"pos"}, "pos3", "shape: "+ints([]int{1, w.o.Seq, w.c.Hidden}))
+	w.op("slice", []string{w.use("positions")}, "pos", fmt.Sprintf("axis: 0, start: 0, end: %d", w.o.Seq))
+	shape := w.stream(w.c.Hidden)
+	for i := range 1 + w.lead {
+		shape[i] = 1 // broadcast over the batch
+	}
+	w.op("reshape", []string{"pos"}, "pos3", "shape: "+ints(shape))
 	w.op("add", []string{"tok", "pos3"}, "h0", "")
 }
 
@@ -390,7 +621,7 @@ func (w *writer) head() {
 	if w.c.TiedEmbeddings {
 		head = "embed"
 	}
-	w.op("linear", []string{"xf", head}, "logits", "")
+	w.op("linear", []string{"xf", w.use(head)}, "logits", "")
 	w.comment("the loss: Megatron-LM's vocab-parallel cross entropy of the logits where they are")
 	w.op("cross_entropy", []string{"logits", "labels"}, "loss", "")
 }
@@ -434,20 +665,26 @@ func (w *writer) attention(l int, n func(string) string) {
 	heads := map[string]int{"q": c.Heads, "k": c.KVHeads, "v": c.KVHeads}
 	for _, t := range []string{"q", "k", "v"} {
 		w.linearOp(n("xa"), n(t), n(t))
-		w.op("reshape", []string{n(t)}, n(t+"4"), "shape: "+ints([]int{o.Batch, o.Seq, heads[t], c.HeadDim}))
+		w.op("reshape", []string{n(t)}, n(t+"4"), "shape: "+ints(w.batched(o.Seq, heads[t], c.HeadDim)))
 	}
-	q, k := n("q4"), n("k4")
+	q, k, v := n("q4"), n("k4"), n("v4")
 	if !c.Learned {
 		w.rope(q, n("qr"), n("q_"))
 		w.rope(k, n("kr"), n("k_"))
 		q, k = n("qr"), n("kr")
 	}
-	w.op("permute", []string{q}, n("qh"), "dims: [0, 2, 1, 3]")
+	if w.p.size(CP) > 1 {
+		w.comment("context parallelism: the keys and values of every token gathered along cp (Llama 3's all-gather attention); each device attends its own queries")
+		w.op("set", []string{k}, n("k_all"), "")
+		w.op("set", []string{v}, n("v_all"), "")
+		k, v = n("k_all"), n("v_all")
+	}
+	w.op("permute", []string{q}, n("qh"), w.headsFirst())
 	w.kvHeads(k, n("kh"), n("k_"))
-	w.kvHeads(n("v4"), n("vh"), n("v_"))
+	w.kvHeads(v, n("vh"), n("v_"))
 	w.op("sdpa", []string{n("qh"), n("kh"), n("vh")}, n("oh"), "causal: "+strconv.FormatBool(causalAttention))
-	w.op("permute", []string{n("oh")}, n("o4"), "dims: [0, 2, 1, 3]")
-	w.op("reshape", []string{n("o4")}, n("o"), "shape: "+ints([]int{o.Batch, o.Seq, c.Heads * c.HeadDim}))
+	w.op("permute", []string{n("oh")}, n("o4"), w.headsFirst())
+	w.op("reshape", []string{n("o4")}, n("o"), "shape: "+ints(w.stream(c.Heads*c.HeadDim)))
 }
 
 // normName names a norm as the comments do.
@@ -469,10 +706,11 @@ func attnKind() string {
 // are named with prefix p.
 func (w *writer) rope(x, out, p string) {
 	d := w.c.HeadDim
-	w.op("slice", []string{x}, p+"x1", fmt.Sprintf("axis: 3, start: 0, end: %d", d/2))
-	w.op("slice", []string{x}, p+"x2", fmt.Sprintf("axis: 3, start: %d, end: %d", d/2, d))
+	a := w.dim(3)
+	w.op("slice", []string{x}, p+"x1", fmt.Sprintf("axis: %d, start: 0, end: %d", a, d/2))
+	w.op("slice", []string{x}, p+"x2", fmt.Sprintf("axis: %d, start: %d, end: %d", a, d/2, d))
 	w.op("neg", []string{p + "x2"}, p+"nx2", "")
-	w.op("cat", []string{p + "nx2", p + "x1"}, p+"rot", "axis: 3")
+	w.op("cat", []string{p + "nx2", p + "x1"}, p+"rot", fmt.Sprintf("axis: %d", a))
 	w.op("mul", []string{x, "cos"}, p+"xc", "")
 	w.op("mul", []string{p + "rot", "sin"}, p+"rs", "")
 	w.op("add", []string{p + "xc", p + "rs"}, out, "")
@@ -486,12 +724,12 @@ func (w *writer) kvHeads(x, out, p string) {
 	c, o := w.c, w.o
 	g := c.Heads / c.KVHeads
 	if g == 1 {
-		w.op("permute", []string{x}, out, "dims: [0, 2, 1, 3]")
+		w.op("permute", []string{x}, out, w.headsFirst())
 		return
 	}
-	w.op("permute", []string{x}, p+"t", "dims: [0, 2, 1, 3]")
-	w.op("broadcast", []string{p + "t"}, p+"g", "axes: [2]")
-	w.op("reshape", []string{p + "g"}, out, "shape: "+ints([]int{o.Batch, c.Heads, o.Seq, c.HeadDim}))
+	w.op("permute", []string{x}, p+"t", w.headsFirst())
+	w.op("broadcast", []string{p + "t"}, p+"g", fmt.Sprintf("axes: [%d]", w.dim(2)))
+	w.op("reshape", []string{p + "g"}, out, "shape: "+ints(w.batched(c.Heads, o.Seq, c.HeadDim)))
 }
 
 // ints writes a YAML flow list of integers.

@@ -55,8 +55,12 @@ func TestParseMesh(t *testing.T) {
 		{in: "tp=4", want: []Axis{{TP, 4}}},
 		{in: "dp=2,tp=4", want: []Axis{{DP, 2}, {TP, 4}}},
 		{in: "tp=0", err: `mesh axis "tp=0": want NAME=DEVICES, as dp=2 or tp=4`},
-		{in: "pp=2", err: `mesh axis "pp": nvcomm writes dp and tp parallelism (cp, pp, ep and fsdp are not written yet)`},
+		{in: "fsdp=8,tp=8", want: []Axis{{FSDP, 8}, {TP, 8}}},
+		{in: "dp=2,cp=2,tp=4", want: []Axis{{DP, 2}, {CP, 2}, {TP, 4}}},
+		{in: "pp=2", err: `mesh axis "pp": nvcomm writes dp, fsdp, cp and tp parallelism (pipeline parallelism, pp, and expert parallelism, ep, are not written yet)`},
+		{in: "ep=8", err: `mesh axis "ep": nvcomm writes dp, fsdp, cp and tp parallelism (pipeline parallelism, pp, and expert parallelism, ep, are not written yet)`},
 		{in: "tp=2,tp=2", err: `mesh axis "tp" is given twice`},
+		{in: "dp=2,fsdp=2,cp=2,tp=2", err: `mesh "dp=2,fsdp=2,cp=2,tp=2" has 4 axes: a mesh has at most 3 (nvFuser's DIDz, DIDy, DIDx); leave out an axis of 1 device, or fold two parallelisms into one`},
 	}
 	for _, tc := range tests {
 		got, err := ParseMesh(tc.in)
@@ -74,25 +78,37 @@ func TestParseMesh(t *testing.T) {
 
 // TestFusionGolden writes the fusions of the tiny configurations of
 // testdata/models under tensor and data parallelism, with and without
-// sequence parallelism (and one with its backward), and compares them
-// with the golden files (NVCOMM_UPDATE=1 rewrites them). cli's tests
-// simulate them.
+// sequence parallelism (and one with its backward), under FSDP and HSDP
+// (with their gathers, and the sharded gradients of the backward) and
+// context parallelism, alone and with sequence parallelism, and compares them with the golden files (NVCOMM_UPDATE=1
+// rewrites them). cli's tests simulate them.
 func TestFusionGolden(t *testing.T) {
 	tests := []struct {
-		name, config string
-		sp, backward bool
+		name, config, mesh string
+		sp, backward       bool
 	}{
-		{"tiny_llama_dp2_tp4", "tiny_llama", false, false},
-		{"tiny_llama_dp2_tp4_sp", "tiny_llama", true, false},
-		{"tiny_llama_dp2_tp4_backward", "tiny_llama", false, true},
-		{"tiny_gpt2_dp2_tp4", "tiny_gpt2", false, false},
-		{"tiny_gpt2_dp2_tp4_sp", "tiny_gpt2", true, false},
+		{"tiny_llama_dp2_tp4", "tiny_llama", "dp=2,tp=4", false, false},
+		{"tiny_llama_dp2_tp4_sp", "tiny_llama", "dp=2,tp=4", true, false},
+		{"tiny_llama_dp2_tp4_backward", "tiny_llama", "dp=2,tp=4", false, true},
+		{"tiny_gpt2_dp2_tp4", "tiny_gpt2", "dp=2,tp=4", false, false},
+		{"tiny_gpt2_dp2_tp4_sp", "tiny_gpt2", "dp=2,tp=4", true, false},
+		{"tiny_llama_fsdp2_tp4_backward", "tiny_llama", "fsdp=2,tp=4", false, true},
+		{"tiny_gpt2_fsdp2_tp4", "tiny_gpt2", "fsdp=2,tp=4", false, false},
+		{"tiny_llama_cp2_tp4", "tiny_llama", "cp=2,tp=4", false, false},
+		{"tiny_llama_dp2_fsdp2_tp2_backward", "tiny_llama", "dp=2,fsdp=2,tp=2", false, true},
+		{"tiny_gpt2_cp2_tp4_sp", "tiny_gpt2", "cp=2,tp=4", true, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			c := readConfig(t, tc.config)
-			got, err := Fusion(c, Parallel{Mesh: []Axis{{DP, 2}, {TP, 4}}, SP: tc.sp},
-				Options{Name: tc.name, Batch: 2, Seq: 16, DType: "float32", Layers: 1, Backward: tc.backward})
+			mesh, err := ParseMesh(tc.mesh)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := Parallel{Mesh: mesh, SP: tc.sp}
+			// Two sequences, or one per device that splits the batch.
+			batch := max(2, p.split(batchSplit))
+			got, err := Fusion(c, p, Options{Name: tc.name, Batch: batch, Seq: 16, DType: "float32", Layers: 1, Backward: tc.backward})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -16,17 +16,27 @@ type Axis struct {
 
 // The parallelisms a mesh axis may carry.
 const (
-	// DP splits the batch (data parallelism).
+	// DP splits the batch (data parallelism): every device of the axis
+	// holds the whole of each weight it holds.
 	DP = "dp"
+	// FSDP splits the batch as DP does and shards every weight as well
+	// (PyTorch FSDP2, torchtitan's dp_shard; ZeRO-3): each weight is
+	// gathered before its use, and with the backward each gradient is
+	// reduce-scattered into the shard its device keeps. dp and fsdp
+	// together are HSDP.
+	FSDP = "fsdp"
+	// CP splits the sequence (context parallelism, Llama 3's all-gather
+	// variant): q, k, v and the residual stream hold a slice of the
+	// tokens each, and attention gathers k and v whole.
+	CP = "cp"
 	// TP splits heads, the MLP's inner width and the vocabulary
 	// (Megatron-LM's tensor parallelism), and with SP the sequence between
 	// them.
 	TP = "tp"
 )
 
-// axisNames are the parallelisms nvcomm writes, in the order a mesh lists
-// them when given both.
-var axisNames = []string{DP, TP}
+// axisNames are the parallelisms nvcomm writes.
+var axisNames = []string{DP, FSDP, CP, TP}
 
 // Parallel is a parallelism plan: the mesh's axes, outermost first, and
 // whether tensor parallelism splits the sequence outside the blocks'
@@ -47,11 +57,14 @@ func ParseMesh(s string) ([]Axis, error) {
 		case !ok || err != nil || n < 1:
 			return nil, fmt.Errorf("mesh axis %q: want NAME=DEVICES, as dp=2 or tp=4", part)
 		case !slices.Contains(axisNames, name):
-			return nil, fmt.Errorf("mesh axis %q: nvcomm writes %s parallelism (cp, pp, ep and fsdp are not written yet)", name, strings.Join(axisNames, " and "))
+			return nil, fmt.Errorf("mesh axis %q: nvcomm writes dp, fsdp, cp and tp parallelism (pipeline parallelism, pp, and expert parallelism, ep, are not written yet)", name)
 		case slices.ContainsFunc(axes, func(a Axis) bool { return a.Name == name }):
 			return nil, fmt.Errorf("mesh axis %q is given twice", name)
 		}
 		axes = append(axes, Axis{name, n})
+	}
+	if len(axes) > 3 {
+		return nil, fmt.Errorf("mesh %q has %d axes: a mesh has at most 3 (nvFuser's DIDz, DIDy, DIDx); leave out an axis of 1 device, or fold two parallelisms into one", s, len(axes))
 	}
 	return axes, nil
 }
@@ -87,23 +100,32 @@ func (p Parallel) placements(shard map[string]int) string {
 	return "[" + strings.Join(parts, ", ") + "]"
 }
 
+// split is the product of the sizes of the axes of s that split a
+// tensor's dims at all (s maps an axis to the dim it splits).
+func (p Parallel) split(s map[string]int) int {
+	n := 1
+	for name := range s {
+		n *= p.size(name)
+	}
+	return n
+}
+
 // meshYAML writes the mesh's device ids, row-major: a list for one axis,
-// nested lists for two.
+// lists nested one deep for each further axis.
 func (p Parallel) meshYAML() string {
-	ids := func(from, n int) string {
-		s := make([]string, n)
+	next := 0
+	var nest func(axes []Axis) string
+	nest = func(axes []Axis) string {
+		s := make([]string, axes[0].Size)
 		for i := range s {
-			s[i] = strconv.Itoa(from + i)
+			if len(axes) == 1 {
+				s[i] = strconv.Itoa(next)
+				next++
+			} else {
+				s[i] = nest(axes[1:])
+			}
 		}
 		return "[" + strings.Join(s, ", ") + "]"
 	}
-	if len(p.Mesh) == 1 {
-		return ids(0, p.Mesh[0].Size)
-	}
-	inner := p.Mesh[len(p.Mesh)-1].Size
-	rows := make([]string, p.devices()/inner)
-	for r := range rows {
-		rows[r] = ids(r*inner, inner)
-	}
-	return "[" + strings.Join(rows, ", ") + "]"
+	return nest(p.Mesh)
 }

@@ -5,25 +5,31 @@ package model
 // activation, tied or untied head, grouped-query attention (a group of up
 // to 2 query heads per key/value head) and vocabulary padding, and the
 // same sharding of every weight and activation over the same mesh, but
-// 2 layers (or o.Layers, when fewer), one key/value head per tp device, heads of width 4, an MLP of
-// the same ratio to the hidden size, a vocabulary of 16 rows per tp
-// device, one sequence per dp replica of 2 tokens per tp device.
-// Simulation proves that plan; the full model's is the same program
-// at larger extents (docs/models.md).
+// 2 layers (or o.Layers, when fewer), one key/value head per tp device,
+// heads of width 4 (or the least even width that fsdp shards evenly), an
+// MLP of the same ratio to the hidden size, a vocabulary of 16 rows per
+// device that splits it, one sequence per dp and fsdp device, of 2 tokens
+// per tp and cp device. Simulation proves that plan; the full model's is
+// the same program at larger extents (docs/models.md).
 func ScaleDown(c *Config, p Parallel, o Options) (*Config, Options) {
-	tp, dp := p.size(TP), p.size(DP)
+	tp, fsdp := p.size(TP), p.size(FSDP)
 	s := *c
 	s.Layers = min(c.Layers, 2)
 	s.KVHeads = tp
 	s.Heads = tp * min(c.Heads/c.KVHeads, 2)
-	s.HeadDim = 4
-	s.Hidden = s.Heads * s.HeadDim
-	s.FFN = roundUp(max(s.Hidden*c.FFN/c.Hidden, 1), tp)
-	s.Vocab = 16 * tp
-	if c.Vocab%tp != 0 {
+	for s.HeadDim = 4; ; s.HeadDim += 2 {
+		s.Hidden = s.Heads * s.HeadDim
+		s.FFN = roundUp(max(s.Hidden*c.FFN/c.Hidden, 1), tp*fsdp)
+		if Check(&s, p) == nil || s.HeadDim >= 2*fsdp {
+			break // a width of 2·fsdp always shards evenly
+		}
+	}
+	n := p.vocabSplit()
+	s.Vocab = 16 * n
+	if c.Vocab%n != 0 {
 		s.Vocab-- // padded, as the full model's is
 	}
-	o.Batch, o.Seq = dp, 2*tp
+	o.Batch, o.Seq = p.split(batchSplit), 2*tp*p.size(CP)
 	return &s, o
 }
 

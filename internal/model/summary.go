@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -13,18 +14,49 @@ import (
 )
 
 // Summary is what a step of the model costs each device under its plan:
-// the memory of its weights and of the tensors it computes, the bytes of
-// each kind of collective over each mesh axis, and the predicted time.
+// the memory of its weights, their gradients and optimizer state and of
+// the tensors it computes, the bytes of each kind of collective over each
+// mesh axis, the predicted time, and the throughput it implies.
 type Summary struct {
 	// Devices is the mesh's size.
 	Devices int
 	// Parameters and ParameterBytes are one device's share of the
 	// weights (the most over devices).
 	Parameters, ParameterBytes int64
-	// ActivationBytes is one device's share of every tensor the step
-	// computes, all held at once: an upper bound on the activations a
-	// step keeps, as it frees and recomputes none.
+	// GradientBytes is one device's share of the weights' gradients: one
+	// a parameter, in the weights' dtype, sharded as its weight (the
+	// shard FSDP's ReduceScatter leaves; data parallelism's whole).
+	GradientBytes int64
+	// OptimizerBytes is one device's share of Adam's state: under mixed
+	// precision (16-bit weights) an fp32 master copy and two fp32
+	// moments, 12 bytes a parameter (ZeRO's K = 12); otherwise the two
+	// moments in the weights' dtype. It is sharded as the parameters:
+	// ZeRO-3 under fsdp, whole on every dp replica.
+	OptimizerBytes int64
+	// GatheredBytes is one device's share of FSDP's gathered copies of
+	// the weights (Gathered), all held at once: an upper bound, as FSDP
+	// frees each layer's after its use.
+	GatheredBytes int64
+	// ActivationBytes is one device's share of every other tensor the
+	// step computes, all held at once: an upper bound on the activations
+	// a step keeps, as it frees and recomputes none.
 	ActivationBytes int64
+	// Tokens are the step's tokens, batch × seq, over every replica.
+	Tokens int64
+	// MatmulParameters are the model's parameters that multiply each
+	// token (every weight but the token embedding, unless the LM head
+	// is tied to it, and learned positions: lookups, not products).
+	MatmulParameters int64
+	// FlopsPerToken are the model's floating-point operations a token
+	// of the step: 2·MatmulParameters + 4·layers·seq·heads·head_dim
+	// (attention's two products, causal or not) for the forward, three
+	// times that with the backward (torchtitan's 6·N + 12·l·h·q·t).
+	FlopsPerToken float64
+	// Backward is whether the step computes the backward.
+	Backward bool
+	// PeakFLOPS is one device's throughput in the weights' dtype on the
+	// topology, operations a second; 0 when the topology lists none.
+	PeakFLOPS float64
 	// Collectives are the step's collectives by type and mesh axes, in
 	// the order of their first step.
 	Collectives []CollectiveBytes
@@ -46,17 +78,45 @@ type CollectiveBytes struct {
 	Sent, Received int64
 }
 
-// Summarize totals plan pl of the model's fusion under p, its time
-// predicted on topology t. weights are the fusion's weights (Weights).
-func Summarize(pl *plan.Plan, p Parallel, weights []string, t *cost.Topology) (*Summary, error) {
+// Summarize totals plan pl of the fusion of model c's step under p and
+// o (Fusion), its time predicted on topology t.
+func Summarize(pl *plan.Plan, c *Config, p Parallel, o Options, t *cost.Topology) (*Summary, error) {
+	w, err := write(c, p, o)
+	if err != nil {
+		return nil, err
+	}
 	pr, err := cost.Predict(t, pl)
 	if err != nil {
 		return nil, err
 	}
-	s := &Summary{Devices: p.devices(), Time: pr.Total, LowerBound: pr.LowerBound, Topology: pr.Topology}
+	o = withDefaults(c, p, o)
+	s := &Summary{Devices: p.devices(), Time: pr.Total, LowerBound: pr.LowerBound, Topology: pr.Topology,
+		Tokens: int64(o.Batch) * int64(o.Seq), Backward: o.Backward}
+	if t.Compute != nil {
+		s.PeakFLOPS = t.Compute.TFLOPS[o.DType] * 1e12
+	}
+	s.memory(pl, w.weights, matmulWeights(w))
+	perToken := 2*float64(s.MatmulParameters) + 4*float64(w.c.Layers)*float64(o.Seq)*float64(w.c.Heads*w.c.HeadDim)
+	if o.Backward {
+		perToken *= 3
+	}
+	s.FlopsPerToken = perToken
+	s.GradientBytes = s.ParameterBytes
+	s.OptimizerBytes = s.Parameters * adamBytes(o.DType)
+	s.Collectives = collectives(pl, p)
+	return s, nil
+}
+
+// memory totals one device's weights, gathered weights and activations,
+// and the model's parameters that multiply each token.
+func (s *Summary) memory(pl *plan.Plan, weights []string, matmul map[string]bool) {
 	computed := map[string]bool{}
 	for _, o := range pl.Ops {
 		computed[o.Output] = true
+	}
+	gathered := map[string]bool{}
+	for _, w := range weights {
+		gathered[Gathered(w)] = true
 	}
 	for _, tn := range pl.Tensors {
 		n, b := localSize(tn)
@@ -64,12 +124,61 @@ func Summarize(pl *plan.Plan, p Parallel, weights []string, t *cost.Topology) (*
 		case slices.Contains(weights, tn.Name):
 			s.Parameters += n
 			s.ParameterBytes += b
+			if matmul[tn.Name] {
+				s.MatmulParameters += globalSize(tn)
+			}
+		case gathered[tn.Name] && computed[tn.Name]:
+			s.GatheredBytes += b
 		case computed[tn.Name]:
 			s.ActivationBytes += b
 		}
 	}
-	s.Collectives = collectives(pl, p)
-	return s, nil
+}
+
+// matmulWeights are the weights of w's fusion that multiply each token:
+// all but the token embedding (a lookup) unless the LM head is tied to
+// it, and learned positions.
+func matmulWeights(w *writer) map[string]bool {
+	m := map[string]bool{}
+	for _, name := range w.weights {
+		m[name] = name != "positions" && (name != "embed" || w.c.TiedEmbeddings)
+	}
+	return m
+}
+
+// adamBytes are the bytes of Adam's state a parameter of dtype: an fp32
+// master copy and two fp32 moments under mixed precision (a 16-bit
+// dtype), else the two moments in the dtype itself.
+func adamBytes(dtype string) int64 {
+	n := plan.DTypeSize(dtype)
+	if n < 4 {
+		return 4 + 4 + 4
+	}
+	return 2 * int64(n)
+}
+
+// TokensPerSecond is the step's tokens over its predicted time.
+func (s *Summary) TokensPerSecond() float64 { return float64(s.Tokens) / s.Time }
+
+// MFU is the model FLOPs utilization the predicted time implies: the
+// step's FlopsPerToken·Tokens over the devices' peak for that time; 0
+// when the topology has no throughput for the dtype.
+func (s *Summary) MFU() float64 {
+	if s.PeakFLOPS == 0 || s.Time == 0 {
+		return 0
+	}
+	return s.FlopsPerToken * float64(s.Tokens) / (s.Time * float64(s.Devices) * s.PeakFLOPS)
+}
+
+// globalSize is t's elements over every device.
+func globalSize(t plan.Tensor) int64 {
+	n := int64(1)
+	for i, e := range t.Shape {
+		if !slices.Contains(t.ReductionAxes, i) {
+			n *= int64(e)
+		}
+	}
+	return n
 }
 
 // localSize is one device's elements of t and their bytes.
@@ -137,7 +246,12 @@ func (s *Summary) WriteText(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "per device (of %d):\n", s.Devices)
 	fmt.Fprintf(tw, "  parameters\t%s\t(%d elements)\n", plan.Size(s.ParameterBytes), s.Parameters)
-	fmt.Fprintf(tw, "  activations\t%s\t(every tensor the step computes, held at once: an upper bound)\n", plan.Size(s.ActivationBytes))
+	fmt.Fprintf(tw, "  gradients\t%s\t(one a parameter, sharded as its weight)\n", plan.Size(s.GradientBytes))
+	fmt.Fprintf(tw, "  optimizer state\t%s\t(Adam: %s)\n", plan.Size(s.OptimizerBytes), adamNote(s))
+	if s.GatheredBytes > 0 {
+		fmt.Fprintf(tw, "  gathered weights\t%s\t(FSDP's gathered copies, held at once: an upper bound)\n", plan.Size(s.GatheredBytes))
+	}
+	fmt.Fprintf(tw, "  activations\t%s\t(every other tensor the step computes, held at once: an upper bound)\n", plan.Size(s.ActivationBytes))
 	fmt.Fprintf(tw, "\nper step, the busiest device:\n")
 	fmt.Fprintf(tw, "  collective\taxes\tsteps\tsent\treceived\n")
 	for _, c := range s.Collectives {
@@ -147,5 +261,47 @@ func (s *Summary) WriteText(w io.Writer) error {
 		fmt.Fprintf(tw, "  (none)\n")
 	}
 	fmt.Fprintf(tw, "\npredicted %s on topology %s (lower bound %s)\n", explain.Seconds(s.Time), s.Topology, explain.Seconds(s.LowerBound))
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return s.writeThroughput(w)
+}
+
+// adamNote says what the optimizer state's bytes assume.
+func adamNote(s *Summary) string {
+	if s.Parameters > 0 && s.OptimizerBytes/s.Parameters == 12 {
+		return "fp32 master weights and two fp32 moments, 12 bytes a parameter, sharded as the parameters"
+	}
+	return "two moments in the weights' dtype, sharded as the parameters"
+}
+
+// writeThroughput writes the tokens a second and the MFU that the
+// predicted time implies.
+func (s *Summary) writeThroughput(w io.Writer) error {
+	pass, factor := "forward", "2·N + 4·layers·seq·heads·head_dim"
+	if s.Backward {
+		pass, factor = "forward and backward", "6·N + 12·layers·seq·heads·head_dim"
+	}
+	perSecond := s.TokensPerSecond()
+	_, err := fmt.Fprintf(w, "throughput: %s tokens a step, %s tokens/s (%s a device)\n",
+		withCommas(s.Tokens), withCommas(int64(perSecond)), withCommas(int64(perSecond/float64(s.Devices))))
+	if err != nil || s.PeakFLOPS == 0 {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "MFU %.1f%%: the %s's %s = %.3g FLOPs a token (N = %s parameters multiply each token), against %.1f TFLOPS a device\n",
+		100*s.MFU(), pass, factor, s.FlopsPerToken, withCommas(s.MatmulParameters), s.PeakFLOPS/1e12)
+	return err
+}
+
+// withCommas writes n with its thousands separated: 8,030,261,248.
+func withCommas(n int64) string {
+	d := strconv.FormatInt(n, 10)
+	var b strings.Builder
+	for i, r := range d {
+		if i > 0 && (len(d)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }

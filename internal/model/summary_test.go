@@ -32,25 +32,91 @@ func TestTeamAxes(t *testing.T) {
 
 // TestScaleDown checks that the scaled-down model keeps the structure
 // the mesh shards: grouped-query attention, the MLP's ratio, the padded
-// vocabulary, and takes one sequence per replica.
+// vocabulary; that fsdp shards its weights evenly (a wider head where
+// hidden would not split), and that it takes one sequence per dp and fsdp
+// device, of 2 tokens per tp and cp device.
 func TestScaleDown(t *testing.T) {
-	p := Parallel{Mesh: []Axis{{DP, 8}, {TP, 8}}}
 	for _, tc := range []struct {
-		config                                     string
-		heads, kv, hidden, ffn, vocab, layers, seq int
+		config, mesh                                      string
+		heads, kv, hidden, ffn, vocab, layers, seq, batch int
 	}{
-		{"llama3_70b", 16, 8, 64, 224, 128, 2, 16},
-		{"gpt3_175b", 8, 8, 32, 128, 127, 2, 16},
+		{"llama3_70b", "dp=8,tp=8", 16, 8, 64, 224, 128, 2, 16, 8},
+		{"gpt3_175b", "dp=8,tp=8", 8, 8, 32, 128, 127, 2, 16, 8},
+		{"llama3_70b", "fsdp=8,tp=8", 16, 8, 64, 256, 128, 2, 16, 8},
+		{"llama3_8b", "fsdp=8", 2, 1, 16, 56, 128, 2, 2, 8},
+		{"gpt3_175b", "fsdp=8", 1, 1, 8, 32, 127, 2, 2, 8},
+		{"llama3_8b", "fsdp=4,cp=2,tp=8", 16, 8, 64, 224, 128, 2, 32, 4},
+		{"llama3_8b", "dp=2,fsdp=4,tp=8", 16, 8, 64, 224, 128, 2, 16, 8},
+		{"llama3_8b", "dp=2,cp=2,tp=8", 16, 8, 64, 224, 128, 2, 32, 2},
 	} {
 		c := readConfig(t, tc.config)
+		mesh, err := ParseMesh(tc.mesh)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := Parallel{Mesh: mesh}
 		s, o := ScaleDown(c, p, Options{Batch: 64, Seq: 8192})
 		got := []int{s.Heads, s.KVHeads, s.Hidden, s.FFN, s.Vocab, s.Layers, o.Seq, o.Batch}
-		want := []int{tc.heads, tc.kv, tc.hidden, tc.ffn, tc.vocab, tc.layers, tc.seq, 8}
+		want := []int{tc.heads, tc.kv, tc.hidden, tc.ffn, tc.vocab, tc.layers, tc.seq, tc.batch}
 		if d := cmp.Diff(want, got); d != "" {
-			t.Errorf("%s: heads, kv heads, hidden, MLP, vocabulary, layers, seq, batch (-want +got):\n%s", tc.config, d)
+			t.Errorf("%s on %s: heads, kv heads, hidden, MLP, vocabulary, layers, seq, batch (-want +got):\n%s", tc.config, tc.mesh, d)
 		}
 		if err := fits(s, p, o); err != nil {
-			t.Errorf("%s: the scaled-down model does not fit: %v", tc.config, err)
+			t.Errorf("%s on %s: the scaled-down model does not fit: %v", tc.config, tc.mesh, err)
 		}
+	}
+}
+
+// TestFitsErrors checks that a mesh the model or the step cannot split
+// is refused, saying which axis splits what.
+func TestFitsErrors(t *testing.T) {
+	for _, tc := range []struct {
+		mesh       string
+		sp         bool
+		batch, seq int
+		want       string
+	}{
+		{"tp=3", false, 1, 16, "num_attention_heads 8 is not a multiple of 3: each device of the mesh axis takes an equal part (tp splits it)"},
+		{"fsdp=3,tp=4", false, 3, 16, "hidden_size 64 is not a multiple of 3: each device of the mesh axis takes an equal part (fsdp shards every weight on it)"},
+		{"fsdp=6", false, 6, 16, "hidden_size 64 is not a multiple of 6: each device of the mesh axis takes an equal part (fsdp shards every weight on it)"},
+		{"fsdp=4", false, 2, 16, "--batch 2 is not a multiple of 4: each device of the mesh axis takes an equal part (fsdp splits the batch)"},
+		{"cp=3,tp=2", false, 1, 16, "--seq 16 is not a multiple of 3: each device of the mesh axis takes an equal part (cp splits the sequence)"},
+		{"tp=4", true, 1, 6, "--seq 6 is not a multiple of 4: each device of the mesh axis takes an equal part (tp splits the sequence)"},
+		{"dp=2,fsdp=2", false, 2, 16, "--batch 2 is not a multiple of 4: each device of the mesh axis takes an equal part (dp×fsdp splits the batch)"},
+		{"cp=2,tp=4", true, 1, 12, "--seq 12 is not a multiple of 8: each device of the mesh axis takes an equal part (cp×tp splits the sequence)"},
+	} {
+		mesh, err := ParseMesh(tc.mesh)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = fits(readConfig(t, "tiny_llama"), Parallel{Mesh: mesh, SP: tc.sp}, Options{Batch: tc.batch, Seq: tc.seq})
+		if err == nil {
+			t.Errorf("%s: no error, want %s", tc.mesh, tc.want)
+			continue
+		}
+		if d := cmp.Diff(tc.want, err.Error()); d != "" {
+			t.Errorf("%s (-want +got):\n%s", tc.mesh, d)
+		}
+	}
+}
+
+// TestThroughput checks the tokens a second and the MFU of a predicted
+// step, and Adam's bytes a parameter.
+func TestThroughput(t *testing.T) {
+	s := &Summary{Devices: 8, Tokens: 65536, Time: 0.5, FlopsPerToken: 6e10, PeakFLOPS: 1e15}
+	// 6e10 FLOPs × 65536 tokens / (0.5 s × 8 devices × 1e15 FLOP/s).
+	if d := cmp.Diff([]float64{131072, 0.98304}, []float64{s.TokensPerSecond(), s.MFU()}); d != "" {
+		t.Errorf("tokens/s, MFU (-want +got):\n%s", d)
+	}
+	s.PeakFLOPS = 0
+	if got := s.MFU(); got != 0 {
+		t.Errorf("MFU without a peak = %v, want 0", got)
+	}
+	got := []int64{adamBytes("bfloat16"), adamBytes("float16"), adamBytes("float32"), adamBytes("float64")}
+	if d := cmp.Diff([]int64{12, 12, 8, 16}, got); d != "" {
+		t.Errorf("Adam's bytes a parameter (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff("8,030,261,248", withCommas(8030261248)); d != "" {
+		t.Errorf("withCommas (-want +got):\n%s", d)
 	}
 }
