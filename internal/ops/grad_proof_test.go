@@ -155,6 +155,8 @@ func evalStep[T number[T]](t *testing.T, s ExpandStep, ins []tensorOf[T], lift f
 		return sliceD(ins[0], s.Axis, s.Values.Int(AttrStart), s.Values.Int(AttrEnd))
 	case "cat":
 		return catD(ins, s.Axis)
+	case "tril":
+		return trilD(ins[0], s.Values.Int(AttrDiagonal))
 	}
 	if f := binary[s.Op]; f != nil {
 		return pointwise(ins, f)
@@ -272,6 +274,20 @@ func catD[T number[T]](xs []tensorOf[T], axis int) tensorOf[T] {
 			k++
 		}
 		out.data = append(out.data, xs[k].data[index(xs[k].shape, src)])
+	})
+	return out
+}
+
+// trilD is x with the entries of its last two dims above diagonal d
+// zeroed.
+func trilD[T number[T]](x tensorOf[T], d int) tensorOf[T] {
+	out := tensorOf[T]{shape: slices.Clone(x.shape), data: slices.Clone(x.data)}
+	r := len(x.shape)
+	each(x.shape, func(c []int) {
+		if !TrilKeeps(c[r-2], c[r-1], d) {
+			var zero T
+			out.data[index(x.shape, c)] = zero
+		}
 	})
 	return out
 }
@@ -445,6 +461,13 @@ func sliceCase(name string, x []int, axis, start, end int) ruleCase {
 		step("slice", 1, func(s *ExpandStep) { s.Axis, s.Values = axis, vs })}
 }
 
+// trilCase is tril of x with diagonal d.
+func trilCase(name string, x []int, d int) ruleCase {
+	vs := Values{{Key: AttrDiagonal, Int: d}}
+	return ruleCase{name, "tril", [][]int{x}, Attrs{Values: vs}, nil,
+		step("tril", 1, func(s *ExpandStep) { s.Values = vs })}
+}
+
 // TestGradRulesAreDerivatives checks each ring op's rule against its
 // exact directional derivative.
 func TestGradRulesAreDerivatives(t *testing.T) {
@@ -480,6 +503,7 @@ func TestGradRulesAreDerivatives(t *testing.T) {
 		sliceCase("slice tail", []int{2, 5}, 1, 3, 5), sliceCase("slice whole", []int{4}, 0, 0, 4),
 		{"cat", "cat", [][]int{{2, 3}, {2, 1}, {2, 4}}, Attrs{Axis: 1}, nil, step("cat", 3, func(s *ExpandStep) { s.Axis = 1 })},
 		{"cat axis 0", "cat", [][]int{{1, 3}, {2, 3}}, Attrs{Axis: 0}, nil, step("cat", 2, nil)},
+		trilCase("tril", []int{4, 5}, 0), trilCase("tril above", []int{2, 3, 4}, 2), trilCase("tril below", []int{5, 3}, -1),
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(1, uint64(len(tc.name))))
