@@ -76,3 +76,21 @@ func (ins *inserter) nvFuserSums(op *ir.Op) bool {
 // indices' dims (and embedding's the table's last), no reduction axis
 // (csrc/ops/composite.cpp, csrc/ops/indexing.cpp).
 var nvFuserOp = map[ir.OpKind]string{ir.OpEmbedding: "embedding_fwd", ir.OpGather: "gather (takeAlongAxis)"}
+
+// emitScatter appends the ScatterAdd step of c.op (scatter_add) into
+// buffer out: row-major [Bt, V, E] from indices [Bt, N] and values [Bt,
+// N, E], each device adding the values of the indices within its block
+// of the output's rows, from its offset on — the adjoint of a Lookup,
+// local to each device's rows; a split of N leaves partial tables, which
+// the contraction sums (compute.go).
+func (c *opCtx) emitScatter(out string) {
+	op := c.op
+	x := op.Kind.Entry().Scatters
+	src := op.Inputs[x.Values]
+	ls, ly := src.LocalShape(), op.Out.LocalShape()
+	r := len(ls)
+	bt, n, e, v := localCount(ls[:r-2]), ls[r-2], ls[r-1], ly[len(ly)-2]
+	s := plan.Step{Type: plan.ScatterAdd, Output: out, Dims: []int{bt, n, v, e}, Offsets: rowOffsets(op.Out, r-2)}
+	setInputs(&s, []string{c.arranged(x.Indices, shard.Identity(r-1)), c.arranged(x.Values, shard.Identity(r))})
+	c.emitLocalOn(s, op.Out.Mesh.Devices, bt*n, bt*v*e)
+}

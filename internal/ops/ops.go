@@ -181,6 +181,10 @@ type Op struct {
 	// integer dtype, the output takes the table's dtype, and simulate and
 	// export fill such an input with valid indices. Nil for other ops.
 	Indexed *Indexed
+	// Scatters is, for scatter_add, which operand holds integer indices
+	// into the output's rows and which the values added there. Nil for
+	// other ops.
+	Scatters *Scattered
 	// Torch is an elementwise or contraction op's torch function for the
 	// exported program.
 	Torch *Torch
