@@ -47,7 +47,7 @@ type Scattered struct {
 func registerScatter(r *Registry) {
 	r.MustRegister(Op{Name: "scatter_add", Family: Contraction, Operands: []string{"index", "src"}, Attrs: []Attr{AttrRows},
 		Scatters: &Scattered{Indices: 0, Values: 1},
-		Rule:     scatterRule, Torch: &Torch{Func: "_scatter_add", Rounding: Exact},
+		Rule:     scatterRule, Torch: &Torch{Func: "_scatter_add"},
 		Doc: "zeros [..., rows, e] with the rows of src [..., n, e] added at the integer index [..., n], torch.Tensor.scatter_add along dim -2"})
 }
 
