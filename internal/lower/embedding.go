@@ -87,10 +87,31 @@ func (c *opCtx) emitScatter(out string) {
 	op := c.op
 	x := op.Kind.Entry().Scatters
 	src := op.Inputs[x.Values]
-	ls, ly := src.LocalShape(), op.Out.LocalShape()
+	ls := src.LocalShape()
 	r := len(ls)
-	bt, n, e, v := localCount(ls[:r-2]), ls[r-2], ls[r-1], ly[len(ly)-2]
-	s := plan.Step{Type: plan.ScatterAdd, Output: out, Dims: []int{bt, n, v, e}, Offsets: rowOffsets(op.Out, r-2)}
+	block, rows := c.productBlock(r - 2)
+	bt, n, e, v := localCount(ls[:r-2]), ls[r-2], ls[r-1], block.LocalShape()[rows]
+	s := plan.Step{Type: plan.ScatterAdd, Output: out, Dims: []int{bt, n, v, e}, Offsets: rowOffsets(block, rows)}
 	setInputs(&s, []string{c.arranged(x.Indices, shard.Identity(r-1)), c.arranged(x.Values, shard.Identity(r))})
 	c.emitLocalOn(s, op.Out.Mesh.Devices, bt*n, bt*v*e)
+}
+
+// productBlock returns the tensor whose local block c.op's product is,
+// and where output axis a lies in it: the output's, but for partial
+// products summed along a device type, which hold the whole extent of
+// the axes that type splits in the output (a ReduceScatter cuts them
+// after the sum), or pending terms, which have a leading terms axis. A
+// matmul's product takes its extents from its operands; a scatter's
+// rows, in no operand, from this.
+func (c *opCtx) productBlock(a int) (*ir.Tensor, int) {
+	y := c.op.Out
+	switch {
+	case c.pending != nil:
+		return c.pending, a + 1
+	case c.summed:
+		if p, err := partialProducts("", y, c.sumType); err == nil {
+			return p, a + 1
+		}
+	}
+	return y, a
 }

@@ -219,10 +219,19 @@ func (w *writer) tensors() {
 	w.tensor("ids", []int{o.Batch, o.Seq}, "int64", batchSplit, "token ids")
 	w.tensor("labels", []int{o.Batch, o.Seq}, "int64", batchSplit, "the next tokens, the loss's targets")
 	w.weight("embed", []int{w.vocab, c.Hidden}, column, "[vocab, hidden], vocab-parallel")
+	if o.Backward {
+		// The lookup's gradient adds rows into the table: its split on
+		// the vocabulary is in none of its operands, so it is declared.
+		w.line("  embed.grad: {placements: %s}   # sharded as embed: each device adds the rows of its vocabulary", w.p.placements(column))
+	}
 	if c.Learned {
 		w.weight("positions", []int{c.MaxPositions, c.Hidden}, replicated, "[positions, hidden], learned")
 		// The step's rows are sliced whole: nvFuser splits no sliced axis.
 		w.residual("pos", replicated)
+		if o.Backward {
+			// and its gradient, before the slice's backward pads it.
+			w.line("  pos.grad: {placements: %s}", w.p.placements(replicated))
+		}
 	} else {
 		w.tensor("cos", []int{1, o.Seq, 1, c.HeadDim}, o.DType, replicated, "the rotary embedding's cosines, [1, seq, 1, head_dim]")
 		w.tensor("sin", []int{1, o.Seq, 1, c.HeadDim}, o.DType, replicated, "and sines")

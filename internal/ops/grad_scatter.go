@@ -13,26 +13,46 @@ func (b *gradBuilder) scatterInto(name string, index, src Ref, rows int) Ref {
 }
 
 // gradEmbedding is embedding's rule (embedding: weight:
-// embedding_backward(grad, indices, num_weights, ...), which
-// embedding_dense_backward computes as the rows of grad viewed [N, e]
-// summed into a table of zeros at the indices flattened to [N]): dtable
-// = scatter_add(ids [N], dy [N, e], vocab). The flattening merges the
-// ids' dims: ids split on their first dim (the batch, on a data-parallel
-// axis) stay split, and the sum over the split tokens is the plan's
-// reduction of the table's partial gradients; a split of an inner dim
-// is gathered first.
+// embedding_backward(grad, indices, num_weights, ...), the rows of grad
+// summed into a table of zeros at the indices): dtable =
+// scatter_add(ids, dy, vocab) along the ids' last dim, their leading
+// dims kept apart and summed after, as the batch products of matmul's
+// rule are. torch's embedding_dense_backward flattens the ids instead;
+// a flattening merges dims that a data-parallel batch and a
+// sequence-parallel split cut on two mesh axes, which would need a
+// resharding (and nvFuser's rules refuse an inner split of a reshape).
+// The price is a table of partial rows per leading index until the sum:
+// the ids' longest dim is the one scattered along (moved last by a
+// permute of the ids and dy where it is not), so that the fewest such
+// tables are made — one per sequence of a [batch, seq] step, two for
+// Megatron's [seq, batch] of two.
 func gradEmbedding(g *GradIn) ([]ExpandStep, []Ref, *ExpandError) {
 	b := newGrad(g)
 	if !g.Need[1] {
 		return b.result()
 	}
-	ids, dy := Ref(0), g.DY()
+	ids, dy, rank := Ref(0), g.DY(), len(g.In[0])
 	vocab, e := g.In[1][0], g.In[1][1]
-	if len(g.In[0]) != 1 {
-		n := product(g.In[0])
-		ids, dy = b.reshape("dtable_ids", 0, []int{n}), b.reshape("dtable_dy", g.DY(), []int{n, e})
+	if rank == 0 { // one id: one row
+		ids, dy, rank = b.reshape("dtable_ids", 0, []int{1}), b.reshape("dtable_dy", g.DY(), []int{1, e}), 1
 	}
-	b.grads[1] = b.scatterInto("dtable", ids, dy, vocab)
+	if rank == 1 {
+		b.grads[1] = b.scatterInto("dtable", ids, dy, vocab)
+		return b.result()
+	}
+	if long := longest(g.In[0]); long != rank-1 {
+		dims := make([]int, 0, rank+1)
+		for d := range rank {
+			if d != long {
+				dims = append(dims, d)
+			}
+		}
+		dims = append(dims, long)
+		ids = b.permute("dtable_ids", ids, dims)
+		dy = b.permute("dtable_dy", dy, append(dims, rank))
+	}
+	rows := b.scatterInto("dtable_rows", ids, dy, vocab)
+	b.grads[1] = b.leading("dtable", rows, rank+1, 2)
 	return b.result()
 }
 
@@ -90,4 +110,15 @@ func gradCrossEntropy(g *GradIn) ([]ExpandStep, []Ref, *ExpandError) {
 	labels := b.reshape("dx_labels", 1, append(append([]int{}, tokens...), 1))
 	b.grads[0] = b.binary("dx", "sub", pg, b.scatterLast("dx_onehot", labels, per, x))
 	return b.result()
+}
+
+// longest is the position of shape's largest extent, the last of equals.
+func longest(shape []int) int {
+	at := 0
+	for d, e := range shape {
+		if e >= shape[at] {
+			at = d
+		}
+	}
+	return at
 }
