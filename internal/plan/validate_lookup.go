@@ -124,11 +124,11 @@ func lookupTableRead(s *Step) read {
 }
 
 // valueOperand is the operand whose dtype an op's collectives move: the
-// output of a lookup, whose only collective sums its partial rows (its
-// operands are resharded by sets of their own), else the first operand,
-// whose dtype every operand shares.
+// output of a lookup or a scatter, whose only collective sums its partial
+// rows or tables (its operands are resharded by sets of their own), else
+// the first operand, whose dtype every operand shares.
 func valueOperand(op *Op) string {
-	if isLookup(op.Op) {
+	if isLookup(op.Op) || isScatter(op.Op) {
 		return op.Output
 	}
 	return op.Operands()[0]
