@@ -21,24 +21,23 @@ func modelConfigs(t *testing.T) []string {
 
 // TestModelScaleDownSimulates proves the plan of every example model's
 // step, scaled down, under both policies, with and without sequence
-// parallelism: simulate PASSes.
+// parallelism, forward alone and with its backward (the whole step, from
+// the loss through the LM head and the blocks to the embedding):
+// simulate PASSes.
 func TestModelScaleDownSimulates(t *testing.T) {
 	for _, config := range modelConfigs(t) {
 		name := filepath.Base(filepath.Dir(config))
-		for _, sp := range []string{"", "--sp"} {
+		for _, flags := range [][]string{nil, {"--sp"}, {"--backward"}, {"--sp", "--backward"}} {
 			dir := t.TempDir()
 			fusion := filepath.Join(dir, "small.yaml")
-			args := []string{"model", config, "--mesh", "dp=2,tp=4", "--scale-down", "-o", fusion}
-			if sp != "" {
-				args = append(args, sp)
-			}
+			args := append([]string{"model", config, "--mesh", "dp=2,tp=4", "--scale-down", "-o", fusion}, flags...)
 			if code, _, stderr := run(t, "", args...); code != 0 {
-				t.Fatalf("%s %s: model exited %d: %s", name, sp, code, stderr)
+				t.Fatalf("%s %v: model exited %d: %s", name, flags, code, stderr)
 			}
 			for _, policy := range []string{"optimal", "nvfuser"} {
 				code, stdout, stderr := run(t, "", "simulate", "--policy", policy, fusion)
 				if code != 0 || !strings.HasPrefix(stdout, "PASS\n") {
-					t.Errorf("%s %s, policy %s: simulate exited %d:\n%s%s", name, sp, policy, code, firstLines(stdout, 3), stderr)
+					t.Errorf("%s %v, policy %s: simulate exited %d:\n%s%s", name, flags, policy, code, firstLines(stdout, 3), stderr)
 				}
 			}
 		}

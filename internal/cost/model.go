@@ -507,6 +507,8 @@ func localCounts(typ string, c plan.Count) (in, out int64) {
 		return int64(c.Output), int64(c.Output) // a Concat reads what it writes
 	case plan.Lookup:
 		return int64(c.Input) + int64(c.Output), int64(c.Output)
+	case plan.ScatterAdd: // the indices, and the values added: as many as its rows
+		return int64(c.Input) + int64(c.Output), int64(c.Output)
 	}
 	return int64(c.Input), int64(c.Output)
 }

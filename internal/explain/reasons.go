@@ -34,6 +34,8 @@ func (e *explainer) reason(op plan.Op, steps []*plan.Step, k int) string {
 		return pointwiseReason(s)
 	case plan.Lookup:
 		return lookupReason(steps, k)
+	case plan.ScatterAdd:
+		return scatterReason(steps, k)
 	case plan.LocalReduce:
 		return fmt.Sprintf("each device first reduces, with %s, the part of the reduced dim it holds", reduceName(s))
 	case plan.Pad:
@@ -146,6 +148,8 @@ func (e *explainer) reductionReason(op plan.Op, s *plan.Step, along string) stri
 		what = fmt.Sprintf("k is split along %s: the partial products are summed", along)
 	case isLookup(op.Op):
 		what = fmt.Sprintf("the table's rows (the vocabulary) are split along %s: the partial rows are summed", along)
+	case op.Op == "scatter_add":
+		what = fmt.Sprintf("the indices are split along %s: the partial tables are summed", along)
 	case op.Input != "" && e.sh[op.Input] != nil && e.sh[op.Input].Partial != nil:
 		what = fmt.Sprintf("%s's dim 0 holds one term per device along %s: the terms are reduced with %s", op.Input, along, reduceName(s))
 	default:
@@ -204,6 +208,20 @@ func lookupReason(steps []*plan.Step, k int) string {
 	}
 	if sumsPartials(steps, k) {
 		return why + ", zero rows for the others: partial rows over its slice of the vocabulary"
+	}
+	return why
+}
+
+// scatterReason explains a ScatterAdd, and whether it leaves partial
+// tables.
+func scatterReason(steps []*plan.Step, k int) string {
+	s := steps[k]
+	why := "each device adds the values' rows at the indices within its block of rows, into zeros"
+	if len(s.Dims) == 4 {
+		why += fmt.Sprintf(", [Bt, N, V, E] = %s", intList(s.Dims))
+	}
+	if sumsPartials(steps, k) {
+		return why + ": a partial table over its slice of the indices"
 	}
 	return why
 }

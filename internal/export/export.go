@@ -109,6 +109,9 @@ func Torch(w io.Writer, p *plan.Plan, o Options) error {
 	if g.helpers["lookup"] {
 		b.WriteString(lookupHelper + "\n\n")
 	}
+	if g.helpers["scatter_add"] {
+		b.WriteString(scatterHelper + "\n\n")
+	}
 	b.WriteString(strings.Join(fn, "\n") + "\n\n\n")
 	b.WriteString("# --- What the runtime below needs: the plan, simulate's data, the predictions. ---\n")
 	b.WriteString("import json  # noqa: E402\n\n")

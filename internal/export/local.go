@@ -53,6 +53,8 @@ func (g *gen) step(b planned, s *plan.Step) error {
 		return g.pointwise(b, s)
 	case plan.Lookup:
 		return g.lookup(b, s)
+	case plan.ScatterAdd:
+		return g.scatterAdd(b, s)
 	case plan.Tril:
 		return g.tril(b, s)
 	case plan.Concat:

@@ -52,6 +52,40 @@ const lookupHelper = `def lookup(ids, table, off):
     return rows.masked_fill(outside.unsqueeze(-1), 0)
 `
 
+// scatterAdd writes a ScatterAdd as the backward of Megatron-LM's
+// VocabParallelEmbedding: the indices shifted by the device's first row,
+// those outside its rows dropped, and the values' rows added into zeros
+// at the others (torch.Tensor.index_put_ with accumulate).
+func (g *gen) scatterAdd(b planned, s *plan.Step) error {
+	if len(s.Dims) != 4 || len(s.Inputs) != 2 || len(s.Offsets) != len(s.Devices) {
+		return fmt.Errorf("step %d (ScatterAdd): needs inputs [indices, values], dims [Bt, N, V, E] and one offset per device", s.ID)
+	}
+	bt, n, v, e := s.Dims[0], s.Dims[1], s.Dims[2], s.Dims[3]
+	off := perRank(s.Devices, func(d int) string { return strconv.Itoa(s.Offsets[indexOf(s.Devices, d)]) })
+	g.comment(b, "the values' rows added at the indices this device holds, into zeros")
+	g.helpers["scatter_add"] = true
+	done := g.guard(s.Devices)
+	g.w.line("%s = scatter_add(%s.view(%d, %d), %s.view(%d, %d, %d), %s, %d).view(-1)", g.names[s.Output],
+		g.names[s.Inputs[0]], bt, n, g.names[s.Inputs[1]], bt, n, e, off, v)
+	done()
+	g.alloc(s.Output, s.Devices)
+	g.record(b, "", 0, 0)
+	return nil
+}
+
+// scatterHelper is the function the plan's function calls for a
+// ScatterAdd.
+const scatterHelper = `def scatter_add(ids, values, off, rows):
+    """Zeros [Bt, rows, E] with the rows of values [Bt, N, E] added at ids [Bt, N] (integers),
+    counted from row off: an index outside [off, off + rows) adds nothing."""
+    local = ids.long() - off
+    keep = (local >= 0) & (local < rows)
+    out = values.new_zeros(values.shape[0], rows, values.shape[2])
+    b = torch.arange(values.shape[0], device=values.device).unsqueeze(1).expand_as(local)
+    out.index_put_((b[keep], local[keep]), values[keep], accumulate=True)
+    return out
+`
+
 // tril writes a Tril as torch.tril of the device's block viewed [Bt, R,
 // C], with the device's own diagonal: tril's diagonal shifted by where
 // the block lies in the tensor (its first row less its first column).

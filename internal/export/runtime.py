@@ -487,6 +487,16 @@ def _gather(x, index, axis):
     return torch.gather(x, axis, index.long())
 
 
+def _scatter_add(index, src, rows):
+    """Zeros [..., rows, e] with src [..., n, e]'s rows added at index [..., n] (float64
+    integers; one outside [0, rows) adds nothing): torch.Tensor.scatter_add along dim -2."""
+    ids = index.long()
+    keep = (ids >= 0) & (ids < rows)
+    out = src.new_zeros(*src.shape[:-2], rows + 1, src.shape[-1])
+    at = torch.where(keep, ids, rows).unsqueeze(-1).expand_as(src)
+    return out.scatter_add(-2, at, src).narrow(-2, 0, rows)
+
+
 def _cast(x, dtype):
     """x rounded to dtype, as a cast computes it, kept in x's own dtype (float64)."""
     return x.to(DTYPES[dtype]).to(x.dtype)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/nvcomm/nvcomm/internal/ops"
 	"github.com/nvcomm/nvcomm/internal/shard"
 )
 
@@ -42,7 +43,12 @@ func (p *parser) inferEmbedding(op *Op, oi opIn) ([]int, int, bool) {
 // and a table of another, float, dtype.
 func (p *parser) indexDTypes(op *Op, oi opIn) bool {
 	e := op.Kind.Entry()
-	ix, tx := e.Indexed.Indices, e.Indexed.Table
+	var ix, tx int
+	if x := e.Indexed; x != nil {
+		ix, tx = x.Indices, x.Table
+	} else {
+		ix, tx = e.Scatters.Indices, e.Scatters.Values
+	}
 	ids, table := op.Inputs[ix], op.Inputs[tx]
 	if !isIntDType(ids.DType) {
 		p.errs.AddHint(oi.inPos(ix), fmt.Sprintf("declare %q int32 or int64: it holds row indices of %q", ids.Name, table.Name),
@@ -58,10 +64,13 @@ func (p *parser) indexDTypes(op *Op, oi opIn) bool {
 }
 
 // valueOperand is the operand whose dtype op's output takes: the table of
-// a lookup, else the first.
+// a lookup, the values of a scatter, else the first.
 func valueOperand(op *Op) *Tensor {
 	if indexed(op) {
 		return op.Inputs[op.Kind.Entry().Indexed.Table]
+	}
+	if x := scatters(op); x != nil {
+		return op.Inputs[x.Values]
 	}
 	return op.In()
 }
@@ -89,6 +98,41 @@ func (p *parser) inferGather(op *Op, oi opIn) ([]int, int, bool) {
 	default:
 		op.Axis, op.AxisPos = axis, oi.axisPos()
 		return append(slices.Clone(is), xs[r-1]), r, true
+	}
+	return nil, -1, false
+}
+
+// scatters reports whether op adds values into its output's rows at
+// indices (its entry's Scatters: scatter_add).
+func scatters(op *Op) *ops.Scattered {
+	if e := op.Kind.Entry(); e != nil {
+		return e.Scatters
+	}
+	return nil
+}
+
+// inferScatter checks scatter_add's index [..., n] of an integer dtype,
+// src [..., n, e] of a float dtype and its rows, and returns [..., rows,
+// e, n], n a trailing reduction axis (the sum over the indices, as a
+// contraction's k).
+func (p *parser) inferScatter(op *Op, oi opIn) ([]int, int, bool) {
+	index, src := op.Inputs[0], op.Inputs[1]
+	is, ss := index.Shape(), src.Shape()
+	want := "[..., n]"
+	if len(ss) >= 2 {
+		want = fmtShape(ss[:len(ss)-1])
+	}
+	rows := op.Attrs.Int(ops.AttrRows)
+	shape, ok := ops.ScatterShape(is, ss, rows)
+	switch {
+	case len(ss) < 2:
+		p.errs.AddHint(oi.inPos(1), "src is [..., n, e]: one row of e values per index",
+			"ops[%d]: scatter_add src %q of shape %s has rank %d, expected at least 2", oi.idx, src.Name, fmtShape(ss), len(ss))
+	case !ok:
+		p.errs.AddHint(oi.inPos(0), fmt.Sprintf("index is src's shape without its last dim: %s", want),
+			"ops[%d]: scatter_add index %q has shape %s, expected %s", oi.idx, index.Name, fmtShape(is), want)
+	default:
+		return append(shape, is[len(is)-1]), len(shape), true
 	}
 	return nil, -1, false
 }

@@ -202,6 +202,8 @@ func (p *parser) inferShape(op *Op, in opIn, declared func() ([]int, diag.Pos, b
 		return p.inferEmbedding(op, in)
 	case op.Kind == OpGather:
 		return p.inferGather(op, in)
+	case op.Kind == OpScatterAdd:
+		return p.inferScatter(op, in)
 	case op.Kind.family() == ops.View:
 		shape, ok := p.inferView(op, in)
 		return shape, -1, ok
@@ -449,7 +451,7 @@ func (p *parser) inferLinear(op *Op, oi opIn) ([]int, int, bool) {
 // sameDTypes checks that all operands have one dtype: only cast converts (in
 // either format).
 func (p *parser) sameDTypes(op *Op, oi opIn) bool {
-	if indexed(op) {
+	if indexed(op) || scatters(op) != nil {
 		return p.indexDTypes(op, oi)
 	}
 	first := op.In()
@@ -536,6 +538,8 @@ func (p *parser) matchDType(op *Op, d DType, pos diag.Pos, what string) {
 	switch {
 	case indexed(op):
 		whose = "its table's"
+	case scatters(op) != nil:
+		whose = "its src's"
 	case len(op.Inputs) > 1:
 		whose = "its operands'"
 	}

@@ -518,7 +518,7 @@ func TestOpKindPredicates(t *testing.T) {
 		"elementwise": {"add", "sub", "mul", "maximum", "minimum", "gt", "eq", "relu", "neg", "abs",
 			"div", "exp", "log", "tanh", "sigmoid", "silu", "gelu", "gelu_tanh", "sqrt", "rsqrt", "reciprocal", "square"},
 		"broadcast":   {"broadcast"},
-		"contraction": {"matmul", "linear", "embedding", "gather"},
+		"contraction": {"matmul", "linear", "embedding", "gather", "scatter_add"},
 		"view":        {"permute", "reshape", "cast", "slice", "cat", "tril"},
 		"composite":   {"softmax", "mean", "rms_norm", "layer_norm", "sdpa", "log_softmax", "cross_entropy"},
 	}

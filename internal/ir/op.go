@@ -18,21 +18,22 @@ type OpKind string
 // The ops the compiler itself writes or singles out (docs/fusion.md,
 // "ops"); the registry has them all.
 const (
-	OpSet       OpKind = "set"
-	OpSum       OpKind = "sum"
-	OpProd      OpKind = "prod"
-	OpMax       OpKind = "max"
-	OpMin       OpKind = "min"
-	OpAdd       OpKind = "add"
-	OpBroadcast OpKind = "broadcast"
-	OpMatmul    OpKind = "matmul"
-	OpLinear    OpKind = "linear"
-	OpEmbedding OpKind = "embedding"
-	OpGather    OpKind = "gather"
-	OpPermute   OpKind = "permute"
-	OpReshape   OpKind = "reshape"
-	OpCast      OpKind = "cast"
-	OpTril      OpKind = "tril"
+	OpSet        OpKind = "set"
+	OpSum        OpKind = "sum"
+	OpProd       OpKind = "prod"
+	OpMax        OpKind = "max"
+	OpMin        OpKind = "min"
+	OpAdd        OpKind = "add"
+	OpBroadcast  OpKind = "broadcast"
+	OpMatmul     OpKind = "matmul"
+	OpLinear     OpKind = "linear"
+	OpEmbedding  OpKind = "embedding"
+	OpGather     OpKind = "gather"
+	OpScatterAdd OpKind = "scatter_add"
+	OpPermute    OpKind = "permute"
+	OpReshape    OpKind = "reshape"
+	OpCast       OpKind = "cast"
+	OpTril       OpKind = "tril"
 )
 
 // Entry returns k's entry in the op registry, or nil for a name it does

@@ -393,10 +393,15 @@ func (c *opCtx) sumDevice() (ir.ParallelType, bool) {
 }
 
 // emitProduct appends the local step of c.op, a contraction, into
-// buffer out: a Lookup for a lookup, else a Matmul.
+// buffer out: a Lookup for a lookup, a ScatterAdd for a scatter, else a
+// Matmul.
 func (c *opCtx) emitProduct(out string) {
-	if c.op.Kind.Entry().Indexed != nil {
+	switch e := c.op.Kind.Entry(); {
+	case e.Indexed != nil:
 		c.emitLookup(out)
+		return
+	case e.Scatters != nil:
+		c.emitScatter(out)
 		return
 	}
 	c.emitMatmul(out)

@@ -76,3 +76,42 @@ func (ins *inserter) nvFuserSums(op *ir.Op) bool {
 // indices' dims (and embedding's the table's last), no reduction axis
 // (csrc/ops/composite.cpp, csrc/ops/indexing.cpp).
 var nvFuserOp = map[ir.OpKind]string{ir.OpEmbedding: "embedding_fwd", ir.OpGather: "gather (takeAlongAxis)"}
+
+// emitScatter appends the ScatterAdd step of c.op (scatter_add) into
+// buffer out: row-major [Bt, V, E] from indices [Bt, N] and values [Bt,
+// N, E], each device adding the values of the indices within its block
+// of the output's rows, from its offset on — the adjoint of a Lookup,
+// local to each device's rows; a split of N leaves partial tables, which
+// the contraction sums (compute.go).
+func (c *opCtx) emitScatter(out string) {
+	op := c.op
+	x := op.Kind.Entry().Scatters
+	src := op.Inputs[x.Values]
+	ls := src.LocalShape()
+	r := len(ls)
+	block, rows := c.productBlock(r - 2)
+	bt, n, e, v := localCount(ls[:r-2]), ls[r-2], ls[r-1], block.LocalShape()[rows]
+	s := plan.Step{Type: plan.ScatterAdd, Output: out, Dims: []int{bt, n, v, e}, Offsets: rowOffsets(block, rows)}
+	setInputs(&s, []string{c.arranged(x.Indices, shard.Identity(r-1)), c.arranged(x.Values, shard.Identity(r))})
+	c.emitLocalOn(s, op.Out.Mesh.Devices, bt*n, bt*v*e)
+}
+
+// productBlock returns the tensor whose local block c.op's product is,
+// and where output axis a lies in it: the output's, but for partial
+// products summed along a device type, which hold the whole extent of
+// the axes that type splits in the output (a ReduceScatter cuts them
+// after the sum), or pending terms, which have a leading terms axis. A
+// matmul's product takes its extents from its operands; a scatter's
+// rows, in no operand, from this.
+func (c *opCtx) productBlock(a int) (*ir.Tensor, int) {
+	y := c.op.Out
+	switch {
+	case c.pending != nil:
+		return c.pending, a + 1
+	case c.summed:
+		if p, err := partialProducts("", y, c.sumType); err == nil {
+			return p, a + 1
+		}
+	}
+	return y, a
+}

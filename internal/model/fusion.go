@@ -375,10 +375,20 @@ func (w *writer) tensors() {
 	w.tensor("ids", w.stream(), "int64", tokens, "token ids")
 	w.tensor("labels", w.stream(), "int64", tokens, "the next tokens, the loss's targets")
 	w.weight("embed", []int{w.vocab, c.Hidden}, column, "[vocab, hidden], vocab-parallel")
+	if _, fsdp := w.gathered["embed"]; o.Backward && !fsdp {
+		// The lookup's gradient adds rows into the table: its split on
+		// the vocabulary is in none of its operands, so it is declared
+		// (as weight declares every gradient that fsdp shards).
+		w.line("  embed.grad: {placements: %s}   # sharded as embed: each device adds the rows of its vocabulary", w.p.placements(column))
+	}
 	if c.Learned {
 		w.weight("positions", []int{c.MaxPositions, c.Hidden}, replicated, "[positions, hidden], learned")
 		// The step's rows are sliced whole: nvFuser splits no sliced axis.
 		w.residual("pos", replicated)
+		if o.Backward {
+			// and its gradient, before the slice's backward pads it.
+			w.line("  pos.grad: {placements: %s}", w.p.placements(replicated))
+		}
 		if w.seqSplit {
 			// Split by cp alone, so that each op changes one device
 			// type's split as nvFuser's lowering takes it: the

@@ -52,6 +52,7 @@ func builtins() *Registry {
 	r.MustRegister(Op{Name: "linear", Family: Contraction, Operands: []string{"x", "w", "bias"}, Optional: 1,
 		Rule: linearRule, Torch: &Torch{Func: "_linear"}, Doc: "x @ wᵀ + bias, torch.nn.functional.linear"})
 	registerLookupOps(r)
+	registerScatter(r)
 	registerShapeOps(r)
 	registerSliceOps(r)
 	registerTril(r)

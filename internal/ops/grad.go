@@ -66,9 +66,9 @@ func (g *GradIn) DY() Ref { return Ref(len(g.In) + 1) }
 
 // registerGrads gives the registry's ops their gradient rules: every op
 // whose rule is cheap in the primitive ops. The others (prod, gelu,
-// embedding, gather, cross_entropy, tril; the comparisons gt and eq,
-// which torch does not differentiate) have none, and a backward through
-// one is an error naming it.
+// scatter_add; the comparisons gt and eq, which torch does not
+// differentiate) have none, and a backward through one is an error
+// naming it.
 func registerGrads(r *Registry) {
 	rules := map[string]GradRule{
 		"set": gradIdentity, "add": gradAdd, "sub": gradSub, "mul": gradMul, "div": gradDiv,
@@ -84,6 +84,7 @@ func registerGrads(r *Registry) {
 		"slice": gradSlice, "cat": gradCat,
 		"relu": unaryGrad(gradRelu), "abs": unaryGrad(gradAbs), "maximum": gradSelect(true), "minimum": gradSelect(false),
 		"max": gradExtreme, "min": gradExtreme, "gelu_tanh": unaryGrad(gradGeluTanh),
+		"tril": gradTril, "embedding": gradEmbedding, "gather": gradGather, "cross_entropy": gradCrossEntropy,
 	}
 	for name, rule := range rules {
 		if o := r.byName[name]; o != nil {
@@ -497,4 +498,15 @@ func (b *gradBuilder) leading(name string, x Ref, rank, keep int) Ref {
 		x = b.reduce(name+"_sum"+strconv.Itoa(ax), "sum", x, ax)
 	}
 	return x
+}
+
+// gradTril is tril's rule (tril: grad.tril(diagonal)): the mask is
+// linear, and its own adjoint.
+func gradTril(g *GradIn) ([]ExpandStep, []Ref, *ExpandError) {
+	b := newGrad(g)
+	if g.Need[0] {
+		d := g.Attrs.Values.Int(AttrDiagonal)
+		b.grads[0] = b.add(ExpandStep{Name: "dx", Op: "tril", In: []Ref{g.DY()}, Values: Values{{Key: AttrDiagonal, Int: d}}})
+	}
+	return b.result()
 }

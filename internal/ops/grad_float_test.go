@@ -22,6 +22,7 @@ func (a fdual) neg() fdual        { return fdual{-a.v, -a.d} }
 func (a fdual) inv() fdual        { return fdual{1 / a.v, -a.d / (a.v * a.v)} }
 func (a fdual) less(b fdual) bool { return a.v < b.v }
 func (a fdual) primal() fdual     { return fdual{v: a.v} }
+func (a fdual) index() int        { return int(a.v) }
 func (a fdual) tangent() fdual    { return fdual{v: a.d} }
 func (a fdual) close(b fdual) bool {
 	return math.Abs(a.v-b.v) <= 1e-9*max(1, math.Abs(a.v), math.Abs(b.v))
@@ -119,6 +120,36 @@ func TestGradRulesFloat(t *testing.T) {
 			}
 			dy := func(shape []int) tensorOf[fdual] { return mapped(randomF(rng, shape), fdual.primal) }
 			checkVJP(t, tc, xs, dy, func(x float64) fdual { return fdual{v: x} })
+		})
+	}
+}
+
+// TestGradRuleCrossEntropy checks cross_entropy's rule, (softmax −
+// onehot(labels)) times the per-token upstream gradient, against
+// forward-mode derivatives of its expansion in float64, under both
+// reductions, with the labels fixed (they get no gradient).
+func TestGradRuleCrossEntropy(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		logits []int
+		reduce string
+	}{
+		{"mean", []int{4, 5}, ReductionMean}, {"none", []int{4, 5}, ReductionNone},
+		{"mean 3-D", []int{2, 3, 6}, ReductionMean}, {"none 3-D", []int{2, 3, 6}, ReductionNone},
+		{"one token", []int{7}, ReductionMean},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := [][]int{tc.logits, tc.logits[:len(tc.logits)-1]}
+			a := Attrs{Values: Values{{Key: AttrReduction, Str: tc.reduce}}}
+			rc := ruleCase{"cross_entropy " + tc.name, "cross_entropy", in, a, nil, expanded(t, "cross_entropy", in, a)}
+			rng := rand.New(rand.NewPCG(4, uint64(len(tc.name))))
+			labels := tensorOf[fdual]{shape: in[1]}
+			for range product(in[1]) {
+				labels.data = append(labels.data, fdual{v: float64(rng.IntN(tc.logits[len(tc.logits)-1]))})
+			}
+			xs := []tensorOf[fdual]{mapped(randomF(rng, in[0]), func(x fdual) fdual { return fdual{4*x.v - 4, x.d} }), labels}
+			dy := func(shape []int) tensorOf[fdual] { return mapped(randomF(rng, shape), fdual.primal) }
+			checkVJPOf(t, rc, xs, []bool{true, false}, dy, func(x float64) fdual { return fdual{v: x} })
 		})
 	}
 }

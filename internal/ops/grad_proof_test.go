@@ -47,6 +47,9 @@ type number[T any] interface {
 	apply(op string) (T, bool)
 	// less orders values, for max.
 	less(T) bool
+	// index is the value as an integer index (a lookup's), -1 for one
+	// that is none.
+	index() int
 	// primal and tangent are the value and the derivative part, each
 	// as a number of no derivative.
 	primal() T
@@ -59,6 +62,7 @@ type number[T any] interface {
 func (a dual) apply(string) (dual, bool) { return dual{}, false }
 func (a dual) less(b dual) bool          { return a.v < b.v }
 func (a dual) primal() dual              { return dual{v: a.v} }
+func (a dual) index() int                { return int(a.v) }
 func (a dual) tangent() dual             { return dual{v: a.d} }
 func (a dual) close(b dual) bool         { return a.v == b.v }
 
@@ -155,6 +159,14 @@ func evalStep[T number[T]](t *testing.T, s ExpandStep, ins []tensorOf[T], lift f
 		return sliceD(ins[0], s.Axis, s.Values.Int(AttrStart), s.Values.Int(AttrEnd))
 	case "cat":
 		return catD(ins, s.Axis)
+	case "tril":
+		return trilD(ins[0], s.Values.Int(AttrDiagonal))
+	case "embedding":
+		return embeddingD(ins[0], ins[1])
+	case "gather":
+		return gatherD(ins[0], ins[1])
+	case "scatter_add":
+		return scatterD(ins[0], ins[1], s.Values.Int(AttrRows))
 	}
 	if f := binary[s.Op]; f != nil {
 		return pointwise(ins, f)
@@ -276,6 +288,63 @@ func catD[T number[T]](xs []tensorOf[T], axis int) tensorOf[T] {
 	return out
 }
 
+// embeddingD is the rows of table [v, e] at ids [...], a zero row for an
+// index outside them.
+func embeddingD[T number[T]](ids, table tensorOf[T]) tensorOf[T] {
+	v, e := table.shape[0], table.shape[1]
+	out := tensorOf[T]{shape: append(slices.Clone(ids.shape), e), data: make([]T, len(ids.data)*e)}
+	for i, id := range ids.data {
+		if r := id.index(); r >= 0 && r < v {
+			copy(out.data[i*e:(i+1)*e], table.data[r*e:(r+1)*e])
+		}
+	}
+	return out
+}
+
+// gatherD is x [..., v] at index [..., 1] along the last dim.
+func gatherD[T number[T]](x, index tensorOf[T]) tensorOf[T] {
+	v := x.shape[len(x.shape)-1]
+	out := tensorOf[T]{shape: slices.Clone(index.shape), data: make([]T, len(index.data))}
+	for b, id := range index.data {
+		if r := id.index(); r >= 0 && r < v {
+			out.data[b] = x.data[b*v+r]
+		}
+	}
+	return out
+}
+
+// scatterD is zeros [..., rows, e] with src [..., n, e]'s rows added at
+// index [..., n].
+func scatterD[T number[T]](index, src tensorOf[T], rows int) tensorOf[T] {
+	r := len(src.shape)
+	n, e := src.shape[r-2], src.shape[r-1]
+	shape := slices.Concat(src.shape[:r-2], []int{rows, e})
+	out := tensorOf[T]{shape: shape, data: make([]T, product(shape))}
+	for k, id := range index.data {
+		if at := id.index(); at >= 0 && at < rows {
+			for j := range e {
+				o := (k/n*rows+at)*e + j
+				out.data[o] = out.data[o].add(src.data[k*e+j])
+			}
+		}
+	}
+	return out
+}
+
+// trilD is x with the entries of its last two dims above diagonal d
+// zeroed.
+func trilD[T number[T]](x tensorOf[T], d int) tensorOf[T] {
+	out := tensorOf[T]{shape: slices.Clone(x.shape), data: slices.Clone(x.data)}
+	r := len(x.shape)
+	each(x.shape, func(c []int) {
+		if !TrilKeeps(c[r-2], c[r-1], d) {
+			var zero T
+			out.data[index(x.shape, c)] = zero
+		}
+	})
+	return out
+}
+
 // matmulD is a [..., m, k] @ b [k, n] or [..., k, n].
 func matmulD[T number[T]](a, b tensorOf[T]) tensorOf[T] {
 	r := len(a.shape)
@@ -374,6 +443,14 @@ func dotTangent[T number[T]](a, b tensorOf[T]) T {
 // its rule on dy, and checks ⟨dy, J·v⟩ = Σₖ ⟨gₖ, vₖ⟩.
 func checkVJP[T number[T]](t *testing.T, tc ruleCase, xs []tensorOf[T], dyOf func(shape []int) tensorOf[T], lift func(float64) T) {
 	t.Helper()
+	checkVJPOf(t, tc, xs, slices.Repeat([]bool{true}, len(xs)), dyOf, lift)
+}
+
+// checkVJPOf is checkVJP of the operands that need a gradient: the
+// others (a lookup's indices) must get none, and their directions are
+// zero.
+func checkVJPOf[T number[T]](t *testing.T, tc ruleCase, xs []tensorOf[T], need []bool, dyOf func(shape []int) tensorOf[T], lift func(float64) T) {
+	t.Helper()
 	fwd := evalSteps(t, tc.fwd, xs, lift)
 	y := fwd[len(fwd)-1]
 	dy := dyOf(y.shape)
@@ -393,13 +470,19 @@ func checkVJP[T number[T]](t *testing.T, tc ruleCase, xs []tensorOf[T], dyOf fun
 		}
 	}
 	steps, grads, err := Lookup(tc.op).Grad(&GradIn{In: tc.in, DTypes: slices.Repeat([]string{"float32"}, len(xs)),
-		Out: y.shape, Attrs: tc.attrs, Scalar: tc.sc, Need: slices.Repeat([]bool{true}, len(xs)), Saved: saved})
+		Out: y.shape, Attrs: tc.attrs, Scalar: tc.sc, Need: need, Saved: saved})
 	if err != nil {
 		t.Fatal(err.Msg)
 	}
 	outs := evalSteps(t, steps, operands, lift)
 	var got T
 	for k, r := range grads {
+		if !need[k] {
+			if r != NoGrad {
+				t.Fatalf("operand %d needs no gradient, but the rule gives one", k)
+			}
+			continue
+		}
 		g := operands[0]
 		if i, ok := r.Operand(); ok {
 			g = operands[i]
@@ -445,6 +528,13 @@ func sliceCase(name string, x []int, axis, start, end int) ruleCase {
 		step("slice", 1, func(s *ExpandStep) { s.Axis, s.Values = axis, vs })}
 }
 
+// trilCase is tril of x with diagonal d.
+func trilCase(name string, x []int, d int) ruleCase {
+	vs := Values{{Key: AttrDiagonal, Int: d}}
+	return ruleCase{name, "tril", [][]int{x}, Attrs{Values: vs}, nil,
+		step("tril", 1, func(s *ExpandStep) { s.Values = vs })}
+}
+
 // TestGradRulesAreDerivatives checks each ring op's rule against its
 // exact directional derivative.
 func TestGradRulesAreDerivatives(t *testing.T) {
@@ -480,6 +570,7 @@ func TestGradRulesAreDerivatives(t *testing.T) {
 		sliceCase("slice tail", []int{2, 5}, 1, 3, 5), sliceCase("slice whole", []int{4}, 0, 0, 4),
 		{"cat", "cat", [][]int{{2, 3}, {2, 1}, {2, 4}}, Attrs{Axis: 1}, nil, step("cat", 3, func(s *ExpandStep) { s.Axis = 1 })},
 		{"cat axis 0", "cat", [][]int{{1, 3}, {2, 3}}, Attrs{Axis: 0}, nil, step("cat", 2, nil)},
+		trilCase("tril", []int{4, 5}, 0), trilCase("tril above", []int{2, 3, 4}, 2), trilCase("tril below", []int{5, 3}, -1),
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(1, uint64(len(tc.name))))
@@ -488,6 +579,51 @@ func TestGradRulesAreDerivatives(t *testing.T) {
 				xs[k] = randomD(rng, s)
 			}
 			checkVJP(t, tc, xs, func(shape []int) tensorD { return mapped(randomD(rng, shape), dual.primal) }, scalarD)
+		})
+	}
+}
+
+// randomIndex is a tensor of shape of indices below rows, and now and
+// then rows itself (outside: a zero row read, nothing added), with no
+// direction.
+func randomIndex(rng *rand.Rand, shape []int, rows int) tensorD {
+	x := tensorD{shape: shape}
+	for range product(shape) {
+		x.data = append(x.data, dual{v: int64(rng.IntN(rows + 1))})
+	}
+	return x
+}
+
+// TestGradRulesOfLookups proves the rules of embedding and gather, and
+// scatter_add's semantics they rest on, exactly over the field: the
+// lookups are linear in their tables, so ⟨dy, J·v⟩ = ⟨g, v⟩ for random
+// directions of the table, the indices (with repeats, and some outside
+// the rows) fixed.
+func TestGradRulesOfLookups(t *testing.T) {
+	for _, tc := range []struct {
+		rc      ruleCase
+		indices int // the operand of the indices
+		rows    int
+	}{
+		{ruleCase{"embedding", "embedding", [][]int{{2, 5}, {4, 3}}, Attrs{}, nil, step("embedding", 2, nil)}, 0, 4},
+		{ruleCase{"embedding 1-D", "embedding", [][]int{{7}, {3, 2}}, Attrs{}, nil, step("embedding", 2, nil)}, 0, 3},
+		{ruleCase{"embedding 3-D", "embedding", [][]int{{2, 2, 3}, {5, 2}}, Attrs{}, nil, step("embedding", 2, nil)}, 0, 5},
+		{ruleCase{"embedding one id", "embedding", [][]int{{}, {3, 4}}, Attrs{}, nil, step("embedding", 2, nil)}, 0, 3},
+		{ruleCase{"gather", "gather", [][]int{{3, 5}, {3, 1}}, Attrs{Axis: 1}, nil, step("gather", 2, func(s *ExpandStep) { s.Axis = 1 })}, 1, 5},
+		{ruleCase{"gather 3-D", "gather", [][]int{{2, 3, 4}, {2, 3, 1}}, Attrs{Axis: 2}, nil, step("gather", 2, func(s *ExpandStep) { s.Axis = 2 })}, 1, 4},
+		{ruleCase{"gather 1-D", "gather", [][]int{{6}, {1}}, Attrs{Axis: 0}, nil, step("gather", 2, func(s *ExpandStep) { s.Axis = 0 })}, 1, 6},
+	} {
+		t.Run(tc.rc.name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(3, uint64(len(tc.rc.name))))
+			xs := make([]tensorD, len(tc.rc.in))
+			need := make([]bool, len(xs))
+			for k, s := range tc.rc.in {
+				xs[k], need[k] = randomD(rng, s), k != tc.indices
+				if k == tc.indices {
+					xs[k] = randomIndex(rng, s, tc.rows)
+				}
+			}
+			checkVJPOf(t, tc.rc, xs, need, func(shape []int) tensorD { return mapped(randomD(rng, shape), dual.primal) }, scalarD)
 		})
 	}
 }

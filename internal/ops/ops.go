@@ -188,6 +188,10 @@ type Op struct {
 	// every operand has one: rows a broadcast made equal differ once
 	// masked. Nil for other ops.
 	Positional func(rank int) []int
+	// Scatters is, for scatter_add, which operand holds integer indices
+	// into the output's rows and which the values added there. Nil for
+	// other ops.
+	Scatters *Scattered
 	// Torch is an elementwise or contraction op's torch function for the
 	// exported program.
 	Torch *Torch

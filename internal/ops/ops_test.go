@@ -13,7 +13,7 @@ func TestNamesByFamily(t *testing.T) {
 	r := builtins()
 	want := []string{"set", "sum", "prod", "max", "min", "add", "sub", "mul", "maximum", "minimum", "gt", "eq", "relu", "neg", "abs",
 		"div", "exp", "log", "tanh", "sigmoid", "silu", "gelu", "gelu_tanh", "sqrt", "rsqrt", "reciprocal", "square",
-		"broadcast", "matmul", "linear", "embedding", "gather", "permute", "reshape", "cast", "slice", "cat", "tril", "softmax", "mean", "rms_norm", "layer_norm", "sdpa", "log_softmax", "cross_entropy"}
+		"broadcast", "matmul", "linear", "embedding", "gather", "scatter_add", "permute", "reshape", "cast", "slice", "cat", "tril", "softmax", "mean", "rms_norm", "layer_norm", "sdpa", "log_softmax", "cross_entropy"}
 	if d := cmp.Diff(want, r.Names()); d != "" {
 		t.Errorf("Names() (-want +got):\n%s", d)
 	}
@@ -24,7 +24,7 @@ func TestNamesByFamily(t *testing.T) {
 	wantFam := map[Family][]string{
 		Copy: {"set"}, Reduction: {"sum", "prod", "max", "min"}, Binary: {"add", "sub", "mul", "maximum", "minimum", "gt", "eq", "div"},
 		Unary:     {"relu", "neg", "abs", "exp", "log", "tanh", "sigmoid", "silu", "gelu", "gelu_tanh", "sqrt", "rsqrt", "reciprocal", "square"},
-		Broadcast: {"broadcast"}, Contraction: {"matmul", "linear", "embedding", "gather"},
+		Broadcast: {"broadcast"}, Contraction: {"matmul", "linear", "embedding", "gather", "scatter_add"},
 		View: {"permute", "reshape", "cast", "slice", "cat", "tril"}, Composite: {"softmax", "mean", "rms_norm", "layer_norm", "sdpa", "log_softmax", "cross_entropy"},
 	}
 	if d := cmp.Diff(wantFam, got); d != "" {
@@ -72,6 +72,7 @@ func TestRules(t *testing.T) {
 		{"matmul shared b", "matmul", [][]int{{2, 4, 8}, {8, 6}}, []int{2, 4, 6}, Attrs{Axis: -1}, [][]int{{0, 1, -1}, {-1, -1, 1}}, []int{2, 0}},
 		{"embedding", "embedding", [][]int{{2, 5}, {10, 6}}, []int{2, 5, 6}, Attrs{Axis: -1}, [][]int{{0, 1, -1}, {-1, -1, 1}}, []int{-1, 0}},
 		{"gather", "gather", [][]int{{2, 3, 10}, {2, 3, 1}}, []int{2, 3, 1}, Attrs{Axis: 2}, [][]int{{0, 1, -1}, {0, 1, 2}}, []int{2, -1}},
+		{"scatter_add", "scatter_add", [][]int{{2, 5}, {2, 5, 6}}, []int{2, 10, 6}, Attrs{Axis: -1}, [][]int{{0, -1, -1}, {0, -1, 2}}, []int{1, 1}},
 		{"linear bias", "linear", [][]int{{3, 4, 8}, {6, 8}, {6}}, []int{3, 4, 6}, Attrs{Axis: -1}, [][]int{{0, 1, -1}, {-1, -1, 0}, {-1, -1, 0}}, []int{2, 1, -1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -301,6 +301,10 @@ const (
 	// Lookup reads rows of a table at integer indices, a zero row for an
 	// index outside the device's rows: the local step of embedding.
 	Lookup = "Lookup"
+	// ScatterAdd adds rows of values into a zeroed block of a table at
+	// integer indices, an index outside the device's rows adding
+	// nothing: the local step of scatter_add, a Lookup's adjoint.
+	ScatterAdd = "ScatterAdd"
 	// Concat writes windows of its inputs, in order, along one dim of its
 	// output: slice's and cat's local step (Windows).
 	Concat = "Concat"
@@ -313,7 +317,7 @@ const (
 var CollectiveTypes = []string{Scatter, Gather, Allgather, Broadcast, Reduce, Allreduce, ReduceScatter, SendRecv, AllToAll, AllToAllV}
 
 // LocalTypes lists the local step types.
-var LocalTypes = []string{Copy, Permute, Slice, LocalReduce, Pad, Unpad, Matmul, Pointwise, Lookup, Concat, Tril}
+var LocalTypes = []string{Copy, Permute, Slice, LocalReduce, Pad, Unpad, Matmul, Pointwise, Lookup, ScatterAdd, Concat, Tril}
 
 // IsRooted reports whether a collective type has a root.
 func IsRooted(typ string) bool {
@@ -410,7 +414,7 @@ type Step struct {
 	SendCounts [][]int `json:"send_counts,omitempty"`
 	// Offsets are, for a Lookup, each device's first row of the table (in
 	// the order of Devices): its table block holds rows Offsets[k] to
-	// Offsets[k] + V - 1. For a Tril, each device's diagonal of its block
+	// Offsets[k] + V - 1; for a ScatterAdd, of its output's block alike. For a Tril, each device's diagonal of its block
 	// (dims [Bt, R, C]): tril's diagonal plus the block's first row minus
 	// its first column, so that the block keeps the entries the whole
 	// tensor's tril keeps.

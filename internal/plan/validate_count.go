@@ -61,6 +61,8 @@ func operandCounts(s *Step, reads []read) []read {
 			reads[k].why = why
 		case s.Type == Lookup && k == 1:
 			reads[k] = lookupTableRead(s)
+		case s.Type == ScatterAdd && k == 1:
+			reads[k] = scatterValuesRead(s)
 		case s.Type == Pointwise && k < len(s.InputDims) && positive(s.Dims) && broadcastsTo(s.InputDims[k], s.Dims) == "":
 			reads[k].n, reads[k].ok = product(s.InputDims[k])
 			reads[k].why = fmt.Sprintf("the product of input_dims[%d] %v", k, s.InputDims[k])
@@ -260,8 +262,8 @@ func (v *validator) checkLocalFields(i int, s *Step) {
 	if len(s.SendCounts) > 0 && s.Type != AllToAllV {
 		v.stepf(i, "send_counts is set, but only an AllToAllV takes them")
 	}
-	if len(s.Offsets) > 0 && s.Type != Lookup && s.Type != Tril {
-		v.stepf(i, "offsets is set, but only a Lookup or a Tril takes them")
+	if len(s.Offsets) > 0 && s.Type != Lookup && s.Type != ScatterAdd && s.Type != Tril {
+		v.stepf(i, "offsets is set, but only a Lookup, a ScatterAdd or a Tril takes them")
 	}
 	if s.Kind == KindCollective {
 		v.checkNoLocalFields(i, s)
@@ -272,6 +274,8 @@ func (v *validator) checkLocalFields(i int, s *Step) {
 		v.checkMatmul(i, s)
 	case Lookup:
 		v.checkLookup(i, s)
+	case ScatterAdd:
+		v.checkScatterAdd(i, s)
 	case Tril:
 		v.checkTril(i, s)
 	case Pointwise:

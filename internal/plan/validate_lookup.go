@@ -12,16 +12,31 @@ import (
 // indices, a zero row for an index outside a device's rows.
 
 // indexedOf is a lookup's Indexed (which operand holds the indices, which
-// the table), nil for another op.
+// the table), a scatter's as one (its values for the table), nil for
+// another op.
 func indexedOf(op string) *ops.Indexed {
-	if e := ops.Lookup(op); e != nil {
-		return e.Indexed
+	e := ops.Lookup(op)
+	switch {
+	case e == nil:
+		return nil
+	case e.Scatters != nil:
+		return &ops.Indexed{Indices: e.Scatters.Indices, Table: e.Scatters.Values}
 	}
-	return nil
+	return e.Indexed
+}
+
+// isScatter reports whether op adds values into its output's rows at
+// indices (scatter_add).
+func isScatter(op string) bool {
+	e := ops.Lookup(op)
+	return e != nil && e.Scatters != nil
 }
 
 // isLookup reports whether op reads rows of a table at indices.
-func isLookup(op string) bool { return indexedOf(op) != nil }
+func isLookup(op string) bool {
+	e := ops.Lookup(op)
+	return e != nil && e.Indexed != nil
+}
 
 // checkLookupDTypes checks a lookup's dtypes: integer indices, and an
 // output of the table's dtype.
@@ -109,11 +124,11 @@ func lookupTableRead(s *Step) read {
 }
 
 // valueOperand is the operand whose dtype an op's collectives move: the
-// output of a lookup, whose only collective sums its partial rows (its
-// operands are resharded by sets of their own), else the first operand,
-// whose dtype every operand shares.
+// output of a lookup or a scatter, whose only collective sums its partial
+// rows or tables (its operands are resharded by sets of their own), else
+// the first operand, whose dtype every operand shares.
 func valueOperand(op *Op) string {
-	if isLookup(op.Op) {
+	if isLookup(op.Op) || isScatter(op.Op) {
 		return op.Output
 	}
 	return op.Operands()[0]
@@ -133,4 +148,58 @@ func (v *validator) lookupSumAxis(op *Op) *int {
 	}
 	d := x.RowsDim(t.rank)
 	return &d
+}
+
+// scatterDomain is scatter_add's index [..., n] and src [..., n, e] with
+// rows: the output is [..., rows, e, n] with n a trailing reduction axis.
+func (v *validator) scatterDomain(i int, op Op, ins []*tensorInfo) (outputDomain, bool) {
+	index, src := valueShape(ins[0].t), valueShape(ins[1].t)
+	shape, ok := ops.ScatterShape(index, src, op.Attrs.Int(ops.AttrRows))
+	if !ok || op.Attrs.Int(ops.AttrRows) < 1 {
+		v.planf("op %d: scatter_add's index %q %v and src %q %v are not [..., n] and [..., n, e] with rows > 0", i, op.Operands()[0], index, op.Operands()[1], src)
+		return outputDomain{}, false
+	}
+	return outputDomain{append(shape, index[len(index)-1]), []int{len(shape)}, "src's leading dims, rows, e, and the index's n as a trailing reduction axis"}, true
+}
+
+// checkScatterAdd checks a ScatterAdd: two inputs (indices, values), dims
+// [Bt, N, V, E] of positive extents that count Bt·N indices in and
+// Bt·V·E elements out, and one offset of at least 0 per device.
+func (v *validator) checkScatterAdd(i int, s *Step) {
+	if n := len(s.Operands()); n != 2 {
+		v.stepf(i, "a ScatterAdd reads 2 buffers (inputs [indices, values]), got %d", n)
+	}
+	if len(s.Offsets) != len(s.Devices) {
+		v.stepf(i, "offsets has %d entries for %d devices", len(s.Offsets), len(s.Devices))
+	}
+	if slices.ContainsFunc(s.Offsets, func(o int) bool { return o < 0 }) {
+		v.stepf(i, "offsets %v has a negative row", s.Offsets)
+	}
+	if len(s.Dims) != 4 || !positive(s.Dims) {
+		v.stepf(i, "dims %v are not [Bt, N, V, E], four positive extents", s.Dims)
+		return
+	}
+	bt, n, vv, e := s.Dims[0], s.Dims[1], s.Dims[2], s.Dims[3]
+	in, okIn := product([]int{bt, n})
+	out, okOut := product([]int{bt, vv, e})
+	if _, okV := product([]int{bt, n, e}); !okIn || !okOut || !okV {
+		v.stepf(i, "dims %v hold more elements than an int counts", s.Dims)
+		return
+	}
+	if s.Count.Input != in {
+		v.stepf(i, "count.input is %d, want Bt·N = %d (dims %v)", s.Count.Input, in, s.Dims)
+	}
+	if s.Count.Output != out {
+		v.stepf(i, "count.output is %d, want Bt·V·E = %d (dims %v)", s.Count.Output, out, s.Dims)
+	}
+}
+
+// scatterValuesRead is what a ScatterAdd reads from its values, Bt·N·E of
+// its dims, and whether its dims are valid.
+func scatterValuesRead(s *Step) read {
+	if len(s.Dims) != 4 || !positive(s.Dims) {
+		return read{}
+	}
+	n, ok := product([]int{s.Dims[0], s.Dims[1], s.Dims[3]})
+	return read{n: n, why: "Bt·N·E of dims " + intList(s.Dims), ok: ok}
 }

@@ -43,7 +43,7 @@ func TestValidateLookup(t *testing.T) {
 				sp(0, Lookup, "count.output is 2048, want Bt·N·E = 1024 (dims [1 32 2048 32])"),
 			}},
 		{name: "offsets on an Allreduce", base: embeddingPlan, mutate: func(p *Plan) { p.Steps[1].Offsets = []int{0} },
-			want: []diag.Diagnostic{sp(1, Allreduce, "offsets is set, but only a Lookup or a Tril takes them")}},
+			want: []diag.Diagnostic{sp(1, Allreduce, "offsets is set, but only a Lookup, a ScatterAdd or a Tril takes them")}},
 		{name: "lookup sum axis", base: embeddingPlan, mutate: func(p *Plan) { p.Steps[1].Axis = new(0) },
 			want: []diag.Diagnostic{sp(1, Allreduce, "axis is 0, but a lookup's indices have no axis it sums over (null)")}},
 		{name: "embedding float ids", base: embeddingPlan, mutate: func(p *Plan) { p.Tensors[0].DType = "float32" },

@@ -338,7 +338,7 @@ func (v *validator) checkOpOutput(i int, op Op, ins []*tensorInfo) {
 		return
 	}
 	names := op.Operands()
-	if d := op.Attrs.Str(ops.AttrDType); isLookup(op.Op) {
+	if d := op.Attrs.Str(ops.AttrDType); isLookup(op.Op) || isScatter(op.Op) {
 		v.checkLookupDTypes(i, op, ins, out)
 	} else if d != "" {
 		if d != out.t.DType {
@@ -430,6 +430,8 @@ func (v *validator) wantOutput(i int, op Op, ins []*tensorInfo, out *tensorInfo)
 		return v.embeddingDomain(i, op, ins)
 	case op.Op == "gather":
 		return v.gatherDomain(i, op, ins)
+	case op.Op == "scatter_add":
+		return v.scatterDomain(i, op, ins)
 	case ops.Is(op.Op, ops.View):
 		return v.viewDomain(i, op, ins)
 	}

@@ -301,7 +301,7 @@ func (v *validator) checkInputs(i int, s *Step, op *Op) {
 
 // readsSeveral reports whether a step type may read several buffers.
 func readsSeveral(typ string) bool {
-	return typ == Matmul || typ == Pointwise || typ == Lookup || typ == Concat
+	return typ == Matmul || typ == Pointwise || typ == Lookup || typ == ScatterAdd || typ == Concat
 }
 
 // checkInput checks that a buffer the step reads is a fusion input or a

@@ -367,7 +367,7 @@ func checkOperands(s *plan.Step) error {
 		return nil
 	case s.Input != "":
 		return stepError(s, "input %q and inputs %q are both set; a step names what it reads in one of them", s.Input, s.Inputs)
-	case s.Type != plan.Matmul && s.Type != plan.Pointwise && s.Type != plan.Lookup && s.Type != plan.Concat:
+	case s.Type != plan.Matmul && s.Type != plan.Pointwise && s.Type != plan.Lookup && s.Type != plan.ScatterAdd && s.Type != plan.Concat:
 		return stepError(s, "reads one buffer, named by input, not inputs %q", s.Inputs)
 	}
 	return nil

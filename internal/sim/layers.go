@@ -81,6 +81,8 @@ func opDomain(op plan.Op, ins []operand, declared []int) (logicalDomain, error) 
 		return embeddingDomain(op, ins)
 	case op.Op == "gather":
 		return gatherDomain(op, ins)
+	case op.Op == "scatter_add":
+		return scatterDomain(op, ins)
 	case family(op) == ops.Binary && len(ins) == 2:
 		return elementwiseDomain(op, ins)
 	case family(op) == ops.View:
@@ -257,6 +259,8 @@ func evalOp(op plan.Op, ins []operand, out []int) []float64 {
 		return embeddingReference(ins[0], ins[1])
 	case op.Op == "gather":
 		return gatherReference(ins[0], ins[1])
+	case op.Op == "scatter_add":
+		return scatterReference(ins[0], ins[1], op.Attrs.Int(ops.AttrRows))
 	case op.Op == "permute":
 		return permuteReference(in, op.Attrs.Ints(ops.AttrDims), out)
 	case op.Op == "slice":

@@ -19,6 +19,8 @@ func localStep(s *plan.Step, slab *slab) (computeStep, error) {
 		return pointwiseStep(s)
 	case plan.Lookup:
 		return lookupStep(s)
+	case plan.ScatterAdd:
+		return scatterStep(s)
 	case plan.Concat:
 		return concatStep(s)
 	case plan.Tril:

@@ -41,7 +41,7 @@ func IndexBounds(p *plan.Plan) map[string]int {
 		if !ok {
 			continue
 		}
-		name := indexSource(op.Operands()[ops.Lookup(op.Op).Indexed.Indices], p.Ops, producer)
+		name := indexSource(op.Operands()[indicesOperand(op)], p.Ops, producer)
 		if _, produced := producer[name]; produced {
 			continue // computed indices: out-of-range ones give zero rows
 		}
@@ -55,10 +55,23 @@ func IndexBounds(p *plan.Plan) map[string]int {
 	return bounds
 }
 
+// indicesOperand is the position of the indices among op's operands, op
+// a lookup or a scatter.
+func indicesOperand(op plan.Op) int {
+	if e := ops.Lookup(op.Op); e.Scatters != nil {
+		return e.Scatters.Indices
+	}
+	return ops.Lookup(op.Op).Indexed.Indices
+}
+
 // indexedRows is the number of rows lookup op indexes: the extent of its
-// table's rows dim.
+// table's rows dim; a scatter's, its rows.
 func indexedRows(op plan.Op, tensors map[string]*plan.Tensor) (int, bool) {
 	e := ops.Lookup(op.Op)
+	if e != nil && e.Scatters != nil {
+		rows := op.Attrs.Int(ops.AttrRows)
+		return rows, rows > 0
+	}
 	names := op.Operands()
 	if e == nil || e.Indexed == nil || len(names) != 2 || tensors[names[e.Indexed.Table]] == nil {
 		return 0, false
