@@ -117,6 +117,8 @@ type parser struct {
 	opsLost bool
 	// back is the backward section, nil for none (backward.go).
 	back *rawBackward
+	// pipe is the pipeline section, nil for none (pipeline.go).
+	pipe *rawPipeline
 }
 
 // rawTensor is a tensor declaration before shapes and schedules are
@@ -309,7 +311,7 @@ const (
 // reads reports whether the op names t among its operands.
 func (o *rawOp) reads(t string) bool { return contains(o.ins, t) }
 
-var topKeys = []string{"format", "name", "meshes", "tensors", "ops", "inputs", "outputs", "backward"}
+var topKeys = []string{"format", "name", "meshes", "tensors", "ops", "inputs", "outputs", "backward", "pipeline"}
 
 var yamlLineRE = regexp.MustCompile(`^yaml: (?:line (\d+): )?(.*)$`)
 
@@ -361,7 +363,7 @@ func (p *parser) finish() *Fusion {
 	if p.structural {
 		return nil
 	}
-	return p.build(p.name)
+	return p.pipelineOf(p.build(p.name))
 }
 
 // header reads the top-level key of the file other than meshes, tensors
@@ -386,6 +388,8 @@ func (p *parser) header(key string, v *yaml.Node) {
 		p.outputs = listOf(v)
 	case "backward":
 		p.parseBackward(v)
+	case "pipeline":
+		p.parsePipeline(v)
 	}
 	p.structural = p.structural || p.errs.Count() > before
 }
