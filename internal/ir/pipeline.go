@@ -59,7 +59,9 @@ func Schedules() []string { return []string{Schedule1F1B, ScheduleGPipe} }
 const MicrobatchSep = "@mb"
 
 // MicrobatchName is the name of micro-batch mb's copy of tensor name.
-func MicrobatchName(name string, mb int) string { return fmt.Sprintf("%s%s%d", name, MicrobatchSep, mb) }
+func MicrobatchName(name string, mb int) string {
+	return fmt.Sprintf("%s%s%d", name, MicrobatchSep, mb)
+}
 
 // pipelineKeys are the keys of a pipeline section.
 var pipelineKeys = []string{"stages", "microbatches", "schedule", "batch_axis", "inputs"}

@@ -46,9 +46,9 @@ type Plan struct {
 	// ops are then each micro-batch's, named t@mbK, and its steps a graph.
 	Pipeline *Pipeline `json:"pipeline,omitempty"`
 	Tensors  []Tensor  `json:"tensors"`
-	Ops       []Op            `json:"ops"`
-	Steps     []Step          `json:"steps"`
-	Summary   Summary         `json:"summary"`
+	Ops      []Op      `json:"ops"`
+	Steps    []Step    `json:"steps"`
+	Summary  Summary   `json:"summary"`
 }
 
 // Pipeline is a plan's pipeline: the meshes of its stages, stage 0 first,
