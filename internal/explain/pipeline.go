@@ -90,14 +90,14 @@ func PipelineBubble(p *plan.Plan, time func(i int) (start, seconds float64), mak
 	return b
 }
 
-// add extends stage s's last block with a step of phase from start to
-// end, or starts a new block.
+// add extends stage s's last span with a step of phase from start to
+// end when it follows at once, or starts a new span.
 func (b *Bubble) add(s int, phase string, start, end float64) {
 	if phase == "" {
 		return
 	}
 	bs := b.Blocks[s]
-	if k := len(bs) - 1; k >= 0 && bs[k].Phase == phase {
+	if k := len(bs) - 1; k >= 0 && bs[k].Phase == phase && start <= bs[k].End+1e-9 {
 		bs[k].Start, bs[k].End = min(bs[k].Start, start), max(bs[k].End, end)
 		return
 	}
@@ -116,13 +116,16 @@ func (b *Bubble) Timeline(width int) string {
 	for s, blocks := range b.Blocks {
 		row := []byte(strings.Repeat(" ", width))
 		for _, bl := range blocks {
-			from, to := col(bl.Start), max(col(bl.End), col(bl.Start)+1)
-			for c := from; c < min(to, width); c++ {
+			for c := col(bl.Start); c < min(max(col(bl.End), col(bl.Start)+1), width); c++ {
 				row[c] = '='
-				if k := c - from; k < len(bl.Phase) {
-					row[c] = bl.Phase[k]
-				}
 			}
+		}
+		prev := ""
+		for _, bl := range blocks {
+			if bl.Phase != prev {
+				copy(row[min(col(bl.Start), width):], bl.Phase) // a label: the micro-batch that starts
+			}
+			prev = bl.Phase
 		}
 		fmt.Fprintf(&w, "  stage %d |%s|\n", s, strings.TrimRight(string(row), " ")+strings.Repeat(" ", width-len(strings.TrimRight(string(row), " "))))
 	}

@@ -41,11 +41,15 @@ type expansion struct {
 	// no micro-batched tensor; backward marks a backward's op.
 	mb       map[*Op]int
 	backward map[*Op]bool
+	// stage is the stage each op written belongs to: its output's, or
+	// for a backward's op the stage of the op it is the gradient of.
+	stage map[*Op]int
 }
 
 func newExpansion(p *parser, f *Fusion, pl *Pipeline) *expansion {
 	return &expansion{p: p, f: f, pl: pl, m: pl.Microbatches, batch: map[*Tensor]int{}, summed: map[*Op]bool{},
-		copies: map[*Tensor][]*Tensor{}, summedOut: map[*Tensor]*Tensor{}, mb: map[*Op]int{}, backward: map[*Op]bool{}}
+		copies: map[*Tensor][]*Tensor{}, summedOut: map[*Tensor]*Tensor{}, mb: map[*Op]int{}, backward: map[*Op]bool{},
+		stage: map[*Op]int{}}
 }
 
 // trace finds the batch dimension of every tensor and the ops that sum
@@ -169,7 +173,7 @@ func (e *expansion) expand() *Fusion {
 			if c == nil {
 				return nil
 			}
-			e.mb[c], e.backward[c] = k, back
+			e.mb[c], e.backward[c], e.stage[c] = k, back, e.stageOf(op)
 			if !e.summed[op] {
 				g.Ops = append(g.Ops, c)
 				continue
@@ -219,7 +223,7 @@ func (e *expansion) accumulate(g *Fusion, op, c *Op, k int, acc **Tensor) bool {
 	}
 	add := &Op{Kind: OpKind("add"), Inputs: []*Tensor{*acc, part}, Out: out, Axis: -1, Pos: op.Pos, Of: c.Of}
 	out.Producer = add
-	e.mb[add], e.backward[add] = k, e.backward[c]
+	e.mb[add], e.backward[add], e.stage[add] = k, e.backward[c], e.stage[c]
 	g.Ops = append(g.Ops, add)
 	*acc = out
 	return true
@@ -261,6 +265,22 @@ func (e *expansion) made(t *Tensor, spec TensorSpec) (*Tensor, bool) {
 	}
 	c.Pos = t.Pos
 	return c, true
+}
+
+// stageOf is the stage op's copies belong to: its output's, or for a
+// backward's op the stage of the forward op it is the gradient of (the
+// backward places some gradients on the mesh of the op's output, which
+// for a transfer between stages is the next stage's): the backward of a
+// stage is the gradients of that stage's ops, as Megatron-LM's is.
+func (e *expansion) stageOf(op *Op) int {
+	if of := op.Of; of != nil && of.Grad {
+		if t := e.f.Tensor(of.Output); t != nil {
+			if s := e.pl.Stage(t.Mesh); s >= 0 {
+				return s
+			}
+		}
+	}
+	return e.pl.Stage(op.Out.Mesh)
 }
 
 // readsCopies reports whether op reads a micro-batched tensor.

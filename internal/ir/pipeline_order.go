@@ -63,7 +63,7 @@ func orderPipeline(p *parser, g *Fusion, e *expansion) bool {
 	for _, op := range g.Ops {
 		mb := e.mb[op]
 		if mb >= 0 {
-			k := group{back: e.backward[op], mb: mb, stage: pl.Stage(op.Out.Mesh)}
+			k := group{back: e.backward[op], mb: mb, stage: e.stage[op]}
 			groups[k] = append(groups[k], op)
 			continue
 		}
