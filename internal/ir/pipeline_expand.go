@@ -3,6 +3,7 @@ package ir
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/nvcomm/nvcomm/internal/ops"
 )
@@ -61,8 +62,36 @@ func (e *expansion) trace() bool {
 	before := e.p.errs.Count()
 	for _, op := range e.f.Ops {
 		e.traceOp(op)
+		if e.p.errs.Count() > before {
+			// The first op in topological order is the cause; the later
+			// ones would only repeat it.
+			return false
+		}
 	}
-	return e.p.errs.Count() == before
+	return true
+}
+
+// inputsOf lists the fusion inputs that t is computed from, for a hint.
+func inputsOf(t *Tensor) []string {
+	var names []string
+	seen := map[*Tensor]bool{}
+	var walk func(t *Tensor)
+	walk = func(t *Tensor) {
+		if seen[t] {
+			return
+		}
+		seen[t] = true
+		if t.Producer == nil {
+			names = append(names, t.Name)
+			return
+		}
+		for _, in := range t.Producer.Inputs {
+			walk(in)
+		}
+	}
+	walk(t)
+	slices.Sort(names)
+	return names
 }
 
 // traceOp follows the batch through op: every micro-batched operand's
@@ -97,7 +126,12 @@ func (e *expansion) traceOp(op *Op) {
 		}
 		for d, dim := range r.Operands[k] {
 			if slices.Contains(dim, factor) {
-				e.p.errs.AddHint(op.Pos, fmt.Sprintf("list %q among the pipeline's inputs, or compute it from one that is", in.Name),
+				hint := fmt.Sprintf("list %q among the pipeline's inputs", in.Name)
+				if in.Producer != nil {
+					hint = fmt.Sprintf("it is computed from %s: list the one that holds the batch among the pipeline's inputs",
+						strings.Join(inputsOf(in), ", "))
+				}
+				e.p.errs.AddHint(op.Pos, hint,
 					"ops[%d]: %s reads %q whole, but its dim %d is the batch axis of %q, which is cut into micro-batches",
 					op.Index, op.Kind, in.Name, d, op.Inputs[first].Name)
 				return
