@@ -32,10 +32,24 @@ func ParseAuto(file string, src []byte) (*Fusion, error) {
 	return parse(file, src, true)
 }
 
+// ParseWhole is Parse of a fusion with a pipeline section as one program
+// over the whole batch: the section is read but not applied (the fusion
+// has no Pipeline), for simulate to check the micro-batches against
+// (docs/pipeline.md).
+func ParseWhole(file string, src []byte) (*Fusion, error) {
+	return parseWith(file, src, false, true)
+}
+
 func parse(file string, src []byte, allowAuto bool) (*Fusion, error) {
+	return parseWith(file, src, allowAuto, false)
+}
+
+func parseWith(file string, src []byte, allowAuto, whole bool) (*Fusion, error) {
 	p := newParser(file, allowAuto)
+	p.whole = whole
 	if !p.stream(src) {
 		p = newParser(file, allowAuto)
+		p.whole = whole
 		p.readTree(src)
 	}
 	// src is not read from here on: build runs without it (and without
@@ -117,8 +131,10 @@ type parser struct {
 	opsLost bool
 	// back is the backward section, nil for none (backward.go).
 	back *rawBackward
-	// pipe is the pipeline section, nil for none (pipeline.go).
-	pipe *rawPipeline
+	// pipe is the pipeline section, nil for none (pipeline.go); whole
+	// leaves it unapplied (ParseWhole).
+	pipe  *rawPipeline
+	whole bool
 }
 
 // rawTensor is a tensor declaration before shapes and schedules are
@@ -362,6 +378,9 @@ func (p *parser) readTree(src []byte) {
 func (p *parser) finish() *Fusion {
 	if p.structural {
 		return nil
+	}
+	if p.whole {
+		return p.build(p.name)
 	}
 	return p.pipelineOf(p.build(p.name))
 }
