@@ -201,6 +201,11 @@ func loadNamedPlan(cmd *cobra.Command, arg string, opts lower.Options) (string, 
 	if err != nil {
 		return name, nil, err
 	}
+	return loadNamedSource(cmd, name, src, opts)
+}
+
+// loadNamedSource is loadNamedPlan of the plan or fusion src, read.
+func loadNamedSource(cmd *cobra.Command, name string, src []byte, opts lower.Options) (string, *plan.Plan, error) {
 	if !isPlan(src) {
 		p, err := compileSource(cmd, name, src, opts)
 		return name, p, err

@@ -89,5 +89,8 @@ func writeTime(w io.Writer, p *plan.Plan, t *cost.Topology) error {
 		return err
 	}
 	_, err = fmt.Fprintf(w, "\npredicted %s on topology %s (%s)\n", explain.Seconds(pr.Total), pr.Topology, timeBound(pr))
+	if b := explain.BubbleOf(p, pr); b != nil && err == nil {
+		_, err = io.WriteString(w, b.Text())
+	}
 	return err
 }

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"math"
 	"runtime/debug"
+	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/lower"
 	"github.com/nvcomm/nvcomm/internal/plan"
 	"github.com/nvcomm/nvcomm/internal/sim"
@@ -74,7 +76,15 @@ func (o *simulateOptions) run(cmd *cobra.Command, arg string) error {
 	if o.trace == "-" {
 		return usageError{errors.New("--trace: needs a file name (the report goes to standard output)")}
 	}
-	name, p, err := loadLowered(cmd, o.policy, o.objective, o.topology, arg)
+	lo, err := lowering(cmd, o.policy, o.objective, o.topology)
+	if err != nil {
+		return err
+	}
+	name, src, err := readPlanOrFusion(cmd, arg)
+	if err != nil {
+		return err
+	}
+	name, p, err := loadNamedSource(cmd, name, src, lo)
 	if err != nil {
 		return err
 	}
@@ -106,6 +116,37 @@ func (o *simulateOptions) run(cmd *cobra.Command, arg string) error {
 	}
 	if !res.Pass {
 		return reportedError{}
+	}
+	return o.checkMicrobatches(cmd, name, src, lo, p)
+}
+
+// checkMicrobatches compares a pipeline's micro-batches with the whole
+// batch's program (sim.CheckMicrobatches), when p is a pipeline's plan
+// lowered from a fusion here: a plan holds only the micro-batches'
+// program. The text report says what was compared; a difference fails.
+func (o *simulateOptions) checkMicrobatches(cmd *cobra.Command, name string, src []byte, lo lower.Options, p *plan.Plan) error {
+	if p.Pipeline == nil || isPlan(src) {
+		return nil
+	}
+	f, err := ir.ParseWhole(name, src)
+	if err != nil {
+		return report(cmd, err)
+	}
+	whole, err := lower.Lower(f, lo)
+	if err != nil {
+		return report(cmd, err)
+	}
+	c, err := sim.CheckMicrobatches(whole, p, o.seed)
+	if err != nil {
+		return reportIn(cmd, name, simError(err))
+	}
+	if len(c.Differ) > 0 {
+		fmt.Fprintf(cmd.ErrOrStderr(), "%s: error: the micro-batches differ from the whole batch's program in %s\n", name, strings.Join(c.Differ, ", "))
+		return reportedError{}
+	}
+	if o.format.value == "text" {
+		fmt.Fprintf(cmd.OutOrStdout(), "micro-batches: the %d micro-batches, concatenated along the batch, compute the whole batch's program (%d tensors compared)\n",
+			p.Pipeline.Microbatches, c.Compared)
 	}
 	return nil
 }

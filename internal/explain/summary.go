@@ -55,6 +55,13 @@ func WriteSummary(w io.Writer, p *plan.Plan, o Options) error {
 		fmt.Fprintf(&b, "\nThe steps form a graph (format 2) and overlap: their times sum to %s%s, the plan takes %s.\n",
 			Seconds(all.seconds), contention(p, e.times), Seconds(e.total))
 	}
+	var time func(int) (float64, float64)
+	if len(e.times) > 0 {
+		time = func(i int) (float64, float64) { st := e.times[p.Steps[i].ID]; return st.Start, st.Seconds }
+	}
+	if bub := PipelineBubble(p, time, e.total); bub != nil {
+		b.WriteString("\n" + bub.Text())
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -50,7 +50,11 @@ func NewTrace(p *plan.Plan, pr *cost.Prediction, t *cost.Topology, measured Meas
 	}
 	tr := &Trace{DisplayTimeUnit: "ns"}
 	perNode := max(t.DevicesPerNode, 1)
-	tr.name(p, perNode, 0, "predicted", !p.Graph())
+	what := "predicted"
+	if b := BubbleOf(p, pr); b != nil && b.Makespan > 0 {
+		what = fmt.Sprintf("predicted; pipeline %s, %d micro-batches, bubble %s for equal stages", b.Schedule, b.Microbatches, percent(b.Ideal))
+	}
+	tr.name(p, perNode, 0, what, !p.Graph())
 	if p.Graph() {
 		tr.graph(p, pr, perNode)
 	} else {
@@ -141,8 +145,15 @@ func (tr *Trace) step(p *plan.Plan, s *plan.Step, perNode, pid0 int, at, sec flo
 		args["bytes_sent"] = s.Bytes.SentPerDevice
 		args["bytes_lower_bound"] = s.Bytes.LowerBound
 	}
+	name := s.Type
+	if phase := StepPhase(p, s); phase != "" {
+		// A pipeline's micro-batch, forward or backward: the bars of a
+		// stage's track spell its schedule (docs/pipeline.md).
+		name = phase + " " + s.Type
+		args["microbatch"] = phase
+	}
 	for _, d := range stepDevices(s) {
-		tr.TraceEvents = append(tr.TraceEvents, TraceEvent{Name: s.Type, Cat: s.Kind, Ph: "X",
+		tr.TraceEvents = append(tr.TraceEvents, TraceEvent{Name: name, Cat: s.Kind, Ph: "X",
 			Ts: micros(at), Dur: micros(sec), Pid: pid0 + d/perNode, Tid: d, Args: args})
 	}
 	return sec

@@ -137,7 +137,7 @@ tensor:
 ops:
   - {op: sum, in: a, out: s}
 `,
-			want: `in.yaml:3:1: error: fusion: unknown key "tensor" (expected one of format, name, meshes, tensors, ops, inputs, outputs, backward); did you mean "tensors"?
+			want: `in.yaml:3:1: error: fusion: unknown key "tensor" (expected one of format, name, meshes, tensors, ops, inputs, outputs, backward, pipeline); did you mean "tensors"?
 in.yaml:6:5: error: ops[0]: sum needs an "axis" to reduce`,
 		},
 		{

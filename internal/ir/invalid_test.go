@@ -1172,7 +1172,7 @@ tensors:
 opz:
   - {op: set, in: tv0, out: tv1}
 `,
-		want: `in.yaml:5:1: error: fusion: unknown key "opz" (expected one of format, name, meshes, tensors, ops, inputs, outputs, backward); did you mean "ops"?`,
+		want: `in.yaml:5:1: error: fusion: unknown key "opz" (expected one of format, name, meshes, tensors, ops, inputs, outputs, backward, pipeline); did you mean "ops"?`,
 	},
 	{
 		name: "unsupported_format",

@@ -361,6 +361,10 @@ type Fusion struct {
 	Ops     []*Op     // topologically sorted, ties in file order
 	Inputs  []*Tensor
 	Outputs []*Tensor
+	// Pipeline is the fusion's pipeline section, nil for none: its ops
+	// are then written once per micro-batch and ordered per its schedule
+	// (pipeline.go).
+	Pipeline *Pipeline
 }
 
 // Tensor returns the tensor called name, or nil.

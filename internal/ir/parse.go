@@ -32,10 +32,24 @@ func ParseAuto(file string, src []byte) (*Fusion, error) {
 	return parse(file, src, true)
 }
 
+// ParseWhole is Parse of a fusion with a pipeline section as one program
+// over the whole batch: the section is read but not applied (the fusion
+// has no Pipeline), for simulate to check the micro-batches against
+// (docs/pipeline.md).
+func ParseWhole(file string, src []byte) (*Fusion, error) {
+	return parseWith(file, src, false, true)
+}
+
 func parse(file string, src []byte, allowAuto bool) (*Fusion, error) {
+	return parseWith(file, src, allowAuto, false)
+}
+
+func parseWith(file string, src []byte, allowAuto, whole bool) (*Fusion, error) {
 	p := newParser(file, allowAuto)
+	p.whole = whole
 	if !p.stream(src) {
 		p = newParser(file, allowAuto)
+		p.whole = whole
 		p.readTree(src)
 	}
 	// src is not read from here on: build runs without it (and without
@@ -117,6 +131,10 @@ type parser struct {
 	opsLost bool
 	// back is the backward section, nil for none (backward.go).
 	back *rawBackward
+	// pipe is the pipeline section, nil for none (pipeline.go); whole
+	// leaves it unapplied (ParseWhole).
+	pipe  *rawPipeline
+	whole bool
 }
 
 // rawTensor is a tensor declaration before shapes and schedules are
@@ -309,7 +327,7 @@ const (
 // reads reports whether the op names t among its operands.
 func (o *rawOp) reads(t string) bool { return contains(o.ins, t) }
 
-var topKeys = []string{"format", "name", "meshes", "tensors", "ops", "inputs", "outputs", "backward"}
+var topKeys = []string{"format", "name", "meshes", "tensors", "ops", "inputs", "outputs", "backward", "pipeline"}
 
 var yamlLineRE = regexp.MustCompile(`^yaml: (?:line (\d+): )?(.*)$`)
 
@@ -361,7 +379,10 @@ func (p *parser) finish() *Fusion {
 	if p.structural {
 		return nil
 	}
-	return p.build(p.name)
+	if p.whole {
+		return p.build(p.name)
+	}
+	return p.pipelineOf(p.build(p.name))
 }
 
 // header reads the top-level key of the file other than meshes, tensors
@@ -386,6 +407,8 @@ func (p *parser) header(key string, v *yaml.Node) {
 		p.outputs = listOf(v)
 	case "backward":
 		p.parseBackward(v)
+	case "pipeline":
+		p.parsePipeline(v)
 	}
 	p.structural = p.structural || p.errs.Count() > before
 }

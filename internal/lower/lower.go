@@ -95,6 +95,10 @@ func Lower(f *ir.Fusion, opts Options) (*plan.Plan, error) {
 // Lower copies them (a copy of each op after the first set inserted).
 // The caller must not use f after.
 func Stream(f *ir.Fusion, opts Options, w *plan.Writer) error {
+	if f.Pipeline != nil {
+		// A pipeline's plan is a graph, whose waits need every step.
+		return writeWhole(f, opts, w)
+	}
 	f.ShareAlike()
 	l, err := lowerInto(f, opts, w, nil)
 	if err != nil {
@@ -102,6 +106,25 @@ func Stream(f *ir.Fusion, opts Options, w *plan.Writer) error {
 	}
 	sum := l.summary()
 	return w.Finish(&sum)
+}
+
+// writeWhole is Stream of a plan assembled whole by Lower.
+func writeWhole(f *ir.Fusion, opts Options, w *plan.Writer) error {
+	p, err := Lower(f, opts)
+	if err != nil {
+		return err
+	}
+	w.Head(p)
+	for i := range p.Tensors {
+		w.Tensor(&p.Tensors[i])
+	}
+	for i := range p.Ops {
+		w.Op(&p.Ops[i])
+	}
+	for i := range p.Steps {
+		w.Step(&p.Steps[i])
+	}
+	return w.Finish(&p.Summary)
 }
 
 // lowerSteps runs the passes of Lower and returns the lowerer, whose
@@ -328,6 +351,10 @@ func (l *lowerer) plan() *plan.Plan {
 		l.counts.add(&p.Steps[i])
 	}
 	p.Summary = l.summary()
+	if p.Pipeline != nil {
+		// The stages run at once only as a graph (docs/pipeline.md).
+		plan.ToGraph(p)
+	}
 	return p
 }
 
@@ -351,6 +378,12 @@ func (l *lowerer) head() *plan.Plan {
 	}
 	if l.planner.Policy() == PolicyOptimal && l.planner.Objective() != ObjectiveTime {
 		p.Objective = string(l.planner.Objective()) // the default is left out
+	}
+	if pl := l.f.Pipeline; pl != nil {
+		p.Pipeline = &plan.Pipeline{Microbatches: pl.Microbatches, Schedule: pl.Schedule}
+		for _, m := range pl.Stages {
+			p.Pipeline.Stages = append(p.Pipeline.Stages, m.Name)
+		}
 	}
 	return p
 }

@@ -40,10 +40,39 @@ func (d *fastDecoder) plan(p *Plan) {
 		case "summary":
 			d.once(&seen, 1<<8)
 			d.summary(&p.Summary)
+		case "pipeline":
+			d.once(&seen, 1<<9)
+			p.Pipeline = d.pipeline()
 		default:
 			d.fail()
 		}
 	}
+}
+
+// pipeline reads a plan's pipeline; null gives up, for decodeLibrary to
+// decode.
+func (d *fastDecoder) pipeline() *Pipeline {
+	if !d.object() {
+		d.fail()
+	}
+	pl := &Pipeline{}
+	var seen uint32
+	for k, more := d.firstKey(); more; k, more = d.nextKey() {
+		switch string(k) {
+		case "stages":
+			d.once(&seen, 1<<0)
+			pl.Stages = d.symbolList()
+		case "microbatches":
+			d.once(&seen, 1<<1)
+			pl.Microbatches = d.int()
+		case "schedule":
+			d.once(&seen, 1<<2)
+			pl.Schedule = d.string()
+		default:
+			d.fail()
+		}
+	}
+	return pl
 }
 
 // meshes reads the map of meshes: a name repeated gives up.

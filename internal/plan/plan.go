@@ -41,10 +41,23 @@ type Plan struct {
 	// the plan's fusion again under it.
 	Objective string          `json:"objective,omitempty"`
 	Meshes    map[string]Mesh `json:"meshes"`
-	Tensors   []Tensor        `json:"tensors"`
-	Ops       []Op            `json:"ops"`
-	Steps     []Step          `json:"steps"`
-	Summary   Summary         `json:"summary"`
+	// Pipeline is, for a fusion with a pipeline section, its stages,
+	// micro-batches and schedule (docs/pipeline.md); nil for none. Its
+	// ops are then each micro-batch's, named t@mbK, and its steps a graph.
+	Pipeline *Pipeline `json:"pipeline,omitempty"`
+	Tensors  []Tensor  `json:"tensors"`
+	Ops      []Op      `json:"ops"`
+	Steps    []Step    `json:"steps"`
+	Summary  Summary   `json:"summary"`
+}
+
+// Pipeline is a plan's pipeline: the meshes of its stages, stage 0 first,
+// the number of micro-batches and the schedule that orders them ("gpipe"
+// or "1f1b").
+type Pipeline struct {
+	Stages       []string `json:"stages"`
+	Microbatches int      `json:"microbatches"`
+	Schedule     string   `json:"schedule"`
 }
 
 // Mesh is an n-D array of device ids, row-major.

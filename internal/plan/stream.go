@@ -50,7 +50,7 @@ func newWriter(w io.Writer, null [numSections]bool) *Writer {
 }
 
 // Head writes the plan's fields before its lists: format, fusion, policy,
-// objective and meshes; p's lists and summary are not read.
+// objective, meshes and pipeline; p's lists and summary are not read.
 func (w *Writer) Head(p *Plan) {
 	e := w.e
 	// A plan is always wider than a line: its object is opened across
@@ -62,6 +62,15 @@ func (w *Writer) Head(p *Plan) {
 	e.strIf("objective", p.Objective)
 	e.key("meshes")
 	e.meshes(p.Meshes)
+	if pl := p.Pipeline; pl != nil {
+		e.key("pipeline")
+		e.object(func() {
+			e.key("stages")
+			e.strs(pl.Stages)
+			e.intField("microbatches", pl.Microbatches)
+			e.strField("schedule", pl.Schedule)
+		})
+	}
 }
 
 // Tensor writes the next tensor.

@@ -154,6 +154,41 @@ func (v *validator) checkHeader() {
 	if v.p.Policy == "" {
 		v.planf("policy is empty; it names the policy that lowered the plan")
 	}
+	v.checkPipeline()
+}
+
+// pipelineSchedules are the schedules a plan's pipeline may name.
+var pipelineSchedules = []string{"1f1b", "gpipe"}
+
+// checkPipeline checks a pipeline's fields: stages that are distinct
+// meshes of the plan, at least one micro-batch, a known schedule, and a
+// step graph, without which the stages would run one after another.
+// (Certify proves the ops; the pipeline's names only label them.)
+func (v *validator) checkPipeline() {
+	pl := v.p.Pipeline
+	if pl == nil {
+		return
+	}
+	if len(pl.Stages) == 0 {
+		v.planf("pipeline has no stages")
+	}
+	for i, name := range pl.Stages {
+		if _, ok := v.p.Meshes[name]; !ok {
+			v.planf("pipeline stage %d: mesh %q does not exist", i, name)
+		}
+		if slices.Index(pl.Stages, name) < i {
+			v.planf("pipeline stage %d: mesh %q is listed twice", i, name)
+		}
+	}
+	if pl.Microbatches < 1 {
+		v.planf("pipeline has %d micro-batches, want at least 1", pl.Microbatches)
+	}
+	if !slices.Contains(pipelineSchedules, pl.Schedule) {
+		v.planf("pipeline schedule %q is not one of %s", pl.Schedule, strings.Join(pipelineSchedules, ", "))
+	}
+	if !v.p.Graph() {
+		v.planf("a pipeline's plan has format %d (a step graph), this one %d: its stages would run one after another", FormatGraph, v.p.Format)
+	}
 }
 
 // checkMeshes checks every mesh, by name, and collects the plan's devices.

@@ -34,6 +34,9 @@ type timeline struct {
 	Ticks                 []tick
 	Legend                []legendEntry
 	Total                 string
+	// Bubble is, for a pipeline's plan, its bubble in words and each
+	// stage's timeline in text (explain.Bubble), "" otherwise.
+	Bubble string
 }
 
 // tick is a mark of the time axis: a line down to TickEnd, its label at
@@ -76,7 +79,11 @@ func newTimeline(p *plan.Plan, m *explain.Model, t *cost.Topology) (*timeline, s
 	if pr.Total <= 0 {
 		return nil, "No timeline: every step is predicted to take no time."
 	}
-	return layoutTimeline(tr, m, pr.Total*1e6), ""
+	tl := layoutTimeline(tr, m, pr.Total*1e6)
+	if b := explain.BubbleOf(p, pr); b != nil {
+		tl.Bubble = b.Text()
+	}
+	return tl, ""
 }
 
 // layoutTimeline places the trace's complete events, whose times are in
@@ -97,11 +104,15 @@ func layoutTimeline(tr *explain.Trace, m *explain.Model, total float64) *timelin
 		if e.Ph != "X" {
 			continue
 		}
-		if _, ok := types[e.Name]; !ok {
-			types[e.Name] = colour(len(types))
-			tl.Legend = append(tl.Legend, legendEntry{Type: e.Name, Fill: types[e.Name]})
+		typ := e.Name // a pipeline's names its micro-batch too: coloured by its type
+		if id, ok := e.Args["step"].(int); ok && steps[id].Type != "" {
+			typ = steps[id].Type
 		}
-		tl.Boxes = append(tl.Boxes, newBox(e, rows[e.Tid], types[e.Name], steps, total))
+		if _, ok := types[typ]; !ok {
+			types[typ] = colour(len(types))
+			tl.Legend = append(tl.Legend, legendEntry{Type: typ, Fill: types[typ]})
+		}
+		tl.Boxes = append(tl.Boxes, newBox(e, rows[e.Tid], types[typ], steps, total))
 	}
 	tl.AxisX0, tl.AxisX1, tl.AxisY = gutter, gutter+plotWidth, float64(len(rows))*rowHeight
 	tl.Height = tl.AxisY + axisHeight

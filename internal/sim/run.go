@@ -111,6 +111,29 @@ func Run(p *plan.Plan, opts Options) (*Result, error) {
 	return res, err
 }
 
+// Reference computes the unsharded program of p's ops on the values of
+// its fusion inputs given by name (row-major, each of its tensor's
+// elements; the inputs not given take simulate's data of seed) and
+// returns the values of every tensor, by name. It runs no step: it is
+// what Run checks the devices' buffers against, for tests that compare
+// two programs (a pipeline's micro-batches with the whole batch's).
+func Reference(p *plan.Plan, seed uint64, inputs map[string][]float64) (map[string][]float64, error) {
+	w, err := newWorld(p)
+	if err != nil {
+		return nil, err
+	}
+	w.given = inputs
+	ref, err := w.reference(seed)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string][]float64, len(ref))
+	for name, v := range ref {
+		out[name] = v.flat()
+	}
+	return out, nil
+}
+
 // simulate computes the reference, loads the inputs onto a machine with
 // room for f's buffer names and runs the plan; it returns the machine and
 // the reference too, for tests.

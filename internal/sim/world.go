@@ -53,6 +53,9 @@ type world struct {
 	// reduced are the reference's reductions of values in pieces, by the
 	// values they read (combinationKey).
 	reduced map[string]vec
+	// given are, for Reference, the values of the fusion inputs by name,
+	// in place of the generated ones.
+	given map[string][]float64
 }
 
 // dtypeSizes gives the bytes of an element of each dtype.
@@ -245,7 +248,9 @@ func (w *world) reference(seed uint64) (map[string]vec, error) {
 	ref := make(map[string]vec, len(w.p.Tensors))
 	data, bounds := DataOf(w.p), IndexBounds(w.p)
 	for _, info := range w.ordered {
-		if w.isInput(info.t.Name) {
+		if v, ok := w.given[info.t.Name]; ok && w.isInput(info.t.Name) {
+			ref[info.t.Name] = stored(v)
+		} else if w.isInput(info.t.Name) {
 			g := &stream{key: streamKey(seed, info.index), data: data, bound: bounds[info.t.Name]}
 			ref[info.t.Name] = generated(g, product(info.shard.shape))
 			if product(info.shard.shape) < smallInput {
