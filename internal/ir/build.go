@@ -177,7 +177,7 @@ func (tt *tensorTable) get(name string, pos diag.Pos) *Tensor {
 		tt.slab = make([]Tensor, 0, max(1, min(tt.left, slabSize)))
 	}
 	tt.left--
-	tt.slab = append(tt.slab, Tensor{Name: name, Pos: pos})
+	tt.slab = append(tt.slab, Tensor{Name: name, Pos: pos, TensorDomain: new(TensorDomain)})
 	t := &tt.slab[len(tt.slab)-1]
 	rt := tt.p.decl(name)
 	if rt == nil {
@@ -608,7 +608,7 @@ func (p *parser) reducePartials(f *Fusion, op *Op, ro *rawOp, prop *propagator) 
 			op.Inputs[j].Producer.Inserted.Operands = append(op.Inputs[j].Producer.Inserted.Operands, k)
 			continue
 		}
-		r := &Tensor{Name: p.reducedName(in.Name), Pos: ro.pos}
+		r := &Tensor{Name: p.reducedName(in.Name), Pos: ro.pos, TensorDomain: new(TensorDomain)}
 		red := &Op{Index: len(f.Ops), Kind: OpSet, Inputs: []*Tensor{in}, Out: r, Axis: -1, Pos: ro.pos,
 			Inserted: &Insertion{For: op, Operands: []int{k}}}
 		r.Producer = red
