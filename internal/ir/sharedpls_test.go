@@ -82,3 +82,26 @@ func chainFile(n int) string {
 	}
 	return b.String()
 }
+
+// TestFusionHoldsLittle parses a generated chain of 20k ops and requires
+// that the fusion, its tensors alike sharing one TensorDomain, stays under
+// 3.5 times the file: 3.2 times, where it was 5.3 while each tensor held
+// a copy of its domains' 208-byte struct (docs/performance.md, "What
+// bounds the peak now"). Twice that, with the collector's headroom, is
+// what lowering the fusion needs at the least.
+func TestFusionHoldsLittle(t *testing.T) {
+	const n, bound = 20000, 3.5
+	src := []byte(chainFile(n))
+	before := liveHeap()
+	f, err := Parse("chain.yaml", src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.ShareAlike()
+	ratio := float64(liveHeap()-before) / float64(len(src))
+	if ratio > bound {
+		t.Errorf("%d ops: the fusion is %.2f times its file, want at most %.1f", n, ratio, bound)
+	}
+	runtime.KeepAlive(f)
+	runtime.KeepAlive(src)
+}
