@@ -49,14 +49,18 @@ func TestShareAlike(t *testing.T) {
 			if !tc.parseOnly {
 				f.ShareAlike()
 			}
-			domains := map[*ir.IterDomain]bool{}
+			domains, shared := map[*ir.IterDomain]bool{}, map[*ir.TensorDomain]bool{}
 			after := make([]own, len(f.Tensors))
 			for i, tv := range f.Tensors {
 				domains[tv.Logical[0]] = true
+				shared[tv.TensorDomain] = true
 				after[i] = own{tv.Name, tv.Pos.Line, tv.Producer}
 			}
 			if d := cmp.Diff(tc.want, len(domains)); d != "" {
 				t.Errorf("distinct logical domains (-want +got):\n%s", d)
+			}
+			if d := cmp.Diff(tc.want, len(shared)); d != "" {
+				t.Errorf("distinct TensorDomains (-want +got):\n%s", d)
 			}
 			if d := cmp.Diff(before, after, cmp.AllowUnexported(own{}), cmp.Comparer(func(a, b *ir.Op) bool { return a == b })); d != "" {
 				t.Errorf("tensors' own fields changed (-before +after):\n%s", d)

@@ -23,9 +23,9 @@ func (p *parser) build(name string) *Fusion {
 		f.Meshes = append(f.Meshes, p.meshes[n])
 	}
 	order := p.sortOps()
-	mentions := p.mentionOrder()
+	inputs, names := p.inputOrder()
 	p.prepareBackward(order)
-	tensors := &tensorTable{p: p, undeclared: map[string]*Tensor{}, left: len(mentions)}
+	tensors := &tensorTable{p: p, undeclared: map[string]*Tensor{}, left: names}
 	// unresolved holds the tensors made whose domains were not built
 	// without error: an op reading one is skipped, its problem reported
 	// already. (A rank-0 tensor has no logical axes, so Logical cannot
@@ -42,19 +42,16 @@ func (p *parser) build(name string) *Fusion {
 		}
 		return ok
 	}
-	f.Tensors, f.Ops = make([]*Tensor, 0, len(mentions)), make([]*Op, 0, len(order))
+	f.Tensors, f.Ops = make([]*Tensor, 0, names), make([]*Op, 0, len(order))
 	var alike alikeTable // tensors alike share their domains as soon as built (alike.go)
 	prop := newPropagator(p)
 	// Inputs first (tensors no op produces), in file order of their first mention.
-	for _, n := range mentions {
-		if p.producers[n.name] == nil && !p.lost[n.name] && !isGradName(n.name) {
-			// (A gradient is made by the backward, or reported.)
-			t := tensors.get(n.name, n.pos)
-			ok := settle(t, p.resolveInput(t))
-			tensors.made(t.Name)
-			f.Tensors = append(f.Tensors, t)
-			alike.shareBuilt(t, ok)
-		}
+	for _, n := range inputs {
+		t := tensors.get(n.name, n.pos)
+		ok := settle(t, p.resolveInput(t))
+		tensors.made(t.Name)
+		f.Tensors = append(f.Tensors, t)
+		alike.shareBuilt(t, ok)
 	}
 	// Only the ops in order are read from now on: each is garbage once
 	// its op is made, as is its output's declaration (tensors.made). The
@@ -177,7 +174,7 @@ func (tt *tensorTable) get(name string, pos diag.Pos) *Tensor {
 		tt.slab = make([]Tensor, 0, max(1, min(tt.left, slabSize)))
 	}
 	tt.left--
-	tt.slab = append(tt.slab, Tensor{Name: name, Pos: pos})
+	tt.slab = append(tt.slab, Tensor{Name: name, Pos: pos, TensorDomain: new(TensorDomain)})
 	t := &tt.slab[len(tt.slab)-1]
 	rt := tt.p.decl(name)
 	if rt == nil {
@@ -210,20 +207,29 @@ type mention struct {
 	pos  diag.Pos
 }
 
-// mentionOrder lists every tensor name once: declared ones in file order,
-// then names only used by ops in op order.
-func (p *parser) mentionOrder() []mention {
-	out := make([]mention, 0, len(p.tensorNames))
+// inputOrder lists the fusion's inputs, the tensors no op produces, in
+// the order of their first mention (declared ones in file order, then
+// names only used by ops in op order), and counts every tensor name. A
+// lost tensor (produced twice or on a cycle, reported) and a gradient
+// (made by the backward, or reported) are no input. Only the inputs are
+// listed: a list of every name was 6 of the 86 MB live at the peak of
+// parsing the mixed family of 100k ops (docs/performance.md).
+func (p *parser) inputOrder() (inputs []mention, names int) {
+	isInput := func(n string) bool { return p.producers[n] == nil && !p.lost[n] && !isGradName(n) }
 	for _, n := range p.tensorNames {
-		out = append(out, mention{n, p.decl(n).pos})
+		if isInput(n) {
+			inputs = append(inputs, mention{n, p.decl(n).pos})
+		}
 	}
-	// The declared names are listed, each once: only the others need a
+	// The declared names are counted, each once: only the others need a
 	// set of their own.
 	seen := map[string]bool{}
 	add := func(n string, pos diag.Pos) {
 		if _, decl := p.raw[n]; !decl && !seen[n] {
 			seen[n] = true
-			out = append(out, mention{n, pos})
+			if isInput(n) {
+				inputs = append(inputs, mention{n, pos})
+			}
 		}
 	}
 	for _, op := range p.ops {
@@ -232,7 +238,7 @@ func (p *parser) mentionOrder() []mention {
 		}
 		add(op.out, op.outAt)
 	}
-	return out
+	return inputs, len(p.tensorNames) + len(seen)
 }
 
 // sortOps checks that every tensor is produced at most once and that the ops
@@ -608,7 +614,7 @@ func (p *parser) reducePartials(f *Fusion, op *Op, ro *rawOp, prop *propagator) 
 			op.Inputs[j].Producer.Inserted.Operands = append(op.Inputs[j].Producer.Inserted.Operands, k)
 			continue
 		}
-		r := &Tensor{Name: p.reducedName(in.Name), Pos: ro.pos}
+		r := &Tensor{Name: p.reducedName(in.Name), Pos: ro.pos, TensorDomain: new(TensorDomain)}
 		red := &Op{Index: len(f.Ops), Kind: OpSet, Inputs: []*Tensor{in}, Out: r, Axis: -1, Pos: ro.pos,
 			Inserted: &Insertion{For: op, Operands: []int{k}}}
 		r.Producer = red

@@ -101,7 +101,8 @@ func NewTensor(spec TensorSpec) (*Tensor, error) {
 	if !ok {
 		return nil, p.errs.List()
 	}
-	t := &Tensor{Name: spec.Name, Mesh: spec.Mesh, DType: spec.DType, Declared: true, Propagated: spec.Propagated}
+	t := &Tensor{Name: spec.Name, Declared: true,
+		TensorDomain: &TensorDomain{Mesh: spec.Mesh, DType: spec.DType, Propagated: spec.Propagated}}
 	ids := make([]IterDomain, len(spec.Shape))
 	t.Logical = make([]*IterDomain, len(spec.Shape))
 	for i, e := range spec.Shape {

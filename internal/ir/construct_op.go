@@ -76,7 +76,7 @@ func (p *parser) newOp(spec OpSpec) (*Op, bool) {
 	for _, j := range order {
 		attrs = append(attrs, spec.Attrs[j])
 	}
-	out := &Tensor{Name: spec.Out.Name, Declared: true}
+	out := &Tensor{Name: spec.Out.Name, Declared: true, TensorDomain: new(TensorDomain)}
 	op := &Op{Index: spec.Index, Kind: spec.Kind, Inputs: slices.Clone(spec.Inputs), Out: out, Axis: -1, Of: spec.Of}
 	out.Producer = op
 	in := opIn{kind: spec.Kind, idx: spec.Index, axis: spec.Axis, axes: spec.Axes, attrs: attrs.Clone(), scalar: spec.Scalar,

@@ -96,7 +96,7 @@ func (p *parser) inferGather(op *Op, oi opIn) ([]int, int, bool) {
 		p.errs.AddHint(oi.inPos(1), fmt.Sprintf("index is x's shape with extent 1 on the last dim: %s", fmtShape(append(slices.Clone(xs[:r-1]), 1))),
 			"ops[%d]: gather index %q has shape %s, expected %s", oi.idx, index.Name, fmtShape(is), fmtShape(append(slices.Clone(xs[:r-1]), 1)))
 	default:
-		op.Axis, op.AxisPos = axis, oi.axisPos()
+		op.Axis = axis
 		return append(slices.Clone(is), xs[r-1]), r, true
 	}
 	return nil, -1, false

@@ -88,15 +88,7 @@ func (in opIn) axisPos() diag.Pos {
 	return in.src.keysOf().axisAt
 }
 
-// axesPos is where broadcast's list of axes is written, axisAt where its
-// entry i is.
-func (in opIn) axesPos() diag.Pos {
-	if in.src == nil {
-		return diag.Pos{}
-	}
-	return in.src.keysOf().axesAt
-}
-
+// axisAt is where entry i of broadcast's list of axes is written.
 func (in opIn) axisAt(i int) diag.Pos {
 	if in.src == nil {
 		return diag.Pos{}
@@ -165,7 +157,7 @@ func (p *parser) checkPartialReads(op *Op, oi opIn) bool {
 		}
 		if op.Kind == OpSet {
 			// A set from a Partial tensor is the reduction of its terms.
-			op.Kind, op.Axis, op.AxisPos = in.Partial, 0, oi.pos
+			op.Kind, op.Axis = in.Partial, 0
 			continue
 		}
 		pos := oi.pos
@@ -229,7 +221,7 @@ func (p *parser) inferView(op *Op, oi opIn) ([]int, bool) {
 				"ops[%d]: %s axis %d is out of range for %q, which has %d non-reduction axes", oi.idx, op.Kind, oi.axis, x.Name, len(in[0]))
 			return nil, false
 		}
-		axis, op.Axis, op.AxisPos = a, a, oi.axisPos()
+		axis, op.Axis = a, a
 	}
 	shape, attrs, err := e.Shape(in, ops.Attrs{Axis: axis, Values: op.Attrs})
 	if err != nil {
@@ -260,7 +252,7 @@ func (p *parser) inferReduction(op *Op, oi opIn) ([]int, int, bool) {
 		p.errs.Add(oi.axisPos(), "ops[%d]: %s axis %d is out of range for %q, which has %d non-reduction axes", oi.idx, op.Kind, oi.axis, in.Name, rank)
 		return nil, -1, false
 	}
-	op.Axis, op.AxisPos = axis, oi.axisPos()
+	op.Axis = axis
 	return in.Shape(), axis, true
 }
 
@@ -330,7 +322,7 @@ func (p *parser) inferBroadcast(op *Op, oi opIn, declared func() ([]int, diag.Po
 	if !ok {
 		return nil, false
 	}
-	op.Axes, op.AxisPos = axes, oi.axesPos()
+	op.Axes = axes
 	what := fmt.Sprintf("tensor %q shape", out.Name)
 	inShape := in.Shape()
 	hint := fmt.Sprintf("the output's shape is %q's %s with a new axis inserted at each of axes %s", in.Name, fmtShape(inShape), fmtShape(axes))

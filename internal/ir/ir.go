@@ -242,10 +242,34 @@ type ScheduleStep struct {
 	Pos    diag.Pos
 }
 
-// Tensor is a tensor of the fusion with its domains.
+// Tensor is a tensor of the fusion: its own name, position and producer,
+// and its domains (TensorDomain), which tensors alike share.
 type Tensor struct {
-	Name       string
-	Pos        diag.Pos // the declaration, or the first op that names it
+	Name     string
+	Pos      diag.Pos // the declaration, or the first op that names it
+	Producer *Op
+	// Combined is, for an op's output that holds pending terms (Partial
+	// set on a produced tensor), the tensor its op would write had it
+	// combined the terms across their devices: the op's own logical
+	// domain, sharded as the output's values are, its reduction axis
+	// split along the terms' device type (nvFuser's rDID). The op's rule,
+	// propagation and lowering read it (Op.Result); nil for any other
+	// tensor.
+	Combined *Tensor
+	Declared bool // listed under tensors
+
+	// The domains are behind a pointer that tensors alike share
+	// (ShareAlike, Renamed): a chain of 100k tensors has a few distinct
+	// ones, and a tensor of its own is then 64 bytes where it was 208.
+	// Every tensor has one; nothing changes it once the tensor is built.
+	*TensorDomain
+}
+
+// TensorDomain is what a tensor is apart from its name, position and
+// producer: its mesh, dtype, domains, schedule, allocation and analyses
+// (nvFuser's TensorDomain with the tensor's mesh and dtype). Tensors alike
+// share one (ShareAlike), so it must not change once its tensor is built.
+type TensorDomain struct {
 	Mesh       *Mesh
 	DType      DType
 	Logical    []*IterDomain
@@ -253,8 +277,6 @@ type Tensor struct {
 	Schedule   []ScheduleStep
 	Allocation []int // loop positions, outermost first; nil means the default order
 	AllocPos   diag.Pos
-	Producer   *Op
-	Declared   bool // listed under tensors
 	// Propagated reports that the tensor's mesh and sharding were not
 	// given but propagated from the tensors around it (format 2, which
 	// propagates to every tensor that declares none of mesh, schedule and
@@ -271,17 +293,8 @@ type Tensor struct {
 	// terms of that op, one per device along a mesh axis, and only a set
 	// reads it, which is then the reduction of its terms over axis 0.
 	Partial OpKind
-	// Combined is, for an op's output that holds pending terms (Partial
-	// set on a produced tensor), the tensor its op would write had it
-	// combined the terms across their devices: the op's own logical
-	// domain, sharded as the output's values are, its reduction axis
-	// split along the terms' device type (nvFuser's rDID). The op's rule,
-	// propagation and lowering read it (Op.Result); nil for any other
-	// tensor.
-	Combined *Tensor
 
-	// an is what analyze resolved, nil before: tensors alike share it
-	// (ShareAlike), and a pointer keeps 48 bytes of 100k tensors' own.
+	// an is what analyze resolved, nil before.
 	an *tensorAnalysis
 }
 
@@ -381,7 +394,7 @@ func (f *Fusion) Tensor(name string) *Tensor {
 // device of mesh, stored in row-major order: the lowering's stand-in for a
 // buffer that holds a whole tensor on each device.
 func NewReplicated(name string, mesh *Mesh, dtype DType, shape []int) *Tensor {
-	t := &Tensor{Name: name, Mesh: mesh, DType: dtype}
+	t := &Tensor{Name: name, TensorDomain: &TensorDomain{Mesh: mesh, DType: dtype}}
 	for i, e := range shape {
 		t.Logical = append(t.Logical, &IterDomain{Extent: e, Logical: i})
 	}

@@ -163,8 +163,6 @@ type Op struct {
 	// nil on the fusion's own ops and the lowering's.
 	Of  *Composite
 	Pos diag.Pos
-	// AxisPos is where Axis (or Axes) was written.
-	AxisPos diag.Pos
 	// Inserted is, on a set the lowering inserted, what it reshards for;
 	// nil on the fusion's own ops.
 	Inserted *Insertion

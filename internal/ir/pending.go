@@ -121,7 +121,8 @@ func (p *parser) combine(op *Op) bool {
 		p.errs.Add(diag.Pos{}, "%s: %s has no axis to combine over", what, op.Kind)
 		return false
 	}
-	c := &Tensor{Name: out.Name, Mesh: out.Mesh, DType: out.DType, Declared: out.Declared, Producer: op}
+	c := &Tensor{Name: out.Name, Declared: out.Declared, Producer: op,
+		TensorDomain: &TensorDomain{Mesh: out.Mesh, DType: out.DType}}
 	c.Logical = logicalDomain(shape, r)
 	if !p.placeSchedule(c, pls, nil) {
 		return false

@@ -44,7 +44,7 @@ func (p *parser) placementsOf(rt *rawTensor, m *Mesh, what string) ([]placement,
 	if l := rt.rest().plsList; l != nil {
 		return p.placements(l, m, what)
 	}
-	return rebased(rt.pls, rt.plsAt), true
+	return rebased(readPart(rt.pls), rt.plsAt), true
 }
 
 // sharedPlacements keeps pls, decoded from the list written at at, for a
@@ -53,7 +53,7 @@ func (p *parser) placementsOf(rt *rawTensor, m *Mesh, what string) ([]placement,
 // positions relative to at. A file of 100k tensors writes a few lists,
 // and a list of its own per declaration was a sixth of what was live at
 // the end of reading (docs/performance.md).
-func (p *parser) sharedPlacements(pls []placement, at diag.Pos) []placement {
+func (p *parser) sharedPlacements(pls []placement, at diag.Pos) *[]placement {
 	key := p.plsKey[:0]
 	for _, pl := range pls {
 		rel := relative(pl.pos, at)
@@ -67,12 +67,13 @@ func (p *parser) sharedPlacements(pls []placement, at diag.Pos) []placement {
 	if shared, ok := p.sharedPls[string(key)]; ok {
 		return shared
 	}
-	shared := make([]placement, len(pls))
+	list := make([]placement, len(pls))
 	for i, pl := range pls {
-		shared[i] = placement{pl.Placement, relative(pl.pos, at)}
+		list[i] = placement{pl.Placement, relative(pl.pos, at)}
 	}
+	shared := &list
 	if p.sharedPls == nil {
-		p.sharedPls = map[string][]placement{}
+		p.sharedPls = map[string]*[]placement{}
 	}
 	p.sharedPls[string(key)] = shared
 	return shared

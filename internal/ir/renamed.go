@@ -15,7 +15,8 @@ func (t *Tensor) Renamed(name string) *Tensor {
 }
 
 // RenamedInto makes *dst what t.Renamed(name) returns, in memory the
-// caller holds (lower.Certify's slab of a plan's tensors).
+// caller holds (lower.Certify's slab of a plan's tensors): dst shares t's
+// TensorDomain.
 func (t *Tensor) RenamedInto(dst *Tensor, name string) {
 	*dst = *t
 	dst.Name, dst.Producer, dst.Combined = name, nil, nil
