@@ -17,8 +17,10 @@ import (
 //     stream, generated where it is read, and stored (a float64 an
 //     element) only when it is small (smallInput) or an op other than a
 //     set or a reduction reads it, itself or through sets (storedInputs);
-//   - every device buffer the plan writes, and its slot in the map of its
-//     name's buffers. A buffer that stores values takes a float64 an
+//   - every device buffer the plan writes or loads, and its slot in the
+//     map of its name's buffers. A fusion input stored in the reference
+//     whose every shard is one run of it (sharder.contiguous) is loaded
+//     as slices of the reference's values, and takes nothing more. A buffer that stores values takes a float64 an
 //     element rounded up to the allocator's size class (most of at most
 //     4 KiB come from a slab without rounding: the model may price them up
 //     to an eighth high); the largest one per device and buffer name
@@ -150,7 +152,7 @@ func (w *world) footprint() footprint {
 	for _, info := range w.ordered {
 		t := info.t
 		small := satProduct(info.shard.shape) < int64(smallInput)
-		if (w.isInput(t.Name) && (stored[t.Name] || small)) || (!w.isInput(t.Name) && !w.isSetOutput(t.Name)) {
+		if (info.input && (stored[t.Name] || small)) || (!info.input && !w.isSetOutput(t.Name)) {
 			f.reference = satAdd(f.reference, satProduct(info.shard.shape))
 		}
 		// Inputs are enumerated when loaded, every other tensor (an op's
@@ -158,12 +160,15 @@ func (w *world) footprint() footprint {
 		if info.shard.sortRuns {
 			f.transient = max(f.transient, info.shard.maxElements())
 		}
-		if w.isInput(t.Name) {
+		if info.input {
 			n, b, pieces := info.shard.maxElements(), allocBytes(info.shard.maxElements()), int64(1)
 			long := info.shard.longRows()
-			if long {
+			switch {
+			case long:
 				pieces = info.shard.rowsBound()
 				b = ropeBytes(pieces)
+			case small && info.shard.contiguous(&w.scratch):
+				b = 0 // slices of the stored reference (load)
 			}
 			name(t.Name).add(info.mesh.Devices, n, b, pieces, long)
 		}
@@ -371,7 +376,7 @@ func (w *world) storedInputs() map[string]bool {
 	root := map[string]string{} // a tensor that shares a fusion input's reference → the input
 	out := map[string]bool{}
 	for _, info := range w.ordered {
-		if w.isInput(info.t.Name) {
+		if info.input {
 			root[info.t.Name] = info.t.Name
 		}
 	}

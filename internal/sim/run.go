@@ -274,7 +274,7 @@ func (w *world) opWithoutSteps() *Mismatch {
 // checked, whose shard is the same elements, is not compared again.
 func (w *world) check(m *machine, ref map[string]vec, op, step int) *Mismatch {
 	name := w.p.Ops[op].Output
-	if w.isPending(name) {
+	if w.opOutputs[op].pending {
 		return w.checkPending(m, ref, op, step)
 	}
 	t, held, want := w.opOutputs[op], m.named(name), ref[name]
