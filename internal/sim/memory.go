@@ -139,12 +139,24 @@ func Estimate(p *plan.Plan) (int64, error) {
 // and step once, so it costs what decoding the plan did.
 func (w *world) footprint() footprint {
 	var f footprint
-	names := map[string]*written{}
+	// A name is a fusion input's or a step's output: the map is sized for
+	// them all, and what is known of each name is carved from one block
+	// (growing the map and allocating each record were a fifth of the
+	// estimate of a long plan).
+	most := len(w.p.Tensors) + len(w.p.Steps)
+	names := make(map[string]*written, most)
+	block := make([]written, 0, most)
+	var all []*written // every record, in the order made
 	name := func(n string) *written {
 		wr := names[n]
 		if wr == nil {
-			wr = &written{}
+			if len(block) == cap(block) {
+				block = make([]written, 0, 1024) // never, but for a miscount
+			}
+			block = append(block, written{})
+			wr = &block[len(block)-1]
 			names[n] = wr
+			all = append(all, wr)
 		}
 		return wr
 	}
@@ -187,8 +199,16 @@ func (w *world) footprint() footprint {
 	}
 	seen := map[int]struct{}{}
 	f.names = len(names)
-	for _, wr := range names {
+	var last []int // the list of devices last marked seen
+	for _, wr := range all {
 		if !wr.set {
+			continue
+		}
+		if wr.writes.byDev == nil && last != nil && slices.Equal(wr.writes.devices, last) {
+			// Most names are written on the devices of the name before:
+			// they are seen already.
+			f.buffers = satAdd(f.buffers, satMul(wr.writes.n, int64(len(last))))
+			f.entries += int64(len(last))
 			continue
 		}
 		wr.writes.each(func(d int, b int64) {
@@ -196,6 +216,9 @@ func (w *world) footprint() footprint {
 			f.entries++
 			seen[d] = struct{}{}
 		})
+		if wr.writes.byDev == nil {
+			last = wr.writes.devices
+		}
 	}
 	f.devices = int64(len(seen))
 	return f
