@@ -376,7 +376,7 @@ func specLike(t *Tensor) TensorSpec {
 // shape cut along the batch.
 func (e *expansion) copyOp(op *Op, k int) *Op {
 	c := &Op{Kind: op.Kind, Out: op.Out, Axis: op.Axis, Axes: slices.Clone(op.Axes), Attrs: op.Attrs.Clone(),
-		Scalar: op.Scalar.Clone(), Pos: op.Pos, AxisPos: op.AxisPos}
+		Scalar: op.Scalar.Clone(), Pos: op.Pos}
 	c.Inputs = make([]*Tensor, len(op.Inputs))
 	for i, in := range op.Inputs {
 		c.Inputs[i] = in

@@ -63,10 +63,12 @@ type validator struct {
 	recent     [recentNames]recentName
 	nextRecent int
 	// tensorEntries are the records of the tensors' names, by position
-	// (nil until checked, and for a tensor with no name); lastTensor is
-	// the position of the tensor lookup found last (nextTensor).
+	// (nil until checked, and for a tensor with no name); cursors are the
+	// positions of the tensors lookup found last, one a run of tensors
+	// read in order (nextTensor), and nextCursor the one a jump moves.
 	tensorEntries []*nameInfo
-	lastTensor    int
+	cursors       [tensorCursors]int
+	nextCursor    int
 	// opOutputs and stepOutputs are the records of each op's and step's
 	// output, found once: a later pass over the ops or steps would look
 	// each up again, in a map too large for the processor's caches.

@@ -49,27 +49,36 @@ func (v *validator) lookup(name string) *nameInfo {
 	if e != nil {
 		v.remember(name, e)
 		if e.at > 0 {
-			v.lastTensor = int(e.at) - 1
+			v.cursors[v.nextCursor] = int(e.at) - 1
+			v.nextCursor = (v.nextCursor + 1) % tensorCursors
 		}
 	}
 	return e
 }
 
+// tensorCursors is how many runs of tensors nextTensor follows at once.
+const tensorCursors = 4
+
 // nextTensor returns the record of name when it is the name of the tensor
-// after the last one found, nil otherwise. The ops of a chain read and
-// write the tensors in their order, and so do their steps: this spares
-// most lookups in the map of every name, which misses the processor's
-// caches.
+// after one of the last found (v.cursors), nil otherwise. The ops of a
+// chain read and write the tensors in their order, and so do their steps;
+// ops that read fusion inputs, which a plan lists before the ops'
+// outputs, read one run of tensors and write another, and a chain of
+// layer ops beside them a third: following a few runs spares most lookups
+// in the map of every name, which misses the processor's caches.
 func (v *validator) nextTensor(name string) *nameInfo {
-	k := v.lastTensor + 1
-	if k >= len(v.tensorEntries) || v.p.Tensors[k].Name != name {
-		return nil
+	for c, at := range v.cursors {
+		k := at + 1
+		if k >= len(v.tensorEntries) || v.p.Tensors[k].Name != name {
+			continue
+		}
+		e := v.tensorEntries[k] // nil until checkTensors records it
+		if e != nil {
+			v.cursors[c] = k
+		}
+		return e
 	}
-	e := v.tensorEntries[k] // nil until checkTensors records it
-	if e != nil {
-		v.lastTensor = k
-	}
-	return e
+	return nil
 }
 
 // stepOutput returns the record of step i's output, found by

@@ -507,27 +507,37 @@ func combineSpans(op string, parts []span) []float64 {
 
 // combineSpansInto is combineSpans into out, as long as every span.
 func combineSpansInto(op string, out []float64, parts []span) {
-	inParallel(len(out), func(from, to int) {
-		var scratch []float64 // made once a piece, only for a span in pieces
-		for lo := from; lo < to; lo += combineBlock {
-			hi := min(lo+combineBlock, to)
-			dst := out[lo:hi]
-			first := parts[0]
-			first.v.readOne(first.lo+lo, dst)
-			for _, p := range parts[1:] {
-				if p.v.rope == nil {
-					combineInto(op, dst, p.v.vals[p.lo+lo:p.lo+hi])
-					continue
-				}
-				if scratch == nil {
-					scratch = make([]float64, combineBlock)
-				}
-				src := scratch[:hi-lo]
-				p.v.readOne(p.lo+lo, src)
-				combineInto(op, dst, src)
+	if len(out) < 2*minPiece {
+		// One piece: no goroutine, nor the closure they take (most
+		// reductions of a long plan are of a few hundred values).
+		combineRange(op, out, parts, 0, len(out))
+		return
+	}
+	inParallel(len(out), func(from, to int) { combineRange(op, out, parts, from, to) })
+}
+
+// combineRange is combineSpansInto on out's positions [from, to), a block
+// at a time.
+func combineRange(op string, out []float64, parts []span, from, to int) {
+	var scratch []float64 // made once, only for a span in pieces
+	for lo := from; lo < to; lo += combineBlock {
+		hi := min(lo+combineBlock, to)
+		dst := out[lo:hi]
+		first := parts[0]
+		first.v.readOne(first.lo+lo, dst)
+		for _, p := range parts[1:] {
+			if p.v.rope == nil {
+				combineInto(op, dst, p.v.vals[p.lo+lo:p.lo+hi])
+				continue
 			}
+			if scratch == nil {
+				scratch = make([]float64, min(combineBlock, to-from))
+			}
+			src := scratch[:hi-lo]
+			p.v.readOne(p.lo+lo, src)
+			combineInto(op, dst, src)
 		}
-	})
+	}
 }
 
 // reduceOp returns the step's reduce op.

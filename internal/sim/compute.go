@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/nvcomm/nvcomm/internal/ops"
@@ -69,6 +70,9 @@ func orList(names []string) string {
 // extent-1 dimensions repeat along dims (torch's broadcasting). The caller
 // has checked every shape; the output is the only allocation.
 func mapBroadcast(f pointwiseFunc, ins [][]float64, inDims [][]int, dims []int) []float64 {
+	if broadcastsNothing(inDims, dims) {
+		return mapFlat(f, ins, product(dims))
+	}
 	st := make([][]int, len(ins))
 	for k, d := range inDims {
 		st[k] = broadcastStrides(d)
@@ -81,6 +85,34 @@ func mapBroadcast(f pointwiseFunc, ins [][]float64, inDims [][]int, dims []int) 
 			b = ins[1][dot(idx, st[1])]
 		}
 		out = append(out, f(a, b))
+	}
+	return out
+}
+
+// broadcastsNothing reports whether every input shape is dims.
+func broadcastsNothing(inDims [][]int, dims []int) bool {
+	for _, d := range inDims {
+		if !slices.Equal(d, dims) {
+			return false
+		}
+	}
+	return true
+}
+
+// mapFlat is mapBroadcast of inputs of the output's own shape, which
+// broadcast nothing: element i of the output is f of element i of each.
+func mapFlat(f pointwiseFunc, ins [][]float64, n int) []float64 {
+	out := make([]float64, n)
+	a := ins[0][:n]
+	if len(ins) == 1 {
+		for i, x := range a {
+			out[i] = f(x, 0)
+		}
+		return out
+	}
+	b := ins[1][:n]
+	for i, x := range a {
+		out[i] = f(x, b[i])
 	}
 	return out
 }

@@ -46,6 +46,7 @@ type operand struct {
 	v     vec       // the values
 	vals  []float64 // stored, for the ops that read them in their own order
 	shape []int
+	info  *tensorInfo // the simulation's tensor, when it has one
 }
 
 // logicalDomain is an op's output logical domain: its shape, reduction

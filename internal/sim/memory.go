@@ -17,8 +17,10 @@ import (
 //     stream, generated where it is read, and stored (a float64 an
 //     element) only when it is small (smallInput) or an op other than a
 //     set or a reduction reads it, itself or through sets (storedInputs);
-//   - every device buffer the plan writes, and its slot in the map of its
-//     name's buffers. A buffer that stores values takes a float64 an
+//   - every device buffer the plan writes or loads, and its slot in the
+//     map of its name's buffers. A fusion input stored in the reference
+//     whose every shard is one run of it (sharder.contiguous) is loaded
+//     as slices of the reference's values, and takes nothing more. A buffer that stores values takes a float64 an
 //     element rounded up to the allocator's size class (most of at most
 //     4 KiB come from a slab without rounding: the model may price them up
 //     to an eighth high); the largest one per device and buffer name
@@ -137,12 +139,24 @@ func Estimate(p *plan.Plan) (int64, error) {
 // and step once, so it costs what decoding the plan did.
 func (w *world) footprint() footprint {
 	var f footprint
-	names := map[string]*written{}
+	// A name is a fusion input's or a step's output: the map is sized for
+	// them all, and what is known of each name is carved from one block
+	// (growing the map and allocating each record were a fifth of the
+	// estimate of a long plan).
+	most := len(w.p.Tensors) + len(w.p.Steps)
+	names := make(map[string]*written, most)
+	block := make([]written, 0, most)
+	var all []*written // every record, in the order made
 	name := func(n string) *written {
 		wr := names[n]
 		if wr == nil {
-			wr = &written{}
+			if len(block) == cap(block) {
+				block = make([]written, 0, 1024) // never, but for a miscount
+			}
+			block = append(block, written{})
+			wr = &block[len(block)-1]
 			names[n] = wr
+			all = append(all, wr)
 		}
 		return wr
 	}
@@ -150,7 +164,7 @@ func (w *world) footprint() footprint {
 	for _, info := range w.ordered {
 		t := info.t
 		small := satProduct(info.shard.shape) < int64(smallInput)
-		if (w.isInput(t.Name) && (stored[t.Name] || small)) || (!w.isInput(t.Name) && !w.isSetOutput(t.Name)) {
+		if (info.input && (stored[t.Name] || small)) || (!info.input && !w.isSetOutput(t.Name)) {
 			f.reference = satAdd(f.reference, satProduct(info.shard.shape))
 		}
 		// Inputs are enumerated when loaded, every other tensor (an op's
@@ -158,12 +172,15 @@ func (w *world) footprint() footprint {
 		if info.shard.sortRuns {
 			f.transient = max(f.transient, info.shard.maxElements())
 		}
-		if w.isInput(t.Name) {
+		if info.input {
 			n, b, pieces := info.shard.maxElements(), allocBytes(info.shard.maxElements()), int64(1)
 			long := info.shard.longRows()
-			if long {
+			switch {
+			case long:
 				pieces = info.shard.rowsBound()
 				b = ropeBytes(pieces)
+			case small && info.shard.contiguous(&w.scratch):
+				b = 0 // slices of the stored reference (load)
 			}
 			name(t.Name).add(info.mesh.Devices, n, b, pieces, long)
 		}
@@ -182,8 +199,16 @@ func (w *world) footprint() footprint {
 	}
 	seen := map[int]struct{}{}
 	f.names = len(names)
-	for _, wr := range names {
+	var last []int // the list of devices last marked seen
+	for _, wr := range all {
 		if !wr.set {
+			continue
+		}
+		if wr.writes.byDev == nil && last != nil && slices.Equal(wr.writes.devices, last) {
+			// Most names are written on the devices of the name before:
+			// they are seen already.
+			f.buffers = satAdd(f.buffers, satMul(wr.writes.n, int64(len(last))))
+			f.entries += int64(len(last))
 			continue
 		}
 		wr.writes.each(func(d int, b int64) {
@@ -191,6 +216,9 @@ func (w *world) footprint() footprint {
 			f.entries++
 			seen[d] = struct{}{}
 		})
+		if wr.writes.byDev == nil {
+			last = wr.writes.devices
+		}
 	}
 	f.devices = int64(len(seen))
 	return f
@@ -371,7 +399,7 @@ func (w *world) storedInputs() map[string]bool {
 	root := map[string]string{} // a tensor that shares a fusion input's reference → the input
 	out := map[string]bool{}
 	for _, info := range w.ordered {
-		if w.isInput(info.t.Name) {
+		if info.input {
 			root[info.t.Name] = info.t.Name
 		}
 	}

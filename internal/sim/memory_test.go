@@ -14,7 +14,8 @@ import (
 // members of an Allgather or an Allreduce share one output, only the root
 // of a Gather and the receiver of a SendRecv get one (a SendRecv's and a
 // Copy's are their inputs), and a small fusion input's reference is
-// stored (a set's shares it).
+// stored (a set's shares it), its shards slices of it when each is one
+// run.
 func TestFootprint(t *testing.T) {
 	tests := map[string]struct {
 		plan      *plan.Plan
@@ -36,43 +37,44 @@ func TestFootprint(t *testing.T) {
 			plan: gatherPlan(),
 			want: footprint{
 				reference: 6,
-				buffers:   2*32 + 48, // tv0: 3 elements on 0 and 1; tv1: 6 on the root 2
+				buffers:   48, // tv0: 3 elements on 0 and 1, slices of its reference; tv1: 6 on the root 2
 				entries:   3, names: 2, devices: 3, members: 3, listed: 2 + 1 + 3, steps: 1,
 			},
-			wantBytes: 6*8 + 112 + 3*entryBytes + 2*nameBytes + 3*deviceBytes + 3*memberBytes + 6*listedBytes + stepBytes,
+			wantBytes: 6*8 + 48 + 3*entryBytes + 2*nameBytes + 3*deviceBytes + 3*memberBytes + 6*listedBytes + stepBytes,
 		},
 		"sendrecv to the receivers": {
 			plan: sendRecvPlan(),
 			want: footprint{
 				reference: 4,
-				buffers:   2 * 16, // tv0 on 0 and 1; tv1 on 2 and 3 is tv0's
+				buffers:   0, // tv0 on 0 and 1 is slices of its reference; tv1 on 2 and 3 is tv0's
 				entries:   4, names: 2, devices: 4, members: 2, listed: 2 + 2 + 2 + 2, steps: 2,
 			},
-			wantBytes: 4*8 + 32 + 4*entryBytes + 2*nameBytes + 4*deviceBytes + 2*memberBytes + 8*listedBytes + 2*stepBytes,
+			wantBytes: 4*8 + 4*entryBytes + 2*nameBytes + 4*deviceBytes + 2*memberBytes + 8*listedBytes + 2*stepBytes,
 		},
 		"row-parallel linear with bias": {
 			plan: rowParallelLinearBias(),
 			want: footprint{
 				reference: 8 + 12 + 3 + 6, // x, w and bias, which the linear reads, and y
-				// On both devices: x 4 elements, w 6, bias 3; y/w, the Matmul's
-				// y/product and the Pointwise's y 6 each; the Allreduce's y/sum
-				// 6 once.
-				buffers: 2*(32+48+32+3*48) + 48,
+				// On both devices: x 4 elements, w 6 (bias, replicated, is its
+				// reference); y/w, the Matmul's y/product and the Pointwise's y
+				// 6 each; the Allreduce's y/sum 6 once.
+				buffers: 2*(32+48+3*48) + 48,
 				entries: 14, names: 7, devices: 2, members: 2, listed: 2 + 4*2, steps: 4,
 			},
-			wantBytes: 29*8 + 560 + 14*entryBytes + 7*nameBytes + 2*deviceBytes + 2*memberBytes + 10*listedBytes + 4*stepBytes,
+			wantBytes: 29*8 + 496 + 14*entryBytes + 7*nameBytes + 2*deviceBytes + 2*memberBytes + 10*listedBytes + 4*stepBytes,
 		},
 		"merged shard sorted through offsets": {
 			plan: mergedSetPlan(),
 			want: footprint{
 				// tv0 [4, 3] merged to 12 and split 3 ways; tv1 is tv0's
 				// copy, its buffers tv0's: tv0 is sorted through 4 offsets on
-				// each device.
+				// each device, 4 consecutive ones, its buffers slices of its
+				// reference.
 				reference: 12, transient: 4,
-				buffers: 3 * 32,
+				buffers: 0,
 				entries: 6, names: 2, devices: 3, members: 3, listed: 3 + 3, steps: 1,
 			},
-			wantBytes: 16*8 + 96 + 6*entryBytes + 2*nameBytes + 3*deviceBytes + 3*memberBytes + 6*listedBytes + stepBytes,
+			wantBytes: 16*8 + 6*entryBytes + 2*nameBytes + 3*deviceBytes + 3*memberBytes + 6*listedBytes + stepBytes,
 		},
 	}
 	for name, tt := range tests {

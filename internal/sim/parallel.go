@@ -79,23 +79,32 @@ func firstDiff(got, want []float64) int {
 func firstMismatch(n int, fill func(lo, hi int, got, exp []float64)) int {
 	var first atomic.Int64
 	first.Store(int64(n))
-	inParallel(n, func(from, to int) {
-		block := min(combineBlock, to-from)
-		got, exp := make([]float64, block), make([]float64, block)
-		for lo := from; lo < to && int64(lo) < first.Load(); lo += block {
-			hi := min(lo+block, to)
-			g, e := got[:hi-lo], exp[:hi-lo]
-			fill(lo, hi, g, e)
-			if i := firstDiff(g, e); i >= 0 {
-				lowerTo(&first, int64(lo+i))
-				return
-			}
-		}
-	})
+	if n < 2*minPiece {
+		mismatchRange(&first, 0, n, fill) // no goroutine, nor its closure
+	} else {
+		inParallel(n, func(from, to int) { mismatchRange(&first, from, to, fill) })
+	}
 	if i := int(first.Load()); i < n {
 		return i
 	}
 	return -1
+}
+
+// mismatchRange is firstMismatch on positions [from, to): it lowers first
+// to the first position there that differs, and stops once first is below
+// the block it would compare.
+func mismatchRange(first *atomic.Int64, from, to int, fill func(lo, hi int, got, exp []float64)) {
+	block := min(combineBlock, to-from)
+	got, exp := make([]float64, block), make([]float64, block)
+	for lo := from; lo < to && int64(lo) < first.Load(); lo += block {
+		hi := min(lo+block, to)
+		g, e := got[:hi-lo], exp[:hi-lo]
+		fill(lo, hi, g, e)
+		if i := firstDiff(g, e); i >= 0 {
+			lowerTo(first, int64(lo+i))
+			return
+		}
+	}
 }
 
 // lowerTo sets first to v when v is lower.

@@ -19,7 +19,7 @@ import (
 // op produced.
 func (w *world) isPending(name string) bool {
 	t, ok := w.tensors[name]
-	return ok && t.t.Partial != "" && !w.isInput(name)
+	return ok && t.pending
 }
 
 // pendingDomain is the domain of the pending terms of an op whose own

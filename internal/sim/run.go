@@ -254,23 +254,29 @@ func checkBytes(s *plan.Step, st StepTraffic) error {
 }
 
 // devices returns every device of a mesh or a step, each with zero bytes.
+// A list equal to the one before adds nothing: the steps of a long plan
+// name the same few lists of devices over and over.
 func (w *world) devices() map[int]int64 {
 	all := map[int]int64{}
-	for _, t := range w.tensors {
-		for _, d := range t.mesh.Devices {
+	var last []int
+	add := func(list []int) {
+		if last != nil && slices.Equal(list, last) {
+			return
+		}
+		for _, d := range list {
 			all[d] = 0
 		}
+		last = list
+	}
+	for _, t := range w.ordered {
+		add(t.mesh.Devices)
 	}
 	for i := range w.p.Steps {
 		s := &w.p.Steps[i]
 		for _, team := range s.Teams {
-			for _, d := range team {
-				all[d] = 0
-			}
+			add(team)
 		}
-		for _, d := range s.Devices {
-			all[d] = 0
-		}
+		add(s.Devices)
 	}
 	return all
 }
@@ -297,7 +303,7 @@ func (w *world) opWithoutSteps() *Mismatch {
 // checked, whose shard is the same elements, is not compared again.
 func (w *world) check(m *machine, ref map[string]vec, op, step int) *Mismatch {
 	name := w.p.Ops[op].Output
-	if w.isPending(name) {
+	if w.opOutputs[op].pending {
 		return w.checkPending(m, ref, op, step)
 	}
 	t, held, want := w.opOutputs[op], m.named(name), ref[name]

@@ -49,6 +49,9 @@ type sharder struct {
 	// enumerates the same few shards for every tensor it loads or checks.
 	runs   map[int][]run
 	budget *int
+	// oneRuns is whether every device's shard is one run of consecutive
+	// elements (contiguous): 0 not yet known, 1 yes, 2 no.
+	oneRuns int8
 }
 
 // runBudget is how many runs the sharders of one simulation may keep
@@ -336,6 +339,43 @@ func (s *sharder) rowsBound() int64 {
 		n = satMul(n, int64(s.extentOf(pos)))
 	}
 	return n
+}
+
+// contiguous reports whether every device of the mesh holds one run of
+// consecutive elements, or none: a shard of stored values is then a slice
+// of them, shared rather than copied (load), and the memory model prices
+// it so. It depends on the geometry alone, and is decided once.
+func (s *sharder) contiguous(scratch *[]int) bool {
+	if s.oneRuns == 0 {
+		ok := true
+		for _, d := range s.mesh.Devices {
+			runs := 0
+			s.eachRun(d, scratch, func(r run) bool {
+				runs++
+				ok = runs == 1 && (r.stride == 1 || r.n == 1)
+				return ok
+			})
+			if !ok {
+				break
+			}
+		}
+		s.oneRuns = 2
+		if ok {
+			s.oneRuns = 1
+		}
+	}
+	return s.oneRuns == 1
+}
+
+// oneRun returns device's shard of vals, the values of the whole tensor,
+// as the slice of them it is: s must be contiguous.
+func (s *sharder) oneRun(device int, scratch *[]int, vals []float64) []float64 {
+	var r run
+	s.eachRun(device, scratch, func(x run) bool {
+		r = x
+		return false
+	})
+	return vals[r.off : r.off+r.n : r.off+r.n]
 }
 
 // size returns the number of elements device holds.

@@ -11,11 +11,15 @@ import (
 
 // tensorInfo is what the simulation knows of one tensor of the plan.
 type tensorInfo struct {
-	t        plan.Tensor
-	index    int // position in plan.Tensors: selects its input data
+	t        *plan.Tensor // in the plan's list: a copy of every tensor was a tenth of what a long plan's simulation allocated
+	index    int          // position in plan.Tensors: selects its input data
 	mesh     plan.Mesh
 	shard    *sharder
 	elemSize int64
+	// input is set when no op produces the tensor, and pending when an op
+	// produces pending terms in it (isPending): known once the ops are
+	// read, so that the passes over every tensor and op ask no map.
+	input, pending bool
 }
 
 // world is a checked plan: its tensors with their shard geometry and which
@@ -70,8 +74,8 @@ func newWorld(p *plan.Plan) (*world, error) {
 	w := &world{p: p, tensors: make(map[string]*tensorInfo, len(p.Tensors)), producer: make(map[string]int, len(p.Ops)),
 		sharders: map[string]*sharder{}, runBudget: runBudget, ordered: make([]*tensorInfo, 0, len(p.Tensors)),
 		opOutputs: make([]*tensorInfo, 0, len(p.Ops))}
-	for i, t := range p.Tensors {
-		if err := w.addTensor(i, t); err != nil {
+	for i := range p.Tensors {
+		if err := w.addTensor(i, &p.Tensors[i]); err != nil {
 			return nil, err
 		}
 	}
@@ -84,10 +88,14 @@ func newWorld(p *plan.Plan) (*world, error) {
 			return nil, err
 		}
 	}
+	for _, info := range w.ordered {
+		info.input = !w.outputs[info.t.Name]
+		info.pending = !info.input && info.t.Partial != ""
+	}
 	return w, nil
 }
 
-func (w *world) addTensor(i int, t plan.Tensor) error {
+func (w *world) addTensor(i int, t *plan.Tensor) error {
 	if _, dup := w.tensors[t.Name]; dup {
 		return fmt.Errorf("tensor %q is listed twice", t.Name)
 	}
@@ -99,7 +107,7 @@ func (w *world) addTensor(i int, t plan.Tensor) error {
 	if !ok {
 		return fmt.Errorf("tensor %q: unknown mesh %q", t.Name, t.Mesh)
 	}
-	s, err := w.sharder(t, m)
+	s, err := w.sharder(*t, m)
 	if err != nil {
 		return err
 	}
@@ -225,12 +233,6 @@ func (w *world) checkOperand(i int, in, out string) error {
 	return nil
 }
 
-// isInput reports whether no op produces the tensor.
-func (w *world) isInput(name string) bool {
-	_, produced := w.producer[name]
-	return !produced
-}
-
 // smallInput is the size below which a fusion input's values are stored
 // rather than generated where they are read: a long chain of small
 // tensors checks every one of them against the same few inputs, and
@@ -248,9 +250,9 @@ func (w *world) reference(seed uint64) (map[string]vec, error) {
 	ref := make(map[string]vec, len(w.p.Tensors))
 	data, bounds := DataOf(w.p), IndexBounds(w.p)
 	for _, info := range w.ordered {
-		if v, ok := w.given[info.t.Name]; ok && w.isInput(info.t.Name) {
+		if v, ok := w.given[info.t.Name]; ok && info.input {
 			ref[info.t.Name] = stored(v)
-		} else if w.isInput(info.t.Name) {
+		} else if info.input {
 			g := &stream{key: streamKey(seed, info.index), data: data, bound: bounds[info.t.Name]}
 			ref[info.t.Name] = generated(g, product(info.shard.shape))
 			if product(info.shard.shape) < smallInput {
@@ -268,7 +270,7 @@ func (w *world) reference(seed uint64) (map[string]vec, error) {
 		switch {
 		case op.Op == "set":
 			ref[op.Output] = ins[0].v
-		case isReduceOp(op.Op) && w.isPending(ins[0].name):
+		case isReduceOp(op.Op) && ins[0].info.pending:
 			// The reference of pending terms holds their reduction.
 			ref[op.Output] = ins[0].v
 		case isReduceOp(op.Op):
@@ -277,7 +279,7 @@ func (w *world) reference(seed uint64) (map[string]vec, error) {
 			for k := range ins {
 				ins[k].vals = storedValues(ins[k].v, flat)
 			}
-			if w.isPending(op.Output) {
+			if w.opOutputs[i].pending {
 				shape = shape[1:] // the reference holds the combined values
 			}
 			ref[op.Output] = stored(evalOp(op, ins, shape))
@@ -355,7 +357,8 @@ func (w *world) operands(op plan.Op, ref map[string]vec) []operand {
 	names := op.Operands()
 	ins := make([]operand, len(names))
 	for k, name := range names {
-		ins[k] = operand{name: name, v: ref[name], shape: w.tensors[name].shard.shape}
+		info := w.tensors[name]
+		ins[k] = operand{name: name, v: ref[name], shape: info.shard.shape, info: info}
 	}
 	return ins
 }
@@ -369,7 +372,7 @@ func (w *world) checkOutputDomain(op plan.Op, ins []operand) error {
 	if err != nil {
 		return err
 	}
-	if w.isPending(op.Output) && len(out.Shape) > 0 {
+	if w.opOutputs[op.Index].pending && len(out.Shape) > 0 {
 		want = pendingDomain(want, out.Shape[0])
 	}
 	if slices.Equal(out.Shape, want.shape) && slices.Equal(out.ReductionAxes, want.reduction) {
@@ -381,17 +384,24 @@ func (w *world) checkOutputDomain(op plan.Op, ins []operand) error {
 
 // load puts every fusion input's shard onto each device of its mesh: the
 // pieces of the input's stream it holds when its rows are long
-// (sharder.longRows), else its values generated into a buffer.
+// (sharder.longRows), the very values of a stored input when every
+// device's shard is one run of them (sharder.contiguous), else its values
+// generated or copied into a buffer.
 func (w *world) load(m *machine, ref map[string]vec) {
 	for _, info := range w.ordered {
 		t := info.t
-		if !w.isInput(t.Name) {
+		if !info.input {
 			continue
 		}
 		src := source(ref[t.Name])
 		out := m.output(t.Name, len(info.mesh.Devices))
 		long := info.shard.longRows()
+		shared := !long && src.vals != nil && info.shard.contiguous(&w.scratch)
 		for _, d := range info.mesh.Devices {
+			if shared {
+				out[d] = stored(info.shard.oneRun(d, &w.scratch, src.vals))
+				continue
+			}
 			if long {
 				var b ropeBuilder
 				info.shard.eachRun(d, &w.scratch, func(r run) bool {
