@@ -101,6 +101,13 @@ type Result struct {
 	// are then not computed.
 	Exact bool
 	Gap   float64
+	// BackwardOps counts the ops of the fusion's backward section, which
+	// the search does not price: their tensors take their shardings by
+	// propagation from the chosen ones. Forward is then the forward's
+	// predicted time, which the search minimised and the runner-ups'
+	// Slower compare; Seconds is the whole step's.
+	BackwardOps int
+	Forward     float64
 	// summed is the sum of the ops' prices the search minimised; Seconds
 	// differs from it by the Copy that ends an op moving a tensor to
 	// another mesh when a later op reads it, which the op alone does not
@@ -198,6 +205,9 @@ func Solve(file string, src []byte, opts Options) (*Result, error) {
 		return nil, err
 	}
 	res.summed = res.Seconds
+	if res.BackwardOps = len(f.Ops) - len(m.factors); res.BackwardOps > 0 {
+		res.Forward = res.Seconds
+	}
 	if s, ok := predictFusion(file, res.Fusion, opts.Lowering); ok {
 		res.Seconds = s
 	}

@@ -101,6 +101,10 @@ func writeDecisions(w io.Writer, res *auto.Result) error {
 	if !res.Exact {
 		fmt.Fprintf(ew, "auto: not proven the fastest: the fastest is at most %s faster; runner-ups not searched\n", explain.Seconds(res.Gap))
 	}
+	if res.BackwardOps > 0 {
+		fmt.Fprintf(ew, "auto: the search priced the forward (%s); the backward's %d ops follow propagation from its shardings, and \"slower by\" is the forward's\n",
+			explain.Seconds(res.Forward), res.BackwardOps)
+	}
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "tensor\tchosen\trunner-up\tslower by")
 	for _, d := range res.Decisions {
