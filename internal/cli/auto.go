@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"text/tabwriter"
 	"time"
 
@@ -59,6 +60,9 @@ func (o *autoOptions) compileAuto(cmd *cobra.Command, arg string, opts lower.Opt
 func (o *autoOptions) compileAutoSource(cmd *cobra.Command, name string, src []byte, opts lower.Options) (*plan.Plan, *auto.Result, error) {
 	if isPlan(src) {
 		return nil, nil, usageError{fmt.Errorf("--auto chooses the shardings of a fusion file; %s is a plan", name)}
+	}
+	if os.Getenv("GOGC") == "" { // the user's GOGC, when set, rules
+		defer debug.SetGCPercent(debug.SetGCPercent(auto.GCPercent))
 	}
 	res, err := auto.Solve(name, src, auto.Options{Lowering: opts, MemoryBudget: o.budget.bytes, TimeLimit: o.timeLimit, Progress: progressLine(cmd.ErrOrStderr())})
 	if err != nil {
