@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/nvcomm/nvcomm/internal/cost"
+	"github.com/nvcomm/nvcomm/internal/diag"
 	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/lower"
 )
@@ -92,7 +93,8 @@ func newModel(f *ir.Fusion, src *source) (*model, error) {
 	for _, t := range f.Tensors {
 		grad := t.Producer != nil && backward(t.Producer)
 		if grad && t.Auto {
-			return nil, fmt.Errorf("tensor %q: a gradient takes its sharding by propagation from the forward's under --auto; give it placements, or leave it undeclared", t.Name)
+			return nil, diag.Diagnostic{File: f.File, Pos: t.Pos, Hint: "give it placements, or leave it undeclared",
+				Message: fmt.Sprintf("tensor %q: placements: auto on a gradient; --auto chooses the forward's shardings, and a gradient takes its own by propagation from them", t.Name)}
 		}
 		v := &variable{t: t, produced: t.Producer != nil, decision: t.Auto || t.Propagated && !grad, last: lastOp}
 		if v.produced {
