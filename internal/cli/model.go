@@ -57,7 +57,7 @@ once and writes the plan; --summary writes what the step costs each device.`,
 	f := cmd.Flags()
 	f.StringVar(&o.mesh, "mesh", "", "the device mesh as `AXES`: outermost first, each a parallelism (dp or tp) and its devices, as dp=2,tp=4 (required)")
 	f.BoolVar(&o.sp, "sp", false, "sequence parallelism: tp also splits the sequence outside attention and the MLP (Megatron-LM's --sequence-parallel)")
-	f.IntVar(&o.batch, "batch", 1, "the step's sequences, `B` (split over dp)")
+	f.IntVar(&o.batch, "batch", 0, "the step's sequences, `B` (split over dp; 0: one per dp replica)")
 	f.IntVar(&o.seq, "seq", 0, "the tokens of each sequence, `S` (0: the model's max_position_embeddings)")
 	enumVar(cmd, o.dtype, "dtype", "the weights' and activations' element type")
 	f.IntVar(&o.layers, "layers", 0, "write the first `K` blocks only (0: all of them)")
@@ -142,8 +142,8 @@ func (o *modelOptions) check(arg string) (model.Parallel, model.Options, error) 
 		return p, model.Options{}, usageError{fmt.Errorf("model needs --mesh, as --mesh dp=2,tp=4")}
 	case o.plan && o.summary:
 		return p, model.Options{}, usageError{fmt.Errorf("--plan and --summary write different things: give one")}
-	case o.seq < 0 || o.batch < 1:
-		return p, model.Options{}, usageError{fmt.Errorf("--batch %d --seq %d: want a batch of at least 1 and a positive length (or 0, the model's longest)", o.batch, o.seq)}
+	case o.seq < 0 || o.batch < 0:
+		return p, model.Options{}, usageError{fmt.Errorf("--batch %d --seq %d: want a positive batch (or 0, one sequence per dp replica) and a positive length (or 0, the model's longest)", o.batch, o.seq)}
 	case o.layers < 0:
 		return p, model.Options{}, usageError{fmt.Errorf("--layers %d: want 0 (all) or more", o.layers)}
 	}

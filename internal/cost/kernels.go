@@ -41,13 +41,14 @@ func fusable(s *plan.Step) bool {
 // fuseRuns charges one latency per run of fusable steps: every step of a
 // run but its first (the one that launches the kernel) pays its bytes at
 // its line's bandwidth only. times are the steps' prices on their own, in
-// p's order.
-func (t *Topology) fuseRuns(p *plan.Plan, times []StepTime) {
+// p's order; taken marks the steps already priced inside an attention
+// kernel (attention.go), which end a run.
+func (t *Topology) fuseRuns(p *plan.Plan, times []StepTime, taken []bool) {
 	head := -1
 	for i := range p.Steps {
 		s := &p.Steps[i]
 		switch {
-		case !fusable(s):
+		case !fusable(s) || taken[i]:
 			head = -1
 		case head >= 0 && sameDevices(&p.Steps[head], s):
 			times[i].Seconds = t.streamed(localType(s), times[i].Bytes)

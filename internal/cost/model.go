@@ -225,7 +225,7 @@ func Predict(t *Topology, p *plan.Plan) (*Prediction, error) {
 		}
 		pr.Steps = append(pr.Steps, st)
 	}
-	t.fuseRuns(p, pr.Steps)
+	t.fuseRuns(p, pr.Steps, t.attentionKernels(p, pr.Steps))
 	for _, st := range pr.Steps {
 		pr.Total += st.Seconds
 	}

@@ -31,8 +31,10 @@ func (b bcastAxes) of(x *ir.Tensor, a int) bool {
 // record finds the broadcast axes of op's output from its operands': the
 // new axes of a broadcast, and every output axis that each operand either
 // lacks (an extent-1 axis repeated, a contraction's other factor) or has
-// as a broadcast axis, when at least one has it. A set, a reduction's kept
-// axes and elementwise ops so keep their operands' broadcast axes.
+// as a broadcast axis, when at least one has it — but for the axes along
+// which the op's output varies with position (tril's mask). A set, a
+// reduction's kept axes and elementwise ops so keep their operands'
+// broadcast axes.
 func (b bcastAxes) record(op *ir.Op) {
 	if op.Kind != ir.OpBroadcast && !slices.ContainsFunc(op.Inputs, func(x *ir.Tensor) bool { return b[x] != nil }) {
 		return // the common case: nothing upstream was broadcast
@@ -44,9 +46,13 @@ func (b bcastAxes) record(op *ir.Op) {
 		return
 	}
 	rank := len(op.Out.Shape())
+	var positional []int
+	if f := op.Kind.Entry().Positional; f != nil {
+		positional = f(rank)
+	}
 	var axes []bool
 	for j := range rank {
-		if b.outputAxis(op, j) {
+		if !slices.Contains(positional, j) && b.outputAxis(op, j) {
 			if axes == nil {
 				axes = make([]bool, rank)
 			}

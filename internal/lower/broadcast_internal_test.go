@@ -45,6 +45,13 @@ func TestBroadcastAxes(t *testing.T) {
   - {op: matmul, in: [a, bx], out: e}`,
 			want: map[string][]bool{"a": {true, false, false}, "b": {true, false, false}, "c": {true, false, false}, "d": {true, false, false}},
 		},
+		"none along the axes tril masks: its rows and columns differ": {
+			ops: `  - {op: broadcast, in: v, out: w, axes: [0, 2]}
+  - {op: tril, in: w, out: y, diagonal: 0}
+  - {op: broadcast, in: a2, out: a, axes: [0]}
+  - {op: tril, in: a, out: z, diagonal: 1}`,
+			want: map[string][]bool{"w": {true, false, true}, "y": {true, false, false}, "a": {true, false, false}, "z": {true, false, false}},
+		},
 		"no broadcast": {
 			ops:  `  - {op: add, in: [x, x], out: y}`,
 			want: map[string][]bool{},

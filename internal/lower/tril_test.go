@@ -118,3 +118,38 @@ ops:
 		}
 	}
 }
+
+// TestTrilOfBroadcastRows masks a tensor whose rows a broadcast made
+// equal: masked, they differ, so an op that needs the rows whole must
+// gather them, not repeat a device's one row (the soak's case 35155: a
+// causal sdpa of a broadcast query, split on its sequence, read whole).
+// Each plan is proven on virtual devices, under both policies.
+func TestTrilOfBroadcastRows(t *testing.T) {
+	const query = `  v: {mesh: m, shape: [2], placements: [Replicate()]}
+  w: {shape: [4, 2], placements: [Shard(0)]}
+  z: {placements: [Replicate()]}
+`
+	for name, tc := range map[string]struct{ tensors, ops string }{
+		"tril": {query + `  y: {placements: [Shard(0)]}`, `  - {op: broadcast, in: v, out: w, axes: [0]}
+  - {op: tril, in: w, out: y, diagonal: 0}
+  - {op: neg, in: y, out: z}`},
+		"causal sdpa": {query + `  k: {mesh: m, shape: [12, 2], placements: [Replicate()]}
+  y: {mesh: m, shape: [12, 4], placements: [Shard(0)]}`, `  - {op: broadcast, in: v, out: w, axes: [0]}
+  - {op: sdpa, in: [w, k, y], out: z, causal: true}`},
+	} {
+		src := fusion4(tc.tensors, tc.ops)
+		for _, policy := range []lower.Policy{lower.PolicyOptimal, lower.PolicyNvFuser} {
+			t.Run(name+"/"+string(policy), func(t *testing.T) {
+				f, err := ir.Parse("in.yaml", []byte(src))
+				if err != nil {
+					t.Fatal(err)
+				}
+				p, err := lower.Lower(f, lower.Options{Policy: policy})
+				if err != nil {
+					t.Fatal(err)
+				}
+				proveOnDevices(t, p)
+			})
+		}
+	}
+}

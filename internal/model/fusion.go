@@ -11,8 +11,9 @@ import (
 type Options struct {
 	// Name is the fusion's name.
 	Name string
-	// Batch and Seq are the sequences of a step and their length; Seq 0
-	// is the model's max_position_embeddings (2048 when it has none).
+	// Batch and Seq are the sequences of a step and their length; Batch
+	// 0 is one sequence per data-parallel replica, Seq 0 the model's
+	// max_position_embeddings (2048 when it has none).
 	Batch, Seq int
 	// DType is the weights' and activations' element type.
 	DType string
@@ -51,8 +52,12 @@ func Weights(c *Config, p Parallel, o Options) ([]string, error) {
 	return w.weights, nil
 }
 
-// withSeq is o with its sequence length, the model's longest when 0.
-func withSeq(c *Config, o Options) Options {
+// withDefaults is o with its batch, one sequence per data-parallel
+// replica when 0, and its sequence length, the model's longest when 0.
+func withDefaults(c *Config, p Parallel, o Options) Options {
+	if o.Batch == 0 {
+		o.Batch = p.size(DP)
+	}
 	if o.Seq == 0 {
 		o.Seq = cmp.Or(c.MaxPositions, 2048)
 	}
@@ -61,7 +66,7 @@ func withSeq(c *Config, o Options) Options {
 
 // write writes the fusion of Fusion.
 func write(c *Config, p Parallel, o Options) (*writer, error) {
-	o = withSeq(c, o)
+	o = withDefaults(c, p, o)
 	if o.Layers > 0 {
 		c2 := *c
 		c2.Layers = min(o.Layers, c.Layers)

@@ -181,6 +181,13 @@ type Op struct {
 	// integer dtype, the output takes the table's dtype, and simulate and
 	// export fill such an input with valid indices. Nil for other ops.
 	Indexed *Indexed
+	// Positional is, for an op whose output varies with an element's
+	// position along some of its axes whatever its operands hold there
+	// (tril's mask over its last two dims), those axes of an output of
+	// rank dims. Along them the output has no broadcast axis even where
+	// every operand has one: rows a broadcast made equal differ once
+	// masked. Nil for other ops.
+	Positional func(rank int) []int
 	// Torch is an elementwise or contraction op's torch function for the
 	// exported program.
 	Torch *Torch

@@ -28,7 +28,7 @@ var trilAttrSpecs = []AttrSpec{
 // registerTril adds tril.
 func registerTril(r *Registry) {
 	r.MustRegister(Op{Name: "tril", Family: View, Operands: []string{"x"}, Attrs: []Attr{AttrDiagonal},
-		Rule: pointwiseRule, Shape: trilShape, Torch: &Torch{Func: "torch.tril", Rounding: Exact},
+		Rule: pointwiseRule, Shape: trilShape, Positional: lastTwo, Torch: &Torch{Func: "torch.tril", Rounding: Exact},
 		Doc: "x with the entries of its last two dims above the diagonal zeroed, torch.tril"})
 }
 
@@ -40,6 +40,10 @@ func trilShape(in [][]int, a Attrs) ([]int, Values, *ShapeError) {
 	}
 	return slices.Clone(in[0]), a.Values, nil
 }
+
+// lastTwo is the last two axes of a tensor of rank dims: those tril's
+// mask varies along.
+func lastTwo(rank int) []int { return []int{rank - 2, rank - 1} }
 
 // TrilKeeps reports whether tril with diagonal d keeps the entry at row
 // i, column j: j − i ≤ d.

@@ -1,0 +1,72 @@
+package cost
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/nvcomm/nvcomm/internal/plan"
+)
+
+// TestAttentionKernel prices the local steps of one sdpa's expansion as
+// one kernel: the run's first step carries the larger of the bytes that
+// cross the run's boundary (q, k and v read, the output written; the
+// scores never) at the memory's rate and the products' arithmetic —
+// halved when causal — and the others run inside it. A layout step that
+// reshards the output (a Permute of the matmul op) is priced on its own,
+// as the planner priced it.
+func TestAttentionKernel(t *testing.T) {
+	all := []int{0, 1}
+	const bt, s, d = 32, 4096, 128 // [Bt, s, d] blocks of q, k, v; scores [Bt, s, s]
+	sdpa := &plan.Of{Op: "sdpa", Inputs: []string{"q", "k", "v"}, Output: "o"}
+	steps := []plan.Step{
+		{Op: 1, Type: plan.Permute, Input: "k", Output: "kt", Count: plan.Count{Input: bt * s * d, Output: bt * s * d}},
+		{Op: 2, Type: plan.Matmul, Inputs: []string{"q", "kt"}, Output: "scores", Dims: []int{bt, s, d, s}, Count: plan.Count{Input: bt * s * d, Output: bt * s * s}},
+		{Op: 2, Type: plan.Pointwise, Input: "scores", Output: "probs", Count: plan.Count{Input: bt * s * s, Output: bt * s * s}},
+		{Op: 2, Type: plan.Matmul, Inputs: []string{"probs", "v"}, Output: "o", Dims: []int{bt, s, s, d}, Count: plan.Count{Input: bt * s * s, Output: bt * s * d}},
+		{Op: 2, Type: plan.Permute, Input: "o", Output: "o/in", Count: plan.Count{Input: bt * s * d, Output: bt * s * d}},
+		{Op: 3, Type: plan.Pointwise, Input: "o/in", Output: "y", Count: plan.Count{Input: bt * s * d, Output: bt * s * d}},
+	}
+	top := Default()
+	flops := 2.0 * bt * s * d * s * 2    // the two products
+	bytes := int64(4 * (4 * bt * s * d)) // q, k, v in, o out, float32
+	for _, causal := range []bool{false, true} {
+		of := *sdpa
+		of.Causal = causal
+		p := &plan.Plan{Format: 1, Tensors: []plan.Tensor{{Name: "kt", DType: "float32"}, {Name: "o", DType: "float32"}, {Name: "y", DType: "float32"}},
+			Ops: []plan.Op{{Output: "x"}, {Op: "permute", Output: "kt", Of: &of}, {Op: "matmul", Output: "o", Of: &of}, {Op: "neg", Output: "y"}}}
+		for i, st := range steps {
+			st.ID, st.Kind, st.Devices = i, plan.KindLocal, all
+			p.Steps = append(p.Steps, st)
+		}
+		pr, err := Predict(top, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := flops
+		if causal {
+			f /= 2
+		}
+		want := max(top.Local(bytes), top.Compute.Seconds("float32", f))
+		if want == top.Local(bytes) {
+			t.Fatalf("the products' arithmetic should bound this kernel: %v s of memory, %v s of arithmetic", top.Local(bytes), top.Compute.Seconds("float32", f))
+		}
+		got := []float64{pr.Steps[0].Seconds, pr.Steps[1].Seconds, pr.Steps[2].Seconds, pr.Steps[3].Seconds}
+		if d := cmp.Diff([]float64{want, 0, 0, 0}, got); d != "" {
+			t.Errorf("causal %v: the kernel's steps (-want +got):\n%s", causal, d)
+		}
+		if pr.Steps[0].Bytes != bytes {
+			t.Errorf("causal %v: the kernel moves %d bytes, want %d", causal, pr.Steps[0].Bytes, bytes)
+		}
+		for k := 1; k < 4; k++ {
+			if f := pr.Steps[k].FusedInto; f == nil || *f != 0 {
+				t.Errorf("causal %v: step %d runs in %v, want the kernel of step 0", causal, k, f)
+			}
+		}
+		for _, k := range []int{4, 5} {
+			if pr.Steps[k].FusedInto != nil || pr.Steps[k].Seconds == 0 {
+				t.Errorf("causal %v: step %d is priced in the kernel: %+v", causal, k, pr.Steps[k])
+			}
+		}
+	}
+}
