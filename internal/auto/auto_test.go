@@ -439,6 +439,7 @@ func TestSearchLimit(t *testing.T) {
 	}
 	tests := map[string]func(s *solver){
 		"size":     func(s *solver) { s.maxScope = 1 },
+		"memory":   func(s *solver) { s.maxBytes = 1 },
 		"deadline": func(s *solver) { s.deadline = time.Now().Add(-time.Second) },
 	}
 	for name, limit := range tests {

@@ -3,6 +3,7 @@ package auto
 import (
 	"fmt"
 	"os"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,8 +32,10 @@ var benchFamilies = []struct {
 }{{"mlp", scale.MLPBlocks}, {"transformer", scale.TransformerBlocks}}
 
 // BenchmarkSolveBlocks times Solve on n identical blocks of each family,
-// every mesh and count of the table of docs/auto.md.
+// every mesh and count of the table of docs/auto.md, with the garbage
+// collector's target lower --auto sets.
 func BenchmarkSolveBlocks(b *testing.B) {
+	defer debug.SetGCPercent(debug.SetGCPercent(GCPercent)) // as lower --auto runs
 	for _, fam := range benchFamilies {
 		for _, mesh := range benchMeshes {
 			for _, n := range benchBlocks {
@@ -67,6 +70,7 @@ func TestAutoScaleTable(t *testing.T) {
 	if only == "" {
 		t.Skip("set NVCOMM_BENCH_AUTO=1 (make bench-auto)")
 	}
+	defer debug.SetGCPercent(debug.SetGCPercent(GCPercent)) // as lower --auto runs
 	for _, fam := range benchFamilies {
 		if only == fam.name || only == "1" {
 			t.Log("\n" + scaleTable(t, fam.name, fam.blocks))

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/nvcomm/nvcomm/internal/cost"
+	"github.com/nvcomm/nvcomm/internal/diag"
 	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/lower"
 )
@@ -71,22 +72,43 @@ type model struct {
 // option counts.
 const maxCombinations = 1 << 16
 
+// backward reports whether op is one of the ops a backward section
+// appends (ir's gradients): the search does not price them, and the
+// tensors they write take their shardings by propagation from the
+// forward's, as without --auto.
+func backward(op *ir.Op) bool { return op.Of != nil && op.Of.Grad }
+
 func newModel(f *ir.Fusion, src *source) (*model, error) {
 	m := &model{f: f, index: map[*ir.Tensor]int{}}
 	readers := map[*ir.Tensor]int{}
+	lastOp := max(len(f.Ops)-1, 0)
 	for i, op := range f.Ops {
+		if backward(op) {
+			i = lastOp // a tensor saved for the backward is held to the forward's end
+		}
 		for _, in := range op.Inputs {
-			readers[in] = i
+			readers[in] = max(readers[in], i)
 		}
 	}
-	lastOp := max(len(f.Ops)-1, 0)
 	for _, t := range f.Tensors {
-		v := &variable{t: t, produced: t.Producer != nil, decision: t.Auto || t.Propagated, last: lastOp}
+		grad := t.Producer != nil && backward(t.Producer)
+		if grad && t.Auto {
+			return nil, diag.Diagnostic{File: f.File, Pos: t.Pos, Hint: "give it placements, or leave it undeclared",
+				Message: fmt.Sprintf("tensor %q: placements: auto on a gradient; --auto chooses the forward's shardings, and a gradient takes its own by propagation from them", t.Name)}
+		}
+		v := &variable{t: t, produced: t.Producer != nil, decision: t.Auto || t.Propagated && !grad, last: lastOp}
 		if v.produced {
 			v.first = t.Producer.Index
 			if r, ok := readers[t]; ok && !slices.Contains(f.Outputs, t) {
 				v.last = r
 			}
+		}
+		if grad {
+			// Never read by a priced op: no options to search.
+			v.options, v.bytes = []sharding{nil}, []int64{0}
+			m.index[t] = len(m.vars)
+			m.vars = append(m.vars, v)
+			continue
 		}
 		if v.decision {
 			v.options = candidates(t)
@@ -108,6 +130,9 @@ func newModel(f *ir.Fusion, src *source) (*model, error) {
 		m.vars = append(m.vars, v)
 	}
 	for _, op := range f.Ops {
+		if backward(op) {
+			continue // after every forward op (ir appends them)
+		}
 		fa := &factor{op: op}
 		n := 1
 		for _, t := range append(slices.Clone(op.Inputs), op.Out) {

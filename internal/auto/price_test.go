@@ -201,7 +201,7 @@ func opFile(t *testing.T, m *model, fa *factor, combo []int) string {
 	names = op.Scalar.Args(names) // a number operand in its slot
 	fmt.Fprintf(&b, "ops:\n  - {op: %s, in: [%s], out: t%d", kind, strings.Join(names, ", "), slices.Index(fa.vars, m.index[op.Out]))
 	switch {
-	case kind.IsReduction():
+	case kind.TakesAxis():
 		fmt.Fprintf(&b, ", axis: %d", op.Axis)
 	case op.Kind == ir.OpBroadcast:
 		b.WriteString(", axes: " + intList(op.Axes))

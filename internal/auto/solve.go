@@ -72,6 +72,22 @@ var errStopped = errors.New("the search for the best shardings stopped at its li
 // greedily (stopped).
 const maxScope = 1 << 24
 
+// maxTableBytes bounds the memory of the programme's tables: the layers
+// of partial assignments an exact search keeps for the runner-ups (a slot
+// per state and each partial assignment). Past it the programme finishes
+// greedily (stopped), which holds one partial assignment at a time: a
+// frontier too wide to tabulate costs a stated gap, never the machine's
+// memory. The runner-ups' backward pass holds about as much again.
+const maxTableBytes = 1 << 30
+
+// The bytes the programme's tables take, as maxTableBytes counts them: a
+// state's slot in a layer (a slice header) and a partial assignment (an
+// entry and its pointer in a state's list).
+const (
+	stateBytes = 24
+	entryBytes = 64
+)
+
 // step is one op of the programme.
 type step struct {
 	fa *factor
@@ -161,8 +177,10 @@ type solver struct {
 	deadline time.Time
 	progress func(done, total int)
 	work     int
-	// maxScope is maxScope but in tests.
-	maxScope int
+	// maxScope and maxBytes are maxScope and maxTableBytes but in tests;
+	// tableBytes is what the layers of the current solve hold.
+	maxScope             int
+	maxBytes, tableBytes int64
 	// exact is false when the last solve stopped at a limit and finished
 	// greedily; lower is then a lower bound on the optimum's cost.
 	exact bool
@@ -173,7 +191,8 @@ type solver struct {
 }
 
 func newSolver(m *model, budget int64) *solver {
-	s := &solver{m: m, budget: budget, allowed: make([][]bool, len(m.vars)), pos: make([]int, len(m.vars)), maxScope: maxScope}
+	s := &solver{m: m, budget: budget, allowed: make([][]bool, len(m.vars)), pos: make([]int, len(m.vars)),
+		maxScope: maxScope, maxBytes: maxTableBytes}
 	for k, v := range m.vars {
 		s.pos[k] = -1
 		if v.decision {
@@ -255,14 +274,17 @@ func (m *model) strides(vars, in []int) []int {
 }
 
 // solve returns the cheapest assignment within the budget, the first of
-// them in search order. Past the deadline or maxScope it completes the
-// best partial assignment greedily and sets exact false and lower.
+// them in search order. Past the deadline, maxScope or maxBytes it
+// completes the best partial assignment greedily and sets exact false and
+// lower.
 func (s *solver) solve() (*solution, error) {
-	s.exact, s.lower, s.work, s.layers = true, 0, 0, nil
+	s.exact, s.lower, s.work, s.layers, s.tableBytes = true, 0, 0, nil, 0
 	layer := [][]*entry{{{step: -1}}}
+	var best *entry // the greedy completion's partial assignment
+	bestState := 0
 	for i, st := range s.steps {
-		s.layers = append(s.layers, layer)
 		if s.exact {
+			s.layers = append(s.layers, layer)
 			next, err := s.advance(st, layer, true)
 			if err == nil {
 				layer = next
@@ -274,21 +296,15 @@ func (s *solver) solve() (*solution, error) {
 			// Finish greedily: the best partial assignment so far,
 			// extended op by op by its best next step.
 			s.exact, s.lower = false, s.lowerBound(i, layer)
-			layer = bestOnly(s, layer)
+			best, bestState = s.best(layer)
+			s.layers, layer = nil, nil
 		}
-		next, err := s.advance(st, layer, false)
-		if err != nil {
+		if best, bestState = s.greedy(st, best, bestState); best == nil {
 			return nil, errStopped
 		}
-		layer = bestOnly(s, next)
 	}
-	var best *entry
-	for _, list := range layer {
-		for _, e := range list {
-			if best == nil || s.before(e, best) {
-				best = e
-			}
-		}
+	if s.exact {
+		best, _ = s.best(layer)
 	}
 	if best == nil {
 		if !s.exact {
@@ -329,22 +345,45 @@ func (s *solver) lowerBound(i int, layer [][]*entry) int64 {
 	return lb
 }
 
-// bestOnly keeps the layer's best partial assignment alone.
-func bestOnly(s *solver, layer [][]*entry) [][]*entry {
-	var best *entry
-	bestState := 0
+// best is the layer's best partial assignment and its state, nil when
+// the layer has none.
+func (s *solver) best(layer [][]*entry) (best *entry, state int) {
 	for i, list := range layer {
 		for _, e := range list {
 			if best == nil || s.before(e, best) {
-				best, bestState = e, i
+				best, state = e, i
 			}
 		}
 	}
-	out := make([][]*entry, len(layer))
-	if best != nil {
-		out[bestState] = []*entry{best}
+	return best, state
+}
+
+// greedy extends partial assignment e (nil: none), of state fs before
+// st, by the options of st's fresh variables that make the best partial
+// assignment after it, and returns that and its state (nil when none runs
+// within the budget). It holds no layer: the states after st may be too
+// many to tabulate.
+func (s *solver) greedy(st *step, e *entry, fs int) (*entry, int) {
+	if e == nil {
+		return nil, 0
 	}
-	return out
+	nf := len(st.front)
+	vals := make([]int, len(st.scope))
+	s.decode(st.front, fs/len(st.in), vals[:nf])
+	in := st.in[fs%len(st.in)]
+	if !s.first(st.fresh, vals[nf:]) {
+		return nil, 0
+	}
+	var best *entry
+	bestState := 0
+	for {
+		if x, ni := s.extension(st, vals, in, e); x != nil && (best == nil || s.before(x, best)) {
+			best, bestState = x, ni
+		}
+		if !s.following(st.fresh, vals[nf:]) {
+			return best, bestState
+		}
+	}
 }
 
 // advance extends every partial assignment of layer (states of st.front)
@@ -365,6 +404,9 @@ func (s *solver) advance(st *step, layer [][]*entry, limited bool) ([][]*entry, 
 	if work, ok := checked.Mul(states, freshN); limited && (!ok || work > s.maxScope || st.nextStates > s.maxScope || s.tick(st)) {
 		return nil, errStopped
 	}
+	if s.tableBytes += int64(st.nextStates) * stateBytes; limited && s.tableBytes > s.maxBytes {
+		return nil, errStopped
+	}
 	out := make([][]*entry, st.nextStates)
 	nf := len(st.front)
 	vals := make([]int, len(st.scope))
@@ -379,7 +421,7 @@ func (s *solver) advance(st *step, layer [][]*entry, limited bool) ([][]*entry, 
 			continue // a fresh variable with no allowed option
 		}
 		for {
-			if s.work++; limited && s.work&0xfff == 0 && s.tick(st) {
+			if s.work++; limited && s.work&0xfff == 0 && (s.tick(st) || s.tableBytes > s.maxBytes) {
 				return nil, errStopped
 			}
 			if s.extend(st, vals, in, list, out) {
@@ -406,18 +448,41 @@ func (s *solver) extend(st *step, vals []int, in int32, list []*entry, out [][]*
 	}
 	dw, do, l := s.bytes(st, st.inputs, vals), s.bytes(st, st.tails, vals), s.bytes(st, st.live, vals)
 	for _, e := range list {
-		cost, ok := checked.Add(e.cost, c)
-		if !ok || cost == maxCost {
-			continue
+		if x := s.extended(st, e, ti, c, dw, do, l); x != nil {
+			n := len(out[ni])
+			out[ni] = s.insert(out[ni], x)
+			s.tableBytes += int64(len(out[ni])-n) * entryBytes
 		}
-		x := &entry{cost: cost, w: satAdd(e.w, dw), o: satAdd(e.o, do), prev: e, combo: int32(ti), step: st.index}
-		x.r = max(e.r, satAdd(x.o, l))
-		if s.budget > 0 && satAdd(x.w, x.r) > s.budget {
-			continue
-		}
-		out[ni] = s.insert(out[ni], x)
 	}
 	return true
+}
+
+// extension is e extended by the options vals of st's scope after a
+// state whose last op ended a run on devices in, and the index of the
+// state after it; nil when the op cannot run so or it passes the budget.
+func (s *solver) extension(st *step, vals []int, in int32, e *entry) (*entry, int) {
+	ti, ni, c := s.entry(st, vals, in)
+	if c == maxCost {
+		return nil, 0
+	}
+	dw, do, l := s.bytes(st, st.inputs, vals), s.bytes(st, st.tails, vals), s.bytes(st, st.live, vals)
+	return s.extended(st, e, ti, c, dw, do, l), ni
+}
+
+// extended is e extended by entry ti of st's table, of price c, adding
+// dw bytes of inputs and do of outputs with l of intermediates live; nil
+// when the sum overflows or passes the budget.
+func (s *solver) extended(st *step, e *entry, ti int, c, dw, do, l int64) *entry {
+	cost, ok := checked.Add(e.cost, c)
+	if !ok || cost == maxCost {
+		return nil
+	}
+	x := &entry{cost: cost, w: satAdd(e.w, dw), o: satAdd(e.o, do), prev: e, combo: int32(ti), step: st.index}
+	x.r = max(e.r, satAdd(x.o, l))
+	if s.budget > 0 && satAdd(x.w, x.r) > s.budget {
+		return nil
+	}
+	return x
 }
 
 // entry is the index in st's table of the options vals of its scope, the

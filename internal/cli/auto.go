@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"text/tabwriter"
 	"time"
 
@@ -60,6 +61,9 @@ func (o *autoOptions) compileAutoSource(cmd *cobra.Command, name string, src []b
 	if isPlan(src) {
 		return nil, nil, usageError{fmt.Errorf("--auto chooses the shardings of a fusion file; %s is a plan", name)}
 	}
+	if os.Getenv("GOGC") == "" { // the user's GOGC, when set, rules
+		defer debug.SetGCPercent(debug.SetGCPercent(auto.GCPercent))
+	}
 	res, err := auto.Solve(name, src, auto.Options{Lowering: opts, MemoryBudget: o.budget.bytes, TimeLimit: o.timeLimit, Progress: progressLine(cmd.ErrOrStderr())})
 	if err != nil {
 		return nil, nil, reportIn(cmd, name, err)
@@ -100,6 +104,10 @@ func writeDecisions(w io.Writer, res *auto.Result) error {
 	fmt.Fprintf(ew, "auto: predicted %s, at most %s per device\n", explain.Seconds(res.Seconds), plan.Size(res.PeakBytes))
 	if !res.Exact {
 		fmt.Fprintf(ew, "auto: not proven the fastest: the fastest is at most %s faster; runner-ups not searched\n", explain.Seconds(res.Gap))
+	}
+	if res.BackwardOps > 0 {
+		fmt.Fprintf(ew, "auto: the search priced the forward (%s); the backward's %d ops follow propagation from its shardings, and \"slower by\" is the forward's\n",
+			explain.Seconds(res.Forward), res.BackwardOps)
 	}
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "tensor\tchosen\trunner-up\tslower by")
