@@ -85,8 +85,24 @@ func (v *validator) embeddingDomain(i int, op Op, ins []*tensorInfo) (outputDoma
 // V, E] of positive extents that count Bt·N indices in and Bt·N·E
 // elements out, and one offset of at least 0 per device.
 func (v *validator) checkLookup(i int, s *Step) {
+	v.checkIndexed(i, s, "a Lookup reads 2 buffers (inputs [indices, table])", indexedDims{out: []int{0, 1, 3}, outWhy: "Bt·N·E", other: []int{0, 2, 3}})
+}
+
+// indexedDims are which of an indexed step's dims [Bt, N, V, E] its
+// output counts (outWhy names their product), and which its other input.
+type indexedDims struct {
+	out    []int
+	outWhy string
+	other  []int
+}
+
+// checkIndexed checks a Lookup or a ScatterAdd (what says what it reads):
+// two inputs, dims [Bt, N, V, E] of positive extents whose products fit
+// in an int, Bt·N indices in and the dims' output count out, and one
+// offset of at least 0 per device.
+func (v *validator) checkIndexed(i int, s *Step, what string, d indexedDims) {
 	if n := len(s.Operands()); n != 2 {
-		v.stepf(i, "a Lookup reads 2 buffers (inputs [indices, table]), got %d", n)
+		v.stepf(i, "%s, got %d", what, n)
 	}
 	if len(s.Offsets) != len(s.Devices) {
 		v.stepf(i, "offsets has %d entries for %d devices", len(s.Offsets), len(s.Devices))
@@ -98,10 +114,16 @@ func (v *validator) checkLookup(i int, s *Step) {
 		v.stepf(i, "dims %v are not [Bt, N, V, E], four positive extents", s.Dims)
 		return
 	}
-	bt, n, e := s.Dims[0], s.Dims[1], s.Dims[3]
-	in, okIn := product([]int{bt, n})
-	out, okOut := product([]int{bt, n, e})
-	if _, okT := product([]int{bt, s.Dims[2], e}); !okIn || !okOut || !okT {
+	pick := func(at []int) []int {
+		out := make([]int, len(at))
+		for k, a := range at {
+			out[k] = s.Dims[a]
+		}
+		return out
+	}
+	in, okIn := product(pick([]int{0, 1}))
+	out, okOut := product(pick(d.out))
+	if _, okOther := product(pick(d.other)); !okIn || !okOut || !okOther {
 		v.stepf(i, "dims %v hold more elements than an int counts", s.Dims)
 		return
 	}
@@ -109,7 +131,7 @@ func (v *validator) checkLookup(i int, s *Step) {
 		v.stepf(i, "count.input is %d, want Bt·N = %d (dims %v)", s.Count.Input, in, s.Dims)
 	}
 	if s.Count.Output != out {
-		v.stepf(i, "count.output is %d, want Bt·N·E = %d (dims %v)", s.Count.Output, out, s.Dims)
+		v.stepf(i, "count.output is %d, want %s = %d (dims %v)", s.Count.Output, d.outWhy, out, s.Dims)
 	}
 }
 
@@ -166,32 +188,7 @@ func (v *validator) scatterDomain(i int, op Op, ins []*tensorInfo) (outputDomain
 // [Bt, N, V, E] of positive extents that count Bt·N indices in and
 // Bt·V·E elements out, and one offset of at least 0 per device.
 func (v *validator) checkScatterAdd(i int, s *Step) {
-	if n := len(s.Operands()); n != 2 {
-		v.stepf(i, "a ScatterAdd reads 2 buffers (inputs [indices, values]), got %d", n)
-	}
-	if len(s.Offsets) != len(s.Devices) {
-		v.stepf(i, "offsets has %d entries for %d devices", len(s.Offsets), len(s.Devices))
-	}
-	if slices.ContainsFunc(s.Offsets, func(o int) bool { return o < 0 }) {
-		v.stepf(i, "offsets %v has a negative row", s.Offsets)
-	}
-	if len(s.Dims) != 4 || !positive(s.Dims) {
-		v.stepf(i, "dims %v are not [Bt, N, V, E], four positive extents", s.Dims)
-		return
-	}
-	bt, n, vv, e := s.Dims[0], s.Dims[1], s.Dims[2], s.Dims[3]
-	in, okIn := product([]int{bt, n})
-	out, okOut := product([]int{bt, vv, e})
-	if _, okV := product([]int{bt, n, e}); !okIn || !okOut || !okV {
-		v.stepf(i, "dims %v hold more elements than an int counts", s.Dims)
-		return
-	}
-	if s.Count.Input != in {
-		v.stepf(i, "count.input is %d, want Bt·N = %d (dims %v)", s.Count.Input, in, s.Dims)
-	}
-	if s.Count.Output != out {
-		v.stepf(i, "count.output is %d, want Bt·V·E = %d (dims %v)", s.Count.Output, out, s.Dims)
-	}
+	v.checkIndexed(i, s, "a ScatterAdd reads 2 buffers (inputs [indices, values])", indexedDims{out: []int{0, 2, 3}, outWhy: "Bt·V·E", other: []int{0, 1, 3}})
 }
 
 // scatterValuesRead is what a ScatterAdd reads from its values, Bt·N·E of
