@@ -65,10 +65,9 @@ func (g *GradIn) Y() Ref { return Ref(len(g.In)) }
 func (g *GradIn) DY() Ref { return Ref(len(g.In) + 1) }
 
 // registerGrads gives the registry's ops their gradient rules: every op
-// whose rule is cheap in the primitive ops. The others (prod, gelu,
-// scatter_add; the comparisons gt and eq, which torch does not
-// differentiate) have none, and a backward through one is an error
-// naming it.
+// whose rule is cheap in the primitive ops. The others (scatter_add; the
+// comparisons gt and eq, which torch does not differentiate) have none,
+// and a backward through one is an error naming it.
 func registerGrads(r *Registry) {
 	rules := map[string]GradRule{
 		"set": gradIdentity, "add": gradAdd, "sub": gradSub, "mul": gradMul, "div": gradDiv,
@@ -83,7 +82,7 @@ func registerGrads(r *Registry) {
 		"permute": gradPermute, "reshape": gradReshape, "cast": gradCast,
 		"slice": gradSlice, "cat": gradCat,
 		"relu": unaryGrad(gradRelu), "abs": unaryGrad(gradAbs), "maximum": gradSelect(true), "minimum": gradSelect(false),
-		"max": gradExtreme, "min": gradExtreme, "gelu_tanh": unaryGrad(gradGeluTanh),
+		"max": gradExtreme, "min": gradExtreme, "gelu": unaryGrad(gradGelu), "erf": unaryGrad(gradErf), "gelu_tanh": unaryGrad(gradGeluTanh),
 		"tril": gradTril, "embedding": gradEmbedding, "gather": gradGather, "cross_entropy": gradCrossEntropy,
 	}
 	for name, rule := range rules {
