@@ -1,7 +1,6 @@
 package plan
 
 import (
-	"bytes"
 	"encoding/binary"
 	"math"
 	"math/bits"
@@ -23,31 +22,11 @@ import (
 // interned, and lists, pointers and strings are carved from a few large
 // allocations. TestFastDecode and FuzzFastDecode hold it to the library's
 // plans.
-//
-// A plan of aheadMin bytes or more has its steps, about half of it,
-// decoded on a second goroutine while this one decodes the rest
-// (stepsAhead).
 func fastDecode(src []byte) (p *Plan, ok bool) {
-	return fastDecodeAhead(src, len(src) >= aheadMin)
-}
-
-// aheadMin is the size of plan from which fastDecode reads its steps on a
-// goroutine of their own: below it the goroutine costs more than it saves.
-const aheadMin = 1 << 20
-
-// fastDecodeAhead is fastDecode, with the steps read ahead or not.
-func fastDecodeAhead(src []byte, ahead bool) (p *Plan, ok bool) {
-	d := newFastDecoder(src)
-	if ahead {
-		d.ahead = readStepsAhead(src)
-	}
+	d := &fastDecoder{src: src, symbols: make(map[string]string)}
 	defer func() {
 		// The decoder gives up by panicking with fastGiveUp, from any depth.
-		r := recover()
-		if d.ahead != nil {
-			d.ahead.wait() // no goroutine outlives the call
-		}
-		if r != nil {
+		if r := recover(); r != nil {
 			if r != fastGiveUp {
 				panic(r)
 			}
@@ -62,73 +41,6 @@ func fastDecodeAhead(src []byte, ahead bool) (p *Plan, ok bool) {
 		return nil, false
 	}
 	return p, true
-}
-
-// newFastDecoder is a decoder at the start of src.
-func newFastDecoder(src []byte) *fastDecoder {
-	return &fastDecoder{src: src, symbols: make(map[string]string)}
-}
-
-// stepsAhead is a plan's steps list read by a decoder of its own, on a
-// goroutine, from where the plan's "steps" key seems to be: the last
-// "steps": in src. The bytes "steps": are a key wherever they occur, since
-// a quote within a string is escaped; but they may be another object's
-// key, so the main decoder takes the steps read ahead only if its own
-// "steps" key is the one they were read from (at), and reads them itself
-// otherwise.
-type stepsAhead struct {
-	at, end  int // the list's first byte, and the byte after it
-	steps    []Step
-	ok       bool // the steps were read; else the decoder gave up
-	panicked any  // a panic other than giving up, raised again by wait
-	done     chan struct{}
-}
-
-// readStepsAhead starts reading src's steps, or returns nil where src has
-// no "steps" key.
-func readStepsAhead(src []byte) *stepsAhead {
-	key := bytes.LastIndex(src, []byte(`"steps":`))
-	if key < 0 {
-		return nil
-	}
-	e := newFastDecoder(src)
-	e.pos = key + len(`"steps":`)
-	e.space()
-	a := &stepsAhead{at: e.pos, done: make(chan struct{})}
-	go func() {
-		defer close(a.done)
-		defer func() {
-			if r := recover(); r != nil && r != fastGiveUp {
-				a.panicked = r
-			}
-		}()
-		a.steps = e.steps()
-		a.end, a.ok = e.pos, true
-	}()
-	return a
-}
-
-// wait waits for the steps to be read.
-func (a *stepsAhead) wait() {
-	<-a.done
-	if a.panicked != nil {
-		panic(a.panicked)
-	}
-}
-
-// stepsAt returns the steps read ahead when they were read from pos,
-// the list's first byte, moving the decoder past them.
-func (d *fastDecoder) stepsAt() ([]Step, bool) {
-	a := d.ahead
-	if a == nil || a.at != d.pos {
-		return nil, false
-	}
-	a.wait()
-	if !a.ok {
-		d.fail() // the same bytes would make this decoder give up too
-	}
-	d.pos = a.end
-	return a.steps, true
 }
 
 // fastGiveUp is what fastDecoder panics with when src leaves its subset.
@@ -147,9 +59,6 @@ type fastDecoder struct {
 
 	text    textBatch
 	escaped []byte // a string's bytes once its escapes are decoded
-
-	// ahead is the plan's steps being read on another goroutine, or nil.
-	ahead *stepsAhead
 
 	// Scratch for lists whose length is known only at their end; their
 	// contents are then copied into a chunk.

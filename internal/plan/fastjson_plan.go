@@ -36,11 +36,7 @@ func (d *fastDecoder) plan(p *Plan) {
 			p.Ops = d.ops(len(p.Tensors))
 		case "steps":
 			d.once(&seen, 1<<7)
-			if steps, ok := d.stepsAt(); ok {
-				p.Steps = steps
-			} else {
-				p.Steps = d.steps()
-			}
+			p.Steps = d.steps()
 		case "summary":
 			d.once(&seen, 1<<8)
 			d.summary(&p.Summary)
