@@ -387,7 +387,7 @@ func TestPlanSchemaRejects(t *testing.T) {
 			firstStep(t, p, "Matmul")["dims"] = []any{json.Number("1"), json.Number("2"), json.Number("3")}
 		}},
 		{name: "Pointwise without func", edit: func(p map[string]any) { delete(firstStep(t, p, "Pointwise"), "func") }},
-		{name: "Pointwise with an unknown func", edit: func(p map[string]any) { firstStep(t, p, "Pointwise")["func"] = "erf" }},
+		{name: "Pointwise with an unknown func", edit: func(p map[string]any) { firstStep(t, p, "Pointwise")["func"] = "erfc" }},
 		{name: "local step with bytes", edit: func(p map[string]any) {
 			firstStep(t, p, "Matmul")["bytes"] = map[string]any{"sent_per_device": json.Number("0"), "received_per_device": json.Number("0"), "lower_bound": json.Number("0")}
 		}},

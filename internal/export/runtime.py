@@ -587,6 +587,10 @@ def _err_gelu_tanh(x, e):
     return 1.13 * e + 0 * x, x.abs() + 1.13 * e
 
 
+def _err_erf(x, e):
+    return 1.13 * e + 0 * x, torch.erf(x).abs() + 1.13 * e  # erf's slope is at most 2/sqrt(pi) < 1.13
+
+
 def _err_sqrt(x, e):
     lo = x - e
     ok = (lo > 0) | ((x == 0) & (lo == 0))  # sqrt(0) of an exact 0 is exact

@@ -45,6 +45,9 @@ type rawBackward struct {
 	// order is the fusion's ops as written (composites whole), in build's
 	// order, kept for the rules.
 	order []*rawOp
+	// saved are the copies of operands that the rules read as the
+	// forward read them, by name (saved.go).
+	saved map[string]savedCopy
 }
 
 // rawSeed is one seed: tensor name with upstream gradient dy (a declared
@@ -413,6 +416,7 @@ func (g *gradGen) op(ro *rawOp) bool {
 			named[r.Step()], names[r.Step()] = true, ro.ins[k]+gradSuffix
 		}
 	}
+	made := map[int]string{}
 	ref := func(r ops.Ref) string {
 		switch k, operand := r.Operand(); {
 		case !operand:
@@ -429,6 +433,10 @@ func (g *gradGen) op(ro *rawOp) bool {
 	for j, s := range steps {
 		ins := make([]string, len(s.In))
 		for i, r := range s.In {
+			if k, operand := r.Operand(); operand && k < len(ro.ins) {
+				ins[i] = g.savedOperand(ro, k, of, made) // a saved activation
+				continue
+			}
 			ins[i] = ref(r)
 		}
 		g.ops = append(g.ops, stepOp(ro, s, names[j], ins, of))

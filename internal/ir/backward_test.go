@@ -1,6 +1,7 @@
 package ir
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -42,8 +43,8 @@ func TestBackwardErrors(t *testing.T) {
 			`in.yaml:13:26: error: backward seeds: the upstream gradient of "loss", "h", is not a declared input; declare it under tensors with the seed's shape (and a mesh): an input of the fusion`},
 		{"wrt off the chain", "  v: {mesh: m, shape: [4]}\n", backwardOps + "  - {op: add, in: [r, v], out: q}\n", "backward: {seeds: {loss: 1}, wrt: [w, v]}",
 			`in.yaml:15:39: error: backward wrt: no chain of ops leads from "v" to a seed (loss); list tensors that the seeds are computed from`},
-		{"no rule", "", strings.Replace(backwardOps, "tanh", "gelu", 1), "backward: {seeds: {loss: 1}, wrt: [w]}",
-			`in.yaml:10:5: error: ops[1]: gelu has no gradient rule, and the backward needs the gradient of its operand "h"; ops with a gradient rule: ` +
+		{"no rule", "", strings.Replace(backwardOps, "{op: tanh, in: h,", "{op: gt, in: [h, h],", 1), "backward: {seeds: {loss: 1}, wrt: [w]}",
+			`in.yaml:10:5: error: ops[1]: gt has no gradient rule, and the backward needs the gradient of its operand "h"; ops with a gradient rule: ` +
 				strings.Join(GradOps(), ", ") + `; keep this op off the chains from wrt to the seeds`},
 		{"gradient without a backward", "  w.grad: {placements: [Shard(0)]}\n", backwardOps, "",
 			`in.yaml:8:3: error: tensor "w.grad": a name ending in .grad is a gradient, which only a backward section computes; add backward: {seeds: {loss: 1}, wrt: [w]}, or rename the tensor`},
@@ -112,4 +113,43 @@ func opArgs(op *Op) []string {
 		names = append(names, in.Name)
 	}
 	return op.Scalar.Args(names)
+}
+
+// TestBackwardSavedCopies checks which operands of a linear its gradient
+// reads as a saved copy (saved.go): one the forward gathers (sequence
+// parallelism's input of a column-parallel linear), not one it reads as
+// it is (a row-parallel linear's, split along the summed axis, which the
+// forward may also sum rather than gather) or one it slices further (a
+// replicated input of an output split by rows).
+func TestBackwardSavedCopies(t *testing.T) {
+	for _, tc := range []struct {
+		name, x, w, y string
+		want          []string // the saved copies and their splits
+	}{
+		{"column-parallel, sequence-split input", "[Shard(0)]", "[Shard(0)]", "", []string{"y.grad/saved_x = set(x): 0 splits"}},
+		{"row-parallel", "[Shard(1)]", "[Shard(1)]", "", nil},
+		{"row-parallel, output replicated", "[Shard(1)]", "[Shard(1)]", "  y: {placements: [Replicate()]}\n", nil}, // summed or gathered
+		{"replicated input, rows split", "[Replicate()]", "[Replicate()]", "  y: {placements: [Shard(0)]}\n", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := "format: 2\nmeshes:\n  m: [0, 1]\ntensors:\n" +
+				"  x: {mesh: m, shape: [4, 8], placements: " + tc.x + "}\n" +
+				"  w: {mesh: m, shape: [6, 8], placements: " + tc.w + "}\n" +
+				"  dy: {mesh: m, shape: [4, 6]}\n" + tc.y +
+				"ops:\n  - {op: linear, in: [x, w], out: y}\nbackward: {seeds: {y: dy}, wrt: [w]}\n"
+			f, err := Parse("in.yaml", []byte(src))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, op := range f.Ops {
+				if IsSavedCopy(op.Out.Name) {
+					got = append(got, fmt.Sprintf("%s = %s(%s): %d splits", op.Out.Name, op.Kind, op.In().Name, len(op.Out.Shardings())))
+				}
+			}
+			if d := cmp.Diff(tc.want, got); d != "" {
+				t.Errorf("saved copies (-want +got):\n%s", d)
+			}
+		})
+	}
 }

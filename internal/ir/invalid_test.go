@@ -1100,22 +1100,22 @@ tensors:
 ops:
   - {op: summ, in: tv0, out: tv1, axis: 0}
 `,
-		want: `in.yaml:6:10: error: ops[0]: unknown op "summ" (ops are: set; reductions sum, prod, max, min; elementwise add, sub, mul, maximum, minimum, gt, eq, div, relu, neg, abs, exp, log, tanh, sigmoid, silu, gelu, gelu_tanh, sqrt, rsqrt, reciprocal, square; broadcast; contractions matmul, linear, embedding, gather, scatter_add; data movement permute, reshape, cast, slice, cat, tril; composite softmax, mean, rms_norm, layer_norm, sdpa, log_softmax, cross_entropy); did you mean "sum"?`,
+		want: `in.yaml:6:10: error: ops[0]: unknown op "summ" (ops are: set; reductions sum, prod, max, min; elementwise add, sub, mul, maximum, minimum, gt, eq, div, relu, neg, abs, exp, log, tanh, sigmoid, silu, gelu, gelu_tanh, erf, sqrt, rsqrt, reciprocal, square; broadcast; contractions matmul, linear, embedding, gather, scatter_add; data movement permute, reshape, cast, slice, cat, tril; composite softmax, mean, rms_norm, layer_norm, sdpa, log_softmax, cross_entropy); did you mean "sum"?`,
 	},
 	{
-		// erf is no misspelled exp (two edits in three letters), nor
-		// selu a misspelled relu (another framework's op): no suggestion.
+		// erfc is no misspelled erf (another framework's op), nor selu
+		// a misspelled relu: no suggestion.
 		name: "unknown_op_div",
 		src: `meshes:
   m: [0, 1]
 tensors:
   a: {mesh: m, shape: [4]}
 ops:
-  - {op: erf, in: a, out: c}
+  - {op: erfc, in: a, out: c}
   - {op: selu, in: c, out: d}
 `,
-		want: `in.yaml:6:10: error: ops[0]: unknown op "erf" (ops are: set; reductions sum, prod, max, min; elementwise add, sub, mul, maximum, minimum, gt, eq, div, relu, neg, abs, exp, log, tanh, sigmoid, silu, gelu, gelu_tanh, sqrt, rsqrt, reciprocal, square; broadcast; contractions matmul, linear, embedding, gather, scatter_add; data movement permute, reshape, cast, slice, cat, tril; composite softmax, mean, rms_norm, layer_norm, sdpa, log_softmax, cross_entropy); docs/fusion.md ("ops") describes what each op does
-in.yaml:7:10: error: ops[1]: unknown op "selu" (ops are: set; reductions sum, prod, max, min; elementwise add, sub, mul, maximum, minimum, gt, eq, div, relu, neg, abs, exp, log, tanh, sigmoid, silu, gelu, gelu_tanh, sqrt, rsqrt, reciprocal, square; broadcast; contractions matmul, linear, embedding, gather, scatter_add; data movement permute, reshape, cast, slice, cat, tril; composite softmax, mean, rms_norm, layer_norm, sdpa, log_softmax, cross_entropy); docs/fusion.md ("ops") describes what each op does`,
+		want: `in.yaml:6:10: error: ops[0]: unknown op "erfc" (ops are: set; reductions sum, prod, max, min; elementwise add, sub, mul, maximum, minimum, gt, eq, div, relu, neg, abs, exp, log, tanh, sigmoid, silu, gelu, gelu_tanh, erf, sqrt, rsqrt, reciprocal, square; broadcast; contractions matmul, linear, embedding, gather, scatter_add; data movement permute, reshape, cast, slice, cat, tril; composite softmax, mean, rms_norm, layer_norm, sdpa, log_softmax, cross_entropy); docs/fusion.md ("ops") describes what each op does
+in.yaml:7:10: error: ops[1]: unknown op "selu" (ops are: set; reductions sum, prod, max, min; elementwise add, sub, mul, maximum, minimum, gt, eq, div, relu, neg, abs, exp, log, tanh, sigmoid, silu, gelu, gelu_tanh, erf, sqrt, rsqrt, reciprocal, square; broadcast; contractions matmul, linear, embedding, gather, scatter_add; data movement permute, reshape, cast, slice, cat, tril; composite softmax, mean, rms_norm, layer_norm, sdpa, log_softmax, cross_entropy); docs/fusion.md ("ops") describes what each op does`,
 	},
 	{
 		name: "unknown_parallel_type",

@@ -516,7 +516,7 @@ func TestOpKindPredicates(t *testing.T) {
 		"set":       {"set"},
 		"reduction": {"sum", "prod", "max", "min"},
 		"elementwise": {"add", "sub", "mul", "maximum", "minimum", "gt", "eq", "relu", "neg", "abs",
-			"div", "exp", "log", "tanh", "sigmoid", "silu", "gelu", "gelu_tanh", "sqrt", "rsqrt", "reciprocal", "square"},
+			"div", "exp", "log", "tanh", "sigmoid", "silu", "gelu", "gelu_tanh", "erf", "sqrt", "rsqrt", "reciprocal", "square"},
 		"broadcast":   {"broadcast"},
 		"contraction": {"matmul", "linear", "embedding", "gather", "scatter_add"},
 		"view":        {"permute", "reshape", "cast", "slice", "cat", "tril"},

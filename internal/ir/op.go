@@ -62,8 +62,8 @@ func opFamilies() string {
 // other letters' case (GELU) or by torch's other name for it (divide),
 // the op it misspells, when it is a likely typo of one, and otherwise
 // where the ops are described. A name of another framework's op (selu,
-// erf) is never taken for a typo of one of nvcomm's that reads alike
-// (relu, exp): that would propose an op of another meaning.
+// erfc) is never taken for a typo of one of nvcomm's that reads alike
+// (relu, erf): that would propose an op of another meaning.
 func unknownOpHint(name string) string {
 	lower := strings.ToLower(name)
 	if op := cmp.Or(opAliases[lower], lower); ops.Lookup(op) != nil {
@@ -87,7 +87,7 @@ var otherOps = []string{
 	// elementwise
 	"floor_divide", "remainder", "mod", "fmod", "pow", "exp2", "expm1",
 	"log2", "log10", "log1p", "sin", "cos", "tan",
-	"sinh", "cosh", "asin", "acos", "atan", "atan2", "erf", "erfc", "selu",
+	"sinh", "cosh", "asin", "acos", "atan", "atan2", "erfc", "selu",
 	"elu", "celu", "mish", "softplus", "hardtanh", "leaky_relu", "relu6", "prelu", "clamp", "clip", "floor",
 	"ceil", "round", "trunc", "sign", "where", "lerp", "ne", "lt", "le", "ge", "not", "and", "or",
 	"xor", "to",

@@ -28,8 +28,7 @@ func TestUnknownOpHint(t *testing.T) {
 		{"divide", `did you mean "div"?`}, // torch's other name
 		{"swish", `did you mean "silu"?`},
 		{"selu", none}, // another framework's op, not relu or silu
-		{"erf", none},  // not exp
-		{"erfc", none},
+		{"erfc", none}, // not erf
 		{"amax", none}, // not max
 		{"ne", none},   // torch.ne, not neg
 		{"and", none},  // not add

@@ -76,6 +76,9 @@ func newPropagator(p *parser) *propagator {
 // forward shards op's output, when it is propagated, like its operands in
 // reference order, and builds it.
 func (pr *propagator) forward(op *Op) bool {
+	if handled, ok := pr.savedShards(op); handled {
+		return ok
+	}
 	out := op.Out
 	if !out.Propagated {
 		return true

@@ -46,6 +46,9 @@ func insertReshardings(f *ir.Fusion, l *lowerer) (*ir.Fusion, *inserter) {
 	out.Tensors = slices.Clone(f.Inputs)
 	ins := &inserter{source: f, fusion: &out, errs: l.ledger.Errs(), planner: l.planner, trials: l.trials, sumTypes: map[*ir.Op]ir.ParallelType{}, failed: map[*ir.Op]bool{}, bcast: bcastAxes{}, owned: l.owned, deferred: map[*ir.Tensor]*ir.Op{}, copies: map[*ir.Tensor][]resharded{}}
 	for _, op := range f.Ops {
+		if op = ins.unalias(op); ins.savedCopy(op) {
+			continue // its readers read the forward's copy
+		}
 		if reducesTermsFor(op) {
 			ins.deferred[op.Out] = op // added with the op it serves
 			continue
@@ -115,6 +118,12 @@ type inserter struct {
 	// sequence parallelism gathers a norm's output once for the three
 	// projections that read it).
 	copies map[*ir.Tensor][]resharded
+	// alias are the saved copies of the backward left out, each by the
+	// copy of the forward that its readers read instead, and reads the
+	// number of slots of the caller's fusion that read each tensor
+	// (saved.go).
+	alias map[*ir.Tensor]*ir.Tensor
+	reads map[*ir.Tensor]int
 }
 
 // build is ir.NewTensor(spec), or, when a tensor of the same spec but its
@@ -212,6 +221,9 @@ func (ins *inserter) reshardOperands(op *ir.Op, want []Split) bool {
 		if r := ins.copyOf(x, op.Out.Mesh, target); r != nil {
 			op.Inputs[i] = r // an earlier op's set made this copy
 			continue
+		}
+		if ins.transposedCopy(op, i, target) {
+			continue // the permute that made x permutes the copy of its operand
 		}
 		r, ok := ins.newTensor(op, x.Name+"/resharded", op.Out.Mesh, x.DType, x.Shape(), target)
 		if !ok {

@@ -4,12 +4,15 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/nvcomm/nvcomm/internal/ir"
+	"github.com/nvcomm/nvcomm/internal/ops"
+	"github.com/nvcomm/nvcomm/internal/plan"
 )
 
 // TestMegatronBlockCounts lowers the GPT-3 blocks of testdata/examples at
@@ -81,4 +84,102 @@ func gpt3Size(src string, devices int) string {
 	src = strings.Replace(src, "tp: [0, 1, 2, 3]", "tp: ["+strings.Join(mesh, ", ")+"]", 1)
 	src = strings.ReplaceAll(src, "factor: 4}", fmt.Sprintf("factor: %d}", devices))
 	return strings.ReplaceAll(src, "float64", "bfloat16")
+}
+
+// TestMegatronBackwardCounts lowers the GPT-3 blocks with a backward
+// section (tp_block_backward, sp_block_backward) at the realistic size of
+// TestMegatronBlockCounts on 4 and 8 devices and holds each phase's
+// collectives to Megatron-LM's per layer (Shoeybi et al., 2019;
+// Korthikanti et al., 2022; transformers.md §3 of the references):
+//
+//   - tensor parallelism: 2 Allreduces forward (g), 2 backward (f, the
+//     input gradients of the column-parallel linears), no gradient
+//     reduction (every replicated weight's gradient is computed from
+//     replicated gradients);
+//   - sequence parallelism: 2 Allgathers and 2 ReduceScatters forward, and
+//     their conjugates backward (the row-parallel linears' output
+//     gradients gathered, the column-parallel input gradients
+//     reduce-scattered); Megatron gathers the saved sequence-split inputs
+//     of the column-parallel linears again for their weight gradients (+2
+//     Allgathers), where the optimal policy reads the forward's gathered
+//     copies (saved activations); nvFuser's policy makes one copy per op,
+//     so it gathers them again as Megatron does and gathers each output
+//     gradient twice, for the input gradient and for its transpose (+2).
+//     The gradient reduction is one Allreduce per sequence-parallel norm
+//     weight and bias and row-parallel bias (6), which Megatron-LM sums in
+//     one bucket (finalize_model_grads.py): the same bytes, 2(n−1)/n of
+//     the six vectors.
+//
+// A collective is of the backward from the first op of a gradient on,
+// and of the gradient reduction when its op is a reduction (the sum of a
+// weight's or bias's gradient over the tokens).
+func TestMegatronBackwardCounts(t *testing.T) {
+	type phases map[string]map[string]int
+	tp := phases{"forward": {"Allreduce": 2}, "backward": {"Allreduce": 2}}
+	sp := phases{"forward": {"Allgather": 2, "ReduceScatter": 2}, "backward": {"Allgather": 2, "ReduceScatter": 2},
+		"gradient reduction": {"Allreduce": 6}}
+	spNvFuser := phases{"forward": {"Allgather": 2, "ReduceScatter": 2}, "backward": {"Allgather": 6, "ReduceScatter": 2},
+		"gradient reduction": {"Allreduce": 6}}
+	for _, tc := range []struct {
+		example string
+		want    map[Policy]phases
+		reduced int // vectors of the model dim whose gradients the reduction sums
+	}{
+		{"tp_block_backward", map[Policy]phases{PolicyOptimal: tp, PolicyNvFuser: tp}, 0},
+		{"sp_block_backward", map[Policy]phases{PolicyOptimal: sp, PolicyNvFuser: spNvFuser}, 6},
+	} {
+		src, err := os.ReadFile("../../testdata/examples/" + tc.example + ".yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, devices := range []int{4, 8} {
+			for _, policy := range []Policy{PolicyOptimal, PolicyNvFuser} {
+				t.Run(fmt.Sprintf("%s/%d/%s", tc.example, devices, policy), func(t *testing.T) {
+					f, err := ir.Parse(tc.example+".yaml", []byte(gpt3Size(string(src), devices)))
+					if err != nil {
+						t.Fatal(err)
+					}
+					p, err := Lower(f, Options{Policy: policy})
+					if err != nil {
+						t.Fatal(err)
+					}
+					got, reduced := phasesOf(p)
+					if d := cmp.Diff(tc.want[policy], phases(got)); d != "" {
+						t.Errorf("collectives per phase (-Megatron-LM +nvcomm):\n%s", d)
+					}
+					const e, bf16 = 12288, 2
+					if want := int64(2*(devices-1)*tc.reduced*e*bf16) / int64(devices); reduced != want {
+						t.Errorf("gradient reduction receives %d bytes per device, want %d: one bucket's", reduced, want)
+					}
+				})
+			}
+		}
+	}
+}
+
+// phasesOf counts p's collectives by phase and type (forward, backward,
+// gradient reduction: TestMegatronBackwardCounts), with the bytes the
+// busiest device receives in the gradient reduction.
+func phasesOf(p *plan.Plan) (map[string]map[string]int, int64) {
+	first := slices.IndexFunc(p.Ops, func(o plan.Op) bool { return o.Of != nil && o.Of.Grad })
+	got := map[string]map[string]int{}
+	var reduced int64
+	for _, s := range p.Steps {
+		if slices.Contains(plan.LocalTypes, s.Type) {
+			continue
+		}
+		phase := "forward"
+		switch op := p.Ops[s.Op]; {
+		case first >= 0 && s.Op >= first && ops.Is(op.Op, ops.Reduction):
+			phase = "gradient reduction"
+			reduced += s.Bytes.ReceivedPerDevice
+		case first >= 0 && s.Op >= first:
+			phase = "backward"
+		}
+		if got[phase] == nil {
+			got[phase] = map[string]int{}
+		}
+		got[phase][s.Type]++
+	}
+	return got, reduced
 }

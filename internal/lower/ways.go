@@ -380,6 +380,7 @@ func (l *lowerer) boundWays() {
 			}
 		}
 	}
+	l.boundCopies()
 }
 
 // leastOfWays returns what every way of computing op, as the fusion gives

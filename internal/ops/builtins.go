@@ -100,6 +100,7 @@ func transformerElementwise() []Op {
 		transcendental("gelu", "x · Φ(x), torch.nn.functional.gelu", "torch.nn.functional.gelu", fixedMap(keyGelu), false),
 		transcendental("gelu_tanh", "gelu's tanh approximation, torch.nn.functional.gelu(approximate='tanh')", "_gelu_tanh",
 			fixedMap(keyGeluTanh), false),
+		transcendental("erf", "the error function, 2/√π ∫₀ˣ e^(−t²) dt, torch.erf", "torch.erf", fixedMap(keyErf), false),
 		transcendental("sqrt", "√x", "torch.sqrt", sqrtField, true),
 		transcendental("rsqrt", "1 / √x", "torch.rsqrt", rsqrtField, true),
 		unary("reciprocal", "1 / x", Kernel{Field: reciprocalField}, bounded("reciprocal", "torch.reciprocal", Quotient, true)),

@@ -9,7 +9,7 @@ package ops
 //     (the one total rule that keeps x^(p−2) a plain power), and div(a, b) =
 //     a·reciprocal(b): so div(a, b)·b = a for every b ≠ 0, and a plan that
 //     computes a quotient as a product with a reciprocal matches exactly;
-//   - exp, log, tanh, sigmoid, gelu, gelu_tanh and sqrt are fixed maps of
+//   - exp, log, tanh, sigmoid, gelu, gelu_tanh, sqrt and erf are fixed maps of
 //     the canonical residue, x ↦ (x + k)⁵ mod p with a key k of each op's
 //     own: a permutation of the residues when 5 does not divide p − 1 (it
 //     does not for p = 2³¹ − 1), so two operands that differ give results
@@ -36,6 +36,7 @@ const (
 	keyGelu
 	keyGeluTanh
 	keySqrt
+	keyErf
 )
 
 // canonical returns the residue of a modulo p in [0, p).
@@ -112,7 +113,7 @@ func reciprocalField(a, _, p int64) int64 { return Reciprocal(a, p) }
 // The rounding rules of the ops of this file (docs/export.md, "Data and the check").
 const (
 	// Transcendental ops (exp, log, tanh, sigmoid, silu, gelu, gelu_tanh,
-	// sqrt, rsqrt) round to within a few ulps of the function at the
+	// erf, sqrt, rsqrt) round to within a few ulps of the function at the
 	// computed operand; the exported program bounds how an operand's own
 	// error carries through by the function's slope near it, and checks
 	// that the operand stays in the function's domain.

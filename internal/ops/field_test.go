@@ -81,7 +81,7 @@ func TestFieldKernelIdentities(t *testing.T) {
 // them agree on the same operand, so that a plan applying one op where
 // another belongs, or one op to another operand, fails.
 func TestFixedMapsDistinguish(t *testing.T) {
-	names := []string{"exp", "log", "tanh", "sigmoid", "gelu", "gelu_tanh", "sqrt"}
+	names := []string{"exp", "log", "tanh", "sigmoid", "gelu", "gelu_tanh", "sqrt", "erf"}
 	for i, name := range names {
 		f, image := kernel(t, name), map[int64]int64{}
 		for x := int64(-2048); x < 2048; x++ {
@@ -106,7 +106,7 @@ func TestFixedMapsDistinguish(t *testing.T) {
 	for _, name := range names {
 		got[name] = kernel(t, name)(0, 0)
 	}
-	want := map[string]int64{"exp": 1, "log": 32, "tanh": 243, "sigmoid": 1024, "gelu": 3125, "gelu_tanh": 7776, "sqrt": 16807}
+	want := map[string]int64{"exp": 1, "log": 32, "tanh": 243, "sigmoid": 1024, "gelu": 3125, "gelu_tanh": 7776, "sqrt": 16807, "erf": 32768}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("f(0) (-want +got):\n%s", d)
 	}

@@ -2,6 +2,7 @@ package ops
 
 import (
 	"math"
+	"slices"
 	"strconv"
 )
 
@@ -65,10 +66,9 @@ func (g *GradIn) Y() Ref { return Ref(len(g.In)) }
 func (g *GradIn) DY() Ref { return Ref(len(g.In) + 1) }
 
 // registerGrads gives the registry's ops their gradient rules: every op
-// whose rule is cheap in the primitive ops. The others (prod, gelu,
-// scatter_add; the comparisons gt and eq, which torch does not
-// differentiate) have none, and a backward through one is an error
-// naming it.
+// whose rule is cheap in the primitive ops. The others (scatter_add; the
+// comparisons gt and eq, which torch does not differentiate) have none,
+// and a backward through one is an error naming it.
 func registerGrads(r *Registry) {
 	rules := map[string]GradRule{
 		"set": gradIdentity, "add": gradAdd, "sub": gradSub, "mul": gradMul, "div": gradDiv,
@@ -76,14 +76,14 @@ func registerGrads(r *Registry) {
 		"rsqrt": unaryGrad(gradRsqrt), "exp": unaryGrad(gradExp), "log": unaryGrad(gradLog),
 		"tanh": unaryGrad(gradTanh), "sigmoid": unaryGrad(gradSigmoid), "silu": unaryGrad(gradSilu),
 		"reciprocal": unaryGrad(gradReciprocal),
-		"sum":        gradSum, "broadcast": gradBroadcast, "mean": gradMean, "softmax": gradSoftmax,
+		"sum":        gradSum, "prod": gradProd, "broadcast": gradBroadcast, "mean": gradMean, "softmax": gradSoftmax,
 		"rms_norm": gradNorm(false), "layer_norm": gradNorm(true),
 		"log_softmax": gradLogSoftmax, "sdpa": gradSDPA,
 		"matmul": gradMatmul, "linear": gradLinear,
 		"permute": gradPermute, "reshape": gradReshape, "cast": gradCast,
 		"slice": gradSlice, "cat": gradCat,
 		"relu": unaryGrad(gradRelu), "abs": unaryGrad(gradAbs), "maximum": gradSelect(true), "minimum": gradSelect(false),
-		"max": gradExtreme, "min": gradExtreme, "gelu_tanh": unaryGrad(gradGeluTanh),
+		"max": gradExtreme, "min": gradExtreme, "gelu": unaryGrad(gradGelu), "erf": unaryGrad(gradErf), "gelu_tanh": unaryGrad(gradGeluTanh),
 		"tril": gradTril, "embedding": gradEmbedding, "gather": gradGather, "cross_entropy": gradCrossEntropy,
 	}
 	for name, rule := range rules {
@@ -505,8 +505,69 @@ func (b *gradBuilder) leading(name string, x Ref, rank, keep int) Ref {
 func gradTril(g *GradIn) ([]ExpandStep, []Ref, *ExpandError) {
 	b := newGrad(g)
 	if g.Need[0] {
-		d := g.Attrs.Values.Int(AttrDiagonal)
-		b.grads[0] = b.add(ExpandStep{Name: "dx", Op: "tril", In: []Ref{g.DY()}, Values: Values{{Key: AttrDiagonal, Int: d}}})
+		b.grads[0] = b.trilDiag("dx", g.DY(), g.Attrs.Values.Int(AttrDiagonal))
 	}
 	return b.result()
+}
+
+// gradProd is prod's rule (prod.dim_int: prod_backward): dx_i = dy ·
+// Π_{j≠i} x_j along the axis, exact where x holds zeros, as torch's
+// prod_safe_zeros_backward is, and never a division by x (which
+// prod_backward takes only when x has no zero, and which a zero makes
+// 0/0). The products of the others are read off a matrix M of the
+// operand repeated along a new axis, row i being x with x_i replaced by
+// 1: M = X·(1 − I) + I, with the identity I = tril(ones, 0) − tril(ones,
+// −1), and Π_{j≠i} x_j is M's product along its rows. That takes n²
+// values per row of n, where torch's exclusive cumulative products take
+// 2n; nvcomm has no cumulative product.
+func gradProd(g *GradIn) ([]ExpandStep, []Ref, *ExpandError) {
+	b := newGrad(g)
+	if !g.Need[0] {
+		return b.result()
+	}
+	ax, last := g.Attrs.Axis, len(g.In[0])-1
+	x, dims := Ref(0), moveLast(len(g.In[0]), ax)
+	if ax != last {
+		x = b.permute("dx_x_last", x, dims)
+	}
+	rows := make([]int, 0, last+2)
+	for _, d := range dims {
+		rows = append(rows, g.In[0][d])
+	}
+	rows = slices.Insert(rows, last, g.In[0][ax]) // [..., n (i), n (j)]
+	xs := b.backTo("dx_rows", x, last, rows)
+	ones := b.withScalar("dx_ones", "add", b.withScalar("dx_zeros", "mul", xs, 0), 1)
+	eye := b.binary("dx_eye", "sub", b.trilDiag("dx_tril0", ones, 0), b.trilDiag("dx_tril1", ones, -1))
+	m := b.binary("dx_m", "add", b.binary("dx_off", "mul", xs, b.oneMinus("dx_1meye", eye)), eye)
+	others := b.reduce("dx_others", "prod", m, last+1)
+	if ax != last {
+		others = b.permute("dx_others_back", others, inversePerm(dims))
+	}
+	b.grads[0] = b.binary("dx", "mul", b.backTo("dx_dy_b", g.DY(), ax, g.In[0]), others)
+	return b.result()
+}
+
+// trilDiag is x with the entries above diagonal d of its last two dims zeroed.
+func (b *gradBuilder) trilDiag(name string, x Ref, d int) Ref {
+	return b.add(ExpandStep{Name: name, Op: "tril", In: []Ref{x}, Values: Values{{Key: AttrDiagonal, Int: d}}})
+}
+
+// moveLast is the order of rank dims with dim ax moved last.
+func moveLast(rank, ax int) []int {
+	dims := make([]int, 0, rank)
+	for d := range rank {
+		if d != ax {
+			dims = append(dims, d)
+		}
+	}
+	return append(dims, ax)
+}
+
+// inversePerm is the permutation that undoes dims.
+func inversePerm(dims []int) []int {
+	inv := make([]int, len(dims))
+	for j, d := range dims {
+		inv[d] = j
+	}
+	return inv
 }

@@ -8,7 +8,7 @@ import (
 )
 
 // The rules of the ops that are no polynomials (exp, log, tanh, sigmoid,
-// silu, sqrt, rsqrt, reciprocal, a division by a tensor, softmax and the
+// silu, erf, sqrt, rsqrt, reciprocal, a division by a tensor, softmax and the
 // norms) are checked the same way in float64: forward-mode derivatives
 // (fdual, exact up to rounding) against each rule's vector-Jacobian
 // product, within rounding.
@@ -36,7 +36,8 @@ func (a fdual) apply(op string) (fdual, bool) {
 		"tanh": {math.Tanh(a.v), 1 - math.Tanh(a.v)*math.Tanh(a.v)}, "sigmoid": {sig, sig * (1 - sig)},
 		"silu": {a.v * sig, sig + a.v*sig*(1-sig)}, "sqrt": {math.Sqrt(a.v), 0.5 / math.Sqrt(a.v)},
 		"rsqrt": {1 / math.Sqrt(a.v), -0.5 * math.Pow(a.v, -1.5)}, "reciprocal": {1 / a.v, -1 / (a.v * a.v)},
-		"gelu_tanh": geluTanhF(a.v),
+		"gelu_tanh": geluTanhF(a.v), "gelu": geluF(a.v),
+		"erf": {math.Erf(a.v), 2 / math.Sqrt(math.Pi) * math.Exp(-a.v*a.v)},
 	}[op]
 	return fdual{f[0], f[1] * a.d}, ok
 }
@@ -47,6 +48,16 @@ func (a fdual) apply(op string) (fdual, bool) {
 // below the check's 1e-9.
 func geluTanhF(x float64) [2]float64 {
 	f := func(x float64) float64 { return 0.5 * x * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(x+0.044715*x*x*x))) }
+	d := func(h float64) float64 { return (f(x+h) - f(x-h)) / (2 * h) }
+	const h = 1e-3
+	return [2]float64{f(x), (4*d(h/2) - d(h)) / 3}
+}
+
+// geluF is gelu of x, x·Φ(x) with Φ from math.Erf, and its derivative
+// by extrapolated central differences, as geluTanhF: independent of the
+// rule's Φ(x) + x·φ(x).
+func geluF(x float64) [2]float64 {
+	f := func(x float64) float64 { return 0.5 * x * (1 + math.Erf(x/math.Sqrt2)) }
 	d := func(h float64) float64 { return (f(x+h) - f(x-h)) / (2 * h) }
 	const h = 1e-3
 	return [2]float64{f(x), (4*d(h/2) - d(h)) / 3}
@@ -93,7 +104,7 @@ func TestGradRulesFloat(t *testing.T) {
 		norm("layer_norm", [][]int{{3, 6}}), norm("layer_norm", [][]int{{3, 6}, {6}, {6}}), norm("layer_norm", [][]int{{6}, {6}, {6}}),
 	)
 	// The selecting ops, on data of both signs (below).
-	for _, op := range []string{"relu", "abs", "gelu_tanh"} {
+	for _, op := range []string{"relu", "abs", "gelu_tanh", "gelu", "erf"} {
 		cases = append(cases, ruleCase{"signed " + op, op, [][]int{{3, 4}}, Attrs{}, nil, step(op, 1, nil)})
 	}
 	for _, op := range []string{"maximum", "minimum"} {

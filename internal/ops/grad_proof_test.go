@@ -143,7 +143,7 @@ func evalStep[T number[T]](t *testing.T, s ExpandStep, ins []tensorOf[T], lift f
 		"div": func(a, b T) T { return a.mul(b.inv()) }, "neg": func(a, _ T) T { return a.neg() },
 		"square": func(a, _ T) T { return a.mul(a) }, "set": func(a, _ T) T { return a }}
 	switch s.Op {
-	case "sum", "max", "min":
+	case "sum", "prod", "max", "min":
 		return reduceAxis(ins[0], s.Axis, s.Op)
 	case "broadcast":
 		return broadcastD(ins[0], s.Axes, s.Shape)
@@ -197,7 +197,8 @@ func pointwise[T number[T]](ins []tensorOf[T], f func(a, b T) T) tensorOf[T] {
 	return out
 }
 
-// reduceAxis reduces x over axis by op (sum, max, min) and removes it.
+// reduceAxis reduces x over axis by op (sum, prod, max, min) and removes
+// it.
 func reduceAxis[T number[T]](x tensorOf[T], axis int, op string) tensorOf[T] {
 	out := tensorOf[T]{shape: slices.Delete(slices.Clone(x.shape), axis, axis+1)}
 	out.data = make([]T, product(out.shape))
@@ -209,6 +210,8 @@ func reduceAxis[T number[T]](x tensorOf[T], axis int, op string) tensorOf[T] {
 			out.data[i] = v
 		case op == "sum":
 			out.data[i] = out.data[i].add(v)
+		case op == "prod":
+			out.data[i] = out.data[i].mul(v)
 		case op == "max" && out.data[i].less(v), op == "min" && v.less(out.data[i]):
 			out.data[i] = v
 		}
@@ -624,6 +627,36 @@ func TestGradRulesOfLookups(t *testing.T) {
 				}
 			}
 			checkVJPOf(t, tc.rc, xs, need, func(shape []int) tensorD { return mapped(randomD(rng, shape), dual.primal) }, scalarD)
+		})
+	}
+}
+
+// TestGradRuleOfProd proves prod's rule as the other ring ops', along
+// each axis and with zeros: the first `zeros` entries along the axis of
+// every row made 0 (their directions kept), where the rule of a
+// division by x would give 0/0. With one zero a row's only nonzero
+// gradient is at the zero; with two, every gradient is 0.
+func TestGradRuleOfProd(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		x           []int
+		axis, zeros int
+	}{
+		{"last axis", []int{3, 4}, 1, 0}, {"axis 0", []int{4, 3, 2}, 0, 0}, {"middle axis", []int{2, 5, 3}, 1, 0},
+		{"vector", []int{6}, 0, 0}, {"one zero", []int{3, 4}, 1, 1}, {"two zeros", []int{2, 5}, 1, 2},
+		{"zeros along axis 0", []int{4, 3}, 0, 3}, {"extent 1", []int{3, 1}, 1, 0}, {"all zero", []int{2, 3}, 1, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rc := ruleCase{"prod " + tc.name, "prod", [][]int{tc.x}, Attrs{Axis: tc.axis}, nil,
+				step("prod", 1, func(s *ExpandStep) { s.Axis = tc.axis })}
+			rng := rand.New(rand.NewPCG(5, uint64(len(tc.name))))
+			x := randomD(rng, tc.x)
+			each(x.shape, func(c []int) {
+				if c[tc.axis] < tc.zeros {
+					x.data[index(x.shape, c)].v = 0
+				}
+			})
+			checkVJP(t, rc, []tensorD{x}, func(shape []int) tensorD { return mapped(randomD(rng, shape), dual.primal) }, scalarD)
 		})
 	}
 }

@@ -90,6 +90,26 @@ func gradExtreme(g *GradIn) ([]ExpandStep, []Ref, *ExpandError) {
 	return b.result()
 }
 
+// gradGelu: gelu (the exact form, x·Φ(x)): gelu_backward(grad, self,
+// "none") = dy·(Φ(x) + x·φ(x)), with Φ(x) = ½(1 + erf(x/√2)) and φ(x) =
+// e^(−x²/2)/√(2π), as aten's GeluBackward writes it (kAlpha = 1/√2,
+// kBeta = 1/√(2π)). It computes Φ from erf and φ from exp, never from
+// the forward's output: the simulator's gelu is a fixed map of its own.
+func gradGelu(b *gradBuilder, dy, x, _ Ref) Ref {
+	erf := b.unary("dx_erf", "erf", b.withScalar("dx_xa", "mul", x, 1/math.Sqrt2))
+	cdf := b.withScalar("dx_cdf", "mul", b.withScalar("dx_1perf", "add", erf, 1), 0.5)
+	gauss := b.unary("dx_exp", "exp", b.withScalar("dx_mhx2", "mul", b.unary("dx_x2", "square", x), -0.5))
+	pdf := b.withScalar("dx_pdf", "mul", gauss, 1/math.Sqrt(2*math.Pi))
+	slope := b.binary("dx_slope", "add", cdf, b.binary("dx_xpdf", "mul", x, pdf))
+	return b.binary("dx", "mul", dy, slope)
+}
+
+// gradErf: erf: 2/√π · e^(−x²) · grad.
+func gradErf(b *gradBuilder, dy, x, _ Ref) Ref {
+	gauss := b.unary("dx_exp", "exp", b.unary("dx_neg", "neg", b.unary("dx_x2", "square", x)))
+	return b.binary("dx", "mul", dy, b.withScalar("dx_slope", "mul", gauss, 2/math.Sqrt(math.Pi)))
+}
+
 // geluTanhC and geluTanhA are the constants of gelu's tanh
 // approximation, 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
 var geluTanhC, geluTanhA = math.Sqrt(2 / math.Pi), 0.044715

@@ -44,7 +44,7 @@ ops:
 func TestTransformerElementwiseEndToEnd(t *testing.T) {
 	for _, tc := range []struct{ op, other string }{
 		{"div", "mul"}, {"exp", "log"}, {"log", "exp"}, {"tanh", "sigmoid"}, {"sigmoid", "tanh"},
-		{"silu", "sigmoid"}, {"gelu", "gelu_tanh"}, {"gelu_tanh", "gelu"}, {"sqrt", "rsqrt"},
+		{"silu", "sigmoid"}, {"gelu", "gelu_tanh"}, {"gelu_tanh", "gelu"}, {"erf", "tanh"}, {"sqrt", "rsqrt"},
 		{"rsqrt", "reciprocal"}, {"reciprocal", "rsqrt"}, {"square", "abs"},
 	} {
 		for _, policy := range lower.Policies {

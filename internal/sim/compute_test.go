@@ -229,9 +229,9 @@ func TestComputeStepErrors(t *testing.T) {
 			want: "step 7 (Pointwise): a Pointwise needs a func",
 		},
 		"Pointwise unknown func": {
-			step: pw("erf", [2]int{2, 2}, []int{2}, [][]int{{2}}, "a"),
+			step: pw("erfc", [2]int{2, 2}, []int{2}, [][]int{{2}}, "a"),
 			in:   twoBuffers,
-			want: `func "erf" is not add, sub, mul`,
+			want: `func "erfc" is not add, sub, mul`,
 		},
 		"Pointwise add of one buffer": {
 			step: pw("add", [2]int{2, 2}, []int{2}, [][]int{{2}}, "a"),

@@ -312,7 +312,7 @@ func TestCheckArity(t *testing.T) {
 		"add of one":     {layerOp("add", "a"), "op 3 (add): takes 2 inputs, got 1"},
 		"relu of two":    {layerOp("relu", "a", "b"), "op 3 (relu): takes 1 input, got 2"},
 		"linear of four": {layerOp("linear", "x", "w", "b", "c"), "op 3 (linear): takes 2 or 3 inputs, got 4"},
-		"unknown op":     {layerOp("erf", "a"), `op 3: unknown op "erf"`},
+		"unknown op":     {layerOp("erfc", "a"), `op 3: unknown op "erfc"`},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
