@@ -117,7 +117,7 @@ func NewTensor(spec TensorSpec) (*Tensor, error) {
 
 // newBuilder is a parser without a file, for the builder's checks.
 func newBuilder() *parser {
-	errs := &errList{}
+	errs := &diag.Collector{}
 	return &parser{errs: errs, w: walker{errs: errs}}
 }
 

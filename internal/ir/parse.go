@@ -64,7 +64,7 @@ func parseWith(file string, src []byte, allowAuto, whole bool) (*Fusion, error) 
 
 // newParser is a parser of the file named file, which has read nothing.
 func newParser(file string, allowAuto bool) *parser {
-	p := &parser{file: file, errs: &errList{file: file}, format: 1, allowAuto: allowAuto,
+	p := &parser{file: file, errs: &diag.Collector{File: file}, format: 1, allowAuto: allowAuto,
 		name:   strings.TrimSuffix(filepath.Base(file), filepath.Ext(file)),
 		meshes: map[string]*Mesh{}, raw: map[string]declared{}}
 	p.w = walker{errs: p.errs}
@@ -73,11 +73,11 @@ func newParser(file string, allowAuto bool) *parser {
 
 type parser struct {
 	file string
-	errs *errList
+	errs *diag.Collector
 	w    walker
 	// stepErrs and lateErrs hold the problems of the schedule step or
 	// allocation being decoded, for the replay to report (schedparse.go).
-	stepErrs, lateErrs errList
+	stepErrs, lateErrs diag.Collector
 	// format is the file's format: 1, or 2, which propagates shardings.
 	format int
 	// allowAuto accepts `placements: auto` (ParseAuto).

@@ -46,9 +46,9 @@ func (p *parser) scheduleWith(t *Tensor, rt *rawTensor, pls []placement) bool {
 
 // quiet is a walker whose problems wait in l, a list of p's kept for it,
 // emptied: a step's are reported when the replay reaches it.
-func (p *parser) quiet(l *errList) walker {
-	l.file, l.uncapped = p.file, true
-	l.take()
+func (p *parser) quiet(l *diag.Collector) walker {
+	l.File, l.Uncapped = p.file, true
+	l.Take()
 	return walker{errs: l}
 }
 
@@ -118,7 +118,7 @@ func (p *parser) stepOf(name string, it *yaml.Node, what string) stepIn {
 	default:
 		ok = p.decodeStep(&s, name, fields[0], early, late)
 	}
-	s.errs, s.late, s.failed = early.errs.take(), late.errs.take(), !ok
+	s.errs, s.late, s.failed = early.errs.Take(), late.errs.Take(), !ok
 	return s
 }
 
@@ -218,6 +218,6 @@ func (p *parser) allocOf(name string, n *yaml.Node) *allocIn {
 			a.order, a.pos = append(a.order, v), append(a.pos, posOf(it))
 		}
 	}
-	a.errs = w.errs.take()
+	a.errs = w.errs.Take()
 	return a
 }

@@ -104,7 +104,7 @@ func (p *parser) checkStepCount(name string, n int, at diag.Pos) bool {
 
 // replayStep checks step s against t's loop domain and performs it.
 func (p *parser) replayStep(t *Tensor, s *stepIn) bool {
-	p.errs.addAll(s.errs)
+	p.errs.AppendAll(s.errs)
 	if s.failed && s.late == nil {
 		return false
 	}
@@ -155,7 +155,7 @@ func (p *parser) checkStep(t *Tensor, s *stepIn) (ScheduleStep, bool) {
 
 // reportLate reports s's late problems, and whether it has none.
 func (p *parser) reportLate(s *stepIn) bool {
-	p.errs.addAll(s.late)
+	p.errs.AppendAll(s.late)
 	return s.late == nil && !s.failed
 }
 
@@ -187,7 +187,7 @@ func typeName(t ParallelType) string {
 // checkPositive reports v, written at pos, unless it is an integer >= 1
 // that a file can write (an int32, as the YAML walker reads them): the
 // builder's values are checked as a file's.
-func checkPositive(errs *errList, v int, pos diag.Pos, what string) bool {
+func checkPositive(errs *diag.Collector, v int, pos diag.Pos, what string) bool {
 	switch {
 	case isPositive(v):
 		return true
@@ -416,7 +416,7 @@ func (p *parser) allocation(t *Tensor, a *allocIn) {
 		order = append(order, k)
 	}
 	if a.errs != nil {
-		p.errs.addAll(a.errs)
+		p.errs.AppendAll(a.errs)
 		return
 	}
 	for k, id := range t.Loop {

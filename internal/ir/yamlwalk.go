@@ -15,7 +15,7 @@ import (
 // Its methods return ok=false after reporting, so callers can skip a broken
 // subtree and go on looking for more errors.
 type walker struct {
-	errs *errList
+	errs *diag.Collector
 }
 
 func posOf(n *yaml.Node) diag.Pos { return diag.Pos{Line: n.Line, Col: n.Column} }
