@@ -68,7 +68,7 @@ func (p *Source) newOp(spec OpSpec) (*Op, bool) {
 		return nil, false
 	}
 	order, ok := p.checkAttrValues(spec.Kind, spec.Attrs, func(int) diag.Pos { return diag.Pos{} }, diag.Pos{},
-		fmt.Sprintf("ops[%d]", spec.Index), func(string) bool { return false })
+		spec.Index, func(string) bool { return false })
 	if !ok {
 		return nil, false
 	}

@@ -98,7 +98,7 @@ func (p *Source) AddTensor(d *TensorDecl) {
 	}
 	rt.plsAt = d.Placements.At
 	if rt.mesh != nil {
-		if decoded, ok := p.placements(d.Placements, rt.mesh, rt.what()+" placements"); ok {
+		if decoded, ok := p.placements(d.Placements, rt.mesh, rt.whatPart(" placements")); ok {
 			rt.pls = p.sharedPlacements(decoded, rt.plsAt)
 			return
 		}
@@ -158,9 +158,8 @@ func (p *Source) AddOp(d *OpDecl) {
 	op := d.raw()
 	ok := !d.Broken && d.Kind != ""
 	if d.Kind != "" {
-		what := "ops[" + strconv.Itoa(d.Index) + "]"
-		ok = p.checkAttrs(op, d.Written, what) && ok
-		ok = (d.InBroken || p.checkArity(op, d.InList, what)) && ok
+		ok = p.checkAttrs(op, d.Written) && ok
+		ok = (d.InBroken || p.checkArity(op, d.InList)) && ok
 	}
 	if ok {
 		p.ops = append(p.ops, op)
@@ -180,6 +179,10 @@ func (d *OpDecl) raw() *rawOp {
 	}
 	return op
 }
+
+// opWhat names the file's op idx in messages, "ops[3]": made for a
+// message only, as the ops of a file of 100k ops are checked.
+func opWhat(idx int) string { return "ops[" + strconv.Itoa(idx) + "]" }
 
 // leaveOut records what an op left out for its errors (nil when it is not
 // even a mapping) writes and reads: its output is lost, and its operands
@@ -213,9 +216,9 @@ func (p *Source) lose(name string) {
 // checkAttrs checks the op's attributes but axis and axes against its
 // registry entry (checkAttrValues) and puts them in the entry's order;
 // written says which keys the file writes.
-func (p *Source) checkAttrs(op *rawOp, written func(string) bool, what string) bool {
+func (p *Source) checkAttrs(op *rawOp, written func(string) bool) bool {
 	k := readPart(op.keysOf().attrs)
-	order, good := p.checkAttrValues(op.kind, k.vals, func(j int) diag.Pos { return k.at[j] }, op.pos, what, written)
+	order, good := p.checkAttrValues(op.kind, k.vals, func(j int) diag.Pos { return k.at[j] }, op.pos, op.fileIdx, written)
 	if op.keys != nil && op.keys.attrs != nil {
 		var in rawAttrs
 		for _, j := range order {
@@ -227,15 +230,16 @@ func (p *Source) checkAttrs(op *rawOp, written func(string) bool, what string) b
 }
 
 // checkAttrValues checks attribute values vals of an op of kind, each
-// written at at(j), the op at pos (ops.Op.CheckValues); a missing one
+// written at at(j), the op ops[idx] at pos (ops.Op.CheckValues); a missing one
 // that reported says was reported already (written misspelled, or with a
 // value of the wrong type) is not reported again. It returns the indices
 // of vals in the entry's order.
-func (p *Source) checkAttrValues(kind OpKind, vals ops.Values, at func(j int) diag.Pos, pos diag.Pos, what string,
+func (p *Source) checkAttrValues(kind OpKind, vals ops.Values, at func(j int) diag.Pos, pos diag.Pos, idx int,
 	reported func(key string) bool) ([]int, bool) {
 	e := kind.Entry()
 	probs := e.CheckValues(vals)
 	for _, pr := range probs {
+		what := opWhat(idx)
 		switch pr.What {
 		case ops.NotTaken:
 			p.errs.AddHint(at(pr.Index), takersHint(pr.Key), "%s: %s takes no %q", what, kind, pr.Key)
@@ -267,11 +271,11 @@ func takersHint(a ops.Attr) string {
 
 // checkArity checks the number of operands the op's kind takes, written
 // at in.
-func (p *Source) checkArity(op *rawOp, in diag.Pos, what string) bool {
+func (p *Source) checkArity(op *rawOp, in diag.Pos) bool {
 	n := len(op.ins)
 	if k := op.keysOf(); k.scalar != nil {
 		if !op.kind.isBinary() {
-			p.errs.AddHint(k.scalarAt, scalarHint, "%s: %s takes no number as an operand", what, op.kind)
+			p.errs.AddHint(k.scalarAt, scalarHint, "%s: %s takes no number as an operand", opWhat(op.fileIdx), op.kind)
 			return false
 		}
 		n++
@@ -281,10 +285,10 @@ func (p *Source) checkArity(op *rawOp, in diag.Pos, what string) bool {
 	case e == nil || e.TakesOperands(n):
 		return true
 	case hi == 1:
-		p.errs.AddHint(in, "in names one tensor", "%s: %s takes 1 input, got %d", what, op.kind, n)
+		p.errs.AddHint(in, "in names one tensor", "%s: %s takes 1 input, got %d", opWhat(op.fileIdx), op.kind, n)
 		return false
 	}
 	p.errs.AddHint(in, "write in: "+op.kind.operandNames(), "%s: %s takes %s (%s), got %d",
-		what, op.kind, e.ArityText(), op.kind.operandNames(), n)
+		opWhat(op.fileIdx), op.kind, e.ArityText(), op.kind.operandNames(), n)
 	return false
 }

@@ -183,6 +183,14 @@ func (rt *rawTensor) what() string {
 	return "tensor " + strconv.Quote(rt.name)
 }
 
+// whatPart names a part of the tensor in messages, `tensor "t0"
+// placements` for part " placements", in one allocation.
+func (rt *rawTensor) whatPart(part string) string {
+	var buf [64]byte
+	b := strconv.AppendQuote(append(buf[:0], "tensor "...), rt.name)
+	return string(append(b, part...))
+}
+
 // rawOp is an op as written: its parts decoded, with where each is
 // written (the zero position for a part left out), and no YAML node.
 type rawOp struct {
