@@ -152,8 +152,10 @@ func newReader(file string, auto bool) *reader {
 	return p
 }
 
+// topKeys are the keys of a fusion file's root mapping.
 var topKeys = []string{"format", "name", "meshes", "tensors", "ops", "inputs", "outputs", "backward", "pipeline"}
 
+// yamlLineRE reads the line of a YAML library error.
 var yamlLineRE = regexp.MustCompile(`^yaml: (?:line (\d+): )?(.*)$`)
 
 // readTree reads the whole file src the tree way, for Build. A
@@ -289,85 +291,4 @@ func (p *reader) syntaxError(err error) {
 		line = 1
 	}
 	p.errs.Add(diag.Pos{Line: line, Col: 1}, "invalid YAML: %s", m[2])
-}
-
-// checkAuto reports `placements: auto` where it is not accepted.
-func (p *reader) checkAuto(n *yaml.Node, what string) {
-	if !p.auto {
-		p.errs.AddHint(posOf(n), "run nvcomm lower --auto, which chooses the shardings of such tensors, or give placements",
-			"%s placements: auto asks nvcomm to choose the sharding", what)
-	}
-}
-
-var tensorKeys = []string{"mesh", "dtype", "shape", "schedule", "allocation", "placements"}
-
-func (p *reader) parseTensors(n *yaml.Node) {
-	if n == nil {
-		return
-	}
-	before := p.errs.Count()
-	fields, ok := p.w.mapping(n, "tensors", nil)
-	p.structural = p.structural || p.errs.Count() > before
-	if !ok {
-		return
-	}
-	for _, f := range fields {
-		p.tensorEntry(f.KeyN, f.Value)
-	}
-}
-
-// tensorEntry reads the declaration v of the tensor named by key k.
-func (p *reader) tensorEntry(k, v *yaml.Node) {
-	if !ir.IsGradName(k.Value) && !p.w.keyIdent(k, "tensor") {
-		p.structural = true
-		return
-	}
-	p.tensor = ir.TensorDecl{Name: k.Value, Pos: posOf(k)}
-	if v.Kind != yaml.ScalarNode || v.Tag != "!!null" { // "tv1:" with nothing: declared, all defaults
-		p.parseTensor(&p.tensor, v)
-	}
-	p.src.AddTensor(&p.tensor)
-}
-
-// parseTensor reads one tensor's declaration n into d, and marks it
-// broken if it has errors. The mesh, dtype and shape are checked now, so
-// that their errors are reported along with those of the ops; the
-// schedule and allocation are decoded, their problems kept for the
-// replay to report.
-func (p *reader) parseTensor(d *ir.TensorDecl, n *yaml.Node) {
-	before := p.errs.Count()
-	what := "tensor " + strconv.Quote(d.Name)
-	tf, ok := p.w.mapping(n, what, tensorKeys)
-	if !ok {
-		d.Broken = true
-		return
-	}
-	var pls *yaml.Node
-	for _, x := range tf {
-		v := x.Value
-		switch x.Key {
-		case "mesh":
-			d.MeshAt, d.Mesh = posOf(v), p.meshRef(v, what)
-		case "dtype":
-			d.DTypeAt, d.DType = posOf(v), p.dtype(v, what)
-		case "shape":
-			d.ShapeAt = posOf(v)
-			d.Shape, _ = p.extents(v, what+" shape")
-		case "schedule":
-			d.Schedule = p.scheduleIn(d.Name, v)
-		case "allocation":
-			d.Alloc = p.allocOf(d.Name, v)
-		case "placements":
-			if v.Kind == yaml.ScalarNode && v.Value == "auto" {
-				d.Auto = true
-				p.checkAuto(v, what)
-			} else {
-				pls = v
-			}
-		}
-	}
-	d.Broken = p.errs.Count() > before
-	if pls != nil {
-		d.Placements = listOf(pls)
-	}
 }
