@@ -44,7 +44,7 @@ browser-note:
 # RSS with an estimate, which the race detector's own memory would fail.
 race:
 	$(GO) test -race -short -skip 'TestScripts|TestEstimateWithinPeakRSS|TestSimulateMemoryGuard' \
-		./internal/cost ./internal/ir ./internal/cli ./internal/export ./internal/difftest
+		./internal/cost ./internal/ir ./internal/syntax ./internal/cli ./internal/export ./internal/difftest
 	$(GO) test -race -run 'TestInPieces|TestInputDataInPieces|TestCombineParts|TestParallelCopies' ./internal/sim
 
 # Rewrite golden files; review the diff before committing.
@@ -71,6 +71,7 @@ bench-auto:
 
 fuzz:
 	$(GO) test ./internal/ir -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) -parallel 2
+	$(GO) test ./internal/syntax -run '^$$' -fuzz '^FuzzFastDecode$$' -fuzztime $(FUZZTIME) -parallel 2
 	$(GO) test ./internal/plan -run '^$$' -fuzz '^FuzzDecodeValidate$$' -fuzztime $(FUZZTIME) -parallel 2
 	$(GO) test ./internal/plan -run '^$$' -fuzz '^FuzzFastDecode$$' -fuzztime $(FUZZTIME) -parallel 2
 	$(GO) test ./internal/lower -run '^$$' -fuzz '^FuzzCertify$$' -fuzztime $(FUZZTIME) -parallel 2

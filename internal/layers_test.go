@@ -16,16 +16,17 @@ const module = "github.com/nvcomm/nvcomm/"
 // allowed lists, per package, the nvcomm packages it may import.
 var allowed = map[string][]string{
 	"cmd/nvcomm":       {"internal/cli"},
-	"internal/cli":     {"internal/model", "internal/auto", "internal/sim", "internal/lower", "internal/export", "internal/explain", "internal/report", "internal/cost", "internal/plan", "internal/ir", "internal/diag", "internal/checked", "internal/shard", "internal/ops"},
+	"internal/cli":     {"internal/model", "internal/auto", "internal/syntax", "internal/sim", "internal/lower", "internal/export", "internal/explain", "internal/report", "internal/cost", "internal/plan", "internal/ir", "internal/diag", "internal/checked", "internal/shard", "internal/ops"},
 	"internal/explain": {"internal/cost", "internal/plan", "internal/ops"},
 	"internal/report":  {"internal/explain", "internal/cost", "internal/plan", "internal/ops"},
 	"internal/export":  {"internal/plan", "internal/ops"},
 	"internal/cost":    {"internal/plan", "internal/diag", "internal/checked", "internal/shard", "internal/ops"},
 	"internal/sim":     {"internal/plan", "internal/diag", "internal/ops"}, // the independent oracle: not internal/checked or internal/shard; the registry gives it kernels, not shards
-	"internal/auto":    {"internal/lower", "internal/cost", "internal/ir", "internal/diag", "internal/checked", "internal/shard", "internal/ops"},
+	"internal/auto":    {"internal/syntax", "internal/lower", "internal/cost", "internal/ir", "internal/diag", "internal/checked", "internal/shard", "internal/ops"},
 	"internal/lower":   {"internal/reshard", "internal/cost", "internal/plan", "internal/ir", "internal/diag", "internal/checked", "internal/shard", "internal/ops"},
 	"internal/reshard": {"internal/cost", "internal/plan", "internal/ir", "internal/diag", "internal/checked", "internal/shard", "internal/ops"},
 	"internal/plan":    {"internal/diag", "internal/checked", "internal/shard", "internal/ops"},
+	"internal/syntax":  {"internal/ir", "internal/diag", "internal/shard", "internal/ops"}, // the fusion file's YAML, handed to ir's Source
 	"internal/ir":      {"internal/diag", "internal/checked", "internal/shard", "internal/ops"},
 	"internal/diag":    {},
 	"internal/checked": {},

@@ -23,6 +23,7 @@ import (
 	"github.com/nvcomm/nvcomm/internal/cost"
 	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/lower"
+	"github.com/nvcomm/nvcomm/internal/syntax"
 )
 
 // GCPercent is the garbage collector's target (GOGC) that lower --auto
@@ -133,7 +134,7 @@ type Result struct {
 // src, so that the time Solve reports is the plan's; false when it does
 // not lower (the caller reports why when it lowers it).
 func predictFusion(file string, src []byte, opts lower.Options) (float64, bool) {
-	f, err := ir.Parse(file, src)
+	f, err := syntax.Parse(file, src)
 	if err != nil {
 		return 0, false
 	}
@@ -151,7 +152,7 @@ func predictFusion(file string, src []byte, opts lower.Options) (float64, bool) 
 // Solve chooses the shardings of the decisions of the fusion in src (file
 // names it in messages) and returns the annotated fusion.
 func Solve(file string, src []byte, opts Options) (*Result, error) {
-	f, err := ir.ParseAuto(file, src)
+	f, err := syntax.ParseAuto(file, src)
 	if err != nil {
 		return nil, err
 	}

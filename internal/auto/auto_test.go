@@ -12,11 +12,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/nvcomm/nvcomm/internal/cost"
-	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/lower"
 	"github.com/nvcomm/nvcomm/internal/plan"
 	"github.com/nvcomm/nvcomm/internal/scale"
 	"github.com/nvcomm/nvcomm/internal/sim"
+	"github.com/nvcomm/nvcomm/internal/syntax"
 )
 
 // mlp is Megatron-LM's MLP on a 1-D mesh of 4 with only its input given:
@@ -98,7 +98,7 @@ func TestMegatron(t *testing.T) {
 // of the op before.
 func lowerChosen(t *testing.T, res *Result) *plan.Plan {
 	t.Helper()
-	f, err := ir.Parse("chosen.yaml", res.Fusion)
+	f, err := syntax.Parse("chosen.yaml", res.Fusion)
 	if err != nil {
 		t.Fatalf("the annotated fusion does not parse: %v\n%s", err, res.Fusion)
 	}
@@ -336,7 +336,7 @@ func buildModel(t *testing.T, src string) *model {
 // unpricedModel is the model of the fusion src, its tables not filled.
 func unpricedModel(t *testing.T, src string) *model {
 	t.Helper()
-	f, err := ir.ParseAuto("layer.yaml", []byte(src))
+	f, err := syntax.ParseAuto("layer.yaml", []byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}

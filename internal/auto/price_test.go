@@ -16,6 +16,7 @@ import (
 	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/lower"
 	"github.com/nvcomm/nvcomm/internal/shard"
+	"github.com/nvcomm/nvcomm/internal/syntax"
 )
 
 // priceFusions are layers with what the other tests' lack: a given input
@@ -120,7 +121,7 @@ func TestPricesAsFiles(t *testing.T) {
 					}
 					byKey[key], byFile[file] = file, key
 					got, want := planText(t, opts, func() (*ir.Fusion, error) { return m.opFusion(fa, combo) }),
-						planText(t, opts, func() (*ir.Fusion, error) { return ir.Parse("auto.yaml", []byte(file)) })
+						planText(t, opts, func() (*ir.Fusion, error) { return syntax.Parse("auto.yaml", []byte(file)) })
 					if d := cmp.Diff(want, got); d != "" {
 						t.Fatalf("op %q, file\n%s\nplans differ (-file +built):\n%s", fa.op.Expr(), file, d)
 					}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/shard"
+	"github.com/nvcomm/nvcomm/internal/syntax"
 )
 
 // TestAnnotateCombined checks that a chosen Partial of an op's output,
@@ -27,7 +28,7 @@ tensors:
 ops:
   - {op: linear, in: [x, w], out: y}
 `
-	f, err := ir.ParseAuto("in.yaml", []byte(src))
+	f, err := syntax.ParseAuto("in.yaml", []byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +46,7 @@ ops:
 	if !strings.Contains(string(out), want+"\n") {
 		t.Errorf("annotated file lacks %q:\n%s", want, out)
 	}
-	g, err := ir.Parse("out.yaml", out)
+	g, err := syntax.Parse("out.yaml", out)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,9 +15,9 @@ import (
 	"github.com/nvcomm/nvcomm/internal/auto"
 	"github.com/nvcomm/nvcomm/internal/diag"
 	"github.com/nvcomm/nvcomm/internal/explain"
-	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/lower"
 	"github.com/nvcomm/nvcomm/internal/plan"
+	"github.com/nvcomm/nvcomm/internal/syntax"
 )
 
 // autoOptions are the flags of the auto-sharder (docs/auto.md).
@@ -86,7 +86,7 @@ func (o *autoOptions) compileAutoSource(cmd *cobra.Command, name string, src []b
 // lowerAnnotated lowers the fusion --auto annotated; its errors are the
 // annotated file's, which Repoint moves to the user's.
 func lowerAnnotated(name string, res *auto.Result, opts lower.Options) (*plan.Plan, error) {
-	f, err := ir.Parse(name, res.Fusion)
+	f, err := syntax.Parse(name, res.Fusion)
 	if err != nil {
 		return nil, err
 	}

@@ -7,9 +7,9 @@ import (
 
 	"github.com/nvcomm/nvcomm/internal/auto"
 	"github.com/nvcomm/nvcomm/internal/explain"
-	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/lower"
 	"github.com/nvcomm/nvcomm/internal/plan"
+	"github.com/nvcomm/nvcomm/internal/syntax"
 )
 
 type lowerOptions struct {
@@ -117,7 +117,7 @@ func streamPlan(cmd *cobra.Command, arg, output string, opts lower.Options) erro
 
 // streamPlanSource is streamPlan of fusion source already read.
 func streamPlanSource(cmd *cobra.Command, name string, src []byte, output string, opts lower.Options) error {
-	f, err := ir.Parse(name, src)
+	f, err := syntax.Parse(name, src)
 	if err != nil {
 		return report(cmd, err)
 	}
@@ -150,7 +150,7 @@ func compile(cmd *cobra.Command, arg string, opts lower.Options) (*plan.Plan, er
 
 // compileSource parses and lowers fusion source, reporting diagnostics.
 func compileSource(cmd *cobra.Command, name string, src []byte, opts lower.Options) (*plan.Plan, error) {
-	f, err := ir.Parse(name, src)
+	f, err := syntax.Parse(name, src)
 	if err != nil {
 		return nil, report(cmd, err)
 	}

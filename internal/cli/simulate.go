@@ -9,10 +9,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/lower"
 	"github.com/nvcomm/nvcomm/internal/plan"
 	"github.com/nvcomm/nvcomm/internal/sim"
+	"github.com/nvcomm/nvcomm/internal/syntax"
 )
 
 type simulateOptions struct {
@@ -128,7 +128,7 @@ func (o *simulateOptions) checkMicrobatches(cmd *cobra.Command, name string, src
 	if p.Pipeline == nil || isPlan(src) {
 		return nil
 	}
-	f, err := ir.ParseWhole(name, src)
+	f, err := syntax.ParseWhole(name, src)
 	if err != nil {
 		return report(cmd, err)
 	}

@@ -12,9 +12,9 @@ import (
 	"testing"
 
 	"github.com/nvcomm/nvcomm/internal/cli"
-	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/lower"
 	"github.com/nvcomm/nvcomm/internal/sim"
+	"github.com/nvcomm/nvcomm/internal/syntax"
 )
 
 // rssFusions are the shapes TestEstimateWithinPeakRSS simulates, each
@@ -138,7 +138,7 @@ func estimate(t *testing.T, file string) int64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := ir.Parse(file, src)
+	f, err := syntax.Parse(file, src)
 	if err != nil {
 		t.Fatal(err)
 	}

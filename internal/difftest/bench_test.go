@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/lower"
 	"github.com/nvcomm/nvcomm/internal/sim"
+	"github.com/nvcomm/nvcomm/internal/syntax"
 )
 
 // benchFusions are the fusions the benchmarks lower and simulate.
@@ -30,7 +30,7 @@ func BenchmarkLower(b *testing.B) {
 		b.Run(benchName(path), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				f, err := ir.Parse(path, src)
+				f, err := syntax.Parse(path, src)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -49,7 +49,7 @@ func BenchmarkSimulate(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		f, err := ir.Parse(path, src)
+		f, err := syntax.Parse(path, src)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/lower"
 	"github.com/nvcomm/nvcomm/internal/plan"
+	"github.com/nvcomm/nvcomm/internal/syntax"
 )
 
 // bfCase is one op of the brute-force bound test: a redistribution (the
@@ -181,7 +182,7 @@ func bfSearchCase(t *testing.T, c bfCase) {
 
 // bfPlans lowers a case under the optimal policy, for bytes and for time.
 func bfPlans(t *testing.T, c bfCase) (few, fast *plan.Plan) {
-	f, err := ir.Parse("case.yaml", []byte(c.r.fusionOf()))
+	f, err := syntax.Parse("case.yaml", []byte(c.r.fusionOf()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/nvcomm/nvcomm/internal/ops"
 	"github.com/nvcomm/nvcomm/internal/plan"
 	"github.com/nvcomm/nvcomm/internal/sim"
+	"github.com/nvcomm/nvcomm/internal/syntax"
 )
 
 // outcome classifies one generated fusion under one policy.
@@ -90,7 +91,7 @@ func parse(c Case) (f *ir.Fusion, o outcome) {
 			f, o = nil, panicked("parse", r)
 		}
 	}()
-	f, err := ir.Parse("gen.yaml", []byte(c.Src))
+	f, err := syntax.Parse("gen.yaml", []byte(c.Src))
 	if err == nil {
 		return f, outcome{}
 	}

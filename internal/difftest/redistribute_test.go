@@ -12,10 +12,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/nvcomm/nvcomm/internal/cost"
-	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/lower"
 	"github.com/nvcomm/nvcomm/internal/plan"
 	"github.com/nvcomm/nvcomm/internal/sim"
+	"github.com/nvcomm/nvcomm/internal/syntax"
 )
 
 // redistribution is one sharding change of a tensor, written with DTensor
@@ -202,7 +202,7 @@ type lowered struct {
 // lowerCase lowers and simulates a case.
 func lowerCase(t *testing.T, r redistribution, opts lower.Options) lowered {
 	t.Helper()
-	f, err := ir.Parse("case.yaml", []byte(r.fusionOf()))
+	f, err := syntax.Parse("case.yaml", []byte(r.fusionOf()))
 	if err != nil {
 		t.Fatalf("%s: %v", r.name, err)
 	}

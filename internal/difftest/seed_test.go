@@ -3,10 +3,10 @@ package difftest
 import (
 	"testing"
 
-	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/lower"
 	"github.com/nvcomm/nvcomm/internal/plan"
 	"github.com/nvcomm/nvcomm/internal/sim"
+	"github.com/nvcomm/nvcomm/internal/syntax"
 )
 
 // noncontiguous is the seed PR's disabled test Allgather_LoopSplit_Noncontiguous
@@ -26,7 +26,7 @@ ops:
 
 func lowerSource(t *testing.T, src string) *plan.Plan {
 	t.Helper()
-	f, err := ir.Parse("test.yaml", []byte(src))
+	f, err := syntax.Parse("test.yaml", []byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,9 +7,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/lower"
 	"github.com/nvcomm/nvcomm/internal/plan"
+	"github.com/nvcomm/nvcomm/internal/syntax"
 )
 
 // TestExchangePeers: an AllToAllV's reason says, from its split sizes, to
@@ -58,7 +58,7 @@ ops:
 // an all-to-all with split sizes does, the Permute after it why it is
 // there, and its bytes are the plan's.
 func TestExplainAllToAllV(t *testing.T) {
-	f, err := ir.Parse("swap_2x4.yaml", []byte(swap2x4))
+	f, err := syntax.Parse("swap_2x4.yaml", []byte(swap2x4))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ tensors:
 ops:
   - {op: set, in: x, out: y}
 `
-	f, err := ir.Parse("stages.yaml", []byte(src))
+	f, err := syntax.Parse("stages.yaml", []byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,9 +10,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/nvcomm/nvcomm/internal/cost"
-	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/lower"
 	"github.com/nvcomm/nvcomm/internal/plan"
+	"github.com/nvcomm/nvcomm/internal/syntax"
 )
 
 // TestSummaryGolden summarizes the optimal plan of every example and
@@ -120,7 +120,7 @@ func chainPlan(t *testing.T, n int) *plan.Plan {
 	for i := range n {
 		fmt.Fprintf(&b, "  - {op: sum, in: x%d, axis: 0, out: s%d}\n  - {op: relu, in: s%d, out: r%d}\n", i, i, i, i)
 	}
-	f, err := ir.Parse("chain.yaml", []byte(b.String()))
+	f, err := syntax.Parse("chain.yaml", []byte(b.String()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,8 +5,6 @@ import (
 	"slices"
 	"strings"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/nvcomm/nvcomm/internal/diag"
 	"github.com/nvcomm/nvcomm/internal/ops"
 )
@@ -28,17 +26,17 @@ const gradSuffix = ".grad"
 
 // isGradName reports whether s names a gradient: an identifier and
 // ".grad".
-func isGradName(s string) bool {
+func IsGradName(s string) bool {
 	base, ok := strings.CutSuffix(s, gradSuffix)
-	return ok && isIdent(base)
+	return ok && IsIdent(base)
 }
 
 // rawBackward is a fusion's backward section as written, and what build
 // finds of it.
 type rawBackward struct {
 	at    diag.Pos
-	seeds []rawSeed
-	wrt   []scalarIn
+	seeds []SeedDecl
+	wrt   []Str
 	// has holds the tensors whose gradient the backward computes: those
 	// on a chain of ops from a tensor of wrt to a seed.
 	has map[string]bool
@@ -50,86 +48,38 @@ type rawBackward struct {
 	saved map[string]savedCopy
 }
 
-// rawSeed is one seed: tensor name with upstream gradient dy (a declared
-// input of its shape), or 1 (dy "") for a rank-0 tensor.
-type rawSeed struct {
-	name, dy string
-	at, dyAt diag.Pos
-	one      bool
+// BackwardDecl is a fusion's backward section as a file writes it: where
+// it is, its seeds and the tensors (wrt) whose gradients it asks for.
+type BackwardDecl struct {
+	At    diag.Pos
+	Seeds []SeedDecl
+	Wrt   []Str
 }
 
-// backwardKeys are the keys of a backward section.
-var backwardKeys = []string{"seeds", "wrt"}
-
-// parseBackward reads the backward section v.
-func (p *parser) parseBackward(v *yaml.Node) {
-	fields, ok := p.w.mapping(v, "backward", backwardKeys)
-	if !ok {
-		return
-	}
-	b := &rawBackward{at: posOf(v)}
-	var seen []string
-	for _, f := range fields {
-		seen = append(seen, f.Key)
-		switch f.Key {
-		case "seeds":
-			b.seeds = p.seedsOf(f.Value)
-		case "wrt":
-			if items, ok := p.w.list(listOf(f.Value), "backward wrt"); ok {
-				for _, it := range items {
-					if _, ok := p.w.identIn(it, "backward wrt"); ok {
-						b.wrt = append(b.wrt, it)
-					}
-				}
-			}
-		}
-	}
-	for _, key := range backwardKeys {
-		if !slices.Contains(seen, key) && !misspelled(v, backwardKeys, key) {
-			p.errs.AddHint(b.at, "backward: {seeds: {loss: 1}, wrt: [w1, w2]}", "backward: missing key %q", key)
-		}
-	}
-	p.back = b
+// SeedDecl is one seed as a file writes it: tensor Name, written at At,
+// with upstream gradient DY (a declared input of its shape), or 1 (One)
+// for a rank-0 tensor; DYAt is where the gradient is written.
+type SeedDecl struct {
+	Name, DY string
+	At, DYAt diag.Pos
+	One      bool
 }
 
-// seedsOf reads the seeds, a mapping of tensor names to 1 or to the
-// name of their upstream gradient.
-func (p *parser) seedsOf(n *yaml.Node) []rawSeed {
-	fields, ok := p.w.mapping(n, "backward seeds", nil)
-	if !ok {
-		return nil
-	}
-	var seeds []rawSeed
-	for _, f := range fields {
-		if !p.w.keyIdent(f.KeyN, "backward seed") {
-			continue
-		}
-		s := rawSeed{name: f.Key, at: posOf(f.KeyN), dyAt: posOf(f.Value)}
-		switch v := f.Value; {
-		case v.Kind == yaml.ScalarNode && (v.Tag == "!!int" || v.Tag == "!!float") && (v.Value == "1" || v.Value == "1.0"):
-			s.one = true
-		case v.Kind == yaml.ScalarNode && v.Tag == "!!str" && isIdent(v.Value):
-			s.dy = v.Value
-		default:
-			p.errs.AddHint(s.dyAt, "write 1 for a rank-0 tensor (a loss), or the name of a declared input of the seed's shape and dtype",
-				"backward seeds: the upstream gradient of %q must be 1 or a tensor name, got %s", f.Key, kindName(v))
-			continue
-		}
-		seeds = append(seeds, s)
-	}
-	return seeds
+// SetBackward gives the file's backward section.
+func (p *Source) SetBackward(d *BackwardDecl) {
+	p.back = &rawBackward{at: d.At, seeds: d.Seeds, wrt: d.Wrt}
 }
 
 // readsSeed reports whether name is a seed's upstream gradient, which
 // the backward reads.
 func (b *rawBackward) readsSeed(name string) bool {
-	return b != nil && slices.ContainsFunc(b.seeds, func(s rawSeed) bool { return s.dy == name })
+	return b != nil && slices.ContainsFunc(b.seeds, func(s SeedDecl) bool { return s.DY == name })
 }
 
 // prepareBackward checks the backward section's names against the ops
 // (order, which it keeps) and finds the tensors that get a gradient;
 // it checks the declared gradients too, with or without a section.
-func (p *parser) prepareBackward(order []*rawOp) {
+func (p *Source) prepareBackward(order []*rawOp) {
 	b := p.back
 	if b != nil {
 		b.order = slices.Clone(order)
@@ -150,32 +100,32 @@ func (p *parser) prepareBackward(order []*rawOp) {
 }
 
 // known reports whether the tensor name is declared or produced by an op.
-func (p *parser) known(name string) bool {
+func (p *Source) known(name string) bool {
 	_, decl := p.raw[name]
 	return decl || p.producers[name] != nil
 }
 
 // gradTensors checks seeds and wrt and returns the tensors on a chain of
 // ops from one of wrt to a seed.
-func (p *parser) gradTensors(b *rawBackward, order []*rawOp) map[string]bool {
+func (p *Source) gradTensors(b *rawBackward, order []*rawOp) map[string]bool {
 	down, up := map[string]bool{}, map[string]bool{}
 	before := p.errs.Count()
 	for _, w := range b.wrt {
-		if !p.known(w.value) {
-			p.errs.AddHint(w.pos, diag.Suggest(w.value, p.knownTensors("")), "backward wrt: unknown tensor %q", w.value)
+		if !p.known(w.Value) {
+			p.errs.AddHint(w.Pos, diag.Suggest(w.Value, p.knownTensors("")), "backward wrt: unknown tensor %q", w.Value)
 		}
-		down[w.value] = true
+		down[w.Value] = true
 	}
 	for i := range b.seeds {
 		s := &b.seeds[i]
-		if !p.known(s.name) {
-			p.errs.AddHint(s.at, diag.Suggest(s.name, p.knownTensors("")), "backward seeds: unknown tensor %q", s.name)
+		if !p.known(s.Name) {
+			p.errs.AddHint(s.At, diag.Suggest(s.Name, p.knownTensors("")), "backward seeds: unknown tensor %q", s.Name)
 		}
-		if s.dy != "" && (p.decl(s.dy) == nil || p.producers[s.dy] != nil) {
-			p.errs.AddHint(s.dyAt, "declare it under tensors with the seed's shape (and a mesh): an input of the fusion",
-				"backward seeds: the upstream gradient of %q, %q, is not a declared input", s.name, s.dy)
+		if s.DY != "" && (p.decl(s.DY) == nil || p.producers[s.DY] != nil) {
+			p.errs.AddHint(s.DYAt, "declare it under tensors with the seed's shape (and a mesh): an input of the fusion",
+				"backward seeds: the upstream gradient of %q, %q, is not a declared input", s.Name, s.DY)
 		}
-		up[s.name] = true
+		up[s.Name] = true
 	}
 	for _, ro := range order {
 		if slices.ContainsFunc(ro.ins, func(in string) bool { return down[in] }) {
@@ -193,15 +143,15 @@ func (p *parser) gradTensors(b *rawBackward, order []*rawOp) map[string]bool {
 		return nil // the chains of names unknown are not looked for
 	}
 	for _, w := range b.wrt {
-		if !up[w.value] {
-			p.errs.AddHint(w.pos, "list tensors that the seeds are computed from",
-				"backward wrt: no chain of ops leads from %q to a seed (%s)", w.value, b.seedNames())
+		if !up[w.Value] {
+			p.errs.AddHint(w.Pos, "list tensors that the seeds are computed from",
+				"backward wrt: no chain of ops leads from %q to a seed (%s)", w.Value, b.seedNames())
 		}
 	}
 	for _, s := range b.seeds {
-		if !down[s.name] {
-			p.errs.AddHint(s.at, "list under wrt a tensor that the seed is computed from",
-				"backward seeds: %q depends on no tensor of wrt", s.name)
+		if !down[s.Name] {
+			p.errs.AddHint(s.At, "list under wrt a tensor that the seed is computed from",
+				"backward seeds: %q depends on no tensor of wrt", s.Name)
 		}
 	}
 	has := map[string]bool{}
@@ -217,14 +167,14 @@ func (p *parser) gradTensors(b *rawBackward, order []*rawOp) map[string]bool {
 func (b *rawBackward) seedNames() string {
 	names := make([]string, len(b.seeds))
 	for i, s := range b.seeds {
-		names[i] = s.name
+		names[i] = s.Name
 	}
 	return strings.Join(names, ", ")
 }
 
 // gradGen writes the backward's ops.
 type gradGen struct {
-	p       *parser
+	p       *Source
 	b       *rawBackward
 	tensors *tensorTable
 	// contrib are the contributions to each tensor's gradient so far,
@@ -242,7 +192,7 @@ type gradGen struct {
 // backwardOps writes the backward of the fusion whose forward ops build
 // has made (their tensors in tensors) as raw ops, in an order build can
 // make them in; false after reporting why it cannot.
-func (p *parser) backwardOps(tensors *tensorTable) ([]*rawOp, bool) {
+func (p *Source) backwardOps(tensors *tensorTable) ([]*rawOp, bool) {
 	b := p.back
 	g := &gradGen{p: p, b: b, tensors: tensors, contrib: map[string][]string{}, left: map[string]int{},
 		of: map[*rawOp]*Composite{}, by: map[string]*Composite{}}
@@ -257,7 +207,7 @@ func (p *parser) backwardOps(tensors *tensorTable) ([]*rawOp, bool) {
 	}
 	ok := true
 	for _, s := range b.seeds {
-		g.left[s.name]++
+		g.left[s.Name]++
 	}
 	for _, s := range b.seeds {
 		ok = g.seed(s) && ok
@@ -271,8 +221,8 @@ func (p *parser) backwardOps(tensors *tensorTable) ([]*rawOp, bool) {
 		}
 	}
 	for _, w := range b.wrt {
-		if b.has[w.value] && p.producers[w.value] == nil {
-			g.final(w.value, w.pos, g.by[w.value])
+		if b.has[w.Value] && p.producers[w.Value] == nil {
+			g.final(w.Value, w.Pos, g.by[w.Value])
 		}
 	}
 	return g.ops, ok
@@ -281,33 +231,33 @@ func (p *parser) backwardOps(tensors *tensorTable) ([]*rawOp, bool) {
 // seed adds seed s's contribution: its upstream gradient, checked
 // against the tensor's shape and dtype, or for 1 a tensor of ones of the
 // rank-0 tensor's shape (its value times 0, plus 1).
-func (g *gradGen) seed(s rawSeed) bool {
-	y := g.tensors.lookup(s.name)
+func (g *gradGen) seed(s SeedDecl) bool {
+	y := g.tensors.lookup(s.Name)
 	shape := valueShape(y) // of a pending tensor, the shape of its values
-	if s.dy != "" {
-		dy := g.tensors.lookup(s.dy)
+	if s.DY != "" {
+		dy := g.tensors.lookup(s.DY)
 		if !slices.Equal(valueShape(dy), shape) || dy.DType != y.DType {
-			g.p.errs.AddHint(s.dyAt, fmt.Sprintf("declare %q of shape %s and dtype %s", s.dy, fmtShape(shape), y.DType),
+			g.p.errs.AddHint(s.DYAt, fmt.Sprintf("declare %q of shape %s and dtype %s", s.DY, fmtShape(shape), y.DType),
 				"backward seeds: %q, of shape %s and dtype %s, is not of the shape and dtype of %q, %s and %s",
-				s.dy, fmtShape(valueShape(dy)), dy.DType, s.name, fmtShape(shape), y.DType)
+				s.DY, fmtShape(valueShape(dy)), dy.DType, s.Name, fmtShape(shape), y.DType)
 			return false
 		}
-		g.give(s.name, s.dy)
+		g.give(s.Name, s.DY)
 		return true
 	}
 	if len(shape) != 0 {
-		g.p.errs.AddHint(s.dyAt, "sum it to a rank-0 loss first, or give the name of a declared input of its shape as its upstream gradient",
-			"backward seeds: 1 is the upstream gradient of a rank-0 tensor, but %q has shape %s", s.name, fmtShape(shape))
+		g.p.errs.AddHint(s.DYAt, "sum it to a rank-0 loss first, or give the name of a declared input of its shape as its upstream gradient",
+			"backward seeds: 1 is the upstream gradient of a rank-0 tensor, but %q has shape %s", s.Name, fmtShape(shape))
 		return false
 	}
-	of := g.gradOf(g.producer(s.name))
-	one := s.name + gradSuffix
-	if !g.sole(s.name) {
+	of := g.gradOf(g.producer(s.Name))
+	one := s.Name + gradSuffix
+	if !g.sole(s.Name) {
 		one += "/seed"
 	}
-	zero := g.emit(&rawOp{kind: OpKind("mul"), ins: []string{s.name}, out: s.name + gradSuffix + "/zero"}, s.at, of, &ops.Scalar{Slot: 1, Value: 0})
-	g.emit(&rawOp{kind: OpAdd, ins: []string{zero}, out: one}, s.at, of, &ops.Scalar{Slot: 1, Value: 1})
-	g.give(s.name, one)
+	zero := g.emit(&rawOp{kind: OpKind("mul"), ins: []string{s.Name}, out: s.Name + gradSuffix + "/zero"}, s.At, of, &ops.Scalar{Slot: 1, Value: 0})
+	g.emit(&rawOp{kind: OpAdd, ins: []string{zero}, out: one}, s.At, of, &ops.Scalar{Slot: 1, Value: 1})
+	g.give(s.Name, one)
 	return true
 }
 

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"slices"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/nvcomm/nvcomm/internal/diag"
 	"github.com/nvcomm/nvcomm/internal/ops"
 	"github.com/nvcomm/nvcomm/internal/shard"
@@ -17,7 +15,7 @@ import (
 // wrong: a broken tensor is not used, an op reading one is not checked and
 // its output counts as broken, but every other tensor and op is checked,
 // so that the file's independent errors are reported together.
-func (p *parser) build(name string) *Fusion {
+func (p *Source) build(name string) *Fusion {
 	f := &Fusion{Name: name, File: p.file}
 	for _, n := range slices.Sorted(slices.Values(p.meshNames)) {
 		f.Meshes = append(f.Meshes, p.meshes[n])
@@ -133,13 +131,13 @@ func (p *parser) build(name string) *Fusion {
 }
 
 // tensorTable finds a fusion's tensors by name while build makes them: a
-// declared tensor is found beside its declaration (parser.raw), the
+// declared tensor is found beside its declaration (Source.raw), the
 // others in a map of their own (a map of every name cost a tenth of
 // building 100k tensors). They come from slabs of slabSize, allocated as
 // they are needed: one slab of every tensor, allocated before the first
 // is made, sat beside every declaration.
 type tensorTable struct {
-	p          *parser
+	p          *Source
 	undeclared map[string]*Tensor
 	slab       []Tensor
 	// left is how many tensors may still be made: no slab is larger.
@@ -191,7 +189,7 @@ func (tt *tensorTable) get(name string, pos diag.Pos) *Tensor {
 
 // knownTensors lists the declared tensors and those produced by an op that
 // does not read reader: the names reader may be a misspelling of.
-func (p *parser) knownTensors(reader string) []string {
+func (p *Source) knownTensors(reader string) []string {
 	names := slices.Clone(p.tensorNames)
 	for _, op := range p.ops {
 		if !op.reads(reader) {
@@ -214,8 +212,8 @@ type mention struct {
 // (made by the backward, or reported) are no input. Only the inputs are
 // listed: a list of every name was 6 of the 86 MB live at the peak of
 // parsing the mixed family of 100k ops (docs/performance.md).
-func (p *parser) inputOrder() (inputs []mention, names int) {
-	isInput := func(n string) bool { return p.producers[n] == nil && !p.lost[n] && !isGradName(n) }
+func (p *Source) inputOrder() (inputs []mention, names int) {
+	isInput := func(n string) bool { return p.producers[n] == nil && !p.lost[n] && !IsGradName(n) }
 	for _, n := range p.tensorNames {
 		if isInput(n) {
 			inputs = append(inputs, mention{n, p.decl(n).pos})
@@ -246,7 +244,7 @@ func (p *parser) inputOrder() (inputs []mention, names int) {
 // A tensor produced twice, by an op that reads it, or on a cycle is lost,
 // as are the outputs of the ops that lead to a cycle: the ops reading them
 // are not checked.
-func (p *parser) sortOps() []*rawOp {
+func (p *Source) sortOps() []*rawOp {
 	producer := make(map[string]*rawOp, len(p.ops))
 	p.producers = producer
 	for _, op := range p.ops {
@@ -297,7 +295,7 @@ func (p *parser) sortOps() []*rawOp {
 // resolveInput fills a fusion input from its declaration: mesh and shape are
 // required. It reports whether the input's domain was built without error,
 // so that the ops reading it can be checked.
-func (p *parser) resolveInput(t *Tensor) bool {
+func (p *Source) resolveInput(t *Tensor) bool {
 	before := p.errs.Count()
 	rt := p.decl(t.Name)
 	if rt == nil {
@@ -375,7 +373,7 @@ func (ro *rawOp) in() opIn {
 
 // isRead reports whether an op reads the tensor name, one left out for its
 // errors included.
-func (p *parser) isRead(name string) bool {
+func (p *Source) isRead(name string) bool {
 	if p.read == nil {
 		p.read = map[string]bool{}
 		for _, op := range p.ops {
@@ -403,7 +401,7 @@ func logicalDomain(shape []int, reduction int) []*IterDomain {
 // matchShape compares a declared shape of a produced tensor, written at
 // pos, with the inferred one. Either the value shape or the full logical
 // shape (reduction axes included) is accepted.
-func (p *parser) matchShape(t *Tensor, shape []int, pos diag.Pos, what string) {
+func (p *Source) matchShape(t *Tensor, shape []int, pos diag.Pos, what string) {
 	if slices.Equal(shape, t.Shape()) || slices.Equal(shape, t.LogicalExtents()) {
 		return
 	}
@@ -422,46 +420,6 @@ func fmtShape(shape []int) string {
 	return s + "]"
 }
 
-func (p *parser) meshRef(n *yaml.Node, what string) *Mesh {
-	if n == nil {
-		return nil
-	}
-	name, ok := p.w.str(n, what+" mesh")
-	if !ok {
-		return nil
-	}
-	m, found := p.meshes[name]
-	if !found {
-		p.errs.AddHint(posOf(n), diag.Suggest(name, p.meshNames), "%s: unknown mesh %q", what, name)
-		return nil
-	}
-	if m.Devices == nil {
-		return nil // the mesh itself is broken and was reported
-	}
-	return m
-}
-
-func (p *parser) dtype(n *yaml.Node, what, def string) DType {
-	if n == nil {
-		return DType(def)
-	}
-	return p.dtypeName(n, what+" dtype", what)
-}
-
-// dtypeName decodes a dtype's name, which value names in the message of
-// a value that is no string and what in that of an unknown name.
-func (p *parser) dtypeName(n *yaml.Node, value, what string) DType {
-	s, ok := p.w.str(n, value)
-	if !ok {
-		return ""
-	}
-	if DType(s).Size() == 0 {
-		p.errs.AddHint(posOf(n), diag.Suggest(s, DTypeNames()), "%s: unknown dtype %q (expected one of %s)", what, s, joinNames(DTypeNames()))
-		return ""
-	}
-	return DType(s)
-}
-
 func joinNames(names []string) string {
 	s := ""
 	for i, n := range names {
@@ -473,30 +431,18 @@ func joinNames(names []string) string {
 	return s
 }
 
-func (p *parser) extents(n *yaml.Node, what string) ([]int, bool) {
-	items, ok := p.w.sequence(n, what)
-	if !ok {
-		return nil, false
-	}
-	if !p.checkRank(len(items), posOf(n), what) {
-		return nil, false
-	}
-	shape := make([]int, 0, len(items))
-	good := true
-	for _, it := range items {
-		e, ok := p.w.positive(it, what+" extent")
-		good = good && ok
-		shape = append(shape, e)
-	}
-	return shape, good
+// checkRank reports a shape of more than MaxRank extents, written at pos.
+func (p *Source) checkRank(n int, pos diag.Pos, what string) bool {
+	return CheckRank(p.errs, n, pos, what)
 }
 
-// checkRank reports a shape of more than MaxRank extents, written at pos.
-func (p *parser) checkRank(n int, pos diag.Pos, what string) bool {
+// CheckRank reports into errs a shape of n extents, written at pos, when
+// n is more than MaxRank.
+func CheckRank(errs *diag.Collector, n int, pos diag.Pos, what string) bool {
 	if n <= MaxRank {
 		return true
 	}
-	p.errs.AddHint(pos, "real tensors have a handful of axes; merge axes that are never sharded apart",
+	errs.AddHint(pos, "real tensors have a handful of axes; merge axes that are never sharded apart",
 		"%s: %d extents, more than %d", what, n, MaxRank)
 	return false
 }
@@ -504,14 +450,14 @@ func (p *parser) checkRank(n int, pos diag.Pos, what string) bool {
 // checkExtents checks a shape given as values as extents checks a file's:
 // at most MaxRank extents, each an integer >= 1 (pos: where each is
 // written, at: the list). It reports every bad extent.
-func (p *parser) checkExtents(shape []int, pos []diag.Pos, at diag.Pos, what string) bool {
+func (p *Source) checkExtents(shape []int, pos []diag.Pos, at diag.Pos, what string) bool {
 	if !p.checkRank(len(shape), at, what) {
 		return false
 	}
 	good := true
 	for i, e := range shape {
 		if !isPositive(e) {
-			checkPositive(p.errs, e, posAt(pos, i), what+" extent")
+			CheckPositive(p.errs, e, posAt(pos, i), what+" extent")
 			good = false
 		}
 	}
@@ -520,7 +466,7 @@ func (p *parser) checkExtents(shape []int, pos []diag.Pos, at diag.Pos, what str
 
 // endpoints resolves inputs/outputs, defaulting to the tensors no op produces
 // and the tensors no op consumes.
-func (p *parser) endpoints(f *Fusion, tensors *tensorTable) (ins, outs []*Tensor) {
+func (p *Source) endpoints(f *Fusion, tensors *tensorTable) (ins, outs []*Tensor) {
 	consumed := map[*Tensor]bool{}
 	for _, op := range f.Ops {
 		for _, in := range op.Inputs {
@@ -536,7 +482,7 @@ func (p *parser) endpoints(f *Fusion, tensors *tensorTable) (ins, outs []*Tensor
 		}
 		return out
 	}
-	list := func(l *listIn, what string, def func(*Tensor) bool, must func(*Tensor) string) []*Tensor {
+	list := func(l *StrList, what string, def func(*Tensor) bool, must func(*Tensor) string) []*Tensor {
 		if l == nil {
 			var out []*Tensor
 			for _, t := range f.Tensors {
@@ -546,29 +492,29 @@ func (p *parser) endpoints(f *Fusion, tensors *tensorTable) (ins, outs []*Tensor
 			}
 			return out
 		}
-		items, ok := p.w.list(l, what)
+		items, ok := l.Entries(p.errs, what)
 		if !ok {
 			return nil
 		}
 		var out []*Tensor
 		for _, it := range items {
-			name, ok := p.w.tensorIn(it, what)
+			name, ok := p.tensorIn(it, what)
 			if !ok {
 				continue
 			}
 			t := tensors.lookup(name)
 			if t == nil {
 				if !p.opsLost && !p.lost[name] { // else perhaps an op's left out
-					p.errs.AddHint(it.pos, diag.Suggest(name, names()), "%s: unknown tensor %q", what, name)
+					p.errs.AddHint(it.Pos, diag.Suggest(name, names()), "%s: unknown tensor %q", what, name)
 				}
 				continue
 			}
 			if msg := must(t); msg != "" {
-				p.errs.Add(it.pos, "%s: tensor %q %s", what, name, msg)
+				p.errs.Add(it.Pos, "%s: tensor %q %s", what, name, msg)
 				continue
 			}
 			if slices.Contains(out, t) {
-				p.errs.Add(it.pos, "%s: tensor %q is listed twice", what, name)
+				p.errs.Add(it.Pos, "%s: tensor %q is listed twice", what, name)
 				continue
 			}
 			out = append(out, t)
@@ -584,7 +530,7 @@ func (p *parser) endpoints(f *Fusion, tensors *tensorTable) (ins, outs []*Tensor
 	if p.inputs != nil && !p.opsLost { // an op left out may produce one
 		for _, t := range f.Tensors {
 			if t.Producer == nil && !slices.Contains(ins, t) {
-				p.errs.Add(p.inputs.at, "inputs: tensor %q is not produced by any op, so it must be listed as an input", t.Name)
+				p.errs.Add(p.inputs.At, "inputs: tensor %q is not produced by any op, so it must be listed as an input", t.Name)
 			}
 		}
 	}
@@ -599,7 +545,7 @@ func (p *parser) endpoints(f *Fusion, tensors *tensorTable) (ins, outs []*Tensor
 // slots that read it. Its sharding is that of an undeclared output (in
 // format 2, propagated); the lowering gives it the one op needs. It
 // returns false after reporting why a reduction cannot be made.
-func (p *parser) reducePartials(f *Fusion, op *Op, ro *rawOp, prop *propagator) bool {
+func (p *Source) reducePartials(f *Fusion, op *Op, ro *rawOp, prop *propagator) bool {
 	if ro.kind == OpSet {
 		return true
 	}
@@ -632,7 +578,7 @@ func (p *parser) reducePartials(f *Fusion, op *Op, ro *rawOp, prop *propagator) 
 // heldAsTerms shards r, the reduction of in's terms, as in's values are
 // (DTensor's Partial → Replicate along the terms' mesh axis alone), unless
 // propagation shards it (format 2).
-func (p *parser) heldAsTerms(r, in *Tensor) bool {
+func (p *Source) heldAsTerms(r, in *Tensor) bool {
 	pls, ok := pendingPlacements(in)
 	if r.Propagated || !ok {
 		return true // propagated, or left unsharded where in's splits are not blocks
@@ -649,7 +595,7 @@ func (p *parser) heldAsTerms(r, in *Tensor) bool {
 // reducedName names the reduction of the terms of tensor name that build
 // inserts: "name/reduced", then "name/reduced.1" and on. A fusion's names
 // are identifiers, so none is taken.
-func (p *parser) reducedName(name string) string {
+func (p *Source) reducedName(name string) string {
 	if p.reducedNames == nil {
 		p.reducedNames = map[string]int{}
 	}

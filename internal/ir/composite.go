@@ -75,7 +75,7 @@ func extentOne(shape, axes []int) []int {
 // composite's position: intermediates y/NAME, the last writing y. An
 // expansion that fails (an axis out of range, a norm of an axis other
 // than the last) is reported where the value at fault is written.
-func (p *parser) expand(ro *rawOp, ins []*Tensor) ([]*rawOp, bool) {
+func (p *Source) expand(ro *rawOp, ins []*Tensor) ([]*rawOp, bool) {
 	e, k := ro.kind.Entry(), ro.keysOf()
 	if e.Indexed != nil && !p.indexDTypes(&Op{Kind: ro.kind, Inputs: ins}, opIn{kind: ro.kind, idx: ro.fileIdx, src: ro}) {
 		return nil, false // cross_entropy's labels: integer class indices
@@ -175,7 +175,7 @@ func expandErrPos(ro *rawOp, err *ops.ExpandError) diag.Pos {
 // compositeMesh is the mesh of the intermediates of the composite op ro
 // belongs to, so that the whole expansion runs where the composite's
 // output lies: the output's declared mesh, else the first operand's.
-func (p *parser) compositeMesh(ro *rawOp) *Mesh { return ro.keysOf().of.mesh }
+func (p *Source) compositeMesh(ro *rawOp) *Mesh { return ro.keysOf().of.mesh }
 
 // Intermediate reports whether t is an intermediate of a composite op's
 // expansion (y/max, y/exp, ...): no file declares one, and its sharding

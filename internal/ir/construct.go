@@ -10,10 +10,11 @@ import (
 
 // This file builds meshes and tensors from values rather than from a
 // fusion file: what a plan records (docs/plan.md), so that lower can
-// recompute what a plan claims about them. A tensor goes through the
-// parser's own checks, replay and analyses (replaySchedule), given the
-// values that the parser decodes from a fusion file, so a plan's tensor
-// is accepted and analyzed exactly as the same tensor in a fusion file.
+// recompute what a plan claims about them. A tensor goes through a
+// file's own checks, replay and analyses (replaySchedule), given the
+// values that the front end decodes from a fusion file, so a plan's
+// tensor is accepted and analyzed exactly as the same tensor in a fusion
+// file.
 
 // NewMesh returns the mesh name of the given shape (outermost axis first)
 // and row-major device ids, or an error when they do not make one: 1 to 3
@@ -51,7 +52,7 @@ func NewMesh(name string, shape, devices []int) (*Mesh, error) {
 // may give them.
 type TensorSpec struct {
 	Name  string
-	Mesh  *Mesh // from NewMesh or Parse
+	Mesh  *Mesh // from NewMesh or a parsed fusion
 	DType DType
 	// Shape is the logical domain, reduction axes included, and a Partial
 	// tensor's terms axis (its axis 0).
@@ -91,9 +92,9 @@ type TensorSpec struct {
 // NewTensor builds the tensor spec describes and analyzes it: it replays
 // the schedule (or the placements) and the allocation on the logical
 // domain and resolves the shardings, local shape and layout, with the
-// checks Parse makes of a fusion file's tensor (positions, factors,
-// device axes, allocation, uneven splits, sizes that fit in int64): the
-// replay is the parser's own (replaySchedule). The error, a *diag.List
+// checks Source.Build makes of a fusion file's tensor (positions,
+// factors, device axes, allocation, uneven splits, sizes that fit in
+// int64): the replay is a file's own (replaySchedule). The error, a *diag.List
 // without positions, says what is wrong; NewTensor never panics.
 func NewTensor(spec TensorSpec) (*Tensor, error) {
 	p := newBuilder()
@@ -115,21 +116,21 @@ func NewTensor(spec TensorSpec) (*Tensor, error) {
 	return t, nil
 }
 
-// newBuilder is a parser without a file, for the builder's checks.
-func newBuilder() *parser {
-	errs := &errList{}
-	return &parser{errs: errs, w: walker{errs: errs}}
+// newBuilder is a Source without a file, for the builder's checks.
+func newBuilder() *Source {
+	errs := &diag.Collector{}
+	return &Source{errs: errs}
 }
 
 // declare gives t, whose logical domain is built, the schedule or the
 // placements of spec and its allocation, and analyzes it, with the checks
 // of a fusion file's declaration. op is t's producer when NewOp builds
 // t, nil for NewTensor.
-func (p *parser) declare(t *Tensor, spec TensorSpec, op *Op) bool {
+func (p *Source) declare(t *Tensor, spec TensorSpec, op *Op) bool {
 	what := func() string { return fmt.Sprintf("tensor %q", t.Name) }
-	var alloc *allocIn
+	var alloc *AllocDecl
 	if spec.Allocation != nil {
-		alloc = &allocIn{order: spec.Allocation}
+		alloc = &AllocDecl{Order: spec.Allocation}
 	}
 	if spec.Placements != nil {
 		if spec.Schedule != nil {
@@ -145,9 +146,9 @@ func (p *parser) declare(t *Tensor, spec TensorSpec, op *Op) bool {
 	if !p.checkStepCount(t.Name, len(spec.Schedule), diag.Pos{}) {
 		return false
 	}
-	steps := make([]stepIn, len(spec.Schedule))
+	steps := make([]StepDecl, len(spec.Schedule))
 	for i, s := range spec.Schedule {
-		steps[i] = stepIn{ScheduleStep: s, orderLen: len(s.Order)}
+		steps[i] = StepDecl{ScheduleStep: s, OrderLen: len(s.Order)}
 	}
 	if !p.replaySchedule(t, steps, alloc) {
 		return false
@@ -163,7 +164,7 @@ func (p *parser) declare(t *Tensor, spec TensorSpec, op *Op) bool {
 // specPlacements checks spec's placements as a fusion file's are, and
 // makes t Partial when one is and t has no reduction axis for it to
 // split: the terms of a fusion input, on its logical axis 0.
-func (p *parser) specPlacements(t *Tensor, spec TensorSpec, op *Op, what string) ([]placement, bool) {
+func (p *Source) specPlacements(t *Tensor, spec TensorSpec, op *Op, what string) ([]placement, bool) {
 	if !p.checkPlacementCount(t.Mesh, len(spec.Placements), diag.Pos{}, what) {
 		return nil, false
 	}
@@ -206,7 +207,7 @@ func (p *parser) specPlacements(t *Tensor, spec TensorSpec, op *Op, what string)
 // specPartial makes t the Partial terms of op r, and reports whether t
 // can be: a fusion input (no op builds it) without reduction axes, with
 // a logical axis 0 for the terms, of a reduce op.
-func (p *parser) specPartial(t *Tensor, r OpKind, op *Op, what string) bool {
+func (p *Source) specPartial(t *Tensor, r OpKind, op *Op, what string) bool {
 	switch {
 	case !r.IsReduction():
 		p.errs.Add(diag.Pos{}, "%s: Partial(%s): the terms combine with sum, prod, max or min", what, r)
@@ -230,7 +231,7 @@ func hasReduction(t *Tensor) bool {
 // checkSpec checks spec's mesh, dtype, shape and reduction axes, and
 // returns which axes are reductions. Its messages are formatted only for
 // an error: Certify builds every tensor of a plan.
-func (p *parser) checkSpec(spec TensorSpec) (reduction []bool, ok bool) {
+func (p *Source) checkSpec(spec TensorSpec) (reduction []bool, ok bool) {
 	what := func() string { return fmt.Sprintf("tensor %q", spec.Name) }
 	switch {
 	case spec.Mesh == nil || len(spec.Mesh.Devices) == 0:

@@ -11,10 +11,10 @@ import (
 )
 
 // This file builds ops and fusions from values, as construct.go builds
-// meshes and tensors: an op goes through the parser's own inference and
+// meshes and tensors: an op goes through a file's own inference and
 // checks (inferOp) and its output through its declaration's (declare), so
-// that a fusion built by value is the one Parse makes of the same fusion
-// written in a file.
+// that a fusion built by value is the one Source.Build makes of the same
+// fusion written in a file.
 
 // OpSpec is an op given by value: its kind, operands and attributes, and
 // its output's declaration.
@@ -47,7 +47,7 @@ type OpSpec struct {
 	Out TensorSpec
 }
 
-// NewOp builds the op spec describes and its output, with the checks Parse
+// NewOp builds the op spec describes and its output, with the checks Build
 // makes of a fusion file's op (the operands' ranks, extents and dtypes,
 // the reduced and the new axes, a Partial operand read only by a set,
 // which is then the reduction of its terms over axis 0, a Partial output
@@ -63,12 +63,12 @@ func NewOp(spec OpSpec) (*Op, error) {
 	return op, nil
 }
 
-func (p *parser) newOp(spec OpSpec) (*Op, bool) {
+func (p *Source) newOp(spec OpSpec) (*Op, bool) {
 	if !p.checkOpSpec(spec) {
 		return nil, false
 	}
 	order, ok := p.checkAttrValues(spec.Kind, spec.Attrs, func(int) diag.Pos { return diag.Pos{} }, diag.Pos{},
-		fmt.Sprintf("ops[%d]", spec.Index), func(string) bool { return false })
+		spec.Index, func(string) bool { return false })
 	if !ok {
 		return nil, false
 	}
@@ -120,10 +120,10 @@ func (p *parser) newOp(spec OpSpec) (*Op, bool) {
 
 // checkOpSpec checks what a file's op decoding checks: a known kind, the
 // number of operands it takes, built operands, and broadcast's new axes.
-func (p *parser) checkOpSpec(spec OpSpec) bool {
+func (p *Source) checkOpSpec(spec OpSpec) bool {
 	what := fmt.Sprintf("ops[%d]", spec.Index)
 	if spec.Kind.Entry() == nil {
-		p.errs.AddHint(diag.Pos{}, unknownOpHint(string(spec.Kind)), "%s: unknown op %q (ops are: %s)", what, spec.Kind, opFamilies())
+		UnknownOp(p.errs, diag.Pos{}, what, string(spec.Kind))
 		return false
 	}
 	if spec.Kind.family() == ops.Composite {
@@ -169,12 +169,12 @@ func reductionAxes(t *Tensor) []int {
 }
 
 // NewFusion assembles a fusion of tensors and of ops built by NewOp over
-// them, as Parse finishes a file's: the ops in topological order (each
+// them, as Build finishes a file's: the ops in topological order (each
 // operand is produced by an earlier op, or by none), their operands and
 // outputs among tensors, no tensor produced twice. It numbers the ops in
 // that order and takes as the fusion's inputs the tensors that no op
 // produces and as its outputs those that no op reads, in the order of
-// tensors, as Parse does for a file that lists neither; its meshes are
+// tensors, as Build does for a file that lists neither; its meshes are
 // its tensors', sorted by name. The error, a *diag.List without
 // positions, says what is wrong.
 func NewFusion(name string, tensors []*Tensor, ops []*Op) (*Fusion, error) {
@@ -220,7 +220,7 @@ func NewFusion(name string, tensors []*Tensor, ops []*Op) (*Fusion, error) {
 
 // checkOpOutput checks op i's output: among the fusion's tensors
 // (member), and produced by no op before it.
-func (p *parser) checkOpOutput(op *Op, i int, member map[*Tensor]bool, producer map[*Tensor]int) bool {
+func (p *Source) checkOpOutput(op *Op, i int, member map[*Tensor]bool, producer map[*Tensor]int) bool {
 	if !member[op.Out] {
 		p.errs.Add(diag.Pos{}, "ops[%d]: output %q is not among the fusion's tensors", i, op.Out.Name)
 		return false
@@ -234,7 +234,7 @@ func (p *parser) checkOpOutput(op *Op, i int, member map[*Tensor]bool, producer 
 
 // checkOperand checks an operand of op i: among the fusion's tensors
 // (member), and produced by an op before op i or by none.
-func (p *parser) checkOperand(in *Tensor, i int, member map[*Tensor]bool, producer map[*Tensor]int) bool {
+func (p *Source) checkOperand(in *Tensor, i int, member map[*Tensor]bool, producer map[*Tensor]int) bool {
 	by, made := producer[in]
 	switch {
 	case !member[in]:
@@ -269,7 +269,7 @@ func pendingOf(spec TensorSpec) (OpKind, bool) {
 // inferred, as the pending terms of r that spec describes: its shape, when
 // given, is the terms axis and the op's value shape; without placements
 // it must be given, the terms axis's extent being its first.
-func (p *parser) declarePendingSpec(op *Op, spec TensorSpec, r OpKind) bool {
+func (p *Source) declarePendingSpec(op *Op, spec TensorSpec, r OpKind) bool {
 	out := op.Out
 	what := fmt.Sprintf("tensor %q", out.Name)
 	if spec.Placements != nil {

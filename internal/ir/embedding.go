@@ -27,7 +27,7 @@ func indexed(op *Op) bool {
 
 // inferEmbedding checks ids [...] of an integer dtype and table [vocab, e]
 // of a float dtype, and returns [..., e, vocab], vocab a reduction axis.
-func (p *parser) inferEmbedding(op *Op, oi opIn) ([]int, int, bool) {
+func (p *Source) inferEmbedding(op *Op, oi opIn) ([]int, int, bool) {
 	ids, table := op.Inputs[0], op.Inputs[1]
 	ts := table.Shape()
 	if len(ts) != 2 {
@@ -41,7 +41,7 @@ func (p *parser) inferEmbedding(op *Op, oi opIn) ([]int, int, bool) {
 
 // indexDTypes checks the dtypes of a lookup's operands: integer indices
 // and a table of another, float, dtype.
-func (p *parser) indexDTypes(op *Op, oi opIn) bool {
+func (p *Source) indexDTypes(op *Op, oi opIn) bool {
 	e := op.Kind.Entry()
 	var ix, tx int
 	if x := e.Indexed; x != nil {
@@ -78,7 +78,7 @@ func valueOperand(op *Op) *Tensor {
 // inferGather checks x [..., v] of a float dtype and index [..., 1] of
 // x's rank and leading extents, along axis -1 (x's last dim: the one dim
 // gather takes yet), and returns [..., 1, v], v a reduction axis.
-func (p *parser) inferGather(op *Op, oi opIn) ([]int, int, bool) {
+func (p *Source) inferGather(op *Op, oi opIn) ([]int, int, bool) {
 	x, index := op.Inputs[0], op.Inputs[1]
 	xs, is := x.Shape(), index.Shape()
 	r := len(xs)
@@ -115,7 +115,7 @@ func scatters(op *Op) *ops.Scattered {
 // src [..., n, e] of a float dtype and its rows, and returns [..., rows,
 // e, n], n a trailing reduction axis (the sum over the indices, as a
 // contraction's k).
-func (p *parser) inferScatter(op *Op, oi opIn) ([]int, int, bool) {
+func (p *Source) inferScatter(op *Op, oi opIn) ([]int, int, bool) {
 	index, src := op.Inputs[0], op.Inputs[1]
 	is, ss := index.Shape(), src.Shape()
 	want := "[..., n]"

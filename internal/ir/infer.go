@@ -23,7 +23,7 @@ import (
 // domain, mesh and dtype are known, so that the ops reading it can be
 // checked even when its declaration is wrong; ok whether everything is
 // right.
-func (p *parser) resolveOp(op *Op, ro *rawOp) (inferred, ok bool) {
+func (p *Source) resolveOp(op *Op, ro *rawOp) (inferred, ok bool) {
 	if !p.inferOp(op, ro.in(), func() ([]int, diag.Pos, bool) { return p.broadcastShape(ro, op) }) {
 		return false, false
 	}
@@ -100,7 +100,7 @@ func (in opIn) axisAt(i int) diag.Pos {
 // domain and dtype. declared gives the output's declared shape and where
 // it is written, which broadcast takes its new axes' extents from (false
 // after reporting why there is none).
-func (p *parser) inferOp(op *Op, in opIn, declared func() ([]int, diag.Pos, bool)) bool {
+func (p *Source) inferOp(op *Op, in opIn, declared func() ([]int, diag.Pos, bool)) bool {
 	if !p.checkPartialReads(op, in) {
 		return false
 	}
@@ -149,7 +149,7 @@ func operandMesh(op *Op) *Mesh {
 
 // checkPartialReads enforces that only set reads a tensor with a Partial
 // placement, and turns such a set into the reduction of its terms.
-func (p *parser) checkPartialReads(op *Op, oi opIn) bool {
+func (p *Source) checkPartialReads(op *Op, oi opIn) bool {
 	good := true
 	for k, in := range op.Inputs {
 		if in.Partial == "" {
@@ -173,7 +173,7 @@ func (p *parser) checkPartialReads(op *Op, oi opIn) bool {
 
 // inferShape returns the output's logical extents and the position of its
 // reduction axis (-1 when it has none).
-func (p *parser) inferShape(op *Op, in opIn, declared func() ([]int, diag.Pos, bool)) ([]int, int, bool) {
+func (p *Source) inferShape(op *Op, in opIn, declared func() ([]int, diag.Pos, bool)) ([]int, int, bool) {
 	switch {
 	case in.kind == OpSet:
 		// op.Axis is 0 for a set from Partial terms, which reduces them.
@@ -207,7 +207,7 @@ func (p *parser) inferShape(op *Op, in opIn, declared func() ([]int, diag.Pos, b
 // normalizes its attributes as the entry does (dims counted from the
 // start, a reshape's -1 inferred); a problem is reported where the value
 // at fault is written.
-func (p *parser) inferView(op *Op, oi opIn) ([]int, bool) {
+func (p *Source) inferView(op *Op, oi opIn) ([]int, bool) {
 	x, e := op.In(), op.Kind.Entry()
 	in := make([][]int, len(op.Inputs))
 	for k, t := range op.Inputs {
@@ -241,7 +241,7 @@ func (p *parser) inferView(op *Op, oi opIn) ([]int, bool) {
 
 // inferReduction checks the reduced axis: the output keeps the input's
 // axes, the reduced one as a reduction axis.
-func (p *parser) inferReduction(op *Op, oi opIn) ([]int, int, bool) {
+func (p *Source) inferReduction(op *Op, oi opIn) ([]int, int, bool) {
 	in := op.In()
 	rank := len(in.ValueAxes())
 	axis := oi.axis
@@ -258,7 +258,7 @@ func (p *parser) inferReduction(op *Op, oi opIn) ([]int, int, bool) {
 
 // inferElementwise broadcasts the operands' shapes: equal ranks, and at
 // each axis equal extents or 1 in one operand, which is repeated along it.
-func (p *parser) inferElementwise(op *Op, oi opIn) ([]int, bool) {
+func (p *Source) inferElementwise(op *Op, oi opIn) ([]int, bool) {
 	a := op.In()
 	shape := a.Shape()
 	for k, b := range op.Inputs[1:] {
@@ -286,7 +286,7 @@ func (p *parser) inferElementwise(op *Op, oi opIn) ([]int, bool) {
 
 // broadcastShape is the shape a file declares for broadcast ro's output,
 // and where: the new axes' extents come from it.
-func (p *parser) broadcastShape(ro *rawOp, op *Op) ([]int, diag.Pos, bool) {
+func (p *Source) broadcastShape(ro *rawOp, op *Op) ([]int, diag.Pos, bool) {
 	if shape := ro.keysOf().outShape; shape != nil {
 		return shape, ro.pos, true
 	}
@@ -305,14 +305,14 @@ func (p *parser) broadcastShape(ro *rawOp, op *Op) ([]int, diag.Pos, bool) {
 }
 
 // noBroadcastShape reports a broadcast whose output declares no shape.
-func (p *parser) noBroadcastShape(pos diag.Pos, idx int, out string) {
+func (p *Source) noBroadcastShape(pos diag.Pos, idx int, out string) {
 	p.errs.AddHint(pos, fmt.Sprintf("declare tensor %q with its full shape: the new axes' extents come from it", out),
 		"ops[%d]: broadcast needs the shape of its output %q", idx, out)
 }
 
 // inferBroadcast takes the output's shape from its declaration and checks
 // that it is the input's with one axis inserted at each of the op's axes.
-func (p *parser) inferBroadcast(op *Op, oi opIn, declared func() ([]int, diag.Pos, bool)) ([]int, bool) {
+func (p *Source) inferBroadcast(op *Op, oi opIn, declared func() ([]int, diag.Pos, bool)) ([]int, bool) {
 	in, out := op.In(), op.Out
 	shape, at, ok := declared()
 	if !ok {
@@ -347,7 +347,7 @@ func (p *parser) inferBroadcast(op *Op, oi opIn, declared func() ([]int, diag.Po
 // broadcastAxes normalizes broadcast's axes against the output's rank
 // (negative positions count from the end) and checks that they are
 // increasing, so each is given once.
-func (p *parser) broadcastAxes(in opIn, rank int) ([]int, bool) {
+func (p *Source) broadcastAxes(in opIn, rank int) ([]int, bool) {
 	axes := make([]int, len(in.axes))
 	for i, v := range in.axes {
 		a := v
@@ -372,7 +372,7 @@ func (p *parser) broadcastAxes(in opIn, rank int) ([]int, bool) {
 // inferMatmul checks a[..., m, k] @ b[..., k, n] (b 2-D, or of a's rank
 // with equal batch extents) and returns [...batch, m, n, k], k a
 // reduction axis.
-func (p *parser) inferMatmul(op *Op, oi opIn) ([]int, int, bool) {
+func (p *Source) inferMatmul(op *Op, oi opIn) ([]int, int, bool) {
 	a, b := op.Inputs[0], op.Inputs[1]
 	as, bs := a.Shape(), b.Shape()
 	if len(as) < 2 {
@@ -408,7 +408,7 @@ func (p *parser) inferMatmul(op *Op, oi opIn) ([]int, int, bool) {
 
 // inferLinear checks x[..., k], w[n, k] and bias[n], and returns
 // [..., n, k], k a reduction axis: y = x @ wᵀ + bias.
-func (p *parser) inferLinear(op *Op, oi opIn) ([]int, int, bool) {
+func (p *Source) inferLinear(op *Op, oi opIn) ([]int, int, bool) {
 	x, w := op.Inputs[0], op.Inputs[1]
 	xs, ws := x.Shape(), w.Shape()
 	switch {
@@ -442,7 +442,7 @@ func (p *parser) inferLinear(op *Op, oi opIn) ([]int, int, bool) {
 
 // sameDTypes checks that all operands have one dtype: only cast converts (in
 // either format).
-func (p *parser) sameDTypes(op *Op, oi opIn) bool {
+func (p *Source) sameDTypes(op *Op, oi opIn) bool {
 	if indexed(op) || scatters(op) != nil {
 		return p.indexDTypes(op, oi)
 	}
@@ -460,7 +460,7 @@ func (p *parser) sameDTypes(op *Op, oi opIn) bool {
 // declareOutput applies the output's declaration (mesh, dtype, shape,
 // schedule or placements) to the inferred output, and replays its
 // schedule.
-func (p *parser) declareOutput(op *Op) bool {
+func (p *Source) declareOutput(op *Op) bool {
 	out := op.Out
 	rt := p.decl(out.Name)
 	if rt == nil {
@@ -504,7 +504,7 @@ func (p *parser) declareOutput(op *Op) bool {
 
 // checkDeclared checks the dtype and shape an output declares against
 // those inferred from its op.
-func (p *parser) checkDeclared(op *Op, rt *rawTensor, what string) {
+func (p *Source) checkDeclared(op *Op, rt *rawTensor, what string) {
 	r := rt.rest()
 	if given(r.dtypeAt) {
 		p.matchDType(op, r.dtype, r.dtypeAt, what)
@@ -516,7 +516,7 @@ func (p *parser) checkDeclared(op *Op, rt *rawTensor, what string) {
 
 // matchDType checks an output's declared dtype d, written at pos, against
 // its op's.
-func (p *parser) matchDType(op *Op, d DType, pos diag.Pos, what string) {
+func (p *Source) matchDType(op *Op, d DType, pos diag.Pos, what string) {
 	want := outputDType(op)
 	if d == want {
 		return
@@ -542,7 +542,7 @@ func (p *parser) matchDType(op *Op, d DType, pos diag.Pos, what string) {
 // declarePropagated checks what a propagated output declares: a dtype and
 // a shape, which must agree with the op, and no allocation, whose loop
 // positions would count axes that propagation has yet to add.
-func (p *parser) declarePropagated(op *Op) bool {
+func (p *Source) declarePropagated(op *Op) bool {
 	rt := p.decl(op.Out.Name)
 	if rt == nil {
 		return true
@@ -554,7 +554,7 @@ func (p *parser) declarePropagated(op *Op) bool {
 	before := p.errs.Count()
 	p.checkDeclared(op, rt, what)
 	if alloc := rt.rest().alloc; alloc != nil {
-		p.errs.AddHint(alloc.at, "give the tensor a mesh and a schedule or placements, or leave allocation out",
+		p.errs.AddHint(alloc.At, "give the tensor a mesh and a schedule or placements, or leave allocation out",
 			"%s: allocation needs a given sharding: the loop domain it counts positions of is propagated (format 2)", what)
 	}
 	return p.errs.Count() == before
@@ -564,7 +564,7 @@ func (p *parser) declarePropagated(op *Op) bool {
 // where the op leaves pending terms: Partial(sum) on a contraction's
 // output, Partial(op) on a reduction's (op its own) (docs/fusion.md,
 // "placements").
-func (p *parser) checkOutputPartial(op *Op, pls []placement, what string) bool {
+func (p *Source) checkOutputPartial(op *Op, pls []placement, what string) bool {
 	pl, _, ok := partialOf(pls)
 	return !ok || p.checkPendingOp(op, pl.op(), pl.pos, what)
 }

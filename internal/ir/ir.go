@@ -1,13 +1,13 @@
 // Package ir is nvcomm's in-memory form of a fusion: device meshes, tensors
 // with logical, loop and allocation domains, and the ops between them.
 //
-// [Parse] turns a fusion file (format 1, see docs/fusion.md) into a checked
-// [Fusion]; every user-written node keeps its YAML position so later phases
-// can blame the right line. The YAML is read by fastyaml.go where it keeps
-// to the plain subset generated files use, one tensor and op at a time
-// (parsestream.go), else by the YAML library.
-// [NewMesh], [NewTensor], [NewOp] and [NewFusion] build the same values
-// without a file, through the parser's own checks (construct.go). The
+// A fusion file's front end (internal/syntax, which alone reads YAML)
+// hands a [Source] what the file declares, each part with its position,
+// and [Source.Build] checks it and builds the [Fusion]; every
+// user-written part keeps its position so later phases can blame the
+// right line (docs/fusion.md). [NewMesh], [NewTensor], [NewOp] and
+// [NewFusion] build the same values without a file, through the same
+// checks (construct.go). The
 // analyses (sharded-axis resolution, local shapes, layouts;
 // docs/lowering.md, "The digit model") live beside the types in
 // sharding.go.
@@ -283,7 +283,7 @@ type TensorDomain struct {
 	// placements; docs/fusion.md, "format 2: propagation"). Its Schedule
 	// is then the one propagation chose, as if written in the file.
 	Propagated bool
-	// Auto reports `placements: auto` (ParseAuto): a sharding for the
+	// Auto reports `placements: auto` (syntax.ParseAuto): a sharding for the
 	// auto-sharder to choose. The tensor is parsed as if it declared no
 	// placements.
 	Auto bool

@@ -48,6 +48,12 @@ func (k OpKind) family() ops.Family {
 	return -1
 }
 
+// UnknownOp reports into errs that name, written at pos, is no op of the
+// registry, with the ops it might have meant.
+func UnknownOp(errs *diag.Collector, pos diag.Pos, what, name string) {
+	errs.AddHint(pos, unknownOpHint(name), "%s: unknown op %q (ops are: %s)", what, name, opFamilies())
+}
+
 // opFamilies lists the ops by family, for the message of an unknown op:
 // "set; reductions sum, prod, max, min; elementwise add, ...".
 func opFamilies() string {

@@ -1,12 +1,9 @@
 package ir
 
 import (
-	"maps"
-	"runtime"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"go.yaml.in/yaml/v3"
 
 	"github.com/nvcomm/nvcomm/internal/scale"
 )
@@ -29,12 +26,14 @@ var streamFrames = map[string]string{
 	"a list":            "- meshes\n",
 }
 
-// TestStreamAsTree parses every fusion that stream takes both ways, and
-// requires the same diagnostics and the same fusion; it requires that
-// stream takes the generated inputs and the files of a well-ordered frame.
+// TestStreamAsTree parses every fusion of ir's tests that the front end's
+// streaming reader takes both ways, and requires the same diagnostics and
+// the same fusion; it requires that the streaming reader takes the
+// generated inputs and the files of a well-ordered frame. (The front
+// end's own test holds the two to each other on every YAML file of the
+// repository.)
 func TestStreamAsTree(t *testing.T) {
 	srcs := builderSources(t)
-	maps.Copy(srcs, fastCorpus(t))
 	for name, src := range streamFrames {
 		srcs[name] = []byte(src)
 	}
@@ -56,18 +55,16 @@ func TestStreamAsTree(t *testing.T) {
 	}
 }
 
-// streamAsTree parses src with stream and, when stream takes it, with the
-// tree way, and reports any difference in their diagnostics or fusions.
+// streamAsTree parses src with the streaming reader and, when it takes
+// src, with the tree, and reports any difference in their diagnostics or
+// fusions.
 func streamAsTree(t testing.TB, name string, src []byte) bool {
-	sp := newParser(name, true)
-	if !sp.stream(src) {
+	got, gotErr, streamed := FrontEnd(name, src, true, false, 1)
+	if !streamed {
 		return false
 	}
-	got := sp.finish()
-	tp := newParser(name, true)
-	tp.readTree(src)
-	want := tp.finish()
-	if diff := cmp.Diff(errText(tp.errs.Err()), errText(sp.errs.Err())); diff != "" {
+	want, wantErr, _ := FrontEnd(name, src, true, false, 2)
+	if diff := cmp.Diff(errText(wantErr), errText(gotErr)); diff != "" {
 		t.Errorf("%s: diagnostics differ (-tree +stream):\n%s", name, diff)
 	}
 	if (got == nil) != (want == nil) {
@@ -86,103 +83,4 @@ func errText(err error) string {
 		return ""
 	}
 	return err.Error()
-}
-
-// treeHandler rebuilds the root mapping from what fastStream hands it,
-// streaming every collection it is offered.
-type treeHandler struct {
-	root, coll *yaml.Node
-}
-
-func (h *treeHandler) open(k, coll *yaml.Node) (stream, ok bool) {
-	h.root.Content = append(h.root.Content, k, coll)
-	h.coll = coll
-	return true, true
-}
-
-func (h *treeHandler) field(k, v *yaml.Node) bool {
-	h.root.Content = append(h.root.Content, k, v)
-	return true
-}
-
-func (h *treeHandler) entry(k, v *yaml.Node) bool {
-	if k != nil {
-		h.coll.Content = append(h.coll.Content, deepCopy(k))
-	}
-	h.coll.Content = append(h.coll.Content, deepCopy(v))
-	return true
-}
-
-// deepCopy is a copy of n and of its content: fastStream makes the next
-// entry's nodes in the place of those it handed before.
-func deepCopy(n *yaml.Node) *yaml.Node {
-	c := *n
-	c.Content = nil
-	for _, kid := range n.Content {
-		c.Content = append(c.Content, deepCopy(kid))
-	}
-	return &c
-}
-
-// TestFastStream checks that what fastStream hands a handler makes the
-// tree fastDecode builds, for every file of a mapping that fastDecode
-// reads.
-func TestFastStream(t *testing.T) {
-	for name, src := range fastCorpus(t) {
-		doc, ok := fastDecode(src)
-		want := doc
-		if ok {
-			want = doc.Content[0]
-		}
-		h := &treeHandler{root: &yaml.Node{}}
-		if ok && want.Kind == yaml.MappingNode {
-			h.root.Kind, h.root.Tag, h.root.Line, h.root.Column = want.Kind, want.Tag, want.Line, want.Column
-		}
-		streamed := fastStream(src, h)
-		if streamed != (ok && want.Kind == yaml.MappingNode) {
-			t.Errorf("%s: fastStream read it: %v, fastDecode read a mapping: %v", name, streamed, ok)
-			continue
-		}
-		if !streamed {
-			continue
-		}
-		if d := nodeDiff(h.root, want, ""); d != "" {
-			t.Errorf("%s: fastStream's entries differ from fastDecode's tree at %s", name, d)
-		}
-	}
-}
-
-// countHandler streams every collection and counts the entries.
-type countHandler struct{ entries int }
-
-func (h *countHandler) open(k, coll *yaml.Node) (stream, ok bool) { return true, true }
-func (h *countHandler) field(k, v *yaml.Node) bool                { return true }
-func (h *countHandler) entry(k, v *yaml.Node) bool {
-	h.entries++
-	return true
-}
-
-// TestFastStreamReusesNodes requires that streaming a file allocates no
-// nodes for each entry, only the strings of its names: each entry's nodes
-// are made where the previous entry's were (chunks shared by entries had
-// kept every entry of a file alive until its end, twice the raw entries'
-// own memory).
-func TestFastStreamReusesNodes(t *testing.T) {
-	allocated := func(ops int) (bytes uint64, entries int) {
-		src := scale.Chain(ops, scale.Mesh1D)
-		var before, after runtime.MemStats
-		var h countHandler
-		runtime.ReadMemStats(&before)
-		if !fastStream(src, &h) {
-			t.Fatalf("chain of %d ops: not streamed", ops)
-		}
-		runtime.ReadMemStats(&after)
-		return after.TotalAlloc - before.TotalAlloc, h.entries
-	}
-	small, smallEntries := allocated(100)
-	large, largeEntries := allocated(10000)
-	// A name takes 8 bytes, an entry at most two; a node 152.
-	if perEntry := (large - small) / uint64(largeEntries-smallEntries); perEntry > 32 {
-		t.Errorf("streaming allocates %d bytes an entry", perEntry)
-	}
 }

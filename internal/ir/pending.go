@@ -60,7 +60,7 @@ func combineOp(op *Op) OpKind {
 
 // checkPendingOp checks that op may leave its output as pending terms of
 // r: a contraction's (of a sum) or a reduction's (of its own op).
-func (p *parser) checkPendingOp(op *Op, r OpKind, pos diag.Pos, what string) bool {
+func (p *Source) checkPendingOp(op *Op, r OpKind, pos diag.Pos, what string) bool {
 	switch {
 	case !op.Kind.IsContraction() && !op.Kind.IsReduction():
 		p.errs.AddHint(pos, "declare the partial terms as a fusion input and reduce them with a set",
@@ -81,7 +81,7 @@ func (p *parser) checkPendingOp(op *Op, r OpKind, pos diag.Pos, what string) boo
 // and whose placements pls hold a Partial, the pending terms of the op
 // (rt is its declaration, nil for the builder's) and gives it its
 // Combined.
-func (p *parser) declarePending(op *Op, pls []placement, pos diag.Pos, sched func(*Tensor) bool) bool {
+func (p *Source) declarePending(op *Op, pls []placement, pos diag.Pos, sched func(*Tensor) bool) bool {
 	out := op.Out
 	pl, i, _ := partialOf(pls)
 	shape := append([]int{out.Mesh.Shape[i]}, out.Shape()...)
@@ -96,7 +96,7 @@ func (p *parser) declarePending(op *Op, pls []placement, pos diag.Pos, sched fun
 // combine builds the Combined of op's output, which holds pending terms:
 // the op's logical domain, sharded as the output's values are, its
 // reduction axis split along the terms' device type.
-func (p *parser) combine(op *Op) bool {
+func (p *Source) combine(op *Op) bool {
 	out := op.Out
 	what := fmt.Sprintf("tensor %q", out.Name)
 	pls, ok := pendingPlacements(out)

@@ -5,8 +5,6 @@ import (
 	"slices"
 	"strings"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/nvcomm/nvcomm/internal/diag"
 )
 
@@ -63,90 +61,29 @@ func MicrobatchName(name string, mb int) string {
 	return fmt.Sprintf("%s%s%d", name, MicrobatchSep, mb)
 }
 
-// pipelineKeys are the keys of a pipeline section.
-var pipelineKeys = []string{"stages", "microbatches", "schedule", "batch_axis", "inputs"}
-
-// rawPipeline is a pipeline section as written: its values and where
-// each is written, for the checks that run once the fusion is built.
-type rawPipeline struct {
-	at           diag.Pos
-	stages       []scalarIn
-	microbatches int
-	mbAt         diag.Pos
-	schedule     string
-	schedAt      diag.Pos
-	batchAxis    int
-	axisAt       diag.Pos
-	inputs       []scalarIn
-	inputsAt     diag.Pos
+// PipelineDecl is a fusion's pipeline section as a file writes it: its
+// values and where each is written, for the checks that run once the
+// fusion is built. Microbatches is -1 when the file gives none.
+type PipelineDecl struct {
+	At           diag.Pos
+	Stages       []Str
+	Microbatches int
+	MicroAt      diag.Pos
+	Schedule     string
+	ScheduleAt   diag.Pos
+	BatchAxis    int
+	BatchAxisAt  diag.Pos
+	Inputs       []Str
+	InputsAt     diag.Pos
 }
 
-// parsePipeline reads the pipeline section; its names are checked by
-// pipelineOf, after the fusion is built.
-func (p *parser) parsePipeline(v *yaml.Node) {
-	fields, ok := p.w.mapping(v, "pipeline", pipelineKeys)
-	if !ok {
-		return
-	}
-	r := &rawPipeline{at: posOf(v), microbatches: -1}
-	var seen []string
-	for _, f := range fields {
-		seen = append(seen, f.Key)
-		switch f.Key {
-		case "stages":
-			if items, ok := p.w.list(listOf(f.Value), "pipeline stages"); ok {
-				r.stages = items
-			}
-		case "microbatches":
-			r.mbAt = posOf(f.Value)
-			if n, ok := p.w.positive(f.Value, "pipeline microbatches"); ok {
-				r.microbatches = n
-			}
-		case "schedule":
-			r.schedAt = posOf(f.Value)
-			if s, ok := p.w.str(f.Value, "pipeline schedule"); ok {
-				r.schedule = s
-				if !slices.Contains(Schedules(), s) {
-					hint := diag.Suggest(s, Schedules())
-					if s == "interleaved" {
-						hint = "interleaved 1F1B (virtual stages) is not built yet: use 1f1b"
-					}
-					p.errs.AddHint(r.schedAt, hint, "pipeline schedule: unknown schedule %q (known: %s)", s, strings.Join(Schedules(), ", "))
-				}
-			}
-		case "batch_axis":
-			r.axisAt = posOf(f.Value)
-			if a, ok := p.w.integer(f.Value, "pipeline batch_axis"); ok {
-				r.batchAxis = a
-			}
-		case "inputs":
-			r.inputsAt = posOf(f.Value)
-			if items, ok := p.w.list(listOf(f.Value), "pipeline inputs"); ok {
-				for _, it := range items {
-					if _, ok := p.w.identIn(it, "pipeline inputs"); ok {
-						r.inputs = append(r.inputs, it)
-					}
-				}
-			}
-		}
-	}
-	for _, key := range []string{"stages", "microbatches", "schedule", "inputs"} {
-		if !slices.Contains(seen, key) && !misspelled(v, pipelineKeys, key) {
-			p.errs.AddHint(r.at, "pipeline: {stages: [s0, s1], microbatches: 4, schedule: 1f1b, inputs: [x, dy]}",
-				"pipeline: missing key %q", key)
-		}
-	}
-	if p.allowAuto {
-		p.errs.AddHint(r.at, "lower the pipeline with the shardings written, without --auto",
-			"pipeline: lower --auto does not plan a pipeline yet")
-	}
-	p.pipe = r
-}
+// SetPipeline gives the file's pipeline section.
+func (p *Source) SetPipeline(d *PipelineDecl) { p.pipe = d }
 
 // pipelineOf checks the pipeline section against f, the fusion built
 // whole, and returns f written once per micro-batch and ordered per the
 // schedule; f itself when there is no section. Errors are added to p.
-func (p *parser) pipelineOf(f *Fusion) *Fusion {
+func (p *Source) pipelineOf(f *Fusion) *Fusion {
 	r := p.pipe
 	if r == nil || f == nil {
 		return f
@@ -174,57 +111,57 @@ func (p *parser) pipelineOf(f *Fusion) *Fusion {
 // meshes of the fusion on distinct devices, inputs that are the fusion's
 // inputs with a batch axis that the micro-batches divide, and every op on
 // a stage.
-func (p *parser) checkPipeline(r *rawPipeline, f *Fusion) (*Pipeline, bool) {
+func (p *Source) checkPipeline(r *PipelineDecl, f *Fusion) (*Pipeline, bool) {
 	before := p.errs.Count()
-	pl := &Pipeline{Microbatches: r.microbatches, Schedule: r.schedule, BatchAxis: r.batchAxis}
+	pl := &Pipeline{Microbatches: r.Microbatches, Schedule: r.Schedule, BatchAxis: r.BatchAxis}
 	meshNames := make([]string, len(f.Meshes))
 	for i, m := range f.Meshes {
 		meshNames[i] = m.Name
 	}
 	owner := map[int]string{}
-	for _, s := range r.stages {
-		name, ok := p.w.strIn(s, "pipeline stages")
+	for _, s := range r.Stages {
+		name, ok := s.String(p.errs, "pipeline stages")
 		if !ok {
 			continue
 		}
 		i := slices.Index(meshNames, name)
 		if i < 0 {
-			p.errs.AddHint(s.pos, diag.Suggest(name, meshNames), "pipeline stages: %q is not a mesh of the fusion (meshes: %s)",
+			p.errs.AddHint(s.Pos, diag.Suggest(name, meshNames), "pipeline stages: %q is not a mesh of the fusion (meshes: %s)",
 				name, strings.Join(meshNames, ", "))
 			continue
 		}
 		m := f.Meshes[i]
 		if slices.Contains(pl.Stages, m) {
-			p.errs.Add(s.pos, "pipeline stages: mesh %q is listed twice", name)
+			p.errs.Add(s.Pos, "pipeline stages: mesh %q is listed twice", name)
 			continue
 		}
 		for _, d := range m.Devices {
 			if o, taken := owner[d]; taken {
-				p.errs.AddHint(s.pos, "each stage runs on devices of its own", "pipeline stages: device %d is on stages %q and %q", d, o, name)
+				p.errs.AddHint(s.Pos, "each stage runs on devices of its own", "pipeline stages: device %d is on stages %q and %q", d, o, name)
 				break
 			}
 			owner[d] = name
 		}
 		pl.Stages = append(pl.Stages, m)
 	}
-	if len(r.stages) == 0 && r.stages != nil {
-		p.errs.Add(r.at, "pipeline stages: expected at least one mesh, got an empty list")
+	if len(r.Stages) == 0 && r.Stages != nil {
+		p.errs.Add(r.At, "pipeline stages: expected at least one mesh, got an empty list")
 	}
-	for _, in := range r.inputs {
-		t := f.Tensor(in.value)
+	for _, in := range r.Inputs {
+		t := f.Tensor(in.Value)
 		switch {
 		case t == nil || !slices.Contains(f.Inputs, t):
 			names := make([]string, len(f.Inputs))
 			for i, t := range f.Inputs {
 				names[i] = t.Name
 			}
-			p.errs.AddHint(in.pos, diag.Suggest(in.value, names), "pipeline inputs: %q is not an input of the fusion (inputs: %s)",
-				in.value, strings.Join(names, ", "))
-		case slices.Contains(pl.Inputs, in.value):
-			p.errs.Add(in.pos, "pipeline inputs: %q is listed twice", in.value)
+			p.errs.AddHint(in.Pos, diag.Suggest(in.Value, names), "pipeline inputs: %q is not an input of the fusion (inputs: %s)",
+				in.Value, strings.Join(names, ", "))
+		case slices.Contains(pl.Inputs, in.Value):
+			p.errs.Add(in.Pos, "pipeline inputs: %q is listed twice", in.Value)
 		default:
-			p.checkBatch(r, t, in.pos)
-			pl.Inputs = append(pl.Inputs, in.value)
+			p.checkBatch(r, t, in.Pos)
+			pl.Inputs = append(pl.Inputs, in.Value)
 		}
 	}
 	if p.errs.Count() > before {
@@ -242,11 +179,11 @@ func (p *parser) checkPipeline(r *rawPipeline, f *Fusion) (*Pipeline, bool) {
 
 // checkBatch checks input t's batch axis: one of its dimensions, not
 // split over devices by a pending sum, and divided by the micro-batches.
-func (p *parser) checkBatch(r *rawPipeline, t *Tensor, at diag.Pos) {
+func (p *Source) checkBatch(r *PipelineDecl, t *Tensor, at diag.Pos) {
 	shape := t.Shape()
-	axis := r.batchAxis
+	axis := r.BatchAxis
 	if axis < 0 || axis >= len(shape) {
-		pos := r.axisAt
+		pos := r.BatchAxisAt
 		if pos == (diag.Pos{}) {
 			pos = at
 		}
@@ -258,8 +195,8 @@ func (p *parser) checkBatch(r *rawPipeline, t *Tensor, at diag.Pos) {
 		p.errs.Add(at, "pipeline inputs: %q holds pending terms (Partial); micro-batches of it are not supported yet", t.Name)
 		return
 	}
-	if m := r.microbatches; m > 0 && shape[axis]%m != 0 {
-		p.errs.AddHint(r.mbAt, "micro-batches are equal blocks of the batch: use a divisor of "+fmt.Sprint(shape[axis]),
+	if m := r.Microbatches; m > 0 && shape[axis]%m != 0 {
+		p.errs.AddHint(r.MicroAt, "micro-batches are equal blocks of the batch: use a divisor of "+fmt.Sprint(shape[axis]),
 			"pipeline microbatches: %d does not divide dim %d of %q, of extent %d", m, axis, t.Name, shape[axis])
 	}
 }

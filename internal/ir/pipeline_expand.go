@@ -23,7 +23,7 @@ import (
 
 // expansion is one fusion being written once per micro-batch.
 type expansion struct {
-	p  *parser
+	p  *Source
 	f  *Fusion
 	pl *Pipeline
 	m  int
@@ -47,7 +47,7 @@ type expansion struct {
 	stage map[*Op]int
 }
 
-func newExpansion(p *parser, f *Fusion, pl *Pipeline) *expansion {
+func newExpansion(p *Source, f *Fusion, pl *Pipeline) *expansion {
 	return &expansion{p: p, f: f, pl: pl, m: pl.Microbatches, batch: map[*Tensor]int{}, summed: map[*Op]bool{},
 		copies: map[*Tensor][]*Tensor{}, summedOut: map[*Tensor]*Tensor{}, mb: map[*Op]int{}, backward: map[*Op]bool{},
 		stage: map[*Op]int{}}

@@ -55,7 +55,7 @@ func StageOrder(schedule string, stages, stage, m int) []int {
 // accumulated results only (the epilogue). It numbers the ops and lists
 // the tensors again: inputs first, then in the order the ops produce
 // them.
-func orderPipeline(p *parser, g *Fusion, e *expansion) bool {
+func orderPipeline(p *Source, g *Fusion, e *expansion) bool {
 	pl := e.pl
 	groups := map[group][]*Op{}
 	late := map[*Op]bool{} // ops of the epilogue

@@ -40,7 +40,7 @@ func (pl placement) op() OpKind { return OpKind(pl.Op) }
 // placementsOf decodes rt's placements for the tensor on mesh m, or
 // returns those parseTensor decoded on the mesh rt declares, which is m:
 // a tensor that declares a mesh lies on it.
-func (p *parser) placementsOf(rt *rawTensor, m *Mesh, what string) ([]placement, bool) {
+func (p *Source) placementsOf(rt *rawTensor, m *Mesh, what string) ([]placement, bool) {
 	if l := rt.rest().plsList; l != nil {
 		return p.placements(l, m, what)
 	}
@@ -53,7 +53,7 @@ func (p *parser) placementsOf(rt *rawTensor, m *Mesh, what string) ([]placement,
 // positions relative to at. A file of 100k tensors writes a few lists,
 // and a list of its own per declaration was a sixth of what was live at
 // the end of reading (docs/performance.md).
-func (p *parser) sharedPlacements(pls []placement, at diag.Pos) *[]placement {
+func (p *Source) sharedPlacements(pls []placement, at diag.Pos) *[]placement {
 	key := p.plsKey[:0]
 	for _, pl := range pls {
 		rel := relative(pl.pos, at)
@@ -107,9 +107,9 @@ func rebased(shared []placement, at diag.Pos) []placement {
 }
 
 // placements decodes a placements list for a tensor on mesh m.
-func (p *parser) placements(l *listIn, m *Mesh, what string) ([]placement, bool) {
-	items, ok := p.w.list(l, what)
-	if !ok || !p.checkPlacementCount(m, len(items), l.at, what) {
+func (p *Source) placements(l *StrList, m *Mesh, what string) ([]placement, bool) {
+	items, ok := l.Entries(p.errs, what)
+	if !ok || !p.checkPlacementCount(m, len(items), l.At, what) {
 		return nil, false
 	}
 	out := make([]placement, 0, len(items))
@@ -125,7 +125,7 @@ func (p *parser) placements(l *listIn, m *Mesh, what string) ([]placement, bool)
 
 // checkPlacementCount checks that a tensor on mesh m has n placements,
 // one per mesh axis (the list written at pos).
-func (p *parser) checkPlacementCount(m *Mesh, n int, pos diag.Pos, what string) bool {
+func (p *Source) checkPlacementCount(m *Mesh, n int, pos diag.Pos, what string) bool {
 	if n != m.Rank() {
 		p.errs.Add(pos, "%s: expected one placement per axis of mesh %q (%d), got %d", what, m.Name, m.Rank(), n)
 		return false
@@ -134,7 +134,7 @@ func (p *parser) checkPlacementCount(m *Mesh, n int, pos diag.Pos, what string) 
 }
 
 // checkPartials checks that pl, following pls, is not a second Partial.
-func (p *parser) checkPartials(pls []placement, pl placement, what string) bool {
+func (p *Source) checkPartials(pls []placement, pl placement, what string) bool {
 	if _, _, ok := partialOf(pls); ok && pl.Kind == shard.Partial {
 		p.errs.Add(pl.pos, "%s: at most one Partial placement is supported", what)
 		return false
@@ -143,13 +143,13 @@ func (p *parser) checkPartials(pls []placement, pl placement, what string) bool 
 }
 
 // placement decodes one entry of a placements list.
-func (p *parser) placement(in scalarIn, what string) (placement, bool) {
-	s, ok := p.w.strIn(in, what)
+func (p *Source) placement(in Str, what string) (placement, bool) {
+	s, ok := in.String(p.errs, what)
 	if !ok {
 		return placement{}, false
 	}
 	if pl, ok := p.parsedPlacements[s]; ok {
-		return placement{pl, in.pos}, true
+		return placement{pl, in.Pos}, true
 	}
 	pl, err := shard.ParsePlacement(s)
 	if err != nil {
@@ -160,19 +160,19 @@ func (p *parser) placement(in scalarIn, what string) (placement, bool) {
 		case err.Op != "":
 			hint = diag.Suggest(err.Op, ops.FamilyNames(ops.Reduction))
 		}
-		p.errs.AddHint(in.pos, hint, "%s: %s", what, err.Msg)
+		p.errs.AddHint(in.Pos, hint, "%s: %s", what, err.Msg)
 		return placement{}, false
 	}
 	if p.parsedPlacements == nil {
 		p.parsedPlacements = map[string]shard.Placement{}
 	}
 	p.parsedPlacements[s] = pl
-	return placement{pl, in.pos}, true
+	return placement{pl, in.Pos}, true
 }
 
 // placementSchedule turns placements into schedule steps on t, whose loop
 // domain is its logical domain. It returns false after reporting an error.
-func (p *parser) placementSchedule(t *Tensor, pls []placement) bool {
+func (p *Source) placementSchedule(t *Tensor, pls []placement) bool {
 	// Named only for an error: formatted for every tensor, it was a tenth
 	// of building a fusion.
 	what := func() string { return fmt.Sprintf("tensor %q placements", t.Name) }

@@ -65,11 +65,11 @@ func (t *Tensor) deviceSplits() []deviceSplit {
 // propagator holds the device splits propagation has given each
 // propagated tensor.
 type propagator struct {
-	p      *parser
+	p      *Source
 	splits map[*Tensor][]deviceSplit
 }
 
-func newPropagator(p *parser) *propagator {
+func newPropagator(p *Source) *propagator {
 	return &propagator{p: p, splits: map[*Tensor][]deviceSplit{}}
 }
 

@@ -14,42 +14,59 @@ import (
 // decodes a file's steps into values (schedparse.go) and the builder
 // (construct.go) passes a TensorSpec's, and both call replaySchedule.
 
-var stepNames = []string{"split", "outer_split", "merge", "reorder", "parallelize"}
+var stepNames = StepNames()
 
-// stepIn is a schedule step for the replay to check and perform, as given:
-// its positions count from the end of the loop domain when negative, and
-// are normalized against the loop domain as it is when the step runs.
-// The other fields say where each part is written (zero for the builder's
-// steps), for the errors.
-//
-// A file's step carries the problems its decoding found: errs, reported
-// when the replay reaches the step, as the parser reported them when it
-// decoded the step in turn. When a part could not be decoded (failed),
-// the replay stops at the step; it first checks the parts decoded before
-// that part, and reports late, the failed part's own problems, only when
-// they pass: the file's checks run in the order its parts are written
-// (an axis out of range hides a factor that is no integer).
-type stepIn struct {
-	ScheduleStep
-	axisPos, argPos diag.Pos // the axis; split's factor or parallelize's type
-	listPos         diag.Pos // reorder's list
-	orderPos        []diag.Pos
-	orderLen        int // entries of reorder's list, len(Order) unless one failed
+// StepNames are the kinds of schedule step, as a file writes them.
+func StepNames() []string { return []string{"split", "outer_split", "merge", "reorder", "parallelize"} }
 
-	errs, late []diag.Diagnostic
-	failed     bool
+// ScheduleDecl is a tensor's schedule as a file writes it: where the
+// list is written, what it is when it is no list (Got, "" for a list), how
+// many entries it has (N), and its steps up to the first that cannot be
+// decoded, whose problems wait in it for the replay.
+type ScheduleDecl struct {
+	At    diag.Pos
+	Got   string
+	N     int
+	Steps []StepDecl
 }
 
-// allocIn is a tensor's allocation for the replay to check, as given:
+// StepDecl is a schedule step for the replay to check and perform, as
+// given: its positions count from the end of the loop domain when
+// negative, and are normalized against the loop domain as it is when the
+// step runs. The other fields say where each part is written (zero for the
+// builder's steps), for the errors.
+//
+// A file's step carries the problems its decoding found: Errs, reported
+// when the replay reaches the step, as the front end found them when it
+// decoded the step in turn. When a part could not be decoded (Failed),
+// the replay stops at the step; it first checks the parts decoded before
+// that part, and reports Late, the failed part's own problems, only when
+// they pass: the file's checks run in the order its parts are written
+// (an axis out of range hides a factor that is no integer).
+type StepDecl struct {
+	ScheduleStep
+	// AxisAt is where the axis is written, ArgAt split's factor or
+	// parallelize's type, ListAt reorder's list and OrderAt its entries.
+	AxisAt, ArgAt, ListAt diag.Pos
+	OrderAt               []diag.Pos
+	// OrderLen counts the entries of reorder's list: len(Order) unless
+	// one failed.
+	OrderLen int
+
+	Errs, Late []diag.Diagnostic
+	Failed     bool
+}
+
+// AllocDecl is a tensor's allocation for the replay to check, as given:
 // loop positions (negative ones count from the end), where each is
 // written and where the list is. A file's allocation whose entry could not
-// be decoded holds the entries before it and that entry's problems (errs),
+// be decoded holds the entries before it and that entry's problems (Errs),
 // reported once those before it are checked.
-type allocIn struct {
-	order []int
-	pos   []diag.Pos
-	at    diag.Pos
-	errs  []diag.Diagnostic
+type AllocDecl struct {
+	Order   []int
+	OrderAt []diag.Pos
+	At      diag.Pos
+	Errs    []diag.Diagnostic
 }
 
 // posAt is ps[i], or the zero position when ps does not have it (the
@@ -64,7 +81,7 @@ func posAt(ps []diag.Pos, i int) diag.Pos {
 // replaySchedule performs steps on t's logical domain, stopping at the
 // first that fails, then checks t's device axes, applies alloc (nil for the
 // default order) and analyzes t. It reports whether t has no error.
-func (p *parser) replaySchedule(t *Tensor, steps []stepIn, alloc *allocIn) bool {
+func (p *Source) replaySchedule(t *Tensor, steps []StepDecl, alloc *AllocDecl) bool {
 	t.Loop = slices.Clone(t.Logical)
 	if len(steps) > 0 {
 		t.Schedule = make([]ScheduleStep, 0, len(steps))
@@ -83,7 +100,7 @@ func (p *parser) replaySchedule(t *Tensor, steps []stepIn, alloc *allocIn) bool 
 
 // placeSchedule gives t the schedule its placements pls stand for, then
 // finishes it as replaySchedule does.
-func (p *parser) placeSchedule(t *Tensor, pls []placement, alloc *allocIn) bool {
+func (p *Source) placeSchedule(t *Tensor, pls []placement, alloc *AllocDecl) bool {
 	t.Loop = slices.Clone(t.Logical)
 	before := p.errs.Count()
 	if !p.placementSchedule(t, pls) || p.errs.Count() > before {
@@ -93,7 +110,7 @@ func (p *parser) placeSchedule(t *Tensor, pls []placement, alloc *allocIn) bool 
 }
 
 // checkStepCount reports a schedule of more than MaxScheduleSteps steps.
-func (p *parser) checkStepCount(name string, n int, at diag.Pos) bool {
+func (p *Source) checkStepCount(name string, n int, at diag.Pos) bool {
 	if n <= MaxScheduleSteps {
 		return true
 	}
@@ -103,9 +120,9 @@ func (p *parser) checkStepCount(name string, n int, at diag.Pos) bool {
 }
 
 // replayStep checks step s against t's loop domain and performs it.
-func (p *parser) replayStep(t *Tensor, s *stepIn) bool {
-	p.errs.addAll(s.errs)
-	if s.failed && s.late == nil {
+func (p *Source) replayStep(t *Tensor, s *StepDecl) bool {
+	p.errs.AppendAll(s.Errs)
+	if s.Failed && s.Late == nil {
 		return false
 	}
 	step, ok := p.checkStep(t, s)
@@ -123,7 +140,7 @@ func (p *parser) replayStep(t *Tensor, s *stepIn) bool {
 
 // checkStep checks s and normalizes its positions against t's loop
 // domain.
-func (p *parser) checkStep(t *Tensor, s *stepIn) (ScheduleStep, bool) {
+func (p *Source) checkStep(t *Tensor, s *StepDecl) (ScheduleStep, bool) {
 	out := ScheduleStep{Kind: s.Kind, Pos: s.Pos}
 	word := string(s.Kind) // messages name the step "tensor \"t\" split"
 	switch s.Kind {
@@ -135,7 +152,7 @@ func (p *parser) checkStep(t *Tensor, s *stepIn) (ScheduleStep, bool) {
 			t.Name, s.Kind, joinNames(stepNames))
 		return out, false
 	}
-	axis, ok := p.loopPos(t, s.Axis, s.axisPos, word, s.Kind == StepMerge)
+	axis, ok := p.loopPos(t, s.Axis, s.AxisAt, word, s.Kind == StepMerge)
 	if !ok || !p.reportLate(s) {
 		return out, false
 	}
@@ -144,24 +161,24 @@ func (p *parser) checkStep(t *Tensor, s *stepIn) (ScheduleStep, bool) {
 	case StepSplit, StepOuterSplit:
 		out.Factor = s.Factor
 		if !isPositive(s.Factor) {
-			return out, checkPositive(p.errs, s.Factor, s.argPos, fmt.Sprintf("tensor %q %s factor", t.Name, word))
+			return out, CheckPositive(p.errs, s.Factor, s.ArgAt, fmt.Sprintf("tensor %q %s factor", t.Name, word))
 		}
 	case StepParallelize:
 		out.Type = s.Type
-		return out, p.checkType(t, s.Type, s.argPos, word)
+		return out, p.checkType(t, s.Type, s.ArgAt, word)
 	}
 	return out, true
 }
 
 // reportLate reports s's late problems, and whether it has none.
-func (p *parser) reportLate(s *stepIn) bool {
-	p.errs.addAll(s.late)
-	return s.late == nil && !s.failed
+func (p *Source) reportLate(s *StepDecl) bool {
+	p.errs.AppendAll(s.Late)
+	return s.Late == nil && !s.Failed
 }
 
 // checkType checks a parallelize step's type: one of the types, and a
 // device type of t's mesh.
-func (p *parser) checkType(t *Tensor, typ ParallelType, at diag.Pos, word string) bool {
+func (p *Source) checkType(t *Tensor, typ ParallelType, at diag.Pos, word string) bool {
 	if typ < Serial || typ > DIDz {
 		name := typeName(typ)
 		p.errs.AddHint(at, diag.Suggest(name, shard.ParallelTypeNames()), "tensor %q %s: unknown parallel type %q (expected DIDx, DIDy, DIDz or Serial)", t.Name, word, name)
@@ -184,10 +201,10 @@ func typeName(t ParallelType) string {
 	return t.String()
 }
 
-// checkPositive reports v, written at pos, unless it is an integer >= 1
-// that a file can write (an int32, as the YAML walker reads them): the
+// CheckPositive reports into errs v, written at pos, unless it is an integer >= 1
+// that a file can write (an int32, as the front end reads them): the
 // builder's values are checked as a file's.
-func checkPositive(errs *errList, v int, pos diag.Pos, what string) bool {
+func CheckPositive(errs *diag.Collector, v int, pos diag.Pos, what string) bool {
 	switch {
 	case isPositive(v):
 		return true
@@ -207,7 +224,7 @@ func isPositive(v int) bool { return v >= 1 && v <= math.MaxInt32 }
 // loopPos normalizes a loop position v written at pos (negative counts
 // from the end). For a merge the position needs a partner after it. word
 // names the step or list in messages: "tensor \"t\" word: ...".
-func (p *parser) loopPos(t *Tensor, v int, pos diag.Pos, word string, merge bool) (int, bool) {
+func (p *Source) loopPos(t *Tensor, v int, pos diag.Pos, word string, merge bool) (int, bool) {
 	rank := len(t.Loop)
 	a := v
 	if a < 0 {
@@ -229,10 +246,10 @@ func (p *parser) loopPos(t *Tensor, v int, pos diag.Pos, word string, merge bool
 }
 
 // checkReorder checks reorder's list: a permutation of the loop positions.
-func (p *parser) checkReorder(t *Tensor, s *stepIn, out ScheduleStep) (ScheduleStep, bool) {
+func (p *Source) checkReorder(t *Tensor, s *StepDecl, out ScheduleStep) (ScheduleStep, bool) {
 	rank := len(t.Loop)
-	if s.orderLen != rank {
-		p.errs.Add(s.listPos, "tensor %q reorder: expected a permutation of the %d loop positions, got %d entries", t.Name, rank, s.orderLen)
+	if s.OrderLen != rank {
+		p.errs.Add(s.ListAt, "tensor %q reorder: expected a permutation of the %d loop positions, got %d entries", t.Name, rank, s.OrderLen)
 		return out, false
 	}
 	seen := make([]bool, rank)
@@ -240,7 +257,7 @@ func (p *parser) checkReorder(t *Tensor, s *stepIn, out ScheduleStep) (ScheduleS
 		out.Order = make([]int, 0, len(s.Order))
 	}
 	for i, v := range s.Order {
-		pos := posAt(s.orderPos, i)
+		pos := posAt(s.OrderAt, i)
 		a, ok := p.loopPos(t, v, pos, "reorder", false)
 		if !ok {
 			return out, false
@@ -258,7 +275,7 @@ func (p *parser) checkReorder(t *Tensor, s *stepIn, out ScheduleStep) (ScheduleS
 // scheduleSteps replays steps, made by nvcomm rather than read from a file,
 // on t's logical domain, then checks and analyzes t as replaySchedule does
 // a tensor of the file: format 2's propagation builds its tensors so.
-func (p *parser) scheduleSteps(t *Tensor, steps []ScheduleStep) bool {
+func (p *Source) scheduleSteps(t *Tensor, steps []ScheduleStep) bool {
 	t.Loop, t.Schedule = slices.Clone(t.Logical), nil // analyze makes the analysis anew
 	before := p.errs.Count()
 	if !p.applySteps(t, steps...) {
@@ -269,7 +286,7 @@ func (p *parser) scheduleSteps(t *Tensor, steps []ScheduleStep) bool {
 
 // applySteps performs steps on t's loop domain and records them in its
 // schedule, stopping at the first that fails.
-func (p *parser) applySteps(t *Tensor, steps ...ScheduleStep) bool {
+func (p *Source) applySteps(t *Tensor, steps ...ScheduleStep) bool {
 	for _, s := range steps {
 		if !p.apply(t, s) {
 			return false
@@ -283,7 +300,7 @@ func (p *parser) applySteps(t *Tensor, steps ...ScheduleStep) bool {
 // applies the allocation alloc (nil for the default order) and analyzes
 // t. before is the error count when t's checks began: it reports whether
 // none was added since.
-func (p *parser) finishSchedule(t *Tensor, alloc *allocIn, before int) bool {
+func (p *Source) finishSchedule(t *Tensor, alloc *AllocDecl, before int) bool {
 	p.checkDevices(t)
 	if alloc != nil && p.errs.Count() == before {
 		p.allocation(t, alloc)
@@ -299,7 +316,7 @@ func (p *parser) finishSchedule(t *Tensor, alloc *allocIn, before int) bool {
 }
 
 // apply performs one schedule step on t's loop domain.
-func (p *parser) apply(t *Tensor, s ScheduleStep) bool {
+func (p *Source) apply(t *Tensor, s ScheduleStep) bool {
 	switch s.Kind {
 	case StepSplit, StepOuterSplit:
 		in := t.Loop[s.Axis]
@@ -365,7 +382,7 @@ func ceilDiv(a, b int) int { return (a + b - 1) / b }
 
 // checkDevices enforces one loop axis per device type among non-reduction
 // axes, and that every device-parallel axis spans its mesh axis exactly.
-func (p *parser) checkDevices(t *Tensor) {
+func (p *Source) checkDevices(t *Tensor) {
 	var seen [DIDz + 1]*IterDomain // by type: a map per tensor cost more
 	for _, id := range t.Loop {
 		if !id.Parallel.IsDevice() {
@@ -390,12 +407,12 @@ func (p *parser) checkDevices(t *Tensor) {
 
 // allocation checks the allocation order a: every loop position that is
 // neither device-parallel nor a reduction, each once.
-func (p *parser) allocation(t *Tensor, a *allocIn) {
-	t.AllocPos = a.at
+func (p *Source) allocation(t *Tensor, a *AllocDecl) {
+	t.AllocPos = a.At
 	var order []int
 	seen := make([]bool, len(t.Loop))
-	for i, v := range a.order {
-		pos := posAt(a.pos, i)
+	for i, v := range a.Order {
+		pos := posAt(a.OrderAt, i)
 		k, ok := p.loopPos(t, v, pos, "allocation", false)
 		if !ok {
 			return
@@ -415,15 +432,61 @@ func (p *parser) allocation(t *Tensor, a *allocIn) {
 		seen[k] = true
 		order = append(order, k)
 	}
-	if a.errs != nil {
-		p.errs.addAll(a.errs)
+	if a.Errs != nil {
+		p.errs.AppendAll(a.Errs)
 		return
 	}
 	for k, id := range t.Loop {
 		if !seen[k] && !id.Reduction && !id.Parallel.IsDevice() {
-			p.errs.Add(a.at, "tensor %q allocation: loop axis %d (extent %d) is missing; list every stored loop axis once", t.Name, k, id.Extent)
+			p.errs.Add(a.At, "tensor %q allocation: loop axis %d (extent %d) is missing; list every stored loop axis once", t.Name, k, id.Extent)
 			return
 		}
 	}
 	t.Allocation = order
+}
+
+// schedule replays t's schedule and allocation from its declaration onto its
+// loop domain, then checks the device-parallel axes.
+func (p *Source) schedule(t *Tensor, rt *rawTensor) bool { return p.scheduleWith(t, rt, nil) }
+
+// scheduleWith is schedule with the tensor's decoded placements, which stand
+// in for a schedule.
+func (p *Source) scheduleWith(t *Tensor, rt *rawTensor, pls []placement) bool {
+	if rt == nil {
+		return p.replaySchedule(t, nil, nil)
+	}
+	r := rt.rest()
+	if given(rt.plsAt) && r.sched != nil {
+		t.Loop = slices.Clone(t.Logical)
+		p.errs.AddHint(rt.plsAt, "placements are sugar for a schedule; keep one of them",
+			"tensor %q: both placements and schedule are given", t.Name)
+		return false
+	}
+	if pls != nil {
+		return p.placeSchedule(t, pls, r.alloc)
+	}
+	var steps []StepDecl
+	if r.sched != nil {
+		var ok bool
+		if steps, ok = p.stepsOf(t.Name, r.sched); !ok {
+			t.Loop = slices.Clone(t.Logical)
+			return false
+		}
+	}
+	return p.replaySchedule(t, steps, r.alloc)
+}
+
+// stepsOf returns the steps of schedule s of the tensor name, up to the
+// first that cannot be decoded. The list's own problems (not a list, too
+// many steps) come first among the schedule's and are reported: ok is
+// then false.
+func (p *Source) stepsOf(name string, s *ScheduleDecl) (steps []StepDecl, ok bool) {
+	if s.Got != "" {
+		Expected(p.errs, s.At, fmt.Sprintf("tensor %q schedule", name), "a list", s.Got)
+		return nil, false
+	}
+	if !p.checkStepCount(name, s.N, s.At) {
+		return nil, false
+	}
+	return s.Steps, true
 }

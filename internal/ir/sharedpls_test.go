@@ -25,7 +25,7 @@ func TestRebasedPlacements(t *testing.T) {
 		{"flow list over lines", diag.Pos{Line: 9, Col: 20}, []diag.Pos{{Line: 9, Col: 21}, {Line: 10, Col: 5}}},
 	}
 	for _, tt := range tests {
-		p := newParser("f.yaml", false)
+		p := NewSource("f.yaml")
 		var pls []placement
 		for _, pos := range tt.pos {
 			pls = append(pls, placement{pos: pos})
@@ -41,7 +41,7 @@ func TestRebasedPlacements(t *testing.T) {
 }
 
 // TestReadingHoldsLittle reads a generated chain of tensors and ops, as
-// stream does before build, and requires that what is live once the file
+// the front end's streaming reader does before Build, and requires that what is live once the file
 // is read (its raw declarations and ops) stays under 5.0 times the file:
 // 4.7 times for 20k ops, where it was 5.9 times while every declaration
 // kept its own list of placements and 4.9 while it held the shared list's
@@ -51,9 +51,9 @@ func TestReadingHoldsLittle(t *testing.T) {
 	const n, bound = 20000, 5.0
 	src := []byte(chainFile(n))
 	before := liveHeap()
-	p := newParser("chain.yaml", false)
-	if !p.stream(src) {
-		t.Fatal("the chain is not read by stream")
+	p := ReadFront("chain.yaml", src, true)
+	if p == nil {
+		t.Fatal("the chain is not read by the streaming reader")
 	}
 	ratio := float64(liveHeap()-before) / float64(len(src))
 	if ratio > bound {

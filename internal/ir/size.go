@@ -8,11 +8,11 @@ import (
 	"github.com/nvcomm/nvcomm/internal/diag"
 )
 
-// Size bounds. Every extent is an int32 (the walker's integers), so one
+// Size bounds. Every extent is an int32 (the front end's integers), so one
 // product of two extents, and a merged extent (at most 2^31, schedule.go),
-// fits in int64. A whole tensor need not: Parse rejects any tensor whose
-// elements times its dtype size do not fit in int64, counting the holes its
-// uneven splits pad it with ([Tensor.PaddedShape]). Arithmetic inside one
+// fits in int64. A whole tensor need not: Source.Build rejects any tensor
+// whose elements times its dtype size do not fit in int64, counting the
+// holes its uneven splits pad it with ([Tensor.PaddedShape]). Arithmetic inside one
 // tensor's buffers (sizes, counts, bytes, offsets, [Tensor.LocalSize]) is
 // then safe without checks; arithmetic across buffers (sums over steps, ops
 // or devices, bytes times a team size) is not, and must use package
@@ -34,7 +34,7 @@ const tooLargeHint = "nvcomm counts sizes in int64 bytes; use smaller extents"
 
 // checkBytes reports, at pos, a shape whose elements of dtype do not fit in
 // int64 bytes; note follows the shape in the message.
-func (p *parser) checkBytes(shape []int, dtype DType, pos diag.Pos, what, note string) bool {
+func (p *Source) checkBytes(shape []int, dtype DType, pos diag.Pos, what, note string) bool {
 	if _, ok := Bytes(shape, dtype); ok {
 		return true
 	}
@@ -46,7 +46,7 @@ func (p *parser) checkBytes(shape []int, dtype DType, pos diag.Pos, what, note s
 // checkPadded reports a tensor whose buffers, padded where uneven splits
 // leave holes, do not fit in int64 bytes, at the uneven split of a logical
 // axis (or the tensor when there is none).
-func (p *parser) checkPadded(t *Tensor) bool {
+func (p *Source) checkPadded(t *Tensor) bool {
 	padded := t.PaddedShape()
 	if _, ok := Bytes(padded, t.DType); ok {
 		return true

@@ -6,9 +6,9 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/lower"
 	"github.com/nvcomm/nvcomm/internal/scale"
+	"github.com/nvcomm/nvcomm/internal/syntax"
 )
 
 // BenchmarkLowerMillionDevices parses and lowers (policy optimal) a fusion
@@ -34,7 +34,7 @@ func BenchmarkLowerMillionDevices(b *testing.B) {
 		b.StartTimer()
 
 		start = time.Now()
-		f, err := ir.Parse("big_mesh.yaml", src)
+		f, err := syntax.Parse("big_mesh.yaml", src)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -57,7 +57,7 @@ func benchmarkMesh(b *testing.B, z, y, x int) {
 		b.Run(c.Name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				f, err := ir.Parse("mesh.yaml", src)
+				f, err := syntax.Parse("mesh.yaml", src)
 				if err != nil {
 					b.Fatal(err)
 				}

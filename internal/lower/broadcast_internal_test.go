@@ -5,7 +5,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/nvcomm/nvcomm/internal/ir"
+	"github.com/nvcomm/nvcomm/internal/syntax"
 )
 
 // TestBroadcastAxes checks which axes of each tensor are broadcast axes:
@@ -75,7 +75,7 @@ tensors:
   bx:  {mesh: m, shape: [4, 5, 2]}
 ops:
 ` + tc.ops + "\n"
-			f, err := ir.Parse("f.yaml", []byte(src))
+			f, err := syntax.Parse("f.yaml", []byte(src))
 			if err != nil {
 				t.Fatal(err)
 			}

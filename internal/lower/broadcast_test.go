@@ -6,10 +6,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/lower"
 	"github.com/nvcomm/nvcomm/internal/plan"
 	"github.com/nvcomm/nvcomm/internal/sim"
+	"github.com/nvcomm/nvcomm/internal/syntax"
 )
 
 // fusion4 is a fusion on a mesh of 4 devices, m, with the tensors and ops
@@ -139,7 +139,7 @@ ops:
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			f, err := ir.Parse("f.yaml", []byte(tc.src))
+			f, err := syntax.Parse("f.yaml", []byte(tc.src))
 			if err != nil {
 				t.Fatal(err)
 			}

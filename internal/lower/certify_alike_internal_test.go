@@ -14,6 +14,7 @@ import (
 	"github.com/nvcomm/nvcomm/internal/plan"
 	"github.com/nvcomm/nvcomm/internal/scale"
 	"github.com/nvcomm/nvcomm/internal/shard"
+	"github.com/nvcomm/nvcomm/internal/syntax"
 )
 
 // certifiedPlans are the golden plans Validate accepts and the plans of
@@ -35,7 +36,7 @@ func certifiedPlans(t *testing.T) map[string]*plan.Plan {
 		}
 	}
 	for _, fam := range scale.Families {
-		f, err := ir.Parse(fam.Name+".yaml", fam.Gen(50))
+		f, err := syntax.Parse(fam.Name+".yaml", fam.Gen(50))
 		if err != nil {
 			t.Fatal(err)
 		}

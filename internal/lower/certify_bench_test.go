@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/lower"
 	"github.com/nvcomm/nvcomm/internal/plan"
 	"github.com/nvcomm/nvcomm/internal/scale"
+	"github.com/nvcomm/nvcomm/internal/syntax"
 )
 
 // BenchmarkCertifyScale lowers every generated family of 100k ops (parse,
@@ -53,7 +53,7 @@ func BenchmarkCertifyScale(b *testing.B) {
 func lowerTimed(b *testing.B, name string, src []byte) ([]byte, time.Duration) {
 	runtime.GC()
 	start := time.Now()
-	f, err := ir.Parse(name+".yaml", src)
+	f, err := syntax.Parse(name+".yaml", src)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -9,9 +9,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/plan"
 	"github.com/nvcomm/nvcomm/internal/scale"
+	"github.com/nvcomm/nvcomm/internal/syntax"
 )
 
 // alikePlans are certifiedPlans and the plans of the generated families
@@ -21,7 +21,7 @@ func alikePlans(t *testing.T) map[string]*plan.Plan {
 	t.Helper()
 	plans := certifiedPlans(t)
 	for _, fam := range scale.Families {
-		f, err := ir.Parse(fam.Name+".yaml", fam.Gen(300))
+		f, err := syntax.Parse(fam.Name+".yaml", fam.Gen(300))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,9 +11,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/nvcomm/nvcomm/internal/diag"
-	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/lower"
 	"github.com/nvcomm/nvcomm/internal/plan"
+	"github.com/nvcomm/nvcomm/internal/syntax"
 )
 
 // goldenPlans lists every plan checked in under testdata.
@@ -43,7 +43,7 @@ func readPlan(t testing.TB, file string) *plan.Plan {
 // encoding, as validate sees it.
 func lowerSource(t *testing.T, src string, policy lower.Policy) *plan.Plan {
 	t.Helper()
-	f, err := ir.Parse("f.yaml", []byte(src))
+	f, err := syntax.Parse("f.yaml", []byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +254,7 @@ func chainSource(n int) string {
 // (about 4000 steps); validate followed buffers back through every earlier
 // step, quadratic in the steps, before it indexed them.
 func BenchmarkValidateCertify(b *testing.B) {
-	f, err := ir.Parse("chain.yaml", []byte(chainSource(2000)))
+	f, err := syntax.Parse("chain.yaml", []byte(chainSource(2000)))
 	if err != nil {
 		b.Fatal(err)
 	}

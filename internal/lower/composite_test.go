@@ -6,8 +6,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/lower"
+	"github.com/nvcomm/nvcomm/internal/syntax"
 )
 
 // TestCompositeCollectives holds the composite ops to the communication
@@ -51,7 +51,7 @@ ops:
 				if tc.x == "Shard(1)" {
 					g = "Shard(0)"
 				}
-				f, err := ir.Parse("in.yaml", fmt.Appendf(nil, head, tc.x, g, tc.y, tc.op))
+				f, err := syntax.Parse("in.yaml", fmt.Appendf(nil, head, tc.x, g, tc.y, tc.op))
 				if err != nil {
 					t.Fatal(err)
 				}

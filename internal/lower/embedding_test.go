@@ -6,8 +6,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/lower"
+	"github.com/nvcomm/nvcomm/internal/syntax"
 )
 
 // TestEmbeddingLowering checks how an embedding is lowered under each
@@ -80,7 +80,7 @@ func runPolicyCases(t *testing.T, tests map[string]policyCase) {
 	t.Helper()
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			f, err := ir.Parse("f.yaml", []byte(tc.src))
+			f, err := syntax.Parse("f.yaml", []byte(tc.src))
 			if err != nil {
 				t.Fatal(err)
 			}

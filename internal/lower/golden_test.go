@@ -10,9 +10,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/nvcomm/nvcomm/internal/diag"
-	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/lower"
 	"github.com/nvcomm/nvcomm/internal/plan"
+	"github.com/nvcomm/nvcomm/internal/syntax"
 )
 
 // update reports whether golden files are to be rewritten
@@ -72,7 +72,7 @@ func lowerFile(t *testing.T, file string, policy lower.Policy) (string, string) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := ir.Parse(filepath.Base(file), src)
+	f, err := syntax.Parse(filepath.Base(file), src)
 	if err == nil {
 		var p *plan.Plan
 		p, err = lower.Lower(f, lower.Options{Policy: policy})

@@ -8,8 +8,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/nvcomm/nvcomm/internal/diag"
-	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/lower"
+	"github.com/nvcomm/nvcomm/internal/syntax"
 )
 
 // TestLayerErrorsOnce checks that a layer op the lowering cannot take is
@@ -39,7 +39,7 @@ ops:
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			f, err := ir.Parse("f.yaml", []byte(tc.src))
+			f, err := syntax.Parse("f.yaml", []byte(tc.src))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -71,7 +71,7 @@ func TestLowerErrorsFirstByPosition(t *testing.T) {
 	for i := n; i >= 1; i-- { // line 4+2n+1+(n-i+1)
 		src += fmt.Sprintf("  - {op: linear, in: [t%d, w%d], out: t%d}\n", i-1, i, i)
 	}
-	f, err := ir.Parse("f.yaml", []byte(src))
+	f, err := syntax.Parse("f.yaml", []byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}

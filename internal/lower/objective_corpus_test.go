@@ -9,9 +9,9 @@ import (
 
 	"github.com/nvcomm/nvcomm/internal/cost"
 	"github.com/nvcomm/nvcomm/internal/diag"
-	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/lower"
 	"github.com/nvcomm/nvcomm/internal/plan"
+	"github.com/nvcomm/nvcomm/internal/syntax"
 )
 
 // corpus lowers every example, conformance and regression fusion that
@@ -26,7 +26,7 @@ func corpus(t *testing.T, check func(file string, plans map[string]*plan.Plan)) 
 			if err != nil {
 				t.Fatal(err)
 			}
-			f, err := ir.Parse(file, src)
+			f, err := syntax.Parse(file, src)
 			if err != nil {
 				continue
 			}
@@ -133,7 +133,7 @@ ops:
 // policies nvcomm does not have; and that Certify lowers the plan's fusion
 // again under its objective.
 func TestObjectiveRecorded(t *testing.T) {
-	f, err := ir.Parse("f.yaml", []byte(scatterAcross))
+	f, err := syntax.Parse("f.yaml", []byte(scatterAcross))
 	if err != nil {
 		t.Fatal(err)
 	}

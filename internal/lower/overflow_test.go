@@ -5,12 +5,12 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/lower"
+	"github.com/nvcomm/nvcomm/internal/syntax"
 )
 
 // Fusions at int64's edge (issue 10: counts and bytes wrapped silently).
-// Every tensor fits in int64 bytes, as ir.Parse requires; what a plan sums
+// Every tensor fits in int64 bytes, as syntax.Parse requires; what a plan sums
 // or multiplies by a team size may not.
 const (
 	// Each set gathers 2^62 − 2^31 bytes to each device: two sum to
@@ -76,7 +76,7 @@ func TestLowerOverflow(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f, err := ir.Parse("in.yaml", []byte(tt.src))
+			f, err := syntax.Parse("in.yaml", []byte(tt.src))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -119,7 +119,7 @@ func TestLowerNearOverflow(t *testing.T) {
 	for _, tt := range tests {
 		for _, policy := range []lower.Policy{lower.PolicyOptimal, lower.PolicyNvFuser} {
 			t.Run(tt.name+"/"+string(policy), func(t *testing.T) {
-				f, err := ir.Parse("in.yaml", []byte(tt.src))
+				f, err := syntax.Parse("in.yaml", []byte(tt.src))
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -3,10 +3,10 @@ package lower_test
 import (
 	"testing"
 
-	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/lower"
 	"github.com/nvcomm/nvcomm/internal/plan"
 	"github.com/nvcomm/nvcomm/internal/sim"
+	"github.com/nvcomm/nvcomm/internal/syntax"
 )
 
 // TestPartialOnOneDeviceAxis: a Partial output on a mesh axis of one
@@ -27,7 +27,7 @@ ops:
 `
 	for _, policy := range lower.Policies {
 		t.Run(policy, func(t *testing.T) {
-			f, err := ir.Parse("p.yaml", []byte(src))
+			f, err := syntax.Parse("p.yaml", []byte(src))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -172,7 +172,7 @@ ops:
 	for name, src := range tests {
 		for _, policy := range lower.Policies {
 			t.Run(name+"/"+policy, func(t *testing.T) {
-				f, err := ir.Parse("p.yaml", []byte(src))
+				f, err := syntax.Parse("p.yaml", []byte(src))
 				if err != nil {
 					t.Fatal(err)
 				}

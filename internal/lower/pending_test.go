@@ -8,8 +8,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/nvcomm/nvcomm/internal/diag"
-	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/lower"
+	"github.com/nvcomm/nvcomm/internal/syntax"
 )
 
 // TestPendingTerms lowers ops whose outputs hold pending terms (Partial on
@@ -46,7 +46,7 @@ func TestPendingTerms(t *testing.T) {
 	} {
 		for _, policy := range lower.Policies {
 			t.Run(tc.name+"/"+policy, func(t *testing.T) {
-				f, err := ir.Parse("f.yaml", []byte(tc.src))
+				f, err := syntax.Parse("f.yaml", []byte(tc.src))
 				if err != nil {
 					t.Fatal(err)
 				}

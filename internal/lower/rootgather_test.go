@@ -5,8 +5,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/lower"
+	"github.com/nvcomm/nvcomm/internal/syntax"
 )
 
 // TestRootedGather checks where the optimal policy gathers an uneven
@@ -49,7 +49,7 @@ func TestRootedGather(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			f, err := ir.Parse("f.yaml", []byte(tc.src))
+			f, err := syntax.Parse("f.yaml", []byte(tc.src))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -13,6 +13,7 @@ import (
 	"github.com/nvcomm/nvcomm/internal/lower"
 	"github.com/nvcomm/nvcomm/internal/plan"
 	"github.com/nvcomm/nvcomm/internal/scale"
+	"github.com/nvcomm/nvcomm/internal/syntax"
 )
 
 // TestStreamAsLower lowers every golden fusion and a few generated ones
@@ -43,14 +44,14 @@ func TestStreamAsLower(t *testing.T) {
 	}
 	for _, in := range inputs {
 		for _, policy := range lower.Policies {
-			f, err := ir.Parse(in.name, in.src)
+			f, err := syntax.Parse(in.name, in.src)
 			if err != nil {
 				continue // a parse error: nothing to lower
 			}
 			want, wantErr := lowered(f, lower.Policy(policy))
 			for _, share := range []bool{false, true} {
 				name := fmt.Sprintf("%s/%s/share=%v", in.name, policy, share)
-				f, _ = ir.Parse(in.name, in.src) // a fresh fusion: nothing Lower did to it is seen
+				f, _ = syntax.Parse(in.name, in.src) // a fresh fusion: nothing Lower did to it is seen
 				if share {
 					f.ShareAlike()
 				}

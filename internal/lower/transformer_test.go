@@ -10,9 +10,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/ops"
 	"github.com/nvcomm/nvcomm/internal/plan"
+	"github.com/nvcomm/nvcomm/internal/syntax"
 )
 
 // TestMegatronBlockCounts lowers the GPT-3 blocks of testdata/examples at
@@ -37,7 +37,7 @@ func TestMegatronBlockCounts(t *testing.T) {
 		for _, devices := range []int{4, 8} {
 			for _, policy := range []Policy{PolicyOptimal, PolicyNvFuser} {
 				t.Run(fmt.Sprintf("%s/%d/%s", tc.example, devices, policy), func(t *testing.T) {
-					f, err := ir.Parse(tc.example+".yaml", []byte(gpt3Size(string(src), devices)))
+					f, err := syntax.Parse(tc.example+".yaml", []byte(gpt3Size(string(src), devices)))
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -135,7 +135,7 @@ func TestMegatronBackwardCounts(t *testing.T) {
 		for _, devices := range []int{4, 8} {
 			for _, policy := range []Policy{PolicyOptimal, PolicyNvFuser} {
 				t.Run(fmt.Sprintf("%s/%d/%s", tc.example, devices, policy), func(t *testing.T) {
-					f, err := ir.Parse(tc.example+".yaml", []byte(gpt3Size(string(src), devices)))
+					f, err := syntax.Parse(tc.example+".yaml", []byte(gpt3Size(string(src), devices)))
 					if err != nil {
 						t.Fatal(err)
 					}

@@ -6,9 +6,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/lower"
 	"github.com/nvcomm/nvcomm/internal/plan"
+	"github.com/nvcomm/nvcomm/internal/syntax"
 )
 
 // TestCausalAttentionShardings lowers causal sdpa of q, k, v [2, 4, 8, 4]
@@ -47,7 +47,7 @@ ops:
 `, tc.q, tc.kv, tc.kv, tc.o)
 		for _, policy := range []lower.Policy{lower.PolicyOptimal, lower.PolicyNvFuser} {
 			t.Run(tc.name+"/"+string(policy), func(t *testing.T) {
-				f, err := ir.Parse("in.yaml", []byte(src))
+				f, err := syntax.Parse("in.yaml", []byte(src))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -108,7 +108,7 @@ ops:
   - {op: tril, in: x, out: y, diagonal: 0}
 `
 	const want = `in.yaml:18:5: error: op "y = tril(x, diagonal=0)" cannot be lowered: "y" is split strided along DIDx, and layer ops take even block splits only; shard the outputs of layer ops with placements (Shard(d)) or outer_split by the mesh size, on extents the mesh divides`
-	f, err := ir.Parse("in.yaml", []byte(src))
+	f, err := syntax.Parse("in.yaml", []byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func TestTrilOfBroadcastRows(t *testing.T) {
 		src := fusion4(tc.tensors, tc.ops)
 		for _, policy := range []lower.Policy{lower.PolicyOptimal, lower.PolicyNvFuser} {
 			t.Run(name+"/"+string(policy), func(t *testing.T) {
-				f, err := ir.Parse("in.yaml", []byte(src))
+				f, err := syntax.Parse("in.yaml", []byte(src))
 				if err != nil {
 					t.Fatal(err)
 				}

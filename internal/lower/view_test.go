@@ -11,6 +11,7 @@ import (
 	"github.com/nvcomm/nvcomm/internal/lower"
 	"github.com/nvcomm/nvcomm/internal/plan"
 	"github.com/nvcomm/nvcomm/internal/sim"
+	"github.com/nvcomm/nvcomm/internal/syntax"
 )
 
 // TestViewLowering checks how a permute, a reshape and a cast are
@@ -59,7 +60,7 @@ func TestViewLowering(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			f, err := ir.Parse("f.yaml", []byte(tc.src))
+			f, err := syntax.Parse("f.yaml", []byte(tc.src))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -3,8 +3,8 @@ package lower_test
 import (
 	"testing"
 
-	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/lower"
+	"github.com/nvcomm/nvcomm/internal/syntax"
 )
 
 // TestBoundOfWays checks the bound of ops that a plan may compute more
@@ -57,7 +57,7 @@ func TestBoundOfWays(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			f, err := ir.Parse("f.yaml", []byte(fusion4(tc.tensors, tc.ops)))
+			f, err := syntax.Parse("f.yaml", []byte(fusion4(tc.tensors, tc.ops)))
 			if err != nil {
 				t.Fatal(err)
 			}

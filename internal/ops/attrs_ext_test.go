@@ -9,11 +9,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/nvcomm/nvcomm/internal/diag"
-	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/lower"
 	"github.com/nvcomm/nvcomm/internal/ops"
 	"github.com/nvcomm/nvcomm/internal/plan"
 	"github.com/nvcomm/nvcomm/internal/sim"
+	"github.com/nvcomm/nvcomm/internal/syntax"
 )
 
 // registerLeaky adds two attributes of kinds no built-in op takes yet, a
@@ -56,7 +56,7 @@ ops:
 func TestRegisteredAttrsEndToEnd(t *testing.T) {
 	for _, policy := range lower.Policies {
 		t.Run(policy, func(t *testing.T) {
-			f, err := ir.Parse("leaky.yaml", []byte(leakyFusion))
+			f, err := syntax.Parse("leaky.yaml", []byte(leakyFusion))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -110,7 +110,7 @@ func TestRegisteredAttrsErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src := "meshes:\n  m: [0, 1]\ntensors:\n  x: {mesh: m, shape: [4]}\nops:\n  - " + tc.op + "\n"
-			_, err := ir.Parse("a.yaml", []byte(src))
+			_, err := syntax.Parse("a.yaml", []byte(src))
 			var got string
 			if list := (*diag.List)(nil); errors.As(err, &list) {
 				got = strings.TrimSpace(err.Error())

@@ -8,11 +8,11 @@ import (
 	"testing"
 
 	"github.com/nvcomm/nvcomm/internal/export"
-	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/lower"
 	"github.com/nvcomm/nvcomm/internal/ops"
 	"github.com/nvcomm/nvcomm/internal/plan"
 	"github.com/nvcomm/nvcomm/internal/sim"
+	"github.com/nvcomm/nvcomm/internal/syntax"
 )
 
 // TestMain adds an elementwise op, sign, to the registry before any
@@ -51,7 +51,7 @@ ops:
 func TestRegisteredOpEndToEnd(t *testing.T) {
 	for _, policy := range lower.Policies {
 		t.Run(policy, func(t *testing.T) {
-			f, err := ir.Parse("sign.yaml", []byte(signFusion))
+			f, err := syntax.Parse("sign.yaml", []byte(signFusion))
 			if err != nil {
 				t.Fatal(err)
 			}

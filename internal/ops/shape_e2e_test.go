@@ -4,11 +4,11 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/lower"
 	"github.com/nvcomm/nvcomm/internal/ops"
 	"github.com/nvcomm/nvcomm/internal/plan"
 	"github.com/nvcomm/nvcomm/internal/sim"
+	"github.com/nvcomm/nvcomm/internal/syntax"
 )
 
 // shapeOpFusions use each op that moves or converts data, with operands
@@ -138,7 +138,7 @@ func TestShapeOpsEndToEnd(t *testing.T) {
 	for _, tc := range shapeOpFusions {
 		for _, policy := range lower.Policies {
 			t.Run(tc.name+"/"+policy, func(t *testing.T) {
-				f, err := ir.Parse(tc.name+".yaml", []byte(tc.src))
+				f, err := syntax.Parse(tc.name+".yaml", []byte(tc.src))
 				if err != nil {
 					t.Fatal(err)
 				}

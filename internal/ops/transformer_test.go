@@ -7,11 +7,11 @@ import (
 	"testing"
 
 	"github.com/nvcomm/nvcomm/internal/export"
-	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/lower"
 	"github.com/nvcomm/nvcomm/internal/ops"
 	"github.com/nvcomm/nvcomm/internal/plan"
 	"github.com/nvcomm/nvcomm/internal/sim"
+	"github.com/nvcomm/nvcomm/internal/syntax"
 )
 
 // elementwiseFusion applies op to a row-sharded x (and, for a binary op, a
@@ -91,7 +91,7 @@ func TestTransformerElementwiseEndToEnd(t *testing.T) {
 // Pointwise step of op.
 func lowered(t *testing.T, op, policy string) *plan.Plan {
 	t.Helper()
-	f, err := ir.Parse(op+".yaml", []byte(elementwiseFusion(op)))
+	f, err := syntax.Parse(op+".yaml", []byte(elementwiseFusion(op)))
 	if err != nil {
 		t.Fatal(err)
 	}

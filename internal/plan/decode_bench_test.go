@@ -5,10 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/lower"
 	"github.com/nvcomm/nvcomm/internal/plan"
 	"github.com/nvcomm/nvcomm/internal/scale"
+	"github.com/nvcomm/nvcomm/internal/syntax"
 )
 
 // BenchmarkDecode decodes the plans of generated fusions (the 100k-op ones
@@ -67,7 +67,7 @@ func BenchmarkDecode(b *testing.B) {
 func lowered(b *testing.B, name string, src []byte) ([]byte, time.Duration) {
 	runtime.GC()
 	start := time.Now()
-	f, err := ir.Parse(name+".yaml", src)
+	f, err := syntax.Parse(name+".yaml", src)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/nvcomm/nvcomm/internal/ir"
+	"github.com/nvcomm/nvcomm/internal/syntax"
 )
 
 // corpus is every example, conformance and regression fusion that parses
@@ -20,7 +21,7 @@ func corpus(t *testing.T) map[string]*ir.Fusion {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if f, err := ir.Parse(file, src); err == nil {
+			if f, err := syntax.Parse(file, src); err == nil {
 				out[file] = f
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/nvcomm/nvcomm/internal/plan"
 	"github.com/nvcomm/nvcomm/internal/reshard"
 	"github.com/nvcomm/nvcomm/internal/scale"
+	"github.com/nvcomm/nvcomm/internal/syntax"
 )
 
 // TestReplayEmitsAsFresh lowers every example, conformance and regression
@@ -22,7 +23,7 @@ func TestReplayEmitsAsFresh(t *testing.T) {
 		"chain1d.yaml": scale.Chain(300, scale.Mesh1D),
 		"chain2d.yaml": scale.Chain(300, scale.Mesh2x4),
 	} {
-		f, err := ir.Parse(name, src)
+		f, err := syntax.Parse(name, src)
 		if err != nil {
 			t.Fatal(err)
 		}

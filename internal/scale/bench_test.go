@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/scale"
+	"github.com/nvcomm/nvcomm/internal/syntax"
 )
 
 // The benchmarks time one row of the report each, for profiling
@@ -68,7 +68,7 @@ func BenchmarkScaleLower(b *testing.B) {
 }
 
 // BenchmarkScaleParse parses the chain of 100k ops; x-yaml-decode is the
-// ratio to decoding its YAML alone, the part of parsing that ir.Parse
+// ratio to decoding its YAML alone, the part of parsing that syntax.Parse
 // cannot avoid.
 func BenchmarkScaleParse(b *testing.B) {
 	src := scale.Chain(100_000, scale.Mesh1D)
@@ -83,7 +83,7 @@ func BenchmarkScaleParse(b *testing.B) {
 		decode += d
 		b.StartTimer()
 		start := time.Now()
-		if _, err := ir.Parse("chain.yaml", src); err != nil {
+		if _, err := syntax.Parse("chain.yaml", src); err != nil {
 			b.Fatal(err)
 		}
 		parse += time.Since(start)

@@ -8,8 +8,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/scale"
+	"github.com/nvcomm/nvcomm/internal/syntax"
 )
 
 // TestInputsParse parses every generated input: a generator that wrote a
@@ -28,7 +28,7 @@ func TestInputsParse(t *testing.T) {
 		inputs[f.Name] = f.Gen(24)
 	}
 	for name, src := range inputs {
-		f, err := ir.Parse(name+".yaml", src)
+		f, err := syntax.Parse(name+".yaml", src)
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
 			continue
@@ -42,7 +42,7 @@ func TestInputsParse(t *testing.T) {
 // TestChainOps checks that a chain of n ops has n ops and n+1 tensors.
 func TestChainOps(t *testing.T) {
 	for _, mesh := range []scale.Mesh{scale.Mesh1D, scale.Mesh2x4} {
-		f, err := ir.Parse("chain.yaml", scale.Chain(7, mesh))
+		f, err := syntax.Parse("chain.yaml", scale.Chain(7, mesh))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -57,7 +57,7 @@ func TestChainOps(t *testing.T) {
 // format 2 leaves the layer chain's adds to propagation.
 func TestMixedOps(t *testing.T) {
 	for _, format := range []int{1, 2} {
-		f, err := ir.Parse("mixed.yaml", scale.Mixed(80, format))
+		f, err := syntax.Parse("mixed.yaml", scale.Mixed(80, format))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,11 +13,11 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/lower"
 	"github.com/nvcomm/nvcomm/internal/plan"
 	"github.com/nvcomm/nvcomm/internal/scale"
 	"github.com/nvcomm/nvcomm/internal/sim"
+	"github.com/nvcomm/nvcomm/internal/syntax"
 )
 
 // lowering is one `nvcomm lower` done in process: parse, lower (policy
@@ -41,7 +41,7 @@ func lowerSource(name string, src []byte) (lowering, error) {
 		return l, err
 	}
 	cpu, start := scale.CPUTime(), time.Now()
-	f, err := ir.Parse(name+".yaml", src)
+	f, err := syntax.Parse(name+".yaml", src)
 	if err != nil {
 		return l, err
 	}

@@ -6,10 +6,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/lower"
 	"github.com/nvcomm/nvcomm/internal/plan"
 	"github.com/nvcomm/nvcomm/internal/sim"
+	"github.com/nvcomm/nvcomm/internal/syntax"
 )
 
 // TestPipelineEqualsWholeBatch: a pipeline's micro-batches together
@@ -72,7 +72,7 @@ pipeline: {stages: [s0, s1], microbatches: 4, schedule: gpipe, batch_axis: 1, in
 // lowered is the optimal plan of fusion src.
 func lowered(t *testing.T, src []byte) *plan.Plan {
 	t.Helper()
-	f, err := ir.Parse("in.yaml", src)
+	f, err := syntax.Parse("in.yaml", src)
 	if err != nil {
 		t.Fatal(err)
 	}

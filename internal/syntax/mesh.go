@@ -1,16 +1,18 @@
-package ir
+package syntax
 
 import (
 	"fmt"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/nvcomm/nvcomm/internal/ir"
 )
 
 // The meshes of a fusion file: each a name and a nested list of device
 // ids, whose nesting depth is the mesh's rank.
 
 // parseMeshes reads the file's meshes.
-func (p *parser) parseMeshes(n *yaml.Node) {
+func (p *reader) parseMeshes(n *yaml.Node) {
 	if n == nil {
 		return
 	}
@@ -29,7 +31,7 @@ func (p *parser) parseMeshes(n *yaml.Node) {
 			p.structural = true
 			continue
 		}
-		m := &Mesh{Name: f.Key, Pos: posOf(f.KeyN)}
+		m := &ir.Mesh{Name: f.Key, Pos: posOf(f.KeyN)}
 		if p.meshShape(f.Value, m, 0) {
 			p.checkMeshDevices(m, f.Value)
 		} else {
@@ -37,13 +39,14 @@ func (p *parser) parseMeshes(n *yaml.Node) {
 		}
 		p.meshes[f.Key] = m
 		p.meshNames = append(p.meshNames, f.Key)
+		p.src.AddMesh(m)
 	}
 }
 
 // meshShape walks a nested list of device ids at the given depth, filling
 // m.Shape (from the first element at each depth) and m.Devices, and reports
 // ragged nesting.
-func (p *parser) meshShape(n *yaml.Node, m *Mesh, depth int) bool {
+func (p *reader) meshShape(n *yaml.Node, m *ir.Mesh, depth int) bool {
 	what := fmt.Sprintf("mesh %q", m.Name)
 	items, ok := p.w.sequence(n, what)
 	if !ok {
@@ -101,7 +104,7 @@ func (p *parser) meshShape(n *yaml.Node, m *Mesh, depth int) bool {
 }
 
 // checkMeshDevices reports duplicate device ids, pointing at the second one.
-func (p *parser) checkMeshDevices(m *Mesh, n *yaml.Node) {
+func (p *reader) checkMeshDevices(m *ir.Mesh, n *yaml.Node) {
 	seen := map[int]bool{}
 	var leaves []*yaml.Node
 	var collect func(*yaml.Node)

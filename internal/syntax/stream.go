@@ -1,22 +1,24 @@
-package ir
+package syntax
 
 import (
 	"slices"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/nvcomm/nvcomm/internal/ir"
 )
 
-// stream reads src as readTree does, for finish to build, without the tree
-// of the whole file:
-// fastStream hands it the top-level fields, and the tensors and ops one
-// entry at a time, each read into a rawTensor or rawOp that keeps no node.
+// stream reads src as readTree does, for Build, without the tree of the
+// whole file: fastStream hands it the top-level fields, and the tensors
+// and ops one entry at a time, each read into a declaration that keeps no
+// node.
 // It takes the files whose frame needs no check that spans entries: src
 // in fastDecode's part of YAML, every top-level key known and given once,
 // meshes before tensors and ops, tensors (a block mapping of names, none
 // given twice) before ops. It reports false for any other file, having
-// read part of it perhaps: parse then reads the file again with a fresh
-// parser, the tree way, which reports what is wrong with its frame.
-func (p *parser) stream(src []byte) bool {
+// read part of it perhaps: ParseWith then reads the file again with a fresh
+// reader, the tree way, which reports what is wrong with its frame.
+func (p *reader) stream(src []byte) bool {
 	s := &streamer{p: p, seen: map[int]bool{}}
 	return fastStream(src, s) && s.seen[meshesKey]
 }
@@ -30,7 +32,7 @@ var (
 
 // streamer is stream's fastHandler.
 type streamer struct {
-	p *parser
+	p *reader
 	// seen marks the top-level keys read, by their index in topKeys.
 	seen map[int]bool
 	// inOps is set while the entries of ops are read, those of tensors
@@ -98,7 +100,7 @@ func (s *streamer) entry(k, v *yaml.Node) bool {
 		s.ops++
 		return true
 	}
-	if _, twice := s.p.raw[k.Value]; twice || !isIdent(k.Value) && !isGradName(k.Value) {
+	if s.p.src.Declares(k.Value) || !ir.IsIdent(k.Value) && !ir.IsGradName(k.Value) {
 		return false
 	}
 	s.p.tensorEntry(k, v)

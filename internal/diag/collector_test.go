@@ -1,18 +1,16 @@
-package ir
+package diag
 
 import (
 	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-
-	"github.com/nvcomm/nvcomm/internal/diag"
 )
 
-// TestErrList checks that an errList keeps the first diag.MaxErrors
+// TestCollector checks that a Collector keeps the first MaxErrors
 // diagnostics by position, ties in report order, drops repeats and counts
 // the rest.
-func TestErrList(t *testing.T) {
+func TestCollector(t *testing.T) {
 	// A report is a diagnostic at line:col with message msg.
 	type report struct {
 		line, col int
@@ -47,9 +45,9 @@ func TestErrList(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			l := &errList{file: "f.yaml"}
+			l := &Collector{File: "f.yaml"}
 			for _, r := range tt.reports {
-				l.Add(diag.Pos{Line: r.line, Col: r.col}, "%s", r.msg)
+				l.Add(Pos{Line: r.line, Col: r.col}, "%s", r.msg)
 			}
 			var got []string
 			for _, d := range l.List().Items {

@@ -1,6 +1,10 @@
-package ir
+package syntax
 
-import "go.yaml.in/yaml/v3"
+import (
+	"go.yaml.in/yaml/v3"
+
+	"github.com/nvcomm/nvcomm/internal/ir"
+)
 
 // fastDecode builds the yaml.Node tree that the YAML library would build
 // for src, when src keeps to the small part of YAML that generated fusions
@@ -550,7 +554,7 @@ func scalarTag(v string) string {
 			break
 		}
 	}
-	if !isIdent(name) || reserved(name) {
+	if !ir.IsIdent(name) || reserved(name) {
 		return ""
 	}
 	if rest != "" && (len(rest) < 2 || rest[len(rest)-1] != ')' || !isNameOrEmpty(rest[1:len(rest)-1])) {

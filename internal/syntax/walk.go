@@ -1,21 +1,23 @@
-package ir
+package syntax
 
 import (
 	"errors"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/nvcomm/nvcomm/internal/diag"
+	"github.com/nvcomm/nvcomm/internal/ir"
 )
 
 // walker decodes yaml.Node trees strictly and records every problem in errs.
 // Its methods return ok=false after reporting, so callers can skip a broken
 // subtree and go on looking for more errors.
 type walker struct {
-	errs *errList
+	errs *diag.Collector
 }
 
 func posOf(n *yaml.Node) diag.Pos { return diag.Pos{Line: n.Line, Col: n.Column} }
@@ -80,7 +82,7 @@ func (w *walker) mapping(n *yaml.Node, what string, known []string) ([]field, bo
 		if seen != nil {
 			seen[k.Value] = k
 		}
-		if known != nil && !contains(known, k.Value) {
+		if known != nil && !slices.Contains(known, k.Value) {
 			w.errs.AddHint(posOf(k), diag.Suggest(k.Value, known),
 				"%s: unknown key %q (expected one of %s)", what, k.Value, strings.Join(known, ", "))
 			continue
@@ -120,7 +122,7 @@ func misspelled(n *yaml.Node, known []string, key string) bool {
 	want := diag.Suggest(key, []string{key})
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k := n.Content[i]
-		if k.Kind == yaml.ScalarNode && !contains(known, k.Value) && diag.Suggest(k.Value, known) == want {
+		if k.Kind == yaml.ScalarNode && !slices.Contains(known, k.Value) && diag.Suggest(k.Value, known) == want {
 			return true
 		}
 	}
@@ -131,15 +133,6 @@ func misspelled(n *yaml.Node, known []string, key string) bool {
 func hasKey(n *yaml.Node, key string) bool {
 	for i := 0; n != nil && i+1 < len(n.Content); i += 2 {
 		if n.Content[i].Kind == yaml.ScalarNode && n.Content[i].Value == key {
-			return true
-		}
-	}
-	return false
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
 			return true
 		}
 	}
@@ -158,11 +151,11 @@ func (w *walker) sequence(n *yaml.Node, what string) ([]*yaml.Node, bool) {
 // expected reports a value at pos that is not what it should be: got, as
 // kindName says it, where want was expected.
 func (w *walker) expected(pos diag.Pos, what, want, got string) {
-	w.errs.Add(pos, "%s: expected %s, got %s", what, want, got)
+	ir.Expected(w.errs, pos, what, want, got)
 }
 
 // integer decodes an integer scalar that fits in an int32-sized range, so
-// a product of two extents cannot overflow (size.go bounds whole tensors).
+// a product of two extents cannot overflow (ir bounds whole tensors).
 func (w *walker) integer(n *yaml.Node, what string) (int, bool) {
 	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" {
 		w.expected(posOf(n), what, "an integer", kindName(n))
@@ -184,7 +177,7 @@ func (w *walker) integer(n *yaml.Node, what string) (int, bool) {
 // positive decodes an integer >= 1.
 func (w *walker) positive(n *yaml.Node, what string) (int, bool) {
 	v, ok := w.integer(n, what)
-	if ok && !checkPositive(w.errs, v, posOf(n), what) {
+	if ok && !ir.CheckPositive(w.errs, v, posOf(n), what) {
 		return 0, false
 	}
 	return v, ok
@@ -216,109 +209,53 @@ func (w *walker) boolean(n *yaml.Node, what string) (bool, bool) {
 // str decodes a string scalar. Plain scalars that YAML would read as numbers,
 // booleans or null are rejected so that "name: 1" is not silently a name.
 func (w *walker) str(n *yaml.Node, what string) (string, bool) {
-	return w.strIn(scalarOf(n), what)
+	return scalarOf(n).String(w.errs, what)
 }
 
 // ident decodes a name: a string that is a C-like identifier, so generated
 // buffer names such as "tv1/partial" never collide with user names.
 func (w *walker) ident(n *yaml.Node, what string) (string, bool) {
-	return w.identIn(scalarOf(n), what)
+	return scalarOf(n).Ident(w.errs, what)
 }
 
-// scalarIn is a value that should be a string, as the checks that run
-// after its node is gone need it: the string, or else what the value is
-// (kindName), and where it is written.
-type scalarIn struct {
-	value string
-	got   string // "" for a string
-	pos   diag.Pos
-}
-
-// scalarOf reads n for strIn.
-func scalarOf(n *yaml.Node) scalarIn {
+// scalarOf is n as a value that should be a string.
+func scalarOf(n *yaml.Node) ir.Str {
 	if n.Kind != yaml.ScalarNode || n.Tag != "!!str" {
-		return scalarIn{got: kindName(n), pos: posOf(n)}
+		return ir.Str{Got: kindName(n), Pos: posOf(n)}
 	}
-	return scalarIn{value: n.Value, pos: posOf(n)}
+	return ir.Str{Value: n.Value, Pos: posOf(n)}
 }
 
-// strIn is str of a value read by scalarOf.
-func (w *walker) strIn(s scalarIn, what string) (string, bool) {
-	if s.got != "" {
-		w.expected(s.pos, what, "a string", s.got)
-		return "", false
-	}
-	return s.value, true
-}
-
-// identIn is ident of a value read by scalarOf.
-func (w *walker) identIn(s scalarIn, what string) (string, bool) {
-	name, ok := w.strIn(s, what)
-	if ok && !isIdent(name) {
-		w.errs.Add(s.pos, "%s: %q is not a valid name (expected letters, digits and _, not starting with a digit)", what, name)
-		return "", false
-	}
-	return name, ok
-}
-
-// tensorIn is identIn for a list of tensors (inputs, outputs), which may
-// name a gradient too (t.grad).
-func (w *walker) tensorIn(s scalarIn, what string) (string, bool) {
-	if isGradName(s.value) && s.got == "" {
-		return s.value, true
-	}
-	return w.identIn(s, what)
-}
-
-// listIn is a list of strings as the checks that run after its nodes are
-// gone need it: where it is written, what it is when it is no list
-// (kindName, "" for a list), and its entries.
-type listIn struct {
-	at    diag.Pos
-	got   string
-	items []scalarIn
-}
-
-// listOf reads n for list.
-func listOf(n *yaml.Node) *listIn {
+// listOf is n as a list of strings.
+func listOf(n *yaml.Node) *ir.StrList {
 	if n.Kind != yaml.SequenceNode {
-		return &listIn{at: posOf(n), got: kindName(n)}
+		return &ir.StrList{At: posOf(n), Got: kindName(n)}
 	}
-	l := &listIn{at: posOf(n), items: make([]scalarIn, len(n.Content))}
+	l := &ir.StrList{At: posOf(n), Items: make([]ir.Str, len(n.Content))}
 	for i, it := range n.Content {
-		l.items[i] = scalarOf(it)
+		l.Items[i] = scalarOf(it)
 	}
 	return l
 }
 
-// list is sequence of a list read by listOf.
-func (w *walker) list(l *listIn, what string) ([]scalarIn, bool) {
-	if l.got != "" {
-		w.expected(l.at, what, "a list", l.got)
-		return nil, false
+// names decodes a list of names, and keeps those that are names
+// (ir.IsIdent).
+func (w *walker) names(n *yaml.Node, what string) []ir.Str {
+	items, _ := listOf(n).Entries(w.errs, what)
+	var out []ir.Str
+	for _, it := range items {
+		if _, ok := it.Ident(w.errs, what); ok {
+			out = append(out, it)
+		}
 	}
-	return l.items, true
+	return out
 }
 
 // keyIdent checks a mapping key used as a name.
 func (w *walker) keyIdent(k *yaml.Node, what string) bool {
-	if !isIdent(k.Value) {
+	if !ir.IsIdent(k.Value) {
 		w.errs.Add(posOf(k), "%s name %q is not valid (expected letters, digits and _, not starting with a digit)", what, k.Value)
 		return false
 	}
 	return true
-}
-
-// isIdent reports whether s matches [A-Za-z_][A-Za-z0-9_]*: a loop over
-// bytes, as every name of a fusion is checked (a regular expression took
-// a tenth of parsing).
-func isIdent(s string) bool {
-	for i := range len(s) {
-		c := s[i]
-		letter := c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
-		if !letter && (i == 0 || c < '0' || c > '9') {
-			return false
-		}
-	}
-	return s != ""
 }

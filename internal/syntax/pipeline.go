@@ -1,0 +1,70 @@
+package syntax
+
+import (
+	"slices"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/nvcomm/nvcomm/internal/diag"
+	"github.com/nvcomm/nvcomm/internal/ir"
+)
+
+// pipelineKeys are the keys of a pipeline section.
+var pipelineKeys = []string{"stages", "microbatches", "schedule", "batch_axis", "inputs"}
+
+// parsePipeline reads the pipeline section; its names are checked by
+// pipelineOf, after the fusion is built.
+func (p *reader) parsePipeline(v *yaml.Node) {
+	fields, ok := p.w.mapping(v, "pipeline", pipelineKeys)
+	if !ok {
+		return
+	}
+	r := &ir.PipelineDecl{At: posOf(v), Microbatches: -1}
+	var seen []string
+	for _, f := range fields {
+		seen = append(seen, f.Key)
+		switch f.Key {
+		case "stages":
+			if items, ok := listOf(f.Value).Entries(p.errs, "pipeline stages"); ok {
+				r.Stages = items
+			}
+		case "microbatches":
+			r.MicroAt = posOf(f.Value)
+			if n, ok := p.w.positive(f.Value, "pipeline microbatches"); ok {
+				r.Microbatches = n
+			}
+		case "schedule":
+			r.ScheduleAt = posOf(f.Value)
+			if s, ok := p.w.str(f.Value, "pipeline schedule"); ok {
+				r.Schedule = s
+				if !slices.Contains(ir.Schedules(), s) {
+					hint := diag.Suggest(s, ir.Schedules())
+					if s == "interleaved" {
+						hint = "interleaved 1F1B (virtual stages) is not built yet: use 1f1b"
+					}
+					p.errs.AddHint(r.ScheduleAt, hint, "pipeline schedule: unknown schedule %q (known: %s)", s, strings.Join(ir.Schedules(), ", "))
+				}
+			}
+		case "batch_axis":
+			r.BatchAxisAt = posOf(f.Value)
+			if a, ok := p.w.integer(f.Value, "pipeline batch_axis"); ok {
+				r.BatchAxis = a
+			}
+		case "inputs":
+			r.InputsAt = posOf(f.Value)
+			r.Inputs = p.w.names(f.Value, "pipeline inputs")
+		}
+	}
+	for _, key := range []string{"stages", "microbatches", "schedule", "inputs"} {
+		if !slices.Contains(seen, key) && !misspelled(v, pipelineKeys, key) {
+			p.errs.AddHint(r.At, "pipeline: {stages: [s0, s1], microbatches: 4, schedule: 1f1b, inputs: [x, dy]}",
+				"pipeline: missing key %q", key)
+		}
+	}
+	if p.auto {
+		p.errs.AddHint(r.At, "lower the pipeline with the shardings written, without --auto",
+			"pipeline: lower --auto does not plan a pipeline yet")
+	}
+	p.src.SetPipeline(r)
+}

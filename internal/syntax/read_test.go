@@ -1,0 +1,89 @@
+package syntax
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestRead checks what Read hands back under each reader: a Source for a
+// file whose frame is whole (built or not by Build, for its own
+// problems), none and the frame's problems for one whose frame is broken,
+// and ErrNotStreamed from the streaming reader alone for a file it does
+// not take.
+func TestRead(t *testing.T) {
+	const good = "meshes:\n  m: [0, 1]\ntensors:\n  a: {mesh: m, shape: [4]}\nops:\n- {op: set, in: a, out: b}\n"
+	tests := []struct {
+		name   string
+		src    string
+		reader Reader
+		// source is whether Read gives a Source; err its error, "" for
+		// none; built whether that Source builds a fusion.
+		source bool
+		err    string
+		built  bool
+	}{
+		{"streamed", good, AnyReader, true, "", true},
+		{"streamed alone", good, StreamReader, true, "", true},
+		{"the tree", good, TreeReader, true, "", true},
+		{"a comment: the tree", "# c\n" + good, AnyReader, true, "", true},
+		{"a comment: not streamed", "# c\n" + good, StreamReader, false, ErrNotStreamed.Error(), false},
+		{"an entry's problem is Build's", "meshes:\n  m: [0, 1]\ntensors:\n  a: {mesh: k, shape: [4]}\n", AnyReader, true,
+			"", false},
+		{"no meshes: the frame", "tensors:\n  a: {shape: [4]}\n", AnyReader, false,
+			`f.yaml:1:1: error: fusion: missing key "meshes"`, false},
+		{"a list: the frame", "- meshes\n", AnyReader, false,
+			"f.yaml:1:1: error: fusion: expected a mapping, got a list", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src, err := Read("f.yaml", []byte(tt.src), Options{Reader: tt.reader})
+			if got := errText(err); got != tt.err {
+				t.Errorf("error %q, want %q", got, tt.err)
+			}
+			if (src != nil) != tt.source {
+				t.Fatalf("Source %v, want one: %v", src, tt.source)
+			}
+			if src == nil {
+				return
+			}
+			f, err := src.Build(false)
+			if (f != nil) != tt.built || (err == nil) != tt.built {
+				t.Errorf("Build: fusion %v, error %v; want built: %v", f != nil, err, tt.built)
+			}
+		})
+	}
+}
+
+// TestParseWithReaders requires the same fusion or diagnostics of every
+// reader that takes a file, and ErrNotStreamed for the streaming reader
+// alone where it does not.
+func TestParseWithReaders(t *testing.T) {
+	for name, src := range map[string]string{
+		"good":    "meshes:\n  m: [0, 1]\ntensors:\n  a: {mesh: m, shape: [4], placements: [Shard(0)]}\nops:\n- {op: set, in: a, out: b}\n",
+		"errors":  "meshes:\n  m: [0, 1]\ntensors:\n  a: {mesh: m, shape: [0], placements: [Shard(2)]}\nops:\n- {op: sett, in: a, out: b}\n",
+		"library": "meshes: {m: [0, 1]}  # a comment\ntensors:\n  a: {mesh: m, shape: [4]}\nops:\n- {op: set, in: a, out: b}\n",
+	} {
+		var texts [][]string
+		var errs []string
+		for _, r := range []Reader{AnyReader, StreamReader, TreeReader} {
+			f, err := ParseWith(name+".yaml", []byte(src), Options{Reader: r})
+			if errors.Is(err, ErrNotStreamed) {
+				if name != "library" || r != StreamReader {
+					t.Errorf("%s: reader %d does not take it", name, r)
+				}
+				continue
+			}
+			texts, errs = append(texts, fusionText(f)), append(errs, errText(err))
+		}
+		for i := 1; i < len(texts); i++ {
+			if diff := cmp.Diff(texts[0], texts[i]); diff != "" {
+				t.Errorf("%s: fusions differ (-first +other):\n%s", name, diff)
+			}
+			if diff := cmp.Diff(errs[0], errs[i]); diff != "" {
+				t.Errorf("%s: diagnostics differ (-first +other):\n%s", name, diff)
+			}
+		}
+	}
+}
