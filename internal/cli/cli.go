@@ -59,6 +59,8 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			code = ExitInternal
 		}
 	}()
+	ctx, unmap := withMappedInputs(ctx)
+	defer unmap()
 	root := newRootCmd()
 	root.SetArgs(args)
 	root.SetIn(stdin)

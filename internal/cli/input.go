@@ -142,6 +142,9 @@ func readLimited(cmd *cobra.Command, name string, r io.Reader, plans bool) ([]by
 				return nil, tooLarge(cmd, name, plan)
 			}
 			size = fi.Size()
+			if b, ok := mapInput(cmd.Context(), f, size); ok {
+				return b, nil
+			}
 		}
 	}
 	b, err := readAll(io.LimitReader(br, limit+1), size)

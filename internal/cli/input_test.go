@@ -124,3 +124,34 @@ func TestPlanInputLimit(t *testing.T) {
 		t.Errorf("simulate --max-input 100 FUSION: exit %d, stderr\n%s\nwant exit 1, stderr\n%s", code, stderr, want)
 	}
 }
+
+// TestMappedInputSameAsRead lowers a fusion of over a megabyte, which is
+// mapped rather than read (mapMin), and the same fusion from standard
+// input, which is read: the plans are the same bytes. Validating the plan,
+// mapped too, twice in one process shows each Run's mapping its own.
+func TestMappedInputSameAsRead(t *testing.T) {
+	src := scale.Chain(15_000, scale.Mesh1D)
+	if len(src) < 1<<20 {
+		t.Fatalf("the fusion is %d B, under a megabyte: it is read, not mapped", len(src))
+	}
+	dir := t.TempDir()
+	fusion := writeFile(t, dir, "chain.yaml", string(src))
+	run := func(stdin string, args ...string) string {
+		t.Helper()
+		var out, errs strings.Builder
+		if code := cli.Run(t.Context(), args, strings.NewReader(stdin), &out, &errs); code != 0 {
+			t.Fatalf("nvcomm %v: exit %d\n%s", args, code, errs.String())
+		}
+		return out.String()
+	}
+	mapped, read := run("", "lower", fusion), run(string(src), "lower", "-")
+	if mapped != read {
+		t.Fatalf("the plan of the mapped fusion differs from the plan of the fusion read (%d and %d B)", len(mapped), len(read))
+	}
+	plan := writeFile(t, dir, "chain.json", mapped)
+	for range 2 {
+		if got, want := run("", "validate", plan), plan+": valid plan (25000 steps)\n"; got != want {
+			t.Errorf("validate: %q, want %q", got, want)
+		}
+	}
+}

@@ -59,13 +59,9 @@ there were.`,
 // that reads a plan runs it, so none acts on a plan nvcomm cannot vouch
 // for.
 func checkPlan(cmd *cobra.Command, name string, p *plan.Plan) error {
-	problems := plan.Validate(p)
-	if len(problems) == 0 {
-		var unproven []int
-		problems, unproven = lower.Certify(p)
-		if len(problems) == 0 && len(unproven) > 0 {
-			problems = prove(p, unproven)
-		}
+	problems, unproven := lower.Check(p)
+	if len(problems) == 0 && len(unproven) > 0 {
+		problems = prove(p, unproven)
 	}
 	if len(problems) == 0 {
 		return nil

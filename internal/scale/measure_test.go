@@ -68,12 +68,12 @@ func (w *countingWriter) Write(b []byte) (int, error) {
 }
 
 // validation is `nvcomm validate` done in process on a plan's JSON:
-// decoding it, plan.Validate and lower.Certify (which lowers the plan's
-// fusion again), each timed.
-type validation struct{ decode, validate, certify, cpu time.Duration }
+// decoding it and lower.Check (plan.Validate and lower.Certify, which
+// lowers the plan's fusion again, at once), each timed.
+type validation struct{ decode, check, cpu time.Duration }
 
 // total is the wall time of the whole validation.
-func (v validation) total() time.Duration { return v.decode + v.validate + v.certify }
+func (v validation) total() time.Duration { return v.decode + v.check }
 
 // validateSource lowers src, encodes the plan and measures validating
 // it as `nvcomm validate` does.
@@ -90,14 +90,10 @@ func validateSource(name string, src []byte) (validation, error) {
 		return v, err
 	}
 	decoded := time.Now()
-	if problems := plan.Validate(p); len(problems) > 0 {
-		return v, fmt.Errorf("%s: %d problems, first %v", name, len(problems), problems[0])
+	if problems, unproven := lower.Check(p); len(problems) > 0 || len(unproven) > 0 {
+		return v, fmt.Errorf("%s: not valid or not certified: %v, unproven ops %v", name, problems, unproven)
 	}
-	validated := time.Now()
-	if problems, unproven := lower.Certify(p); len(problems) > 0 || len(unproven) > 0 {
-		return v, fmt.Errorf("%s: not certified: %v, unproven ops %v", name, problems, unproven)
-	}
-	v.decode, v.validate, v.certify = decoded.Sub(start), validated.Sub(decoded), time.Since(validated)
+	v.decode, v.check = decoded.Sub(start), time.Since(decoded)
 	v.cpu = scale.CPUTime() - cpu
 	return v, nil
 }

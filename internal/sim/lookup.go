@@ -146,8 +146,25 @@ func embeddingReference(ids, table operand) []float64 {
 // Bt·N·E (count.output), and one offset per device: device k's table
 // holds rows offsets[k] to offsets[k] + V - 1.
 func lookupStep(s *plan.Step) (computeStep, error) {
+	return indexedStep(s, indexed{step: "Lookup", second: "table", gathers: true, kernel: lookupKernel})
+}
+
+// indexed is what tells the two steps indexed by rows apart: a Lookup
+// gathers rows (its output has the indices' N rows and its table V), a
+// ScatterAdd adds them (its output has V rows and its values N).
+type indexed struct {
+	step, second string // the step's type, its second input's name
+	gathers      bool
+	kernel       func(ids, second []float64, bt, n, v, e, off int) []float64
+}
+
+// indexedStep checks the form a Lookup and a ScatterAdd share: inputs
+// [indices, second], dims [Bt, N, V, E], Bt·N indices (count.input), one
+// offset per device, and the output's and second input's sizes, Bt·N·E and
+// Bt·V·E, the one way round or the other.
+func indexedStep(s *plan.Step, ix indexed) (computeStep, error) {
 	if n := len(s.Operands()); n != 2 {
-		return computeStep{}, stepError(s, "a Lookup reads 2 buffers (inputs [indices, table]), got %d", n)
+		return computeStep{}, stepError(s, "a %s reads 2 buffers (inputs [indices, %s]), got %d", ix.step, ix.second, n)
 	}
 	if len(s.Dims) != 4 || !nonNegative(s.Dims) {
 		return computeStep{}, stepError(s, "dims %v must be [Bt, N, V, E], four non-negative extents", s.Dims)
@@ -159,17 +176,21 @@ func lookupStep(s *plan.Step) (computeStep, error) {
 	if got := satProduct([]int{bt, n}); got != int64(s.Count.Input) {
 		return computeStep{}, stepError(s, "count.input is %d, dims %v give Bt·N = %d", s.Count.Input, s.Dims, got)
 	}
-	if got := satProduct([]int{bt, n, e}); got != int64(s.Count.Output) {
-		return computeStep{}, stepError(s, "count.output is %d, dims %v give Bt·N·E = %d", s.Count.Output, s.Dims, got)
+	outRows, secondRows, outName, secondName := n, v, "N", "V"
+	if !ix.gathers {
+		outRows, secondRows, outName, secondName = v, n, "V", "N"
 	}
-	nt := satProduct([]int{bt, v, e})
-	if nt > math.MaxInt {
-		return computeStep{}, stepError(s, "dims %v give the table more elements than a buffer holds", s.Dims)
+	if got := satProduct([]int{bt, outRows, e}); got != int64(s.Count.Output) {
+		return computeStep{}, stepError(s, "count.output is %d, dims %v give Bt·%s·E = %d", s.Count.Output, s.Dims, outName, got)
 	}
-	sizes := []inputSize{counted(s), {int(nt), fmt.Sprintf("want %d (Bt·V·E of dims %v)", nt, s.Dims)}}
-	offsets := s.Offsets
+	size := satProduct([]int{bt, secondRows, e})
+	if size > math.MaxInt {
+		return computeStep{}, stepError(s, "dims %v give the %s more elements than a buffer holds", s.Dims, ix.second)
+	}
+	sizes := []inputSize{counted(s), {int(size), fmt.Sprintf("want %d (Bt·%s·E of dims %v)", size, secondName, s.Dims)}}
+	offsets := slices.Clone(s.Offsets)
 	return computeStep{sizes, func(k int, ins [][]float64) []float64 {
-		return lookupKernel(ins[0], ins[1], bt, n, v, e, offsets[k])
+		return ix.kernel(ins[0], ins[1], bt, n, v, e, offsets[k])
 	}}, nil
 }
 

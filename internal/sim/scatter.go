@@ -2,8 +2,6 @@ package sim
 
 import (
 	"fmt"
-	"math"
-	"slices"
 
 	"github.com/nvcomm/nvcomm/internal/ops"
 	"github.com/nvcomm/nvcomm/internal/plan"
@@ -55,31 +53,7 @@ func scatterReference(index, src operand, rows int) []float64 {
 // of Bt·V·E (count.output), and one offset per device: device k's block
 // holds rows offsets[k] to offsets[k] + V - 1.
 func scatterStep(s *plan.Step) (computeStep, error) {
-	if n := len(s.Operands()); n != 2 {
-		return computeStep{}, stepError(s, "a ScatterAdd reads 2 buffers (inputs [indices, values]), got %d", n)
-	}
-	if len(s.Dims) != 4 || !nonNegative(s.Dims) {
-		return computeStep{}, stepError(s, "dims %v must be [Bt, N, V, E], four non-negative extents", s.Dims)
-	}
-	if len(s.Offsets) != len(s.Devices) {
-		return computeStep{}, stepError(s, "offsets has %d entries for %d devices", len(s.Offsets), len(s.Devices))
-	}
-	bt, n, v, e := s.Dims[0], s.Dims[1], s.Dims[2], s.Dims[3]
-	if got := satProduct([]int{bt, n}); got != int64(s.Count.Input) {
-		return computeStep{}, stepError(s, "count.input is %d, dims %v give Bt·N = %d", s.Count.Input, s.Dims, got)
-	}
-	if got := satProduct([]int{bt, v, e}); got != int64(s.Count.Output) {
-		return computeStep{}, stepError(s, "count.output is %d, dims %v give Bt·V·E = %d", s.Count.Output, s.Dims, got)
-	}
-	nv := satProduct([]int{bt, n, e})
-	if nv > math.MaxInt {
-		return computeStep{}, stepError(s, "dims %v give the values more elements than a buffer holds", s.Dims)
-	}
-	sizes := []inputSize{counted(s), {int(nv), fmt.Sprintf("want %d (Bt·N·E of dims %v)", nv, s.Dims)}}
-	offsets := slices.Clone(s.Offsets)
-	return computeStep{sizes, func(k int, ins [][]float64) []float64 {
-		return scatterKernel(ins[0], ins[1], bt, n, v, e, offsets[k])
-	}}, nil
+	return indexedStep(s, indexed{step: "ScatterAdd", second: "values", gathers: false, kernel: scatterKernel})
 }
 
 // scatterKernel is a device's ScatterAdd: out[b, ids[b, i] − off, j] +=

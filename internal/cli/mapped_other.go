@@ -1,0 +1,13 @@
+//go:build !linux
+
+package cli
+
+import (
+	"errors"
+	"os"
+)
+
+// mapFile does not map files here: inputs are read.
+func mapFile(*os.File, int) ([]byte, func(), error) {
+	return nil, nil, errors.New("inputs are not mapped on this system")
+}
