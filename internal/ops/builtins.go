@@ -19,11 +19,11 @@ func builtins() *Registry {
 			Combine: red.name, Rule: reductionRule, Doc: red.doc})
 	}
 	for _, e := range []Op{
-		binary("add", "a + b", Kernel{Ring: func(a, b int64) int64 { return a + b }},
+		binary("add", "a + b", Kernel{Ring: func(a, b, _ int64) int64 { return a + b }},
 			Torch{Func: "torch.add", Rounding: Additive}),
-		binary("sub", "a - b", Kernel{Ring: func(a, b int64) int64 { return a - b }},
+		binary("sub", "a - b", Kernel{Ring: func(a, b, _ int64) int64 { return a - b }},
 			Torch{Func: "torch.sub", Magnitude: "torch.add", Rounding: Additive}),
-		binary("mul", "a * b", Kernel{Ring: func(a, b int64) int64 { return a * b }},
+		binary("mul", "a * b", Kernel{Ring: ringMul},
 			Torch{Func: "torch.mul", Rounding: Multiplicative}),
 		binary("maximum", "the larger of a and b", Kernel{Value: func(a, b float64) float64 { return max(a, b) }},
 			Torch{Func: "torch.maximum", Rounding: Selecting}),
@@ -92,7 +92,7 @@ func transformerElementwise() []Op {
 	}
 	return []Op{
 		binary("div", "a / b", Kernel{Field: divField}, bounded("div", "torch.div", Quotient, true)),
-		transcendental("exp", "eˣ", "torch.exp", fixedMap(keyExp), true),
+		unary("exp", "eˣ", Kernel{Exp: ExpKernel}, bounded("exp", "torch.exp", Transcendental, true)),
 		transcendental("log", "the natural logarithm of x", "torch.log", fixedMap(keyLog), true),
 		transcendental("tanh", "tanh(x)", "torch.tanh", fixedMap(keyTanh), false),
 		transcendental("sigmoid", "1 / (1 + e⁻ˣ)", "torch.sigmoid", sigmoidField, false),
@@ -104,7 +104,7 @@ func transformerElementwise() []Op {
 		transcendental("sqrt", "√x", "torch.sqrt", sqrtField, true),
 		transcendental("rsqrt", "1 / √x", "torch.rsqrt", rsqrtField, true),
 		unary("reciprocal", "1 / x", Kernel{Field: reciprocalField}, bounded("reciprocal", "torch.reciprocal", Quotient, true)),
-		unary("square", "x · x", Kernel{Ring: func(a, _ int64) int64 { return a * a }},
+		unary("square", "x · x", Kernel{Ring: func(a, _, m int64) int64 { return ringMul(a, a, m) }},
 			Torch{Func: "torch.square", Rounding: Multiplicative}),
 	}
 }

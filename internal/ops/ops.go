@@ -108,17 +108,25 @@ const (
 // (docs/simulate.md, "Exactness"). One of its fields is set. A
 // unary kernel ignores b.
 type Kernel struct {
-	// Ring computes a ring operation (add, sub, mul, square) on integers,
-	// which the simulator takes modulo its prime, so that any sum or
-	// product may be split into partial ones and still match the reference
-	// exactly.
-	Ring func(a, b int64) int64
-	// Field computes in the integers modulo the simulator's prime p, which
-	// it is given, on integers (the simulator's representatives, which
-	// the kernel reduces itself); the simulator takes the result modulo p.
-	// It is for what needs p itself: inverses, and the fixed maps that
-	// stand in for the transcendental functions (field.go).
+	// Ring computes a ring operation (add, sub, mul, square) modulo m on
+	// integers below m in magnitude (the simulator's representatives): the
+	// result need only be congruent to the operation's modulo m, which the
+	// simulator reduces, so that any sum or product may be split into
+	// partial ones and still match the reference exactly. m is the
+	// simulator's prime, or the second sort's ([ExpModulus]) for an
+	// operand computed from an exp, whose products pass 2⁶³ ([MulMod]).
+	Ring func(a, b, m int64) int64
+	// Field computes in the integers modulo the prime p, which it is given
+	// (the simulator's, or [ExpModulus] for an operand of the second
+	// sort), on integers (the simulator's representatives, which the
+	// kernel reduces itself); the simulator takes the result modulo p. It
+	// is for what needs p itself: inverses, and the fixed maps that stand
+	// in for the transcendental functions (field.go).
 	Field func(a, b, p int64) int64
+	// Exp maps a residue modulo the simulator's prime p to one modulo
+	// [ExpModulus], a homomorphism from addition to multiplication: exp's
+	// kernel ([ExpKernel]), whose result is of the second sort.
+	Exp func(a, p int64) int64
 	// Value computes on the values as they are.
 	Value func(a, b float64) float64
 }

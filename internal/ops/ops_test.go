@@ -126,7 +126,7 @@ func TestRegisterRefuses(t *testing.T) {
 		{"no rule", Op{Name: "f", Family: Unary, Operands: []string{"x"}, Kernel: kernel, Torch: torch}, "no sharding rule"},
 		{"no kernel", Op{Name: "f", Family: Unary, Operands: []string{"x"}, Rule: rule, Torch: torch}, "needs a kernel"},
 		{"two kernels", Op{Name: "f", Family: Unary, Operands: []string{"x"}, Rule: rule, Torch: torch,
-			Kernel: &Kernel{Value: kernel.Value, Ring: func(a, _ int64) int64 { return a }}}, "needs a kernel"},
+			Kernel: &Kernel{Value: kernel.Value, Ring: func(a, _, _ int64) int64 { return a }}}, "needs a kernel"},
 		{"no torch", Op{Name: "f", Family: Unary, Operands: []string{"x"}, Rule: rule, Kernel: kernel}, "torch function"},
 		{"binary of one", Op{Name: "f", Family: Binary, Operands: []string{"x"}, Rule: rule, Kernel: kernel, Torch: torch}, "takes two operands"},
 	} {

@@ -144,28 +144,24 @@ func TestCompositeDefinition(t *testing.T) {
 }
 
 // TestCompositeDefinitionDetects checks that the definition tells a
-// wrong expansion apart: a softmax without its maximum, a mean by
-// another n, a norm without eps.
+// wrong expansion apart: a softmax normalized over the wrong axis, a mean
+// by another n, a norm without eps. A softmax without its maximum is not
+// wrong: exp's homomorphism (sort.go) makes the shift cancel exactly, as
+// in real numbers, which TestSoftmaxShiftCancels shows.
 func TestCompositeDefinitionDetects(t *testing.T) {
 	r := rand.New(rand.NewPCG(26, 2))
 	x := randomOperand(r, "x", []int{4, 8})
 	eps := 1e-6
 	wrong := map[string]func() []float64{
-		"softmax without max": func() []float64 {
-			e := evalOp(plan.Op{Op: "exp"}, []operand{x}, x.shape)
-			s := reduceAxis("sum", e, x.shape, 1)
-			out := make([]float64, len(e))
-			for i := range e {
-				out[i] = fnDiv(e[i], s[i/8])
-			}
-			return out
+		"softmax over the other axis": func() []float64 {
+			return mustDef(t, &plan.Of{Op: "softmax", Axis: new(0)}, x)
 		},
 		"mean by n-1": func() []float64 {
 			s := reduceAxis("sum", x.vals, x.shape, 1)
 			return evalOp(plan.Op{Op: "div", Scalar: &ops.Scalar{Slot: 1, Value: 7}}, []operand{{v: stored(s), vals: s, shape: []int{4}}}, []int{4})
 		},
 	}
-	defs := map[string]*plan.Of{"softmax without max": {Op: "softmax", Axis: new(1)}, "mean by n-1": {Op: "mean", Axis: new(1)}}
+	defs := map[string]*plan.Of{"softmax over the other axis": {Op: "softmax", Axis: new(1)}, "mean by n-1": {Op: "mean", Axis: new(1)}}
 	for name, f := range wrong {
 		want, err := compositeDef(defs[name], []operand{x})
 		if err != nil {
@@ -177,6 +173,30 @@ func TestCompositeDefinitionDetects(t *testing.T) {
 	}
 	if a, b := mustDef(t, &plan.Of{Op: "rms_norm", Axes: []int{1}, Eps: &eps}, x), mustDef(t, &plan.Of{Op: "rms_norm", Axes: []int{1}}, x); slices.Equal(a, b) {
 		t.Error("rms_norm: eps changes nothing")
+	}
+}
+
+// TestSoftmaxShiftCancels shows exp's homomorphism at work: softmax
+// computed as exp(x − c) / Σ exp(x − c) is the definition's (shifted by
+// the row max) exactly, whatever c — none, the row min, any constant —
+// as online softmax's rescaling by exp(m − m') needs.
+func TestSoftmaxShiftCancels(t *testing.T) {
+	r := rand.New(rand.NewPCG(26, 3))
+	x := randomOperand(r, "x", []int{4, 8})
+	want := mustDef(t, &plan.Of{Op: "softmax", Axis: new(1)}, x)
+	for _, c := range []float64{0, 1, -511, 1 << 29, float64(-modulus / 2)} {
+		e := make([]float64, len(x.vals))
+		for i, v := range x.vals {
+			e[i] = fnExp(fnSub(v, c), 0)
+		}
+		s := reduceAxis("sum", e, x.shape, 1)
+		got := make([]float64, len(e))
+		for i := range e {
+			got[i] = fnDiv(e[i], s[i/8])
+		}
+		if d := cmp.Diff(want, got); d != "" {
+			t.Errorf("softmax shifted by %v differs from the definition (-want +got):\n%s", c, d)
+		}
 	}
 }
 

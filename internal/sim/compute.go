@@ -37,23 +37,29 @@ func pointwiseFuncOf(name string) pointwiseFunc {
 	case k.Ring != nil:
 		return integral(k.Ring)
 	case k.Field != nil:
-		return integral(func(a, b int64) int64 { return k.Field(a, b, modulus) })
+		return integral(k.Field)
+	case k.Exp != nil:
+		return expFunc(k.Exp)
 	}
-	return k.Value
+	return valued(k.Value)
 }
 
 // integral returns f on the simulation's values, the result taken modulo
-// [modulus]. An infinity (a Pad's fill) has no residue: f of one is NaN,
+// [modulus], or modulo q when an operand is of the second sort (sort.go),
+// which the result is then too. An infinity (a Pad's fill) has no residue: f of one is NaN,
 // which equals nothing, so that a padded element a plan computes on can
 // never match the reference where it is checked (and is dropped, as every
 // pad is, where it is not). Go's conversion of an infinity to int64 is
 // unspecified, and on amd64 gives the same integer for both infinities.
-func integral(f func(a, b int64) int64) pointwiseFunc {
+func integral(f func(a, b, m int64) int64) pointwiseFunc {
 	return func(a, b float64) float64 {
 		if math.IsInf(a, 0) || math.IsInf(b, 0) || a != a || b != b {
 			return math.NaN()
 		}
-		return residue(f(int64(a), int64(b)))
+		if isQ(a) || isQ(b) {
+			return encodeQ(f(qRep(a), qRep(b), expModulus))
+		}
+		return residue(f(int64(a), int64(b), modulus))
 	}
 }
 
@@ -144,6 +150,9 @@ func dot(idx, st []int) int {
 // B's row), which reads B contiguously, and keeps every partial sum within
 // ±modulus so that it stays exact in a float64 without a scratch buffer.
 func matmulKernel(a, b []float64, bt, m, k, n int, sharedB bool) []float64 {
+	if anyQ(a) || anyQ(b) {
+		return matmulKernelSorted(a, b, bt, m, k, n, sharedB, false)
+	}
 	out := make([]float64, bt*m*n)
 	for t := range bt {
 		bt0 := batchOffset(t, k*n, sharedB)
@@ -182,6 +191,9 @@ func batchOffset(t, size int, shared bool) int {
 // sums kept within ±modulus; a transposed copy of B would be memory the
 // model does not price, as large as B on every device.
 func matmulKernelBT(a, b []float64, bt, m, k, n int, sharedB bool) []float64 {
+	if anyQ(a) || anyQ(b) {
+		return matmulKernelSorted(a, b, bt, m, k, n, sharedB, true)
+	}
 	out := make([]float64, bt*m*n)
 	for t := range bt {
 		bt0 := batchOffset(t, k*n, sharedB)
@@ -194,6 +206,35 @@ func matmulKernelBT(a, b []float64, bt, m, k, n int, sharedB bool) []float64 {
 					acc = (acc + int64(x)*int64(brow[l])) % modulus
 				}
 				out[(t*m+i)*n+j] = residue(acc)
+			}
+		}
+	}
+	return out
+}
+
+// matmulKernelSorted is matmulKernel (matmulKernelBT when transposed) of
+// operands of which some value is of the second sort: each output element
+// Σ_l a·b by prodMod and sumMod in l's order, so that it is of the second
+// sort exactly when one of its terms is, as the reference's.
+func matmulKernelSorted(a, b []float64, bt, m, k, n int, sharedB, transposed bool) []float64 {
+	out := make([]float64, bt*m*n)
+	for t := range bt {
+		bt0 := batchOffset(t, k*n, sharedB)
+		// Column j of B starts at bt0 + j and steps by n, or, stored
+		// transposed, at bt0 + j·k and steps by 1.
+		col, step := func(j int) int { return bt0 + j }, n
+		if transposed {
+			col, step = func(j int) int { return bt0 + j*k }, 1
+		}
+		colQ := make([]bool, n)
+		for j := range n {
+			colQ[j] = allQ(b, col(j), step, k)
+		}
+		for i := range m {
+			ai := (t*m + i) * k
+			rowQ := allQ(a, ai, 1, k)
+			for j := range n {
+				out[(t*m+i)*n+j] = dotSorted(a, ai, 1, b, col(j), step, k, rowQ || colQ[j])
 			}
 		}
 	}

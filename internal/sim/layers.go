@@ -314,6 +314,7 @@ func permuteReference(in operand, dims, out []int) []float64 {
 // [modulus], b's batch index dropped when b is 2-D. It is written apart
 // from the Matmul step's kernel so that the two do not share a mistake.
 func matmulReference(a, b operand) []float64 {
+	sorted := anyQ(a.vals) || anyQ(b.vals)
 	ra, rb := len(a.shape), len(b.shape)
 	batch := product(a.shape[:ra-2])
 	m, k, n := a.shape[ra-2], a.shape[ra-1], b.shape[rb-1]
@@ -325,6 +326,11 @@ func matmulReference(a, b operand) []float64 {
 		}
 		for i := range m {
 			for j := range n {
+				if sorted {
+					ai, bj := (t*m+i)*k, bBase+j
+					out = append(out, dotSorted(a.vals, ai, 1, b.vals, bj, n, k, allQ(a.vals, ai, 1, k) || allQ(b.vals, bj, n, k)))
+					continue
+				}
 				var acc int64
 				for l := range k {
 					acc = (acc + int64(a.vals[(t*m+i)*k+l])*int64(b.vals[bBase+l*n+j])) % modulus
@@ -344,6 +350,9 @@ func linearReference(ins []operand) []float64 {
 	n, k := w.shape[0], w.shape[1]
 	rows := product(x.shape[:len(x.shape)-1])
 	out := make([]float64, 0, rows*n)
+	if anyQ(x.vals) || anyQ(w.vals) || len(ins) == 3 && anyQ(ins[2].vals) {
+		return linearSorted(ins, rows, n, k, out)
+	}
 	for r := range rows {
 		for j := range n {
 			var acc int64
@@ -354,6 +363,24 @@ func linearReference(ins []operand) []float64 {
 				acc += int64(ins[2].vals[j])
 			}
 			out = append(out, residue(acc))
+		}
+	}
+	return out
+}
+
+// linearSorted is linearReference of operands of which some value is of
+// the second sort: each element by dotSorted, the bias added last, as the
+// devices' Matmul and Pointwise add it.
+func linearSorted(ins []operand, rows, n, k int, out []float64) []float64 {
+	x, w := ins[0], ins[1]
+	for r := range rows {
+		rowQ := allQ(x.vals, r*k, 1, k)
+		for j := range n {
+			acc := dotSorted(x.vals, r*k, 1, w.vals, j*k, 1, k, rowQ || allQ(w.vals, j*k, 1, k))
+			if len(ins) == 3 {
+				acc = sumMod(acc, ins[2].vals[j])
+			}
+			out = append(out, acc)
 		}
 	}
 	return out

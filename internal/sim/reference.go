@@ -155,7 +155,8 @@ func reduceAxisVec(op string, in vec, shape []int, axis int) []float64 {
 const combineBlock = 2048
 
 // combine applies a reduce op to two values: sum and prod modulo
-// [modulus], max and min as usual.
+// [modulus] (or q, sort.go), max and min as usual (a second sort value by
+// its representative).
 func combine(op string, a, b float64) float64 {
 	switch op {
 	case "sum":
@@ -163,9 +164,9 @@ func combine(op string, a, b float64) float64 {
 	case "prod":
 		return prodMod(a, b)
 	case "max":
-		return max(a, b)
+		return maxValue(a, b)
 	default:
-		return min(a, b)
+		return minValue(a, b)
 	}
 }
 
@@ -184,22 +185,26 @@ func combineInto(op string, dst, src []float64) {
 		}
 	case "max":
 		for i, x := range src {
-			dst[i] = max(dst[i], x)
+			dst[i] = maxValue(dst[i], x)
 		}
 	default:
 		for i, x := range src {
-			dst[i] = min(dst[i], x)
+			dst[i] = minValue(dst[i], x)
 		}
 	}
 }
 
-// sumMod and prodMod are a + b and a · b modulo [modulus]. An infinity
+// sumMod and prodMod are a + b and a · b modulo [modulus], or modulo q
+// when an operand is of the second sort (sort.go). An infinity
 // (a Pad's fill, which a sum or product never pads with) has no residue:
 // either of an infinity or a NaN is NaN, which equals nothing, as an exact
 // kernel's (integral).
 func prodMod(a, b float64) float64 {
 	if p := a * b; math.IsInf(p, 0) || p != p {
 		return math.NaN()
+	}
+	if isQ(a) || isQ(b) {
+		return encodeQ(ops.MulMod(qRep(a), qRep(b), expModulus))
 	}
 	return residue(int64(a) * int64(b))
 }
@@ -216,6 +221,9 @@ func sumMod(a, b float64) float64 {
 	}
 	if math.IsInf(s, 0) || s != s {
 		return math.NaN()
+	}
+	if isQ(a) || isQ(b) {
+		return encodeQ(qRep(a) + qRep(b))
 	}
 	return residue(int64(a) + int64(b))
 }

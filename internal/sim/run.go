@@ -396,6 +396,15 @@ func newMismatch(op, step int, tensor string, device int, expected, actual float
 // the strings "+Inf", "-Inf" and "NaN", where encoding/json failed.
 type Value float64
 
+// String writes v as %v writes a float64, but a value of the second sort
+// (sort.go) as its representative modulo q: "-12 (mod q)".
+func (v Value) String() string {
+	if f := float64(v); isQ(f) {
+		return strconv.FormatInt(qRep(f), 10) + " (mod q)"
+	}
+	return strconv.FormatFloat(float64(v), 'g', -1, 64)
+}
+
 // MarshalJSON writes v as a JSON number, or a non-finite v as a string.
 func (v Value) MarshalJSON() ([]byte, error) {
 	f := float64(v)

@@ -42,7 +42,7 @@ func scatterReference(index, src operand, rows int) []float64 {
 		b, at := k/n, int(id)
 		for j := range e {
 			o := (b*rows+at)*e + j
-			out[o] = residue(int64(out[o]) + int64(src.vals[k*e+j]))
+			out[o] = sumMod(out[o], src.vals[k*e+j])
 		}
 	}
 	return out
@@ -70,7 +70,7 @@ func scatterKernel(ids, values []float64, bt, n, v, e, off int) []float64 {
 			row := out[(b*v+int(r))*e : (b*v+int(r)+1)*e]
 			src := values[(b*n+i)*e:]
 			for j := range row {
-				row[j] = residue(int64(row[j]) + int64(src[j]))
+				row[j] = sumMod(row[j], src[j])
 			}
 		}
 	}
