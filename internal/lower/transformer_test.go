@@ -37,14 +37,7 @@ func TestMegatronBlockCounts(t *testing.T) {
 		for _, devices := range []int{4, 8} {
 			for _, policy := range []Policy{PolicyOptimal, PolicyNvFuser} {
 				t.Run(fmt.Sprintf("%s/%d/%s", tc.example, devices, policy), func(t *testing.T) {
-					f, err := syntax.Parse(tc.example+".yaml", []byte(gpt3Size(string(src), devices)))
-					if err != nil {
-						t.Fatal(err)
-					}
-					p, err := Lower(f, Options{Policy: policy})
-					if err != nil {
-						t.Fatal(err)
-					}
+					p := lowerAtGPT3Size(t, tc.example, src, devices, policy)
 					if d := cmp.Diff(tc.want, p.Summary.ByType); d != "" {
 						t.Errorf("collectives (-Megatron-LM +nvcomm):\n%s", d)
 					}
@@ -135,14 +128,7 @@ func TestMegatronBackwardCounts(t *testing.T) {
 		for _, devices := range []int{4, 8} {
 			for _, policy := range []Policy{PolicyOptimal, PolicyNvFuser} {
 				t.Run(fmt.Sprintf("%s/%d/%s", tc.example, devices, policy), func(t *testing.T) {
-					f, err := syntax.Parse(tc.example+".yaml", []byte(gpt3Size(string(src), devices)))
-					if err != nil {
-						t.Fatal(err)
-					}
-					p, err := Lower(f, Options{Policy: policy})
-					if err != nil {
-						t.Fatal(err)
-					}
+					p := lowerAtGPT3Size(t, tc.example, src, devices, policy)
 					got, reduced := phasesOf(p)
 					if d := cmp.Diff(tc.want[policy], phases(got)); d != "" {
 						t.Errorf("collectives per phase (-Megatron-LM +nvcomm):\n%s", d)
@@ -182,4 +168,19 @@ func phasesOf(p *plan.Plan) (map[string]map[string]int, int64) {
 		got[phase][s.Type]++
 	}
 	return got, reduced
+}
+
+// lowerAtGPT3Size lowers the example src (named example) at GPT-3's size
+// on the given number of devices (gpt3Size) under policy.
+func lowerAtGPT3Size(t *testing.T, example string, src []byte, devices int, policy Policy) *plan.Plan {
+	t.Helper()
+	f, err := syntax.Parse(example+".yaml", []byte(gpt3Size(string(src), devices)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Lower(f, Options{Policy: policy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
