@@ -411,3 +411,46 @@ func TestBoundedOpsChecked(t *testing.T) {
 		})
 	}
 }
+
+// TestSavedCopiesExported exports Megatron's sequence-parallel block with
+// its backward (sp_block_backward) under both policies and checks how the
+// column-parallel weight gradients read their saved input (docs/training.md,
+// "Saved activations"): under the optimal policy the forward's gathered
+// copy itself, kept alive (no buffer of the saved copy, no Allgather for
+// it); under nvFuser's rules the saved copy's own Allgather, Megatron's
+// re-gather. On gloo both programs PASS (TestProgramsRunGloo).
+func TestSavedCopiesExported(t *testing.T) {
+	for _, tc := range []struct {
+		plan      string
+		want, not []string
+	}{
+		{"sp_block_backward.optimal.json", []string{
+			"fc1_grad_dw_mm = torch.matmul(fc1_grad_dw_dyt.view(2, 16, 8), ln2_resharded.view(2, 8, 16))",
+			"qkv_grad_dw_mm = torch.matmul(qkv_grad_dw_dyt.view(2, 12, 8), ln1_resharded.view(2, 8, 16))",
+		}, []string{"saved"}},
+		{"sp_block_backward.json", []string{
+			"dist.all_gather_into_tensor(fc1_grad_saved_ln2_gathered, ln2, group=groups[0, 1, 2, 3])",
+			"fc1_grad_dw_mm = torch.matmul(fc1_grad_dw_dyt.view(2, 16, 8), fc1_grad_saved_ln2.view(2, 8, 16))",
+			"dist.all_gather_into_tensor(qkv_grad_saved_ln1_gathered, ln1, group=groups[0, 1, 2, 3])",
+			"qkv_grad_dw_mm = torch.matmul(qkv_grad_dw_dyt.view(2, 12, 8), qkv_grad_saved_ln1.view(2, 8, 16))",
+		}, nil},
+	} {
+		t.Run(tc.plan, func(t *testing.T) {
+			var b bytes.Buffer
+			if err := Torch(&b, readPlan(t, "../../testdata/examples/"+tc.plan), Options{}); err != nil {
+				t.Fatal(err)
+			}
+			code, _, _ := strings.Cut(b.String(), "\n# --- What the runtime below needs")
+			for _, line := range tc.want {
+				if !strings.Contains(code, line) {
+					t.Errorf("the program's function lacks\n\t%s", line)
+				}
+			}
+			for _, s := range tc.not {
+				if strings.Contains(code, s) {
+					t.Errorf("the program's function names %q", s)
+				}
+			}
+		})
+	}
+}
