@@ -79,5 +79,5 @@ func offsetPos(src []byte, off int) diag.Pos {
 	off = min(max(off, 0), len(src))
 	line := 1 + bytes.Count(src[:off], []byte("\n"))
 	col := 1 + utf8.RuneCount(src[bytes.LastIndexByte(src[:off], '\n')+1:off])
-	return diag.Pos{Line: line, Col: col}
+	return diag.At(line, col)
 }

@@ -303,5 +303,5 @@ func (p *reader) syntaxError(err error) {
 	if line == 0 {
 		line = 1
 	}
-	p.errs.Add(diag.Pos{Line: line, Col: 1}, "invalid YAML: %s", m[2])
+	p.errs.Add(diag.At(line, 1), "invalid YAML: %s", m[2])
 }
