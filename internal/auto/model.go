@@ -13,6 +13,7 @@ import (
 	"github.com/nvcomm/nvcomm/internal/diag"
 	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/lower"
+	"github.com/nvcomm/nvcomm/internal/reshard"
 )
 
 // variable is a tensor of the fusion with the shardings it may take: one
@@ -170,7 +171,7 @@ func (m *model) combination(fa *factor, i int, out []int) []int {
 // ops' plans, and their times add up (steps run one after another), so a
 // fusion's time is the sum of its ops'.
 type evaluator struct {
-	lowering lower.Options // its Topology and SkipBounds set
+	lowering lower.Options // its Topology, SkipBounds and Searches set
 	cache    map[string]int64
 	// parts holds the parts of ops priced by parts (parts.go), by key:
 	// a set priced once serves every op that needs it.
@@ -187,9 +188,11 @@ type evaluator struct {
 }
 
 // newEvaluator prices under lowering, leaving out the plans' bounds,
-// which a price does not read.
+// which a price does not read, and keeping the resharding planner's
+// searches across the fusions it lowers: a set between two shardings of
+// one shape recurs in many of them (before one op, after another).
 func newEvaluator(lowering lower.Options) *evaluator {
-	lowering.SkipBounds = true
+	lowering.SkipBounds, lowering.Searches = true, reshard.NewSearches()
 	return &evaluator{lowering: lowering, cache: map[string]int64{}, tables: map[string][]int64{}, parts: map[string]*part{},
 		endsOf: map[string]ends{}, endTables: map[string][]ends{}, runs: map[string]int32{}}
 }

@@ -75,6 +75,10 @@ type Options struct {
 	// fusions): the steps are the same, and the plan's bytes_lower_bound,
 	// which that pass makes a bound, is left 0 (no bound claimed).
 	SkipBounds bool
+	// Searches, when set, keeps the resharding planner's searches across
+	// the Lower calls given it (reshard.Searches), for a caller that
+	// lowers many small fusions alike; nil keeps them per call.
+	Searches *reshard.Searches
 }
 
 // Lower compiles f into a plan. Ops the policy cannot lower correctly are
@@ -148,6 +152,7 @@ func lowerInto(f *ir.Fusion, opts Options, w *plan.Writer, alike *opsAlike) (*lo
 	if err != nil {
 		return nil, err
 	}
+	planner.Share(opts.Searches)
 	l := &lowerer{f: f, planner: planner, ledger: reshard.NewLedger(f.File), w: w, alike: alike, owned: w != nil,
 		opBounds: map[*ir.Op]reshard.Bounds{}, discard: map[*ir.Op]bool{}, trials: newTrials(f), noBound: opts.SkipBounds}
 	for _, p := range passes {

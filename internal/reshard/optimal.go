@@ -82,6 +82,8 @@ type searcher struct {
 // types of partial still hold partial terms of the op's reduction.
 func (c lowering) optimal(src, dst *view, partial uint8) {
 	found := c.searchFor(src, dst, partial)
+	found.mu.Lock() // the search may be another goroutine's too (Searches)
+	defer found.mu.Unlock()
 	pl, path, ok := found.pl, found.path, found.ok
 	if !ok && pl.overflowed {
 		c.overflow("the bytes of every sequence of collectives from the producer's sharding to the consumer's")
@@ -138,6 +140,16 @@ func newSearcher(c lowering, src, dst *view, partial uint8) *searcher {
 	pl.start = searchState{pl.placementOf(src, false, partial), pl.encode(src.stored)}
 	pl.goal = searchState{pl.placementOf(dst, !src.mesh.Equal(dst.mesh), 0), pl.encode(dst.stored)}
 	return pl
+}
+
+// forget drops what only the search reads, the states' edges and groups,
+// and empties the caches of what the searcher computes (swaps, keys,
+// orders), which an emission fills again with what it needs: a searcher
+// kept in Searches for its path then holds little besides.
+func (pl *searcher) forget() {
+	pl.priced, pl.bySet = nil, nil
+	pl.swaps, pl.keys = map[[2]placement]*swap{}, map[placement]string{}
+	pl.canon, pl.decoded = map[placement][]ir.Digit{}, map[string][]ir.Digit{}
 }
 
 // maxSubsetDigits bounds the digits whose subsets become candidate groups,
