@@ -73,9 +73,11 @@ type searcher struct {
 	noSwaps bool
 	limit   *pathCost
 	// priced keeps each state's edges but permutations from the first
-	// pass for the second.
-	priced  map[searchState][]edge
-	decoded map[string][]ir.Digit // decode's results
+	// pass for the second; edgesGuess is the room a state's are given at
+	// first (one per option of each type, and steps over several types).
+	priced     map[searchState][]edge
+	edgesGuess int
+	decoded    map[string][]ir.Digit // decode's results
 }
 
 // optimal lowers src (the producer, after any local reduction) to dst; the
@@ -137,6 +139,7 @@ func newSearcher(c lowering, src, dst *view, partial uint8) *searcher {
 	}
 	pl.addGroups()
 	pl.indexStates()
+	pl.edgesGuess = len(pl.options[0]) + len(pl.options[1]) + len(pl.options[2]) + 8
 	pl.start = searchState{pl.placementOf(src, false, partial), pl.encode(src.stored)}
 	pl.goal = searchState{pl.placementOf(dst, !src.mesh.Equal(dst.mesh), 0), pl.encode(dst.stored)}
 	return pl
@@ -309,7 +312,8 @@ func (pl *searcher) valid(p placement) bool {
 	if p.partial != 0 && p.onDst {
 		return false
 	}
-	var used []ir.Digit
+	var room [16]ir.Digit
+	used := room[:0] // on the stack unless a placement selects more
 	for i, t := range ir.DeviceTypes {
 		d := pl.options[i][p.pick[i]]
 		if d == nil {
