@@ -13,7 +13,6 @@ import (
 	"github.com/nvcomm/nvcomm/internal/diag"
 	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/lower"
-	"github.com/nvcomm/nvcomm/internal/reshard"
 )
 
 // variable is a tensor of the fusion with the shardings it may take: one
@@ -192,7 +191,7 @@ type evaluator struct {
 // searches across the fusions it lowers: a set between two shardings of
 // one shape recurs in many of them (before one op, after another).
 func newEvaluator(lowering lower.Options) *evaluator {
-	lowering.SkipBounds, lowering.Searches = true, reshard.NewSearches()
+	lowering.SkipBounds, lowering.Searches = true, lower.NewSearches()
 	return &evaluator{lowering: lowering, cache: map[string]int64{}, tables: map[string][]int64{}, parts: map[string]*part{},
 		endsOf: map[string]ends{}, endTables: map[string][]ends{}, runs: map[string]int32{}}
 }

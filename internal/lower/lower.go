@@ -76,10 +76,17 @@ type Options struct {
 	// which that pass makes a bound, is left 0 (no bound claimed).
 	SkipBounds bool
 	// Searches, when set, keeps the resharding planner's searches across
-	// the Lower calls given it (reshard.Searches), for a caller that
-	// lowers many small fusions alike; nil keeps them per call.
-	Searches *reshard.Searches
+	// the Lower calls given it, for a caller that lowers many small
+	// fusions alike; nil keeps them per call.
+	Searches *Searches
 }
+
+// Searches keeps the resharding planner's searches across Lower calls
+// (reshard.Searches), for Options.Searches: safe for concurrent lowerings.
+type Searches = reshard.Searches
+
+// NewSearches returns an empty store of searches.
+func NewSearches() *Searches { return reshard.NewSearches() }
 
 // Lower compiles f into a plan. Ops the policy cannot lower correctly are
 // errors (a *diag.List) naming the op, its YAML position and the reason.

@@ -10,7 +10,6 @@ import (
 
 	"github.com/nvcomm/nvcomm/internal/lower"
 	"github.com/nvcomm/nvcomm/internal/plan"
-	"github.com/nvcomm/nvcomm/internal/reshard"
 	"github.com/nvcomm/nvcomm/internal/syntax"
 )
 
@@ -49,7 +48,7 @@ func TestPricingOptions(t *testing.T) {
 			if diff := cmp.Diff(&unbound, got); diff != "" {
 				t.Errorf("SkipBounds: plan differs from the plain lowering's but for its bound (-want +got):\n%s", diff)
 			}
-			shared := lower.Options{Searches: reshard.NewSearches()}
+			shared := lower.Options{Searches: lower.NewSearches()}
 			plans := make([]*plan.Plan, 3)
 			errs := make([]error, 3)
 			var wg sync.WaitGroup
