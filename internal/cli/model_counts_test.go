@@ -22,7 +22,7 @@ func TestDataParallelGradientBytes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("lowers three whole Llama-3 8B steps")
 	}
-	const psi = 8_030_261_248 * 2  // every parameter, bfloat16
+	const psi = 8_030_261_248 * 2   // every parameter, bfloat16
 	const psiTP = 1_004_015_616 * 2 // a tp rank's share, of 8
 	tests := []struct {
 		mesh string
