@@ -166,6 +166,7 @@ type pass struct {
 var passes = []pass{
 	{"insert reshardings", (*lowerer).insertReshardings},
 	{"bound the ways", (*lowerer).boundWays},
+	{"choose attention's form", (*lowerer).chooseRings},
 	{"lower each op", (*lowerer).lowerOps},
 }
 
@@ -212,7 +213,7 @@ func (l *lowerer) streamOps() {
 		l.w.Tensor(&pt)
 	}
 	for _, op := range l.f.Ops {
-		o := opOf(op)
+		o := l.planOp(op)
 		l.w.Op(&o)
 	}
 	l.counts = newStepCounts()
@@ -256,6 +257,12 @@ type lowerer struct {
 	opBounds map[*ir.Op]reshard.Bounds
 	discard  map[*ir.Op]bool
 	trials   *trials
+	// rings are the sdpas a ring could compute, by their expansion's last
+	// op, and within maps the ops of their expansions to the last op that
+	// computes them, or to nil where the sdpa is planned op by op
+	// (ring.go); nil when there are none.
+	rings  map[*ir.Op]*ringForm
+	within map[*ir.Op]*ir.Op
 	// owned is set when the caller's fusion is the lowerer's to change
 	// (Stream): the resharding pass then renumbers its ops and gives them
 	// their new operands in place, rather than copy them.
@@ -284,6 +291,21 @@ type opCtx struct {
 // itself and the sets inserted to reshard its operands or its result
 // (ways.go).
 func (l *lowerer) lowerOp(op *ir.Op) {
+	if last, ok := l.within[op]; ok {
+		if last == nil { // an op of an sdpa planned op by op
+			l.lowerBounded(op)
+		}
+		return // else the ring's last op computes it
+	}
+	if r := l.rings[op]; r != nil && r.chosen {
+		l.lowerRing(op, r)
+		return
+	}
+	l.lowerOpAlone(op)
+}
+
+// lowerOpAlone is lowerOp of an op that no ring attention concerns.
+func (l *lowerer) lowerOpAlone(op *ir.Op) {
 	if b, ok := l.opBounds[op]; ok {
 		l.ledger.CaptureBounds(func() { l.lowerSteps(op) })
 		l.ledger.Book(b)
@@ -340,7 +362,7 @@ func (l *lowerer) plan() *plan.Plan {
 	}
 	p.Ops = sized[plan.Op](len(l.f.Ops))
 	for _, op := range l.f.Ops {
-		p.Ops = append(p.Ops, opOf(op))
+		p.Ops = append(p.Ops, l.planOp(op))
 	}
 	p.Steps = l.ledger.Steps()
 	if p.Steps == nil {
@@ -424,6 +446,9 @@ func ofPlan(c *ir.Composite) *plan.Of {
 	}
 	if v, ok := c.Attrs.Get(ops.AttrCausal); ok {
 		of.Causal = v.Bool
+	}
+	if v, ok := c.Attrs.Get(ops.AttrCP); ok {
+		of.CP = v.Str
 	}
 	return of
 }
