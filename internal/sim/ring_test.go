@@ -3,6 +3,8 @@ package sim
 import (
 	"math"
 	"math/rand/v2"
+	"os"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -127,5 +129,85 @@ func TestRingAttentionSteps(t *testing.T) {
 				t.Errorf("%+v: the ring turned the other way gives sdpa's definition, want a difference", g)
 			}
 		}
+	}
+}
+
+// TestRingPlanMutants runs the plan nvcomm lowers for ring attention
+// (testdata/examples/attention_context_parallel_ring.yaml, cp: ring),
+// which passes in both step orders its graph allows, and mutants of it
+// that validate accepts but that compute something else: the ring
+// turned the other way (each round's k and v blocks then another
+// device's than its masks assume), the merge without its rescaling, and
+// two rounds' masks swapped (each the diagonal of the other round's
+// block). Simulation catches each.
+func TestRingPlanMutants(t *testing.T) {
+	const file = "../../testdata/examples/attention_context_parallel_ring.optimal.json"
+	load := func() *plan.Plan {
+		src, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := plan.Decode(file, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	p := load()
+	plan.ToGraph(p)
+	for seed := range uint64(4) {
+		if res, err := Run(p, Options{Order: seed}); err != nil || !res.Pass {
+			t.Fatalf("the ring's plan, order %d: %v %+v", seed, err, res)
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		mutate func(p *plan.Plan)
+	}{
+		{"ring turned", func(p *plan.Plan) {
+			for i := range p.Steps {
+				if s := &p.Steps[i]; s.Type == plan.SendRecv {
+					var turned [][]int
+					for _, team := range s.Teams {
+						turned = append(turned, []int{team[1], team[0]})
+					}
+					s.Teams = turned
+				}
+			}
+		}},
+		{"no rescaling", func(p *plan.Plan) {
+			for i := range p.Steps {
+				if s := &p.Steps[i]; strings.Contains(s.Output, "/la/") || strings.Contains(s.Output, "/oa/") {
+					s.Func, s.Input, s.Inputs, s.InputDims = sp("copy"), s.Inputs[0], nil, s.InputDims[:1]
+				}
+			}
+		}},
+		{"rounds' masks swapped", func(p *plan.Plan) {
+			offsets := map[string][]int{}
+			for _, s := range p.Steps {
+				offsets[s.Output] = s.Offsets
+			}
+			swap := map[string]string{"o/ring/sm/1": "o/ring/sm/2", "o/ring/sm/2": "o/ring/sm/1", "o/ring/ek/1": "o/ring/ek/2", "o/ring/ek/2": "o/ring/ek/1"}
+			for i := range p.Steps {
+				if other, ok := swap[p.Steps[i].Output]; ok {
+					p.Steps[i].Offsets = offsets[other]
+				}
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := load()
+			tc.mutate(m)
+			for i := range m.Steps {
+				m.Steps[i].ID = i
+			}
+			if probs := plan.Validate(m); len(probs) > 0 {
+				t.Fatalf("validate rejects the mutant: %v", probs)
+			}
+			res, err := Run(m, Options{})
+			if err != nil || res.Pass {
+				t.Errorf("simulation: %v, %+v; want a mismatch", err, res)
+			}
+		})
 	}
 }
