@@ -138,12 +138,10 @@ func lowerSteps(f *ir.Fusion, opts Options, alike *opsAlike) (*lowerer, error) {
 // lowerInto runs the passes of Lower; with a writer, the lowering of the
 // ops writes the plan's sections to it as they are made (streamOps).
 func lowerInto(f *ir.Fusion, opts Options, w *plan.Writer, alike *opsAlike) (*lowerer, error) {
-	planner, err := reshard.NewPlanner(opts.Policy, opts.Objective, opts.Topology, opts.Debug)
+	l, err := newLowerer(f, opts, w, alike)
 	if err != nil {
 		return nil, err
 	}
-	l := &lowerer{f: f, planner: planner, ledger: reshard.NewLedger(f.File), w: w, alike: alike, owned: w != nil,
-		opBounds: map[*ir.Op]reshard.Bounds{}, discard: map[*ir.Op]bool{}, trials: newTrials(f)}
 	for _, p := range passes {
 		p.run(l)
 	}
@@ -151,6 +149,16 @@ func lowerInto(f *ir.Fusion, opts Options, w *plan.Writer, alike *opsAlike) (*lo
 		return nil, err
 	}
 	return l, nil
+}
+
+// newLowerer is the lowerer of f under opts, before its passes.
+func newLowerer(f *ir.Fusion, opts Options, w *plan.Writer, alike *opsAlike) (*lowerer, error) {
+	planner, err := reshard.NewPlanner(opts.Policy, opts.Objective, opts.Topology, opts.Debug)
+	if err != nil {
+		return nil, err
+	}
+	return &lowerer{f: f, planner: planner, ledger: reshard.NewLedger(f.File), w: w, alike: alike, owned: w != nil,
+		opBounds: map[*ir.Op]reshard.Bounds{}, discard: map[*ir.Op]bool{}, trials: newTrials(f)}, nil
 }
 
 // pass is one pass of the lowering.

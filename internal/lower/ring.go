@@ -18,8 +18,8 @@ import (
 // and the output summed by collectives), or as a ring (plan.RingAttention):
 // c rounds of local attention on the k and v blocks a device holds,
 // merged by online softmax, while one SendRecv per tensor passes the
-// blocks on. Each is priced by the makespan of its step graph (the ring's
-// transfers run beside the previous round's compute) on the planner's
+// blocks on. Each is priced by the makespan of its step graph (each
+// round's transfers run beside its attention) on the planner's
 // topology, or by the bytes its busiest device receives under the bytes
 // objective, and the cheaper taken, the op-by-op form on a tie. A ring's
 // expansion ops but the last are then computed within the last one's
@@ -29,8 +29,7 @@ import (
 type ringForm struct {
 	// geometry is the ring's, its buffers named for the last op.
 	geometry plan.RingAttention
-	// q is the composite's first operand, whose sequence axis the
-	// SendRecvs name.
+	// seqAxis is the sequence's axis (dim −2), which the SendRecvs name.
 	seqAxis int
 	// elem is the dtype's size in bytes.
 	elem int
@@ -236,7 +235,7 @@ func (l *lowerer) priceRing(g plan.RingAttention, last *ir.Op, members []*ir.Op)
 	form.geometry.Scale = scoresScale(members)
 	out := last.Out.Name
 	form.geometry.Q, form.geometry.K, form.geometry.V, form.geometry.Out = last.Of.Inputs[0], last.Of.Inputs[1], last.Of.Inputs[2], out
-	form.geometry.Buffer = func(what string) string { return out + "/ring/" + what }
+	form.geometry.Buffer = plan.RingBuffers(out)
 	var ok bool
 	if form.ops, ok = l.formPrice(trial.ledger.Steps(), members); !ok {
 		return nil, false
@@ -360,4 +359,50 @@ func (l *lowerer) planOp(op *ir.Op) plan.Op {
 		o.Within = new(last.Index)
 	}
 	return o
+}
+
+// Form is the optimal policy's choice of an sdpa's form (docs/layers.md,
+// "Ring attention"): the two forms' prices under its objective, seconds
+// (the makespan of each form's step graph) or, under the bytes
+// objective, the bytes the busiest device receives.
+type Form struct {
+	// Op is the expansion's last op.
+	Op int
+	// Ring and Expansion are the prices of the ring and of the expansion
+	// planned op by op.
+	Ring, Expansion float64
+	// Bytes says that the prices are bytes, not seconds.
+	Bytes bool
+	// Chosen says that the plan takes the ring.
+	Chosen bool
+}
+
+// Forms prices the forms of every sdpa of p's fusion that the ring can
+// compute, as lowering p's fusion under its policy and objective on topo
+// does (nil: the default topology); none under policy nvfuser. It
+// expects a plan that Validate accepts.
+func Forms(p *plan.Plan, topo *cost.Topology) ([]Form, error) {
+	ps := plan.NewProblems()
+	f, _ := rebuild(p, ps)
+	if f == nil {
+		return nil, ps.Err()
+	}
+	l, err := newLowerer(f, Options{Policy: Policy(p.Policy), Objective: Objective(p.Objective), Topology: topo}, nil, nil)
+	if err != nil || l.planner.Policy() != PolicyOptimal {
+		return nil, err
+	}
+	for _, ps := range passes {
+		ps.run(l)
+		if ps.name == "choose attention's form" {
+			break
+		}
+	}
+	var forms []Form
+	for _, op := range l.f.Ops {
+		if r := l.rings[op]; r != nil {
+			forms = append(forms, Form{Op: op.Index, Ring: r.ring, Expansion: r.ops,
+				Bytes: l.planner.Objective() == ObjectiveBytes, Chosen: r.chosen})
+		}
+	}
+	return forms, nil
 }

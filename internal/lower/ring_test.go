@@ -121,3 +121,39 @@ func lowerRingSource(t *testing.T, shape, attrs string, policy Policy) *plan.Pla
 	}
 	return p
 }
+
+// TestForms checks the prices Forms reports for explain: the form each
+// plan took, the ring's below the expansion's where the objective chose
+// it, and none under nvFuser's policy.
+func TestForms(t *testing.T) {
+	for _, tc := range []struct {
+		shape, attrs string
+		policy       Policy
+		chosen, any  bool
+	}{
+		{"[2, 4, 16, 8]", "", PolicyOptimal, false, true},
+		{"[2, 4, 16, 8]", ", cp: ring", PolicyOptimal, true, true},
+		{"[1, 8, 4096, 128]", "", PolicyOptimal, true, true},
+		{"[1, 8, 4096, 128]", "", PolicyNvFuser, false, false},
+	} {
+		t.Run(fmt.Sprintf("%s%s/%s", tc.shape, tc.attrs, tc.policy), func(t *testing.T) {
+			p := lowerRingSource(t, tc.shape, tc.attrs, tc.policy)
+			forms, err := Forms(p, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tc.any {
+				if len(forms) > 0 {
+					t.Errorf("forms %+v, want none", forms)
+				}
+				return
+			}
+			if len(forms) != 1 || forms[0].Op != 17 || forms[0].Chosen != tc.chosen || forms[0].Bytes {
+				t.Fatalf("forms %+v, want op 17's, chosen %v", forms, tc.chosen)
+			}
+			if f := forms[0]; tc.attrs == "" && (f.Ring < f.Expansion) != f.Chosen {
+				t.Errorf("ring %g s, expansion %g s: the objective chose the ring %v", f.Ring, f.Expansion, f.Chosen)
+			}
+		})
+	}
+}

@@ -43,6 +43,12 @@ type RingAttention struct {
 	SendFirst bool
 }
 
+// RingBuffers names the intermediate buffers of the ring attention whose
+// output is out, as the lowering names them: "out/ring/what".
+func RingBuffers(out string) func(what string) string {
+	return func(what string) string { return out + "/ring/" + what }
+}
+
 // Steps returns ring attention's steps, each with its kind, type,
 // devices or teams, count and fields; the caller gives them their ids,
 // op, expr and a collective's bytes. Per round r, on every device:

@@ -41,6 +41,7 @@ func validate(p *Plan, alike bool) []diag.Diagnostic {
 	v.checkOps()
 	v.checkPartials()
 	v.checkSteps()
+	v.checkWholes()
 	v.checkCoverage()
 	v.checkOutputsHeld()
 	v.checkRaces()

@@ -1,11 +1,17 @@
 package plan
 
 import (
+	"fmt"
 	"os"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 )
+
+// ringStep is the problem of a step that is not ring attention's step n.
+func ringStep(n int) string {
+	return fmt.Sprintf(`is not step %d of ring attention, whose steps an op that computes o = sdpa(q, k, v, causal=true, cp=ring) whole must take (docs/layers.md, "Ring attention")`, n)
+}
 
 // TestValidateWithin checks the ops a plan computes within another's
 // steps (ring attention's expansion, testdata/examples/
@@ -32,7 +38,35 @@ func TestValidateWithin(t *testing.T) {
 			[]string{`input "q" is neither an input nor the output of op 2`,
 				`input "k" is neither an input nor the output of op 2`,
 				`input "o/ring/qk/0" is an intermediate buffer of op 2 (step 0 writes it); an op's intermediate buffers are its own`,
-				"op 2: is computed within op 17, but a step implements it"}},
+				ringStep(0), "op 2: is computed within op 17, but a step implements it"}},
+		// The row max is the softmax's shift: any other shift gives the
+		// same result exactly (the simulator cannot tell), not in floats.
+		{"another shift", func(p *Plan) { p.Steps[3].ReduceOp = new("min") }, []string{ringStep(3)}},
+		{"rounds' masks swapped", func(p *Plan) { p.Steps[16].Offsets, p.Steps[34].Offsets = p.Steps[34].Offsets, p.Steps[16].Offsets },
+			[]string{ringStep(16)}},
+		{"sends first", func(p *Plan) {
+			// Each round's SendRecvs before its compute: the other order of
+			// ring attention's steps, as valid.
+			var sends, rest []Step
+			for _, s := range p.Steps {
+				if s.Type == SendRecv {
+					sends = append(sends, s)
+				}
+			}
+			for _, s := range p.Steps {
+				if s.Type == SendRecv {
+					continue
+				}
+				if s.Type == Matmul && s.TransposeB && len(sends) > 0 {
+					rest, sends = append(rest, sends[:2]...), sends[2:]
+				}
+				rest = append(rest, s)
+			}
+			for i := range rest {
+				rest[i].ID = i
+			}
+			p.Steps = rest
+		}, nil},
 		{"no marks", func(p *Plan) {
 			for i := range p.Ops {
 				p.Ops[i].Within = nil
