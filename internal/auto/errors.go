@@ -115,7 +115,7 @@ type pathStep struct {
 
 // pathTo returns the path from n to the node at pos.
 func pathTo(n *yaml.Node, pos diag.Pos) ([]pathStep, bool) {
-	at := func(n *yaml.Node) bool { return n.Line == pos.Line && n.Column == pos.Col }
+	at := func(n *yaml.Node) bool { return diag.At(n.Line, n.Column) == pos }
 	if at(n) && n.Kind != yaml.DocumentNode {
 		return nil, true
 	}
@@ -158,12 +158,12 @@ func find(doc *yaml.Node, path []pathStep) diag.Pos {
 		if next == nil {
 			if i == 1 && path[0].key == "tensors" {
 				if op := writer(doc.Content[0], s.key); op != nil {
-					return diag.Pos{Line: op.Line, Col: op.Column}
+					return diag.At(op.Line, op.Column)
 				}
 			}
 			return pos
 		}
-		n, pos = next, diag.Pos{Line: next.Line, Col: next.Column}
+		n, pos = next, diag.At(next.Line, next.Column)
 	}
 	return pos
 }

@@ -27,7 +27,7 @@ func TestRepoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	root := annotated.Content[0]
-	at := func(n *yaml.Node) diag.Pos { return diag.Pos{Line: n.Line, Col: n.Column} }
+	at := func(n *yaml.Node) diag.Pos { return diag.At(n.Line, n.Column) }
 	tensors, ops := lookup(root, "tensors"), lookup(root, "ops")
 	for _, tc := range []struct {
 		name string

@@ -82,7 +82,7 @@ func notPlan(name, arg string, src []byte) (diag.Diagnostic, bool) {
 		return diag.Diagnostic{}, false // plan.Decode words these errors
 	}
 	before := src[:len(src)-len(trimmed)]
-	pos := diag.Pos{Line: 1 + bytes.Count(before, []byte("\n")), Col: 1 + len(before) - (bytes.LastIndexByte(before, '\n') + 1)}
+	pos := diag.At(1+bytes.Count(before, []byte("\n")), 1+len(before)-(bytes.LastIndexByte(before, '\n')+1))
 	return diag.Diagnostic{
 		File:    name,
 		Pos:     pos,

@@ -47,7 +47,7 @@ func TestCollector(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			l := &Collector{File: "f.yaml"}
 			for _, r := range tt.reports {
-				l.Add(Pos{Line: r.line, Col: r.col}, "%s", r.msg)
+				l.Add(At(r.line, r.col), "%s", r.msg)
 			}
 			var got []string
 			for _, d := range l.List().Items {

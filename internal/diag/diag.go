@@ -11,6 +11,7 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -22,9 +23,17 @@ const MaxErrors = 10
 
 // Pos is a position in an input file. Line and Col are 1-based; Col counts
 // characters, as the YAML parser reports them. The zero Pos means "unknown".
+// They are 32-bit: a fusion's declarations keep several positions each, and
+// inputs are far below 2³¹ lines (At saturates beyond).
 type Pos struct {
-	Line int
-	Col  int
+	Line int32
+	Col  int32
+}
+
+// At is the position of line and col, each saturated at the largest
+// int32.
+func At(line, col int) Pos {
+	return Pos{Line: int32(min(line, math.MaxInt32)), Col: int32(min(col, math.MaxInt32))}
 }
 
 // IsKnown reports whether p points somewhere.

@@ -64,7 +64,7 @@ func TestListSortsDedupesAndCaps(t *testing.T) {
 		t.Errorf("(-want +got):\n%s", d)
 	}
 	for i := range 2 * MaxErrors {
-		l.Add(Pos{Line: 10 + i, Col: 1}, "e%d", i)
+		l.Add(At(10+i, 1), "e%d", i)
 	}
 	if l.Len() != MaxErrors || l.Dropped != 2*MaxErrors-(MaxErrors-3) {
 		t.Errorf("kept %d, dropped %d", l.Len(), l.Dropped)
@@ -150,7 +150,7 @@ func TestSeverity(t *testing.T) {
 // kept, and a negative max keeping all.
 func TestKeep(t *testing.T) {
 	at := func(line, col int, msg string) Diagnostic {
-		return Diagnostic{Pos: Pos{Line: line, Col: col}, Message: msg}
+		return Diagnostic{Pos: At(line, col), Message: msg}
 	}
 	tests := []struct {
 		name        string

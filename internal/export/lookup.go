@@ -12,21 +12,33 @@ import (
 // rows masked to row 0, looked up (torch.nn.functional.embedding for one
 // table, torch.gather for a table per batch), and the masked rows zeroed.
 func (g *gen) lookup(b planned, s *plan.Step) error {
+	return g.indexed(b, s, "table", "the table's rows at the indices this device holds, zero rows for the others",
+		func(bt, n, v, e int, off string) {
+			g.w.line("%s = lookup(%s.view(%d, %d), %s.view(%d, %d, %d), %s).view(-1)", g.names[s.Output],
+				g.names[s.Inputs[0]], bt, n, g.names[s.Inputs[1]], bt, v, e, off)
+		})
+}
+
+// indexed writes a step of inputs [indices, second] and dims [Bt, N, V, E]
+// (a Lookup or a ScatterAdd) on its devices, line writing its call with
+// each device's first row off, and records its Python helper as used.
+func (g *gen) indexed(b planned, s *plan.Step, second, comment string, line func(bt, n, v, e int, off string)) error {
 	if len(s.Dims) != 4 || len(s.Inputs) != 2 || len(s.Offsets) != len(s.Devices) {
-		return fmt.Errorf("step %d (Lookup): needs inputs [indices, table], dims [Bt, N, V, E] and one offset per device", s.ID)
+		return fmt.Errorf("step %d (%s): needs inputs [indices, %s], dims [Bt, N, V, E] and one offset per device", s.ID, s.Type, second)
 	}
-	bt, n, v, e := s.Dims[0], s.Dims[1], s.Dims[2], s.Dims[3]
 	off := perRank(s.Devices, func(d int) string { return strconv.Itoa(s.Offsets[indexOf(s.Devices, d)]) })
-	g.comment(b, "the table's rows at the indices this device holds, zero rows for the others")
-	g.helpers["lookup"] = true
+	g.comment(b, comment)
+	g.helpers[indexedHelpers[s.Type]] = true
 	done := g.guard(s.Devices)
-	g.w.line("%s = lookup(%s.view(%d, %d), %s.view(%d, %d, %d), %s).view(-1)", g.names[s.Output],
-		g.names[s.Inputs[0]], bt, n, g.names[s.Inputs[1]], bt, v, e, off)
+	line(s.Dims[0], s.Dims[1], s.Dims[2], s.Dims[3], off)
 	done()
 	g.alloc(s.Output, s.Devices)
 	g.record(b, "", 0, 0)
 	return nil
 }
+
+// indexedHelpers names the Python helper each indexed step calls.
+var indexedHelpers = map[string]string{plan.Lookup: "lookup", plan.ScatterAdd: "scatter_add"}
 
 // indexOf is the position of d in ds.
 func indexOf(ds []int, d int) int {
@@ -57,20 +69,11 @@ const lookupHelper = `def lookup(ids, table, off):
 // those outside its rows dropped, and the values' rows added into zeros
 // at the others (torch.Tensor.index_put_ with accumulate).
 func (g *gen) scatterAdd(b planned, s *plan.Step) error {
-	if len(s.Dims) != 4 || len(s.Inputs) != 2 || len(s.Offsets) != len(s.Devices) {
-		return fmt.Errorf("step %d (ScatterAdd): needs inputs [indices, values], dims [Bt, N, V, E] and one offset per device", s.ID)
-	}
-	bt, n, v, e := s.Dims[0], s.Dims[1], s.Dims[2], s.Dims[3]
-	off := perRank(s.Devices, func(d int) string { return strconv.Itoa(s.Offsets[indexOf(s.Devices, d)]) })
-	g.comment(b, "the values' rows added at the indices this device holds, into zeros")
-	g.helpers["scatter_add"] = true
-	done := g.guard(s.Devices)
-	g.w.line("%s = scatter_add(%s.view(%d, %d), %s.view(%d, %d, %d), %s, %d).view(-1)", g.names[s.Output],
-		g.names[s.Inputs[0]], bt, n, g.names[s.Inputs[1]], bt, n, e, off, v)
-	done()
-	g.alloc(s.Output, s.Devices)
-	g.record(b, "", 0, 0)
-	return nil
+	return g.indexed(b, s, "values", "the values' rows added at the indices this device holds, into zeros",
+		func(bt, n, v, e int, off string) {
+			g.w.line("%s = scatter_add(%s.view(%d, %d), %s.view(%d, %d, %d), %s, %d).view(-1)", g.names[s.Output],
+				g.names[s.Inputs[0]], bt, n, g.names[s.Inputs[1]], bt, n, e, off, v)
+		})
 }
 
 // scatterHelper is the function the plan's function calls for a

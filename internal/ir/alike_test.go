@@ -44,7 +44,7 @@ func TestShareAlike(t *testing.T) {
 			}
 			before := make([]own, len(f.Tensors))
 			for i, tv := range f.Tensors {
-				before[i] = own{tv.Name, tv.Pos.Line, tv.Producer}
+				before[i] = own{tv.Name, int(tv.Pos.Line), tv.Producer}
 			}
 			if !tc.parseOnly {
 				f.ShareAlike()
@@ -54,7 +54,7 @@ func TestShareAlike(t *testing.T) {
 			for i, tv := range f.Tensors {
 				domains[tv.Logical[0]] = true
 				shared[tv.TensorDomain] = true
-				after[i] = own{tv.Name, tv.Pos.Line, tv.Producer}
+				after[i] = own{tv.Name, int(tv.Pos.Line), tv.Producer}
 			}
 			if d := cmp.Diff(tc.want, len(domains)); d != "" {
 				t.Errorf("distinct logical domains (-want +got):\n%s", d)

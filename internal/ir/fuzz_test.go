@@ -98,7 +98,7 @@ func checkDiagnostics(t *testing.T, src []byte, err error) {
 	}
 	lines := lineCount(src)
 	for _, d := range list.Items {
-		if d.Pos.Line < 1 || d.Pos.Line > lines+1 || d.Pos.Col < 1 {
+		if d.Pos.Line < 1 || int(d.Pos.Line) > lines+1 || d.Pos.Col < 1 {
 			t.Errorf("diagnostic at %v outside a file of %d lines: %s", d.Pos, lines, d.Error())
 		}
 		if d.Message == "" {

@@ -622,7 +622,7 @@ tensors:
 		t.Errorf("Schedule mismatch (-want +got):\n%s", diff)
 	}
 	for i, s := range tv.Schedule {
-		if s.Pos.Line != 8+i || s.Pos.Col != 9 {
+		if int(s.Pos.Line) != 8+i || s.Pos.Col != 9 {
 			t.Errorf("step %d at %v, want %d:9", i, s.Pos, 8+i)
 		}
 	}

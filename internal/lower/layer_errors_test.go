@@ -82,7 +82,7 @@ func TestLowerErrorsFirstByPosition(t *testing.T) {
 	}
 	var got, want []int
 	for _, d := range dl.Items {
-		got = append(got, d.Pos.Line)
+		got = append(got, int(d.Pos.Line))
 	}
 	for k := range diag.MaxErrors {
 		want = append(want, 4+2*n+2+k)

@@ -114,17 +114,7 @@ func writeWhole(f *ir.Fusion, opts Options, w *plan.Writer) error {
 	if err != nil {
 		return err
 	}
-	w.Head(p)
-	for i := range p.Tensors {
-		w.Tensor(&p.Tensors[i])
-	}
-	for i := range p.Ops {
-		w.Op(&p.Ops[i])
-	}
-	for i := range p.Steps {
-		w.Step(&p.Steps[i])
-	}
-	return w.Finish(&p.Summary)
+	return w.Whole(p)
 }
 
 // lowerSteps runs the passes of Lower and returns the lowerer, whose

@@ -398,5 +398,5 @@ func posAt(src []byte, off int) diag.Pos {
 	off = min(max(off, 0), len(src))
 	line := 1 + bytes.Count(src[:off], []byte("\n"))
 	start := bytes.LastIndexByte(src[:off], '\n') + 1
-	return diag.Pos{Line: line, Col: 1 + utf8.RuneCount(src[start:off])}
+	return diag.At(line, 1+utf8.RuneCount(src[start:off]))
 }

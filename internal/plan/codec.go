@@ -21,18 +21,7 @@ func Encode(w io.Writer, p *Plan) error {
 	if err := checkRatio(&p.Summary); err != nil {
 		return err
 	}
-	pw := newWriter(w, [numSections]bool{p.Tensors == nil, p.Ops == nil, p.Steps == nil})
-	pw.Head(p)
-	for i := range p.Tensors {
-		pw.Tensor(&p.Tensors[i])
-	}
-	for i := range p.Ops {
-		pw.Op(&p.Ops[i])
-	}
-	for i := range p.Steps {
-		pw.Step(&p.Steps[i])
-	}
-	return pw.Finish(&p.Summary)
+	return newWriter(w, [numSections]bool{p.Tensors == nil, p.Ops == nil, p.Steps == nil}).Whole(p)
 }
 
 // Marshal returns the encoding of p.
@@ -90,5 +79,5 @@ func offsetPos(src []byte, off int) diag.Pos {
 	off = min(max(off, 0), len(src))
 	line := 1 + bytes.Count(src[:off], []byte("\n"))
 	col := 1 + utf8.RuneCount(src[bytes.LastIndexByte(src[:off], '\n')+1:off])
-	return diag.Pos{Line: line, Col: col}
+	return diag.At(line, col)
 }

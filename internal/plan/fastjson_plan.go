@@ -610,10 +610,10 @@ func (d *fastDecoder) step(s *Step) {
 			d.once(&seen, 1<<26)
 			s.After = d.intList()
 		case "offsets":
-			d.once(&seen, 1<<27)
+			d.once(&seen, 1<<28)
 			s.Offsets = d.intList()
 		case "windows":
-			d.once(&seen, 1<<27)
+			d.once(&seen, 1<<29)
 			s.Windows = d.intLists()
 		default:
 			d.fail()

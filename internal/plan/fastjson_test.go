@@ -150,6 +150,11 @@ func TestFastDecode(t *testing.T) {
 		{"scalars and of", `{"format": 1, "ops": [{"scalar": {"slot": 1, "value": 1e-05}, "of": {"op": "layer_norm", "inputs": ["x", "w"], ` +
 			`"output": "y", "axes": [1], "eps": 0.00001}}, {"scalar": null, "of": null}, {"of": {"op": "mean", "inputs": null, "axis": 0}}], ` +
 			`"steps": [{"func": "div", "scalar": {"slot": 0, "value": -2.5}}, {"scalar": null}]}`, true},
+		{"every step field", `{"format": 1, "steps": [{"id": 0, "op": 0, "expr": "", "kind": "local", "type": "Pointwise", ` +
+			`"stream": "s", "after": [], "teams": [], "devices": [], "root": 0, "reduce_op": "sum", "input": "a", "inputs": [], ` +
+			`"output": "b", "axis": 0, "count": {"input": 1, "output": 1}, "dims": [], "perm": [], "reduce_dims": [], "valid": [], ` +
+			`"fill": "zero", "func": "add", "scalar": {"slot": 0, "value": 1}, "input_dims": [], "broadcast_b": true, "transpose_b": true, ` +
+			`"send_counts": [], "offsets": [], "windows": [], "bytes": {"sent_per_device": 1}}]}`, true},
 		{"scalar repeated key", `{"format": 1, "ops": [{"scalar": {"slot": 1, "slot": 0}}]}`, false},
 		{"scalar unknown key", `{"format": 1, "steps": [{"scalar": {"slots": 1}}]}`, false},
 		{"of unknown key", `{"format": 1, "ops": [{"of": {"op": "mean", "dims": [0]}}]}`, false},

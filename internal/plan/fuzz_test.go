@@ -63,7 +63,7 @@ func checkDecodeError(t *testing.T, src []byte, err error) {
 	}
 	d := dl.Items[0]
 	lines := bytes.Split(src, []byte("\n"))
-	if d.Pos.Line < 1 || d.Pos.Line > len(lines) || d.Pos.Col < 1 || d.Pos.Col > len(lines[d.Pos.Line-1])+1 {
+	if line, col := int(d.Pos.Line), int(d.Pos.Col); line < 1 || line > len(lines) || col < 1 || col > len(lines[line-1])+1 {
 		t.Fatalf("Decode error at %d:%d, outside the input: %v", d.Pos.Line, d.Pos.Col, err)
 	}
 	if strings.Contains(d.Message, "json:") || strings.Contains(d.Message, "jsontext:") {

@@ -98,6 +98,22 @@ func put[T any](w *Writer, section int, x *T, write func(*encoder, *T)) {
 	w.list.hold(w.e, func() { write(w.e, &c) })
 }
 
+// Whole writes all of p, from its head to its summary, and returns
+// Finish's error.
+func (w *Writer) Whole(p *Plan) error {
+	w.Head(p)
+	for i := range p.Tensors {
+		w.Tensor(&p.Tensors[i])
+	}
+	for i := range p.Ops {
+		w.Op(&p.Ops[i])
+	}
+	for i := range p.Steps {
+		w.Step(&p.Steps[i])
+	}
+	return w.Finish(&p.Summary)
+}
+
 // Finish ends the lists, writes the summary and the end of the plan, and
 // returns the first error of writing. A bytes_ratio that is NaN or
 // infinite is an error, and the summary is then not written.

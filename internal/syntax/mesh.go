@@ -13,12 +13,7 @@ import (
 
 // parseMeshes reads the file's meshes.
 func (p *reader) parseMeshes(n *yaml.Node) {
-	if n == nil {
-		return
-	}
-	before := p.errs.Count()
-	fields, ok := p.w.mapping(n, "meshes", nil)
-	p.structural = p.structural || p.errs.Count() > before
+	fields, ok := p.section(n, "meshes")
 	if !ok {
 		return
 	}

@@ -200,6 +200,19 @@ func (p *reader) readTree(src []byte) {
 	p.parseOps(opsN)
 }
 
+// section returns the entries of the top-level mapping n (meshes or
+// tensors), false when the file has none or n is not a mapping: an error
+// there breaks the file's frame.
+func (p *reader) section(n *yaml.Node, what string) ([]field, bool) {
+	if n == nil {
+		return nil, false
+	}
+	before := p.errs.Count()
+	fields, ok := p.w.mapping(n, what, nil)
+	p.structural = p.structural || p.errs.Count() > before
+	return fields, ok
+}
+
 // header reads the top-level key of the file other than meshes, tensors
 // and ops. A problem with the format or the name breaks the file's frame.
 func (p *reader) header(key string, v *yaml.Node) {
@@ -290,5 +303,5 @@ func (p *reader) syntaxError(err error) {
 	if line == 0 {
 		line = 1
 	}
-	p.errs.Add(diag.Pos{Line: line, Col: 1}, "invalid YAML: %s", m[2])
+	p.errs.Add(diag.At(line, 1), "invalid YAML: %s", m[2])
 }

@@ -31,9 +31,7 @@ func (p *reader) parsePipeline(v *yaml.Node) {
 			}
 		case "microbatches":
 			r.MicroAt = posOf(f.Value)
-			if n, ok := p.w.positive(f.Value, "pipeline microbatches"); ok {
-				r.Microbatches = n
-			}
+			setIf(&r.Microbatches)(p.w.positive(f.Value, "pipeline microbatches"))
 		case "schedule":
 			r.ScheduleAt = posOf(f.Value)
 			if s, ok := p.w.str(f.Value, "pipeline schedule"); ok {
@@ -48,9 +46,7 @@ func (p *reader) parsePipeline(v *yaml.Node) {
 			}
 		case "batch_axis":
 			r.BatchAxisAt = posOf(f.Value)
-			if a, ok := p.w.integer(f.Value, "pipeline batch_axis"); ok {
-				r.BatchAxis = a
-			}
+			setIf(&r.BatchAxis)(p.w.integer(f.Value, "pipeline batch_axis"))
 		case "inputs":
 			r.InputsAt = posOf(f.Value)
 			r.Inputs = p.w.names(f.Value, "pipeline inputs")
@@ -67,4 +63,14 @@ func (p *reader) parsePipeline(v *yaml.Node) {
 			"pipeline: lower --auto does not plan a pipeline yet")
 	}
 	p.src.SetPipeline(r)
+}
+
+// setIf returns a function that stores a decoded value in dst when the
+// decoder accepted it, leaving dst's default otherwise.
+func setIf[T any](dst *T) func(T, bool) {
+	return func(v T, ok bool) {
+		if ok {
+			*dst = v
+		}
+	}
 }

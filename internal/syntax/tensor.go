@@ -29,12 +29,7 @@ var tensorKeys = []string{"mesh", "dtype", "shape", "schedule", "allocation", "p
 // parseTensors reads the tensors mapping n, nil when the file has none,
 // one declaration at a time.
 func (p *reader) parseTensors(n *yaml.Node) {
-	if n == nil {
-		return
-	}
-	before := p.errs.Count()
-	fields, ok := p.w.mapping(n, "tensors", nil)
-	p.structural = p.structural || p.errs.Count() > before
+	fields, ok := p.section(n, "tensors")
 	if !ok {
 		return
 	}

@@ -20,7 +20,7 @@ type walker struct {
 	errs *diag.Collector
 }
 
-func posOf(n *yaml.Node) diag.Pos { return diag.Pos{Line: n.Line, Col: n.Column} }
+func posOf(n *yaml.Node) diag.Pos { return diag.At(n.Line, n.Column) }
 
 // kindName says what a node is, for "expected X, got Y" messages.
 func kindName(n *yaml.Node) string {
