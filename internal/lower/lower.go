@@ -13,6 +13,8 @@
 //   - lower.go: Lower, the lowerer the passes share, plan assembly;
 //   - reshard_insert.go, choose.go: the pass that inserts resharding sets
 //     around layer ops, and the optimal policy's rFactor choice;
+//   - ring.go: the form of a context-parallel sdpa, ring attention or
+//     its expansion op by op, chosen by the objective;
 //   - compute.go: Matmul and Pointwise steps of layer ops;
 //   - certify.go: a plan's numbers recomputed (validate).
 //
@@ -284,10 +286,12 @@ type opCtx struct {
 	pending *ir.Tensor
 }
 
-// lowerOp lowers op into the ledger's steps and books its bound: an op
-// that more than one way computes books what every way must receive, for
-// itself and the sets inserted to reshard its operands or its result
-// (ways.go).
+// lowerOp lowers op into the ledger's steps and books its bound: an sdpa
+// that the ring could compute books what either form must receive at its
+// last op, which emits the ring's steps where the ring computes it, the
+// others then none (ring.go); an op that more than one way computes books
+// what every way must receive, for itself and the sets inserted to
+// reshard its operands or its result (ways.go).
 func (l *lowerer) lowerOp(op *ir.Op) {
 	if last, ok := l.within[op]; ok {
 		if last == nil { // an op of an sdpa planned op by op
@@ -302,7 +306,7 @@ func (l *lowerer) lowerOp(op *ir.Op) {
 	l.lowerOpAlone(op)
 }
 
-// lowerOpAlone is lowerOp of an op that no ring attention concerns.
+// lowerOpAlone is lowerOp of an op that no sdpa's form concerns.
 func (l *lowerer) lowerOpAlone(op *ir.Op) {
 	if b, ok := l.opBounds[op]; ok {
 		l.ledger.CaptureBounds(func() { l.lowerSteps(op) })
