@@ -170,7 +170,7 @@ func (m *model) combination(fa *factor, i int, out []int) []int {
 // ops' plans, and their times add up (steps run one after another), so a
 // fusion's time is the sum of its ops'.
 type evaluator struct {
-	lowering lower.Options // its Topology set
+	lowering lower.Options // its Topology, SkipBounds and Searches set
 	cache    map[string]int64
 	// parts holds the parts of ops priced by parts (parts.go), by key:
 	// a set priced once serves every op that needs it.
@@ -186,7 +186,12 @@ type evaluator struct {
 	runs      map[string]int32
 }
 
+// newEvaluator prices under lowering, leaving out the plans' bounds,
+// which a price does not read, and keeping the resharding planner's
+// searches across the fusions it lowers: a set between two shardings of
+// one shape recurs in many of them (before one op, after another).
 func newEvaluator(lowering lower.Options) *evaluator {
+	lowering.SkipBounds, lowering.Searches = true, lower.NewSearches()
 	return &evaluator{lowering: lowering, cache: map[string]int64{}, tables: map[string][]int64{}, parts: map[string]*part{},
 		endsOf: map[string]ends{}, endTables: map[string][]ends{}, runs: map[string]int32{}}
 }

@@ -446,8 +446,16 @@ func (s *solver) extend(st *step, vals []int, in int32, list []*entry, out [][]*
 	if c == maxCost {
 		return false
 	}
-	dw, do, l := s.bytes(st, st.inputs, vals), s.bytes(st, st.tails, vals), s.bytes(st, st.live, vals)
+	var dw, do, l int64
+	sized := false
 	for _, e := range list {
+		if s.budget == 0 && len(out[ni]) > 0 && satAdd(e.cost, c) > out[ni][0].cost {
+			continue // slower than the state's best, which alone it could replace (insert)
+		}
+		if !sized {
+			dw, do, l = s.bytes(st, st.inputs, vals), s.bytes(st, st.tails, vals), s.bytes(st, st.live, vals)
+			sized = true
+		}
 		if x := s.extended(st, e, ti, c, dw, do, l); x != nil {
 			n := len(out[ni])
 			out[ni] = s.insert(out[ni], x)

@@ -18,20 +18,26 @@ import (
 // Bubble is a pipeline's idle time: the formula's and the prediction's.
 type Bubble struct {
 	Stages, Microbatches int
-	Schedule             string
+	// Groups is p, the device groups the stages run on: the stages but
+	// under the interleaved schedule, where each group holds Stages/p
+	// stages (stage s on group s mod p).
+	Groups   int
+	Schedule string
 	// Backward is whether the plan has backward ops; without, the
 	// schedule is forward only, and GPipe and 1F1B are one order.
 	Backward bool
-	// Ideal is (p − 1)/(m + p − 1): the fraction of the step each stage
-	// idles while the pipeline fills and drains, stages of equal time and
-	// transfers free (Narayanan et al., 2021, §2.2).
+	// Ideal is (p − 1)/(v·m + p − 1), v = Stages/Groups: the fraction of
+	// the step each device group idles while the pipeline fills and
+	// drains, stages of equal time and transfers free (Narayanan et al.,
+	// 2021, §2.2; §2.2.2 for v > 1, which divides the bubble's time by v).
 	Ideal float64
-	// Busy is, per stage, the predicted time its first device computes
-	// (its compute stream's steps); Makespan the plan's predicted time.
+	// Busy is, per device group, the predicted time its first device
+	// computes (its compute stream's steps); Makespan the plan's
+	// predicted time.
 	Busy     []float64
 	Makespan float64
-	// Blocks are, per stage, the spans its first device computes one
-	// micro-batch's forward or backward, in order.
+	// Blocks are, per device group, the spans its first device computes
+	// one micro-batch's forward or backward, in order.
 	Blocks [][]Span
 }
 
@@ -59,18 +65,14 @@ func PipelineBubble(p *plan.Plan, time func(i int) (start, seconds float64), mak
 		return nil
 	}
 	n, m := len(pl.Stages), pl.Microbatches
-	b := &Bubble{Stages: n, Microbatches: m, Schedule: pl.Schedule, Makespan: makespan,
-		Ideal: float64(n-1) / float64(m+n-1), Busy: make([]float64, n), Blocks: make([][]Span, n)}
+	first, stageOf := groupsOf(p)
+	g := len(first)
+	v := n / g
+	b := &Bubble{Stages: n, Groups: g, Microbatches: m, Schedule: pl.Schedule, Makespan: makespan,
+		Ideal: float64(g-1) / float64(v*m+g-1), Busy: make([]float64, g), Blocks: make([][]Span, g)}
 	for i := range p.Ops {
 		if of := p.Ops[i].Of; of != nil && of.Grad {
 			b.Backward = true
-		}
-	}
-	first := make([]int, n)
-	for s, name := range pl.Stages {
-		first[s] = -1
-		if mesh, ok := p.Meshes[name]; ok && len(mesh.Devices) > 0 {
-			first[s] = mesh.Devices[0]
 		}
 	}
 	for i := range p.Steps {
@@ -80,14 +82,47 @@ func PipelineBubble(p *plan.Plan, time func(i int) (start, seconds float64), mak
 		}
 		members := st.Members()
 		start, secs := time(i)
-		for s, d := range first {
+		phase := StepPhase(p, st)
+		if s := stageOf(st); v > 1 && phase != "" && s >= 0 {
+			phase += strings.Repeat("'", s/g) // the group's chunk: F2' is micro-batch 2 on its second stage
+		}
+		for r, d := range first {
 			if slices.Contains(members, d) {
-				b.Busy[s] += secs
-				b.add(s, StepPhase(p, st), start, start+secs)
+				b.Busy[r] += secs
+				b.add(r, phase, start, start+secs)
 			}
 		}
 	}
 	return b
+}
+
+// groupsOf is p's pipeline's device groups, by the first device of each
+// (-1 for a stage whose mesh is missing): one per stage, but where stages
+// share their devices (the interleaved schedule), and the stage of a step
+// (by its op's output's mesh; -1 for none).
+func groupsOf(p *plan.Plan) (first []int, stageOf func(*plan.Step) int) {
+	pl := p.Pipeline
+	for _, name := range pl.Stages {
+		d := -1
+		if mesh, ok := p.Meshes[name]; ok && len(mesh.Devices) > 0 {
+			d = mesh.Devices[0]
+		}
+		if d >= 0 && slices.Contains(first, d) {
+			break // the groups repeat
+		}
+		first = append(first, d)
+	}
+	meshOf := map[string]string{}
+	for i := range p.Tensors {
+		meshOf[p.Tensors[i].Name] = p.Tensors[i].Mesh
+	}
+	stageOf = func(s *plan.Step) int {
+		if s.Op < 0 || s.Op >= len(p.Ops) {
+			return -1
+		}
+		return slices.Index(pl.Stages, meshOf[p.Ops[s.Op].Output])
+	}
+	return first, stageOf
 }
 
 // add extends stage s's last span with a step of phase from start to
@@ -127,20 +162,36 @@ func (b *Bubble) Timeline(width int) string {
 			}
 			prev = bl.Phase
 		}
-		fmt.Fprintf(&w, "  stage %d |%s|\n", s, strings.TrimRight(string(row), " ")+strings.Repeat(" ", width-len(strings.TrimRight(string(row), " "))))
+		fmt.Fprintf(&w, "  %s %d |%s|\n", b.rowName(), s, strings.TrimRight(string(row), " ")+strings.Repeat(" ", width-len(strings.TrimRight(string(row), " "))))
 	}
 	return w.String()
+}
+
+// rowName names a row of the timeline: a stage, or under the interleaved
+// schedule a device group.
+func (b *Bubble) rowName() string {
+	if b.Groups == b.Stages {
+		return "stage"
+	}
+	return "group"
 }
 
 // Text is the bubble in a sentence or two.
 func (b *Bubble) Text() string {
 	var w strings.Builder
-	fmt.Fprintf(&w, "pipeline: %d stages, %d micro-batches, schedule %s", b.Stages, b.Microbatches, b.Schedule)
-	if !b.Backward {
-		w.WriteString(" (forward only: GPipe and 1F1B order the forwards alike)")
+	if b.Groups == b.Stages {
+		fmt.Fprintf(&w, "pipeline: %d stages, %d micro-batches, schedule %s", b.Stages, b.Microbatches, b.Schedule)
+		if !b.Backward {
+			w.WriteString(" (forward only: GPipe and 1F1B order the forwards alike)")
+		}
+		fmt.Fprintf(&w, "; its bubble, (p − 1)/(m + p − 1) = %d/%d, is %s of the step for stages of equal time\n",
+			b.Stages-1, b.Microbatches+b.Stages-1, percent(b.Ideal))
+	} else {
+		v := b.Stages / b.Groups
+		fmt.Fprintf(&w, "pipeline: %d stages on %d device groups (v = %d stages each), %d micro-batches, schedule %s", b.Stages, b.Groups, v, b.Microbatches, b.Schedule)
+		fmt.Fprintf(&w, "; its bubble, (p − 1)/(v·m + p − 1) = %d/%d, is %s of the step for stages of equal time\n",
+			b.Groups-1, v*b.Microbatches+b.Groups-1, percent(b.Ideal))
 	}
-	fmt.Fprintf(&w, "; its bubble, (p − 1)/(m + p − 1) = %d/%d, is %s of the step for stages of equal time\n",
-		b.Stages-1, b.Microbatches+b.Stages-1, percent(b.Ideal))
 	if b.Makespan <= 0 || slices.Max(b.Busy) == 0 {
 		return w.String()
 	}
@@ -150,7 +201,7 @@ func (b *Bubble) Text() string {
 		if s == 0 {
 			sep = ""
 		}
-		fmt.Fprintf(&w, "%s stage %d computes %s of %s (idle %s)", sep, s, Seconds(busy), Seconds(b.Makespan), percent(1-busy/b.Makespan))
+		fmt.Fprintf(&w, "%s %s %d computes %s of %s (idle %s)", sep, b.rowName(), s, Seconds(busy), Seconds(b.Makespan), percent(1-busy/b.Makespan))
 	}
 	w.WriteString("\n")
 	w.WriteString(b.Timeline(timelineWidth))

@@ -25,9 +25,13 @@ type Pipeline struct {
 	// along its batch axis, and every op that reads one is written once
 	// per block.
 	Microbatches int
-	// Schedule orders each stage's micro-batches: ScheduleGPipe or
-	// Schedule1F1B.
+	// Schedule orders each stage's micro-batches: ScheduleGPipe,
+	// Schedule1F1B or ScheduleInterleaved.
 	Schedule string
+	// Groups is p, the number of device groups: stage s runs on group
+	// s mod p. It is the number of stages but under ScheduleInterleaved,
+	// where each group holds len(Stages)/p ≥ 2 stages (virtual stages).
+	Groups int
 	// BatchAxis is the dimension of each input of Inputs that is cut.
 	BatchAxis int
 	// Inputs are the names, as the file writes them, of the inputs cut
@@ -46,10 +50,16 @@ const (
 	// (PipeDream-Flush, Narayanan et al., 2021; Megatron-LM's
 	// forward_backward_pipelining_without_interleaving).
 	Schedule1F1B = "1f1b"
+	// ScheduleInterleaved is 1F1B over virtual stages: p device groups
+	// each hold v ≥ 2 stages, stage s on group s mod p, and each group
+	// runs its stages' micro-batches in Megatron-LM's interleaved order
+	// (forward_backward_pipelining_with_interleaving; Narayanan et al.,
+	// 2021, §2.2.2), which cuts the bubble by v.
+	ScheduleInterleaved = "interleaved"
 )
 
 // Schedules lists the schedules a pipeline section may name.
-func Schedules() []string { return []string{Schedule1F1B, ScheduleGPipe} }
+func Schedules() []string { return []string{Schedule1F1B, ScheduleGPipe, ScheduleInterleaved} }
 
 // MicrobatchSep separates a tensor's name from its micro-batch in the
 // names of the copies: "y@mb2" is y of micro-batch 2. A file's names are
@@ -119,6 +129,7 @@ func (p *Source) checkPipeline(r *PipelineDecl, f *Fusion) (*Pipeline, bool) {
 		meshNames[i] = m.Name
 	}
 	owner := map[int]string{}
+	interleaved := r.Schedule == ScheduleInterleaved
 	for _, s := range r.Stages {
 		name, ok := s.String(p.errs, "pipeline stages")
 		if !ok {
@@ -136,13 +147,18 @@ func (p *Source) checkPipeline(r *PipelineDecl, f *Fusion) (*Pipeline, bool) {
 			continue
 		}
 		for _, d := range m.Devices {
-			if o, taken := owner[d]; taken {
-				p.errs.AddHint(s.Pos, "each stage runs on devices of its own", "pipeline stages: device %d is on stages %q and %q", d, o, name)
+			if o, taken := owner[d]; taken && !interleaved {
+				p.errs.AddHint(s.Pos, "each stage runs on devices of its own (or, under schedule interleaved, on the devices of a stage before it)",
+					"pipeline stages: device %d is on stages %q and %q", d, o, name)
 				break
 			}
 			owner[d] = name
 		}
 		pl.Stages = append(pl.Stages, m)
+	}
+	pl.Groups = len(pl.Stages)
+	if interleaved && p.errs.Count() == before {
+		pl.Groups = p.checkGroups(r, pl)
 	}
 	if len(r.Stages) == 0 && r.Stages != nil {
 		p.errs.Add(r.At, "pipeline stages: expected at least one mesh, got an empty list")
@@ -175,6 +191,49 @@ func (p *Source) checkPipeline(r *PipelineDecl, f *Fusion) (*Pipeline, bool) {
 		}
 	}
 	return pl, p.errs.Count() == before
+}
+
+// checkGroups checks an interleaved pipeline's stages and returns its
+// number of device groups p: the first stages on devices of their own,
+// each later stage s on exactly the devices of stage s mod p, every group
+// holding at least two stages, and micro-batches a multiple of p
+// (Megatron-LM's constraint on its interleaved schedule).
+func (p *Source) checkGroups(r *PipelineDecl, pl *Pipeline) int {
+	n := len(pl.Stages)
+	groups := n
+	seen := map[int]bool{}
+	for s, m := range pl.Stages {
+		if slices.ContainsFunc(m.Devices, func(d int) bool { return seen[d] }) {
+			groups = s
+			break
+		}
+		for _, d := range m.Devices {
+			seen[d] = true
+		}
+	}
+	hint := "list each device group's stages in turn: stage s runs on the devices of stage s mod p"
+	if groups == n || n%groups != 0 {
+		p.errs.AddHint(r.At, hint, "pipeline stages: schedule interleaved needs each of the p device groups to hold at least two stages; "+
+			"%d stages on %d groups", n, groups)
+		return groups
+	}
+	for s := groups; s < n; s++ {
+		m, g := pl.Stages[s], pl.Stages[s%groups]
+		if !sameDevices(m.Devices, g.Devices) {
+			p.errs.AddHint(r.Stages[s].Pos, hint, "pipeline stages: stage %d (mesh %q) is on devices %v, want those of stage %d (mesh %q), %v",
+				s, m.Name, m.Devices, s%groups, g.Name, g.Devices)
+		}
+	}
+	if mb := r.Microbatches; mb > 0 && mb%groups != 0 {
+		p.errs.AddHint(r.MicroAt, fmt.Sprintf("use a multiple of %d", groups),
+			"pipeline microbatches: schedule interleaved runs the micro-batches in rounds of one per device group; %d is no multiple of the %d groups", mb, groups)
+	}
+	return groups
+}
+
+// sameDevices reports whether a and b hold the same devices.
+func sameDevices(a, b []int) bool {
+	return len(a) == len(b) && !slices.ContainsFunc(a, func(d int) bool { return !slices.Contains(b, d) })
 }
 
 // checkBatch checks input t's batch axis: one of its dimensions, not

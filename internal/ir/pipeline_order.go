@@ -7,7 +7,9 @@ package ir
 // the stages' sequences, a group of each stage in turn whose operands
 // are ready, so that the list is a topological order in which every
 // device sees its own stage's schedule. A step graph (plan format 2) then
-// lets the stages run at once, and the makespan shows the bubble.
+// lets the stages run at once, and the makespan shows the bubble. Under
+// the interleaved schedule a device group holds several stages, and the
+// sequences are the groups'.
 
 // group is one stage's forward or backward of one micro-batch.
 type group struct {
@@ -45,6 +47,67 @@ func StageOrder(schedule string, stages, stage, m int) []int {
 	}
 	for mb := range m {
 		bwd(mb)
+	}
+	return seq
+}
+
+// InterleavedOrder is the order in which device group rank (of groups,
+// each holding v stages: stage c·groups + rank for chunk c) runs its
+// stages' forwards and backwards of m micro-batches under
+// ScheduleInterleaved, as Megatron-LM's
+// forward_backward_pipelining_with_interleaving does: the group's
+// virtual micro-batches k = 0 … m·v − 1 run their forwards on chunks
+// 0, 1, … in rounds of one micro-batch per group, and their backwards on
+// chunks v − 1, v − 2, …; a warm-up of 2·(groups − rank − 1) + (v − 1)·groups
+// forwards (all of them when m = groups), then one forward and one backward in
+// turn, then the backwards left. m is a multiple of groups.
+func InterleavedOrder(groups, v, rank, m int) []Slot {
+	total := m * v
+	warm := min(2*(groups-rank-1)+(v-1)*groups, total)
+	if m == groups {
+		warm = total
+	}
+	slot := func(k int, back bool) Slot {
+		round := k % (groups * v)
+		chunk := round / groups
+		if back {
+			chunk = v - 1 - chunk
+		}
+		return Slot{Stage: chunk*groups + rank, Microbatch: k/(groups*v)*groups + k%groups, Backward: back}
+	}
+	var seq []Slot
+	for k := range warm {
+		seq = append(seq, slot(k, false))
+	}
+	for i := range total - warm {
+		seq = append(seq, slot(warm+i, false), slot(i, true))
+	}
+	for k := total - warm; k < total; k++ {
+		seq = append(seq, slot(k, true))
+	}
+	return seq
+}
+
+// Slot is one entry of a device group's order: a stage's forward or
+// backward of one micro-batch.
+type Slot struct {
+	Stage, Microbatch int
+	Backward          bool
+}
+
+// groupOrder is device group rank's order of slots under pl's schedule.
+func groupOrder(pl *Pipeline, rank int) []Slot {
+	n := len(pl.Stages)
+	if pl.Schedule == ScheduleInterleaved {
+		return InterleavedOrder(pl.Groups, n/pl.Groups, rank, pl.Microbatches)
+	}
+	var seq []Slot
+	for _, mb := range StageOrder(pl.Schedule, n, rank, pl.Microbatches) {
+		if mb < 0 {
+			seq = append(seq, Slot{Stage: rank, Microbatch: -1 - mb, Backward: true})
+		} else {
+			seq = append(seq, Slot{Stage: rank, Microbatch: mb})
+		}
 	}
 	return seq
 }
@@ -89,36 +152,33 @@ func orderPipeline(p *Source, g *Fusion, e *expansion) bool {
 		}
 	}
 	place(pro)
-	n := len(pl.Stages)
-	seqs := make([][]int, n)
+	n := pl.Groups
+	seqs := make([][]Slot, n)
 	next := make([]int, n)
 	left := 0
-	for s := range n {
-		seqs[s] = StageOrder(pl.Schedule, n, s, pl.Microbatches)
-		left += len(seqs[s])
+	for r := range n {
+		seqs[r] = groupOrder(pl, r)
+		left += len(seqs[r])
 	}
 	for left > 0 {
 		progress := false
-		for s := range n {
-			if next[s] == len(seqs[s]) {
+		for r := range n {
+			if next[r] == len(seqs[r]) {
 				continue
 			}
-			mb, back := seqs[s][next[s]], false
-			if mb < 0 {
-				mb, back = -1-mb, true
-			}
-			ops := groups[group{back: back, mb: mb, stage: s}]
+			sl := seqs[r][next[r]]
+			ops := groups[group{back: sl.Backward, mb: sl.Microbatch, stage: sl.Stage}]
 			if !ready(ops, done) {
 				continue
 			}
 			place(ops)
-			next[s]++
+			next[r]++
 			left--
 			progress = true
 		}
 		if !progress {
 			p.errs.AddHint(g.Ops[0].Pos, "please report it",
-				"pipeline: internal error: the %s schedule waits on itself (stages at steps %v)", pl.Schedule, next)
+				"pipeline: internal error: the %s schedule waits on itself (device groups at steps %v)", pl.Schedule, next)
 			return false
 		}
 	}

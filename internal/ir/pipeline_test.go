@@ -47,6 +47,34 @@ func phases(seq []int) string {
 	return strings.Join(s, " ")
 }
 
+// TestInterleavedOrder: each device group's slots under the interleaved
+// schedule, F2@1 the forward of micro-batch 2 on stage 1: Megatron-LM's
+// order, rounds of one micro-batch per group forward on chunks 0, 1 and
+// backward on 1, 0, all forwards first when m = p.
+func TestInterleavedOrder(t *testing.T) {
+	tests := []struct {
+		groups, v, rank, m int
+		want               string
+	}{
+		{2, 2, 0, 4, "F0@0 F1@0 F0@2 F1@2 F2@0 B0@2 F3@0 B1@2 F2@2 B0@0 F3@2 B1@0 B2@2 B3@2 B2@0 B3@0"},
+		{2, 2, 1, 4, "F0@1 F1@1 F0@3 B0@3 F1@3 B1@3 F2@1 B0@1 F3@1 B1@1 F2@3 B2@3 F3@3 B3@3 B2@1 B3@1"},
+		{2, 2, 0, 2, "F0@0 F1@0 F0@2 F1@2 B0@2 B1@2 B0@0 B1@0"},
+	}
+	for _, tc := range tests {
+		var got []string
+		for _, s := range ir.InterleavedOrder(tc.groups, tc.v, tc.rank, tc.m) {
+			phase := "F"
+			if s.Backward {
+				phase = "B"
+			}
+			got = append(got, fmt.Sprintf("%s%d@%d", phase, s.Microbatch, s.Stage))
+		}
+		if d := cmp.Diff(tc.want, strings.Join(got, " ")); d != "" {
+			t.Errorf("InterleavedOrder(%d groups, v %d, rank %d, m %d) (-want +got):\n%s", tc.groups, tc.v, tc.rank, tc.m, d)
+		}
+	}
+}
+
 // TestPipelineExample: the 1F1B example is written once per micro-batch,
 // each stage meeting its groups in 1F1B's order, the weight gradients
 // accumulated over the micro-batches into tensors of their own names.
@@ -146,9 +174,18 @@ in.yaml:32:52: error: pipeline microbatches: 3 does not divide dim 0 of "dz", of
 		{"a stage twice", []string{"[stage0, stage1]", "[stage0, stage0]"},
 			`in.yaml:32:29: error: pipeline stages: mesh "stage0" is listed twice`},
 		{"unknown schedule", []string{"schedule: 1f1b", "schedule: 1fb1"},
-			`in.yaml:32:65: error: pipeline schedule: unknown schedule "1fb1" (known: 1f1b, gpipe); did you mean "1f1b"?`},
+			`in.yaml:32:65: error: pipeline schedule: unknown schedule "1fb1" (known: 1f1b, gpipe, interleaved); did you mean "1f1b"?`},
 		{"interleaved", []string{"schedule: 1f1b", "schedule: interleaved"},
-			`in.yaml:32:65: error: pipeline schedule: unknown schedule "interleaved" (known: 1f1b, gpipe); interleaved 1F1B (virtual stages) is not built yet: use 1f1b`},
+			`in.yaml:32:11: error: pipeline stages: schedule interleaved needs each of the p device groups to hold at least two stages; 2 stages on 2 groups; list each device group's stages in turn: stage s runs on the devices of stage s mod p`},
+		{"interleaved: a stage off its group", []string{"  stage3: [2, 3]", "  stage3: [3, 2, 4]"},
+			`in.yaml:49:45: error: pipeline stages: stage 3 (mesh "stage3") is on devices [3 2 4], want those of stage 1 (mesh "stage1"), [2 3]; ` +
+				`list each device group's stages in turn: stage s runs on the devices of stage s mod p`},
+		{"interleaved: micro-batches not in rounds", []string{"microbatches: 4", "microbatches: 1"},
+			"in.yaml:49:68: error: pipeline microbatches: schedule interleaved runs the micro-batches in rounds of one per device group; " +
+				"1 is no multiple of the 2 groups; use a multiple of 2"},
+		{"interleaved: groups of one stage", []string{"  stage2: [0, 1]\n  stage3: [2, 3]", "  stage2: [4, 5]\n  stage3: [6, 7]"},
+			"in.yaml:49:11: error: pipeline stages: schedule interleaved needs each of the p device groups to hold at least two stages; " +
+				"4 stages on 4 groups; list each device group's stages in turn: stage s runs on the devices of stage s mod p"},
 		{"an input not of the fusion", []string{"inputs: [x, dz]", "inputs: [x, dz, h]"},
 			`in.yaml:32:87: error: pipeline inputs: "h" is not an input of the fusion (inputs: x, w1, w2, w3, w4, dz); did you mean "x"?`},
 		{"a batch axis out of range", []string{"inputs: [x, dz]", "batch_axis: 2, inputs: [x, dz]"},
@@ -164,7 +201,11 @@ in.yaml:27:5: error: ops[16]: matmul writes "w3.grad" on mesh "other", which is 
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			src := editedExample(t, "pipeline_1f1b.yaml", tc.edits)
+			example := "pipeline_1f1b.yaml"
+			if strings.HasPrefix(tc.name, "interleaved:") {
+				example = "pipeline_interleaved.yaml"
+			}
+			src := editedExample(t, example, tc.edits)
 			if !strings.Contains(src, "pipeline:") {
 				t.Fatalf("no section %q", section)
 			}

@@ -71,7 +71,24 @@ type Options struct {
 	// Debug is for tests (reshard.Debug): the zero value lowers as nvcomm
 	// does.
 	Debug reshard.Debug
+	// SkipBounds leaves out the pass that bounds the ways of computing an
+	// op (ways.go), for a caller that reads only the plan's steps (their
+	// predicted times: internal/auto prices thousands of single-op
+	// fusions): the steps are the same, and the plan's bytes_lower_bound,
+	// which that pass makes a bound, is left 0 (no bound claimed).
+	SkipBounds bool
+	// Searches, when set, keeps the resharding planner's searches across
+	// the Lower calls given it, for a caller that lowers many small
+	// fusions alike; nil keeps them per call.
+	Searches *Searches
 }
+
+// Searches keeps the resharding planner's searches across Lower calls
+// (reshard.Searches), for Options.Searches: safe for concurrent lowerings.
+type Searches = reshard.Searches
+
+// NewSearches returns an empty store of searches.
+func NewSearches() *Searches { return reshard.NewSearches() }
 
 // Lower compiles f into a plan. Ops the policy cannot lower correctly are
 // errors (a *diag.List) naming the op, its YAML position and the reason.
@@ -135,6 +152,9 @@ func lowerInto(f *ir.Fusion, opts Options, w *plan.Writer, alike *opsAlike) (*lo
 		return nil, err
 	}
 	for _, p := range passes {
+		if p.bounds && l.noBound {
+			continue
+		}
 		p.run(l)
 	}
 	if err := l.ledger.Err(); err != nil {
@@ -149,14 +169,18 @@ func newLowerer(f *ir.Fusion, opts Options, w *plan.Writer, alike *opsAlike) (*l
 	if err != nil {
 		return nil, err
 	}
+	planner.Share(opts.Searches)
 	return &lowerer{f: f, planner: planner, ledger: reshard.NewLedger(f.File), w: w, alike: alike, owned: w != nil,
-		opBounds: map[*ir.Op]reshard.Bounds{}, discard: map[*ir.Op]bool{}, trials: newTrials(f)}, nil
+		opBounds: map[*ir.Op]reshard.Bounds{}, discard: map[*ir.Op]bool{}, trials: newTrials(f), noBound: opts.SkipBounds}, nil
 }
 
 // pass is one pass of the lowering.
 type pass struct {
 	name string
 	run  func(*lowerer)
+	// bounds is set for a pass that only books the plan's bound, which
+	// Options.SkipBounds leaves out.
+	bounds bool
 }
 
 // passes are the passes of Lower, in order (docs/architecture.md, "The
@@ -164,10 +188,10 @@ type pass struct {
 // lowerer, and errors collect in its ledger. Lower then assembles the
 // plan (plan).
 var passes = []pass{
-	{"insert reshardings", (*lowerer).insertReshardings},
-	{"bound the ways", (*lowerer).boundWays},
-	{"choose attention's form", (*lowerer).chooseRings},
-	{"lower each op", (*lowerer).lowerOps},
+	{"insert reshardings", (*lowerer).insertReshardings, false},
+	{"bound the ways", (*lowerer).boundWays, true},
+	{"choose attention's form", (*lowerer).chooseRings, false},
+	{"lower each op", (*lowerer).lowerOps, false},
 }
 
 // insertReshardings is the pass that gives every computing op operands
@@ -267,6 +291,9 @@ type lowerer struct {
 	// (Stream): the resharding pass then renumbers its ops and gives them
 	// their new operands in place, rather than copy them.
 	owned bool
+	// noBound is Options.SkipBounds: the ledger's bound is no bound, and
+	// the plan claims none.
+	noBound bool
 }
 
 // opCtx is the lowering of one computing op.
@@ -484,7 +511,9 @@ func (c *stepCounts) add(s *plan.Step) {
 func (l *lowerer) summary() plan.Summary {
 	s := plan.Summary(*l.counts)
 	s.BytesReceivedMax = l.ledger.BusiestReceived()
-	s.BytesLowerBound = l.ledger.LowerBound()
+	if !l.noBound {
+		s.BytesLowerBound = l.ledger.LowerBound()
+	}
 	s.BytesRatio = plan.BytesRatio(s.BytesReceivedMax, s.BytesLowerBound)
 	return s
 }

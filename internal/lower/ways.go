@@ -162,7 +162,11 @@ func blockTensorOf(name string, mesh *ir.Mesh, dtype ir.DType, shape []int, need
 type trials struct {
 	f       *ir.Fusion
 	ledgers map[*reshard.Planner]*reshard.Ledger
-	bounds  *reshard.Planner // the optimal policy's, which books every bound
+	// bounds is the optimal policy's planner, which books every bound,
+	// made when the bound pass first needs it (boundsPlanner): making one
+	// parses the built-in topology, and a lowering without ops computed
+	// more than one way, or one that skips the bounds, needs none.
+	bounds *reshard.Planner
 	// chosen and least keep chooseWay's and leastOfWays's answers by the
 	// op's key (waysKey): a long chain has few distinct ops, and each is
 	// tried once. key is scratch.
@@ -212,9 +216,16 @@ func (tr *trials) memoKey(op *ir.Op, bc bcastAxes) []byte {
 
 // newTrials returns the trials of the ways of f's ops.
 func newTrials(f *ir.Fusion) *trials {
-	pl, _ := reshard.NewPlanner(reshard.PolicyOptimal, reshard.ObjectiveBytes, nil, reshard.Debug{})
-	return &trials{f: f, ledgers: map[*reshard.Planner]*reshard.Ledger{}, bounds: pl,
+	return &trials{f: f, ledgers: map[*reshard.Planner]*reshard.Ledger{},
 		chosen: map[string]chosenWay{}, least: map[string]leastBound{}}
+}
+
+// boundsPlanner returns the planner that books every bound.
+func (tr *trials) boundsPlanner() *reshard.Planner {
+	if tr.bounds == nil {
+		tr.bounds, _ = reshard.NewPlanner(reshard.PolicyOptimal, reshard.ObjectiveBytes, nil, reshard.Debug{})
+	}
+	return tr.bounds
 }
 
 // run lowers way v of w with planner pl (b: the fusion's broadcast axes) on a trial ledger and returns its
@@ -408,7 +419,7 @@ func (l *lowerer) tryWays(op *ir.Op) (reshard.Bounds, bool) {
 		if !has {
 			continue
 		}
-		b, _, ok := l.trials.run(w, way(v), l.trials.bounds, l.bcast)
+		b, _, ok := l.trials.run(w, way(v), l.trials.boundsPlanner(), l.bcast)
 		if !ok {
 			return reshard.Bounds{}, false
 		}

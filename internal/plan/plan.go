@@ -52,8 +52,8 @@ type Plan struct {
 }
 
 // Pipeline is a plan's pipeline: the meshes of its stages, stage 0 first,
-// the number of micro-batches and the schedule that orders them ("gpipe"
-// or "1f1b").
+// the number of micro-batches and the schedule that orders them ("gpipe",
+// "1f1b" or "interleaved", whose stages share device groups).
 type Pipeline struct {
 	Stages       []string `json:"stages"`
 	Microbatches int      `json:"microbatches"`

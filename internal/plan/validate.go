@@ -165,7 +165,7 @@ func (v *validator) checkHeader() {
 }
 
 // pipelineSchedules are the schedules a plan's pipeline may name.
-var pipelineSchedules = []string{"1f1b", "gpipe"}
+var pipelineSchedules = []string{"1f1b", "gpipe", "interleaved"}
 
 // checkPipeline checks a pipeline's fields: stages that are distinct
 // meshes of the plan, at least one micro-batch, a known schedule, and a

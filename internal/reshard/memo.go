@@ -3,7 +3,9 @@ package reshard
 import (
 	"encoding/binary"
 	"strings"
+	"sync"
 
+	"github.com/nvcomm/nvcomm/internal/cost"
 	"github.com/nvcomm/nvcomm/internal/ir"
 )
 
@@ -29,6 +31,10 @@ type search struct {
 	// template is the path's first emission that may be replayed
 	// (replay.go), or nil; set once, by that emission.
 	template *template
+	// mu is held while the search is emitted: a search kept in Searches
+	// may be emitted by lowerings on several goroutines, and emission
+	// fills the searcher's caches and the template.
+	mu sync.Mutex
 }
 
 // memo holds a lowering's searches by key, numbers its meshes for the
@@ -44,25 +50,118 @@ type memo struct {
 }
 
 // searchFor returns the search from src to dst with the given partial
-// types, running it unless an equal one ran before in this lowering.
+// types, running it unless an equal one ran before in this lowering, or
+// in another lowering that shares the planner's Searches.
 func (c lowering) searchFor(src, dst *view, partial uint8) *search {
-	if c.ledger.memo.searches == nil {
-		c.ledger.memo = memo{searches: map[string]*search{}, meshes: map[*ir.Mesh]uint64{}}
+	m := &c.ledger.memo
+	if m.searches == nil {
+		*m = memo{searches: map[string]*search{}, meshes: map[*ir.Mesh]uint64{}}
 	}
-	key := c.searchKey(c.ledger.memo.key[:0], src, dst, partial)
-	c.ledger.memo.key = key
-	if s, ok := c.ledger.memo.searches[string(key)]; ok {
+	key := c.searchKey(m.key[:0], src, dst, partial, c.meshID)
+	m.key = key
+	if s, ok := m.searches[string(key)]; ok {
 		return s // emitted with the op's own views (emission)
+	}
+	shared := c.planner.searches
+	var sharedKey string
+	if shared != nil {
+		sharedKey = shared.key(c, src, dst, partial)
+		if s := shared.get(sharedKey); s != nil {
+			m.searches[string(key)] = s
+			return s
+		}
 	}
 	pl := newSearcher(c, src, dst, partial)
 	path, ok := pl.search()
 	s := &search{pl: pl, path: path, ok: ok}
-	c.ledger.memo.searches[string(key)] = s
+	if shared != nil {
+		s = shared.put(sharedKey, s)
+	}
+	m.searches[string(key)] = s
 	return s
 }
 
-// searchKey appends to b every fact the search reads (see above).
-func (c lowering) searchKey(b []byte, src, dst *view, partial uint8) []byte {
+// Searches keeps the optimal policy's searches across lowerings, for a
+// caller that lowers many small fusions of one model: internal/auto
+// prices thousands of single-op fusions whose sets repeat (a set between
+// two shardings of one shape, before an op or after it, in several
+// fusions). The planners given it (Planner.Share) look a search up in it
+// when their lowering has not run it, and keep there what they run: a
+// search depends only on its key (see above), so its path and emission
+// are what a fresh search gives. Its keys are the memo's with the meshes
+// numbered by the store — the fusions' tensors share their *ir.Mesh, and a
+// mesh not shared is only a search not found — and the planner's policy,
+// objective, topology and replays added. Safe for concurrent use.
+type Searches struct {
+	mu       sync.Mutex
+	searches map[string]*search
+	meshes   map[*ir.Mesh]uint64
+	topology map[*cost.Topology]uint64
+	scratch  []byte // key's, under mu
+}
+
+// NewSearches returns an empty store of searches.
+func NewSearches() *Searches {
+	return &Searches{searches: map[string]*search{}, meshes: map[*ir.Mesh]uint64{}, topology: map[*cost.Topology]uint64{}}
+}
+
+// Share makes the planner's lowerings find and keep their searches in s
+// as well as in their ledger (nil: in their ledger only). Call it before
+// the planner lowers.
+func (p *Planner) Share(s *Searches) { p.searches = s }
+
+// key is the key of the search from src to dst in s: the planner's facts,
+// then the memo's key with s's numbering of the meshes.
+func (s *Searches) key(c lowering, src, dst *view, partial uint8) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := append(s.scratch[:0], c.planner.policy...)
+	b = append(b, 0)
+	b = append(b, c.planner.objective...)
+	b = binary.AppendUvarint(append(b, 0), number(s.topology, c.planner.topology))
+	if c.planner.debug.NoReplay {
+		b = append(b, 1)
+	}
+	b = c.searchKey(append(b, 0), src, dst, partial, func(m *ir.Mesh) uint64 { return number(s.meshes, m) })
+	s.scratch = b
+	return string(b)
+}
+
+// get returns the search kept under key, nil when none is.
+func (s *Searches) get(key string) *search {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.searches[key]
+}
+
+// put keeps found under key and returns it, or the search kept there
+// already (another lowering ran it meanwhile), which callers then emit so
+// that every lowering emits one search's template. What only the search
+// reads is dropped (searcher.forget): a kept search holds its path.
+func (s *Searches) put(key string, found *search) *search {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if kept, ok := s.searches[key]; ok {
+		return kept
+	}
+	found.pl.forget()
+	s.searches[key] = found
+	return found
+}
+
+// number returns the number of k in ids, numbering it next when new.
+func number[K comparable](ids map[K]uint64, k K) uint64 {
+	id, ok := ids[k]
+	if !ok {
+		id = uint64(len(ids))
+		ids[k] = id
+	}
+	return id
+}
+
+// searchKey appends to b every fact the search reads (see above), each
+// mesh written as meshID numbers it.
+func (c lowering) searchKey(b []byte, src, dst *view, partial uint8, meshID func(*ir.Mesh) uint64) []byte {
 	u := func(x int) { b = binary.AppendUvarint(b, uint64(x)) }
 	flag := func(v bool) {
 		if v {
@@ -86,7 +185,7 @@ func (c lowering) searchKey(b []byte, src, dst *view, partial uint8) []byte {
 		}
 	}
 	for _, v := range []*view{src, dst} {
-		u(int(c.meshID(v.mesh)))
+		u(int(meshID(v.mesh)))
 		b = append(b, v.dtype...)
 		u(0)
 		for _, t := range ir.DeviceTypes {
@@ -109,11 +208,4 @@ func (c lowering) searchKey(b []byte, src, dst *view, partial uint8) []byte {
 }
 
 // meshID numbers m within the lowering.
-func (c lowering) meshID(m *ir.Mesh) uint64 {
-	id, ok := c.ledger.memo.meshes[m]
-	if !ok {
-		id = uint64(len(c.ledger.memo.meshes))
-		c.ledger.memo.meshes[m] = id
-	}
-	return id
-}
+func (c lowering) meshID(m *ir.Mesh) uint64 { return number(c.ledger.memo.meshes, m) }

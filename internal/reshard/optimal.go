@@ -73,15 +73,19 @@ type searcher struct {
 	noSwaps bool
 	limit   *pathCost
 	// priced keeps each state's edges but permutations from the first
-	// pass for the second.
-	priced  map[searchState][]edge
-	decoded map[string][]ir.Digit // decode's results
+	// pass for the second; edgesGuess is the room a state's are given at
+	// first (one per option of each type, and steps over several types).
+	priced     map[searchState][]edge
+	edgesGuess int
+	decoded    map[string][]ir.Digit // decode's results
 }
 
 // optimal lowers src (the producer, after any local reduction) to dst; the
 // types of partial still hold partial terms of the op's reduction.
 func (c lowering) optimal(src, dst *view, partial uint8) {
 	found := c.searchFor(src, dst, partial)
+	found.mu.Lock() // the search may be another goroutine's too (Searches)
+	defer found.mu.Unlock()
 	pl, path, ok := found.pl, found.path, found.ok
 	if !ok && pl.overflowed {
 		c.overflow("the bytes of every sequence of collectives from the producer's sharding to the consumer's")
@@ -135,9 +139,20 @@ func newSearcher(c lowering, src, dst *view, partial uint8) *searcher {
 	}
 	pl.addGroups()
 	pl.indexStates()
+	pl.edgesGuess = len(pl.options[0]) + len(pl.options[1]) + len(pl.options[2]) + 8
 	pl.start = searchState{pl.placementOf(src, false, partial), pl.encode(src.stored)}
 	pl.goal = searchState{pl.placementOf(dst, !src.mesh.Equal(dst.mesh), 0), pl.encode(dst.stored)}
 	return pl
+}
+
+// forget drops what only the search reads, the states' edges and groups,
+// and empties the caches of what the searcher computes (swaps, keys,
+// orders), which an emission fills again with what it needs: a searcher
+// kept in Searches for its path then holds little besides.
+func (pl *searcher) forget() {
+	pl.priced, pl.bySet = nil, nil
+	pl.swaps, pl.keys = map[[2]placement]*swap{}, map[placement]string{}
+	pl.canon, pl.decoded = map[placement][]ir.Digit{}, map[string][]ir.Digit{}
 }
 
 // maxSubsetDigits bounds the digits whose subsets become candidate groups,
@@ -297,7 +312,8 @@ func (pl *searcher) valid(p placement) bool {
 	if p.partial != 0 && p.onDst {
 		return false
 	}
-	var used []ir.Digit
+	var room [16]ir.Digit
+	used := room[:0] // on the stack unless a placement selects more
 	for i, t := range ir.DeviceTypes {
 		d := pl.options[i][p.pick[i]]
 		if d == nil {

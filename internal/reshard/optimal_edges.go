@@ -50,7 +50,7 @@ type edge struct {
 func (pl *searcher) edges(s searchState) []edge {
 	out, ok := pl.priced[s]
 	if !ok {
-		out = pl.singleTypeEdges(s, nil)
+		out = pl.singleTypeEdges(s, make([]edge, 0, pl.edgesGuess))
 		out = pl.multiTypeEdges(s, out)
 		if s.partial != 0 {
 			out = pl.partialEdges(s, out)
@@ -62,7 +62,13 @@ func (pl *searcher) edges(s searchState) []edge {
 	if pl.noSwaps || s.partial != 0 {
 		return out
 	}
-	return pl.swapEdges(s, slices.Clip(out))
+	// A slice of its own, with room for the permutations (two edges
+	// each), not to write over the priced edges' spare room.
+	swaps := len(pl.bySet[pl.setKey(s.placement)]) - 1 // but s's own
+	if swaps <= 0 || pl.isReplicated(s.placement) {
+		return out
+	}
+	return pl.swapEdges(s, append(make([]edge, 0, len(out)+2*swaps), out...))
 }
 
 // singleTypeEdges lists the changes of one device type's digits: a Slice
@@ -112,8 +118,7 @@ func changeKind(cur, next []ir.Digit) (edgeKind, bool) {
 func (pl *searcher) multiTypeEdges(s searchState, out []edge) []edge {
 	m := pl.mesh(s.placement)
 	for mask := uint8(3); mask < 8; mask++ {
-		if bits.OnesCount8(mask) < 2 || mask&s.partial != 0 || len(typesOf(m, mask)) < bits.OnesCount8(mask) ||
-			slices.ContainsFunc(typesOf(m, mask), func(t ir.ParallelType) bool { return m.Size(t) == 1 }) {
+		if bits.OnesCount8(mask) < 2 || mask&s.partial != 0 || !spans(m, mask) {
 			continue
 		}
 		var cur, next []ir.Digit

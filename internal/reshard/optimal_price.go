@@ -136,10 +136,23 @@ func typesOf(m *ir.Mesh, mask uint8) []ir.ParallelType {
 // teamSize is the number of devices of a team along the types of mask.
 func teamSize(m *ir.Mesh, mask uint8) int {
 	n := 1
-	for _, t := range typesOf(m, mask) {
-		n *= m.Size(t)
+	for i, t := range ir.DeviceTypes {
+		if mask&(1<<i) != 0 && m.Has(t) {
+			n *= m.Size(t)
+		}
 	}
 	return n
+}
+
+// spans reports whether every type of mask is an axis of m of more than
+// one device.
+func spans(m *ir.Mesh, mask uint8) bool {
+	for i, t := range ir.DeviceTypes {
+		if mask&(1<<i) != 0 && (!m.Has(t) || m.Size(t) == 1) {
+			return false
+		}
+	}
+	return true
 }
 
 // rankDigits are the digits of v selected by the types of mask, in

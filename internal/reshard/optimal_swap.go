@@ -186,7 +186,7 @@ func (pl *searcher) digitAxes(p placement, m *ir.Mesh) []axisDigits {
 		if len(ds) == 0 || !m.Has(t) {
 			continue
 		}
-		g := axisDigits{axis: m.Axis(t)}
+		g := axisDigits{axis: m.Axis(t), digits: make([]int, 0, len(ds)), extents: make([]int, 0, len(ds))}
 		for _, d := range ds {
 			g.digits, g.extents = append(g.digits, pl.index[d]), append(g.extents, d.Extent)
 		}

@@ -60,6 +60,8 @@ type Planner struct {
 	costOrder costOrder // the objective's
 	topology  *cost.Topology
 	debug     Debug
+	// searches, when set, keeps searches across lowerings (Share).
+	searches *Searches
 }
 
 // Debug is what tests may ask of a planner besides its plans. Nothing in
@@ -236,7 +238,7 @@ func (j *Job) ctx(op *ir.Op, toOpAxis []int) lowering {
 // steps and bytes, the op's buffer names — lives in the ledger and the
 // job it names.
 type lowering struct {
-	planner *Planner // the policy, objective and topology: read only
+	planner *Planner // the policy, objective, topology and shared searches: read only
 	ledger  *Ledger  // the fusion's steps, bytes, bounds, errors and searches
 	job     *Job     // the op's buffer names, recording and overflow
 	op      *ir.Op

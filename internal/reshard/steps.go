@@ -11,7 +11,8 @@ import "github.com/nvcomm/nvcomm/internal/plan"
 const stepChunk = 1024
 
 // stepList is the ledger's steps in order: head, filled up to its
-// capacity, then chunks of stepChunk (the last one partly filled). The
+// capacity (grown by append while under stepChunk), then chunks of
+// stepChunk (the last one partly filled). The
 // first base steps were handed out by flush and are no longer held: step
 // numbers, ids included, still count them.
 type stepList struct {
@@ -56,9 +57,11 @@ func (l *stepList) at(i int) *plan.Step {
 	return &l.tail[i/stepChunk][i%stepChunk]
 }
 
-// add appends s.
+// add appends s. A head shorter than a chunk grows as a slice does: the
+// plan of one small op (internal/auto prices thousands) has a handful of
+// steps, and a first chunk would allocate and clear room for 1024.
 func (l *stepList) add(s plan.Step) {
-	if len(l.tail) == 0 && len(l.head) < cap(l.head) {
+	if len(l.tail) == 0 && (len(l.head) < cap(l.head) || cap(l.head) < stepChunk) {
 		l.head = append(l.head, s)
 		return
 	}

@@ -250,13 +250,16 @@ func (f *factoring) tensorView(t *ir.Tensor, m valueAxes) *view {
 
 // without returns ds minus the digits in drop, order kept.
 func without(ds, drop []ir.Digit) []ir.Digit {
-	var out []ir.Digit
+	var out []ir.Digit // nil when none is left, as callers compare
 	for _, d := range ds {
 		if !slices.Contains(drop, d) {
+			if out == nil {
+				out = make([]ir.Digit, 0, len(ds))
+			}
 			out = append(out, d)
 		}
 	}
-	return out
+	return slices.Clip(out) // no room that two callers' appends would share
 }
 
 // onAxis returns the digits of ds that lie on axis a.
@@ -272,7 +275,14 @@ func onAxis(ds []ir.Digit, a int) []ir.Digit {
 
 // concat joins digit lists into a new slice.
 func concat(lists ...[]ir.Digit) []ir.Digit {
-	var out []ir.Digit
+	n := 0
+	for _, l := range lists {
+		n += len(l)
+	}
+	if n == 0 {
+		return nil
+	}
+	out := make([]ir.Digit, 0, n)
 	for _, l := range lists {
 		out = append(out, l...)
 	}

@@ -37,11 +37,7 @@ func (p *reader) parsePipeline(v *yaml.Node) {
 			if s, ok := p.w.str(f.Value, "pipeline schedule"); ok {
 				r.Schedule = s
 				if !slices.Contains(ir.Schedules(), s) {
-					hint := diag.Suggest(s, ir.Schedules())
-					if s == "interleaved" {
-						hint = "interleaved 1F1B (virtual stages) is not built yet: use 1f1b"
-					}
-					p.errs.AddHint(r.ScheduleAt, hint, "pipeline schedule: unknown schedule %q (known: %s)", s, strings.Join(ir.Schedules(), ", "))
+					p.errs.AddHint(r.ScheduleAt, diag.Suggest(s, ir.Schedules()), "pipeline schedule: unknown schedule %q (known: %s)", s, strings.Join(ir.Schedules(), ", "))
 				}
 			}
 		case "batch_axis":
