@@ -1,0 +1,93 @@
+package cli_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/nvcomm/nvcomm/internal/plan"
+)
+
+// TestDataParallelGradientBytes holds the data-parallel counts of a
+// Llama-3 8B training step (docs/models.md, "Validation against
+// Megatron-LM's closed forms") to ZeRO's and FSDP2's closed forms: Ψ
+// bytes of parameters (per tensor-parallel rank), n devices along the
+// axis, FSDP gathers Ψ·(n−1)/n once and reduce-scatters as much, DP
+// all-reduces 2Ψ·(n−1)/n, HSDP reduce-scatters within its group and
+// all-reduces the shard across groups. The loss's one Allreduce along the
+// data-parallel axes is counted apart.
+func TestDataParallelGradientBytes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("lowers three whole Llama-3 8B steps")
+	}
+	const psi = 8_030_261_248 * 2   // every parameter, bfloat16
+	const psiTP = 1_004_015_616 * 2 // a tp rank's share, of 8
+	tests := []struct {
+		mesh string
+		// strides name the mesh axes by the distance of a team's first
+		// two devices.
+		strides map[int]string
+		want    map[string]int64
+	}{
+		{"fsdp=64", map[int]string{1: "fsdp"}, map[string]int64{
+			"Allgather fsdp":     psi * 63 / 64,
+			"ReduceScatter fsdp": psi * 63 / 64,
+		}},
+		{"dp=8,tp=8", map[int]string{8: "dp"}, map[string]int64{
+			"Allreduce dp": 2 * psiTP * 7 / 8,
+		}},
+		{"dp=2,fsdp=4,tp=8", map[int]string{8: "fsdp", 32: "dp"}, map[string]int64{
+			"Allgather fsdp":     psiTP * 3 / 4,
+			"ReduceScatter fsdp": psiTP * 3 / 4,
+			"Allreduce dp":       2 * (psiTP / 4) / 2,
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.mesh, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "plan.json")
+			code, _, stderr := run(t, "", "model", "../../testdata/models/llama3_8b/config.json", "--mesh", tc.mesh,
+				"--batch", "64", "--seq", "8192", "--backward", "--plan", "-o", out)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			src, err := os.ReadFile(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := plan.Decode(out, src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]int64{}
+			for i := range p.Steps {
+				s := &p.Steps[i]
+				axis, ok := axisOf(s, tc.strides)
+				if !ok || s.Bytes == nil || isLoss(p, s) {
+					continue
+				}
+				got[s.Type+" "+axis] += s.Bytes.ReceivedPerDevice
+			}
+			if d := cmp.Diff(tc.want, got); d != "" {
+				t.Errorf("bytes received by the busiest device, by collective and axis (-closed form +nvcomm):\n%s", d)
+			}
+		})
+	}
+}
+
+// axisOf names the mesh axis of collective s by its first team's stride.
+func axisOf(s *plan.Step, strides map[int]string) (string, bool) {
+	if s.Kind != "collective" || len(s.Teams) == 0 || len(s.Teams[0]) < 2 {
+		return "", false
+	}
+	axis, ok := strides[s.Teams[0][1]-s.Teams[0][0]]
+	return axis, ok
+}
+
+// isLoss reports whether step s serves the loss (its op's output is the
+// loss or one of its parts), which the closed forms leave out.
+func isLoss(p *plan.Plan, s *plan.Step) bool {
+	out := p.Ops[s.Op].Output
+	return len(out) >= 4 && out[:4] == "loss"
+}
