@@ -6,7 +6,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nvcomm/nvcomm/internal/cost"
 	"github.com/nvcomm/nvcomm/internal/explain"
+	"github.com/nvcomm/nvcomm/internal/lower"
+	"github.com/nvcomm/nvcomm/internal/plan"
 )
 
 type explainOptions struct {
@@ -68,6 +71,9 @@ func (o *explainOptions) run(cmd *cobra.Command, arg string) error {
 	if opts.Topology, err = o.input.pricing(cmd); err != nil {
 		return err
 	}
+	if opts.Forms, err = forms(p, opts.Topology); err != nil {
+		return report(cmd, err)
+	}
 	out := cmd.OutOrStdout()
 	opts.Color = o.color.value == "always" || (o.color.value == "auto" && explain.ColorAuto(out))
 	var b bytes.Buffer
@@ -85,4 +91,18 @@ func (o *explainOptions) run(cmd *cobra.Command, arg string) error {
 	}
 	_, err = out.Write(b.Bytes())
 	return err
+}
+
+// forms are the prices of the forms of p's sdpas that the lowering chose
+// between (lower.Forms), for explain to show.
+func forms(p *plan.Plan, topo *cost.Topology) ([]explain.Form, error) {
+	fs, err := lower.Forms(p, topo)
+	if err != nil {
+		return nil, err
+	}
+	var out []explain.Form
+	for _, f := range fs {
+		out = append(out, explain.Form{Op: f.Op, Ring: f.Ring, Expansion: f.Expansion, Bytes: f.Bytes, Chosen: f.Chosen})
+	}
+	return out, nil
 }

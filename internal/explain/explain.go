@@ -34,6 +34,24 @@ type Options struct {
 	Topology *cost.Topology
 	// Color paints the output with terminal colours.
 	Color bool
+	// Forms are the prices of the forms of the sdpas the ring could
+	// compute, which the lowering chose between (lower.Forms); nil leaves
+	// them out.
+	Forms []Form
+}
+
+// Form is the optimal policy's choice of an sdpa's form: the prices, under
+// its objective, of the ring and of the expansion planned op by op
+// (docs/layers.md, "Ring attention").
+type Form struct {
+	// Op is the expansion's last op.
+	Op int
+	// Ring and Expansion are the two prices: seconds (each form's step
+	// graph's makespan), or with Bytes what the busiest device receives.
+	Ring, Expansion float64
+	Bytes           bool
+	// Chosen says that the plan takes the ring.
+	Chosen bool
 }
 
 // All explains every tensor and op, priced on the default topology,

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/nvcomm/nvcomm/internal/cost"
+	"github.com/nvcomm/nvcomm/internal/lower"
 	"github.com/nvcomm/nvcomm/internal/plan"
 )
 
@@ -19,9 +20,20 @@ import (
 var update = os.Getenv("NVCOMM_UPDATE") != ""
 
 // TestExamplesGolden explains the optimal plan of every example of
-// testdata/examples and compares with testdata/NAME.txt.
+// testdata/examples, with the prices of its sdpas' forms as nvcomm
+// explain shows them (lower.Forms), and compares with testdata/NAME.txt.
 func TestExamplesGolden(t *testing.T) {
-	forExamples(t, ".txt", func(p *plan.Plan, b *bytes.Buffer) error { return Write(b, p, All()) })
+	forExamples(t, ".txt", func(p *plan.Plan, b *bytes.Buffer) error {
+		o := All()
+		forms, err := lower.Forms(p, o.Topology)
+		if err != nil {
+			return err
+		}
+		for _, f := range forms {
+			o.Forms = append(o.Forms, Form{Op: f.Op, Ring: f.Ring, Expansion: f.Expansion, Bytes: f.Bytes, Chosen: f.Chosen})
+		}
+		return Write(b, p, o)
+	})
 }
 
 // TestTraceGolden compares the trace of the optimal plan of every example

@@ -29,6 +29,10 @@ func (e *explainer) op(b *strings.Builder, i int, op plan.Op) {
 		fmt.Fprintf(b, "  %s\n", line)
 	}
 	steps := e.stepsOf(i)
+	if len(steps) == 0 && op.Within != nil {
+		fmt.Fprintf(b, "  no steps: computed within op %d's steps (ring attention); no device holds %s\n", *op.Within, op.Output)
+		return
+	}
 	if len(steps) == 0 {
 		b.WriteString("  no steps\n")
 		return
@@ -124,6 +128,7 @@ func (e *explainer) opContext(i int, op plan.Op) []string {
 	if in := op.Inserted; in != nil && !in.Output {
 		lines = append(lines, e.reshardedFor(op)...)
 	}
+	lines = append(lines, e.formOf(i, op)...)
 	out := e.sh[op.Output]
 	if out == nil {
 		return lines

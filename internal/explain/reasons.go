@@ -82,6 +82,9 @@ func (e *explainer) collectiveReason(op plan.Op, s *plan.Step) string {
 	case plan.Gather:
 		return fmt.Sprintf("device %s collects the blocks of its team (the output's mesh wants them whole)", rootText(s))
 	case plan.SendRecv:
+		if e.computesWhole(s.Op) {
+			return fmt.Sprintf("ring attention: %d pairs at once, each device passing the block it holds to the next device of the ring, for the next round; in a step graph it runs beside this round's attention", len(s.Teams))
+		}
 		if len(s.Teams) > 1 {
 			return fmt.Sprintf("%d point-to-point pairs at once: each sender sends its block to the one device that holds it in the output (another mesh, or devices relabelled), as pipeline stages hand over activations", len(s.Teams))
 		}

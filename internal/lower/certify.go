@@ -8,6 +8,7 @@ import (
 
 	"github.com/nvcomm/nvcomm/internal/diag"
 	"github.com/nvcomm/nvcomm/internal/ir"
+	"github.com/nvcomm/nvcomm/internal/ops"
 	"github.com/nvcomm/nvcomm/internal/plan"
 	"github.com/nvcomm/nvcomm/internal/reshard"
 )
@@ -125,6 +126,29 @@ func rebuild(p *plan.Plan, ps *diag.List) (*ir.Fusion, *alikeTensors) {
 	return f, alike
 }
 
+// compositeOf is the composite a plan's record names, as the builder
+// records it (ofPlan's inverse).
+func compositeOf(of *plan.Of) *ir.Composite {
+	c := &ir.Composite{Kind: ir.OpKind(of.Op), Inputs: slices.Clone(of.Inputs), Output: of.Output, Axis: -1,
+		Axes: slices.Clone(of.Axes), Grad: of.Grad}
+	if of.Axis != nil {
+		c.Axis = *of.Axis
+	}
+	if of.Eps != nil {
+		c.Attrs = append(c.Attrs, ops.Value{Key: ops.AttrEps, Float: *of.Eps})
+	}
+	if of.Reduction != "" {
+		c.Attrs = append(c.Attrs, ops.Value{Key: ops.AttrReduction, Str: of.Reduction})
+	}
+	if of.Causal {
+		c.Attrs = append(c.Attrs, ops.Value{Key: ops.AttrCausal, Bool: true})
+	}
+	if of.CP != "" {
+		c.Attrs = append(c.Attrs, ops.Value{Key: ops.AttrCP, Str: of.CP})
+	}
+	return c
+}
+
 // specOf is a plan tensor as ir.NewTensor takes it, its schedule written
 // over steps (nil when it has none).
 func specOf(t *plan.Tensor, mesh *ir.Mesh, steps []ir.ScheduleStep) ir.TensorSpec {
@@ -230,6 +254,11 @@ func (b *opBuilder) op(i int, op plan.Op, ps *diag.List) *ir.Op {
 			return nil
 		}
 		o.Axis = *op.Axis
+	}
+	if op.Of != nil {
+		// The composite it is of: the lowering may compute a composite
+		// whole (ring.go).
+		o.Of = compositeOf(op.Of)
 	}
 	if why := op.Inserted; why != nil && o.Kind == ir.OpSet && why.For != i && why.For >= 0 && why.For < len(b.ops) {
 		// A set inserted to reshard an operand or a result: its op's

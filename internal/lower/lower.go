@@ -13,6 +13,8 @@
 //   - lower.go: Lower, the lowerer the passes share, plan assembly;
 //   - reshard_insert.go, choose.go: the pass that inserts resharding sets
 //     around layer ops, and the optimal policy's rFactor choice;
+//   - ring.go: the form of a context-parallel sdpa, ring attention or
+//     its expansion op by op, chosen by the objective;
 //   - compute.go: Matmul and Pointwise steps of layer ops;
 //   - certify.go: a plan's numbers recomputed (validate).
 //
@@ -145,13 +147,10 @@ func lowerSteps(f *ir.Fusion, opts Options, alike *opsAlike) (*lowerer, error) {
 // lowerInto runs the passes of Lower; with a writer, the lowering of the
 // ops writes the plan's sections to it as they are made (streamOps).
 func lowerInto(f *ir.Fusion, opts Options, w *plan.Writer, alike *opsAlike) (*lowerer, error) {
-	planner, err := reshard.NewPlanner(opts.Policy, opts.Objective, opts.Topology, opts.Debug)
+	l, err := newLowerer(f, opts, w, alike)
 	if err != nil {
 		return nil, err
 	}
-	planner.Share(opts.Searches)
-	l := &lowerer{f: f, planner: planner, ledger: reshard.NewLedger(f.File), w: w, alike: alike, owned: w != nil,
-		opBounds: map[*ir.Op]reshard.Bounds{}, discard: map[*ir.Op]bool{}, trials: newTrials(f), noBound: opts.SkipBounds}
 	for _, p := range passes {
 		if p.bounds && l.noBound {
 			continue
@@ -162,6 +161,17 @@ func lowerInto(f *ir.Fusion, opts Options, w *plan.Writer, alike *opsAlike) (*lo
 		return nil, err
 	}
 	return l, nil
+}
+
+// newLowerer is the lowerer of f under opts, before its passes.
+func newLowerer(f *ir.Fusion, opts Options, w *plan.Writer, alike *opsAlike) (*lowerer, error) {
+	planner, err := reshard.NewPlanner(opts.Policy, opts.Objective, opts.Topology, opts.Debug)
+	if err != nil {
+		return nil, err
+	}
+	planner.Share(opts.Searches)
+	return &lowerer{f: f, planner: planner, ledger: reshard.NewLedger(f.File), w: w, alike: alike, owned: w != nil,
+		opBounds: map[*ir.Op]reshard.Bounds{}, discard: map[*ir.Op]bool{}, trials: newTrials(f), noBound: opts.SkipBounds}, nil
 }
 
 // pass is one pass of the lowering.
@@ -180,6 +190,7 @@ type pass struct {
 var passes = []pass{
 	{"insert reshardings", (*lowerer).insertReshardings, false},
 	{"bound the ways", (*lowerer).boundWays, true},
+	{"choose attention's form", (*lowerer).chooseRings, false},
 	{"lower each op", (*lowerer).lowerOps, false},
 }
 
@@ -226,7 +237,7 @@ func (l *lowerer) streamOps() {
 		l.w.Tensor(&pt)
 	}
 	for _, op := range l.f.Ops {
-		o := opOf(op)
+		o := l.planOp(op)
 		l.w.Op(&o)
 	}
 	l.counts = newStepCounts()
@@ -270,6 +281,12 @@ type lowerer struct {
 	opBounds map[*ir.Op]reshard.Bounds
 	discard  map[*ir.Op]bool
 	trials   *trials
+	// rings are the sdpas a ring could compute, by their expansion's last
+	// op, and within maps the ops of their expansions to the last op that
+	// computes them, or to nil where the sdpa is planned op by op
+	// (ring.go); nil when there are none.
+	rings  map[*ir.Op]*ringForm
+	within map[*ir.Op]*ir.Op
 	// owned is set when the caller's fusion is the lowerer's to change
 	// (Stream): the resharding pass then renumbers its ops and gives them
 	// their new operands in place, rather than copy them.
@@ -296,11 +313,28 @@ type opCtx struct {
 	pending *ir.Tensor
 }
 
-// lowerOp lowers op into the ledger's steps and books its bound: an op
-// that more than one way computes books what every way must receive, for
-// itself and the sets inserted to reshard its operands or its result
-// (ways.go).
+// lowerOp lowers op into the ledger's steps and books its bound: an sdpa
+// that the ring could compute books what either form must receive at its
+// last op, which emits the ring's steps where the ring computes it, the
+// others then none (ring.go); an op that more than one way computes books
+// what every way must receive, for itself and the sets inserted to
+// reshard its operands or its result (ways.go).
 func (l *lowerer) lowerOp(op *ir.Op) {
+	if last, ok := l.within[op]; ok {
+		if last == nil { // an op of an sdpa planned op by op
+			l.lowerBounded(op)
+		}
+		return // else the ring's last op computes it
+	}
+	if r := l.rings[op]; r != nil && r.chosen {
+		l.lowerRing(op, r)
+		return
+	}
+	l.lowerOpAlone(op)
+}
+
+// lowerOpAlone is lowerOp of an op that no sdpa's form concerns.
+func (l *lowerer) lowerOpAlone(op *ir.Op) {
 	if b, ok := l.opBounds[op]; ok {
 		l.ledger.CaptureBounds(func() { l.lowerSteps(op) })
 		l.ledger.Book(b)
@@ -357,7 +391,7 @@ func (l *lowerer) plan() *plan.Plan {
 	}
 	p.Ops = sized[plan.Op](len(l.f.Ops))
 	for _, op := range l.f.Ops {
-		p.Ops = append(p.Ops, opOf(op))
+		p.Ops = append(p.Ops, l.planOp(op))
 	}
 	p.Steps = l.ledger.Steps()
 	if p.Steps == nil {
@@ -441,6 +475,9 @@ func ofPlan(c *ir.Composite) *plan.Of {
 	}
 	if v, ok := c.Attrs.Get(ops.AttrCausal); ok {
 		of.Causal = v.Bool
+	}
+	if v, ok := c.Attrs.Get(ops.AttrCP); ok {
+		of.CP = v.Str
 	}
 	return of
 }

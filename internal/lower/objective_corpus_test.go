@@ -83,7 +83,8 @@ func TestBoundsHold(t *testing.T) {
 // TestObjectivesWin checks on the corpus that the time objective's plan is
 // predicted no slower than the bytes objective's and nvFuser's, and the
 // bytes objective's receives no more bytes than nvFuser's (the busiest
-// device).
+// device); but for a fusion that fixes an sdpa's form (cp: ring), which
+// the objectives then do not choose.
 func TestObjectivesWin(t *testing.T) {
 	topo := cost.Default()
 	seconds := func(p *plan.Plan) float64 {
@@ -103,7 +104,7 @@ func TestObjectivesWin(t *testing.T) {
 		if seconds(fast) > seconds(few)+slack {
 			t.Errorf("%s: the time objective's plan takes %g s, the bytes objective's %g s", file, seconds(fast), seconds(few))
 		}
-		if nv == nil {
+		if nv == nil || fixesForm(fast) {
 			return
 		}
 		if seconds(fast) > seconds(nv)+slack {
@@ -113,6 +114,16 @@ func TestObjectivesWin(t *testing.T) {
 			t.Errorf("%s: the bytes objective's plan receives %d bytes, nvFuser's %d", file, few.Summary.BytesReceivedMax, nv.Summary.BytesReceivedMax)
 		}
 	})
+}
+
+// fixesForm reports whether p's fusion fixes an sdpa's form with cp: ring.
+func fixesForm(p *plan.Plan) bool {
+	for _, op := range p.Ops {
+		if op.Of != nil && op.Of.CP == "ring" {
+			return true
+		}
+	}
+	return false
 }
 
 // scatterAcross moves a replicated tensor to the chunks of 3 devices of

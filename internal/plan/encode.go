@@ -134,6 +134,7 @@ func (e *encoder) op(o *Op) {
 				}
 			})
 		}
+		e.optIntIf("within", o.Within)
 	})
 }
 
@@ -169,6 +170,7 @@ func (e *encoder) of(of *Of) {
 			e.strField("reduction", of.Reduction)
 		}
 		e.trueIf("causal", of.Causal)
+		e.strIf("cp", of.CP)
 		if of.Grad {
 			e.key("grad")
 			e.bool(true)
@@ -312,6 +314,12 @@ func (e *encoder) strsIf(k string, xs []string) {
 	if len(xs) > 0 {
 		e.key(k)
 		e.strs(xs)
+	}
+}
+
+func (e *encoder) optIntIf(k string, x *int) {
+	if x != nil {
+		e.intField(k, *x)
 	}
 }
 

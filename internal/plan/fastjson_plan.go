@@ -371,6 +371,9 @@ func (d *fastDecoder) op(o *Op) {
 		case "of":
 			d.once(&seen, 1<<9)
 			o.Of = d.of()
+		case "within":
+			d.once(&seen, 1<<10)
+			o.Within = d.intPtr()
 		default:
 			d.attr(o, k)
 		}
@@ -487,6 +490,9 @@ func (d *fastDecoder) of() *Of {
 		case "grad":
 			d.once(&seen, 1<<8)
 			of.Grad = d.bool()
+		case "cp":
+			d.once(&seen, 1<<9)
+			d.textInto(&of.CP)
 		default:
 			d.fail()
 		}

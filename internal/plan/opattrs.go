@@ -79,6 +79,8 @@ func (o *Op) member(dec *jsontext.Decoder, name string) error {
 		dst = &f.Scalar
 	case "of":
 		dst = &f.Of
+	case "within":
+		dst = &f.Within
 	default:
 		return o.attrMember(dec, name)
 	}

@@ -171,6 +171,13 @@ type Op struct {
 	// Inserted marks a set that nvcomm inserted, and says what for; nil
 	// on the fusion's own ops (docs/plan.md, "ops").
 	Inserted *Inserted `json:"inserted,omitempty"`
+	// Within is, on an op that the lowering computes inside another op's
+	// steps, that op's index: an op of a composite's expansion (or a set
+	// inserted for one) when the expansion's last op computes the whole
+	// composite from its operands, as ring attention does (docs/plan.md,
+	// "ops"). No step implements such an op and no device holds its
+	// output. Nil on the others.
+	Within *int `json:"within,omitempty"`
 }
 
 // Of is a composite op of the fusion, which its expansion's ops point at:
@@ -191,6 +198,9 @@ type Of struct {
 	Reduction string `json:"reduction,omitempty"`
 	// Causal is sdpa's causal flag, written when true.
 	Causal bool `json:"causal,omitempty"`
+	// CP is sdpa's form under context parallelism as written (ring,
+	// expansion); empty where the fusion left it to the objective.
+	CP string `json:"cp,omitempty"`
 	// Grad says that the op is part of the gradient of this op of the
 	// fusion, of any kind, which a backward section appended
 	// (docs/training.md); false for a composite's expansion.
@@ -224,6 +234,9 @@ func (o *Of) Expr() string {
 	}
 	if o.Reduction != "" {
 		args += ", reduction=" + o.Reduction
+	}
+	if o.CP != "" {
+		args += ", cp=" + o.CP
 	}
 	return o.Output + " = " + o.Op + "(" + args + ")"
 }

@@ -41,6 +41,7 @@ func validate(p *Plan, alike bool) []diag.Diagnostic {
 	v.checkOps()
 	v.checkPartials()
 	v.checkSteps()
+	v.checkWholes()
 	v.checkCoverage()
 	v.checkOutputsHeld()
 	v.checkRaces()
@@ -90,6 +91,10 @@ type validator struct {
 	// first op that records it: every op of one expansion records it
 	// alike.
 	ofRecords map[ofKey]int
+	// computesWithin marks the ops that other ops are computed within
+	// (Op.Within): their steps may read their composite's operands. Nil
+	// when no op is.
+	computesWithin map[int]bool
 	// meshSets maps each mesh, by name, to the set of its devices.
 	meshSets map[string]*deviceSet
 	// firstSharded maps each tensor name to the axis of the first
@@ -434,6 +439,9 @@ func (v *validator) checkCoverage() {
 	}
 	for i, op := range v.p.Ops {
 		switch {
+		case op.Within != nil && hasStep[i]:
+			v.planf("op %d: is computed within op %d, but a step implements it", i, *op.Within)
+		case op.Within != nil:
 		case !hasStep[i]:
 			v.planf("op %d: no step implements it", i)
 		case !writes[i]:

@@ -88,6 +88,42 @@ func (v *validator) checkOp(i int, op Op) {
 	v.checkOpOutput(i, op, ins)
 	v.checkInserted(i, op)
 	v.checkOf(i, op)
+	v.checkWithin(i, op)
+}
+
+// checkWithin checks an op computed within another's steps: that op, N,
+// is a later op that ends a composite's expansion (its output the
+// composite's), and this op is of the same expansion or a set inserted
+// for an op within N. N's steps may then read the composite's operands
+// (checkInput); this op has no steps (checkCoverage).
+func (v *validator) checkWithin(i int, op Op) {
+	if op.Within == nil {
+		return
+	}
+	n := *op.Within
+	if n <= i || n >= len(v.p.Ops) {
+		v.planf("op %d: within op %d, which is not a later op of the plan", i, n)
+		return
+	}
+	last := v.p.Ops[n]
+	if last.Of == nil || last.Of.Grad || last.Of.Output != last.Output || last.Within != nil {
+		v.planf("op %d: within op %d, which is not the last op of a composite's expansion", i, n)
+		return
+	}
+	ofLast := op.Of != nil && !op.Of.Grad && op.Of.Output == last.Of.Output
+	forWithin := false
+	if in := op.Inserted; in != nil && in.For >= 0 && in.For < len(v.p.Ops) {
+		f := v.p.Ops[in.For].Within
+		forWithin = in.For == n || f != nil && *f == n
+	}
+	if !ofLast && !forWithin {
+		v.planf("op %d: within op %d, but it is neither an op of %s's expansion nor a set inserted for one", i, n, last.Of.Output)
+		return
+	}
+	if v.computesWithin == nil {
+		v.computesWithin = map[int]bool{}
+	}
+	v.computesWithin[n] = true
 }
 
 // checkOf checks the composite op an op's expansion comes from: a
@@ -121,6 +157,11 @@ func (v *validator) checkOf(i int, op Op) {
 	if of.Causal && (e == nil || !e.Takes(ops.AttrCausal)) {
 		v.planf("op %d: of: %s is marked causal, but only sdpa takes causal", i, of.Op)
 	}
+	if of.CP != "" && (e == nil || !e.Takes(ops.AttrCP)) {
+		v.planf("op %d: of: %s has cp %q, but only sdpa takes cp", i, of.Op, of.CP)
+	} else if of.CP != "" && of.CP != ops.CPRing && of.CP != ops.CPExpansion {
+		v.planf("op %d: of: cp is %q, want %s or %s", i, of.CP, ops.CPRing, ops.CPExpansion)
+	}
 	v.checkOfAlike(i, of)
 }
 
@@ -153,7 +194,7 @@ func (v *validator) checkOfAlike(i int, of *Of) {
 // sameOf reports whether two records say the same.
 func sameOf(a, b *Of) bool {
 	return a.Op == b.Op && slices.Equal(a.Inputs, b.Inputs) && a.Output == b.Output && equalPtr(a.Axis, b.Axis) &&
-		slices.Equal(a.Axes, b.Axes) && equalPtr(a.Eps, b.Eps) && a.Reduction == b.Reduction && a.Causal == b.Causal && a.Grad == b.Grad
+		slices.Equal(a.Axes, b.Axes) && equalPtr(a.Eps, b.Eps) && a.Reduction == b.Reduction && a.Causal == b.Causal && a.CP == b.CP && a.Grad == b.Grad
 }
 
 // equalPtr reports whether two optional values are both absent, or equal.

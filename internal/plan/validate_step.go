@@ -264,7 +264,9 @@ func (v *validator) checkReduceOp(i int, s *Step, op *Op) {
 	case !red:
 	case !isReductionOp(*s.ReduceOp):
 		v.stepf(i, "reduce_op %q is not sum, prod, max or min", *s.ReduceOp)
-	case op != nil && opReduceOp(op.Op) != "" && *s.ReduceOp != opReduceOp(op.Op):
+	case op != nil && opReduceOp(op.Op) != "" && *s.ReduceOp != opReduceOp(op.Op) && !v.computesWithin[s.Op]:
+		// An op that computes its composite whole reduces as the
+		// composite's ops would: ring attention's row max and sums.
 		v.stepf(i, "reduce_op is %q, but op %d is a %s", *s.ReduceOp, s.Op, op.Op)
 	}
 }
@@ -310,7 +312,7 @@ func readsSeveral(typ string) bool {
 func (v *validator) checkInput(i int, s *Step, name string, op *Op) {
 	if v.tensor(name) == nil {
 		v.checkIntermediate(i, "input", name, op)
-	} else if op != nil && !slices.Contains(op.Operands(), name) && name != op.Output {
+	} else if op != nil && !slices.Contains(op.Operands(), name) && name != op.Output && !v.readsWhole(s.Op, name) {
 		which := "the input"
 		if len(op.Operands()) > 1 {
 			which = "an input"
@@ -320,6 +322,12 @@ func (v *validator) checkInput(i int, s *Step, name string, op *Op) {
 	if _, ok := v.producer(name, i); !ok && !v.isFusionInput(name) {
 		v.stepf(i, "input %q is neither a fusion input nor written by an earlier step", name)
 	}
+}
+
+// readsWhole reports whether op k computes its composite whole (other
+// ops are computed within it) and name is an operand of that composite.
+func (v *validator) readsWhole(k int, name string) bool {
+	return v.computesWithin[k] && slices.Contains(v.p.Ops[k].Of.Inputs, name)
 }
 
 // checkOutput checks that the output is the op's output tensor or one of its

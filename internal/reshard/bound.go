@@ -280,6 +280,10 @@ func (l *Ledger) Trial(p *Planner, fn func(priced func(elem int64))) (Bounds, Co
 	return b, Cost{c}, ok
 }
 
+// DeviceBounds are bounds of what each device must receive, in bytes,
+// and nothing over sets of devices.
+func DeviceBounds(device map[int]int64) Bounds { return Bounds{device: device} }
+
 // Book adds b to the ledger's bounds.
 func (l *Ledger) Book(b Bounds) {
 	for d, n := range b.device {

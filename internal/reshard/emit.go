@@ -99,6 +99,15 @@ func (j *Job) EmitLocal(s plan.Step, devices []int, countIn, countOut int) {
 	j.ctx(j.op, nil).emitLocalOn(s, devices, countIn, countOut)
 }
 
+// EmitCollective appends a collective step s of the job's op, run by
+// s.Teams with s.Count, on elements of elemSize bytes that every member
+// holds, and accounts its bytes; need(dev) is the elements of its output
+// device dev does not hold, what the step's bound counts.
+func (j *Job) EmitCollective(s plan.Step, elemSize int, need func(dev int) int64) {
+	all := func(int) bool { return true }
+	j.ctx(j.op, nil).emitCollectiveNeeding(s, s.Teams, elemSize, all, need, s.Count.Input, s.Count.Output)
+}
+
 // emitLocalTeams appends a local step whose devices act by rank in their
 // team (Slice): no data moves between devices.
 func (c lowering) emitLocalTeams(s plan.Step, teams [][]int, countIn, countOut int) {

@@ -105,6 +105,9 @@ func (p *Planner) Policy() Policy { return p.policy }
 // Objective is what the planner minimizes under the optimal policy.
 func (p *Planner) Objective() Objective { return p.objective }
 
+// Topology is the topology the planner prices steps on.
+func (p *Planner) Topology() *cost.Topology { return p.topology }
+
 // Ledger is what lowering a fusion writes: its steps in order, the bytes
 // each device receives, the lower bounds and the errors. Step ids and byte
 // totals run across the ops of the fusion.

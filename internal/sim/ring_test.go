@@ -1,14 +1,14 @@
 package sim
 
 import (
-	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/nvcomm/nvcomm/internal/ops"
 	"github.com/nvcomm/nvcomm/internal/plan"
 )
 
@@ -25,118 +25,17 @@ type ringGeometry struct {
 	causal               bool
 }
 
-// ringSteps writes ring attention's steps: c rounds; in round r device i
-// holds k's and v's block j = i − r (mod c), computes the scaled scores of
-// its q block against it (masked with that block's diagonal when causal),
-// their row max, the running max m, exp(s − m), their row sums and the P·V
-// product, and merges them into the running l and o by online softmax
-// (rescaling both by exp(m_old − m)); one SendRecv ring per tensor passes
-// the blocks to the next device. sendFirst puts each round's SendRecvs
-// before its compute rather than after, the other order the step graph
-// allows. The output "o" is o / l.
+// ringSteps writes ring attention's steps with the builder the lowering
+// uses (plan.RingAttention), on devices 0 to c−1, buffers "q", "k", "v"
+// and "o", intermediates named as the builder names them ("qk/1").
 func ringSteps(g ringGeometry, sendFirst bool) []plan.Step {
 	devs := make([]int, g.c)
-	ring := make([][]int, g.c)
 	for i := range devs {
-		devs[i], ring[i] = i, []int{i, (i + 1) % g.c}
+		devs[i] = i
 	}
-	rows, scores := g.bt*g.sb, g.bt*g.sb*g.tb
-	sdims, rdims, cdims := []int{g.bt, g.sb, g.tb}, []int{g.bt, g.sb}, []int{g.bt, g.sb, 1}
-	odims := []int{g.bt, g.sb, g.dv}
-	local := func(typ, out string, n [2]int, dims []int, in ...string) plan.Step {
-		s := plan.Step{Kind: plan.KindLocal, Type: typ, Devices: devs, Output: out, Count: plan.Count{Input: n[0], Output: n[1]}, Dims: dims}
-		if len(in) == 1 {
-			s.Input = in[0]
-		} else {
-			s.Inputs = in
-		}
-		return s
-	}
-	pointwise := func(f, out string, dims []int, inDims [][]int, in ...string) plan.Step {
-		s := local(plan.Pointwise, out, [2]int{product(inDims[0]), product(dims)}, dims, in...)
-		s.Func, s.InputDims = sp(f), inDims
-		return s
-	}
-	reduce := func(op, out, in string) plan.Step {
-		s := local(plan.LocalReduce, out, [2]int{scores, rows}, sdims, in)
-		s.ReduceDims, s.ReduceOp = []int{2}, sp(op)
-		return s
-	}
-	tril := func(out, in string, r int) plan.Step {
-		s := local(plan.Tril, out, [2]int{scores, scores}, sdims, in)
-		for i := range devs {
-			j := ((i-r)%g.c + g.c) % g.c
-			s.Offsets = append(s.Offsets, i*g.sb-j*g.tb)
-		}
-		return s
-	}
-	var steps []plan.Step
-	for r := range g.c {
-		name := func(x string) string { return fmt.Sprintf("%s/%d", x, r) }
-		k, v := name("k"), name("v")
-		if r == 0 {
-			k, v = "k", "v"
-		}
-		var send []plan.Step
-		if r < g.c-1 {
-			for _, x := range []struct{ in, out string }{{k, fmt.Sprintf("k/%d", r+1)}, {v, fmt.Sprintf("v/%d", r+1)}} {
-				n := g.bt * g.tb * g.d
-				if x.in == v {
-					n = g.bt * g.tb * g.dv
-				}
-				send = append(send, plan.Step{Kind: plan.KindCollective, Type: plan.SendRecv, Teams: ring,
-					Input: x.in, Output: x.out, Count: plan.Count{Input: n, Output: n}})
-			}
-		}
-		if sendFirst {
-			steps = append(steps, send...)
-		}
-		qk := local(plan.Matmul, name("qk"), [2]int{rows * g.d, scores}, []int{g.bt, g.sb, g.d, g.tb}, "q", k)
-		qk.TransposeB = true
-		scaled := pointwise("mul", name("s"), sdims, [][]int{sdims}, name("qk"))
-		scaled.Scalar = &ops.Scalar{Slot: 1, Value: 1 / math.Sqrt(float64(g.d))}
-		steps = append(steps, qk, scaled)
-		s := name("s")
-		if g.causal {
-			steps = append(steps, tril(name("sm"), s, r))
-			s = name("sm")
-		}
-		steps = append(steps, reduce("max", name("mb"), s))
-		m := name("mb")
-		if r > 0 {
-			steps = append(steps, pointwise("maximum", name("m"), rdims, [][]int{rdims, rdims}, fmt.Sprintf("m/%d", r-1), name("mb")))
-		} else {
-			steps = append(steps, pointwise("copy", name("m"), rdims, [][]int{rdims}, m))
-		}
-		steps = append(steps,
-			pointwise("sub", name("x"), sdims, [][]int{sdims, cdims}, s, name("m")),
-			pointwise("exp", name("e"), sdims, [][]int{sdims}, name("x")))
-		e := name("e")
-		if g.causal {
-			steps = append(steps, tril(name("ek"), e, r))
-			e = name("ek")
-		}
-		steps = append(steps, reduce("sum", name("lb"), e),
-			local(plan.Matmul, name("ob"), [2]int{scores, rows * g.dv}, []int{g.bt, g.sb, g.tb, g.dv}, e, v))
-		if r == 0 {
-			steps = append(steps, pointwise("copy", name("l"), rdims, [][]int{rdims}, name("lb")),
-				pointwise("copy", name("o"), odims, [][]int{odims}, name("ob")))
-		} else {
-			prev := func(x string) string { return fmt.Sprintf("%s/%d", x, r-1) }
-			steps = append(steps,
-				pointwise("sub", name("dm"), rdims, [][]int{rdims, rdims}, prev("m"), name("m")),
-				pointwise("exp", name("a"), rdims, [][]int{rdims}, name("dm")),
-				pointwise("mul", name("la"), rdims, [][]int{rdims, rdims}, prev("l"), name("a")),
-				pointwise("add", name("l"), rdims, [][]int{rdims, rdims}, name("la"), name("lb")),
-				pointwise("mul", name("oa"), odims, [][]int{odims, cdims}, prev("o"), name("a")),
-				pointwise("add", name("o"), odims, [][]int{odims, odims}, name("oa"), name("ob")))
-		}
-		if !sendFirst {
-			steps = append(steps, send...)
-		}
-	}
-	last := func(x string) string { return fmt.Sprintf("%s/%d", x, g.c-1) }
-	return append(steps, pointwise("div", "o", odims, [][]int{odims, cdims}, last("o"), last("l")))
+	return plan.RingAttention{Devices: devs, BT: g.bt, SB: g.sb, TB: g.tb, D: g.d, DV: g.dv, Causal: g.causal,
+		Scale: 1 / math.Sqrt(float64(g.d)), Q: "q", K: "k", V: "v", Out: "o",
+		Buffer: func(what string) string { return what }, SendFirst: sendFirst}.Steps()
 }
 
 // seqBlock is block i of n of a row-major [bt, n·w, e] array's middle
@@ -230,5 +129,86 @@ func TestRingAttentionSteps(t *testing.T) {
 				t.Errorf("%+v: the ring turned the other way gives sdpa's definition, want a difference", g)
 			}
 		}
+	}
+}
+
+// TestRingPlanMutants runs the plan nvcomm lowers for ring attention
+// (testdata/examples/attention_context_parallel_ring.yaml, cp: ring),
+// which passes in the orders its graph allows, and mutants of it that
+// compute something else, each of which simulation catches on its own
+// (validate, which holds the op's steps to ring attention's, rejects
+// them too): the ring turned the other way (each round's k and v blocks
+// then another device's than its masks assume), the merge without its
+// rescaling, and two rounds' masks swapped (each the diagonal of the
+// other round's block).
+func TestRingPlanMutants(t *testing.T) {
+	const file = "../../testdata/examples/attention_context_parallel_ring.optimal.json"
+	load := func() *plan.Plan {
+		src, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := plan.Decode(file, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	p := load()
+	plan.ToGraph(p)
+	for seed := range uint64(4) {
+		if res, err := Run(p, Options{Order: seed}); err != nil || !res.Pass {
+			t.Fatalf("the ring's plan, order %d: %v %+v", seed, err, res)
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		mutate func(p *plan.Plan)
+	}{
+		{"ring turned", func(p *plan.Plan) {
+			for i := range p.Steps {
+				if s := &p.Steps[i]; s.Type == plan.SendRecv {
+					var turned [][]int
+					for _, team := range s.Teams {
+						turned = append(turned, []int{team[1], team[0]})
+					}
+					s.Teams = turned
+				}
+			}
+		}},
+		{"no rescaling", func(p *plan.Plan) {
+			for i := range p.Steps {
+				if s := &p.Steps[i]; strings.Contains(s.Output, "/la/") || strings.Contains(s.Output, "/oa/") {
+					s.Func, s.Input, s.Inputs, s.InputDims = sp("copy"), s.Inputs[0], nil, s.InputDims[:1]
+				}
+			}
+		}},
+		{"rounds' masks swapped", func(p *plan.Plan) {
+			offsets := map[string][]int{}
+			for _, s := range p.Steps {
+				offsets[s.Output] = s.Offsets
+			}
+			swap := map[string]string{"o/ring/sm/1": "o/ring/sm/2", "o/ring/sm/2": "o/ring/sm/1", "o/ring/ek/1": "o/ring/ek/2", "o/ring/ek/2": "o/ring/ek/1"}
+			for i := range p.Steps {
+				if other, ok := swap[p.Steps[i].Output]; ok {
+					p.Steps[i].Offsets = offsets[other]
+				}
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := load()
+			tc.mutate(m)
+			for i := range m.Steps {
+				m.Steps[i].ID = i
+			}
+			if probs := plan.Validate(m); len(probs) == 0 {
+				t.Errorf("validate accepts the mutant")
+			}
+			res, err := Run(m, Options{})
+			if err != nil || res.Pass {
+				t.Errorf("simulation: %v, %+v; want a mismatch", err, res)
+			}
+		})
 	}
 }

@@ -281,7 +281,10 @@ func (w *world) devices() map[int]int64 {
 	return all
 }
 
-// opWithoutSteps reports the first op that no step implements.
+// opWithoutSteps reports the first op that no step implements, but for
+// an op computed within another's steps (plan.Op.Within), which has none:
+// the op it is within is checked against the reference and against the
+// composite's definition.
 func (w *world) opWithoutSteps() *Mismatch {
 	has := make([]bool, len(w.p.Ops))
 	for i := range w.p.Steps {
@@ -290,7 +293,7 @@ func (w *world) opWithoutSteps() *Mismatch {
 		}
 	}
 	for i, op := range w.p.Ops {
-		if !has[i] {
+		if !has[i] && op.Within == nil {
 			return &Mismatch{Op: i, Step: -1, Tensor: op.Output, Device: -1, FlatIndex: -1,
 				Reason: fmt.Sprintf("no step implements op %d (%s)", i, op.Op)}
 		}

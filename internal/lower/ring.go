@@ -1,0 +1,408 @@
+package lower
+
+import (
+	"slices"
+
+	"github.com/nvcomm/nvcomm/internal/cost"
+	"github.com/nvcomm/nvcomm/internal/ir"
+	"github.com/nvcomm/nvcomm/internal/ops"
+	"github.com/nvcomm/nvcomm/internal/plan"
+	"github.com/nvcomm/nvcomm/internal/reshard"
+)
+
+// This file is the optimal policy's choice of attention's form under
+// context parallelism (docs/layers.md, "Ring attention"). An sdpa whose
+// q, k, v and output are split on the sequence, in blocks, over a 1-D
+// mesh, is planned two ways: its expansion op by op, as every composite
+// is (the scores split as kᵀ is, q gathered, the softmax's statistics
+// and the output summed by collectives), or as a ring (plan.RingAttention):
+// c rounds of local attention on the k and v blocks a device holds,
+// merged by online softmax, while one SendRecv per tensor passes the
+// blocks on. Each is priced by the makespan of its step graph (each
+// round's transfers run beside its attention) on the planner's
+// topology, or by the bytes its busiest device receives under the bytes
+// objective, and the cheaper taken, the op-by-op form on a tie. A ring's
+// expansion ops but the last are then computed within the last one's
+// steps (plan.Op.Within), which read q, k and v.
+
+// ringForm is an sdpa the lowering computes as a ring.
+type ringForm struct {
+	// geometry is the ring's, its buffers named for the last op.
+	geometry plan.RingAttention
+	// seqAxis is the sequence's axis (dim −2), which the SendRecvs name.
+	seqAxis int
+	// elem is the dtype's size in bytes.
+	elem int
+	// bounds are what either form must receive (reshard.Least of theirs):
+	// the fusion's lower bound does not depend on the form taken.
+	bounds reshard.Bounds
+	// ring and ops are the two forms' prices (seconds, or bytes under the
+	// bytes objective).
+	ring, ops float64
+	// chosen says that the ring computes the sdpa; else its expansion's
+	// ops are lowered one by one (lowerBounded).
+	chosen bool
+}
+
+// chooseRings is the pass that chooses, for every sdpa the ring can
+// compute, between the ring and the op-by-op form: the optimal policy
+// by its objective or the sdpa's cp, nvFuser's always the op-by-op form
+// (it has no context parallelism). Under every policy such an sdpa
+// books what either form must receive (ringForm.bounds), so that the
+// fusion's bound does not depend on the policy.
+func (l *lowerer) chooseRings() {
+	optimal := l.planner.Policy() == PolicyOptimal
+	var readers map[*ir.Tensor][]*ir.Op
+	for _, last := range l.f.Ops {
+		of := last.Of
+		if of == nil || of.Grad || of.Kind != "sdpa" || last.Out.Name != of.Output {
+			continue
+		}
+		cp, _ := of.Attrs.Get(ops.AttrCP)
+		g, ok := ringGeometry(l.f, last)
+		var members []*ir.Op
+		if ok {
+			if readers == nil {
+				readers = readersOf(l.f)
+			}
+			members, ok = expansionOf(l.f, last, readers)
+		}
+		if !ok {
+			if optimal && cp.Str == ops.CPRing {
+				l.planner.Job(l.ledger, l.f, last).Fail("sdpa's cp: ring needs q, k, v and its output on one 1-D mesh of at least 2 devices, each split in even blocks on its sequence (dim -2) alone and stored row-major, and no op outside the sdpa reading its intermediates",
+					"split q, k, v and the output as Shard(rank-2) on one mesh, or write cp: expansion (or leave cp out) to plan the sdpa op by op")
+			}
+			continue
+		}
+		form, ok := l.priceRing(g, last, members)
+		if !ok {
+			continue
+		}
+		form.chosen = optimal && (cp.Str == ops.CPRing || cp.Str == "" && form.ring < form.ops)
+		if l.rings == nil {
+			l.rings, l.within = map[*ir.Op]*ringForm{}, map[*ir.Op]*ir.Op{}
+		}
+		l.rings[last] = form
+		for _, op := range members {
+			switch {
+			case !form.chosen:
+				l.within[op] = nil // lowered on its own, its bounds the form's
+			case op != last:
+				l.within[op] = last
+			}
+		}
+	}
+}
+
+// lowerBounded lowers op, of an sdpa that the ring could compute but
+// that is planned op by op: its steps are its own, but its bounds are
+// dropped, and the expansion's last op books what either form must
+// receive.
+func (l *lowerer) lowerBounded(op *ir.Op) {
+	l.ledger.CaptureBounds(func() { l.lowerOpAlone(op) })
+	if r := l.rings[op]; r != nil {
+		l.ledger.Book(r.bounds)
+	}
+}
+
+// ringGeometry returns the ring of sdpa op last, the last op of its
+// expansion, when q, k, v and its output lie on one 1-D mesh of at least
+// two devices, each split in even blocks on its sequence (its dim −2)
+// alone, stored row-major, of one dtype, holding no pending terms.
+func ringGeometry(f *ir.Fusion, last *ir.Op) (plan.RingAttention, bool) {
+	of := last.Of
+	if of == nil || of.Grad || of.Kind != "sdpa" || last.Out.Name != of.Output || len(of.Inputs) != 3 {
+		return plan.RingAttention{}, false
+	}
+	q, k, v := f.Tensor(of.Inputs[0]), f.Tensor(of.Inputs[1]), f.Tensor(of.Inputs[2])
+	o := last.Out
+	for _, t := range []*ir.Tensor{q, k, v, o} {
+		if !seqBlocks(t, q) {
+			return plan.RingAttention{}, false
+		}
+	}
+	qs, ks, vs := q.Shape(), k.Shape(), v.Shape()
+	r, c := len(qs), len(q.Mesh.Devices)
+	bt := 1
+	for _, e := range qs[:r-2] {
+		bt *= e
+	}
+	causal, _ := of.Attrs.Get(ops.AttrCausal)
+	return plan.RingAttention{Devices: slices.Clone(q.Mesh.Devices), BT: bt, SB: qs[r-2] / c, TB: ks[r-2] / c,
+		D: qs[r-1], DV: vs[r-1], Causal: causal.Bool}, true
+}
+
+// seqBlocks reports whether t lies as q must for the ring: on q's mesh,
+// 1-D with at least two devices, of q's dtype, split only on its dim −2
+// in even blocks, its values stored row-major (a contraction's output
+// keeps its summed axis as a reduction axis, which holds no values), with
+// no pending terms.
+func seqBlocks(t, q *ir.Tensor) bool {
+	if t == nil || q == nil || t.Mesh != q.Mesh || len(t.Mesh.Shape) != 1 || len(t.Mesh.Devices) < 2 ||
+		t.DType != q.DType || t.Partial != "" || t.Combined != nil || t.IsUneven() {
+		return false
+	}
+	shape := t.Shape()
+	r := len(shape)
+	if r < 2 {
+		return false
+	}
+	sh := t.Shardings()
+	if len(sh) != 1 || sh[0].Kind != ir.Block || len(sh[0].Digits) != 1 || sh[0].Axis() != r-2 {
+		return false
+	}
+	c := len(t.Mesh.Devices)
+	if shape[r-2]%c != 0 || t.LocalShape()[r-2]*c != shape[r-2] {
+		return false
+	}
+	for i, a := range t.Layout() {
+		if a != i {
+			return false
+		}
+	}
+	return true
+}
+
+// readersOf maps every tensor of f to the ops that read it.
+func readersOf(f *ir.Fusion) map[*ir.Tensor][]*ir.Op {
+	readers := map[*ir.Tensor][]*ir.Op{}
+	for _, op := range f.Ops {
+		for _, in := range op.Inputs {
+			readers[in] = append(readers[in], op)
+		}
+	}
+	return readers
+}
+
+// expansionOf returns the ops of last's expansion, in order, with the
+// sets inserted for them, last the last: what the ring computes. False
+// when an op outside them reads one of their outputs (a backward that
+// reads the forward's probabilities): the ring holds none of them.
+func expansionOf(f *ir.Fusion, last *ir.Op, readers map[*ir.Tensor][]*ir.Op) ([]*ir.Op, bool) {
+	in := map[*ir.Op]bool{}
+	var members []*ir.Op
+	for _, op := range f.Ops[:last.Index+1] {
+		mine := sameComposite(op, last)
+		if why := op.Inserted; why != nil {
+			mine = sameComposite(why.For, last)
+		}
+		if mine {
+			in[op] = true
+			members = append(members, op)
+		}
+	}
+	for _, op := range members {
+		if op == last {
+			continue
+		}
+		for _, r := range readers[op.Out] {
+			if !in[r] {
+				return nil, false
+			}
+		}
+	}
+	return members, true
+}
+
+// sameComposite reports whether op is of the expansion whose last op is
+// last.
+func sameComposite(op, last *ir.Op) bool {
+	return op.Of != nil && !op.Of.Grad && op.Of.Output == last.Of.Output
+}
+
+// priceRing prices both forms of the sdpa whose expansion is members
+// (last the last): the op-by-op form lowered on a ledger of its own, the
+// ring built; false when the op-by-op form fails there or a price does
+// not fit.
+func (l *lowerer) priceRing(g plan.RingAttention, last *ir.Op, members []*ir.Op) (*ringForm, bool) {
+	trial := &lowerer{f: l.f, planner: l.planner, ledger: reshard.NewLedger(l.f.File), sumTypes: l.sumTypes,
+		failed: l.failed, bcast: l.bcast, opBounds: l.opBounds, discard: l.discard, trials: l.trials}
+	bounds := trial.ledger.CaptureBounds(func() {
+		for _, op := range members {
+			trial.lowerOp(op)
+		}
+	})
+	if trial.ledger.Err() != nil {
+		return nil, false
+	}
+	for _, op := range members {
+		if l.failed[op] {
+			return nil, false
+		}
+	}
+	form := &ringForm{geometry: g, seqAxis: len(last.Out.Shape()) - 2, elem: last.Out.DType.Size()}
+	form.bounds = reshard.Least(bounds, form.needs())
+	form.geometry.Scale = scoresScale(members)
+	out := last.Out.Name
+	form.geometry.Q, form.geometry.K, form.geometry.V, form.geometry.Out = last.Of.Inputs[0], last.Of.Inputs[1], last.Of.Inputs[2], out
+	form.geometry.Buffer = plan.RingBuffers(out)
+	var ok bool
+	if form.ops, ok = l.formPrice(trial.ledger.Steps(), members); !ok {
+		return nil, false
+	}
+	ring := form.steps(last)
+	if form.ring, ok = l.formPrice(ring, members); !ok {
+		return nil, false
+	}
+	return form, true
+}
+
+// needs is the ring form's bound: the blocks of k and v that hold a key
+// some query of its own block sees, but for its own, are what a device
+// must receive to compute its block of the output by the ring — every
+// other block, or under the causal mask the earlier ones (device c − 1
+// still needs c − 1 blocks: the busiest device's bound is the same).
+func (r *ringForm) needs() reshard.Bounds {
+	g := r.geometry
+	block := int64(g.BT) * int64(g.TB) * int64(g.D+g.DV) * int64(r.elem)
+	need := map[int]int64{}
+	for i, d := range g.Devices {
+		for j := range g.Devices {
+			if j != i && (!g.Causal || j*g.TB <= (i+1)*g.SB-1) {
+				need[d] += block
+			}
+		}
+	}
+	return reshard.DeviceBounds(need)
+}
+
+// scoresScale is the number the expansion multiplies the scores by (its
+// one op with a number operand, sdpa's 1/√d), so that the ring scales
+// as the expansion does.
+func scoresScale(members []*ir.Op) float64 {
+	for _, op := range members {
+		if op.Scalar != nil && op.Kind == "mul" {
+			return op.Scalar.Value
+		}
+	}
+	return 1
+}
+
+// steps are the ring's steps as the last op's, ids from 0, each
+// collective with its bytes: what formPrice prices. The lowering emits
+// the same steps through the ledger (lowerRing).
+func (r *ringForm) steps(last *ir.Op) []plan.Step {
+	steps := r.geometry.Steps()
+	for i := range steps {
+		s := &steps[i]
+		s.ID, s.Op = i, last.Index
+		if s.Kind == plan.KindCollective {
+			n := int64(s.Count.Input) * int64(r.elem)
+			s.Bytes = &plan.Bytes{SentPerDevice: n, ReceivedPerDevice: n, LowerBound: n}
+		}
+	}
+	return steps
+}
+
+// formPrice is the price of steps, the steps of members' ops, under the
+// planner's objective: the makespan of their step graph on its topology,
+// or the bytes the busiest device receives in them.
+func (l *lowerer) formPrice(steps []plan.Step, members []*ir.Op) (float64, bool) {
+	if l.planner.Objective() == ObjectiveBytes {
+		received := map[int]int64{}
+		for i := range steps {
+			s := &steps[i]
+			if s.Bytes == nil {
+				continue
+			}
+			for _, team := range s.Teams {
+				for _, d := range team {
+					received[d] += s.Bytes.ReceivedPerDevice
+				}
+			}
+		}
+		busiest := int64(0)
+		for _, n := range received {
+			busiest = max(busiest, n)
+		}
+		return float64(busiest), true
+	}
+	p := &plan.Plan{Format: plan.Format, Ops: make([]plan.Op, len(l.f.Ops)), Steps: steps}
+	seen := map[*ir.Tensor]bool{}
+	for _, op := range members {
+		p.Ops[op.Index] = opOf(op)
+		for _, t := range append(slices.Clone(op.Inputs), op.Out) {
+			if !seen[t] {
+				seen[t] = true
+				p.Tensors = append(p.Tensors, tensorOf(t))
+			}
+		}
+	}
+	plan.ToGraph(p)
+	pr, err := cost.Predict(l.planner.Topology(), p)
+	if err != nil {
+		return 0, false
+	}
+	return pr.Total, true
+}
+
+// lowerRing emits the ring's steps as op last's, and books the bound of
+// the op-by-op form.
+func (l *lowerer) lowerRing(last *ir.Op, r *ringForm) {
+	job := l.planner.Job(l.ledger, l.f, last)
+	for _, s := range r.geometry.Steps() {
+		if s.Kind == plan.KindCollective {
+			s.Axis = new(r.seqAxis)
+			n := int64(s.Count.Input)
+			job.EmitCollective(s, r.elem, func(int) int64 { return n })
+			continue
+		}
+		job.EmitLocal(s, s.Devices, s.Count.Input, s.Count.Output)
+	}
+	l.ledger.Book(r.bounds)
+}
+
+// planOp describes op for the plan, with the op it is computed within.
+func (l *lowerer) planOp(op *ir.Op) plan.Op {
+	o := opOf(op)
+	if last := l.within[op]; last != nil {
+		o.Within = new(last.Index)
+	}
+	return o
+}
+
+// Form is the optimal policy's choice of an sdpa's form (docs/layers.md,
+// "Ring attention"): the two forms' prices under its objective, seconds
+// (the makespan of each form's step graph) or, under the bytes
+// objective, the bytes the busiest device receives.
+type Form struct {
+	// Op is the expansion's last op.
+	Op int
+	// Ring and Expansion are the prices of the ring and of the expansion
+	// planned op by op.
+	Ring, Expansion float64
+	// Bytes says that the prices are bytes, not seconds.
+	Bytes bool
+	// Chosen says that the plan takes the ring.
+	Chosen bool
+}
+
+// Forms prices the forms of every sdpa of p's fusion that the ring can
+// compute, as lowering p's fusion under its policy and objective on topo
+// does (nil: the default topology); none under policy nvfuser. It
+// expects a plan that Validate accepts.
+func Forms(p *plan.Plan, topo *cost.Topology) ([]Form, error) {
+	ps := plan.NewProblems()
+	f, _ := rebuild(p, ps)
+	if f == nil {
+		return nil, ps.Err()
+	}
+	l, err := newLowerer(f, Options{Policy: Policy(p.Policy), Objective: Objective(p.Objective), Topology: topo}, nil, nil)
+	if err != nil || l.planner.Policy() != PolicyOptimal {
+		return nil, err
+	}
+	for _, ps := range passes {
+		ps.run(l)
+		if ps.name == "choose attention's form" {
+			break
+		}
+	}
+	var forms []Form
+	for _, op := range l.f.Ops {
+		if r := l.rings[op]; r != nil {
+			forms = append(forms, Form{Op: op.Index, Ring: r.ring, Expansion: r.ops,
+				Bytes: l.planner.Objective() == ObjectiveBytes, Chosen: r.chosen})
+		}
+	}
+	return forms, nil
+}

@@ -1,0 +1,159 @@
+package lower
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/nvcomm/nvcomm/internal/plan"
+	"github.com/nvcomm/nvcomm/internal/syntax"
+)
+
+// contextParallel is a causal sdpa over 4 devices, q, k, v and the output
+// [batch, heads, sequence, head_dim] split on the sequence, of shape
+// SHAPE, with the sdpa's attributes ATTRS.
+const contextParallel = `format: 2
+meshes:
+  cp: [0, 1, 2, 3]
+tensors:
+  q: {mesh: cp, shape: SHAPE, placements: [Shard(2)]}
+  k: {mesh: cp, shape: SHAPE, placements: [Shard(2)]}
+  v: {mesh: cp, shape: SHAPE, placements: [Shard(2)]}
+  o: {placements: [Shard(2)]}
+ops:
+  - {op: sdpa, in: [q, k, v], out: o, causal: trueATTRS}
+`
+
+// ringSummary says how a plan computes its sdpa: its collectives by
+// type, and how many ops it computes within another.
+type ringSummary struct {
+	ByType map[string]int
+	Within int
+}
+
+// summarize is p's ringSummary.
+func summarize(p *plan.Plan) ringSummary {
+	s := ringSummary{ByType: p.Summary.ByType}
+	for _, op := range p.Ops {
+		if op.Within != nil {
+			s.Within++
+		}
+	}
+	return s
+}
+
+// TestRingChosen lowers a context-parallel causal sdpa at the example's
+// size and at a realistic one ([1, 8, 4096, 128], float32), with and
+// without sdpa's cp, under both policies, and checks which form each plan
+// takes: the ring (6 SendRecvs, the expansion's 17 other ops computed
+// within its last, as are the set inserted for one) where the objective
+// prices it faster — at the realistic size, the SendRecvs' latency
+// outweighing the overlap at the small one — or where cp says ring; the
+// op-by-op form otherwise, and always under nvFuser's policy. The
+// fusion's bound is the same in every plan of one size.
+func TestRingChosen(t *testing.T) {
+	ring := ringSummary{ByType: map[string]int{"SendRecv": 6}, Within: 17}
+	ops := ringSummary{ByType: map[string]int{"Allgather": 1, "Allreduce": 4}}
+	nvfuser := ringSummary{ByType: map[string]int{"AllToAll": 1, "Allgather": 2, "Allreduce": 3}}
+	for _, tc := range []struct {
+		shape, attrs string
+		policy       Policy
+		want         ringSummary
+	}{
+		{"[2, 4, 16, 8]", "", PolicyOptimal, ops},
+		{"[2, 4, 16, 8]", ", cp: ring", PolicyOptimal, ring},
+		{"[2, 4, 16, 8]", ", cp: ring", PolicyNvFuser, nvfuser},
+		{"[1, 8, 4096, 128]", "", PolicyOptimal, ring},
+		{"[1, 8, 4096, 128]", ", cp: expansion", PolicyOptimal, ringSummary{ByType: map[string]int{"Allgather": 1, "Allreduce": 3, "ReduceScatter": 1}}},
+		{"[1, 8, 4096, 128]", "", PolicyNvFuser, nvfuser},
+	} {
+		t.Run(fmt.Sprintf("%s%s/%s", tc.shape, tc.attrs, tc.policy), func(t *testing.T) {
+			p := lowerRingSource(t, tc.shape, tc.attrs, tc.policy)
+			if d := cmp.Diff(tc.want, summarize(p)); d != "" {
+				t.Errorf("form (-want +got):\n%s", d)
+			}
+			base := lowerRingSource(t, tc.shape, ", cp: expansion", PolicyNvFuser)
+			if got, want := p.Summary.BytesLowerBound, base.Summary.BytesLowerBound; got != want {
+				t.Errorf("bound %d, nvFuser's plan of the op-by-op form %d: the fusion's bound depends on the form", got, want)
+			}
+		})
+	}
+}
+
+// TestRingNeedsSequenceBlocks checks that cp: ring on an sdpa the ring
+// cannot compute — k and v whole — is an error at the op, with a hint;
+// nvFuser's policy ignores cp.
+func TestRingNeedsSequenceBlocks(t *testing.T) {
+	src := strings.NewReplacer("SHAPE", "[2, 4, 16, 8]", "ATTRS", ", cp: ring").Replace(contextParallel)
+	src = strings.Replace(src, "k: {mesh: cp, shape: [2, 4, 16, 8], placements: [Shard(2)]}", "k: {mesh: cp, shape: [2, 4, 16, 8], placements: [Replicate()]}", 1)
+	f, err := syntax.Parse("f.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Lower(f, Options{})
+	if err == nil || !strings.Contains(err.Error(), "f.yaml:10:") || !strings.Contains(err.Error(), "cp: ring needs q, k, v and its output") {
+		t.Errorf("lower: %v, want the ring's error at the sdpa (f.yaml:10)", err)
+	}
+	if _, err := Lower(f, Options{Policy: PolicyNvFuser}); err != nil {
+		t.Errorf("nvfuser: %v", err)
+	}
+}
+
+// lowerRingSource lowers contextParallel of shape and attrs under policy.
+func lowerRingSource(t *testing.T, shape, attrs string, policy Policy) *plan.Plan {
+	t.Helper()
+	src := strings.NewReplacer("SHAPE", shape, "ATTRS", attrs).Replace(contextParallel)
+	f, err := syntax.Parse("f.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Lower(f, Options{Policy: policy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if probs := plan.Validate(p); len(probs) > 0 {
+		t.Fatalf("validate: %v", probs)
+	}
+	if probs, unproven := Certify(p); len(probs) > 0 || len(unproven) > 0 {
+		t.Fatalf("certify: %v, unproven ops %v", probs, unproven)
+	}
+	return p
+}
+
+// TestForms checks the prices Forms reports for explain: the form each
+// plan took, the ring's below the expansion's where the objective chose
+// it, and none under nvFuser's policy.
+func TestForms(t *testing.T) {
+	for _, tc := range []struct {
+		shape, attrs string
+		policy       Policy
+		chosen, any  bool
+	}{
+		{"[2, 4, 16, 8]", "", PolicyOptimal, false, true},
+		{"[2, 4, 16, 8]", ", cp: ring", PolicyOptimal, true, true},
+		{"[1, 8, 4096, 128]", "", PolicyOptimal, true, true},
+		{"[1, 8, 4096, 128]", "", PolicyNvFuser, false, false},
+	} {
+		t.Run(fmt.Sprintf("%s%s/%s", tc.shape, tc.attrs, tc.policy), func(t *testing.T) {
+			p := lowerRingSource(t, tc.shape, tc.attrs, tc.policy)
+			forms, err := Forms(p, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tc.any {
+				if len(forms) > 0 {
+					t.Errorf("forms %+v, want none", forms)
+				}
+				return
+			}
+			if len(forms) != 1 || forms[0].Op != 17 || forms[0].Chosen != tc.chosen || forms[0].Bytes {
+				t.Fatalf("forms %+v, want op 17's, chosen %v", forms, tc.chosen)
+			}
+			if f := forms[0]; tc.attrs == "" && (f.Ring < f.Expansion) != f.Chosen {
+				t.Errorf("ring %g s, expansion %g s: the objective chose the ring %v", f.Ring, f.Expansion, f.Chosen)
+			}
+		})
+	}
+}
