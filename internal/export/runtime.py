@@ -360,11 +360,12 @@ class Reference:
     def __init__(self, plan, seed, dev):
         p, self.plan, self.dev = plan.p, plan, dev
         data = data_set(p)
-        self.val, self.log2bound, self.terms, self.mag = {}, {}, {}, {}
+        self.val, self.log2bound, self.terms, self.mag, self.err = {}, {}, {}, {}, {}
         for name in plan.inputs:
             bound = plan.bounds.get(name, 0)
             self.val[name] = input_data(seed, plan.index[name], plan.shards[name].numel, data, dev, bound)
             self.log2bound[name], self.terms[name] = math.log2(bound) if bound else DATA_LOG2[data], 1
+            self.err[name] = torch.zeros_like(self.val[name])
         for o in p["ops"]:
             self._eval(o)
 
@@ -373,6 +374,7 @@ class Reference:
         if o["op"] in REDUCE_OPS and names[0] in self.plan.pending:
             # Pending terms' reference holds their reduction: the set from them copies it.
             self.val[out], self.log2bound[out], self.terms[out] = self.val[names[0]], self.log2bound[names[0]], self.terms[names[0]]
+            self.err[out] = self.err[names[0]]
             return
         shapes = [self.plan.shards[n].shape for n in names]
         want = self.plan.shards[out].shape
@@ -387,7 +389,11 @@ class Reference:
             o, with_scalar(o, shapes, []), with_scalar(o, [self.log2bound[n] for n in names], scalar_log2(c)),
             with_scalar(o, [self.terms[n] for n in names], 1))
         if ROUNDING.get(o["op"]) in VALUE_BOUNDED:
-            self.mag[out] = self._bounded(o, names, y)
+            y, self.mag[out], err = self._bounded(o, names, y)
+            self.val[out] = y.reshape(-1)
+        else:
+            err = self._carried(o, names, shapes, y, want)
+        self.err[out] = torch.nan_to_num(err.reshape(-1), nan=_INF)
         of = o.get("of")
         if of is not None and of["output"] == out:
             self._check_composite(o, of, y)
@@ -410,20 +416,44 @@ class Reference:
             raise PlanError("op %d (%s): the expansion of %s differs from torch's %s" % (o["index"], o["op"], of["output"], of["op"]))
 
     def tolerance(self, name, offs):
-        """0 where every partial result is an integer the dtype holds exactly, else terms·2^-bits·Σ|x|."""
+        """0 where every partial result is an integer the dtype holds exactly, else the lesser
+        of terms·2^-bits·Σ|x| and the error carried op by op (_carried): both bound it."""
         bits = EXACT_BITS[self.plan.tensors[name]["dtype"]]
         if self.log2bound[name] <= bits:
             return 0.0
-        return self.terms[name] * 2.0 ** -bits * self._magnitude(name)[offs]
+        return torch.minimum(self.terms[name] * 2.0 ** -bits * self._magnitude(name)[offs], self.err[name][offs])
+
+    def _carried(self, o, names, shapes, y, want):
+        """A bound on |got - want| of op o's output, elementwise, from its operands' (running
+        error analysis, Higham's "Accuracy and Stability of Numerical Algorithms" ch. 3): what
+        the operands' errors carry through the op, plus its own roundings, u per rounding of
+        |y| (a sum of n values: n·u·Σ|x|), u the unit roundoff of the output's dtype plus
+        float64's (the reference rounds too). inf where no rule bounds it (the other bound,
+        terms·2^-bits·Σ|x|, holds there): a mask whose operands come within their errors of
+        a tie, a product along an axis. 0 where the result is exact (log2bound)."""
+        op, dtype = o["op"], self.plan.tensors[o["output"]]["dtype"]
+        if self.log2bound[o["output"]] <= EXACT_BITS[dtype]:
+            return torch.zeros_like(y)
+        u = 2.0 ** -EXACT_BITS[dtype] + 2.0 ** -53
+        sc = self._scalar(o)
+        xs = with_scalar(o, [self.val[n].view(sh) for n, sh in zip(names, shapes)], sc)
+        es = with_scalar(o, [self.err[n].view(sh) for n, sh in zip(names, shapes)],
+                         None if sc is None else (0 * sc if float(sc).is_integer() else u * sc.abs()))
+        return (_CARRIED.get(op) or _CARRIED.get(ROUNDING.get(op)) or _carried_unknown)(o, xs, es, y, want, u)
 
     def _bounded(self, o, names, y):
-        """The magnitude of the output y of an op whose rounding depends on its operands' values
-        (VALUE_BOUNDED: transcendental, quotient): max(|y|, E / 2^-bits), elementwise, so that
-        the tolerance (terms 1) is E, the bound on its error: the operands' errors carried
-        through (the op's slope near them), ULPS[rounding] ulps of the result's scale, and a
-        floor for results the dtype flushes to 0. A PlanError where an operand within its error
-        may leave the op's domain (log of x <= 0, a divisor near 0) or the result the dtype's
-        range: no bound holds there, and the check would fail or pass for no reason."""
+        """The reference y of an op whose rounding depends on its operands' values
+        (VALUE_BOUNDED: transcendental, quotient), with its magnitude, max(|y|, E / 2^-bits),
+        and E,
+        elementwise, so that the tolerance (terms 1) is E, the bound on its error: the
+        operands' errors carried through (the op's slope near them), ULPS[rounding] ulps of
+        the result's scale, and a floor for results the dtype flushes to 0. Where every value
+        within the operands' errors overflows the dtype (exp far past its largest value: a
+        causal softmax's masked scores, which a tril then drops), the result is inf on both
+        sides: y holds inf there and the check asks for it exactly. A PlanError where an
+        operand within its error may leave the op's domain (log of x <= 0, a divisor near 0)
+        or come near the dtype's largest value: no bound holds there, and the check would
+        fail or pass for no reason."""
         op, dtype = o["op"], self.plan.tensors[o["output"]]["dtype"]
         u = 2.0 ** -EXACT_BITS[dtype]
         xs = with_scalar(o, [self.val[n].view(self.plan.shards[n].shape) for n in names], self._scalar(o))
@@ -432,7 +462,9 @@ class Reference:
         carried, scale = LAYER_MAGNITUDES[op](*xs, *es)
         err = carried + ULPS[ROUNDING[op]] * u * scale + _floor(dtype)
         top = torch.finfo(DTYPES[dtype]).max if DTYPES[dtype].is_floating_point else torch.iinfo(DTYPES[dtype]).max
-        bad = ~torch.isfinite(err) | ~torch.isfinite(y) | (y.abs() + err > top)
+        over = _overflows(op, xs, es, top).expand(y.shape)
+        y = torch.where(over, torch.full_like(y, _INF), y)
+        bad = ~over & (~torch.isfinite(err) | ~torch.isfinite(y) | (y.abs() + err > top))
         if bool(bad.any()):
             i = int(bad.reshape(-1).nonzero()[0, 0])
             raise PlanError("op %d (%s): cannot check it: at element %d, of operands %s, the %s data of simulate "
@@ -440,7 +472,8 @@ class Reference:
                             "(docs/export.md, \"Data and the check\")" % (
                                 o["index"], op, i, [fmt(x.expand(y.shape).reshape(-1)[i]) for x in xs],
                                 data_set(self.plan.p), op, dtype))
-        return torch.maximum(y.abs(), err / u).reshape(-1)
+        mag = torch.where(over, torch.full_like(y, _INF), torch.maximum(y.abs(), err / u))
+        return y, mag.reshape(-1), torch.where(over, torch.zeros_like(err), err)
 
     def _magnitude(self, name):
         if name not in self.mag:
@@ -556,6 +589,98 @@ def _within(ok, v):
     return torch.where(ok, v, torch.full_like(v, _INF))
 
 
+# The error an op carries from its operands' error bounds es (values xs; a number operand's
+# error its rounding), plus its own roundings of u each (Reference._carried), by its
+# rounding rule or, for the rest, its name. Each takes (o, xs, es, y, want, u).
+
+def _carried_additive(o, xs, es, y, want, u):  # add, sub
+    e = es[0] + es[1]
+    return e + u * (y.abs() + e)
+
+
+def _carried_multiplicative(o, xs, es, y, want, u):  # mul, square, cast
+    if o["op"] == "cast":  # one rounding to the output's dtype
+        return es[0] + u * (xs[0].abs() + es[0])
+    a, b = (xs[0], xs[0]) if len(xs) == 1 else xs
+    ea, eb = (es[0], es[0]) if len(es) == 1 else es
+    e = a.abs() * eb + ea * b.abs() + ea * eb
+    return e + u * (y.abs() + e)
+
+
+def _carried_contraction(o, xs, es, y, want, u):  # matmul, linear: k products summed, a bias added
+    f, k = LAYER_MAGNITUDES[o["op"]], xs[0].shape[-1]
+    (a, b), (ea, eb) = xs[:2], es[:2]
+    e = f(a.abs(), eb) + f(ea, b.abs()) + f(ea, eb) + (k + 1) * u * f(a.abs() + ea, b.abs() + eb)
+    if len(xs) == 3:
+        e = e + es[2] + u * (xs[2].abs() + es[2] + y.abs())
+    return e
+
+
+def _carried_same(o, xs, es, y, want, u):
+    """An op that moves, masks or selects values (a view, relu, neg, abs, maximum, cat):
+    each result within the largest error of the values it comes from."""
+    return apply_op(o, es, want, magnitude=True)
+
+
+def _carried_mask(o, xs, es, y, want, u):  # gt, eq: exact where no tie lies within the errors
+    a, b, e = xs[0], xs[1], es[0] + es[1]
+    unsure = (e > 0) & ((a - b).abs() <= e)
+    return torch.where(unsure, torch.full_like(y, _INF), torch.zeros_like(y)).expand(want)
+
+
+def _carried_indexed(o, xs, es, y, want, u):  # embedding, gather: rows of the table, indices exact
+    ix, tx, _ = INDEX_OPS[o["op"]]
+    if bool((es[ix] != 0).any()):
+        return torch.full_like(y, _INF)
+    vs = list(es)
+    vs[ix] = xs[ix]
+    return apply_op(o, vs, want)
+
+
+def _carried_scatter(o, xs, es, y, want, u):  # scatter_add: n rows of values summed into zeros
+    index, src = xs[0], xs[1]
+    n = src.shape[-2]
+    vs = [index, es[1]] + list(xs[2:])
+    ws = [index, src.abs() + es[1]] + list(xs[2:])
+    return apply_op(o, vs, want) + n * u * apply_op(o, ws, want)
+
+
+def _carried_reduction(o, xs, es, y, want, u):  # sum: n values; max, min: one of them
+    x, e, op = xs[0], es[0], o["op"]
+    if op in ("max", "min"):
+        return reduce_dims("max", e, [o["axis"]])
+    if op != "sum":
+        return torch.full_like(y, _INF)
+    n = x.shape[o["axis"]]
+    return reduce_dims("sum", e, [o["axis"]]) + n * u * reduce_dims("sum", x.abs() + e, [o["axis"]])
+
+
+def _carried_broadcast(o, xs, es, y, want, u):
+    return broadcast_axes(o, es[0], want)
+
+
+def _carried_unknown(o, xs, es, y, want, u):
+    return torch.full_like(y, _INF)
+
+
+_CARRIED = {"additive": _carried_additive, "multiplicative": _carried_multiplicative,
+            "selecting": _carried_same, "exact": _carried_same, "set": _carried_same,
+            "gt": _carried_mask, "eq": _carried_mask, "embedding": _carried_indexed, "gather": _carried_indexed,
+            "broadcast": _carried_broadcast, "matmul": _carried_contraction, "linear": _carried_contraction,
+            "scatter_add": _carried_scatter, "sum": _carried_reduction, "max": _carried_reduction,
+            "min": _carried_reduction, "prod": _carried_reduction}
+
+
+def _overflows(op, xs, es, top):
+    """Where op's result overflows to +inf for every operand within its error, whatever its
+    rounding: exp of x with x - e past log(top) by a margin (2^-10: e^(2^-10) - 1 is far
+    more than any ulps of exp's error), where the dtype holds no value of it. False
+    elsewhere, and for every other op."""
+    if op != "exp":
+        return torch.zeros((), dtype=torch.bool)
+    return xs[0] - es[0] > math.log(top) + 2.0 ** -10
+
+
 def _err_exp(x, e):
     top = torch.exp(x + e)
     return top * e, top
@@ -567,12 +692,24 @@ def _err_log(x, e):
     return carried, torch.log(x.clamp(min=1e-300)).abs() + carried
 
 
+def _sech2(m):
+    """sech² of m >= 0 (tanh's slope there), without 1 - tanh² cancelling to 0 where it is
+    below float64's epsilon: (2e^-m / (1 + e^-2m))²."""
+    return (2 * torch.exp(-m) / (1 + torch.exp(-2 * m))) ** 2
+
+
 def _err_tanh(x, e):
-    return e + 0 * x, torch.tanh(x).abs() + e
+    # tanh's slope within x ± e is largest nearest 0: sech² of max(|x| - e, 0), with a
+    # margin of 1% for its own rounding. Far from 0 it is tiny, where a slope of 1 would
+    # carry the whole error of a large argument (gelu_tanh's rule at |x| ~ 10^4).
+    carried = 1.01 * _sech2((x.abs() - e).clamp(min=0)) * e
+    return carried, torch.tanh(x).abs() + carried
 
 
 def _err_sigmoid(x, e):
-    return e / 4 + 0 * x, torch.sigmoid(x) + e / 4
+    # sigmoid's slope, σ(1 - σ) = sech²(x/2)/4, is largest nearest 0, as tanh's.
+    carried = 1.01 * _sech2((x.abs() - e).clamp(min=0) / 2) / 4 * e
+    return carried, torch.sigmoid(x) + carried
 
 
 def _err_silu(x, e):
@@ -952,7 +1089,7 @@ def check_op(plan, rank, ref, k, buf):
         return mis
     want = ref.val[name][offs]
     got = buf.to(device=ref.dev, dtype=torch.float64)
-    bad = ~((got - want).abs() <= ref.tolerance(name, offs))
+    bad = ~((got == want) | ((got - want).abs() <= ref.tolerance(name, offs)))  # inf: exactly
     if not bool(bad.any()):
         return None
     i = int(bad.nonzero()[0, 0])

@@ -1,0 +1,105 @@
+package lower
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/nvcomm/nvcomm/internal/plan"
+	"github.com/nvcomm/nvcomm/internal/syntax"
+)
+
+// TestFSDPTPCounts lowers fsdp_tp_mlp_backward (FSDP2 along the rows of
+// a 2x4 mesh, Megatron-LM's TP MLP along the columns: torchtitan's 2-D)
+// at a realistic size — 8,192 tokens, hidden 4,096, ffn 16,384, bfloat16
+// — and holds its collectives, by phase and mesh axis, and the bytes
+// each device receives for them to the frameworks' counts
+// (transformers.md §3, §4 of the references):
+//
+//   - FSDP2 along dp: one Allgather of each weight's TP shard before its
+//     forward use, one ReduceScatter of each weight gradient into the
+//     shard it keeps, each (dp−1)/dp of the TP shard's bytes; nvcomm's
+//     backward reads the gathered copies the forward saved, so it has
+//     no second Allgather (FSDP2's reshard_after_forward=False);
+//   - Megatron-LM's TP MLP along tp: one Allreduce forward (g, after the
+//     row-parallel linear) and one backward (f, the column-parallel
+//     linear's input gradient), each 2(tp−1)/tp of the activation.
+func TestFSDPTPCounts(t *testing.T) {
+	const tokens, hidden, ffn, bf16, dp, tp = 8192, 4096, 16384, 2, 2, 4
+	type counts map[string]map[string]int // phase/axis -> collective type -> count
+	want := counts{
+		"forward/dp":  {"Allgather": 2},
+		"forward/tp":  {"Allreduce": 1},
+		"backward/dp": {"ReduceScatter": 2},
+		"backward/tp": {"Allreduce": 1},
+	}
+	shard := int64(hidden * ffn * bf16 / tp) // a weight's TP shard
+	act := int64(tokens / dp * hidden * bf16)
+	wantBytes := map[string]int64{
+		"forward/dp":  2 * shard * (dp - 1) / dp,
+		"forward/tp":  2 * act * (tp - 1) / tp,
+		"backward/dp": 2 * shard * (dp - 1) / dp,
+		"backward/tp": 2 * act * (tp - 1) / tp,
+	}
+	src, err := os.ReadFile("../../testdata/examples/fsdp_tp_mlp_backward.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sized := strings.NewReplacer(
+		"shape: [256, 64]", fmt.Sprintf("dtype: bfloat16, shape: [%d, %d]", tokens, hidden),
+		"shape: [128, 64]", fmt.Sprintf("dtype: bfloat16, shape: [%d, %d]", ffn, hidden),
+		"shape: [64, 128]", fmt.Sprintf("dtype: bfloat16, shape: [%d, %d]", hidden, ffn),
+	).Replace(string(src))
+	f, err := syntax.Parse("fsdp_tp_mlp_backward.yaml", []byte(sized))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, policy := range []Policy{PolicyOptimal, PolicyNvFuser} {
+		t.Run(string(policy), func(t *testing.T) {
+			p, err := Lower(f, Options{Policy: policy})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, bytes := collectivesByAxis(p)
+			if d := cmp.Diff(want, counts(got)); d != "" {
+				t.Errorf("collectives by phase and mesh axis (-FSDP2 and Megatron-LM +nvcomm):\n%s", d)
+			}
+			if d := cmp.Diff(wantBytes, bytes); d != "" {
+				t.Errorf("bytes received per device (-FSDP2 and Megatron-LM +nvcomm):\n%s", d)
+			}
+		})
+	}
+}
+
+// collectivesByAxis counts the collectives of p, a plan on the 2x4 mesh
+// of fsdp_tp_mlp_backward, by "phase/axis" (forward or backward; dp for
+// the teams of a column, [0 4] ..., tp for those of a row, [0 1 2 3] ...)
+// and type, with the bytes the busiest device receives for each key.
+func collectivesByAxis(p *plan.Plan) (map[string]map[string]int, map[string]int64) {
+	first := slices.IndexFunc(p.Ops, func(o plan.Op) bool { return o.Of != nil && o.Of.Grad })
+	got, bytes := map[string]map[string]int{}, map[string]int64{}
+	for _, s := range p.Steps {
+		if slices.Contains(plan.LocalTypes, s.Type) {
+			continue
+		}
+		key := "forward/"
+		if first >= 0 && s.Op >= first {
+			key = "backward/"
+		}
+		axis := "tp"
+		if len(s.Teams) > 0 && len(s.Teams[0]) == 2 {
+			axis = "dp"
+		}
+		key += axis
+		if got[key] == nil {
+			got[key] = map[string]int{}
+		}
+		got[key][string(s.Type)]++
+		bytes[key] += s.Bytes.ReceivedPerDevice
+	}
+	return got, bytes
+}
