@@ -276,7 +276,9 @@ func otherBest(marg [][]int64, k, chosen int) (best, ties int) {
 	return best, ties
 }
 
-// runnerUp solves again with decision k barred from its chosen option.
+// runnerUp solves again with decision k barred from its chosen option,
+// after an exact solve: from the step that first sees k on, the layers
+// before it kept (and restored after, for the next runner-up).
 func runnerUp(sv *solver, k int, best *solution) (Decision, error) {
 	v := sv.m.vars[k]
 	d := Decision{Tensor: v.t.Name, Chosen: v.describe(best.choice[k])}
@@ -284,8 +286,9 @@ func runnerUp(sv *solver, k int, best *solution) (Decision, error) {
 	for o := range sv.allowed[k] {
 		sv.allowed[k][o] = o != best.choice[k]
 	}
-	defer func() { sv.allowed[k] = nil }()
-	other, err := sv.solve()
+	layers, layerBytes := sv.layers, sv.layerBytes
+	defer func() { sv.allowed[k], sv.layers, sv.layerBytes = nil, layers, layerBytes }()
+	other, err := sv.resolveFrom(sv.firstSeen(k))
 	switch {
 	case err == errInfeasible || err == errStopped:
 		return d, nil // no runner-up to show
