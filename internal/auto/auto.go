@@ -312,6 +312,8 @@ func runnerUpAmong(sv *solver, k int, best *solution, among []bool) (Decision, e
 	switch {
 	case err == errInfeasible || err == errStopped:
 		return d, nil // no runner-up to show
+	case err == nil && !sv.exact:
+		return d, nil // stopped at the time limit: its greedy finish may not be the runner-up
 	case err != nil:
 		return d, err
 	}

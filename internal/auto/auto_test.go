@@ -578,3 +578,25 @@ func TestTimeLimit(t *testing.T) {
 	}
 	lowerChosen(t, got)
 }
+
+// TestRunnerUpPastDeadline checks that a runner-up's solve again that
+// passes the time limit shows no runner-up: its greedy finish is not
+// proven the best with the choice barred.
+func TestRunnerUpPastDeadline(t *testing.T) {
+	m := buildModel(t, layers["2-D mesh"])
+	s := newSolver(m, 0)
+	best, err := s.solve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.deadline = time.Now().Add(-time.Second)
+	for _, k := range s.decisions {
+		d, err := runnerUp(s, k, best)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.RunnerUp != "" || d.Slower != 0 {
+			t.Errorf("%s: runner-up %q, %g s slower, from a stopped search", d.Tensor, d.RunnerUp, d.Slower)
+		}
+	}
+}
