@@ -284,13 +284,12 @@ func (s *solver) solve() (*solution, error) {
 	return s.resume(0, [][]*entry{{{step: -1}}})
 }
 
-// resolveFrom solves again, after the last solve was exact, with a
-// change to the options allowed of variables first seen at step from or
-// later: the layers before it do not
-// depend on them (advance reads only its step's fresh variables' options),
-// so the last exact solve's are kept, and the programme runs on from
-// there. A runner-up's solve so does half the work of a full one on
-// average, with the same result.
+// resolveFrom solves again, after an exact solve, with a change to the
+// options allowed of variables first seen at step from or later: the
+// layers before it do not depend on them (advance reads only its step's
+// fresh variables' options), so the last exact solve's are kept and the
+// programme runs on from there. A runner-up's solve so does half the work
+// of a full one on average, with the same result (TestResolveFrom).
 func (s *solver) resolveFrom(from int) (*solution, error) {
 	if from < 0 || from >= len(s.layers) {
 		return s.solve() // no exact solve before, or a variable no op reads
