@@ -248,7 +248,7 @@ func runnerUps(sv *solver, best *solution, rep *reporter) ([]Decision, error) {
 		default:
 			sv.progress = func(int, int) { rep.report("runner-ups", i, len(sv.decisions)) }
 			var err error
-			if d, err = runnerUp(sv, k, best); err != nil {
+			if d, err = runnerUpAmong(sv, k, best, tied(marg, k, o, best.choice[k])); err != nil {
 				return nil, err
 			}
 		}
@@ -276,19 +276,44 @@ func otherBest(marg [][]int64, k, chosen int) (best, ties int) {
 	return best, ties
 }
 
+// tied is which options of variable k other than chosen have marginal
+// marg[k][o]: the runner-up is one of them, whatever the others are.
+func tied(marg [][]int64, k, o, chosen int) []bool {
+	out := make([]bool, len(marg[k]))
+	for i, c := range marg[k] {
+		out[i] = i != chosen && c == marg[k][o]
+	}
+	return out
+}
+
 // runnerUp solves again with decision k barred from its chosen option.
 func runnerUp(sv *solver, k int, best *solution) (Decision, error) {
+	others := make([]bool, len(sv.m.vars[k].options))
+	for o := range others {
+		others[o] = o != best.choice[k]
+	}
+	return runnerUpAmong(sv, k, best, others)
+}
+
+// runnerUpAmong solves again with decision k allowed only the options
+// among (which leave out its chosen one), after an exact solve: from the
+// step that first sees k on, the layers before it kept (and restored
+// after, for the next runner-up). Allowed only the options that tie for
+// the runner-up's cost, the programme keeps fewer states while k is on
+// its frontier, and finds the same assignment: every other option costs
+// more.
+func runnerUpAmong(sv *solver, k int, best *solution, among []bool) (Decision, error) {
 	v := sv.m.vars[k]
 	d := Decision{Tensor: v.t.Name, Chosen: v.describe(best.choice[k])}
-	sv.allowed[k] = make([]bool, len(v.options))
-	for o := range sv.allowed[k] {
-		sv.allowed[k][o] = o != best.choice[k]
-	}
-	defer func() { sv.allowed[k] = nil }()
-	other, err := sv.solve()
+	sv.allowed[k] = among
+	layers, layerBytes := sv.layers, sv.layerBytes
+	defer func() { sv.allowed[k], sv.layers, sv.layerBytes = nil, layers, layerBytes }()
+	other, err := sv.resolveFrom(sv.firstSeen(k))
 	switch {
 	case err == errInfeasible || err == errStopped:
 		return d, nil // no runner-up to show
+	case err == nil && !sv.exact:
+		return d, nil // stopped at the time limit: its greedy finish may not be the runner-up
 	case err != nil:
 		return d, err
 	}

@@ -508,6 +508,54 @@ func TestRunnerUps(t *testing.T) {
 	}
 }
 
+// TestResolveFrom checks a solve again from the step that first sees a
+// barred decision (the runner-ups' way) against a full solve with the same
+// bar by a fresh solver: the same assignment, cost and peak, on the layers
+// priced and on random tables (ties), with and without a budget.
+func TestResolveFrom(t *testing.T) {
+	for name, src := range exactLayers(t) {
+		t.Run(name, func(t *testing.T) {
+			m := buildModel(t, src)
+			rng := rand.New(rand.NewPCG(5, 6))
+			for round := range 4 {
+				if round > 0 {
+					for _, fa := range m.factors {
+						for i := range fa.table {
+							fa.table[i] = int64(rng.IntN(4))
+						}
+					}
+				}
+				for _, budget := range []int64{0, (minPeak(m) + maxPeak(m)) / 2} {
+					s := newSolver(m, budget)
+					best, err := s.solve()
+					if err != nil {
+						continue // infeasible within the budget: nothing to bar
+					}
+					for _, k := range s.decisions {
+						bar := make([]bool, len(m.vars[k].options))
+						for o := range bar {
+							bar[o] = o != best.choice[k]
+						}
+						fresh := newSolver(m, budget)
+						fresh.allowed[k] = bar
+						want, wantErr := fresh.solve()
+						layers, layerBytes := s.layers, s.layerBytes
+						s.allowed[k] = bar
+						got, gotErr := s.resolveFrom(s.firstSeen(k))
+						s.allowed[k], s.layers, s.layerBytes = nil, layers, layerBytes
+						if gotErr != wantErr {
+							t.Fatalf("round %d, budget %d, %s barred: error %v, a full solve's %v", round, budget, m.vars[k].t.Name, gotErr, wantErr)
+						}
+						if d := cmp.Diff(want, got, cmp.AllowUnexported(solution{})); d != "" {
+							t.Errorf("round %d, budget %d, %s barred (-full solve +from its first step):\n%s", round, budget, m.vars[k].t.Name, d)
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
 // TestTimeLimit checks Solve past its time limit: the best assignment
 // found, not exact, its gap bounding its distance from the optimum.
 func TestTimeLimit(t *testing.T) {
@@ -529,4 +577,26 @@ func TestTimeLimit(t *testing.T) {
 		}
 	}
 	lowerChosen(t, got)
+}
+
+// TestRunnerUpPastDeadline checks that a runner-up's solve again that
+// passes the time limit shows no runner-up: its greedy finish is not
+// proven the best with the choice barred.
+func TestRunnerUpPastDeadline(t *testing.T) {
+	m := buildModel(t, layers["2-D mesh"])
+	s := newSolver(m, 0)
+	best, err := s.solve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.deadline = time.Now().Add(-time.Second)
+	for _, k := range s.decisions {
+		d, err := runnerUp(s, k, best)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.RunnerUp != "" || d.Slower != 0 {
+			t.Errorf("%s: runner-up %q, %g s slower, from a stopped search", d.Tensor, d.RunnerUp, d.Slower)
+		}
+	}
 }

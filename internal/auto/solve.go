@@ -186,8 +186,10 @@ type solver struct {
 	exact bool
 	lower int64
 	// layers are the layers before each step of the last exact solve (and
-	// the last layer), kept for the runner-ups.
-	layers [][][]*entry
+	// the last layer), kept for the runner-ups; layerBytes is tableBytes
+	// as each layer was kept.
+	layers     [][][]*entry
+	layerBytes []int64
 }
 
 func newSolver(m *model, budget int64) *solver {
@@ -278,13 +280,34 @@ func (m *model) strides(vars, in []int) []int {
 // completes the best partial assignment greedily and sets exact false and
 // lower.
 func (s *solver) solve() (*solution, error) {
-	s.exact, s.lower, s.work, s.layers, s.tableBytes = true, 0, 0, nil, 0
-	layer := [][]*entry{{{step: -1}}}
+	s.layers, s.layerBytes, s.tableBytes = nil, nil, 0
+	return s.resume(0, [][]*entry{{{step: -1}}})
+}
+
+// resolveFrom solves again, after an exact solve, with a change to the
+// options allowed of variables first seen at step from or later: the
+// layers before it do not depend on them (advance reads only its step's
+// fresh variables' options), so the last exact solve's are kept and the
+// programme runs on from there. A runner-up's solve so does half the work
+// of a full one on average, with the same result (TestResolveFrom).
+func (s *solver) resolveFrom(from int) (*solution, error) {
+	if from < 0 || from >= len(s.layers) {
+		return s.solve() // no exact solve before, or a variable no op reads
+	}
+	layer, bytes := s.layers[from], s.layerBytes[from]
+	s.layers, s.layerBytes, s.tableBytes = s.layers[:from:from], s.layerBytes[:from:from], bytes
+	return s.resume(from, layer)
+}
+
+// resume runs the programme from layer, the states before step from, on.
+func (s *solver) resume(from int, layer [][]*entry) (*solution, error) {
+	s.exact, s.lower, s.work = true, 0, 0
 	var best *entry // the greedy completion's partial assignment
 	bestState := 0
-	for i, st := range s.steps {
+	for i := from; i < len(s.steps); i++ {
+		st := s.steps[i]
 		if s.exact {
-			s.layers = append(s.layers, layer)
+			s.layers, s.layerBytes = append(s.layers, layer), append(s.layerBytes, s.tableBytes)
 			next, err := s.advance(st, layer, true)
 			if err == nil {
 				layer = next
@@ -734,4 +757,9 @@ func (s *solver) combinations(st *step, layer [][]*entry, f func(fs int, vals []
 			}
 		}
 	}
+}
+
+// firstSeen is the step whose op first reads or writes variable k.
+func (s *solver) firstSeen(k int) int {
+	return slices.IndexFunc(s.steps, func(st *step) bool { return slices.Contains(st.fresh, k) })
 }
