@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/nvcomm/nvcomm/internal/ops"
 	"github.com/nvcomm/nvcomm/internal/plan"
 )
 
@@ -41,7 +42,7 @@ func (g *gen) pad(b planned, s *plan.Step, out string, dx, px []int) {
 			viewed = true
 			return
 		}
-		g.w.line("%s = %s", x, g.empty(out, product(s.Dims)))
+		g.w.line("%s = %s", x, g.empty(out, ops.Product(s.Dims)))
 		lines := geo.padLines(x, y, box, fill)
 		for _, l := range lines {
 			g.w.line("%s", l)
@@ -70,7 +71,7 @@ func (g *gen) recordPad(b planned, s *plan.Step, out string, px []int, viewed bo
 	if !viewed {
 		in = maxBox(s) // a fused Pad copies every box
 	}
-	g.record(b, boxPass(s, px), int64(product(s.Dims))+int64(in), kernels)
+	g.record(b, boxPass(s, px), int64(ops.Product(s.Dims))+int64(in), kernels)
 }
 
 // boxPass is how a Pad or an Unpad moves memory: a contiguous copy where
@@ -91,7 +92,7 @@ func (g *gen) unpad(b planned, in string, s *plan.Step, dx, px []int) {
 	if len(b.steps) == 1 && s.HeadBoxes() {
 		g.comment(b, "the box is the buffer's head: a view, no copy")
 		done := g.guard(s.Devices)
-		g.w.line("%s = %s[:%s]", y, x, perRank(s.Devices, func(d int) string { return fmt.Sprint(product(boxOf(s, d))) }))
+		g.w.line("%s = %s[:%s]", y, x, perRank(s.Devices, func(d int) string { return fmt.Sprint(ops.Product(boxOf(s, d))) }))
 		done()
 		g.alias(s.Output, in, s.Devices)
 		g.record(b, "view", 0, 0)
@@ -104,7 +105,7 @@ func (g *gen) unpad(b planned, in string, s *plan.Step, dx, px []int) {
 	}
 	g.comment(b, what)
 	done := g.guard(s.Devices)
-	g.w.line("%s = %s", y, g.emptyPerRank(s.Output, s.Devices, func(d int) int { return product(boxOf(s, d)) }))
+	g.w.line("%s = %s", y, g.emptyPerRank(s.Output, s.Devices, func(d int) int { return ops.Product(boxOf(s, d)) }))
 	kernels := 0
 	g.byBox(s, func(box []int) {
 		lines := geo.unpadLines(x, y, box)
@@ -164,17 +165,9 @@ func boxOf(s *plan.Step, d int) []int {
 func maxBox(s *plan.Step) int {
 	m := 0
 	for _, b := range s.Valid {
-		m = max(m, product(b))
+		m = max(m, ops.Product(b))
 	}
 	return m
-}
-
-func product(xs []int) int {
-	n := 1
-	for _, x := range xs {
-		n *= x
-	}
-	return n
 }
 
 // emptyPerRank renders a fresh buffer whose size may differ per device.

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/nvcomm/nvcomm/internal/ops"
 )
 
 func TestRefine(t *testing.T) {
@@ -119,7 +121,7 @@ func regroup(rng *rand.Rand, q []int) []int {
 // permutedFlat is A: X's values (x[i] = i) seen through dx permuted by px,
 // flattened.
 func permutedFlat(dx, px []int) []float64 {
-	n := product(dx)
+	n := ops.Product(dx)
 	s, _ := strides(dx)
 	q := permuted(dx, px)
 	a := make([]float64, 0, n)
@@ -180,7 +182,7 @@ func TestUnpadLines(t *testing.T) {
 		for _, f := range boxFlat(w, box) {
 			want = append(want, a[f])
 		}
-		bufs := map[string][]float64{"x": iotaFloats(product(dx)), "y": fill(product(box), -1)}
+		bufs := map[string][]float64{"x": iotaFloats(ops.Product(dx)), "y": fill(ops.Product(box), -1)}
 		lines := geo.unpadLines("x", "y", box)
 		if err := run(lines, bufs, nil); err != nil {
 			t.Fatalf("dx %v px %v w %v box %v: %v\n%s", dx, px, w, box, err, strings.Join(lines, "\n"))
@@ -198,7 +200,7 @@ func TestPadLines(t *testing.T) {
 	for range 400 {
 		dx, px, w, geo := randomCase(rng)
 		box := randomBox(rng, w)
-		n := product(dx)
+		n := ops.Product(dx)
 		padded := fill(n, -7)
 		for i, f := range boxFlat(w, box) {
 			padded[f] = float64(1000 + i)
@@ -207,7 +209,7 @@ func TestPadLines(t *testing.T) {
 		for i, off := range permutedFlat(dx, px) { // A[i] is X[off]
 			want[int(off)] = padded[i]
 		}
-		y := make([]float64, product(box))
+		y := make([]float64, ops.Product(box))
 		for i := range y {
 			y[i] = float64(1000 + i)
 		}
@@ -233,7 +235,7 @@ func TestSliceLine(t *testing.T) {
 			dx[i] = 1 + rng.IntN(4)
 		}
 		px := rng.Perm(len(dx))
-		n := product(dx)
+		n := ops.Product(dx)
 		T := 1 + rng.IntN(n)
 		if n%T != 0 {
 			continue
@@ -290,14 +292,14 @@ func TestCanonPermute(t *testing.T) {
 // catFlat is torch.cat(x.view(dims).unbind(a), dim=q, out=y.view(out))
 // with x[i] = i: chunk c fills [c·len, (c+1)·len) of dim q.
 func catFlat(dims []int, a, q int, out []int) []float64 {
-	y := make([]float64, product(dims))
+	y := make([]float64, ops.Product(dims))
 	sIn, _ := strides(dims)
 	sOut, _ := strides(out)
 	piece := slices.Delete(slices.Clone(dims), a, a+1)
 	pieceIn := slices.Delete(slices.Clone(sIn[1:]), a, a+1) // x's strides of the chunk's dims
 	idx := make([]int, len(piece))
 	for c := range dims[a] {
-		for i := range product(piece) {
+		for i := range ops.Product(piece) {
 			rem := i
 			for k := len(piece) - 1; k >= 0; k-- {
 				idx[k], rem = rem%piece[k], rem/piece[k]
@@ -354,7 +356,7 @@ func run(lines []string, bufs map[string][]float64, env map[string]int) error {
 			if err := firstErr(err1, err2); err != nil {
 				return err
 			}
-			if !slices.Equal(d.shape, s.shape) && !(product(d.shape) == 1 && product(s.shape) == 1) { // copy_ broadcasts one element
+			if !slices.Equal(d.shape, s.shape) && !(ops.Product(d.shape) == 1 && ops.Product(s.shape) == 1) { // copy_ broadcasts one element
 				return fmt.Errorf("copy_ between shapes %v and %v: %s", d.shape, s.shape, l)
 			}
 			vals := d.offsets()
@@ -456,8 +458,8 @@ func parseInts(s string) []int {
 // view is torch's view: the new shape's strides where the old dims can be
 // split and merged into it (ATen's computeStride), else an error.
 func (v tview) view(shape []int) (tview, error) {
-	if product(shape) != product(v.shape) {
-		return tview{}, fmt.Errorf("view %v of %v elements", shape, product(v.shape))
+	if ops.Product(shape) != ops.Product(v.shape) {
+		return tview{}, fmt.Errorf("view %v of %v elements", shape, ops.Product(v.shape))
 	}
 	strides := make([]int, len(shape))
 	vd := len(shape) - 1

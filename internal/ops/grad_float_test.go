@@ -67,7 +67,7 @@ func geluF(x float64) [2]float64 {
 // directions in [−1, 1).
 func randomF(rng *rand.Rand, shape []int) tensorOf[fdual] {
 	x := tensorOf[fdual]{shape: shape}
-	for range product(shape) {
+	for range Product(shape) {
 		x.data = append(x.data, fdual{0.5 + rng.Float64(), 2*rng.Float64() - 1})
 	}
 	return x
@@ -155,7 +155,7 @@ func TestGradRuleCrossEntropy(t *testing.T) {
 			rc := ruleCase{"cross_entropy " + tc.name, "cross_entropy", in, a, nil, expanded(t, "cross_entropy", in, a)}
 			rng := rand.New(rand.NewPCG(4, uint64(len(tc.name))))
 			labels := tensorOf[fdual]{shape: in[1]}
-			for range product(in[1]) {
+			for range Product(in[1]) {
 				labels.data = append(labels.data, fdual{v: float64(rng.IntN(tc.logits[len(tc.logits)-1]))})
 			}
 			xs := []tensorOf[fdual]{mapped(randomF(rng, in[0]), func(x fdual) fdual { return fdual{4*x.v - 4, x.d} }), labels}

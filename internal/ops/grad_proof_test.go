@@ -101,7 +101,7 @@ func index(shape, c []int) int {
 // row-major order.
 func each(shape []int, f func(c []int)) {
 	c := make([]int, len(shape))
-	for range product(shape) {
+	for range Product(shape) {
 		f(c)
 		for k := len(c) - 1; k >= 0; k-- {
 			if c[k]++; c[k] < shape[k] {
@@ -201,7 +201,7 @@ func pointwise[T number[T]](ins []tensorOf[T], f func(a, b T) T) tensorOf[T] {
 // it.
 func reduceAxis[T number[T]](x tensorOf[T], axis int, op string) tensorOf[T] {
 	out := tensorOf[T]{shape: slices.Delete(slices.Clone(x.shape), axis, axis+1)}
-	out.data = make([]T, product(out.shape))
+	out.data = make([]T, Product(out.shape))
 	seen := make([]bool, len(out.data))
 	each(x.shape, func(c []int) {
 		i, v := index(out.shape, slices.Delete(slices.Clone(c), axis, axis+1)), x.data[index(x.shape, c)]
@@ -322,7 +322,7 @@ func scatterD[T number[T]](index, src tensorOf[T], rows int) tensorOf[T] {
 	r := len(src.shape)
 	n, e := src.shape[r-2], src.shape[r-1]
 	shape := slices.Concat(src.shape[:r-2], []int{rows, e})
-	out := tensorOf[T]{shape: shape, data: make([]T, product(shape))}
+	out := tensorOf[T]{shape: shape, data: make([]T, Product(shape))}
 	for k, id := range index.data {
 		if at := id.index(); at >= 0 && at < rows {
 			for j := range e {
@@ -408,7 +408,7 @@ func evalSteps[T number[T]](t *testing.T, steps []ExpandStep, operands []tensorO
 // random derivative parts (the direction).
 func randomD(rng *rand.Rand, shape []int) tensorD {
 	x := tensorD{shape: shape}
-	for range product(shape) {
+	for range Product(shape) {
 		x.data = append(x.data, dual{v: rng.Int64N(proofPrime), d: rng.Int64N(proofPrime)})
 	}
 	return x
@@ -591,7 +591,7 @@ func TestGradRulesAreDerivatives(t *testing.T) {
 // direction.
 func randomIndex(rng *rand.Rand, shape []int, rows int) tensorD {
 	x := tensorD{shape: shape}
-	for range product(shape) {
+	for range Product(shape) {
 		x.data = append(x.data, dual{v: int64(rng.IntN(rows + 1))})
 	}
 	return x

@@ -97,7 +97,7 @@ func gradCrossEntropy(g *GradIn) ([]ExpandStep, []Ref, *ExpandError) {
 	tokens := x[:last]
 	per := g.DY()
 	if ReductionOf(g.Attrs.Values) == ReductionMean && last > 0 {
-		n := product(tokens)
+		n := Product(tokens)
 		per = b.withScalar("dx_mean", "div", g.DY(), float64(n))
 		axes := make([]int, last)
 		for k := range axes {

@@ -93,7 +93,7 @@ func expandCrossEntropy(in [][]int, a Attrs) ([]ExpandStep, *ExpandError) {
 		for k := 1; k < last; k++ {
 			loss = e.reduce("tokens_sum"+strconv.Itoa(k), "sum", loss, 0)
 		}
-		e.mean("mean", loss, 0, product(x[:last]))
+		e.mean("mean", loss, 0, Product(x[:last]))
 	}
 	return e.done(), nil
 }

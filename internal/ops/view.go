@@ -87,7 +87,7 @@ func permuteRule(in [][]int, out []int, a Attrs) Rule {
 // input's element count, which must be the output's.
 func reshapeShape(in [][]int, a Attrs) ([]int, Values, *ShapeError) {
 	shape := slices.Clone(a.Values.Ints(AttrShape))
-	n := product(in[0])
+	n := Product(in[0])
 	known, free := 1, -1
 	for k, e := range shape {
 		if e == -1 {
@@ -177,7 +177,9 @@ func gcd(a, b int) int {
 	return a
 }
 
-func product(xs []int) int {
+// Product is the product of xs, 1 for none: the elements of a shape.
+// Its callers' shapes are a fusion's, whose elements fit an int.
+func Product(xs []int) int {
 	n := 1
 	for _, x := range xs {
 		n *= x

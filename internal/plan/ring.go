@@ -165,34 +165,25 @@ func (b ringBuilder) local(typ, out string, n [2]int, dims []int, in ...string) 
 
 // pointwise is a Pointwise of f with the inputs viewed as inDims.
 func (b ringBuilder) pointwise(f, out string, dims []int, inDims [][]int, in ...string) Step {
-	s := b.local(Pointwise, out, [2]int{extents(inDims[0]), extents(dims)}, dims, in...)
+	s := b.local(Pointwise, out, [2]int{ops.Product(inDims[0]), ops.Product(dims)}, dims, in...)
 	s.Func, s.InputDims = &f, inDims
 	return s
 }
 
 // reduce is a row reduction (op over the keys) of the scores' dims.
 func (b ringBuilder) reduce(op, out, in string, sdims []int) Step {
-	s := b.local(LocalReduce, out, [2]int{extents(sdims), sdims[0] * sdims[1]}, sdims, in)
+	s := b.local(LocalReduce, out, [2]int{ops.Product(sdims), sdims[0] * sdims[1]}, sdims, in)
 	s.ReduceDims, s.ReduceOp = []int{2}, &op
 	return s
 }
 
 // tril masks round r's scores with each device's block diagonal.
 func (b ringBuilder) tril(out, in string, r int, sdims []int) Step {
-	s := b.local(Tril, out, [2]int{extents(sdims), extents(sdims)}, sdims, in)
+	s := b.local(Tril, out, [2]int{ops.Product(sdims), ops.Product(sdims)}, sdims, in)
 	c := len(b.g.Devices)
 	for i := range c {
 		j := ((i-r)%c + c) % c
 		s.Offsets = append(s.Offsets, i*b.g.SB-j*b.g.TB)
 	}
 	return s
-}
-
-// extents is the product of a ring's extents, which are small.
-func extents(xs []int) int {
-	n := 1
-	for _, x := range xs {
-		n *= x
-	}
-	return n
 }
