@@ -28,10 +28,11 @@ func (o *Op) Result() *Tensor {
 	return o.Out
 }
 
-// outShape is the value shape the op computes: Out's, without the terms
-// axis of an output that holds pending terms.
+// outShape is the shape the op computes: Out's, without the terms axis of
+// an output whose terms the op leaves pending; an op that passes sums
+// computes on the terms themselves (sums.go).
 func (o *Op) outShape() []int {
-	if o.Out.Partial != "" {
+	if o.Out.Partial != "" && !o.Kind.PassesSums() {
 		return o.Out.Shape()[1:]
 	}
 	return o.Out.Shape()
@@ -43,6 +44,13 @@ func (o *Op) outShape() []int {
 // sharding cannot be that of pending terms of op.
 func (o *Op) Pend() error {
 	p := newBuilder()
+	if o.Kind.PassesSums() {
+		// It computes on its operands' terms (sums.go): no Combined.
+		if !p.checkSumsOnTerms(o) {
+			return p.errs.List()
+		}
+		return nil
+	}
 	if !p.checkPendingOp(o, o.Out.Partial, diag.Pos{}, fmt.Sprintf("tensor %q", o.Out.Name)) || !p.combine(o) {
 		return p.errs.List()
 	}

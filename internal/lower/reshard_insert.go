@@ -529,9 +529,10 @@ func whyNotBlock(t *ir.Tensor) string {
 
 // reducesTermsFor reports whether op is a reduction of a Partial tensor's
 // terms that the parser inserted before an op reading it
-// (docs/fusion.md, "placements").
+// (docs/fusion.md, "placements"); not one inserted after an op that left
+// its output's terms pending, whose output is sharded as the fusion says.
 func reducesTermsFor(op *ir.Op) bool {
-	return op.Inserted != nil && op.Kind.IsReduction() && op.In().Partial != ""
+	return op.Inserted != nil && !op.Inserted.Output && op.Kind.IsReduction() && op.In().Partial != ""
 }
 
 // reduceTerms adds the deferred reductions of the Partial tensors op

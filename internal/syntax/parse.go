@@ -146,6 +146,9 @@ type reader struct {
 // newReader is a reader of the file named file, which has read nothing.
 func newReader(file string, auto bool) *reader {
 	src := ir.NewSource(file)
+	if auto {
+		src.SumsAsWritten() // the shardings that sums.go reads are to be chosen
+	}
 	p := &reader{src: src, errs: src.Errors(), auto: auto, meshes: map[string]*ir.Mesh{}}
 	p.w = walker{errs: p.errs}
 	p.written = p.writes
