@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nvcomm/nvcomm/internal/lower"
+	"github.com/nvcomm/nvcomm/internal/ops"
 	"github.com/nvcomm/nvcomm/internal/plan"
 	"github.com/nvcomm/nvcomm/internal/sim"
 	"github.com/nvcomm/nvcomm/internal/syntax"
@@ -117,7 +118,59 @@ func (o *simulateOptions) run(cmd *cobra.Command, arg string) error {
 	if !res.Pass {
 		return reportedError{}
 	}
+	if err := o.checkSumsLate(cmd, name, src, lo, p); err != nil {
+		return err
+	}
 	return o.checkMicrobatches(cmd, name, src, lo, p)
+}
+
+// checkSumsLate compares, when p was lowered here from a fusion whose
+// sums it computes late (docs/fusion.md, "placements"), p's program with
+// the fusion's as written, every reduction where the file puts it
+// (sim.CheckSameProgram): the simulation proves p's steps against p's
+// program, and this proves that program the file's. The text report says
+// what was compared; a difference fails.
+func (o *simulateOptions) checkSumsLate(cmd *cobra.Command, name string, src []byte, lo lower.Options, p *plan.Plan) error {
+	if isPlan(src) || !sumsLate(p) {
+		return nil
+	}
+	f, err := syntax.ParseWith(name, src, syntax.Options{SumsAsWritten: true})
+	if err != nil {
+		return report(cmd, err)
+	}
+	written, err := lower.Lower(f, lo)
+	if err != nil {
+		return report(cmd, err)
+	}
+	c, err := sim.CheckSameProgram(written, p, o.seed)
+	if err != nil {
+		return reportIn(cmd, name, simError(err))
+	}
+	if len(c.Differ) > 0 {
+		fmt.Fprintf(cmd.ErrOrStderr(), "%s: error: the program with its sums computed late differs from the fusion as written in %s\n", name, strings.Join(c.Differ, ", "))
+		return reportedError{}
+	}
+	if o.format.value == "text" {
+		fmt.Fprintf(cmd.OutOrStdout(), "sums computed late: the program computes the fusion's values as written (%d tensors compared)\n", c.Compared)
+	}
+	return nil
+}
+
+// sumsLate reports whether an op of p computes on pending terms of sums:
+// an op that passes sums whose output holds terms.
+func sumsLate(p *plan.Plan) bool {
+	partial := map[string]bool{}
+	for i := range p.Tensors {
+		if p.Tensors[i].Partial != "" {
+			partial[p.Tensors[i].Name] = true
+		}
+	}
+	for _, op := range p.Ops {
+		if e := ops.InPlan(op.Op); e != nil && e.PassesSums && partial[op.Output] {
+			return true
+		}
+	}
+	return false
 }
 
 // checkMicrobatches compares a pipeline's micro-batches with the whole
