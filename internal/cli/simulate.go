@@ -128,32 +128,19 @@ func (o *simulateOptions) run(cmd *cobra.Command, arg string) error {
 // sums it computes late (docs/fusion.md, "placements"), p's program with
 // the fusion's as written, every reduction where the file puts it
 // (sim.CheckSameProgram): the simulation proves p's steps against p's
-// program, and this proves that program the file's. The text report says
-// what was compared; a difference fails.
+// program, and this proves that program the file's.
 func (o *simulateOptions) checkSumsLate(cmd *cobra.Command, name string, src []byte, lo lower.Options, p *plan.Plan) error {
 	if isPlan(src) || !sumsLate(p) {
 		return nil
 	}
-	f, err := syntax.ParseWith(name, src, syntax.Options{SumsAsWritten: true})
-	if err != nil {
-		return report(cmd, err)
-	}
-	written, err := lower.Lower(f, lo)
-	if err != nil {
-		return report(cmd, err)
-	}
-	c, err := sim.CheckSameProgram(written, p, o.seed)
-	if err != nil {
-		return reportIn(cmd, name, simError(err))
-	}
-	if len(c.Differ) > 0 {
-		fmt.Fprintf(cmd.ErrOrStderr(), "%s: error: the program with its sums computed late differs from the fusion as written in %s\n", name, strings.Join(c.Differ, ", "))
-		return reportedError{}
-	}
-	if o.format.value == "text" {
-		fmt.Fprintf(cmd.OutOrStdout(), "sums computed late: the program computes the fusion's values as written (%d tensors compared)\n", c.Compared)
-	}
-	return nil
+	return o.compareWith(cmd, name, src, lo, otherProgram{
+		opts:    syntax.Options{SumsAsWritten: true},
+		check:   func(written *plan.Plan) (*sim.ProgramCheck, error) { return sim.CheckSameProgram(written, p, o.seed) },
+		differs: "the program with its sums computed late differs from the fusion as written",
+		same: func(c *sim.ProgramCheck) string {
+			return fmt.Sprintf("sums computed late: the program computes the fusion's values as written (%d tensors compared)", c.Compared)
+		},
+	})
 }
 
 // sumsLate reports whether an op of p computes on pending terms of sums:
@@ -176,30 +163,53 @@ func sumsLate(p *plan.Plan) bool {
 // checkMicrobatches compares a pipeline's micro-batches with the whole
 // batch's program (sim.CheckMicrobatches), when p is a pipeline's plan
 // lowered from a fusion here: a plan holds only the micro-batches'
-// program. The text report says what was compared; a difference fails.
+// program.
 func (o *simulateOptions) checkMicrobatches(cmd *cobra.Command, name string, src []byte, lo lower.Options, p *plan.Plan) error {
 	if p.Pipeline == nil || isPlan(src) {
 		return nil
 	}
-	f, err := syntax.ParseWhole(name, src)
+	return o.compareWith(cmd, name, src, lo, otherProgram{
+		opts:    syntax.Options{Whole: true},
+		check:   func(whole *plan.Plan) (*sim.ProgramCheck, error) { return sim.CheckMicrobatches(whole, p, o.seed) },
+		differs: "the micro-batches differ from the whole batch's program",
+		same: func(c *sim.ProgramCheck) string {
+			return fmt.Sprintf("micro-batches: the %d micro-batches, concatenated along the batch, compute the whole batch's program (%d tensors compared)",
+				p.Pipeline.Microbatches, c.Compared)
+		},
+	})
+}
+
+// otherProgram is a program simulate compares a plan's with: the fusion
+// read with opts and lowered again, compared by check; differs says what
+// a difference means, same what the text report says when there is none.
+type otherProgram struct {
+	opts    syntax.Options
+	check   func(other *plan.Plan) (*sim.ProgramCheck, error)
+	differs string
+	same    func(*sim.ProgramCheck) string
+}
+
+// compareWith lowers the fusion src (name) as other reads it and compares
+// the programs: a difference fails, naming the tensors that differ.
+func (o *simulateOptions) compareWith(cmd *cobra.Command, name string, src []byte, lo lower.Options, other otherProgram) error {
+	f, err := syntax.ParseWith(name, src, other.opts)
 	if err != nil {
 		return report(cmd, err)
 	}
-	whole, err := lower.Lower(f, lo)
+	q, err := lower.Lower(f, lo)
 	if err != nil {
 		return report(cmd, err)
 	}
-	c, err := sim.CheckMicrobatches(whole, p, o.seed)
+	c, err := other.check(q)
 	if err != nil {
 		return reportIn(cmd, name, simError(err))
 	}
 	if len(c.Differ) > 0 {
-		fmt.Fprintf(cmd.ErrOrStderr(), "%s: error: the micro-batches differ from the whole batch's program in %s\n", name, strings.Join(c.Differ, ", "))
+		fmt.Fprintf(cmd.ErrOrStderr(), "%s: error: %s in %s\n", name, other.differs, strings.Join(c.Differ, ", "))
 		return reportedError{}
 	}
 	if o.format.value == "text" {
-		fmt.Fprintf(cmd.OutOrStdout(), "micro-batches: the %d micro-batches, concatenated along the batch, compute the whole batch's program (%d tensors compared)\n",
-			p.Pipeline.Microbatches, c.Compared)
+		fmt.Fprintln(cmd.OutOrStdout(), other.same(c))
 	}
 	return nil
 }

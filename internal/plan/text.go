@@ -288,17 +288,6 @@ func termsFate(p *Plan, name, op string) string {
 	return strings.Join(fates, "; ")
 }
 
-// readersOf lists the ops that read tensor name, as "op N".
-func readersOf(p *Plan, name string) []string {
-	var out []string
-	for i, op := range p.Ops {
-		if slices.Contains(op.Operands(), name) {
-			out = append(out, fmt.Sprintf("op %d", i))
-		}
-	}
-	return out
-}
-
 // Size renders a byte count for readers: "768 B", "1.5 KiB", "24 GiB"
 // (powers of 1024, as --max-bytes and --max-input accept them).
 func Size(n int64) string {
