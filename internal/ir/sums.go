@@ -138,11 +138,17 @@ func (s *sums) termsOf(op *Op, x *Tensor) *Tensor {
 		return nil
 	case reducesTermsBefore(pr, op):
 		return pr.In()
-	case !s.readOnlyBy(x, op):
-		return nil
 	case s.terms[pr] != nil:
+		if !s.readOnlyBy(x, op) {
+			return nil
+		}
 		return s.terms[pr][0]
-	case pr.Kind.IsContraction():
+	case combinedAcrossDevices(pr):
+		// Counting the readers, and building the pending op, only for
+		// such a contraction: a fusion of adds alone does neither.
+		if !s.readOnlyBy(x, op) {
+			return nil
+		}
 		if p, ok := s.pended[pr]; ok {
 			return p.Out
 		}
@@ -154,6 +160,22 @@ func (s *sums) termsOf(op *Op, x *Tensor) *Tensor {
 		return p.Out
 	}
 	return nil
+}
+
+// combinedAcrossDevices reports whether op is a contraction whose output,
+// propagated, combines its partial products across the devices that
+// split its summed axis (nvFuser's rDID).
+func combinedAcrossDevices(op *Op) bool {
+	x := op.Out
+	if !op.Kind.IsContraction() || !x.Propagated || x.Partial != "" || x.Combined != nil {
+		return false
+	}
+	for _, id := range x.Loop {
+		if id.Reduction && id.Parallel.IsDevice() && id.Extent > 1 {
+			return true
+		}
+	}
+	return false
 }
 
 // reducesTermsBefore reports whether pr is the reduction of a Partial(sum)
@@ -209,7 +231,7 @@ func sameSharding(a, b Sharding) bool {
 // Partial(sum) terms axis, whose Combined is the output op had.
 func pendingContraction(op *Op) (*Op, bool) {
 	x := op.Out
-	if !x.Propagated || x.Partial != "" || x.Combined != nil || len(x.Allocation) > 0 {
+	if len(x.Allocation) > 0 {
 		return nil, false
 	}
 	pls, ok := combinedPlacements(x)
