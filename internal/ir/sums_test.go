@@ -94,6 +94,16 @@ func TestSumsLate(t *testing.T) {
 				"s/terms = add(p, q) terms [4 8 8]",
 				"s = sum(s/terms, axis=0) inserted after op 0",
 			}},
+		{"declared terms: DTensor's Partial(sum) through sub and neg", "meshes:\n  m: [0, 1, 2, 3]\ntensors:\n" +
+			"  p: {mesh: m, shape: [8, 8], placements: [Partial(sum)]}\n  q: {mesh: m, shape: [8, 8], placements: [Partial(sum)]}\n" +
+			"  s: {mesh: m, placements: [Partial(sum)]}\n  u: {mesh: m, placements: [Partial(sum)]}\n" +
+			"ops:\n  - {op: sub, in: [p, q], out: s}\n  - {op: neg, in: s, out: u}\n  - {op: relu, in: u, out: y}\n",
+			[]string{
+				"s = sub(p, q) terms [4 8 8]",
+				"u = neg(s) terms [4 8 8]",
+				"u/reduced = sum(u, axis=0)",
+				"y = relu(u/reduced)",
+			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, err := Parse("in.yaml", []byte(tc.src))
