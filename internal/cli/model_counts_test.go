@@ -16,8 +16,8 @@ import (
 // bytes of parameters (per tensor-parallel rank), n devices along the
 // axis, FSDP gathers Ψ·(n−1)/n once and reduce-scatters as much, DP
 // all-reduces 2Ψ·(n−1)/n, HSDP reduce-scatters within its group and
-// all-reduces the shard across groups. The loss's one Allreduce along the
-// data-parallel axes is counted apart.
+// all-reduces the shard across groups; and tensor parallelism's Allreduces
+// to Megatron-LM's count. The loss's Allreduces are counted apart.
 func TestDataParallelGradientBytes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("lowers three whole Llama-3 8B steps")
@@ -35,8 +35,14 @@ func TestDataParallelGradientBytes(t *testing.T) {
 			"Allgather fsdp":     psi * 63 / 64,
 			"ReduceScatter fsdp": psi * 63 / 64,
 		}},
-		{"dp=8,tp=8", map[int]string{8: "dp"}, map[string]int64{
+		{"dp=8,tp=8", map[int]string{1: "tp", 8: "dp"}, map[string]int64{
 			"Allreduce dp": 2 * psiTP * 7 / 8,
+			// Megatron-LM's 4 a block (2 forward, 2 backward: the q, k and
+			// v projections' input gradients are one sum, the gate and up
+			// projections' another), the embedding's forward and the LM
+			// head's input gradient: 130 of A = 8 · 8192 tokens · 4096 · 2
+			// B on each dp rank, 2A·7/8 each.
+			"Allreduce tp": 130 * 2 * (8 * 8192 * 4096 * 2) * 7 / 8,
 		}},
 		{"dp=2,fsdp=4,tp=8", map[int]string{8: "fsdp", 32: "dp"}, map[string]int64{
 			"Allgather fsdp":     psiTP * 3 / 4,

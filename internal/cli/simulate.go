@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nvcomm/nvcomm/internal/lower"
+	"github.com/nvcomm/nvcomm/internal/ops"
 	"github.com/nvcomm/nvcomm/internal/plan"
 	"github.com/nvcomm/nvcomm/internal/sim"
 	"github.com/nvcomm/nvcomm/internal/syntax"
@@ -117,36 +118,98 @@ func (o *simulateOptions) run(cmd *cobra.Command, arg string) error {
 	if !res.Pass {
 		return reportedError{}
 	}
+	if err := o.checkSumsLate(cmd, name, src, lo, p); err != nil {
+		return err
+	}
 	return o.checkMicrobatches(cmd, name, src, lo, p)
+}
+
+// checkSumsLate compares, when p was lowered here from a fusion whose
+// sums it computes late (docs/fusion.md, "placements"), p's program with
+// the fusion's as written, every reduction where the file puts it
+// (sim.CheckSameProgram): the simulation proves p's steps against p's
+// program, and this proves that program the file's.
+func (o *simulateOptions) checkSumsLate(cmd *cobra.Command, name string, src []byte, lo lower.Options, p *plan.Plan) error {
+	if isPlan(src) || !sumsLate(p) {
+		return nil
+	}
+	return o.compareWith(cmd, name, src, lo, otherProgram{
+		opts:    syntax.Options{SumsAsWritten: true},
+		check:   func(written *plan.Plan) (*sim.ProgramCheck, error) { return sim.CheckSameProgram(written, p, o.seed) },
+		differs: "the program with its sums computed late differs from the fusion as written",
+		same: func(c *sim.ProgramCheck) string {
+			return fmt.Sprintf("sums computed late: the program computes the fusion's values as written (%d tensors compared)", c.Compared)
+		},
+	})
+}
+
+// sumsLate reports whether an op of p computes on pending terms of sums:
+// an op that passes sums whose output holds terms.
+func sumsLate(p *plan.Plan) bool {
+	partial := map[string]bool{}
+	for i := range p.Tensors {
+		if p.Tensors[i].Partial != "" {
+			partial[p.Tensors[i].Name] = true
+		}
+	}
+	for _, op := range p.Ops {
+		if e := ops.InPlan(op.Op); e != nil && e.PassesSums && partial[op.Output] {
+			return true
+		}
+	}
+	return false
 }
 
 // checkMicrobatches compares a pipeline's micro-batches with the whole
 // batch's program (sim.CheckMicrobatches), when p is a pipeline's plan
 // lowered from a fusion here: a plan holds only the micro-batches'
-// program. The text report says what was compared; a difference fails.
+// program.
 func (o *simulateOptions) checkMicrobatches(cmd *cobra.Command, name string, src []byte, lo lower.Options, p *plan.Plan) error {
 	if p.Pipeline == nil || isPlan(src) {
 		return nil
 	}
-	f, err := syntax.ParseWhole(name, src)
+	return o.compareWith(cmd, name, src, lo, otherProgram{
+		opts:    syntax.Options{Whole: true},
+		check:   func(whole *plan.Plan) (*sim.ProgramCheck, error) { return sim.CheckMicrobatches(whole, p, o.seed) },
+		differs: "the micro-batches differ from the whole batch's program",
+		same: func(c *sim.ProgramCheck) string {
+			return fmt.Sprintf("micro-batches: the %d micro-batches, concatenated along the batch, compute the whole batch's program (%d tensors compared)",
+				p.Pipeline.Microbatches, c.Compared)
+		},
+	})
+}
+
+// otherProgram is a program simulate compares a plan's with: the fusion
+// read with opts and lowered again, compared by check; differs says what
+// a difference means, same what the text report says when there is none.
+type otherProgram struct {
+	opts    syntax.Options
+	check   func(other *plan.Plan) (*sim.ProgramCheck, error)
+	differs string
+	same    func(*sim.ProgramCheck) string
+}
+
+// compareWith lowers the fusion src (name) as other reads it and compares
+// the programs: a difference fails, naming the tensors that differ.
+func (o *simulateOptions) compareWith(cmd *cobra.Command, name string, src []byte, lo lower.Options, other otherProgram) error {
+	f, err := syntax.ParseWith(name, src, other.opts)
 	if err != nil {
 		return report(cmd, err)
 	}
-	whole, err := lower.Lower(f, lo)
+	q, err := lower.Lower(f, lo)
 	if err != nil {
 		return report(cmd, err)
 	}
-	c, err := sim.CheckMicrobatches(whole, p, o.seed)
+	c, err := other.check(q)
 	if err != nil {
 		return reportIn(cmd, name, simError(err))
 	}
 	if len(c.Differ) > 0 {
-		fmt.Fprintf(cmd.ErrOrStderr(), "%s: error: the micro-batches differ from the whole batch's program in %s\n", name, strings.Join(c.Differ, ", "))
+		fmt.Fprintf(cmd.ErrOrStderr(), "%s: error: %s in %s\n", name, other.differs, strings.Join(c.Differ, ", "))
 		return reportedError{}
 	}
 	if o.format.value == "text" {
-		fmt.Fprintf(cmd.OutOrStdout(), "micro-batches: the %d micro-batches, concatenated along the batch, compute the whole batch's program (%d tensors compared)\n",
-			p.Pipeline.Microbatches, c.Compared)
+		fmt.Fprintln(cmd.OutOrStdout(), other.same(c))
 	}
 	return nil
 }

@@ -69,6 +69,9 @@ func check(c Case, seed uint64, nvfuser bool) verdict {
 	if v.optimal.kind == "rejected" && len(c.Deliberate) == 0 {
 		v.optimal = outcome{"unexpected-rejection", v.optimal.reason}
 	}
+	if v.optimal.kind == "pass" && lateSums(po) {
+		v.optimal = sameAsWritten(c, po, seed)
+	}
 	if v.optimal.kind == "pass" {
 		v.features = features(po)
 		for _, d := range c.Deliberate {
@@ -81,6 +84,43 @@ func check(c Case, seed uint64, nvfuser bool) verdict {
 		v.nvfuser, _ = lowerAndRun(f, lower.PolicyNvFuser, seed, po)
 	}
 	return v
+}
+
+// lateSums reports whether an op of p computes on pending terms of sums
+// (docs/fusion.md, "placements"): an op that passes sums whose output
+// holds terms.
+func lateSums(p *plan.Plan) bool {
+	for _, op := range p.Ops {
+		if e := ops.InPlan(op.Op); e != nil && e.PassesSums && slices.ContainsFunc(p.Tensors, func(t plan.Tensor) bool {
+			return t.Name == op.Output && t.Partial != ""
+		}) {
+			return true
+		}
+	}
+	return false
+}
+
+// sameAsWritten compares the program of p, a case's optimal plan whose
+// sums are computed late, with the case's program as written
+// (sim.CheckSameProgram): the simulation proves p's steps against p's
+// program, and this proves that program the file's.
+func sameAsWritten(c Case, p *plan.Plan, seed uint64) outcome {
+	f, err := syntax.ParseWith("gen.yaml", []byte(c.Src), syntax.Options{SumsAsWritten: true})
+	if err != nil {
+		return outcome{"late-sums", "the fusion as written does not parse: " + err.Error()}
+	}
+	written, err := lower.Lower(f, lower.Options{})
+	if err != nil {
+		return outcome{"late-sums", "the fusion as written does not lower: " + err.Error()}
+	}
+	check, err := sim.CheckSameProgram(written, p, seed)
+	switch {
+	case err != nil:
+		return outcome{"late-sums", err.Error()}
+	case len(check.Differ) > 0:
+		return outcome{"late-sums", "differs from the fusion as written in " + strings.Join(check.Differ, ", ")}
+	}
+	return outcome{kind: "pass"}
 }
 
 // parse parses a case, or returns its outcome: a rejection, a rejection
@@ -178,6 +218,9 @@ func panicked(phase string, r any) outcome {
 func features(p *plan.Plan) []string {
 	var fs []string
 	layer := false
+	if lateSums(p) {
+		fs = append(fs, "sums computed late")
+	}
 	for _, op := range p.Ops {
 		fs = append(fs, "op "+op.Op)
 		switch {
@@ -292,6 +335,10 @@ func (t tally) merge(u tally) {
 	}
 }
 
+// sumsEvery is how often run draws a chain of sums (Generator.sumsChain)
+// instead of a Case: every sumsEvery-th case, the others as they were.
+const sumsEvery = 10
+
 // run checks n generated cases, spread over the CPUs, and returns their
 // counts; failures are reported through t with the fusion as YAML (the
 // first three; all of them are written to $NVCOMM_FAILDIR when it is set).
@@ -312,6 +359,9 @@ func run(t *testing.T, n int, seed uint64, nvfuserEvery int, shapeOps bool) tall
 				g := NewGenerator(seed*1_000_003 + uint64(i))
 				g.ShapeOps = shapeOps
 				c := g.Case()
+				if i%sumsEvery == sumsEvery-1 {
+					c = g.sumsChain()
+				}
 				v := check(c, uint64(i), i%nvfuserEvery == 0)
 				results[w].add(v)
 				for _, o := range []struct {
@@ -356,7 +406,8 @@ var required = append(opFeatures(), "resharding set before an op", "resharding s
 	"contraction summed by Allreduce", "contraction summed by ReduceScatter",
 	"lookup summed by Allreduce", "Matmul with b shared by batches",
 	"layer op on a 1-D mesh", "layer op on a 2-D mesh", "layer op on a 3-D mesh",
-	"format 2: a propagated sharding", "number operand", "backward", "backward of linear", "backward of matmul")
+	"format 2: a propagated sharding", "number operand", "backward", "backward of linear", "backward of matmul",
+	"sums computed late")
 
 // opFeatures are the features "op NAME" of every op of the registry but
 // the data movement ops, which the generator draws only when asked

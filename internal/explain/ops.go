@@ -127,6 +127,9 @@ func (e *explainer) opContext(i int, op plan.Op) []string {
 	}
 	if in := op.Inserted; in != nil && !in.Output {
 		lines = append(lines, e.reshardedFor(op)...)
+	} else if in != nil && op.Op != "set" && in.For >= 0 && in.For < len(e.p.Ops) {
+		lines = append(lines, fmt.Sprintf("inserted by nvcomm after op %d, which computed on pending terms of sums (an add, sub or neg of sums is the sum of the op of their terms): one reduction of its terms serves every operand",
+			in.For))
 	}
 	lines = append(lines, e.formOf(i, op)...)
 	out := e.sh[op.Output]

@@ -26,7 +26,7 @@ func withOps(src string) string {
 
 // opTables is the Python source of the ops' tables.
 func opTables(all []*ops.Op) string {
-	var layer, magnitude, arity, rounding, reduce, attrs, positive, indexes, views []string
+	var layer, magnitude, arity, rounding, reduce, attrs, positive, indexes, views, sums []string
 	for _, o := range all {
 		lo, hi := o.Arity()
 		n := fmt.Sprint(lo)
@@ -45,6 +45,9 @@ func opTables(all []*ops.Op) string {
 		}
 		if o.Family == ops.View {
 			views = append(views, fmt.Sprintf("%q", o.Name))
+		}
+		if o.PassesSums {
+			sums = append(sums, fmt.Sprintf("%q", o.Name))
 		}
 		if keys := storedAttrs(o); len(keys) > 0 {
 			attrs = append(attrs, fmt.Sprintf("%q: (%s,)", o.Name, strings.Join(keys, ", ")))
@@ -74,6 +77,7 @@ func opTables(all []*ops.Op) string {
 	fmt.Fprintf(&b, "POSITIVE_DATA = (%s)\n", strings.Join(append(positive, ""), ", "))
 	table("INDEX_OPS", indexes)
 	fmt.Fprintf(&b, "VIEW_OPS = (%s)\n", strings.Join(append(views, ""), ", "))
+	fmt.Fprintf(&b, "PASSES_SUMS = (%s)\n", strings.Join(append(sums, ""), ", "))
 	return b.String()
 }
 

@@ -380,6 +380,14 @@ class Reference:
         want = self.plan.shards[out].shape
         if out in self.plan.pending:
             want = want[1:]  # the op's values: the reduction of its terms
+        if o["op"] in PASSES_SUMS and out in self.plan.pending:
+            # An add, sub or neg of pending terms of sums (docs/fusion.md, "placements"): the op
+            # of its operands' values, which their references hold.
+            for n in names:
+                if n not in self.plan.pending:
+                    raise PlanError("op %d (%s): cannot check it: it reads the terms of the Partial input %r "
+                                    "term by term (docs/export.md, \"Data and the check\")" % (o["index"], o["op"], n))
+            shapes = [self.value_shape(n) for n in names]
         y = apply_op(o, with_scalar(o, [self.val[n].view(sh) for n, sh in zip(names, shapes)], self._scalar(o)), want)
         if list(y.shape) != want:
             raise PlanError("op %d (%s): output %r has the wrong logical shape" % (o["index"], o["op"], out))
@@ -759,7 +767,8 @@ def _err_div(a, b, ea, eb):
 # values that bounds their rounding (Σ|x|); ARITY, every op's operand count;
 # ROUNDING, how an elementwise op's result may round; REDUCE_OPS; ATTRS, the
 # attributes each op passes its torch function as keywords (permute's dims);
-# POSITIVE_DATA, the ops whose fusions get simulate's positive data.
+# POSITIVE_DATA, the ops whose fusions get simulate's positive data; INDEX_OPS;
+# VIEW_OPS; PASSES_SUMS, the ops that compute on pending terms of sums.
 #@ops
 
 

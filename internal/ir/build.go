@@ -546,7 +546,9 @@ func (p *Source) endpoints(f *Fusion, tensors *tensorTable) (ins, outs []*Tensor
 // format 2, propagated); the lowering gives it the one op needs. It
 // returns false after reporting why a reduction cannot be made.
 func (p *Source) reducePartials(f *Fusion, op *Op, ro *rawOp, prop *propagator) bool {
-	if ro.kind == OpSet {
+	if ro.kind == OpSet || op.Kind.PassesSums() && readsTerms(op) && p.declaresSumTerms(ro.out) && ro.keysOf().scalar == nil {
+		// A set reduces them itself; an op that passes sums into
+		// declared terms of a sum computes on them (sums.go).
 		return true
 	}
 	for k, in := range op.Inputs {

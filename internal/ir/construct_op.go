@@ -79,7 +79,8 @@ func (p *Source) newOp(spec OpSpec) (*Op, bool) {
 	out := &Tensor{Name: spec.Out.Name, Declared: true, TensorDomain: new(TensorDomain)}
 	op := &Op{Index: spec.Index, Kind: spec.Kind, Inputs: slices.Clone(spec.Inputs), Out: out, Axis: -1, Of: spec.Of}
 	out.Producer = op
-	in := opIn{kind: spec.Kind, idx: spec.Index, axis: spec.Axis, axes: spec.Axes, attrs: attrs.Clone(), scalar: spec.Scalar,
+	r, terms := pendingOf(spec.Out)
+	in := opIn{termsOut: terms && r == OpSum && !spec.Out.Combine, kind: spec.Kind, idx: spec.Index, axis: spec.Axis, axes: spec.Axes, attrs: attrs.Clone(), scalar: spec.Scalar,
 		out: out.Name}
 	what := func() string { return fmt.Sprintf("tensor %q", out.Name) }
 	declared := func() ([]int, diag.Pos, bool) {
@@ -277,6 +278,15 @@ func (p *Source) declarePendingSpec(op *Op, spec TensorSpec, r OpKind) bool {
 	}
 	if !p.checkPendingOp(op, r, diag.Pos{}, what) {
 		return false
+	}
+	if op.Kind.PassesSums() {
+		// Its operands' terms, computed on as they are (sums.go).
+		if spec.Shape != nil && !slices.Equal(spec.Shape, out.Shape()) {
+			p.errs.Add(diag.Pos{}, "%s: %s of terms has its operands' shape %v, got %v", what, op.Kind, out.Shape(), spec.Shape)
+			return false
+		}
+		spec.Partial = r
+		return p.declare(out, spec, nil) && p.checkSumsOnTerms(op)
 	}
 	value := out.Shape()
 	var terms int

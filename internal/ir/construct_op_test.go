@@ -88,7 +88,7 @@ func rebuild(f *Fusion) (*Fusion, error) {
 			Partial: op.Out.Partial}}
 		for _, in := range op.Inputs {
 			spec.Inputs = append(spec.Inputs, built[in])
-			if in.Partial != "" {
+			if in.Partial != "" && !op.Kind.PassesSums() {
 				spec.Kind = OpSet // as written: the set of its terms is their reduction
 			}
 		}
@@ -238,11 +238,11 @@ func TestBuilderErrors(t *testing.T) {
 		{"reduction axes", OpSpec{Kind: OpSum, Inputs: []*Tensor{x}, Axis: 1, Out: TensorSpec{Name: "y", ReductionAxes: []int{0}}},
 			`error: tensor "y": reduction axes [0] are not the op's, [1]`},
 		{"partial output", OpSpec{Kind: "relu", Inputs: []*Tensor{x}, Out: TensorSpec{Name: "y", Placements: partial}},
-			`error: tensor "y" placements: Partial is only allowed on fusion inputs and on the outputs of matmul, linear and the reductions; declare the partial terms as a fusion input and reduce them with a set`},
+			`error: tensor "y" placements: Partial is only allowed on fusion inputs, on the outputs of matmul, linear and the reductions, and on add, sub and neg of terms of sums; declare the partial terms as a fusion input and reduce them with a set`},
 		{"partial read", OpSpec{Kind: OpSum, Inputs: []*Tensor{p}, Out: TensorSpec{Name: "y"}},
 			`error: ops[0]: "p" has a Partial placement and can only be read by set; read it with a set, which reduces its partial terms`},
 		{"partial terms out", OpSpec{Kind: "relu", Inputs: []*Tensor{x}, Out: TensorSpec{Name: "y", Partial: OpSum}},
-			`error: tensor "y": Partial is only allowed on fusion inputs and on the outputs of matmul, linear and the reductions; declare the partial terms as a fusion input and reduce them with a set`},
+			`error: tensor "y": Partial is only allowed on fusion inputs, on the outputs of matmul, linear and the reductions, and on add, sub and neg of terms of sums; declare the partial terms as a fusion input and reduce them with a set`},
 		{"pending terms of another op", OpSpec{Kind: OpSum, Inputs: []*Tensor{x}, Axis: 1, Out: TensorSpec{Name: "y", Partial: OpMax}},
 			`error: tensor "y": sum combines its terms with sum, not max; write Partial(sum)`},
 		{"pending terms shape", OpSpec{Kind: OpSum, Inputs: []*Tensor{x}, Axis: 1, Out: TensorSpec{Name: "y", Partial: OpSum, Shape: []int{4}}},

@@ -24,7 +24,9 @@ import (
 // checked even when its declaration is wrong; ok whether everything is
 // right.
 func (p *Source) resolveOp(op *Op, ro *rawOp) (inferred, ok bool) {
-	if !p.inferOp(op, ro.in(), func() ([]int, diag.Pos, bool) { return p.broadcastShape(ro, op) }) {
+	in := ro.in()
+	in.termsOut = p.declaresSumTerms(ro.out)
+	if !p.inferOp(op, in, func() ([]int, diag.Pos, bool) { return p.broadcastShape(ro, op) }) {
 		return false, false
 	}
 	out := op.Out
@@ -61,6 +63,10 @@ type opIn struct {
 	out    string
 	pos    diag.Pos
 	src    *rawOp
+	// termsOut says that the output is declared to hold pending terms
+	// of a sum: an op that passes sums then reads its operands' terms as
+	// they are (sums.go).
+	termsOut bool
 }
 
 // attrPos is where attribute key is written, or its list's entry i when
@@ -159,6 +165,9 @@ func (p *Source) checkPartialReads(op *Op, oi opIn) bool {
 			// A set from a Partial tensor is the reduction of its terms.
 			op.Kind, op.Axis = in.Partial, 0
 			continue
+		}
+		if oi.termsOut && op.Kind.PassesSums() && in.Partial == OpSum {
+			continue // it computes on the terms (sums.go), checked with its output
 		}
 		pos := oi.pos
 		if !op.Kind.IsReduction() {
@@ -567,4 +576,16 @@ func (p *Source) declarePropagated(op *Op) bool {
 func (p *Source) checkOutputPartial(op *Op, pls []placement, what string) bool {
 	pl, _, ok := partialOf(pls)
 	return !ok || p.checkPendingOp(op, pl.op(), pl.pos, what)
+}
+
+// declaresSumTerms reports whether tensor name's declaration gives it a
+// Partial(sum) placement: terms of a sum, which an op that passes sums
+// computes on (sums.go).
+func (p *Source) declaresSumTerms(name string) bool {
+	rt := p.decl(name)
+	if rt == nil || rt.pls == nil {
+		return false
+	}
+	pl, _, ok := partialOf(*rt.pls)
+	return ok && pl.op() == OpSum
 }

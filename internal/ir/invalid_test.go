@@ -145,7 +145,7 @@ tensors:
 ops:
   - {op: set, in: tv0, out: tv1}
 `,
-		want: `in.yaml:8:18: error: tensor "tv1" placements: Partial is only allowed on fusion inputs and on the outputs of matmul, linear and the reductions; declare the partial terms as a fusion input and reduce them with a set`,
+		want: `in.yaml:8:18: error: tensor "tv1" placements: Partial is only allowed on fusion inputs, on the outputs of matmul, linear and the reductions, and on add, sub and neg of terms of sums; declare the partial terms as a fusion input and reduce them with a set`,
 	},
 	{
 		name: "placements_partial_op",
@@ -1748,7 +1748,7 @@ tensors:
 ops:
   - {op: add, in: [a, a], out: c}
 `,
-		want: `in.yaml:5:20: error: tensor "c" placements: Partial is only allowed on fusion inputs and on the outputs of matmul, linear and the reductions; declare the partial terms as a fusion input and reduce them with a set`,
+		want: `in.yaml:5:20: error: tensor "c" placements: add leaves pending terms only of operands that all hold terms of a sum; give every operand Partial(sum) placements alike, or leave the output's Partial out (its terms are then summed after it)`,
 	},
 	{
 		name: "reads_own_output_in_list",

@@ -28,10 +28,11 @@ func (o *Op) Result() *Tensor {
 	return o.Out
 }
 
-// outShape is the value shape the op computes: Out's, without the terms
-// axis of an output that holds pending terms.
+// outShape is the shape the op computes: Out's, without the terms axis of
+// an output whose terms the op leaves pending; an op that passes sums
+// computes on the terms themselves (sums.go).
 func (o *Op) outShape() []int {
-	if o.Out.Partial != "" {
+	if o.Out.Partial != "" && !o.Kind.PassesSums() {
 		return o.Out.Shape()[1:]
 	}
 	return o.Out.Shape()
@@ -43,10 +44,23 @@ func (o *Op) outShape() []int {
 // sharding cannot be that of pending terms of op.
 func (o *Op) Pend() error {
 	p := newBuilder()
+	if o.Kind.PassesSums() {
+		// It computes on its operands' terms (sums.go): no Combined.
+		if !p.checkSumsOnTerms(o) {
+			return p.errs.List()
+		}
+		return nil
+	}
 	if !p.checkPendingOp(o, o.Out.Partial, diag.Pos{}, fmt.Sprintf("tensor %q", o.Out.Name)) || !p.combine(o) {
 		return p.errs.List()
 	}
 	return nil
+}
+
+// readsTerms reports whether every operand of op holds pending terms of a
+// sum.
+func readsTerms(op *Op) bool {
+	return len(op.Inputs) > 0 && all(op.Inputs, func(x *Tensor) bool { return x.Partial == OpSum })
 }
 
 // combineOp is the op that combines the terms of op's output: sum for a
@@ -61,10 +75,21 @@ func combineOp(op *Op) OpKind {
 // checkPendingOp checks that op may leave its output as pending terms of
 // r: a contraction's (of a sum) or a reduction's (of its own op).
 func (p *Source) checkPendingOp(op *Op, r OpKind, pos diag.Pos, what string) bool {
+	if op.Kind.PassesSums() && readsTerms(op) {
+		if r != OpSum {
+			p.errs.AddHint(pos, "write Partial(sum): it adds its operands' terms of sums term by term",
+				"%s: %s of terms of sums leaves terms of a sum, not %s", what, op.Kind, r)
+			return false
+		}
+		return true
+	}
 	switch {
+	case op.Kind.PassesSums():
+		p.errs.AddHint(pos, "give every operand Partial(sum) placements alike, or leave the output's Partial out (its terms are then summed after it)",
+			"%s: %s leaves pending terms only of operands that all hold terms of a sum", what, op.Kind)
 	case !op.Kind.IsContraction() && !op.Kind.IsReduction():
 		p.errs.AddHint(pos, "declare the partial terms as a fusion input and reduce them with a set",
-			"%s: Partial is only allowed on fusion inputs and on the outputs of matmul, linear and the reductions", what)
+			"%s: Partial is only allowed on fusion inputs, on the outputs of matmul, linear and the reductions, and on add, sub and neg of terms of sums", what)
 	case r != OpSum && op.Kind.IsContraction():
 		p.errs.AddHint(pos, "write Partial(sum): each device holds the sum over its slice of k",
 			"%s: %s sums over its contracted axis, so its partial terms are a sum, not %s", what, op.Kind, r)
@@ -83,6 +108,12 @@ func (p *Source) checkPendingOp(op *Op, r OpKind, pos diag.Pos, what string) boo
 // Combined.
 func (p *Source) declarePending(op *Op, pls []placement, pos diag.Pos, sched func(*Tensor) bool) bool {
 	out := op.Out
+	if op.Kind.PassesSums() {
+		// Its operands' terms, computed on as they are: its inferred
+		// domain holds the terms axis already.
+		out.Partial = OpSum
+		return sched(out) && p.checkSumsOnTerms(op)
+	}
 	pl, i, _ := partialOf(pls)
 	shape := append([]int{out.Mesh.Shape[i]}, out.Shape()...)
 	if !p.checkBytes(shape, out.DType, pos, fmt.Sprintf("tensor %q", out.Name), " (with its Partial terms axis)") {

@@ -20,14 +20,14 @@ func TestReducePartials(t *testing.T) {
 		name, src string
 		want      []string // the ops, their insertions and their outputs' placements
 	}{
-		{"a pending output read by add twice", head + `  y: {placements: [Shard(0), Partial(sum)]}
+		{"a pending output read by mul twice", head + `  y: {placements: [Shard(0), Partial(sum)]}
 ops:
   - {op: linear, in: [x, w], out: y}
-  - {op: add, in: [y, y], out: z}
+  - {op: mul, in: [y, y], out: z}
 `, []string{
 			"y = linear(x, w) Partial sum, schedule [outer_split(1, 2) parallelize(1, DIDy) parallelize(0, DIDx)]",
 			"y/reduced = sum(y, axis=0) inserted for op 2 at [0 1], schedule [outer_split(1, 2) parallelize(1, DIDy)]",
-			"z = add(y/reduced, y/reduced), schedule []",
+			"z = mul(y/reduced, y/reduced), schedule []",
 		}},
 		{"a Partial input read by two ops", head + `  p: {mesh: g, shape: [4, 6], placements: [Partial(max), Replicate()]}
 ops:

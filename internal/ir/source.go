@@ -24,6 +24,8 @@ type Source struct {
 	errs *diag.Collector
 	// format is the file's format: 1, or 2, which propagates shardings.
 	format int
+	// sumsAsWritten is set by SumsAsWritten.
+	sumsAsWritten bool
 
 	meshes    map[string]*Mesh
 	meshNames []string
@@ -290,6 +292,10 @@ func (o *rawOp) reads(t string) bool { return contains(o.ins, t) }
 // call it on a file whose frame is broken: every check here relies on it.
 func (p *Source) Build(whole bool) (*Fusion, error) {
 	f := p.build(p.name)
+	if f != nil && p.pipe == nil && !p.sumsAsWritten {
+		// A pipeline's stages keep every reduction where build put it.
+		f = sumLate(f)
+	}
 	if !whole {
 		f = p.pipelineOf(f)
 	}
@@ -298,6 +304,12 @@ func (p *Source) Build(whole bool) (*Fusion, error) {
 	}
 	return f, nil
 }
+
+// SumsAsWritten makes Build keep every reduction of pending terms where
+// the file puts it, without summing terms late (sums.go): the
+// auto-sharder models the fusion as written, before its shardings are
+// chosen.
+func (p *Source) SumsAsWritten() { p.sumsAsWritten = true }
 
 // propagates reports whether tensor name's sharding is propagated: in
 // format 2, when the file declares none of its mesh, schedule and

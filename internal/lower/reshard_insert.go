@@ -59,6 +59,7 @@ func insertReshardings(f *ir.Fusion, l *lowerer) (*ir.Fusion, *inserter) {
 		}
 		if op.Kind == ir.OpSet || op.Kind.IsReduction() {
 			// The planner lowers the op from what it reads.
+			op = ins.afterCopy(op)
 			whys := ins.reduceTerms(op, nil, false)
 			readFor(ins.add(op), whys)
 			continue
@@ -77,7 +78,31 @@ func (ins *inserter) own(op *ir.Op) *ir.Op {
 	}
 	cp := *op
 	cp.Inputs = slices.Clone(op.Inputs)
+	if op.Kind.PassesSums() && op.Out.Partial != "" {
+		// A sum of its terms may be inserted after it (afterCopy).
+		if ins.copied == nil {
+			ins.copied = map[*ir.Op]*ir.Op{}
+		}
+		ins.copied[op] = &cp
+	}
 	return &cp
+}
+
+// afterCopy is op, a reduction that the parser inserted after an op of
+// the caller's fusion (the sum of the terms an op that passes sums left,
+// ir's late sums), marked inserted after that op's copy.
+func (ins *inserter) afterCopy(op *ir.Op) *ir.Op {
+	why := op.Inserted
+	if why == nil || !why.Output {
+		return op
+	}
+	cp, ok := ins.copied[why.For]
+	if !ok {
+		return op
+	}
+	red := *op
+	red.Inserted = &ir.Insertion{For: cp, Output: true}
+	return &red
 }
 
 // inserter accumulates the ops and tensors of the rewritten fusion.
@@ -118,6 +143,10 @@ type inserter struct {
 	// sequence parallelism gathers a norm's output once for the three
 	// projections that read it).
 	copies map[*ir.Tensor][]resharded
+	// copied are the copies own made of the ops that pass sums on pending
+	// terms, by the caller's op: a sum inserted after one (afterCopy)
+	// names the copy.
+	copied map[*ir.Op]*ir.Op
 	// alias are the saved copies of the backward left out, each by the
 	// copy of the forward that its readers read instead, and reads the
 	// number of slots of the caller's fusion that read each tensor
@@ -529,9 +558,10 @@ func whyNotBlock(t *ir.Tensor) string {
 
 // reducesTermsFor reports whether op is a reduction of a Partial tensor's
 // terms that the parser inserted before an op reading it
-// (docs/fusion.md, "placements").
+// (docs/fusion.md, "placements"); not one inserted after an op that left
+// its output's terms pending, whose output is sharded as the fusion says.
 func reducesTermsFor(op *ir.Op) bool {
-	return op.Inserted != nil && op.Kind.IsReduction() && op.In().Partial != ""
+	return op.Inserted != nil && !op.Inserted.Output && op.Kind.IsReduction() && op.In().Partial != ""
 }
 
 // reduceTerms adds the deferred reductions of the Partial tensors op

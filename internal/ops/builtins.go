@@ -19,10 +19,10 @@ func builtins() *Registry {
 			Combine: red.name, Rule: reductionRule, Doc: red.doc})
 	}
 	for _, e := range []Op{
-		binary("add", "a + b", Kernel{Ring: func(a, b, _ int64) int64 { return a + b }},
-			Torch{Func: "torch.add", Rounding: Additive}),
-		binary("sub", "a - b", Kernel{Ring: func(a, b, _ int64) int64 { return a - b }},
-			Torch{Func: "torch.sub", Magnitude: "torch.add", Rounding: Additive}),
+		passesSums(binary("add", "a + b", Kernel{Ring: func(a, b, _ int64) int64 { return a + b }},
+			Torch{Func: "torch.add", Rounding: Additive})),
+		passesSums(binary("sub", "a - b", Kernel{Ring: func(a, b, _ int64) int64 { return a - b }},
+			Torch{Func: "torch.sub", Magnitude: "torch.add", Rounding: Additive})),
 		binary("mul", "a * b", Kernel{Ring: ringMul},
 			Torch{Func: "torch.mul", Rounding: Multiplicative}),
 		binary("maximum", "the larger of a and b", Kernel{Value: func(a, b float64) float64 { return max(a, b) }},
@@ -35,8 +35,8 @@ func builtins() *Registry {
 			Torch{Func: "_eq", Magnitude: "_mask_magnitude", Rounding: Exact}),
 		unary("relu", "max(x, 0)", Kernel{Value: func(a, _ float64) float64 { return max(a, 0) }},
 			Torch{Func: "torch.relu", Magnitude: "_same", Rounding: Exact}),
-		unary("neg", "-x", Kernel{Value: func(a, _ float64) float64 { return 0 - a }},
-			Torch{Func: "torch.neg", Magnitude: "_same", Rounding: Exact}),
+		passesSums(unary("neg", "-x", Kernel{Value: func(a, _ float64) float64 { return 0 - a }},
+			Torch{Func: "torch.neg", Magnitude: "_same", Rounding: Exact})),
 		unary("abs", "|x|", Kernel{Value: func(a, _ float64) float64 { return math.Abs(a) }},
 			Torch{Func: "torch.abs", Magnitude: "_same", Rounding: Exact}),
 	} {
@@ -122,6 +122,13 @@ func mask(b bool) float64 {
 // binary is the entry of an elementwise op of two operands.
 func binary(name, doc string, k Kernel, t Torch) Op {
 	return Op{Name: name, Family: Binary, Operands: []string{"a", "b"}, Rule: pointwiseRule, Kernel: &k, Torch: &t, Doc: doc}
+}
+
+// passesSums marks e as an op of sums that is the sum of the op of their
+// terms (Op.PassesSums).
+func passesSums(e Op) Op {
+	e.PassesSums = true
+	return e
 }
 
 // unary is the entry of an elementwise op of one operand.

@@ -209,6 +209,12 @@ type Op struct {
 	// one: the vector-Jacobian products that a fusion's backward section
 	// appends for it.
 	Grad GradRule
+	// PassesSums says that the op of sums is the sum of the op of their
+	// terms, f(Σᵢ aᵢ, Σᵢ bᵢ) = Σᵢ f(aᵢ, bᵢ): add, sub and neg. Such an op
+	// reads pending Partial(sum) terms and writes pending terms, as
+	// DTensor's linear pointwise ops keep Partial(sum), so that one
+	// reduction after it serves every operand.
+	PassesSums bool
 }
 
 // MaxOperands is the most operands a variadic op takes: far above any

@@ -3,6 +3,8 @@ package plan
 import (
 	"fmt"
 	"slices"
+
+	"github.com/nvcomm/nvcomm/internal/ops"
 )
 
 // PartialInput describes a fusion input that holds partial terms (its
@@ -29,12 +31,24 @@ func PartialInputOf(p *Plan, name string) (PartialInput, bool) {
 			ops = append(ops, i)
 		}
 	}
-	return partialInputOf(p, &t, ops)
+	return partialInputOf(p, &t, ops, partialTensors(p))
+}
+
+// partialTensors maps the name of each tensor of p with a Partial field to
+// it.
+func partialTensors(p *Plan) map[string]*Tensor {
+	out := map[string]*Tensor{}
+	for i := range p.Tensors {
+		if t := &p.Tensors[i]; t.Partial != "" {
+			out[t.Name] = t
+		}
+	}
+	return out
 }
 
 // partialInputOf is PartialInputOf of tensor t, which ops read or write.
-func partialInputOf(p *Plan, t *Tensor, ops []int) (PartialInput, bool) {
-	if t.Partial == "" || partialProblem(p, t, ops) != "" {
+func partialInputOf(p *Plan, t *Tensor, ops []int, partials map[string]*Tensor) (PartialInput, bool) {
+	if t.Partial == "" || partialProblem(p, t, ops, partials) != "" {
 		return PartialInput{}, false
 	}
 	typ, _ := wholeAxisZeroType(p, *t)
@@ -46,15 +60,16 @@ func partialInputOf(p *Plan, t *Tensor, ops []int) (PartialInput, bool) {
 func partialInputs(p *Plan) map[string]PartialInput {
 	out := map[string]PartialInput{}
 	var readers map[string][]int // built when a tensor is Partial
+	var partials map[string]*Tensor
 	for i := range p.Tensors {
 		t := &p.Tensors[i]
 		if t.Partial == "" {
 			continue
 		}
 		if readers == nil {
-			readers = readersByName(p)
+			readers, partials = readersByName(p), partialTensors(p)
 		}
-		if pi, ok := partialInputOf(p, t, readers[t.Name]); ok {
+		if pi, ok := partialInputOf(p, t, readers[t.Name], partials); ok {
 			out[t.Name] = pi
 		}
 	}
@@ -84,15 +99,16 @@ func wholeAxisZeroType(p *Plan, t Tensor) (string, bool) {
 // (as a fusion file's set from a Partial tensor becomes).
 func (v *validator) checkPartials() {
 	var readers map[string][]int // built when a tensor is Partial
+	var partials map[string]*Tensor
 	for i := range v.p.Tensors {
 		t := &v.p.Tensors[i]
 		if t.Partial == "" {
 			continue
 		}
 		if readers == nil {
-			readers = readersByName(v.p)
+			readers, partials = readersByName(v.p), partialTensors(v.p)
 		}
-		if why := partialProblem(v.p, t, readers[t.Name]); why != "" {
+		if why := partialProblem(v.p, t, readers[t.Name], partials); why != "" {
 			v.planf("%s: partial %q: %s", tensorRef{name: t.Name, index: i, sharding: -1}, t.Partial, why)
 		}
 	}
@@ -100,7 +116,7 @@ func (v *validator) checkPartials() {
 
 // partialProblem says why t's Partial field does not hold, "" when it
 // does; ops are the positions of the ops that read t.
-func partialProblem(p *Plan, t *Tensor, ops []int) string {
+func partialProblem(p *Plan, t *Tensor, ops []int, partials map[string]*Tensor) string {
 	switch {
 	case !isReductionOp(t.Partial):
 		return "the terms combine with sum, prod, max or min"
@@ -112,6 +128,12 @@ func partialProblem(p *Plan, t *Tensor, ops []int) string {
 	}
 	for _, i := range ops {
 		op := &p.Ops[i]
+		if passesSums(op.Op) && t.Partial == "sum" {
+			if why := sumsOnTerms(p, op, t, partials); why != "" {
+				return fmt.Sprintf("op %d reads or writes it, and %s", i, why)
+			}
+			continue
+		}
 		if op.Output == t.Name {
 			if why := pendingWriter(op, t.Partial); why != "" {
 				return fmt.Sprintf("op %d writes it, and %s", i, why)
@@ -136,6 +158,38 @@ func readersByName(p *Plan) map[string][]int {
 		out[op.Output] = append(out[op.Output], i)
 	}
 	return out
+}
+
+// passesSums reports whether op is an op of sums that is the sum of the op
+// of their terms (add, sub, neg: ops.Op.PassesSums).
+func passesSums(op string) bool {
+	e := ops.InPlan(op)
+	return e != nil && e.PassesSums
+}
+
+// sumsOnTerms says why op, which passes sums and reads or writes t, the
+// pending terms of a sum, does not compute on pending terms alike, ""
+// when it does: every operand and its output hold terms of a sum of t's
+// shape along t's device type, and it takes no number as an operand
+// (adding one to every term would add it once per term).
+func sumsOnTerms(p *Plan, op *Op, t *Tensor, partials map[string]*Tensor) string {
+	if op.Scalar != nil {
+		return "it takes a number as an operand, which its terms would each add"
+	}
+	typ, _ := wholeAxisZeroType(p, *t)
+	for _, name := range append(op.Operands(), op.Output) {
+		if name == t.Name {
+			continue
+		}
+		u, ok := partials[name]
+		if !ok {
+			return fmt.Sprintf("%q holds no terms: an %s reads and writes terms alike or none", name, op.Op)
+		}
+		if uTyp, _ := wholeAxisZeroType(p, *u); u.Partial != "sum" || !slices.Equal(u.Shape, t.Shape) || uTyp != typ {
+			return fmt.Sprintf("%q does not hold terms of a sum of the same shape along %s: an %s reads and writes terms alike or none", name, typ, op.Op)
+		}
+	}
+	return ""
 }
 
 // pendingWriter says why op cannot leave its output as pending terms of

@@ -163,7 +163,7 @@ func resolvedPartials(p *Plan) map[int]string {
 	out := map[int]string{}
 	partials := partialInputs(p)
 	for i, op := range p.Ops {
-		if pi, ok := partials[op.Input]; ok && op.Input != "" {
+		if pi, ok := partials[op.Input]; ok && op.Input != "" && !passesSums(op.Op) {
 			out[i] = fmt.Sprintf(", resolves Partial(%s)", pi.Op)
 		}
 	}
@@ -256,29 +256,36 @@ func writeTerms(w io.Writer, p *Plan) error {
 }
 
 // termsFate says what becomes of the terms of tensor name, combined with
-// op: the ops that reduce them (a set from a Partial tensor reads so), or
+// op: the ops that reduce them (a set from a Partial tensor reads so), the
+// ops that compute on them term by term (an op that passes sums), or
 // none, when the tensor is a fusion output left pending.
 func termsFate(p *Plan, name, op string) string {
-	readers := readersOf(p, name)
-	if len(readers) == 0 {
-		return fmt.Sprintf("left pending: a fusion output whose values are the %s of its terms", op)
-	}
-	whose := "input"
-	if slices.ContainsFunc(p.Ops, func(o Op) bool { return o.Output == name }) {
-		whose = "op's output"
-	}
-	return fmt.Sprintf("reduced with %s by %s: a set from a Partial(%s) %s reads so", op, strings.Join(readers, ", "), op, whose)
-}
-
-// readersOf lists the ops that read tensor name, as "op N".
-func readersOf(p *Plan, name string) []string {
-	var out []string
-	for i, op := range p.Ops {
-		if slices.Contains(op.Operands(), name) {
-			out = append(out, fmt.Sprintf("op %d", i))
+	var reduce, pass []string
+	for i, o := range p.Ops {
+		switch {
+		case !slices.Contains(o.Operands(), name):
+		case passesSums(o.Op):
+			pass = append(pass, fmt.Sprintf("op %d (%s into %s)", i, o.Op, o.Output))
+		default:
+			reduce = append(reduce, fmt.Sprintf("op %d", i))
 		}
 	}
-	return out
+	var fates []string
+	if len(pass) > 0 {
+		fates = append(fates, fmt.Sprintf("read term by term by %s: an add, sub or neg of sums is the sum of the op of their terms",
+			strings.Join(pass, ", ")))
+	}
+	if len(reduce) > 0 {
+		whose := "input"
+		if slices.ContainsFunc(p.Ops, func(o Op) bool { return o.Output == name }) {
+			whose = "op's output"
+		}
+		fates = append(fates, fmt.Sprintf("reduced with %s by %s: a set from a Partial(%s) %s reads so", op, strings.Join(reduce, ", "), op, whose))
+	}
+	if len(fates) == 0 {
+		return fmt.Sprintf("left pending: a fusion output whose values are the %s of its terms", op)
+	}
+	return strings.Join(fates, "; ")
 }
 
 // Size renders a byte count for readers: "768 B", "1.5 KiB", "24 GiB"

@@ -16,15 +16,45 @@ import (
 // pipeline's plan: y@mb2 is y of micro-batch 2.
 const microbatchSep = "@mb"
 
-// MicrobatchCheck is what CheckMicrobatches compared.
-type MicrobatchCheck struct {
-	// Compared counts the whole program's tensors compared: those whose
-	// micro-batches' copies are blocks of one of their dims, and those
-	// both programs have.
+// ProgramCheck is what a comparison of two programs compared.
+type ProgramCheck struct {
+	// Compared counts the tensors compared: for CheckMicrobatches, the
+	// whole program's whose micro-batches' copies are blocks of one of
+	// their dims, and those both programs have; for CheckSameProgram,
+	// those both programs have.
 	Compared int
-	// Differ names the tensors whose micro-batches disagree with the
-	// whole batch's, in the whole plan's order.
+	// Differ names the tensors whose values differ, in the first plan's
+	// order.
 	Differ []string
+}
+
+// MicrobatchCheck is what CheckMicrobatches compared.
+type MicrobatchCheck = ProgramCheck
+
+// CheckSameProgram runs the unsharded programs of written, a fusion's
+// plan with every reduction where the file puts it, and p, the plan of
+// the same fusion with its sums computed late (docs/fusion.md), on the
+// same inputs, simulate's under seed: every tensor both name must hold
+// the same values (a tensor of pending terms is compared by its values,
+// which its reference holds). The plans' steps are not run: Run proves
+// each plan's steps against its own program.
+func CheckSameProgram(written, p *plan.Plan, seed uint64) (*ProgramCheck, error) {
+	want, err := Reference(written, seed, nil)
+	if err != nil {
+		return nil, err
+	}
+	got, err := Reference(p, seed, want)
+	if err != nil {
+		return nil, err
+	}
+	c := &ProgramCheck{}
+	for i := range written.Tensors {
+		name := written.Tensors[i].Name
+		if v, ok := got[name]; ok {
+			c.compare(name, v, want[name])
+		}
+	}
+	return c, nil
 }
 
 // CheckMicrobatches runs the unsharded programs of whole, a fusion's
@@ -95,7 +125,7 @@ func CheckMicrobatches(whole, micro *plan.Plan, seed uint64) (*MicrobatchCheck, 
 	return c, nil
 }
 
-func (c *MicrobatchCheck) compare(name string, got, want []float64) {
+func (c *ProgramCheck) compare(name string, got, want []float64) {
 	c.Compared++
 	if !slices.EqualFunc(got, want, func(a, b float64) bool { return a == b || a != a && b != b }) {
 		c.Differ = append(c.Differ, name)

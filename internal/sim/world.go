@@ -263,6 +263,9 @@ func (w *world) reference(seed uint64) (map[string]vec, error) {
 	flat := map[*rope][]float64{} // the streams stored so far
 	for i, op := range w.p.Ops {
 		ins := w.operands(op, ref)
+		if e := ops.InPlan(op.Op); e != nil && e.PassesSums {
+			w.termsAsValues(ins)
+		}
 		if err := w.checkOutputDomain(op, ins); err != nil {
 			return nil, err
 		}
@@ -346,6 +349,24 @@ func storedValues(v vec, flat map[*rope][]float64) []float64 {
 	vals := v.flat()
 	flat[v.rope] = vals
 	return vals
+}
+
+// termsAsValues makes the operands of an op that passes sums that hold
+// pending terms of a sum their values: the op of the values is the sum of
+// the op of the terms (sums computed late, docs/fusion.md). The
+// reference of an op's pending terms holds their sum already, a fusion
+// input's its terms, summed here.
+func (w *world) termsAsValues(ins []operand) {
+	for k := range ins {
+		in := &ins[k]
+		if in.info == nil || in.info.t.Partial != "sum" || len(in.shape) == 0 {
+			continue
+		}
+		if in.info.input {
+			in.v = w.reduction("sum", *in, 0)
+		}
+		in.shape = in.shape[1:]
+	}
 }
 
 // isReduceOp reports whether op is a reduction (sum, prod, max, min).

@@ -54,6 +54,11 @@ type Options struct {
 	Auto bool
 	// Whole leaves a pipeline section unapplied (ParseWhole).
 	Whole bool
+	// SumsAsWritten keeps every reduction of pending terms where the file
+	// puts it (ir.Source.SumsAsWritten): the program as written, which
+	// simulate compares with the one whose sums are computed late. Auto
+	// implies it.
+	SumsAsWritten bool
 	// Reader chooses the reader; both give the same fusion and
 	// diagnostics for every file the streaming reader takes, which the
 	// tests that set it hold them to.
@@ -98,7 +103,7 @@ func ParseWith(file string, src []byte, opts Options) (*ir.Fusion, error) {
 // the frame; and ErrNotStreamed with StreamReader for a file that reader
 // does not take.
 func Read(file string, src []byte, opts Options) (*ir.Source, error) {
-	p := newReader(file, opts.Auto)
+	p := newReader(file, opts)
 	switch {
 	case opts.Reader == TreeReader:
 		p.readTree(src)
@@ -106,7 +111,7 @@ func Read(file string, src []byte, opts Options) (*ir.Source, error) {
 	case opts.Reader == StreamReader:
 		return nil, ErrNotStreamed
 	default:
-		p = newReader(file, opts.Auto)
+		p = newReader(file, opts)
 		p.readTree(src)
 	}
 	if p.structural {
@@ -144,8 +149,14 @@ type reader struct {
 }
 
 // newReader is a reader of the file named file, which has read nothing.
-func newReader(file string, auto bool) *reader {
+func newReader(file string, opts Options) *reader {
 	src := ir.NewSource(file)
+	if opts.Auto || opts.SumsAsWritten {
+		// Under Auto, the shardings that late sums depend on are to be
+		// chosen.
+		src.SumsAsWritten()
+	}
+	auto := opts.Auto
 	p := &reader{src: src, errs: src.Errors(), auto: auto, meshes: map[string]*ir.Mesh{}}
 	p.w = walker{errs: p.errs}
 	p.written = p.writes
