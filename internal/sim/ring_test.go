@@ -49,11 +49,13 @@ func seqBlock(vals []float64, bt, n, w, e, i int) []float64 {
 	return out
 }
 
-// TestRingAttentionSteps runs ring attention's steps on 4 devices, q, k
-// and v split on the sequence, causal and not, with each round's
+// TestRingAttentionSteps runs ring attention's steps on 3 and 4 devices,
+// q, k and v split on the sequence, causal and not, with each round's
 // SendRecvs after its compute and before it, and checks every device's
 // output block equal, exactly, to the simulator's definition of sdpa:
-// the online softmax's rescaling is exact. The merge without its
+// the online softmax's rescaling is exact, and so is skipping the blocks
+// the causal mask zeroes whole (each device computes only the blocks
+// with a key it sees, while every block still travels the ring). The merge without its
 // rescaling fails, and so does, for causal attention, a round's blocks in
 // the wrong order (the ring turned the other way, the masks' diagonals
 // still assuming the first).
@@ -63,6 +65,13 @@ func TestRingAttentionSteps(t *testing.T) {
 		{bt: 2, c: 4, sb: 3, tb: 3, d: 4, dv: 2},
 		{bt: 2, c: 4, sb: 3, tb: 3, d: 4, dv: 2, causal: true},
 		{bt: 1, c: 4, sb: 2, tb: 2, d: 8, dv: 3, causal: true},
+		// Blocks of q and k of different lengths: a device may skip its
+		// round 0 (device 2: queries 4, 5 against keys 6 to 8) or compute
+		// again after skipping (device 0: rounds 0 and 3), so a round's
+		// merge reads the states of several previous rounds.
+		{bt: 1, c: 4, sb: 2, tb: 3, d: 2, dv: 2, causal: true},
+		{bt: 2, c: 4, sb: 3, tb: 2, d: 2, dv: 3, causal: true},
+		{bt: 6, c: 3, sb: 1, tb: 2, d: 2, dv: 2, causal: true},
 	} {
 		s, t2 := g.c*g.sb, g.c*g.tb
 		q := randomOperand(r, "q", []int{g.bt, s, g.d})
@@ -94,6 +103,9 @@ func TestRingAttentionSteps(t *testing.T) {
 		wantBlocks := map[int][]float64{}
 		for i := range g.c {
 			wantBlocks[i] = seqBlock(want, g.bt, g.c, g.sb, g.dv, i)
+		}
+		if d := cmp.Diff(blocksSeen(g), blocksComputed(ringSteps(g, false))); d != "" {
+			t.Errorf("%+v: blocks computed per device (-want +got):\n%s", g, d)
 		}
 		for _, sendFirst := range []bool{false, true} {
 			if d := cmp.Diff(wantBlocks, run(ringSteps(g, sendFirst))); d != "" {
@@ -130,6 +142,52 @@ func TestRingAttentionSteps(t *testing.T) {
 			}
 		}
 	}
+}
+
+// blocksSeen is, for each device of g, how many of k's blocks hold a key
+// that one of its queries sees, and how many SendRecvs pass the blocks:
+// what the ring computes and moves, from the mask's definition (query
+// x sees key y when y ≤ x) rather than the builder's.
+func blocksSeen(g ringGeometry) ringWork {
+	w := ringWork{Blocks: map[int]int{}, SendRecvs: 2 * (g.c - 1)}
+	for i := range g.c {
+		for j := range g.c {
+			seen := !g.causal
+			for x := i * g.sb; x < (i+1)*g.sb; x++ {
+				for y := j * g.tb; y < (j+1)*g.tb; y++ {
+					seen = seen || y <= x
+				}
+			}
+			if seen {
+				w.Blocks[i]++
+			}
+		}
+	}
+	return w
+}
+
+// ringWork is what ring attention's steps compute and move: per device
+// the blocks whose scores it computes (its q·kᵀ Matmuls), and the
+// SendRecvs.
+type ringWork struct {
+	Blocks    map[int]int
+	SendRecvs int
+}
+
+// blocksComputed is the ringWork of steps.
+func blocksComputed(steps []plan.Step) ringWork {
+	w := ringWork{Blocks: map[int]int{}}
+	for _, s := range steps {
+		switch {
+		case s.Type == plan.SendRecv:
+			w.SendRecvs++
+		case s.Type == plan.Matmul && s.TransposeB:
+			for _, d := range s.Devices {
+				w.Blocks[d]++
+			}
+		}
+	}
+	return w
 }
 
 // TestRingPlanMutants runs the plan nvcomm lowers for ring attention
