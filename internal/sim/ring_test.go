@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -197,8 +198,10 @@ func blocksComputed(steps []plan.Step) ringWork {
 // (validate, which holds the op's steps to ring attention's, rejects
 // them too): the ring turned the other way (each round's k and v blocks
 // then another device's than its masks assume), the merge without its
-// rescaling, and two rounds' masks swapped (each the diagonal of the
-// other round's block).
+// rescaling, the diagonal's mask off by one, and a block skipped that is
+// not wholly masked (device 1's round 1, block 0, all of whose keys its
+// queries see: the causal ring skips only the blocks above the
+// diagonal).
 func TestRingPlanMutants(t *testing.T) {
 	const file = "../../testdata/examples/attention_context_parallel_ring.optimal.json"
 	load := func() *plan.Plan {
@@ -241,15 +244,30 @@ func TestRingPlanMutants(t *testing.T) {
 				}
 			}
 		}},
-		{"rounds' masks swapped", func(p *plan.Plan) {
-			offsets := map[string][]int{}
-			for _, s := range p.Steps {
-				offsets[s.Output] = s.Offsets
-			}
-			swap := map[string]string{"o/ring/sm/1": "o/ring/sm/2", "o/ring/sm/2": "o/ring/sm/1", "o/ring/ek/1": "o/ring/ek/2", "o/ring/ek/2": "o/ring/ek/1"}
+		{"diagonal's mask off by one", func(p *plan.Plan) {
 			for i := range p.Steps {
-				if other, ok := swap[p.Steps[i].Output]; ok {
-					p.Steps[i].Offsets = offsets[other]
+				if s := &p.Steps[i]; s.Type == plan.Tril {
+					var shifted []int // the steps share their offsets: new ones
+					for _, o := range s.Offsets {
+						shifted = append(shifted, o+1)
+					}
+					s.Offsets = shifted
+				}
+			}
+		}},
+		{"a seen block skipped", func(p *plan.Plan) {
+			// Device 1 skips round 1, whose block (k's and v's block 0)
+			// its queries see whole, and divides round 0's state.
+			for i := range p.Steps {
+				s := &p.Steps[i]
+				if s.Kind != plan.KindLocal {
+					continue
+				}
+				if strings.HasSuffix(s.Output, "/1") {
+					s.Devices = slices.DeleteFunc(slices.Clone(s.Devices), func(d int) bool { return d == 1 })
+				}
+				if s.Output == "o" && slices.Equal(s.Devices, []int{1}) {
+					s.Inputs = []string{"o/ring/o/0", "o/ring/l/0"}
 				}
 			}
 		}},
