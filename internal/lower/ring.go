@@ -16,9 +16,9 @@ import (
 // mesh, is planned two ways: its expansion op by op, as every composite
 // is (the scores split as kᵀ is, q gathered, the softmax's statistics
 // and the output summed by collectives), or as a ring (plan.RingAttention):
-// c rounds of local attention on the k and v blocks a device holds,
-// merged by online softmax, while one SendRecv per tensor passes the
-// blocks on. Each is priced by the makespan of its step graph (each
+// c rounds of local attention on the k and v blocks a device holds (under
+// the causal mask, those with a key its queries see), merged by online
+// softmax, while one SendRecv per tensor passes the blocks on. Each is priced by the makespan of its step graph (each
 // round's transfers run beside its attention) on the planner's
 // topology, or by the bytes its busiest device receives under the bytes
 // objective, and the cheaper taken, the op-by-op form on a tie. A ring's

@@ -15,7 +15,9 @@ import (
 // j = i − r (mod c); it computes its q block's scores against them, and
 // merges them into its running statistics and output by online softmax,
 // while one SendRecv ring per tensor passes the blocks to the next device
-// for round r + 1. The lowering (package lower) emits these steps for an
+// for round r + 1. Under the causal mask a device skips a block all of
+// whose keys come after its queries (it computes nothing for it, and
+// still passes it on), as torch's ring does. The lowering (package lower) emits these steps for an
 // sdpa it computes as a ring, and the simulator's tests run the same
 // builder on virtual devices, so that the steps proven there are the
 // steps planned.
@@ -32,7 +34,8 @@ type RingAttention struct {
 	BT, SB, TB, D, DV int
 	// Causal masks each round's scores with the diagonal of the block
 	// they are: i·SB − j·TB on the device holding q's block i and k's
-	// block j (torch's is_causal, top-left aligned).
+	// block j (torch's is_causal, top-left aligned); a block the mask
+	// zeroes whole is skipped, one it leaves whole is not masked.
 	Causal bool
 	// Scale multiplies the scores (sdpa's 1/√d).
 	Scale float64
@@ -154,22 +157,6 @@ func (g RingAttention) blockMask(i, r int) blockMask {
 func (g RingAttention) blockOf(i, r int) int {
 	c := len(g.Devices)
 	return ((i-r)%c + c) % c
-}
-
-// Computes reports, for each device of the ring in order, the rounds in
-// which it computes the block it holds: all of them, or under the causal
-// mask those whose block has a key that one of its queries sees.
-func (g RingAttention) Computes() [][]int {
-	out := make([][]int, len(g.Devices))
-	for i := range out {
-		out[i] = []int{}
-		for r := range g.Devices {
-			if g.blockMask(i, r) != blockSkipped {
-				out[i] = append(out[i], r)
-			}
-		}
-	}
-	return out
 }
 
 // round returns round r's local steps: the attention of every position
