@@ -74,37 +74,8 @@ func TestRingAttentionSteps(t *testing.T) {
 		{bt: 2, c: 4, sb: 3, tb: 2, d: 2, dv: 3, causal: true},
 		{bt: 6, c: 3, sb: 1, tb: 2, d: 2, dv: 2, causal: true},
 	} {
-		s, t2 := g.c*g.sb, g.c*g.tb
-		q := randomOperand(r, "q", []int{g.bt, s, g.d})
-		k := randomOperand(r, "k", []int{g.bt, t2, g.d})
-		v := randomOperand(r, "v", []int{g.bt, t2, g.dv})
-		want, err := sdpaDef([]operand{q, k, v}, g.causal)
-		if err != nil {
-			t.Fatal(err)
-		}
-		run := func(steps []plan.Step) map[int][]float64 {
-			m := newMachine(0)
-			for i := range g.c {
-				m.put(i, "q", seqBlock(q.vals, g.bt, g.c, g.sb, g.d, i))
-				m.put(i, "k", seqBlock(k.vals, g.bt, g.c, g.tb, g.d, i))
-				m.put(i, "v", seqBlock(v.vals, g.bt, g.c, g.tb, g.dv, i))
-			}
-			for j := range steps {
-				steps[j].ID = j
-				if _, err := m.exec(&steps[j], 4); err != nil {
-					t.Fatalf("%+v: step %d: %v", g, j, err)
-				}
-			}
-			got := map[int][]float64{}
-			for d, b := range m.named("o") {
-				got[d] = b.flat()
-			}
-			return got
-		}
-		wantBlocks := map[int][]float64{}
-		for i := range g.c {
-			wantBlocks[i] = seqBlock(want, g.bt, g.c, g.sb, g.dv, i)
-		}
+		wantBlocks, operands := ringReference(t, r, g)
+		run := func(steps []plan.Step) map[int][]float64 { return runRing(t, g, operands, steps) }
 		if d := cmp.Diff(blocksSeen(g), blocksComputed(ringSteps(g, false))); d != "" {
 			t.Errorf("%+v: blocks computed per device (-want +got):\n%s", g, d)
 		}
@@ -140,6 +111,75 @@ func TestRingAttentionSteps(t *testing.T) {
 			}
 			if d := cmp.Diff(wantBlocks, run(steps)); d == "" {
 				t.Errorf("%+v: the ring turned the other way gives sdpa's definition, want a difference", g)
+			}
+		}
+	}
+}
+
+// ringReference draws q, k and v for g and returns each device's block
+// of sdpa's definition of them, and the operands.
+func ringReference(t *testing.T, r *rand.Rand, g ringGeometry) (map[int][]float64, [3]operand) {
+	t.Helper()
+	s, t2 := g.c*g.sb, g.c*g.tb
+	q := randomOperand(r, "q", []int{g.bt, s, g.d})
+	k := randomOperand(r, "k", []int{g.bt, t2, g.d})
+	v := randomOperand(r, "v", []int{g.bt, t2, g.dv})
+	want, err := sdpaDef([]operand{q, k, v}, g.causal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := map[int][]float64{}
+	for i := range g.c {
+		blocks[i] = seqBlock(want, g.bt, g.c, g.sb, g.dv, i)
+	}
+	return blocks, [3]operand{q, k, v}
+}
+
+// runRing runs steps on g's devices, each holding its blocks of the
+// operands q, k and v, and returns each device's block of "o".
+func runRing(t *testing.T, g ringGeometry, operands [3]operand, steps []plan.Step) map[int][]float64 {
+	t.Helper()
+	q, k, v := operands[0], operands[1], operands[2]
+	m := newMachine(0)
+	for i := range g.c {
+		m.put(i, "q", seqBlock(q.vals, g.bt, g.c, g.sb, g.d, i))
+		m.put(i, "k", seqBlock(k.vals, g.bt, g.c, g.tb, g.d, i))
+		m.put(i, "v", seqBlock(v.vals, g.bt, g.c, g.tb, g.dv, i))
+	}
+	for j := range steps {
+		steps[j].ID = j
+		if _, err := m.exec(&steps[j], 4); err != nil {
+			t.Fatalf("%+v: step %d: %v", g, j, err)
+		}
+	}
+	got := map[int][]float64{}
+	for d, b := range m.named("o") {
+		got[d] = b.flat()
+	}
+	return got
+}
+
+// TestRingAttentionGeometries runs the causal ring, sends after and
+// before each round's compute, on every geometry of 2 to 5 devices with
+// blocks of 1 to 3 queries and 1 to 3 keys, and checks each device's
+// output block equal, exactly, to sdpa's definition and the blocks it
+// computes to those with a key its queries see: whichever rounds a device
+// skips, its merges read the right state.
+func TestRingAttentionGeometries(t *testing.T) {
+	r := rand.New(rand.NewPCG(26, 12))
+	for c := 2; c <= 5; c++ {
+		for sb := 1; sb <= 3; sb++ {
+			for tb := 1; tb <= 3; tb++ {
+				g := ringGeometry{bt: 2, c: c, sb: sb, tb: tb, d: 2, dv: 2, causal: true}
+				want, operands := ringReference(t, r, g)
+				if d := cmp.Diff(blocksSeen(g), blocksComputed(ringSteps(g, false))); d != "" {
+					t.Errorf("%+v: blocks computed per device (-want +got):\n%s", g, d)
+				}
+				for _, sendFirst := range []bool{false, true} {
+					if d := cmp.Diff(want, runRing(t, g, operands, ringSteps(g, sendFirst))); d != "" {
+						t.Errorf("%+v, sends first %v: ring attention differs from sdpa's definition (-want +got):\n%s", g, sendFirst, d)
+					}
+				}
 			}
 		}
 	}
