@@ -14,7 +14,12 @@ import (
 // step reads — once each. It pays one latency, and takes the longer of
 // that memory traffic and its matrix products' arithmetic on the compute
 // line; for a causal sdpa half the arithmetic, as the kernel skips the
-// blocks above the diagonal that the mask zeroes.
+// blocks above the diagonal that the mask zeroes. A ring attention's
+// round (an op that computes its sdpa whole) is a kernel of one block of
+// the scores, whose mask the round states: half where it masks (a Tril:
+// the diagonal cuts the block), all of it where it does not (the block
+// lies wholly below the diagonal; the blocks wholly above are not
+// computed at all, plan.RingAttention).
 //
 // The plan still lists every step of the expansion, and simulate proves
 // each; only the price is the kernel's. A collective inside the expansion
@@ -96,8 +101,10 @@ func (t *Topology) priceKernel(p *plan.Plan, times []StepTime, i, end int, reade
 	var bytes int64
 	var flops float64
 	dtype := ""
+	masks := false // a Tril in the run: the diagonal cuts its blocks
 	for k := i; k < end; k++ {
 		s := &p.Steps[k]
+		masks = masks || s.Type == plan.Tril
 		size, err := elemSize(p, s)
 		if err != nil {
 			return // priced step by step, as Step could
@@ -121,7 +128,7 @@ func (t *Topology) priceKernel(p *plan.Plan, times []StepTime, i, end int, reade
 			dtype = stepDType(p, s)
 		}
 	}
-	if attentionOf(p, &p.Steps[i]).Causal {
+	if attentionOf(p, &p.Steps[i]).Causal && (masks || !computedWhole(p, p.Steps[i].Op)) {
 		flops /= 2
 	}
 	seconds := t.Local(bytes)
@@ -134,6 +141,17 @@ func (t *Topology) priceKernel(p *plan.Plan, times []StepTime, i, end int, reade
 		times[k].Seconds = 0
 		times[k].FusedInto = &id
 	}
+}
+
+// computedWhole reports whether op k of p computes its composite whole:
+// other ops are computed within its steps (plan.Op.Within).
+func computedWhole(p *plan.Plan, k int) bool {
+	for i := range p.Ops {
+		if w := p.Ops[i].Within; w != nil && *w == k {
+			return true
+		}
+	}
+	return false
 }
 
 // stepInputs are the buffers step s reads, in order.

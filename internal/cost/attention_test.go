@@ -70,3 +70,60 @@ func TestAttentionKernel(t *testing.T) {
 		}
 	}
 }
+
+// TestRingRoundKernels prices the rounds of a causal ring attention (an
+// op that computes its sdpa whole, the expansion's other ops within it)
+// by their own masks: a round with a Tril (the diagonal's block) at half
+// its products' arithmetic, a round without (a block wholly below the
+// diagonal) at all of it. An op of the expansion planned op by op halves
+// every run of a causal sdpa, as the kernel of the whole sdpa does.
+func TestRingRoundKernels(t *testing.T) {
+	const bt, s, d = 32, 4096, 128 // one block of q, k and v per device
+	sdpa := &plan.Of{Op: "sdpa", Inputs: []string{"q", "k", "v"}, Output: "o", Causal: true}
+	round := func(r string, tril bool) []plan.Step {
+		steps := []plan.Step{{Type: plan.Matmul, Inputs: []string{"q", "k" + r}, Output: "s" + r, TransposeB: true,
+			Dims: []int{bt, s, d, s}, Count: plan.Count{Input: bt * s * d, Output: bt * s * s}}}
+		in := "s" + r
+		if tril {
+			steps = append(steps, plan.Step{Type: plan.Tril, Input: in, Output: "sm" + r, Dims: []int{bt, s, s}, Offsets: []int{0, 0},
+				Count: plan.Count{Input: bt * s * s, Output: bt * s * s}})
+			in = "sm" + r
+		}
+		return append(steps, plan.Step{Type: plan.Matmul, Inputs: []string{in, "v" + r}, Output: "o" + r,
+			Dims: []int{bt, s, s, d}, Count: plan.Count{Input: bt * s * s, Output: bt * s * d}})
+	}
+	send := plan.Step{Kind: plan.KindCollective, Type: plan.SendRecv, Teams: [][]int{{0, 1}, {1, 0}}, Input: "k0", Output: "k1",
+		Count: plan.Count{Input: bt * s * d, Output: bt * s * d}}
+	top := Default()
+	flops := 2.0 * bt * s * d * s * 2 // a round's two products
+	full, half := top.Compute.Seconds("float32", flops), top.Compute.Seconds("float32", flops/2)
+	for _, whole := range []bool{true, false} {
+		p := &plan.Plan{Format: 1, Tensors: []plan.Tensor{{Name: "q", DType: "float32"}, {Name: "o", DType: "float32"}},
+			Ops: []plan.Op{{Op: "permute", Output: "kt", Of: sdpa}, {Op: "matmul", Output: "o", Of: sdpa}}}
+		if whole {
+			p.Ops[0].Within = new(1)
+		}
+		steps := append(append(round("0", true), send), round("1", false)...)
+		for i, st := range steps {
+			st.ID, st.Op = i, 1
+			if st.Kind == "" {
+				st.Kind, st.Devices = plan.KindLocal, []int{0, 1}
+			}
+			p.Steps = append(p.Steps, st)
+		}
+		pr, err := Predict(top, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []float64{half, full}
+		if !whole {
+			want = []float64{half, half}
+		}
+		if got := []float64{pr.Steps[0].Seconds, pr.Steps[4].Seconds}; !cmp.Equal(want, got) {
+			t.Errorf("computed whole %v: the rounds' kernels %v s, want %v s", whole, got, want)
+		}
+		if top.Local(pr.Steps[4].Bytes) >= want[1] {
+			t.Fatalf("the products' arithmetic should bound the kernels: %v s of memory", top.Local(pr.Steps[4].Bytes))
+		}
+	}
+}

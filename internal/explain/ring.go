@@ -2,6 +2,8 @@ package explain
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/nvcomm/nvcomm/internal/plan"
 )
@@ -47,8 +49,12 @@ func (e *explainer) formOf(i int, op plan.Op) []string {
 				shifts++
 			}
 		}
+		rounds := shifts/2 + 1
 		lines = append(lines, fmt.Sprintf("computes %s whole, as ring attention: %d rounds of attention on the k and v blocks each device holds, merged by online softmax, the blocks passed along the ring between rounds; %d ops are computed within its steps",
-			op.Of.Expr(), shifts/2+1, within))
+			op.Of.Expr(), rounds, within))
+		if skipped := e.skippedBlocks(i, rounds); skipped != "" {
+			lines = append(lines, skipped)
+		}
 	}
 	switch {
 	case form != nil:
@@ -74,4 +80,31 @@ func (e *explainer) formOf(i int, op plan.Op) []string {
 		lines = append(lines, "why this form: the objective, which priced the ring below the expansion planned op by op (the makespans of their step graphs)")
 	}
 	return lines
+}
+
+// skippedBlocks says, for ring attention op i of rounds rounds, how many
+// blocks each device computes (its q·kᵀ Matmuls) when some device skips
+// one: the blocks the causal mask zeroes whole, still passed along the
+// ring; "" when every device computes every round.
+func (e *explainer) skippedBlocks(i, rounds int) string {
+	computed := map[int]int{}
+	for _, s := range e.stepsOf(i) {
+		if s.Type == plan.Matmul && s.TransposeB {
+			for _, d := range s.Devices {
+				computed[d]++
+			}
+		}
+	}
+	devices := slices.Sorted(maps.Keys(computed))
+	counts := make([]int, len(devices))
+	skips := false
+	for k, d := range devices {
+		counts[k] = computed[d]
+		skips = skips || computed[d] < rounds
+	}
+	if !skips {
+		return ""
+	}
+	return fmt.Sprintf("skips the blocks the causal mask zeroes whole (their keys all after the device's queries), which still pass along the ring: devices %s compute %s of the %d blocks",
+		joinInts(devices, ", "), joinInts(counts, ", "), rounds)
 }

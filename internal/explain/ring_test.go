@@ -11,8 +11,9 @@ import (
 )
 
 // TestRingForm explains the ring attention example's last op with and
-// without the lowering's prices: the form, the ops within it, and why;
-// an op within it says where it is computed.
+// without the lowering's prices: the form, the ops within it, the blocks
+// each device computes (the causal ring skips those above the diagonal),
+// and why; an op within it says where it is computed.
 func TestRingForm(t *testing.T) {
 	const file = "../../testdata/examples/attention_context_parallel_ring.optimal.json"
 	src, err := os.ReadFile(file)
@@ -48,6 +49,10 @@ func TestRingForm(t *testing.T) {
 	}
 	if got := lines(o, "computes o = sdpa"); len(got) != 1 || !strings.Contains(got[0], "4 rounds") || !strings.Contains(got[0], "17 ops are computed within its steps") {
 		t.Errorf("the form: %q", got)
+	}
+	skips := "skips the blocks the causal mask zeroes whole (their keys all after the device's queries), which still pass along the ring: devices 0, 1, 2, 3 compute 1, 2, 3, 4 of the 4 blocks"
+	if d := cmp.Diff([]string{skips}, lines(o, "skips the blocks")); d != "" {
+		t.Errorf("the blocks skipped (-want +got):\n%s", d)
 	}
 	o.Op = 0
 	if d := cmp.Diff([]string{"no steps: computed within op 17's steps (ring attention); no device holds o/kt"}, lines(o, "no steps")); d != "" {

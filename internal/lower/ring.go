@@ -16,9 +16,9 @@ import (
 // mesh, is planned two ways: its expansion op by op, as every composite
 // is (the scores split as kᵀ is, q gathered, the softmax's statistics
 // and the output summed by collectives), or as a ring (plan.RingAttention):
-// c rounds of local attention on the k and v blocks a device holds,
-// merged by online softmax, while one SendRecv per tensor passes the
-// blocks on. Each is priced by the makespan of its step graph (each
+// c rounds of local attention on the k and v blocks a device holds (under
+// the causal mask, those with a key its queries see), merged by online
+// softmax, while one SendRecv per tensor passes the blocks on. Each is priced by the makespan of its step graph (each
 // round's transfers run beside its attention) on the planner's
 // topology, or by the bytes its busiest device receives under the bytes
 // objective, and the cheaper taken, the op-by-op form on a tie. A ring's
@@ -237,11 +237,11 @@ func (l *lowerer) priceRing(g plan.RingAttention, last *ir.Op, members []*ir.Op)
 	form.geometry.Q, form.geometry.K, form.geometry.V, form.geometry.Out = last.Of.Inputs[0], last.Of.Inputs[1], last.Of.Inputs[2], out
 	form.geometry.Buffer = plan.RingBuffers(out)
 	var ok bool
-	if form.ops, ok = l.formPrice(trial.ledger.Steps(), members); !ok {
+	if form.ops, ok = l.formPrice(trial.ledger.Steps(), members, nil); !ok {
 		return nil, false
 	}
 	ring := form.steps(last)
-	if form.ring, ok = l.formPrice(ring, members); !ok {
+	if form.ring, ok = l.formPrice(ring, members, last); !ok {
 		return nil, false
 	}
 	return form, true
@@ -296,8 +296,10 @@ func (r *ringForm) steps(last *ir.Op) []plan.Step {
 
 // formPrice is the price of steps, the steps of members' ops, under the
 // planner's objective: the makespan of their step graph on its topology,
-// or the bytes the busiest device receives in them.
-func (l *lowerer) formPrice(steps []plan.Step, members []*ir.Op) (float64, bool) {
+// or the bytes the busiest device receives in them. A non-nil whole is
+// the op that computes the others within its steps, as the plan will say
+// (the cost model prices a ring's rounds by their masks: cost.Predict).
+func (l *lowerer) formPrice(steps []plan.Step, members []*ir.Op, whole *ir.Op) (float64, bool) {
 	if l.planner.Objective() == ObjectiveBytes {
 		received := map[int]int64{}
 		for i := range steps {
@@ -321,6 +323,9 @@ func (l *lowerer) formPrice(steps []plan.Step, members []*ir.Op) (float64, bool)
 	seen := map[*ir.Tensor]bool{}
 	for _, op := range members {
 		p.Ops[op.Index] = opOf(op)
+		if whole != nil && op != whole {
+			p.Ops[op.Index].Within = new(whole.Index)
+		}
 		for _, t := range append(slices.Clone(op.Inputs), op.Out) {
 			if !seen[t] {
 				seen[t] = true

@@ -1,6 +1,8 @@
 package plan
 
 import (
+	"cmp"
+	"slices"
 	"strconv"
 
 	"github.com/nvcomm/nvcomm/internal/ops"
@@ -13,7 +15,9 @@ import (
 // j = i − r (mod c); it computes its q block's scores against them, and
 // merges them into its running statistics and output by online softmax,
 // while one SendRecv ring per tensor passes the blocks to the next device
-// for round r + 1. The lowering (package lower) emits these steps for an
+// for round r + 1. Under the causal mask a device skips a block all of
+// whose keys come after its queries (it computes nothing for it, and
+// still passes it on), as torch's ring does. The lowering (package lower) emits these steps for an
 // sdpa it computes as a ring, and the simulator's tests run the same
 // builder on virtual devices, so that the steps proven there are the
 // steps planned.
@@ -30,7 +34,8 @@ type RingAttention struct {
 	BT, SB, TB, D, DV int
 	// Causal masks each round's scores with the diagonal of the block
 	// they are: i·SB − j·TB on the device holding q's block i and k's
-	// block j (torch's is_causal, top-left aligned).
+	// block j (torch's is_causal, top-left aligned); a block the mask
+	// zeroes whole is skipped, one it leaves whole is not masked.
 	Causal bool
 	// Scale multiplies the scores (sdpa's 1/√d).
 	Scale float64
@@ -51,39 +56,51 @@ func RingBuffers(out string) func(what string) string {
 
 // Steps returns ring attention's steps, each with its kind, type,
 // devices or teams, count and fields; the caller gives them their ids,
-// op, expr and a collective's bytes. Per round r, on every device:
+// op, expr and a collective's bytes. Per round r, on every device that
+// computes the block it holds (blocks):
 //
 //	qk  = q · k_rᵀ                    Matmul (transpose_b)
 //	s   = qk · scale                  Pointwise
-//	sm  = tril(s, block's diagonal)   Tril (causal)
+//	sm  = tril(s, block's diagonal)   Tril (a round whose block the diagonal cuts)
 //	mb  = max_t sm                    LocalReduce
-//	m   = maximum(m_{r−1}, mb)        Pointwise (a copy in round 0)
+//	m   = maximum(m_p, mb)            Pointwise (a copy in a device's first round)
 //	e   = exp(sm − m)                 Pointwise ×2
-//	ek  = tril(e, block's diagonal)   Tril (causal)
+//	ek  = tril(e, block's diagonal)   Tril (as sm)
 //	lb  = Σ_t ek; ob = ek · v_r       LocalReduce, Matmul
-//	a   = exp(m_{r−1} − m)            the rescaling (rounds after 0)
-//	l   = l_{r−1}·a + lb; o = o_{r−1}·a + ob
+//	a   = exp(m_p − m)                the rescaling (rounds after a device's first)
+//	l   = l_p·a + lb; o = o_p·a + ob
 //
-// then k_{r+1} and v_{r+1} from the previous device (rounds before the
-// last), and Out = o / l. The causal mask's zeros take part in the row max,
-// so the shift m is at least 0 in a masked row: softmax is the same for
-// any shift (exp is a homomorphism in the simulator, and in real numbers),
-// and the masked exponentials are zeroed after.
+// where p is the device's previous round that computed, and Out = o / l
+// on each device after its last; then, in rounds before the last, k_{r+1}
+// and v_{r+1} from the previous device, on every device whether it
+// computed or not (the next ones need the block). The causal mask's
+// zeros take part in the row max, so the shift m is at least 0 in a
+// masked row: softmax is the same for any shift (exp is a homomorphism
+// in the simulator, and in real numbers), and the masked exponentials
+// are zeroed after. A merge reads the state of a device's previous round
+// by its name, so a round's merge is one group of steps for each
+// previous round among its devices (mergeGroups).
 func (g RingAttention) Steps() []Step {
 	c := len(g.Devices)
 	ring := make([][]int, c)
 	for i := range ring {
 		ring[i] = []int{g.Devices[i], g.Devices[(i+1)%c]}
 	}
-	rows, scores := g.BT*g.SB, g.BT*g.SB*g.TB
-	sdims, rdims, cdims := []int{g.BT, g.SB, g.TB}, []int{g.BT, g.SB}, []int{g.BT, g.SB, 1}
-	odims := []int{g.BT, g.SB, g.DV}
-	b := ringBuilder{g: g}
+	final := make([]int, c) // each position's last round that computes
+	for i := range c {
+		for r := range c {
+			if g.blockMask(i, r) != blockSkipped {
+				final[i] = r
+			}
+		}
+	}
+	prev := make([]int, c) // each position's last round that computed so far, −1 for none
+	for i := range prev {
+		prev[i] = -1
+	}
 	var steps []Step
 	for r := range c {
-		name := func(x string) string { return g.Buffer(x + "/" + strconv.Itoa(r)) }
-		prev := func(x string) string { return g.Buffer(x + "/" + strconv.Itoa(r-1)) }
-		k, v := name("k"), name("v")
+		k, v := g.Buffer("k/"+strconv.Itoa(r)), g.Buffer("v/"+strconv.Itoa(r))
 		if r == 0 {
 			k, v = g.K, g.V
 		}
@@ -95,50 +112,169 @@ func (g RingAttention) Steps() []Step {
 		if g.SendFirst {
 			steps = append(steps, send...)
 		}
-		qk := b.local(Matmul, name("qk"), [2]int{rows * g.D, scores}, []int{g.BT, g.SB, g.D, g.TB}, g.Q, k)
-		qk.TransposeB = true
-		scaled := b.pointwise("mul", name("s"), sdims, [][]int{sdims}, name("qk"))
-		scaled.Scalar = &ops.Scalar{Slot: 1, Value: g.Scale}
-		steps = append(steps, qk, scaled)
-		s := name("s")
-		if g.Causal {
-			steps = append(steps, b.tril(name("sm"), s, r, sdims))
-			s = name("sm")
-		}
-		steps = append(steps, b.reduce("max", name("mb"), s, sdims))
-		if r > 0 {
-			steps = append(steps, b.pointwise("maximum", name("m"), rdims, [][]int{rdims, rdims}, prev("m"), name("mb")))
-		} else {
-			steps = append(steps, b.pointwise("copy", name("m"), rdims, [][]int{rdims}, name("mb")))
-		}
-		steps = append(steps,
-			b.pointwise("sub", name("x"), sdims, [][]int{sdims, cdims}, s, name("m")),
-			b.pointwise("exp", name("e"), sdims, [][]int{sdims}, name("x")))
-		e := name("e")
-		if g.Causal {
-			steps = append(steps, b.tril(name("ek"), e, r, sdims))
-			e = name("ek")
-		}
-		steps = append(steps, b.reduce("sum", name("lb"), e, sdims),
-			b.local(Matmul, name("ob"), [2]int{scores, rows * g.DV}, []int{g.BT, g.SB, g.TB, g.DV}, e, v))
-		if r == 0 {
-			steps = append(steps, b.pointwise("copy", name("l"), rdims, [][]int{rdims}, name("lb")),
-				b.pointwise("copy", name("o"), odims, [][]int{odims}, name("ob")))
-		} else {
-			steps = append(steps,
-				b.pointwise("sub", name("dm"), rdims, [][]int{rdims, rdims}, prev("m"), name("m")),
-				b.pointwise("exp", name("a"), rdims, [][]int{rdims}, name("dm")),
-				b.pointwise("mul", name("la"), rdims, [][]int{rdims, rdims}, prev("l"), name("a")),
-				b.pointwise("add", name("l"), rdims, [][]int{rdims, rdims}, name("la"), name("lb")),
-				b.pointwise("mul", name("oa"), odims, [][]int{odims, cdims}, prev("o"), name("a")),
-				b.pointwise("add", name("o"), odims, [][]int{odims, odims}, name("oa"), name("ob")))
-		}
+		steps = append(steps, g.round(r, k, v, prev, final)...)
 		if !g.SendFirst {
 			steps = append(steps, send...)
 		}
 	}
-	last := func(x string) string { return g.Buffer(x + "/" + strconv.Itoa(c-1)) }
-	return append(steps, b.pointwise("div", g.Out, odims, [][]int{odims, cdims}, last("o"), last("l")))
+	return steps
+}
+
+// blockMask is how a causal mask covers a block of the scores.
+type blockMask int
+
+const (
+	// blockSeen: every key of the block is at or before every query: no
+	// mask (every block when not causal).
+	blockSeen blockMask = iota
+	// blockCut: the diagonal crosses the block: a Tril masks it.
+	blockCut
+	// blockSkipped: every key is after every query: the mask zeroes the
+	// whole block, whose scores are not computed (torch's
+	// _is_causal_behavior: SKIP).
+	blockSkipped
+)
+
+// blockMask is how the causal mask covers the block that ring position i
+// holds in round r, k's and v's block j = i − r (mod c): its queries are
+// i·SB to (i+1)·SB − 1, its keys j·TB to (j+1)·TB − 1 (top-left aligned,
+// as torch's is_causal).
+func (g RingAttention) blockMask(i, r int) blockMask {
+	if !g.Causal {
+		return blockSeen
+	}
+	j := g.blockOf(i, r)
+	switch {
+	case j*g.TB > (i+1)*g.SB-1:
+		return blockSkipped
+	case (j+1)*g.TB-1 <= i*g.SB:
+		return blockSeen
+	}
+	return blockCut
+}
+
+// blockOf is the block of k and v that ring position i holds in round r.
+func (g RingAttention) blockOf(i, r int) int {
+	c := len(g.Devices)
+	return ((i-r)%c + c) % c
+}
+
+// round returns round r's local steps: the attention of every position
+// that computes its block against k and v (the round's buffers), its
+// merge into the running state of the position's previous round (prev,
+// which it advances), and Out on the positions whose final round is r.
+func (g RingAttention) round(r int, k, v string, prev, final []int) []Step {
+	var on []int // the positions that compute
+	masks := false
+	for i := range g.Devices {
+		switch g.blockMask(i, r) {
+		case blockSkipped:
+			continue
+		case blockCut:
+			masks = true
+		}
+		on = append(on, i)
+	}
+	if len(on) == 0 {
+		return nil
+	}
+	name := func(x string) string { return g.Buffer(x + "/" + strconv.Itoa(r)) }
+	rows, scores := g.BT*g.SB, g.BT*g.SB*g.TB
+	sdims, rdims := []int{g.BT, g.SB, g.TB}, []int{g.BT, g.SB}
+	b := g.builder(on)
+	qk := b.local(Matmul, name("qk"), [2]int{rows * g.D, scores}, []int{g.BT, g.SB, g.D, g.TB}, g.Q, k)
+	qk.TransposeB = true
+	scaled := b.pointwise("mul", name("s"), sdims, [][]int{sdims}, name("qk"))
+	scaled.Scalar = &ops.Scalar{Slot: 1, Value: g.Scale}
+	steps := []Step{qk, scaled}
+	s := name("s")
+	if masks {
+		steps = append(steps, b.tril(name("sm"), s, on, r, sdims))
+		s = name("sm")
+	}
+	steps = append(steps, b.reduce("max", name("mb"), s, sdims))
+	groups := mergeGroups(on, prev)
+	for _, grp := range groups {
+		gb := g.builder(grp.on)
+		if grp.prev < 0 {
+			steps = append(steps, gb.pointwise("copy", name("m"), rdims, [][]int{rdims}, name("mb")))
+			continue
+		}
+		m := g.Buffer("m/" + strconv.Itoa(grp.prev))
+		steps = append(steps, gb.pointwise("maximum", name("m"), rdims, [][]int{rdims, rdims}, m, name("mb")))
+	}
+	steps = append(steps,
+		b.pointwise("sub", name("x"), sdims, [][]int{sdims, {g.BT, g.SB, 1}}, s, name("m")),
+		b.pointwise("exp", name("e"), sdims, [][]int{sdims}, name("x")))
+	e := name("e")
+	if masks {
+		steps = append(steps, b.tril(name("ek"), e, on, r, sdims))
+		e = name("ek")
+	}
+	steps = append(steps, b.reduce("sum", name("lb"), e, sdims),
+		b.local(Matmul, name("ob"), [2]int{scores, rows * g.DV}, []int{g.BT, g.SB, g.TB, g.DV}, e, v))
+	for _, grp := range groups {
+		steps = append(steps, g.merge(r, grp)...)
+	}
+	var done []int
+	for _, i := range on {
+		prev[i] = r
+		if final[i] == r {
+			done = append(done, i)
+		}
+	}
+	if len(done) > 0 {
+		odims := []int{g.BT, g.SB, g.DV}
+		steps = append(steps, g.builder(done).pointwise("div", g.Out, odims, [][]int{odims, {g.BT, g.SB, 1}}, name("o"), name("l")))
+	}
+	return steps
+}
+
+// mergeGroup is the positions of a round whose previous round that
+// computed is prev (−1: none, the round is their first).
+type mergeGroup struct {
+	prev int
+	on   []int
+}
+
+// mergeGroups splits the positions on by their previous round, in the
+// order of those rounds (none first), each group's positions in ring
+// order. Without the causal mask, or with blocks of equal length, a
+// round has one group: every device that computes in round r computed
+// in round r − 1.
+func mergeGroups(on, prev []int) []mergeGroup {
+	var groups []mergeGroup
+	for _, i := range on {
+		k := slices.IndexFunc(groups, func(m mergeGroup) bool { return m.prev == prev[i] })
+		if k < 0 {
+			groups = append(groups, mergeGroup{prev: prev[i]})
+			k = len(groups) - 1
+		}
+		groups[k].on = append(groups[k].on, i)
+	}
+	slices.SortStableFunc(groups, func(a, b mergeGroup) int { return cmp.Compare(a.prev, b.prev) })
+	return groups
+}
+
+// merge is round r's online-softmax merge on group grp: l and o copied
+// from the round's block in a device's first round, else the previous
+// round's state rescaled by a = exp(m_p − m) and the block's added.
+func (g RingAttention) merge(r int, grp mergeGroup) []Step {
+	name := func(x string) string { return g.Buffer(x + "/" + strconv.Itoa(r)) }
+	rdims, odims, cdims := []int{g.BT, g.SB}, []int{g.BT, g.SB, g.DV}, []int{g.BT, g.SB, 1}
+	b := g.builder(grp.on)
+	if grp.prev < 0 {
+		return []Step{b.pointwise("copy", name("l"), rdims, [][]int{rdims}, name("lb")),
+			b.pointwise("copy", name("o"), odims, [][]int{odims}, name("ob"))}
+	}
+	prev := func(x string) string { return g.Buffer(x + "/" + strconv.Itoa(grp.prev)) }
+	return []Step{
+		b.pointwise("sub", name("dm"), rdims, [][]int{rdims, rdims}, prev("m"), name("m")),
+		b.pointwise("exp", name("a"), rdims, [][]int{rdims}, name("dm")),
+		b.pointwise("mul", name("la"), rdims, [][]int{rdims, rdims}, prev("l"), name("a")),
+		b.pointwise("add", name("l"), rdims, [][]int{rdims, rdims}, name("la"), name("lb")),
+		b.pointwise("mul", name("oa"), odims, [][]int{odims, cdims}, prev("o"), name("a")),
+		b.pointwise("add", name("o"), odims, [][]int{odims, odims}, name("oa"), name("ob"))}
 }
 
 // sendRecv is one ring shift of n elements per device: every pair of
@@ -147,14 +283,26 @@ func sendRecv(ring [][]int, in, out string, n int) Step {
 	return Step{Kind: KindCollective, Type: SendRecv, Teams: ring, Input: in, Output: out, Count: Count{Input: n, Output: n}}
 }
 
-// ringBuilder writes the local steps of a ring attention, on every device
-// of its ring.
-type ringBuilder struct{ g RingAttention }
+// builder writes local steps on the devices at ring positions on.
+func (g RingAttention) builder(on []int) ringBuilder {
+	devices := make([]int, len(on))
+	for k, i := range on {
+		devices[k] = g.Devices[i]
+	}
+	return ringBuilder{g: g, devices: devices}
+}
+
+// ringBuilder writes the local steps of a ring attention on some of its
+// devices.
+type ringBuilder struct {
+	g       RingAttention
+	devices []int
+}
 
 // local is a local step of type typ reading in, writing out, of counts n
 // and dims.
 func (b ringBuilder) local(typ, out string, n [2]int, dims []int, in ...string) Step {
-	s := Step{Kind: KindLocal, Type: typ, Devices: b.g.Devices, Output: out, Count: Count{Input: n[0], Output: n[1]}, Dims: dims}
+	s := Step{Kind: KindLocal, Type: typ, Devices: b.devices, Output: out, Count: Count{Input: n[0], Output: n[1]}, Dims: dims}
 	if len(in) == 1 {
 		s.Input = in[0]
 	} else {
@@ -177,13 +325,12 @@ func (b ringBuilder) reduce(op, out, in string, sdims []int) Step {
 	return s
 }
 
-// tril masks round r's scores with each device's block diagonal.
-func (b ringBuilder) tril(out, in string, r int, sdims []int) Step {
+// tril masks round r's scores on positions on, each with its block's
+// diagonal.
+func (b ringBuilder) tril(out, in string, on []int, r int, sdims []int) Step {
 	s := b.local(Tril, out, [2]int{ops.Product(sdims), ops.Product(sdims)}, sdims, in)
-	c := len(b.g.Devices)
-	for i := range c {
-		j := ((i-r)%c + c) % c
-		s.Offsets = append(s.Offsets, i*b.g.SB-j*b.g.TB)
+	for _, i := range on {
+		s.Offsets = append(s.Offsets, i*b.g.SB-b.g.blockOf(i, r)*b.g.TB)
 	}
 	return s
 }

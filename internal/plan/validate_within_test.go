@@ -42,8 +42,16 @@ func TestValidateWithin(t *testing.T) {
 		// The row max is the softmax's shift: any other shift gives the
 		// same result exactly (the simulator cannot tell), not in floats.
 		{"another shift", func(p *Plan) { p.Steps[3].ReduceOp = new("min") }, []string{ringStep(3)}},
-		{"rounds' masks swapped", func(p *Plan) { p.Steps[16].Offsets, p.Steps[34].Offsets = p.Steps[34].Offsets, p.Steps[16].Offsets },
-			[]string{ringStep(16)}},
+		{"the diagonal's mask off by one", func(p *Plan) { p.Steps[2].Offsets = []int{1, 1, 1, 1} },
+			[]string{ringStep(2)}},
+		// Device 1 skips round 1's block, all of whose keys its queries
+		// see (the causal ring skips only the blocks above the diagonal).
+		{"a seen block skipped", func(p *Plan) { p.Steps[15].Devices = []int{2, 3} },
+			[]string{`device 1 reads "o/ring/qk/1", which it does not hold`, ringStep(15)}},
+		// Device 0 computes round 1's block, all of whose keys come after
+		// its queries.
+		{"a masked block computed", func(p *Plan) { p.Steps[15].Devices = []int{0, 1, 2, 3} },
+			[]string{ringStep(15)}},
 		{"sends first", func(p *Plan) {
 			// Each round's SendRecvs before its compute: the other order of
 			// ring attention's steps, as valid.

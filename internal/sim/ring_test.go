@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -49,11 +50,13 @@ func seqBlock(vals []float64, bt, n, w, e, i int) []float64 {
 	return out
 }
 
-// TestRingAttentionSteps runs ring attention's steps on 4 devices, q, k
-// and v split on the sequence, causal and not, with each round's
+// TestRingAttentionSteps runs ring attention's steps on 3 and 4 devices,
+// q, k and v split on the sequence, causal and not, with each round's
 // SendRecvs after its compute and before it, and checks every device's
 // output block equal, exactly, to the simulator's definition of sdpa:
-// the online softmax's rescaling is exact. The merge without its
+// the online softmax's rescaling is exact, and so is skipping the blocks
+// the causal mask zeroes whole (each device computes only the blocks
+// with a key it sees, while every block still travels the ring). The merge without its
 // rescaling fails, and so does, for causal attention, a round's blocks in
 // the wrong order (the ring turned the other way, the masks' diagonals
 // still assuming the first).
@@ -63,37 +66,18 @@ func TestRingAttentionSteps(t *testing.T) {
 		{bt: 2, c: 4, sb: 3, tb: 3, d: 4, dv: 2},
 		{bt: 2, c: 4, sb: 3, tb: 3, d: 4, dv: 2, causal: true},
 		{bt: 1, c: 4, sb: 2, tb: 2, d: 8, dv: 3, causal: true},
+		// Blocks of q and k of different lengths: a device may skip its
+		// round 0 (device 2: queries 4, 5 against keys 6 to 8) or compute
+		// again after skipping (device 0: rounds 0 and 3), so a round's
+		// merge reads the states of several previous rounds.
+		{bt: 1, c: 4, sb: 2, tb: 3, d: 2, dv: 2, causal: true},
+		{bt: 2, c: 4, sb: 3, tb: 2, d: 2, dv: 3, causal: true},
+		{bt: 6, c: 3, sb: 1, tb: 2, d: 2, dv: 2, causal: true},
 	} {
-		s, t2 := g.c*g.sb, g.c*g.tb
-		q := randomOperand(r, "q", []int{g.bt, s, g.d})
-		k := randomOperand(r, "k", []int{g.bt, t2, g.d})
-		v := randomOperand(r, "v", []int{g.bt, t2, g.dv})
-		want, err := sdpaDef([]operand{q, k, v}, g.causal)
-		if err != nil {
-			t.Fatal(err)
-		}
-		run := func(steps []plan.Step) map[int][]float64 {
-			m := newMachine(0)
-			for i := range g.c {
-				m.put(i, "q", seqBlock(q.vals, g.bt, g.c, g.sb, g.d, i))
-				m.put(i, "k", seqBlock(k.vals, g.bt, g.c, g.tb, g.d, i))
-				m.put(i, "v", seqBlock(v.vals, g.bt, g.c, g.tb, g.dv, i))
-			}
-			for j := range steps {
-				steps[j].ID = j
-				if _, err := m.exec(&steps[j], 4); err != nil {
-					t.Fatalf("%+v: step %d: %v", g, j, err)
-				}
-			}
-			got := map[int][]float64{}
-			for d, b := range m.named("o") {
-				got[d] = b.flat()
-			}
-			return got
-		}
-		wantBlocks := map[int][]float64{}
-		for i := range g.c {
-			wantBlocks[i] = seqBlock(want, g.bt, g.c, g.sb, g.dv, i)
+		wantBlocks, operands := ringReference(t, r, g)
+		run := func(steps []plan.Step) map[int][]float64 { return runRing(t, g, operands, steps) }
+		if d := cmp.Diff(blocksSeen(g), blocksComputed(ringSteps(g, false))); d != "" {
+			t.Errorf("%+v: blocks computed per device (-want +got):\n%s", g, d)
 		}
 		for _, sendFirst := range []bool{false, true} {
 			if d := cmp.Diff(wantBlocks, run(ringSteps(g, sendFirst))); d != "" {
@@ -132,6 +116,121 @@ func TestRingAttentionSteps(t *testing.T) {
 	}
 }
 
+// ringReference draws q, k and v for g and returns each device's block
+// of sdpa's definition of them, and the operands.
+func ringReference(t *testing.T, r *rand.Rand, g ringGeometry) (map[int][]float64, [3]operand) {
+	t.Helper()
+	s, t2 := g.c*g.sb, g.c*g.tb
+	q := randomOperand(r, "q", []int{g.bt, s, g.d})
+	k := randomOperand(r, "k", []int{g.bt, t2, g.d})
+	v := randomOperand(r, "v", []int{g.bt, t2, g.dv})
+	want, err := sdpaDef([]operand{q, k, v}, g.causal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := map[int][]float64{}
+	for i := range g.c {
+		blocks[i] = seqBlock(want, g.bt, g.c, g.sb, g.dv, i)
+	}
+	return blocks, [3]operand{q, k, v}
+}
+
+// runRing runs steps on g's devices, each holding its blocks of the
+// operands q, k and v, and returns each device's block of "o".
+func runRing(t *testing.T, g ringGeometry, operands [3]operand, steps []plan.Step) map[int][]float64 {
+	t.Helper()
+	q, k, v := operands[0], operands[1], operands[2]
+	m := newMachine(0)
+	for i := range g.c {
+		m.put(i, "q", seqBlock(q.vals, g.bt, g.c, g.sb, g.d, i))
+		m.put(i, "k", seqBlock(k.vals, g.bt, g.c, g.tb, g.d, i))
+		m.put(i, "v", seqBlock(v.vals, g.bt, g.c, g.tb, g.dv, i))
+	}
+	for j := range steps {
+		steps[j].ID = j
+		if _, err := m.exec(&steps[j], 4); err != nil {
+			t.Fatalf("%+v: step %d: %v", g, j, err)
+		}
+	}
+	got := map[int][]float64{}
+	for d, b := range m.named("o") {
+		got[d] = b.flat()
+	}
+	return got
+}
+
+// TestRingAttentionGeometries runs the causal ring, sends after and
+// before each round's compute, on every geometry of 2 to 5 devices with
+// blocks of 1 to 3 queries and 1 to 3 keys, and checks each device's
+// output block equal, exactly, to sdpa's definition and the blocks it
+// computes to those with a key its queries see: whichever rounds a device
+// skips, its merges read the right state.
+func TestRingAttentionGeometries(t *testing.T) {
+	r := rand.New(rand.NewPCG(26, 12))
+	for c := 2; c <= 5; c++ {
+		for sb := 1; sb <= 3; sb++ {
+			for tb := 1; tb <= 3; tb++ {
+				g := ringGeometry{bt: 2, c: c, sb: sb, tb: tb, d: 2, dv: 2, causal: true}
+				want, operands := ringReference(t, r, g)
+				if d := cmp.Diff(blocksSeen(g), blocksComputed(ringSteps(g, false))); d != "" {
+					t.Errorf("%+v: blocks computed per device (-want +got):\n%s", g, d)
+				}
+				for _, sendFirst := range []bool{false, true} {
+					if d := cmp.Diff(want, runRing(t, g, operands, ringSteps(g, sendFirst))); d != "" {
+						t.Errorf("%+v, sends first %v: ring attention differs from sdpa's definition (-want +got):\n%s", g, sendFirst, d)
+					}
+				}
+			}
+		}
+	}
+}
+
+// blocksSeen is, for each device of g, how many of k's blocks hold a key
+// that one of its queries sees, and how many SendRecvs pass the blocks:
+// what the ring computes and moves, from the mask's definition (query
+// x sees key y when y ≤ x) rather than the builder's.
+func blocksSeen(g ringGeometry) ringWork {
+	w := ringWork{Blocks: map[int]int{}, SendRecvs: 2 * (g.c - 1)}
+	for i := range g.c {
+		for j := range g.c {
+			seen := !g.causal
+			for x := i * g.sb; x < (i+1)*g.sb; x++ {
+				for y := j * g.tb; y < (j+1)*g.tb; y++ {
+					seen = seen || y <= x
+				}
+			}
+			if seen {
+				w.Blocks[i]++
+			}
+		}
+	}
+	return w
+}
+
+// ringWork is what ring attention's steps compute and move: per device
+// the blocks whose scores it computes (its q·kᵀ Matmuls), and the
+// SendRecvs.
+type ringWork struct {
+	Blocks    map[int]int
+	SendRecvs int
+}
+
+// blocksComputed is the ringWork of steps.
+func blocksComputed(steps []plan.Step) ringWork {
+	w := ringWork{Blocks: map[int]int{}}
+	for _, s := range steps {
+		switch {
+		case s.Type == plan.SendRecv:
+			w.SendRecvs++
+		case s.Type == plan.Matmul && s.TransposeB:
+			for _, d := range s.Devices {
+				w.Blocks[d]++
+			}
+		}
+	}
+	return w
+}
+
 // TestRingPlanMutants runs the plan nvcomm lowers for ring attention
 // (testdata/examples/attention_context_parallel_ring.yaml, cp: ring),
 // which passes in the orders its graph allows, and mutants of it that
@@ -139,8 +238,10 @@ func TestRingAttentionSteps(t *testing.T) {
 // (validate, which holds the op's steps to ring attention's, rejects
 // them too): the ring turned the other way (each round's k and v blocks
 // then another device's than its masks assume), the merge without its
-// rescaling, and two rounds' masks swapped (each the diagonal of the
-// other round's block).
+// rescaling, the diagonal's mask off by one, and a block skipped that is
+// not wholly masked (device 1's round 1, block 0, all of whose keys its
+// queries see: the causal ring skips only the blocks above the
+// diagonal).
 func TestRingPlanMutants(t *testing.T) {
 	const file = "../../testdata/examples/attention_context_parallel_ring.optimal.json"
 	load := func() *plan.Plan {
@@ -183,15 +284,30 @@ func TestRingPlanMutants(t *testing.T) {
 				}
 			}
 		}},
-		{"rounds' masks swapped", func(p *plan.Plan) {
-			offsets := map[string][]int{}
-			for _, s := range p.Steps {
-				offsets[s.Output] = s.Offsets
-			}
-			swap := map[string]string{"o/ring/sm/1": "o/ring/sm/2", "o/ring/sm/2": "o/ring/sm/1", "o/ring/ek/1": "o/ring/ek/2", "o/ring/ek/2": "o/ring/ek/1"}
+		{"diagonal's mask off by one", func(p *plan.Plan) {
 			for i := range p.Steps {
-				if other, ok := swap[p.Steps[i].Output]; ok {
-					p.Steps[i].Offsets = offsets[other]
+				if s := &p.Steps[i]; s.Type == plan.Tril {
+					var shifted []int // the steps share their offsets: new ones
+					for _, o := range s.Offsets {
+						shifted = append(shifted, o+1)
+					}
+					s.Offsets = shifted
+				}
+			}
+		}},
+		{"a seen block skipped", func(p *plan.Plan) {
+			// Device 1 skips round 1, whose block (k's and v's block 0)
+			// its queries see whole, and divides round 0's state.
+			for i := range p.Steps {
+				s := &p.Steps[i]
+				if s.Kind != plan.KindLocal {
+					continue
+				}
+				if strings.HasSuffix(s.Output, "/1") {
+					s.Devices = slices.DeleteFunc(slices.Clone(s.Devices), func(d int) bool { return d == 1 })
+				}
+				if s.Output == "o" && slices.Equal(s.Devices, []int{1}) {
+					s.Inputs = []string{"o/ring/o/0", "o/ring/l/0"}
 				}
 			}
 		}},
