@@ -121,7 +121,7 @@ func (s *sums) qualify(op *Op) {
 	var terms []*Tensor
 	for _, x := range op.Inputs {
 		t := s.termsOf(op, x)
-		if t == nil || len(terms) > 0 && !alikeTerms(terms[0], t) {
+		if t == nil || !evenBlocks(t) || len(terms) > 0 && !alikeTerms(terms[0], t) {
 			return
 		}
 		terms = append(terms, t)
@@ -170,6 +170,9 @@ func combinedAcrossDevices(op *Op) bool {
 	if !op.Kind.IsContraction() || !x.Propagated || x.Partial != "" || x.Combined != nil {
 		return false
 	}
+	if op.Kind == OpLinear && len(op.Inputs) == 3 {
+		return false // its bias would be added to every term
+	}
 	for _, id := range x.Loop {
 		if id.Reduction && id.Parallel.IsDevice() && id.Extent > 1 {
 			return true
@@ -210,6 +213,21 @@ func (s *sums) countReads() {
 	for _, t := range s.f.Outputs {
 		s.outputs[t] = true
 	}
+}
+
+// evenBlocks reports whether t is split in even blocks, stored row-major:
+// what an op computing on its terms may read as they lie (the lowering
+// of layer ops takes even block splits only).
+func evenBlocks(t *Tensor) bool {
+	if t.IsUneven() || !slices.Equal(t.Layout(), shard.Identity(len(t.Layout()))) {
+		return false
+	}
+	for _, sh := range t.Shardings() {
+		if sh.Kind != Block {
+			return false
+		}
+	}
+	return true
 }
 
 // alikeTerms reports whether pending terms a and b are split alike: an op
