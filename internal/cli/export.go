@@ -210,7 +210,7 @@ func loadNamedSource(cmd *cobra.Command, name string, src []byte, opts lower.Opt
 		p, err := compileSource(cmd, name, src, opts)
 		return name, p, err
 	}
-	p, err := plan.Decode(name, src)
+	p, err := decodePlan(name, src)
 	if err != nil {
 		return name, nil, report(cmd, err)
 	}

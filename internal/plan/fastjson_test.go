@@ -183,6 +183,8 @@ func TestFastDecode(t *testing.T) {
 		{"list trailing comma", `{"format": 1, "meshes": {"m": {"shape": [1,]}}}`, false},
 		{"list missing comma", `{"format": 1, "meshes": {"m": {"shape": [1 2]}}}`, false},
 		{"nested too deep", `{"format": 1, "steps": [{"teams": [[[0]]]}]}`, false},
+		{"tensors counted", `{"format": 1, "tensors": [{"name": "a]"}, {"name": "b,[{"}, {"name": "c\"],\\"}, null, {"shape": [1, 2]}]}`, true},
+		{"tensors unterminated", `{"format": 1, "tensors": [{"name": "a"}, {"name": "b,"}`, false},
 		{"truncated literal", `{"format": 1, "fusion": nul}`, false},
 		{"literal run on", `{"format": 1, "fusion": nullx}`, false},
 	} {
