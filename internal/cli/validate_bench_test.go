@@ -16,7 +16,8 @@ import (
 // `nvcomm lower` writes for a generated chain of 100k set ops on either
 // mesh (internal/scale's chain1d and chain2d): mapping the file, decoding
 // it and checking it (plan.Validate beside lower.Certify). The plan is
-// written once, before the timer starts. For profiles and benchstat:
+// written once, before the timer starts; cpu-s/op is the process's CPU
+// time (user and system) an op. For profiles and benchstat:
 //
 //	go test -run '^$' -bench ValidateChain -count 6 ./internal/cli
 func BenchmarkValidateChain(b *testing.B) {
@@ -34,9 +35,12 @@ func BenchmarkValidateChain(b *testing.B) {
 			}
 			b.SetBytes(info.Size())
 			b.ReportAllocs()
+			cpu := scale.CPUTime()
 			for b.Loop() {
 				runBench(b, "validate", planFile)
 			}
+			// CPU time varies less than wall time on a busy machine.
+			b.ReportMetric((scale.CPUTime()-cpu).Seconds()/float64(b.N), "cpu-s/op")
 		})
 	}
 }

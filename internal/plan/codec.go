@@ -3,7 +3,6 @@ package plan
 import (
 	"bytes"
 	"io"
-	"runtime/debug"
 	"unicode/utf8"
 
 	jsonv2 "github.com/go-json-experiment/json"
@@ -41,25 +40,6 @@ func Marshal(p *Plan) ([]byte, error) {
 // decodeLibrary, which decodes to the same plan or reports the error.
 func Decode(file string, src []byte) (*Plan, error) {
 	if p, ok := fastDecode(src); ok {
-		return p, nil
-	}
-	return decodeLibrary(file, src)
-}
-
-// DecodeUncollected is Decode with the garbage collector paused while the
-// fast path reads src (debug.SetGCPercent(-1), then the percent it had):
-// what the fast path allocates is the plan itself, none of it garbage
-// before the plan is, so each collection while it reads marks the growing
-// plan again to free nothing (a third of the CPU time of decoding a chain
-// of 100k ops, and more on a fresh heap). The library path, which leaves
-// garbage, runs with the collector as it was. It is for a process that
-// reads one plan at a time, as a command does: it must not run beside
-// other code that sets the collector's percent.
-func DecodeUncollected(file string, src []byte) (*Plan, error) {
-	prev := debug.SetGCPercent(-1)
-	p, ok := fastDecode(src)
-	debug.SetGCPercent(prev)
-	if ok {
 		return p, nil
 	}
 	return decodeLibrary(file, src)

@@ -3,7 +3,6 @@ package plan
 import (
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -132,37 +131,5 @@ func TestDecodeManyKeys(t *testing.T) {
 	var dl *diag.List
 	if !errors.As(err, &dl) || !strings.Contains(dl.Items[0].Message, want) {
 		t.Errorf("Decode = %v, want %s", err, want)
-	}
-}
-
-// TestDecodeUncollected: DecodeUncollected reads what Decode reads, the
-// same plan or the same error, whichever path reads it, and leaves the
-// collector's percent as it found it.
-func TestDecodeUncollected(t *testing.T) {
-	valid, err := Marshal(validPlans()["allgather"]())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct{ name, src string }{
-		{"fast path", string(valid)},
-		{"library path", strings.Replace(string(valid), `"format": 1`, `"form\u0061t": 1`, 1)},
-		{"invalid", `{"format": 1, "tensors": [{"name": "a"}, {"name": "a", "name": "b"}]}`},
-		{"unterminated", `{"format": 1, "tensors": [`},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			const percent = 137
-			defer debug.SetGCPercent(debug.SetGCPercent(percent))
-			want, wantErr := Decode("p.json", []byte(tc.src))
-			got, gotErr := DecodeUncollected("p.json", []byte(tc.src))
-			if diff := cmp.Diff(want, got); diff != "" {
-				t.Errorf("plan (-Decode +DecodeUncollected):\n%s", diff)
-			}
-			if fmt.Sprint(wantErr) != fmt.Sprint(gotErr) {
-				t.Errorf("error %v, want Decode's %v", gotErr, wantErr)
-			}
-			if now := debug.SetGCPercent(percent); now != percent {
-				t.Errorf("the collector's percent is %d after, want %d", now, percent)
-			}
-		})
 	}
 }

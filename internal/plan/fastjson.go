@@ -58,6 +58,8 @@ type fastDecoder struct {
 	// The last values of the fields that symbols interns.
 	kinds, types, dtypes, meshNames, shardTypes, shardKinds, opNames, names, others recent
 
+	tensorsRead tensorsRead
+
 	text    textBatch
 	escaped []byte // a string's bytes once its escapes are decoded
 
