@@ -569,18 +569,33 @@ func (d *fastDecoder) symbolPtr() *string {
 }
 
 // chunk hands out values and copies of lists from blocks that grow from
-// 64 to 4,096 values: no value or list is shared, and each full-slice
-// expression stops an append from reaching its neighbours.
+// 64 values to chunkMax values or chunkBytes: no value or list is
+// shared, and each full-slice expression stops an append from reaching
+// its neighbours.
 type chunk[T any] []T
 
-// chunkMax is the size of the largest blocks; a list longer than a
-// quarter of it takes memory of its own.
+// chunkMax is the size of the largest blocks in values, but for values
+// so small that chunkBytes hold more; a list longer than a quarter of
+// chunkMax takes memory of its own.
 const chunkMax = 4096
+
+// chunkBytes is the size in bytes up to which blocks of small values
+// grow: blocks of 4,096 ints were 32 KiB, each faulted in a page at a
+// time, and the lists of a plan of 100k ops fill thousands of them.
+// Blocks of chunkPopulate bytes or more are populated at once.
+const (
+	chunkBytes    = 256 << 10
+	chunkPopulate = 64 << 10
+)
 
 // grow starts a new block that holds at least k values.
 func (c *chunk[T]) grow(k int) {
-	n := min(max(2*cap(*c), 64), chunkMax)
+	size := unsafe.Sizeof(*new(T))
+	n := min(max(2*cap(*c), 64), max(chunkMax, int(chunkBytes/size)))
 	*c = make([]T, 0, max(n, k))
+	if uintptr(cap(*c))*size >= chunkPopulate {
+		populate(unsafe.Pointer(unsafe.SliceData(*c)), uintptr(cap(*c))*size)
+	}
 }
 
 // one returns a zeroed value.
