@@ -143,8 +143,9 @@ func prove(p *plan.Plan, ops []int) []diag.Diagnostic {
 // GOMEMLIMIT the user set rules.
 var collector struct {
 	sync.Mutex
-	paused                 int // pauses under way, each with its resume
-	prevPercent, prevLimit int64
+	paused                 int   // pauses under way, each with its resume
+	limit                  int64 // the largest of their limits
+	prevPercent, prevLimit int64 // the settings before the first
 }
 
 // pauseFactor and pauseSlack make the memory limit of a pause for a plan
@@ -170,9 +171,11 @@ func pauseCollector(size int) (resume func()) {
 	if collector.paused == 0 {
 		collector.prevLimit = debug.SetMemoryLimit(-1)
 		collector.prevPercent = int64(debug.SetGCPercent(-1))
+		collector.limit = 0
 	}
 	collector.paused++
-	debug.SetMemoryLimit(min(max(limit, debug.SetMemoryLimit(-1)), collector.prevLimit))
+	collector.limit = max(collector.limit, limit)
+	debug.SetMemoryLimit(min(collector.limit, collector.prevLimit))
 	var once sync.Once
 	return func() {
 		once.Do(func() {
