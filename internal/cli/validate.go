@@ -58,6 +58,7 @@ there were.`,
 // reads a plan runs it. A decoding error is reported.
 func readPlan(cmd *cobra.Command, name string, src []byte) (*plan.Plan, error) {
 	resume := pauseCollector(len(src))
+	defer resume() // on a panic too; a second resume counts for nothing
 	p, err := plan.Decode(name, src)
 	if err != nil {
 		resume()
@@ -136,8 +137,7 @@ func prove(p *plan.Plan, ops []int) []diag.Diagnostic {
 // check ends: collections while they run mark the growing heap again and
 // again to free next to nothing. For `nvcomm validate` of a chain of 100k
 // ops (a 105 MB plan) the collector ran seven times, the last marking
-// 282 MB, and was a third of the command's CPU time with the stalls it
-// caused. So the commands pause it (GOGC off) with a memory limit as the
+// 282 MB, and took more than a quarter of the command's CPU time. So the commands pause it (GOGC off) with a memory limit as the
 // bound instead: collecting starts only if the heap reaches it, as it may
 // for a plan that leaves garbage (the library decoder's path). A GOGC or
 // GOMEMLIMIT the user set rules.
@@ -151,7 +151,7 @@ var collector struct {
 // pauseFactor and pauseSlack make the memory limit of a pause for a plan
 // of n bytes: pauseFactor·n + pauseSlack. Decoding and checking a plan
 // that nvcomm lower wrote takes about three times its size (chain1d's
-// 105 MB plan: 331 MB allocated in all).
+// 105 MB plan: 311 MB allocated in all).
 const (
 	pauseFactor = 4
 	pauseSlack  = 256 << 20
