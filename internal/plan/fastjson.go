@@ -698,9 +698,20 @@ func (b *blocks[T]) all() []T {
 
 // listLength counts the items of the list whose opening bracket was read
 // last, by its commas outside strings, lists and objects, without
-// decoding them; -1 when the list does not end (the decoder then gives
-// up on it). It reads about a gigabyte a second, most of it blanks.
+// decoding them, and returns how many there are, at most one for every
+// 64 bytes of the list, so that a list of items too small to be what the
+// caller reads (1, 1, …) reserves no more than a few times its size
+// before the decoder gives up on it; -1 when the list does not end (the
+// decoder then gives up on it too). It reads about a gigabyte a second,
+// most of it blanks.
 func (d *fastDecoder) listLength() int {
+	n, end := d.countItems()
+	return min(n, (end-d.pos)/64)
+}
+
+// countItems is listLength's count, uncapped, and the position after the
+// list's closing bracket (-1, len(src) when it does not end).
+func (d *fastDecoder) countItems() (n, end int) {
 	src, depth, commas, items := d.src, 0, 0, false
 	for i := d.pos; i < len(src); i++ {
 		switch src[i] {
@@ -723,9 +734,9 @@ func (d *fastDecoder) listLength() int {
 		case ']', '}':
 			if depth == 0 {
 				if !items {
-					return 0
+					return 0, i + 1
 				}
-				return commas + 1
+				return commas + 1, i + 1
 			}
 			depth--
 		case ',':
@@ -736,7 +747,7 @@ func (d *fastDecoder) listLength() int {
 			items = true
 		}
 	}
-	return -1
+	return -1, len(src)
 }
 
 // foresee is how many items of a list a decoder reads before it foresees

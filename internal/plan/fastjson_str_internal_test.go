@@ -53,7 +53,8 @@ func TestNotPlain(t *testing.T) {
 // TestListLength counts the items of lists read up to their opening
 // bracket: nested lists and objects, strings holding brackets, commas,
 // escaped quotes and backslashes, runs of spaces of every length around
-// the commas, and lists that do not end.
+// the commas, and lists that do not end (countItems, uncapped), and caps
+// the count at one item for every 64 bytes of the list (listLength).
 func TestListLength(t *testing.T) {
 	tests := []struct {
 		src  string // after the opening bracket
@@ -75,11 +76,25 @@ func TestListLength(t *testing.T) {
 	}
 	for _, tt := range tests {
 		d := &fastDecoder{src: []byte(tt.src)}
-		if got := d.listLength(); got != tt.want {
-			t.Errorf("listLength of [%s = %d, want %d", tt.src, got, tt.want)
+		if got, _ := d.countItems(); got != tt.want {
+			t.Errorf("countItems of [%s = %d, want %d", tt.src, got, tt.want)
 		}
 		if d.pos != 0 {
-			t.Errorf("listLength of [%s moved pos to %d", tt.src, d.pos)
+			t.Errorf("countItems of [%s moved pos to %d", tt.src, d.pos)
+		}
+	}
+	capped := []struct {
+		src  string
+		want int
+	}{
+		{strings.Repeat("1, ", 1000) + "1]", 46},                                     // 3,002 bytes
+		{strings.Repeat(`{"name": "`+strings.Repeat("x", 60)+`"}, `, 9) + "{}]", 10}, // 669 bytes: not capped
+		{"1, 2", -1},
+	}
+	for _, tt := range capped {
+		d := &fastDecoder{src: []byte(tt.src)}
+		if got := d.listLength(); got != tt.want {
+			t.Errorf("listLength of [%.40s… (%d bytes) = %d, want %d", tt.src, len(tt.src), got, tt.want)
 		}
 	}
 }
