@@ -702,8 +702,8 @@ func (b *blocks[T]) all() []T {
 // 64 bytes of the list, so that a list of items too small to be what the
 // caller reads (1, 1, …) reserves no more than a few times its size
 // before the decoder gives up on it; -1 when the list does not end (the
-// decoder then gives up on it too). It reads about a gigabyte a second,
-// most of it blanks.
+// decoder then gives up on it too). It reads more than half a gigabyte a
+// second, most of it blanks.
 func (d *fastDecoder) listLength() int {
 	n, end := d.countItems()
 	return min(n, (end-d.pos)/64)
