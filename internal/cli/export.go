@@ -194,7 +194,7 @@ func loadTopology(cmd *cobra.Command, arg string) (*cost.Topology, error) {
 }
 
 // loadNamedPlan returns a plan — decoded, validated and certified
-// (checkPlan) when the input is a plan, lowered when it is a fusion file —
+// (readPlan) when the input is a plan, lowered when it is a fusion file —
 // and the input's name for diagnostics (<stdin> for "-").
 func loadNamedPlan(cmd *cobra.Command, arg string, opts lower.Options) (string, *plan.Plan, error) {
 	name, src, err := readPlanOrFusion(cmd, arg)
@@ -210,14 +210,8 @@ func loadNamedSource(cmd *cobra.Command, name string, src []byte, opts lower.Opt
 		p, err := compileSource(cmd, name, src, opts)
 		return name, p, err
 	}
-	p, err := plan.Decode(name, src)
-	if err != nil {
-		return name, nil, report(cmd, err)
-	}
-	if err := checkPlan(cmd, name, p); err != nil {
-		return name, nil, err
-	}
-	return name, p, nil
+	p, err := readPlan(cmd, name, src)
+	return name, p, err
 }
 
 // isPlan tells a plan (JSON: an object) from a fusion file (YAML).

@@ -107,7 +107,7 @@ type opsAlike struct {
 // opsAlike returns the lowering alike of the ops of f, rebuilt with a's
 // tensors; keep keeps the ops replayed aside (reshard.NewOpMemo).
 func (a *alikeTensors) opsAlike(f *ir.Fusion, keep bool) *opsAlike {
-	return &opsAlike{f: f, tensors: a, memo: reshard.NewOpMemo(keep)}
+	return &opsAlike{f: f, tensors: a, memo: reshard.NewOpMemo(keep, len(f.Ops))}
 }
 
 // replays returns the ops of n replayed aside, by index (nil where none).

@@ -42,8 +42,14 @@ type Split struct {
 // device type of every op so decided.
 func insertReshardings(f *ir.Fusion, l *lowerer) (*ir.Fusion, *inserter) {
 	out := *f
-	out.Ops = nil
-	out.Tensors = slices.Clone(f.Inputs)
+	// Room for every op and tensor of f, which most fusions keep as they
+	// are: grown one op at a time, 100k ops' lists were copied into fresh
+	// memory some twenty times.
+	out.Ops, out.Tensors = nil, slices.Clone(f.Inputs)
+	if len(f.Ops) > 0 {
+		out.Ops = make([]*ir.Op, 0, len(f.Ops))
+		out.Tensors = append(make([]*ir.Tensor, 0, max(len(f.Tensors), len(f.Inputs))), f.Inputs...)
+	}
 	ins := &inserter{source: f, fusion: &out, errs: l.ledger.Errs(), planner: l.planner, trials: l.trials, sumTypes: map[*ir.Op]ir.ParallelType{}, failed: map[*ir.Op]bool{}, bcast: bcastAxes{}, owned: l.owned, deferred: map[*ir.Tensor]*ir.Op{}, copies: map[*ir.Tensor][]resharded{}}
 	for _, op := range f.Ops {
 		if op = ins.unalias(op); ins.savedCopy(op) {

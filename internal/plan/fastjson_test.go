@@ -3,6 +3,7 @@ package plan
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io/fs"
 	"maps"
 	"os"
@@ -183,6 +184,8 @@ func TestFastDecode(t *testing.T) {
 		{"list trailing comma", `{"format": 1, "meshes": {"m": {"shape": [1,]}}}`, false},
 		{"list missing comma", `{"format": 1, "meshes": {"m": {"shape": [1 2]}}}`, false},
 		{"nested too deep", `{"format": 1, "steps": [{"teams": [[[0]]]}]}`, false},
+		{"tensors counted", `{"format": 1, "tensors": [{"name": "a]"}, {"name": "b,[{"}, {"name": "c\"],\\"}, null, {"shape": [1, 2]}]}`, true},
+		{"tensors unterminated", `{"format": 1, "tensors": [{"name": "a"}, {"name": "b,"}`, false},
 		{"truncated literal", `{"format": 1, "fusion": nul}`, false},
 		{"literal run on", `{"format": 1, "fusion": nullx}`, false},
 	} {
@@ -246,4 +249,64 @@ func FuzzFastDecode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, src []byte) {
 		sameAsLibrary(t, "fuzz.json", src)
 	})
+}
+
+// TestFastDecodeAlikeTensors: tensors whose bytes after their names are
+// the same, with every field of a tensor given (and some null or empty),
+// decode as decodeLibrary decodes them, and each has memory of its own:
+// no list or pointer of one is another's, as when each is read field by
+// field (a caller may change one tensor of a plan without changing
+// another). Tensors that differ in one byte, or give their name later,
+// are read field by field.
+func TestFastDecodeAlikeTensors(t *testing.T) {
+	const body = `"dtype": "float32", "mesh": "m", "shape": [16, 16, 4], "reduction_axes": [2], ` +
+		`"schedule": [{"split": {"axis": 0, "factor": 2}}, {"outer_split": {"axis": 1, "factor": 8}}, {"merge": {"axis": 0}}, ` +
+		`{"reorder": [1, 0]}, {"parallelize": {"axis": 0, "type": "DIDx"}}], "allocation": [0, 1, 2], ` +
+		`"sharding": [{"type": "DIDx", "logical_axis": 1, "shape_axis": 1, "kind": "block", "logical_axes": [0, 1]}], ` +
+		`"local_shape": [8, 2], "padded_shape": [], "layout": [0, 1], "partial": "sum", "propagated": true}`
+	nulls := strings.NewReplacer(`"padded_shape": []`, `"padded_shape": null`, `"allocation": [0, 1, 2]`, `"allocation": null`).Replace(body)
+	var tensors []string
+	for i, b := range []string{body, body, nulls, body, nulls, strings.Replace(body, "[16, 16, 4]", "[16, 16, 5]", 1), body} {
+		tensors = append(tensors, fmt.Sprintf(`{"name": "t%d", %s`, i, b))
+	}
+	tensors = append(tensors, `{"dtype": "float32", "name": "late"}`, `{"name": "t7", "dtype": "float32"}`, `{"name": "t8", "dtype": "float32"}`)
+	src := []byte(`{"format": 1, "tensors": [` + strings.Join(tensors, ", ") + `]}`)
+	if !sameAsLibrary(t, "alike", src) {
+		t.Fatal("fastDecode declined the plan")
+	}
+	p, _ := fastDecode(src)
+	owners := map[uintptr]string{}
+	for _, tensor := range p.Tensors {
+		for _, addr := range addresses(reflect.ValueOf(tensor)) {
+			if other, ok := owners[addr]; ok && other != tensor.Name {
+				t.Errorf("%s and %s share memory at %#x", other, tensor.Name, addr)
+			}
+			owners[addr] = tensor.Name
+		}
+	}
+}
+
+// addresses lists the memory v refers to: the first element of each
+// non-empty list and the target of each pointer, at any depth.
+func addresses(v reflect.Value) []uintptr {
+	var out []uintptr
+	switch v.Kind() {
+	case reflect.Pointer:
+		if !v.IsNil() {
+			out = append(out, v.Pointer())
+			out = append(out, addresses(v.Elem())...)
+		}
+	case reflect.Slice:
+		if v.Len() > 0 {
+			out = append(out, v.Pointer())
+		}
+		for i := range v.Len() {
+			out = append(out, addresses(v.Index(i))...)
+		}
+	case reflect.Struct:
+		for i := range v.NumField() {
+			out = append(out, addresses(v.Field(i))...)
+		}
+	}
+	return out
 }

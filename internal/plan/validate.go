@@ -53,6 +53,8 @@ func validate(p *Plan, alike bool) []diag.Diagnostic {
 type validator struct {
 	p     *Plan
 	probs *diag.List
+	// teamScratch lists a step's readers or writers (membersIn).
+	teamScratch []int
 	// alike lets checkTensorOnce skip tensors alike ones checked before.
 	alike bool
 	// devices holds every non-negative device id of every mesh.

@@ -1,7 +1,5 @@
 package plan
 
-import "slices"
-
 // This file follows which devices hold which buffers, as simulate does
 // with real data: a device takes part in a step only with the buffers it
 // holds, so a step whose readers lack its input, or an op that leaves a
@@ -13,7 +11,11 @@ import "slices"
 // without the input contribute nothing, as when the root is appended to
 // the team); a Broadcast, Scatter or SendRecv only its source; an
 // AllToAllV its members that send something.
-func readers(s *Step) []int {
+func readers(s *Step) []int { return readersIn(s, nil) }
+
+// readersIn is readers, the members of several teams listed in buf's
+// memory (membersIn).
+func readersIn(s *Step, buf *[]int) []int {
 	switch s.Type {
 	case Gather, Reduce:
 		return nil
@@ -27,13 +29,17 @@ func readers(s *Step) []int {
 	case AllToAllV:
 		return exchangeMembers(s, s.Count.Input, func(k, r int) int { return s.SendCounts[k][r] })
 	}
-	return members(s)
+	return membersIn(s, buf)
 }
 
 // writers returns the devices a step leaves holding its output: the root
 // of a Gather or Reduce, the receiver of a SendRecv, an AllToAllV's
 // members that receive something, every member or device otherwise.
-func writers(s *Step) []int {
+func writers(s *Step) []int { return writersIn(s, nil) }
+
+// writersIn is writers, the members of several teams listed in buf's
+// memory (membersIn).
+func writersIn(s *Step, buf *[]int) []int {
 	switch s.Type {
 	case Gather, Reduce:
 		if s.Root == nil {
@@ -45,7 +51,7 @@ func writers(s *Step) []int {
 	case AllToAllV:
 		return exchangeMembers(s, s.Count.Output, func(r, k int) int { return s.SendCounts[k][r] })
 	}
-	return members(s)
+	return membersIn(s, buf)
 }
 
 // pairEnds lists a SendRecv's senders (end 0) or receivers (end 1): one
@@ -101,22 +107,39 @@ func exchangeMembers(s *Step, n int, count func(k, r int) int) []int {
 // or its devices. The slice may be the step's own: callers only read it.
 func (s *Step) Members() []int { return members(s) }
 
-func members(s *Step) []int {
+func members(s *Step) []int { return membersIn(s, nil) }
+
+// membersIn is members, the members of several teams listed in *buf's
+// memory (grown as needed; a new list when buf is nil): the validator
+// lists them for every step, twice, and a new list a step was a tenth of
+// its allocations on a 2-D mesh.
+func membersIn(s *Step, buf *[]int) []int {
 	switch len(s.Teams) {
 	case 0:
 		return s.Devices
 	case 1:
 		return s.Teams[0] // no copy: callers only read it
 	}
-	return slices.Concat(s.Teams...)
+	var b []int
+	if buf != nil {
+		b = (*buf)[:0]
+	}
+	for _, team := range s.Teams {
+		b = append(b, team...)
+	}
+	if buf != nil {
+		*buf = b
+	}
+	return b
 }
 
 // checkReaders checks that every device that must hold the step's inputs
 // holds each of them.
 func (v *validator) checkReaders(i int, s *Step) {
+	rs := readersIn(s, &v.teamScratch)
 	for _, name := range s.Operands() {
 		have := v.holders(name)
-		for _, d := range readers(s) {
+		for _, d := range rs {
 			if have != nil && !have.has(&v.devIndex, d) {
 				v.stepf(i, "device %d reads %q, which it does not hold", d, name)
 			}
@@ -127,7 +150,7 @@ func (v *validator) checkReaders(i int, s *Step) {
 // recordWriters notes the devices that hold the step's output after it.
 func (v *validator) recordWriters(s *Step) {
 	held := v.heldSet(s.Output)
-	for _, d := range writers(s) {
+	for _, d := range writersIn(s, &v.teamScratch) {
 		held.add(&v.devIndex, d)
 	}
 }

@@ -99,7 +99,16 @@ type aggregateAdd struct {
 // keeps the ops replayed aside (Replays) rather than write their steps to
 // the ledger: lower.Certify compares them with a plan's steps where they
 // are, which spares copying and renaming most of the steps of a chain.
-func NewOpMemo(keep bool) *OpMemo { return &OpMemo{ops: map[string]*opRecord{}, keep: keep} }
+// ops, the number of ops the ledger will lower, sizes that list, which a
+// chain's replays nearly fill (growing it to 100k replays copied them
+// into fresh memory some twenty times).
+func NewOpMemo(keep bool, ops int) *OpMemo {
+	m := &OpMemo{ops: map[string]*opRecord{}, keep: keep}
+	if keep {
+		m.replays = make([]Replay, 0, ops)
+	}
+	return m
+}
 
 // LowerAlike is Lower, or the replay of the lowering of an earlier op of
 // the ledger under the same key and with the same answer to whether a
