@@ -57,7 +57,8 @@ type Options struct {
 // Progress is how far Solve is.
 type Progress struct {
 	// Stage is "pricing" (the ops' tables: Done of Total ops), "search"
-	// (the best assignment: ops) or "runner-ups" (decisions).
+	// (the best assignment: ops) or "runner-ups" (their backward pass:
+	// ops).
 	Stage       string
 	Done, Total int
 }
@@ -208,9 +209,7 @@ func Solve(file string, src []byte, opts Options) (*Result, error) {
 			produced[v.t.Name] = v.t
 		}
 	}
-	if res.Decisions, err = runnerUps(sv, best, rep); err != nil {
-		return nil, err
-	}
+	res.Decisions = runnerUps(sv, best, rep)
 	res.Decisions = slices.DeleteFunc(res.Decisions, func(d Decision) bool { return internal[d.Tensor] })
 	if res.Fusion, err = tree.annotate(order, chosen, meshes, produced); err != nil {
 		return nil, err
@@ -227,34 +226,25 @@ func Solve(file string, src []byte, opts Options) (*Result, error) {
 
 // runnerUps lists each decision's choice and, after an exact search, its
 // runner-up: the best assignment in which the tensor takes any other
-// option. The programme's marginals give each option's best cost at once
-// (under a budget, from the partial assignments no other dominates); a
-// tie between other options (whose winner is the first such assignment in
-// search order) solves again with the choice barred.
-func runnerUps(sv *solver, best *solution, rep *reporter) ([]Decision, error) {
+// option, the first in search order of the cheapest. The programme's
+// backward pass gives them all at once (solver.backward; under a budget,
+// from the partial assignments no other dominates).
+func runnerUps(sv *solver, best *solution, rep *reporter) []Decision {
 	var marg [][]int64
+	var other []int
 	if sv.exact {
-		marg = sv.marginals()
+		marg, other = sv.backward(best.choice, func(done, total int) { rep.report("runner-ups", done, total) })
 	}
 	var out []Decision
-	for i, k := range sv.decisions {
+	for _, k := range sv.decisions {
 		v := sv.m.vars[k]
 		d := Decision{Tensor: v.t.Name, Chosen: v.describe(best.choice[k])}
-		switch o, ties := otherBest(marg, k, best.choice[k]); {
-		case !sv.exact:
-		case marg != nil && ties == 0:
-		case marg != nil && ties == 1:
-			d.RunnerUp, d.Slower = v.describe(o), float64(marg[k][o]-best.cost)/1e12
-		default:
-			sv.progress = func(int, int) { rep.report("runner-ups", i, len(sv.decisions)) }
-			var err error
-			if d, err = runnerUpAmong(sv, k, best, tied(marg, k, o, best.choice[k])); err != nil {
-				return nil, err
-			}
+		if other != nil && other[k] >= 0 {
+			d.RunnerUp, d.Slower = v.describe(other[k]), float64(marg[k][other[k]]-best.cost)/1e12
 		}
 		out = append(out, d)
 	}
-	return out, nil
+	return out
 }
 
 // otherBest is the option of variable k, other than chosen, with the
