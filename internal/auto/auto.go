@@ -276,42 +276,6 @@ func tied(marg [][]int64, k, o, chosen int) []bool {
 	return out
 }
 
-// runnerUp solves again with decision k barred from its chosen option.
-func runnerUp(sv *solver, k int, best *solution) (Decision, error) {
-	others := make([]bool, len(sv.m.vars[k].options))
-	for o := range others {
-		others[o] = o != best.choice[k]
-	}
-	return runnerUpAmong(sv, k, best, others)
-}
-
-// runnerUpAmong solves again with decision k allowed only the options
-// among (which leave out its chosen one), after an exact solve: from the
-// step that first sees k on, the layers before it kept (and restored
-// after, for the next runner-up). Allowed only the options that tie for
-// the runner-up's cost, the programme keeps fewer states while k is on
-// its frontier, and finds the same assignment: every other option costs
-// more.
-func runnerUpAmong(sv *solver, k int, best *solution, among []bool) (Decision, error) {
-	v := sv.m.vars[k]
-	d := Decision{Tensor: v.t.Name, Chosen: v.describe(best.choice[k])}
-	sv.allowed[k] = among
-	layers, layerBytes := sv.layers, sv.layerBytes
-	defer func() { sv.allowed[k], sv.layers, sv.layerBytes = nil, layers, layerBytes }()
-	other, err := sv.resolveFrom(sv.firstSeen(k))
-	switch {
-	case err == errInfeasible || err == errStopped:
-		return d, nil // no runner-up to show
-	case err == nil && !sv.exact:
-		return d, nil // stopped at the time limit: its greedy finish may not be the runner-up
-	case err != nil:
-		return d, err
-	}
-	d.RunnerUp = v.describe(other.choice[k])
-	d.Slower = float64(other.cost-best.cost) / 1e12
-	return d, nil
-}
-
 func budgetHint(budget int64) string {
 	if budget > 0 {
 		return fmt.Sprintf(" within a memory budget of %s per device; raise --memory-budget or give some tensors placements", humanize.IBytes(uint64(budget)))

@@ -185,9 +185,9 @@ type solver struct {
 	// greedily; lower is then a lower bound on the optimum's cost.
 	exact bool
 	lower int64
-	// layers are the layers before each step of the last exact solve (and
-	// the last layer), kept for the runner-ups; layerBytes is tableBytes
-	// as each layer was kept.
+	// layers are the layers before each step of the last exact solve,
+	// kept for the runner-ups' backward pass; layerBytes is tableBytes as
+	// each layer was kept (for the tests' solving again from one).
 	layers     [][][]*entry
 	layerBytes []int64
 }
@@ -282,21 +282,6 @@ func (m *model) strides(vars, in []int) []int {
 func (s *solver) solve() (*solution, error) {
 	s.layers, s.layerBytes, s.tableBytes = nil, nil, 0
 	return s.resume(0, [][]*entry{{{step: -1}}})
-}
-
-// resolveFrom solves again, after an exact solve, with a change to the
-// options allowed of variables first seen at step from or later: the
-// layers before it do not depend on them (advance reads only its step's
-// fresh variables' options), so the last exact solve's are kept and the
-// programme runs on from there. A runner-up's solve so does half the work
-// of a full one on average, with the same result (TestResolveFrom).
-func (s *solver) resolveFrom(from int) (*solution, error) {
-	if from < 0 || from >= len(s.layers) {
-		return s.solve() // no exact solve before, or a variable no op reads
-	}
-	layer, bytes := s.layers[from], s.layerBytes[from]
-	s.layers, s.layerBytes, s.tableBytes = s.layers[:from:from], s.layerBytes[:from:from], bytes
-	return s.resume(from, layer)
 }
 
 // resume runs the programme from layer, the states before step from, on.
@@ -690,7 +675,7 @@ func satAdd(a, b int64) int64 {
 // dominated by a kept one that is no slower, no larger and, at equal
 // time, first in search order, and swapping it in changes nothing else),
 // so a runner-up is read off the tables as the solve again of
-// runnerUpAmong finds it (TestRunnerUps). It needs an exact solve;
+// runnerUpAmong, the tests' reference, finds it (TestRunnerUps). It needs an exact solve;
 // progress, when set, is told how many ops it has passed.
 func (s *solver) backward(chosen []int, progress func(done, total int)) (marg [][]int64, other []int) {
 	marg, other = make([][]int64, len(s.m.vars)), make([]int, len(s.m.vars))
@@ -714,9 +699,13 @@ func (s *solver) backward(chosen []int, progress func(done, total int)) (marg []
 		}
 		st, layer := s.steps[i], s.layers[i]
 		before := make([][]*tail, len(layer))
+		slots := make([]*tail, len(layer)) // each state's first list, without a budget its only one
 		s.combinations(st, layer, func(fs int, vals []int, ti int, c int64, ni int) {
 			best := int64(maxCost)
 			s.joins(st, vals, c, after[ni], func(cost, w, r int64, next *tail) {
+				if before[fs] == nil {
+					before[fs] = slots[fs:fs:fs+1]
+				}
 				before[fs] = s.keepTail(before[fs], tail{cost: cost, w: w, r: r, next: next, combo: int32(ti), step: st.index})
 				for _, e := range layer[fs] {
 					if s.fits(e, w, r) {
@@ -780,17 +769,22 @@ func (s *solver) fits(e *entry, w, r int64) bool {
 }
 
 // keepTail adds x to a state's ways to finish: without a budget the first
-// cheapest in search order alone (allocated only when kept); with one,
-// every one that no other dominates.
+// cheapest in search order alone (allocated once per state, and
+// overwritten by a better one: no way of an earlier state refers to it
+// yet); with one, every one that no other dominates.
 func (s *solver) keepTail(list []*tail, x tail) []*tail {
 	if s.budget == 0 {
-		if len(list) == 0 || x.cost < list[0].cost || x.cost == list[0].cost && s.tailLess(&x, list[0]) {
+		switch {
+		case len(list) == 0:
 			kept := x
-			return append(list[:0], &kept)
+			return append(list, &kept)
+		case x.cost < list[0].cost || x.cost == list[0].cost && s.tailLess(&x, list[0]):
+			*list[0] = x
 		}
 		return list
 	}
-	return s.keepPareto(list, &x)
+	kept := x // x alone would move to the heap on every call
+	return s.keepPareto(list, &kept)
 }
 
 // keepPareto adds x to a state's ways to finish under a budget unless
@@ -901,9 +895,4 @@ func (s *solver) combinations(st *step, layer [][]*entry, f func(fs int, vals []
 			}
 		}
 	}
-}
-
-// firstSeen is the step whose op first reads or writes variable k.
-func (s *solver) firstSeen(k int) int {
-	return slices.IndexFunc(s.steps, func(st *step) bool { return slices.Contains(st.fresh, k) })
 }
