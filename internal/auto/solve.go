@@ -704,7 +704,7 @@ func (s *solver) backward(chosen []int, progress func(done, total int)) (marg []
 			best := int64(maxCost)
 			s.joins(st, vals, c, after[ni], func(cost, w, r int64, next *tail) {
 				if before[fs] == nil {
-					before[fs] = slots[fs:fs:fs+1]
+					before[fs] = slots[fs : fs : fs+1]
 				}
 				before[fs] = s.keepTail(before[fs], tail{cost: cost, w: w, r: r, next: next, combo: int32(ti), step: st.index})
 				for _, e := range layer[fs] {
