@@ -674,9 +674,9 @@ func satAdd(a, b int64) int64 {
 // of a kept partial assignment and a kept tail (a dropped one is
 // dominated by a kept one that is no slower, no larger and, at equal
 // time, first in search order, and swapping it in changes nothing else),
-// so a runner-up is read off the tables as the solve again of
-// runnerUpAmong, the tests' reference, finds it (TestRunnerUps). It needs an exact solve;
-// progress, when set, is told how many ops it has passed.
+// so a runner-up is read off the tables as solving again with the choice
+// barred finds it (TestRunnerUps). It needs an exact solve; progress,
+// when set, is told how many ops it has passed.
 func (s *solver) backward(chosen []int, progress func(done, total int)) (marg [][]int64, other []int) {
 	marg, other = make([][]int64, len(s.m.vars)), make([]int, len(s.m.vars))
 	for k, v := range s.m.vars {
@@ -754,11 +754,9 @@ func (s *solver) joins(st *step, vals []int, c int64, list []*tail, f func(cost,
 	}
 	dw, do, l := s.bytes(st, st.inputs, vals), s.bytes(st, st.tails, vals), s.bytes(st, st.live, vals)
 	for _, b := range list {
-		cost, w, r := satAdd(c, b.cost), satAdd(dw, b.w), satAdd(do, max(l, b.r))
-		if s.budget > 0 && satAdd(w, r) > s.budget {
-			continue
+		if cost, w, r := satAdd(c, b.cost), satAdd(dw, b.w), satAdd(do, max(l, b.r)); satAdd(w, r) <= s.budget {
+			f(cost, w, r, b)
 		}
-		f(cost, w, r, b)
 	}
 }
 
