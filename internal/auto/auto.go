@@ -57,7 +57,8 @@ type Options struct {
 // Progress is how far Solve is.
 type Progress struct {
 	// Stage is "pricing" (the ops' tables: Done of Total ops), "search"
-	// (the best assignment: ops) or "runner-ups" (decisions).
+	// (the best assignment: ops) or "runner-ups" (their backward pass:
+	// ops).
 	Stage       string
 	Done, Total int
 }
@@ -208,9 +209,7 @@ func Solve(file string, src []byte, opts Options) (*Result, error) {
 			produced[v.t.Name] = v.t
 		}
 	}
-	if res.Decisions, err = runnerUps(sv, best, rep); err != nil {
-		return nil, err
-	}
+	res.Decisions = runnerUps(sv, best, rep)
 	res.Decisions = slices.DeleteFunc(res.Decisions, func(d Decision) bool { return internal[d.Tensor] })
 	if res.Fusion, err = tree.annotate(order, chosen, meshes, produced); err != nil {
 		return nil, err
@@ -227,34 +226,25 @@ func Solve(file string, src []byte, opts Options) (*Result, error) {
 
 // runnerUps lists each decision's choice and, after an exact search, its
 // runner-up: the best assignment in which the tensor takes any other
-// option. The programme's marginals give each option's best cost at once
-// (under a budget, from the partial assignments no other dominates); a
-// tie between other options (whose winner is the first such assignment in
-// search order) solves again with the choice barred.
-func runnerUps(sv *solver, best *solution, rep *reporter) ([]Decision, error) {
+// option, the first in search order of the cheapest. The programme's
+// backward pass gives them all at once (solver.backward; under a budget,
+// from the partial assignments no other dominates).
+func runnerUps(sv *solver, best *solution, rep *reporter) []Decision {
 	var marg [][]int64
+	var other []int
 	if sv.exact {
-		marg = sv.marginals()
+		marg, other = sv.backward(best.choice, func(done, total int) { rep.report("runner-ups", done, total) })
 	}
 	var out []Decision
-	for i, k := range sv.decisions {
+	for _, k := range sv.decisions {
 		v := sv.m.vars[k]
 		d := Decision{Tensor: v.t.Name, Chosen: v.describe(best.choice[k])}
-		switch o, ties := otherBest(marg, k, best.choice[k]); {
-		case !sv.exact:
-		case marg != nil && ties == 0:
-		case marg != nil && ties == 1:
-			d.RunnerUp, d.Slower = v.describe(o), float64(marg[k][o]-best.cost)/1e12
-		default:
-			sv.progress = func(int, int) { rep.report("runner-ups", i, len(sv.decisions)) }
-			var err error
-			if d, err = runnerUpAmong(sv, k, best, tied(marg, k, o, best.choice[k])); err != nil {
-				return nil, err
-			}
+		if other != nil && other[k] >= 0 {
+			d.RunnerUp, d.Slower = v.describe(other[k]), float64(marg[k][other[k]]-best.cost)/1e12
 		}
 		out = append(out, d)
 	}
-	return out, nil
+	return out
 }
 
 // otherBest is the option of variable k, other than chosen, with the
@@ -284,42 +274,6 @@ func tied(marg [][]int64, k, o, chosen int) []bool {
 		out[i] = i != chosen && c == marg[k][o]
 	}
 	return out
-}
-
-// runnerUp solves again with decision k barred from its chosen option.
-func runnerUp(sv *solver, k int, best *solution) (Decision, error) {
-	others := make([]bool, len(sv.m.vars[k].options))
-	for o := range others {
-		others[o] = o != best.choice[k]
-	}
-	return runnerUpAmong(sv, k, best, others)
-}
-
-// runnerUpAmong solves again with decision k allowed only the options
-// among (which leave out its chosen one), after an exact solve: from the
-// step that first sees k on, the layers before it kept (and restored
-// after, for the next runner-up). Allowed only the options that tie for
-// the runner-up's cost, the programme keeps fewer states while k is on
-// its frontier, and finds the same assignment: every other option costs
-// more.
-func runnerUpAmong(sv *solver, k int, best *solution, among []bool) (Decision, error) {
-	v := sv.m.vars[k]
-	d := Decision{Tensor: v.t.Name, Chosen: v.describe(best.choice[k])}
-	sv.allowed[k] = among
-	layers, layerBytes := sv.layers, sv.layerBytes
-	defer func() { sv.allowed[k], sv.layers, sv.layerBytes = nil, layers, layerBytes }()
-	other, err := sv.resolveFrom(sv.firstSeen(k))
-	switch {
-	case err == errInfeasible || err == errStopped:
-		return d, nil // no runner-up to show
-	case err == nil && !sv.exact:
-		return d, nil // stopped at the time limit: its greedy finish may not be the runner-up
-	case err != nil:
-		return d, err
-	}
-	d.RunnerUp = v.describe(other.choice[k])
-	d.Slower = float64(other.cost-best.cost) / 1e12
-	return d, nil
 }
 
 func budgetHint(budget int64) string {

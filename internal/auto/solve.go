@@ -185,9 +185,9 @@ type solver struct {
 	// greedily; lower is then a lower bound on the optimum's cost.
 	exact bool
 	lower int64
-	// layers are the layers before each step of the last exact solve (and
-	// the last layer), kept for the runner-ups; layerBytes is tableBytes
-	// as each layer was kept.
+	// layers are the layers before each step of the last exact solve,
+	// kept for the runner-ups' backward pass; layerBytes is tableBytes as
+	// each layer was kept (for the tests' solving again from one).
 	layers     [][][]*entry
 	layerBytes []int64
 }
@@ -282,21 +282,6 @@ func (m *model) strides(vars, in []int) []int {
 func (s *solver) solve() (*solution, error) {
 	s.layers, s.layerBytes, s.tableBytes = nil, nil, 0
 	return s.resume(0, [][]*entry{{{step: -1}}})
-}
-
-// resolveFrom solves again, after an exact solve, with a change to the
-// options allowed of variables first seen at step from or later: the
-// layers before it do not depend on them (advance reads only its step's
-// fresh variables' options), so the last exact solve's are kept and the
-// programme runs on from there. A runner-up's solve so does half the work
-// of a full one on average, with the same result (TestResolveFrom).
-func (s *solver) resolveFrom(from int) (*solution, error) {
-	if from < 0 || from >= len(s.layers) {
-		return s.solve() // no exact solve before, or a variable no op reads
-	}
-	layer, bytes := s.layers[from], s.layerBytes[from]
-	s.layers, s.layerBytes, s.tableBytes = s.layers[:from:from], s.layerBytes[:from:from], bytes
-	return s.resume(from, layer)
 }
 
 // resume runs the programme from layer, the states before step from, on.
@@ -579,22 +564,36 @@ func (s *solver) before(a, b *entry) bool {
 // the first decision (in fusion order) where their options differ, a's is
 // the smaller. a and b are partial assignments of the same steps.
 func (s *solver) lexLess(a, b *entry) bool {
-	first, less := math.MaxInt, false
+	_, less := s.entryDiff(a, b, math.MaxInt, false)
+	return less
+}
+
+// entryDiff is, of partial assignments a and b of the same steps, the
+// first decision (its index in fusion order) where their options differ
+// and whether a's is the smaller there, or first and less when that
+// decision comes no earlier than first.
+func (s *solver) entryDiff(a, b *entry, first int, less bool) (int, bool) {
 	for a != b {
 		if a.combo != b.combo {
-			fa := s.steps[a.step].fa
-			ca, cb := int(a.combo), int(b.combo)
-			for j := len(fa.vars) - 1; j >= 0; j-- {
-				n := len(s.m.vars[fa.vars[j]].options)
-				if va, vb := ca%n, cb%n; va != vb && s.pos[fa.vars[j]] < first {
-					first, less = s.pos[fa.vars[j]], va < vb
-				}
-				ca, cb = ca/n, cb/n
-			}
+			first, less = s.comboDiff(a.step, a.combo, b.combo, first, less)
 		}
 		a, b = a.prev, b.prev
 	}
-	return less
+	return first, less
+}
+
+// comboDiff is entryDiff over entries ca and cb of step i's table.
+func (s *solver) comboDiff(i, ca, cb int32, first int, less bool) (int, bool) {
+	fa := s.steps[i].fa
+	a, b := int(ca), int(cb)
+	for j := len(fa.vars) - 1; j >= 0; j-- {
+		n := len(s.m.vars[fa.vars[j]].options)
+		if va, vb := a%n, b%n; va != vb && s.pos[fa.vars[j]] < first {
+			first, less = s.pos[fa.vars[j]], va < vb
+		}
+		a, b = a/n, b/n
+	}
+	return first, less
 }
 
 // decode writes the options of vars in state index i.
@@ -657,86 +656,223 @@ func satAdd(a, b int64) int64 {
 	return maxCost
 }
 
-// marginals returns, per variable and option, the cost of the cheapest
-// assignment within the budget that gives the variable that option
-// (maxCost when none can), from the layers of the last solve and a
-// backward pass: for a variable first seen at op t, each partial
-// assignment reaching a state before t, joined with op t and each way to
-// finish from the state after it. Without a budget a state keeps its
-// cheapest way to finish; with one, every way that no other beats in
-// time, in the bytes of the inputs it adds and in its own peak of
-// outputs and intermediates (suffix): the join checks the whole
-// assignment's peak. It needs an exact solve.
-func (s *solver) marginals() [][]int64 {
-	out := make([][]int64, len(s.m.vars))
+// backward is the runner-ups' pass over the layers of the last exact
+// solve: per variable and option, the cost of the cheapest assignment
+// within the budget that gives the variable that option (maxCost when
+// none can: marg), and per decision its runner-up given the chosen
+// options (other, -1 when none): the option of the first in search order
+// of the cheapest assignments giving it any other. Going back from the
+// last op, it keeps per state the ways to finish from it (tails): without
+// a budget the first cheapest in search order; with one, every way that
+// no other beats in time, in the bytes of the inputs it adds, in its own
+// peak of outputs and intermediates and, at equal time, in search order.
+// For a variable first seen at op t, every assignment is a partial
+// assignment reaching a state before t (the forward pass's), joined with
+// an entry of op t and a way to finish from the state after it; the
+// join checks the whole assignment's peak. The first in search order of
+// the cheapest assignments giving a variable some options is such a join
+// of a kept partial assignment and a kept tail (a dropped one is
+// dominated by a kept one that is no slower, no larger and, at equal
+// time, first in search order, and swapping it in changes nothing else),
+// so a runner-up is read off the tables as solving again with the choice
+// barred finds it (TestRunnerUps). It needs an exact solve; progress,
+// when set, is told how many ops it has passed.
+func (s *solver) backward(chosen []int, progress func(done, total int)) (marg [][]int64, other []int) {
+	marg, other = make([][]int64, len(s.m.vars)), make([]int, len(s.m.vars))
 	for k, v := range s.m.vars {
-		out[k] = make([]int64, len(v.options))
-		for o := range out[k] {
-			out[k][o] = maxCost
+		marg[k], other[k] = make([]int64, len(v.options)), -1
+		for o := range marg[k] {
+			marg[k][o] = maxCost
 		}
 	}
-	var after [][]suffix // the ways to finish from each state after the step
-	if n := len(s.steps); n > 0 {
+	n := len(s.steps)
+	var after [][]*tail // the ways to finish from each state after the step
+	if n > 0 {
+		root := &tail{step: int32(n)}
 		for range s.steps[n-1].nextStates {
-			after = append(after, []suffix{{}})
+			after = append(after, []*tail{root})
 		}
 	}
-	for i := len(s.steps) - 1; i >= 0; i-- {
-		st := s.steps[i]
-		layer := s.layers[i]
-		before := make([][]suffix, len(layer))
-		s.combinations(st, layer, func(fs int, vals []int, c int64, ni int) {
-			dw, do, l := s.bytes(st, st.inputs, vals), s.bytes(st, st.tails, vals), s.bytes(st, st.live, vals)
+	for i := n - 1; i >= 0; i-- {
+		if progress != nil {
+			progress(n-1-i, n)
+		}
+		st, layer := s.steps[i], s.layers[i]
+		before := make([][]*tail, len(layer))
+		slots := make([]*tail, len(layer)) // each state's first list, without a budget its only one
+		s.combinations(st, layer, func(fs int, vals []int, ti int, c int64, ni int) {
 			best := int64(maxCost)
-			for _, b := range after[ni] {
-				x := suffix{cost: satAdd(c, b.cost), w: satAdd(dw, b.w), r: satAdd(do, max(l, b.r))}
-				if s.budget > 0 && satAdd(x.w, x.r) > s.budget {
-					continue
+			s.joins(st, vals, c, after[ni], func(cost, w, r int64, next *tail) {
+				if before[fs] == nil {
+					before[fs] = slots[fs : fs : fs+1]
 				}
-				before[fs] = s.keepSuffix(before[fs], x)
+				before[fs] = s.keepTail(before[fs], tail{cost: cost, w: w, r: r, next: next, combo: int32(ti), step: st.index})
 				for _, e := range layer[fs] {
-					if peak := satAdd(satAdd(e.w, x.w), max(e.r, satAdd(e.o, x.r))); s.budget == 0 || peak <= s.budget {
-						best = min(best, satAdd(e.cost, x.cost))
+					if s.fits(e, w, r) {
+						best = min(best, satAdd(e.cost, cost))
 					}
 				}
-			}
+			})
 			for j := len(st.front); j < len(vals); j++ {
-				m := out[st.scope[j]]
+				m := marg[st.scope[j]]
 				m[vals[j]] = min(m[vals[j]], best)
 			}
 		})
+		for _, k := range st.fresh {
+			if s.pos[k] >= 0 {
+				other[k] = s.runnerUpOption(i, k, chosen[k], marg[k], after)
+			}
+		}
 		after = before
 	}
-	return out
+	return marg, other
 }
 
-// suffix is a way to finish from a state: the ops from some op on, their
-// cost, the bytes of the fusion inputs they first read (w), and the most,
-// over them, of the outputs and intermediates live then, counted from
-// the outputs before them (r).
-type suffix struct{ cost, w, r int64 }
+// tail is a way to finish from a state before step: the entry combo of
+// its table and the way on from the state after it (next), their cost,
+// the bytes of the fusion inputs they first read (w), and the most, over
+// their ops, of the outputs and intermediates live then, counted from the
+// outputs before step (r). The ways from the states of one layer end at
+// one root, so two are compared by walking both to where they meet.
+type tail struct {
+	cost, w, r int64
+	next       *tail
+	combo      int32
+	step       int32
+}
 
-// keepSuffix adds x to a state's ways to finish: without a budget the
-// cheapest alone; with one, every one no other beats in cost, w and r.
-func (s *solver) keepSuffix(list []suffix, x suffix) []suffix {
+// joins calls f with each way to finish from the state before st that
+// takes options vals of its scope (the op's price c) and then one of
+// list, the ways to finish from the state after it, within the budget:
+// its cost, w, r and the way on (w and r 0 without a budget).
+func (s *solver) joins(st *step, vals []int, c int64, list []*tail, f func(cost, w, r int64, next *tail)) {
+	if s.budget == 0 { // bytes do not count
+		if len(list) > 0 {
+			f(satAdd(c, list[0].cost), 0, 0, list[0])
+		}
+		return
+	}
+	dw, do, l := s.bytes(st, st.inputs, vals), s.bytes(st, st.tails, vals), s.bytes(st, st.live, vals)
+	for _, b := range list {
+		if cost, w, r := satAdd(c, b.cost), satAdd(dw, b.w), satAdd(do, max(l, b.r)); satAdd(w, r) <= s.budget {
+			f(cost, w, r, b)
+		}
+	}
+}
+
+// fits reports whether partial assignment e finished by a way of w and r
+// keeps within the budget.
+func (s *solver) fits(e *entry, w, r int64) bool {
+	return s.budget == 0 || satAdd(satAdd(e.w, w), max(e.r, satAdd(e.o, r))) <= s.budget
+}
+
+// keepTail adds x to a state's ways to finish: without a budget the first
+// cheapest in search order alone (allocated once per state, and
+// overwritten by a better one: no way of an earlier state refers to it
+// yet); with one, every one that no other dominates.
+func (s *solver) keepTail(list []*tail, x tail) []*tail {
 	if s.budget == 0 {
-		if len(list) == 0 || x.cost < list[0].cost {
-			return []suffix{x}
+		switch {
+		case len(list) == 0:
+			kept := x
+			return append(list, &kept)
+		case x.cost < list[0].cost || x.cost == list[0].cost && s.tailLess(&x, list[0]):
+			*list[0] = x
 		}
 		return list
 	}
-	covers := func(y, x suffix) bool { return y.cost <= x.cost && y.w <= x.w && y.r <= x.r }
-	if slices.ContainsFunc(list, func(y suffix) bool { return covers(y, x) }) {
+	kept := x // x alone would move to the heap on every call
+	return s.keepPareto(list, &kept)
+}
+
+// keepPareto adds x to a state's ways to finish under a budget unless
+// another dominates it, and drops those it dominates: no slower, no
+// larger in w and r and, at equal time, first in search order.
+func (s *solver) keepPareto(list []*tail, x *tail) []*tail {
+	dominates := func(y, x *tail) bool {
+		return y.cost <= x.cost && y.w <= x.w && y.r <= x.r && (y.cost < x.cost || !s.tailLess(x, y))
+	}
+	if slices.ContainsFunc(list, func(y *tail) bool { return dominates(y, x) }) {
 		return list
 	}
-	return append(slices.DeleteFunc(list, func(y suffix) bool { return covers(x, y) }), x)
+	return append(slices.DeleteFunc(list, func(y *tail) bool { return dominates(x, y) }), x)
+}
+
+// tailLess reports whether way a comes before way b, of the same state,
+// in search order.
+func (s *solver) tailLess(a, b *tail) bool {
+	_, less := s.tailDiff(a, b, math.MaxInt, false)
+	return less
+}
+
+// runnerUpOption is the runner-up of decision k, first seen at step i,
+// given its chosen option and its marginals marg: the option of the first
+// in search order of the cheapest assignments giving it any other, -1
+// when none runs within the budget. When one other option has the least
+// marginal, that one; when several tie, each join of a partial assignment
+// before step i, an entry of its op giving k one of them and a way to
+// finish from after (the states after it) that costs that least is an
+// assignment with that option, and the first in search order of those
+// decides.
+func (s *solver) runnerUpOption(i, k, chosen int, marg []int64, after [][]*tail) int {
+	o, ties := otherBest([][]int64{marg}, 0, chosen)
+	if ties <= 1 {
+		if ties == 0 {
+			return -1
+		}
+		return o
+	}
+	st, layer := s.steps[i], s.layers[i]
+	j := slices.Index(st.scope, k)
+	target := marg[o]
+	among := tied([][]int64{marg}, 0, o, chosen)
+	s.allowed[k] = among
+	defer func() { s.allowed[k] = nil }()
+	var (
+		bestE *entry
+		bestT tail // its combo and next
+	)
+	s.combinations(st, layer, func(fs int, vals []int, ti int, c int64, ni int) {
+		s.joins(st, vals, c, after[ni], func(cost, w, r int64, next *tail) {
+			for _, e := range layer[fs] {
+				if satAdd(e.cost, cost) != target || !s.fits(e, w, r) {
+					continue
+				}
+				x := tail{combo: int32(ti), next: next, step: st.index}
+				if bestE == nil || s.joinLess(e, &x, bestE, &bestT) {
+					bestE, bestT, o = e, x, vals[j]
+				}
+			}
+		})
+	})
+	return o
+}
+
+// joinLess reports whether the assignment of partial assignment ea and
+// way ta (a way to finish from the state it reaches) comes before that of
+// eb and tb in search order.
+func (s *solver) joinLess(ea *entry, ta *tail, eb *entry, tb *tail) bool {
+	first, less := s.entryDiff(ea, eb, math.MaxInt, false)
+	_, less = s.tailDiff(ta, tb, first, less)
+	return less
+}
+
+// tailDiff is entryDiff over ways to finish of one layer.
+func (s *solver) tailDiff(a, b *tail, first int, less bool) (int, bool) {
+	for a != b {
+		if a.combo != b.combo {
+			first, less = s.comboDiff(a.step, a.combo, b.combo, first, less)
+		}
+		a, b = a.next, b.next
+	}
+	return first, less
 }
 
 // combinations calls f with every combination of a reachable state of
-// st's front (index fs) and options of its fresh variables (vals, in
-// scope order) under which the op can run, its cost c and the index ni of
-// the state after it.
-func (s *solver) combinations(st *step, layer [][]*entry, f func(fs int, vals []int, c int64, ni int)) {
+// st's front (index fs) and allowed options of its fresh variables (vals,
+// in scope order) under which the op can run, its entry ti in the op's
+// table, its cost c and the index ni of the state after it.
+func (s *solver) combinations(st *step, layer [][]*entry, f func(fs int, vals []int, ti int, c int64, ni int)) {
 	nf := len(st.front)
 	vals := make([]int, len(st.scope))
 	for fs, list := range layer {
@@ -749,17 +885,12 @@ func (s *solver) combinations(st *step, layer [][]*entry, f func(fs int, vals []
 			continue
 		}
 		for {
-			if _, ni, c := s.entry(st, vals, in); c != maxCost {
-				f(fs, vals, c, ni)
+			if ti, ni, c := s.entry(st, vals, in); c != maxCost {
+				f(fs, vals, ti, c, ni)
 			}
 			if !s.following(st.fresh, vals[nf:]) {
 				break
 			}
 		}
 	}
-}
-
-// firstSeen is the step whose op first reads or writes variable k.
-func (s *solver) firstSeen(k int) int {
-	return slices.IndexFunc(s.steps, func(st *step) bool { return slices.Contains(st.fresh, k) })
 }
