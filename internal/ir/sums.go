@@ -92,9 +92,9 @@ func (s *sums) continues(op *Op) bool {
 	return s.readOnlyBy(y, s.reader[y]) && s.terms[s.reader[y]] != nil
 }
 
-// endsReduce finds the last op of each chain its output as the sum of the
-// chain's terms; it bars the ops whose output cannot be and reports
-// false when it barred any.
+// endsReduce gives the last op of each chain its output as the sum of
+// the chain's terms writes it (reducedInto); it bars the ops whose output
+// cannot be written so and reports false when it barred any.
 func (s *sums) endsReduce() bool {
 	s.reduced = map[*Op]*Tensor{}
 	all := true
