@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nvcomm/nvcomm/internal/lower"
-	"github.com/nvcomm/nvcomm/internal/ops"
 	"github.com/nvcomm/nvcomm/internal/plan"
 	"github.com/nvcomm/nvcomm/internal/sim"
 	"github.com/nvcomm/nvcomm/internal/syntax"
@@ -130,7 +129,7 @@ func (o *simulateOptions) run(cmd *cobra.Command, arg string) error {
 // (sim.CheckSameProgram): the simulation proves p's steps against p's
 // program, and this proves that program the file's.
 func (o *simulateOptions) checkSumsLate(cmd *cobra.Command, name string, src []byte, lo lower.Options, p *plan.Plan) error {
-	if isPlan(src) || !sumsLate(p) {
+	if isPlan(src) || !p.SumsLate() {
 		return nil
 	}
 	return o.compareWith(cmd, name, src, lo, otherProgram{
@@ -141,23 +140,6 @@ func (o *simulateOptions) checkSumsLate(cmd *cobra.Command, name string, src []b
 			return fmt.Sprintf("sums computed late: the program computes the fusion's values as written (%d tensors compared)", c.Compared)
 		},
 	})
-}
-
-// sumsLate reports whether an op of p computes on pending terms of sums:
-// an op that passes sums whose output holds terms.
-func sumsLate(p *plan.Plan) bool {
-	partial := map[string]bool{}
-	for i := range p.Tensors {
-		if p.Tensors[i].Partial != "" {
-			partial[p.Tensors[i].Name] = true
-		}
-	}
-	for _, op := range p.Ops {
-		if e := ops.InPlan(op.Op); e != nil && e.PassesSums && partial[op.Output] {
-			return true
-		}
-	}
-	return false
 }
 
 // checkMicrobatches compares a pipeline's micro-batches with the whole

@@ -69,7 +69,7 @@ func check(c Case, seed uint64, nvfuser bool) verdict {
 	if v.optimal.kind == "rejected" && len(c.Deliberate) == 0 {
 		v.optimal = outcome{"unexpected-rejection", v.optimal.reason}
 	}
-	if v.optimal.kind == "pass" && lateSums(po) {
+	if v.optimal.kind == "pass" && po.SumsLate() {
 		v.optimal = sameAsWritten(c, po, seed)
 	}
 	if v.optimal.kind == "pass" {
@@ -84,20 +84,6 @@ func check(c Case, seed uint64, nvfuser bool) verdict {
 		v.nvfuser, _ = lowerAndRun(f, lower.PolicyNvFuser, seed, po)
 	}
 	return v
-}
-
-// lateSums reports whether an op of p computes on pending terms of sums
-// (docs/fusion.md, "placements"): an op that passes sums whose output
-// holds terms.
-func lateSums(p *plan.Plan) bool {
-	for _, op := range p.Ops {
-		if e := ops.InPlan(op.Op); e != nil && e.PassesSums && slices.ContainsFunc(p.Tensors, func(t plan.Tensor) bool {
-			return t.Name == op.Output && t.Partial != ""
-		}) {
-			return true
-		}
-	}
-	return false
 }
 
 // sameAsWritten compares the program of p, a case's optimal plan whose
@@ -218,7 +204,7 @@ func panicked(phase string, r any) outcome {
 func features(p *plan.Plan) []string {
 	var fs []string
 	layer := false
-	if lateSums(p) {
+	if p.SumsLate() {
 		fs = append(fs, "sums computed late")
 	}
 	for _, op := range p.Ops {

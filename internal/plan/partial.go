@@ -34,6 +34,24 @@ func PartialInputOf(p *Plan, name string) (PartialInput, bool) {
 	return partialInputOf(p, &t, ops, partialTensors(p))
 }
 
+// SumsLate reports whether an op of p computes on pending terms of sums
+// (docs/fusion.md, "placements"): an op that passes sums whose output
+// holds terms.
+func (p *Plan) SumsLate() bool {
+	partial := map[string]bool{}
+	for i := range p.Tensors {
+		if p.Tensors[i].Partial != "" {
+			partial[p.Tensors[i].Name] = true
+		}
+	}
+	for _, op := range p.Ops {
+		if passesSums(op.Op) && partial[op.Output] {
+			return true
+		}
+	}
+	return false
+}
+
 // partialTensors maps the name of each tensor of p with a Partial field to
 // it.
 func partialTensors(p *Plan) map[string]*Tensor {
