@@ -405,18 +405,22 @@ func (s *solver) advance(st *step, layer [][]*entry, limited bool) ([][]*entry, 
 			states++
 		}
 	}
-	freshN := 1
+	perState := 1 // the extensions of a state at most: its fresh options, or its moves
 	for _, k := range st.fresh {
-		freshN *= len(s.m.vars[k].options)
+		perState *= len(s.m.vars[k].options)
 	}
-	if work, ok := checked.Mul(states, freshN); limited && (!ok || work > s.maxScope || st.nextStates > s.maxScope || s.tick(st)) {
+	g := s.locals(st)
+	if g != nil {
+		perState = min(perState, len(g.keptVals)*len(st.out))
+	}
+	if work, ok := checked.Mul(states, perState); limited && (!ok || work > s.maxScope || st.nextStates > s.maxScope || s.tick(st)) {
 		return nil, errStopped
 	}
 	if s.tableBytes += int64(st.nextStates) * stateBytes; limited && s.tableBytes > s.maxBytes {
 		return nil, errStopped
 	}
 	out := make([][]*entry, st.nextStates)
-	if g := s.locals(st); g != nil {
+	if g != nil {
 		return s.advanceMoves(st, g, layer, out, limited)
 	}
 	nf := len(st.front)
