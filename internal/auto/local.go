@@ -21,8 +21,9 @@ import (
 // (a move), and extends each state by its moves alone: variable
 // elimination in the sense of Dechter's bucket elimination (Artificial
 // Intelligence 113, 1999), exact and with the same ties. A linear layer
-// whose weight has 27 options on a 2×2×4 mesh extends each state by 54
-// moves, not 1,458 combinations. Under a budget the local variables'
+// whose weight has 27 options on a 2×2×4 mesh, and its output 54, extends
+// each state by 54 moves for each end it may leave, not 1,458
+// combinations. Under a budget the local variables'
 // bytes (a weight's shard) make the options differ in more than price,
 // so every combination is extended as before.
 
@@ -57,7 +58,7 @@ type move struct {
 }
 
 // locals returns st's moves under the allowed options, nil when the step
-// has no gone variable with more than one option or a budget binds.
+// has no gone variable with more than one option or there is a budget.
 func (s *solver) locals(st *step) *locals {
 	if s.budget != 0 {
 		return nil
