@@ -405,17 +405,24 @@ func (s *solver) advance(st *step, layer [][]*entry, limited bool) ([][]*entry, 
 			states++
 		}
 	}
-	freshN := 1
+	perState := 1 // the extensions of a state at most: its fresh options, or its moves
 	for _, k := range st.fresh {
-		freshN *= len(s.m.vars[k].options)
+		perState *= len(s.m.vars[k].options)
 	}
-	if work, ok := checked.Mul(states, freshN); limited && (!ok || work > s.maxScope || st.nextStates > s.maxScope || s.tick(st)) {
+	g := s.locals(st)
+	if g != nil {
+		perState = min(perState, len(g.keptVals)*len(st.out))
+	}
+	if work, ok := checked.Mul(states, perState); limited && (!ok || work > s.maxScope || st.nextStates > s.maxScope || s.tick(st)) {
 		return nil, errStopped
 	}
 	if s.tableBytes += int64(st.nextStates) * stateBytes; limited && s.tableBytes > s.maxBytes {
 		return nil, errStopped
 	}
 	out := make([][]*entry, st.nextStates)
+	if g != nil {
+		return s.advanceMoves(st, g, layer, out, limited)
+	}
 	nf := len(st.front)
 	vals := make([]int, len(st.scope))
 	found := false
@@ -446,6 +453,28 @@ func (s *solver) advance(st *step, layer [][]*entry, limited bool) ([][]*entry, 
 	return out, nil
 }
 
+// advanceMoves is advance by st's moves (g): each state extended by the
+// best options of the op's gone variables alone.
+func (s *solver) advanceMoves(st *step, g *locals, layer [][]*entry, out [][]*entry, limited bool) ([][]*entry, error) {
+	found, stopped := false, false
+	s.eachMove(st, g, layer, func(fs int, vals []int, mv *move, ni, _ int) bool {
+		if s.work++; limited && s.work&0xfff == 0 && (s.tick(st) || s.tableBytes > s.maxBytes) {
+			stopped = true
+			return false
+		}
+		s.extendBy(st, vals, int(mv.ti), ni, mv.price, layer[fs], out)
+		found = true
+		return true
+	})
+	switch {
+	case stopped:
+		return nil, errStopped
+	case !found:
+		return nil, errInfeasible
+	}
+	return out, nil
+}
+
 // extend adds to out the extensions of list (a state whose last op
 // ended a run on devices in) by the options vals of st's scope, and
 // reports whether the op can run under them.
@@ -454,6 +483,13 @@ func (s *solver) extend(st *step, vals []int, in int32, list []*entry, out [][]*
 	if c == maxCost {
 		return false
 	}
+	s.extendBy(st, vals, ti, ni, c, list, out)
+	return true
+}
+
+// extendBy adds to out the extensions of list by entry ti of st's table
+// (the options vals of its scope, the op's price c), which reach state ni.
+func (s *solver) extendBy(st *step, vals []int, ti, ni int, c int64, list []*entry, out [][]*entry) {
 	var dw, do, l int64
 	sized := false
 	for _, e := range list {
@@ -470,7 +506,6 @@ func (s *solver) extend(st *step, vals []int, in int32, list []*entry, out [][]*
 			s.tableBytes += int64(len(out[ni])-n) * entryBytes
 		}
 	}
-	return true
 }
 
 // extension is e extended by the options vals of st's scope after a
@@ -700,24 +735,11 @@ func (s *solver) backward(chosen []int, progress func(done, total int)) (marg []
 		st, layer := s.steps[i], s.layers[i]
 		before := make([][]*tail, len(layer))
 		slots := make([]*tail, len(layer)) // each state's first list, without a budget its only one
-		s.combinations(st, layer, func(fs int, vals []int, ti int, c int64, ni int) {
-			best := int64(maxCost)
-			s.joins(st, vals, c, after[ni], func(cost, w, r int64, next *tail) {
-				if before[fs] == nil {
-					before[fs] = slots[fs : fs : fs+1]
-				}
-				before[fs] = s.keepTail(before[fs], tail{cost: cost, w: w, r: r, next: next, combo: int32(ti), step: st.index})
-				for _, e := range layer[fs] {
-					if s.fits(e, w, r) {
-						best = min(best, satAdd(e.cost, cost))
-					}
-				}
-			})
-			for j := len(st.front); j < len(vals); j++ {
-				m := marg[st.scope[j]]
-				m[vals[j]] = min(m[vals[j]], best)
-			}
-		})
+		if g := s.locals(st); g != nil {
+			s.backwardMoves(st, g, layer, after, before, slots, marg)
+		} else {
+			s.backwardAll(st, layer, after, before, slots, marg)
+		}
 		for _, k := range st.fresh {
 			if s.pos[k] >= 0 {
 				other[k] = s.runnerUpOption(i, k, chosen[k], marg[k], after)
@@ -726,6 +748,31 @@ func (s *solver) backward(chosen []int, progress func(done, total int)) (marg []
 		after = before
 	}
 	return marg, other
+}
+
+// backwardAll is the backward pass's step st by every combination of
+// its front's states and fresh variables' options: per state before the
+// op its ways to finish (before, its first list in slots), and the
+// marginals of the op's fresh variables.
+func (s *solver) backwardAll(st *step, layer [][]*entry, after, before [][]*tail, slots []*tail, marg [][]int64) {
+	s.combinations(st, layer, func(fs int, vals []int, ti int, c int64, ni int) {
+		best := int64(maxCost)
+		s.joins(st, vals, c, after[ni], func(cost, w, r int64, next *tail) {
+			if before[fs] == nil {
+				before[fs] = slots[fs : fs : fs+1]
+			}
+			before[fs] = s.keepTail(before[fs], tail{cost: cost, w: w, r: r, next: next, combo: int32(ti), step: st.index})
+			for _, e := range layer[fs] {
+				if s.fits(e, w, r) {
+					best = min(best, satAdd(e.cost, cost))
+				}
+			}
+		})
+		for j := len(st.front); j < len(vals); j++ {
+			m := marg[st.scope[j]]
+			m[vals[j]] = min(m[vals[j]], best)
+		}
+	})
 }
 
 // tail is a way to finish from a state before step: the entry combo of
