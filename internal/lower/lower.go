@@ -326,8 +326,8 @@ func (l *lowerer) lowerOp(op *ir.Op) {
 		}
 		return // else the ring's last op computes it
 	}
-	if r := l.rings[op]; r != nil && r.chosen {
-		l.lowerRing(op, r)
+	if r := l.rings[op]; r != nil && r.whole() {
+		l.lowerWhole(op, r)
 		return
 	}
 	l.lowerOpAlone(op)
