@@ -21,6 +21,17 @@ func (e *explainer) computesWhole(k int) bool {
 	return false
 }
 
+// wholeForm names the form in which op k computes its sdpa whole: the
+// all-gather form where its steps gather, else ring attention.
+func (e *explainer) wholeForm(k int) string {
+	for _, s := range e.stepsOf(k) {
+		if s.Type == plan.Allgather {
+			return "the all-gather form"
+		}
+	}
+	return "ring attention"
+}
+
 // formOf says how op i, the last op of an sdpa's expansion, computes
 // the sdpa and why that form: ring attention (its rounds, the ops within
 // it), the all-gather form, or the expansion planned op by op; the three

@@ -72,7 +72,7 @@ func (v *validator) notForm(k int, op *Op, form string, got, want []Step, at int
 		return
 	}
 	s := v.stepOf(k, at)
-	v.stepf(s, "is not step %d of %s, whose steps an op that computes %s whole that way must take (docs/layers.md, \"Ring attention\")", at, form, op.Of.Expr())
+	v.stepf(s, "is not step %d of %s, whose steps an op that computes %s whole must take (docs/layers.md, \"Ring attention\")", at, form, op.Of.Expr())
 }
 
 // stepOf returns the index in the plan of op k's step n.

@@ -406,3 +406,74 @@ func TestGatherAttentionSteps(t *testing.T) {
 		}
 	}
 }
+
+// TestGatherPlanMutants runs the plan nvcomm lowers for the causal
+// context-parallel sdpa of testdata/examples/attention_context_parallel_causal.yaml,
+// whose objective takes the all-gather form at that size, in the orders
+// its graph allows, and mutants of it that compute something else, each
+// of which simulation catches on its own (validate, which holds the op's
+// steps to the all-gather form's, rejects them too): k and v gathered
+// along the wrong axis (the gathered blocks left in device order, the
+// batches and heads outermost, by an identity Permute), the diagonal's
+// mask off by one, and every device masked with device 0's diagonal.
+func TestGatherPlanMutants(t *testing.T) {
+	const file = "../../testdata/examples/attention_context_parallel_causal.optimal.json"
+	load := func() *plan.Plan {
+		src, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := plan.Decode(file, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	p := load()
+	if p.Summary.ByType["Allgather"] != 2 || len(p.Summary.ByType) != 1 {
+		t.Fatalf("the plan's collectives %v, want the all-gather form's 2 Allgathers", p.Summary.ByType)
+	}
+	plan.ToGraph(p)
+	for seed := range uint64(8) {
+		if res, err := Run(p, Options{Order: seed}); err != nil || !res.Pass {
+			t.Fatalf("the all-gather form's plan, order %d: %v %+v", seed, err, res)
+		}
+	}
+	trils := func(p *plan.Plan, offset func(k, o int) int) {
+		for i := range p.Steps {
+			if s := &p.Steps[i]; s.Type == plan.Tril {
+				shifted := make([]int, len(s.Offsets)) // the steps share their offsets: new ones
+				for k, o := range s.Offsets {
+					shifted[k] = offset(k, o)
+				}
+				s.Offsets = shifted
+			}
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		mutate func(p *plan.Plan)
+	}{
+		{"gathered along the wrong axis", func(p *plan.Plan) {
+			for i := range p.Steps {
+				if s := &p.Steps[i]; s.Type == plan.Permute {
+					s.Perm = []int{0, 1, 2}
+				}
+			}
+		}},
+		{"diagonal's mask off by one", func(p *plan.Plan) { trils(p, func(_, o int) int { return o + 1 }) }},
+		{"device 0's diagonal everywhere", func(p *plan.Plan) { trils(p, func(int, int) int { return 0 }) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := load()
+			tc.mutate(m)
+			if probs := plan.Validate(m); len(probs) == 0 {
+				t.Errorf("validate accepts the mutant")
+			}
+			res, err := Run(m, Options{})
+			if err != nil || res.Pass {
+				t.Errorf("simulation: %v, %+v; want a mismatch", err, res)
+			}
+		})
+	}
+}
