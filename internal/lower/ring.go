@@ -341,9 +341,13 @@ func (l *lowerer) formPrice(steps []plan.Step, members []*ir.Op, whole *ir.Op) (
 			if s.Bytes == nil {
 				continue
 			}
+			seen := map[int]bool{} // a ring shift's device is in two teams, and receives once
 			for _, team := range s.Teams {
 				for _, d := range team {
-					received[d] += s.Bytes.ReceivedPerDevice
+					if !seen[d] {
+						seen[d] = true
+						received[d] += s.Bytes.ReceivedPerDevice
+					}
 				}
 			}
 		}

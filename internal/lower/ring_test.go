@@ -89,22 +89,63 @@ func TestRingChosen(t *testing.T) {
 	}
 }
 
-// TestRingNeedsSequenceBlocks checks that cp: ring on an sdpa the ring
-// cannot compute — k and v whole — is an error at the op, with a hint;
-// nvFuser's policy ignores cp.
+// TestRingNeedsSequenceBlocks checks that cp: ring or cp: allgather on
+// an sdpa that neither form can compute — k and v whole — is an error at
+// the op, with a hint; nvFuser's policy ignores cp.
 func TestRingNeedsSequenceBlocks(t *testing.T) {
-	src := strings.NewReplacer("SHAPE", "[2, 4, 16, 8]", "ATTRS", ", cp: ring").Replace(contextParallel)
-	src = strings.Replace(src, "k: {mesh: cp, shape: [2, 4, 16, 8], placements: [Shard(2)]}", "k: {mesh: cp, shape: [2, 4, 16, 8], placements: [Replicate()]}", 1)
-	f, err := syntax.Parse("f.yaml", []byte(src))
-	if err != nil {
-		t.Fatal(err)
+	for _, cp := range []string{"ring", "allgather"} {
+		src := strings.NewReplacer("SHAPE", "[2, 4, 16, 8]", "ATTRS", ", cp: "+cp).Replace(contextParallel)
+		src = strings.Replace(src, "k: {mesh: cp, shape: [2, 4, 16, 8], placements: [Shard(2)]}", "k: {mesh: cp, shape: [2, 4, 16, 8], placements: [Replicate()]}", 1)
+		f, err := syntax.Parse("f.yaml", []byte(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = Lower(f, Options{})
+		if err == nil || !strings.Contains(err.Error(), "f.yaml:10:") || !strings.Contains(err.Error(), "cp: "+cp+" needs q, k, v and its output") {
+			t.Errorf("cp: %s: lower: %v, want the form's error at the sdpa (f.yaml:10)", cp, err)
+		}
+		if _, err := Lower(f, Options{Policy: PolicyNvFuser}); err != nil {
+			t.Errorf("cp: %s: nvfuser: %v", cp, err)
+		}
 	}
-	_, err = Lower(f, Options{})
-	if err == nil || !strings.Contains(err.Error(), "f.yaml:10:") || !strings.Contains(err.Error(), "cp: ring needs q, k, v and its output") {
-		t.Errorf("lower: %v, want the ring's error at the sdpa (f.yaml:10)", err)
-	}
-	if _, err := Lower(f, Options{Policy: PolicyNvFuser}); err != nil {
-		t.Errorf("nvfuser: %v", err)
+}
+
+// TestFormsByBytes checks the three forms' prices under the bytes
+// objective: what the busiest device receives. The ring and the all-gather
+// form receive the same, every block of k and v but the device's own (6
+// KiB at the example's size, 24 MiB at the realistic one; each device of
+// a ring shift, in two of its teams, receives once); the op-by-op form
+// more (q gathered, the statistics and the output summed: 8.25 KiB, and
+// 24.56 MiB). The tie goes to the ring, and the plan certifies under the
+// objective.
+func TestFormsByBytes(t *testing.T) {
+	for _, tc := range []struct {
+		shape                   string
+		ring, gather, expansion float64
+	}{
+		{"[2, 4, 16, 8]", 6 << 10, 6 << 10, 8448},
+		{"[1, 8, 4096, 128]", 24 << 20, 24 << 20, 24<<20 + 576<<10},
+	} {
+		src := strings.NewReplacer("SHAPE", tc.shape, "ATTRS", "").Replace(contextParallel)
+		f, err := syntax.Parse("f.yaml", []byte(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := Lower(f, Options{Objective: ObjectiveBytes})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if probs, unproven := Certify(p); len(probs) > 0 || len(unproven) > 0 {
+			t.Fatalf("%s: certify: %v, unproven ops %v", tc.shape, probs, unproven)
+		}
+		forms, err := Forms(p, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []Form{{Op: 17, Ring: tc.ring, Gather: tc.gather, Expansion: tc.expansion, Bytes: true, Chosen: cheapest(Form{Ring: tc.ring, Gather: tc.gather, Expansion: tc.expansion})}}
+		if d := cmp.Diff(want, forms); d != "" {
+			t.Errorf("%s: forms (-want +got):\n%s", tc.shape, d)
+		}
 	}
 }
 
