@@ -243,10 +243,11 @@ func sameComposite(op, last *ir.Op) bool {
 	return op.Of != nil && !op.Of.Grad && op.Of.Output == last.Of.Output
 }
 
-// priceRing prices both forms of the sdpa whose expansion is members
-// (last the last): the op-by-op form lowered on a ledger of its own, the
-// ring built; false when the op-by-op form fails there or a price does
-// not fit.
+// priceRing prices the three forms of the sdpa whose expansion is
+// members (last the last): the op-by-op form lowered on a ledger of its
+// own, the ring and the all-gather form emitted on ledgers of theirs, as
+// the lowering emits them (emitWhole); false when the op-by-op form fails
+// there or a price does not fit.
 func (l *lowerer) priceRing(g plan.RingAttention, last *ir.Op, members []*ir.Op) (*ringForm, bool) {
 	trial := &lowerer{f: l.f, planner: l.planner, ledger: reshard.NewLedger(l.f.File), sumTypes: l.sumTypes,
 		failed: l.failed, bcast: l.bcast, opBounds: l.opBounds, discard: l.discard, trials: l.trials}
