@@ -80,9 +80,10 @@ func (r *ringForm) choose(optimal bool, cp string) string {
 // chooseRings is the pass that chooses, for every sdpa the ring can
 // compute, between the op-by-op form, the ring and the all-gather form:
 // the optimal policy by its objective or the sdpa's cp, nvFuser's always
-// the op-by-op form (it has no context parallelism). Under every policy such an sdpa
-// books what either form must receive (ringForm.bounds), so that the
-// fusion's bound does not depend on the policy.
+// the op-by-op form (it has no context parallelism). Under every policy
+// such an sdpa books what the op-by-op form or the ring must receive
+// (ringForm.bounds), so that the fusion's bound does not depend on the
+// policy.
 func (l *lowerer) chooseRings() {
 	optimal := l.planner.Policy() == PolicyOptimal
 	var readers map[*ir.Tensor][]*ir.Op
