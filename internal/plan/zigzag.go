@@ -119,16 +119,18 @@ func (g RingAttention) zigzagRound(stream string, i, r, h int) (zigzagKeys, bool
 }
 
 // zigzagStream is round r's steps of stream on the positions where it
-// computes: per group of positions reading the same keys, the block's
-// scores, mask, row max, exponentials, row sums and products with v; then
-// the stream's running max and merge, and its division after its last
-// round (A's is round i on position i, B's the last).
+// computes, one group of positions reading the same keys after another,
+// each group's steps consecutive on its devices (one attention kernel in
+// the cost model): the block's scores, mask, row max, the running max,
+// exponentials, row sums and products with v, the online-softmax merge
+// into the stream's state of round r − 1 (both streams compute in
+// consecutive rounds: A in rounds 0 to i, B in all), and the stream's
+// division after its last round (A's is round i on position i, B's the
+// last).
 func (g RingAttention) zigzagStream(stream string, r int, k, v string, h int) []Step {
 	c := len(g.Devices)
-	name := func(x string) string { return g.Buffer(stream + "/" + x + "/" + strconv.Itoa(r)) }
 	var groups []zigzagKeys
 	members := map[zigzagKeys][]int{}
-	var on, done []int
 	for i := range c {
 		keys, ok := g.zigzagRound(stream, i, r, h)
 		if !ok {
@@ -138,88 +140,92 @@ func (g RingAttention) zigzagStream(stream string, r int, k, v string, h int) []
 			groups = append(groups, keys)
 		}
 		members[keys] = append(members[keys], i)
-		on = append(on, i)
+	}
+	var steps []Step
+	for _, keys := range groups {
+		steps = append(steps, g.zigzagBlock(stream, r, k, v, h, keys, members[keys])...)
+	}
+	return steps
+}
+
+// zigzagBlock is round r's steps of stream on positions on, which read
+// keys: attention on the block, merged into the stream's state, and the
+// division on those whose last round of the stream it is.
+func (g RingAttention) zigzagBlock(stream string, r int, k, v string, h int, keys zigzagKeys, on []int) []Step {
+	c := len(g.Devices)
+	// The block's intermediates are named for the keys the group reads
+	// ("B/early/s/1"), so that no other group's steps read a buffer of
+	// this name: a kernel's intermediates stay inside it. The stream's
+	// state (m, l, o) is named for the round alone, which the next round
+	// reads whatever group a device falls in.
+	group := "all/"
+	if keys.early {
+		group = "early/"
+	}
+	name := func(x string) string { return g.Buffer(stream + "/" + group + x + "/" + strconv.Itoa(r)) }
+	state := func(x string) string { return g.Buffer(stream + "/" + x + "/" + strconv.Itoa(r)) }
+	rows := g.BT * h
+	rdims, odims, cdims := []int{g.BT, h}, []int{g.BT, h, g.DV}, []int{g.BT, h, 1}
+	b := g.builder(on)
+	kb, vb, t := k, v, 2*h
+	if keys.early {
+		kb, vb, t = g.Buffer("k0/"+strconv.Itoa(r)), g.Buffer("v0/"+strconv.Itoa(r)), h
+	}
+	sdims := []int{g.BT, h, t}
+	diagonals := func() []int {
+		d := make([]int, len(on))
+		for n := range d {
+			d[n] = keys.offset
+		}
+		return d
+	}
+	qk := b.local(Matmul, name("qk"), [2]int{rows * g.D, rows * t}, []int{g.BT, h, g.D, t}, g.Buffer("q"+stream), kb)
+	qk.TransposeB = true
+	scaled := b.pointwise("mul", name("s"), sdims, [][]int{sdims}, name("qk"))
+	scaled.Scalar = &ops.Scalar{Slot: 1, Value: g.Scale}
+	steps := []Step{qk, scaled}
+	s := name("s")
+	if keys.masked {
+		steps = append(steps, b.trilAt(name("sm"), s, sdims, diagonals()))
+		s = name("sm")
+	}
+	steps = append(steps, b.reduce("max", name("mb"), s, sdims))
+	prev := func(x string) string { return g.Buffer(stream + "/" + x + "/" + strconv.Itoa(r-1)) }
+	if r == 0 {
+		steps = append(steps, b.pointwise("copy", state("m"), rdims, [][]int{rdims}, name("mb")))
+	} else {
+		steps = append(steps, b.pointwise("maximum", state("m"), rdims, [][]int{rdims, rdims}, prev("m"), name("mb")))
+	}
+	steps = append(steps,
+		b.pointwise("sub", name("x"), sdims, [][]int{sdims, cdims}, s, state("m")),
+		b.pointwise("exp", name("e"), sdims, [][]int{sdims}, name("x")))
+	e := name("e")
+	if keys.masked {
+		steps = append(steps, b.trilAt(name("ek"), e, sdims, diagonals()))
+		e = name("ek")
+	}
+	steps = append(steps, b.reduce("sum", name("lb"), e, sdims),
+		b.local(Matmul, name("ob"), [2]int{rows * t, rows * g.DV}, []int{g.BT, h, t, g.DV}, e, vb))
+	if r == 0 {
+		steps = append(steps, b.pointwise("copy", state("l"), rdims, [][]int{rdims}, name("lb")),
+			b.pointwise("copy", state("o"), odims, [][]int{odims}, name("ob")))
+	} else {
+		steps = append(steps,
+			b.pointwise("sub", name("dm"), rdims, [][]int{rdims, rdims}, prev("m"), state("m")),
+			b.pointwise("exp", name("a"), rdims, [][]int{rdims}, name("dm")),
+			b.pointwise("mul", name("la"), rdims, [][]int{rdims, rdims}, prev("l"), name("a")),
+			b.pointwise("add", state("l"), rdims, [][]int{rdims, rdims}, name("la"), name("lb")),
+			b.pointwise("mul", name("oa"), odims, [][]int{odims, cdims}, prev("o"), name("a")),
+			b.pointwise("add", state("o"), odims, [][]int{odims, odims}, name("oa"), name("ob")))
+	}
+	var done []int
+	for _, i := range on {
 		if stream == "B" && r == c-1 || stream == "A" && r == i {
 			done = append(done, i)
 		}
 	}
-	if len(on) == 0 {
-		return nil
-	}
-	rows := g.BT * h
-	rdims, odims, cdims := []int{g.BT, h}, []int{g.BT, h, g.DV}, []int{g.BT, h, 1}
-	var steps []Step
-	for _, keys := range groups {
-		gb := g.builder(members[keys])
-		kb, t := k, 2*h
-		if keys.early {
-			kb, t = g.Buffer("k0/"+strconv.Itoa(r)), h
-		}
-		sdims := []int{g.BT, h, t}
-		qk := gb.local(Matmul, name("qk"), [2]int{rows * g.D, rows * t}, []int{g.BT, h, g.D, t}, g.Buffer("q"+stream), kb)
-		qk.TransposeB = true
-		scaled := gb.pointwise("mul", name("s"), sdims, [][]int{sdims}, name("qk"))
-		scaled.Scalar = &ops.Scalar{Slot: 1, Value: g.Scale}
-		steps = append(steps, qk, scaled)
-		s := name("s")
-		diagonals := make([]int, len(members[keys]))
-		for n := range diagonals {
-			diagonals[n] = keys.offset
-		}
-		if keys.masked {
-			steps = append(steps, gb.trilAt(name("sm"), s, sdims, diagonals))
-			s = name("sm")
-		}
-		steps = append(steps, gb.reduce("max", name("mb"), s, sdims))
-	}
-	sb := g.builder(on)
-	if r == 0 {
-		steps = append(steps, sb.pointwise("copy", name("m"), rdims, [][]int{rdims}, name("mb")))
-	} else {
-		m := g.Buffer(stream + "/m/" + strconv.Itoa(r-1))
-		steps = append(steps, sb.pointwise("maximum", name("m"), rdims, [][]int{rdims, rdims}, m, name("mb")))
-	}
-	for _, keys := range groups {
-		gb := g.builder(members[keys])
-		vb, t := v, 2*h
-		if keys.early {
-			vb, t = g.Buffer("v0/"+strconv.Itoa(r)), h
-		}
-		sdims := []int{g.BT, h, t}
-		s := name("s")
-		if keys.masked {
-			s = name("sm")
-		}
-		steps = append(steps,
-			gb.pointwise("sub", name("x"), sdims, [][]int{sdims, cdims}, s, name("m")),
-			gb.pointwise("exp", name("e"), sdims, [][]int{sdims}, name("x")))
-		e := name("e")
-		if keys.masked {
-			diagonals := make([]int, len(members[keys]))
-			for n := range diagonals {
-				diagonals[n] = keys.offset
-			}
-			steps = append(steps, gb.trilAt(name("ek"), e, sdims, diagonals))
-			e = name("ek")
-		}
-		steps = append(steps, gb.reduce("sum", name("lb"), e, sdims),
-			gb.local(Matmul, name("ob"), [2]int{rows * t, rows * g.DV}, []int{g.BT, h, t, g.DV}, e, vb))
-	}
-	if r == 0 {
-		steps = append(steps, sb.pointwise("copy", name("l"), rdims, [][]int{rdims}, name("lb")),
-			sb.pointwise("copy", name("o"), odims, [][]int{odims}, name("ob")))
-	} else {
-		prev := func(x string) string { return g.Buffer(stream + "/" + x + "/" + strconv.Itoa(r-1)) }
-		steps = append(steps,
-			sb.pointwise("sub", name("dm"), rdims, [][]int{rdims, rdims}, prev("m"), name("m")),
-			sb.pointwise("exp", name("a"), rdims, [][]int{rdims}, name("dm")),
-			sb.pointwise("mul", name("la"), rdims, [][]int{rdims, rdims}, prev("l"), name("a")),
-			sb.pointwise("add", name("l"), rdims, [][]int{rdims, rdims}, name("la"), name("lb")),
-			sb.pointwise("mul", name("oa"), odims, [][]int{odims, cdims}, prev("o"), name("a")),
-			sb.pointwise("add", name("o"), odims, [][]int{odims, odims}, name("oa"), name("ob")))
-	}
 	if len(done) > 0 {
-		steps = append(steps, g.builder(done).pointwise("div", g.Buffer(stream+"/out"), odims, [][]int{odims, cdims}, name("o"), name("l")))
+		steps = append(steps, g.builder(done).pointwise("div", g.Buffer(stream+"/out"), odims, [][]int{odims, cdims}, state("o"), state("l")))
 	}
 	return steps
 }

@@ -109,7 +109,7 @@ func TestZigzagRingSteps(t *testing.T) {
 				// own block.
 				mutant := zigzagSteps(g)
 				for j := range mutant {
-					if mutant[j].Type == plan.Tril && mutant[j].Input == "B/s/0" || mutant[j].Input == "B/e/0" {
+					if mutant[j].Type == plan.Tril && (mutant[j].Input == "B/all/s/0" || mutant[j].Input == "B/all/e/0") {
 						mutant[j].Offsets = make([]int, len(mutant[j].Offsets))
 					}
 				}
