@@ -32,6 +32,11 @@ import (
 // half of the keys, rank < source the second half of the queries against
 // every key.) This is a schedule, not yet a sharding nvcomm plans: a
 // fusion cannot yet say that a device holds two windows of the sequence.
+// Priced by package cost at [1, 8, 4096, 128], float32, on 4 devices, it
+// is 508 µs as a step graph against the plain ring's 439 µs: a device
+// whose early chunk computes runs two kernels a round (one per stream),
+// each paying a product's fixed cost, where torch runs one of every query
+// against the early keys; one state of 2h rows would allow that.
 
 // ZigzagSteps returns causal ring attention's steps in the load-balanced
 // chunk order: g's devices hold their blocks of SB = TB = 2h rows as
