@@ -102,7 +102,7 @@ func forms(p *plan.Plan, topo *cost.Topology) ([]explain.Form, error) {
 	}
 	var out []explain.Form
 	for _, f := range fs {
-		out = append(out, explain.Form{Op: f.Op, Ring: f.Ring, Expansion: f.Expansion, Bytes: f.Bytes, Chosen: f.Chosen})
+		out = append(out, explain.Form{Op: f.Op, Ring: f.Ring, Gather: f.Gather, Expansion: f.Expansion, Bytes: f.Bytes, Chosen: f.Chosen})
 	}
 	return out, nil
 }

@@ -13,13 +13,20 @@ import (
 // boundary — q, k and v in, the output out, and any intermediate a later
 // step reads — once each. It pays one latency, and takes the longer of
 // that memory traffic and its matrix products' arithmetic on the compute
-// line; for a causal sdpa half the arithmetic, as the kernel skips the
-// blocks above the diagonal that the mask zeroes. A ring attention's
-// round (an op that computes its sdpa whole) is a kernel of one block of
-// the scores, whose mask the round states: half where it masks (a Tril:
-// the diagonal cuts the block), all of it where it does not (the block
-// lies wholly below the diagonal; the blocks wholly above are not
-// computed at all, plan.RingAttention).
+// line. For a causal sdpa the kernel skips the tiles above the diagonal
+// that the mask zeroes, so its arithmetic is the share of each device's
+// block of the scores that the mask keeps, on the busiest device (the
+// step ends when its last device does): the area below the diagonal its
+// Tril states for that device (visibleShare). A device of the heads'
+// split holds the square scores whole: half. One of the all-gather form
+// holds its queries against every key, the last device nearly all of them
+// seen ((2c − 1)/2c of c devices); one of the expansion split on the keys,
+// every query against its keys, the first device nearly all seen too. A
+// ring attention's round (an op that computes its sdpa whole) is a
+// kernel of one block of the scores, priced by the round's mask alike:
+// half on the diagonal's square block, all of it where the round does not
+// mask (the block lies wholly below the diagonal; the blocks wholly above
+// are not computed at all, plan.RingAttention).
 //
 // The plan still lists every step of the expansion, and simulate proves
 // each; only the price is the kernel's. A collective inside the expansion
@@ -35,6 +42,7 @@ import (
 func (t *Topology) attentionKernels(p *plan.Plan, times []StepTime) []bool {
 	in := make([]bool, len(p.Steps))
 	var readers map[string][]int
+	var shares map[sdpaID]float64 // each causal sdpa's Trils' share, found when first needed
 	for i := 0; i < len(p.Steps); {
 		end := attentionRun(p, i)
 		if end == i {
@@ -44,7 +52,7 @@ func (t *Topology) attentionKernels(p *plan.Plan, times []StepTime) []bool {
 		if readers == nil {
 			readers = bufferReaders(p)
 		}
-		t.priceKernel(p, times, i, end, readers)
+		t.priceKernel(p, times, i, end, readers, &shares)
 		for k := i; k < end; k++ {
 			in[k] = true
 		}
@@ -96,15 +104,17 @@ func attentionOf(p *plan.Plan, s *plan.Step) *plan.Of {
 }
 
 // priceKernel prices steps i to end of p as one attention kernel.
-func (t *Topology) priceKernel(p *plan.Plan, times []StepTime, i, end int, readers map[string][]int) {
+func (t *Topology) priceKernel(p *plan.Plan, times []StepTime, i, end int, readers map[string][]int, shares *map[sdpaID]float64) {
 	inside := map[string]bool{}
 	var bytes int64
 	var flops float64
 	dtype := ""
-	masks := false // a Tril in the run: the diagonal cuts its blocks
+	masks := -1.0 // the share its Trils keep on the busiest device, −1 for none
 	for k := i; k < end; k++ {
 		s := &p.Steps[k]
-		masks = masks || s.Type == plan.Tril
+		if s.Type == plan.Tril {
+			masks = max(masks, trilShare(s))
+		}
 		size, err := elemSize(p, s)
 		if err != nil {
 			return // priced step by step, as Step could
@@ -128,9 +138,7 @@ func (t *Topology) priceKernel(p *plan.Plan, times []StepTime, i, end int, reade
 			dtype = stepDType(p, s)
 		}
 	}
-	if attentionOf(p, &p.Steps[i]).Causal && (masks || !computedWhole(p, p.Steps[i].Op)) {
-		flops /= 2
-	}
+	flops *= visibleShare(p, i, masks, shares)
 	seconds := t.Local(bytes)
 	if t.Compute != nil && dtype != "" {
 		seconds = max(seconds, t.Compute.Seconds(dtype, flops))
@@ -141,6 +149,95 @@ func (t *Topology) priceKernel(p *plan.Plan, times []StepTime, i, end int, reade
 		times[k].Seconds = 0
 		times[k].FusedInto = &id
 	}
+}
+
+// visibleShare is the share of its products' arithmetic that the kernel
+// of steps i onwards computes on its busiest device: all of it for an sdpa
+// without a mask; for a causal one, masks, the share its own Trils keep
+// (trilShare), where it has any. A run without a Tril is a ring's round
+// whose block lies wholly below the diagonal (all of it), or a run of the
+// expansion planned op by op that a collective cut from its masks (the
+// products before the statistics' Allreduces, or after): the share the
+// sdpa's Trils keep (each device's block of the scores is the same
+// through the expansion), half where it has none.
+func visibleShare(p *plan.Plan, i int, masks float64, shares *map[sdpaID]float64) float64 {
+	of := attentionOf(p, &p.Steps[i])
+	switch {
+	case !of.Causal:
+		return 1
+	case masks >= 0:
+		return masks
+	case computedWhole(p, p.Steps[i].Op):
+		return 1
+	}
+	if *shares == nil {
+		*shares = trilShares(p)
+	}
+	if share, ok := (*shares)[sdpaKey(of)]; ok {
+		return share
+	}
+	return 0.5
+}
+
+// sdpaID identifies an sdpa's expansion, or its gradient's, among a
+// plan's ops: by its output.
+type sdpaID struct {
+	output string
+	grad   bool
+}
+
+// sdpaKey is of's sdpaID.
+func sdpaKey(of *plan.Of) sdpaID { return sdpaID{of.Output, of.Grad} }
+
+// trilShares maps each sdpa of p with Trils to the largest share they
+// keep.
+func trilShares(p *plan.Plan) map[sdpaID]float64 {
+	shares := map[sdpaID]float64{}
+	for k := range p.Steps {
+		s := &p.Steps[k]
+		if s.Type != plan.Tril {
+			continue
+		}
+		if of := attentionOf(p, s); of != nil {
+			key := sdpaKey(of)
+			shares[key] = max(shares[key], trilShare(s))
+		}
+	}
+	return shares
+}
+
+// trilShare is the largest share of a block of the scores that Tril step
+// s keeps on one of its devices: of the block [R, C] (its dims' last
+// two), the area on or below the diagonal j − i ≤ offset, as a kernel
+// that skips the tiles above it computes (tiles much smaller than the
+// block: the diagonal's square block is half, 1/2 rather than the
+// (R + 1)/2R of its entries). 1 when the dims are not a block.
+func trilShare(s *plan.Step) float64 {
+	if len(s.Dims) < 2 {
+		return 1
+	}
+	r, c := float64(s.Dims[len(s.Dims)-2]), float64(s.Dims[len(s.Dims)-1])
+	if r <= 0 || c <= 0 {
+		return 1
+	}
+	share := 0.0
+	for _, o := range s.Offsets {
+		share = max(share, (belowArea(float64(o)+r, c)-belowArea(float64(o), c))/(r*c))
+	}
+	return share
+}
+
+// belowArea is ∫₀ᵘ clamp(w, 0, c) dw: with u = x + offset, the area of
+// columns 0 to c that rows 0 to x of a block keep on or below the
+// diagonal, less that of the rows before (trilShare).
+func belowArea(u, c float64) float64 {
+	switch {
+	case u <= 0:
+		return 0
+	case u <= c:
+		return u * u / 2
+	}
+	return c*c/2 + c*(u-c)
 }
 
 // computedWhole reports whether op k of p computes its composite whole:

@@ -1,6 +1,7 @@
 package cost
 
 import (
+	"math"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -75,8 +76,9 @@ func TestAttentionKernel(t *testing.T) {
 // op that computes its sdpa whole, the expansion's other ops within it)
 // by their own masks: a round with a Tril (the diagonal's block) at half
 // its products' arithmetic, a round without (a block wholly below the
-// diagonal) at all of it. An op of the expansion planned op by op halves
-// every run of a causal sdpa, as the kernel of the whole sdpa does.
+// diagonal) at all of it. An op of the expansion planned op by op prices
+// every run of a causal sdpa, a Tril in it or not, by the share its
+// sdpa's Trils keep (here half), as the kernel of the whole sdpa does.
 func TestRingRoundKernels(t *testing.T) {
 	const bt, s, d = 32, 4096, 128 // one block of q, k and v per device
 	sdpa := &plan.Of{Op: "sdpa", Inputs: []string{"q", "k", "v"}, Output: "o", Causal: true}
@@ -126,4 +128,60 @@ func TestRingRoundKernels(t *testing.T) {
 			t.Fatalf("the products' arithmetic should bound the kernels: %v s of memory", top.Local(pr.Steps[4].Bytes))
 		}
 	}
+}
+
+// TestTrilShare checks the share of a block of the scores that a causal
+// kernel computes on the busiest of a Tril's devices, against the area on
+// or below each device's diagonal counted cell by cell on a fine grid:
+// the diagonal's square block half, the all-gather form's last device
+// (2c − 1)/2c of its queries against every key, the expansion split on
+// the keys (every query against a quarter of them) 7/8 on device 0.
+func TestTrilShare(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		dims    []int
+		offsets []int
+		want    float64
+	}{
+		{"diagonal's square block", []int{2, 4, 4}, []int{0, 0}, 0.5},
+		{"all-gather form on 4 devices", []int{2, 4, 16}, []int{0, 4, 8, 12}, 7.0 / 8},
+		{"all-gather form on 2 devices", []int{1, 8, 16}, []int{0, 8}, 3.0 / 4},
+		{"split on the keys, 4 devices", []int{2, 16, 4}, []int{0, -4, -8, -12}, 7.0 / 8},
+		{"wholly below", []int{1, 4, 4}, []int{4}, 1},
+		{"wholly above", []int{1, 4, 4}, []int{-4}, 0},
+		{"more columns than rows", []int{1, 2, 3}, []int{2}, 11.0 / 12},
+		{"not a block", []int{4}, []int{0}, 1},
+	} {
+		got := trilShare(&plan.Step{Type: plan.Tril, Dims: tc.dims, Offsets: tc.offsets})
+		if math.Abs(got-tc.want) > 1e-12 {
+			t.Errorf("%s: share %v, want %v", tc.name, got, tc.want)
+		}
+		if len(tc.dims) < 3 {
+			continue
+		}
+		if grid := gridShare(tc.dims[1], tc.dims[2], tc.offsets); math.Abs(got-grid) > 1.0/64 {
+			t.Errorf("%s: share %v, the area counted on a grid %v", tc.name, got, grid)
+		}
+	}
+}
+
+// gridShare is the largest share, over offsets, of an r × c block on or
+// below the diagonal x − y ≥ −offset (x the row), counted on a grid of
+// 1/64 cells at their centres: trilShare from the definition.
+func gridShare(r, c int, offsets []int) float64 {
+	const n = 64
+	best := 0.0
+	for _, o := range offsets {
+		in := 0
+		for i := range r * n {
+			for j := range c * n {
+				x, y := (float64(i)+0.5)/n, (float64(j)+0.5)/n
+				if y <= x+float64(o) {
+					in++
+				}
+			}
+		}
+		best = max(best, float64(in)/float64(r*c*n*n))
+	}
+	return best
 }

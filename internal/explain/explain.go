@@ -41,17 +41,19 @@ type Options struct {
 }
 
 // Form is the optimal policy's choice of an sdpa's form: the prices, under
-// its objective, of the ring and of the expansion planned op by op
-// (docs/layers.md, "Ring attention").
+// its objective, of the ring, of the all-gather form and of the expansion
+// planned op by op (docs/layers.md, "Ring attention").
 type Form struct {
 	// Op is the expansion's last op.
 	Op int
-	// Ring and Expansion are the two prices: seconds (each form's step
-	// graph's makespan), or with Bytes what the busiest device receives.
-	Ring, Expansion float64
-	Bytes           bool
-	// Chosen says that the plan takes the ring.
-	Chosen bool
+	// Ring, Gather and Expansion are the three prices: seconds (each
+	// form's step graph's makespan), or with Bytes what the busiest device
+	// receives.
+	Ring, Gather, Expansion float64
+	Bytes                   bool
+	// Chosen is the form the plan takes, as sdpa's cp names it: ring,
+	// allgather or expansion.
+	Chosen string
 }
 
 // All explains every tensor and op, priced on the default topology,

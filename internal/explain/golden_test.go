@@ -30,7 +30,7 @@ func TestExamplesGolden(t *testing.T) {
 			return err
 		}
 		for _, f := range forms {
-			o.Forms = append(o.Forms, Form{Op: f.Op, Ring: f.Ring, Expansion: f.Expansion, Bytes: f.Bytes, Chosen: f.Chosen})
+			o.Forms = append(o.Forms, Form{Op: f.Op, Ring: f.Ring, Gather: f.Gather, Expansion: f.Expansion, Bytes: f.Bytes, Chosen: f.Chosen})
 		}
 		return Write(b, p, o)
 	})

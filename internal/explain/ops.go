@@ -30,7 +30,7 @@ func (e *explainer) op(b *strings.Builder, i int, op plan.Op) {
 	}
 	steps := e.stepsOf(i)
 	if len(steps) == 0 && op.Within != nil {
-		fmt.Fprintf(b, "  no steps: computed within op %d's steps (ring attention); no device holds %s\n", *op.Within, op.Output)
+		fmt.Fprintf(b, "  no steps: computed within op %d's steps (%s); no device holds %s\n", *op.Within, e.wholeForm(*op.Within), op.Output)
 		return
 	}
 	if len(steps) == 0 {

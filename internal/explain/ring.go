@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/nvcomm/nvcomm/internal/plan"
 )
@@ -20,10 +21,22 @@ func (e *explainer) computesWhole(k int) bool {
 	return false
 }
 
+// wholeForm names the form in which op k computes its sdpa whole: the
+// all-gather form where its steps gather, else ring attention.
+func (e *explainer) wholeForm(k int) string {
+	for _, s := range e.stepsOf(k) {
+		if s.Type == plan.Allgather {
+			return "the all-gather form"
+		}
+	}
+	return "ring attention"
+}
+
 // formOf says how op i, the last op of an sdpa's expansion, computes
 // the sdpa and why that form: ring attention (its rounds, the ops within
-// it) or the expansion planned op by op; the two prices where the
-// lowering's choice is known (Options.Forms), else who chose.
+// it), the all-gather form, or the expansion planned op by op; the three
+// prices where the lowering's choice is known (Options.Forms), else who
+// chose.
 func (e *explainer) formOf(i int, op plan.Op) []string {
 	var form *Form
 	for k := range e.o.Forms {
@@ -43,11 +56,19 @@ func (e *explainer) formOf(i int, op plan.Op) []string {
 				within++
 			}
 		}
-		shifts := 0 // k's and v's, between rounds
+		shifts, gathers := 0, 0 // k's and v's, between rounds; or gathered whole
 		for _, s := range e.stepsOf(i) {
-			if s.Type == plan.SendRecv {
+			switch s.Type {
+			case plan.SendRecv:
 				shifts++
+			case plan.Allgather:
+				gathers++
 			}
+		}
+		if gathers > 0 {
+			lines = append(lines, fmt.Sprintf("computes %s whole, in the all-gather form: k and v gathered whole along the sequence, then each device's queries against every key, locally%s; %d ops are computed within its steps",
+				op.Of.Expr(), causalGather(op), within))
+			return append(lines, e.whyForm(op, form)...)
 		}
 		rounds := shifts/2 + 1
 		lines = append(lines, fmt.Sprintf("computes %s whole, as ring attention: %d rounds of attention on the k and v blocks each device holds, merged by online softmax, the blocks passed along the ring between rounds; %d ops are computed within its steps",
@@ -56,6 +77,28 @@ func (e *explainer) formOf(i int, op plan.Op) []string {
 			lines = append(lines, skipped)
 		}
 	}
+	return append(lines, e.whyForm(op, form)...)
+}
+
+// causalGather is what the all-gather form's causal mask does, for
+// formOf: "" when op's sdpa is not causal.
+func causalGather(op plan.Op) string {
+	if op.Of == nil || !op.Of.Causal {
+		return ""
+	}
+	return " (causal: each device masks with its own diagonal, its first query, and computes the tiles on or below it: the last device nearly all of its block)"
+}
+
+// formNames are the forms' names in explain, by sdpa's cp.
+var formNames = map[string]string{
+	"ring":      "the ring",
+	"allgather": "the all-gather form",
+	"expansion": "the expansion planned op by op",
+}
+
+// whyForm says why op, the last op of an sdpa's expansion, takes its form:
+// the three prices with the lowering's choice (form), else who chose.
+func (e *explainer) whyForm(op plan.Op, form *Form) []string {
 	switch {
 	case form != nil:
 		price := func(x float64) string {
@@ -64,22 +107,22 @@ func (e *explainer) formOf(i int, op plan.Op) []string {
 			}
 			return Seconds(x) + " as a step graph"
 		}
-		chosen, other := "the ring", "the expansion planned op by op"
-		if !form.Chosen {
-			chosen, other = other, "the ring"
+		var others []string
+		for _, f := range []string{"ring", "allgather", "expansion"} {
+			if f != form.Chosen {
+				others = append(others, formNames[f])
+			}
 		}
 		by := "the objective"
 		if op.Of != nil && op.Of.CP != "" {
 			by = "the fusion's cp: " + op.Of.CP
 		}
-		lines = append(lines, fmt.Sprintf("why this form: %s; ring %s, expansion %s (%s chosen over %s)",
-			by, price(form.Ring), price(form.Expansion), chosen, other))
+		return []string{fmt.Sprintf("why this form: %s; ring %s, all-gather %s, expansion %s (%s chosen over %s)",
+			by, price(form.Ring), price(form.Gather), price(form.Expansion), formNames[form.Chosen], strings.Join(others, " and "))}
 	case op.Of != nil && op.Of.CP != "":
-		lines = append(lines, "why this form: the fusion's cp: "+op.Of.CP)
-	default:
-		lines = append(lines, "why this form: the objective, which priced the ring below the expansion planned op by op (the makespans of their step graphs)")
+		return []string{"why this form: the fusion's cp: " + op.Of.CP}
 	}
-	return lines
+	return []string{"why this form: the objective, which priced it below the other forms (the makespans of their step graphs)"}
 }
 
 // skippedBlocks says, for ring attention op i of rounds rounds, how many

@@ -42,8 +42,8 @@ func TestRingForm(t *testing.T) {
 	if d := cmp.Diff([]string{"why this form: the fusion's cp: ring"}, lines(o, "why this form")); d != "" {
 		t.Errorf("without prices (-want +got):\n%s", d)
 	}
-	o.Forms = []Form{{Op: 17, Ring: 242e-6, Expansion: 188e-6, Chosen: true}}
-	want := "why this form: the fusion's cp: ring; ring 242 µs as a step graph, expansion 188 µs as a step graph (the ring chosen over the expansion planned op by op)"
+	o.Forms = []Form{{Op: 17, Ring: 242e-6, Gather: 81.1e-6, Expansion: 188e-6, Chosen: "ring"}}
+	want := "why this form: the fusion's cp: ring; ring 242 µs as a step graph, all-gather 81.1 µs as a step graph, expansion 188 µs as a step graph (the ring chosen over the all-gather form and the expansion planned op by op)"
 	if d := cmp.Diff([]string{want}, lines(o, "why this form")); d != "" {
 		t.Errorf("with prices (-want +got):\n%s", d)
 	}

@@ -314,9 +314,10 @@ type opCtx struct {
 }
 
 // lowerOp lowers op into the ledger's steps and books its bound: an sdpa
-// that the ring could compute books what either form must receive at its
-// last op, which emits the ring's steps where the ring computes it, the
-// others then none (ring.go); an op that more than one way computes books
+// that the ring could compute books what the op-by-op form or the ring
+// must receive at its last op, which emits the ring's or the all-gather
+// form's steps where one of them computes it, the others then none
+// (ring.go); an op that more than one way computes books
 // what every way must receive, for itself and the sets inserted to
 // reshard its operands or its result (ways.go).
 func (l *lowerer) lowerOp(op *ir.Op) {
@@ -326,8 +327,8 @@ func (l *lowerer) lowerOp(op *ir.Op) {
 		}
 		return // else the ring's last op computes it
 	}
-	if r := l.rings[op]; r != nil && r.chosen {
-		l.lowerRing(op, r)
+	if r := l.rings[op]; r != nil && r.whole() {
+		l.lowerWhole(op, r)
 		return
 	}
 	l.lowerOpAlone(op)

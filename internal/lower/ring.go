@@ -13,43 +13,77 @@ import (
 // This file is the optimal policy's choice of attention's form under
 // context parallelism (docs/layers.md, "Ring attention"). An sdpa whose
 // q, k, v and output are split on the sequence, in blocks, over a 1-D
-// mesh, is planned two ways: its expansion op by op, as every composite
+// mesh, is planned three ways: its expansion op by op, as every composite
 // is (the scores split as kᵀ is, q gathered, the softmax's statistics
-// and the output summed by collectives), or as a ring (plan.RingAttention):
+// and the output summed by collectives); as a ring (plan.RingAttention):
 // c rounds of local attention on the k and v blocks a device holds (under
 // the causal mask, those with a key its queries see), merged by online
-// softmax, while one SendRecv per tensor passes the blocks on. Each is priced by the makespan of its step graph (each
-// round's transfers run beside its attention) on the planner's
-// topology, or by the bytes its busiest device receives under the bytes
-// objective, and the cheaper taken, the op-by-op form on a tie. A ring's
-// expansion ops but the last are then computed within the last one's
-// steps (plan.Op.Within), which read q, k and v.
+// softmax, while one SendRecv per tensor passes the blocks on; or in the
+// all-gather form (plan.RingAttention.GatherSteps): k and v gathered
+// whole, then each device's queries against every key, locally. Each is
+// priced by the makespan of its step graph (each round's transfers run
+// beside its attention) on the planner's topology, or by the bytes its
+// busiest device receives under the bytes objective, and the cheapest
+// taken; a tie keeps the op-by-op form, then the ring. The ring's or the
+// all-gather form's expansion ops but the last are then computed within
+// the last one's steps (plan.Op.Within), which read q, k and v.
 
-// ringForm is an sdpa the lowering computes as a ring.
+// ringForm is an sdpa that the ring and the all-gather form can compute,
+// and the form chosen.
 type ringForm struct {
-	// geometry is the ring's, its buffers named for the last op.
+	// geometry is the ring's and the all-gather form's, but for its
+	// buffers' names (stepsOf).
 	geometry plan.RingAttention
 	// seqAxis is the sequence's axis (dim −2), which the SendRecvs name.
 	seqAxis int
 	// elem is the dtype's size in bytes.
 	elem int
-	// bounds are what either form must receive (reshard.Least of theirs):
-	// the fusion's lower bound does not depend on the form taken.
+	// bounds are what the op-by-op form or the ring must receive
+	// (reshard.Least of theirs; the all-gather form's, every other block,
+	// is never less than the ring's): the fusion's lower bound does not
+	// depend on the form taken.
 	bounds reshard.Bounds
-	// ring and ops are the two forms' prices (seconds, or bytes under the
-	// bytes objective).
-	ring, ops float64
-	// chosen says that the ring computes the sdpa; else its expansion's
-	// ops are lowered one by one (lowerBounded).
-	chosen bool
+	// ring, gather and ops are the three forms' prices (seconds, or bytes
+	// under the bytes objective).
+	ring, gather, ops float64
+	// chosen is the form that computes the sdpa, as sdpa's cp names it:
+	// ops.CPRing, ops.CPAllgather, or ops.CPExpansion (its ops lowered one
+	// by one, lowerBounded).
+	chosen string
+}
+
+// whole reports whether the form chosen computes the sdpa whole, its
+// expansion's ops within its last op.
+func (r *ringForm) whole() bool { return r.chosen != ops.CPExpansion }
+
+// choose is the form that computes the sdpa under the optimal policy
+// (optimal) with sdpa's cp: the form cp names, else the cheapest, a tie
+// going to the op-by-op form, then the ring; under nvFuser's policy the
+// op-by-op form.
+func (r *ringForm) choose(optimal bool, cp string) string {
+	switch {
+	case !optimal:
+		return ops.CPExpansion
+	case cp != "":
+		return cp
+	}
+	best, price := ops.CPExpansion, r.ops
+	if r.ring < price {
+		best, price = ops.CPRing, r.ring
+	}
+	if r.gather < price {
+		best = ops.CPAllgather
+	}
+	return best
 }
 
 // chooseRings is the pass that chooses, for every sdpa the ring can
-// compute, between the ring and the op-by-op form: the optimal policy
-// by its objective or the sdpa's cp, nvFuser's always the op-by-op form
-// (it has no context parallelism). Under every policy such an sdpa
-// books what either form must receive (ringForm.bounds), so that the
-// fusion's bound does not depend on the policy.
+// compute, between the op-by-op form, the ring and the all-gather form:
+// the optimal policy by its objective or the sdpa's cp, nvFuser's always
+// the op-by-op form (it has no context parallelism). Under every policy
+// such an sdpa books what the op-by-op form or the ring must receive
+// (ringForm.bounds), so that the fusion's bound does not depend on the
+// policy.
 func (l *lowerer) chooseRings() {
 	optimal := l.planner.Policy() == PolicyOptimal
 	var readers map[*ir.Tensor][]*ir.Op
@@ -68,8 +102,8 @@ func (l *lowerer) chooseRings() {
 			members, ok = expansionOf(l.f, last, readers)
 		}
 		if !ok {
-			if optimal && cp.Str == ops.CPRing {
-				l.planner.Job(l.ledger, l.f, last).Fail("sdpa's cp: ring needs q, k, v and its output on one 1-D mesh of at least 2 devices, each split in even blocks on its sequence (dim -2) alone and stored row-major, and no op outside the sdpa reading its intermediates",
+			if optimal && (cp.Str == ops.CPRing || cp.Str == ops.CPAllgather) {
+				l.planner.Job(l.ledger, l.f, last).Fail("sdpa's cp: "+cp.Str+" needs q, k, v and its output on one 1-D mesh of at least 2 devices, each split in even blocks on its sequence (dim -2) alone and stored row-major, and no op outside the sdpa reading its intermediates",
 					"split q, k, v and the output as Shard(rank-2) on one mesh, or write cp: expansion (or leave cp out) to plan the sdpa op by op")
 			}
 			continue
@@ -78,14 +112,14 @@ func (l *lowerer) chooseRings() {
 		if !ok {
 			continue
 		}
-		form.chosen = optimal && (cp.Str == ops.CPRing || cp.Str == "" && form.ring < form.ops)
+		form.chosen = form.choose(optimal, cp.Str)
 		if l.rings == nil {
 			l.rings, l.within = map[*ir.Op]*ringForm{}, map[*ir.Op]*ir.Op{}
 		}
 		l.rings[last] = form
 		for _, op := range members {
 			switch {
-			case !form.chosen:
+			case !form.whole():
 				l.within[op] = nil // lowered on its own, its bounds the form's
 			case op != last:
 				l.within[op] = last
@@ -210,10 +244,11 @@ func sameComposite(op, last *ir.Op) bool {
 	return op.Of != nil && !op.Of.Grad && op.Of.Output == last.Of.Output
 }
 
-// priceRing prices both forms of the sdpa whose expansion is members
-// (last the last): the op-by-op form lowered on a ledger of its own, the
-// ring built; false when the op-by-op form fails there or a price does
-// not fit.
+// priceRing prices the three forms of the sdpa whose expansion is
+// members (last the last): the op-by-op form lowered on a ledger of its
+// own, the ring and the all-gather form emitted on ledgers of theirs, as
+// the lowering emits them (emitWhole); false when the op-by-op form fails
+// there or a price does not fit.
 func (l *lowerer) priceRing(g plan.RingAttention, last *ir.Op, members []*ir.Op) (*ringForm, bool) {
 	trial := &lowerer{f: l.f, planner: l.planner, ledger: reshard.NewLedger(l.f.File), sumTypes: l.sumTypes,
 		failed: l.failed, bcast: l.bcast, opBounds: l.opBounds, discard: l.discard, trials: l.trials}
@@ -235,14 +270,19 @@ func (l *lowerer) priceRing(g plan.RingAttention, last *ir.Op, members []*ir.Op)
 	form.geometry.Scale = scoresScale(members)
 	out := last.Out.Name
 	form.geometry.Q, form.geometry.K, form.geometry.V, form.geometry.Out = last.Of.Inputs[0], last.Of.Inputs[1], last.Of.Inputs[2], out
-	form.geometry.Buffer = plan.RingBuffers(out)
 	var ok bool
 	if form.ops, ok = l.formPrice(trial.ledger.Steps(), members, nil); !ok {
 		return nil, false
 	}
-	ring := form.steps(last)
-	if form.ring, ok = l.formPrice(ring, members, last); !ok {
-		return nil, false
+	for _, f := range []struct {
+		name  string
+		price *float64
+	}{{ops.CPRing, &form.ring}, {ops.CPAllgather, &form.gather}} {
+		whole := reshard.NewLedger(l.f.File)
+		l.emitWhole(whole, last, form, f.name)
+		if *f.price, ok = l.formPrice(whole.Steps(), members, last); !ok || whole.Err() != nil {
+			return nil, false
+		}
 	}
 	return form, true
 }
@@ -278,20 +318,16 @@ func scoresScale(members []*ir.Op) float64 {
 	return 1
 }
 
-// steps are the ring's steps as the last op's, ids from 0, each
-// collective with its bytes: what formPrice prices. The lowering emits
-// the same steps through the ledger (lowerRing).
-func (r *ringForm) steps(last *ir.Op) []plan.Step {
-	steps := r.geometry.Steps()
-	for i := range steps {
-		s := &steps[i]
-		s.ID, s.Op = i, last.Index
-		if s.Kind == plan.KindCollective {
-			n := int64(s.Count.Input) * int64(r.elem)
-			s.Bytes = &plan.Bytes{SentPerDevice: n, ReceivedPerDevice: n, LowerBound: n}
-		}
+// stepsOf are the steps of form (ops.CPRing or ops.CPAllgather), their
+// buffers named for it (plan.RingBuffers, plan.GatherBuffers).
+func (r *ringForm) stepsOf(form string) []plan.Step {
+	g := r.geometry
+	if form == ops.CPAllgather {
+		g.Buffer = plan.GatherBuffers(g.Out)
+		return g.GatherSteps()
 	}
-	return steps
+	g.Buffer = plan.RingBuffers(g.Out)
+	return g.Steps()
 }
 
 // formPrice is the price of steps, the steps of members' ops, under the
@@ -307,9 +343,13 @@ func (l *lowerer) formPrice(steps []plan.Step, members []*ir.Op, whole *ir.Op) (
 			if s.Bytes == nil {
 				continue
 			}
+			seen := map[int]bool{} // a ring shift's device is in two teams, and receives once
 			for _, team := range s.Teams {
 				for _, d := range team {
-					received[d] += s.Bytes.ReceivedPerDevice
+					if !seen[d] {
+						seen[d] = true
+						received[d] += s.Bytes.ReceivedPerDevice
+					}
 				}
 			}
 		}
@@ -341,20 +381,31 @@ func (l *lowerer) formPrice(steps []plan.Step, members []*ir.Op, whole *ir.Op) (
 	return pr.Total, true
 }
 
-// lowerRing emits the ring's steps as op last's, and books the bound of
-// the op-by-op form.
-func (l *lowerer) lowerRing(last *ir.Op, r *ringForm) {
-	job := l.planner.Job(l.ledger, l.f, last)
-	for _, s := range r.geometry.Steps() {
+// lowerWhole emits the chosen form's steps as op last's, and books what
+// either form must receive (ringForm.bounds).
+func (l *lowerer) lowerWhole(last *ir.Op, r *ringForm) {
+	l.emitWhole(l.ledger, last, r, r.chosen)
+	l.ledger.Book(r.bounds)
+}
+
+// emitWhole emits the steps of form (ops.CPRing or ops.CPAllgather) as
+// op last's on ledger, each collective along the sequence: what a device
+// does not hold of its output is a SendRecv's whole block, an
+// Allgather's blocks but its own.
+func (l *lowerer) emitWhole(ledger *reshard.Ledger, last *ir.Op, r *ringForm, form string) {
+	job := l.planner.Job(ledger, l.f, last)
+	for _, s := range r.stepsOf(form) {
 		if s.Kind == plan.KindCollective {
 			s.Axis = new(r.seqAxis)
 			n := int64(s.Count.Input)
+			if s.Type == plan.Allgather {
+				n = int64(s.Count.Output - s.Count.Input)
+			}
 			job.EmitCollective(s, r.elem, func(int) int64 { return n })
 			continue
 		}
 		job.EmitLocal(s, s.Devices, s.Count.Input, s.Count.Output)
 	}
-	l.ledger.Book(r.bounds)
 }
 
 // planOp describes op for the plan, with the op it is computed within.
@@ -367,19 +418,20 @@ func (l *lowerer) planOp(op *ir.Op) plan.Op {
 }
 
 // Form is the optimal policy's choice of an sdpa's form (docs/layers.md,
-// "Ring attention"): the two forms' prices under its objective, seconds
+// "Ring attention"): the three forms' prices under its objective, seconds
 // (the makespan of each form's step graph) or, under the bytes
 // objective, the bytes the busiest device receives.
 type Form struct {
 	// Op is the expansion's last op.
 	Op int
-	// Ring and Expansion are the prices of the ring and of the expansion
-	// planned op by op.
-	Ring, Expansion float64
+	// Ring, Gather and Expansion are the prices of the ring, of the
+	// all-gather form and of the expansion planned op by op.
+	Ring, Gather, Expansion float64
 	// Bytes says that the prices are bytes, not seconds.
 	Bytes bool
-	// Chosen says that the plan takes the ring.
-	Chosen bool
+	// Chosen is the form the plan takes, as sdpa's cp names it: ring,
+	// allgather or expansion.
+	Chosen string
 }
 
 // Forms prices the forms of every sdpa of p's fusion that the ring can
@@ -405,7 +457,7 @@ func Forms(p *plan.Plan, topo *cost.Topology) ([]Form, error) {
 	var forms []Form
 	for _, op := range l.f.Ops {
 		if r := l.rings[op]; r != nil {
-			forms = append(forms, Form{Op: op.Index, Ring: r.ring, Expansion: r.ops,
+			forms = append(forms, Form{Op: op.Index, Ring: r.ring, Gather: r.gather, Expansion: r.ops,
 				Bytes: l.planner.Objective() == ObjectiveBytes, Chosen: r.chosen})
 		}
 	}

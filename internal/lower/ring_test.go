@@ -49,12 +49,16 @@ func summarize(p *plan.Plan) ringSummary {
 // without sdpa's cp, under both policies, and checks which form each plan
 // takes: the ring (6 SendRecvs, the expansion's 17 other ops computed
 // within its last, as are the set inserted for one) where the objective
-// prices it faster — at the realistic size, the SendRecvs' latency
-// outweighing the overlap at the small one — or where cp says ring; the
-// op-by-op form otherwise, and always under nvFuser's policy. The
-// fusion's bound is the same in every plan of one size.
+// prices it cheapest — at the realistic size, where each round's
+// attention hides the next blocks' transfer — or where cp says ring; the
+// all-gather form (2 Allgathers, the 17 ops within) where it is cheapest —
+// at the small size, where the SendRecvs' latency outweighs the overlap
+// and the expansion's collectives are more — or cp says allgather; the
+// op-by-op form where cp says expansion, and always under nvFuser's
+// policy. The fusion's bound is the same in every plan of one size.
 func TestRingChosen(t *testing.T) {
 	ring := ringSummary{ByType: map[string]int{"SendRecv": 6}, Within: 17}
+	gather := ringSummary{ByType: map[string]int{"Allgather": 2}, Within: 17}
 	ops := ringSummary{ByType: map[string]int{"Allgather": 1, "Allreduce": 4}}
 	nvfuser := ringSummary{ByType: map[string]int{"AllToAll": 1, "Allgather": 2, "Allreduce": 3}}
 	for _, tc := range []struct {
@@ -62,10 +66,13 @@ func TestRingChosen(t *testing.T) {
 		policy       Policy
 		want         ringSummary
 	}{
-		{"[2, 4, 16, 8]", "", PolicyOptimal, ops},
+		{"[2, 4, 16, 8]", "", PolicyOptimal, gather},
+		{"[2, 4, 16, 8]", ", cp: expansion", PolicyOptimal, ops},
 		{"[2, 4, 16, 8]", ", cp: ring", PolicyOptimal, ring},
 		{"[2, 4, 16, 8]", ", cp: ring", PolicyNvFuser, nvfuser},
+		{"[2, 4, 16, 8]", ", cp: allgather", PolicyNvFuser, nvfuser},
 		{"[1, 8, 4096, 128]", "", PolicyOptimal, ring},
+		{"[1, 8, 4096, 128]", ", cp: allgather", PolicyOptimal, gather},
 		{"[1, 8, 4096, 128]", ", cp: expansion", PolicyOptimal, ringSummary{ByType: map[string]int{"Allgather": 1, "Allreduce": 3, "ReduceScatter": 1}}},
 		{"[1, 8, 4096, 128]", "", PolicyNvFuser, nvfuser},
 	} {
@@ -82,22 +89,63 @@ func TestRingChosen(t *testing.T) {
 	}
 }
 
-// TestRingNeedsSequenceBlocks checks that cp: ring on an sdpa the ring
-// cannot compute — k and v whole — is an error at the op, with a hint;
-// nvFuser's policy ignores cp.
+// TestRingNeedsSequenceBlocks checks that cp: ring or cp: allgather on
+// an sdpa that neither form can compute — k and v whole — is an error at
+// the op, with a hint; nvFuser's policy ignores cp.
 func TestRingNeedsSequenceBlocks(t *testing.T) {
-	src := strings.NewReplacer("SHAPE", "[2, 4, 16, 8]", "ATTRS", ", cp: ring").Replace(contextParallel)
-	src = strings.Replace(src, "k: {mesh: cp, shape: [2, 4, 16, 8], placements: [Shard(2)]}", "k: {mesh: cp, shape: [2, 4, 16, 8], placements: [Replicate()]}", 1)
-	f, err := syntax.Parse("f.yaml", []byte(src))
-	if err != nil {
-		t.Fatal(err)
+	for _, cp := range []string{"ring", "allgather"} {
+		src := strings.NewReplacer("SHAPE", "[2, 4, 16, 8]", "ATTRS", ", cp: "+cp).Replace(contextParallel)
+		src = strings.Replace(src, "k: {mesh: cp, shape: [2, 4, 16, 8], placements: [Shard(2)]}", "k: {mesh: cp, shape: [2, 4, 16, 8], placements: [Replicate()]}", 1)
+		f, err := syntax.Parse("f.yaml", []byte(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = Lower(f, Options{})
+		if err == nil || !strings.Contains(err.Error(), "f.yaml:10:") || !strings.Contains(err.Error(), "cp: "+cp+" needs q, k, v and its output") {
+			t.Errorf("cp: %s: lower: %v, want the form's error at the sdpa (f.yaml:10)", cp, err)
+		}
+		if _, err := Lower(f, Options{Policy: PolicyNvFuser}); err != nil {
+			t.Errorf("cp: %s: nvfuser: %v", cp, err)
+		}
 	}
-	_, err = Lower(f, Options{})
-	if err == nil || !strings.Contains(err.Error(), "f.yaml:10:") || !strings.Contains(err.Error(), "cp: ring needs q, k, v and its output") {
-		t.Errorf("lower: %v, want the ring's error at the sdpa (f.yaml:10)", err)
-	}
-	if _, err := Lower(f, Options{Policy: PolicyNvFuser}); err != nil {
-		t.Errorf("nvfuser: %v", err)
+}
+
+// TestFormsByBytes checks the three forms' prices under the bytes
+// objective: what the busiest device receives. The ring and the all-gather
+// form receive the same, every block of k and v but the device's own (6
+// KiB at the example's size, 24 MiB at the realistic one; each device of
+// a ring shift, in two of its teams, receives once); the op-by-op form
+// more (q gathered, the statistics and the output summed: 8.25 KiB, and
+// 24.56 MiB). The tie goes to the ring, and the plan certifies under the
+// objective.
+func TestFormsByBytes(t *testing.T) {
+	for _, tc := range []struct {
+		shape                   string
+		ring, gather, expansion float64
+	}{
+		{"[2, 4, 16, 8]", 6 << 10, 6 << 10, 8448},
+		{"[1, 8, 4096, 128]", 24 << 20, 24 << 20, 24<<20 + 576<<10},
+	} {
+		src := strings.NewReplacer("SHAPE", tc.shape, "ATTRS", "").Replace(contextParallel)
+		f, err := syntax.Parse("f.yaml", []byte(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := Lower(f, Options{Objective: ObjectiveBytes})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if probs, unproven := Certify(p); len(probs) > 0 || len(unproven) > 0 {
+			t.Fatalf("%s: certify: %v, unproven ops %v", tc.shape, probs, unproven)
+		}
+		forms, err := Forms(p, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []Form{{Op: 17, Ring: tc.ring, Gather: tc.gather, Expansion: tc.expansion, Bytes: true, Chosen: cheapest(Form{Ring: tc.ring, Gather: tc.gather, Expansion: tc.expansion})}}
+		if d := cmp.Diff(want, forms); d != "" {
+			t.Errorf("%s: forms (-want +got):\n%s", tc.shape, d)
+		}
 	}
 }
 
@@ -123,18 +171,20 @@ func lowerRingSource(t *testing.T, shape, attrs string, policy Policy) *plan.Pla
 }
 
 // TestForms checks the prices Forms reports for explain: the form each
-// plan took, the ring's below the expansion's where the objective chose
-// it, and none under nvFuser's policy.
+// plan took, the cheapest of the three where the objective chose (a tie
+// to the op-by-op form, then the ring), and none under nvFuser's policy.
 func TestForms(t *testing.T) {
 	for _, tc := range []struct {
 		shape, attrs string
 		policy       Policy
-		chosen, any  bool
+		chosen       string
 	}{
-		{"[2, 4, 16, 8]", "", PolicyOptimal, false, true},
-		{"[2, 4, 16, 8]", ", cp: ring", PolicyOptimal, true, true},
-		{"[1, 8, 4096, 128]", "", PolicyOptimal, true, true},
-		{"[1, 8, 4096, 128]", "", PolicyNvFuser, false, false},
+		{"[2, 4, 16, 8]", "", PolicyOptimal, "allgather"},
+		{"[2, 4, 16, 8]", ", cp: expansion", PolicyOptimal, "expansion"},
+		{"[2, 4, 16, 8]", ", cp: ring", PolicyOptimal, "ring"},
+		{"[2, 4, 16, 8]", ", cp: allgather", PolicyOptimal, "allgather"},
+		{"[1, 8, 4096, 128]", "", PolicyOptimal, "ring"},
+		{"[1, 8, 4096, 128]", "", PolicyNvFuser, ""},
 	} {
 		t.Run(fmt.Sprintf("%s%s/%s", tc.shape, tc.attrs, tc.policy), func(t *testing.T) {
 			p := lowerRingSource(t, tc.shape, tc.attrs, tc.policy)
@@ -142,7 +192,7 @@ func TestForms(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !tc.any {
+			if tc.chosen == "" {
 				if len(forms) > 0 {
 					t.Errorf("forms %+v, want none", forms)
 				}
@@ -151,9 +201,24 @@ func TestForms(t *testing.T) {
 			if len(forms) != 1 || forms[0].Op != 17 || forms[0].Chosen != tc.chosen || forms[0].Bytes {
 				t.Fatalf("forms %+v, want op 17's, chosen %v", forms, tc.chosen)
 			}
-			if f := forms[0]; tc.attrs == "" && (f.Ring < f.Expansion) != f.Chosen {
-				t.Errorf("ring %g s, expansion %g s: the objective chose the ring %v", f.Ring, f.Expansion, f.Chosen)
+			if f := forms[0]; tc.attrs == "" && cheapest(f) != f.Chosen {
+				t.Errorf("ring %g s, all-gather %g s, expansion %g s: the objective chose %s", f.Ring, f.Gather, f.Expansion, f.Chosen)
 			}
 		})
 	}
+}
+
+// cheapest is the form of least price in f, a tie to the op-by-op form,
+// then the ring.
+func cheapest(f Form) string {
+	best, price := "expansion", f.Expansion
+	for _, c := range []struct {
+		name  string
+		price float64
+	}{{"ring", f.Ring}, {"allgather", f.Gather}} {
+		if c.price < price {
+			best, price = c.name, c.price
+		}
+	}
+	return best
 }

@@ -25,21 +25,24 @@ const AttrCausal Attr = "causal"
 // AttrCP is sdpa's form under context parallelism (q, k, v and the
 // output split on the sequence), which the optimal policy otherwise
 // chooses by its objective: ring (ring attention, Megatron-LM's
-// cp_comm_type p2p) or expansion (the expansion's ops, each planned on
-// its own). nvFuser has no context parallelism: its policy ignores it.
+// cp_comm_type p2p), allgather (k and v gathered whole, each device's
+// queries against every key: Llama 3's context parallelism, Megatron-LM's
+// cp_comm_type all_gather) or expansion (the expansion's ops, each planned
+// on its own). nvFuser has no context parallelism: its policy ignores it.
 const AttrCP Attr = "cp"
 
 // The values of AttrCP.
 const (
 	CPRing      = "ring"
+	CPAllgather = "allgather"
 	CPExpansion = "expansion"
 )
 
 // sdpaAttrSpecs are the specs of sdpa's attributes.
 var sdpaAttrSpecs = []AttrSpec{
 	{Key: AttrCausal, Kind: BoolAttr, Doc: "sdpa's causal mask: query i attends to keys 0 to i (torch's is_causal, top-left aligned)"},
-	{Key: AttrCP, Kind: NameAttr, Names: []string{CPRing, CPExpansion}, Optional: true,
-		Doc: "sdpa's form under context parallelism, policy optimal: ring (ring attention) or expansion (its ops planned one by one); left out, the objective chooses"},
+	{Key: AttrCP, Kind: NameAttr, Names: []string{CPRing, CPAllgather, CPExpansion}, Optional: true,
+		Doc: "sdpa's form under context parallelism, policy optimal: ring (ring attention), allgather (k and v gathered whole) or expansion (its ops planned one by one); left out, the objective chooses"},
 }
 
 // registerSDPA adds sdpa.

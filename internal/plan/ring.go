@@ -328,9 +328,107 @@ func (b ringBuilder) reduce(op, out, in string, sdims []int) Step {
 // tril masks round r's scores on positions on, each with its block's
 // diagonal.
 func (b ringBuilder) tril(out, in string, on []int, r int, sdims []int) Step {
-	s := b.local(Tril, out, [2]int{ops.Product(sdims), ops.Product(sdims)}, sdims, in)
-	for _, i := range on {
-		s.Offsets = append(s.Offsets, i*b.g.SB-b.g.blockOf(i, r)*b.g.TB)
+	offsets := make([]int, len(on))
+	for k, i := range on {
+		offsets[k] = i*b.g.SB - b.g.blockOf(i, r)*b.g.TB
 	}
+	return b.trilAt(out, in, sdims, offsets)
+}
+
+// trilAt masks scores of dims sdims with the diagonals offsets, one per
+// device of b.
+func (b ringBuilder) trilAt(out, in string, sdims, offsets []int) Step {
+	s := b.local(Tril, out, [2]int{ops.Product(sdims), ops.Product(sdims)}, sdims, in)
+	s.Offsets = offsets
 	return s
+}
+
+// The all-gather form of context-parallel attention (Llama 3's context
+// parallelism; torch's _RotateMethod.ALL_GATHER): the same geometry, k
+// and v gathered whole along the sequence by one Allgather each, then
+// every device attends its own queries to every key, locally, in one
+// pass (softmax needs no merge: the device holds every key of its rows).
+// Under the causal mask each device masks its block of the scores with
+// its own diagonal, i·SB (its first query; the keys start at 0), and no
+// device skips anything: key 0 is seen by every query. A kernel computes
+// only the tiles on or below the diagonal, so device i's arithmetic is
+// its share of them, (2i + 1)/2c of its block (package cost prices the
+// busiest, the last).
+
+// GatherBuffers names the intermediate buffers of the all-gather form of
+// the sdpa whose output is out, as the lowering names them:
+// "out/gather/what".
+func GatherBuffers(out string) func(what string) string {
+	return func(what string) string { return out + "/gather/" + what }
+}
+
+// GatherSteps returns the all-gather form's steps, each with its kind,
+// type, devices or team, count and fields; the caller gives them their
+// ids, op, expr and a collective's bytes and axis:
+//
+//	kg, vg = Allgather(k), Allgather(v)  [c, BT, TB, ·], device blocks in turn
+//	k', v' = Permute(kg), Permute(vg)    [BT, c·TB, ·], the sequence whole
+//	                                     (none when BT is 1: kg is k')
+//	qk = q · k'ᵀ                         Matmul (transpose_b)
+//	s  = qk · scale                      Pointwise
+//	sm = tril(s, i·SB)                   Tril (causal)
+//	m  = max_t sm                        LocalReduce
+//	e  = exp(sm − m)                     Pointwise ×2
+//	ek = tril(e, i·SB)                   Tril (causal)
+//	l  = Σ_t ek; o = ek · v'             LocalReduce, Matmul
+//	Out = o / l                          Pointwise
+//
+// As in the ring, the mask's zeros take part in the row max (the shift is
+// at least 0 in a masked row), which changes no softmax.
+func (g RingAttention) GatherSteps() []Step {
+	c := len(g.Devices)
+	all := make([]int, c)
+	for i := range all {
+		all[i] = i
+	}
+	b := g.builder(all)
+	team := [][]int{slices.Clone(g.Devices)}
+	t := c * g.TB
+	gather := func(in, what string, width int) (Step, []Step) {
+		n := g.BT * g.TB * width
+		whole := g.Buffer(what)
+		if g.BT == 1 { // [c, 1, TB, ·] is [1, c·TB, ·]
+			return Step{Kind: KindCollective, Type: Allgather, Teams: team, Input: in, Output: whole, Count: Count{Input: n, Output: c * n}}, nil
+		}
+		blocks := g.Buffer(what + "g")
+		perm := b.local(Permute, whole, [2]int{c * n, c * n}, []int{c, g.BT, g.TB * width}, blocks)
+		perm.Perm = []int{1, 0, 2}
+		return Step{Kind: KindCollective, Type: Allgather, Teams: team, Input: in, Output: blocks, Count: Count{Input: n, Output: c * n}}, []Step{perm}
+	}
+	agK, permK := gather(g.K, "k", g.D)
+	agV, permV := gather(g.V, "v", g.DV)
+	steps := append(append([]Step{agK, agV}, permK...), permV...)
+	k, v := g.Buffer("k"), g.Buffer("v")
+	rows, scores := g.BT*g.SB, g.BT*g.SB*t
+	sdims, odims, cdims := []int{g.BT, g.SB, t}, []int{g.BT, g.SB, g.DV}, []int{g.BT, g.SB, 1}
+	var diagonals []int
+	for i := range c {
+		diagonals = append(diagonals, i*g.SB)
+	}
+	qk := b.local(Matmul, g.Buffer("qk"), [2]int{rows * g.D, scores}, []int{g.BT, g.SB, g.D, t}, g.Q, k)
+	qk.TransposeB = true
+	scaled := b.pointwise("mul", g.Buffer("s"), sdims, [][]int{sdims}, g.Buffer("qk"))
+	scaled.Scalar = &ops.Scalar{Slot: 1, Value: g.Scale}
+	steps = append(steps, qk, scaled)
+	s := g.Buffer("s")
+	if g.Causal {
+		steps = append(steps, b.trilAt(g.Buffer("sm"), s, sdims, diagonals))
+		s = g.Buffer("sm")
+	}
+	steps = append(steps, b.reduce("max", g.Buffer("m"), s, sdims),
+		b.pointwise("sub", g.Buffer("x"), sdims, [][]int{sdims, cdims}, s, g.Buffer("m")),
+		b.pointwise("exp", g.Buffer("e"), sdims, [][]int{sdims}, g.Buffer("x")))
+	e := g.Buffer("e")
+	if g.Causal {
+		steps = append(steps, b.trilAt(g.Buffer("ek"), e, sdims, slices.Clone(diagonals)))
+		e = g.Buffer("ek")
+	}
+	return append(steps, b.reduce("sum", g.Buffer("l"), e, sdims),
+		b.local(Matmul, g.Buffer("o"), [2]int{scores, rows * g.DV}, []int{g.BT, g.SB, t, g.DV}, e, v),
+		b.pointwise("div", g.Out, odims, [][]int{odims, cdims}, g.Buffer("o"), g.Buffer("l")))
 }

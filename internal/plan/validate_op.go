@@ -159,8 +159,8 @@ func (v *validator) checkOf(i int, op Op) {
 	}
 	if of.CP != "" && (e == nil || !e.Takes(ops.AttrCP)) {
 		v.planf("op %d: of: %s has cp %q, but only sdpa takes cp", i, of.Op, of.CP)
-	} else if of.CP != "" && of.CP != ops.CPRing && of.CP != ops.CPExpansion {
-		v.planf("op %d: of: cp is %q, want %s or %s", i, of.CP, ops.CPRing, ops.CPExpansion)
+	} else if of.CP != "" && of.CP != ops.CPRing && of.CP != ops.CPAllgather && of.CP != ops.CPExpansion {
+		v.planf("op %d: of: cp is %q, want %s, %s or %s", i, of.CP, ops.CPRing, ops.CPAllgather, ops.CPExpansion)
 	}
 	v.checkOfAlike(i, of)
 }

@@ -7,7 +7,9 @@ import (
 )
 
 // An op that computes its composite whole (others are within it, Op.Within)
-// must compute it as ring attention's steps do (RingAttention): the
+// must compute it as ring attention's steps do (RingAttention), or the
+// all-gather form's (RingAttention.GatherSteps, whose first step is an
+// Allgather, where the ring's is a Matmul or a SendRecv): the
 // simulator proves its output, but not each of its intermediates, and a
 // change that softmax's algebra cannot see — the row max replaced by
 // another shift, which the simulator's exact exp takes as well as the
@@ -27,12 +29,13 @@ func (v *validator) checkWholes() {
 	}
 }
 
-// checkRing checks op k's steps against ring attention's.
+// checkRing checks op k's steps against ring attention's, or the
+// all-gather form's where they start with an Allgather.
 func (v *validator) checkRing(k int) {
 	op := &v.p.Ops[k]
 	g, why := v.ringOf(op)
 	if why != "" {
-		v.planf("op %d: computes %s whole, but %s; only ring attention computes an sdpa whole (docs/layers.md)", k, op.Of.Expr(), why)
+		v.planf("op %d: computes %s whole, but %s; only ring attention and the all-gather form compute an sdpa whole (docs/layers.md)", k, op.Of.Expr(), why)
 		return
 	}
 	var got []Step
@@ -40,6 +43,15 @@ func (v *validator) checkRing(k int) {
 		if v.p.Steps[i].Op == k {
 			got = append(got, ringShape(v.p.Steps[i]))
 		}
+	}
+	form, want := "ring attention", g.Steps()
+	if len(got) > 0 && got[0].Type == Allgather {
+		g.Buffer = GatherBuffers(op.Of.Output)
+		form, want = "the all-gather form", g.GatherSteps()
+		if at := firstDifference(got, want); at >= 0 {
+			v.notForm(k, op, form, got, want, at)
+		}
+		return
 	}
 	var diffs [2]int
 	for f, first := range []bool{false, true} {
@@ -49,13 +61,18 @@ func (v *validator) checkRing(k int) {
 			return
 		}
 	}
-	at := max(diffs[0], diffs[1])
+	v.notForm(k, op, form, got, want, max(diffs[0], diffs[1]))
+}
+
+// notForm reports that op k's steps got, which should be form's steps
+// want, differ from them at position at.
+func (v *validator) notForm(k int, op *Op, form string, got, want []Step, at int) {
 	if at >= len(got) {
-		v.planf("op %d: computes %s whole, but its %d steps are not ring attention's %d", k, op.Of.Expr(), len(got), len(g.Steps()))
+		v.planf("op %d: computes %s whole, but its %d steps are not %s's %d", k, op.Of.Expr(), len(got), form, len(want))
 		return
 	}
 	s := v.stepOf(k, at)
-	v.stepf(s, "is not step %d of ring attention, whose steps an op that computes %s whole must take (docs/layers.md, \"Ring attention\")", at, op.Of.Expr())
+	v.stepf(s, "is not step %d of %s, whose steps an op that computes %s whole must take (docs/layers.md, \"Ring attention\")", at, form, op.Of.Expr())
 }
 
 // stepOf returns the index in the plan of op k's step n.

@@ -106,3 +106,52 @@ func TestValidateWithin(t *testing.T) {
 		})
 	}
 }
+
+// gatherStep is the problem of a step that is not the all-gather form's
+// step n.
+func gatherStep(n int) string {
+	return fmt.Sprintf(`is not step %d of the all-gather form, whose steps an op that computes o = sdpa(q, k, v, causal=true) whole must take (docs/layers.md, "Ring attention")`, n)
+}
+
+// TestValidateGatherForm checks the all-gather form of a causal sdpa
+// (testdata/examples/attention_context_parallel_causal.optimal.json, the
+// objective's choice at its size): the plan is valid as lowered, and
+// mutants of its steps that simulate cannot tell from it or that compute
+// something else are rejected: another shift of the softmax, the gathered
+// blocks left in device order (gathered along the wrong axis), a device's
+// diagonal off by one, and a step dropped.
+func TestValidateGatherForm(t *testing.T) {
+	const file = "attention_context_parallel_causal.optimal.json"
+	for _, tc := range []struct {
+		name   string
+		mutate func(p *Plan)
+		want   []string
+	}{
+		{"as lowered", func(*Plan) {}, nil},
+		{"another shift", func(p *Plan) { p.Steps[7].ReduceOp = new("min") }, []string{gatherStep(7)}},
+		{"blocks in device order", func(p *Plan) { p.Steps[2].Perm = []int{0, 1, 2} }, []string{gatherStep(2)}},
+		{"a diagonal off by one", func(p *Plan) { p.Steps[6].Offsets = []int{0, 4, 9, 12} }, []string{gatherStep(6)}},
+		{"the output's division dropped", func(p *Plan) { p.Steps = p.Steps[:len(p.Steps)-1] },
+			[]string{"op 17: computes o = sdpa(q, k, v, causal=true) whole, but its 13 steps are not the all-gather form's 14",
+				`op 17: no step of the op writes its output "o"`, "summary: local_steps is 12, but the plan has 11 local steps"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src, err := os.ReadFile("../../testdata/examples/" + file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := Decode(file, src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.mutate(p)
+			var got []string
+			for _, d := range Validate(p) {
+				got = append(got, d.Message)
+			}
+			if d := cmp.Diff(tc.want, got); d != "" {
+				t.Errorf("problems (-want +got):\n%s", d)
+			}
+		})
+	}
+}

@@ -328,3 +328,152 @@ func TestRingPlanMutants(t *testing.T) {
 		})
 	}
 }
+
+// gatherSteps writes the all-gather form's steps with the builder the
+// lowering uses (plan.RingAttention.GatherSteps), on devices 0 to c−1,
+// named as ringSteps names them.
+func gatherSteps(g ringGeometry) []plan.Step {
+	devs := make([]int, g.c)
+	for i := range devs {
+		devs[i] = i
+	}
+	return plan.RingAttention{Devices: devs, BT: g.bt, SB: g.sb, TB: g.tb, D: g.d, DV: g.dv, Causal: g.causal,
+		Scale: 1 / math.Sqrt(float64(g.d)), Q: "q", K: "k", V: "v", Out: "o",
+		Buffer: func(what string) string { return what }}.GatherSteps()
+}
+
+// TestGatherAttentionSteps runs the all-gather form's steps (k and v
+// gathered along the sequence, each device's queries against every key)
+// on 2 to 4 devices, causal and not, one batch-and-head and several (the
+// gathered blocks then permuted into sequence order), blocks of q and k of
+// equal and unequal lengths, and checks every device's output block equal,
+// exactly, to sdpa's definition. Mutants fail: the gathered blocks left in
+// device order (gathered along the wrong axis: the batches and heads
+// outermost), the diagonal's mask off by one, every device masked with
+// device 0's diagonal.
+func TestGatherAttentionSteps(t *testing.T) {
+	r := rand.New(rand.NewPCG(26, 13))
+	for _, g := range []ringGeometry{
+		{bt: 2, c: 4, sb: 3, tb: 3, d: 4, dv: 2},
+		{bt: 2, c: 4, sb: 3, tb: 3, d: 4, dv: 2, causal: true},
+		{bt: 1, c: 4, sb: 2, tb: 2, d: 8, dv: 3, causal: true},
+		{bt: 1, c: 4, sb: 2, tb: 3, d: 2, dv: 2, causal: true},
+		{bt: 3, c: 3, sb: 3, tb: 2, d: 2, dv: 3, causal: true},
+		{bt: 2, c: 2, sb: 1, tb: 1, d: 1, dv: 1, causal: true},
+	} {
+		want, operands := ringReference(t, r, g)
+		if d := cmp.Diff(want, runRing(t, g, operands, gatherSteps(g))); d != "" {
+			t.Errorf("%+v: the all-gather form differs from sdpa's definition (-want +got):\n%s", g, d)
+		}
+		mutants := map[string]func([]plan.Step) []plan.Step{
+			"mask off by one": func(steps []plan.Step) []plan.Step {
+				for j := range steps {
+					if steps[j].Type == plan.Tril {
+						var shifted []int
+						for _, o := range steps[j].Offsets {
+							shifted = append(shifted, o+1)
+						}
+						steps[j].Offsets = shifted
+					}
+				}
+				return steps
+			},
+			"device 0's diagonal everywhere": func(steps []plan.Step) []plan.Step {
+				for j := range steps {
+					if steps[j].Type == plan.Tril {
+						steps[j].Offsets = make([]int, len(steps[j].Offsets))
+					}
+				}
+				return steps
+			},
+			"blocks in device order": func(steps []plan.Step) []plan.Step {
+				for j := range steps { // the Allgathers write the blocks where the Permutes would
+					if steps[j].Type == plan.Allgather {
+						steps[j].Output = strings.TrimSuffix(steps[j].Output, "g")
+					}
+				}
+				return slices.DeleteFunc(steps, func(s plan.Step) bool { return s.Type == plan.Permute })
+			},
+		}
+		for name, mutate := range mutants {
+			if !g.causal && name != "blocks in device order" || g.bt == 1 && name == "blocks in device order" {
+				continue // no mask; or no order to get wrong
+			}
+			steps := gatherSteps(g)
+			if d := cmp.Diff(want, runRing(t, g, operands, mutate(steps))); d == "" {
+				t.Errorf("%+v: %s gives sdpa's definition, want a difference", g, name)
+			}
+		}
+	}
+}
+
+// TestGatherPlanMutants runs the plan nvcomm lowers for the causal
+// context-parallel sdpa of testdata/examples/attention_context_parallel_causal.yaml,
+// whose objective takes the all-gather form at that size, in the orders
+// its graph allows, and mutants of it that compute something else, each
+// of which simulation catches on its own (validate, which holds the op's
+// steps to the all-gather form's, rejects them too): k and v gathered
+// along the wrong axis (the gathered blocks left in device order, the
+// batches and heads outermost, by an identity Permute), the diagonal's
+// mask off by one, and every device masked with device 0's diagonal.
+func TestGatherPlanMutants(t *testing.T) {
+	const file = "../../testdata/examples/attention_context_parallel_causal.optimal.json"
+	load := func() *plan.Plan {
+		src, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := plan.Decode(file, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	p := load()
+	if p.Summary.ByType["Allgather"] != 2 || len(p.Summary.ByType) != 1 {
+		t.Fatalf("the plan's collectives %v, want the all-gather form's 2 Allgathers", p.Summary.ByType)
+	}
+	plan.ToGraph(p)
+	for seed := range uint64(8) {
+		if res, err := Run(p, Options{Order: seed}); err != nil || !res.Pass {
+			t.Fatalf("the all-gather form's plan, order %d: %v %+v", seed, err, res)
+		}
+	}
+	trils := func(p *plan.Plan, offset func(k, o int) int) {
+		for i := range p.Steps {
+			if s := &p.Steps[i]; s.Type == plan.Tril {
+				shifted := make([]int, len(s.Offsets)) // the steps share their offsets: new ones
+				for k, o := range s.Offsets {
+					shifted[k] = offset(k, o)
+				}
+				s.Offsets = shifted
+			}
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		mutate func(p *plan.Plan)
+	}{
+		{"gathered along the wrong axis", func(p *plan.Plan) {
+			for i := range p.Steps {
+				if s := &p.Steps[i]; s.Type == plan.Permute {
+					s.Perm = []int{0, 1, 2}
+				}
+			}
+		}},
+		{"diagonal's mask off by one", func(p *plan.Plan) { trils(p, func(_, o int) int { return o + 1 }) }},
+		{"device 0's diagonal everywhere", func(p *plan.Plan) { trils(p, func(int, int) int { return 0 }) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := load()
+			tc.mutate(m)
+			if probs := plan.Validate(m); len(probs) == 0 {
+				t.Errorf("validate accepts the mutant")
+			}
+			res, err := Run(m, Options{})
+			if err != nil || res.Pass {
+				t.Errorf("simulation: %v, %+v; want a mismatch", err, res)
+			}
+		})
+	}
+}
