@@ -1,6 +1,7 @@
 package ir
 
 import (
+	"maps"
 	"slices"
 
 	"github.com/nvcomm/nvcomm/internal/diag"
@@ -116,22 +117,26 @@ func (s *sums) endsReduce() bool {
 }
 
 // qualify finds the pending terms each operand of op stands for; op is
-// kept when every operand has them, alike.
+// kept, and the contractions it reads left pending, when every operand
+// has them, alike.
 func (s *sums) qualify(op *Op) {
 	var terms []*Tensor
+	pended := map[*Op]*Op{}
 	for _, x := range op.Inputs {
-		t := s.termsOf(op, x)
+		t := s.termsOf(op, x, pended)
 		if t == nil || !evenBlocks(t) || len(terms) > 0 && !alikeTerms(terms[0], t) {
 			return
 		}
 		terms = append(terms, t)
 	}
+	maps.Copy(s.pended, pended)
 	s.terms[op] = terms
 }
 
 // termsOf returns the pending terms of a sum that operand x of op stands
-// for, or nil.
-func (s *sums) termsOf(op *Op, x *Tensor) *Tensor {
+// for, or nil; a contraction it would leave pending goes into pended, by
+// the op that replaces it.
+func (s *sums) termsOf(op *Op, x *Tensor, pended map[*Op]*Op) *Tensor {
 	pr := x.Producer
 	switch {
 	case pr == nil:
@@ -149,14 +154,14 @@ func (s *sums) termsOf(op *Op, x *Tensor) *Tensor {
 		if !s.readOnlyBy(x, op) {
 			return nil
 		}
-		if p, ok := s.pended[pr]; ok {
-			return p.Out
+		if p, ok := pended[pr]; ok {
+			return p.Out // one operand read twice
 		}
 		p, ok := pendingContraction(pr)
 		if !ok {
 			return nil
 		}
-		s.pended[pr] = p
+		pended[pr] = p
 		return p.Out
 	}
 	return nil

@@ -50,6 +50,15 @@ func TestSumsLate(t *testing.T) {
 			"s = add(p1, p2)",
 			"r = relu(p1)",
 		}},
+		{"a product beside values keeps its sum while others are summed late", oneD + "  b: {mesh: m, shape: [8, 8]}\n  w3: {mesh: m, shape: [16, 8], placements: [Shard(0)]}\nops:\n" + products +
+			"  - {op: add, in: [p1, p2], out: s}\n  - {op: matmul, in: [a, w3], out: p3}\n  - {op: add, in: [p3, b], out: u}\n", []string{
+			"p1 = matmul(a, w1) terms [4 8 8]",
+			"p2 = matmul(a, w2) terms [4 8 8]",
+			"s/terms = add(p1, p2) terms [4 8 8]",
+			"s = sum(s/terms, axis=0) inserted after op 2",
+			"p3 = matmul(a, w3)",
+			"u = add(p3, b)",
+		}},
 		{"an output of the fusion keeps its sum", oneD + "ops:\n" + products +
 			"  - {op: add, in: [p1, p2], out: s}\noutputs: [s, p1]\n", []string{
 			"p1 = matmul(a, w1)",
