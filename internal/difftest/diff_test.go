@@ -206,6 +206,11 @@ func features(p *plan.Plan) []string {
 	layer := false
 	if p.SumsLate() {
 		fs = append(fs, "sums computed late")
+		if slices.ContainsFunc(p.Steps, func(s plan.Step) bool {
+			return s.Type == plan.ReduceScatter && strings.HasSuffix(s.Input, "/terms")
+		}) {
+			fs = append(fs, "sums computed late, reduce-scattered")
+		}
 	}
 	for _, op := range p.Ops {
 		fs = append(fs, "op "+op.Op)
@@ -393,7 +398,7 @@ var required = append(opFeatures(), "resharding set before an op", "resharding s
 	"lookup summed by Allreduce", "Matmul with b shared by batches",
 	"layer op on a 1-D mesh", "layer op on a 2-D mesh", "layer op on a 3-D mesh",
 	"format 2: a propagated sharding", "number operand", "backward", "backward of linear", "backward of matmul",
-	"sums computed late")
+	"sums computed late", "sums computed late, reduce-scattered")
 
 // opFeatures are the features "op NAME" of every op of the registry but
 // the data movement ops, which the generator draws only when asked

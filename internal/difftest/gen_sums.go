@@ -65,6 +65,22 @@ func (g *Generator) sumsChain() Case {
 			ops = append(ops, fmt.Sprintf("{op: relu, in: [%s], out: %s_relu}", acc, acc))
 		}
 	}
+	if g.r.IntN(3) == 0 {
+		// The chain's end split along DIDx, the terms' type: its products
+		// are reduce-scattered (sequence parallelism's row-parallel
+		// layers), or their terms are, once, after the chain.
+		split := ""
+		switch {
+		case n%k == 0:
+			split = "Shard(1)"
+		case row == "Replicate()" && M%k == 0:
+			split = "Shard(0)"
+		}
+		if split != "" {
+			fmt.Fprintf(&b, "  %s: {mesh: m, placements: %s}\n", acc, pls(row, split))
+			sure[fmt.Sprintf("tensor %q", acc)] = true
+		}
+	}
 	if g.r.IntN(2) == 0 {
 		ops = append(ops, fmt.Sprintf("{op: relu, in: [%s], out: y}", acc))
 	}

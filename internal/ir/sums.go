@@ -1,6 +1,7 @@
 package ir
 
 import (
+	"maps"
 	"slices"
 
 	"github.com/nvcomm/nvcomm/internal/diag"
@@ -116,22 +117,26 @@ func (s *sums) endsReduce() bool {
 }
 
 // qualify finds the pending terms each operand of op stands for; op is
-// kept when every operand has them, alike.
+// kept, and the contractions it reads left pending, when every operand
+// has them, alike.
 func (s *sums) qualify(op *Op) {
 	var terms []*Tensor
+	pended := map[*Op]*Op{}
 	for _, x := range op.Inputs {
-		t := s.termsOf(op, x)
+		t := s.termsOf(op, x, pended)
 		if t == nil || !evenBlocks(t) || len(terms) > 0 && !alikeTerms(terms[0], t) {
 			return
 		}
 		terms = append(terms, t)
 	}
+	maps.Copy(s.pended, pended)
 	s.terms[op] = terms
 }
 
 // termsOf returns the pending terms of a sum that operand x of op stands
-// for, or nil.
-func (s *sums) termsOf(op *Op, x *Tensor) *Tensor {
+// for, or nil; a contraction it would leave pending goes into pended, by
+// the op that replaces it.
+func (s *sums) termsOf(op *Op, x *Tensor, pended map[*Op]*Op) *Tensor {
 	pr := x.Producer
 	switch {
 	case pr == nil:
@@ -149,14 +154,14 @@ func (s *sums) termsOf(op *Op, x *Tensor) *Tensor {
 		if !s.readOnlyBy(x, op) {
 			return nil
 		}
-		if p, ok := s.pended[pr]; ok {
-			return p.Out
+		if p, ok := pended[pr]; ok {
+			return p.Out // one operand read twice
 		}
 		p, ok := pendingContraction(pr)
 		if !ok {
 			return nil
 		}
-		s.pended[pr] = p
+		pended[pr] = p
 		return p.Out
 	}
 	return nil
@@ -252,7 +257,7 @@ func pendingContraction(op *Op) (*Op, bool) {
 	if len(x.Allocation) > 0 {
 		return nil, false
 	}
-	pls, ok := combinedPlacements(x)
+	pls, t, ok := combinedPlacements(x)
 	if !ok {
 		return nil, false
 	}
@@ -260,7 +265,7 @@ func pendingContraction(op *Op) (*Op, bool) {
 	p, ok := b.newOp(OpSpec{Index: op.Index, Kind: op.Kind, Inputs: op.Inputs, Axis: op.Axis, Axes: op.Axes,
 		Attrs: op.Attrs, Scalar: op.Scalar, Of: op.Of,
 		Out: TensorSpec{Name: x.Name, Mesh: x.Mesh, DType: x.DType, Placements: pls}})
-	if !ok || p.Out.Combined == nil || !sameSplits(p.Out.Combined, x) {
+	if !ok || p.Out.Combined == nil || !sameProducts(p.Out.Combined, x, t) {
 		return nil, false
 	}
 	p.Pos, p.Out.Pos, p.Out.Declared, p.Out.Propagated = op.Pos, x.Pos, x.Declared, x.Propagated
@@ -268,23 +273,41 @@ func pendingContraction(op *Op) (*Op, bool) {
 }
 
 // combinedPlacements writes x's sharding as placements of its values,
-// Partial(sum) along the device type that splits its summed axis (its
+// Partial(sum) along the device type t that splits its summed axis (its
 // one reduction axis): false when none does, or a split is not a block
-// split of one axis.
-func combinedPlacements(x *Tensor) ([]shard.Placement, bool) {
-	pls, ok := valuePlacements(x)
+// split of one axis. Where t also splits a value axis of x (its products
+// are reduce-scattered: sequence parallelism's row-parallel layers), the
+// terms hold the whole values along t, and the reduction that ends the
+// chain scatters them.
+func combinedPlacements(x *Tensor) (pls []shard.Placement, t ParallelType, ok bool) {
+	pls, ok = valuePlacements(x)
 	if !ok {
-		return nil, false
+		return nil, 0, false
 	}
 	for _, id := range x.Loop {
 		if id.Reduction && id.Parallel.IsDevice() && id.Extent > 1 {
-			if i := x.Mesh.Axis(id.Parallel); i >= 0 && pls[i].Kind == shard.Replicate {
+			if i := x.Mesh.Axis(id.Parallel); i >= 0 {
 				pls[i] = shard.Placement{Kind: shard.Partial, Op: string(OpSum)}
-				return pls, true
+				return pls, id.Parallel, true
 			}
 		}
 	}
-	return nil, false
+	return nil, 0, false
+}
+
+// sameProducts reports whether c, the Combined of a contraction whose
+// terms are left pending along t, is what the contraction computed into
+// x on each device: x's splits, but for a split of x's values along t,
+// which the sum of x's products made (a ReduceScatter) and which c leaves
+// to the reduction that ends the chain.
+func sameProducts(c, x *Tensor, t ParallelType) bool {
+	if _, scattered := x.ShardingOf(t); !scattered {
+		return sameSplits(c, x)
+	}
+	identity := func(u *Tensor) bool { return slices.Equal(u.Layout(), shard.Identity(len(u.Layout()))) }
+	other := slices.DeleteFunc(slices.Clone(x.Shardings()), func(s Sharding) bool { return s.Type == t })
+	return c.Mesh.Equal(x.Mesh) && slices.Equal(c.LogicalExtents(), x.LogicalExtents()) && evenBlocks(x) && identity(c) &&
+		slices.EqualFunc(c.Shardings(), other, sameSharding)
 }
 
 // valuePlacements writes t's sharding as placements of its values: false

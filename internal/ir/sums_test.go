@@ -50,6 +50,15 @@ func TestSumsLate(t *testing.T) {
 			"s = add(p1, p2)",
 			"r = relu(p1)",
 		}},
+		{"a product beside values keeps its sum while others are summed late", oneD + "  b: {mesh: m, shape: [8, 8]}\n  w3: {mesh: m, shape: [16, 8], placements: [Shard(0)]}\nops:\n" + products +
+			"  - {op: add, in: [p1, p2], out: s}\n  - {op: matmul, in: [a, w3], out: p3}\n  - {op: add, in: [p3, b], out: u}\n", []string{
+			"p1 = matmul(a, w1) terms [4 8 8]",
+			"p2 = matmul(a, w2) terms [4 8 8]",
+			"s/terms = add(p1, p2) terms [4 8 8]",
+			"s = sum(s/terms, axis=0) inserted after op 2",
+			"p3 = matmul(a, w3)",
+			"u = add(p3, b)",
+		}},
 		{"an output of the fusion keeps its sum", oneD + "ops:\n" + products +
 			"  - {op: add, in: [p1, p2], out: s}\noutputs: [s, p1]\n", []string{
 			"p1 = matmul(a, w1)",
@@ -77,6 +86,20 @@ func TestSumsLate(t *testing.T) {
 				"s/terms = sub(p1, p2) terms [4 8 8]",
 				"s = sum(s/terms, axis=0) inserted after op 2",
 			}},
+		{"products reduce-scattered (sequence parallelism) are summed late, then scattered", oneD +
+			"  s: {mesh: m, placements: [Shard(0)]}\nops:\n" + products + "  - {op: add, in: [p1, p2], out: s}\n", []string{
+			"p1 = matmul(a, w1) terms [4 8 8]",
+			"p2 = matmul(a, w2) terms [4 8 8]",
+			"s/terms = add(p1, p2) terms [4 8 8]",
+			"s = sum(s/terms, axis=0) inserted after op 2",
+		}},
+		{"a product reduce-scattered and a Partial input", oneD +
+			"  p: {mesh: m, shape: [8, 8], placements: [Partial(sum)]}\n  s: {mesh: m, placements: [Shard(1)]}\nops:\n" +
+			"  - {op: matmul, in: [a, w1], out: p1}\n  - {op: sub, in: [p, p1], out: s}\n", []string{
+			"p1 = matmul(a, w1) terms [4 8 8]",
+			"s/terms = sub(p, p1) terms [4 8 8]",
+			"s = sum(s/terms, axis=0) inserted after op 1",
+		}},
 		{"nvFuser's rDID, written in a schedule, keeps its sum", "meshes:\n  m: [0, 1]\ntensors:\n" +
 			"  a: {mesh: m, shape: [4, 8], placements: [Shard(1)]}\n  w: {mesh: m, shape: [8, 4], placements: [Shard(0)]}\n" +
 			"  p1: {mesh: m, schedule: [{outer_split: {axis: 2, factor: 2}}, {parallelize: {axis: 2, type: DIDx}}]}\n" +

@@ -125,8 +125,9 @@ func (ins *inserter) readOnlyBy(x *ir.Tensor, k int) bool {
 
 // boundCopies discards the bounds of the sets that a copy made before may
 // stand for: the saved copies of the backward (ir.IsSavedCopy), which
-// the forward's resharding made, and a set of x = permute(y) to splits
-// whose counterparts in y an earlier set gave y. A plan without them
+// the forward's resharding made, a set of an operand that an earlier set
+// of it made on the same mesh with the same splits, and a set of x =
+// permute(y) to splits whose counterparts in y an earlier set gave y. A plan without them
 // exists (the optimal policy's), so what they receive is no part of what
 // every plan must; a plan that keeps them (nvFuser's policy, which makes
 // one copy per op) books the same bound. They are found by what they read
@@ -143,7 +144,7 @@ func (l *lowerer) boundCopies() {
 		case ir.IsSavedCopy(op.Out.Name) && op.Inserted == nil:
 			l.discard[op] = true
 		case op.Inserted != nil && !op.Inserted.Output:
-			if p := permuted[op.In()]; p != nil && transposeOfMade(made[p.In()], p, op) {
+			if p := permuted[op.In()]; p != nil && transposeOfMade(made[p.In()], p, op) || copyMade(made[op.In()], op) {
 				l.discard[op] = true
 			}
 			made[op.In()] = append(made[op.In()], op)
@@ -151,17 +152,25 @@ func (l *lowerer) boundCopies() {
 	}
 }
 
+// copyMade reports whether one of sets, which reshard set's operand,
+// made the copy set makes: on its mesh, with its splits.
+func copyMade(sets []*ir.Op, set *ir.Op) bool {
+	target, ok := BlockShards(set.Out)
+	return ok && madeWith(sets, set.Out.Mesh, target)
+}
+
 // transposeOfMade reports whether one of sets, which reshard p's operand,
 // gives it the splits that set, a resharding of p's output, maps to
 // through p, on set's mesh.
 func transposeOfMade(sets []*ir.Op, p, set *ir.Op) bool {
 	target, ok := BlockShards(set.Out)
-	if !ok {
-		return false
-	}
-	from := permutedSplits(p, target)
+	return ok && madeWith(sets, set.Out.Mesh, permutedSplits(p, target))
+}
+
+// madeWith reports whether one of sets makes a copy on mesh with splits.
+func madeWith(sets []*ir.Op, mesh *ir.Mesh, splits []Split) bool {
 	return slices.ContainsFunc(sets, func(m *ir.Op) bool {
 		have, ok := BlockShards(m.Out)
-		return ok && m.Out.Mesh.Equal(set.Out.Mesh) && SameSplits(have, from)
+		return ok && m.Out.Mesh.Equal(mesh) && SameSplits(have, splits)
 	})
 }

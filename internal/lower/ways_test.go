@@ -50,6 +50,10 @@ func TestBoundOfWays(t *testing.T) {
 			tensors: "  x: {mesh: m, dtype: bfloat16, shape: [8, 64], placements: [Shard(0)]}\n  y: {mesh: m, placements: [Shard(1)]}",
 			ops:     "  - {op: cast, in: x, out: y, dtype: float32}", bound: 192, optimal: 192,
 		},
+		"two ops read one operand resharded alike: one copy's bound, under nvfuser (a copy per op) too": {
+			tensors: "  x: {mesh: m, shape: [8, 16], placements: [Shard(0)]}\n  w1: {mesh: m, shape: [16, 16], placements: [Shard(0)]}\n  w2: {mesh: m, shape: [16, 16], placements: [Shard(0)]}",
+			ops:     "  - {op: linear, in: [x, w1], out: a}\n  - {op: linear, in: [x, w2], out: b}\n  - {op: add, in: [a, b], out: y}", bound: 384, optimal: 384,
+		},
 		"a matmul whose output is smaller than its split operand: gathering the output is the bound, not yet planned": {
 			tensors: "  a: {mesh: m, shape: [8, 64], placements: [Shard(0)]}\n  b: {mesh: m, shape: [64, 2]}\n  y: {mesh: m, placements: [Replicate()]}",
 			ops:     "  - {op: matmul, in: [a, b], out: y}", bound: 48, optimal: 1536,
