@@ -2,6 +2,7 @@ package cli
 
 import (
 	"io"
+	"os"
 	"runtime/debug"
 
 	"github.com/spf13/cobra"
@@ -149,7 +150,8 @@ func streamPlanSource(cmd *cobra.Command, name string, src []byte, output string
 // `lower` of 100k ops by about a tenth each (docs/performance.md, "Pages
 // given back").
 func parseThenFree(cmd *cobra.Command, name string, src []byte) (*ir.Fusion, error) {
-	decls, err := syntax.Read(name, src, syntax.Options{})
+	consumed := func(n int) { dropInputPages(cmd.Context(), src[:n&^(os.Getpagesize()-1)]) }
+	decls, err := syntax.Read(name, src, syntax.Options{Consumed: consumed})
 	if decls == nil {
 		return nil, err
 	}

@@ -64,8 +64,9 @@ func mapInput(ctx context.Context, f *os.File, size int64) ([]byte, bool) {
 	return b, true
 }
 
-// dropInputPages gives the pages of b, an input of ctx's Run, back to the
-// system once it has been read, when b is mapped: a mapped file's pages
+// dropInputPages gives the pages of b, an input of ctx's Run or the part
+// of one from its start (a whole number of pages), back to the system once
+// it has been read, when b is mapped: a mapped file's pages
 // count in the process's resident memory until they are unmapped, and
 // `lower` reads its fusion once, then builds and lowers it (its peak
 // memory, docs/performance.md). The mapping stays: a page read again is
@@ -79,8 +80,8 @@ func dropInputPages(ctx context.Context, b []byte) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, mb := range m.mapped {
-		if &mb[0] == &b[0] {
-			dropPages(mb)
+		if &mb[0] == &b[0] && len(b) <= len(mb) {
+			dropPages(b) // a prefix of mb, its pages whole: the caller's part read
 			return
 		}
 	}

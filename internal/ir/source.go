@@ -74,6 +74,9 @@ type Source struct {
 	back *rawBackward
 	// pipe is the pipeline section, nil for none (pipeline.go).
 	pipe *PipelineDecl
+	// asRead is set when the fusion is built as the file is read
+	// (asread.go): its ops are built as they are added, and none is kept.
+	asRead *asRead
 }
 
 // NewSource is the Source of the file named file, which declares
