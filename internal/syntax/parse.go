@@ -137,9 +137,9 @@ type reader struct {
 	next *reader
 	// consumed is Options.Consumed.
 	consumed func(n int)
-	src  *ir.Source
-	errs *diag.Collector
-	w    walker
+	src      *ir.Source
+	errs     *diag.Collector
+	w        walker
 	// auto accepts `placements: auto` (ParseAuto).
 	auto bool
 	// structural is set by an error in the file's frame (its top-level
