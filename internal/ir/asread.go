@@ -1,5 +1,12 @@
 package ir
 
+import (
+	"cmp"
+	"slices"
+
+	"github.com/nvcomm/nvcomm/internal/diag"
+)
+
 // This file builds a fusion as its file is read: each op as soon as the
 // front end hands it over (AddOp), where build keeps every op's raw entry
 // until the whole file is read and its ops are ordered. The raw ops, their
@@ -120,34 +127,37 @@ func (p *Source) FinishRead() bool {
 		p.abandon()
 		return false
 	}
-	// The inputs were added to f.Tensors as the ops first read them:
-	// they move to the front, in the order of their declarations.
-	var inputs []*Tensor
-	made := len(b.f.Tensors)
-	for _, n := range p.tensorNames {
-		if IsGradName(n) {
+	// The declared tensors that no op reads or writes are inputs too,
+	// made in the order of their declarations (their positions).
+	var unread []mention
+	for n, d := range p.raw {
+		if d.raw != nil {
+			unread = append(unread, mention{n, d.raw.pos})
+		}
+	}
+	slices.SortFunc(unread, func(a, b mention) int { return comparePos(a.pos, b.pos) })
+	for _, m := range unread {
+		if !b.makeInput(b.tensors.get(m.name, m.pos)) {
 			p.abandon()
 			return false
-		}
-		t := b.tensors.lookup(n)
-		if t == nil {
-			t = b.tensors.get(n, p.decl(n).pos)
-			if !b.makeInput(t) {
-				p.abandon()
-				return false
-			}
-		}
-		if t.Producer == nil {
-			inputs = append(inputs, t)
 		}
 	}
 	if p.errs.Count() > 0 {
 		p.abandon()
 		return false
 	}
+	// The inputs were added to f.Tensors as the ops first read them:
+	// they move to the front, in the order of their declarations, as
+	// build makes them. Every input is declared (an undeclared one is an
+	// error), so that its position is that of its declaration.
 	tensors := make([]*Tensor, 0, len(b.f.Tensors))
-	tensors = append(tensors, inputs...)
-	for _, t := range b.f.Tensors[:made] {
+	for _, t := range b.f.Tensors {
+		if t.Producer == nil {
+			tensors = append(tensors, t)
+		}
+	}
+	slices.SortStableFunc(tensors, func(a, b *Tensor) int { return comparePos(a.Pos, b.Pos) })
+	for _, t := range b.f.Tensors {
 		if t.Producer != nil {
 			tensors = append(tensors, t)
 		}
@@ -156,7 +166,12 @@ func (p *Source) FinishRead() bool {
 	// Every declared tensor is made: the declarations by name (a tenth
 	// of what is live once a big file is read) are no longer read, and
 	// a name is looked up in the fusion's tensors (builtByName).
-	p.tensorNames, p.raw = nil, nil
+	p.raw = nil
 	e.done = true
 	return true
+}
+
+// comparePos orders positions as they come in a file.
+func comparePos(a, b diag.Pos) int {
+	return cmp.Or(cmp.Compare(a.Line, b.Line), cmp.Compare(a.Col, b.Col))
 }

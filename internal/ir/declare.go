@@ -84,7 +84,11 @@ func (p *Source) AddTensor(d *TensorDecl) {
 	p.changeAfterStart()
 	rt := &rawTensor{name: d.Name, pos: d.Pos, meshAt: d.MeshAt, mesh: d.Mesh, auto: d.Auto}
 	p.raw[d.Name] = declared{raw: rt}
-	p.tensorNames = append(p.tensorNames, d.Name)
+	if p.asRead == nil {
+		p.tensorNames = append(p.tensorNames, d.Name) // built as read, the positions order them
+	} else if IsGradName(d.Name) {
+		p.abandon() // a gradient: checked against the backward section by build
+	}
 	if given(d.DTypeAt) {
 		rt.own().dtypeAt, rt.own().dtype = d.DTypeAt, d.DType
 	}
