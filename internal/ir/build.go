@@ -76,6 +76,18 @@ type builder struct {
 	unresolved map[*Tensor]bool
 	alike      alikeTable // tensors alike share their domains as soon as built (alike.go)
 	prop       *propagator
+	// opSlab is where the next ops are made (newOp).
+	opSlab []Op
+}
+
+// newOp is a new op, from a slab of slabSize: an op is 152 bytes, which
+// the allocator rounds to 160 when it is made alone.
+func (b *builder) newOp() *Op {
+	if len(b.opSlab) == cap(b.opSlab) {
+		b.opSlab = make([]Op, 0, slabSize)
+	}
+	b.opSlab = b.opSlab[:len(b.opSlab)+1]
+	return &b.opSlab[len(b.opSlab)-1]
 }
 
 // newBuilder is a builder of p's fusion, which has no tensor yet.
@@ -130,7 +142,8 @@ func (b *builder) buildOp(ro *rawOp, i int) bool {
 	}
 	out := tensors.get(ro.out, ro.outAt)
 	b.unresolved[out] = true
-	op := &Op{Index: i, Kind: ro.kind, Inputs: ins, Out: out, Axis: -1, Pos: ro.pos, Of: ro.keysOf().of}
+	op := b.newOp()
+	*op = Op{Index: i, Kind: ro.kind, Inputs: ins, Out: out, Axis: -1, Pos: ro.pos, Of: ro.keysOf().of}
 	out.Producer = op
 	if !ready || ro.kind.family() == ops.Composite {
 		tensors.made(out.Name)
