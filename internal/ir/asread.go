@@ -54,6 +54,11 @@ func (p *Source) BuildAsRead() {
 // must be read again into a new Source, which builds as Build does.
 func (p *Source) Abandoned() bool { return p.asRead != nil && p.asRead.abandoned }
 
+// BuiltAsRead reports whether the Source built its fusion as it was read
+// and has it whole (FinishRead): Build then only checks the fusion's
+// inputs and outputs lists and propagates shardings.
+func (p *Source) BuiltAsRead() bool { return p.asRead != nil && p.asRead.done }
+
 // abandon gives up building as read and drops what was built.
 func (p *Source) abandon() {
 	p.asRead.abandoned = true
