@@ -146,9 +146,9 @@ func streamPlanSource(cmd *cobra.Command, name string, src []byte, output string
 // gives the file's pages back once the file is read (dropInputPages), and
 // for a big file, once the fusion is built, the memory that reading and
 // building it left free (debug.FreeOSMemory), so that lowering does not
-// start on top of pages the parse touched. Both lower the peak memory of
-// `lower` of 100k ops by about a tenth each (docs/performance.md, "Pages
-// given back").
+// start on top of pages the parse touched. Together they lowered the
+// peak memory of `lower` of 100k ops by about a tenth (docs/performance.md,
+// "Ops built as read").
 func parseThenFree(cmd *cobra.Command, name string, src []byte) (*ir.Fusion, error) {
 	consumed := func(n int) { dropInputPages(cmd.Context(), src[:n&^(os.Getpagesize()-1)]) }
 	decls, err := syntax.Read(name, src, syntax.Options{Consumed: consumed})

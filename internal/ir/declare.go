@@ -85,9 +85,9 @@ func (p *Source) AddTensor(d *TensorDecl) {
 	rt := &rawTensor{name: d.Name, pos: d.Pos, meshAt: d.MeshAt, mesh: d.Mesh, auto: d.Auto}
 	p.raw[d.Name] = declared{raw: rt}
 	if p.asRead == nil {
-		p.tensorNames = append(p.tensorNames, d.Name) // built as read, the positions order them
+		p.tensorNames = append(p.tensorNames, d.Name)
 	} else if IsGradName(d.Name) {
-		p.abandon() // a gradient: checked against the backward section by build
+		p.abandon() // a gradient: build checks it against the backward section
 	}
 	if given(d.DTypeAt) {
 		rt.own().dtypeAt, rt.own().dtype = d.DTypeAt, d.DType

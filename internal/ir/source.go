@@ -32,7 +32,9 @@ type Source struct {
 	// raw holds the declared tensors by name: their declarations until
 	// build has made them, then the tensors alone (declared).
 	raw         map[string]declared
-	tensorNames []string // declared, in file order
+	// tensorNames are the declared names in file order; none when the
+	// fusion is built as read, whose inputs their positions order.
+	tensorNames []string
 	ops         []*rawOp
 	// inputs and outputs are the lists the file gives, nil for none.
 	inputs, outputs *StrList
