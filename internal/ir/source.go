@@ -31,7 +31,7 @@ type Source struct {
 	meshNames []string
 	// raw holds the declared tensors by name: their declarations until
 	// build has made them, then the tensors alone (declared).
-	raw         map[string]declared
+	raw map[string]declared
 	// tensorNames are the declared names in file order; none when the
 	// fusion is built as read, whose inputs their positions order.
 	tensorNames []string
