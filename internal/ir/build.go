@@ -167,6 +167,14 @@ func (b *builder) buildOp(ro *rawOp, i int) bool {
 	f.Ops = append(f.Ops, op)
 	f.Tensors = append(f.Tensors, out)
 	b.alike.shareBuilt(out, outOK)
+	if outOK && out.Propagated && !out.Auto && p.format == 2 {
+		// Shared as soon as the forward sweep has built it: the backward
+		// sweep gives a tensor it changes a domain of its own first
+		// (propagator.backward). The domains of the propagated tensors
+		// were a sixth of what was live at the end of parsing the mixed
+		// format-2 family (docs/performance.md).
+		b.alike.share(out)
+	}
 	return outOK
 }
 
