@@ -3,7 +3,6 @@ package cli
 import (
 	"io"
 	"os"
-	"runtime/debug"
 
 	"github.com/spf13/cobra"
 
@@ -120,7 +119,7 @@ func streamPlan(cmd *cobra.Command, arg, output string, opts lower.Options) erro
 
 // streamPlanSource is streamPlan of fusion source already read.
 func streamPlanSource(cmd *cobra.Command, name string, src []byte, output string, opts lower.Options) error {
-	f, err := parseThenFree(cmd, name, src)
+	f, err := parseGivingBack(cmd, name, src)
 	if err != nil {
 		return report(cmd, err)
 	}
@@ -142,32 +141,21 @@ func streamPlanSource(cmd *cobra.Command, name string, src []byte, output string
 	return err
 }
 
-// parseThenFree is syntax.Parse of a fusion file that is read once: it
-// gives the file's pages back once the file is read (dropInputPages), and
-// for a big file, once the fusion is built, the memory that reading and
-// building it left free (debug.FreeOSMemory), so that lowering does not
-// start on top of pages the parse touched. Together they lowered the
-// peak memory of `lower` of 100k ops by about a tenth (docs/performance.md,
-// "Ops built as read").
-func parseThenFree(cmd *cobra.Command, name string, src []byte) (*ir.Fusion, error) {
+// parseGivingBack is syntax.Parse of a fusion file that is read once: it
+// gives the file's pages back as they are read and once the file is read
+// (dropInputPages), so that they do not sit under the peak of building
+// and lowering the fusion (docs/performance.md, "Ops built as read").
+// Returning the parse's free memory too (debug.FreeOSMemory) was measured
+// and left out: a few percent off the peak, a tenth more wall time.
+func parseGivingBack(cmd *cobra.Command, name string, src []byte) (*ir.Fusion, error) {
 	consumed := func(n int) { dropInputPages(cmd.Context(), src[:n&^(os.Getpagesize()-1)]) }
 	decls, err := syntax.Read(name, src, syntax.Options{Consumed: consumed})
 	if decls == nil {
 		return nil, err
 	}
 	dropInputPages(cmd.Context(), src)
-	f, err := decls.Build(false)
-	if err == nil && len(src) >= freeAfterParse {
-		debug.FreeOSMemory()
-	}
-	return f, err
+	return decls.Build(false)
 }
-
-// freeAfterParse is the size of a fusion file from which parseThenFree
-// returns the parse's free memory to the system: a collection and the
-// pages given back cost about a hundredth of lowering a big file, and
-// would be a tenth of lowering a small one, whose peak is the program's.
-const freeAfterParse = 1 << 20
 
 // compile parses and lowers a fusion file, reporting diagnostics.
 func compile(cmd *cobra.Command, arg string, opts lower.Options) (*plan.Plan, error) {
