@@ -19,7 +19,8 @@ const mapMin = 1 << 20
 type mappedInputs struct {
 	mu      sync.Mutex
 	unmap   []func()
-	blocked bool // set once released: a late reader reads instead
+	mapped  [][]byte // the inputs mapped, for dropInputPages
+	blocked bool     // set once released: a late reader reads instead
 }
 
 type mappedKey struct{}
@@ -38,7 +39,7 @@ func (m *mappedInputs) release() {
 	for _, unmap := range m.unmap {
 		unmap()
 	}
-	m.unmap, m.blocked = nil, true
+	m.unmap, m.mapped, m.blocked = nil, nil, true
 }
 
 // mapInput maps the regular file f of size bytes for the rest of ctx's
@@ -59,5 +60,29 @@ func mapInput(ctx context.Context, f *os.File, size int64) ([]byte, bool) {
 		return nil, false
 	}
 	m.unmap = append(m.unmap, unmap)
+	m.mapped = append(m.mapped, b)
 	return b, true
+}
+
+// dropInputPages gives the pages of b, an input of ctx's Run or the part
+// of one from its start (a whole number of pages), back to the system once
+// it has been read, when b is mapped: a mapped file's pages
+// count in the process's resident memory until they are unmapped, and
+// `lower` reads its fusion once, then builds and lowers it (its peak
+// memory, docs/performance.md). The mapping stays: a page read again is
+// read from the file again. An input that was read, not mapped, is left
+// to the collector.
+func dropInputPages(ctx context.Context, b []byte) {
+	m, _ := ctx.Value(mappedKey{}).(*mappedInputs)
+	if m == nil || len(b) == 0 {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, mb := range m.mapped {
+		if &mb[0] == &b[0] && len(b) <= len(mb) {
+			dropPages(b) // a prefix of mb, its pages whole: the caller's part read
+			return
+		}
+	}
 }

@@ -14,3 +14,9 @@ func mapFile(f *os.File, size int) ([]byte, func(), error) {
 	}
 	return b, func() { _ = syscall.Munmap(b) }, nil
 }
+
+// dropPages drops the pages of the mapped file b from the process's
+// resident memory (MADV_DONTNEED). b stays mapped and reads the same: a
+// page of a private mapping that was never written is read from the file
+// again when touched.
+func dropPages(b []byte) { _ = syscall.Madvise(b, syscall.MADV_DONTNEED) }

@@ -2,6 +2,7 @@ package ir
 
 import (
 	"encoding/binary"
+	"slices"
 )
 
 // ShareAlike makes the fusion's tensors that are alike share one
@@ -127,4 +128,21 @@ func AppendKeyBool(b []byte, v bool) []byte {
 		return append(b, 1)
 	}
 	return append(b, 0)
+}
+
+// ownDomain gives t a TensorDomain of its own, a copy of the one it may
+// share, for its schedule to be replayed anew: the copy has logical axes
+// of its own (a schedule step parallelizes a loop axis in place, which may
+// be a logical one) and no loop domain, schedule or analysis until the
+// replay makes them.
+func (t *Tensor) ownDomain() {
+	d := *t.TensorDomain
+	ids := make([]IterDomain, len(d.Logical))
+	d.Logical = make([]*IterDomain, len(ids))
+	for k, id := range t.Logical {
+		ids[k] = *id
+		d.Logical[k] = &ids[k]
+	}
+	d.Loop, d.Schedule, d.Allocation, d.an = nil, nil, slices.Clone(d.Allocation), nil
+	t.TensorDomain = &d
 }

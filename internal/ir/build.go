@@ -16,14 +16,56 @@ import (
 // its output counts as broken, but every other tensor and op is checked,
 // so that the file's independent errors are reported together.
 func (p *Source) build(name string) *Fusion {
-	f := &Fusion{Name: name, File: p.file}
-	for _, n := range slices.Sorted(slices.Values(p.meshNames)) {
-		f.Meshes = append(f.Meshes, p.meshes[n])
+	if p.asRead != nil {
+		// Built as read (asread.go): the front end reads a file it gives
+		// up on again, into a Source that builds here.
+		if !p.FinishRead() {
+			p.errs.Add(diag.Pos{}, "internal error: a fusion built as read was given up")
+			return nil
+		}
+		return p.asRead.b.finish(name)
 	}
+	b := p.newBuilder()
 	order := p.sortOps()
 	inputs, names := p.inputOrder()
 	p.prepareBackward(order)
-	tensors := &tensorTable{p: p, undeclared: map[string]*Tensor{}, left: names}
+	b.tensors.left = names
+	b.f.Tensors, b.f.Ops = make([]*Tensor, 0, names), make([]*Op, 0, len(order))
+	// Inputs first (tensors no op produces), in file order of their first mention.
+	for _, n := range inputs {
+		b.makeInput(b.tensors.get(n.name, n.pos))
+	}
+	// Only the ops in order are read from now on: each is garbage once
+	// its op is made, as is its output's declaration (tensors.made). The
+	// names declared are read by the inputs' messages only.
+	p.ops, p.producers, p.read, p.tensorNames = nil, nil, nil, nil
+	for i, ro := range order {
+		order[i] = nil
+		if p.lost[ro.out] {
+			continue // produced twice or on a cycle, reported
+		}
+		b.buildOp(ro, i)
+	}
+	if p.back != nil && p.errs.Count() == 0 {
+		back, ok := p.backwardOps(b.tensors)
+		b.tensors.left += len(back)
+		for j, ro := range back {
+			if ok {
+				b.buildOp(ro, len(order)+j)
+			}
+		}
+	}
+	return b.finish(name)
+}
+
+// builder builds a fusion's tensors and ops from their declarations, in
+// an order where every op's operands come before it: build's, once the
+// whole file is read and its ops are ordered, or buildAsRead's, as each
+// op is read (asread.go).
+type builder struct {
+	p       *Source
+	f       *Fusion
+	tensors *tensorTable
 	// unresolved holds the tensors made whose domains were not built
 	// without error: an op reading one is skipped, its problem reported
 	// already. (A rank-0 tensor has no logical axes, so Logical cannot
@@ -31,98 +73,128 @@ func (p *Source) build(name string) *Fusion {
 	// domains are, so that a tensor left for any reason stays there. A
 	// file without errors leaves none: a map of the resolved ones held
 	// an entry a tensor at the parse's peak.
-	unresolved := map[*Tensor]bool{}
-	settle := func(t *Tensor, ok bool) bool {
-		if ok {
-			delete(unresolved, t)
-		} else {
-			unresolved[t] = true
-		}
-		return ok
+	unresolved map[*Tensor]bool
+	alike      alikeTable // tensors alike share their domains as soon as built (alike.go)
+	prop       *propagator
+	// opSlab is where the next ops are made (newOp).
+	opSlab []Op
+}
+
+// newOp is a new op, from a slab of slabSize: an op is 152 bytes, which
+// the allocator rounds to 160 when it is made alone.
+func (b *builder) newOp() *Op {
+	if len(b.opSlab) == cap(b.opSlab) {
+		b.opSlab = make([]Op, 0, slabSize)
 	}
-	f.Tensors, f.Ops = make([]*Tensor, 0, names), make([]*Op, 0, len(order))
-	var alike alikeTable // tensors alike share their domains as soon as built (alike.go)
-	prop := newPropagator(p)
-	// Inputs first (tensors no op produces), in file order of their first mention.
-	for _, n := range inputs {
-		t := tensors.get(n.name, n.pos)
-		ok := settle(t, p.resolveInput(t))
-		tensors.made(t.Name)
-		f.Tensors = append(f.Tensors, t)
-		alike.shareBuilt(t, ok)
+	b.opSlab = b.opSlab[:len(b.opSlab)+1]
+	return &b.opSlab[len(b.opSlab)-1]
+}
+
+// newBuilder is a builder of p's fusion, which has no tensor yet.
+func (p *Source) newBuilder() *builder {
+	return &builder{p: p, f: &Fusion{File: p.file}, unresolved: map[*Tensor]bool{}, prop: newPropagator(p),
+		tensors: &tensorTable{p: p, undeclared: map[string]*Tensor{}}}
+}
+
+// settle records whether t's domains were built without error.
+func (b *builder) settle(t *Tensor, ok bool) bool {
+	if ok {
+		delete(b.unresolved, t)
+	} else {
+		b.unresolved[t] = true
 	}
-	// Only the ops in order are read from now on: each is garbage once
-	// its op is made, as is its output's declaration (tensors.made). The
-	// names declared are read by the inputs' messages only.
-	p.ops, p.producers, p.read, p.tensorNames = nil, nil, nil, nil
-	var buildOp func(ro *rawOp, i int)
-	buildOp = func(ro *rawOp, i int) {
-		ins := make([]*Tensor, len(ro.ins))
-		ready := true
-		for k, name := range ro.ins {
-			ins[k] = tensors.lookup(name)
-			ready = ready && !p.lost[name] && ins[k] != nil && !unresolved[ins[k]]
-		}
-		if ready && ro.kind.family() == ops.Composite {
-			// Written as primitive ops, each built as the file's are.
-			if subs, ok := p.expand(ro, ins); ok {
-				for _, sub := range subs {
-					buildOp(sub, i)
-				}
-				return
+	return ok
+}
+
+// makeInput resolves t, a fusion input, from its declaration, and adds it
+// to the fusion's tensors. It reports whether its domains were built
+// without error.
+func (b *builder) makeInput(t *Tensor) bool {
+	ok := b.settle(t, b.p.resolveInput(t))
+	b.tensors.made(t.Name)
+	b.f.Tensors = append(b.f.Tensors, t)
+	b.alike.shareBuilt(t, ok)
+	return ok
+}
+
+// buildOp builds the op ro, the i-th in order, and its output, and adds
+// them to the fusion; a composite op is built as its primitive ops, each
+// as the file's are. It reports whether the op and its output were built
+// without error: an op reading a broken tensor is not checked, and its
+// output counts as broken.
+func (b *builder) buildOp(ro *rawOp, i int) bool {
+	p, f, tensors := b.p, b.f, b.tensors
+	ins := make([]*Tensor, len(ro.ins))
+	ready := true
+	for k, name := range ro.ins {
+		ins[k] = tensors.lookup(name)
+		ready = ready && !p.lost[name] && ins[k] != nil && !b.unresolved[ins[k]]
+	}
+	if ready && ro.kind.family() == ops.Composite {
+		// Written as primitive ops, each built as the file's are.
+		if subs, ok := p.expand(ro, ins); ok {
+			built := true
+			for _, sub := range subs {
+				built = b.buildOp(sub, i) && built
 			}
+			return built
 		}
-		out := tensors.get(ro.out, ro.outAt)
-		unresolved[out] = true
-		op := &Op{Index: i, Kind: ro.kind, Inputs: ins, Out: out, Axis: -1, Pos: ro.pos, Of: ro.keysOf().of}
-		out.Producer = op
-		if !ready || ro.kind.family() == ops.Composite {
-			tensors.made(out.Name)
-			return
-		}
-		if !p.reducePartials(f, op, ro, prop) {
-			tensors.made(out.Name)
-			return
-		}
-		op.Index = len(f.Ops) // after the reductions inserted for it
-		inferred, ok := p.resolveOp(op, ro)
-		// An output whose declaration is wrong still has its domain, so
-		// the ops reading it are checked too; one whose declaration is
-		// broken does not have it.
-		rt := p.decl(out.Name)
-		outOK := settle(out, inferred && (rt == nil || !rt.broken))
+	}
+	out := tensors.get(ro.out, ro.outAt)
+	b.unresolved[out] = true
+	op := b.newOp()
+	*op = Op{Index: i, Kind: ro.kind, Inputs: ins, Out: out, Axis: -1, Pos: ro.pos, Of: ro.keysOf().of}
+	out.Producer = op
+	if !ready || ro.kind.family() == ops.Composite {
 		tensors.made(out.Name)
-		if !ok || !prop.forward(op) {
-			return
-		}
-		f.Ops = append(f.Ops, op)
-		f.Tensors = append(f.Tensors, out)
-		alike.shareBuilt(out, outOK)
+		return false
 	}
-	for i, ro := range order {
-		order[i] = nil
-		if p.lost[ro.out] {
-			continue // produced twice or on a cycle, reported
-		}
-		buildOp(ro, i)
+	if !p.reducePartials(f, op, ro, b.prop) {
+		tensors.made(out.Name)
+		return false
 	}
-	if p.back != nil && p.errs.Count() == 0 {
-		back, ok := p.backwardOps(tensors)
-		tensors.left += len(back)
-		for j, ro := range back {
-			if ok {
-				buildOp(ro, len(order)+j)
-			}
-		}
+	op.Index = len(f.Ops) // after the reductions inserted for it
+	inferred, ok := p.resolveOp(op, ro)
+	// An output whose declaration is wrong still has its domain, so
+	// the ops reading it are checked too; one whose declaration is
+	// broken does not have it.
+	rt := p.decl(out.Name)
+	outOK := b.settle(out, inferred && (rt == nil || !rt.broken))
+	tensors.made(out.Name)
+	if !ok || !b.prop.forward(op) {
+		return false
+	}
+	f.Ops = append(f.Ops, op)
+	f.Tensors = append(f.Tensors, out)
+	b.alike.shareBuilt(out, outOK)
+	if outOK && out.Propagated && !out.Auto && p.format == 2 {
+		// Shared as soon as the forward sweep has built it: the backward
+		// sweep gives a tensor it changes a domain of its own first
+		// (propagator.backward). The domains of the propagated tensors
+		// were a sixth of what was live at the end of parsing the mixed
+		// format-2 family (docs/performance.md).
+		b.alike.share(out)
+	}
+	return outOK
+}
+
+// finish checks the inputs and outputs lists and, in format 2, runs
+// propagation's backward sweep: the fusion named name, or nil when the
+// file has errors.
+func (b *builder) finish(name string) *Fusion {
+	p, f := b.p, b.f
+	f.Name = name
+	for _, n := range slices.Sorted(slices.Values(p.meshNames)) {
+		f.Meshes = append(f.Meshes, p.meshes[n])
 	}
 	// The inputs and outputs lists are checked whatever the ops' errors;
 	// propagation backward needs every op.
-	f.Inputs, f.Outputs = p.endpoints(f, tensors)
+	f.Inputs, f.Outputs = p.endpoints(f, b.tensors)
 	if p.errs.Count() > 0 {
 		return nil
 	}
-	if p.format == 2 && prop.backward(f) {
-		prop.checkMeshes(f)
+	if p.format == 2 && b.prop.backward(f) {
+		b.prop.checkMeshes(f)
 	}
 	if p.errs.Count() > 0 {
 		return nil
@@ -142,6 +214,8 @@ type tensorTable struct {
 	slab       []Tensor
 	// left is how many tensors may still be made: no slab is larger.
 	left int
+	// byName is builtByName's map.
+	byName map[string]*Tensor
 }
 
 // slabSize is the number of tensors of a tensorTable slab.
@@ -149,10 +223,26 @@ const slabSize = 1024
 
 // lookup is the tensor named name, or nil when there is none yet.
 func (tt *tensorTable) lookup(name string) *Tensor {
+	if tt.p.raw == nil {
+		return tt.builtByName(name) // every tensor built as read (FinishRead)
+	}
 	if d, ok := tt.p.raw[name]; ok {
 		return d.tensor
 	}
 	return tt.undeclared[name]
+}
+
+// builtByName is lookup once a fusion built as read has every tensor and
+// its Source has dropped its declarations: a map of the tensors by name,
+// made when first asked for (only a file's inputs or outputs list asks).
+func (tt *tensorTable) builtByName(name string) *Tensor {
+	if tt.byName == nil {
+		tt.byName = map[string]*Tensor{}
+		for _, t := range tt.p.asRead.b.f.Tensors {
+			tt.byName[t.Name] = t
+		}
+	}
+	return tt.byName[name]
 }
 
 // made drops the declaration of the tensor name, whose domains build has
@@ -382,6 +472,9 @@ func (p *Source) isRead(name string) bool {
 			}
 		}
 	}
+	if p.asRead != nil {
+		return p.asRead.reading // an op reads the input made now (asread.go)
+	}
 	return p.read[name] || p.lostReads[name] || p.back.readsSeed(name)
 }
 
@@ -467,12 +560,21 @@ func (p *Source) checkExtents(shape []int, pos []diag.Pos, at diag.Pos, what str
 // endpoints resolves inputs/outputs, defaulting to the tensors no op produces
 // and the tensors no op consumes.
 func (p *Source) endpoints(f *Fusion, tensors *tensorTable) (ins, outs []*Tensor) {
-	consumed := map[*Tensor]bool{}
+	// The tensors an op reads are marked (Tensor.read) while the lists
+	// are made: a map of them was a tenth of what was live at the end of
+	// parsing a file of 100k ops.
 	for _, op := range f.Ops {
 		for _, in := range op.Inputs {
-			consumed[in] = true
+			in.read = true
 		}
 	}
+	defer func() {
+		for _, op := range f.Ops {
+			for _, in := range op.Inputs {
+				in.read = false
+			}
+		}
+	}()
 	// names are the fusion's tensors' names, for the suggestion of an
 	// unknown one: made when one is.
 	names := func() []string {
@@ -534,7 +636,7 @@ func (p *Source) endpoints(f *Fusion, tensors *tensorTable) (ins, outs []*Tensor
 			}
 		}
 	}
-	outs = list(p.outputs, "outputs", func(t *Tensor) bool { return !consumed[t] }, func(*Tensor) string { return "" })
+	outs = list(p.outputs, "outputs", func(t *Tensor) bool { return !t.read }, func(*Tensor) string { return "" })
 	return ins, outs
 }
 

@@ -19,7 +19,10 @@ import (
 func (p *Source) Errors() *diag.Collector { return p.errs }
 
 // SetFormat sets the file's format, 1 or 2 (which propagates shardings).
-func (p *Source) SetFormat(format int) { p.format = format }
+func (p *Source) SetFormat(format int) {
+	p.changeAfterStart()
+	p.format = format
+}
 
 // SetName names the fusion, in place of the file's name.
 func (p *Source) SetName(name string) { p.name = name }
@@ -35,6 +38,7 @@ func (p *Source) SetOutputs(l *StrList) { p.outputs = l }
 // AddMesh declares mesh m, whose Devices are nil when it is broken (its
 // problems reported): no tensor lies on it.
 func (p *Source) AddMesh(m *Mesh) {
+	p.changeAfterStart()
 	p.meshes[m.Name] = m
 	p.meshNames = append(p.meshNames, m.Name)
 }
@@ -77,9 +81,14 @@ type TensorDecl struct {
 // unbroken (an output's shape comes from its op, and the ops reading it
 // are still checked), and Build reports them again.
 func (p *Source) AddTensor(d *TensorDecl) {
+	p.changeAfterStart()
 	rt := &rawTensor{name: d.Name, pos: d.Pos, meshAt: d.MeshAt, mesh: d.Mesh, auto: d.Auto}
 	p.raw[d.Name] = declared{raw: rt}
-	p.tensorNames = append(p.tensorNames, d.Name)
+	if p.asRead == nil {
+		p.tensorNames = append(p.tensorNames, d.Name)
+	} else if IsGradName(d.Name) {
+		p.abandon() // a gradient: build checks it against the backward section
+	}
 	if given(d.DTypeAt) {
 		rt.own().dtypeAt, rt.own().dtype = d.DTypeAt, d.DType
 	}
@@ -152,6 +161,9 @@ type OpDecl struct {
 // checked; one with problems is left out (leaveOut).
 func (p *Source) AddOp(d *OpDecl) {
 	if d == nil {
+		if p.building() {
+			p.abandon()
+		}
 		p.leaveOut(nil)
 		return
 	}
@@ -161,9 +173,16 @@ func (p *Source) AddOp(d *OpDecl) {
 		ok = p.checkAttrs(op, d.Written) && ok
 		ok = (d.InBroken || p.checkArity(op, d.InList)) && ok
 	}
-	if ok {
+	switch {
+	case p.asRead != nil:
+		if ok && p.building() {
+			p.buildAsRead(op)
+		} else if p.building() {
+			p.abandon() // read again, for build to report
+		}
+	case ok:
 		p.ops = append(p.ops, op)
-	} else {
+	default:
 		p.leaveOut(op)
 	}
 }

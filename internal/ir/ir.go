@@ -257,6 +257,9 @@ type Tensor struct {
 	// tensor.
 	Combined *Tensor
 	Declared bool // listed under tensors
+	// read marks, while the parser makes the fusion's default outputs
+	// (endpoints), a tensor that an op reads; false at any other time.
+	read bool
 
 	// The domains are behind a pointer that tensors alike share
 	// (ShareAlike, Renamed): a chain of 100k tensors has a few distinct

@@ -2,10 +2,12 @@ package ir
 
 import (
 	"cmp"
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/nvcomm/nvcomm/internal/diag"
 	"github.com/nvcomm/nvcomm/internal/ops"
@@ -257,12 +259,64 @@ func (o *Op) Rule() *ops.Rule {
 		for i, t := range o.Inputs {
 			in[i] = t.Shape()
 		}
-		m.rule = e.Rule(in, o.outShape(), ops.Attrs{Axis: o.Axis, Axes: o.Axes, Values: o.Attrs})
+		out := o.outShape()
+		m.rule = sharedRules.rule(o.Kind, in, out, o.Axis, o.Axes, len(o.Attrs) == 0, func() ops.Rule {
+			return e.Rule(in, out, ops.Attrs{Axis: o.Axis, Axes: o.Axes, Values: o.Attrs})
+		})
 	}
 	if key.cacheable {
 		o.rule = m
 	}
 	return &m.rule
+}
+
+// ruleTable holds the rules computed lately by what they are computed
+// from, so that ops alike share their rule's lists: a rule is a function
+// of the op's kind, its operands' and output's shapes and its attributes,
+// and nothing changes a rule once built. The memoized rules of the
+// layer ops of a file of 100k ops were a tenth of what was live while it
+// was parsed and lowered (docs/performance.md). It is bounded (emptied
+// when full), and safe for concurrent use.
+type ruleTable struct {
+	mu  sync.Mutex
+	by  map[string]ops.Rule
+	key []byte
+}
+
+// ruleTableMax is the most rules a ruleTable holds.
+const ruleTableMax = 1024
+
+// sharedRules is the rules shared by every op.
+var sharedRules ruleTable
+
+// rule is the rule of an op of kind whose operands and output have shapes
+// in and out, its axis and axes those given: the one computed before when
+// there is one, else compute's. Only an op without other attributes (plain
+// says so) shares its rule.
+func (rt *ruleTable) rule(kind OpKind, in [][]int, out []int, axis int, axes []int, plain bool, compute func() ops.Rule) ops.Rule {
+	if !plain {
+		return compute()
+	}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	k := AppendKeyString(rt.key[:0], string(kind))
+	k = AppendKeyLen(k, false, len(in))
+	for _, s := range in {
+		k = AppendKeyInts(k, s)
+	}
+	k = AppendKeyInts(k, out)
+	k = binary.AppendVarint(k, int64(axis))
+	k = AppendKeyInts(k, axes)
+	rt.key = k
+	if r, ok := rt.by[string(k)]; ok {
+		return r
+	}
+	r := compute()
+	if rt.by == nil || len(rt.by) >= ruleTableMax {
+		rt.by = map[string]ops.Rule{}
+	}
+	rt.by[string(k)] = r
+	return r
 }
 
 // ruleKey is what an op's rule depends on, but for the tensors' shapes,

@@ -102,7 +102,11 @@ func (pr *propagator) backward(f *Fusion) bool {
 				continue
 			}
 			toIn := func(pos, parts int) int { return logicalPos(in, op.inputAxisOf(i, pos, parts)) }
-			if pr.shardLike(op.Result(), in, toIn, true, op.Pos) && !pr.build(in) {
+			if !pr.shardLike(op.Result(), in, toIn, true, op.Pos) {
+				continue
+			}
+			in.ownDomain() // build shares it with the tensors alike it
+			if !pr.build(in) {
 				return false
 			}
 		}

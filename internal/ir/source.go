@@ -31,8 +31,10 @@ type Source struct {
 	meshNames []string
 	// raw holds the declared tensors by name: their declarations until
 	// build has made them, then the tensors alone (declared).
-	raw         map[string]declared
-	tensorNames []string // declared, in file order
+	raw map[string]declared
+	// tensorNames are the declared names in file order; none when the
+	// fusion is built as read, whose inputs their positions order.
+	tensorNames []string
 	ops         []*rawOp
 	// inputs and outputs are the lists the file gives, nil for none.
 	inputs, outputs *StrList
@@ -74,6 +76,9 @@ type Source struct {
 	back *rawBackward
 	// pipe is the pipeline section, nil for none (pipeline.go).
 	pipe *PipelineDecl
+	// asRead is set when the fusion is built as the file is read
+	// (asread.go): its ops are built as they are added, and none is kept.
+	asRead *asRead
 }
 
 // NewSource is the Source of the file named file, which declares

@@ -51,7 +51,15 @@ type fastHandler interface {
 // when the root is no block mapping, or when a method of h returns false;
 // h may then have taken part of the file.
 func fastStream(src []byte, h fastHandler) bool {
+	return fastStreamTelling(src, h, nil)
+}
+
+// fastStreamTelling is fastStream that tells consumed, when not nil, as
+// it finishes with each consumedStep bytes of src: it will not read
+// src[:n] again.
+func fastStreamTelling(src []byte, h fastHandler, consumed func(n int)) bool {
 	return fastRead(src, func(d *fastDecoder) {
+		d.consumed = consumed
 		col := d.col()
 		if d.dash() {
 			d.fail() // a list: the library's message
@@ -118,12 +126,14 @@ func (d *fastDecoder) streamField(col int, k *yaml.Node, h fastHandler) bool {
 			v, more := d.blockValue(c)
 			d.check(h.entry(ek, v))
 			d.rewind(mark)
+			d.tell()
 			return more
 		})
 	default:
 		d.items(c, func(item *yaml.Node) {
 			d.check(h.entry(nil, item))
 			d.rewind(mark)
+			d.tell()
 		})
 	}
 	return d.pos < len(d.s)
@@ -199,6 +209,25 @@ type fastDecoder struct {
 	stack                []*yaml.Node // the children of the open collections
 	// words are scalars read before, by a hash of their bytes (str).
 	words [512]string
+	// consumed, when not nil, is told the length of the part of s that
+	// the decoder is done with, at most every consumedStep bytes (tell);
+	// told is the last length told.
+	consumed func(n int)
+	told     int
+}
+
+// consumedStep is how many bytes a streaming decoder reads between two
+// calls of its consumed.
+const consumedStep = 1 << 20
+
+// tell tells consumed, between two entries, that the decoder is done with
+// the lines before the current one, when it has read consumedStep bytes
+// since it last told.
+func (d *fastDecoder) tell() {
+	if d.consumed != nil && d.lineStart-d.told >= consumedStep {
+		d.told = d.lineStart
+		d.consumed(d.lineStart)
+	}
 }
 
 // str is scalar b as a string of its own: the one read last of those of

@@ -63,6 +63,12 @@ type Options struct {
 	// diagnostics for every file the streaming reader takes, which the
 	// tests that set it hold them to.
 	Reader Reader
+	// Consumed, when not nil, is told as the streaming reader finishes
+	// with each megabyte of src or so: src[:n] is not read again, unless
+	// the whole file is (a file that the streaming reader does not take,
+	// or that is not built as read), so that a caller whose src is a
+	// mapped file may give back its pages as it is read.
+	Consumed func(n int)
 }
 
 // Reader is a way of reading a fusion file.
@@ -107,7 +113,11 @@ func Read(file string, src []byte, opts Options) (*ir.Source, error) {
 	switch {
 	case opts.Reader == TreeReader:
 		p.readTree(src)
-	case p.stream(src):
+	case p.streamAsRead(src):
+	case p.src.Abandoned() && p.restart(file, opts).stream(src):
+		// A file that streams but is not built as read is built once it
+		// is read, as a file read the tree way is.
+		p = p.next
 	case opts.Reader == StreamReader:
 		return nil, ErrNotStreamed
 	default:
@@ -122,9 +132,14 @@ func Read(file string, src []byte, opts Options) (*ir.Source, error) {
 
 // reader reads one fusion file into its Source.
 type reader struct {
-	src  *ir.Source
-	errs *diag.Collector
-	w    walker
+	// next is the reader that reads the file again when its Source,
+	// built as read, gave up (restart).
+	next *reader
+	// consumed is Options.Consumed.
+	consumed func(n int)
+	src      *ir.Source
+	errs     *diag.Collector
+	w        walker
 	// auto accepts `placements: auto` (ParseAuto).
 	auto bool
 	// structural is set by an error in the file's frame (its top-level
@@ -157,7 +172,7 @@ func newReader(file string, opts Options) *reader {
 		src.SumsAsWritten()
 	}
 	auto := opts.Auto
-	p := &reader{src: src, errs: src.Errors(), auto: auto, meshes: map[string]*ir.Mesh{}}
+	p := &reader{src: src, errs: src.Errors(), auto: auto, meshes: map[string]*ir.Mesh{}, consumed: opts.Consumed}
 	p.w = walker{errs: p.errs}
 	p.written = p.writes
 	return p

@@ -20,7 +20,24 @@ import (
 // reader, the tree way, which reports what is wrong with its frame.
 func (p *reader) stream(src []byte) bool {
 	s := &streamer{p: p, seen: map[int]bool{}}
-	return fastStream(src, s) && s.seen[meshesKey]
+	return fastStreamTelling(src, s, p.consumed) && s.seen[meshesKey]
+}
+
+// streamAsRead is stream into a Source that builds the fusion's ops as
+// it reads them (ir.Source.BuildAsRead), so that no op's raw entry is kept
+// (the peak of parsing a big file). It reports false for a file that it
+// does not stream, or whose Source gives up, having read part of it
+// perhaps: the Source then tells which (Abandoned).
+func (p *reader) streamAsRead(src []byte) bool {
+	p.src.BuildAsRead()
+	return p.stream(src) && p.src.FinishRead()
+}
+
+// restart is a fresh reader of the file, for a Source that builds once the
+// file is read, kept as p.next.
+func (p *reader) restart(file string, opts Options) *reader {
+	p.next = newReader(file, opts)
+	return p.next
 }
 
 // The top-level keys whose order stream checks, as indexes into topKeys.
@@ -95,6 +112,9 @@ func (s *streamer) field(k, v *yaml.Node) bool {
 // only the tree's check of the whole mapping reports as parse does; or
 // an op.
 func (s *streamer) entry(k, v *yaml.Node) bool {
+	if s.p.src.Abandoned() {
+		return false // read again (streamAsRead)
+	}
 	if s.inOps {
 		s.p.opEntry(v, s.ops)
 		s.ops++
