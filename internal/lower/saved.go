@@ -125,9 +125,9 @@ func (ins *inserter) readOnlyBy(x *ir.Tensor, k int) bool {
 
 // boundCopies discards the bounds of the sets that a copy made before may
 // stand for: the saved copies of the backward (ir.IsSavedCopy), which
-// the forward's resharding made, a set of an operand that an earlier set
-// of it made on the same mesh with the same splits, and a set of x =
-// permute(y) to splits whose counterparts in y an earlier set gave y. A plan without them
+// the forward's resharding made, a set of an operand to the mesh and
+// splits an earlier set gave it, and a set of x = permute(y) to splits
+// whose counterparts in y an earlier set gave y. A plan without them
 // exists (the optimal policy's), so what they receive is no part of what
 // every plan must; a plan that keeps them (nvFuser's policy, which makes
 // one copy per op) books the same bound. They are found by what they read
