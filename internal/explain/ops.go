@@ -153,13 +153,26 @@ func (e *explainer) opContext(i int, op plan.Op) []string {
 			lines = append(lines, changes(in, out, reduceOpOf(e.p, ins[0]), red, r)...)
 		}
 	}
-	if len(out.Reduced) > 0 && (op.Op == "matmul" || op.Op == "linear") {
+	summed := len(out.Reduced) > 0 && e.sums(i)
+	if len(out.Reduced) > 0 && !summed && ops.Is(op.Op, ops.Contraction) {
+		lines = append(lines, fmt.Sprintf("%s's sharding splits the summed dim along %s, but nvcomm resharded the operands to hold it whole, which costs less than summing partial products of the output: each device computes its block of the output alone", op.Output, typesOf(out.Reduced)))
+	}
+	if summed && (op.Op == "matmul" || op.Op == "linear") {
 		lines = append(lines, fmt.Sprintf("k, the summed dim, is split along %s: each device multiplies its slices of k, and the partial products are summed", typesOf(out.Reduced)))
 	}
-	if len(out.Reduced) > 0 && isLookup(op.Op) {
+	if summed && isLookup(op.Op) {
 		lines = append(lines, fmt.Sprintf("the table's rows are split along %s: each device looks up the indices in its rows, zero rows for the others, and the partial rows are summed", typesOf(out.Reduced)))
 	}
 	return lines
+}
+
+// sums reports whether op i's steps sum partial results over devices:
+// a contraction whose output's sharding splits its summed axis may
+// instead have its operands gathered (the optimal policy's choice).
+func (e *explainer) sums(i int) bool {
+	return slices.ContainsFunc(e.stepsOf(i), func(s *plan.Step) bool {
+		return s.Type == plan.Allreduce || s.Type == plan.ReduceScatter || s.Type == plan.Reduce
+	})
 }
 
 // reshardedNote marks an operand that a resharding set made.

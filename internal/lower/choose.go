@@ -51,6 +51,41 @@ func (ins *inserter) chooseSum(op *ir.Op, want []Split) (ir.ParallelType, bool) 
 	return t, ok && fits && pl.Less(sum, gather)
 }
 
+// chooseGather reports whether the optimal policy computes op, a
+// contraction whose output splits its summed axis, from operands
+// resharded to hold that axis whole (the output's other splits, want),
+// rather than summing partial products over the devices that split it, as
+// the output's sharding says: the two ways lowered on a trial ledger and
+// priced (ways.go), the sum on a tie (nvFuser's plan), never for an
+// output whose terms stay pending. The sum is a collective of the
+// output; the other way moves the operands. Where the output is much
+// larger than what it is computed from (an embedding table's gradient,
+// scatter-added from the tokens' gradients that sequence parallelism
+// splits), gathering those and adding each device's own rows moves far
+// less: Megatron-LM gathers the embedding output's gradient so.
+func (ins *inserter) chooseGather(op *ir.Op) bool {
+	if ins.planner.Policy() != PolicyOptimal || op.Out.Combined != nil || op.Out.Partial != "" {
+		return false
+	}
+	w := waysOf(op, ins.bcast)
+	if w == nil {
+		return true // the operands hold the summed axis whole already: no sum
+	}
+	if !w.has[waySum] || !w.has[wayBefore] || !ins.trials.privateOperands(w) {
+		return false
+	}
+	tr := ins.trials
+	key := tr.memoKey(op, ins.bcast)
+	gather, ok := tr.gathers[string(key)]
+	if !ok {
+		_, before, ok1 := tr.run(w, wayBefore, ins.planner, ins.bcast)
+		_, sum, ok2 := tr.run(w, waySum, ins.planner, ins.bcast)
+		gather = ok1 && ok2 && ins.planner.Less(before, sum)
+		tr.gathers[string(key)] = gather
+	}
+	return gather
+}
+
 // idsCost is what the gathering way costs lookup op's ids (operand i)
 // beyond the summing way: a local Slice of them to the output's blocks
 // when the output, split as want, needs them split further than they are

@@ -382,10 +382,11 @@ func termsOperand(op *ir.Op) ([]Split, bool) {
 }
 
 // sumDevice returns the device type over which c.op sums partial
-// products: the one that splits its output's summed axis, or the one the
-// optimal policy chose.
+// products: the one that splits its output's summed axis, unless the
+// optimal policy gathers its operands, or the one the optimal policy
+// chose.
 func (c *opCtx) sumDevice() (ir.ParallelType, bool) {
-	if t, ok := ContractedDevice(c.op.Out); ok {
+	if t, ok := ContractedDevice(c.op.Out); ok && !c.gathered[c.op] {
 		return t, true
 	}
 	t, ok := c.sumTypes[c.op]

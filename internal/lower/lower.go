@@ -200,7 +200,7 @@ var passes = []pass{
 func (l *lowerer) insertReshardings() {
 	var ins *inserter
 	l.f, ins = insertReshardings(l.f, l)
-	l.sumTypes, l.failed, l.bcast = ins.sumTypes, ins.failed, ins.bcast
+	l.sumTypes, l.gathered, l.failed, l.bcast = ins.sumTypes, ins.gathered, ins.failed, ins.bcast
 }
 
 // lowerOps is the pass that lowers each op into the ledger's steps.
@@ -264,6 +264,9 @@ type lowerer struct {
 	// sumTypes are the contractions the optimal policy rFactors although
 	// their outputs do not split the summed axis (choose.go).
 	sumTypes map[*ir.Op]ir.ParallelType
+	// gathered are the contractions whose outputs split the summed axis
+	// but whose operands the optimal policy gathers (choose.go).
+	gathered map[*ir.Op]bool
 	// failed are the ops the resharding pass reported errors for.
 	failed map[*ir.Op]bool
 	// bcast are the broadcast axes of the tensors (broadcast.go).

@@ -50,7 +50,8 @@ func insertReshardings(f *ir.Fusion, l *lowerer) (*ir.Fusion, *inserter) {
 		out.Ops = make([]*ir.Op, 0, len(f.Ops))
 		out.Tensors = append(make([]*ir.Tensor, 0, max(len(f.Tensors), len(f.Inputs))), f.Inputs...)
 	}
-	ins := &inserter{source: f, fusion: &out, errs: l.ledger.Errs(), planner: l.planner, trials: l.trials, sumTypes: map[*ir.Op]ir.ParallelType{}, failed: map[*ir.Op]bool{}, bcast: bcastAxes{}, owned: l.owned, deferred: map[*ir.Tensor]*ir.Op{}, copies: map[*ir.Tensor][]resharded{}}
+	ins := &inserter{source: f, fusion: &out, errs: l.ledger.Errs(), planner: l.planner, trials: l.trials, sumTypes: map[*ir.Op]ir.ParallelType{}, gathered: map[*ir.Op]bool{}, failed: map[*ir.Op]bool{}, bcast: bcastAxes{}, owned: l.owned, deferred: map[*ir.Tensor]*ir.Op{}, copies: map[*ir.Tensor][]resharded{}}
+	l.trials.countReaders(f)
 	for _, op := range f.Ops {
 		if op = ins.unalias(op); ins.savedCopy(op) {
 			continue // its readers read the forward's copy
@@ -127,6 +128,9 @@ type inserter struct {
 	// output does not split its summed axis, the device type they are
 	// summed over.
 	sumTypes map[*ir.Op]ir.ParallelType
+	// gathered are the contractions whose output splits the summed axis
+	// but whose operands the optimal policy gathers whole along it.
+	gathered map[*ir.Op]bool
 	// failed are the ops whose errors the pass reported.
 	failed map[*ir.Op]bool
 	// bcast are the broadcast axes of the rewritten fusion's tensors.
@@ -410,6 +414,10 @@ func (ins *inserter) outputShards(op *ir.Op) ([]Split, bool) {
 	if t, ok := ContractedDevice(op.Result()); ok {
 		if !ins.evenSum(op, t) || !ins.nvFuserSums(op) {
 			return nil, false
+		}
+		if ins.chooseGather(op) {
+			ins.gathered[op] = true
+			return want, true
 		}
 		return append(want, Split{-1, t}), true
 	}

@@ -250,7 +250,7 @@ func sameComposite(op, last *ir.Op) bool {
 // the lowering emits them (emitWhole); false when the op-by-op form fails
 // there or a price does not fit.
 func (l *lowerer) priceRing(g plan.RingAttention, last *ir.Op, members []*ir.Op) (*ringForm, bool) {
-	trial := &lowerer{f: l.f, planner: l.planner, ledger: reshard.NewLedger(l.f.File), sumTypes: l.sumTypes,
+	trial := &lowerer{f: l.f, planner: l.planner, ledger: reshard.NewLedger(l.f.File), sumTypes: l.sumTypes, gathered: l.gathered,
 		failed: l.failed, bcast: l.bcast, opBounds: l.opBounds, discard: l.discard, trials: l.trials}
 	bounds := trial.ledger.CaptureBounds(func() {
 		for _, op := range members {

@@ -50,6 +50,8 @@ type ways struct {
 	atMesh  *ir.Mesh
 	sumType ir.ParallelType // waySum's
 	has     [numWays]bool
+	// reshards says, per operand, whether wayBefore reshards it.
+	reshards []bool
 }
 
 // count is the number of ways.
@@ -64,15 +66,14 @@ func (w *ways) count() int {
 }
 
 // waysOf returns the ways of computing op, as the fusion gives it, when
-// it must move data: nil for a set or a reduction, an op whose
-// output holds pending terms or splits a contraction's summed axis (the
-// sum is then the only way), and an op whose operands fit its output.
+// it must move data: nil for a set or a reduction, an op whose output
+// holds pending terms, and an op whose operands fit its output. A
+// contraction whose output splits its summed axis has two: the sum its
+// output says, and its operands resharded to hold that axis whole
+// (chooseGather).
 func waysOf(op *ir.Op, b bcastAxes) *ways {
 	y := op.Out
 	if op.Kind == ir.OpSet || op.Kind.IsReduction() || y.Combined != nil || y.Partial != "" {
-		return nil
-	}
-	if _, split := ContractedDevice(y); split {
 		return nil
 	}
 	want, ok := BlockShards(y)
@@ -80,13 +81,24 @@ func waysOf(op *ir.Op, b bcastAxes) *ways {
 		return nil
 	}
 	w := &ways{op: op, want: want}
+	w.reshards = make([]bool, len(op.Inputs))
 	for i := range op.Inputs {
 		if _, fits := b.fits(op, i, OperandShards(op, i, want)); !fits {
-			w.has[wayBefore] = true
+			w.has[wayBefore], w.reshards[i] = true, true
 		}
 	}
 	if !w.has[wayBefore] {
 		return nil
+	}
+	if t, split := ContractedDevice(y); split {
+		// The output splits the summed axis: its partial products are
+		// summed, or the operands resharded to hold the axis whole
+		// (where privateOperands allows).
+		if !op.Kind.IsContraction() {
+			return nil
+		}
+		w.has[waySum], w.sumType = true, t
+		return w
 	}
 	if t, ok := sumWay(op, want, b); ok {
 		w.has[waySum], w.sumType = true, t
@@ -167,12 +179,20 @@ type trials struct {
 	// parses the built-in topology, and a lowering without ops computed
 	// more than one way, or one that skips the bounds, needs none.
 	bounds *reshard.Planner
-	// chosen and least keep chooseWay's and leastOfWays's answers by the
-	// op's key (waysKey): a long chain has few distinct ops, and each is
+	// chosen, gathers and least keep chooseWay's, chooseGather's and
+	// leastOfWays's answers by the op's key (waysKey): a long chain has few distinct ops, and each is
 	// tried once. key is scratch.
-	chosen map[string]chosenWay
-	least  map[string]leastBound
-	key    []byte
+	chosen  map[string]chosenWay
+	gathers map[string]bool
+	least   map[string]leastBound
+	key     []byte
+	// readers counts, per operand of a contraction whose output splits
+	// its summed axis (and per operand of the permute that made one), the
+	// ops that read it, as the resharding pass found the fusion: see
+	// privateOperands; permuted maps such an operand made by a permute to
+	// the permute's operand.
+	readers  map[*ir.Tensor]int
+	permuted map[*ir.Tensor]*ir.Tensor
 }
 
 // chosenWay is chooseWay's answer.
@@ -217,7 +237,7 @@ func (tr *trials) memoKey(op *ir.Op, bc bcastAxes) []byte {
 // newTrials returns the trials of the ways of f's ops.
 func newTrials(f *ir.Fusion) *trials {
 	return &trials{f: f, ledgers: map[*reshard.Planner]*reshard.Ledger{},
-		chosen: map[string]chosenWay{}, least: map[string]leastBound{}}
+		chosen: map[string]chosenWay{}, gathers: map[string]bool{}, readers: map[*ir.Tensor]int{}, permuted: map[*ir.Tensor]*ir.Tensor{}, least: map[string]leastBound{}}
 }
 
 // boundsPlanner returns the planner that books every bound.
@@ -410,7 +430,7 @@ func (l *lowerer) leastOfWays(op *ir.Op) (reshard.Bounds, bool) {
 // tryWays is leastOfWays's answer for op, found by trials.
 func (l *lowerer) tryWays(op *ir.Op) (reshard.Bounds, bool) {
 	w := waysOf(op, l.bcast)
-	if w == nil || w.count() < 2 {
+	if w == nil || w.count() < 2 || !l.trials.privateOperands(w) {
 		return reshard.Bounds{}, false
 	}
 	var least reshard.Bounds
@@ -430,6 +450,72 @@ func (l *lowerer) tryWays(op *ir.Op) (reshard.Bounds, bool) {
 		}
 	}
 	return least, true
+}
+
+// countReaders counts the readers privateOperands asks about, in f as the
+// resharding pass finds it: before it points any operand at a copy. An
+// operand is counted as the fusion gives it: the input of a set inserted
+// for its op (Certify lowers a plan's fusion, sets and all). Producers are
+// found by walking the ops backwards (a plan's rebuilt fusion links none).
+func (tr *trials) countReaders(f *ir.Fusion) {
+	reader := map[*ir.Tensor]int{} // an operand of such an op, by its op's index
+	for _, op := range f.Ops {
+		if _, split := ContractedDevice(op.Result()); split && op.Kind.IsContraction() {
+			for _, x := range op.Inputs {
+				reader[x] = op.Index
+				tr.readers[x] = 0
+			}
+		}
+	}
+	if len(reader) == 0 {
+		return
+	}
+	for _, op := range slices.Backward(f.Ops) {
+		k, ok := reader[op.Out]
+		switch {
+		case !ok:
+		case op.Kind == ir.OpSet && op.Inserted != nil && op.Inserted.For.Index == k:
+			reader[op.In()] = k // the operand as the fusion gives it
+			tr.readers[op.In()] = 0
+		case op.Kind == ir.OpPermute:
+			tr.permuted[op.Out] = op.In()
+			tr.readers[op.In()] = 0
+		}
+	}
+	for _, op := range f.Ops {
+		for i, x := range op.Inputs {
+			if _, ok := tr.readers[x]; ok && !slices.Contains(op.Inputs[:i], x) {
+				tr.readers[x]++
+			}
+		}
+	}
+}
+
+// privateOperands reports whether every operand that w's op, a
+// contraction whose output splits its summed axis, reshards to gather
+// that axis is read by that op alone, and, where a permute made it, the
+// permute's operand by the permute alone. A copy that the optimal policy
+// made for another op could serve an operand read more widely
+// (reshardOperands), and what a plan then receives for this op would
+// depend on the ways it chose for others; the bound of the op's ways must
+// not (it is the fusion's, whatever the policy: TestBoundsHold). So only
+// such operands are gathered in place of the sum: the gradient of an
+// embedding table, scatter-added from the output's gradient, which no
+// other op reads.
+func (tr *trials) privateOperands(w *ways) bool {
+	op := w.op
+	for i, x := range op.Inputs {
+		if !w.reshards[i] {
+			continue
+		}
+		if tr.readers[x] > 1 {
+			return false
+		}
+		if y, ok := tr.permuted[x]; ok && tr.readers[y] > 1 {
+			return false
+		}
+	}
+	return true
 }
 
 // sameShapes reports whether op's operands all have its output's shape,
