@@ -57,14 +57,16 @@ func (ins *inserter) chooseSum(op *ir.Op, want []Split) (ir.ParallelType, bool) 
 // rather than summing partial products over the devices that split it, as
 // the output's sharding says: the two ways lowered on a trial ledger and
 // priced (ways.go), the sum on a tie (nvFuser's plan), never for an
-// output whose terms stay pending. The sum is a collective of the
+// output whose terms stay pending. Only for an output whose sharding
+// propagation chose (format 2): a sharding the fusion gives is followed
+// as written, nvFuser's rFactor. The sum is a collective of the
 // output; the other way moves the operands. Where the output is much
 // larger than what it is computed from (an embedding table's gradient,
 // scatter-added from the tokens' gradients that sequence parallelism
 // splits), gathering those and adding each device's own rows moves far
 // less: Megatron-LM gathers the embedding output's gradient so.
 func (ins *inserter) chooseGather(op *ir.Op) bool {
-	if ins.planner.Policy() != PolicyOptimal || op.Out.Combined != nil || op.Out.Partial != "" {
+	if ins.planner.Policy() != PolicyOptimal || op.Out.Combined != nil || op.Out.Partial != "" || !op.Out.Propagated {
 		return false
 	}
 	w := waysOf(op, ins.bcast)

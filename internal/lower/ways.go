@@ -93,8 +93,9 @@ func waysOf(op *ir.Op, b bcastAxes) *ways {
 	if t, split := ContractedDevice(y); split {
 		// The output splits the summed axis: its partial products are
 		// summed, or the operands resharded to hold the axis whole
-		// (where privateOperands allows).
-		if !op.Kind.IsContraction() {
+		// (where privateOperands allows), when propagation chose
+		// that sharding (chooseGather).
+		if !op.Kind.IsContraction() || !y.Propagated {
 			return nil
 		}
 		w.has[waySum], w.sumType = true, t
