@@ -26,16 +26,17 @@ func TestDataParallelGradientBytes(t *testing.T) {
 	const psiTP = 1_004_015_616 * 2 // a tp rank's share, of 8
 	tests := []struct {
 		mesh string
+		sp   bool // sequence parallelism: only the keys of want are compared
 		// strides name the mesh axes by the distance of a team's first
 		// two devices.
 		strides map[int]string
 		want    map[string]int64
 	}{
-		{"fsdp=64", map[int]string{1: "fsdp"}, map[string]int64{
+		{"fsdp=64", false, map[int]string{1: "fsdp"}, map[string]int64{
 			"Allgather fsdp":     psi * 63 / 64,
 			"ReduceScatter fsdp": psi * 63 / 64,
 		}},
-		{"dp=8,tp=8", map[int]string{1: "tp", 8: "dp"}, map[string]int64{
+		{"dp=8,tp=8", false, map[int]string{1: "tp", 8: "dp"}, map[string]int64{
 			"Allreduce dp": 2 * psiTP * 7 / 8,
 			// Megatron-LM's 4 a block (2 forward, 2 backward: the q, k and
 			// v projections' input gradients are one sum, the gate and up
@@ -44,17 +45,35 @@ func TestDataParallelGradientBytes(t *testing.T) {
 			// B on each dp rank, 2A·7/8 each.
 			"Allreduce tp": 130 * 2 * (8 * 8192 * 4096 * 2) * 7 / 8,
 		}},
-		{"dp=2,fsdp=4,tp=8", map[int]string{8: "fsdp", 32: "dp"}, map[string]int64{
+		{"dp=8,tp=8", true, map[int]string{1: "tp", 8: "dp"}, map[string]int64{
+			"Allreduce dp": 2 * psiTP * 7 / 8,
+			// Megatron-LM's sequence parallelism: 4 Allgathers and 4
+			// ReduceScatters of A a block (2 and 2 forward, 2 and 2
+			// backward), A·7/8 each. Outside the blocks, ReduceScatters of
+			// the embedding's output and of the LM head's input gradient,
+			// an Allgather of the LM head's input and one of the embedding
+			// output's gradient, whose rows each device adds into its
+			// vocabulary range of the table's gradient (not a
+			// ReduceScatter of the whole table).
+			"Allgather tp":     130 * (8 * 8192 * 4096 * 2) * 7 / 8,
+			"ReduceScatter tp": 130 * (8 * 8192 * 4096 * 2) * 7 / 8,
+		}},
+		{"dp=2,fsdp=4,tp=8", false, map[int]string{8: "fsdp", 32: "dp"}, map[string]int64{
 			"Allgather fsdp":     psiTP * 3 / 4,
 			"ReduceScatter fsdp": psiTP * 3 / 4,
 			"Allreduce dp":       2 * (psiTP / 4) / 2,
 		}},
 	}
 	for _, tc := range tests {
-		t.Run(tc.mesh, func(t *testing.T) {
+		name := tc.mesh
+		args := []string{"model", "../../testdata/models/llama3_8b/config.json", "--mesh", tc.mesh,
+			"--batch", "64", "--seq", "8192", "--backward", "--plan"}
+		if tc.sp {
+			name, args = name+" --sp", append(args, "--sp")
+		}
+		t.Run(name, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "plan.json")
-			code, _, stderr := run(t, "", "model", "../../testdata/models/llama3_8b/config.json", "--mesh", tc.mesh,
-				"--batch", "64", "--seq", "8192", "--backward", "--plan", "-o", out)
+			code, _, stderr := run(t, "", append(args, "-o", out)...)
 			if code != 0 {
 				t.Fatalf("exit %d: %s", code, stderr)
 			}
@@ -70,7 +89,7 @@ func TestDataParallelGradientBytes(t *testing.T) {
 			for i := range p.Steps {
 				s := &p.Steps[i]
 				axis, ok := axisOf(s, tc.strides)
-				if !ok || s.Bytes == nil || isLoss(p, s) {
+				if _, wanted := tc.want[s.Type+" "+axis]; !ok || s.Bytes == nil || isLoss(p, s) || tc.sp && !wanted {
 					continue
 				}
 				got[s.Type+" "+axis] += s.Bytes.ReceivedPerDevice

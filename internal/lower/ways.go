@@ -52,6 +52,9 @@ type ways struct {
 	has     [numWays]bool
 	// reshards says, per operand, whether wayBefore reshards it.
 	reshards []bool
+	// splitSum marks an op whose output splits its summed axis: wayBefore
+	// gathers that axis on its operands (chooseGather).
+	splitSum bool
 }
 
 // count is the number of ways.
@@ -98,7 +101,7 @@ func waysOf(op *ir.Op, b bcastAxes) *ways {
 		if !op.Kind.IsContraction() || !y.Propagated {
 			return nil
 		}
-		w.has[waySum], w.sumType = true, t
+		w.has[waySum], w.sumType, w.splitSum = true, t, true
 		return w
 	}
 	if t, ok := sumWay(op, want, b); ok {
@@ -431,7 +434,7 @@ func (l *lowerer) leastOfWays(op *ir.Op) (reshard.Bounds, bool) {
 // tryWays is leastOfWays's answer for op, found by trials.
 func (l *lowerer) tryWays(op *ir.Op) (reshard.Bounds, bool) {
 	w := waysOf(op, l.bcast)
-	if w == nil || w.count() < 2 || !l.trials.privateOperands(w) {
+	if w == nil || w.count() < 2 || w.splitSum && !l.trials.privateOperands(w) {
 		return reshard.Bounds{}, false
 	}
 	var least reshard.Bounds
