@@ -474,15 +474,27 @@ func (tr *trials) countReaders(f *ir.Fusion) {
 	if len(reader) == 0 {
 		return
 	}
+	type permuteOf struct {
+		out   *ir.Tensor // the permute's output, which such an op reads
+		index int        // the permute's
+	}
+	permutes := map[*ir.Tensor]permuteOf{} // by the permute's operand
 	for _, op := range slices.Backward(f.Ops) {
-		k, ok := reader[op.Out]
-		switch {
-		case !ok:
-		case op.Kind == ir.OpSet && op.Inserted != nil && op.Inserted.For.Index == k:
-			reader[op.In()] = k // the operand as the fusion gives it
-			tr.readers[op.In()] = 0
-		case op.Kind == ir.OpPermute:
-			tr.permuted[op.Out] = op.In()
+		inserted := op.Kind == ir.OpSet && op.Inserted != nil
+		if k, ok := reader[op.Out]; ok {
+			switch {
+			case inserted && op.Inserted.For.Index == k:
+				reader[op.In()] = k // the operand as the fusion gives it
+				tr.readers[op.In()] = 0
+			case op.Kind == ir.OpPermute:
+				tr.permuted[op.Out] = op.In()
+				tr.readers[op.In()] = 0
+				permutes[op.In()] = permuteOf{op.Out, op.Index}
+			}
+			continue
+		}
+		if p, ok := permutes[op.Out]; ok && inserted && op.Inserted.For.Index == p.index {
+			tr.permuted[p.out] = op.In() // the permute's operand as the fusion gives it
 			tr.readers[op.In()] = 0
 		}
 	}
