@@ -1196,6 +1196,70 @@ def check_data(plan, seed, dev):
     return "same as simulate (%d values of %d inputs)" % (sum(len(v) for v in PROBES.values()), len(PROBES))
 
 
+def check_autograd(plan, seed, dev):
+    """The gradients of the fusion's backward (every input t with a t.grad), as the plan's
+    ops compute them in the float64 reference, against torch.autograd's of the forward on the
+    unsharded values: the forward's composites run as torch's own functions (composite_reference:
+    torch.nn.functional.scaled_dot_product_attention, layer_norm, cross_entropy, ...), its other
+    ops as the reference runs them, and torch.autograd.grad differentiates the seeds' values (the
+    forward tensors s whose s.grad the backward starts from) against s.grad's reference values.
+    An independent check of nvcomm's gradient rules: a rule that differs from torch's derivative
+    fails here, before any rank's value is compared. "" when the plan has no backward."""
+    p = plan.p
+    wrt = [n for n in plan.inputs if grad_name(n) in plan.produced and DTYPES[plan.tensors[n]["dtype"]].is_floating_point]
+    if not wrt:
+        return ""
+    # The backward's ops, and the sets and reductions inserted for them (before or after).
+    backward = {k for k, o in enumerate(p["ops"]) if (o.get("of") or {}).get("grad")}
+    while True:
+        more = {k for k, o in enumerate(p["ops"]) if (o.get("inserted") or {}).get("for") in backward} - backward
+        if not more:
+            break
+        backward |= more
+    forward = [o for k, o in enumerate(p["ops"]) if k not in backward]
+    read = {n for o in forward for n in operands(o)}
+    seeds = [o["output"] for o in forward if grad_name(o["output"]) in plan.produced and o["output"] not in read]
+    if not seeds:
+        return "not checked: no forward output starts the backward"
+    ref = Reference(plan, seed, dev)
+    val = {n: ref.val[n].view(ref.value_shape(n)).detach().clone().requires_grad_(n in wrt) for n in plan.inputs}
+    with torch.enable_grad():
+        for o in forward:
+            names, out, of = operands(o), o["output"], o.get("of")
+            if of is not None and out != of["output"]:
+                continue  # a composite's expansion: torch's function computes it whole, at its output
+            if of is not None:
+                y = composite_reference(of, [val[n] for n in of["inputs"]])
+            elif o["op"] in REDUCE_OPS and names[0] in plan.pending:
+                y = val[names[0]]  # the reduction of pending terms: their value already
+            else:
+                xs = with_scalar(o, [val[n] for n in names], ref._scalar(o))
+                y = apply_op(o, xs, ref.value_shape(out))
+            val[out] = y.reshape(ref.value_shape(out))
+        outs = [val[s] for s in seeds]
+        dys = [ref.val[grad_name(s)].view(ref.value_shape(grad_name(s))) for s in seeds]
+        if any(list(y.shape) != list(dy.shape) for y, dy in zip(outs, dys)):
+            return "not checked: a seed's gradient has another shape than the seed"
+        got = torch.autograd.grad(outs, [val[n] for n in wrt], dys, allow_unused=True)
+    for n, g in zip(wrt, got):
+        want = ref.val[grad_name(n)].view(ref.value_shape(grad_name(n)))
+        g = torch.zeros_like(want) if g is None else g
+        scale = float(g.abs().max()) if g.numel() else 0.0
+        if list(g.shape) != list(want.shape) or not torch.allclose(want, g, rtol=1e-9, atol=1e-9 * (1 + scale)):
+            i = int((want.reshape(-1) - g.reshape(-1)).abs().argmax()) if g.shape == want.shape else 0
+            return "DIFFERS from torch.autograd for %s: element %d is %s by nvcomm's rules, %s by torch.autograd" % (
+                grad_name(n), i, fmt(want.reshape(-1)[i]), fmt(g.reshape(-1)[i]))
+    return "%s (%s) equal%s torch.autograd's of the unsharded forward" % (
+        "1 gradient" if len(wrt) == 1 else "%d gradients" % len(wrt), ", ".join(grad_name(n) for n in wrt),
+        "s" if len(wrt) == 1 else "")
+
+
+def grad_name(n):
+    """The gradient of tensor n: n.grad, or b.grad@mb for a micro-batch's copy b@mb of a pipeline."""
+    base, at, mb = n.partition("@")
+    return base + ".grad" + at + mb
+
+
 # --- timing ------------------------------------------------------------------------
 
 # The comment that opens a block of RUN: "# step 3 (Allgather): ..." or "# steps 2-3 (Permute + Unpad): ...".
@@ -1358,6 +1422,12 @@ def run(args, group_cache, out):
     data = check_data(plan, args.seed, dev) if rank == 0 else ""
     say("data: %s" % data)
     try:
+        grads = check_autograd(plan, args.seed, dev) if rank == 0 else ""
+    except PlanError as e:
+        grads = "not checked: %s" % e
+    if grads:
+        say("autograd: %s" % grads)
+    try:
         mine, inputs = execute(ctx, args.seed) if rank in plan.devices() else ({}, [])
     except PlanError as e:  # the reference's: every rank of the plan raises it before RUN
         mine, inputs = {"error": str(e)}, []
@@ -1371,8 +1441,9 @@ def run(args, group_cache, out):
               "data": data, "pass": False, "mismatch": None, "steps": []}
     ref = Reference(plan, args.seed, dev) if plan.pending else None
     m = first_mismatch(plan, every, ref)
-    result["mismatch"], result["pass"] = m, m is None and not data.startswith("DIFFERS")
-    say("PASS" if result["pass"] else "FAIL: %s" % (describe(m) if m else "data " + data))
+    result["mismatch"], result["pass"] = m, m is None and not data.startswith("DIFFERS") and not grads.startswith("DIFFERS")
+    result["autograd"] = grads
+    say("PASS" if result["pass"] else "FAIL: %s" % (describe(m) if m else "data " + data if data.startswith("DIFFERS") else "autograd " + grads))
     if args.bench:
         blocks, times, whole = bench(ctx, args, inputs)
         t = torch.tensor(times + [whole], dtype=torch.float64, device=dev)
