@@ -275,13 +275,14 @@ func (tr *trials) run(w *ways, v way, pl *reshard.Planner, b bcastAxes) (reshard
 		priced(int64(x.DType.Size()))
 	}
 	operandSets := func(want []Split) {
-		var done []*ir.Tensor
+		var done []resharded // one set per operand and target, as reshardOperands makes them
 		for i, x := range op.Inputs {
 			need := OperandShards(op, i, want)
-			if _, fits := b.fits(op, i, need); fits || slices.Contains(done, x) {
+			made := slices.ContainsFunc(done, func(r resharded) bool { return r.from == x && SameSplits(r.target, need) })
+			if _, fits := b.fits(op, i, need); fits || made {
 				continue
 			}
-			done = append(done, x)
+			done = append(done, resharded{from: x, target: need})
 			set(x, x.Name+"/resharded", y.Mesh, need, nil)
 		}
 	}
@@ -462,45 +463,64 @@ func (l *lowerer) tryWays(op *ir.Op) (reshard.Bounds, bool) {
 // for its op (Certify lowers a plan's fusion, sets and all). Producers are
 // found by walking the ops backwards (a plan's rebuilt fusion links none).
 func (tr *trials) countReaders(f *ir.Fusion) {
-	reader := map[*ir.Tensor]int{} // an operand of such an op, by its op's index
+	// The tensors the walk follows back to their producers: each operand of such an op, and
+	// what stands for it in a plan's fusion — the input of a set inserted for the op (the
+	// operand as the fusion gives it, itself an operand then), the input of a set inserted
+	// after the op that made it (its result before the resharding).
+	type tracked struct {
+		operand *ir.Tensor
+		reader  int // the index of the op that reads the operand
+	}
+	track := map[*ir.Tensor]tracked{}
 	for _, op := range f.Ops {
 		if _, split := ContractedDevice(op.Result()); split && op.Kind.IsContraction() {
 			for _, x := range op.Inputs {
-				reader[x] = op.Index
+				track[x] = tracked{x, op.Index}
 				tr.readers[x] = 0
 			}
 		}
 	}
-	if len(reader) == 0 {
+	if len(track) == 0 {
 		return
 	}
 	type permuteOf struct {
-		out   *ir.Tensor // the permute's output, which such an op reads
+		out   *ir.Tensor // the permute's output, an operand of such an op
 		index int        // the permute's
 	}
 	permutes := map[*ir.Tensor]permuteOf{} // by the permute's operand
 	for _, op := range slices.Backward(f.Ops) {
-		inserted := op.Kind == ir.OpSet && op.Inserted != nil
-		if k, ok := reader[op.Out]; ok {
+		before := op.Kind == ir.OpSet && op.Inserted != nil && !op.Inserted.Output
+		after := op.Kind == ir.OpSet && op.Inserted != nil && op.Inserted.Output
+		if t, ok := track[op.Out]; ok {
 			switch {
-			case inserted && op.Inserted.For.Index == k:
-				reader[op.In()] = k // the operand as the fusion gives it
+			case before && op.Inserted.For.Index == t.reader && op.Out == t.operand:
+				track[op.In()] = tracked{op.In(), t.reader}
 				tr.readers[op.In()] = 0
+			case after:
+				track[op.In()] = t
 			case op.Kind == ir.OpPermute:
-				tr.permuted[op.Out] = op.In()
+				tr.permuted[t.operand] = op.In()
 				tr.readers[op.In()] = 0
-				permutes[op.In()] = permuteOf{op.Out, op.Index}
+				permutes[op.In()] = permuteOf{t.operand, op.Index}
 			}
 			continue
 		}
-		if p, ok := permutes[op.Out]; ok && inserted && op.Inserted.For.Index == p.index {
+		if p, ok := permutes[op.Out]; ok && before && op.Inserted.For.Index == p.index {
 			tr.permuted[p.out] = op.In() // the permute's operand as the fusion gives it
 			tr.readers[op.In()] = 0
 		}
 	}
+	// A reader is an op, a set inserted for an op counting as that op: Certify's fusion reads
+	// linear(x, x)'s x through two sets, lower's through two slots of one op.
+	seen := map[*ir.Tensor][]int{}
 	for _, op := range f.Ops {
-		for i, x := range op.Inputs {
-			if _, ok := tr.readers[x]; ok && !slices.Contains(op.Inputs[:i], x) {
+		who := op.Index
+		if op.Kind == ir.OpSet && op.Inserted != nil && !op.Inserted.Output {
+			who = op.Inserted.For.Index
+		}
+		for _, x := range op.Inputs {
+			if _, ok := tr.readers[x]; ok && !slices.Contains(seen[x], who) {
+				seen[x] = append(seen[x], who)
 				tr.readers[x]++
 			}
 		}
