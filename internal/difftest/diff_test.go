@@ -257,7 +257,37 @@ func features(p *plan.Plan) []string {
 			break
 		}
 	}
+	if gatheredInsteadOfSum(p) {
+		fs = append(fs, "propagated sum, operands gathered instead")
+	}
 	return fs
+}
+
+// gatheredInsteadOfSum reports whether a contraction of p whose
+// propagated output splits its summed axis over devices has no step that
+// sums across them: the optimal policy gathered its operands instead.
+func gatheredInsteadOfSum(p *plan.Plan) bool {
+	splitSum := map[string]bool{}
+	for _, t := range p.Tensors {
+		for k, st := range t.Schedule {
+			if t.Propagated && t.Partial == "" && k > 0 && st.Parallelize != nil && slices.Contains(t.ReductionAxes, st.Parallelize.Axis) &&
+				t.Schedule[k-1].OuterSplit != nil && t.Schedule[k-1].OuterSplit.Axis == st.Parallelize.Axis {
+				splitSum[t.Name] = true
+			}
+		}
+	}
+	summed := map[int]bool{}
+	for _, s := range p.Steps {
+		if s.Type == plan.Allreduce || s.Type == plan.ReduceScatter || s.Type == plan.Reduce {
+			summed[s.Op] = true
+		}
+	}
+	for k, op := range p.Ops {
+		if splitSum[op.Output] && ops.Is(op.Op, ops.Contraction) && !summed[k] {
+			return true
+		}
+	}
+	return false
 }
 
 var numbers = regexp.MustCompile(`-?\d+`)
@@ -398,7 +428,7 @@ var required = append(opFeatures(), "resharding set before an op", "resharding s
 	"lookup summed by Allreduce", "Matmul with b shared by batches",
 	"layer op on a 1-D mesh", "layer op on a 2-D mesh", "layer op on a 3-D mesh",
 	"format 2: a propagated sharding", "number operand", "backward", "backward of linear", "backward of matmul",
-	"sums computed late", "sums computed late, reduce-scattered")
+	"sums computed late", "sums computed late, reduce-scattered", "propagated sum, operands gathered instead")
 
 // opFeatures are the features "op NAME" of every op of the registry but
 // the data movement ops, which the generator draws only when asked

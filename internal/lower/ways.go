@@ -190,13 +190,9 @@ type trials struct {
 	gathers map[string]bool
 	least   map[string]leastBound
 	key     []byte
-	// readers counts, per operand of a contraction whose output splits
-	// its summed axis (and per operand of the permute that made one), the
-	// ops that read it, as the resharding pass found the fusion: see
-	// privateOperands; permuted maps such an operand made by a permute to
-	// the permute's operand.
-	readers  map[*ir.Tensor]int
-	permuted map[*ir.Tensor]*ir.Tensor
+	// private answers privateOperands, for the fusion it last counted
+	// (countReaders).
+	private privacy
 }
 
 // chosenWay is chooseWay's answer.
@@ -241,7 +237,7 @@ func (tr *trials) memoKey(op *ir.Op, bc bcastAxes) []byte {
 // newTrials returns the trials of the ways of f's ops.
 func newTrials(f *ir.Fusion) *trials {
 	return &trials{f: f, ledgers: map[*reshard.Planner]*reshard.Ledger{},
-		chosen: map[string]chosenWay{}, gathers: map[string]bool{}, readers: map[*ir.Tensor]int{}, permuted: map[*ir.Tensor]*ir.Tensor{}, least: map[string]leastBound{}}
+		chosen: map[string]chosenWay{}, gathers: map[string]bool{}, least: map[string]leastBound{}}
 }
 
 // boundsPlanner returns the planner that books every bound.
@@ -381,6 +377,7 @@ func MayComputeAfter(op *ir.Op) bool {
 // sets are found by what they read and write, so that Certify, which
 // lowers a plan's fusion with its inserted sets, finds the same.
 func (l *lowerer) boundWays() {
+	l.trials.countReaders(l.f)        // the fusion as lowered: its operands are copies now
 	before := map[*ir.Tensor]*ir.Op{} // by its output, a set inserted to reshard an operand
 	after := map[*ir.Tensor]*ir.Op{}  // by its input, a set inserted to reshard a result
 	for _, op := range l.f.Ops {
@@ -455,103 +452,6 @@ func (l *lowerer) tryWays(op *ir.Op) (reshard.Bounds, bool) {
 		}
 	}
 	return least, true
-}
-
-// countReaders counts the readers privateOperands asks about, in f as the
-// resharding pass finds it: before it points any operand at a copy. An
-// operand is counted as the fusion gives it: the input of a set inserted
-// for its op (Certify lowers a plan's fusion, sets and all). Producers are
-// found by walking the ops backwards (a plan's rebuilt fusion links none).
-func (tr *trials) countReaders(f *ir.Fusion) {
-	// The tensors the walk follows back to their producers: each operand of such an op, and
-	// what stands for it in a plan's fusion — the input of a set inserted for the op (the
-	// operand as the fusion gives it, itself an operand then), the input of a set inserted
-	// after the op that made it (its result before the resharding).
-	type tracked struct {
-		operand *ir.Tensor
-		reader  int // the index of the op that reads the operand
-	}
-	track := map[*ir.Tensor]tracked{}
-	for _, op := range f.Ops {
-		if _, split := ContractedDevice(op.Result()); split && op.Kind.IsContraction() {
-			for _, x := range op.Inputs {
-				track[x] = tracked{x, op.Index}
-				tr.readers[x] = 0
-			}
-		}
-	}
-	if len(track) == 0 {
-		return
-	}
-	type permuteOf struct {
-		out   *ir.Tensor // the permute's output, an operand of such an op
-		index int        // the permute's
-	}
-	permutes := map[*ir.Tensor]permuteOf{} // by the permute's operand
-	for _, op := range slices.Backward(f.Ops) {
-		before := op.Kind == ir.OpSet && op.Inserted != nil && !op.Inserted.Output
-		after := op.Kind == ir.OpSet && op.Inserted != nil && op.Inserted.Output
-		if t, ok := track[op.Out]; ok {
-			switch {
-			case before && op.Inserted.For.Index == t.reader && op.Out == t.operand:
-				track[op.In()] = tracked{op.In(), t.reader}
-				tr.readers[op.In()] = 0
-			case after:
-				track[op.In()] = t
-			case op.Kind == ir.OpPermute:
-				tr.permuted[t.operand] = op.In()
-				tr.readers[op.In()] = 0
-				permutes[op.In()] = permuteOf{t.operand, op.Index}
-			}
-			continue
-		}
-		if p, ok := permutes[op.Out]; ok && before && op.Inserted.For.Index == p.index {
-			tr.permuted[p.out] = op.In() // the permute's operand as the fusion gives it
-			tr.readers[op.In()] = 0
-		}
-	}
-	// A reader is an op, a set inserted for an op counting as that op: Certify's fusion reads
-	// linear(x, x)'s x through two sets, lower's through two slots of one op.
-	seen := map[*ir.Tensor][]int{}
-	for _, op := range f.Ops {
-		who := op.Index
-		if op.Kind == ir.OpSet && op.Inserted != nil && !op.Inserted.Output {
-			who = op.Inserted.For.Index
-		}
-		for _, x := range op.Inputs {
-			if _, ok := tr.readers[x]; ok && !slices.Contains(seen[x], who) {
-				seen[x] = append(seen[x], who)
-				tr.readers[x]++
-			}
-		}
-	}
-}
-
-// privateOperands reports whether every operand that w's op, a
-// contraction whose output splits its summed axis, reshards to gather
-// that axis is read by that op alone, and, where a permute made it, the
-// permute's operand by the permute alone. A copy that the optimal policy
-// made for another op could serve an operand read more widely
-// (reshardOperands), and what a plan then receives for this op would
-// depend on the ways it chose for others; the bound of the op's ways must
-// not (it is the fusion's, whatever the policy: TestBoundsHold). So only
-// such operands are gathered in place of the sum: the gradient of an
-// embedding table, scatter-added from the output's gradient, which no
-// other op reads.
-func (tr *trials) privateOperands(w *ways) bool {
-	op := w.op
-	for i, x := range op.Inputs {
-		if !w.reshards[i] {
-			continue
-		}
-		if tr.readers[x] > 1 {
-			return false
-		}
-		if y, ok := tr.permuted[x]; ok && tr.readers[y] > 1 {
-			return false
-		}
-	}
-	return true
 }
 
 // sameShapes reports whether op's operands all have its output's shape,
