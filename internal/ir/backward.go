@@ -46,6 +46,14 @@ type rawBackward struct {
 	// saved are the copies of operands that the rules read as the
 	// forward read them, by name (saved.go).
 	saved map[string]savedCopy
+	// recompute, reshard and reshardAt are the section's recompute list
+	// and reshard_after_forward, and recomputed the copies the backward
+	// made of them, by name, each with the tensor it re-makes
+	// (recompute.go).
+	recompute  []Str
+	reshard    bool
+	reshardAt  diag.Pos
+	recomputed map[string]*Tensor
 }
 
 // BackwardDecl is a fusion's backward section as a file writes it: where
@@ -54,6 +62,13 @@ type BackwardDecl struct {
 	At    diag.Pos
 	Seeds []SeedDecl
 	Wrt   []Str
+	// Recompute are the forward's tensors that the backward makes again
+	// rather than reading the forward's (recompute.go), and
+	// ReshardAfterForward, written at ReshardAt, adds the gathers of the
+	// weights of Wrt to them.
+	Recompute           []Str
+	ReshardAfterForward bool
+	ReshardAt           diag.Pos
 }
 
 // SeedDecl is one seed as a file writes it: tensor Name, written at At,
@@ -67,7 +82,7 @@ type SeedDecl struct {
 
 // SetBackward gives the file's backward section.
 func (p *Source) SetBackward(d *BackwardDecl) {
-	p.back = &rawBackward{at: d.At, seeds: d.Seeds, wrt: d.Wrt}
+	p.back = &rawBackward{at: d.At, seeds: d.Seeds, wrt: d.Wrt, recompute: d.Recompute, reshard: d.ReshardAfterForward, reshardAt: d.ReshardAt}
 }
 
 // readsSeed reports whether name is a seed's upstream gradient, which
@@ -187,6 +202,11 @@ type gradGen struct {
 	// contributions is then its part.
 	of map[*rawOp]*Composite
 	by map[string]*Composite
+	// remake are the tensors the backward makes again (recompute.go),
+	// each with where it is asked for, and remade the names of the
+	// copies made so far.
+	remake map[string]diag.Pos
+	remade map[string]string
 }
 
 // backwardOps writes the backward of the fusion whose forward ops build
@@ -205,7 +225,7 @@ func (p *Source) backwardOps(tensors *tensorTable) ([]*rawOp, bool) {
 			}
 		}
 	}
-	ok := true
+	ok := g.recomputeList()
 	for _, s := range b.seeds {
 		g.left[s.Name]++
 	}
@@ -225,7 +245,7 @@ func (p *Source) backwardOps(tensors *tensorTable) ([]*rawOp, bool) {
 			g.final(w.Value, w.Pos, g.by[w.Value])
 		}
 	}
-	return g.ops, ok
+	return g.ops, g.recomputedAll()
 }
 
 // seed adds seed s's contribution: its upstream gradient, checked
@@ -372,9 +392,9 @@ func (g *gradGen) op(ro *rawOp) bool {
 		case !operand:
 			return names[r.Step()]
 		case k < len(ro.ins):
-			return ro.ins[k]
+			return g.reading(ro.ins[k], ro, of)
 		case r == in.Y():
-			return ro.out
+			return g.reading(ro.out, ro, of)
 		case r == in.DY():
 			return dy
 		}

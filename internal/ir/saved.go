@@ -115,6 +115,7 @@ func (g *gradGen) savedOperand(ro *rawOp, k int, of *Composite, made map[int]str
 		return name
 	}
 	name := ro.ins[k]
+	read := g.reading(name, ro, of) // the forward's tensor, or the backward's copy of it
 	y := g.tensors.lookup(ro.out)
 	if op := y.Producer; op != nil && op.Kind.IsContraction() && op.Kind.Entry().Indexed == nil &&
 		k < len(op.Inputs) && op.Inputs[k].Name == name && op.ContractedAxis(k) >= 0 &&
@@ -125,11 +126,11 @@ func (g *gradGen) savedOperand(ro *rawOp, k int, of *Composite, made map[int]str
 				g.b.saved = map[string]savedCopy{}
 			}
 			g.b.saved[saved] = savedCopy{splits: splits, at: ro.pos}
-			name = g.emit(&rawOp{kind: OpSet, ins: []string{name}, out: saved}, ro.pos, of, nil)
+			read = g.emit(&rawOp{kind: OpSet, ins: []string{read}, out: saved}, ro.pos, of, nil)
 		}
 	}
-	made[k] = name
-	return name
+	made[k] = read
+	return read
 }
 
 // readOnce reports whether name is one of ins once only.
