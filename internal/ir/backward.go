@@ -46,11 +46,14 @@ type rawBackward struct {
 	// saved are the copies of operands that the rules read as the
 	// forward read them, by name (saved.go).
 	saved map[string]savedCopy
-	// recompute, reshard and reshardAt are the section's recompute list
-	// and reshard_after_forward, and recomputed the copies the backward
-	// made of them, by name, each with the tensor it re-makes
-	// (recompute.go).
+	// recompute, regather, reshard and reshardAt are the section's
+	// recompute and regather lists and reshard_after_forward,
+	// recomputed the copies the backward made of the first, by name,
+	// each with the tensor it re-makes, and regathered the tensors of
+	// the second whose copies it gathered again (recompute.go).
 	recompute  []Str
+	regather   []Str
+	regathered map[string]bool
 	reshard    bool
 	reshardAt  diag.Pos
 	recomputed map[string]*Tensor
@@ -63,10 +66,12 @@ type BackwardDecl struct {
 	Seeds []SeedDecl
 	Wrt   []Str
 	// Recompute are the forward's tensors that the backward makes again
-	// rather than reading the forward's (recompute.go), and
+	// rather than reading the forward's, Regather those whose copies
+	// gathered for a contraction it gathers again (recompute.go), and
 	// ReshardAfterForward, written at ReshardAt, adds the gathers of the
 	// weights of Wrt to them.
 	Recompute           []Str
+	Regather            []Str
 	ReshardAfterForward bool
 	ReshardAt           diag.Pos
 }
@@ -82,7 +87,7 @@ type SeedDecl struct {
 
 // SetBackward gives the file's backward section.
 func (p *Source) SetBackward(d *BackwardDecl) {
-	p.back = &rawBackward{at: d.At, seeds: d.Seeds, wrt: d.Wrt, recompute: d.Recompute, reshard: d.ReshardAfterForward, reshardAt: d.ReshardAt}
+	p.back = &rawBackward{at: d.At, seeds: d.Seeds, wrt: d.Wrt, recompute: d.Recompute, regather: d.Regather, reshard: d.ReshardAfterForward, reshardAt: d.ReshardAt}
 }
 
 // readsSeed reports whether name is a seed's upstream gradient, which
@@ -245,7 +250,7 @@ func (p *Source) backwardOps(tensors *tensorTable) ([]*rawOp, bool) {
 			g.final(w.Value, w.Pos, g.by[w.Value])
 		}
 	}
-	return g.ops, g.recomputedAll()
+	return g.ops, g.recomputedAll() && g.regatheredAll()
 }
 
 // seed adds seed s's contribution: its upstream gradient, checked

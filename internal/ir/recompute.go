@@ -195,3 +195,51 @@ func IsRecomputed(name string) bool {
 	i := strings.Index(name, gradSuffix+"/"+recomputedPrefix)
 	return i > 0 && !strings.Contains(name[i+len(gradSuffix)+1:], "/")
 }
+
+// A backward section's regather list names tensors that a contraction of
+// the forward reads gathered (saved.go): the backward's copy of such an
+// operand, "y.grad/regathered_x", is its own set, which the optimal
+// policy does not stand the forward's gathered copy in for: the gathered
+// copy lives until the forward op that reads it, and the backward gathers
+// x again, Megatron-LM's sequence parallelism's way (the column-parallel
+// linears' saved inputs). Without the list the optimal policy keeps the
+// forward's copy for the backward (internal/lower).
+
+// regatheredPrefix names the copy of operand x gathered again for the
+// rule of the op whose output is y: y.grad/regathered_x.
+const regatheredPrefix = "regathered_"
+
+// regathers reports whether the backward gathers x's saved copies again,
+// and records that it did.
+func (g *gradGen) regathers(x string) bool {
+	if !slices.ContainsFunc(g.b.regather, func(r Str) bool { return r.Value == x }) {
+		return false
+	}
+	if g.b.regathered == nil {
+		g.b.regathered = map[string]bool{}
+	}
+	g.b.regathered[x] = true
+	return true
+}
+
+// regatheredAll reports whether every tensor of the regather list had a
+// copy gathered again: one that no contraction reads gathered is an
+// error, since listing it changes nothing.
+func (g *gradGen) regatheredAll() bool {
+	ok := true
+	for i, r := range g.b.regather {
+		switch {
+		case slices.ContainsFunc(g.b.regather[:i], func(o Str) bool { return o.Value == r.Value }):
+			g.p.errs.AddHint(r.Pos, "list it once", "backward regather: %q is listed twice", r.Value)
+		case g.tensors.lookup(r.Value) == nil && g.producer(r.Value) == nil:
+			g.p.errs.AddHint(r.Pos, diag.Suggest(r.Value, g.forwardNames()), "backward regather: unknown tensor %q", r.Value)
+		case !g.b.regathered[r.Value]:
+			g.p.errs.AddHint(r.Pos, "list an operand that a linear or matmul of the forward reads gathered (split where the operand is not), and whose gradient rule reads it",
+				"backward regather: no gradient rule reads a gathered copy of %q", r.Value)
+		default:
+			continue
+		}
+		ok = false
+	}
+	return ok
+}

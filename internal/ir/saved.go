@@ -122,6 +122,9 @@ func (g *gradGen) savedOperand(ro *rawOp, k int, of *Composite, made map[int]str
 		readOnce(ro.ins, name) {
 		if splits, ok := gathered(op, k); ok {
 			saved := ro.out + gradSuffix + "/" + savedPrefix + name
+			if g.regathers(name) {
+				saved = ro.out + gradSuffix + "/" + regatheredPrefix + name // its own set: no copy stands for it
+			}
 			if g.b.saved == nil {
 				g.b.saved = map[string]savedCopy{}
 			}

@@ -9,7 +9,7 @@ import (
 )
 
 // backwardKeys are the keys of a backward section.
-var backwardKeys = []string{"seeds", "wrt", "recompute", "reshard_after_forward"}
+var backwardKeys = []string{"seeds", "wrt", "recompute", "regather", "reshard_after_forward"}
 
 // requiredBackwardKeys are those a backward section must have.
 var requiredBackwardKeys = []string{"seeds", "wrt"}
@@ -31,6 +31,8 @@ func (p *reader) parseBackward(v *yaml.Node) {
 			b.Wrt = p.w.names(f.Value, "backward wrt")
 		case "recompute":
 			b.Recompute = p.w.names(f.Value, "backward recompute")
+		case "regather":
+			b.Regather = p.w.names(f.Value, "backward regather")
 		case "reshard_after_forward":
 			b.ReshardAfterForward, _ = p.w.boolean(f.Value, "backward reshard_after_forward")
 			b.ReshardAt = posOf(f.Value)
