@@ -106,11 +106,16 @@ func remakeableOps() []string {
 	return append([]string{string(OpSet)}, append(ops.FamilyNames(ops.Unary), ops.FamilyNames(ops.Binary)...)...)
 }
 
-// forwardNames are the outputs of the forward's ops, for suggestions.
+// forwardNames are the tensors the forward's ops read and write, for
+// suggestions.
 func (g *gradGen) forwardNames() []string {
-	names := make([]string, len(g.b.order))
-	for i, ro := range g.b.order {
-		names[i] = ro.out
+	var names []string
+	for _, ro := range g.b.order {
+		for _, n := range append(slices.Clone(ro.ins), ro.out) {
+			if !slices.Contains(names, n) {
+				names = append(names, n)
+			}
+		}
 	}
 	return names
 }
