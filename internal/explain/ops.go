@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/ops"
 	"github.com/nvcomm/nvcomm/internal/plan"
 )
@@ -124,6 +125,12 @@ func (e *explainer) opContext(i int, op plan.Op) []string {
 	var lines []string
 	if of := op.Of; of != nil {
 		lines = append(lines, fmt.Sprintf("part of %s%s, written as primitive ops", of.What(), of.Expr()))
+	}
+	switch t, regathered := ir.Remade(op.Output); {
+	case t != "" && regathered:
+		lines = append(lines, fmt.Sprintf("gathered again for the backward (backward regather): the forward's gathered copy of %s is not kept for the backward", t))
+	case t != "":
+		lines = append(lines, fmt.Sprintf("made again for the backward (backward recompute): the forward's %s is not kept for the backward, and lives until its last forward reader", t))
 	}
 	if in := op.Inserted; in != nil && !in.Output {
 		lines = append(lines, e.reshardedFor(op)...)

@@ -197,8 +197,26 @@ func (pr *propagator) recomputedShards(op *Op) (handled, ok bool) {
 // IsRecomputed reports whether name is a copy that the backward makes
 // again of a forward tensor (y.grad/recomputed_t).
 func IsRecomputed(name string) bool {
-	i := strings.Index(name, gradSuffix+"/"+recomputedPrefix)
-	return i > 0 && !strings.Contains(name[i+len(gradSuffix)+1:], "/")
+	t, regathered := Remade(name)
+	return t != "" && !regathered
+}
+
+// Remade returns the forward tensor that name, a copy the backward makes
+// again, stands for: t for y.grad/recomputed_t (regathered false), x for
+// y.grad/regathered_x (regathered true); "" for any other name.
+func Remade(name string) (t string, regathered bool) {
+	i := strings.Index(name, gradSuffix+"/")
+	if i <= 0 {
+		return "", false
+	}
+	rest := name[i+len(gradSuffix)+1:]
+	if t, ok := strings.CutPrefix(rest, recomputedPrefix); ok && IsIdent(t) {
+		return t, false
+	}
+	if x, ok := strings.CutPrefix(rest, regatheredPrefix); ok && IsIdent(x) {
+		return x, true
+	}
+	return "", false
 }
 
 // A backward section's regather list names tensors that a contraction of
