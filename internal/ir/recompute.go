@@ -92,7 +92,7 @@ func (g *gradGen) remakeable(t string, pos diag.Pos) bool {
 	case ro.kind != OpSet && !ro.kind.family().Elementwise():
 		g.p.errs.AddHint(pos, "list the output of a set (a gather) or of an elementwise op: "+strings.Join(remakeableOps(), ", "),
 			"backward recompute: %q is made by %s, which the backward does not make again", t, ro.kind)
-	case x.Partial != "" || len(x.deviceSplits()) != deviceAxes(x):
+	case x.Partial != "" || !remakeSplitsOK(x):
 		g.p.errs.AddHint(pos, "recompute a tensor of complete values, split evenly",
 			"backward recompute: %q is sharded in a way its copy cannot repeat (a pending sum, or an uneven split)", t)
 	default:
@@ -183,15 +183,48 @@ func (pr *propagator) recomputedShards(op *Op) (handled, ok bool) {
 	}
 	out := op.Out
 	out.Mesh = t.Mesh
-	for _, d := range t.deviceSplits() {
-		if !d.reduction {
-			d.at = op.Pos
-			pr.splits[out] = append(pr.splits[out], d)
-		}
+	splits, _ := remakeSplits(t) // checked when listed (remakeable)
+	for _, d := range splits {
+		d.at = op.Pos
+		pr.splits[out] = append(pr.splits[out], d)
 	}
 	ok = pr.build(out)
 	out.Propagated = false
 	return true, ok
+}
+
+// remakeSplits returns t's device splits as propagation builds them
+// (propagator.build): each device axis of t's loop a logical axis
+// parallelized, or the outer part of one split in blocks by the mesh's
+// size along it, evenly or not (a split of an extent the devices do not
+// divide is the same block split, its last blocks short). ok is false
+// for any other schedule (a strided or nested split, a merge), which the
+// copy could not repeat.
+func remakeSplits(t *Tensor) (splits []deviceSplit, ok bool) {
+	for _, id := range t.Loop {
+		if !id.Parallel.IsDevice() {
+			continue
+		}
+		if id.Reduction {
+			return nil, false
+		}
+		tr := id.Def
+		switch {
+		case tr == nil:
+			splits = append(splits, deviceSplit{pos: id.Logical, typ: id.Parallel})
+		case tr.Kind == Split && tr.Out[0] == id && tr.In[0].Def == nil && t.Mesh != nil && id.Extent == t.Mesh.Size(id.Parallel):
+			splits = append(splits, deviceSplit{pos: tr.In[0].Logical, typ: id.Parallel, split: true})
+		default:
+			return nil, false
+		}
+	}
+	return splits, true
+}
+
+// remakeSplitsOK reports whether remakeSplits can repeat t's splits.
+func remakeSplitsOK(t *Tensor) bool {
+	_, ok := remakeSplits(t)
+	return ok
 }
 
 // IsRecomputed reports whether name is a copy that the backward makes
