@@ -208,9 +208,8 @@ type gradGen struct {
 	of map[*rawOp]*Composite
 	by map[string]*Composite
 	// remake are the tensors the backward makes again (recompute.go),
-	// each with where it is asked for, and remade the names of the
-	// copies made so far.
-	remake map[string]diag.Pos
+	// and remade the names of the copies made so far.
+	remake map[string]bool
 	remade map[string]string
 }
 

@@ -31,9 +31,9 @@ const recomputedPrefix = "recomputed_"
 // and adds reshard_after_forward's sets; false after reporting a problem.
 func (g *gradGen) recomputeList() bool {
 	b, ok := g.b, true
-	g.remake, g.remade = map[string]diag.Pos{}, map[string]string{}
+	g.remake, g.remade = map[string]bool{}, map[string]string{}
 	for _, r := range b.recompute {
-		if _, dup := g.remake[r.Value]; dup {
+		if g.remake[r.Value] {
 			g.p.errs.AddHint(r.Pos, "list it once", "backward recompute: %q is listed twice", r.Value)
 			ok = false
 			continue
@@ -42,18 +42,20 @@ func (g *gradGen) recomputeList() bool {
 			ok = false
 			continue
 		}
-		g.remake[r.Value] = r.Pos
+		g.remake[r.Value] = true
 	}
 	if !b.reshard {
 		return ok
 	}
+	made := map[string]bool{}
+	for _, ro := range b.order {
+		made[ro.out] = true
+	}
 	n := 0
 	for _, ro := range b.order {
-		if g.gathersWeight(ro) {
+		if g.gathersWeight(ro, made) {
 			n++
-			if _, listed := g.remake[ro.out]; !listed {
-				g.remake[ro.out] = b.reshardAt
-			}
+			g.remake[ro.out] = true
 		}
 	}
 	if n == 0 {
@@ -65,15 +67,16 @@ func (g *gradGen) recomputeList() bool {
 }
 
 // gathersWeight reports whether forward op ro is a set of a weight of
-// wrt (a tensor of wrt that no op makes) into a copy with fewer device
-// splits: FSDP's gather before the weight's use.
-func (g *gradGen) gathersWeight(ro *rawOp) bool {
-	if ro.kind != OpSet || len(ro.ins) != 1 || g.producer(ro.ins[0]) != nil ||
+// wrt (a tensor of wrt that no op makes: not in made) into a copy with
+// fewer device splits, which the backward can make again: FSDP's gather
+// before the weight's use.
+func (g *gradGen) gathersWeight(ro *rawOp, made map[string]bool) bool {
+	if ro.kind != OpSet || len(ro.ins) != 1 || made[ro.ins[0]] ||
 		!slices.ContainsFunc(g.b.wrt, func(w Str) bool { return w.Value == ro.ins[0] }) {
 		return false
 	}
 	w, c := g.tensors.lookup(ro.ins[0]), g.tensors.lookup(ro.out)
-	return w != nil && c != nil && c.Partial == "" && deviceAxes(c) < deviceAxes(w)
+	return w != nil && c != nil && c.Partial == "" && deviceAxes(c) < deviceAxes(w) && remakeSplitsOK(c)
 }
 
 // remakeable reports whether t, listed at pos, can be made again by the
@@ -125,7 +128,7 @@ func (g *gradGen) forwardNames() []string {
 // made again its copy, made here the first time, after the copies of its
 // own operands that are to be made again.
 func (g *gradGen) reading(t string, ro *rawOp, of *Composite) string {
-	if _, ok := g.remake[t]; !ok {
+	if !g.remake[t] {
 		return t
 	}
 	if name, ok := g.remade[t]; ok {
@@ -159,7 +162,7 @@ func (g *gradGen) reading(t string, ro *rawOp, of *Composite) string {
 func (g *gradGen) recomputedAll() bool {
 	ok := true
 	for _, r := range g.b.recompute {
-		if _, listed := g.remake[r.Value]; listed && g.remade[r.Value] == "" {
+		if g.remake[r.Value] && g.remade[r.Value] == "" {
 			g.p.errs.AddHint(r.Pos, "leave it out of recompute: the forward's tensor is not kept for the backward anyway",
 				"backward recompute: no gradient rule reads %q", r.Value)
 			ok = false
