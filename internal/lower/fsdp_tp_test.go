@@ -115,3 +115,65 @@ func collectivesByAxis(p *plan.Plan) (map[string]map[string]int, map[string]int6
 	}
 	return got, bytes
 }
+
+// TestFSDPReshardAfterForward lowers fsdp_mlp_backward_reshard (FSDP2's
+// default step on 4 devices) and its variant that keeps the gathered
+// copies, under both policies, and holds them to FSDP2's counts: with
+// reshard_after_forward each weight is gathered once before the forward
+// and again in the backward, just before the first op that reads the
+// backward's copy, 3·(n−1)/n of the parameter bytes a step against 2·(n−1)/n;
+// and no backward op reads the forward's gathered copies, whose lifetime
+// ends with the forward (the optimal policy does not stand them in for
+// the backward's).
+func TestFSDPReshardAfterForward(t *testing.T) {
+	const n, params = 4, 2 * 128 * 64 * 4 // two float32 weights
+	src, err := os.ReadFile("../../testdata/examples/fsdp_mlp_backward_reshard.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, src string
+		gathers   []string // the backward's Allgathers, in order: what they read, then their next op
+		received  int64
+	}{
+		{"reshard_after_forward", string(src), []string{
+			"w2 -> y.grad/recomputed_w2_full, then a.grad = matmul(y.grad, y.grad/recomputed_w2_full)",
+			"w1 -> h.grad/recomputed_w1_full, then x.grad = matmul(h.grad, h.grad/recomputed_w1_full)"}, 3 * params * (n - 1) / n},
+		{"kept", strings.Replace(string(src), "\n  reshard_after_forward: true", "", 1), nil, 2 * params * (n - 1) / n},
+	} {
+		f, err := syntax.Parse("fsdp_mlp_backward_reshard.yaml", []byte(tc.src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, policy := range []Policy{PolicyOptimal, PolicyNvFuser} {
+			t.Run(tc.name+"/"+string(policy), func(t *testing.T) {
+				p, err := Lower(f, Options{Policy: policy})
+				if err != nil {
+					t.Fatal(err)
+				}
+				first := slices.IndexFunc(p.Ops, func(o plan.Op) bool { return o.Of != nil && o.Of.Grad })
+				var gathers []string
+				var received int64
+				for _, s := range p.Steps {
+					if s.Bytes != nil {
+						received += s.Bytes.ReceivedPerDevice
+					}
+					if s.Type == plan.Allgather && s.Op >= first {
+						gathers = append(gathers, fmt.Sprintf("%s -> %s, then %s", s.Input, s.Output, p.Ops[s.Op+1].Expr()))
+					}
+				}
+				if d := cmp.Diff(tc.gathers, gathers); d != "" {
+					t.Errorf("the backward's Allgathers (-FSDP2 +nvcomm):\n%s", d)
+				}
+				if received != tc.received {
+					t.Errorf("received %d bytes per device, want %d", received, tc.received)
+				}
+				for _, o := range p.Ops[first:] {
+					if tc.gathers != nil && slices.ContainsFunc(o.Operands(), func(in string) bool { return in == "w1_full" || in == "w2_full" }) {
+						t.Errorf("backward op %s reads the forward's gathered copy", o.Expr())
+					}
+				}
+			})
+		}
+	}
+}
