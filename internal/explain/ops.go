@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/ops"
 	"github.com/nvcomm/nvcomm/internal/plan"
 )
@@ -126,7 +125,7 @@ func (e *explainer) opContext(i int, op plan.Op) []string {
 	if of := op.Of; of != nil {
 		lines = append(lines, fmt.Sprintf("part of %s%s, written as primitive ops", of.What(), of.Expr()))
 	}
-	switch t, regathered := ir.Remade(op.Output); {
+	switch t, regathered := plan.Remade(op.Output); {
 	case t != "" && regathered:
 		lines = append(lines, fmt.Sprintf("gathered again for the backward (backward regather): the forward's gathered copy of %s is not kept for the backward", t))
 	case t != "":

@@ -25,7 +25,7 @@ import (
 
 // recomputedPrefix names the recomputed copy of t made for the rule of
 // the op whose output is y: y.grad/recomputed_t.
-const recomputedPrefix = "recomputed_"
+const recomputedPrefix = ops.RecomputedPrefix
 
 // recomputeList checks the section's recompute list against the forward
 // and adds reshard_after_forward's sets; false after reporting a problem.
@@ -238,22 +238,8 @@ func IsRecomputed(name string) bool {
 }
 
 // Remade returns the forward tensor that name, a copy the backward makes
-// again, stands for: t for y.grad/recomputed_t (regathered false), x for
-// y.grad/regathered_x (regathered true); "" for any other name.
-func Remade(name string) (t string, regathered bool) {
-	i := strings.Index(name, gradSuffix+"/")
-	if i <= 0 {
-		return "", false
-	}
-	rest := name[i+len(gradSuffix)+1:]
-	if t, ok := strings.CutPrefix(rest, recomputedPrefix); ok && IsIdent(t) {
-		return t, false
-	}
-	if x, ok := strings.CutPrefix(rest, regatheredPrefix); ok && IsIdent(x) {
-		return x, true
-	}
-	return "", false
-}
+// again, stands for (ops.Remade).
+func Remade(name string) (t string, regathered bool) { return ops.Remade(name) }
 
 // A backward section's regather list names tensors that a contraction of
 // the forward reads gathered (saved.go): the backward's copy of such an
@@ -266,7 +252,7 @@ func Remade(name string) (t string, regathered bool) {
 
 // regatheredPrefix names the copy of operand x gathered again for the
 // rule of the op whose output is y: y.grad/regathered_x.
-const regatheredPrefix = "regathered_"
+const regatheredPrefix = ops.RegatheredPrefix
 
 // regathers reports whether the backward gathers x's saved copies again,
 // and records that it did.

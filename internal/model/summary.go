@@ -10,7 +10,6 @@ import (
 
 	"github.com/nvcomm/nvcomm/internal/cost"
 	"github.com/nvcomm/nvcomm/internal/explain"
-	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/plan"
 )
 
@@ -143,7 +142,7 @@ func (s *Summary) memory(pl *plan.Plan, weights []string, matmul map[string]bool
 // remadeGather reports whether name is the copy of a gathered weight
 // that the backward gathers again (ir.Remade).
 func remadeGather(name string, gathered map[string]bool) bool {
-	t, regathered := ir.Remade(name)
+	t, regathered := plan.Remade(name)
 	return t != "" && !regathered && gathered[t]
 }
 
