@@ -19,7 +19,8 @@ import (
 // of the op differentiated), and accumulations "t.grad/accN": no file
 // name holds a dot or a slash. Every appended op records the op it is
 // the gradient of (Composite with Grad set: the plan's "of"), and reads
-// the forward's tensors as they are: nothing is recomputed.
+// the forward's tensors as they are, but those the section asks to be
+// made again (recompute.go).
 
 // gradSuffix is what a gradient's name adds to its tensor's.
 const gradSuffix = ".grad"
