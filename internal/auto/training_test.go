@@ -2,6 +2,7 @@ package auto
 
 import (
 	"errors"
+	"os"
 	"strings"
 	"testing"
 
@@ -76,5 +77,35 @@ func TestGradientAuto(t *testing.T) {
 	}
 	if want := `train.yaml:10:3: error: tensor "w2.grad": placements: auto on a gradient`; !strings.HasPrefix(d.Error(), want) {
 		t.Errorf("got\n%s\nwant it to start with\n%s", d.Error(), want)
+	}
+}
+
+// TestRecomputeShortensLifetimes checks the memory --auto counts for a
+// training step whose backward gathers the weights again
+// (fsdp_mlp_backward_reshard): the forward's gathered copy of w1, read by
+// no backward op, is freed after its last forward reader, so the peak is
+// 32 KiB (w1_full, [128, 64] float32) below the same step that keeps the
+// gathered copies for the backward; w2_full, read by the forward's last
+// op, is held to the forward's end either way.
+func TestRecomputeShortensLifetimes(t *testing.T) {
+	src, err := os.ReadFile("../../testdata/examples/fsdp_mlp_backward_reshard.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := strings.Replace(string(src), "\n  reshard_after_forward: true", "\n  reshard_after_forward: false", 1)
+	if kept == string(src) {
+		t.Fatal("the example has no reshard_after_forward: true")
+	}
+	peak := map[string]int64{}
+	for name, s := range map[string]string{"kept": kept, "resharded": string(src)} {
+		res, err := Solve(name+".yaml", []byte(s), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		peak[name] = res.PeakBytes
+	}
+	want := map[string]int64{"kept": 144 << 10, "resharded": 112 << 10}
+	if d := cmp.Diff(want, peak); d != "" {
+		t.Errorf("peak bytes per device (-want +got):\n%s", d)
 	}
 }

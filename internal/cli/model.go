@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -20,6 +21,7 @@ type modelOptions struct {
 	dtype     *enumFlag
 	layers    int
 	backward  bool
+	keep      bool // --keep-gathered
 	scaleDown bool
 	plan      bool
 	summary   bool
@@ -63,6 +65,7 @@ once and writes the plan; --summary writes what the step costs each device.`,
 	enumVar(cmd, o.dtype, "dtype", "the weights' and activations' element type")
 	f.IntVar(&o.layers, "layers", 0, "write the first `K` blocks only (0: all of them)")
 	f.BoolVar(&o.backward, "backward", false, "append the backward: the gradient of the loss with respect to every weight")
+	f.BoolVar(&o.keep, "keep-gathered", false, "with --backward under fsdp, the backward reads the weights the forward gathered (FSDP2's reshard_after_forward=False) rather than gathering each again before its first backward use (FSDP2's default)")
 	f.BoolVar(&o.scaleDown, "scale-down", false, "write a model of the same structure and sharding small enough to simulate: 2 layers, a smaller hidden size, one sequence per dp replica")
 	f.BoolVar(&o.plan, "plan", false, "lower the fusion at once and write its plan (JSON, as lower does)")
 	f.BoolVar(&o.summary, "summary", false, "lower the fusion and write, per device, the bytes of the parameters, gradients, optimizer state and activations, each collective's bytes per mesh axis, the predicted time, tokens/s and MFU")
@@ -149,7 +152,10 @@ func (o *modelOptions) check(arg string) (model.Parallel, model.Options, error) 
 		return p, model.Options{}, usageError{fmt.Errorf("--mesh: %w", err)}
 	}
 	p = model.Parallel{Mesh: axes, SP: o.sp}
-	mo := model.Options{Name: fusionName(arg, o.mesh, o.sp), Batch: o.batch, Seq: o.seq, DType: o.dtype.value, Layers: o.layers, Backward: o.backward}
+	if o.keep && (!o.backward || !slices.ContainsFunc(axes, func(a model.Axis) bool { return a.Name == model.FSDP && a.Size > 1 })) {
+		return p, model.Options{}, usageError{fmt.Errorf("--keep-gathered: FSDP's gathered weights are kept for the backward only with --backward and an fsdp axis of 2 devices or more in --mesh")}
+	}
+	mo := model.Options{Name: fusionName(arg, o.mesh, o.sp), Batch: o.batch, Seq: o.seq, DType: o.dtype.value, Layers: o.layers, Backward: o.backward, KeepGathered: o.keep}
 	return p, mo, nil
 }
 

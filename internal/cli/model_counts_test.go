@@ -14,7 +14,9 @@ import (
 // Llama-3 8B training step (docs/models.md, "Validation against
 // Megatron-LM's closed forms") to ZeRO's and FSDP2's closed forms: Ψ
 // bytes of parameters (per tensor-parallel rank), n devices along the
-// axis, FSDP gathers Ψ·(n−1)/n once and reduce-scatters as much, DP
+// axis, FSDP gathers Ψ·(n−1)/n before the forward, again before the
+// backward (reshard_after_forward, the default: all but the parameters
+// the backward does not read) and reduce-scatters Ψ·(n−1)/n, DP
 // all-reduces 2Ψ·(n−1)/n, HSDP reduce-scatters within its group and
 // all-reduces the shard across groups; and tensor parallelism's Allreduces
 // to Megatron-LM's count. The loss's Allreduces are counted apart.
@@ -24,6 +26,13 @@ func TestDataParallelGradientBytes(t *testing.T) {
 	}
 	const psi = 8_030_261_248 * 2   // every parameter, bfloat16
 	const psiTP = 1_004_015_616 * 2 // a tp rank's share, of 8
+	// The parameters the backward reads, which reshard_after_forward
+	// gathers again: all but the embedding table (its gradient rule
+	// reads only the ids and the output gradient) and the 65 norms'
+	// weights (their rule reads the norm's saved broadcast of the
+	// weight), 128256 · 4096 and 65 · 4096 parameters.
+	const embed, norms = 128_256 * 4096 * 2, 65 * 4096 * 2
+	const regathered, regatheredTP = psi - embed - norms, psiTP - embed/8 - norms
 	tests := []struct {
 		mesh string
 		sp   bool // sequence parallelism: only the keys of want are compared
@@ -33,7 +42,7 @@ func TestDataParallelGradientBytes(t *testing.T) {
 		want    map[string]int64
 	}{
 		{"fsdp=64", false, map[int]string{1: "fsdp"}, map[string]int64{
-			"Allgather fsdp":     psi * 63 / 64,
+			"Allgather fsdp":     psi*63/64 + regathered*63/64,
 			"ReduceScatter fsdp": psi * 63 / 64,
 		}},
 		{"dp=8,tp=8", false, map[int]string{1: "tp", 8: "dp"}, map[string]int64{
@@ -59,7 +68,7 @@ func TestDataParallelGradientBytes(t *testing.T) {
 			"ReduceScatter tp": 130 * (8 * 8192 * 4096 * 2) * 7 / 8,
 		}},
 		{"dp=2,fsdp=4,tp=8", false, map[int]string{8: "fsdp", 32: "dp"}, map[string]int64{
-			"Allgather fsdp":     psiTP * 3 / 4,
+			"Allgather fsdp":     psiTP*3/4 + regatheredTP*3/4,
 			"ReduceScatter fsdp": psiTP * 3 / 4,
 			"Allreduce dp":       2 * (psiTP / 4) / 2,
 		}},

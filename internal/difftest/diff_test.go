@@ -215,6 +215,8 @@ func features(p *plan.Plan) []string {
 	for _, op := range p.Ops {
 		fs = append(fs, "op "+op.Op)
 		switch {
+		case op.Of != nil && op.Of.Grad && strings.Contains(op.Output, ".grad/recomputed_"):
+			fs = append(fs, "backward", "backward of "+op.Of.Op, "backward recompute")
 		case op.Of != nil && op.Of.Grad:
 			fs = append(fs, "backward", "backward of "+op.Of.Op)
 		case op.Of != nil:
@@ -428,7 +430,7 @@ var required = append(opFeatures(), "resharding set before an op", "resharding s
 	"lookup summed by Allreduce", "Matmul with b shared by batches",
 	"layer op on a 1-D mesh", "layer op on a 2-D mesh", "layer op on a 3-D mesh",
 	"format 2: a propagated sharding", "number operand", "backward", "backward of linear", "backward of matmul",
-	"sums computed late", "sums computed late, reduce-scattered", "propagated sum, operands gathered instead")
+	"backward recompute", "sums computed late", "sums computed late, reduce-scattered", "propagated sum, operands gathered instead")
 
 // opFeatures are the features "op NAME" of every op of the registry but
 // the data movement ops, which the generator draws only when asked

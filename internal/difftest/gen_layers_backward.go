@@ -50,12 +50,59 @@ func (l *layerGen) backward(t0 lt) string {
 		}
 	}
 	y := l.pool[slices.IndexFunc(l.pool, func(t lt) bool { return t.name == outs[seed] })]
+	again := recomputed(kinds, ins, outs, func(i int) bool { return down[outs[i]] && up[outs[i]] }, l.n)
 	if len(y.shape) == 0 {
-		return fmt.Sprintf("backward: {seeds: {%s: 1}, wrt: [%s]}\n", y.name, t0.name)
+		return fmt.Sprintf("backward:\n  seeds: {%s: 1}\n  wrt: [%s]\n%s", y.name, t0.name, again)
 	}
 	dy := l.name()
 	l.declare(dy, y.mesh, !l.format2 || l.r.IntN(2) == 0, l.dtype, y.shape, decl{})
-	return fmt.Sprintf("backward:\n  seeds: {%s: %s}\n  wrt: [%s]\n", y.name, dy, t0.name)
+	return fmt.Sprintf("backward:\n  seeds: {%s: %s}\n  wrt: [%s]\n%s", y.name, dy, t0.name, again)
+}
+
+// readsOutput are the unary ops whose gradient rule reads their output,
+// and readsOperand those whose rule reads their operand: on a chain, the
+// backward reads those tensors, so that they may be listed under
+// recompute (docs/training.md, "Recomputation").
+var (
+	readsOutput  = []string{"tanh", "sigmoid", "exp", "sqrt", "rsqrt", "reciprocal"}
+	readsOperand = []string{"relu", "abs", "log", "square", "silu", "gelu", "gelu_tanh", "erf"}
+)
+
+// recomputed is the recompute line of a backward section, "" for none:
+// for three chains in four (by n, the generator's count of names, which
+// draws nothing from its stream, so that the cases it drew before stay
+// as they were), the tensors on the chain (on reports which ops are)
+// that a rule reads and a unary op makes: the outputs of the ops of
+// readsOutput, and the operands of those of readsOperand that a unary op
+// other than neg (whose output may be a pending sum) makes.
+func recomputed(kinds []string, ins [][]string, outs []string, on func(int) bool, n int) string {
+	if n%4 == 0 {
+		return ""
+	}
+	var names []string
+	add := func(name string) {
+		if !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	for i, k := range kinds {
+		if !on(i) {
+			continue
+		}
+		if slices.Contains(readsOutput, k) {
+			add(outs[i])
+		}
+		if !slices.Contains(readsOperand, k) || len(ins[i]) != 1 {
+			continue
+		}
+		if j := slices.Index(outs, ins[i][0]); j >= 0 && kinds[j] != "neg" && slices.Contains(ops.FamilyNames(ops.Unary), kinds[j]) {
+			add(outs[j])
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	return "  recompute: [" + strings.Join(names, ", ") + "]\n"
 }
 
 // parseLine reads an op line of the generator's: its kind, operands (not

@@ -125,6 +125,12 @@ func (e *explainer) opContext(i int, op plan.Op) []string {
 	if of := op.Of; of != nil {
 		lines = append(lines, fmt.Sprintf("part of %s%s, written as primitive ops", of.What(), of.Expr()))
 	}
+	switch t, regathered := plan.Remade(op.Output); {
+	case t != "" && regathered:
+		lines = append(lines, fmt.Sprintf("gathered again for the backward (backward regather): the forward's gathered copy of %s is not kept for the backward", t))
+	case t != "":
+		lines = append(lines, fmt.Sprintf("made again for the backward (backward recompute): the forward's %s is not kept for the backward, and lives until its last forward reader", t))
+	}
 	if in := op.Inserted; in != nil && !in.Output {
 		lines = append(lines, e.reshardedFor(op)...)
 	} else if in != nil && op.Op != "set" && in.For >= 0 && in.For < len(e.p.Ops) {

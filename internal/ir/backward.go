@@ -19,7 +19,8 @@ import (
 // of the op differentiated), and accumulations "t.grad/accN": no file
 // name holds a dot or a slash. Every appended op records the op it is
 // the gradient of (Composite with Grad set: the plan's "of"), and reads
-// the forward's tensors as they are: nothing is recomputed.
+// the forward's tensors as they are, but those the section asks to be
+// made again (recompute.go).
 
 // gradSuffix is what a gradient's name adds to its tensor's.
 const gradSuffix = ".grad"
@@ -46,6 +47,17 @@ type rawBackward struct {
 	// saved are the copies of operands that the rules read as the
 	// forward read them, by name (saved.go).
 	saved map[string]savedCopy
+	// recompute, regather, reshard and reshardAt are the section's
+	// recompute and regather lists and reshard_after_forward,
+	// recomputed the copies the backward made of the first, by name,
+	// each with the tensor it re-makes, and regathered the tensors of
+	// the second whose copies it gathered again (recompute.go).
+	recompute  []Str
+	regather   []Str
+	regathered map[string]bool
+	reshard    bool
+	reshardAt  diag.Pos
+	recomputed map[string]*Tensor
 }
 
 // BackwardDecl is a fusion's backward section as a file writes it: where
@@ -54,6 +66,15 @@ type BackwardDecl struct {
 	At    diag.Pos
 	Seeds []SeedDecl
 	Wrt   []Str
+	// Recompute are the forward's tensors that the backward makes again
+	// rather than reading the forward's, Regather those whose copies
+	// gathered for a contraction it gathers again (recompute.go), and
+	// ReshardAfterForward, written at ReshardAt, adds the gathers of the
+	// weights of Wrt to them.
+	Recompute           []Str
+	Regather            []Str
+	ReshardAfterForward bool
+	ReshardAt           diag.Pos
 }
 
 // SeedDecl is one seed as a file writes it: tensor Name, written at At,
@@ -67,7 +88,7 @@ type SeedDecl struct {
 
 // SetBackward gives the file's backward section.
 func (p *Source) SetBackward(d *BackwardDecl) {
-	p.back = &rawBackward{at: d.At, seeds: d.Seeds, wrt: d.Wrt}
+	p.back = &rawBackward{at: d.At, seeds: d.Seeds, wrt: d.Wrt, recompute: d.Recompute, regather: d.Regather, reshard: d.ReshardAfterForward, reshardAt: d.ReshardAt}
 }
 
 // readsSeed reports whether name is a seed's upstream gradient, which
@@ -187,6 +208,10 @@ type gradGen struct {
 	// contributions is then its part.
 	of map[*rawOp]*Composite
 	by map[string]*Composite
+	// remake are the tensors the backward makes again (recompute.go),
+	// and remade the names of the copies made so far.
+	remake map[string]bool
+	remade map[string]string
 }
 
 // backwardOps writes the backward of the fusion whose forward ops build
@@ -205,7 +230,7 @@ func (p *Source) backwardOps(tensors *tensorTable) ([]*rawOp, bool) {
 			}
 		}
 	}
-	ok := true
+	ok := g.recomputeList()
 	for _, s := range b.seeds {
 		g.left[s.Name]++
 	}
@@ -225,7 +250,7 @@ func (p *Source) backwardOps(tensors *tensorTable) ([]*rawOp, bool) {
 			g.final(w.Value, w.Pos, g.by[w.Value])
 		}
 	}
-	return g.ops, ok
+	return g.ops, g.recomputedAll() && g.regatheredAll()
 }
 
 // seed adds seed s's contribution: its upstream gradient, checked
@@ -372,9 +397,9 @@ func (g *gradGen) op(ro *rawOp) bool {
 		case !operand:
 			return names[r.Step()]
 		case k < len(ro.ins):
-			return ro.ins[k]
+			return g.reading(ro.ins[k], ro, of)
 		case r == in.Y():
-			return ro.out
+			return g.reading(ro.out, ro, of)
 		case r == in.DY():
 			return dy
 		}

@@ -79,6 +79,9 @@ func (pr *propagator) forward(op *Op) bool {
 	if handled, ok := pr.savedShards(op); handled {
 		return ok
 	}
+	if handled, ok := pr.recomputedShards(op); handled {
+		return ok
+	}
 	out := op.Out
 	if !out.Propagated {
 		return true

@@ -115,21 +115,25 @@ func (g *gradGen) savedOperand(ro *rawOp, k int, of *Composite, made map[int]str
 		return name
 	}
 	name := ro.ins[k]
+	read := g.reading(name, ro, of) // the forward's tensor, or the backward's copy of it
 	y := g.tensors.lookup(ro.out)
 	if op := y.Producer; op != nil && op.Kind.IsContraction() && op.Kind.Entry().Indexed == nil &&
 		k < len(op.Inputs) && op.Inputs[k].Name == name && op.ContractedAxis(k) >= 0 &&
 		readOnce(ro.ins, name) {
 		if splits, ok := gathered(op, k); ok {
 			saved := ro.out + gradSuffix + "/" + savedPrefix + name
+			if g.regathers(name) {
+				saved = ro.out + gradSuffix + "/" + regatheredPrefix + name // its own set: no copy stands for it
+			}
 			if g.b.saved == nil {
 				g.b.saved = map[string]savedCopy{}
 			}
 			g.b.saved[saved] = savedCopy{splits: splits, at: ro.pos}
-			name = g.emit(&rawOp{kind: OpSet, ins: []string{name}, out: saved}, ro.pos, of, nil)
+			read = g.emit(&rawOp{kind: OpSet, ins: []string{read}, out: saved}, ro.pos, of, nil)
 		}
 	}
-	made[k] = name
-	return name
+	made[k] = read
+	return read
 }
 
 // readOnce reports whether name is one of ins once only.

@@ -20,6 +20,10 @@ import (
 // gradient, is read by the weight gradient transposed: a permute of the
 // gradient, then gathered again; the permute reads the gathered copy
 // instead, so that one Allgather serves both, as in Megatron's backward.
+// The copies a backward section asks to be made again (ir's recompute
+// and regather: y.grad/recomputed_t, y.grad/regathered_x) are no saved
+// copies: their sets stay, so that the forward's copy is not kept alive
+// for the backward.
 
 // savedCopy reports whether op, the set of the backward that makes a
 // saved copy (ir.IsSavedCopy), makes a copy that an earlier set made

@@ -95,7 +95,8 @@ func gpt3Size(src string, devices int) string {
 //     reduce-scattered); Megatron gathers the saved sequence-split inputs
 //     of the column-parallel linears again for their weight gradients (+2
 //     Allgathers), where the optimal policy reads the forward's gathered
-//     copies (saved activations); nvFuser's policy makes one copy per op,
+//     copies (saved activations) unless the backward section lists them
+//     under regather, which gives Megatron's 4; nvFuser's policy makes one copy per op,
 //     so it gathers them again as Megatron does and gathers each output
 //     gradient twice, for the input gradient and for its transpose (+2).
 //     The gradient reduction is one Allreduce per sequence-parallel norm
@@ -113,21 +114,26 @@ func TestMegatronBackwardCounts(t *testing.T) {
 		"gradient reduction": {"Allreduce": 6}}
 	spNvFuser := phases{"forward": {"Allgather": 2, "ReduceScatter": 2}, "backward": {"Allgather": 6, "ReduceScatter": 2},
 		"gradient reduction": {"Allreduce": 6}}
+	spRegather := phases{"forward": {"Allgather": 2, "ReduceScatter": 2}, "backward": {"Allgather": 4, "ReduceScatter": 2},
+		"gradient reduction": {"Allreduce": 6}}
 	for _, tc := range []struct {
-		example string
-		want    map[Policy]phases
-		reduced int // vectors of the model dim whose gradients the reduction sums
+		example, back string // back is added to the example's backward section
+		want          map[Policy]phases
+		reduced       int // vectors of the model dim whose gradients the reduction sums
 	}{
-		{"tp_block_backward", map[Policy]phases{PolicyOptimal: tp, PolicyNvFuser: tp}, 0},
-		{"sp_block_backward", map[Policy]phases{PolicyOptimal: sp, PolicyNvFuser: spNvFuser}, 6},
+		{"tp_block_backward", "", map[Policy]phases{PolicyOptimal: tp, PolicyNvFuser: tp}, 0},
+		{"sp_block_backward", "", map[Policy]phases{PolicyOptimal: sp, PolicyNvFuser: spNvFuser}, 6},
+		// Megatron-LM's count: the saved inputs gathered again.
+		{"sp_block_backward", "  regather: [ln1, ln2]\n", map[Policy]phases{PolicyOptimal: spRegather, PolicyNvFuser: spNvFuser}, 6},
 	} {
 		src, err := os.ReadFile("../../testdata/examples/" + tc.example + ".yaml")
 		if err != nil {
 			t.Fatal(err)
 		}
+		src = append(src, tc.back...)
 		for _, devices := range []int{4, 8} {
 			for _, policy := range []Policy{PolicyOptimal, PolicyNvFuser} {
-				t.Run(fmt.Sprintf("%s/%d/%s", tc.example, devices, policy), func(t *testing.T) {
+				t.Run(fmt.Sprintf("%s%s/%d/%s", tc.example, map[bool]string{true: "+regather"}[tc.back != ""], devices, policy), func(t *testing.T) {
 					p := lowerAtGPT3Size(t, tc.example, src, devices, policy)
 					got, reduced := phasesOf(p)
 					if d := cmp.Diff(tc.want[policy], phases(got)); d != "" {

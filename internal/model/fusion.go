@@ -25,6 +25,13 @@ type Options struct {
 	// Backward appends the step's backward: the gradient of the loss
 	// with respect to every weight.
 	Backward bool
+	// KeepGathered, with Backward under fsdp, has the backward read the
+	// weights' copies that the forward gathered (FSDP2's
+	// reshard_after_forward=False); by default the backward gathers each
+	// again before its first backward use (reshard_after_forward: true,
+	// FSDP2's default), and the forward's copy lives until its last
+	// forward reader.
+	KeepGathered bool
 }
 
 // causalAttention is the sdpa's causal flag: a language model's attention
@@ -98,6 +105,9 @@ func write(c *Config, p Parallel, o Options) (*writer, error) {
 		w.line("backward:")
 		w.line("  seeds: {loss: 1}   # torch's loss.backward()")
 		w.line("  wrt: [%s]", strings.Join(w.weights, ", "))
+		if len(w.gathered) > 0 && !o.KeepGathered {
+			w.line("  reshard_after_forward: true   # FSDP2's default: each gathered weight gathered again before its first backward use")
+		}
 	}
 	return w, nil
 }

@@ -129,10 +129,21 @@ func (s *Summary) memory(pl *plan.Plan, weights []string, matmul map[string]bool
 			}
 		case gathered[tn.Name] && computed[tn.Name]:
 			s.GatheredBytes += b
+		case remadeGather(tn.Name, gathered) && computed[tn.Name]:
+			// Gathered again for the backward (reshard_after_forward): the
+			// forward's copy, counted above, lives until its last forward
+			// reader, before this one is made.
 		case computed[tn.Name]:
 			s.ActivationBytes += b
 		}
 	}
+}
+
+// remadeGather reports whether name is the copy of a gathered weight
+// that the backward gathers again (ir.Remade).
+func remadeGather(name string, gathered map[string]bool) bool {
+	t, regathered := plan.Remade(name)
+	return t != "" && !regathered && gathered[t]
 }
 
 // matmulWeights are the weights of w's fusion that multiply each token:

@@ -511,3 +511,10 @@ type Summary struct {
 	// null when only the bound is 0).
 	BytesRatio *float64 `json:"bytes_ratio"`
 }
+
+// Remade returns the forward tensor that the tensor name of a training
+// step's plan stands for when the backward makes it again rather than
+// keeping the forward's (docs/training.md, "Recomputation"): t for
+// y.grad/recomputed_t, x for y.grad/regathered_x (regathered true); ""
+// for any other tensor.
+func Remade(name string) (t string, regathered bool) { return ops.Remade(name) }

@@ -9,7 +9,10 @@ import (
 )
 
 // backwardKeys are the keys of a backward section.
-var backwardKeys = []string{"seeds", "wrt"}
+var backwardKeys = []string{"seeds", "wrt", "recompute", "regather", "reshard_after_forward"}
+
+// requiredBackwardKeys are those a backward section must have.
+var requiredBackwardKeys = []string{"seeds", "wrt"}
 
 // parseBackward reads the backward section v.
 func (p *reader) parseBackward(v *yaml.Node) {
@@ -26,9 +29,16 @@ func (p *reader) parseBackward(v *yaml.Node) {
 			b.Seeds = p.seedsOf(f.Value)
 		case "wrt":
 			b.Wrt = p.w.names(f.Value, "backward wrt")
+		case "recompute":
+			b.Recompute = p.w.names(f.Value, "backward recompute")
+		case "regather":
+			b.Regather = p.w.names(f.Value, "backward regather")
+		case "reshard_after_forward":
+			b.ReshardAfterForward, _ = p.w.boolean(f.Value, "backward reshard_after_forward")
+			b.ReshardAt = posOf(f.Value)
 		}
 	}
-	for _, key := range backwardKeys {
+	for _, key := range requiredBackwardKeys {
 		if !slices.Contains(seen, key) && !misspelled(v, backwardKeys, key) {
 			p.errs.AddHint(b.At, "backward: {seeds: {loss: 1}, wrt: [w1, w2]}", "backward: missing key %q", key)
 		}
