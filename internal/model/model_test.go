@@ -80,8 +80,10 @@ func TestParseMesh(t *testing.T) {
 // testdata/models under tensor and data parallelism, with and without
 // sequence parallelism (and one with its backward), under FSDP and HSDP
 // (with their gathers, and the sharded gradients of the backward) and
-// context parallelism, alone and with sequence parallelism, and compares them with the golden files (NVCOMM_UPDATE=1
-// rewrites them). cli's tests simulate them.
+// context parallelism, alone, with sequence parallelism and with FSDP
+// (the weights sharded over fsdp × cp, their gradients' too), and compares
+// them with the golden files (NVCOMM_UPDATE=1 rewrites them). cli's tests
+// simulate them.
 func TestFusionGolden(t *testing.T) {
 	tests := []struct {
 		name, config, mesh string
@@ -97,6 +99,7 @@ func TestFusionGolden(t *testing.T) {
 		{"tiny_llama_cp2_tp4", "tiny_llama", "cp=2,tp=4", false, false},
 		{"tiny_llama_dp2_fsdp2_tp2_backward", "tiny_llama", "dp=2,fsdp=2,tp=2", false, true},
 		{"tiny_gpt2_cp2_tp4_sp", "tiny_gpt2", "cp=2,tp=4", true, false},
+		{"tiny_llama_fsdp2_cp2_tp2_backward", "tiny_llama", "fsdp=2,cp=2,tp=2", false, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
