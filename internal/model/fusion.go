@@ -556,15 +556,28 @@ func (w *writer) weight(name string, shape []int, shard map[string]int, note str
 			// The gathered copies' gradients too: propagation carries
 			// the outer of two nested splits only (fusion.md), and the
 			// sum over the cp slices then reduce-scatters into the
-			// stored shard rather than all-reducing it whole.
+			// stored shard rather than all-reducing it whole. A
+			// gradient that a layer op writes (the tied embedding's
+			// add of its two uses, the learned positions' pad) cannot
+			// be split nested: it is reduced whole along cp and sliced.
 			w.line("  %s.grad: {placements: %s}", gatheredCP(name), w.p.placements(stored))
-			w.line("  %s.grad: {placements: %s}", Gathered(name), w.p.placements(stored))
+			if !w.layerOpGrad(name) {
+				w.line("  %s.grad: {placements: %s}", Gathered(name), w.p.placements(stored))
+			}
 		}
 	}
 }
 
 // cpShards reports whether cp shards the weights with fsdp (weightAxes).
 func (w *writer) cpShards() bool { return len(w.p.weightAxes()) > 1 }
+
+// layerOpGrad reports whether a layer op, not a sum, writes the gradient
+// of weight name's gathered copy: the learned positions' (the slice's
+// backward, a cat) and a tied embedding's (the add of the lookup's and
+// the LM head's).
+func (w *writer) layerOpGrad(name string) bool {
+	return name == "positions" || name == "embed" && w.c.TiedEmbeddings
+}
 
 // fsdpDim is the dim of a weight of rank r, sharded as shard says, that
 // fsdp shards; -1 for none. FSDP2 shards dim 0 of what tp leaves each
