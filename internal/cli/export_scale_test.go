@@ -13,9 +13,10 @@ import (
 	"testing"
 )
 
-// TestExportDataScale checks export torch's --data-scale: the program
-// states the exponent its floating-point inputs are scaled by (0 unless
-// asked), and an exponent out of range is a usage error.
+// TestExportDataScale checks export torch's --data and --data-scale: the
+// program states the data set of its inputs (None, simulate's own, unless
+// asked) and the exponent its floating-point inputs are scaled by (0
+// unless asked); a data set or an exponent out of range is a usage error.
 func TestExportDataScale(t *testing.T) {
 	fusion := "../../testdata/examples/allgather_loop_split.yaml"
 	tests := []struct {
@@ -24,6 +25,10 @@ func TestExportDataScale(t *testing.T) {
 		want string // in the program, or on stderr for an error
 	}{
 		{nil, 0, "\nDATA_SCALE = 0\n"},
+		{nil, 0, "\nDATA = None\n"},
+		{[]string{"--data", "small"}, 0, "\nDATA = \"small\"\n"},
+		{[]string{"--data", "auto"}, 0, "\nDATA = None\n"},
+		{[]string{"--data", "even"}, 2, "--data"},
 		{[]string{"--data-scale", "4"}, 0, "\nDATA_SCALE = 4\n"},
 		{[]string{"--data-scale", "60"}, 0, "\nDATA_SCALE = 60\n"},
 		{[]string{"--data-scale", "61"}, 2, "--data-scale must be from 0 to 60, got 61"},
@@ -46,7 +51,8 @@ func TestExportDataScale(t *testing.T) {
 // TestModelExportGloo runs the exported program of a scaled-down model's
 // step, forward and backward, on 8 CPU processes with torch.distributed's
 // gloo backend, each model on the mesh and flags docs/models.md lists,
-// in float64 with --data-scale 4 (docs/export.md, "Data and the check"):
+// in float64 on simulate's small data times 2^-4 (--data small
+// --data-scale 4; docs/export.md, "Data and the check"):
 // every op's output matches within its error bound, PASS. It needs
 // PyTorch, so it runs only with NVCOMM_TORCH_TEST=1 (PYTHON selects the
 // interpreter, python3 by default); it takes minutes.
@@ -67,7 +73,7 @@ func TestModelExportGloo(t *testing.T) {
 			if code, _, stderr := run(t, "", args...); code != 0 {
 				t.Fatalf("model exited %d: %s", code, stderr)
 			}
-			if code, _, stderr := run(t, "", "export", "torch", fusion, "--data-scale", "4", "--topology", "none", "-o", prog); code != 0 {
+			if code, _, stderr := run(t, "", "export", "torch", fusion, "--data", "small", "--data-scale", "4", "--topology", "none", "-o", prog); code != 0 {
 				t.Fatalf("export exited %d: %s", code, stderr)
 			}
 			out, err := launchGloo(py, 8, 29400+i, prog)

@@ -28,6 +28,7 @@ import (
 	"strings"
 
 	"github.com/nvcomm/nvcomm/internal/plan"
+	"github.com/nvcomm/nvcomm/internal/sim"
 )
 
 //go:embed runtime.py
@@ -80,6 +81,26 @@ type Options struct {
 	// The program then claims no result exact; every check is within
 	// its error bound (docs/export.md, "Data and the check").
 	DataScale int
+	// Data names the data set of the inputs, one of DataSets: "auto"
+	// (or "") is simulate's own for the plan (sim.DataOf), any other the
+	// set named, whatever the plan's ops.
+	Data string
+}
+
+// DataSets are the names Options.Data takes: auto, then simulate's data
+// sets (docs/simulate.md, "Data").
+var DataSets = []string{"auto", "small", "wide", "positive"}
+
+// DataSetNamed is simulate's data set called name (small, wide or
+// positive; Wide for any other).
+func DataSetNamed(name string) sim.DataSet {
+	switch name {
+	case "small":
+		return sim.Small
+	case "positive":
+		return sim.Positive
+	}
+	return sim.Wide
 }
 
 // MaxDataScale is the largest DataScale: simulate's values times 2^-60
@@ -132,6 +153,12 @@ func Torch(w io.Writer, p *plan.Plan, o Options) error {
 	fmt.Fprintf(&b, "DEFAULT_SEED = %d\n", o.Seed)
 	fmt.Fprintf(&b, "# The floating-point inputs are simulate's values times 2^-DATA_SCALE (export torch --data-scale).\n")
 	fmt.Fprintf(&b, "DATA_SCALE = %d\n", o.DataScale)
+	data := "None"
+	if o.Data != "" && o.Data != "auto" {
+		data = pyRepr(o.Data)
+	}
+	fmt.Fprintf(&b, "# The data set of the inputs (export torch --data); None: simulate's for the plan.\n")
+	fmt.Fprintf(&b, "DATA = %s\n", data)
 	fmt.Fprintf(&b, "# First values of each fusion input in `nvcomm simulate --seed %d`.\n", o.Seed)
 	fmt.Fprintf(&b, "PROBES = %s\n", pyProbes(o.Probes))
 	fmt.Fprintf(&b, "# Predicted seconds per block of %s (topology %s).\n", funcName(p), pyRepr(o.Topology))

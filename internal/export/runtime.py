@@ -73,7 +73,10 @@ DATA_LOG2 = {"wide": 9.0, "small": 1.0, "positive": 2.0}
 
 def data_set(p):
     """The data set simulate fills plan p's inputs with: "positive" when an op needs it
-    (POSITIVE_DATA: log, sqrt, div, exp, ...), else "small" with a prod, else "wide"."""
+    (POSITIVE_DATA: log, sqrt, div, exp, ...), else "small" with a prod, else "wide"; or
+    the one export torch --data named (DATA)."""
+    if DATA is not None:
+        return DATA
     names = [o["op"] for o in p["ops"]]
     if any(n in POSITIVE_DATA for n in names):
         return "positive"
@@ -1208,6 +1211,8 @@ def check_data(plan, seed, dev):
         if got != [float(v) for v in want]:
             return "DIFFERS from simulate for %s: %r, simulate %r" % (name, got[:8], want[:8])
     same = "same as simulate (%d values of %d inputs)" % (sum(len(v) for v in PROBES.values()), len(PROBES))
+    if DATA is not None:
+        same += ", of its %s data set" % DATA
     if DATA_SCALE > 0:
         same += ", the floating-point inputs times 2^-%d" % DATA_SCALE
     return same
