@@ -94,7 +94,7 @@ func (o *exportOptions) run(cmd *cobra.Command, arg string) error {
 	}
 	data := sim.DataOf(p)
 	if o.data.value != "auto" {
-		data = export.DataSetNamed(o.data.value)
+		data = dataSetNamed(o.data.value)
 	}
 	opts := export.Options{Seed: o.seed, Probes: probes(p, o.seed, data), DataScale: o.dataScale, Data: o.data.value}
 	if o.topology != "none" {
@@ -154,6 +154,18 @@ func stepDType(p *plan.Plan, i int) string {
 		}
 	}
 	return ""
+}
+
+// dataSetNamed is simulate's data set called name (small, wide or
+// positive: export.DataSets but auto).
+func dataSetNamed(name string) sim.DataSet {
+	switch name {
+	case "small":
+		return sim.Small
+	case "positive":
+		return sim.Positive
+	}
+	return sim.Wide
 }
 
 // probes returns the first values simulate's generator fills every fusion

@@ -34,6 +34,15 @@ func TestExportDataScale(t *testing.T) {
 		{[]string{"--data-scale", "61"}, 2, "--data-scale must be from 0 to 60, got 61"},
 		{[]string{"--data-scale", "-1"}, 2, "--data-scale must be from 0 to 60, got -1"},
 	}
+	// The embedded probes are the named data set's values: small's are
+	// {−2, −1, 1, 2}, where the fusion's own (wide) spans [−512, 512].
+	_, stdout, _ := run(t, "", "export", "torch", fusion, "--topology", "none", "--data", "small")
+	line, _, _ := strings.Cut(stdout[strings.Index(stdout, "\nPROBES = ")+1:], "\n")
+	for _, v := range strings.FieldsFunc(strings.TrimPrefix(line, `PROBES = {"tv0": [`), func(r rune) bool { return r == ',' || r == ' ' || r == ']' || r == '}' }) {
+		if v != "-2" && v != "-1" && v != "1" && v != "2" {
+			t.Errorf("--data small: probe %q is not one of small's values (%s)", v, line)
+		}
+	}
 	for _, tc := range tests {
 		t.Run(strings.Join(append([]string{"flags"}, tc.args...), " "), func(t *testing.T) {
 			code, stdout, stderr := run(t, "", append([]string{"export", "torch", fusion, "--topology", "none"}, tc.args...)...)

@@ -28,7 +28,6 @@ import (
 	"strings"
 
 	"github.com/nvcomm/nvcomm/internal/plan"
-	"github.com/nvcomm/nvcomm/internal/sim"
 )
 
 //go:embed runtime.py
@@ -90,18 +89,6 @@ type Options struct {
 // DataSets are the names Options.Data takes: auto, then simulate's data
 // sets (docs/simulate.md, "Data").
 var DataSets = []string{"auto", "small", "wide", "positive"}
-
-// DataSetNamed is simulate's data set called name (small, wide or
-// positive; Wide for any other).
-func DataSetNamed(name string) sim.DataSet {
-	switch name {
-	case "small":
-		return sim.Small
-	case "positive":
-		return sim.Positive
-	}
-	return sim.Wide
-}
 
 // MaxDataScale is the largest DataScale: simulate's values times 2^-60
 // are still far from float32's and bfloat16's smallest normal numbers
