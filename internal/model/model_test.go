@@ -57,6 +57,8 @@ func TestParseMesh(t *testing.T) {
 		{in: "tp=0", err: `mesh axis "tp=0": want NAME=DEVICES, as dp=2 or tp=4`},
 		{in: "fsdp=8,tp=8", want: []Axis{{FSDP, 8}, {TP, 8}}},
 		{in: "dp=2,cp=2,tp=4", want: []Axis{{DP, 2}, {CP, 2}, {TP, 4}}},
+		{in: "fsdp=2,cp=2,tp=2", want: []Axis{{FSDP, 2}, {CP, 2}, {TP, 2}}},
+		{in: "cp=2,fsdp=2,tp=2", err: `mesh "cp=2,fsdp=2,tp=2": write fsdp before cp, as torchtitan's mesh orders dp_shard and cp: fsdp shards every weight over fsdp × cp, its split outermost`},
 		{in: "pp=2", err: `mesh axis "pp": nvcomm writes dp, fsdp, cp and tp parallelism (pipeline parallelism, pp, and expert parallelism, ep, are not written yet)`},
 		{in: "ep=8", err: `mesh axis "ep": nvcomm writes dp, fsdp, cp and tp parallelism (pipeline parallelism, pp, and expert parallelism, ep, are not written yet)`},
 		{in: "tp=2,tp=2", err: `mesh axis "tp" is given twice`},
