@@ -48,7 +48,8 @@ type exportOptions struct {
 }
 
 func newExportTorchCmd() *cobra.Command {
-	o := &exportOptions{data: newEnum(export.DataSets...), policy: newEnum(lower.Policies...).describe("the best plan under --objective: by default the fastest the cost model predicts",
+	o := &exportOptions{data: newEnum(export.DataSets...).describe("simulate's own for the fusion's ops",
+		"{-2, -1, 1, 2}", "integers in [-512, 512]", "{1, 2, 3, 4}"), policy: newEnum(lower.Policies...).describe("the best plan under --objective: by default the fastest the cost model predicts",
 		"nvFuser's lowering rules exactly"), objective: newObjective()}
 	cmd := &cobra.Command{
 		Use:   "torch FUSION|PLAN|-",
