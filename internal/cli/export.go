@@ -43,10 +43,13 @@ type exportOptions struct {
 	objective *enumFlag
 	topology  string
 	seed      uint64
+	dataScale int
+	data      *enumFlag
 }
 
 func newExportTorchCmd() *cobra.Command {
-	o := &exportOptions{policy: newEnum(lower.Policies...).describe("the best plan under --objective: by default the fastest the cost model predicts",
+	o := &exportOptions{data: newEnum(export.DataSets...).describe("simulate's own for the fusion's ops",
+		"{-2, -1, 1, 2}", "integers in [-512, 512]", "{1, 2, 3, 4}"), policy: newEnum(lower.Policies...).describe("the best plan under --objective: by default the fastest the cost model predicts",
 		"nvFuser's lowering rules exactly"), objective: newObjective()}
 	cmd := &cobra.Command{
 		Use:   "torch FUSION|PLAN|-",
@@ -75,15 +78,26 @@ plan; anything else a fusion file. See docs/export.md.`,
 		"topology of the predicted times: default (the built-in H200 one), none (no predictions) or a FILE that calibrate --fit wrote",
 		[]string{"default", "none"}, topologyExts...)
 	cmd.Flags().Uint64Var(&o.seed, "seed", 0, "the default seed `N` of the program's input data")
+	enumVar(cmd, o.data, "data",
+		"the data set of the program's inputs: auto (simulate's: positive for a fusion with div, exp, log, sqrt, rsqrt or reciprocal, small with a prod, else wide) or small, wide, positive; a whole model's step (nvcomm model) is checkable on small (docs/export.md)")
+	cmd.Flags().IntVar(&o.dataScale, "data-scale", 0,
+		"multiply the program's floating-point input data by 2^-`N` (0 to 60; simulate's data is 0): a whole model's step (nvcomm model) keeps attention's scores near 1 with 4, where its check is meaningful (docs/export.md)")
 	return cmd
 }
 
 func (o *exportOptions) run(cmd *cobra.Command, arg string) error {
+	if o.dataScale < 0 || o.dataScale > export.MaxDataScale {
+		return usageError{fmt.Errorf("--data-scale must be from 0 to %d, got %d", export.MaxDataScale, o.dataScale)}
+	}
 	name, p, err := loadLowered(cmd, o.policy, o.objective, o.topology, arg)
 	if err != nil {
 		return err
 	}
-	opts := export.Options{Seed: o.seed, Probes: probes(p, o.seed)}
+	data := sim.DataOf(p)
+	if o.data.value != "auto" {
+		data = dataSetNamed(o.data.value)
+	}
+	opts := export.Options{Seed: o.seed, Probes: probes(p, o.seed, data), DataScale: o.dataScale, Data: o.data.value}
 	if o.topology != "none" {
 		t, err := loadTopology(cmd, o.topology)
 		if err != nil {
@@ -143,8 +157,21 @@ func stepDType(p *plan.Plan, i int) string {
 	return ""
 }
 
-// probes returns the first values simulate fills every fusion input with.
-func probes(p *plan.Plan, seed uint64) map[string][]float64 {
+// dataSetNamed is simulate's data set called name (small, wide or
+// positive: export.DataSets but auto).
+func dataSetNamed(name string) sim.DataSet {
+	switch name {
+	case "small":
+		return sim.Small
+	case "positive":
+		return sim.Positive
+	}
+	return sim.Wide
+}
+
+// probes returns the first values simulate's generator fills every fusion
+// input with from data set data.
+func probes(p *plan.Plan, seed uint64, data sim.DataSet) map[string][]float64 {
 	produced := map[string]bool{}
 	for _, op := range p.Ops {
 		produced[op.Output] = true
@@ -154,7 +181,7 @@ func probes(p *plan.Plan, seed uint64) map[string][]float64 {
 		if produced[t.Name] {
 			continue
 		}
-		out[t.Name] = sim.InputValues(seed, i, probeCount(t), sim.DataOf(p), bounds[t.Name])
+		out[t.Name] = sim.InputValues(seed, i, probeCount(t), data, bounds[t.Name])
 	}
 	return out
 }

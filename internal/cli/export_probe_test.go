@@ -6,6 +6,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/nvcomm/nvcomm/internal/plan"
+	"github.com/nvcomm/nvcomm/internal/sim"
 )
 
 // TestProbeCount checks how many input values an exported program embeds:
@@ -36,7 +37,7 @@ func TestProbeCount(t *testing.T) {
 	}
 	// The probes themselves: 16 values of a 2^63-element input.
 	p := &plan.Plan{Tensors: []plan.Tensor{{Name: "x", Shape: []int{1 << 30, 1 << 30, 8}}}}
-	if got := len(probes(p, 0)["x"]); got != probeValues {
+	if got := len(probes(p, 0, sim.Wide)["x"]); got != probeValues {
 		t.Errorf("probes made %d values, want %d", got, probeValues)
 	}
 }

@@ -18,11 +18,13 @@ import (
 // backward (reshard_after_forward, the default: all but the parameters
 // the backward does not read) and reduce-scatters Ψ·(n−1)/n, DP
 // all-reduces 2Ψ·(n−1)/n, HSDP reduce-scatters within its group and
-// all-reduces the shard across groups; and tensor parallelism's Allreduces
-// to Megatron-LM's count. The loss's Allreduces are counted apart.
+// all-reduces the shard across groups, FSDP over fsdp × cp (torchtitan's
+// dp_shard × cp) gathers and reduce-scatters Ψ·(n−1)/n over both; and
+// tensor parallelism's Allreduces to Megatron-LM's count. The loss's
+// Allreduces are counted apart.
 func TestDataParallelGradientBytes(t *testing.T) {
 	if testing.Short() {
-		t.Skip("lowers three whole Llama-3 8B steps")
+		t.Skip("lowers four whole Llama-3 8B steps")
 	}
 	const psi = 8_030_261_248 * 2   // every parameter, bfloat16
 	const psiTP = 1_004_015_616 * 2 // a tp rank's share, of 8
@@ -33,6 +35,7 @@ func TestDataParallelGradientBytes(t *testing.T) {
 	// weight), 128256 · 4096 and 65 · 4096 parameters.
 	const embed, norms = 128_256 * 4096 * 2, 65 * 4096 * 2
 	const regathered, regatheredTP = psi - embed - norms, psiTP - embed/8 - norms
+	const kvCP = 16 * 4096 * 128 * 2 // a layer's keys (or values) on a device, of cp=2
 	tests := []struct {
 		mesh string
 		sp   bool // sequence parallelism: only the keys of want are compared
@@ -71,6 +74,26 @@ func TestDataParallelGradientBytes(t *testing.T) {
 			"Allgather fsdp":     psiTP*3/4 + regatheredTP*3/4,
 			"ReduceScatter fsdp": psiTP * 3 / 4,
 			"Allreduce dp":       2 * (psiTP / 4) / 2,
+		}},
+		// torchtitan's FSDP over dp_shard × cp: each weight gathered
+		// and its gradient reduce-scattered over the 8 devices, Ψ·7/8
+		// each way, here along cp (Ψ/8) and then fsdp (Ψ·3/4), and the
+		// weights the backward reads gathered again the same two ways
+		// (reshard_after_forward, FSDP2's default); and
+		// context parallelism's Allgathers of each layer's keys and
+		// values, b·(s/cp)·kv·d = 16 · 4096 · 1 · 128 elements, 16 MiB
+		// each, 64 of them. Their gradients are reduce-scattered back
+		// after grouped-query attention's head expansion is undone, 4
+		// query heads a key/value head: 4 times the forward's bytes
+		// (docs/models.md, "Not yet equal").
+		{"fsdp=4,cp=2,tp=8", false, map[int]string{1: "tp", 8: "cp", 16: "fsdp"}, map[string]int64{
+			"Allgather fsdp":     psiTP*3/4 + regatheredTP*3/4,
+			"ReduceScatter fsdp": psiTP * 3 / 4,
+			"Allgather cp":       psiTP/8 + regatheredTP/8 + 64*kvCP,
+			"ReduceScatter cp":   psiTP/8 + 64*4*kvCP,
+			// Megatron-LM's 4 a block and 2 more, as on dp=8,tp=8, of
+			// A = 16 sequences · 4096 tokens · 4096 · 2 B.
+			"Allreduce tp": 130 * 2 * (16 * 4096 * 4096 * 2) * 7 / 8,
 		}},
 	}
 	for _, tc := range tests {

@@ -45,20 +45,28 @@ func TestModelScaleDownSimulates(t *testing.T) {
 }
 
 // TestModelScaleDownSimulatesAxes proves the plans of the fsdp and cp
-// axes, alone, with tp (and sequence parallelism) and together, and of
-// HSDP (dp with fsdp), for a Llama (rotary embedding,
+// axes, alone, with tp (and sequence parallelism) and together (with the
+// backward too: the weights sharded over fsdp × cp), and of HSDP (dp with
+// fsdp), for a Llama (rotary embedding,
 // grouped-query attention, untied head) and a GPT (learned positions,
 // biases, tied head), scaled down, under both policies: simulate PASSes.
 func TestModelScaleDownSimulatesAxes(t *testing.T) {
 	for _, name := range []string{"llama3_8b", "gpt3_175b"} {
 		config := filepath.Join("../../testdata/models", name, "config.json")
-		for _, mesh := range []string{"fsdp=4", "fsdp=2,tp=2", "dp=2,fsdp=2", "dp=2,fsdp=2,tp=2", "cp=2,tp=2", "cp=2,tp=2 --sp", "dp=2,cp=2", "fsdp=2,cp=2,tp=2", "fsdp=2,cp=2,tp=2 --sp"} {
+		for _, mesh := range []string{"fsdp=4", "fsdp=2,tp=2", "dp=2,fsdp=2", "dp=2,fsdp=2,tp=2", "cp=2,tp=2", "cp=2,tp=2 --sp", "dp=2,cp=2", "fsdp=2,cp=2,tp=2", "fsdp=2,cp=2,tp=2 --sp",
+			"fsdp=2,cp=2,tp=2 --backward", "fsdp=2,cp=2,tp=2 --sp --backward", "dp=2,cp=2 --backward"} {
 			fusion := filepath.Join(t.TempDir(), "small.yaml")
 			args := append([]string{"model", config, "--scale-down", "-o", fusion, "--mesh"}, strings.Fields(mesh)...)
 			if code, _, stderr := run(t, "", args...); code != 0 {
 				t.Fatalf("%s %s: model exited %d: %s", name, mesh, code, stderr)
 			}
 			for _, policy := range []string{"optimal", "nvfuser"} {
+				if policy == "nvfuser" && name == "gpt3_175b" && strings.HasSuffix(mesh, "--sp --backward") {
+					// The learned positions' gradient merges a sequence
+					// split along tp into an inner piece of a reshaped
+					// dim, which nvFuser's rules refuse (docs/models.md).
+					continue
+				}
 				code, stdout, stderr := run(t, "", "simulate", "--policy", policy, fusion)
 				if code != 0 || !strings.HasPrefix(stdout, "PASS\n") {
 					t.Errorf("%s %s, policy %s: simulate exited %d:\n%s%s", name, mesh, policy, code, firstLines(stdout, 3), stderr)

@@ -73,7 +73,27 @@ type Options struct {
 	Predicted []float64
 	// Topology names the topology Predicted comes from.
 	Topology string
+	// DataScale, when positive, multiplies the program's floating-point
+	// input data by 2^-DataScale (at most MaxDataScale): simulate's
+	// values in a range where a long chain of floating-point ops (a
+	// model's attention scores, their exponentials) stays checkable.
+	// The program then claims no result exact; every check is within
+	// its error bound (docs/export.md, "Data and the check").
+	DataScale int
+	// Data names the data set of the inputs, one of DataSets: "auto"
+	// (or "") is simulate's own for the plan (sim.DataOf), any other the
+	// set named, whatever the plan's ops.
+	Data string
 }
+
+// DataSets are the names Options.Data takes: auto, then simulate's data
+// sets (docs/simulate.md, "Data").
+var DataSets = []string{"auto", "small", "wide", "positive"}
+
+// MaxDataScale is the largest DataScale: simulate's values times 2^-60
+// are still far from float32's and bfloat16's smallest normal numbers
+// (2^-126) after a product of two of them.
+const MaxDataScale = 60
 
 // Blocks returns the blocks of the function [Torch] writes for p: its
 // steps, grouped where the exporter fuses them, with what each moves.
@@ -118,6 +138,14 @@ func Torch(w io.Writer, p *plan.Plan, o Options) error {
 	fmt.Fprintf(&b, "RUN = %s\n", funcName(p))
 	fmt.Fprintf(&b, "PLAN = json.loads(%s)\n", pyString(src))
 	fmt.Fprintf(&b, "DEFAULT_SEED = %d\n", o.Seed)
+	fmt.Fprintf(&b, "# The floating-point inputs are simulate's values times 2^-DATA_SCALE (export torch --data-scale).\n")
+	fmt.Fprintf(&b, "DATA_SCALE = %d\n", o.DataScale)
+	data := "None"
+	if o.Data != "" && o.Data != "auto" {
+		data = pyRepr(o.Data)
+	}
+	fmt.Fprintf(&b, "# The data set of the inputs (export torch --data); None: simulate's for the plan.\n")
+	fmt.Fprintf(&b, "DATA = %s\n", data)
 	fmt.Fprintf(&b, "# First values of each fusion input in `nvcomm simulate --seed %d`.\n", o.Seed)
 	fmt.Fprintf(&b, "PROBES = %s\n", pyProbes(o.Probes))
 	fmt.Fprintf(&b, "# Predicted seconds per block of %s (topology %s).\n", funcName(p), pyRepr(o.Topology))

@@ -73,7 +73,10 @@ DATA_LOG2 = {"wide": 9.0, "small": 1.0, "positive": 2.0}
 
 def data_set(p):
     """The data set simulate fills plan p's inputs with: "positive" when an op needs it
-    (POSITIVE_DATA: log, sqrt, div, exp, ...), else "small" with a prod, else "wide"."""
+    (POSITIVE_DATA: log, sqrt, div, exp, ...), else "small" with a prod, else "wide"; or
+    the one export torch --data named (DATA)."""
+    if DATA is not None:
+        return DATA
     names = [o["op"] for o in p["ops"]]
     if any(n in POSITIVE_DATA for n in names):
         return "positive"
@@ -365,6 +368,11 @@ class Reference:
             bound = plan.bounds.get(name, 0)
             self.val[name] = input_data(seed, plan.index[name], plan.shards[name].numel, data, dev, bound)
             self.log2bound[name], self.terms[name] = math.log2(bound) if bound else DATA_LOG2[data], 1
+            if scaled(plan, name):
+                # simulate's values times 2^-DATA_SCALE: exact in every dtype, but sums of them
+                # mix scales, so no result built from them is claimed exact.
+                self.val[name] = self.val[name] * 2.0 ** -DATA_SCALE
+                self.log2bound[name] = _INF
             self.err[name] = torch.zeros_like(self.val[name])
         for o in p["ops"]:
             self._eval(o)
@@ -885,6 +893,9 @@ def op_bounds(o, shapes, lbs, terms):
     if op in INDEX_OPS:  # rows of the table: its values, summed with zeros only
         table = INDEX_OPS[op][1]
         return lbs[table], terms[table]
+    if op == "scatter_add":  # the values' rows (operand 1), up to n of them summed into each row
+        n = shapes[1][-2]
+        return lbs[1] + math.log2(n), terms[1] * n
     if op in ("matmul", "linear"):
         k = shapes[0][-1]
         lb, n = lbs[0] + lbs[1] + math.log2(k), (terms[0] + terms[1] + 1) * k
@@ -1184,6 +1195,12 @@ def first_mismatch(plan, per_rank, ref=None):
     return None
 
 
+def scaled(plan, name):
+    """Whether input name's data is simulate's times 2^-DATA_SCALE: a floating-point input
+    that no lookup reads as its indices."""
+    return DATA_SCALE > 0 and not plan.bounds.get(name, 0) and DTYPES[plan.tensors[name]["dtype"]].is_floating_point
+
+
 def check_data(plan, seed, dev):
     """Compares the generated data with the values `nvcomm simulate` uses (PROBES)."""
     if seed != DEFAULT_SEED:
@@ -1193,7 +1210,12 @@ def check_data(plan, seed, dev):
         got = input_data(seed, plan.index[name], len(want), data, dev, plan.bounds.get(name, 0)).tolist()
         if got != [float(v) for v in want]:
             return "DIFFERS from simulate for %s: %r, simulate %r" % (name, got[:8], want[:8])
-    return "same as simulate (%d values of %d inputs)" % (sum(len(v) for v in PROBES.values()), len(PROBES))
+    same = "same as simulate (%d values of %d inputs)" % (sum(len(v) for v in PROBES.values()), len(PROBES))
+    if DATA is not None:
+        same += ", of its %s data set" % DATA
+    if DATA_SCALE > 0:
+        same += ", the floating-point inputs times 2^-%d" % DATA_SCALE
+    return same
 
 
 def check_autograd(plan, seed, dev):

@@ -51,11 +51,11 @@ func (g *gradGen) recomputeList() bool {
 	for _, ro := range b.order {
 		made[ro.out] = true
 	}
-	n := 0
+	n, gathered := 0, map[string]bool{}
 	for _, ro := range b.order {
-		if g.gathersWeight(ro, made) {
+		if g.gathersWeight(ro, made, gathered) {
 			n++
-			g.remake[ro.out] = true
+			g.remake[ro.out], gathered[ro.out] = true, true
 		}
 	}
 	if n == 0 {
@@ -67,12 +67,17 @@ func (g *gradGen) recomputeList() bool {
 }
 
 // gathersWeight reports whether forward op ro is a set of a weight of
-// wrt (a tensor of wrt that no op makes: not in made) into a copy with
-// fewer device splits, which the backward can make again: FSDP's gather
-// before the weight's use.
-func (g *gradGen) gathersWeight(ro *rawOp, made map[string]bool) bool {
-	if ro.kind != OpSet || len(ro.ins) != 1 || made[ro.ins[0]] ||
-		!slices.ContainsFunc(g.b.wrt, func(w Str) bool { return w.Value == ro.ins[0] }) {
+// wrt (a tensor of wrt that no op makes: not in made), or of a copy an
+// earlier such set gathered (in gathered: a weight sharded over two mesh
+// axes, gathered along one and then the other, as FSDP over dp_shard × cp
+// is written), into a copy with fewer device splits, which the backward
+// can make again: FSDP's gather before the weight's use.
+func (g *gradGen) gathersWeight(ro *rawOp, made, gathered map[string]bool) bool {
+	if ro.kind != OpSet || len(ro.ins) != 1 {
+		return false
+	}
+	weight := !made[ro.ins[0]] && slices.ContainsFunc(g.b.wrt, func(w Str) bool { return w.Value == ro.ins[0] })
+	if !weight && !gathered[ro.ins[0]] {
 		return false
 	}
 	w, c := g.tensors.lookup(ro.ins[0]), g.tensors.lookup(ro.out)

@@ -115,3 +115,39 @@ func TestBackwardRecomputeErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestReshardAfterForwardTwoAxes checks reshard_after_forward on a weight
+// sharded over two mesh axes and gathered along one, then the other (FSDP
+// over dp_shard × cp, as nvcomm model writes it): both gathers are made
+// again, so the backward keeps neither of the forward's copies.
+func TestReshardAfterForwardTwoAxes(t *testing.T) {
+	src := `format: 2
+meshes:
+  m: [[0, 1], [2, 3]]
+tensors:
+  x: {mesh: m, shape: [4, 8], placements: [Shard(0), Replicate()]}
+  w: {mesh: m, shape: [8, 8], placements: [Shard(0), Shard(0)]}
+  w_half: {placements: [Shard(0), Replicate()]}
+  w_full: {placements: [Replicate(), Replicate()]}
+  dy: {mesh: m, shape: [4, 8], placements: [Shard(0), Replicate()]}
+ops:
+  - {op: set, in: w, out: w_half}
+  - {op: set, in: w_half, out: w_full}
+  - {op: linear, in: [x, w_full], out: h}
+backward: {seeds: {h: dy}, wrt: [x, w], reshard_after_forward: true}
+`
+	f, err := Parse("in.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, op := range f.Ops {
+		if op.Of != nil && op.Of.Grad && IsRecomputed(op.Out.Name) {
+			got = append(got, op.Out.Name+" = "+string(op.Kind)+"("+strings.Join(opArgs(op), ", ")+")")
+		}
+	}
+	want := []string{"h.grad/recomputed_w_half = set(w)", "h.grad/recomputed_w_full = set(h.grad/recomputed_w_half)"}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("the backward's gathers (-want +got):\n%s", d)
+	}
+}

@@ -89,7 +89,9 @@ func write(c *Config, p Parallel, o Options) (*writer, error) {
 	if p.size(DP) > 1 && p.size(FSDP) > 1 {
 		w.lead = 1
 	}
-	w.seqSplit = p.size(CP) > 1 && p.SP && p.size(TP) > 1
+	if p.size(CP) > 1 {
+		w.cpLead = 1
+	}
 	w.header()
 	w.tensors()
 	if w.err != nil {
@@ -127,13 +129,33 @@ func paddedVocab(v, n int) int {
 }
 
 // vocabSplit is the number of devices that split the embedding's rows:
-// tp's, or fsdp's when tp splits nothing (fsdpDim).
+// tp's, or those that shard the weights when tp splits nothing (fsdpDim).
 func (p Parallel) vocabSplit() int {
 	if p.size(TP) > 1 {
 		return p.size(TP)
 	}
-	return p.size(FSDP)
+	return p.weightShards()
 }
+
+// weightAxes are the mesh axes that shard every weight: fsdp, and with it
+// cp, as torchtitan applies FSDP2 over the flattened dp_shard × cp mesh
+// (its dp_shard_cp), so that each weight's gradient, summed over both
+// axes' tokens, is reduce-scattered over both. Their shards nest in the
+// mesh's order. Empty without fsdp.
+func (p Parallel) weightAxes() map[string]int {
+	if p.size(FSDP) == 1 {
+		return nil
+	}
+	m := map[string]int{FSDP: 0}
+	if p.size(CP) > 1 {
+		m[CP] = 0
+	}
+	return m
+}
+
+// weightShards is the number of shards of every weight: the product of
+// the weight axes' devices (1 without fsdp).
+func (p Parallel) weightShards() int { return p.split(p.weightAxes()) }
 
 // fits reports a plan the model's sizes or the step's cannot take.
 func fits(c *Config, p Parallel, o Options) error {
@@ -186,8 +208,8 @@ func Check(c *Config, p Parallel) error {
 		}
 	}
 	for _, ch := range fsdpSplits(c, p) {
-		if err := divides(ch.what, ch.n, p.size(FSDP)); err != nil {
-			return fmt.Errorf("%w (fsdp shards every weight on it)", err)
+		if err := divides(ch.what, ch.n, p.weightShards()); err != nil {
+			return fmt.Errorf("%w (%s shards every weight on it)", err, p.axesText(p.weightAxes()))
 		}
 	}
 	return nil
@@ -246,36 +268,72 @@ type writer struct {
 	// HSDP splits the batch over replicas and then within each. Every
 	// activation's dims after the batch move up by lead.
 	lead int
-	// seqSplit is true when the residual stream's sequence is written as
-	// two dims, [cp, seq/cp]: with cp and sequence parallelism, cp splits
-	// the first and tp the second, as Megatron-LM splits the sequence
-	// over cp and then, within each slice, over tp. Attention's tensors
-	// keep one sequence dim, split by cp: the reshapes into and out of
-	// heads merge and split it.
-	seqSplit bool
+	// cpLead is 1 when the residual stream is written with the
+	// sequence's cp slices as its first dim, [cp, batch, seq/cp, ...]:
+	// under context parallelism cp splits the first dim, and with
+	// sequence parallelism tp the seq/cp one, as Megatron-LM splits the
+	// sequence over cp and then, within each slice, over tp. The cp dim
+	// comes first so that a weight's gradient, summed over the leading
+	// dims innermost first (training.md), sums each device's tokens
+	// locally and its batch's partial sums along fsdp or dp before it
+	// sums the cp slices' (the reduction along cp is then of one weight,
+	// not of one a sequence). Attention's tensors keep one sequence dim,
+	// split by cp: a permute and the reshapes into and out of heads move
+	// and merge the two.
+	cpLead int
 }
 
-// stream is the shape of a tensor of the residual stream's form: the
-// batch's dims, the sequence's, then rest.
+// stream is the shape of a tensor of the residual stream's form: under
+// context parallelism the cp slices, then the batch's dims, the
+// sequence's (a slice's tokens under cp), then rest.
 func (w *writer) stream(rest ...int) []int {
-	if !w.seqSplit {
+	if w.cpLead == 0 {
 		return w.batched(append([]int{w.o.Seq}, rest...)...)
 	}
 	cp := w.p.size(CP)
-	return w.batched(append([]int{cp, w.o.Seq / cp}, rest...)...)
+	return append([]int{cp}, w.batched(append([]int{w.o.Seq / cp}, rest...)...)...)
 }
 
-// streamSplit is the sharding of a tensor of the residual stream's form
-// whose sequence cp splits, and with sp tp too.
+// streamSplit is the sharding of a tensor of the residual stream's form:
+// its cp dim split by cp, its batch by dp and fsdp, and with sp its
+// sequence by tp.
 func (w *writer) streamSplit(sp bool) map[string]int {
-	seq := map[string]int{CP: 1}
-	switch {
-	case sp && w.seqSplit:
-		seq[TP] = 2
-	case sp:
+	seq := map[string]int{}
+	if sp {
 		seq[TP] = 1
 	}
-	return w.sharded(seq)
+	m := w.sharded(seq)
+	if w.cpLead == 0 {
+		return m
+	}
+	for a, d := range m {
+		m[a] = d + 1
+	}
+	m[CP] = 0
+	return m
+}
+
+// batchFirst is the permute of a tensor of the residual stream's form
+// that moves its cp dim after the batch's: [cp, batch, seq/cp, x] to
+// [batch, cp, seq/cp, x], which a reshape merges into [batch, seq, ...].
+func (w *writer) batchFirst() string {
+	dims := []int{}
+	for d := range 1 + w.lead {
+		dims = append(dims, d+1)
+	}
+	dims = append(dims, 0, w.dim(2), w.dim(3))
+	return "dims: " + ints(dims)
+}
+
+// cpFirst is batchFirst's inverse: [batch, cp, seq/cp, x] to [cp,
+// batch, seq/cp, x].
+func (w *writer) cpFirst() string {
+	dims := []int{w.dim(1)}
+	for d := range 1 + w.lead {
+		dims = append(dims, d)
+	}
+	dims = append(dims, w.dim(2), w.dim(3))
+	return "dims: " + ints(dims)
 }
 
 // batched is the shape of an activation: the batch's dims, then rest.
@@ -323,19 +381,22 @@ func (w *writer) header() {
 	w.line("# %d key/value heads of %d, MLP %d, vocabulary %d%s, %s), batch %d of %d tokens, %s,",
 		c.KVHeads, c.HeadDim, c.FFN, c.Vocab, w.padNote(), plural(c.Layers, "layer"), o.Batch, o.Seq, o.DType)
 	w.line("# on mesh %s%s.", meshText(w.p.Mesh), map[bool]string{true: " with sequence parallelism", false: ""}[w.p.SP])
-	if w.p.size(FSDP) > 1 {
+	switch {
+	case w.cpShards():
+		w.line("# FSDP over fsdp×cp, as torchtitan's: every weight (but a bias tp splits) is stored sharded along fsdp and, within")
+		w.line("# each shard, along cp, and gathered along cp (a set, NAME_fsdp), then along fsdp (NAME_full) before its first use%s.",
+			map[bool]string{true: ";\n# each gradient is declared sharded as its weight: a ReduceScatter along fsdp, then one along cp", false: ""}[o.Backward])
+	case w.p.size(FSDP) > 1:
 		w.line("# FSDP: every weight (but a bias tp splits) is stored sharded along fsdp and gathered (a set, NAME_full) before its first use%s.",
 			map[bool]string{true: ";\n# each gradient is declared sharded as its weight: a ReduceScatter along fsdp", false: ""}[o.Backward])
 	}
 	if w.lead > 0 {
 		w.line("# HSDP: the batch is written as two dims, [dp, batch/dp]; dp splits the first, fsdp the second.")
 	}
-	if w.seqSplit {
-		w.line("# cp with sequence parallelism: the residual stream's sequence is written as two dims, [cp, seq/cp];")
-		w.line("# cp splits the first, tp the second.")
-	}
-	if w.p.size(CP) > 1 {
+	if w.cpLead > 0 {
 		w.line("# Context parallelism: each cp device holds a slice of the sequence; attention gathers the keys and values.")
+		w.line("# The residual stream is written [cp, batch, seq/cp, ...]: cp splits the first dim%s.",
+			map[bool]string{true: ", tp the seq/cp one", false: ""}[w.p.SP && w.p.size(TP) > 1])
 	}
 	w.line("format: 2")
 	w.line("name: %s", o.Name)
@@ -399,11 +460,11 @@ func (w *writer) tensors() {
 			// and its gradient, before the slice's backward pads it.
 			w.line("  pos.grad: {placements: %s}", w.p.placements(replicated))
 		}
-		if w.seqSplit {
+		if w.cpLead > 0 && w.p.SP && w.p.size(TP) > 1 {
 			// Split by cp alone, so that each op changes one device
 			// type's split as nvFuser's lowering takes it: the
 			// reshape cp's, the add tp's.
-			w.residual("pos3", map[string]int{CP: w.dim(1)})
+			w.residual("pos3", map[string]int{CP: 0})
 		}
 	} else {
 		// Each cp device holds the positions of its tokens.
@@ -484,17 +545,48 @@ func (w *writer) weight(name string, shape []int, shard map[string]int, note str
 		w.tensor(name, shape, w.o.DType, shard, note)
 		return
 	}
-	if err := divides(fmt.Sprintf("weight %s %v: its dim %d,", name, shape, d), shape[d], w.p.size(FSDP)); err != nil && w.err == nil {
+	if err := divides(fmt.Sprintf("weight %s %v: its dim %d,", name, shape, d), shape[d], w.p.weightShards()); err != nil && w.err == nil {
 		w.err = err
 	}
 	stored := maps.Clone(shard)
-	stored[FSDP] = d
+	for a := range w.p.weightAxes() {
+		stored[a] = d
+	}
 	w.tensor(name, shape, w.o.DType, stored, note)
 	w.gathered[name] = false
+	if w.cpShards() {
+		half := maps.Clone(shard)
+		half[FSDP] = d
+		w.line("  %s: {placements: %s}", gatheredCP(name), w.p.placements(half))
+	}
 	w.line("  %s: {placements: %s}", Gathered(name), w.p.placements(shard))
 	if w.o.Backward {
 		w.line("  %s.grad: {placements: %s}", name, w.p.placements(stored))
+		if w.cpShards() {
+			// The gathered copies' gradients too: propagation carries
+			// the outer of two nested splits only (fusion.md), and the
+			// sum over the cp slices then reduce-scatters into the
+			// stored shard rather than all-reducing it whole. A
+			// gradient that a layer op writes (the tied embedding's
+			// add of its two uses, the learned positions' pad) cannot
+			// be split nested: it is reduced whole along cp and sliced.
+			w.line("  %s.grad: {placements: %s}", gatheredCP(name), w.p.placements(stored))
+			if !w.layerOpGrad(name) {
+				w.line("  %s.grad: {placements: %s}", Gathered(name), w.p.placements(stored))
+			}
+		}
 	}
+}
+
+// cpShards reports whether cp shards the weights with fsdp (weightAxes).
+func (w *writer) cpShards() bool { return len(w.p.weightAxes()) > 1 }
+
+// layerOpGrad reports whether a layer op, not a sum, writes the gradient
+// of weight name's gathered copy: the learned positions' (the slice's
+// backward, a cat) and a tied embedding's (the add of the lookup's and
+// the LM head's).
+func (w *writer) layerOpGrad(name string) bool {
+	return name == "positions" || name == "embed" && w.c.TiedEmbeddings
 }
 
 // fsdpDim is the dim of a weight of rank r, sharded as shard says, that
@@ -526,6 +618,15 @@ func (p Parallel) fsdpDim(shard map[string]int, r int) int {
 // fsdp), as FSDP2's pre-forward hook unshards each module's parameters.
 func Gathered(weight string) string { return weight + "_full" }
 
+// gatheredCP names the copy of a weight sharded over fsdp and cp that is
+// gathered along cp alone, still sharded along fsdp: the step gathers
+// the weight in two sets, one along each axis, as nvFuser lowers one
+// change of sharding per op (the inner, cp's, first: what is left is a
+// block split along fsdp). The two Allgathers receive the bytes of one
+// over both axes (torchtitan's, over dp_shard × cp): (cp−1)/(fsdp·cp) and
+// (fsdp−1)/fsdp of the weight.
+func gatheredCP(weight string) string { return weight + "_fsdp" }
+
 // use is the name under which an op reads weight x: x itself, or under
 // fsdp its gathered copy, whose set it writes before x's first use.
 func (w *writer) use(x string) string {
@@ -534,7 +635,12 @@ func (w *writer) use(x string) string {
 		return x
 	}
 	if !done {
-		w.op("set", []string{x}, Gathered(x), "")
+		from := x
+		if w.cpShards() {
+			w.op("set", []string{x}, gatheredCP(x), "")
+			from = gatheredCP(x)
+		}
+		w.op("set", []string{from}, Gathered(x), "")
 		w.gathered[x] = true
 	}
 	return Gathered(x)
@@ -627,7 +733,7 @@ func (w *writer) embedding() {
 	w.op("slice", []string{w.use("positions")}, "pos", fmt.Sprintf("axis: 0, start: 0, end: %d", w.o.Seq))
 	shape := w.stream(w.c.Hidden)
 	for i := range 1 + w.lead {
-		shape[i] = 1 // broadcast over the batch
+		shape[w.cpLead+i] = 1 // broadcast over the batch
 	}
 	w.op("reshape", []string{"pos"}, "pos3", "shape: "+ints(shape))
 	w.op("add", []string{"tok", "pos3"}, "h0", "")
@@ -685,7 +791,12 @@ func (w *writer) attention(l int, n func(string) string) {
 	heads := map[string]int{"q": c.Heads, "k": c.KVHeads, "v": c.KVHeads}
 	for _, t := range []string{"q", "k", "v"} {
 		w.linearOp(n("xa"), n(t), n(t))
-		w.op("reshape", []string{n(t)}, n(t+"4"), "shape: "+ints(w.batched(o.Seq, heads[t], c.HeadDim)))
+		x := n(t)
+		if w.cpLead > 0 {
+			w.op("permute", []string{x}, n(t+"b"), w.batchFirst())
+			x = n(t + "b")
+		}
+		w.op("reshape", []string{x}, n(t+"4"), "shape: "+ints(w.batched(o.Seq, heads[t], c.HeadDim)))
 	}
 	q, k, v := n("q4"), n("k4"), n("v4")
 	if !c.Learned {
@@ -704,7 +815,13 @@ func (w *writer) attention(l int, n func(string) string) {
 	w.kvHeads(v, n("vh"), n("v_"))
 	w.op("sdpa", []string{n("qh"), n("kh"), n("vh")}, n("oh"), "causal: "+strconv.FormatBool(causalAttention))
 	w.op("permute", []string{n("oh")}, n("o4"), w.headsFirst())
-	w.op("reshape", []string{n("o4")}, n("o"), "shape: "+ints(w.stream(c.Heads*c.HeadDim)))
+	if w.cpLead == 0 {
+		w.op("reshape", []string{n("o4")}, n("o"), "shape: "+ints(w.stream(c.Heads*c.HeadDim)))
+		return
+	}
+	cp := w.p.size(CP)
+	w.op("reshape", []string{n("o4")}, n("ob"), "shape: "+ints(w.batched(cp, o.Seq/cp, c.Heads*c.HeadDim)))
+	w.op("permute", []string{n("ob")}, n("o"), w.cpFirst())
 }
 
 // normName names a norm as the comments do.

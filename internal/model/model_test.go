@@ -57,6 +57,8 @@ func TestParseMesh(t *testing.T) {
 		{in: "tp=0", err: `mesh axis "tp=0": want NAME=DEVICES, as dp=2 or tp=4`},
 		{in: "fsdp=8,tp=8", want: []Axis{{FSDP, 8}, {TP, 8}}},
 		{in: "dp=2,cp=2,tp=4", want: []Axis{{DP, 2}, {CP, 2}, {TP, 4}}},
+		{in: "fsdp=2,cp=2,tp=2", want: []Axis{{FSDP, 2}, {CP, 2}, {TP, 2}}},
+		{in: "cp=2,fsdp=2,tp=2", err: `mesh "cp=2,fsdp=2,tp=2": write fsdp before cp, as torchtitan's mesh orders dp_shard and cp: fsdp shards every weight over fsdp × cp, its split outermost`},
 		{in: "pp=2", err: `mesh axis "pp": nvcomm writes dp, fsdp, cp and tp parallelism (pipeline parallelism, pp, and expert parallelism, ep, are not written yet)`},
 		{in: "ep=8", err: `mesh axis "ep": nvcomm writes dp, fsdp, cp and tp parallelism (pipeline parallelism, pp, and expert parallelism, ep, are not written yet)`},
 		{in: "tp=2,tp=2", err: `mesh axis "tp" is given twice`},
@@ -80,8 +82,10 @@ func TestParseMesh(t *testing.T) {
 // testdata/models under tensor and data parallelism, with and without
 // sequence parallelism (and one with its backward), under FSDP and HSDP
 // (with their gathers, and the sharded gradients of the backward) and
-// context parallelism, alone and with sequence parallelism, and compares them with the golden files (NVCOMM_UPDATE=1
-// rewrites them). cli's tests simulate them.
+// context parallelism, alone, with sequence parallelism and with FSDP
+// (the weights sharded over fsdp × cp, their gradients' too), and compares
+// them with the golden files (NVCOMM_UPDATE=1 rewrites them). cli's tests
+// simulate them.
 func TestFusionGolden(t *testing.T) {
 	tests := []struct {
 		name, config, mesh string
@@ -97,6 +101,7 @@ func TestFusionGolden(t *testing.T) {
 		{"tiny_llama_cp2_tp4", "tiny_llama", "cp=2,tp=4", false, false},
 		{"tiny_llama_dp2_fsdp2_tp2_backward", "tiny_llama", "dp=2,fsdp=2,tp=2", false, true},
 		{"tiny_gpt2_cp2_tp4_sp", "tiny_gpt2", "cp=2,tp=4", true, false},
+		{"tiny_llama_fsdp2_cp2_tp2_backward", "tiny_llama", "fsdp=2,cp=2,tp=2", false, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

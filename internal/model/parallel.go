@@ -66,6 +66,13 @@ func ParseMesh(s string) ([]Axis, error) {
 	if len(axes) > 3 {
 		return nil, fmt.Errorf("mesh %q has %d axes: a mesh has at most 3 (nvFuser's DIDz, DIDy, DIDx); leave out an axis of 1 device, or fold two parallelisms into one", s, len(axes))
 	}
+	at := func(name string) int { return slices.IndexFunc(axes, func(a Axis) bool { return a.Name == name }) }
+	if c, f := at(CP), at(FSDP); c >= 0 && f > c {
+		// fsdp shards every weight over fsdp × cp, fsdp's split
+		// outermost (the batch's sum comes before the cp slices'), and
+		// placements nest in the mesh's order.
+		return nil, fmt.Errorf("mesh %q: write fsdp before cp, as torchtitan's mesh orders dp_shard and cp: fsdp shards every weight over fsdp × cp, its split outermost", s)
+	}
 	return axes, nil
 }
 

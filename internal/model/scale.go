@@ -6,22 +6,27 @@ package model
 // to 2 query heads per key/value head) and vocabulary padding, and the
 // same sharding of every weight and activation over the same mesh, but
 // 2 layers (or o.Layers, when fewer), one key/value head per tp device,
-// heads of width 4 (or the least even width that fsdp shards evenly), an
+// heads of width 4 (or the least even width that the weights' shards,
+// fsdp's and with it cp's, split evenly), an
 // MLP of the same ratio to the hidden size, a vocabulary of 16 rows per
 // device that splits it, one sequence per dp and fsdp device, of 2 tokens
 // per tp and cp device. Simulation proves that plan; the full model's is
 // the same program at larger extents (docs/models.md).
 func ScaleDown(c *Config, p Parallel, o Options) (*Config, Options) {
-	tp, fsdp := p.size(TP), p.size(FSDP)
+	tp, shards := p.size(TP), p.weightShards()
+	ffn := tp * p.size(FSDP)
+	if tp == 1 {
+		ffn = shards // the weights' shards split the MLP's width too
+	}
 	s := *c
 	s.Layers = min(c.Layers, 2)
 	s.KVHeads = tp
 	s.Heads = tp * min(c.Heads/c.KVHeads, 2)
 	for s.HeadDim = 4; ; s.HeadDim += 2 {
 		s.Hidden = s.Heads * s.HeadDim
-		s.FFN = roundUp(max(s.Hidden*c.FFN/c.Hidden, 1), tp*fsdp)
-		if Check(&s, p) == nil || s.HeadDim >= 2*fsdp {
-			break // a width of 2·fsdp always shards evenly
+		s.FFN = roundUp(max(s.Hidden*c.FFN/c.Hidden, 1), ffn)
+		if Check(&s, p) == nil || s.HeadDim >= 2*shards {
+			break // a width of 2·shards always shards evenly
 		}
 	}
 	n := p.vocabSplit()

@@ -116,7 +116,8 @@ func (s *Summary) memory(pl *plan.Plan, weights []string, matmul map[string]bool
 	}
 	gathered := map[string]bool{}
 	for _, w := range weights {
-		gathered[Gathered(w)] = true
+		// Under fsdp × cp, the copy gathered along cp too.
+		gathered[Gathered(w)], gathered[gatheredCP(w)] = true, true
 	}
 	for _, tn := range pl.Tensors {
 		n, b := localSize(tn)

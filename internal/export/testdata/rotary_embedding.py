@@ -341,6 +341,10 @@ PLAN = json.loads(r'''
 }
 ''')
 DEFAULT_SEED = 0
+# The floating-point inputs are simulate's values times 2^-DATA_SCALE (export torch --data-scale).
+DATA_SCALE = 0
+# The data set of the inputs (export torch --data); None: simulate's for the plan.
+DATA = None
 # First values of each fusion input in `nvcomm simulate --seed 0`.
 PROBES = {}
 # Predicted seconds per block of rotary_embedding (topology None).
