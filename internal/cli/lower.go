@@ -54,6 +54,9 @@ each moves (JSON, docs/plan.md). Errors point at file:line:col.`,
 			if err != nil {
 				return err
 			}
+			// The optimal policy decomposes collectives only in a step
+			// graph (docs/overlap.md); --auto's search prices the list.
+			opts.StepGraph = o.graph && !o.auto.enabled
 			if o.format.value == "json" && !o.auto.enabled && !o.graph {
 				return streamPlan(cmd, args[0], o.output, opts)
 			}

@@ -23,7 +23,10 @@ import (
 // whole.
 func (v *validator) checkWholes() {
 	for k := range v.p.Ops {
-		if v.computesWithin[k] {
+		switch {
+		case v.decomposes(k):
+			v.checkOverlap(k)
+		case v.computesWithin[k]:
 			v.checkRing(k)
 		}
 	}
