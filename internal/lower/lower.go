@@ -177,7 +177,8 @@ func newLowerer(f *ir.Fusion, opts Options, w *plan.Writer, alike *opsAlike) (*l
 	}
 	planner.Share(opts.Searches)
 	return &lowerer{f: f, planner: planner, ledger: reshard.NewLedger(f.File), w: w, alike: alike, owned: w != nil,
-		opBounds: map[*ir.Op]reshard.Bounds{}, discard: map[*ir.Op]bool{}, trials: newTrials(f), noBound: opts.SkipBounds, graph: opts.StepGraph}, nil
+		opBounds: map[*ir.Op]reshard.Bounds{}, discard: map[*ir.Op]bool{}, trials: newTrials(f), noBound: opts.SkipBounds,
+		graph: opts.StepGraph || f.Pipeline != nil}, nil
 }
 
 // pass is one pass of the lowering.

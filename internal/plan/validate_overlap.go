@@ -19,7 +19,7 @@ import (
 // writes one of the form's intermediate buffers.
 func (v *validator) decomposes(k int) bool {
 	op := &v.p.Ops[k]
-	if op.Op != "linear" && op.Op != "matmul" {
+	if op.Op != "linear" && op.Op != "matmul" || op.Of != nil {
 		return false
 	}
 	if v.computesWithin[k] {
