@@ -55,8 +55,8 @@ each moves (JSON, docs/plan.md). Errors point at file:line:col.`,
 				return err
 			}
 			// The optimal policy decomposes collectives only in a step
-			// graph (docs/overlap.md); --auto's search prices the list.
-			opts.StepGraph = o.graph && !o.auto.enabled
+			// graph (docs/overlap.md).
+			opts.StepGraph = o.graph
 			if o.format.value == "json" && !o.auto.enabled && !o.graph {
 				return streamPlan(cmd, args[0], o.output, opts)
 			}
