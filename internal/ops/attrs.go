@@ -70,6 +70,10 @@ type AttrSpec struct {
 	// Optional says that an op that takes it may leave it out, as torch's
 	// keyword arguments with a default (cross_entropy's reduction).
 	Optional bool
+	// Planning says that it chooses how the op is planned, not what it
+	// computes (a linear's overlap): the reference and the exported
+	// program's torch function do not take it.
+	Planning bool
 }
 
 // The attributes of the reshaping ops.

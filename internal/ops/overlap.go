@@ -30,9 +30,9 @@ const (
 // overlapAttrSpecs are the specs of the attributes of a decomposed
 // collective.
 var overlapAttrSpecs = []AttrSpec{
-	{Key: AttrOverlap, Kind: NameAttr, Names: []string{OverlapAuto, OverlapCollective, OverlapRing, OverlapNone}, Optional: true,
+	{Key: AttrOverlap, Kind: NameAttr, Names: []string{OverlapAuto, OverlapCollective, OverlapRing, OverlapNone}, Optional: true, Planning: true,
 		Doc: "a linear's or matmul's decomposed collective, policy optimal: collective (k chunks, k smaller Allgathers or ReduceScatters), ring (a SendRecv ring shift per round), none, or auto (the makespan chooses); any but none makes the plan a step graph"},
-	{Key: AttrChunks, Kind: IntAttr, Optional: true, Check: checkChunks,
+	{Key: AttrChunks, Kind: IntAttr, Optional: true, Planning: true, Check: checkChunks,
 		Doc: "the chunks k of overlap: collective, dividing every device's rows; left out, the makespan chooses 2 or 4"},
 }
 
