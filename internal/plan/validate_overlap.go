@@ -14,24 +14,36 @@ import (
 // waits). A chunk cut from the wrong rows, or put back in the wrong
 // place, is then an error naming the step.
 
-// decomposes reports whether op k is a linear or matmul computed as a
-// decomposed collective: a set is computed within it, or a step of it
-// writes one of the form's intermediate buffers.
-func (v *validator) decomposes(k int) bool {
-	op := &v.p.Ops[k]
-	if op.Op != "linear" && op.Op != "matmul" || op.Of != nil {
-		return false
+// decomposedOps are the linears and matmuls computed as decomposed
+// collectives: a set is computed within one, or a step of one writes one
+// of the form's intermediate buffers (one pass over the steps).
+func (v *validator) decomposedOps() map[int]bool {
+	var out map[int]bool
+	mark := func(k int) {
+		if out == nil {
+			out = map[int]bool{}
+		}
+		out[k] = true
 	}
-	if v.computesWithin[k] {
-		return true
+	linear := func(k int) bool {
+		op := &v.p.Ops[k]
+		return (op.Op == "linear" || op.Op == "matmul") && op.Of == nil
 	}
-	prefix := OverlapBuffers(op.Output)("")
-	for i := range v.p.Steps {
-		if s := &v.p.Steps[i]; s.Op == k && strings.HasPrefix(s.Output, prefix) {
-			return true
+	for k := range v.computesWithin {
+		if k >= 0 && k < len(v.p.Ops) && linear(k) {
+			mark(k)
 		}
 	}
-	return false
+	for i := range v.p.Steps {
+		s := &v.p.Steps[i]
+		if s.Op < 0 || s.Op >= len(v.p.Ops) || !strings.Contains(s.Output, "/overlap/") || !linear(s.Op) {
+			continue
+		}
+		if strings.HasPrefix(s.Output, OverlapBuffers(v.p.Ops[s.Op].Output)("")) {
+			mark(s.Op)
+		}
+	}
+	return out
 }
 
 // checkOverlap checks op k's steps against the decomposed collective's.

@@ -22,9 +22,10 @@ import (
 // checkWholes checks the steps of every op that computes its composite
 // whole.
 func (v *validator) checkWholes() {
+	decomposed := v.decomposedOps()
 	for k := range v.p.Ops {
 		switch {
-		case v.decomposes(k):
+		case decomposed[k]:
 			v.checkOverlap(k)
 		case v.computesWithin[k]:
 			v.checkRing(k)
