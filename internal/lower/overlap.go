@@ -89,6 +89,12 @@ func (l *lowerer) chooseOverlaps() {
 			continue
 		}
 		attr, given := op.Attrs.Get(ops.AttrOverlap)
+		chunks, _ := op.Attrs.Get(ops.AttrChunks)
+		if chunks.Int != 0 && attr.Str != ops.OverlapCollective {
+			l.planner.Job(l.ledger, l.f, op).Fail("chunks: "+strconv.Itoa(chunks.Int)+" without overlap: collective",
+				"write overlap: collective with chunks, or leave chunks out (the ring's rounds are the mesh's devices; auto chooses k)")
+			continue
+		}
 		if attr.Str == ops.OverlapNone || !given && !l.graph {
 			continue
 		}
@@ -100,7 +106,6 @@ func (l *lowerer) chooseOverlaps() {
 			}
 		}
 		form, why := l.overlapOf(op, readers)
-		chunks, _ := op.Attrs.Get(ops.AttrChunks)
 		if form == nil {
 			if attr.Str == ops.OverlapCollective || attr.Str == ops.OverlapRing {
 				l.planner.Job(l.ledger, l.f, op).Fail("overlap: "+attr.Str+" needs "+why,
@@ -216,11 +221,6 @@ func (l *lowerer) priceOverlap(op *ir.Op, form *overlapForm, attr string, chunks
 	form.prices = []OverlapPrice{{Form: ops.OverlapNone, Chunks: 1, Price: price}}
 	rows := form.geometry.Rows
 	ks := []int{2, 4}
-	if chunks != 0 && attr != ops.OverlapCollective {
-		l.planner.Job(l.ledger, l.f, op).Fail("chunks: "+strconv.Itoa(chunks)+" without overlap: collective",
-			"write overlap: collective with chunks, or leave chunks out (the ring's rounds are the mesh's devices; auto chooses k)")
-		return false
-	}
 	if chunks != 0 {
 		if rows%chunks != 0 {
 			l.planner.Job(l.ledger, l.f, op).Fail("chunks: "+strconv.Itoa(chunks)+" does not divide each device's "+strconv.Itoa(rows)+" rows",

@@ -176,6 +176,7 @@ func TestOverlapErrors(t *testing.T) {
 		{"nothing gathered", replicated, "overlap: ring needs its first operand gathered along its rows"},
 		{"chunks not dividing", spFusion(4, 16, 8, "float32", ", overlap: collective, chunks: 3", ""), "chunks: 3 does not divide each device's 4 rows"},
 		{"chunks of a ring", spFusion(4, 16, 8, "float32", ", overlap: ring, chunks: 2", ""), "chunks: 2 without overlap: collective"},
+		{"chunks alone", spFusion(4, 16, 8, "float32", "", ", chunks: 2"), "chunks: 2 without overlap: collective"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, err := syntax.Parse("mlp.yaml", []byte(tc.src))
