@@ -64,7 +64,9 @@ func (o *autoOptions) compileAutoSource(cmd *cobra.Command, name string, src []b
 	if os.Getenv("GOGC") == "" { // the user's GOGC, when set, rules
 		defer debug.SetGCPercent(debug.SetGCPercent(auto.GCPercent))
 	}
-	res, err := auto.Solve(name, src, auto.Options{Lowering: opts, MemoryBudget: o.budget.bytes, TimeLimit: o.timeLimit, Progress: progressLine(cmd.ErrOrStderr())})
+	search := opts
+	search.StepGraph = false // the search prices each op's steps as a list; the plan chosen is lowered as asked
+	res, err := auto.Solve(name, src, auto.Options{Lowering: search, MemoryBudget: o.budget.bytes, TimeLimit: o.timeLimit, Progress: progressLine(cmd.ErrOrStderr())})
 	if err != nil {
 		return nil, nil, reportIn(cmd, name, err)
 	}

@@ -74,6 +74,9 @@ func (o *explainOptions) run(cmd *cobra.Command, arg string) error {
 	if opts.Forms, err = forms(p, opts.Topology); err != nil {
 		return report(cmd, err)
 	}
+	if opts.Overlaps, err = overlaps(p, opts.Topology); err != nil {
+		return report(cmd, err)
+	}
 	out := cmd.OutOrStdout()
 	opts.Color = o.color.value == "always" || (o.color.value == "auto" && explain.ColorAuto(out))
 	var b bytes.Buffer
@@ -103,6 +106,25 @@ func forms(p *plan.Plan, topo *cost.Topology) ([]explain.Form, error) {
 	var out []explain.Form
 	for _, f := range fs {
 		out = append(out, explain.Form{Op: f.Op, Ring: f.Ring, Gather: f.Gather, Expansion: f.Expansion, Bytes: f.Bytes, Chosen: f.Chosen})
+	}
+	return out, nil
+}
+
+// overlaps are the prices of the forms of p's decomposed collectives that
+// the lowering chose between (lower.Overlaps), for explain to show.
+func overlaps(p *plan.Plan, topo *cost.Topology) ([]explain.Overlap, error) {
+	os, err := lower.Overlaps(p, topo)
+	if err != nil {
+		return nil, err
+	}
+	var out []explain.Overlap
+	for _, o := range os {
+		x := explain.Overlap{Op: o.Op, Kind: o.Kind, Bytes: o.Bytes,
+			Chosen: explain.OverlapPrice{Form: o.Chosen.Form, Chunks: o.Chosen.Chunks, Price: o.Chosen.Price}}
+		for _, p := range o.Prices {
+			x.Prices = append(x.Prices, explain.OverlapPrice{Form: p.Form, Chunks: p.Chunks, Price: p.Price})
+		}
+		out = append(out, x)
 	}
 	return out, nil
 }

@@ -54,6 +54,9 @@ each moves (JSON, docs/plan.md). Errors point at file:line:col.`,
 			if err != nil {
 				return err
 			}
+			// The optimal policy decomposes collectives only in a step
+			// graph (docs/overlap.md).
+			opts.StepGraph = o.graph
 			if o.format.value == "json" && !o.auto.enabled && !o.graph {
 				return streamPlan(cmd, args[0], o.output, opts)
 			}
@@ -96,7 +99,7 @@ each moves (JSON, docs/plan.md). Errors point at file:line:col.`,
 	enumVar(cmd, o.policy, "policy", "lowering policy: optimal (the best plan under --objective) or nvfuser (nvFuser's rules)")
 	objectiveVar(cmd, o.objective)
 	autoVars(cmd, &o.auto)
-	cmd.Flags().BoolVar(&o.graph, "step-graph", false, "write a plan of format 2 whose steps form a graph: collectives on their own stream, each step waiting only for the steps it depends on, so that communication overlaps computation (docs/plan.md)")
+	cmd.Flags().BoolVar(&o.graph, "step-graph", false, "write a plan of format 2 whose steps form a graph: collectives on their own stream, each step waiting only for the steps it depends on, so that communication overlaps computation, and where the makespan says so the optimal policy decomposes an Allgather + matmul or a matmul + ReduceScatter into chunks (docs/overlap.md)")
 	choiceOrFileVar(cmd, &o.topology, "topology", "default",
 		"price the optimal policy's steps on a topology: default (the built-in H200 one) or a FILE that calibrate --fit wrote",
 		[]string{"default"}, topologyExts...)

@@ -38,6 +38,33 @@ type Options struct {
 	// compute, which the lowering chose between (lower.Forms); nil leaves
 	// them out.
 	Forms []Form
+	// Overlaps are the prices of the forms of the decomposed collectives
+	// the lowering chose between (lower.Overlaps); nil leaves them out.
+	Overlaps []Overlap
+}
+
+// Overlap is the optimal policy's choice of a decomposed collective
+// (docs/overlap.md, "Decomposed collectives"): the prices, under its
+// objective, of the undecomposed form and of each decomposed one.
+type Overlap struct {
+	// Op is the linear's or matmul's index.
+	Op int
+	// Kind is plan.OverlapAllgather or plan.OverlapReduceScatter.
+	Kind string
+	// Prices are the forms' prices, the undecomposed one first.
+	Prices []OverlapPrice
+	// Bytes says that the prices are bytes, not seconds.
+	Bytes bool
+	// Chosen is the form the plan takes.
+	Chosen OverlapPrice
+}
+
+// OverlapPrice is one form of a decomposed collective: none (the
+// undecomposed form), collective or ring, its chunks, and its price.
+type OverlapPrice struct {
+	Form   string
+	Chunks int
+	Price  float64
 }
 
 // Form is the optimal policy's choice of an sdpa's form: the prices, under

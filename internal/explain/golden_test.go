@@ -20,8 +20,9 @@ import (
 var update = os.Getenv("NVCOMM_UPDATE") != ""
 
 // TestExamplesGolden explains the optimal plan of every example of
-// testdata/examples, with the prices of its sdpas' forms as nvcomm
-// explain shows them (lower.Forms), and compares with testdata/NAME.txt.
+// testdata/examples, with the prices of its sdpas' forms and of its
+// decomposed collectives as nvcomm explain shows them (lower.Forms,
+// lower.Overlaps), and compares with testdata/NAME.txt.
 func TestExamplesGolden(t *testing.T) {
 	forExamples(t, ".txt", func(p *plan.Plan, b *bytes.Buffer) error {
 		o := All()
@@ -31,6 +32,17 @@ func TestExamplesGolden(t *testing.T) {
 		}
 		for _, f := range forms {
 			o.Forms = append(o.Forms, Form{Op: f.Op, Ring: f.Ring, Gather: f.Gather, Expansion: f.Expansion, Bytes: f.Bytes, Chosen: f.Chosen})
+		}
+		overlaps, err := lower.Overlaps(p, o.Topology)
+		if err != nil {
+			return err
+		}
+		for _, c := range overlaps {
+			x := Overlap{Op: c.Op, Kind: c.Kind, Bytes: c.Bytes, Chosen: OverlapPrice(c.Chosen)}
+			for _, pr := range c.Prices {
+				x.Prices = append(x.Prices, OverlapPrice(pr))
+			}
+			o.Overlaps = append(o.Overlaps, x)
 		}
 		return Write(b, p, o)
 	})

@@ -138,6 +138,7 @@ func (e *explainer) opContext(i int, op plan.Op) []string {
 			in.For))
 	}
 	lines = append(lines, e.formOf(i, op)...)
+	lines = append(lines, e.overlapOf(i, op)...)
 	out := e.sh[op.Output]
 	if out == nil {
 		return lines

@@ -24,6 +24,9 @@ func (e *explainer) computesWhole(k int) bool {
 // wholeForm names the form in which op k computes its sdpa whole: the
 // all-gather form where its steps gather, else ring attention.
 func (e *explainer) wholeForm(k int) string {
+	if k >= 0 && k < len(e.p.Ops) && e.p.Ops[k].Of == nil {
+		return "a decomposed Allgather + " + e.p.Ops[k].Op
+	}
 	for _, s := range e.stepsOf(k) {
 		if s.Type == plan.Allgather {
 			return "the all-gather form"
@@ -44,7 +47,7 @@ func (e *explainer) formOf(i int, op plan.Op) []string {
 			form = &e.o.Forms[k]
 		}
 	}
-	whole := e.computesWhole(i)
+	whole := e.computesWhole(i) && op.Of != nil
 	if !whole && form == nil {
 		return nil
 	}

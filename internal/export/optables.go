@@ -83,11 +83,14 @@ func opTables(all []*ops.Op) string {
 
 // storedAttrs are the keys, quoted, of the attributes but axes that op o
 // takes, which its torch function takes as keywords; a reduction's axis
-// too is left out, since the runtime reduces by REDUCE_OPS.
+// too is left out, since the runtime reduces by REDUCE_OPS, and so are
+// the attributes that only choose how the op is planned (a linear's
+// overlap), which compute nothing.
 func storedAttrs(o *ops.Op) []string {
 	var keys []string
 	for _, a := range o.Attrs {
-		if ops.AttrOf(string(a)).Stored() || a == ops.AttrAxis && o.Family != ops.Reduction {
+		spec := ops.AttrOf(string(a))
+		if spec.Stored() && !spec.Planning || a == ops.AttrAxis && o.Family != ops.Reduction {
 			keys = append(keys, fmt.Sprintf("%q", a))
 		}
 	}

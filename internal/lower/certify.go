@@ -64,7 +64,9 @@ func certify(p *plan.Plan, alike bool) (problems []diag.Diagnostic, unproven []i
 	if alike {
 		ops = tensors.opsAlike(f, true)
 	}
-	again, err := lowerSteps(f, Options{Policy: policy, Objective: Objective(p.Objective)}, ops)
+	// A plan of format 2 is lowered as one: its collectives may be
+	// decomposed (overlap.go).
+	again, err := lowerSteps(f, Options{Policy: policy, Objective: Objective(p.Objective), StepGraph: p.Graph()}, ops)
 	if err != nil {
 		addLowerErrors(ps, policy, err)
 		return ps.All(), nil

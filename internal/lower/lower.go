@@ -77,6 +77,11 @@ type Options struct {
 	// fusions): the steps are the same, and the plan's bytes_lower_bound,
 	// which that pass makes a bound, is left 0 (no bound claimed).
 	SkipBounds bool
+	// StepGraph lowers to a plan of format 2, whose steps form a graph
+	// (plan.ToGraph), where the optimal policy may decompose collectives
+	// (docs/overlap.md); a fusion whose ops force a decomposed form is
+	// lowered so without it.
+	StepGraph bool
 	// Searches, when set, keeps the resharding planner's searches across
 	// the Lower calls given it, for a caller that lowers many small
 	// fusions alike; nil keeps them per call.
@@ -114,8 +119,9 @@ func Lower(f *ir.Fusion, opts Options) (*plan.Plan, error) {
 // Lower copies them (a copy of each op after the first set inserted).
 // The caller must not use f after.
 func Stream(f *ir.Fusion, opts Options, w *plan.Writer) error {
-	if f.Pipeline != nil {
-		// A pipeline's plan is a graph, whose waits need every step.
+	if f.Pipeline != nil || opts.StepGraph || forcesGraph(f) {
+		// A pipeline's plan is a graph, whose waits need every step, as
+		// is one that may decompose a collective.
 		return writeWhole(f, opts, w)
 	}
 	f.ShareAlike()
@@ -171,7 +177,8 @@ func newLowerer(f *ir.Fusion, opts Options, w *plan.Writer, alike *opsAlike) (*l
 	}
 	planner.Share(opts.Searches)
 	return &lowerer{f: f, planner: planner, ledger: reshard.NewLedger(f.File), w: w, alike: alike, owned: w != nil,
-		opBounds: map[*ir.Op]reshard.Bounds{}, discard: map[*ir.Op]bool{}, trials: newTrials(f), noBound: opts.SkipBounds}, nil
+		opBounds: map[*ir.Op]reshard.Bounds{}, discard: map[*ir.Op]bool{}, trials: newTrials(f), noBound: opts.SkipBounds,
+		graph: opts.StepGraph || f.Pipeline != nil}, nil
 }
 
 // pass is one pass of the lowering.
@@ -191,6 +198,7 @@ var passes = []pass{
 	{"insert reshardings", (*lowerer).insertReshardings, false},
 	{"bound the ways", (*lowerer).boundWays, true},
 	{"choose attention's form", (*lowerer).chooseRings, false},
+	{"decompose collectives", (*lowerer).chooseOverlaps, false},
 	{"lower each op", (*lowerer).lowerOps, false},
 }
 
@@ -290,6 +298,13 @@ type lowerer struct {
 	// (ring.go); nil when there are none.
 	rings  map[*ir.Op]*ringForm
 	within map[*ir.Op]*ir.Op
+	// overlaps are the linears and matmuls a decomposed collective could
+	// compute, with the form chosen (overlap.go); graph says that the
+	// plan is a step graph (Options.StepGraph, or an op's overlap
+	// attribute).
+	overlaps  map[*ir.Op]*overlapForm
+	producers map[*ir.Tensor]*ir.Op
+	graph     bool
 	// owned is set when the caller's fusion is the lowerer's to change
 	// (Stream): the resharding pass then renumbers its ops and gives them
 	// their new operands in place, rather than copy them.
@@ -332,6 +347,10 @@ func (l *lowerer) lowerOp(op *ir.Op) {
 	}
 	if r := l.rings[op]; r != nil && r.whole() {
 		l.lowerWhole(op, r)
+		return
+	}
+	if o := l.overlaps[op]; o != nil && o.decomposed() {
+		l.lowerOverlap(op, o)
 		return
 	}
 	l.lowerOpAlone(op)
@@ -406,8 +425,9 @@ func (l *lowerer) plan() *plan.Plan {
 		l.counts.add(&p.Steps[i])
 	}
 	p.Summary = l.summary()
-	if p.Pipeline != nil {
-		// The stages run at once only as a graph (docs/pipeline.md).
+	if p.Pipeline != nil || l.graph {
+		// The stages run at once only as a graph (docs/pipeline.md), and
+		// so do a decomposed collective's chunks (overlap.go).
 		plan.ToGraph(p)
 	}
 	return p

@@ -10,6 +10,7 @@ import (
 	"github.com/nvcomm/nvcomm/internal/cost"
 	"github.com/nvcomm/nvcomm/internal/diag"
 	"github.com/nvcomm/nvcomm/internal/lower"
+	"github.com/nvcomm/nvcomm/internal/ops"
 	"github.com/nvcomm/nvcomm/internal/plan"
 	"github.com/nvcomm/nvcomm/internal/syntax"
 )
@@ -116,11 +117,15 @@ func TestObjectivesWin(t *testing.T) {
 	})
 }
 
-// fixesForm reports whether p's fusion fixes an sdpa's form with cp: ring.
+// fixesForm reports whether p's fusion fixes an sdpa's form with cp: ring,
+// or a decomposed collective's with overlap: collective or ring.
 func fixesForm(p *plan.Plan) bool {
 	for _, op := range p.Ops {
 		if op.Of != nil && op.Of.CP == "ring" {
 			return true
+		}
+		if v, ok := op.Attrs.Get(ops.AttrOverlap); ok && (v.Str == ops.OverlapCollective || v.Str == ops.OverlapRing) {
+			return true // a decomposed collective forced where it is slower
 		}
 	}
 	return false

@@ -70,6 +70,10 @@ type AttrSpec struct {
 	// Optional says that an op that takes it may leave it out, as torch's
 	// keyword arguments with a default (cross_entropy's reduction).
 	Optional bool
+	// Planning says that it chooses how the op is planned, not what it
+	// computes (a linear's overlap): the reference and the exported
+	// program's torch function do not take it.
+	Planning bool
 }
 
 // The attributes of the reshaping ops.
@@ -93,7 +97,7 @@ var attrSpecs = slices.Concat([]AttrSpec{
 	{Key: AttrDType, Kind: DTypeAttr, Doc: "the output's element type"},
 	{Key: AttrEps, Kind: FloatAttr, Doc: "a norm's epsilon, added to the mean square (rms_norm) or variance (layer_norm)",
 		Check: checkEps},
-}, sliceAttrSpecs, lossAttrSpecs, sdpaAttrSpecs, trilAttrSpecs, scatterAttrSpecs)
+}, sliceAttrSpecs, lossAttrSpecs, sdpaAttrSpecs, trilAttrSpecs, scatterAttrSpecs, overlapAttrSpecs)
 
 // checkEps checks a norm's epsilon: not negative.
 func checkEps(v Value) (string, string) {

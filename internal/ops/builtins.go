@@ -47,9 +47,9 @@ func builtins() *Registry {
 	}
 	r.MustRegister(Op{Name: "broadcast", Family: Broadcast, Operands: []string{"x"}, Attrs: []Attr{AttrAxes},
 		Rule: broadcastRule, Doc: "its input with new axes, repeated along them"})
-	r.MustRegister(Op{Name: "matmul", Family: Contraction, Operands: []string{"a", "b"}, Rule: matmulRule,
+	r.MustRegister(Op{Name: "matmul", Family: Contraction, Operands: []string{"a", "b"}, Attrs: []Attr{AttrOverlap, AttrChunks}, Rule: matmulRule,
 		Torch: &Torch{Func: "torch.matmul"}, Doc: "a @ b, torch.matmul of a [..., m, k] and b [k, n] or [..., k, n]"})
-	r.MustRegister(Op{Name: "linear", Family: Contraction, Operands: []string{"x", "w", "bias"}, Optional: 1,
+	r.MustRegister(Op{Name: "linear", Family: Contraction, Operands: []string{"x", "w", "bias"}, Optional: 1, Attrs: []Attr{AttrOverlap, AttrChunks},
 		Rule: linearRule, Torch: &Torch{Func: "_linear"}, Doc: "x @ wᵀ + bias, torch.nn.functional.linear"})
 	registerLookupOps(r)
 	registerScatter(r)

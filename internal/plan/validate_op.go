@@ -106,6 +106,16 @@ func (v *validator) checkWithin(i int, op Op) {
 		return
 	}
 	last := v.p.Ops[n]
+	if last.Of == nil && (last.Op == "linear" || last.Op == "matmul") && last.Within == nil {
+		// A decomposed collective computes the set that gathers its first
+		// operand (docs/overlap.md).
+		if op.Op != "set" || op.Inserted == nil || op.Inserted.For != n || len(last.Operands()) < 1 || last.Operands()[0] != op.Output {
+			v.planf("op %d: within op %d, a %s, but it is not the set inserted to gather its first operand", i, n, last.Op)
+			return
+		}
+		v.markWithin(n)
+		return
+	}
 	if last.Of == nil || last.Of.Grad || last.Of.Output != last.Output || last.Within != nil {
 		v.planf("op %d: within op %d, which is not the last op of a composite's expansion", i, n)
 		return
@@ -120,6 +130,11 @@ func (v *validator) checkWithin(i int, op Op) {
 		v.planf("op %d: within op %d, but it is neither an op of %s's expansion nor a set inserted for one", i, n, last.Of.Output)
 		return
 	}
+	v.markWithin(n)
+}
+
+// markWithin records that other ops are computed within op n.
+func (v *validator) markWithin(n int) {
 	if v.computesWithin == nil {
 		v.computesWithin = map[int]bool{}
 	}

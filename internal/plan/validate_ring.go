@@ -22,8 +22,12 @@ import (
 // checkWholes checks the steps of every op that computes its composite
 // whole.
 func (v *validator) checkWholes() {
+	decomposed := v.decomposedOps()
 	for k := range v.p.Ops {
-		if v.computesWithin[k] {
+		switch {
+		case decomposed[k]:
+			v.checkOverlap(k)
+		case v.computesWithin[k]:
 			v.checkRing(k)
 		}
 	}

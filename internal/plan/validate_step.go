@@ -327,7 +327,18 @@ func (v *validator) checkInput(i int, s *Step, name string, op *Op) {
 // readsWhole reports whether op k computes its composite whole (other
 // ops are computed within it) and name is an operand of that composite.
 func (v *validator) readsWhole(k int, name string) bool {
-	return v.computesWithin[k] && slices.Contains(v.p.Ops[k].Of.Inputs, name)
+	if !v.computesWithin[k] {
+		return false
+	}
+	if of := v.p.Ops[k].Of; of != nil {
+		return slices.Contains(of.Inputs, name)
+	}
+	for j := range v.p.Ops { // a decomposed collective reads its set's input
+		if o := &v.p.Ops[j]; o.Within != nil && *o.Within == k && o.Input == name {
+			return true
+		}
+	}
+	return false
 }
 
 // checkOutput checks that the output is the op's output tensor or one of its

@@ -246,6 +246,9 @@ func TestRopesSameAsCopies(t *testing.T) {
 			var roped, copied string
 			withRopeMin(1, func() { roped = outcome(p) })
 			withRopeMin(math.MaxInt, func() { copied = outcome(p) })
+			if tooLarge(roped) && tooLarge(copied) {
+				continue // a realistic size (tp_mlp_overlap_auto): refused either way, the estimates differing by the pieces shared
+			}
 			if roped != copied {
 				t.Errorf("%s, variant %d: in pieces\n%s\ncopied\n%s", filepath.Base(file), k, roped, copied)
 			}
@@ -266,6 +269,10 @@ func boolInt(b bool) int {
 	}
 	return 0
 }
+
+// tooLarge reports whether an outcome is the simulator's refusal of a
+// plan too large to simulate.
+func tooLarge(outcome string) bool { return strings.HasPrefix(outcome, "error: too large to simulate") }
 
 // outcomePass is the outcome of a simulation that passes (traffic aside).
 const outcomePass = "pass"
