@@ -173,12 +173,22 @@ func (e *explainer) opContext(i int, op plan.Op) []string {
 	return lines
 }
 
-// sums reports whether op i's steps sum partial results over devices:
-// a contraction whose output's sharding splits its summed axis may
-// instead have its operands gathered (the optimal policy's choice).
+// sums reports whether op i's steps sum partial results over devices —
+// a reducing collective, or a ring that passes on a partial product its
+// Matmul wrote (a decomposed matmul + ReduceScatter) — where a
+// contraction whose output's sharding splits its summed axis may instead
+// have its operands gathered (the optimal policy's choice).
 func (e *explainer) sums(i int) bool {
-	return slices.ContainsFunc(e.stepsOf(i), func(s *plan.Step) bool {
-		return s.Type == plan.Allreduce || s.Type == plan.ReduceScatter || s.Type == plan.Reduce
+	steps := e.stepsOf(i)
+	products := map[string]bool{}
+	for _, s := range steps {
+		if s.Type == plan.Matmul {
+			products[s.Output] = true
+		}
+	}
+	return slices.ContainsFunc(steps, func(s *plan.Step) bool {
+		return s.Type == plan.Allreduce || s.Type == plan.ReduceScatter || s.Type == plan.Reduce ||
+			s.Type == plan.SendRecv && products[s.Input]
 	})
 }
 
