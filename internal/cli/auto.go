@@ -26,6 +26,9 @@ type autoOptions struct {
 	budget    sizeFlag
 	emit      string
 	timeLimit time.Duration
+	// emitsBackward is set by a command whose --emit-fusion, without
+	// --auto, writes a backward section as ops (lower).
+	emitsBackward bool
 }
 
 func autoVars(cmd *cobra.Command, o *autoOptions) {
@@ -39,6 +42,9 @@ func autoVars(cmd *cobra.Command, o *autoOptions) {
 // check refuses the auto flags without --auto.
 func (o *autoOptions) check(cmd *cobra.Command) error {
 	for _, name := range []string{"memory-budget", "emit-fusion", "time-limit"} {
+		if name == "emit-fusion" && o.emitsBackward {
+			continue
+		}
 		if !o.enabled && cmd.Flags().Changed(name) {
 			return usageError{fmt.Errorf("--%s needs --auto", name)}
 		}
@@ -83,6 +89,17 @@ func (o *autoOptions) compileAutoSource(cmd *cobra.Command, name string, src []b
 		return nil, nil, report(cmd, res.Repoint(err))
 	}
 	return p, res, nil
+}
+
+// emitBackward writes, where --emit-fusion says, fusion source src (read
+// from name) with its backward section written as the ops nvcomm derives
+// for it (syntax.WriteBackward).
+func (o *autoOptions) emitBackward(cmd *cobra.Command, name string, src []byte) error {
+	out, err := syntax.WriteBackward(name, src)
+	if err != nil {
+		return report(cmd, err)
+	}
+	return writeOutput(cmd, o.emit, out)
 }
 
 // lowerAnnotated lowers the fusion --auto annotated; its errors are the

@@ -57,14 +57,18 @@ each moves (JSON, docs/plan.md). Errors point at file:line:col.`,
 			// The optimal policy decomposes collectives only in a step
 			// graph (docs/overlap.md).
 			opts.StepGraph = o.graph
-			if o.format.value == "json" && !o.auto.enabled && !o.graph {
+			emit := o.auto.emit != "" && !o.auto.enabled
+			if o.format.value == "json" && !o.auto.enabled && !o.graph && !emit {
 				return streamPlan(cmd, args[0], o.output, opts)
 			}
 			var p *plan.Plan
 			var chosen *auto.Result
-			if o.auto.enabled {
+			switch {
+			case o.auto.enabled:
 				p, chosen, err = o.auto.compileAuto(cmd, args[0], opts)
-			} else {
+			case emit:
+				p, err = o.compileEmitting(cmd, args[0], opts)
+			default:
 				p, err = compile(cmd, args[0], opts)
 			}
 			if err != nil {
@@ -99,6 +103,8 @@ each moves (JSON, docs/plan.md). Errors point at file:line:col.`,
 	enumVar(cmd, o.policy, "policy", "lowering policy: optimal (the best plan under --objective) or nvfuser (nvFuser's rules)")
 	objectiveVar(cmd, o.objective)
 	autoVars(cmd, &o.auto)
+	o.auto.emitsBackward = true
+	cmd.Flags().Lookup("emit-fusion").Usage = "write the fusion to `FILE` (atomically): with --auto with the chosen placements, without it with its backward section as the ops nvcomm derives (docs/training.md)"
 	cmd.Flags().BoolVar(&o.graph, "step-graph", false, "write a plan of format 2 whose steps form a graph: collectives on their own stream, each step waiting only for the steps it depends on, so that communication overlaps computation, and where the makespan says so the optimal policy decomposes an Allgather + matmul or a matmul + ReduceScatter into chunks (docs/overlap.md)")
 	choiceOrFileVar(cmd, &o.topology, "topology", "default",
 		"price the optimal policy's steps on a topology: default (the built-in H200 one) or a FILE that calibrate --fit wrote",
@@ -158,6 +164,19 @@ func parseGivingBack(cmd *cobra.Command, name string, src []byte) (*ir.Fusion, e
 	}
 	dropInputPages(cmd.Context(), src)
 	return decls.Build(false)
+}
+
+// compileEmitting is compile that also writes the fusion with its
+// backward section as ops (--emit-fusion without --auto).
+func (o *lowerOptions) compileEmitting(cmd *cobra.Command, arg string, opts lower.Options) (*plan.Plan, error) {
+	name, src, err := readInput(cmd, arg)
+	if err != nil {
+		return nil, err
+	}
+	if err := o.auto.emitBackward(cmd, name, src); err != nil {
+		return nil, err
+	}
+	return compileSource(cmd, name, src, opts)
 }
 
 // compile parses and lowers a fusion file, reporting diagnostics.

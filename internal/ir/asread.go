@@ -85,7 +85,7 @@ func (p *Source) buildAsRead(ro *rawOp) {
 	e := p.asRead
 	b := e.b
 	e.started = true
-	if p.errs.Count() > 0 || p.back != nil || p.pipe != nil || IsGradName(ro.out) || ro.reads(ro.out) ||
+	if p.errs.Count() > 0 || p.back != nil || p.pipe != nil || !IsIdent(ro.out) || ro.keysOf().gradOf != "" || ro.reads(ro.out) ||
 		b.tensors.lookup(ro.out) != nil {
 		p.abandon()
 		return
@@ -94,7 +94,7 @@ func (p *Source) buildAsRead(ro *rawOp) {
 		if b.tensors.lookup(name) != nil {
 			continue
 		}
-		if IsGradName(name) || p.decl(name) == nil {
+		if !IsIdent(name) || p.decl(name) == nil {
 			p.abandon() // undeclared: an op after it may write it, or none
 			return
 		}

@@ -58,6 +58,11 @@ type rawBackward struct {
 	reshard    bool
 	reshardAt  diag.Pos
 	recomputed map[string]*Tensor
+	// ops are the backward's ops as generated, kept for a file to write
+	// them (Source.WrittenBackward), and inputSeeds the input seeds
+	// their provenances stand for (an input has no op to name).
+	ops        []*rawOp
+	inputSeeds map[*Composite]string
 }
 
 // BackwardDecl is a fusion's backward section as a file writes it: where
@@ -109,7 +114,11 @@ func (p *Source) prepareBackward(order []*rawOp) {
 	for _, name := range p.tensorNames {
 		base, ok := strings.CutSuffix(name, gradSuffix)
 		switch {
+		case isPart(name) && producerOf(p.producers, name) == nil:
+			p.errs.AddHint(p.decl(name).pos, "declare the tensors ops write: a name with a slash is a part of a composite's or a gradient's",
+				"tensor %q: no op writes it", name)
 		case !ok:
+		case b == nil && p.producers[name] != nil: // written by an op of the file (grad_of)
 		case b == nil:
 			p.errs.AddHint(p.decl(name).pos, "add backward: {seeds: {loss: 1}, wrt: ["+base+"]}, or rename the tensor",
 				"tensor %q: a name ending in .grad is a gradient, which only a backward section computes", name)
@@ -276,6 +285,7 @@ func (g *gradGen) seed(s SeedDecl) bool {
 		return false
 	}
 	of := g.gradOf(g.producer(s.Name))
+	g.b.seedOf(of, s.Name)
 	one := s.Name + gradSuffix
 	if !g.sole(s.Name) {
 		one += "/seed"
@@ -301,20 +311,29 @@ func (g *gradGen) producer(t string) *rawOp {
 // gradOf is the provenance of the ops of the gradient of forward op ro
 // (for nil, an input seed: its own copy), made once per op.
 func (g *gradGen) gradOf(ro *rawOp) *Composite {
-	if ro == nil {
-		ro = &rawOp{kind: OpSet, axis: -1}
-	}
 	if of := g.of[ro]; of != nil {
 		return of
 	}
+	of := gradComposite(ro, g.tensors)
+	if ro != nil {
+		g.of[ro] = of
+	}
+	return of
+}
+
+// gradComposite is the provenance of the ops of the gradient of forward
+// op ro, whose tensors are built (for nil, an input seed: its own copy).
+func gradComposite(ro *rawOp, tensors *tensorTable) *Composite {
+	if ro == nil {
+		ro = &rawOp{kind: OpSet, axis: -1}
+	}
 	of := &Composite{Kind: ro.kind, Inputs: slices.Clone(ro.ins), Output: ro.out, Axis: -1, Grad: true}
-	if y := g.tensors.lookup(ro.out); y != nil {
+	if y := tensors.lookup(ro.out); y != nil {
 		of.mesh = y.Mesh
 	}
 	if ro.kind.Entry().Takes(ops.AttrAxis) && len(ro.ins) > 0 {
-		of.Axis = g.gradIn(ro, g.tensors.lookup(ro.out), nil).Attrs.Axis
+		of.Axis = gradIn(ro, tensors.lookup(ro.out), nil, tensors).Attrs.Axis
 	}
-	g.of[ro] = of
 	return of
 }
 
@@ -429,9 +448,14 @@ func (g *gradGen) op(ro *rawOp) bool {
 // shapes and dtypes, its attributes counted from the start (the built
 // op's, or for a composite its axis normalized as its expansion does).
 func (g *gradGen) gradIn(ro *rawOp, y *Tensor, need []bool) *ops.GradIn {
+	return gradIn(ro, y, need, g.tensors)
+}
+
+// gradIn is gradGen.gradIn of tensors built in tensors.
+func gradIn(ro *rawOp, y *Tensor, need []bool, tensors *tensorTable) *ops.GradIn {
 	in := &ops.GradIn{Out: valueShape(y), Need: need, Scalar: ro.keysOf().scalar}
 	for _, name := range ro.ins {
-		t := g.tensors.lookup(name)
+		t := tensors.lookup(name)
 		in.In, in.DTypes = append(in.In, valueShape(t)), append(in.DTypes, string(t.DType))
 	}
 	if op := y.Producer; op != nil && op.Of == nil {

@@ -38,16 +38,21 @@ func (p *Source) build(name string) *Fusion {
 	// Only the ops in order are read from now on: each is garbage once
 	// its op is made, as is its output's declaration (tensors.made). The
 	// names declared are read by the inputs' messages only.
+	grads := p.gradOfProducers()
 	p.ops, p.producers, p.read, p.tensorNames = nil, nil, nil, nil
 	for i, ro := range order {
 		order[i] = nil
 		if p.lost[ro.out] {
 			continue // produced twice or on a cycle, reported
 		}
+		if !grads.resolve(ro, b.tensors) {
+			continue
+		}
 		b.buildOp(ro, i)
 	}
 	if p.back != nil && p.errs.Count() == 0 {
 		back, ok := p.backwardOps(b.tensors)
+		p.back.ops = back
 		b.tensors.left += len(back)
 		for j, ro := range back {
 			if ok {
@@ -129,6 +134,9 @@ func (b *builder) buildOp(ro *rawOp, i int) bool {
 	for k, name := range ro.ins {
 		ins[k] = tensors.lookup(name)
 		ready = ready && !p.lost[name] && ins[k] != nil && !b.unresolved[ins[k]]
+		if ins[k] == nil && isPart(name) && !p.lost[name] {
+			p.noPart(ro, k)
+		}
 	}
 	if ready && ro.kind.family() == ops.Composite {
 		// Written as primitive ops, each built as the file's are.
@@ -303,7 +311,7 @@ type mention struct {
 // listed: a list of every name was 6 of the 86 MB live at the peak of
 // parsing the mixed family of 100k ops (docs/performance.md).
 func (p *Source) inputOrder() (inputs []mention, names int) {
-	isInput := func(n string) bool { return p.producers[n] == nil && !p.lost[n] && !IsGradName(n) }
+	isInput := func(n string) bool { return p.producers[n] == nil && !p.lost[n] && !IsGradName(n) && !isPart(n) }
 	for _, n := range p.tensorNames {
 		if isInput(n) {
 			inputs = append(inputs, mention{n, p.decl(n).pos})
@@ -366,7 +374,7 @@ func (p *Source) sortOps() []*rawOp {
 			if p.lost[in] {
 				continue // its readers are not checked
 			}
-			if dep, ok := producer[in]; ok && !visit(dep) {
+			if dep := producerOf(producer, in); dep != nil && !visit(dep) {
 				op.visit = visited
 				p.lose(op.out)
 				return false

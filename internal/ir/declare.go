@@ -86,8 +86,8 @@ func (p *Source) AddTensor(d *TensorDecl) {
 	p.raw[d.Name] = declared{raw: rt}
 	if p.asRead == nil {
 		p.tensorNames = append(p.tensorNames, d.Name)
-	} else if IsGradName(d.Name) {
-		p.abandon() // a gradient: build checks it against the backward section
+	} else if !IsIdent(d.Name) {
+		p.abandon() // a gradient or a part: build checks it against the ops
 	}
 	if given(d.DTypeAt) {
 		rt.own().dtypeAt, rt.own().dtype = d.DTypeAt, d.DType
@@ -147,6 +147,10 @@ type OpDecl struct {
 	// written at ScalarAt.
 	Scalar   *ops.Scalar
 	ScalarAt diag.Pos
+	// GradOf is the tensor whose op the op is part of the gradient of
+	// (grad_of, docs/training.md), "" for none, written at GradOfAt.
+	GradOf   string
+	GradOfAt diag.Pos
 	// Broken is set when the front end reported a problem of the op: it
 	// is left out.
 	Broken bool
@@ -190,8 +194,9 @@ func (p *Source) AddOp(d *OpDecl) {
 // raw is the op d declares, as build reads it.
 func (d *OpDecl) raw() *rawOp {
 	op := &rawOp{kind: d.Kind, ins: d.In, inAt: d.InAt, out: d.Out, outAt: d.OutAt, axis: d.Axis, pos: d.Pos, fileIdx: d.Index}
-	if given(d.AxisAt) || given(d.AxesAt) || d.Attrs != nil || d.Scalar != nil {
-		op.keys = &rawKeys{axisAt: d.AxisAt, axes: d.Axes, axesAt: d.AxesAt, axesEach: d.AxesEach, scalar: d.Scalar, scalarAt: d.ScalarAt}
+	if given(d.AxisAt) || given(d.AxesAt) || d.Attrs != nil || d.Scalar != nil || d.GradOf != "" {
+		op.keys = &rawKeys{axisAt: d.AxisAt, axes: d.Axes, axesAt: d.AxesAt, axesEach: d.AxesEach, scalar: d.Scalar, scalarAt: d.ScalarAt,
+			gradOf: d.GradOf, gradOfAt: d.GradOfAt}
 		if d.Attrs != nil {
 			op.keys.attrs = &rawAttrs{vals: d.Attrs, at: d.AttrAt, each: d.AttrEach}
 		}

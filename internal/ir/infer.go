@@ -30,8 +30,9 @@ func (p *Source) resolveOp(op *Op, ro *rawOp) (inferred, ok bool) {
 		return false, false
 	}
 	out := op.Out
-	out.Propagated = p.propagates(out.Name) || ro.intermediate()
-	if ro.intermediate() {
+	part := p.inferredPart(ro)
+	out.Propagated = p.propagates(out.Name) || part
+	if part {
 		out.Mesh = p.compositeMesh(ro)
 	}
 	if out.Propagated {
@@ -42,6 +43,15 @@ func (p *Source) resolveOp(op *Op, ro *rawOp) (inferred, ok bool) {
 	out.Mesh = operandMesh(op)
 	ok = p.declareOutput(op)
 	return out.Mesh != nil, ok
+}
+
+// inferredPart reports whether ro writes an intermediate that takes its
+// shape and sharding from its op (rawOp.intermediate) rather than from a
+// declaration: a file that writes a backward's ops declares the copies
+// whose sharding propagation would not give, and the broadcasts' shapes
+// (gradof.go).
+func (p *Source) inferredPart(ro *rawOp) bool {
+	return ro.intermediate() && p.decl(ro.out) == nil
 }
 
 // opIn is an op for inferOp to check, as given: its kind as written (a
@@ -299,7 +309,7 @@ func (p *Source) broadcastShape(ro *rawOp, op *Op) ([]int, diag.Pos, bool) {
 	if shape := ro.keysOf().outShape; shape != nil {
 		return shape, ro.pos, true
 	}
-	if ro.intermediate() {
+	if p.inferredPart(ro) {
 		return extentOne(op.In().Shape(), ro.keysOf().axes), ro.pos, true
 	}
 	rt := p.decl(ro.out)

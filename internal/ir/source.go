@@ -241,6 +241,10 @@ type rawKeys struct {
 	// outShape is, on a gradient rule's broadcast back over a reduced
 	// axis, its output's shape, which no file declares.
 	outShape []int
+	// gradOf is the tensor a file's op names with grad_of (gradof.go),
+	// written at gradOfAt: build resolves it into of.
+	gradOf   string
+	gradOfAt diag.Pos
 }
 
 // rawAttrs are an op's attributes but axis and axes as written

@@ -19,8 +19,8 @@ import (
 // since (ops.RegisterAttr, before any parse).
 func opKeys() []string {
 	keys := opKeysMemo.Load()
-	if keys == nil || len(*keys) != 3+ops.NumAttrs() {
-		all := append([]string{"op", "in", "out"}, ops.AttrKeys()...)
+	if keys == nil || len(*keys) != 4+ops.NumAttrs() {
+		all := append([]string{"op", "in", "out", "grad_of"}, ops.AttrKeys()...)
 		keys = &all
 		opKeysMemo.Store(keys)
 	}
@@ -87,7 +87,10 @@ func (p *reader) parseOp(d *ir.OpDecl, it *yaml.Node, i int) bool {
 			insOK = ok
 		case "out":
 			ns.out, d.OutAt = v, posOf(v)
-			d.Out, ok = p.w.ident(v, what+" out")
+			d.Out, ok = p.w.name(v, what+" out", ir.IsBackwardName)
+		case "grad_of":
+			d.GradOfAt = posOf(v)
+			d.GradOf, ok = p.w.ident(v, what+" grad_of")
 		case "axis":
 			ns.axis, d.AxisAt = v, posOf(v)
 			d.Axis, ok = p.w.integer(v, what+" axis")
@@ -158,7 +161,7 @@ func (p *reader) opInputs(d *ir.OpDecl, n *yaml.Node, what string) bool {
 			good = p.opScalar(d, it, slot, what) && good
 			continue
 		}
-		name, ok := p.w.ident(it, what)
+		name, ok := p.w.name(it, what, ir.IsTensorPath)
 		good = good && ok
 		d.In = append(d.In, name)
 		d.InAt = append(d.InAt, posOf(it))

@@ -120,7 +120,7 @@ func (s *streamer) entry(k, v *yaml.Node) bool {
 		s.ops++
 		return true
 	}
-	if s.p.src.Declares(k.Value) || !ir.IsIdent(k.Value) && !ir.IsGradName(k.Value) {
+	if s.p.src.Declares(k.Value) || !ir.IsIdent(k.Value) && !ir.IsBackwardName(k.Value) {
 		return false
 	}
 	s.p.tensorEntry(k, v)

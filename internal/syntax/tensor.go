@@ -40,7 +40,7 @@ func (p *reader) parseTensors(n *yaml.Node) {
 
 // tensorEntry reads the declaration v of the tensor named by key k.
 func (p *reader) tensorEntry(k, v *yaml.Node) {
-	if !ir.IsGradName(k.Value) && !p.w.keyIdent(k, "tensor") {
+	if !ir.IsBackwardName(k.Value) && !p.w.keyIdent(k, "tensor") {
 		p.structural = true
 		return
 	}

@@ -218,6 +218,16 @@ func (w *walker) ident(n *yaml.Node, what string) (string, bool) {
 	return scalarOf(n).Ident(w.errs, what)
 }
 
+// name decodes a tensor's name: an identifier, or a string that also
+// passes also (a gradient's name, t.grad, or a part, y/NAME), whose
+// errors are an identifier's.
+func (w *walker) name(n *yaml.Node, what string, also func(string) bool) (string, bool) {
+	if s := scalarOf(n); s.Got == "" && also(s.Value) {
+		return s.Value, true
+	}
+	return w.ident(n, what)
+}
+
 // scalarOf is n as a value that should be a string.
 func scalarOf(n *yaml.Node) ir.Str {
 	if n.Kind != yaml.ScalarNode || n.Tag != "!!str" {
