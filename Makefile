@@ -73,6 +73,7 @@ bench-auto:
 fuzz:
 	$(GO) test ./internal/ir -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) -parallel 2
 	$(GO) test ./internal/syntax -run '^$$' -fuzz '^FuzzFastDecode$$' -fuzztime $(FUZZTIME) -parallel 2
+	$(GO) test ./internal/syntax -run '^$$' -fuzz '^FuzzWriteBackward$$' -fuzztime $(FUZZTIME) -parallel 2
 	$(GO) test ./internal/plan -run '^$$' -fuzz '^FuzzDecodeValidate$$' -fuzztime $(FUZZTIME) -parallel 2
 	$(GO) test ./internal/plan -run '^$$' -fuzz '^FuzzFastDecode$$' -fuzztime $(FUZZTIME) -parallel 2
 	$(GO) test ./internal/lower -run '^$$' -fuzz '^FuzzCertify$$' -fuzztime $(FUZZTIME) -parallel 2
