@@ -23,6 +23,9 @@ type modelOptions struct {
 	backward  bool
 	keep      bool // --keep-gathered
 	scaleDown bool
+	micro     int
+	schedule  string
+	virtual   int
 	plan      bool
 	summary   bool
 	output    string
@@ -58,7 +61,7 @@ once and writes the plan; --summary writes what the step costs each device.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.mesh, "mesh", "", "the device mesh as `AXES`: outermost first, each a parallelism (dp, fsdp, cp or tp) and its devices, as dp=2,tp=4 or fsdp=8,tp=8 (required)")
+	f.StringVar(&o.mesh, "mesh", "", "the device mesh as `AXES`: outermost first, each a parallelism (pp, dp, fsdp, cp or tp) and its devices, as dp=2,tp=4, fsdp=8,tp=8 or pp=2,dp=2,tp=2 (required)")
 	f.BoolVar(&o.sp, "sp", false, "sequence parallelism: tp also splits the sequence outside attention and the MLP (Megatron-LM's --sequence-parallel)")
 	f.IntVar(&o.batch, "batch", 0, "the step's sequences, `B` (split over dp and fsdp; 0: one per data-parallel replica)")
 	f.IntVar(&o.seq, "seq", 0, "the tokens of each sequence, `S` (0: the model's max_position_embeddings)")
@@ -66,6 +69,9 @@ once and writes the plan; --summary writes what the step costs each device.`,
 	f.IntVar(&o.layers, "layers", 0, "write the first `K` blocks only (0: all of them)")
 	f.BoolVar(&o.backward, "backward", false, "append the backward: the gradient of the loss with respect to every weight")
 	f.BoolVar(&o.keep, "keep-gathered", false, "with --backward under fsdp, the backward reads the weights the forward gathered (FSDP2's reshard_after_forward=False) rather than gathering each again before its first backward use (FSDP2's default)")
+	f.IntVar(&o.micro, "microbatches", 0, "with a pp axis: cut the batch into `M` micro-batches (0: one per pipeline stage group)")
+	f.StringVar(&o.schedule, "schedule", "", "with a pp axis: the pipeline schedule, gpipe, 1f1b (the default) or interleaved (docs/pipeline.md)")
+	f.IntVar(&o.virtual, "virtual-stages", 0, "with --schedule interleaved: the stages each pipeline device group holds, `V` (0: 2)")
 	f.BoolVar(&o.scaleDown, "scale-down", false, "write a model of the same structure and sharding small enough to simulate: 2 layers, a smaller hidden size, one sequence per dp replica")
 	f.BoolVar(&o.plan, "plan", false, "lower the fusion at once and write its plan (JSON, as lower does)")
 	f.BoolVar(&o.summary, "summary", false, "lower the fusion and write, per device, the bytes of the parameters, gradients, optimizer state and activations, each collective's bytes per mesh axis, the predicted time, tokens/s and MFU")
@@ -151,11 +157,15 @@ func (o *modelOptions) check(arg string) (model.Parallel, model.Options, error) 
 	if err != nil {
 		return p, model.Options{}, usageError{fmt.Errorf("--mesh: %w", err)}
 	}
-	p = model.Parallel{Mesh: axes, SP: o.sp}
+	p = model.NewParallel(axes, o.sp)
+	if o.micro < 0 || o.virtual < 0 {
+		return p, model.Options{}, usageError{fmt.Errorf("--microbatches %d --virtual-stages %d: want 1 or more (or 0, the default)", o.micro, o.virtual)}
+	}
 	if o.keep && (!o.backward || !slices.ContainsFunc(axes, func(a model.Axis) bool { return a.Name == model.FSDP && a.Size > 1 })) {
 		return p, model.Options{}, usageError{fmt.Errorf("--keep-gathered: FSDP's gathered weights are kept for the backward only with --backward and an fsdp axis of 2 devices or more in --mesh")}
 	}
-	mo := model.Options{Name: fusionName(arg, o.mesh, o.sp), Batch: o.batch, Seq: o.seq, DType: o.dtype.value, Layers: o.layers, Backward: o.backward, KeepGathered: o.keep}
+	mo := model.Options{Name: fusionName(arg, o.mesh, o.sp), Batch: o.batch, Seq: o.seq, DType: o.dtype.value, Layers: o.layers, Backward: o.backward, KeepGathered: o.keep,
+		Microbatches: o.micro, Schedule: o.schedule, Virtual: o.virtual}
 	return p, mo, nil
 }
 

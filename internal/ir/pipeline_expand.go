@@ -274,7 +274,38 @@ func (e *expansion) partial(t *Tensor, k int) (*Tensor, bool) {
 		return nil, false
 	}
 	spec.Shape[spec.ReductionAxes[0]] /= e.m
+	if !scheduleKept(t) {
+		// Its sharding as placements: the values' splits, and Partial
+		// where devices split the summed batch (the op sums each
+		// micro-batch's partial results over them).
+		pls, _, ok := combinedPlacements(t)
+		if !ok {
+			pls, ok = valuePlacements(t)
+		}
+		if !ok {
+			e.p.errs.Add(t.Pos, "tensor %q: its op sums over the batch, but its sharding is no placements (a block split of one axis each)", t.Name)
+			return nil, false
+		}
+		spec.Schedule, spec.Allocation, spec.Placements = nil, nil, pls
+	}
 	return e.made(t, spec)
+}
+
+// scheduleKept reports whether the micro-batches' sums of t, the output
+// of an op that sums over the batch, take t's schedule as it is: its one
+// reduction axis is its last and no device splits it. Otherwise they are
+// made from t's placements.
+func scheduleKept(t *Tensor) bool {
+	r := reductionAxes(t)
+	if len(r) != 1 || r[0] != len(t.Logical)-1 {
+		return false
+	}
+	for _, id := range t.Loop {
+		if id.Reduction && id.Parallel.IsDevice() {
+			return false
+		}
+	}
+	return true
 }
 
 // values is a tensor called name that holds t's values: t's domain
@@ -283,9 +314,19 @@ func (e *expansion) partial(t *Tensor, k int) (*Tensor, bool) {
 func (e *expansion) values(t *Tensor, name string) (*Tensor, bool) {
 	spec := specLike(t)
 	spec.Name = name
-	if r := spec.ReductionAxes; len(r) == 1 && r[0] == len(spec.Shape)-1 {
+	if scheduleKept(t) {
+		r := spec.ReductionAxes
 		spec.Shape, spec.ReductionAxes = spec.Shape[:r[0]], nil
+		return e.made(t, spec)
 	}
+	pls, ok := valuePlacements(t)
+	if r := spec.ReductionAxes; !ok || len(r) != 1 {
+		e.p.errs.Add(t.Pos, "tensor %q: its op sums over the batch, but its values' sharding is no placements (a block split of one axis each)", t.Name)
+		return nil, false
+	} else {
+		spec.Shape = slices.Delete(spec.Shape, r[0], r[0]+1)
+	}
+	spec.ReductionAxes, spec.Schedule, spec.Allocation, spec.Placements = nil, nil, nil, pls
 	return e.made(t, spec)
 }
 

@@ -32,7 +32,22 @@ type Options struct {
 	// FSDP2's default), and the forward's copy lives until its last
 	// forward reader.
 	KeepGathered bool
+	// Microbatches, Schedule and Virtual are the pipeline's, under a pp
+	// axis (docs/pipeline.md): the micro-batches the batch is cut into
+	// (0: one per stage group), the schedule (gpipe, 1f1b, the default,
+	// or interleaved) and, interleaved, the stages each device group
+	// holds (0: 2).
+	Microbatches int
+	Schedule     string
+	Virtual      int
 }
+
+// The pipeline schedules (docs/pipeline.md).
+const (
+	GPipe       = "gpipe"
+	OneFOneB    = "1f1b"
+	Interleaved = "interleaved"
+)
 
 // causalAttention is the sdpa's causal flag: a language model's attention
 // is causal (torch's is_causal). Heads split, its masks are local: the
@@ -65,10 +80,19 @@ func Weights(c *Config, p Parallel, o Options) ([]string, error) {
 // replica (dp and fsdp) when 0, and its sequence length, the model's longest when 0.
 func withDefaults(c *Config, p Parallel, o Options) Options {
 	if o.Batch == 0 {
-		o.Batch = p.split(batchSplit)
+		o.Batch = p.split(batchSplit) * max(cmp.Or(o.Microbatches, p.stageGroups()), 1)
 	}
 	if o.Seq == 0 {
 		o.Seq = cmp.Or(c.MaxPositions, 2048)
+	}
+	if p.stageGroups() > 1 {
+		o.Schedule = cmp.Or(o.Schedule, OneFOneB)
+		o.Microbatches = cmp.Or(o.Microbatches, p.stageGroups())
+		if o.Schedule == Interleaved {
+			o.Virtual = cmp.Or(o.Virtual, 2)
+		} else {
+			o.Virtual = 1
+		}
 	}
 	return o
 }
@@ -85,7 +109,7 @@ func write(c *Config, p Parallel, o Options) (*writer, error) {
 	if err := fits(c, p, o); err != nil {
 		return nil, err
 	}
-	w := &writer{c: c, p: p, o: o, vocab: vocab, gathered: map[string]bool{}}
+	w := &writer{c: c, p: p, o: o, vocab: vocab, gathered: map[string]bool{}, stages: o.stages(p)}
 	if p.size(DP) > 1 && p.size(FSDP) > 1 {
 		w.lead = 1
 	}
@@ -98,14 +122,21 @@ func write(c *Config, p Parallel, o Options) (*writer, error) {
 		return nil, w.err
 	}
 	w.line("ops:")
+	w.stage = 0
 	w.embedding()
 	for l := range c.Layers {
 		w.block(l)
 	}
+	w.stage = w.stages - 1
 	w.head()
+	w.pipeline()
 	if o.Backward {
 		w.line("backward:")
-		w.line("  seeds: {loss: 1}   # torch's loss.backward()")
+		if w.stages == 1 {
+			w.line("  seeds: {loss: 1}   # torch's loss.backward()")
+		} else {
+			w.line("  seeds: {tok_loss: dloss}   # each token's loss: its gradient, 1 / the step's tokens, is each micro-batch's own")
+		}
 		w.line("  wrt: [%s]", strings.Join(w.weights, ", "))
 		if len(w.gathered) > 0 && !o.KeepGathered {
 			w.line("  reshard_after_forward: true   # FSDP2's default: each gathered weight gathered again before its first backward use")
@@ -170,6 +201,9 @@ func fits(c *Config, p Parallel, o Options) error {
 	}
 	if err := divides("--batch", o.Batch, p.split(batchSplit)); err != nil {
 		return fmt.Errorf("%w (%s splits the batch)", err, p.axesText(batchSplit))
+	}
+	if err := fitsPipeline(c, p, o); err != nil {
+		return err
 	}
 	seq := map[string]int{CP: 1}
 	if p.SP {
@@ -281,6 +315,10 @@ type writer struct {
 	// split by cp: a permute and the reshapes into and out of heads move
 	// and merge the two.
 	cpLead int
+	// stages are the pipeline's stages, pp × the stages each device group
+	// holds (1 without a pipeline), and stage the one whose mesh the
+	// tensors and ops being written are on.
+	stages, stage int
 }
 
 // stream is the shape of a tensor of the residual stream's form: under
@@ -380,7 +418,7 @@ func (w *writer) header() {
 		map[bool]string{false: "forward", true: "forward and backward"}[o.Backward], c.Type, c.Hidden, c.Heads)
 	w.line("# %d key/value heads of %d, MLP %d, vocabulary %d%s, %s), batch %d of %d tokens, %s,",
 		c.KVHeads, c.HeadDim, c.FFN, c.Vocab, w.padNote(), plural(c.Layers, "layer"), o.Batch, o.Seq, o.DType)
-	w.line("# on mesh %s%s.", meshText(w.p.Mesh), map[bool]string{true: " with sequence parallelism", false: ""}[w.p.SP])
+	w.line("# on mesh %s%s.", w.meshText(), map[bool]string{true: " with sequence parallelism", false: ""}[w.p.SP])
 	switch {
 	case w.cpShards():
 		w.line("# FSDP over fsdp×cp, as torchtitan's: every weight (but a bias tp splits) is stored sharded along fsdp and, within")
@@ -398,10 +436,16 @@ func (w *writer) header() {
 		w.line("# The residual stream is written [cp, batch, seq/cp, ...]: cp splits the first dim%s.",
 			map[bool]string{true: ", tp the seq/cp one", false: ""}[w.p.SP && w.p.size(TP) > 1])
 	}
+	if w.stages > 1 {
+		w.line("# Pipeline: %d stages%s, %s, %d micro-batches; the residual stream moves to the next stage with a set.",
+			w.stages, w.virtualNote(), o.Schedule, o.Microbatches)
+	}
 	w.line("format: 2")
 	w.line("name: %s", o.Name)
 	w.line("meshes:")
-	w.line("  m: %s", w.p.meshYAML())
+	for s := range w.stages {
+		w.line("  %s: %s", w.meshName(s), w.p.meshYAML(s%w.p.stageGroups()*w.p.devices()))
+	}
 }
 
 // padNote says how the vocabulary was padded, if it was.
@@ -443,8 +487,11 @@ func (w *writer) tensors() {
 	c, o := w.c, w.o
 	w.line("tensors:")
 	tokens := w.streamSplit(false)
+	w.stage = 0
 	w.tensor("ids", w.stream(), "int64", tokens, "token ids")
+	w.stage = w.stages - 1
 	w.tensor("labels", w.stream(), "int64", tokens, "the next tokens, the loss's targets")
+	w.stage = 0
 	w.weight("embed", []int{w.vocab, c.Hidden}, column, "[vocab, hidden], vocab-parallel")
 	if _, fsdp := w.gathered["embed"]; o.Backward && !fsdp {
 		// The lookup's gradient adds rows into the table: its split on
@@ -470,19 +517,32 @@ func (w *writer) tensors() {
 		// Each cp device holds the positions of its tokens.
 		shape := append(slices.Repeat([]int{1}, 1+w.lead), o.Seq, 1, c.HeadDim)
 		pos := map[string]int{CP: w.dim(1)}
-		w.tensor("cos", shape, o.DType, pos, "the rotary embedding's cosines, ["+strings.Repeat("1, ", 1+w.lead)+"seq, 1, head_dim]")
-		w.tensor("sin", shape, o.DType, pos, "and sines")
+		for w.stage = range w.stages {
+			note := "the rotary embedding's cosines, [" + strings.Repeat("1, ", 1+w.lead) + "seq, 1, head_dim]"
+			if w.stage > 0 {
+				note = "stage " + strconv.Itoa(w.stage) + "'s own"
+			}
+			w.tensor(w.rotary("cos"), shape, o.DType, pos, note)
+			w.tensor(w.rotary("sin"), shape, o.DType, pos, map[bool]string{true: "and sines", false: ""}[w.stage == 0])
+		}
+		w.stage = 0
 	}
 	stream := w.streamSplit(w.p.SP)
 	w.residual("h0", stream)
 	for l := range c.Layers {
 		w.layerTensors(l, stream)
 	}
+	w.stage = w.stages - 1
 	w.norm("final_norm")
 	if !c.TiedEmbeddings {
 		w.weight("lm_head", []int{w.vocab, c.Hidden}, column, "[vocab, hidden], vocab-parallel")
+	} else if w.stages > 1 {
+		w.residual(tiedCopy, column)
 	}
-	w.line("  loss: {mesh: m, placements: %s}   # the mean over the step's tokens", w.p.placements(replicated))
+	w.line("  loss: {mesh: %s, placements: %s}   # the mean over the step's tokens", w.mesh(), w.p.placements(replicated))
+	if w.stages > 1 && o.Backward {
+		w.tensor("dloss", w.stream(), o.DType, tokens, "the gradient of each token's loss, the backward's seed")
+	}
 }
 
 // layerTensors declares layer l's weights and residual stream.
@@ -490,6 +550,10 @@ func (w *writer) layerTensors(l int, stream map[string]int) {
 	c, o := w.c, w.o
 	n := func(s string) string { return fmt.Sprintf("l%d_%s", l, s) }
 	q, kv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
+	w.stage = w.stageOf(l)
+	if in := w.blockInput(l); in != fmt.Sprintf("h%d", l) {
+		w.residual(in, stream) // the stream received from the stage before
+	}
 	w.norm(n("attn_norm"))
 	w.linear(n("q"), q, c.Hidden, column, "column-parallel")
 	w.linear(n("k"), kv, c.Hidden, column, "column-parallel")
@@ -512,7 +576,7 @@ func (w *writer) layerTensors(l int, stream map[string]int) {
 		// key/value heads split along tp as its input's, its sequence
 		// whole (gathered along cp).
 		for _, t := range []string{"k_g", "v_g"} {
-			w.line("  %s: {mesh: m, shape: %s, placements: %s}", n(t), ints(w.batched(c.KVHeads, g, o.Seq, c.HeadDim)),
+			w.line("  %s: {mesh: %s, shape: %s, placements: %s}", n(t), w.mesh(), ints(w.batched(c.KVHeads, g, o.Seq, c.HeadDim)),
 				w.p.placements(w.sharded(map[string]int{TP: 1})))
 		}
 	}
@@ -530,7 +594,7 @@ func (w *writer) tensor(name string, shape []int, dtype string, shard map[string
 	if note != "" {
 		note = "   # " + note
 	}
-	w.line("  %s: {mesh: m, shape: %s, dtype: %s, placements: %s}%s", name, ints(shape), dtype, w.p.placements(shard), note)
+	w.line("  %s: {mesh: %s, shape: %s, dtype: %s, placements: %s}%s", name, w.mesh(), ints(shape), dtype, w.p.placements(shard), note)
 }
 
 // weight declares a weight: an input of the step's dtype whose gradient
@@ -686,7 +750,7 @@ func affix(name, p string) string {
 
 // residual declares a tensor of the residual stream: its placements only.
 func (w *writer) residual(name string, shard map[string]int) {
-	w.line("  %s: {mesh: m, placements: %s}", name, w.p.placements(shard))
+	w.line("  %s: {mesh: %s, placements: %s}", name, w.mesh(), w.p.placements(shard))
 }
 
 // op writes one op; attrs are its attributes as YAML ("axis: -1").
@@ -747,9 +811,33 @@ func (w *writer) head() {
 	if w.c.TiedEmbeddings {
 		head = "embed"
 	}
-	w.op("linear", []string{"xf", w.use(head)}, "logits", "")
+	head = w.use(head)
+	if w.c.TiedEmbeddings && w.stages > 1 {
+		w.comment("the tied embedding, sent from the first stage to the last (its gradient back, added to the lookup's)")
+		w.op("set", []string{head}, tiedCopy, "")
+		head = tiedCopy
+	}
+	w.op("linear", []string{"xf", head}, "logits", "")
 	w.comment("the loss: Megatron-LM's vocab-parallel cross entropy of the logits where they are")
-	w.op("cross_entropy", []string{"logits", "labels"}, "loss", "")
+	if w.stages == 1 {
+		w.op("cross_entropy", []string{"logits", "labels"}, "loss", "")
+		return
+	}
+	// In a pipeline each micro-batch's backward starts from its own
+	// tokens' losses, whose gradient is a constant (1 / the step's
+	// tokens, Megatron-LM's loss scaling by the micro-batches): the
+	// backward is seeded there (dloss), not at the step's mean, which
+	// only the last micro-batch completes.
+	w.op("cross_entropy", []string{"logits", "labels"}, "tok_loss", "reduction: none")
+	in, tokens := "tok_loss", 1
+	for d, n := range w.stream() {
+		// The step's mean as sums, then one division: the micro-batches'
+		// sums over the batch accumulate (docs/pipeline.md).
+		out := fmt.Sprintf("loss_sum%d", d)
+		w.op("sum", []string{in}, out, "axis: -1")
+		in, tokens = out, tokens*n
+	}
+	w.op("div", []string{in, strconv.Itoa(tokens) + ".0"}, "loss", "")
 }
 
 // block writes layer l: pre-norm attention and an MLP, each added to the
@@ -757,7 +845,12 @@ func (w *writer) head() {
 func (w *writer) block(l int) {
 	c := w.c
 	n := func(s string) string { return fmt.Sprintf("l%d_%s", l, s) }
-	x := fmt.Sprintf("h%d", l)
+	w.stage = w.stageOf(l)
+	x := w.blockInput(l)
+	if x != fmt.Sprintf("h%d", l) {
+		w.comment(fmt.Sprintf("stage %d: the residual stream from stage %d (a SendRecv from each device to its peer)", w.stage, w.stage-1))
+		w.op("set", []string{fmt.Sprintf("h%d", l)}, x, "")
+	}
 	what := map[bool]string{false: "rotary embedding, ", true: ""}[c.Learned]
 	w.comment(fmt.Sprintf("layer %d: attention (%s, QKV, %s%s attention, output projection)", l, normName(c.Norm), what, attnKind()))
 	w.normOp(x, n("attn_norm"), n("xa"))
@@ -848,8 +941,8 @@ func (w *writer) rope(x, out, p string) {
 	w.op("slice", []string{x}, p+"x2", fmt.Sprintf("axis: %d, start: %d, end: %d", a, d/2, d))
 	w.op("neg", []string{p + "x2"}, p+"nx2", "")
 	w.op("cat", []string{p + "nx2", p + "x1"}, p+"rot", fmt.Sprintf("axis: %d", a))
-	w.op("mul", []string{x, "cos"}, p+"xc", "")
-	w.op("mul", []string{p + "rot", "sin"}, p+"rs", "")
+	w.op("mul", []string{x, w.rotary("cos")}, p+"xc", "")
+	w.op("mul", []string{p + "rot", w.rotary("sin")}, p+"rs", "")
 	w.op("add", []string{p + "xc", p + "rs"}, out, "")
 }
 
@@ -876,4 +969,115 @@ func ints(v []int) string {
 		s[i] = strconv.Itoa(n)
 	}
 	return "[" + strings.Join(s, ", ") + "]"
+}
+
+// stages is the number of pipeline stages of o (withDefaults's) under p:
+// pp × the stages each device group holds; 1 without a pipeline.
+func (o Options) stages(p Parallel) int { return p.stageGroups() * max(o.Virtual, 1) }
+
+// fitsPipeline reports a pipeline the model or the step cannot take: the
+// stages take equal numbers of blocks, the micro-batches equal parts of
+// the batch, and the interleaved schedule a multiple of the stage groups.
+func fitsPipeline(c *Config, p Parallel, o Options) error {
+	if p.stageGroups() == 1 {
+		if o.Microbatches > 0 || o.Schedule != "" || o.Virtual > 0 {
+			return fmt.Errorf("--microbatches, --schedule and --virtual-stages need a pp axis in --mesh")
+		}
+		return nil
+	}
+	stages := o.stages(p)
+	switch {
+	case o.Schedule != GPipe && o.Schedule != OneFOneB && o.Schedule != Interleaved:
+		return fmt.Errorf("--schedule %q: want gpipe, 1f1b or interleaved", o.Schedule)
+	case o.Virtual < 1 || o.Virtual > 1 && o.Schedule != Interleaved:
+		return fmt.Errorf("--virtual-stages %d: the stages a device group holds, 2 or more, with --schedule interleaved only", o.Virtual)
+	case o.Schedule == Interleaved && o.Virtual < 2:
+		return fmt.Errorf("--schedule interleaved holds 2 or more stages a device group: --virtual-stages %d", o.Virtual)
+	case o.Schedule == Interleaved && o.Microbatches%p.stageGroups() != 0:
+		return fmt.Errorf("--microbatches %d is not a multiple of pp %d, as Megatron-LM's interleaved schedule requires", o.Microbatches, p.stageGroups())
+	}
+	if err := divides("num_hidden_layers", c.Layers, stages); err != nil {
+		return fmt.Errorf("%w (the pipeline's %d stages hold equal numbers of blocks)", err, stages)
+	}
+	if err := divides("--batch", o.Batch, p.split(batchSplit)*o.Microbatches); err != nil {
+		return fmt.Errorf("%w (%d micro-batches, each split over %s)", err, o.Microbatches, cmp.Or(p.axesText(batchSplit), "one device"))
+	}
+	return nil
+}
+
+// tiedCopy is the last stage's copy of a tied embedding, which the LM
+// head reads: the first stage's table, sent each step (Megatron-LM keeps
+// a replica there instead and all-reduces the two gradients:
+// docs/models.md).
+const tiedCopy = "embed_last"
+
+// stageOf is the pipeline stage of block l: equal runs of blocks, in
+// order.
+func (w *writer) stageOf(l int) int { return l * w.stages / w.c.Layers }
+
+// blockInput is the residual stream block l reads: h{l}, or on the first
+// block of a stage after the first, its copy received from the stage
+// before, h{l}_s{stage}.
+func (w *writer) blockInput(l int) string {
+	if l > 0 && w.stageOf(l) != w.stageOf(l-1) {
+		return fmt.Sprintf("h%d_s%d", l, w.stageOf(l))
+	}
+	return fmt.Sprintf("h%d", l)
+}
+
+// meshName names stage s's mesh: m without a pipeline, else m0, m1, ...
+func (w *writer) meshName(s int) string {
+	if w.stages == 1 {
+		return "m"
+	}
+	return "m" + strconv.Itoa(s)
+}
+
+// mesh is the mesh of the stage being written.
+func (w *writer) mesh() string { return w.meshName(w.stage) }
+
+// rotary names the rotary table t (cos, sin) of the stage being written:
+// each stage holds its own, as each computes them (cos, cos_s1, ...).
+func (w *writer) rotary(t string) string {
+	if w.stage == 0 {
+		return t
+	}
+	return t + "_s" + strconv.Itoa(w.stage)
+}
+
+// meshText writes the plan's mesh as the flag does, pp first.
+func (w *writer) meshText() string {
+	m := meshText(w.p.Mesh)
+	if w.p.stageGroups() > 1 {
+		m = "pp=" + strconv.Itoa(w.p.PP) + "," + m
+	}
+	return m
+}
+
+// virtualNote says how the interleaved schedule places the stages.
+func (w *writer) virtualNote() string {
+	if w.o.Virtual < 2 {
+		return ""
+	}
+	return fmt.Sprintf(" (%d on each of %d device groups, stage s on group s mod %d)", w.o.Virtual, w.p.PP, w.p.PP)
+}
+
+// pipeline writes the pipeline section: the stages' meshes, the
+// micro-batches, the schedule, and the inputs cut into micro-batches
+// along the batch (the token ids and the labels; the weights are read
+// whole by every micro-batch).
+func (w *writer) pipeline() {
+	if w.stages == 1 {
+		return
+	}
+	names := make([]string, w.stages)
+	for s := range names {
+		names[s] = w.meshName(s)
+	}
+	inputs := "ids, labels"
+	if w.o.Backward {
+		inputs += ", dloss"
+	}
+	w.line("pipeline: {stages: [%s], microbatches: %d, schedule: %s, batch_axis: %d, inputs: [%s]}",
+		strings.Join(names, ", "), w.o.Microbatches, w.o.Schedule, w.cpLead+w.lead, inputs)
 }

@@ -33,18 +33,45 @@ const (
 	// (Megatron-LM's tensor parallelism), and with SP the sequence between
 	// them.
 	TP = "tp"
+	// PP splits the layers (pipeline parallelism): each group of
+	// devices along it, a stage, holds consecutive blocks, and the batch
+	// is cut into micro-batches (docs/pipeline.md). It is the outermost
+	// axis, outside a stage's mesh.
+	PP = "pp"
 )
 
 // axisNames are the parallelisms nvcomm writes.
-var axisNames = []string{DP, FSDP, CP, TP}
+var axisNames = []string{PP, DP, FSDP, CP, TP}
 
-// Parallel is a parallelism plan: the mesh's axes, outermost first, and
-// whether tensor parallelism splits the sequence outside the blocks'
-// matmuls (Megatron-LM's sequence parallelism).
+// Parallel is a parallelism plan: the axes of a stage's mesh, outermost
+// first, whether tensor parallelism splits the sequence outside the
+// blocks' matmuls (Megatron-LM's sequence parallelism), and the pipeline
+// stages' device groups (pp; 1 without a pipeline).
 type Parallel struct {
 	Mesh []Axis
 	SP   bool
+	PP   int
 }
+
+// NewParallel is the plan of mesh axes (ParseMesh's), pp taken out of
+// the stage's mesh, with sequence parallelism when sp.
+func NewParallel(axes []Axis, sp bool) Parallel {
+	p := Parallel{SP: sp, PP: 1}
+	for _, a := range axes {
+		if a.Name == PP {
+			p.PP = a.Size
+			continue
+		}
+		p.Mesh = append(p.Mesh, a)
+	}
+	if len(p.Mesh) == 0 {
+		p.Mesh = []Axis{{DP, 1}} // a stage of one device: a mesh of one axis
+	}
+	return p
+}
+
+// stageGroups is the number of pipeline device groups: pp, 1 without.
+func (p Parallel) stageGroups() int { return max(p.PP, 1) }
 
 // ParseMesh reads a mesh written "dp=2,tp=4": axes outermost first, each
 // a parallelism and its number of devices.
@@ -57,14 +84,16 @@ func ParseMesh(s string) ([]Axis, error) {
 		case !ok || err != nil || n < 1:
 			return nil, fmt.Errorf("mesh axis %q: want NAME=DEVICES, as dp=2 or tp=4", part)
 		case !slices.Contains(axisNames, name):
-			return nil, fmt.Errorf("mesh axis %q: nvcomm writes dp, fsdp, cp and tp parallelism (pipeline parallelism, pp, and expert parallelism, ep, are not written yet)", name)
+			return nil, fmt.Errorf("mesh axis %q: nvcomm writes pp, dp, fsdp, cp and tp parallelism (expert parallelism, ep, is not written yet)", name)
+		case name == PP && len(axes) > 0:
+			return nil, fmt.Errorf("mesh axis %q: write pp first: the pipeline's stages are the outermost groups of devices, as torchtitan's and Megatron-LM's meshes place them", name)
 		case slices.ContainsFunc(axes, func(a Axis) bool { return a.Name == name }):
 			return nil, fmt.Errorf("mesh axis %q is given twice", name)
 		}
 		axes = append(axes, Axis{name, n})
 	}
-	if len(axes) > 3 {
-		return nil, fmt.Errorf("mesh %q has %d axes: a mesh has at most 3 (nvFuser's DIDz, DIDy, DIDx); leave out an axis of 1 device, or fold two parallelisms into one", s, len(axes))
+	if stage := len(axes) - min(slices.IndexFunc(axes, func(a Axis) bool { return a.Name == PP })+1, 1); stage > 3 {
+		return nil, fmt.Errorf("mesh %q has %d axes besides pp: a stage's mesh has at most 3 (nvFuser's DIDz, DIDy, DIDx); leave out an axis of 1 device, or fold two parallelisms into one", s, stage)
 	}
 	at := func(name string) int { return slices.IndexFunc(axes, func(a Axis) bool { return a.Name == name }) }
 	if c, f := at(CP), at(FSDP); c >= 0 && f > c {
@@ -117,10 +146,10 @@ func (p Parallel) split(s map[string]int) int {
 	return n
 }
 
-// meshYAML writes the mesh's device ids, row-major: a list for one axis,
-// lists nested one deep for each further axis.
-func (p Parallel) meshYAML() string {
-	next := 0
+// meshYAML writes the mesh's device ids, row-major, from device first: a
+// list for one axis, lists nested one deep for each further axis.
+func (p Parallel) meshYAML(first int) string {
+	next := first
 	var nest func(axes []Axis) string
 	nest = func(axes []Axis) string {
 		s := make([]string, axes[0].Size)
@@ -133,6 +162,9 @@ func (p Parallel) meshYAML() string {
 			}
 		}
 		return "[" + strings.Join(s, ", ") + "]"
+	}
+	if len(p.Mesh) == 0 {
+		return "[" + strconv.Itoa(first) + "]" // a stage of one device
 	}
 	return nest(p.Mesh)
 }

@@ -5,11 +5,12 @@ package model
 // activation, tied or untied head, grouped-query attention (a group of up
 // to 2 query heads per key/value head) and vocabulary padding, and the
 // same sharding of every weight and activation over the same mesh, but
-// 2 layers (or o.Layers, when fewer), one key/value head per tp device,
+// 2 layers (or o.Layers, when fewer; a block a pipeline stage, when more), one key/value head per tp device,
 // heads of width 4 (or the least even width that the weights' shards,
 // fsdp's and with it cp's, split evenly), an
 // MLP of the same ratio to the hidden size, a vocabulary of 16 rows per
-// device that splits it, one sequence per dp and fsdp device, of 2 tokens
+// device that splits it, one sequence per dp and fsdp device (and
+// micro-batch), of 2 tokens
 // per tp and cp device. Simulation proves that plan; the full model's is
 // the same program at larger extents (docs/models.md).
 func ScaleDown(c *Config, p Parallel, o Options) (*Config, Options) {
@@ -19,7 +20,7 @@ func ScaleDown(c *Config, p Parallel, o Options) (*Config, Options) {
 		ffn = shards // the weights' shards split the MLP's width too
 	}
 	s := *c
-	s.Layers = min(c.Layers, 2)
+	s.Layers = min(c.Layers, max(2, withDefaults(c, p, o).stages(p)))
 	s.KVHeads = tp
 	s.Heads = tp * min(c.Heads/c.KVHeads, 2)
 	for s.HeadDim = 4; ; s.HeadDim += 2 {
@@ -34,7 +35,10 @@ func ScaleDown(c *Config, p Parallel, o Options) (*Config, Options) {
 	if c.Vocab%n != 0 {
 		s.Vocab-- // padded, as the full model's is
 	}
-	o.Batch, o.Seq = p.split(batchSplit), 2*tp*p.size(CP)
+	o.Batch, o.Seq = p.split(batchSplit)*max(o.Microbatches, 1), 2*tp*p.size(CP)
+	if p.stageGroups() > 1 && o.Microbatches == 0 {
+		o.Batch *= p.stageGroups() // withDefaults's micro-batches: one per stage group
+	}
 	return &s, o
 }
 
