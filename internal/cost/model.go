@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"sync"
 
 	"github.com/nvcomm/nvcomm/internal/checked"
 	"github.com/nvcomm/nvcomm/internal/plan"
@@ -583,15 +584,46 @@ func elemSize(p *plan.Plan, s *plan.Step) (int64, error) {
 		return 0, fmt.Errorf("step %d (%s): op %d does not exist", s.ID, s.Type, s.Op)
 	}
 	name := p.Ops[s.Op].Output
-	for _, tv := range p.Tensors {
-		if tv.Name == name {
-			if n := shard.DTypeSize(tv.DType); n > 0 {
-				return int64(n), nil
-			}
-			return 0, fmt.Errorf("tensor %q: unknown dtype %q", name, tv.DType)
+	if dtype, ok := tensorDType(p, name); ok {
+		if n := shard.DTypeSize(dtype); n > 0 {
+			return int64(n), nil
 		}
+		return 0, fmt.Errorf("tensor %q: unknown dtype %q", name, dtype)
 	}
 	return 0, fmt.Errorf("step %d (%s): unknown tensor %q", s.ID, s.Type, name)
+}
+
+// tensorDType is the dtype of p's tensor name, looked up in an index of
+// the plan's tensors made once: a scan of every tensor for every step was
+// quadratic in the plan (a pipeline's thousands of steps).
+func tensorDType(p *plan.Plan, name string) (string, bool) {
+	dtypes.mu.Lock()
+	defer dtypes.mu.Unlock()
+	if dtypes.p != p || dtypes.n != len(p.Tensors) || len(p.Tensors) > 0 && dtypes.first != &p.Tensors[0] {
+		dtypes.p, dtypes.n, dtypes.first = p, len(p.Tensors), nil
+		if len(p.Tensors) > 0 {
+			dtypes.first = &p.Tensors[0]
+		}
+		dtypes.of = make(map[string]string, len(p.Tensors))
+		for _, tv := range p.Tensors {
+			if _, dup := dtypes.of[tv.Name]; !dup {
+				dtypes.of[tv.Name] = tv.DType // the first of a name, as a scan finds
+			}
+		}
+	}
+	d, ok := dtypes.of[name]
+	return d, ok
+}
+
+// dtypes is tensorDType's index, of the plan it was last asked about
+// (identified by its tensors' slice, so that one grown or replaced since
+// is indexed again).
+var dtypes struct {
+	mu    sync.Mutex
+	p     *plan.Plan
+	n     int
+	first *plan.Tensor
+	of    map[string]string
 }
 
 // stepDType is the dtype of the output of the op a step belongs to, or ""
@@ -600,12 +632,8 @@ func stepDType(p *plan.Plan, s *plan.Step) string {
 	if s.Op < 0 || s.Op >= len(p.Ops) {
 		return ""
 	}
-	for _, tv := range p.Tensors {
-		if tv.Name == p.Ops[s.Op].Output {
-			return tv.DType
-		}
-	}
-	return ""
+	d, _ := tensorDType(p, p.Ops[s.Op].Output)
+	return d
 }
 
 // Less reports whether plan a is preferred over plan b: fewer bytes

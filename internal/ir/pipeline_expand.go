@@ -198,6 +198,7 @@ func (e *expansion) expand() *Fusion {
 				}
 			}
 			e.mb[op], e.backward[op] = -1, back
+			e.hoistedOf(op)
 			g.Ops = append(g.Ops, op)
 			continue
 		}
@@ -448,6 +449,30 @@ func (e *expansion) copyOp(op *Op, k int) *Op {
 		c.Of = &cp
 	}
 	return c
+}
+
+// hoistedOf names, in the provenance of op, an op of a composite (or of
+// a gradient) that reads no micro-batched tensor and so runs once — a
+// norm's weight broadcast over the leading axes — the tensors of the
+// composite's first micro-batch: its tensors are micro-batched, and the
+// plan names only their copies. The op is the first micro-batch's step,
+// which the later micro-batches' steps read.
+func (e *expansion) hoistedOf(op *Op) {
+	of := op.Of
+	if of == nil {
+		return
+	}
+	renamed := e.nameIn(of.Output, 0) != of.Output || slices.ContainsFunc(of.Inputs, func(n string) bool { return e.nameIn(n, 0) != n })
+	if !renamed {
+		return
+	}
+	cp := *of
+	cp.Inputs = make([]string, len(of.Inputs))
+	for i, name := range of.Inputs {
+		cp.Inputs[i] = e.nameIn(name, 0)
+	}
+	cp.Output = e.nameIn(of.Output, 0)
+	op.Of = &cp
 }
 
 // nameIn is the name of tensor name in micro-batch k: its copy's, when

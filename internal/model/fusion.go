@@ -553,6 +553,13 @@ func (w *writer) layerTensors(l int, stream map[string]int) {
 	w.stage = w.stageOf(l)
 	if in := w.blockInput(l); in != fmt.Sprintf("h%d", l) {
 		w.residual(in, stream) // the stream received from the stage before
+		if o.Backward {
+			// Its gradient is sent back once, to the stage before, where
+			// the gradients of that stage's ops are computed.
+			w.stage--
+			w.residual(fmt.Sprintf("h%d.grad", l), stream)
+			w.stage++
+		}
 	}
 	w.norm(n("attn_norm"))
 	w.linear(n("q"), q, c.Hidden, column, "column-parallel")

@@ -59,8 +59,11 @@ func TestParseMesh(t *testing.T) {
 		{in: "dp=2,cp=2,tp=4", want: []Axis{{DP, 2}, {CP, 2}, {TP, 4}}},
 		{in: "fsdp=2,cp=2,tp=2", want: []Axis{{FSDP, 2}, {CP, 2}, {TP, 2}}},
 		{in: "cp=2,fsdp=2,tp=2", err: `mesh "cp=2,fsdp=2,tp=2": write fsdp before cp, as torchtitan's mesh orders dp_shard and cp: fsdp shards every weight over fsdp × cp, its split outermost`},
-		{in: "pp=2", err: `mesh axis "pp": nvcomm writes dp, fsdp, cp and tp parallelism (pipeline parallelism, pp, and expert parallelism, ep, are not written yet)`},
-		{in: "ep=8", err: `mesh axis "ep": nvcomm writes dp, fsdp, cp and tp parallelism (pipeline parallelism, pp, and expert parallelism, ep, are not written yet)`},
+		{in: "pp=2", want: []Axis{{PP, 2}}},
+		{in: "pp=4,dp=2,cp=2,tp=8", want: []Axis{{PP, 4}, {DP, 2}, {CP, 2}, {TP, 8}}},
+		{in: "tp=2,pp=2", err: `mesh axis "pp": write pp first: the pipeline's stages are the outermost groups of devices, as torchtitan's and Megatron-LM's meshes place them`},
+		{in: "pp=2,dp=2,fsdp=2,cp=2,tp=2", err: `mesh "pp=2,dp=2,fsdp=2,cp=2,tp=2" has 4 axes besides pp: a mesh has at most 3 (nvFuser's DIDz, DIDy, DIDx); leave out an axis of 1 device, or fold two parallelisms into one`},
+		{in: "ep=8", err: `mesh axis "ep": nvcomm writes pp, dp, fsdp, cp and tp parallelism (expert parallelism, ep, is not written yet)`},
 		{in: "tp=2,tp=2", err: `mesh axis "tp" is given twice`},
 		{in: "dp=2,fsdp=2,cp=2,tp=2", err: `mesh "dp=2,fsdp=2,cp=2,tp=2" has 4 axes: a mesh has at most 3 (nvFuser's DIDz, DIDy, DIDx); leave out an axis of 1 device, or fold two parallelisms into one`},
 	}

@@ -92,8 +92,13 @@ func ParseMesh(s string) ([]Axis, error) {
 		}
 		axes = append(axes, Axis{name, n})
 	}
-	if stage := len(axes) - min(slices.IndexFunc(axes, func(a Axis) bool { return a.Name == PP })+1, 1); stage > 3 {
-		return nil, fmt.Errorf("mesh %q has %d axes besides pp: a stage's mesh has at most 3 (nvFuser's DIDz, DIDy, DIDx); leave out an axis of 1 device, or fold two parallelisms into one", s, stage)
+	besides := ""
+	stage := len(axes)
+	if len(axes) > 0 && axes[0].Name == PP {
+		besides, stage = " besides pp", stage-1
+	}
+	if stage > 3 {
+		return nil, fmt.Errorf("mesh %q has %d axes%s: a mesh has at most 3 (nvFuser's DIDz, DIDy, DIDx); leave out an axis of 1 device, or fold two parallelisms into one", s, stage, besides)
 	}
 	at := func(name string) int { return slices.IndexFunc(axes, func(a Axis) bool { return a.Name == name }) }
 	if c, f := at(CP), at(FSDP); c >= 0 && f > c {

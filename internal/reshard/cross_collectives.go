@@ -3,6 +3,7 @@ package reshard
 import (
 	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/plan"
+	"sync"
 )
 
 // The optimal policy's steps between meshes (optimal_cross.go prices them).
@@ -126,13 +127,10 @@ func (c lowering) finishOutside(got []ir.Digit, dst *view, what string) (output 
 // its mesh (finishOutside).
 func (c lowering) readLater() bool {
 	if c.ledger.memo.lastReader == nil {
-		c.ledger.memo.lastReader = map[*ir.Tensor]int{}
-		for _, op := range c.job.f.Ops {
-			for _, in := range op.Inputs {
-				if !within(op.Out.Mesh, in.Mesh) {
-					c.ledger.memo.lastReader[in] = max(c.ledger.memo.lastReader[in], op.Index)
-				}
-			}
+		if c.planner.readers != nil {
+			c.ledger.memo.lastReader = c.planner.readers.of(c.job.f)
+		} else {
+			c.ledger.memo.lastReader = lastReaders(c.job.f)
 		}
 	}
 	if c.job.laterOf != c.op {
@@ -141,6 +139,40 @@ func (c lowering) readLater() bool {
 		c.job.laterOf, c.job.later = c.op, ok && last > c.op.Index
 	}
 	return c.job.later
+}
+
+// lastReaders indexes, for each tensor of f read on a mesh with a device
+// outside its own, the last op that so reads it.
+func lastReaders(f *ir.Fusion) map[*ir.Tensor]int {
+	last := map[*ir.Tensor]int{}
+	for _, op := range f.Ops {
+		for _, in := range op.Inputs {
+			if !within(op.Out.Mesh, in.Mesh) {
+				last[in] = max(last[in], op.Index)
+			}
+		}
+	}
+	return last
+}
+
+// readerIndex is a planner's lastReaders of the fusion it last lowered:
+// the trial lowerings of an op's forms (internal/lower's overlaps, rings
+// and ways) each keep a ledger of their own, and indexing the whole
+// fusion once a trial made a pipeline's lowering quadratic in its ops.
+type readerIndex struct {
+	mu   sync.Mutex
+	f    *ir.Fusion
+	last map[*ir.Tensor]int
+}
+
+// of is f's index, made on its first use.
+func (r *readerIndex) of(f *ir.Fusion) map[*ir.Tensor]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.f != f {
+		r.f, r.last = f, lastReaders(f)
+	}
+	return r.last
 }
 
 // within reports whether every device of mesh a is in mesh b (false when

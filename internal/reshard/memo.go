@@ -55,7 +55,7 @@ type memo struct {
 func (c lowering) searchFor(src, dst *view, partial uint8) *search {
 	m := &c.ledger.memo
 	if m.searches == nil {
-		*m = memo{searches: map[string]*search{}, meshes: map[*ir.Mesh]uint64{}}
+		m.searches, m.meshes = map[string]*search{}, map[*ir.Mesh]uint64{}
 	}
 	key := c.searchKey(m.key[:0], src, dst, partial, c.meshID)
 	m.key = key

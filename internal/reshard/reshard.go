@@ -62,6 +62,9 @@ type Planner struct {
 	debug     Debug
 	// searches, when set, keeps searches across lowerings (Share).
 	searches *Searches
+	// readers is readLater's index of a fusion, shared by every
+	// lowering of the planner (nil: each lowering indexes its own).
+	readers *readerIndex
 }
 
 // Debug is what tests may ask of a planner besides its plans. Nothing in
@@ -96,7 +99,8 @@ func NewPlanner(policy Policy, objective Objective, topology *cost.Topology, deb
 	if topology == nil {
 		topology = cost.Default()
 	}
-	return &Planner{policy: policy, objective: objective, costOrder: costOrders[objective], topology: topology, debug: debug}, nil
+	return &Planner{policy: policy, objective: objective, costOrder: costOrders[objective], topology: topology, debug: debug,
+		readers: &readerIndex{}}, nil
 }
 
 // Policy is the planner's policy.
