@@ -76,6 +76,45 @@ func TestModelScaleDownSimulatesAxes(t *testing.T) {
 	}
 }
 
+// TestModelScaleDownSimulatesPipelines proves pipeline-parallel steps of
+// a Llama and a GPT (its tied embedding sent to the last stage), scaled
+// down: pp with dp and tp (1F1B), with sequence parallelism (GPipe, 4
+// micro-batches), with FSDP over fsdp × cp, and interleaved, each with
+// its backward. simulate PASSes under the optimal policy, and under
+// nvFuser's where the stages' meshes are 1-D (nvFuser moves data between
+// 1-D meshes only: a clear error otherwise).
+func TestModelScaleDownSimulatesPipelines(t *testing.T) {
+	meshes := []struct {
+		flags   string
+		nvfuser bool
+	}{
+		{"pp=2,dp=2,tp=2 --backward", false},
+		{"pp=2,tp=2 --sp --backward --schedule gpipe --microbatches 4", true},
+		{"pp=2,fsdp=2,cp=2 --backward", false},
+		{"pp=2,tp=2 --schedule interleaved --backward", true},
+	}
+	for _, name := range []string{"llama3_8b", "gpt3_175b"} {
+		config := filepath.Join("../../testdata/models", name, "config.json")
+		for _, m := range meshes {
+			fusion := filepath.Join(t.TempDir(), "small.yaml")
+			args := append([]string{"model", config, "--scale-down", "-o", fusion, "--mesh"}, strings.Fields(m.flags)...)
+			if code, _, stderr := run(t, "", args...); code != 0 {
+				t.Fatalf("%s %s: model exited %d: %s", name, m.flags, code, stderr)
+			}
+			policies := []string{"optimal"}
+			if m.nvfuser {
+				policies = append(policies, "nvfuser")
+			}
+			for _, policy := range policies {
+				code, stdout, stderr := run(t, "", "simulate", "--policy", policy, fusion)
+				if code != 0 || !strings.HasPrefix(stdout, "PASS\n") {
+					t.Errorf("%s %s, policy %s: simulate exited %d:\n%s%s", name, m.flags, policy, code, firstLines(stdout, 3), stderr)
+				}
+			}
+		}
+	}
+}
+
 // firstLines is s's first n lines.
 func firstLines(s string, n int) string {
 	lines := strings.SplitAfter(s, "\n")
@@ -85,7 +124,7 @@ func firstLines(s string, n int) string {
 // TestModelSummaryGolden writes the summaries of the full-size example
 // models on 64 devices (dp=8, tp=8), with and without sequence
 // parallelism, and of Llama-3 8B under FSDP with tp, HSDP and cp (with
-// and without sequence parallelism), and
+// and without sequence parallelism) and a pipeline (pp=4, 4 micro-batches), and
 // compares them with the goldens beside their configurations
 // (NVCOMM_UPDATE=1 rewrites them). Each is a plan of thousands of
 // collectives, lowered in about a second.
@@ -97,7 +136,8 @@ func TestModelSummaryGolden(t *testing.T) {
 		mesh string
 		sp   bool
 	}
-	runs := map[string][]plan{"llama3_8b": {{"fsdp=8,tp=8", false}, {"dp=2,fsdp=4,tp=8", false}, {"fsdp=4,cp=2,tp=8", false}, {"fsdp=4,cp=2,tp=8", true}}}
+	runs := map[string][]plan{"llama3_8b": {{"fsdp=8,tp=8", false}, {"dp=2,fsdp=4,tp=8", false}, {"fsdp=4,cp=2,tp=8", false}, {"fsdp=4,cp=2,tp=8", true},
+		{"pp=4,dp=2,tp=8", false}}}
 	for _, config := range modelConfigs(t) {
 		dir := filepath.Dir(config)
 		name := filepath.Base(dir)

@@ -93,18 +93,22 @@ func TestFusionGolden(t *testing.T) {
 	tests := []struct {
 		name, config, mesh string
 		sp, backward       bool
+		micro              int
+		schedule           string
 	}{
-		{"tiny_llama_dp2_tp4", "tiny_llama", "dp=2,tp=4", false, false},
-		{"tiny_llama_dp2_tp4_sp", "tiny_llama", "dp=2,tp=4", true, false},
-		{"tiny_llama_dp2_tp4_backward", "tiny_llama", "dp=2,tp=4", false, true},
-		{"tiny_gpt2_dp2_tp4", "tiny_gpt2", "dp=2,tp=4", false, false},
-		{"tiny_gpt2_dp2_tp4_sp", "tiny_gpt2", "dp=2,tp=4", true, false},
-		{"tiny_llama_fsdp2_tp4_backward", "tiny_llama", "fsdp=2,tp=4", false, true},
-		{"tiny_gpt2_fsdp2_tp4", "tiny_gpt2", "fsdp=2,tp=4", false, false},
-		{"tiny_llama_cp2_tp4", "tiny_llama", "cp=2,tp=4", false, false},
-		{"tiny_llama_dp2_fsdp2_tp2_backward", "tiny_llama", "dp=2,fsdp=2,tp=2", false, true},
-		{"tiny_gpt2_cp2_tp4_sp", "tiny_gpt2", "cp=2,tp=4", true, false},
-		{"tiny_llama_fsdp2_cp2_tp2_backward", "tiny_llama", "fsdp=2,cp=2,tp=2", false, true},
+		{"tiny_llama_dp2_tp4", "tiny_llama", "dp=2,tp=4", false, false, 0, ""},
+		{"tiny_llama_dp2_tp4_sp", "tiny_llama", "dp=2,tp=4", true, false, 0, ""},
+		{"tiny_llama_dp2_tp4_backward", "tiny_llama", "dp=2,tp=4", false, true, 0, ""},
+		{"tiny_gpt2_dp2_tp4", "tiny_gpt2", "dp=2,tp=4", false, false, 0, ""},
+		{"tiny_gpt2_dp2_tp4_sp", "tiny_gpt2", "dp=2,tp=4", true, false, 0, ""},
+		{"tiny_llama_fsdp2_tp4_backward", "tiny_llama", "fsdp=2,tp=4", false, true, 0, ""},
+		{"tiny_gpt2_fsdp2_tp4", "tiny_gpt2", "fsdp=2,tp=4", false, false, 0, ""},
+		{"tiny_llama_cp2_tp4", "tiny_llama", "cp=2,tp=4", false, false, 0, ""},
+		{"tiny_llama_dp2_fsdp2_tp2_backward", "tiny_llama", "dp=2,fsdp=2,tp=2", false, true, 0, ""},
+		{"tiny_gpt2_cp2_tp4_sp", "tiny_gpt2", "cp=2,tp=4", true, false, 0, ""},
+		{"tiny_llama_fsdp2_cp2_tp2_backward", "tiny_llama", "fsdp=2,cp=2,tp=2", false, true, 0, ""},
+		{"tiny_llama_pp2_dp2_tp2_backward", "tiny_llama", "pp=2,dp=2,tp=2", false, true, 2, ""},
+		{"tiny_gpt2_pp2_tp4_sp_gpipe", "tiny_gpt2", "pp=2,tp=4", true, false, 4, "gpipe"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -113,10 +117,12 @@ func TestFusionGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p := Parallel{Mesh: mesh, SP: tc.sp}
-			// Two sequences, or one per device that splits the batch.
-			batch := max(2, p.split(batchSplit))
-			got, err := Fusion(c, p, Options{Name: tc.name, Batch: batch, Seq: 16, DType: "float32", Layers: 1, Backward: tc.backward})
+			p := NewParallel(mesh, tc.sp)
+			// Two sequences, or one per device that splits the batch
+			// (and micro-batch); a block per pipeline stage.
+			batch := max(2, p.split(batchSplit)) * max(tc.micro, 1)
+			got, err := Fusion(c, p, Options{Name: tc.name, Batch: batch, Seq: 16, DType: "float32", Layers: p.stageGroups(), Backward: tc.backward,
+				Microbatches: tc.micro, Schedule: tc.schedule})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -76,6 +77,8 @@ type CollectiveBytes struct {
 	// busiest device, summed over the steps.
 	Count          int
 	Sent, Received int64
+	// steps are the steps counted, while collectives totals them.
+	steps []int
 }
 
 // Summarize totals plan pl of the fusion of model c's step under p and
@@ -90,7 +93,7 @@ func Summarize(pl *plan.Plan, c *Config, p Parallel, o Options, t *cost.Topology
 		return nil, err
 	}
 	o = withDefaults(c, p, o)
-	s := &Summary{Devices: p.devices(), Time: pr.Total, LowerBound: pr.LowerBound, Topology: pr.Topology,
+	s := &Summary{Devices: p.devices() * p.stageGroups(), Time: pr.Total, LowerBound: pr.LowerBound, Topology: pr.Topology,
 		Tokens: int64(o.Batch) * int64(o.Seq), Backward: o.Backward}
 	if t.Compute != nil {
 		s.PeakFLOPS = t.Compute.TFLOPS[o.DType] * 1e12
@@ -119,24 +122,45 @@ func (s *Summary) memory(pl *plan.Plan, weights []string, matmul map[string]bool
 		// Under fsdp × cp, the copy gathered along cp too.
 		gathered[Gathered(w)], gathered[gatheredCP(w)] = true, true
 	}
+	// Per device: a pipeline's stages hold their own tensors; the
+	// summary is the device that holds the most.
+	type held struct{ params, paramBytes, gathered, activations int64 }
+	byDevice := map[int]*held{}
 	for _, tn := range pl.Tensors {
 		n, b := localSize(tn)
-		switch {
-		case slices.Contains(weights, tn.Name):
-			s.Parameters += n
-			s.ParameterBytes += b
-			if matmul[tn.Name] {
-				s.MatmulParameters += globalSize(tn)
-			}
-		case gathered[tn.Name] && computed[tn.Name]:
-			s.GatheredBytes += b
-		case remadeGather(tn.Name, gathered) && computed[tn.Name]:
-			// Gathered again for the backward (reshard_after_forward): the
-			// forward's copy, counted above, lives until its last forward
-			// reader, before this one is made.
-		case computed[tn.Name]:
-			s.ActivationBytes += b
+		if slices.Contains(weights, tn.Name) && matmul[tn.Name] {
+			s.MatmulParameters += globalSize(tn)
 		}
+		for _, d := range pl.Meshes[tn.Mesh].Devices {
+			h := byDevice[d]
+			if h == nil {
+				h = &held{}
+				byDevice[d] = h
+			}
+			switch {
+			case slices.Contains(weights, tn.Name):
+				h.params += n
+				h.paramBytes += b
+			case gathered[tn.Name] && computed[tn.Name]:
+				h.gathered += b
+			case remadeGather(tn.Name, gathered) && computed[tn.Name]:
+				// Gathered again for the backward (reshard_after_forward):
+				// the forward's copy, counted above, lives until its last
+				// forward reader, before this one is made.
+			case computed[tn.Name]:
+				h.activations += b
+			}
+		}
+	}
+	busiest, most := -1, int64(-1)
+	for _, d := range slices.Sorted(maps.Keys(byDevice)) {
+		h := byDevice[d]
+		if total := h.paramBytes + h.gathered + h.activations; total > most {
+			busiest, most = d, total
+		}
+	}
+	if h := byDevice[busiest]; h != nil {
+		s.Parameters, s.ParameterBytes, s.GatheredBytes, s.ActivationBytes = h.params, h.paramBytes, h.gathered, h.activations
 	}
 }
 
@@ -202,24 +226,49 @@ func localSize(t plan.Tensor) (n, bytes int64) {
 	return n, n * int64(plan.DTypeSize(t.DType))
 }
 
-// collectives totals pl's collectives by type and mesh axes.
+// collectives totals pl's collectives by type and mesh axes, over the
+// steps of the device that receives the most: every device, but in a
+// pipeline, those of its stages.
 func collectives(pl *plan.Plan, p Parallel) []CollectiveBytes {
-	var out []CollectiveBytes
+	byDevice := map[int][]CollectiveBytes{}
+	received := map[int]int64{}
 	for _, st := range pl.Steps {
 		if st.Kind != plan.KindCollective {
 			continue
 		}
 		axes := teamAxes(pl, p, st.Teams)
-		i := slices.IndexFunc(out, func(c CollectiveBytes) bool { return c.Type == st.Type && c.Axes == axes })
-		if i < 0 {
-			out = append(out, CollectiveBytes{Type: st.Type, Axes: axes})
-			i = len(out) - 1
-		}
-		out[i].Count++
+		var sent, recv int64
 		if st.Bytes != nil {
-			out[i].Sent += st.Bytes.SentPerDevice
-			out[i].Received += st.Bytes.ReceivedPerDevice
+			sent, recv = st.Bytes.SentPerDevice, st.Bytes.ReceivedPerDevice
 		}
+		for _, team := range st.Teams {
+			for _, d := range team {
+				out := byDevice[d]
+				i := slices.IndexFunc(out, func(c CollectiveBytes) bool { return c.Type == st.Type && c.Axes == axes })
+				if i < 0 {
+					out = append(out, CollectiveBytes{Type: st.Type, Axes: axes})
+					i = len(out) - 1
+				}
+				if len(out[i].steps) == 0 || out[i].steps[len(out[i].steps)-1] != st.ID {
+					out[i].steps = append(out[i].steps, st.ID)
+					out[i].Count++
+					out[i].Sent += sent
+					out[i].Received += recv
+					received[d] += recv
+				}
+				byDevice[d] = out
+			}
+		}
+	}
+	busiest, most := -1, int64(-1)
+	for _, d := range slices.Sorted(maps.Keys(byDevice)) {
+		if received[d] > most {
+			busiest, most = d, received[d]
+		}
+	}
+	out := byDevice[busiest]
+	for i := range out {
+		out[i].steps = nil
 	}
 	return out
 }
@@ -227,8 +276,14 @@ func collectives(pl *plan.Plan, p Parallel) []CollectiveBytes {
 // teamAxes names the mesh axes along which the members of a collective's
 // teams differ: "tp" for a team within a row of a dp×tp mesh.
 func teamAxes(pl *plan.Plan, p Parallel, teams [][]int) string {
-	m, ok := pl.Meshes["m"]
-	if !ok || len(teams) == 0 || len(m.Shape) != len(p.Mesh) {
+	if len(teams) == 0 {
+		return "?"
+	}
+	m, ok := stageMesh(pl, p, teams[0])
+	if !ok {
+		if p.stageGroups() > 1 {
+			return PP // between two stages' meshes
+		}
 		return "?"
 	}
 	coord := func(dev int) []int {
@@ -251,6 +306,18 @@ func teamAxes(pl *plan.Plan, p Parallel, teams [][]int) string {
 		return "-"
 	}
 	return strings.Join(names, "×")
+}
+
+// stageMesh is the mesh of pl (a stage's, under a pipeline) that holds
+// every device of team.
+func stageMesh(pl *plan.Plan, p Parallel, team []int) (plan.Mesh, bool) {
+	for _, name := range slices.Sorted(maps.Keys(pl.Meshes)) {
+		m := pl.Meshes[name]
+		if len(m.Shape) == len(p.Mesh) && !slices.ContainsFunc(team, func(d int) bool { return !slices.Contains(m.Devices, d) }) {
+			return m, true
+		}
+	}
+	return plan.Mesh{}, false
 }
 
 // WriteText writes s as a table for readers.
