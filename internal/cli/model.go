@@ -24,14 +24,17 @@ type modelOptions struct {
 	keep      bool // --keep-gathered
 	scaleDown bool
 	micro     int
-	schedule  string
+	schedule  *enumFlag
 	virtual   int
-	plan      bool
-	summary   bool
-	output    string
-	policy    *enumFlag
-	objective *enumFlag
-	topology  string
+	// scheduleSet is whether --schedule was given: without a pp axis it
+	// is an error, with one its default is 1f1b.
+	scheduleSet bool
+	plan        bool
+	summary     bool
+	output      string
+	policy      *enumFlag
+	objective   *enumFlag
+	topology    string
 }
 
 func newModelCmd() *cobra.Command {
@@ -40,6 +43,8 @@ func newModelCmd() *cobra.Command {
 		objective: newObjective(),
 		dtype: newEnum("bfloat16", "float16", "float32", "float64").describe("brain float: 2 bytes, as models train",
 			"IEEE half: 2 bytes", "4 bytes", "8 bytes"),
+		schedule: newEnum("1f1b", "gpipe", "interleaved").describe("one forward, one backward in turn (PipeDream-Flush, Megatron-LM's)",
+			"every forward, then every backward", "1F1B over several stages a device group (Megatron-LM's virtual pipeline)"),
 	}
 	cmd := &cobra.Command{
 		Use:   "model CONFIG.json",
@@ -57,6 +62,7 @@ once and writes the plan; --summary writes what the step costs each device.`,
 		Args:              exactArgs(1),
 		ValidArgsFunction: fileArg("json"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o.scheduleSet = cmd.Flags().Changed("schedule")
 			return o.run(cmd, args[0])
 		},
 	}
@@ -70,7 +76,7 @@ once and writes the plan; --summary writes what the step costs each device.`,
 	f.BoolVar(&o.backward, "backward", false, "append the backward: the gradient of the loss with respect to every weight")
 	f.BoolVar(&o.keep, "keep-gathered", false, "with --backward under fsdp, the backward reads the weights the forward gathered (FSDP2's reshard_after_forward=False) rather than gathering each again before its first backward use (FSDP2's default)")
 	f.IntVar(&o.micro, "microbatches", 0, "with a pp axis: cut the batch into `M` micro-batches (0: one per pipeline stage group)")
-	f.StringVar(&o.schedule, "schedule", "", "with a pp axis: the pipeline schedule, gpipe, 1f1b (the default) or interleaved (docs/pipeline.md)")
+	enumVar(cmd, o.schedule, "schedule", "with a pp axis: the pipeline schedule (docs/pipeline.md)")
 	f.IntVar(&o.virtual, "virtual-stages", 0, "with --schedule interleaved: the stages each pipeline device group holds, `V` (0: 2)")
 	f.BoolVar(&o.scaleDown, "scale-down", false, "write a model of the same structure and sharding small enough to simulate: 2 layers, a smaller hidden size, one sequence per dp replica")
 	f.BoolVar(&o.plan, "plan", false, "lower the fusion at once and write its plan (JSON, as lower does)")
@@ -165,7 +171,10 @@ func (o *modelOptions) check(arg string) (model.Parallel, model.Options, error) 
 		return p, model.Options{}, usageError{fmt.Errorf("--keep-gathered: FSDP's gathered weights are kept for the backward only with --backward and an fsdp axis of 2 devices or more in --mesh")}
 	}
 	mo := model.Options{Name: fusionName(arg, o.mesh, o.sp), Batch: o.batch, Seq: o.seq, DType: o.dtype.value, Layers: o.layers, Backward: o.backward, KeepGathered: o.keep,
-		Microbatches: o.micro, Schedule: o.schedule, Virtual: o.virtual}
+		Microbatches: o.micro, Virtual: o.virtual}
+	if o.scheduleSet {
+		mo.Schedule = o.schedule.value
+	}
 	return p, mo, nil
 }
 
