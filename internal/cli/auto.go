@@ -108,8 +108,8 @@ func writeDecisions(w io.Writer, res *auto.Result) error {
 		fmt.Fprintf(ew, "auto: not proven the fastest: the fastest is at most %s faster; runner-ups not searched\n", explain.Seconds(res.Gap))
 	}
 	if res.BackwardOps > 0 {
-		fmt.Fprintf(ew, "auto: the search priced the forward (%s); the backward's %d ops follow propagation from its shardings, and \"slower by\" is the forward's\n",
-			explain.Seconds(res.Forward), res.BackwardOps)
+		fmt.Fprintf(ew, "auto: the search priced each op with its gradient (%s); the backward's %d ops follow propagation from its shardings, and \"slower by\" is the search's\n",
+			explain.Seconds(res.Searched), res.BackwardOps)
 	}
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "tensor\tchosen\trunner-up\tslower by")
