@@ -52,6 +52,10 @@ type Options struct {
 	// Progress, when set, is told about once a second how far Solve is,
 	// from a second after it starts.
 	Progress func(Progress)
+	// Optimizer is what a training step's memory counts for each
+	// parameter besides it (countTraining): "none" (or ""), "sgd" (its
+	// gradient) or "adam" (its gradient and two float32 moments).
+	Optimizer string
 	// forwardOnly prices a training step's forward alone, as --auto did
 	// before it priced the gradients (the tests' baseline).
 	forwardOnly bool
@@ -170,6 +174,9 @@ func Solve(file string, src []byte, opts Options) (*Result, error) {
 	}
 	m, err := newModel(f, tree)
 	if err != nil {
+		return nil, err
+	}
+	if err := m.countTraining(tree, opts.Optimizer); err != nil {
 		return nil, err
 	}
 	if opts.Lowering.Topology == nil {

@@ -183,18 +183,29 @@ func TestTrainingObjective(t *testing.T) {
 		if !strings.Contains(string(src), "\nbackward:") || strings.Contains(string(src), "\npipeline:") {
 			continue
 		}
-		for _, budget := range []int64{0, 34 << 10} {
-			if budget != 0 && !strings.Contains(path, "auto_tp_block") {
-				continue
-			}
-			res, err := Solve(path, src, Options{MemoryBudget: budget})
+		runs := []Options{{}}
+		switch filepath.Base(path) {
+		case "auto_tp_block_backward.yaml":
+			runs = append(runs, Options{MemoryBudget: 32 << 10}, Options{MemoryBudget: 33 << 10})
+		case "auto_fsdp_mlp_backward.yaml":
+			runs = append(runs, Options{MemoryBudget: 200 << 10, Optimizer: "adam"})
+		}
+		for _, opts := range runs {
+			res, err := Solve(path, src, opts)
 			if err != nil || res.BackwardOps == 0 || len(res.Decisions) == 0 {
 				continue
 			}
 			off := (res.summed - res.Seconds) / res.Seconds
 			worst = max(worst, math.Abs(off))
 			compared++
-			lines = append(lines, fmt.Sprintf("%s budget %d: searched %.2f µs, predicted %.2f µs (%+.1f%%)", filepath.Base(path), budget, res.summed*1e6, res.Seconds*1e6, 100*off))
+			budget := "none"
+			if opts.MemoryBudget > 0 {
+				budget = fmt.Sprintf("%d KiB", opts.MemoryBudget>>10)
+				if opts.Optimizer != "" {
+					budget += ", " + opts.Optimizer
+				}
+			}
+			lines = append(lines, fmt.Sprintf("| `%s` | %s | %.1f µs | %.1f µs | %+.1f%% |", filepath.Base(path), budget, res.summed*1e6, res.Seconds*1e6, 100*off))
 		}
 	}
 	t.Logf("training steps: the search's sum against the plan's prediction\n%s", strings.Join(lines, "\n"))
@@ -209,4 +220,51 @@ func TestTrainingObjective(t *testing.T) {
 // maxTrainingGap is the most, relative to the plan's prediction, that
 // the search's sum for a training step is off on the examples
 // (docs/auto.md, "Training steps").
-const maxTrainingGap = 0.5
+const maxTrainingGap = 0.2
+
+// TestOptimizerMemory checks what --optimizer adds to a training step's
+// memory on auto_fsdp_mlp_backward: each weight's gradient, declared
+// Shard(0) (8 KiB a device), under sgd and adam, and Adam's two float32
+// moments of the weight's shard (2 × 32 KiB replicated) under adam; and
+// that within 200 KiB Adam's state of replicated weights does not fit and
+// the search shards them (FSDP).
+func TestOptimizerMemory(t *testing.T) {
+	src, err := os.ReadFile("../../testdata/examples/auto_fsdp_mlp_backward.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type step struct {
+		Peak    int64
+		Weights string
+	}
+	got := map[string]step{}
+	for _, tc := range []struct {
+		name      string
+		optimizer string
+		budget    int64
+	}{{"default", "", 0}, {"none", "none", 0}, {"sgd", "sgd", 0}, {"adam", "adam", 0}, {"adam within 200KiB", "adam", 200 << 10}} {
+		res, err := Solve("fsdp.yaml", src, Options{Optimizer: tc.optimizer, MemoryBudget: tc.budget})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := step{Peak: res.PeakBytes >> 10}
+		for _, d := range res.Decisions[:2] {
+			s.Weights += d.Tensor + " " + d.Chosen + " "
+		}
+		got[tc.name] = s
+	}
+	replicated, sharded := "w1 [Replicate()] w2 [Replicate()] ", "w1 [Shard(0)] w2 [Shard(0)] "
+	want := map[string]step{
+		"default":            {176, replicated},
+		"none":               {176, replicated},
+		"sgd":                {176 + 2*8, replicated},
+		"adam":               {176 + 2*(8+2*32), replicated},
+		"adam within 200KiB": {176, sharded},
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("peak KiB a device and weights (-want +got):\n%s", d)
+	}
+	if _, err := Solve("fsdp.yaml", src, Options{Optimizer: "lamb"}); err == nil || !strings.Contains(err.Error(), `optimizer "lamb"`) {
+		t.Errorf("--optimizer lamb: %v, want an error naming it", err)
+	}
+}

@@ -310,7 +310,8 @@ func (e *evaluator) fillGradient(m *model, meshes string, fa *factor) {
 // says whether it is one), and the latency of the first step where it
 // may continue a run of local steps, which in the step it continues from
 // the gradient of the op after it (the backward runs the ops' gradients
-// in reverse, one after another, as cost.Ends joins them). When the
+// in reverse, one after another, as cost.Ends joins them) — but for a
+// seeded output's, which runs first, after the forward's last step. When the
 // backward makes the op's output again (again), the forward's steps are
 // the gradient's too: FSDP's second Allgather of a weight.
 func gradientPrice(src string, real, again bool, opts lower.Options) int64 {
@@ -348,7 +349,7 @@ func gradientPrice(src string, real, again bool, opts lower.Options) int64 {
 	for _, st := range bwp.Steps {
 		total += st.Seconds
 	}
-	if e := opts.Topology.PlanEnds(bw, bwp); e.Head != "" {
+	if e := opts.Topology.PlanEnds(bw, bwp); e.Head != "" && !real {
 		total -= e.Saving
 	}
 	return picoseconds(total)
@@ -400,4 +401,58 @@ func (m *model) entry(fa *factor, combo []int) int {
 		i = i*len(m.vars[k].options) + combo[j]
 	}
 	return i
+}
+
+// Optimizers are the values of Options.Optimizer: what a device holds for
+// each parameter of a training step besides the parameter itself.
+var Optimizers = []string{"none", "sgd", "adam"}
+
+// countTraining adds to the bytes of each parameter of a training step —
+// a tensor of the backward's wrt that no op makes, a weight in
+// docs/training.md's sense — what the optimizer keeps of it per device:
+// under "sgd" its gradient (sharded as the parameter, or as the file
+// declares the gradient), under "adam" also Adam's two moments, each a
+// float32 copy of the parameter's shard (Kingma and Ba 2015; PyTorch's
+// torch.optim.Adam keeps exp_avg and exp_avg_sq in the parameter's
+// dtype, mixed-precision trainers in float32, as Megatron-LM's
+// distributed optimizer does). "none" (or "") counts the forward's
+// tensors alone, the activations kept for the backward included.
+func (m *model) countTraining(src *source, optimizer string) error {
+	if optimizer == "" || optimizer == "none" {
+		return nil
+	}
+	if !slices.Contains(Optimizers, optimizer) {
+		return fmt.Errorf("optimizer %q: want one of %s", optimizer, strings.Join(Optimizers, ", "))
+	}
+	wrt := lookup(lookup(src.root(), "backward"), "wrt")
+	if wrt == nil {
+		return nil
+	}
+	byName := map[string]*ir.Tensor{}
+	for _, t := range m.f.Tensors {
+		byName[t.Name] = t
+	}
+	for _, n := range wrt.Content {
+		t := byName[n.Value]
+		if t == nil || t.Producer != nil {
+			continue
+		}
+		v := m.vars[m.index[t]]
+		grad := byName[t.Name+".grad"]
+		for o, s := range v.options {
+			g := v.bytes[o]
+			if grad != nil && lookup(src.tensors, grad.Name) != nil { // declared: its own sharding
+				g = int64(grad.LocalSize()) * int64(grad.DType.Size())
+			}
+			if optimizer == "adam" {
+				moment := int64(t.LocalSize()) * 4 // a given parameter's shard, as declared
+				if v.decision {
+					moment = localBytes(s, t.Shape(), t.Mesh.Shape, "float32")
+				}
+				g = satAdd(g, 2*moment)
+			}
+			v.bytes[o] = satAdd(v.bytes[o], g)
+		}
+	}
+	return nil
 }

@@ -5,6 +5,8 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
+	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -26,6 +28,7 @@ type autoOptions struct {
 	budget    sizeFlag
 	emit      string
 	timeLimit time.Duration
+	optimizer string
 }
 
 func autoVars(cmd *cobra.Command, o *autoOptions) {
@@ -33,15 +36,19 @@ func autoVars(cmd *cobra.Command, o *autoOptions) {
 	cmd.Flags().Var(&o.budget, "memory-budget", "with --auto: the most a device may hold at once, `SIZE` (bytes, or with a unit: 64MiB, 80GB); unlimited when unset")
 	cmd.Flags().StringVar(&o.emit, "emit-fusion", "", "with --auto: write the fusion with the chosen placements to `FILE` (atomically)")
 	fileFlag(cmd, "emit-fusion")
+	cmd.Flags().StringVar(&o.optimizer, "optimizer", "none", "with --auto, for a training step: what memory counts for each weight besides it, `none|sgd|adam`: none (the forward's tensors alone), sgd (its gradient), adam (its gradient and two float32 moments)")
 	cmd.Flags().DurationVar(&o.timeLimit, "time-limit", 0, "with --auto: stop the search after `DURATION` (30s, 2m) and keep the best shardings found, with how far from the fastest they may be; unlimited when unset")
 }
 
 // check refuses the auto flags without --auto.
 func (o *autoOptions) check(cmd *cobra.Command) error {
-	for _, name := range []string{"memory-budget", "emit-fusion", "time-limit"} {
+	for _, name := range []string{"memory-budget", "emit-fusion", "time-limit", "optimizer"} {
 		if !o.enabled && cmd.Flags().Changed(name) {
 			return usageError{fmt.Errorf("--%s needs --auto", name)}
 		}
+	}
+	if !slices.Contains(auto.Optimizers, o.optimizer) {
+		return usageError{fmt.Errorf("--optimizer %q: want one of %s", o.optimizer, strings.Join(auto.Optimizers, ", "))}
 	}
 	return nil
 }
@@ -66,7 +73,7 @@ func (o *autoOptions) compileAutoSource(cmd *cobra.Command, name string, src []b
 	}
 	search := opts
 	search.StepGraph = false // the search prices each op's steps as a list; the plan chosen is lowered as asked
-	res, err := auto.Solve(name, src, auto.Options{Lowering: search, MemoryBudget: o.budget.bytes, TimeLimit: o.timeLimit, Progress: progressLine(cmd.ErrOrStderr())})
+	res, err := auto.Solve(name, src, auto.Options{Lowering: search, MemoryBudget: o.budget.bytes, TimeLimit: o.timeLimit, Optimizer: o.optimizer, Progress: progressLine(cmd.ErrOrStderr())})
 	if err != nil {
 		return nil, nil, reportIn(cmd, name, err)
 	}
