@@ -80,9 +80,9 @@ type model struct {
 const maxCombinations = 1 << 16
 
 // backward reports whether op is one of the ops a backward section
-// appends (ir's gradients): the search does not price them, and the
-// tensors they write take their shardings by propagation from the
-// forward's, as without --auto.
+// appends (ir's gradients): the search prices them per op of the forward
+// (vjp.go), not as ops of their own, and the tensors they write take
+// their shardings by propagation from the forward's, as without --auto.
 func backward(op *ir.Op) bool { return op.Of != nil && op.Of.Grad }
 
 func newModel(f *ir.Fusion, src *source) (*model, error) {

@@ -16,7 +16,8 @@ import (
 // slower (lower's TestOptimalNeverSlower, on the corpora) and the search's
 // sum is the plan's prediction, so the fastest under the default is no
 // slower than the fastest under nvFuser's rules. Of a training step the
-// search prices the forward, and that is compared.
+// search's sum (each op with its gradient, each a fusion lowered under
+// the policy) is compared.
 func TestDefaultNeverSlower(t *testing.T) {
 	fusions := map[string][]byte{}
 	for name, src := range layers {
