@@ -11,7 +11,6 @@ import (
 	"github.com/nvcomm/nvcomm/internal/cost"
 	"github.com/nvcomm/nvcomm/internal/ir"
 	"github.com/nvcomm/nvcomm/internal/lower"
-	"github.com/nvcomm/nvcomm/internal/plan"
 	"github.com/nvcomm/nvcomm/internal/syntax"
 )
 
@@ -327,7 +326,8 @@ func gradientPrice(src string, real, again bool, opts lower.Options) int64 {
 	if err != nil {
 		return maxCost
 	}
-	bw, bwp := &plan.Plan{}, &cost.Prediction{}
+	bw, bwp := *p, &cost.Prediction{} // the backward's steps alone, for their ends
+	bw.Steps = nil
 	total := 0.0
 	for i, st := range p.Steps {
 		op := &p.Ops[st.Op]
@@ -349,7 +349,7 @@ func gradientPrice(src string, real, again bool, opts lower.Options) int64 {
 	for _, st := range bwp.Steps {
 		total += st.Seconds
 	}
-	if e := opts.Topology.PlanEnds(bw, bwp); e.Head != "" && !real {
+	if e := opts.Topology.PlanEnds(&bw, bwp); e.Head != "" && !real {
 		total -= e.Saving
 	}
 	return picoseconds(total)
