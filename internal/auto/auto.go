@@ -52,6 +52,13 @@ type Options struct {
 	// Progress, when set, is told about once a second how far Solve is,
 	// from a second after it starts.
 	Progress func(Progress)
+	// Optimizer is what a training step's memory counts for each
+	// parameter besides it (countTraining): "none" (or ""), "sgd" (its
+	// gradient) or "adam" (its gradient and two float32 moments).
+	Optimizer string
+	// forwardOnly prices a training step's forward alone, as --auto did
+	// before it priced the gradients (the tests' baseline).
+	forwardOnly bool
 }
 
 // Progress is how far Solve is.
@@ -113,13 +120,14 @@ type Result struct {
 	// are then not computed.
 	Exact bool
 	Gap   float64
-	// BackwardOps counts the ops of the fusion's backward section, which
-	// the search does not price: their tensors take their shardings by
-	// propagation from the chosen ones. Forward is then the forward's
-	// predicted time, which the search minimised and the runner-ups'
-	// Slower compare; Seconds is the whole step's.
+	// BackwardOps counts the ops of the fusion's backward section: their
+	// tensors take their shardings by propagation from the chosen ones,
+	// and the search prices them per op of the forward, each op with its
+	// own gradient (vjp.go). Searched is then the sum the search
+	// minimised, which the runner-ups' Slower compare: the ops' forward
+	// and gradient prices, not exactly the step's prediction (Seconds).
 	BackwardOps int
-	Forward     float64
+	Searched    float64
 	// summed is the sum of the ops' prices the search minimised; Seconds
 	// differs from it by the Copy that ends an op moving a tensor to
 	// another mesh when a later op reads it, which the op alone does not
@@ -168,16 +176,15 @@ func Solve(file string, src []byte, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := m.countTraining(tree, opts.Optimizer); err != nil {
+		return nil, err
+	}
 	if opts.Lowering.Topology == nil {
 		opts.Lowering.Topology = cost.Default()
 	}
 	rep := &reporter{f: opts.Progress, last: time.Now()}
 	ev := newEvaluator(opts.Lowering)
-	for i, fa := range m.factors {
-		rep.report("pricing", i, len(m.factors))
-		ev.fill(m, fa)
-	}
-	if fa := m.unrunnable(); fa != nil {
+	if fa := m.price(ev, tree, rep, !opts.forwardOnly); fa != nil {
 		return nil, m.cannotLower(file, fa, opts.Lowering)
 	}
 	sv := newSolver(m, opts.MemoryBudget)
@@ -215,13 +222,40 @@ func Solve(file string, src []byte, opts Options) (*Result, error) {
 		return nil, err
 	}
 	res.summed = res.Seconds
-	if res.BackwardOps = len(f.Ops) - len(m.factors); res.BackwardOps > 0 {
-		res.Forward = res.Seconds
+	if res.BackwardOps = len(slices.DeleteFunc(slices.Clone(f.Ops), func(op *ir.Op) bool { return !backward(op) })); res.BackwardOps > 0 {
+		res.Searched = res.Seconds
 	}
 	if s, ok := predictFusion(file, res.Fusion, opts.Lowering); ok {
 		res.Seconds = s
 	}
 	return res, nil
+}
+
+// price adds the ops' gradients of a training step to m (vjp.go) when
+// gradients is set, tabulates every op, and adds each gradient's table into its op's where
+// it can; it returns an op that no combination lets lower, nil when
+// none.
+func (m *model) price(ev *evaluator, tree *source, rep *reporter, gradients bool) *factor {
+	if gradients {
+		m.addGradients(tree)
+	}
+	meshes := "{}"
+	if n := lookup(tree.root(), "meshes"); n != nil {
+		meshes = flowYAML(n)
+	}
+	for i, fa := range m.factors {
+		rep.report("pricing", i, len(m.factors))
+		if fa.vjp != nil {
+			ev.fillGradient(m, meshes, fa)
+			continue
+		}
+		ev.fill(m, fa)
+	}
+	if fa := m.unrunnable(); fa != nil {
+		return fa
+	}
+	m.foldGradients()
+	return nil
 }
 
 // runnerUps lists each decision's choice and, after an exact search, its

@@ -48,6 +48,10 @@ type factor struct {
 	// ends are, per entry of table, how the op's plan joins runs of local
 	// steps with the ops before and after it (nil: it never does).
 	ends []ends
+	// vjp is set on the factor of an op's gradient in a training step
+	// (vjp.go): its table is the gradient's price, and op the forward op
+	// writing the output it differentiates.
+	vjp *vjp
 }
 
 // ends is cost.Ends of an op's plan, its devices numbered by the
@@ -66,6 +70,9 @@ type model struct {
 	vars    []*variable
 	index   map[*ir.Tensor]int
 	factors []*factor
+	// unpriced counts the gradients that lowered under no combination
+	// of their tensors' shardings, left to the forward's price.
+	unpriced int
 }
 
 // maxCombinations bounds the table of one op: the product of its tensors'
@@ -73,9 +80,9 @@ type model struct {
 const maxCombinations = 1 << 16
 
 // backward reports whether op is one of the ops a backward section
-// appends (ir's gradients): the search does not price them, and the
-// tensors they write take their shardings by propagation from the
-// forward's, as without --auto.
+// appends (ir's gradients): the search prices them per op of the forward
+// (vjp.go), not as ops of their own, and the tensors they write take
+// their shardings by propagation from the forward's, as without --auto.
 func backward(op *ir.Op) bool { return op.Of != nil && op.Of.Grad }
 
 func newModel(f *ir.Fusion, src *source) (*model, error) {
@@ -184,6 +191,9 @@ type evaluator struct {
 	endsOf    map[string]ends
 	endTables map[string][]ends
 	runs      map[string]int32
+	// grads holds the price of each gradient's fusion (vjp.go), by its
+	// source.
+	grads map[string]int64
 }
 
 // newEvaluator prices under lowering, leaving out the plans' bounds,
@@ -193,7 +203,7 @@ type evaluator struct {
 func newEvaluator(lowering lower.Options) *evaluator {
 	lowering.SkipBounds, lowering.Searches = true, lower.NewSearches()
 	return &evaluator{lowering: lowering, cache: map[string]int64{}, tables: map[string][]int64{}, parts: map[string]*part{},
-		endsOf: map[string]ends{}, endTables: map[string][]ends{}, runs: map[string]int32{}}
+		endsOf: map[string]ends{}, endTables: map[string][]ends{}, runs: map[string]int32{}, grads: map[string]int64{}}
 }
 
 // ends numbers the devices of c.

@@ -261,6 +261,25 @@ func (m *model) steps() []*step {
 	return out
 }
 
+// unread is the bytes of the fusion inputs that no op the programme
+// prices reads — a training step's upstream gradient, which only the
+// backward reads —, held throughout like every input.
+func (m *model) unread() int64 {
+	read := make([]bool, len(m.vars))
+	for _, fa := range m.factors {
+		for _, k := range fa.vars {
+			read[k] = true
+		}
+	}
+	total := int64(0)
+	for k, v := range m.vars {
+		if !read[k] && !v.produced {
+			total = satAdd(total, slices.Min(v.bytes))
+		}
+	}
+	return total
+}
+
 // strides is, for each of vars, its stride in the mixed-radix index over
 // in (the first most significant), 0 for a variable not in it.
 func (m *model) strides(vars, in []int) []int {
@@ -281,7 +300,7 @@ func (m *model) strides(vars, in []int) []int {
 // lower.
 func (s *solver) solve() (*solution, error) {
 	s.layers, s.layerBytes, s.tableBytes = nil, nil, 0
-	return s.resume(0, [][]*entry{{{step: -1}}})
+	return s.resume(0, [][]*entry{{{step: -1, w: s.m.unread()}}})
 }
 
 // resume runs the programme from layer, the states before step from, on.

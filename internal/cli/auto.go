@@ -5,6 +5,8 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
+	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -26,6 +28,7 @@ type autoOptions struct {
 	budget    sizeFlag
 	emit      string
 	timeLimit time.Duration
+	optimizer string
 	// emitsBackward is set by a command whose --emit-fusion, without
 	// --auto, writes a backward section as ops (lower).
 	emitsBackward bool
@@ -36,18 +39,22 @@ func autoVars(cmd *cobra.Command, o *autoOptions) {
 	cmd.Flags().Var(&o.budget, "memory-budget", "with --auto: the most a device may hold at once, `SIZE` (bytes, or with a unit: 64MiB, 80GB); unlimited when unset")
 	cmd.Flags().StringVar(&o.emit, "emit-fusion", "", "with --auto: write the fusion with the chosen placements to `FILE` (atomically)")
 	fileFlag(cmd, "emit-fusion")
+	cmd.Flags().StringVar(&o.optimizer, "optimizer", "none", "with --auto, for a training step: what memory counts for each weight besides it, `none|sgd|adam`: none (the forward's tensors alone), sgd (its gradient), adam (its gradient and two float32 moments)")
 	cmd.Flags().DurationVar(&o.timeLimit, "time-limit", 0, "with --auto: stop the search after `DURATION` (30s, 2m) and keep the best shardings found, with how far from the fastest they may be; unlimited when unset")
 }
 
 // check refuses the auto flags without --auto.
 func (o *autoOptions) check(cmd *cobra.Command) error {
-	for _, name := range []string{"memory-budget", "emit-fusion", "time-limit"} {
+	for _, name := range []string{"memory-budget", "emit-fusion", "time-limit", "optimizer"} {
 		if name == "emit-fusion" && o.emitsBackward {
 			continue
 		}
 		if !o.enabled && cmd.Flags().Changed(name) {
 			return usageError{fmt.Errorf("--%s needs --auto", name)}
 		}
+	}
+	if !slices.Contains(auto.Optimizers, o.optimizer) {
+		return usageError{fmt.Errorf("--optimizer %q: want one of %s", o.optimizer, strings.Join(auto.Optimizers, ", "))}
 	}
 	return nil
 }
@@ -72,7 +79,7 @@ func (o *autoOptions) compileAutoSource(cmd *cobra.Command, name string, src []b
 	}
 	search := opts
 	search.StepGraph = false // the search prices each op's steps as a list; the plan chosen is lowered as asked
-	res, err := auto.Solve(name, src, auto.Options{Lowering: search, MemoryBudget: o.budget.bytes, TimeLimit: o.timeLimit, Progress: progressLine(cmd.ErrOrStderr())})
+	res, err := auto.Solve(name, src, auto.Options{Lowering: search, MemoryBudget: o.budget.bytes, TimeLimit: o.timeLimit, Optimizer: o.optimizer, Progress: progressLine(cmd.ErrOrStderr())})
 	if err != nil {
 		return nil, nil, reportIn(cmd, name, err)
 	}
@@ -125,8 +132,8 @@ func writeDecisions(w io.Writer, res *auto.Result) error {
 		fmt.Fprintf(ew, "auto: not proven the fastest: the fastest is at most %s faster; runner-ups not searched\n", explain.Seconds(res.Gap))
 	}
 	if res.BackwardOps > 0 {
-		fmt.Fprintf(ew, "auto: the search priced the forward (%s); the backward's %d ops follow propagation from its shardings, and \"slower by\" is the forward's\n",
-			explain.Seconds(res.Forward), res.BackwardOps)
+		fmt.Fprintf(ew, "auto: the search priced each op with its gradient (%s); the backward's %d ops follow propagation from its shardings, and \"slower by\" is the search's\n",
+			explain.Seconds(res.Searched), res.BackwardOps)
 	}
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "tensor\tchosen\trunner-up\tslower by")
