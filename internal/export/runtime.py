@@ -1240,7 +1240,14 @@ def check_autograd(plan, seed, dev):
         backward |= more
     forward = [o for k, o in enumerate(p["ops"]) if k not in backward]
     read = {n for o in forward for n in operands(o)}
-    seeds = [o["output"] for o in forward if grad_name(o["output"]) in plan.produced and o["output"] not in read]
+    # A seed: a forward output no forward op reads, or one whose gradient the backward takes
+    # from no other gradient (a pipeline's tokens' losses, seeded by an input: tok_loss.grad =
+    # set(dloss), while the sums of the step's loss read tok_loss).
+    made = {o["output"]: o for k, o in enumerate(p["ops"]) if k in backward}
+    def seeded(n):
+        g = made.get(grad_name(n))
+        return g is not None and not any(".grad" in x for x in operands(g))
+    seeds = [o["output"] for o in forward if grad_name(o["output"]) in plan.produced and (o["output"] not in read or seeded(o["output"]))]
     if not seeds:
         return "not checked: no forward output starts the backward"
     ref = Reference(plan, seed, dev)
