@@ -204,28 +204,47 @@ func (g *gen) waitNow(c *coll) {
 	c.settled = true
 }
 
-// hoist moves each collective's block up to just after the last block
-// holding a step it waits for (g.deps), so that the host issues it before
-// the local steps that need not precede it: on a GPU the streams overlap
-// whatever the host's order, but gloo runs a collective only once it is
-// issued, and then beside the local steps the host runs meanwhile. The
-// order stays one the graph allows, the same on every rank, and every
-// wait is on a block before it.
+// hoist moves each collective's block up, so that the host issues it
+// before local steps that need not precede it: on a GPU the streams
+// overlap whatever the host's order, but gloo runs a collective only once
+// it is issued, beside the local steps the host runs meanwhile. A
+// collective goes just after the last local step it waits for, and after
+// the first block that waits for each collective it waits for (the host
+// blocks there on gloo: waiting any earlier would stop the local steps in
+// between from running beside that collective), never above its place in
+// the list where no block waits for one yet. The order stays one the
+// graph allows, the same on every rank, and every wait is on a block
+// before it.
 func (g *gen) hoist(blocks []planned) []planned {
 	var out []planned
-	at := map[int]int{} // step -> its block's position in out
+	at := map[int]int{}     // step -> its block's position in out
+	waiter := map[int]int{} // collective -> the step of the first block placed that waits for it
 	for _, b := range blocks {
 		pos := len(out)
 		if s := &g.p.Steps[b.steps[0]]; g.async(s) {
 			pos = 0
 			for _, j := range g.deps[b.steps[0]] {
-				pos = max(pos, at[j]+1)
+				switch w, ok := waiter[j]; {
+				case !g.async(&g.p.Steps[j]):
+					pos = max(pos, at[j]+1)
+				case ok:
+					pos = max(pos, at[w]+1)
+				default:
+					pos = len(out)
+				}
 			}
 		}
 		out = slices.Insert(out, pos, b)
 		for k := range out[pos:] {
 			for _, i := range out[pos+k].steps {
 				at[i] = pos + k
+			}
+		}
+		for _, i := range b.steps {
+			for _, j := range g.deps[i] {
+				if w, ok := waiter[j]; !ok || at[w] > at[i] {
+					waiter[j] = i
+				}
 			}
 		}
 	}
