@@ -108,7 +108,7 @@ func checkWaits(p *plan.Plan, blocks []programBlock) []string {
 		}
 	}
 	for _, r := range planDevices(p) {
-		writer := map[string]int{}         // buffer -> the step that last wrote it on r
+		writer := map[string]int{}          // buffer -> the step that last wrote it on r
 		waited := map[string]map[int]bool{} // stream -> the steps it is ordered after
 		reached := map[int]map[int]bool{}   // step -> what waiting for it orders a stream after
 		for _, b := range blocks {
