@@ -228,7 +228,15 @@ func (g *gen) header() {
 // does not write, so that the return statement names them on every rank.
 func (g *gen) preamble() {
 	if g.graph {
-		g.w.line("work = {}  # by step id: the work handles of collectives in flight, events after local steps")
+		var names []string
+		for i := range g.p.Steps {
+			if s := &g.p.Steps[i]; g.async(s) {
+				names = append(names, pyRepr(s.StreamName()))
+			}
+		}
+		slices.Sort(names)
+		args := strings.Join(append([]string{"device"}, slices.Compact(names)...), ", ")
+		g.w.line("work = start(%s)  # by step id: collectives' work handles, events after local steps", args)
 	}
 	for _, op := range g.p.Ops {
 		if !slices.Equal(g.holders[op.Output], g.devices) && g.written(op.Output) {

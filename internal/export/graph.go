@@ -28,23 +28,32 @@ var overlapSrc string
 
 // graphReserved are the names a graph plan's function uses besides its
 // buffers; reserved only there, so that a format-1 plan's names stay.
-var graphReserved = []string{"work", "wait_for", "on_stream", "recorded", "settle", "contextlib"}
+var graphReserved = []string{"work", "start", "wait_for", "on_stream", "recorded", "settle", "contextlib"}
 
 // graphHelpers are the functions a graph plan's function calls, written
 // beside it.
 const graphHelpers = `_STREAMS = {}
 
 
+def start(device, *names):
+    """The function's start: on a GPU the streams named (created once) wait for the current
+    one, where the caller made the inputs. Returns the dict of the steps' work handles."""
+    if device.type == "cuda":
+        for name in names:
+            key = (device.index, name)
+            if key not in _STREAMS:
+                _STREAMS[key] = torch.cuda.Stream(device)
+            _STREAMS[key].wait_stream(torch.cuda.current_stream(device))
+    return {}
+
+
 def on_stream(device, name):
-    """Runs what follows on stream ` + "`name`" + ` of device: on a GPU a CUDA stream of its own
-    (created once), so that a collective waits only for the steps it waits for, not for
-    every kernel queued before it; on a CPU nothing (gloo runs collectives on its own threads)."""
+    """Runs what follows on stream ` + "`name`" + ` of device: on a GPU a CUDA stream of its own,
+    so that a collective waits only for the steps it waits for, not for every kernel
+    queued before it; on a CPU nothing (gloo runs collectives on its own threads)."""
     if device.type != "cuda":
         return contextlib.nullcontext()
-    key = (device.index, name)
-    if key not in _STREAMS:
-        _STREAMS[key] = torch.cuda.Stream(device)
-    return torch.cuda.stream(_STREAMS[key])
+    return torch.cuda.stream(_STREAMS[(device.index, name)])
 
 
 def recorded(device):

@@ -23,16 +23,25 @@ import torch.distributed as dist
 _STREAMS = {}
 
 
+def start(device, *names):
+    """The function's start: on a GPU the streams named (created once) wait for the current
+    one, where the caller made the inputs. Returns the dict of the steps' work handles."""
+    if device.type == "cuda":
+        for name in names:
+            key = (device.index, name)
+            if key not in _STREAMS:
+                _STREAMS[key] = torch.cuda.Stream(device)
+            _STREAMS[key].wait_stream(torch.cuda.current_stream(device))
+    return {}
+
+
 def on_stream(device, name):
-    """Runs what follows on stream `name` of device: on a GPU a CUDA stream of its own
-    (created once), so that a collective waits only for the steps it waits for, not for
-    every kernel queued before it; on a CPU nothing (gloo runs collectives on its own threads)."""
+    """Runs what follows on stream `name` of device: on a GPU a CUDA stream of its own,
+    so that a collective waits only for the steps it waits for, not for every kernel
+    queued before it; on a CPU nothing (gloo runs collectives on its own threads)."""
     if device.type != "cuda":
         return contextlib.nullcontext()
-    key = (device.index, name)
-    if key not in _STREAMS:
-        _STREAMS[key] = torch.cuda.Stream(device)
-    return torch.cuda.stream(_STREAMS[key])
+    return torch.cuda.stream(_STREAMS[(device.index, name)])
 
 
 def recorded(device):
@@ -75,7 +84,7 @@ def tp_mlp_overlap_collective_k2(rank, device, groups, x, w1, w2):
     w2: this rank's shard of w2 (float32), flat; None on a rank outside mesh tp.
     groups: the process group of each team, by its devices in ascending order.
     Returns this rank's buffer of every op's output, flat (None where it holds none)."""
-    work = {}  # by step id: the work handles of collectives in flight, events after local steps
+    work = start(device, "comm")  # by step id: collectives' work handles, events after local steps
     # step 0 (Concat): the inputs' windows joined along the middle dim: one pass
     h_overlap_x_0 = torch.empty(8, dtype=torch.float32, device=device)
     torch.cat([x.view(1, 4, 4)[:, 0:2]], dim=1, out=h_overlap_x_0.view(1, 2, 4))
