@@ -217,13 +217,15 @@ func (g *gen) waitNow(c *coll) {
 // before local steps that need not precede it: on a GPU the streams
 // overlap whatever the host's order, but gloo runs a collective only once
 // it is issued, beside the local steps the host runs meanwhile. A
-// collective goes just after the last local step it waits for, and after
-// the first block that waits for each collective it waits for (the host
-// blocks there on gloo: waiting any earlier would stop the local steps in
-// between from running beside that collective), never above its place in
-// the list where no block waits for one yet. The order stays one the
-// graph allows, the same on every rank, and every wait is on a block
-// before it.
+// collective goes just after the last local step it waits for, and no
+// higher than the first block that waits for each collective it waits
+// for (with gloo the host blocks there anyway: waiting any earlier would
+// stop the local steps in between from running beside that collective),
+// nor above its place in the list where no block waits for one yet. So
+// Allgather k + 1 of a decomposed Allgather + matmul is issued just
+// before Matmul k, which waits for Allgather k, and runs beside it. The
+// order stays one the graph allows, the same on every rank, and every
+// wait is on a block before it.
 func (g *gen) hoist(blocks []planned) []planned {
 	var out []planned
 	at := map[int]int{}     // step -> its block's position in out
@@ -237,7 +239,7 @@ func (g *gen) hoist(blocks []planned) []planned {
 				case !g.async(&g.p.Steps[j]):
 					pos = max(pos, at[j]+1)
 				case ok:
-					pos = max(pos, at[w]+1)
+					pos = max(pos, at[w])
 				default:
 					pos = len(out)
 				}

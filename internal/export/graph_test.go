@@ -203,16 +203,6 @@ func TestGraphWaits(t *testing.T) {
 	}
 }
 
-// reads reports whether a step of steps reads buffer b.
-func reads(p *plan.Plan, steps []int, b string) bool {
-	for _, i := range steps {
-		if slices.Contains(p.Steps[i].Operands(), b) {
-			return true
-		}
-	}
-	return false
-}
-
 // TestGraphIssuesAsync: every collective of a plan of format 2 is issued
 // with async_op=True (or as isend and irecv) on its step's stream, and a
 // plan of format 1 keeps its blocking calls (the golden programs pin those

@@ -98,14 +98,14 @@ def tp_mlp_overlap_collective_k2(rank, device, groups, x, w1, w2):
     h_overlap_x_1 = torch.empty(8, dtype=torch.float32, device=device)
     torch.cat([x.view(1, 4, 4)[:, 2:4]], dim=1, out=h_overlap_x_1.view(1, 2, 4))
     work[1] = recorded(device)
-    # step 3 (Matmul): A @ B
-    wait_for(work, 2)
-    h_overlap_y_0 = torch.matmul(h_overlap_xg_0.view(8, 4), w1.view(4, 4).t()).view(-1)
     # step 4 (Allgather): team [0, 1, 2, 3]
     with on_stream(device, "comm"):
         wait_for(work, 1, 2)
         h_overlap_xg_1 = torch.empty(32, dtype=torch.float32, device=device)
         work[4] = dist.all_gather_into_tensor(h_overlap_xg_1, h_overlap_x_1, group=groups[0, 1, 2, 3], async_op=True)
+    # step 3 (Matmul): A @ B
+    wait_for(work, 2)
+    h_overlap_y_0 = torch.matmul(h_overlap_xg_0.view(8, 4), w1.view(4, 4).t()).view(-1)
     # step 5 (Matmul): A @ B
     wait_for(work, 4)
     h_overlap_y_1 = torch.matmul(h_overlap_xg_1.view(8, 4), w1.view(4, 4).t()).view(-1)
