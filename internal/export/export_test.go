@@ -205,8 +205,9 @@ func TestProgramsRunGloo(t *testing.T) {
 // TestGlooFallbacks runs programs with the runtime's slow forms of the
 // collectives older PyTorch's gloo lacks (all_gather_into_tensor,
 // reduce_scatter_tensor, all_to_all_single, with and without split sizes),
-// which PyTorch 1.13 and later never take: each must still print PASS. It
-// needs PyTorch, as TestProgramsRunGloo.
+// which PyTorch 1.13 and later never take: each must still print PASS,
+// also in a step graph's program, where they are issued asynchronously.
+// It needs PyTorch, as TestProgramsRunGloo.
 func TestGlooFallbacks(t *testing.T) {
 	if os.Getenv("NVCOMM_TORCH_TEST") != "1" {
 		t.Skip("set NVCOMM_TORCH_TEST=1 to run the programs with PyTorch (gloo)")
@@ -219,7 +220,10 @@ func TestGlooFallbacks(t *testing.T) {
 	py := stdcmp.Or(os.Getenv("PYTHON"), "python3")
 	dir := t.TempDir()
 	plans := []string{"testdata/alltoallv.json", "testdata/alltoallv_meshes.json", "../../testdata/examples/gpu2_alltoall.json",
-		"../../testdata/examples/gpu2_reduce_scatter_allgather.json"}
+		"../../testdata/examples/gpu2_reduce_scatter_allgather.json",
+		// Step graphs (format 2): the slow forms issued with async_op,
+		// finished at wait(); in bfloat16, copied back there too.
+		"testdata/overlap_k2_bfloat16.json", "testdata/overlap_ring_k2_bfloat16.json"}
 	for i, f := range plans {
 		name := strings.TrimSuffix(filepath.Base(f), ".json")
 		t.Run(name, func(t *testing.T) {
