@@ -274,3 +274,38 @@ func TestDroppedWaitFails(t *testing.T) {
 		})
 	}
 }
+
+// TestGraphProgramsRunGloo runs the program of every example plan of
+// format 2 on gloo with NVCOMM_DELIVER_AT_WAIT=1, where a read that no
+// wait orders after its collective reads NaN: each must PASS (with its
+// gradients against torch.autograd where it has a backward). It needs
+// PyTorch, as TestProgramsRunGloo; a few minutes on 2 cores.
+func TestGraphProgramsRunGloo(t *testing.T) {
+	if os.Getenv("NVCOMM_TORCH_TEST") != "1" {
+		t.Skip("set NVCOMM_TORCH_TEST=1 to run the programs with PyTorch (gloo)")
+	}
+	py := stdcmp.Or(os.Getenv("PYTHON"), "python3")
+	t.Setenv("NVCOMM_DELIVER_AT_WAIT", "1")
+	dir := t.TempDir()
+	for i, f := range graphPlans(t) {
+		name := strings.TrimSuffix(filepath.Base(f), ".optimal.json")
+		t.Run(name, func(t *testing.T) {
+			p := readPlan(t, f)
+			if name == "tp_mlp_overlap_auto" {
+				t.Skip("GPU-sized: about 30 GiB")
+			}
+			var b bytes.Buffer
+			if err := Torch(&b, p, Options{}); err != nil {
+				t.Fatal(err)
+			}
+			prog := filepath.Join(dir, name+".py")
+			if err := os.WriteFile(prog, b.Bytes(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out, err := launch(py, maxDevice(p)+1, 29890+i, prog, "--backend", "gloo")
+			if err != nil || !bytes.Contains(out, []byte("\nPASS\n")) {
+				t.Errorf("%v\n%s", err, out)
+			}
+		})
+	}
+}
