@@ -108,6 +108,13 @@ func (o *exportOptions) run(cmd *cobra.Command, arg string) error {
 			return reportIn(cmd, name, fmt.Errorf("cannot price the plan on topology %s: %w", t.Name, err))
 		}
 		opts.Topology, opts.Predicted = t.Name, pred
+		if p.Graph() {
+			pr, err := cost.Predict(t, p)
+			if err != nil {
+				return reportIn(cmd, name, fmt.Errorf("cannot price the plan on topology %s: %w", t.Name, err))
+			}
+			opts.Makespan = pr.Total
+		}
 	}
 	var b bytes.Buffer
 	if err := export.Torch(&b, p, opts); err != nil {

@@ -29,6 +29,12 @@ type gen struct {
 	blocks   []Block
 	helpers  map[string]bool // helper functions the body calls
 	w        *pyWriter
+	// graph: a plan of format 2, whose collectives are issued
+	// asynchronously (graph.go); deps are what each step waits for in the
+	// function, events the local steps a collective waits for.
+	graph  bool
+	deps   [][]int
+	events map[int]bool
 }
 
 // pyWriter accumulates indented Python lines.
@@ -55,6 +61,12 @@ func newGen(p *plan.Plan) *gen {
 	for _, r := range reserved {
 		taken[r] = true
 	}
+	if p.Graph() {
+		g.graph = true
+		for _, r := range graphReserved {
+			taken[r] = true
+		}
+	}
 	name := func(buf string) {
 		if _, ok := g.names[buf]; !ok {
 			g.names[buf] = identifier(buf, taken)
@@ -80,6 +92,9 @@ func newGen(p *plan.Plan) *gen {
 		g.nextID++
 		g.storage[in.Name] = g.nextID
 		g.holders[in.Name] = meshDevices(p, in.Mesh)
+	}
+	if g.graph {
+		g.graphDeps()
 	}
 	return g
 }
@@ -173,7 +188,11 @@ func (g *gen) function() ([]string, error) {
 	if probs := plan.Validate(g.p); len(probs) > 0 {
 		return nil, fmt.Errorf("export: invalid plan: %s", probs[0].Text())
 	}
-	for _, b := range fuse(g.p) {
+	blocks := fuse(g.p)
+	if g.graph {
+		blocks = g.hoist(blocks)
+	}
+	for _, b := range blocks {
 		if err := g.block(b); err != nil {
 			return nil, err
 		}
@@ -208,6 +227,17 @@ func (g *gen) header() {
 // preamble sets to None the op outputs some rank running the function
 // does not write, so that the return statement names them on every rank.
 func (g *gen) preamble() {
+	if g.graph {
+		var names []string
+		for i := range g.p.Steps {
+			if s := &g.p.Steps[i]; g.async(s) {
+				names = append(names, pyRepr(s.StreamName()))
+			}
+		}
+		slices.Sort(names)
+		args := strings.Join(append([]string{"device"}, slices.Compact(names)...), ", ")
+		g.w.line("work = start(%s)  # by step id: collectives' work handles, events after local steps", args)
+	}
 	for _, op := range g.p.Ops {
 		if !slices.Equal(g.holders[op.Output], g.devices) && g.written(op.Output) {
 			g.w.line("%s = None", g.names[op.Output])
@@ -226,6 +256,9 @@ func (g *gen) returns() {
 		if g.written(op.Output) {
 			parts = append(parts, fmt.Sprintf("%s: %s", pyRepr(op.Output), g.names[op.Output]))
 		}
+	}
+	if g.graph {
+		g.w.line("settle(work, device)")
 	}
 	g.w.line("return {%s}", strings.Join(slices.Compact(parts), ", "))
 }
@@ -303,7 +336,9 @@ func (g *gen) hold(b string, devices []int) {
 // input itself, is read after step i or returned.
 func (g *gen) writable(i int, in string) bool {
 	id, ok := g.storage[in]
-	if !ok || !g.fresh[id] {
+	if !ok || !g.fresh[id] || g.graph {
+		// In a step graph an earlier step may still read it: a collective
+		// in flight, or a kernel the collective's stream does not wait for.
 		return false
 	}
 	for b, sid := range g.storage {
@@ -329,4 +364,7 @@ func (g *gen) comment(b planned, what string) {
 		types = append(types, g.p.Steps[id].Type)
 	}
 	g.w.line("# %s %s (%s): %s", word, ids, strings.Join(types, " + "), what)
+	if g.graph && !g.async(&g.p.Steps[b.steps[0]]) {
+		g.localWaits(b)
+	}
 }

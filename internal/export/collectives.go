@@ -23,6 +23,9 @@ type coll struct {
 	group          string
 	x, y           string // the input (cast to the step's dtype) and the output
 	n              int    // count.input
+	// async: issued with async_op=True (a plan of format 2); settled: its
+	// handle waited for already where it is issued (waitNow).
+	async, settled bool
 }
 
 // collective writes a collective step: one torch.distributed call, with
@@ -33,7 +36,7 @@ func (g *gen) collective(b planned, s *plan.Step) error {
 	if len(s.Teams) == 0 {
 		return fmt.Errorf("step %d (%s): a collective needs at least one team", s.ID, s.Type)
 	}
-	c := &coll{s: s, i: b.steps[0], y: g.names[s.Output], n: s.Count.Input}
+	c := &coll{s: s, i: b.steps[0], y: g.names[s.Output], n: s.Count.Input, async: g.async(s)}
 	for _, t := range s.Teams {
 		if len(slices.Compact(slices.Sorted(slices.Values(t)))) < 2 {
 			c.singles = append(c.singles, t)
@@ -55,6 +58,13 @@ func (g *gen) collective(b planned, s *plan.Step) error {
 	g.comment(b, g.describe(c))
 	all := slices.Concat(s.Teams...)
 	done := g.guard(all)
+	if c.async {
+		g.w.line("with on_stream(device, %s):", pyRepr(s.StreamName()))
+		g.w.indent++
+		if line := g.waitLine(b.steps); line != "" {
+			g.w.line("%s", line)
+		}
+	}
 	g.singleTeams(c)
 	if len(c.teams) > 0 {
 		if len(c.singles) > 0 {
@@ -64,9 +74,15 @@ func (g *gen) collective(b planned, s *plan.Step) error {
 		if err := g.call(c); err != nil {
 			return err
 		}
+		if c.settled {
+			g.w.line("work[%d] = recorded(device)  # for the steps that wait for it", c.i)
+		}
 		if len(c.singles) > 0 {
 			g.w.indent--
 		}
+	}
+	if c.async {
+		g.w.indent--
 	}
 	done()
 	g.record(b, "", 0, 0)
@@ -131,6 +147,9 @@ func (g *gen) singleTeams(c *coll) {
 		case !sends[0]:
 			g.w.line("if %s:  # a team of one device: an empty output", rankIn(ds))
 			g.w.line("    %s = %s", c.y, g.empty(c.s.Output, 0))
+			if c.async {
+				g.w.line("    work[%d] = recorded(device)  # for the steps that wait for it", c.i)
+			}
 			g.alloc(c.s.Output, ds)
 			return
 		}
@@ -138,6 +157,9 @@ func (g *gen) singleTeams(c *coll) {
 	g.w.line("if %s:  # a team of one device: a copy", rankIn(ds))
 	g.w.indent++
 	g.w.line("%s = %s.clone()", c.y, c.x)
+	if c.async {
+		g.w.line("work[%d] = recorded(device)  # for the steps that wait for it", c.i)
+	}
 	g.w.indent--
 	g.alloc(c.s.Output, ds)
 }
@@ -211,8 +233,9 @@ func (c *coll) size() int { return len(c.teams[0]) }
 func (g *gen) allgather(c *coll) {
 	T := c.size()
 	g.w.line("%s = %s", c.y, g.empty(c.s.Output, T*c.n))
-	g.w.line("dist.all_gather_into_tensor(%s, %s, group=%s)", c.y, c.x, c.group)
+	g.w.line("%s", c.issue(fmt.Sprintf("dist.all_gather_into_tensor(%s, %s, group=%s)", c.y, c.x, c.group)))
 	if c.reorders() {
+		g.waitNow(c)
 		g.w.line("%s = %s.view(%d, %d)[%s].view(-1)  # chunks from group order to team order", c.y, c.y, T, c.n, c.rows(true))
 	}
 	g.alloc(c.s.Output, c.members)
@@ -226,7 +249,7 @@ func (g *gen) reduceScatter(c *coll) {
 		x = fmt.Sprintf("%s.view(%d, %d)[%s].view(-1)", x, T, m, c.rows(false))
 	}
 	g.w.line("%s = %s", c.y, g.empty(c.s.Output, m))
-	g.w.line("dist.reduce_scatter_tensor(%s, %s, op=dist.ReduceOp.%s, group=%s)", c.y, x, reduceOps[deref(c.s.ReduceOp)], c.group)
+	g.w.line("%s", c.issue(fmt.Sprintf("dist.reduce_scatter_tensor(%s, %s, op=dist.ReduceOp.%s, group=%s)", c.y, x, reduceOps[deref(c.s.ReduceOp)], c.group)))
 	g.alloc(c.s.Output, c.members)
 }
 
@@ -244,7 +267,7 @@ func (g *gen) inPlace(c *coll, devices []int) {
 
 func (g *gen) allreduce(c *coll) {
 	g.inPlace(c, c.members)
-	g.w.line("dist.all_reduce(%s, op=dist.ReduceOp.%s, group=%s)", c.y, reduceOps[deref(c.s.ReduceOp)], c.group)
+	g.w.line("%s", c.issue(fmt.Sprintf("dist.all_reduce(%s, op=dist.ReduceOp.%s, group=%s)", c.y, reduceOps[deref(c.s.ReduceOp)], c.group)))
 }
 
 func (g *gen) alltoall(c *coll) {
@@ -254,8 +277,9 @@ func (g *gen) alltoall(c *coll) {
 		x = fmt.Sprintf("%s.view(%d, %d)[%s].view(-1)", x, T, c.n/T, c.rows(false))
 	}
 	g.w.line("%s = %s", c.y, g.empty(c.s.Output, c.n))
-	g.w.line("dist.all_to_all_single(%s, %s, group=%s)", c.y, x, c.group)
+	g.w.line("%s", c.issue(fmt.Sprintf("dist.all_to_all_single(%s, %s, group=%s)", c.y, x, c.group)))
 	if c.reorders() {
+		g.waitNow(c)
 		g.w.line("%s = %s.view(%d, %d)[%s].view(-1)  # chunks from group order to team order", c.y, c.y, T, c.n/T, c.rows(true))
 	}
 	g.alloc(c.s.Output, c.members)
@@ -325,9 +349,10 @@ func (g *gen) alltoallv(c *coll) {
 	} else {
 		g.w.line("%s = %s", y, g.empty(c.s.Output, c.s.Count.Output))
 	}
-	g.w.line("dist.all_to_all_single(%s, %s, output_split_sizes=%s, input_split_sizes=%s, group=%s)",
-		y, x, split(true, true), split(false, true), c.group)
+	g.w.line("%s", c.issue(fmt.Sprintf("dist.all_to_all_single(%s, %s, output_split_sizes=%s, input_split_sizes=%s, group=%s)",
+		y, x, split(true, true), split(false, true), c.group)))
 	if c.reorders() {
+		g.waitNow(c)
 		g.w.line("parts = %s.split(%s)  # chunks in group order", y, split(true, true))
 		g.w.line("%s = torch.cat([parts[r] for r in %s])  # chunks from group order to team order", y, c.rows(true))
 	}
@@ -370,7 +395,7 @@ func (c *coll) root() int {
 func (g *gen) broadcast(c *coll) {
 	root := c.root()
 	g.w.line("%s = %s if rank == %d else %s", c.y, c.x, root, g.empty(c.s.Output, c.n))
-	g.w.line("dist.broadcast(%s, src=%d, group=%s)", c.y, root, c.group)
+	g.w.line("%s", c.issue(fmt.Sprintf("dist.broadcast(%s, src=%d, group=%s)", c.y, root, c.group)))
 	g.alias(c.s.Output, c.s.Input, c.members) // the root's is its input: never written in place
 }
 
@@ -387,7 +412,7 @@ func (g *gen) scatter(c *coll) {
 		}
 		chunks = "[" + strings.Join(parts, ", ") + "]"
 	}
-	g.w.line("dist.scatter(%s, %s if rank == %d else None, src=%d, group=%s)", c.y, chunks, root, root, c.group)
+	g.w.line("%s", c.issue(fmt.Sprintf("dist.scatter(%s, %s if rank == %d else None, src=%d, group=%s)", c.y, chunks, root, root, c.group)))
 	g.alloc(c.s.Output, c.members)
 }
 
@@ -447,7 +472,7 @@ func (g *gen) gather(c *coll) {
 		src = "src"
 	}
 	g.w.line("%s = %s if rank == %d else None", c.y, g.empty(c.s.Output, H*c.n), root)
-	g.w.line("dist.gather(%s, %s if rank == %d else None, dst=%d, group=%s)", src, list, root, root, c.group)
+	g.w.line("%s", c.issue(fmt.Sprintf("dist.gather(%s, %s if rank == %d else None, dst=%d, group=%s)", src, list, root, root, c.group)))
 	g.alloc(c.s.Output, []int{root})
 }
 
@@ -469,7 +494,7 @@ func (g *gen) reduce(c *coll) {
 	} else {
 		g.w.line("buf = %s.clone()", c.x)
 	}
-	g.w.line("dist.reduce(buf, dst=%d, op=dist.ReduceOp.%s, group=%s)", root, reduceOps[op], c.group)
+	g.w.line("%s", c.issue(fmt.Sprintf("dist.reduce(buf, dst=%d, op=dist.ReduceOp.%s, group=%s)", root, reduceOps[op], c.group)))
 	g.w.line("%s = buf if rank == %d else None", c.y, root)
 	g.alloc(c.s.Output, []int{root})
 }
@@ -487,6 +512,10 @@ func (g *gen) identity(b, op string) string {
 // and then sends without blocking, receives, and waits for its send, so
 // that a ring of such ranks cannot wait on itself.
 func (g *gen) sendrecv(c *coll) {
+	if c.async {
+		g.sendrecvAsync(c)
+		return
+	}
 	if len(c.teams) == 1 {
 		sender, receiver := c.teams[0][0], c.teams[0][1]
 		g.w.line("if rank == %d:", sender)
@@ -542,4 +571,42 @@ func rankTable(m map[int]int) string {
 		parts = append(parts, fmt.Sprintf("%d: %d", d, m[d]))
 	}
 	return "{" + strings.Join(parts, ", ") + "}[rank]"
+}
+
+// sendrecvAsync writes a SendRecv of a plan of format 2: each sender's
+// isend and each receiver's irecv, never waited for here; a rank that
+// sends and receives keeps both handles.
+func (g *gen) sendrecvAsync(c *coll) {
+	dst, src := map[int]int{}, map[int]int{}
+	var senders, receivers []int
+	for _, t := range c.teams {
+		senders, receivers = append(senders, t[0]), append(receivers, t[1])
+		dst[t[0]], src[t[1]] = t[1], t[0]
+	}
+	slices.Sort(senders)
+	slices.Sort(receivers)
+	to, from := fmt.Sprint(receivers[0]), fmt.Sprint(senders[0])
+	sendGroup, recvGroup := c.group, c.group
+	if len(c.teams) > 1 {
+		to, from = rankTable(dst), rankTable(src)
+		sendGroup, recvGroup = pairGroups(dst), pairGroups(src)
+	}
+	send := fmt.Sprintf("dist.isend(%s, dst=%s, group=%s)", c.x, to, sendGroup)
+	recv := fmt.Sprintf("dist.irecv(%s, src=%s, group=%s)", c.y, from, recvGroup)
+	if !slices.ContainsFunc(senders, func(d int) bool { return slices.Contains(receivers, d) }) {
+		g.w.line("if %s:", rankIn(senders))
+		g.w.line("    work[%d] = %s", c.i, send)
+		g.w.line("else:")
+		g.w.line("    %s = %s", c.y, g.empty(c.s.Output, c.n))
+		g.w.line("    work[%d] = %s", c.i, recv)
+		g.alloc(c.s.Output, receivers)
+		return
+	}
+	g.w.line("work[%d] = []  # this rank's send and receive", c.i)
+	g.w.line("if %s:", rankIn(senders))
+	g.w.line("    work[%d].append(%s)", c.i, send)
+	g.w.line("if %s:", rankIn(receivers))
+	g.w.line("    %s = %s", c.y, g.empty(c.s.Output, c.n))
+	g.w.line("    work[%d].append(%s)", c.i, recv)
+	g.alloc(c.s.Output, receivers)
 }

@@ -49,14 +49,26 @@ var calibrate = []byte(withTiming(calibrateSrc))
 // after start-up is in it.
 func runtime() string { return withTiming(withOps(runtimeSrc)) }
 
+// runtimeOf is the runtime of p's program: a plan of format 2's adds
+// overlap.py (graph.go).
+func runtimeOf(p *plan.Plan) string {
+	if p.Graph() {
+		return beforeEntry(runtime(), overlapSrc)
+	}
+	return runtime()
+}
+
 // withTiming puts timing.py's definitions before a program's entry point.
-func withTiming(src string) string {
+func withTiming(src string) string { return beforeEntry(src, timing) }
+
+// beforeEntry puts definitions before a program's entry point.
+func beforeEntry(src, defs string) string {
 	const entry = "\n\nif __name__ == \"__main__\":"
 	i := strings.LastIndex(src, entry)
 	if i < 0 {
 		panic("export: program has no entry point") // embedded files, checked by tests
 	}
-	return src[:i] + "\n\n" + strings.TrimRight(timing, "\n") + src[i:]
+	return src[:i] + "\n\n" + strings.TrimRight(defs, "\n") + src[i:]
 }
 
 // Options tune [Torch].
@@ -84,6 +96,10 @@ type Options struct {
 	// (or "") is simulate's own for the plan (sim.DataOf), any other the
 	// set named, whatever the plan's ops.
 	Data string
+	// Makespan is, for a plan of format 2, its predicted time as a step
+	// graph (cost.Predict's total), which --bench compares one call of
+	// the function with; 0 predicts none.
+	Makespan float64
 }
 
 // DataSets are the names Options.Data takes: auto, then simulate's data
@@ -122,7 +138,13 @@ func Torch(w io.Writer, p *plan.Plan, o Options) error {
 	}
 	var b bytes.Buffer
 	writeHeader(&b, p)
+	if p.Graph() {
+		b.WriteString("import contextlib\n\n")
+	}
 	b.WriteString("import torch\nimport torch.distributed as dist\n\n\n")
+	if p.Graph() {
+		b.WriteString(graphHelpers + "\n\n")
+	}
 	if g.helpers["exact"] {
 		b.WriteString(exactHelper + "\n\n")
 	}
@@ -150,8 +172,14 @@ func Torch(w io.Writer, p *plan.Plan, o Options) error {
 	fmt.Fprintf(&b, "PROBES = %s\n", pyProbes(o.Probes))
 	fmt.Fprintf(&b, "# Predicted seconds per block of %s (topology %s).\n", funcName(p), pyRepr(o.Topology))
 	fmt.Fprintf(&b, "TOPOLOGY = %s\n", pyRepr(o.Topology))
-	fmt.Fprintf(&b, "PREDICTED = %s\n\n\n", pyFloats(o.Predicted))
-	b.WriteString(runtime())
+	if p.Graph() {
+		fmt.Fprintf(&b, "PREDICTED = %s\n", pyFloats(o.Predicted))
+		fmt.Fprintf(&b, "# Predicted seconds of one call of %s: the plan's makespan as a step graph.\n", funcName(p))
+		fmt.Fprintf(&b, "MAKESPAN = %s\n\n\n", pyFloat(o.Makespan))
+	} else {
+		fmt.Fprintf(&b, "PREDICTED = %s\n\n\n", pyFloats(o.Predicted))
+	}
+	b.WriteString(runtimeOf(p))
 	_, err = w.Write(b.Bytes())
 	return err
 }
@@ -232,6 +260,14 @@ func pyRepr(s string) string {
 	}
 	q, _ := json.Marshal(s)
 	return string(q)
+}
+
+// pyFloat renders a positive number, or None.
+func pyFloat(x float64) string {
+	if x <= 0 {
+		return "None"
+	}
+	return strconv.FormatFloat(x, 'g', 6, 64)
 }
 
 func pyFloats(xs []float64) string {

@@ -58,6 +58,11 @@ var goldens = map[string]struct {
 	"swiglu_mlp":         {"../../testdata/examples/swiglu_mlp.json", Options{}},
 	// slice and cat: their Concat steps, and their reference functions.
 	"rotary_embedding": {"../../testdata/examples/rotary_embedding.json", Options{}},
+	// A step graph (format 2): collectives issued with async_op=True on
+	// stream comm, waits where the graph says, the makespan.
+	"tp_mlp_overlap_collective_k2": {"../../testdata/examples/tp_mlp_overlap_collective_k2.optimal.json", Options{
+		Predicted: []float64{1e-5, 1e-5, 2.71e-5, 1e-5, 2.71e-5, 1e-5, 1e-5, 1e-5, 1e-5, 1e-5, 1e-5, 2.83e-5, 1e-5, 2.83e-5, 1e-5},
+		Topology:  "h200", Makespan: 1.5e-4}},
 }
 
 // runtimeMarker stands for runtime.py in the golden programs.
@@ -70,10 +75,11 @@ func TestGoldenPrograms(t *testing.T) {
 			if err := Torch(&b, readPlan(t, g.plan), g.opts); err != nil {
 				t.Fatal(err)
 			}
-			if n := strings.Count(b.String(), runtime()); n != 1 {
+			rt := runtimeOf(readPlan(t, g.plan))
+			if n := strings.Count(b.String(), rt); n != 1 {
 				t.Fatalf("the program embeds runtime.py %d times, want once", n)
 			}
-			got := strings.Replace(b.String(), runtime(), runtimeMarker, 1)
+			got := strings.Replace(b.String(), rt, runtimeMarker, 1)
 			golden := filepath.Join("testdata", name+".py")
 			if update {
 				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
@@ -199,8 +205,9 @@ func TestProgramsRunGloo(t *testing.T) {
 // TestGlooFallbacks runs programs with the runtime's slow forms of the
 // collectives older PyTorch's gloo lacks (all_gather_into_tensor,
 // reduce_scatter_tensor, all_to_all_single, with and without split sizes),
-// which PyTorch 1.13 and later never take: each must still print PASS. It
-// needs PyTorch, as TestProgramsRunGloo.
+// which PyTorch 1.13 and later never take: each must still print PASS,
+// also in a step graph's program, where they are issued asynchronously.
+// It needs PyTorch, as TestProgramsRunGloo.
 func TestGlooFallbacks(t *testing.T) {
 	if os.Getenv("NVCOMM_TORCH_TEST") != "1" {
 		t.Skip("set NVCOMM_TORCH_TEST=1 to run the programs with PyTorch (gloo)")
@@ -213,7 +220,10 @@ func TestGlooFallbacks(t *testing.T) {
 	py := stdcmp.Or(os.Getenv("PYTHON"), "python3")
 	dir := t.TempDir()
 	plans := []string{"testdata/alltoallv.json", "testdata/alltoallv_meshes.json", "../../testdata/examples/gpu2_alltoall.json",
-		"../../testdata/examples/gpu2_reduce_scatter_allgather.json"}
+		"../../testdata/examples/gpu2_reduce_scatter_allgather.json",
+		// Step graphs (format 2): the slow forms issued with async_op,
+		// finished at wait(); in bfloat16, copied back there too.
+		"testdata/overlap_k2_bfloat16.json", "testdata/overlap_ring_k2_bfloat16.json"}
 	for i, f := range plans {
 		name := strings.TrimSuffix(filepath.Base(f), ".json")
 		t.Run(name, func(t *testing.T) {

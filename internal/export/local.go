@@ -10,6 +10,17 @@ import (
 
 // block writes one planned block.
 func (g *gen) block(b planned) error {
+	if err := g.blockOnly(b); err != nil {
+		return err
+	}
+	if g.graph && !g.async(&g.p.Steps[b.steps[0]]) {
+		g.localEvent(b)
+	}
+	return nil
+}
+
+// blockOnly writes one planned block's statements.
+func (g *gen) blockOnly(b planned) error {
 	s := &g.p.Steps[b.steps[0]]
 	switch b.kind {
 	case permuteUnpad:

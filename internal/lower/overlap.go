@@ -155,18 +155,28 @@ func (l *lowerer) overlapOf(op *ir.Op, readers map[*ir.Tensor][]*ir.Op) (*overla
 	steps := trial.ledger.Steps()
 	form := &overlapForm{elem: op.Out.DType.Size(), bounds: bounds, members: members, undecomposed: steps}
 	why := "its first operand gathered along its rows by one Allgather over a 1-D mesh just before it, or its partial sums reduce-scattered along their rows by one ReduceScatter, its product one Matmul of rows, and each device's rows divisible by the chunks"
+	// A linear's bias is one Pointwise add after the rest (biasOf), which
+	// the decomposed form keeps after its own steps.
+	out, bias := op.Out.Name, ""
+	if len(op.Inputs) == 3 && op.Kind == "linear" {
+		var ok bool
+		if out, bias, ok = biasOf(steps, op); !ok {
+			return nil, why
+		}
+		steps = steps[:len(steps)-1]
+	}
 	switch {
 	case set != nil && len(steps) == 2:
 		ag, mm := steps[0], steps[1]
 		if ag.Type != plan.Allgather || len(ag.Teams) != 1 || ag.Input != set.In().Name || ag.Output != set.Out.Name ||
-			!rowsOf(&mm, op, ag.Output, op.Out.Name) || ag.Count.Output != mm.Dims[1]*mm.Dims[2] {
+			!rowsOf(&mm, op, ag.Output, out) || ag.Count.Output != mm.Dims[1]*mm.Dims[2] {
 			return nil, why
 		}
 		form.set, form.axis = set, ag.Axis
 		form.geometry = overlapGeometry(plan.OverlapAllgather, ag.Teams[0], &mm, ag.Input, op.Out.Name)
 	case set == nil && len(steps) == 2:
 		mm, rs := steps[0], steps[1]
-		if rs.Type != plan.ReduceScatter || len(rs.Teams) != 1 || rs.Input != mm.Output || rs.Output != op.Out.Name ||
+		if rs.Type != plan.ReduceScatter || len(rs.Teams) != 1 || rs.Input != mm.Output || rs.Output != out ||
 			rs.ReduceOp == nil || *rs.ReduceOp != "sum" || !rowsOf(&mm, op, op.Inputs[0].Name, mm.Output) ||
 			rs.Count.Input != mm.Dims[1]*mm.Dims[3] {
 			return nil, why
@@ -176,11 +186,31 @@ func (l *lowerer) overlapOf(op *ir.Op, readers map[*ir.Tensor][]*ir.Op) (*overla
 	default:
 		return nil, why
 	}
+	form.geometry.Bias = bias
 	if t := len(form.geometry.Devices); t < 2 || mmRows(steps)%t != 0 {
 		return nil, why
 	}
 	form.geometry.Rows = mmRows(steps) / len(form.geometry.Devices)
 	return form, ""
+}
+
+// biasOf checks that the last of a linear's undecomposed steps adds its
+// bias: a Pointwise add of what the steps before it wrote and the bias
+// [1, N] broadcast over the rows [M, N], on every device of the mesh, into
+// the op's output. It returns the buffer it adds the bias to, and the
+// bias.
+func biasOf(steps []plan.Step, op *ir.Op) (product, bias string, ok bool) {
+	if len(steps) < 2 {
+		return "", "", false
+	}
+	s := &steps[len(steps)-1]
+	bias = op.Inputs[2].Name
+	if s.Type != plan.Pointwise || s.Func == nil || *s.Func != "add" || len(s.Inputs) != 2 || s.Inputs[1] != bias ||
+		s.Output != op.Out.Name || len(s.Dims) != 2 || !slices.Equal(s.Devices, op.Out.Mesh.Devices) ||
+		len(s.InputDims) != 2 || !slices.Equal(s.InputDims[0], s.Dims) || !slices.Equal(s.InputDims[1], []int{1, s.Dims[1]}) {
+		return "", "", false
+	}
+	return s.Inputs[0], bias, true
 }
 
 // mmRows is the rows of the Matmul among steps.
@@ -197,7 +227,7 @@ func mmRows(steps []plan.Step) int {
 // second operand, into out, dims [1, M, K, N], on every device of the
 // mesh.
 func rowsOf(s *plan.Step, op *ir.Op, a, out string) bool {
-	return len(op.Inputs) == 2 && s.Type == plan.Matmul && len(s.Inputs) == 2 && s.Inputs[0] == a && s.Inputs[1] == op.Inputs[1].Name &&
+	return (len(op.Inputs) == 2 || len(op.Inputs) == 3 && op.Kind == "linear") && s.Type == plan.Matmul && len(s.Inputs) == 2 && s.Inputs[0] == a && s.Inputs[1] == op.Inputs[1].Name &&
 		s.Output == out && len(s.Dims) == 4 && s.Dims[0] == 1 && !s.BroadcastB && slices.Equal(s.Devices, op.Out.Mesh.Devices)
 }
 

@@ -56,6 +56,11 @@ type Overlap struct {
 	TransposeB bool
 	// In, W and Out are the buffers of the operands and of the output.
 	In, W, Out string
+	// Bias, when not empty, is a linear's bias [N]: the form computes the
+	// product into Buffer("product"), and one Pointwise add of the bias
+	// (broadcast over the rows) writes Out, as the undecomposed linear
+	// adds it after its Matmul (and after its ReduceScatter).
+	Bias string
 	// Buffer names an intermediate buffer ("xg/1": what, then the chunk
 	// or round).
 	Buffer func(what string) string
@@ -88,6 +93,18 @@ func OverlapBuffers(out string) func(what string) string {
 //
 // The ring-based forms are Ring's.
 func (g Overlap) Steps() []Step {
+	if g.Bias != "" {
+		h := g
+		h.Bias, h.Out = "", g.Buffer("product")
+		rows := g.Rows
+		if g.Kind == OverlapAllgather {
+			rows *= len(g.Devices)
+		}
+		add := "add"
+		return append(h.Steps(), Step{Kind: KindLocal, Type: Pointwise, Devices: append([]int(nil), g.Devices...),
+			Inputs: []string{h.Out, g.Bias}, Output: g.Out, Count: Count{Input: rows * g.N, Output: rows * g.N},
+			Dims: []int{rows, g.N}, Func: &add, InputDims: [][]int{{rows, g.N}, {1, g.N}}})
+	}
 	if g.Form == OverlapRing {
 		return g.ring()
 	}

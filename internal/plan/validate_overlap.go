@@ -94,6 +94,10 @@ func (v *validator) checkOverlap(k int) {
 func (v *validator) overlapOf(k int) (Overlap, string) {
 	op := &v.p.Ops[k]
 	in := op.Operands()
+	bias := ""
+	if len(in) == 3 && op.Op == "linear" {
+		in, bias = in[:2], in[2]
+	}
 	if len(in) != 2 {
 		return Overlap{}, "it has no two operands"
 	}
@@ -102,9 +106,12 @@ func (v *validator) overlapOf(k int) (Overlap, string) {
 		return Overlap{}, "its weight is not of rank 2 or its output has no mesh"
 	}
 	g := Overlap{Devices: slices.Clone(out.mesh.Devices), Kind: OverlapReduceScatter, K: w.t.LocalShape[0], N: w.t.LocalShape[1],
-		In: in[0], W: in[1], Out: op.Output, Buffer: OverlapBuffers(op.Output)}
+		In: in[0], W: in[1], Out: op.Output, Bias: bias, Buffer: OverlapBuffers(op.Output)}
 	if op.Op == "linear" {
 		g.K, g.N, g.TransposeB = g.N, g.K, true
+	}
+	if b := v.tensor(bias); bias != "" && (b == nil || b.local != g.N) {
+		return Overlap{}, "its bias is not a block of its weight's output extent"
 	}
 	t := len(g.Devices)
 	x := v.tensor(in[0])

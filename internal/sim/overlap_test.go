@@ -29,7 +29,7 @@ func overlapPlan(t *testing.T, name string) *plan.Plan {
 // overlapExamples are the examples whose plans decompose collectives and
 // that the simulator runs.
 var overlapExamples = []string{"tp_mlp_overlap_collective_k2", "tp_mlp_overlap_collective_k4",
-	"tp_mlp_overlap_ring_k2", "tp_mlp_overlap_ring_k4", "tp_mlp_overlap_auto_scaled"}
+	"tp_mlp_overlap_ring_k2", "tp_mlp_overlap_ring_k4", "tp_mlp_overlap_auto_scaled", "tp_mlp_overlap_bias"}
 
 // TestOverlapExamples: every decomposed plan is a step graph, computes the
 // MLP in its list's order and in random orders, and decomposes both
@@ -90,6 +90,18 @@ func TestOverlapMutants(t *testing.T) {
 			s := firstStep(t, p, func(s *plan.Step) bool { return s.Type == plan.Concat && s.Output == "y/overlap/a/0" })
 			s.Windows = [][]int{{s.Windows[0][0], 0, s.Windows[0][2]}} // device 0's own rows first: block 1 is due
 		}, "of the ring-based decomposed collective", false},
+		{"a bias subtracted after the ring's last round", "tp_mlp_overlap_bias", func(p *plan.Plan) {
+			s := firstStep(t, p, func(s *plan.Step) bool { return s.Type == plan.Pointwise && s.Output == "y" })
+			sub := "sub"
+			s.Func = &sub
+		}, "of the ring-based decomposed collective", false},
+		{"a bias added to the first chunk's product only", "tp_mlp_overlap_bias", func(p *plan.Plan) {
+			s := firstStep(t, p, func(s *plan.Step) bool { return s.Type == plan.Pointwise && s.Output == "h" })
+			s.Inputs = []string{"h/overlap/y/0", s.Inputs[1]}
+			s.Count.Input /= 2
+			s.Dims = []int{s.Dims[0] / 2, s.Dims[1]}
+			s.InputDims = [][]int{s.Dims, s.InputDims[1]}
+		}, "of the collective-based decomposed collective", false},
 		{"a Matmul that does not wait for its chunk's Allgather", "tp_mlp_overlap_collective_k2", func(p *plan.Plan) {
 			s := firstStep(t, p, func(s *plan.Step) bool { return s.Type == plan.Matmul && s.Output == "h/overlap/y/1" })
 			s.After = nil
