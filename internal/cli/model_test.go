@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/nvcomm/nvcomm/internal/plan"
 )
 
 // modelConfigs are the example configurations of testdata/models.
@@ -176,5 +178,48 @@ func summaryGolden(t *testing.T, config, mesh string, sp bool) {
 	}
 	if d := cmp.Diff(string(want), got); d != "" {
 		t.Errorf("%s (-want +got):\n%s", file, d)
+	}
+}
+
+// TestPipelineReducesGradientsOnce: under data parallelism inside a
+// pipeline's stages, each weight's gradient is reduced once a step, after
+// the micro-batches' partial sums are accumulated on each device (DDP's
+// no_sync), never once a micro-batch: no reduction reads a micro-batch's
+// copy, and each weight's gradient is one reduction's output.
+func TestPipelineReducesGradientsOnce(t *testing.T) {
+	config := filepath.Join("../../testdata/models/tiny_llama/config.json")
+	out := filepath.Join(t.TempDir(), "plan.json")
+	code, _, stderr := run(t, "", "model", config, "--mesh", "pp=2,dp=2,tp=2", "--layers", "2", "--seq", "16", "--batch", "8",
+		"--microbatches", "4", "--backward", "--plan", "-o", out)
+	if code != 0 {
+		t.Fatalf("model exited %d: %s", code, stderr)
+	}
+	src, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := plan.Decode(out, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	weights := []string{"embed", "l0_wq", "l0_w_down", "l1_attn_norm", "l1_w_down", "final_norm", "lm_head"}
+	reduced := map[string]int{}
+	for _, st := range p.Steps {
+		if st.Type != "Allreduce" && st.Type != "ReduceScatter" {
+			continue
+		}
+		for _, w := range weights {
+			if strings.HasPrefix(st.Input, w+".grad@mb") {
+				t.Errorf("step %d: %s of %s, a micro-batch's weight gradient", st.ID, st.Type, st.Input)
+			}
+		}
+		if base, ok := strings.CutSuffix(st.Input, ".grad/terms"); ok {
+			reduced[base]++
+		}
+	}
+	for _, w := range weights {
+		if reduced[w] != 1 {
+			t.Errorf("%s.grad: %d reductions of its terms, want 1", w, reduced[w])
+		}
 	}
 }

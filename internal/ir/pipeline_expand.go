@@ -2,6 +2,7 @@ package ir
 
 import (
 	"fmt"
+	"github.com/nvcomm/nvcomm/internal/shard"
 	"slices"
 	"strings"
 
@@ -233,6 +234,9 @@ func (e *expansion) accumulate(g *Fusion, op, c *Op, k int, acc **Tensor) bool {
 		g.Ops = append(g.Ops, c)
 		return true
 	}
+	if pls, ok := e.termsPlacements(op); ok {
+		return e.accumulateTerms(g, op, c, k, acc, pls)
+	}
 	part, ok := e.partial(op.Out, k)
 	if !ok {
 		return false
@@ -261,6 +265,102 @@ func (e *expansion) accumulate(g *Fusion, op, c *Op, k int, acc **Tensor) bool {
 	e.mb[add], e.backward[add], e.stage[add] = k, e.backward[c], e.stage[c]
 	g.Ops = append(g.Ops, add)
 	*acc = out
+	return true
+}
+
+// termsPlacements are the placements of the pending terms of op, which
+// sums over the batch, when devices split the batch it sums: its output's
+// values' placements, and Partial(sum) along the mesh axis that splits
+// the batch of its micro-batched operand (the terms then hold whole
+// values along that axis, which the sum after the last micro-batch
+// scatters where the output is sharded along it). False when no device
+// splits the batch, or a split is no placement.
+func (e *expansion) termsPlacements(op *Op) ([]shard.Placement, bool) {
+	if pls, _, ok := combinedPlacements(op.Out); ok {
+		return pls, true
+	}
+	pls, ok := valuePlacements(op.Out)
+	if !ok {
+		return nil, false
+	}
+	for _, in := range op.Inputs {
+		d, batched := e.batch[in]
+		if !batched || in.Mesh == nil || !in.Mesh.Equal(op.Out.Mesh) {
+			continue
+		}
+		for _, sh := range in.Shardings() {
+			if i := in.Mesh.Axis(sh.Type); sh.Kind == Block && len(sh.Digits) == 1 && sh.Axis() == d && i >= 0 {
+				pls[i] = shard.Placement{Kind: shard.Partial, Op: string(OpSum)}
+				return pls, true
+			}
+		}
+	}
+	return nil, false
+}
+
+// accumulateTerms is accumulate for an op whose sum over the batch
+// devices split (data parallelism inside a stage): each micro-batch's op
+// leaves its terms pending (its partial sums, one per device, pls's
+// Partial placement), the adds accumulate each device's own, and after
+// the last micro-batch one sum of the terms writes op's output — one
+// Allreduce (a ReduceScatter into a sharded output) a step, as DDP's
+// no_sync and Megatron-LM's gradient accumulation reduce, not one a
+// micro-batch.
+func (e *expansion) accumulateTerms(g *Fusion, op, c *Op, k int, acc **Tensor, pls []shard.Placement) bool {
+	t := op.Out
+	terms := func(name string) (*Tensor, bool) {
+		n := 0
+		for i, p := range pls {
+			if p.Kind == shard.Partial {
+				n = t.Mesh.Shape[i]
+			}
+		}
+		return e.made(t, TensorSpec{Name: name, Mesh: t.Mesh, DType: t.DType, Shape: append([]int{n}, t.Shape()...), Placements: pls})
+	}
+	part, ok := terms(MicrobatchName(t.Name, k))
+	if !ok {
+		return false
+	}
+	c.Out, part.Producer = part, c
+	if err := c.Pend(); err != nil {
+		e.p.errs.Add(t.Pos, "tensor %q: its micro-batches' sums cannot be left pending: %v", t.Name, err)
+		return false
+	}
+	g.Tensors = append(g.Tensors, part)
+	g.Ops = append(g.Ops, c)
+	if k > 0 {
+		name := fmt.Sprintf("%s@acc%d", t.Name, k)
+		if k == e.m-1 {
+			name = t.Name + "/terms"
+		}
+		out, ok := terms(name)
+		if !ok {
+			return false
+		}
+		add := &Op{Kind: OpKind("add"), Inputs: []*Tensor{*acc, part}, Out: out, Axis: -1, Pos: op.Pos, Of: c.Of}
+		out.Producer = add
+		if err := add.Pend(); err != nil {
+			e.p.errs.Add(t.Pos, "tensor %q: its micro-batches' pending sums cannot be added: %v", t.Name, err)
+			return false
+		}
+		e.mb[add], e.backward[add], e.stage[add] = k, e.backward[c], e.stage[c]
+		g.Tensors, g.Ops = append(g.Tensors, out), append(g.Ops, add)
+		part = out
+	}
+	*acc = part
+	if k < e.m-1 {
+		return true
+	}
+	r, ok := reducedInto(t, part)
+	if !ok {
+		e.p.errs.Add(t.Pos, "tensor %q: the sum of its micro-batches' terms cannot be written as its values", t.Name)
+		return false
+	}
+	sum := &Op{Kind: OpSum, Inputs: []*Tensor{part}, Out: r, Axis: 0, Pos: op.Pos, Of: c.Of}
+	r.Producer = sum
+	e.mb[sum], e.backward[sum], e.stage[sum] = k, e.backward[c], e.stage[c]
+	g.Tensors, g.Ops = append(g.Tensors, r), append(g.Ops, sum)
+	e.summedOut[t] = r
 	return true
 }
 
