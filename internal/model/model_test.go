@@ -15,9 +15,14 @@ func TestParseConfigErrors(t *testing.T) {
 		name, src, want string
 	}{
 		{"not an object", `[1]`, `c.json:1:1: error: c.json is not a JSON object of keys: the file does not start with {`},
-		{"no model_type", `{"hidden_size": 8}`, `c.json:1:1: error: the configuration has no model_type (supported: gpt2, llama)` + `; add "model_type": "llama"`},
-		{"unknown type", "{\n  \"model_type\": \"bert\"\n}", `c.json:2:17: error: model_type "bert" is not supported` + `; nvcomm writes the fusions of gpt2, llama`},
-		{"mixture of experts", "{\n  \"model_type\": \"mixtral\"\n}", `c.json:2:17: error: model_type "mixtral" is not supported yet: mixture-of-experts layers (num_local_experts experts, num_experts_per_tok routed per token) and expert parallelism (an ep mesh axis, AllToAll dispatch and combine of tokens) are not written yet` + `; nvcomm writes the fusions of gpt2, llama`},
+		{"no model_type", `{"hidden_size": 8}`, `c.json:1:1: error: the configuration has no model_type (supported: gpt2, llama, mixtral)` + `; add "model_type": "llama"`},
+		{"unknown type", "{\n  \"model_type\": \"bert\"\n}", `c.json:2:17: error: model_type "bert" is not supported` + `; nvcomm writes the fusions of gpt2, llama, mixtral`},
+		{"mixture of experts", "{\n  \"model_type\": \"qwen2_moe\"\n}", `c.json:2:17: error: model_type "qwen2_moe" is not supported yet: mixture-of-experts layers and expert parallelism are not written yet` + `; nvcomm writes the fusions of gpt2, llama, mixtral`},
+		{"mixtral keys", "{\"model_type\": \"mixtral\", \"hidden_size\": 8, \"intermediate_size\": 8, \"num_attention_heads\": 2, \"num_hidden_layers\": 1,\n \"vocab_size\": 8, \"rms_norm_eps\": 1e-5, \"num_local_experts\": 4, \"num_experts_per_tok\": 2, \"sliding_window\": 4096, \"router_jitter_noise\": 0.1}",
+			"c.json:2:109: error: sliding_window: nvcomm writes full causal attention only (null), got 4096\n" +
+				"c.json:2:138: error: router_jitter_noise: nvcomm writes the router without jitter (0), got 0.1"},
+		{"mixtral experts", "{\"model_type\": \"mixtral\", \"hidden_size\": 8, \"intermediate_size\": 8, \"num_attention_heads\": 2, \"num_hidden_layers\": 1,\n \"vocab_size\": 8, \"rms_norm_eps\": 1e-5, \"num_local_experts\": 2, \"num_experts_per_tok\": 3}",
+			"c.json:1:1: error: num_local_experts 2 and num_experts_per_tok 3: want 1 ≤ num_experts_per_tok ≤ num_local_experts; each token goes to num_experts_per_tok of the num_local_experts experts"},
 		{"gpt2 keys", "{\"model_type\": \"gpt2\", \"n_embd\": 8, \"n_head\": 2, \"n_layer\": 1, \"n_positions\": 8, \"vocab_size\": 8,\n \"activation_function\": \"relu\", \"rms_norm_eps\": 1e-5}",
 			"c.json:2:25: error: activation_function: nvcomm writes \"gelu_new\" only, got \"relu\"\n" +
 				"c.json:2:33: error: key \"rms_norm_eps\" is not one nvcomm knows for model_type gpt2: it may change the model in a way nvcomm would not plan; nvcomm reads n_embd, n_head, n_layer, n_positions, n_inner, vocab_size, layer_norm_epsilon, tie_word_embeddings, activation_function, and ignores _name_or_path, architectures, attention_dropout, bos_token_id, eos_token_id, hidden_dropout, initializer_range, model_type, pad_token_id, rope_scaling, rope_theta, torch_dtype, transformers_version, use_cache, attn_pdrop, embd_pdrop, resid_pdrop, n_ctx, scale_attn_weights, scale_attn_by_inverse_layer_idx, reorder_and_upcast_attn, summary_activation, summary_first_dropout, summary_proj_to_labels, summary_type, summary_use_proj, task_specific_params"},
@@ -59,8 +64,10 @@ func TestParseMesh(t *testing.T) {
 		{in: "dp=2,cp=2,tp=4", want: []Axis{{DP, 2}, {CP, 2}, {TP, 4}}},
 		{in: "fsdp=2,cp=2,tp=2", want: []Axis{{FSDP, 2}, {CP, 2}, {TP, 2}}},
 		{in: "cp=2,fsdp=2,tp=2", err: `mesh "cp=2,fsdp=2,tp=2": write fsdp before cp, as torchtitan's mesh orders dp_shard and cp: fsdp shards every weight over fsdp × cp, its split outermost`},
-		{in: "pp=2", err: `mesh axis "pp": nvcomm writes dp, fsdp, cp and tp parallelism (pipeline parallelism, pp, and expert parallelism, ep, are not written yet)`},
-		{in: "ep=8", err: `mesh axis "ep": nvcomm writes dp, fsdp, cp and tp parallelism (pipeline parallelism, pp, and expert parallelism, ep, are not written yet)`},
+		{in: "pp=2", err: `mesh axis "pp": nvcomm writes dp, fsdp, cp, ep and tp parallelism (pipeline parallelism, pp, is not written yet)`},
+		{in: "ep=8", want: []Axis{{EP, 8}}},
+		{in: "ep=8,tp=8", want: []Axis{{EP, 8}, {TP, 8}}},
+		{in: "dp=2,ep=4", err: `mesh "dp=2,ep=4": ep combines with tp only (ep=8,tp=8): ep is the data-parallel axis of the layers outside the experts`},
 		{in: "tp=2,tp=2", err: `mesh axis "tp" is given twice`},
 		{in: "dp=2,fsdp=2,cp=2,tp=2", err: `mesh "dp=2,fsdp=2,cp=2,tp=2" has 4 axes: a mesh has at most 3 (nvFuser's DIDz, DIDy, DIDx); leave out an axis of 1 device, or fold two parallelisms into one`},
 	}
@@ -102,6 +109,8 @@ func TestFusionGolden(t *testing.T) {
 		{"tiny_llama_dp2_fsdp2_tp2_backward", "tiny_llama", "dp=2,fsdp=2,tp=2", false, true},
 		{"tiny_gpt2_cp2_tp4_sp", "tiny_gpt2", "cp=2,tp=4", true, false},
 		{"tiny_llama_fsdp2_cp2_tp2_backward", "tiny_llama", "fsdp=2,cp=2,tp=2", false, true},
+		{"tiny_mixtral_ep2_tp4", "tiny_mixtral", "ep=2,tp=4", false, false},
+		{"tiny_mixtral_ep2_tp4_backward", "tiny_mixtral", "ep=2,tp=4", false, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -29,6 +29,12 @@ const (
 	// variant): q, k, v and the residual stream hold a slice of the
 	// tokens each, and attention gathers k and v whole.
 	CP = "cp"
+	// EP is expert parallelism: it splits a mixture of experts' experts,
+	// and the batch everywhere else, as data parallelism does (DeepSpeed-
+	// MoE's and Megatron-LM's expert parallelism within the data-parallel
+	// group): each MoE layer sends every token to its experts' devices and
+	// back by AllToAll.
+	EP = "ep"
 	// TP splits heads, the MLP's inner width and the vocabulary
 	// (Megatron-LM's tensor parallelism), and with SP the sequence between
 	// them.
@@ -36,7 +42,7 @@ const (
 )
 
 // axisNames are the parallelisms nvcomm writes.
-var axisNames = []string{DP, FSDP, CP, TP}
+var axisNames = []string{DP, FSDP, CP, EP, TP}
 
 // Parallel is a parallelism plan: the mesh's axes, outermost first, and
 // whether tensor parallelism splits the sequence outside the blocks'
@@ -57,7 +63,7 @@ func ParseMesh(s string) ([]Axis, error) {
 		case !ok || err != nil || n < 1:
 			return nil, fmt.Errorf("mesh axis %q: want NAME=DEVICES, as dp=2 or tp=4", part)
 		case !slices.Contains(axisNames, name):
-			return nil, fmt.Errorf("mesh axis %q: nvcomm writes dp, fsdp, cp and tp parallelism (pipeline parallelism, pp, and expert parallelism, ep, are not written yet)", name)
+			return nil, fmt.Errorf("mesh axis %q: nvcomm writes dp, fsdp, cp, ep and tp parallelism (pipeline parallelism, pp, is not written yet)", name)
 		case slices.ContainsFunc(axes, func(a Axis) bool { return a.Name == name }):
 			return nil, fmt.Errorf("mesh axis %q is given twice", name)
 		}
@@ -72,6 +78,12 @@ func ParseMesh(s string) ([]Axis, error) {
 		// outermost (the batch's sum comes before the cp slices'), and
 		// placements nest in the mesh's order.
 		return nil, fmt.Errorf("mesh %q: write fsdp before cp, as torchtitan's mesh orders dp_shard and cp: fsdp shards every weight over fsdp × cp, its split outermost", s)
+	}
+	if e := at(EP); e >= 0 && len(axes) > 1 && slices.ContainsFunc(axes, func(a Axis) bool { return a.Name != EP && a.Name != TP }) {
+		// ep splits the batch outside the experts, as dp does; with dp,
+		// fsdp or cp the batch or the sequence would be split twice over
+		// the routing's groups.
+		return nil, fmt.Errorf("mesh %q: ep combines with tp only (ep=8,tp=8): ep is the data-parallel axis of the layers outside the experts", s)
 	}
 	return axes, nil
 }

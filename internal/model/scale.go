@@ -10,7 +10,8 @@ package model
 // fsdp's and with it cp's, split evenly), an
 // MLP of the same ratio to the hidden size, a vocabulary of 16 rows per
 // device that splits it, one sequence per dp and fsdp device, of 2 tokens
-// per tp and cp device. Simulation proves that plan; the full model's is
+// per tp and cp device (at least 8 for a mixture of experts, whose
+// experts and top_k it keeps). Simulation proves that plan; the full model's is
 // the same program at larger extents (docs/models.md).
 func ScaleDown(c *Config, p Parallel, o Options) (*Config, Options) {
 	tp, shards := p.size(TP), p.weightShards()
@@ -35,6 +36,11 @@ func ScaleDown(c *Config, p Parallel, o Options) (*Config, Options) {
 		s.Vocab-- // padded, as the full model's is
 	}
 	o.Batch, o.Seq = p.split(batchSplit), 2*tp*p.size(CP)
+	if c.Experts > 0 {
+		// A sequence is a group of the routing: at least 8 tokens, so
+		// that the experts' queues fill and overflow.
+		o.Seq = roundUp(8, o.Seq)
+	}
 	return &s, o
 }
 
