@@ -85,8 +85,8 @@ var archs = map[string]arch{
 // unsupported are model_types nvcomm knows of but does not write yet, and
 // what they lack.
 var unsupported = map[string]string{
-	"qwen2_moe":   "mixture-of-experts layers and expert parallelism are not written yet",
-	"deepseek_v3": "mixture-of-experts layers, expert parallelism and multi-head latent attention are not written yet",
+	"qwen2_moe":   "its mixture of experts' shared expert (a dense MLP beside the routed experts, gated by a sigmoid) is not written yet",
+	"deepseek_v3": "its mixture of experts' shared experts and group-limited routing, and multi-head latent attention, are not written yet",
 }
 
 // llamaKeys are the keys of a Llama configuration that shape the fusion.

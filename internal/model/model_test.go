@@ -17,7 +17,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"not an object", `[1]`, `c.json:1:1: error: c.json is not a JSON object of keys: the file does not start with {`},
 		{"no model_type", `{"hidden_size": 8}`, `c.json:1:1: error: the configuration has no model_type (supported: gpt2, llama, mixtral)` + `; add "model_type": "llama"`},
 		{"unknown type", "{\n  \"model_type\": \"bert\"\n}", `c.json:2:17: error: model_type "bert" is not supported` + `; nvcomm writes the fusions of gpt2, llama, mixtral`},
-		{"mixture of experts", "{\n  \"model_type\": \"qwen2_moe\"\n}", `c.json:2:17: error: model_type "qwen2_moe" is not supported yet: mixture-of-experts layers and expert parallelism are not written yet` + `; nvcomm writes the fusions of gpt2, llama, mixtral`},
+		{"mixture of experts", "{\n  \"model_type\": \"qwen2_moe\"\n}", `c.json:2:17: error: model_type "qwen2_moe" is not supported yet: its mixture of experts' shared expert (a dense MLP beside the routed experts, gated by a sigmoid) is not written yet` + `; nvcomm writes the fusions of gpt2, llama, mixtral`},
 		{"mixtral keys", "{\"model_type\": \"mixtral\", \"hidden_size\": 8, \"intermediate_size\": 8, \"num_attention_heads\": 2, \"num_hidden_layers\": 1,\n \"vocab_size\": 8, \"rms_norm_eps\": 1e-5, \"num_local_experts\": 4, \"num_experts_per_tok\": 2, \"sliding_window\": 4096, \"router_jitter_noise\": 0.1}",
 			"c.json:2:109: error: sliding_window: nvcomm writes full causal attention only (null), got 4096\n" +
 				"c.json:2:138: error: router_jitter_noise: nvcomm writes the router without jitter (0), got 0.1"},
