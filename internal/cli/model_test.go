@@ -175,3 +175,25 @@ func summaryGolden(t *testing.T, config, mesh string, sp bool, extra ...string) 
 		t.Errorf("%s (-want +got):\n%s", file, d)
 	}
 }
+
+// TestModelExpertsUsage checks the usage errors (exit 2) of the flags of
+// expert parallelism, and the errors (exit 1) of a mesh the model cannot
+// take.
+func TestModelExpertsUsage(t *testing.T) {
+	mixtral, llama := "../../testdata/models/tiny_mixtral/config.json", "../../testdata/models/tiny_llama/config.json"
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{mixtral, "--mesh", "ep=2", "--capacity-factor", "0"}, 2, "--capacity-factor 0: want a positive number"},
+		{[]string{mixtral, "--mesh", "dp=2,ep=2"}, 2, `ep combines with tp only`},
+		{[]string{mixtral, "--mesh", "ep=3"}, 1, "num_local_experts 8 is not a multiple of 3"},
+		{[]string{llama, "--mesh", "ep=2"}, 1, "ep splits a mixture of experts' experts, and model_type llama has none"},
+	} {
+		code, _, stderr := run(t, "", append([]string{"model"}, tc.args...)...)
+		if code != tc.code || !strings.Contains(stderr, tc.want) {
+			t.Errorf("model %v: exit %d, want %d, with %q:\n%s", tc.args, code, tc.code, tc.want, stderr)
+		}
+	}
+}

@@ -104,9 +104,14 @@ var scalars = []string{"2", "-1", "0.5", "3.0", "1.0e-5", "0.25", "-0.125", "1.0
 // that axis's extent; cross_entropy as gen_layers_loss.go draws it; sdpa
 // takes cur as its queries (gen_layers_sdpa.go), a softmax in its place
 // for a cur of rank 1.
+//
+// The routing ops of a mixture of experts (moe_topk, moe_dispatch) are
+// not drawn: their operands are router probabilities and 0/1 selections
+// of rank 3, not any tensor; TestMoEExpansion (sim) and the model's
+// tests prove them.
 func (l *layerGen) composite(cur lt) lt {
 	rank := len(cur.shape)
-	names := ops.FamilyNames(ops.Composite)
+	names := slices.DeleteFunc(ops.FamilyNames(ops.Composite), func(n string) bool { return ops.Lookup(n).Constant })
 	kind := names[l.r.IntN(len(names))]
 	switch {
 	case kind == "sdpa" && rank >= 2:

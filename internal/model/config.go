@@ -110,12 +110,17 @@ var llamaKeys = []key{
 // mixtralKeys are the keys of a Mixtral configuration (transformers'
 // MixtralConfig): Llama's attention, and an MLP of num_local_experts
 // SwiGLU experts, num_experts_per_tok of them a token.
-var mixtralKeys = append(slices.Clip(llamaKeys[:len(llamaKeys)-3]),
+var mixtralKeys = append(without(llamaKeys, "attention_bias", "mlp_bias", "pretraining_tp"),
 	key{"num_local_experts", intInto(func(c *Config) *int { return &c.Experts }), true},
 	key{"num_experts_per_tok", intInto(func(c *Config) *int { return &c.TopK }), true},
 	key{"sliding_window", wantNull, false},
 	key{"router_jitter_noise", wantZero, false},
 )
+
+// without is keys less those called names, a new slice.
+func without(keys []key, names ...string) []key {
+	return slices.DeleteFunc(slices.Clone(keys), func(k key) bool { return slices.Contains(names, k.name) })
+}
 
 // mixtralIgnored are Mixtral's keys that change nothing nvcomm plans: the
 // router's auxiliary load-balancing loss (a scalar added to the loss:
