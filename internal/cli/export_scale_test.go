@@ -73,6 +73,8 @@ func TestModelExportGloo(t *testing.T) {
 	for i, tc := range []struct{ config, mesh string }{
 		{"llama3_8b", "dp=2,tp=4 --sp"},
 		{"gpt3_175b", "dp=2,tp=4 --sp"},
+		{"mixtral_8x7b", "ep=2,tp=4 --sp"},
+		{"mixtral_8x7b", "ep=8"},
 	} {
 		t.Run(tc.config+" "+tc.mesh, func(t *testing.T) {
 			dir := t.TempDir()

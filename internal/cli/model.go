@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"io"
+	"math"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -22,6 +23,7 @@ type modelOptions struct {
 	layers    int
 	backward  bool
 	keep      bool // --keep-gathered
+	capacity  float64
 	scaleDown bool
 	micro     int
 	schedule  *enumFlag
@@ -49,12 +51,14 @@ func newModelCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "model CONFIG.json",
 		Short: "Write the fusion of a model's training step from its configuration",
-		Long: `model reads a model's configuration (a Hugging Face config.json of model_type llama
-or gpt2) and writes the fusion (YAML, docs/fusion.md) of a training step's forward:
+		Long: `model reads a model's configuration (a Hugging Face config.json of model_type llama,
+gpt2 or mixtral) and writes the fusion (YAML, docs/fusion.md) of a training step's forward:
 the embedding, the transformer blocks, the final norm, the LM head and the loss,
-sharded over the mesh as Megatron-LM (tp, --sp), PyTorch FSDP2 (fsdp; with dp, HSDP)
-and Llama 3's context parallelism (cp) shard it (docs/models.md). --plan lowers it at
-once and writes the plan; --summary writes what the step costs each device.`,
+sharded over the mesh as Megatron-LM (tp, --sp), PyTorch FSDP2 (fsdp; with dp, HSDP),
+Llama 3's context parallelism (cp) and expert parallelism (ep: a mixture of experts'
+experts split, the tokens sent to them and back by AllToAll) shard it (docs/models.md).
+--plan lowers it at once and writes the plan; --summary writes what the step costs each
+device.`,
 		Example: `  nvcomm model testdata/models/llama3_8b/config.json --mesh dp=2,tp=4 --seq 8192 -o llama.yaml
   nvcomm model config.json --mesh dp=8,tp=8 --sp --batch 8 --seq 8192 --plan -o plan.json
   nvcomm model config.json --mesh dp=8,tp=8 --summary
@@ -67,7 +71,7 @@ once and writes the plan; --summary writes what the step costs each device.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.mesh, "mesh", "", "the device mesh as `AXES`: outermost first, each a parallelism (pp, dp, fsdp, cp or tp) and its devices, as dp=2,tp=4, fsdp=8,tp=8 or pp=2,dp=2,tp=2 (required)")
+	f.StringVar(&o.mesh, "mesh", "", "the device mesh as `AXES`: outermost first, each a parallelism (pp, dp, fsdp, cp, ep or tp) and its devices, as dp=2,tp=4, fsdp=8,tp=8, ep=8,tp=8 or pp=2,dp=2,tp=2 (required)")
 	f.BoolVar(&o.sp, "sp", false, "sequence parallelism: tp also splits the sequence outside attention and the MLP (Megatron-LM's --sequence-parallel)")
 	f.IntVar(&o.batch, "batch", 0, "the step's sequences, `B` (split over dp and fsdp; 0: one per data-parallel replica)")
 	f.IntVar(&o.seq, "seq", 0, "the tokens of each sequence, `S` (0: the model's max_position_embeddings)")
@@ -78,6 +82,7 @@ once and writes the plan; --summary writes what the step costs each device.`,
 	f.IntVar(&o.micro, "microbatches", 0, "with a pp axis: cut the batch into `M` micro-batches (0: one per pipeline stage group)")
 	enumVar(cmd, o.schedule, "schedule", "with a pp axis: the pipeline schedule (docs/pipeline.md)")
 	f.IntVar(&o.virtual, "virtual-stages", 0, "with --schedule interleaved: the stages each pipeline device group holds, `V` (0: 2)")
+	f.Float64Var(&o.capacity, "capacity-factor", model.DefaultCapacityFactor, "a mixture of experts' capacity `FACTOR`: each expert takes ⌈top_k·seq/experts·FACTOR⌉ tokens of a sequence (at most seq), the rest dropped")
 	f.BoolVar(&o.scaleDown, "scale-down", false, "write a model of the same structure and sharding small enough to simulate: 2 layers, a smaller hidden size, one sequence per dp replica")
 	f.BoolVar(&o.plan, "plan", false, "lower the fusion at once and write its plan (JSON, as lower does)")
 	f.BoolVar(&o.summary, "summary", false, "lower the fusion and write, per device, the bytes of the parameters, gradients, optimizer state and activations, each collective's bytes per mesh axis, the predicted time, tokens/s and MFU")
@@ -156,6 +161,8 @@ func (o *modelOptions) check(arg string) (model.Parallel, model.Options, error) 
 		return p, model.Options{}, usageError{fmt.Errorf("--plan and --summary write different things: give one")}
 	case o.seq < 0 || o.batch < 0:
 		return p, model.Options{}, usageError{fmt.Errorf("--batch %d --seq %d: want a positive batch (or 0, one sequence per dp replica) and a positive length (or 0, the model's longest)", o.batch, o.seq)}
+	case !(o.capacity > 0) || math.IsInf(o.capacity, 0):
+		return p, model.Options{}, usageError{fmt.Errorf("--capacity-factor %g: want a positive number (1.25, the default: a quarter more than each expert's even share)", o.capacity)}
 	case o.layers < 0:
 		return p, model.Options{}, usageError{fmt.Errorf("--layers %d: want 0 (all) or more", o.layers)}
 	}
@@ -171,7 +178,7 @@ func (o *modelOptions) check(arg string) (model.Parallel, model.Options, error) 
 		return p, model.Options{}, usageError{fmt.Errorf("--keep-gathered: FSDP's gathered weights are kept for the backward only with --backward and an fsdp axis of 2 devices or more in --mesh")}
 	}
 	mo := model.Options{Name: fusionName(arg, o.mesh, o.sp), Batch: o.batch, Seq: o.seq, DType: o.dtype.value, Layers: o.layers, Backward: o.backward, KeepGathered: o.keep,
-		Microbatches: o.micro, Virtual: o.virtual}
+		Microbatches: o.micro, Virtual: o.virtual, CapacityFactor: o.capacity}
 	if o.scheduleSet {
 		mo.Schedule = o.schedule.value
 	}

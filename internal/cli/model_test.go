@@ -117,6 +117,36 @@ func TestModelScaleDownSimulatesPipelines(t *testing.T) {
 	}
 }
 
+// TestModelScaleDownSimulatesExperts proves the plans of Mixtral's
+// mixture of experts under expert parallelism — ep alone, with tp, with
+// sequence parallelism, forward and backward, and on 64 devices —
+// scaled down, under both policies: simulate PASSes, and every MoE layer
+// sends its tokens to their experts and back by AllToAll along ep.
+func TestModelScaleDownSimulatesExperts(t *testing.T) {
+	config := "../../testdata/models/mixtral_8x7b/config.json"
+	for _, mesh := range []string{"ep=8", "ep=2,tp=4", "ep=2,tp=4 --sp", "ep=2,tp=4 --backward", "ep=2,tp=4 --sp --backward", "ep=4 --backward --capacity-factor 0.5", "ep=8,tp=8"} {
+		fusion := filepath.Join(t.TempDir(), "small.yaml")
+		args := append([]string{"model", config, "--scale-down", "-o", fusion, "--mesh"}, strings.Fields(mesh)...)
+		if code, _, stderr := run(t, "", args...); code != 0 {
+			t.Fatalf("%s: model exited %d: %s", mesh, code, stderr)
+		}
+		for _, policy := range []string{"optimal", "nvfuser"} {
+			code, stdout, stderr := run(t, "", "simulate", "--policy", policy, fusion)
+			if code != 0 || !strings.HasPrefix(stdout, "PASS\n") {
+				t.Errorf("%s, policy %s: simulate exited %d:\n%s%s", mesh, policy, code, firstLines(stdout, 3), stderr)
+			}
+			// Two a layer forward (2 layers), two more backward.
+			want := 4
+			if strings.Contains(mesh, "--backward") {
+				want = 8
+			}
+			if got := strings.Count(stdout, " AllToAll "); got < want {
+				t.Errorf("%s, policy %s: %d AllToAll steps, want at least %d", mesh, policy, got, want)
+			}
+		}
+	}
+}
+
 // firstLines is s's first n lines.
 func firstLines(s string, n int) string {
 	lines := strings.SplitAfter(s, "\n")
@@ -146,17 +176,24 @@ func TestModelSummaryGolden(t *testing.T) {
 		if strings.HasPrefix(name, "tiny_") {
 			continue
 		}
-		for _, r := range append([]plan{{"dp=8,tp=8", false}, {"dp=8,tp=8", true}}, runs[name]...) {
-			summaryGolden(t, config, r.mesh, r.sp)
+		base := []plan{{"dp=8,tp=8", false}, {"dp=8,tp=8", true}}
+		var seq []string
+		if name == "mixtral_8x7b" {
+			// Expert parallelism, on sequences of 4096 tokens (a group
+			// of the routing, whose dispatch mask is quadratic in it).
+			base, seq = []plan{{"ep=8,tp=8", false}, {"ep=8,tp=8", true}}, []string{"--seq", "4096"}
+		}
+		for _, r := range append(base, runs[name]...) {
+			summaryGolden(t, config, r.mesh, r.sp, seq...)
 		}
 	}
 }
 
-// summaryGolden compares the summary of config on mesh (--batch 8) with
-// its golden, summary_MESH[_sp].txt beside it.
-func summaryGolden(t *testing.T, config, mesh string, sp bool) {
+// summaryGolden compares the summary of config on mesh (--batch 8, and
+// the flags extra) with its golden, summary_MESH[_sp].txt beside it.
+func summaryGolden(t *testing.T, config, mesh string, sp bool, extra ...string) {
 	t.Helper()
-	args := []string{"model", config, "--mesh", mesh, "--batch", "8", "--summary"}
+	args := append([]string{"model", config, "--mesh", mesh, "--batch", "8", "--summary"}, extra...)
 	file := "summary_" + strings.NewReplacer("=", "", ",", "_").Replace(mesh)
 	if sp {
 		args = append(args, "--sp")
@@ -220,6 +257,28 @@ func TestPipelineReducesGradientsOnce(t *testing.T) {
 	for _, w := range weights {
 		if reduced[w] != 1 {
 			t.Errorf("%s.grad: %d reductions of its terms, want 1", w, reduced[w])
+		}
+	}
+}
+
+// TestModelExpertsUsage checks the usage errors (exit 2) of the flags of
+// expert parallelism, and the errors (exit 1) of a mesh the model cannot
+// take.
+func TestModelExpertsUsage(t *testing.T) {
+	mixtral, llama := "../../testdata/models/tiny_mixtral/config.json", "../../testdata/models/tiny_llama/config.json"
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{mixtral, "--mesh", "ep=2", "--capacity-factor", "0"}, 2, "--capacity-factor 0: want a positive number"},
+		{[]string{mixtral, "--mesh", "dp=2,ep=2"}, 2, `ep combines with tp only`},
+		{[]string{mixtral, "--mesh", "ep=3"}, 1, "num_local_experts 8 is not a multiple of 3"},
+		{[]string{llama, "--mesh", "ep=2"}, 1, "ep splits a mixture of experts' experts, and model_type llama has none"},
+	} {
+		code, _, stderr := run(t, "", append([]string{"model"}, tc.args...)...)
+		if code != tc.code || !strings.Contains(stderr, tc.want) {
+			t.Errorf("model %v: exit %d, want %d, with %q:\n%s", tc.args, code, tc.code, tc.want, stderr)
 		}
 	}
 }

@@ -104,6 +104,9 @@ var scalars = []string{"2", "-1", "0.5", "3.0", "1.0e-5", "0.25", "-0.125", "1.0
 // that axis's extent; cross_entropy as gen_layers_loss.go draws it; sdpa
 // takes cur as its queries (gen_layers_sdpa.go), a softmax in its place
 // for a cur of rank 1.
+// The routing ops of a mixture of experts take cur of rank 3 as
+// [groups, tokens, experts]: moe_topk of it, and for moe_dispatch the
+// dispatch of that selection (a softmax in their place for another rank).
 func (l *layerGen) composite(cur lt) lt {
 	rank := len(cur.shape)
 	names := ops.FamilyNames(ops.Composite)
@@ -111,7 +114,9 @@ func (l *layerGen) composite(cur lt) lt {
 	switch {
 	case kind == "sdpa" && rank >= 2:
 		return l.sdpa(cur)
-	case kind == "sdpa":
+	case (kind == "moe_topk" || kind == "moe_dispatch") && rank == 3:
+		return l.routing(cur, kind == "moe_dispatch")
+	case kind == "sdpa", kind == "moe_topk", kind == "moe_dispatch":
 		kind = "softmax"
 	}
 	x := operand{t: &cur, shape: cur.shape, mapAxis: identityMap, kAxis: -1}
@@ -345,4 +350,24 @@ func (l *layerGen) linear(cur lt) lt {
 		ops = append(ops, *bias)
 	}
 	return l.emit("linear", ops, shape, k, "", false, sure)
+}
+
+// routing is moe_topk of cur [groups, tokens, experts] (top_k from 1 to
+// the experts), and with dispatch the moe_dispatch of its selection (a
+// capacity from 1 to the tokens, which may drop some).
+func (l *layerGen) routing(cur lt, dispatch bool) lt {
+	x := operand{t: &cur, shape: cur.shape, mapAxis: identityMap, kAxis: -1}
+	k := 1 + l.r.IntN(cur.shape[2])
+	sel := l.emit("moe_topk", []operand{x}, cur.shape, 0, fmt.Sprintf(", top_k: %d", k), false, true)
+	if !dispatch {
+		return sel
+	}
+	c := 1 + l.r.IntN(cur.shape[1])
+	s := operand{t: &sel, shape: sel.shape, kAxis: -1, mapAxis: func(j int) int {
+		if j < 3 {
+			return j
+		}
+		return -1 // the capacity's slots: a new axis
+	}}
+	return l.emit("moe_dispatch", []operand{s}, append(slices.Clone(sel.shape), c), 0, fmt.Sprintf(", capacity: %d", c), false, true)
 }

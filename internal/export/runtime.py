@@ -561,12 +561,17 @@ def _cat(*xs, axis):
 
 
 def _gt(a, b):
-    """1 where a > b, else 0, in the operands' dtype: torch.gt as a mask."""
+    """1 where a > b, else 0, in the operands' dtype: torch.gt as a mask. A number first (gt(2, rank))
+    is torch.lt of the operands swapped, which torch.gt does not take."""
+    if not torch.is_tensor(a):
+        return torch.lt(b, a).to(torch.result_type(a, b))
     return torch.gt(a, b).to(torch.result_type(a, b))
 
 
 def _eq(a, b):
-    """1 where a == b, else 0, in the operands' dtype: torch.eq as a mask."""
+    """1 where a == b, else 0, in the operands' dtype: torch.eq as a mask (a number first swapped)."""
+    if not torch.is_tensor(a):
+        a, b = b, a
     return torch.eq(a, b).to(torch.result_type(a, b))
 
 
@@ -814,6 +819,13 @@ def composite_reference(of, xs):
         return torch.softmax(x, dim=of["axis"])
     if op == "mean":
         return torch.mean(x, dim=of["axis"])
+    if op == "moe_topk":  # each token's top_k experts, ties to the lowest index (a stable sort)
+        order = torch.sort(x, dim=-1, descending=True, stable=True).indices[..., :of["top_k"]]
+        return torch.zeros_like(x).scatter(-1, order, 1.0)
+    if op == "moe_dispatch":  # each selected token's slot in its expert's queue, below capacity
+        slot = torch.cumsum(x, dim=1) - x
+        c = torch.arange(of["capacity"], dtype=x.dtype, device=x.device)
+        return x.unsqueeze(-1) * (slot.unsqueeze(-1) == c).to(x.dtype)
     if op == "log_softmax":
         return torch.log_softmax(x, dim=of["axis"])
     if op == "cross_entropy":  # the classes last: torch's input [N, C] and target [N], flattened

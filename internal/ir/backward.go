@@ -158,7 +158,9 @@ func (p *Source) gradTensors(b *rawBackward, order []*rawOp) map[string]bool {
 		up[s.Name] = true
 	}
 	for _, ro := range order {
-		if slices.ContainsFunc(ro.ins, func(in string) bool { return down[in] }) {
+		// A selection's output (ops.Op.Constant) carries no gradient:
+		// nothing downstream of it through it depends on wrt.
+		if !ro.kind.Entry().Constant && slices.ContainsFunc(ro.ins, func(in string) bool { return down[in] }) {
 			down[ro.out] = true
 		}
 	}

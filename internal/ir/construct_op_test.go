@@ -212,7 +212,7 @@ func TestBuilderErrors(t *testing.T) {
 		want string
 	}{
 		{"unknown op", OpSpec{Kind: "erfc", Inputs: []*Tensor{x}},
-			`error: ops[0]: unknown op "erfc" (ops are: set; reductions sum, prod, max, min; elementwise add, sub, mul, maximum, minimum, gt, eq, div, relu, neg, abs, exp, log, tanh, sigmoid, silu, gelu, gelu_tanh, erf, sqrt, rsqrt, reciprocal, square; broadcast; contractions matmul, linear, embedding, gather, scatter_add; data movement permute, reshape, cast, slice, cat, tril; composite softmax, mean, rms_norm, layer_norm, sdpa, log_softmax, cross_entropy); docs/fusion.md ("ops") describes what each op does`},
+			`error: ops[0]: unknown op "erfc" (ops are: set; reductions sum, prod, max, min; elementwise add, sub, mul, maximum, minimum, gt, eq, div, relu, neg, abs, exp, log, tanh, sigmoid, silu, gelu, gelu_tanh, erf, sqrt, rsqrt, reciprocal, square; broadcast; contractions matmul, linear, embedding, gather, scatter_add; data movement permute, reshape, cast, slice, cat, tril; composite softmax, mean, rms_norm, layer_norm, sdpa, log_softmax, cross_entropy, moe_topk, moe_dispatch); docs/fusion.md ("ops") describes what each op does`},
 		{"arity", OpSpec{Index: 2, Kind: OpMatmul, Inputs: []*Tensor{x}}, `error: ops[2]: matmul takes [a, b], got 1 operands`},
 		{"nil operand", OpSpec{Kind: "relu", Inputs: []*Tensor{nil}}, `error: ops[0]: operand 0 is not a built tensor`},
 		{"dtypes", OpSpec{Kind: OpMatmul, Inputs: []*Tensor{x, w}, Out: TensorSpec{Name: "y"}},

@@ -1100,7 +1100,7 @@ tensors:
 ops:
   - {op: summ, in: tv0, out: tv1, axis: 0}
 `,
-		want: `in.yaml:6:10: error: ops[0]: unknown op "summ" (ops are: set; reductions sum, prod, max, min; elementwise add, sub, mul, maximum, minimum, gt, eq, div, relu, neg, abs, exp, log, tanh, sigmoid, silu, gelu, gelu_tanh, erf, sqrt, rsqrt, reciprocal, square; broadcast; contractions matmul, linear, embedding, gather, scatter_add; data movement permute, reshape, cast, slice, cat, tril; composite softmax, mean, rms_norm, layer_norm, sdpa, log_softmax, cross_entropy); did you mean "sum"?`,
+		want: `in.yaml:6:10: error: ops[0]: unknown op "summ" (ops are: set; reductions sum, prod, max, min; elementwise add, sub, mul, maximum, minimum, gt, eq, div, relu, neg, abs, exp, log, tanh, sigmoid, silu, gelu, gelu_tanh, erf, sqrt, rsqrt, reciprocal, square; broadcast; contractions matmul, linear, embedding, gather, scatter_add; data movement permute, reshape, cast, slice, cat, tril; composite softmax, mean, rms_norm, layer_norm, sdpa, log_softmax, cross_entropy, moe_topk, moe_dispatch); did you mean "sum"?`,
 	},
 	{
 		// erfc is no misspelled erf (another framework's op), nor selu
@@ -1114,8 +1114,8 @@ ops:
   - {op: erfc, in: a, out: c}
   - {op: selu, in: c, out: d}
 `,
-		want: `in.yaml:6:10: error: ops[0]: unknown op "erfc" (ops are: set; reductions sum, prod, max, min; elementwise add, sub, mul, maximum, minimum, gt, eq, div, relu, neg, abs, exp, log, tanh, sigmoid, silu, gelu, gelu_tanh, erf, sqrt, rsqrt, reciprocal, square; broadcast; contractions matmul, linear, embedding, gather, scatter_add; data movement permute, reshape, cast, slice, cat, tril; composite softmax, mean, rms_norm, layer_norm, sdpa, log_softmax, cross_entropy); docs/fusion.md ("ops") describes what each op does
-in.yaml:7:10: error: ops[1]: unknown op "selu" (ops are: set; reductions sum, prod, max, min; elementwise add, sub, mul, maximum, minimum, gt, eq, div, relu, neg, abs, exp, log, tanh, sigmoid, silu, gelu, gelu_tanh, erf, sqrt, rsqrt, reciprocal, square; broadcast; contractions matmul, linear, embedding, gather, scatter_add; data movement permute, reshape, cast, slice, cat, tril; composite softmax, mean, rms_norm, layer_norm, sdpa, log_softmax, cross_entropy); docs/fusion.md ("ops") describes what each op does`,
+		want: `in.yaml:6:10: error: ops[0]: unknown op "erfc" (ops are: set; reductions sum, prod, max, min; elementwise add, sub, mul, maximum, minimum, gt, eq, div, relu, neg, abs, exp, log, tanh, sigmoid, silu, gelu, gelu_tanh, erf, sqrt, rsqrt, reciprocal, square; broadcast; contractions matmul, linear, embedding, gather, scatter_add; data movement permute, reshape, cast, slice, cat, tril; composite softmax, mean, rms_norm, layer_norm, sdpa, log_softmax, cross_entropy, moe_topk, moe_dispatch); docs/fusion.md ("ops") describes what each op does
+in.yaml:7:10: error: ops[1]: unknown op "selu" (ops are: set; reductions sum, prod, max, min; elementwise add, sub, mul, maximum, minimum, gt, eq, div, relu, neg, abs, exp, log, tanh, sigmoid, silu, gelu, gelu_tanh, erf, sqrt, rsqrt, reciprocal, square; broadcast; contractions matmul, linear, embedding, gather, scatter_add; data movement permute, reshape, cast, slice, cat, tril; composite softmax, mean, rms_norm, layer_norm, sdpa, log_softmax, cross_entropy, moe_topk, moe_dispatch); docs/fusion.md ("ops") describes what each op does`,
 	},
 	{
 		name: "unknown_parallel_type",

@@ -520,7 +520,7 @@ func TestOpKindPredicates(t *testing.T) {
 		"broadcast":   {"broadcast"},
 		"contraction": {"matmul", "linear", "embedding", "gather", "scatter_add"},
 		"view":        {"permute", "reshape", "cast", "slice", "cat", "tril"},
-		"composite":   {"softmax", "mean", "rms_norm", "layer_norm", "sdpa", "log_softmax", "cross_entropy"},
+		"composite":   {"softmax", "mean", "rms_norm", "layer_norm", "sdpa", "log_softmax", "cross_entropy", "moe_topk", "moe_dispatch"},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("op classes mismatch (-want +got):\n%s", diff)

@@ -503,6 +503,12 @@ func ofPlan(c *ir.Composite) *plan.Of {
 	if v, ok := c.Attrs.Get(ops.AttrCP); ok {
 		of.CP = v.Str
 	}
+	if v, ok := c.Attrs.Get(ops.AttrTopK); ok {
+		of.TopK = v.Int
+	}
+	if v, ok := c.Attrs.Get(ops.AttrCapacity); ok {
+		of.Capacity = v.Int
+	}
 	return of
 }
 

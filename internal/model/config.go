@@ -44,6 +44,10 @@ type Config struct {
 	NormEps float64
 	// TiedEmbeddings: the LM head reuses the embedding table.
 	TiedEmbeddings bool
+	// Experts, when positive, makes every block's MLP a mixture of
+	// Experts SwiGLU experts of width FFN (Mixtral), each token routed to
+	// TopK of them.
+	Experts, TopK int
 }
 
 // key is one key a configuration may have: where its value goes, and
@@ -71,7 +75,8 @@ type arch struct {
 
 // archs are the model_types nvcomm writes fusions of.
 var archs = map[string]arch{
-	"llama": {keys: llamaKeys, init: func(c *Config) { c.Norm, c.Act = "rms_norm", "silu" }, defaults: llamaDefaults},
+	"llama":   {keys: llamaKeys, init: func(c *Config) { c.Norm, c.Act = "rms_norm", "silu" }, defaults: llamaDefaults},
+	"mixtral": {keys: mixtralKeys, ignored: mixtralIgnored, init: func(c *Config) { c.Norm, c.Act = "rms_norm", "silu" }, defaults: llamaDefaults},
 	"gpt2": {keys: gpt2Keys, ignored: gpt2Ignored, defaults: gpt2Defaults, init: func(c *Config) {
 		c.Norm, c.Act, c.Learned, c.Bias, c.TiedEmbeddings = "layer_norm", "gelu_tanh", true, true, true
 	}},
@@ -80,9 +85,8 @@ var archs = map[string]arch{
 // unsupported are model_types nvcomm knows of but does not write yet, and
 // what they lack.
 var unsupported = map[string]string{
-	"mixtral":     "mixture-of-experts layers (num_local_experts experts, num_experts_per_tok routed per token) and expert parallelism (an ep mesh axis, AllToAll dispatch and combine of tokens) are not written yet",
-	"qwen2_moe":   "mixture-of-experts layers and expert parallelism are not written yet",
-	"deepseek_v3": "mixture-of-experts layers, expert parallelism and multi-head latent attention are not written yet",
+	"qwen2_moe":   "its mixture of experts' shared expert (a dense MLP beside the routed experts, gated by a sigmoid) is not written yet",
+	"deepseek_v3": "its mixture of experts' shared experts and group-limited routing, and multi-head latent attention, are not written yet",
 }
 
 // llamaKeys are the keys of a Llama configuration that shape the fusion.
@@ -102,6 +106,26 @@ var llamaKeys = []key{
 	{"mlp_bias", wantFalse, false},
 	{"pretraining_tp", wantOne, false},
 }
+
+// mixtralKeys are the keys of a Mixtral configuration (transformers'
+// MixtralConfig): Llama's attention, and an MLP of num_local_experts
+// SwiGLU experts, num_experts_per_tok of them a token.
+var mixtralKeys = append(without(llamaKeys, "attention_bias", "mlp_bias", "pretraining_tp"),
+	key{"num_local_experts", intInto(func(c *Config) *int { return &c.Experts }), true},
+	key{"num_experts_per_tok", intInto(func(c *Config) *int { return &c.TopK }), true},
+	key{"sliding_window", wantNull, false},
+	key{"router_jitter_noise", wantZero, false},
+)
+
+// without is keys less those called names, a new slice.
+func without(keys []key, names ...string) []key {
+	return slices.DeleteFunc(slices.Clone(keys), func(k key) bool { return slices.Contains(names, k.name) })
+}
+
+// mixtralIgnored are Mixtral's keys that change nothing nvcomm plans: the
+// router's auxiliary load-balancing loss (a scalar added to the loss:
+// values, and a sum of one value per token).
+var mixtralIgnored = []string{"output_router_logits", "router_aux_loss_coef"}
 
 // gpt2Keys are the keys of a GPT-2 configuration (transformers'
 // GPT2Config) that shape the fusion; GPT-3 is GPT-2's architecture at
@@ -242,6 +266,10 @@ func (c *Config) check(errs *diag.List) {
 			errs.Add(at, "%s is %d; it must be at least 1", v.name, v.n)
 		}
 	}
+	if c.Type == "mixtral" && (c.Experts < 1 || c.TopK < 1 || c.TopK > c.Experts) {
+		errs.AddHint(at, "each token goes to num_experts_per_tok of the num_local_experts experts",
+			"num_local_experts %d and num_experts_per_tok %d: want 1 ≤ num_experts_per_tok ≤ num_local_experts", c.Experts, c.TopK)
+	}
 	if c.KVHeads > 0 && c.Heads%c.KVHeads != 0 {
 		errs.AddHint(at, "grouped-query attention shares each key/value head among num_attention_heads / num_key_value_heads query heads",
 			"num_attention_heads %d is not a multiple of num_key_value_heads %d", c.Heads, c.KVHeads)
@@ -280,6 +308,25 @@ func wantString(s string) func(c *Config, v json.RawMessage) error {
 		}
 		return nil
 	}
+}
+
+// wantNull accepts null: Mixtral-8x7B's sliding_window; a window would
+// mask attention in a way the fusion does not write.
+func wantNull(_ *Config, v json.RawMessage) error {
+	if string(v) != "null" {
+		return fmt.Errorf("nvcomm writes full causal attention only (null), got %s", v)
+	}
+	return nil
+}
+
+// wantZero accepts 0: router_jitter_noise, the multiplicative noise some
+// MoE training adds to the router's input, which nvcomm does not write.
+func wantZero(_ *Config, v json.RawMessage) error {
+	var f float64
+	if err := json.Unmarshal(v, &f); err != nil || f != 0 {
+		return fmt.Errorf("nvcomm writes the router without jitter (0), got %s", v)
+	}
+	return nil
 }
 
 // wantFalse accepts false (or null): biases nvcomm does not write.

@@ -40,7 +40,16 @@ type Options struct {
 	Microbatches int
 	Schedule     string
 	Virtual      int
+	// CapacityFactor scales a mixture of experts' capacity, the tokens of
+	// a group (a sequence) each expert takes: ⌈top_k·seq/experts ·
+	// CapacityFactor⌉, at most seq; 0 is DefaultCapacityFactor.
+	CapacityFactor float64
 }
+
+// DefaultCapacityFactor is the Switch Transformer's training capacity
+// factor (Fedus et al. 2021, §2.2): room for a quarter more than each
+// expert's even share of the tokens.
+const DefaultCapacityFactor = 1.25
 
 // The pipeline schedules (docs/pipeline.md).
 const (
@@ -93,6 +102,9 @@ func withDefaults(c *Config, p Parallel, o Options) Options {
 		} else {
 			o.Virtual = 1
 		}
+	}
+	if o.CapacityFactor == 0 {
+		o.CapacityFactor = DefaultCapacityFactor
 	}
 	return o
 }
@@ -240,6 +252,12 @@ func Check(c *Config, p Parallel) error {
 		if err := divides(ch.what, ch.n, tp); err != nil {
 			return fmt.Errorf("%w (tp splits it)", err)
 		}
+	}
+	if ep := p.size(EP); ep > 1 && (c.Experts == 0 || c.Experts%ep != 0) {
+		if c.Experts == 0 {
+			return fmt.Errorf("ep splits a mixture of experts' experts, and model_type %s has none", c.Type)
+		}
+		return fmt.Errorf("%w (ep splits the experts)", divides("num_local_experts", c.Experts, ep))
 	}
 	for _, ch := range fsdpSplits(c, p) {
 		if err := divides(ch.what, ch.n, p.weightShards()); err != nil {
@@ -390,7 +408,7 @@ func (w *writer) dim(d int) int { return d + w.lead }
 // fsdp, and on the dims after the batch as rest maps the other axes (the
 // dims counted as without lead).
 func (w *writer) sharded(rest map[string]int) map[string]int {
-	m := map[string]int{DP: 0, FSDP: w.lead}
+	m := map[string]int{DP: 0, FSDP: w.lead, EP: 0}
 	for a, d := range rest {
 		m[a] = w.dim(d)
 	}
@@ -419,6 +437,11 @@ func (w *writer) header() {
 	w.line("# %d key/value heads of %d, MLP %d, vocabulary %d%s, %s), batch %d of %d tokens, %s,",
 		c.KVHeads, c.HeadDim, c.FFN, c.Vocab, w.padNote(), plural(c.Layers, "layer"), o.Batch, o.Seq, o.DType)
 	w.line("# on mesh %s%s.", w.meshText(), map[bool]string{true: " with sequence parallelism", false: ""}[w.p.SP])
+	if c.Experts > 0 {
+		w.line("# Mixture of experts: %d SwiGLU experts a block, each token routed to %d, each expert taking %d tokens of a sequence", c.Experts, c.TopK, capacity(c, o))
+		w.line("# (capacity factor %g), the rest dropped; %s.", o.CapacityFactor,
+			map[bool]string{true: "the experts split along ep, the tokens sent to them and back by AllToAll", false: "every device holds every expert"}[w.p.size(EP) > 1])
+	}
 	switch {
 	case w.cpShards():
 		w.line("# FSDP over fsdp×cp, as torchtitan's: every weight (but a bias tp splits) is stored sharded along fsdp and, within")
@@ -476,9 +499,10 @@ func meshText(axes []Axis) string {
 // Shardings of the declared tensors.
 var (
 	replicated = map[string]int{}
-	column     = map[string]int{TP: 0}          // a weight [out, in] split on its outputs
-	row        = map[string]int{TP: 1}          // split on its inputs
-	batchSplit = map[string]int{DP: 0, FSDP: 0} // the axes that split the batch
+	column     = map[string]int{TP: 0}                 // a weight [out, in] split on its outputs
+	row        = map[string]int{TP: 1}                 // split on its inputs
+	batchSplit = map[string]int{DP: 0, FSDP: 0, EP: 0} // the axes that split the batch
+	experts    = map[string]int{EP: 0}                 // an expert's weight [experts, ...]
 )
 
 // tensors declares the inputs, the weights, the residual stream and the
@@ -567,11 +591,14 @@ func (w *writer) layerTensors(l int, stream map[string]int) {
 	w.linear(n("v"), kv, c.Hidden, column, "column-parallel")
 	w.linear(n("o"), c.Hidden, q, row, "row-parallel")
 	w.norm(n("mlp_norm"))
-	if c.Act == "silu" {
+	switch {
+	case c.Experts > 0:
+		w.moeTensors(l, n)
+	case c.Act == "silu":
 		w.linear(n("gate"), c.FFN, c.Hidden, column, "column-parallel")
 		w.linear(n("up"), c.FFN, c.Hidden, column, "column-parallel")
 		w.linear(n("down"), c.Hidden, c.FFN, row, "row-parallel")
-	} else {
+	default:
 		w.linear(n("fc1"), c.FFN, c.Hidden, column, "column-parallel")
 		w.linear(n("fc2"), c.Hidden, c.FFN, row, "row-parallel")
 	}
@@ -865,6 +892,13 @@ func (w *writer) block(l int) {
 	w.linearOp(n("o"), n("o"), n("attn"))
 	w.op("add", []string{x, n("attn")}, n("mid"), "")
 	out := fmt.Sprintf("h%d", l+1)
+	if c.Experts > 0 {
+		w.comment(fmt.Sprintf("layer %d: mixture of experts (%s, router, top-%d of %d SwiGLU experts, AllToAll dispatch and combine)", l, normName(c.Norm), c.TopK, c.Experts))
+		w.normOp(n("mid"), n("mlp_norm"), n("xm"))
+		w.moe(n, n("xm"), n("moe"))
+		w.op("add", []string{n("mid"), n("moe")}, out, "")
+		return
+	}
 	if c.Act == "silu" {
 		w.comment(fmt.Sprintf("layer %d: MLP (%s, SwiGLU)", l, normName(c.Norm)))
 		w.normOp(n("mid"), n("mlp_norm"), n("xm"))

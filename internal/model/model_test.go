@@ -15,9 +15,14 @@ func TestParseConfigErrors(t *testing.T) {
 		name, src, want string
 	}{
 		{"not an object", `[1]`, `c.json:1:1: error: c.json is not a JSON object of keys: the file does not start with {`},
-		{"no model_type", `{"hidden_size": 8}`, `c.json:1:1: error: the configuration has no model_type (supported: gpt2, llama)` + `; add "model_type": "llama"`},
-		{"unknown type", "{\n  \"model_type\": \"bert\"\n}", `c.json:2:17: error: model_type "bert" is not supported` + `; nvcomm writes the fusions of gpt2, llama`},
-		{"mixture of experts", "{\n  \"model_type\": \"mixtral\"\n}", `c.json:2:17: error: model_type "mixtral" is not supported yet: mixture-of-experts layers (num_local_experts experts, num_experts_per_tok routed per token) and expert parallelism (an ep mesh axis, AllToAll dispatch and combine of tokens) are not written yet` + `; nvcomm writes the fusions of gpt2, llama`},
+		{"no model_type", `{"hidden_size": 8}`, `c.json:1:1: error: the configuration has no model_type (supported: gpt2, llama, mixtral)` + `; add "model_type": "llama"`},
+		{"unknown type", "{\n  \"model_type\": \"bert\"\n}", `c.json:2:17: error: model_type "bert" is not supported` + `; nvcomm writes the fusions of gpt2, llama, mixtral`},
+		{"mixture of experts", "{\n  \"model_type\": \"qwen2_moe\"\n}", `c.json:2:17: error: model_type "qwen2_moe" is not supported yet: its mixture of experts' shared expert (a dense MLP beside the routed experts, gated by a sigmoid) is not written yet` + `; nvcomm writes the fusions of gpt2, llama, mixtral`},
+		{"mixtral keys", "{\"model_type\": \"mixtral\", \"hidden_size\": 8, \"intermediate_size\": 8, \"num_attention_heads\": 2, \"num_hidden_layers\": 1,\n \"vocab_size\": 8, \"rms_norm_eps\": 1e-5, \"num_local_experts\": 4, \"num_experts_per_tok\": 2, \"sliding_window\": 4096, \"router_jitter_noise\": 0.1}",
+			"c.json:2:109: error: sliding_window: nvcomm writes full causal attention only (null), got 4096\n" +
+				"c.json:2:138: error: router_jitter_noise: nvcomm writes the router without jitter (0), got 0.1"},
+		{"mixtral experts", "{\"model_type\": \"mixtral\", \"hidden_size\": 8, \"intermediate_size\": 8, \"num_attention_heads\": 2, \"num_hidden_layers\": 1,\n \"vocab_size\": 8, \"rms_norm_eps\": 1e-5, \"num_local_experts\": 2, \"num_experts_per_tok\": 3}",
+			"c.json:1:1: error: num_local_experts 2 and num_experts_per_tok 3: want 1 ≤ num_experts_per_tok ≤ num_local_experts; each token goes to num_experts_per_tok of the num_local_experts experts"},
 		{"gpt2 keys", "{\"model_type\": \"gpt2\", \"n_embd\": 8, \"n_head\": 2, \"n_layer\": 1, \"n_positions\": 8, \"vocab_size\": 8,\n \"activation_function\": \"relu\", \"rms_norm_eps\": 1e-5}",
 			"c.json:2:25: error: activation_function: nvcomm writes \"gelu_new\" only, got \"relu\"\n" +
 				"c.json:2:33: error: key \"rms_norm_eps\" is not one nvcomm knows for model_type gpt2: it may change the model in a way nvcomm would not plan; nvcomm reads n_embd, n_head, n_layer, n_positions, n_inner, vocab_size, layer_norm_epsilon, tie_word_embeddings, activation_function, and ignores _name_or_path, architectures, attention_dropout, bos_token_id, eos_token_id, hidden_dropout, initializer_range, model_type, pad_token_id, rope_scaling, rope_theta, torch_dtype, transformers_version, use_cache, attn_pdrop, embd_pdrop, resid_pdrop, n_ctx, scale_attn_weights, scale_attn_by_inverse_layer_idx, reorder_and_upcast_attn, summary_activation, summary_first_dropout, summary_proj_to_labels, summary_type, summary_use_proj, task_specific_params"},
@@ -63,7 +68,11 @@ func TestParseMesh(t *testing.T) {
 		{in: "pp=4,dp=2,cp=2,tp=8", want: []Axis{{PP, 4}, {DP, 2}, {CP, 2}, {TP, 8}}},
 		{in: "tp=2,pp=2", err: `mesh axis "pp": write pp first: the pipeline's stages are the outermost groups of devices, as torchtitan's and Megatron-LM's meshes place them`},
 		{in: "pp=2,dp=2,fsdp=2,cp=2,tp=2", err: `mesh "pp=2,dp=2,fsdp=2,cp=2,tp=2" has 4 axes besides pp: a mesh has at most 3 (nvFuser's DIDz, DIDy, DIDx); leave out an axis of 1 device, or fold two parallelisms into one`},
-		{in: "ep=8", err: `mesh axis "ep": nvcomm writes pp, dp, fsdp, cp and tp parallelism (expert parallelism, ep, is not written yet)`},
+		{in: "ep=8", want: []Axis{{EP, 8}}},
+		{in: "ep=8,tp=8", want: []Axis{{EP, 8}, {TP, 8}}},
+		{in: "pp=2,ep=4,tp=2", want: []Axis{{PP, 2}, {EP, 4}, {TP, 2}}},
+		{in: "dp=2,ep=4", err: `mesh "dp=2,ep=4": ep combines with tp only (ep=8,tp=8): ep is the data-parallel axis of the layers outside the experts`},
+		{in: "xp=2", err: `mesh axis "xp": nvcomm writes pp, dp, fsdp, cp, ep and tp parallelism`},
 		{in: "tp=2,tp=2", err: `mesh axis "tp" is given twice`},
 		{in: "dp=2,fsdp=2,cp=2,tp=2", err: `mesh "dp=2,fsdp=2,cp=2,tp=2" has 4 axes: a mesh has at most 3 (nvFuser's DIDz, DIDy, DIDx); leave out an axis of 1 device, or fold two parallelisms into one`},
 	}
@@ -109,6 +118,8 @@ func TestFusionGolden(t *testing.T) {
 		{"tiny_llama_fsdp2_cp2_tp2_backward", "tiny_llama", "fsdp=2,cp=2,tp=2", false, true, 0, ""},
 		{"tiny_llama_pp2_dp2_tp2_backward", "tiny_llama", "pp=2,dp=2,tp=2", false, true, 2, ""},
 		{"tiny_gpt2_pp2_tp4_sp_gpipe", "tiny_gpt2", "pp=2,tp=4", true, false, 4, "gpipe"},
+		{"tiny_mixtral_ep2_tp4", "tiny_mixtral", "ep=2,tp=4", false, false, 0, ""},
+		{"tiny_mixtral_ep2_tp4_backward", "tiny_mixtral", "ep=2,tp=4", false, true, 0, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

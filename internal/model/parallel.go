@@ -29,6 +29,12 @@ const (
 	// variant): q, k, v and the residual stream hold a slice of the
 	// tokens each, and attention gathers k and v whole.
 	CP = "cp"
+	// EP is expert parallelism: it splits a mixture of experts' experts,
+	// and the batch everywhere else, as data parallelism does (DeepSpeed-
+	// MoE's and Megatron-LM's expert parallelism within the data-parallel
+	// group): each MoE layer sends every token to its experts' devices and
+	// back by AllToAll.
+	EP = "ep"
 	// TP splits heads, the MLP's inner width and the vocabulary
 	// (Megatron-LM's tensor parallelism), and with SP the sequence between
 	// them.
@@ -41,7 +47,7 @@ const (
 )
 
 // axisNames are the parallelisms nvcomm writes.
-var axisNames = []string{PP, DP, FSDP, CP, TP}
+var axisNames = []string{PP, DP, FSDP, CP, EP, TP}
 
 // Parallel is a parallelism plan: the axes of a stage's mesh, outermost
 // first, whether tensor parallelism splits the sequence outside the
@@ -84,7 +90,7 @@ func ParseMesh(s string) ([]Axis, error) {
 		case !ok || err != nil || n < 1:
 			return nil, fmt.Errorf("mesh axis %q: want NAME=DEVICES, as dp=2 or tp=4", part)
 		case !slices.Contains(axisNames, name):
-			return nil, fmt.Errorf("mesh axis %q: nvcomm writes pp, dp, fsdp, cp and tp parallelism (expert parallelism, ep, is not written yet)", name)
+			return nil, fmt.Errorf("mesh axis %q: nvcomm writes pp, dp, fsdp, cp, ep and tp parallelism", name)
 		case name == PP && len(axes) > 0:
 			return nil, fmt.Errorf("mesh axis %q: write pp first: the pipeline's stages are the outermost groups of devices, as torchtitan's and Megatron-LM's meshes place them", name)
 		case slices.ContainsFunc(axes, func(a Axis) bool { return a.Name == name }):
@@ -106,6 +112,12 @@ func ParseMesh(s string) ([]Axis, error) {
 		// outermost (the batch's sum comes before the cp slices'), and
 		// placements nest in the mesh's order.
 		return nil, fmt.Errorf("mesh %q: write fsdp before cp, as torchtitan's mesh orders dp_shard and cp: fsdp shards every weight over fsdp × cp, its split outermost", s)
+	}
+	if e := at(EP); e >= 0 && len(axes) > 1 && slices.ContainsFunc(axes, func(a Axis) bool { return a.Name != EP && a.Name != TP && a.Name != PP }) {
+		// ep splits the batch outside the experts, as dp does; with dp,
+		// fsdp or cp the batch or the sequence would be split twice over
+		// the routing's groups.
+		return nil, fmt.Errorf("mesh %q: ep combines with tp only (ep=8,tp=8): ep is the data-parallel axis of the layers outside the experts", s)
 	}
 	return axes, nil
 }

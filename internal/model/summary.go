@@ -112,7 +112,7 @@ func Summarize(pl *plan.Plan, c *Config, p Parallel, o Options, t *cost.Topology
 
 // memory totals one device's weights, gathered weights and activations,
 // and the model's parameters that multiply each token.
-func (s *Summary) memory(pl *plan.Plan, weights []string, matmul map[string]bool) {
+func (s *Summary) memory(pl *plan.Plan, weights []string, matmul map[string]share) {
 	computed := map[string]bool{}
 	for _, o := range pl.Ops {
 		computed[o.Output] = true
@@ -128,8 +128,8 @@ func (s *Summary) memory(pl *plan.Plan, weights []string, matmul map[string]bool
 	byDevice := map[int]*held{}
 	for _, tn := range pl.Tensors {
 		n, b := localSize(tn)
-		if slices.Contains(weights, tn.Name) && matmul[tn.Name] {
-			s.MatmulParameters += globalSize(tn)
+		if m := matmul[tn.Name]; slices.Contains(weights, tn.Name) && m.of > 0 {
+			s.MatmulParameters += globalSize(tn) / m.of * m.n
 		}
 		for _, d := range pl.Meshes[tn.Mesh].Devices {
 			h := byDevice[d]
@@ -171,13 +171,24 @@ func remadeGather(name string, gathered map[string]bool) bool {
 	return t != "" && !regathered && gathered[t]
 }
 
-// matmulWeights are the weights of w's fusion that multiply each token:
-// all but the token embedding (a lookup) unless the LM head is tied to
-// it, and learned positions.
-func matmulWeights(w *writer) map[string]bool {
-	m := map[string]bool{}
+// share is the part n/of of a weight that multiplies each token; of 0
+// for none.
+type share struct{ n, of int64 }
+
+// matmulWeights are the parts of the weights of w's fusion that multiply
+// each token: all but the token embedding (a lookup) unless the LM head
+// is tied to it, and learned positions; of a mixture of experts' weights
+// [experts, ...], top_k experts' (the active parameters).
+func matmulWeights(w *writer) map[string]share {
+	m := map[string]share{}
 	for _, name := range w.weights {
-		m[name] = name != "positions" && (name != "embed" || w.c.TiedEmbeddings)
+		switch {
+		case name == "positions" || name == "embed" && !w.c.TiedEmbeddings:
+		case w.c.Experts > 0 && isExpertWeight(name):
+			m[name] = share{int64(w.c.TopK), int64(w.c.Experts)}
+		default:
+			m[name] = share{1, 1}
+		}
 	}
 	return m
 }

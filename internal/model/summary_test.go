@@ -48,6 +48,7 @@ func TestScaleDown(t *testing.T) {
 		{"llama3_8b", "fsdp=4,cp=2,tp=8", 16, 8, 64, 224, 128, 2, 32, 4},
 		{"llama3_8b", "dp=2,fsdp=4,tp=8", 16, 8, 64, 224, 128, 2, 16, 8},
 		{"llama3_8b", "dp=2,cp=2,tp=8", 16, 8, 64, 224, 128, 2, 32, 2},
+		{"mixtral_8x7b", "ep=8,tp=8", 16, 8, 64, 224, 128, 2, 16, 8},
 	} {
 		c := readConfig(t, tc.config)
 		mesh, err := ParseMesh(tc.mesh)
@@ -84,6 +85,7 @@ func TestFitsErrors(t *testing.T) {
 		{"tp=4", true, 1, 6, "--seq 6 is not a multiple of 4: each device of the mesh axis takes an equal part (tp splits the sequence)"},
 		{"dp=2,fsdp=2", false, 2, 16, "--batch 2 is not a multiple of 4: each device of the mesh axis takes an equal part (dp×fsdp splits the batch)"},
 		{"cp=2,tp=4", true, 1, 12, "--seq 12 is not a multiple of 8: each device of the mesh axis takes an equal part (cp×tp splits the sequence)"},
+		{"ep=2,tp=4", false, 2, 16, "ep splits a mixture of experts' experts, and model_type llama has none"},
 	} {
 		mesh, err := ParseMesh(tc.mesh)
 		if err != nil {

@@ -97,7 +97,7 @@ var attrSpecs = slices.Concat([]AttrSpec{
 	{Key: AttrDType, Kind: DTypeAttr, Doc: "the output's element type"},
 	{Key: AttrEps, Kind: FloatAttr, Doc: "a norm's epsilon, added to the mean square (rms_norm) or variance (layer_norm)",
 		Check: checkEps},
-}, sliceAttrSpecs, lossAttrSpecs, sdpaAttrSpecs, trilAttrSpecs, scatterAttrSpecs, overlapAttrSpecs)
+}, sliceAttrSpecs, lossAttrSpecs, sdpaAttrSpecs, trilAttrSpecs, scatterAttrSpecs, overlapAttrSpecs, moeAttrSpecs)
 
 // checkEps checks a norm's epsilon: not negative.
 func checkEps(v Value) (string, string) {

@@ -58,6 +58,7 @@ func builtins() *Registry {
 	registerTril(r)
 	registerComposites(r)
 	registerLossOps(r)
+	registerMoE(r)
 	registerGrads(r)
 	return r
 }

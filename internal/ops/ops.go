@@ -215,6 +215,11 @@ type Op struct {
 	// DTensor's linear pointwise ops keep Partial(sum), so that one
 	// reduction after it serves every operand.
 	PassesSums bool
+	// Constant says that the op's output is a selection, constant almost
+	// everywhere in its operands (a 0/1 mask: moe_topk, moe_dispatch): no
+	// gradient flows through it, as none flows through torch.topk's
+	// indices, and the backward reads it as a constant.
+	Constant bool
 }
 
 // MaxOperands is the most operands a variadic op takes: far above any

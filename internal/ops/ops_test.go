@@ -13,7 +13,7 @@ func TestNamesByFamily(t *testing.T) {
 	r := builtins()
 	want := []string{"set", "sum", "prod", "max", "min", "add", "sub", "mul", "maximum", "minimum", "gt", "eq", "relu", "neg", "abs",
 		"div", "exp", "log", "tanh", "sigmoid", "silu", "gelu", "gelu_tanh", "erf", "sqrt", "rsqrt", "reciprocal", "square",
-		"broadcast", "matmul", "linear", "embedding", "gather", "scatter_add", "permute", "reshape", "cast", "slice", "cat", "tril", "softmax", "mean", "rms_norm", "layer_norm", "sdpa", "log_softmax", "cross_entropy"}
+		"broadcast", "matmul", "linear", "embedding", "gather", "scatter_add", "permute", "reshape", "cast", "slice", "cat", "tril", "softmax", "mean", "rms_norm", "layer_norm", "sdpa", "log_softmax", "cross_entropy", "moe_topk", "moe_dispatch"}
 	if d := cmp.Diff(want, r.Names()); d != "" {
 		t.Errorf("Names() (-want +got):\n%s", d)
 	}
@@ -25,7 +25,7 @@ func TestNamesByFamily(t *testing.T) {
 		Copy: {"set"}, Reduction: {"sum", "prod", "max", "min"}, Binary: {"add", "sub", "mul", "maximum", "minimum", "gt", "eq", "div"},
 		Unary:     {"relu", "neg", "abs", "exp", "log", "tanh", "sigmoid", "silu", "gelu", "gelu_tanh", "erf", "sqrt", "rsqrt", "reciprocal", "square"},
 		Broadcast: {"broadcast"}, Contraction: {"matmul", "linear", "embedding", "gather", "scatter_add"},
-		View: {"permute", "reshape", "cast", "slice", "cat", "tril"}, Composite: {"softmax", "mean", "rms_norm", "layer_norm", "sdpa", "log_softmax", "cross_entropy"},
+		View: {"permute", "reshape", "cast", "slice", "cat", "tril"}, Composite: {"softmax", "mean", "rms_norm", "layer_norm", "sdpa", "log_softmax", "cross_entropy", "moe_topk", "moe_dispatch"},
 	}
 	if d := cmp.Diff(wantFam, got); d != "" {
 		t.Errorf("FamilyNames (-want +got):\n%s", d)

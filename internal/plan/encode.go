@@ -171,6 +171,12 @@ func (e *encoder) of(of *Of) {
 		}
 		e.trueIf("causal", of.Causal)
 		e.strIf("cp", of.CP)
+		if of.TopK != 0 {
+			e.intField("top_k", of.TopK)
+		}
+		if of.Capacity != 0 {
+			e.intField("capacity", of.Capacity)
+		}
 		if of.Grad {
 			e.key("grad")
 			e.bool(true)

@@ -622,6 +622,12 @@ func (d *fastDecoder) of() *Of {
 		case "cp":
 			d.once(&seen, 1<<9)
 			d.textInto(&of.CP)
+		case "top_k":
+			d.once(&seen, 1<<10)
+			of.TopK = d.int()
+		case "capacity":
+			d.once(&seen, 1<<11)
+			of.Capacity = d.int()
 		default:
 			d.fail()
 		}

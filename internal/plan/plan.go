@@ -201,6 +201,10 @@ type Of struct {
 	// CP is sdpa's form under context parallelism as written (ring,
 	// expansion); empty where the fusion left it to the objective.
 	CP string `json:"cp,omitempty"`
+	// TopK is moe_topk's top_k and Capacity moe_dispatch's capacity;
+	// absent (0) for the others.
+	TopK     int `json:"top_k,omitempty"`
+	Capacity int `json:"capacity,omitempty"`
 	// Grad says that the op is part of the gradient of this op of the
 	// fusion, of any kind, which a backward section appended
 	// (docs/training.md); false for a composite's expansion.
@@ -237,6 +241,12 @@ func (o *Of) Expr() string {
 	}
 	if o.CP != "" {
 		args += ", cp=" + o.CP
+	}
+	if o.TopK != 0 {
+		args += ", top_k=" + strconv.Itoa(o.TopK)
+	}
+	if o.Capacity != 0 {
+		args += ", capacity=" + strconv.Itoa(o.Capacity)
 	}
 	return o.Output + " = " + o.Op + "(" + args + ")"
 }

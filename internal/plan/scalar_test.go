@@ -45,7 +45,7 @@ func scalarCases() []validateCase {
 		{name: "scalar on a Permute", base: linearPlan, mutate: func(p *Plan) { p.Steps[0].Scalar = &ops.Scalar{Value: 1} },
 			want: []diag.Diagnostic{sp(0, Permute, "scalar is set, but only a Pointwise takes one")}},
 		{name: "of a primitive op", base: scalarPlan, mutate: func(p *Plan) { p.Ops[4].Of.Op = "sum" },
-			want: []diag.Diagnostic{pp(`op 4: of names op "sum", which is not a composite op (softmax, mean, rms_norm, layer_norm, sdpa, log_softmax, cross_entropy)`)}},
+			want: []diag.Diagnostic{pp(`op 4: of names op "sum", which is not a composite op (softmax, mean, rms_norm, layer_norm, sdpa, log_softmax, cross_entropy, moe_topk, moe_dispatch)`)}},
 		{name: "of an unknown tensor", base: scalarPlan, mutate: func(p *Plan) { p.Ops[4].Of.Inputs = []string{"nope"} },
 			want: []diag.Diagnostic{pp(`op 4: of names "nope", which is not a tensor of the plan`)}},
 		{name: "of with an operand too many", base: scalarPlan, mutate: func(p *Plan) { p.Ops[4].Of.Inputs = []string{"e", "e"} },

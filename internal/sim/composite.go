@@ -27,6 +27,10 @@ func compositeDef(of *plan.Of, ins []operand) ([]float64, error) {
 		return crossEntropyDef(of, ins)
 	case "sdpa":
 		return sdpaDef(ins, of.Causal)
+	case "moe_topk":
+		return moeTopKDef(of, ins)
+	case "moe_dispatch":
+		return moeDispatchDef(of, ins)
 	}
 	x := ins[0]
 	axis := len(x.shape) - 1

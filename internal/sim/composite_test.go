@@ -77,6 +77,8 @@ func runSteps(t *testing.T, name string, steps []ops.ExpandStep, ins []operand) 
 		switch {
 		case ops.Is(s.Op, ops.Reduction), s.Op == "gather":
 			op.Axis = new(s.Axis)
+		case s.Op == "broadcast" && s.Shape != nil: // the new axes' extents given
+			declared = slices.Clone(s.Shape)
 		case s.Op == "broadcast":
 			declared = slices.Clone(args[0].shape)
 			for _, ax := range s.Axes {

@@ -1,0 +1,94 @@
+package model
+
+import (
+	"fmt"
+	"math"
+	"strings"
+)
+
+// A Mixtral block's MLP is a mixture of experts (docs/models.md, "Mixture
+// of experts"), written with static shapes as GShard (Lepikhin et al.
+// 2020, §2.2) writes it: each sequence is a group of tokens; the router's
+// probabilities choose each token's top_k experts (moe_topk), each expert
+// takes at most capacity tokens of a group (moe_dispatch: the dispatch
+// mask [batch, seq, experts, capacity]), and the combine weights are the
+// probabilities renormalized over the chosen experts (Mixtral's
+// routing), zero where the token was dropped. Dispatch and combine are
+// matmuls with the mask; the experts are batched matmuls of weights
+// [experts, ...] split along ep. The tokens are split along ep by
+// sequence (ep is the batch's axis outside the experts), the experts'
+// inputs by expert: the resharding between the two, declared on
+// NAME_ein and NAME_back, is an AllToAll along ep each way.
+
+// capacity is the tokens of a group (a sequence) each expert takes:
+// ⌈top_k·seq/experts · factor⌉, GShard's and Switch's expert capacity,
+// at most the sequence (a token goes to an expert once).
+func capacity(c *Config, o Options) int {
+	even := float64(c.TopK*o.Seq) / float64(c.Experts)
+	return min(o.Seq, int(math.Ceil(even*o.CapacityFactor-1e-9)))
+}
+
+// moeTensors declares layer l's router and experts, and the tensors whose
+// placements say where the tokens go: the experts' inputs split by
+// expert along ep, their outputs back by sequence.
+func (w *writer) moeTensors(l int, n func(string) string) {
+	c, o := w.c, w.o
+	e, h, f := c.Experts, c.Hidden, c.FFN
+	w.weight(n("w_router"), []int{e, h}, replicated, "[experts, hidden], the router: replicated")
+	w.weight(n("w_gate"), []int{e, h, f}, map[string]int{EP: 0, TP: 2}, "[experts, hidden, ffn]: experts along ep, ffn along tp")
+	w.weight(n("w_up"), []int{e, h, f}, map[string]int{EP: 0, TP: 2}, "")
+	w.weight(n("w_down"), []int{e, f, h}, map[string]int{EP: 0, TP: 1}, "[experts, ffn, hidden]")
+	tokens := w.sharded(nil)
+	w.line("  %s: {mesh: %s, shape: %s, placements: %s}", n("probs_sum_b"), w.mesh(), ints([]int{o.Batch, o.Seq, 1}), w.p.placements(tokens))
+	w.line("  %s: {mesh: %s, shape: %s, placements: %s}", n("weights_b"), w.mesh(), ints([]int{o.Batch, o.Seq, e, 1}), w.p.placements(tokens))
+	w.line("  %s: {mesh: %s, placements: %s}   # [experts, batch, capacity, hidden]: each device's experts' tokens, an AllToAll along ep", n("ein"), w.mesh(), w.p.placements(experts))
+	w.line("  %s: {mesh: %s, placements: %s}   # [batch, experts, capacity, hidden]: back to the tokens' devices, an AllToAll along ep", n("back"), w.mesh(), w.p.placements(tokens))
+}
+
+// isExpertWeight reports whether weight name is a mixture of experts'
+// expert weight [experts, ...], of which each token multiplies top_k.
+func isExpertWeight(name string) bool {
+	for _, s := range []string{"_w_gate", "_w_up", "_w_down"} {
+		if strings.HasSuffix(name, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// moe writes the mixture of experts of x [batch, seq, hidden] into out.
+func (w *writer) moe(n func(string) string, x, out string) {
+	c, o := w.c, w.o
+	b, s, e, h, cp := o.Batch, o.Seq, c.Experts, c.Hidden, capacity(c, o)
+	w.comment(fmt.Sprintf("the router: softmax of [batch, seq, experts] logits, the top %d experts of each token; each expert takes %d tokens of a sequence (capacity factor %g), the rest dropped", c.TopK, cp, o.CapacityFactor))
+	w.op("linear", []string{x, w.use(n("w_router"))}, n("logits"), "")
+	w.op("softmax", []string{n("logits")}, n("probs"), "axis: -1")
+	w.op("moe_topk", []string{n("probs")}, n("sel"), fmt.Sprintf("top_k: %d", c.TopK))
+	w.op("moe_dispatch", []string{n("sel")}, n("mask"), fmt.Sprintf("capacity: %d", cp))
+	w.comment("the combine weights: the chosen experts' probabilities renormalized (Mixtral's), in each token's slot")
+	w.op("mul", []string{n("probs"), n("sel")}, n("chosen"), "")
+	w.op("sum", []string{n("chosen")}, n("probs_sum"), "axis: 2")
+	w.op("broadcast", []string{n("probs_sum")}, n("probs_sum_b"), "axes: [2]")
+	w.op("div", []string{n("chosen"), n("probs_sum_b")}, n("weights"), "")
+	w.op("broadcast", []string{n("weights")}, n("weights_b"), "axes: [3]")
+	w.op("mul", []string{n("mask"), n("weights_b")}, n("combine"), "")
+	w.comment("dispatch: each expert's slots of each sequence, Σ_seq mask·x, sent to the expert's device (AllToAll along ep)")
+	w.op("permute", []string{n("mask")}, n("mask_t"), "dims: [0, 2, 3, 1]")
+	w.op("reshape", []string{n("mask_t")}, n("mask_r"), "shape: "+ints([]int{b, e * cp, s}))
+	w.op("matmul", []string{n("mask_r"), x}, n("xin"), "")
+	w.op("reshape", []string{n("xin")}, n("xin4"), "shape: "+ints([]int{b, e, cp, h}))
+	w.op("permute", []string{n("xin4")}, n("ein"), "dims: [1, 0, 2, 3]")
+	w.op("reshape", []string{n("ein")}, n("ein3"), "shape: "+ints([]int{e, b * cp, h}))
+	w.comment("the experts: SwiGLU, batched over each device's experts, ffn split along tp")
+	w.op("matmul", []string{n("ein3"), w.use(n("w_gate"))}, n("gate"), "")
+	w.op("silu", []string{n("gate")}, n("act"), "")
+	w.op("matmul", []string{n("ein3"), w.use(n("w_up"))}, n("up"), "")
+	w.op("mul", []string{n("act"), n("up")}, n("gated"), "")
+	w.op("matmul", []string{n("gated"), w.use(n("w_down"))}, n("eout"), "")
+	w.comment("combine: the experts' outputs back to their tokens' devices (AllToAll along ep), Σ_{experts, slots} combine·out")
+	w.op("reshape", []string{n("eout")}, n("eout4"), "shape: "+ints([]int{e, b, cp, h}))
+	w.op("permute", []string{n("eout4")}, n("back"), "dims: [1, 0, 2, 3]")
+	w.op("reshape", []string{n("back")}, n("back3"), "shape: "+ints([]int{b, e * cp, h}))
+	w.op("reshape", []string{n("combine")}, n("combine_r"), "shape: "+ints([]int{b, s, e * cp}))
+	w.op("matmul", []string{n("combine_r"), n("back3")}, out, "")
+}
