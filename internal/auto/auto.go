@@ -128,6 +128,11 @@ type Result struct {
 	// and gradient prices, not exactly the step's prediction (Seconds).
 	BackwardOps int
 	Searched    float64
+	// Listed is, where the caller lowers the chosen fusion as a step
+	// graph (lower --step-graph) and sets Seconds to its makespan, the
+	// chosen shardings' time with each op's steps priced as a list,
+	// which the search minimised; 0 otherwise.
+	Listed float64
 	// summed is the sum of the ops' prices the search minimised; Seconds
 	// differs from it by the Copy that ends an op moving a tensor to
 	// another mesh when a later op reads it, which the op alone does not

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nvcomm/nvcomm/internal/auto"
+	"github.com/nvcomm/nvcomm/internal/cost"
 	"github.com/nvcomm/nvcomm/internal/diag"
 	"github.com/nvcomm/nvcomm/internal/explain"
 	"github.com/nvcomm/nvcomm/internal/lower"
@@ -95,6 +96,18 @@ func (o *autoOptions) compileAutoSource(cmd *cobra.Command, name string, src []b
 	if err != nil {
 		return nil, nil, report(cmd, res.Repoint(err))
 	}
+	if opts.StepGraph {
+		// The plan shown is a step graph: the headline is its makespan,
+		// the plan's own prediction, not the search's sum of lists.
+		plan.ToGraph(p)
+		topo := opts.Topology
+		if topo == nil {
+			topo = cost.Default()
+		}
+		if pr, err := cost.Predict(topo, p); err == nil && pr.Total != res.Seconds {
+			res.Listed, res.Seconds = res.Seconds, pr.Total
+		}
+	}
 	return p, res, nil
 }
 
@@ -130,6 +143,10 @@ func writeDecisions(w io.Writer, res *auto.Result) error {
 	fmt.Fprintf(ew, "auto: predicted %s, at most %s per device\n", explain.Seconds(res.Seconds), plan.Size(res.PeakBytes))
 	if !res.Exact {
 		fmt.Fprintf(ew, "auto: not proven the fastest: the fastest is at most %s faster; runner-ups not searched\n", explain.Seconds(res.Gap))
+	}
+	if res.Listed > 0 {
+		fmt.Fprintf(ew, "auto: the search priced each op's steps as a list (%s); the plan's step graph overlaps them, and \"slower by\" is the lists'\n",
+			explain.Seconds(res.Listed))
 	}
 	if res.BackwardOps > 0 {
 		fmt.Fprintf(ew, "auto: the search priced each op with its gradient (%s); the backward's %d ops follow propagation from its shardings, and \"slower by\" is the search's\n",
