@@ -58,6 +58,8 @@ type vjp struct {
 	// grads are the file's declarations of the gradients of the op's
 	// tensors, by the tensor's name in the op's fusion, kept there.
 	grads map[string]string
+	// gradNodes are those declarations as the file writes them.
+	gradNodes map[string]*yaml.Node
 }
 
 // addGradients adds to m a factor per op of the fusion as written that
@@ -133,14 +135,14 @@ func (m *model) addGradients(src *source) {
 			}
 		}
 		g.again = madeAgain(back, name, out)
-		g.grads = map[string]string{}
+		g.grads, g.gradNodes = map[string]string{}, map[string]*yaml.Node{}
 		for j, n := range g.names {
 			if d := lookup(src.tensors, n+".grad"); d != nil {
 				local := "y"
 				if j < len(g.names)-1 {
 					local = fmt.Sprintf("t%d", j)
 				}
-				g.grads[local+".grad"] = flowYAML(d)
+				g.grads[local+".grad"], g.gradNodes[local+".grad"] = flowYAML(d), d
 			}
 		}
 		n := 1

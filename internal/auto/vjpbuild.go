@@ -2,6 +2,7 @@ package auto
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,12 +30,15 @@ var written = diag.Pos{Line: 1, Col: 1}
 
 // direct reports whether vjpFusion builds fa's gradient: no tensor of
 // it is a given input declared by more than its placements, the file
-// declares no gradient of its tensors, and the op as built is the op as
-// the file writes it (its kind and operands).
+// declares the gradients of its tensors by their mesh and placements
+// alone (gradDecl), and the op as built is the op as the file writes it
+// (its kind and operands).
 func (m *model) direct(fa *factor) bool {
 	g := fa.vjp
-	if len(g.grads) > 0 {
-		return false
+	for _, n := range g.gradNodes {
+		if m.gradDecl("", n) == nil {
+			return false
+		}
 	}
 	for _, k := range fa.vars {
 		if m.vars[k].decl != "" {
@@ -142,6 +146,9 @@ func (m *model) vjpFusion(fa *factor, combo []int) (*ir.Fusion, error) {
 		y.Placements = placementList(s)
 	}
 	p.AddTensor(y)
+	for _, name := range slices.Sorted(maps.Keys(g.gradNodes)) {
+		p.AddTensor(m.gradDecl(name, g.gradNodes[name]))
+	}
 	seed := ir.SeedDecl{Name: "y", At: written, DYAt: written, One: g.one}
 	if !g.one {
 		seed.DY = "dy"
@@ -162,6 +169,39 @@ func (m *model) vjpFusion(fa *factor, combo []int) (*ir.Fusion, error) {
 	}
 	p.SetBackward(b)
 	return p.Build(false)
+}
+
+// gradDecl is the declaration n of a gradient, named name, as the file
+// writes it, when it gives no more than its mesh, as a declared mesh's
+// name, and its placements, as a list of strings; nil otherwise (the
+// text declares it).
+func (m *model) gradDecl(name string, n *yaml.Node) *ir.TensorDecl {
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil
+	}
+	d := &ir.TensorDecl{Name: name, Pos: written}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		key, val := n.Content[i].Value, n.Content[i+1]
+		switch {
+		case key == "mesh" && val.Kind == yaml.ScalarNode && d.Mesh == nil:
+			k := slices.IndexFunc(m.f.Meshes, func(mesh *ir.Mesh) bool { return mesh.Name == val.Value })
+			if k < 0 {
+				return nil
+			}
+			d.MeshAt, d.Mesh = written, m.f.Meshes[k]
+		case key == "placements" && val.Kind == yaml.SequenceNode && d.Placements == nil:
+			d.Placements = &ir.StrList{At: written}
+			for _, c := range val.Content {
+				if c.Kind != yaml.ScalarNode || c.Tag != "!!str" {
+					return nil
+				}
+				d.Placements.Items = append(d.Placements.Items, ir.Str{Value: c.Value, Pos: written})
+			}
+		default:
+			return nil
+		}
+	}
+	return d
 }
 
 // tensorDecl is declare's declaration of v under s, named name (v has
@@ -223,6 +263,9 @@ func (m *model) vjpKeyer(fa *factor) func(combo []int) string {
 	}
 	for _, w := range g.wrt {
 		b.WriteString(" " + rename[w])
+	}
+	for _, name := range slices.Sorted(maps.Keys(g.grads)) {
+		b.WriteString(" " + name + ": " + g.grads[name])
 	}
 	tail := b.String()
 	return func(combo []int) string {
