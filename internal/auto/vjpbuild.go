@@ -18,10 +18,11 @@ import (
 // of a training step's pricing: a transformer block's 673 gradient
 // fusions took 1.5 ms each. vjpFusion hands the same declarations to an
 // ir.Source, as internal/syntax does when it reads that text, so that
-// the fusion, and so the price, is the same; vjpKey names it for the
-// memo as the text did. The parts a file writes that only text keeps
-// (a given input's schedule or allocation, a gradient's declaration)
-// still go through the text (direct reports false).
+// the fusion, and so the price, is the same (TestGradientFusionAsText);
+// vjpKeyer names it for the memo as the text did. The parts a file
+// writes that only text keeps (a given input's schedule or allocation, a
+// gradient declared by more than its mesh and placements) still go
+// through the text (direct reports false).
 
 // written is the position of every part vjpFusion declares: the Source
 // tells a part given from one left out by its line, and a gradient's
