@@ -52,6 +52,22 @@ func BenchmarkSolveBlocks(b *testing.B) {
 	}
 }
 
+// BenchmarkSolveTrainingStep times Solve on the tensor-parallel block's
+// training step under the memory budget of docs/auto.md's training
+// table, most of which is pricing the ops' gradients (vjp.go).
+func BenchmarkSolveTrainingStep(b *testing.B) {
+	defer debug.SetGCPercent(debug.SetGCPercent(GCPercent)) // as lower --auto runs
+	src, err := os.ReadFile("../../testdata/examples/auto_tp_block_backward.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := Solve("block.yaml", src, Options{MemoryBudget: 33 << 10}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // benchLimit is the search's time limit in the scale table: past it the
 // solve finishes greedily and reports its gap.
 const benchLimit = 10 * time.Second

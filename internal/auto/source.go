@@ -193,11 +193,29 @@ func renameKey(m *yaml.Node, from, to string) {
 
 // combinedSchedule writes sharding s of t, an op's output (nil: none)
 // whose Partial the op combines across the devices itself, as the
-// schedule of that: the op's reduction axis (a contraction's trailing rk,
-// a reduction's axis) and the dims s shards, each outer-split by its mesh
-// axis's size and parallelized, from the last position. False when s has
-// no Partial.
+// schedule of that (combinedSteps). False when s has no Partial.
 func combinedSchedule(t *ir.Tensor, s sharding) (*yaml.Node, bool) {
+	steps, ok := combinedSteps(t, s)
+	if !ok {
+		return nil, false
+	}
+	n := &yaml.Node{Kind: yaml.SequenceNode}
+	for i := 0; i+1 < len(steps); i += 2 {
+		split, par := steps[i], steps[i+1]
+		n.Content = append(n.Content,
+			stepNode(string(split.Kind), "axis", strconv.Itoa(split.Axis), "factor", strconv.Itoa(split.Factor)),
+			stepNode(string(par.Kind), "axis", strconv.Itoa(par.Axis), "type", par.Type.String()))
+	}
+	return n, true
+}
+
+// combinedSteps is the schedule of sharding s of t, an op's output (nil:
+// none) whose Partial the op combines across the devices itself: the
+// op's reduction axis (a contraction's trailing rk, a reduction's axis)
+// and the dims s shards, each outer-split by its mesh axis's size and
+// parallelized, from the last position, in pairs of those two steps.
+// False when s has no Partial.
+func combinedSteps(t *ir.Tensor, s sharding) ([]ir.ScheduleStep, bool) {
 	if t == nil || t.Producer == nil || !slices.ContainsFunc(s, func(p shard.Placement) bool { return p.Kind == shard.Partial }) {
 		return nil, false
 	}
@@ -219,18 +237,17 @@ func combinedSchedule(t *ir.Tensor, s sharding) (*yaml.Node, bool) {
 			}
 		}
 	}
-	n := &yaml.Node{Kind: yaml.SequenceNode}
+	var steps []ir.ScheduleStep
 	for at := rank; at >= 0; at-- {
 		for i, p := range pos {
 			if p == at {
-				typ := ir.DeviceTypes[len(s)-1-i]
-				n.Content = append(n.Content,
-					stepNode("outer_split", "axis", strconv.Itoa(at), "factor", strconv.Itoa(t.Mesh.Shape[i])),
-					stepNode("parallelize", "axis", strconv.Itoa(at), "type", typ.String()))
+				steps = append(steps,
+					ir.ScheduleStep{Kind: ir.StepOuterSplit, Axis: at, Factor: t.Mesh.Shape[i]},
+					ir.ScheduleStep{Kind: ir.StepParallelize, Axis: at, Type: ir.DeviceTypes[len(s)-1-i]})
 			}
 		}
 	}
-	return n, true
+	return steps, true
 }
 
 // stepNode is a schedule step {kind: {k1: v1, k2: v2}} in flow style.

@@ -58,6 +58,8 @@ type vjp struct {
 	// grads are the file's declarations of the gradients of the op's
 	// tensors, by the tensor's name in the op's fusion, kept there.
 	grads map[string]string
+	// gradNodes are those declarations as the file writes them.
+	gradNodes map[string]*yaml.Node
 }
 
 // addGradients adds to m a factor per op of the fusion as written that
@@ -133,14 +135,14 @@ func (m *model) addGradients(src *source) {
 			}
 		}
 		g.again = madeAgain(back, name, out)
-		g.grads = map[string]string{}
+		g.grads, g.gradNodes = map[string]string{}, map[string]*yaml.Node{}
 		for j, n := range g.names {
 			if d := lookup(src.tensors, n+".grad"); d != nil {
 				local := "y"
 				if j < len(g.names)-1 {
 					local = fmt.Sprintf("t%d", j)
 				}
-				g.grads[local+".grad"] = flowYAML(d)
+				g.grads[local+".grad"], g.gradNodes[local+".grad"] = flowYAML(d), d
 			}
 		}
 		n := 1
@@ -262,34 +264,51 @@ func renamed(n *yaml.Node, names map[string]string) *yaml.Node {
 }
 
 // fillGradient tabulates fa's gradient (fa.vjp): every combination's
-// fusion written and priced, each distinct one once (ops alike but for
-// their names share them), in parallel. A gradient that lowers under no
+// fusion built (vjpFusion, or written by vjpSource where direct says it
+// must be) and priced, each distinct one once (ops alike but for their
+// names share them), in parallel. A gradient that lowers under no
 // combination is left out (a table of zeros, counted in m.unpriced):
 // the forward's price still decides there.
 func (e *evaluator) fillGradient(m *model, meshes string, fa *factor) {
-	srcs := make([]string, len(fa.table))
+	keys := make([]string, len(fa.table))
 	var todo []int
 	seen := map[string]bool{}
 	var combo []int
+	direct := m.direct(fa)
+	var key func([]int) string
+	if direct {
+		key = m.vjpKeyer(fa)
+	} else {
+		key = func(combo []int) string { return m.vjpSource(meshes, fa, combo) }
+	}
 	for i := range fa.table {
 		combo = m.combination(fa, i, combo)
-		srcs[i] = m.vjpSource(meshes, fa, combo)
-		if _, ok := e.grads[srcs[i]]; !ok && !seen[srcs[i]] {
-			seen[srcs[i]] = true
+		keys[i] = key(combo)
+		if _, ok := e.grads[keys[i]]; !ok && !seen[keys[i]] {
+			seen[keys[i]] = true
 			todo = append(todo, i)
 		}
 	}
 	prices := make([]int64, len(todo))
+	real := fa.vjp.seed >= 0 || fa.vjp.one
 	parallel(len(todo), func(n int) {
-		prices[n] = gradientPrice(srcs[todo[n]], fa.vjp.seed >= 0 || fa.vjp.one, fa.vjp.again, e.lowering)
+		if !direct {
+			prices[n] = gradientPrice(keys[todo[n]], real, fa.vjp.again, e.lowering)
+			return
+		}
+		f, err := m.vjpFusion(fa, m.combination(fa, todo[n], nil))
+		prices[n] = maxCost
+		if err == nil {
+			prices[n] = fusionGradientPrice(f, real, fa.vjp.again, e.lowering)
+		}
 	})
 	e.lowered += len(todo)
 	for n, i := range todo {
-		e.grads[srcs[i]] = prices[n]
+		e.grads[keys[i]] = prices[n]
 	}
 	runs := false
-	for i, s := range srcs {
-		fa.table[i] = e.grads[s]
+	for i, k := range keys {
+		fa.table[i] = e.grads[k]
 		runs = runs || fa.table[i] != maxCost
 	}
 	if !runs {
@@ -302,8 +321,18 @@ func (e *evaluator) fillGradient(m *model, meshes string, fa *factor) {
 	}
 }
 
-// gradientPrice is the predicted time of the backward's steps of the
-// fusion src, in picoseconds (maxCost when it does not lower). Two
+// gradientPrice is fusionGradientPrice of the fusion the text src
+// declares.
+func gradientPrice(src string, real, again bool, opts lower.Options) int64 {
+	f, err := syntax.Parse("gradient.yaml", []byte(src))
+	if err != nil {
+		return maxCost
+	}
+	return fusionGradientPrice(f, real, again, opts)
+}
+
+// fusionGradientPrice is the predicted time of the backward's steps of
+// the fusion f, in picoseconds (maxCost when it does not lower). Two
 // steps of that fusion are not the step's: the set of the seed into the
 // output's gradient, which only a seeded output's gradient has (real
 // says whether it is one), and the latency of the first step where it
@@ -313,11 +342,7 @@ func (e *evaluator) fillGradient(m *model, meshes string, fa *factor) {
 // seeded output's, which runs first, after the forward's last step. When the
 // backward makes the op's output again (again), the forward's steps are
 // the gradient's too: FSDP's second Allgather of a weight.
-func gradientPrice(src string, real, again bool, opts lower.Options) int64 {
-	f, err := syntax.Parse("gradient.yaml", []byte(src))
-	if err != nil {
-		return maxCost
-	}
+func fusionGradientPrice(f *ir.Fusion, real, again bool, opts lower.Options) int64 {
 	p, err := lower.Lower(f, opts)
 	if err != nil {
 		return maxCost
