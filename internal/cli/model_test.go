@@ -27,6 +27,9 @@ func modelConfigs(t *testing.T) []string {
 // the loss through the LM head and the blocks to the embedding):
 // simulate PASSes.
 func TestModelScaleDownSimulates(t *testing.T) {
+	if testing.Short() {
+		t.Skip("simulates scaled-down models (seconds each); the race job runs -short")
+	}
 	for _, config := range modelConfigs(t) {
 		name := filepath.Base(filepath.Dir(config))
 		for _, flags := range [][]string{nil, {"--sp"}, {"--backward"}, {"--sp", "--backward"}} {
@@ -53,6 +56,9 @@ func TestModelScaleDownSimulates(t *testing.T) {
 // grouped-query attention, untied head) and a GPT (learned positions,
 // biases, tied head), scaled down, under both policies: simulate PASSes.
 func TestModelScaleDownSimulatesAxes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("simulates scaled-down models (seconds each); the race job runs -short")
+	}
 	for _, name := range []string{"llama3_8b", "gpt3_175b"} {
 		config := filepath.Join("../../testdata/models", name, "config.json")
 		for _, mesh := range []string{"fsdp=4", "fsdp=2,tp=2", "dp=2,fsdp=2", "dp=2,fsdp=2,tp=2", "cp=2,tp=2", "cp=2,tp=2 --sp", "dp=2,cp=2", "fsdp=2,cp=2,tp=2", "fsdp=2,cp=2,tp=2 --sp",
@@ -86,6 +92,9 @@ func TestModelScaleDownSimulatesAxes(t *testing.T) {
 // nvFuser's where the stages' meshes are 1-D (nvFuser moves data between
 // 1-D meshes only: a clear error otherwise).
 func TestModelScaleDownSimulatesPipelines(t *testing.T) {
+	if testing.Short() {
+		t.Skip("simulates scaled-down models (seconds each); the race job runs -short")
+	}
 	meshes := []struct {
 		flags   string
 		nvfuser bool
@@ -123,6 +132,9 @@ func TestModelScaleDownSimulatesPipelines(t *testing.T) {
 // scaled down, under both policies: simulate PASSes, and every MoE layer
 // sends its tokens to their experts and back by AllToAll along ep.
 func TestModelScaleDownSimulatesExperts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("simulates scaled-down models (seconds each); the race job runs -short")
+	}
 	config := "../../testdata/models/mixtral_8x7b/config.json"
 	for _, mesh := range []string{"ep=8", "ep=2,tp=4", "ep=2,tp=4 --sp", "ep=2,tp=4 --backward", "ep=2,tp=4 --sp --backward", "ep=4 --backward --capacity-factor 0.5", "ep=8,tp=8"} {
 		fusion := filepath.Join(t.TempDir(), "small.yaml")
