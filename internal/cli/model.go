@@ -28,6 +28,8 @@ type modelOptions struct {
 	micro     int
 	schedule  *enumFlag
 	virtual   int
+	first     int
+	last      int
 	// scheduleSet is whether --schedule was given: without a pp axis it
 	// is an error, with one its default is 1f1b.
 	scheduleSet bool
@@ -82,6 +84,8 @@ device.`,
 	f.IntVar(&o.micro, "microbatches", 0, "with a pp axis: cut the batch into `M` micro-batches (0: one per pipeline stage group)")
 	enumVar(cmd, o.schedule, "schedule", "with a pp axis: the pipeline schedule (docs/pipeline.md)")
 	f.IntVar(&o.virtual, "virtual-stages", 0, "with --schedule interleaved: the stages each pipeline device group holds, `V` (0: 2)")
+	f.IntVar(&o.first, "first-stage-layers", 0, "with a pp axis: the blocks of the pipeline's first stage, `N` (Megatron-LM's --decoder-first-pipeline-num-layers; 0: an equal share), the stages between sharing the rest equally")
+	f.IntVar(&o.last, "last-stage-layers", 0, "with a pp axis: the blocks of the pipeline's last stage, `N` (Megatron-LM's --decoder-last-pipeline-num-layers; 0: an equal share), the stages between sharing the rest equally")
 	f.Float64Var(&o.capacity, "capacity-factor", model.DefaultCapacityFactor, "a mixture of experts' capacity `FACTOR`: each expert takes ⌈top_k·seq/experts·FACTOR⌉ tokens of a sequence (at most seq), the rest dropped")
 	f.BoolVar(&o.scaleDown, "scale-down", false, "write a model of the same structure and sharding small enough to simulate: 2 layers, a smaller hidden size, one sequence per dp replica")
 	f.BoolVar(&o.plan, "plan", false, "lower the fusion at once and write its plan (JSON, as lower does)")
@@ -171,14 +175,14 @@ func (o *modelOptions) check(arg string) (model.Parallel, model.Options, error) 
 		return p, model.Options{}, usageError{fmt.Errorf("--mesh: %w", err)}
 	}
 	p = model.NewParallel(axes, o.sp)
-	if o.micro < 0 || o.virtual < 0 {
-		return p, model.Options{}, usageError{fmt.Errorf("--microbatches %d --virtual-stages %d: want 1 or more (or 0, the default)", o.micro, o.virtual)}
+	if o.micro < 0 || o.virtual < 0 || o.first < 0 || o.last < 0 {
+		return p, model.Options{}, usageError{fmt.Errorf("--microbatches %d --virtual-stages %d --first-stage-layers %d --last-stage-layers %d: want 1 or more (or 0, the default)", o.micro, o.virtual, o.first, o.last)}
 	}
 	if o.keep && (!o.backward || !slices.ContainsFunc(axes, func(a model.Axis) bool { return a.Name == model.FSDP && a.Size > 1 })) {
 		return p, model.Options{}, usageError{fmt.Errorf("--keep-gathered: FSDP's gathered weights are kept for the backward only with --backward and an fsdp axis of 2 devices or more in --mesh")}
 	}
 	mo := model.Options{Name: fusionName(arg, o.mesh, o.sp), Batch: o.batch, Seq: o.seq, DType: o.dtype.value, Layers: o.layers, Backward: o.backward, KeepGathered: o.keep,
-		Microbatches: o.micro, Virtual: o.virtual, CapacityFactor: o.capacity}
+		Microbatches: o.micro, Virtual: o.virtual, FirstStageBlocks: o.first, LastStageBlocks: o.last, CapacityFactor: o.capacity}
 	if o.scheduleSet {
 		mo.Schedule = o.schedule.value
 	}

@@ -103,6 +103,7 @@ func TestModelScaleDownSimulatesPipelines(t *testing.T) {
 		{"pp=2,tp=2 --sp --backward --schedule gpipe --microbatches 4", true},
 		{"pp=2,fsdp=2,cp=2 --backward", false},
 		{"pp=2,tp=2 --schedule interleaved --backward", true},
+		{"pp=3,dp=2 --first-stage-layers 2 --backward --microbatches 3", false},
 	}
 	for _, name := range []string{"llama3_8b", "gpt3_175b"} {
 		config := filepath.Join("../../testdata/models", name, "config.json")

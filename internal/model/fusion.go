@@ -40,6 +40,13 @@ type Options struct {
 	Microbatches int
 	Schedule     string
 	Virtual      int
+	// FirstStageBlocks and LastStageBlocks, when positive, are the blocks
+	// of the pipeline's first and last stages (Megatron-LM's
+	// --decoder-first-pipeline-num-layers and
+	// --decoder-last-pipeline-num-layers): fewer than the others' to make
+	// room for the embedding, or the LM head and the loss. The stages
+	// between share the remaining blocks equally; 0 is an equal share.
+	FirstStageBlocks, LastStageBlocks int
 	// CapacityFactor scales a mixture of experts' capacity, the tokens of
 	// a group (a sequence) each expert takes: ⌈top_k·seq/experts ·
 	// CapacityFactor⌉, at most seq; 0 is DefaultCapacityFactor.
@@ -122,6 +129,7 @@ func write(c *Config, p Parallel, o Options) (*writer, error) {
 		return nil, err
 	}
 	w := &writer{c: c, p: p, o: o, vocab: vocab, gathered: map[string]bool{}, stages: o.stages(p)}
+	w.starts, _ = stageStarts(c.Layers, w.stages, o) // fits checked them
 	if p.size(DP) > 1 && p.size(FSDP) > 1 {
 		w.lead = 1
 	}
@@ -337,6 +345,8 @@ type writer struct {
 	// holds (1 without a pipeline), and stage the one whose mesh the
 	// tensors and ops being written are on.
 	stages, stage int
+	// starts are stageStarts's: the first block of each stage.
+	starts []int
 }
 
 // stream is the shape of a tensor of the residual stream's form: under
@@ -462,6 +472,13 @@ func (w *writer) header() {
 	if w.stages > 1 {
 		w.line("# Pipeline: %d stages%s, %s, %d micro-batches; the residual stream moves to the next stage with a set.",
 			w.stages, w.virtualNote(), o.Schedule, o.Microbatches)
+		if o.FirstStageBlocks > 0 || o.LastStageBlocks > 0 {
+			blocks := make([]int, w.stages)
+			for s := range blocks {
+				blocks[s] = w.starts[s+1] - w.starts[s]
+			}
+			w.line("# Uneven stages (--first-stage-layers, --last-stage-layers): %s blocks, first to last.", ints(blocks))
+		}
 	}
 	w.line("format: 2")
 	w.line("name: %s", o.Name)
@@ -1021,8 +1038,8 @@ func (o Options) stages(p Parallel) int { return p.stageGroups() * max(o.Virtual
 // the batch, and the interleaved schedule a multiple of the stage groups.
 func fitsPipeline(c *Config, p Parallel, o Options) error {
 	if p.stageGroups() == 1 {
-		if o.Microbatches > 0 || o.Schedule != "" || o.Virtual > 0 {
-			return fmt.Errorf("--microbatches, --schedule and --virtual-stages need a pp axis in --mesh")
+		if o.Microbatches > 0 || o.Schedule != "" || o.Virtual > 0 || o.FirstStageBlocks > 0 || o.LastStageBlocks > 0 {
+			return fmt.Errorf("--microbatches, --schedule, --virtual-stages, --first-stage-layers and --last-stage-layers need a pp axis in --mesh")
 		}
 		return nil
 	}
@@ -1037,8 +1054,8 @@ func fitsPipeline(c *Config, p Parallel, o Options) error {
 	case o.Schedule == Interleaved && o.Microbatches%p.stageGroups() != 0:
 		return fmt.Errorf("--microbatches %d is not a multiple of pp %d, as Megatron-LM's interleaved schedule requires", o.Microbatches, p.stageGroups())
 	}
-	if err := divides("num_hidden_layers", c.Layers, stages); err != nil {
-		return fmt.Errorf("%w (the pipeline's %d stages hold equal numbers of blocks)", err, stages)
+	if _, err := stageStarts(c.Layers, stages, o); err != nil {
+		return err
 	}
 	if err := divides("--batch", o.Batch, p.split(batchSplit)*o.Microbatches); err != nil {
 		return fmt.Errorf("%w (%d micro-batches, each split over %s)", err, o.Microbatches, cmp.Or(p.axesText(batchSplit), "one device"))
@@ -1052,9 +1069,50 @@ func fitsPipeline(c *Config, p Parallel, o Options) error {
 // docs/models.md).
 const tiedCopy = "embed_last"
 
-// stageOf is the pipeline stage of block l: equal runs of blocks, in
-// order.
-func (w *writer) stageOf(l int) int { return l * w.stages / w.c.Layers }
+// stageStarts is the first block of each of the pipeline's stages, and
+// the number of blocks after them: runs of blocks in order, the first
+// and last of o's lengths when given, the others of equal lengths.
+func stageStarts(blocks, stages int, o Options) ([]int, error) {
+	first, last := o.FirstStageBlocks, o.LastStageBlocks
+	given := min(first, 1) + min(last, 1)
+	if stages == 1 {
+		return []int{0, blocks}, nil
+	}
+	rest, between := blocks-first-last, stages-given
+	switch {
+	case rest < 0 || between == 0 && rest != 0:
+		return nil, fmt.Errorf("--first-stage-layers %d --last-stage-layers %d: the first and last of %d stages would hold %d blocks, the model has %d",
+			first, last, stages, first+last, blocks)
+	case between > 0 && rest < between:
+		return nil, fmt.Errorf("--first-stage-layers %d --last-stage-layers %d leave %d of %d blocks to %d stages between: every stage holds one or more",
+			first, last, rest, blocks, between)
+	case between > 0 && rest%between != 0:
+		what := "the pipeline's stages hold equal numbers of blocks, unless --first-stage-layers or --last-stage-layers says otherwise"
+		if given > 0 {
+			what = fmt.Sprintf("the %d stages besides the first and last given hold equal numbers", between)
+		}
+		return nil, fmt.Errorf("num_hidden_layers %d: %d blocks do not split over %d stages (%s)", blocks, rest, between, what)
+	}
+	starts := make([]int, 0, stages+1)
+	for s, at := 0, 0; s <= stages; s++ {
+		starts = append(starts, at)
+		switch {
+		case s == 0 && first > 0:
+			at += first
+		case s == stages-1 && last > 0:
+			at += last
+		case s < stages:
+			at += rest / between
+		}
+	}
+	return starts, nil
+}
+
+// stageOf is the pipeline stage of block l (stageStarts's runs).
+func (w *writer) stageOf(l int) int {
+	s, _ := slices.BinarySearch(w.starts, l+1)
+	return s - 1
+}
 
 // blockInput is the residual stream block l reads: h{l}, or on the first
 // block of a stage after the first, its copy received from the stage

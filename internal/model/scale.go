@@ -5,7 +5,9 @@ package model
 // activation, tied or untied head, grouped-query attention (a group of up
 // to 2 query heads per key/value head) and vocabulary padding, and the
 // same sharding of every weight and activation over the same mesh, but
-// 2 layers (or o.Layers, when fewer; a block a pipeline stage, when more), one key/value head per tp device,
+// 2 layers (or o.Layers, when fewer; a block a pipeline stage, when more;
+// with uneven stages, the first and last stages' blocks and one on each
+// stage between), one key/value head per tp device,
 // heads of width 4 (or the least even width that the weights' shards,
 // fsdp's and with it cp's, split evenly), an
 // MLP of the same ratio to the hidden size, a vocabulary of 16 rows per
@@ -22,6 +24,12 @@ func ScaleDown(c *Config, p Parallel, o Options) (*Config, Options) {
 	}
 	s := *c
 	s.Layers = min(c.Layers, max(2, withDefaults(c, p, o).stages(p)))
+	if o.FirstStageBlocks > 0 || o.LastStageBlocks > 0 {
+		// Uneven stages keep their first and last stages' blocks, and
+		// one block on each stage between.
+		given := min(o.FirstStageBlocks, 1) + min(o.LastStageBlocks, 1)
+		s.Layers = o.FirstStageBlocks + o.LastStageBlocks + withDefaults(c, p, o).stages(p) - given
+	}
 	s.KVHeads = tp
 	s.Heads = tp * min(c.Heads/c.KVHeads, 2)
 	for s.HeadDim = 4; ; s.HeadDim += 2 {

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -120,5 +121,46 @@ func TestThroughput(t *testing.T) {
 	}
 	if d := cmp.Diff("8,030,261,248", withCommas(8030261248)); d != "" {
 		t.Errorf("withCommas (-want +got):\n%s", d)
+	}
+}
+
+// TestStageStarts checks the pipeline's runs of blocks: equal ones, the
+// first or last stage's given (Megatron-LM's uneven stages), and the
+// splits refused with what each stage would hold.
+func TestStageStarts(t *testing.T) {
+	for _, tc := range []struct {
+		blocks, stages, first, last int
+		want                        []int
+		err                         string
+	}{
+		{32, 1, 0, 0, []int{0, 32}, ""},
+		{32, 4, 0, 0, []int{0, 8, 16, 24, 32}, ""},
+		{32, 4, 0, 5, []int{0, 9, 18, 27, 32}, ""},
+		{32, 4, 8, 6, []int{0, 8, 17, 26, 32}, ""},
+		{32, 4, 2, 0, []int{0, 2, 12, 22, 32}, ""},
+		{32, 2, 30, 2, []int{0, 30, 32}, ""},
+		{32, 2, 20, 0, []int{0, 20, 32}, ""},
+		{4, 3, 2, 0, []int{0, 2, 3, 4}, ""},
+		{30, 4, 0, 0, nil, "num_hidden_layers 30: 30 blocks do not split over 4 stages (the pipeline's stages hold equal numbers of blocks, unless --first-stage-layers or --last-stage-layers says otherwise)"},
+		{32, 4, 3, 4, nil, "num_hidden_layers 32: 25 blocks do not split over 2 stages (the 2 stages besides the first and last given hold equal numbers)"},
+		{32, 4, 0, 40, nil, "--first-stage-layers 0 --last-stage-layers 40: the first and last of 4 stages would hold 40 blocks, the model has 32"},
+		{32, 2, 20, 10, nil, "--first-stage-layers 20 --last-stage-layers 10: the first and last of 2 stages would hold 30 blocks, the model has 32"},
+		{32, 4, 16, 15, nil, "--first-stage-layers 16 --last-stage-layers 15 leave 1 of 32 blocks to 2 stages between: every stage holds one or more"},
+	} {
+		got, err := stageStarts(tc.blocks, tc.stages, Options{FirstStageBlocks: tc.first, LastStageBlocks: tc.last})
+		name := fmt.Sprintf("%d blocks, %d stages, first %d, last %d", tc.blocks, tc.stages, tc.first, tc.last)
+		if tc.err != "" {
+			if err == nil || err.Error() != tc.err {
+				t.Errorf("%s: error %v, want %s", name, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if d := cmp.Diff(tc.want, got); d != "" {
+			t.Errorf("%s (-want +got):\n%s", name, d)
+		}
 	}
 }
