@@ -204,7 +204,7 @@ func TestSDPAGQAErrors(t *testing.T) {
 		{"not a multiple", "  - {op: sdpa, in: [q, k3, k3], out: o, causal: false, enable_gqa: true}\n",
 			`in.yaml:11:24: error: ops[0]: sdpa of "q": q's 4 heads (dim -3) are not a multiple of k's 3; with enable_gqa, each of k's heads serves a group of H/Hkv query heads: H is a multiple of Hkv`},
 		{"v's heads", "  - {op: sdpa, in: [q, k, v1], out: o, causal: false, enable_gqa: true}\n",
-			`in.yaml:11:27: error: ops[0]: sdpa of "q": v has 1 heads (dim -3), k 2; with enable_gqa, k and v have the same key/value heads Hkv`},
+			`in.yaml:11:27: error: ops[0]: sdpa of "q": v's heads (dim -3) are 1, k's 2; with enable_gqa, k and v have the same key/value heads Hkv`},
 		{"without enable_gqa", "  - {op: sdpa, in: [q, k, v], out: o, causal: false}\n",
 			`in.yaml:11:24: error: ops[0]: sdpa of "q": k's leading dims [2, 2] differ from q's [2, 4]; batch and heads dims are equal in q, k and v; for grouped-query attention (fewer key/value heads) write enable_gqa: true`},
 		{"ring", "  - {op: sdpa, in: [q, k, v], out: o, causal: true, enable_gqa: true, cp: ring}\n",

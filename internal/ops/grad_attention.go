@@ -83,8 +83,8 @@ func gradSDPA(g *GradIn) ([]ExpandStep, []Ref, *ExpandError) {
 	return b.result()
 }
 
-// groupShape is x [..., H, s, c] (the rule's operand or output shape
-// shape) as [..., H/g, g, s, c]: each group of g query heads an axis.
+// groupShape is the shape [..., H, s, c] of q, dO, P or dS as
+// [..., H/g, g, s, c]: each group of g query heads an axis of its own.
 func groupShape(shape []int, g int) []int {
 	r := len(shape)
 	return slices.Concat(shape[:r-3], []int{shape[r-3] / g, g}, shape[r-2:])

@@ -199,7 +199,7 @@ func checkSDPAShapes(in [][]int, gqa bool) *ExpandError {
 	case !slices.Equal(lead(v), lead(q)):
 		return bad(2, "v's leading dims "+intText(lead(v))+" differ from q's "+intText(lead(q)), hint)
 	case gqa && v[r-3] != k[r-3]:
-		return bad(2, "v has "+strconv.Itoa(v[r-3])+" heads (dim -3), k "+strconv.Itoa(k[r-3]), "with enable_gqa, k and v have the same key/value heads Hkv")
+		return bad(2, "v's heads (dim -3) are "+strconv.Itoa(v[r-3])+", k's "+strconv.Itoa(k[r-3]), "with enable_gqa, k and v have the same key/value heads Hkv")
 	case gqa && (k[r-3] == 0 || q[r-3]%k[r-3] != 0):
 		return bad(1, "q's "+strconv.Itoa(q[r-3])+" heads (dim -3) are not a multiple of k's "+strconv.Itoa(k[r-3]),
 			"with enable_gqa, each of k's heads serves a group of H/Hkv query heads: H is a multiple of Hkv")
