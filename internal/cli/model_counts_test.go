@@ -82,15 +82,15 @@ func TestDataParallelGradientBytes(t *testing.T) {
 		// (reshard_after_forward, FSDP2's default); and
 		// context parallelism's Allgathers of each layer's keys and
 		// values, b·(s/cp)·kv·d = 16 · 4096 · 1 · 128 elements, 16 MiB
-		// each, 64 of them. Their gradients are reduce-scattered back
-		// after grouped-query attention's head expansion is undone, 4
-		// query heads a key/value head: 4 times the forward's bytes
-		// (docs/models.md, "Not yet equal").
+		// each, 64 of them; and their gradients reduce-scattered back,
+		// the same bytes: sdpa's enable_gqa sums each key/value head's
+		// group of 4 query heads inside dK's and dV's contraction, so
+		// that the unrepeated heads are reduced.
 		{"fsdp=4,cp=2,tp=8", false, map[int]string{1: "tp", 8: "cp", 16: "fsdp"}, map[string]int64{
 			"Allgather fsdp":     psiTP*3/4 + regatheredTP*3/4,
 			"ReduceScatter fsdp": psiTP * 3 / 4,
 			"Allgather cp":       psiTP/8 + regatheredTP/8 + 64*kvCP,
-			"ReduceScatter cp":   psiTP/8 + 64*4*kvCP,
+			"ReduceScatter cp":   psiTP/8 + 64*kvCP,
 			// Megatron-LM's 4 a block and 2 more, as on dp=8,tp=8, of
 			// A = 16 sequences · 4096 tokens · 4096 · 2 B.
 			"Allreduce tp": 130 * 2 * (16 * 4096 * 4096 * 2) * 7 / 8,

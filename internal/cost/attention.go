@@ -83,7 +83,12 @@ func attentionRun(p *plan.Plan, i int) int {
 // attentionOf is the sdpa whose expansion (or gradient) local step s
 // computes, nil when it computes none. The steps that compute are the
 // products, the elementwise and reduction steps, the masks and the
-// expansion's own transpositions (a `permute` op's Permute); a layout step
+// expansion's own transpositions and regroupings (a `permute` op's
+// Permute, a `reshape` op's Copy: grouped-query attention's heads
+// repeated for the forward, and merged with the queries for the
+// gradients of the keys and values, which the kernel indexes in place,
+// as FlashAttention reads a key/value head for each query head of its
+// group); a layout step
 // that reshards an op's operand or output (a Permute before a
 // ReduceScatter, a Slice) is not the kernel's: the resharding planner
 // chose it at its own price, which the kernel must not hide from it.
@@ -97,7 +102,7 @@ func attentionOf(p *plan.Plan, s *plan.Step) *plan.Of {
 	}
 	switch {
 	case s.Type == plan.Matmul, s.Type == plan.Pointwise, s.Type == plan.LocalReduce, s.Type == plan.Tril,
-		s.Type == plan.Permute && op.Op == "permute":
+		s.Type == plan.Permute && op.Op == "permute", s.Type == plan.Copy && op.Op == "reshape":
 		return op.Of
 	}
 	return nil

@@ -814,7 +814,7 @@ def composite_reference(of, xs):
     """Composite op `of` (a plan op's "of") of its operands xs, with torch's own functions."""
     op, x = of["op"], xs[0]
     if op == "sdpa":
-        return sdpa_reference(*xs, causal=of.get("causal", False))
+        return sdpa_reference(*xs, causal=of.get("causal", False), gqa=of.get("enable_gqa", False))
     if op == "softmax":
         return torch.softmax(x, dim=of["axis"])
     if op == "mean":
@@ -840,10 +840,16 @@ def composite_reference(of, xs):
     return y if w is None else y * w
 
 
-def sdpa_reference(q, k, v, causal=False):
+def sdpa_reference(q, k, v, causal=False, gqa=False):
     """softmax(q @ kᵀ / √d) @ v: torch.nn.functional.scaled_dot_product_attention where the torch
     version has it (2.0 and later), else its math written out, as torch's own reference is; with
-    causal, is_causal=True: query i sees keys 0 to i, the others' scores -inf (top-left aligned)."""
+    causal, is_causal=True: query i sees keys 0 to i, the others' scores -inf (top-left aligned).
+    With gqa (enable_gqa: k and v of fewer heads, dim -3), k and v are first repeated for the
+    query heads of their group, as torch's enable_gqa does (repeat_interleave along dim -3), which
+    the torch versions before 2.5 lack as an argument."""
+    if gqa and k.shape[-3] != q.shape[-3]:
+        k = k.repeat_interleave(q.shape[-3] // k.shape[-3], dim=-3)
+        v = v.repeat_interleave(q.shape[-3] // v.shape[-3], dim=-3)
     sdpa = getattr(torch.nn.functional, "scaled_dot_product_attention", None)
     if sdpa is not None:
         return sdpa(q, k, v, is_causal=causal)

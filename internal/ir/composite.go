@@ -168,6 +168,8 @@ func expandErrPos(ro *rawOp, err *ops.ExpandError) diag.Pos {
 		return k.axesAt
 	case err.Attr == "" && err.Index >= 0 && err.Index < len(ro.inAt):
 		return ro.inAt[err.Index]
+	case err.Attr != "" && given(k.attrPos(err.Attr, err.Index)):
+		return k.attrPos(err.Attr, err.Index) // another attribute (sdpa's cp)
 	}
 	return ro.pos
 }

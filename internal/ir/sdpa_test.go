@@ -1,6 +1,7 @@
 package ir
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -135,9 +136,88 @@ var sdpaErrorTests = []struct{ name, ops, want string }{
 	{"keys", "  - {op: sdpa, in: [q, k, t9], out: o, causal: false}\n",
 		`in.yaml:13:27: error: ops[0]: sdpa of "q": v has 9 keys, k 10; k [..., t, d] and v [..., t, dv] share their key dim t`},
 	{"heads", "  - {op: sdpa, in: [q, h2, v], out: o, causal: false}\n",
-		`in.yaml:13:24: error: ops[0]: sdpa of "q": k's leading dims [2, 2] differ from q's [2, 4]; batch and heads dims are equal in q, k and v; for grouped-query attention repeat k's heads (broadcast, then reshape)`},
+		`in.yaml:13:24: error: ops[0]: sdpa of "q": k's leading dims [2, 2] differ from q's [2, 4]; batch and heads dims are equal in q, k and v; for grouped-query attention (fewer key/value heads) write enable_gqa: true`},
 	{"no causal", "  - {op: sdpa, in: [q, k, v], out: o}\n",
 		`in.yaml:13:5: error: ops[0]: sdpa needs "causal"; causal: sdpa's causal mask: query i attends to keys 0 to i (torch's is_causal, top-left aligned)`},
 	{"two operands", "  - {op: sdpa, in: [q, k], out: o, causal: false}\n",
 		"in.yaml:13:20: error: ops[0]: sdpa takes 3 inputs ([q, k, v]), got 2; write in: [q, k, v]"},
+}
+
+// gqaHead is the top of the grouped-query sdpa tests: q [2, 4, 8, 6] of 4
+// heads, k and v [2, 2, 10, 6] of 2, all sharded on heads over 2
+// devices (each device a whole group), and tensors of heads that do not
+// group.
+const gqaHead = `format: 2
+meshes:
+  m: [0, 1]
+tensors:
+  q: {mesh: m, shape: [2, 4, 8, 6], placements: [Shard(1)]}
+  k: {mesh: m, shape: [2, 2, 10, 6], placements: [Shard(1)]}
+  v: {mesh: m, shape: [2, 2, 10, 6], placements: [Shard(1)]}
+  k3: {mesh: m, shape: [2, 3, 10, 6]}
+  v1: {mesh: m, shape: [2, 1, 10, 6]}
+ops:
+`
+
+// TestSDPAGQAExpansion checks grouped-query sdpa's expansion: k and v
+// repeated for their groups (a broadcast to [2, 2, 2, 10, 6] and a reshape
+// merging each head with its copies), then the attention of equal heads,
+// every op local where the heads are split in whole groups.
+func TestSDPAGQAExpansion(t *testing.T) {
+	f, err := Parse("in.yaml", []byte(gqaHead+"  - {op: sdpa, in: [q, k, v], out: o, causal: false, enable_gqa: true}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sdpa := of("sdpa", "o")
+	want := []opSum{
+		{"o/k_rep_b = broadcast(k, axes=[2])", sdpa, "m propagated"},
+		{"o/k_rep = reshape(o/k_rep_b, shape=[2, 4, 10, 6])", sdpa, "m propagated"},
+		{"o/v_rep_b = broadcast(v, axes=[2])", sdpa, "m propagated"},
+		{"o/v_rep = reshape(o/v_rep_b, shape=[2, 4, 10, 6])", sdpa, "m propagated"},
+		{"o/kt = permute(o/k_rep, dims=[0, 1, 3, 2])", sdpa, "m propagated"},
+		{"o/scores = matmul(q, o/kt)", sdpa, "m propagated"},
+		{"o/scaled = mul(o/scores, 0.4082482904638631)", sdpa, "m propagated"},
+		{"o/max = max(o/scaled, axis=3)", sdpa, "m propagated"},
+		{"o/max_b = broadcast(o/max, axes=[3])", sdpa, "m propagated"},
+		{"o/sub = sub(o/scaled, o/max_b)", sdpa, "m propagated"},
+		{"o/exp = exp(o/sub)", sdpa, "m propagated"},
+		{"o/sum = sum(o/exp, axis=3)", sdpa, "m propagated"},
+		{"o/sum_b = broadcast(o/sum, axes=[3])", sdpa, "m propagated"},
+		{"o/probs = div(o/exp, o/sum_b)", sdpa, "m propagated"},
+		{"o = matmul(o/probs, o/v_rep)", sdpa, "m propagated"},
+	}
+	if d := cmp.Diff(want, opSums(f)); d != "" {
+		t.Errorf("ops (-want +got):\n%s", d)
+	}
+	for _, name := range []string{"o/k_rep", "o"} {
+		sh := f.Tensor(name).Shardings()
+		if len(sh) != 1 || sh[0].Kind != Block || !slices.Equal(sh[0].Axes(), []int{1}) || f.Tensor(name).LocalShape()[1] != 2 {
+			t.Errorf("%s: shardings %v, local shape %v, want 2 heads a device in a block (a whole group)", name, sh, f.Tensor(name).LocalShape())
+		}
+	}
+}
+
+// TestSDPAGQAErrors checks the errors of grouped-query sdpa's operands
+// and of its forms, each where the value at fault is written.
+func TestSDPAGQAErrors(t *testing.T) {
+	for _, tc := range []struct{ name, ops, want string }{
+		{"not a multiple", "  - {op: sdpa, in: [q, k3, k3], out: o, causal: false, enable_gqa: true}\n",
+			`in.yaml:11:24: error: ops[0]: sdpa of "q": q's 4 heads (dim -3) are not a multiple of k's 3; with enable_gqa, each of k's heads serves a group of H/Hkv query heads: H is a multiple of Hkv`},
+		{"v's heads", "  - {op: sdpa, in: [q, k, v1], out: o, causal: false, enable_gqa: true}\n",
+			`in.yaml:11:27: error: ops[0]: sdpa of "q": v's heads (dim -3) are 1, k's 2; with enable_gqa, k and v have the same key/value heads Hkv`},
+		{"without enable_gqa", "  - {op: sdpa, in: [q, k, v], out: o, causal: false}\n",
+			`in.yaml:11:24: error: ops[0]: sdpa of "q": k's leading dims [2, 2] differ from q's [2, 4]; batch and heads dims are equal in q, k and v; for grouped-query attention (fewer key/value heads) write enable_gqa: true`},
+		{"ring", "  - {op: sdpa, in: [q, k, v], out: o, causal: true, enable_gqa: true, cp: ring}\n",
+			`in.yaml:11:75: error: ops[0]: sdpa of "q": cp: ring computes attention of equal heads, but enable_gqa is set; write cp: expansion (or leave cp out) to plan grouped-query attention op by op, or repeat k's and v's heads and leave enable_gqa out`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("in.yaml", []byte(gqaHead+tc.ops))
+			if err == nil {
+				t.Fatal("Parse succeeded, want an error")
+			}
+			if d := cmp.Diff(tc.want, err.Error()); d != "" {
+				t.Errorf("error (-want +got):\n%s", d)
+			}
+		})
+	}
 }

@@ -148,6 +148,9 @@ func compositeOf(of *plan.Of) *ir.Composite {
 	if of.CP != "" {
 		c.Attrs = append(c.Attrs, ops.Value{Key: ops.AttrCP, Str: of.CP})
 	}
+	if of.GQA {
+		c.Attrs = append(c.Attrs, ops.Value{Key: ops.AttrGQA, Bool: true})
+	}
 	return c
 }
 

@@ -503,6 +503,9 @@ func ofPlan(c *ir.Composite) *plan.Of {
 	if v, ok := c.Attrs.Get(ops.AttrCP); ok {
 		of.CP = v.Str
 	}
+	if v, ok := c.Attrs.Get(ops.AttrGQA); ok {
+		of.GQA = v.Bool
+	}
 	if v, ok := c.Attrs.Get(ops.AttrTopK); ok {
 		of.TopK = v.Int
 	}

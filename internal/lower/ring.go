@@ -142,7 +142,10 @@ func (l *lowerer) lowerBounded(op *ir.Op) {
 // ringGeometry returns the ring of sdpa op last, the last op of its
 // expansion, when q, k, v and its output lie on one 1-D mesh of at least
 // two devices, each split in even blocks on its sequence (its dim −2)
-// alone, stored row-major, of one dtype, holding no pending terms.
+// alone, stored row-major, of one dtype, holding no pending terms, and
+// k of q's heads: the ring computes attention of equal heads, and
+// grouped-query attention (enable_gqa with fewer key/value heads) is
+// planned op by op.
 func ringGeometry(f *ir.Fusion, last *ir.Op) (plan.RingAttention, bool) {
 	of := last.Of
 	if of == nil || of.Grad || of.Kind != "sdpa" || last.Out.Name != of.Output || len(of.Inputs) != 3 {
@@ -157,6 +160,9 @@ func ringGeometry(f *ir.Fusion, last *ir.Op) (plan.RingAttention, bool) {
 	}
 	qs, ks, vs := q.Shape(), k.Shape(), v.Shape()
 	r, c := len(qs), len(q.Mesh.Devices)
+	if len(ks) != r || !slices.Equal(ks[:r-2], qs[:r-2]) {
+		return plan.RingAttention{}, false // grouped-query heads: planned op by op
+	}
 	bt := 1
 	for _, e := range qs[:r-2] {
 		bt *= e

@@ -621,16 +621,6 @@ func (w *writer) layerTensors(l int, stream map[string]int) {
 	}
 	w.residual(n("mid"), stream)
 	w.residual(fmt.Sprintf("h%d", l+1), stream)
-	if g := c.Heads / c.KVHeads; g > 1 {
-		// A broadcast's output is declared: its shape gives the new
-		// axis's extent, the query heads sharing a key/value head; its
-		// key/value heads split along tp as its input's, its sequence
-		// whole (gathered along cp).
-		for _, t := range []string{"k_g", "v_g"} {
-			w.line("  %s: {mesh: %s, shape: %s, placements: %s}", n(t), w.mesh(), ints(w.batched(c.KVHeads, g, o.Seq, c.HeadDim)),
-				w.p.placements(w.sharded(map[string]int{TP: 1})))
-		}
-	}
 	if w.p.size(CP) > 1 {
 		// Context parallelism gathers the keys and values whole: the
 		// sequence of each, its heads split as before.
@@ -962,9 +952,16 @@ func (w *writer) attention(l int, n func(string) string) {
 		k, v = n("k_all"), n("v_all")
 	}
 	w.op("permute", []string{q}, n("qh"), w.headsFirst())
-	w.kvHeads(k, n("kh"), n("k_"))
-	w.kvHeads(v, n("vh"), n("v_"))
-	w.op("sdpa", []string{n("qh"), n("kh"), n("vh")}, n("oh"), "causal: "+strconv.FormatBool(causalAttention))
+	w.op("permute", []string{k}, n("kh"), w.headsFirst())
+	w.op("permute", []string{v}, n("vh"), w.headsFirst())
+	attrs := "causal: " + strconv.FormatBool(causalAttention)
+	if c.KVHeads < c.Heads {
+		// Grouped-query attention: sdpa reads the key/value heads
+		// unrepeated, as torch's enable_gqa, so that the gradients of k
+		// and v sum each group's query heads inside their contraction.
+		attrs += ", enable_gqa: true"
+	}
+	w.op("sdpa", []string{n("qh"), n("kh"), n("vh")}, n("oh"), attrs)
 	w.op("permute", []string{n("oh")}, n("o4"), w.headsFirst())
 	if w.cpLead == 0 {
 		w.op("reshape", []string{n("o4")}, n("o"), "shape: "+ints(w.stream(c.Heads*c.HeadDim)))
@@ -1002,22 +999,6 @@ func (w *writer) rope(x, out, p string) {
 	w.op("mul", []string{x, w.rotary("cos")}, p+"xc", "")
 	w.op("mul", []string{p + "rot", w.rotary("sin")}, p+"rs", "")
 	w.op("add", []string{p + "xc", p + "rs"}, out, "")
-}
-
-// kvHeads writes x [batch, seq, kv_heads, head_dim] as attention reads
-// it, [batch, heads, seq, head_dim]: each key/value head repeated for the
-// query heads of its group (grouped-query attention, transformers'
-// repeat_kv: a broadcast and a reshape), named with prefix p.
-func (w *writer) kvHeads(x, out, p string) {
-	c, o := w.c, w.o
-	g := c.Heads / c.KVHeads
-	if g == 1 {
-		w.op("permute", []string{x}, out, w.headsFirst())
-		return
-	}
-	w.op("permute", []string{x}, p+"t", w.headsFirst())
-	w.op("broadcast", []string{p + "t"}, p+"g", fmt.Sprintf("axes: [%d]", w.dim(2)))
-	w.op("reshape", []string{p + "g"}, out, "shape: "+ints(w.batched(c.Heads, o.Seq, c.HeadDim)))
 }
 
 // ints writes a YAML flow list of integers.

@@ -106,7 +106,7 @@ func TestRegisteredAttrsErrors(t *testing.T) {
 			"a.yaml:6:39: error: ops[0] alpha: expected a number, got \"yes\"\n" +
 				"a.yaml:6:50: error: ops[0] flag: expected true or false, got integer 1"},
 		{"misspelled", "{op: leaky, in: x, out: y, alpah: 0.5, flag: false}",
-			`a.yaml:6:32: error: ops[0]: unknown key "alpah" (expected one of op, in, out, grad_of, axis, axes, dims, shape, dtype, eps, start, end, reduction, causal, cp, diagonal, rows, overlap, chunks, top_k, capacity, alpha, flag); did you mean "alpha"?`},
+			`a.yaml:6:32: error: ops[0]: unknown key "alpah" (expected one of op, in, out, grad_of, axis, axes, dims, shape, dtype, eps, start, end, reduction, causal, cp, enable_gqa, diagonal, rows, overlap, chunks, top_k, capacity, alpha, flag); did you mean "alpha"?`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src := "meshes:\n  m: [0, 1]\ntensors:\n  x: {mesh: m, shape: [4]}\nops:\n  - " + tc.op + "\n"

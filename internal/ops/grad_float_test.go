@@ -80,6 +80,18 @@ func sdpaCase(q, k, v []int) ruleCase {
 	return ruleCase{"sdpa " + intText(q) + intText(k) + intText(v), "sdpa", in, Attrs{}, nil, steps}
 }
 
+// gqaCase is sdpa of q, k and v of these shapes with enable_gqa (and
+// causal as given): k and v of fewer heads than q.
+func gqaCase(t *testing.T, q, k, v []int, causal bool) ruleCase {
+	in := [][]int{q, k, v}
+	a := Attrs{Values: Values{{Key: AttrCausal, Bool: causal}, {Key: AttrGQA, Bool: true}}}
+	steps, err := expandSDPA(in, a)
+	if err != nil {
+		t.Fatal(err.Msg)
+	}
+	return ruleCase{"sdpa enable_gqa " + intText(q) + intText(k) + intText(v), "sdpa", in, a, nil, steps}
+}
+
 // TestGradRulesFloat checks the rules of the functions, softmax and the
 // norms against forward-mode derivatives in float64.
 func TestGradRulesFloat(t *testing.T) {
@@ -101,6 +113,12 @@ func TestGradRulesFloat(t *testing.T) {
 		ruleCase{"log_softmax", "log_softmax", [][]int{{3, 5}}, Attrs{Axis: 1}, nil, expanded(t, "log_softmax", [][]int{{3, 5}}, Attrs{Axis: 1})},
 		ruleCase{"log_softmax axis 0", "log_softmax", [][]int{{4, 2}}, Attrs{Axis: 0}, nil, expanded(t, "log_softmax", [][]int{{4, 2}}, Attrs{Axis: 0})},
 		sdpaCase([]int{2, 3, 4}, []int{2, 5, 4}, []int{2, 5, 3}), sdpaCase([]int{3, 2}, []int{4, 2}, []int{4, 5}),
+		// Grouped-query attention: groups of 2, 3 and 4 query heads, with
+		// batch dims before the heads and without, causal and not.
+		gqaCase(t, []int{2, 4, 3, 2}, []int{2, 2, 5, 2}, []int{2, 2, 5, 3}, false),
+		gqaCase(t, []int{6, 2, 3}, []int{2, 4, 3}, []int{2, 4, 2}, false),
+		gqaCase(t, []int{1, 4, 4, 2}, []int{1, 1, 4, 2}, []int{1, 1, 4, 3}, true),
+		gqaCase(t, []int{3, 3, 2}, []int{3, 3, 2}, []int{3, 3, 2}, true),
 		norm("layer_norm", [][]int{{3, 6}}), norm("layer_norm", [][]int{{3, 6}, {6}, {6}}), norm("layer_norm", [][]int{{6}, {6}, {6}}),
 	)
 	// The selecting ops, on data of both signs (below).

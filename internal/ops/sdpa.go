@@ -22,6 +22,14 @@ import (
 // masked out of the softmax.
 const AttrCausal Attr = "causal"
 
+// AttrGQA is sdpa's grouped-query attention flag, torch's enable_gqa:
+// q [..., H, s, d] attends with k [..., Hkv, t, d] and v [..., Hkv, t,
+// dv] whose heads (the dim before the sequence, −3) are H/Hkv times
+// fewer, query head h reading key/value head h / (H/Hkv), as torch's
+// repeat_interleave of k and v along dim −3 pairs them. Left out, q, k
+// and v have equal heads.
+const AttrGQA Attr = "enable_gqa"
+
 // AttrCP is sdpa's form under context parallelism (q, k, v and the
 // output split on the sequence), which the optimal policy otherwise
 // chooses by its objective: ring (ring attention, Megatron-LM's
@@ -43,11 +51,13 @@ var sdpaAttrSpecs = []AttrSpec{
 	{Key: AttrCausal, Kind: BoolAttr, Doc: "sdpa's causal mask: query i attends to keys 0 to i (torch's is_causal, top-left aligned)"},
 	{Key: AttrCP, Kind: NameAttr, Names: []string{CPRing, CPAllgather, CPExpansion}, Optional: true,
 		Doc: "sdpa's form under context parallelism, policy optimal: ring (ring attention), allgather (k and v gathered whole) or expansion (its ops planned one by one); left out, the objective chooses"},
+	{Key: AttrGQA, Kind: BoolAttr, Optional: true,
+		Doc: "sdpa's grouped-query attention (torch's enable_gqa): k and v have H/Hkv times fewer heads (dim -3) than q, query head h reading key/value head h / (H/Hkv)"},
 }
 
 // registerSDPA adds sdpa.
 func registerSDPA(r *Registry) {
-	r.MustRegister(Op{Name: "sdpa", Family: Composite, Operands: []string{"q", "k", "v"}, Attrs: []Attr{AttrCausal, AttrCP},
+	r.MustRegister(Op{Name: "sdpa", Family: Composite, Operands: []string{"q", "k", "v"}, Attrs: []Attr{AttrCausal, AttrCP, AttrGQA},
 		Expand: expandSDPA,
 		Doc:    "softmax(q @ kᵀ / √d) @ v over the keys, torch.nn.functional.scaled_dot_product_attention"})
 }
@@ -62,9 +72,18 @@ func sdpaScale(d int) float64 { return 1 / math.Sqrt(float64(d)) }
 // swapped); scores = q @ kt; scaled = scores · 1/√d; probs = softmax of
 // scaled over its last dim (t), the softmax composite's own expansion,
 // or with causal the masked softmax of causalSoftmax; o = probs @ v.
+// With enable_gqa and fewer key/value heads, k and v are first repeated
+// for the query heads of their group (repeatHeads), as torch's
+// enable_gqa repeats them: the forward is the repeated attention's, and
+// the gradient rule (gradSDPA) sums each group inside its contractions.
 func expandSDPA(in [][]int, a Attrs) ([]ExpandStep, *ExpandError) {
-	if err := checkSDPAShapes(in); err != nil {
+	gqa, _ := a.Values.Get(AttrGQA)
+	if err := checkSDPAShapes(in, gqa.Bool); err != nil {
 		return nil, err
+	}
+	if cp := a.Values.Str(AttrCP); gqa.Bool && (cp == CPRing || cp == CPAllgather) {
+		return nil, &ExpandError{Attr: AttrCP, Index: -1, Msg: "cp: " + cp + " computes attention of equal heads, but enable_gqa is set",
+			Hint: "write cp: expansion (or leave cp out) to plan grouped-query attention op by op, or repeat k's and v's heads and leave enable_gqa out"}
 	}
 	q := in[0]
 	r := len(q)
@@ -74,7 +93,12 @@ func expandSDPA(in [][]int, a Attrs) ([]ExpandStep, *ExpandError) {
 	}
 	dims[r-2], dims[r-1] = r-1, r-2
 	var e expansion
-	kt := e.add(ExpandStep{Name: "kt", Op: "permute", In: []Ref{1}, Values: Values{{Key: AttrDims, Ints: dims}}})
+	k, v := Ref(1), Ref(2)
+	if g := sdpaGroup(in); g > 1 {
+		k = e.repeatHeads("k_rep", k, in[1], g)
+		v = e.repeatHeads("v_rep", v, in[2], g)
+	}
+	kt := e.add(ExpandStep{Name: "kt", Op: "permute", In: []Ref{k}, Values: Values{{Key: AttrDims, Ints: dims}}})
 	scores := e.binary("scores", "matmul", 0, kt)
 	scaled := e.withScalar("scaled", "mul", scores, sdpaScale(q[r-1]))
 	var probs Ref
@@ -83,8 +107,32 @@ func expandSDPA(in [][]int, a Attrs) ([]ExpandStep, *ExpandError) {
 	} else {
 		probs = e.softmax(scaled, r-1, "probs")
 	}
-	e.binary("", "matmul", probs, 2)
+	e.binary("", "matmul", probs, v)
 	return e.done(), nil
+}
+
+// sdpaGroup is the number of query heads that share a key/value head,
+// H/Hkv of q [..., H, s, d] and k [..., Hkv, t, d]: 1 where their heads
+// are equal (or q has none). The shapes are checked already.
+func sdpaGroup(in [][]int) int {
+	r := len(in[0])
+	if r < 3 || in[1][r-3] == 0 {
+		return 1
+	}
+	return in[0][r-3] / in[1][r-3]
+}
+
+// repeatHeads is x [..., Hkv, t, c] (shape) with each head repeated g
+// times in a row, [..., Hkv·g, t, c]: a broadcast to [..., Hkv, g, t, c]
+// and a reshape merging the heads with their copies, torch's
+// repeat_interleave(g, dim=-3). Heads split over a mesh axis stay split
+// in whole groups: the reshape's outer factor is the key/value heads.
+func (e *expansion) repeatHeads(name string, x Ref, shape []int, g int) Ref {
+	r := len(shape)
+	wide := slices.Concat(shape[:r-2], []int{g}, shape[r-2:])
+	b := e.add(ExpandStep{Name: name + "_b", Op: "broadcast", In: []Ref{x}, Axes: []int{r - 2}, Shape: wide})
+	rep := slices.Concat(shape[:r-3], []int{shape[r-3] * g}, shape[r-2:])
+	return e.add(ExpandStep{Name: name, Op: "reshape", In: []Ref{b}, Values: Values{{Key: AttrShape, Ints: rep}}})
 }
 
 // causalSoftmax is the softmax of the scores x [..., s, t] over the keys
@@ -120,24 +168,41 @@ func (e *expansion) tril(name string, x Ref) Ref {
 
 // checkSDPAShapes checks q [..., s, d], k [..., t, d], v [..., t, dv]:
 // equal ranks of at least 2, equal leading dims, k's d q's and v's t
-// k's; an error names the operand at fault.
-func checkSDPAShapes(in [][]int) *ExpandError {
+// k's; with gqa (enable_gqa) the heads (dim −3, rank at least 3) may
+// differ: k's and v's equal, q's a multiple of them. An error names the
+// operand at fault.
+func checkSDPAShapes(in [][]int, gqa bool) *ExpandError {
 	q, k, v := in[0], in[1], in[2]
 	bad := func(i int, msg, hint string) *ExpandError { return &ExpandError{Index: i, Msg: msg, Hint: hint} }
+	const ranks = "q, k and v have the same rank: [..., s, d], [..., t, d], [..., t, dv]"
 	switch {
 	case len(q) < 2:
 		return bad(0, "q has rank "+strconv.Itoa(len(q))+", want at least 2 ([..., s, d])", "q is [..., s, d]: batch and heads dims, then the sequence and the head dim")
+	case gqa && len(q) < 3:
+		return bad(0, "q has rank "+strconv.Itoa(len(q))+", but enable_gqa needs a heads dim ([..., H, s, d])", "q is [..., H, s, d] and k, v [..., Hkv, t, d]; leave enable_gqa out for attention without heads")
 	case len(k) != len(q):
-		return bad(1, "k has rank "+strconv.Itoa(len(k))+", q "+strconv.Itoa(len(q)), "q, k and v have the same rank: [..., s, d], [..., t, d], [..., t, dv]")
+		return bad(1, "k has rank "+strconv.Itoa(len(k))+", q "+strconv.Itoa(len(q)), ranks)
 	case len(v) != len(q):
-		return bad(2, "v has rank "+strconv.Itoa(len(v))+", q "+strconv.Itoa(len(q)), "q, k and v have the same rank: [..., s, d], [..., t, d], [..., t, dv]")
+		return bad(2, "v has rank "+strconv.Itoa(len(v))+", q "+strconv.Itoa(len(q)), ranks)
 	}
 	r := len(q)
+	lead := func(x []int) []int { return x[:r-2] }
+	hint := "batch and heads dims are equal in q, k and v; for grouped-query attention (fewer key/value heads) write enable_gqa: true"
+	if gqa {
+		// The heads (dim −3) may differ; the dims before them may not.
+		lead = func(x []int) []int { return x[:r-3] }
+		hint = "with enable_gqa, q [..., H, s, d], k [..., Hkv, t, d] and v [..., Hkv, t, dv] have equal dims before the heads"
+	}
 	switch {
-	case !slices.Equal(k[:r-2], q[:r-2]):
-		return bad(1, "k's leading dims "+intText(k[:r-2])+" differ from q's "+intText(q[:r-2]), "batch and heads dims are equal in q, k and v; for grouped-query attention repeat k's heads (broadcast, then reshape)")
-	case !slices.Equal(v[:r-2], q[:r-2]):
-		return bad(2, "v's leading dims "+intText(v[:r-2])+" differ from q's "+intText(q[:r-2]), "batch and heads dims are equal in q, k and v; for grouped-query attention repeat v's heads (broadcast, then reshape)")
+	case !slices.Equal(lead(k), lead(q)):
+		return bad(1, "k's leading dims "+intText(lead(k))+" differ from q's "+intText(lead(q)), hint)
+	case !slices.Equal(lead(v), lead(q)):
+		return bad(2, "v's leading dims "+intText(lead(v))+" differ from q's "+intText(lead(q)), hint)
+	case gqa && v[r-3] != k[r-3]:
+		return bad(2, "v's heads (dim -3) are "+strconv.Itoa(v[r-3])+", k's "+strconv.Itoa(k[r-3]), "with enable_gqa, k and v have the same key/value heads Hkv")
+	case gqa && (k[r-3] == 0 || q[r-3]%k[r-3] != 0):
+		return bad(1, "q's "+strconv.Itoa(q[r-3])+" heads (dim -3) are not a multiple of k's "+strconv.Itoa(k[r-3]),
+			"with enable_gqa, each of k's heads serves a group of H/Hkv query heads: H is a multiple of Hkv")
 	case k[r-1] != q[r-1]:
 		return bad(1, "k's head dim is "+strconv.Itoa(k[r-1])+", q's "+strconv.Itoa(q[r-1]), "q [..., s, d] and k [..., t, d] share their last dim d")
 	case v[r-2] != k[r-2]:

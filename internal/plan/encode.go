@@ -171,6 +171,7 @@ func (e *encoder) of(of *Of) {
 		}
 		e.trueIf("causal", of.Causal)
 		e.strIf("cp", of.CP)
+		e.trueIf("enable_gqa", of.GQA)
 		if of.TopK != 0 {
 			e.intField("top_k", of.TopK)
 		}

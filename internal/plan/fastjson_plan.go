@@ -628,6 +628,9 @@ func (d *fastDecoder) of() *Of {
 		case "capacity":
 			d.once(&seen, 1<<11)
 			of.Capacity = d.int()
+		case "enable_gqa":
+			d.once(&seen, 1<<12)
+			of.GQA = d.bool()
 		default:
 			d.fail()
 		}

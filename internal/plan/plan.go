@@ -201,6 +201,9 @@ type Of struct {
 	// CP is sdpa's form under context parallelism as written (ring,
 	// expansion); empty where the fusion left it to the objective.
 	CP string `json:"cp,omitempty"`
+	// GQA is sdpa's enable_gqa, written when true: k and v have fewer
+	// heads than q, each serving a group of query heads.
+	GQA bool `json:"enable_gqa,omitempty"`
 	// TopK is moe_topk's top_k and Capacity moe_dispatch's capacity;
 	// absent (0) for the others.
 	TopK     int `json:"top_k,omitempty"`
@@ -241,6 +244,9 @@ func (o *Of) Expr() string {
 	}
 	if o.CP != "" {
 		args += ", cp=" + o.CP
+	}
+	if o.GQA {
+		args += ", enable_gqa=true"
 	}
 	if o.TopK != 0 {
 		args += ", top_k=" + strconv.Itoa(o.TopK)

@@ -177,6 +177,9 @@ func (v *validator) checkOf(i int, op Op) {
 	} else if of.CP != "" && of.CP != ops.CPRing && of.CP != ops.CPAllgather && of.CP != ops.CPExpansion {
 		v.planf("op %d: of: cp is %q, want %s, %s or %s", i, of.CP, ops.CPRing, ops.CPAllgather, ops.CPExpansion)
 	}
+	if of.GQA && (e == nil || !e.Takes(ops.AttrGQA)) {
+		v.planf("op %d: of: %s has enable_gqa, but only sdpa takes enable_gqa", i, of.Op)
+	}
 	if of.TopK != 0 && (e == nil || !e.Takes(ops.AttrTopK) || of.TopK < 1) {
 		v.planf("op %d: of: %s has top_k %d, but only moe_topk takes top_k, at least 1", i, of.Op, of.TopK)
 	}
@@ -215,7 +218,7 @@ func (v *validator) checkOfAlike(i int, of *Of) {
 // sameOf reports whether two records say the same.
 func sameOf(a, b *Of) bool {
 	return a.Op == b.Op && slices.Equal(a.Inputs, b.Inputs) && a.Output == b.Output && equalPtr(a.Axis, b.Axis) &&
-		slices.Equal(a.Axes, b.Axes) && equalPtr(a.Eps, b.Eps) && a.Reduction == b.Reduction && a.Causal == b.Causal && a.CP == b.CP && a.Grad == b.Grad &&
+		slices.Equal(a.Axes, b.Axes) && equalPtr(a.Eps, b.Eps) && a.Reduction == b.Reduction && a.Causal == b.Causal && a.CP == b.CP && a.GQA == b.GQA && a.Grad == b.Grad &&
 		a.TopK == b.TopK && a.Capacity == b.Capacity
 }
 

@@ -148,6 +148,9 @@ func (v *validator) ringOf(op *Op) (RingAttention, string) {
 	}
 	q, k, val := shapes[0], shapes[1], shapes[2]
 	r, c := len(q), len(mesh.Devices)
+	if len(k) != r || !slices.Equal(k[:r-2], q[:r-2]) {
+		return RingAttention{}, fmt.Sprintf("%q has other heads than %q (grouped-query attention), and the ring computes attention of equal heads", of.Inputs[1], of.Inputs[0])
+	}
 	bt := 1
 	for _, e := range q[:r-2] {
 		bt *= e

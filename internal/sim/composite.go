@@ -26,7 +26,7 @@ func compositeDef(of *plan.Of, ins []operand) ([]float64, error) {
 	case "cross_entropy":
 		return crossEntropyDef(of, ins)
 	case "sdpa":
-		return sdpaDef(ins, of.Causal)
+		return sdpaDef(ins, of.Causal, of.GQA)
 	case "moe_topk":
 		return moeTopKDef(of, ins)
 	case "moe_dispatch":

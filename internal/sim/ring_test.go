@@ -124,7 +124,7 @@ func ringReference(t *testing.T, r *rand.Rand, g ringGeometry) (map[int][]float6
 	q := randomOperand(r, "q", []int{g.bt, s, g.d})
 	k := randomOperand(r, "k", []int{g.bt, t2, g.d})
 	v := randomOperand(r, "v", []int{g.bt, t2, g.dv})
-	want, err := sdpaDef([]operand{q, k, v}, g.causal)
+	want, err := sdpaDef([]operand{q, k, v}, g.causal, false)
 	if err != nil {
 		t.Fatal(err)
 	}

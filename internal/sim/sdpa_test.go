@@ -191,3 +191,88 @@ func blockOf(vals []float64, r0, c0 int) []float64 {
 	}
 	return out
 }
+
+// TestSDPAGQADefinition proves grouped-query sdpa's expansion (k and v
+// repeated for the query heads of their group, then attention) equal,
+// exactly, to the simulator's own definition (sdpaDef with gqa, which
+// reads key/value head h / (H/Hkv) in place), causal and not; checks the
+// definition against the attention of equal heads on k and v repeated
+// as torch's repeat_interleave repeats them, and tells it apart from the
+// pairing of torch's repeat (tiled: query head h with head h mod Hkv).
+func TestSDPAGQADefinition(t *testing.T) {
+	r := rand.New(rand.NewPCG(30, 1))
+	for _, tc := range []struct {
+		q, k, v []int
+	}{
+		{[]int{4, 3, 2}, []int{2, 5, 2}, []int{2, 5, 3}},
+		{[]int{2, 6, 4, 3}, []int{2, 2, 4, 3}, []int{2, 2, 4, 2}},
+		{[]int{2, 1, 4, 3, 2}, []int{2, 1, 1, 3, 2}, []int{2, 1, 1, 3, 2}},
+	} {
+		ins := []operand{randomOperand(r, "q", tc.q), randomOperand(r, "k", tc.k), randomOperand(r, "v", tc.v)}
+		for _, causal := range []bool{false, true} {
+			want := mustDef(t, &plan.Of{Op: "sdpa", Causal: causal, GQA: true}, ins...)
+			a := sdpaAttrs(causal)
+			a.Values = append(a.Values, ops.Value{Key: ops.AttrGQA, Bool: true})
+			if got := expanded(t, "sdpa", ins, a); !slices.Equal(want, got) {
+				t.Errorf("sdpa enable_gqa of %v, %v, %v, causal %v: the expansion differs from the definition (-definition +expansion):\n%s",
+					tc.q, tc.k, tc.v, causal, cmp.Diff(want, got))
+			}
+			h := tc.q[len(tc.q)-3]
+			interleaved := []operand{ins[0], repeatHeads(ins[1], h, true), repeatHeads(ins[2], h, true)}
+			if d := cmp.Diff(want, mustDef(t, &plan.Of{Op: "sdpa", Causal: causal}, interleaved...)); d != "" {
+				t.Errorf("sdpa enable_gqa of %v, causal %v: differs from attention on k and v repeat_interleaved (-gqa +repeated):\n%s", tc.q, causal, d)
+			}
+			tiled := []operand{ins[0], repeatHeads(ins[1], h, false), repeatHeads(ins[2], h, false)}
+			if h != tc.k[len(tc.k)-3] && tc.k[len(tc.k)-3] > 1 && slices.Equal(want, mustDef(t, &plan.Of{Op: "sdpa", Causal: causal}, tiled...)) {
+				t.Errorf("sdpa enable_gqa of %v, causal %v: equals attention on k and v tiled (head h mod Hkv)", tc.q, causal)
+			}
+		}
+	}
+}
+
+// repeatHeads is x [..., Hkv, t, c] with its heads repeated to h:
+// interleaved (torch's repeat_interleave: head i is x's i / (h/Hkv)) or
+// tiled (torch's repeat: head i is x's i mod Hkv).
+func repeatHeads(x operand, h int, interleaved bool) operand {
+	r := len(x.shape)
+	hkv, inner := x.shape[r-3], x.shape[r-2]*x.shape[r-1]
+	shape := slices.Clone(x.shape)
+	shape[r-3] = h
+	var vals []float64
+	for b := range product(x.shape[:r-3]) {
+		for i := range h {
+			src := i % hkv
+			if interleaved {
+				src = i / (h / hkv)
+			}
+			start := (b*hkv + src) * inner
+			vals = append(vals, x.vals[start:start+inner]...)
+		}
+	}
+	out := x
+	out.shape, out.vals, out.v = shape, vals, stored(vals)
+	return out
+}
+
+// TestSDPAGQAShapes checks that the definition refuses grouped-query
+// operands whose heads do not group (H not a multiple of Hkv, or k's and
+// v's heads unequal), and heads that differ without enable_gqa.
+func TestSDPAGQAShapes(t *testing.T) {
+	r := rand.New(rand.NewPCG(30, 2))
+	for _, tc := range []struct {
+		name    string
+		gqa     bool
+		q, k, v []int
+	}{
+		{"not a multiple", true, []int{5, 3, 2}, []int{2, 3, 2}, []int{2, 3, 2}},
+		{"k and v heads differ", true, []int{4, 3, 2}, []int{2, 3, 2}, []int{1, 3, 2}},
+		{"no heads", true, []int{3, 2}, []int{3, 2}, []int{3, 2}},
+		{"batch differs", true, []int{2, 4, 3, 2}, []int{1, 2, 3, 2}, []int{1, 2, 3, 2}},
+		{"fewer heads without enable_gqa", false, []int{4, 3, 2}, []int{2, 3, 2}, []int{2, 3, 2}},
+	} {
+		ins := []operand{randomOperand(r, "q", tc.q), randomOperand(r, "k", tc.k), randomOperand(r, "v", tc.v)}
+		if _, err := compositeDef(&plan.Of{Op: "sdpa", GQA: tc.gqa}, ins); err == nil {
+			t.Errorf("%s: no error", tc.name)
+		}
+	}
+}

@@ -79,7 +79,7 @@ func TestZigzagRingSteps(t *testing.T) {
 				q := randomOperand(r, "q", []int{g.bt, s, g.d})
 				k := randomOperand(r, "k", []int{g.bt, s, g.d})
 				v := randomOperand(r, "v", []int{g.bt, s, g.dv})
-				def, err := sdpaDef([]operand{q, k, v}, true)
+				def, err := sdpaDef([]operand{q, k, v}, true, false)
 				if err != nil {
 					t.Fatal(err)
 				}
