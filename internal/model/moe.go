@@ -43,6 +43,19 @@ func (w *writer) moeTensors(l int, n func(string) string) {
 	w.line("  %s: {mesh: %s, shape: %s, placements: %s}", n("weights_b"), w.mesh(), ints([]int{o.Batch, o.Seq, e, 1}), w.p.placements(tokens))
 	w.line("  %s: {mesh: %s, placements: %s}   # [experts, batch, capacity, hidden]: each device's experts' tokens, an AllToAll along ep", n("ein"), w.mesh(), w.p.placements(experts))
 	w.line("  %s: {mesh: %s, placements: %s}   # [batch, experts, capacity, hidden]: back to the tokens' devices, an AllToAll along ep", n("back"), w.mesh(), w.p.placements(tokens))
+	if o.Backward && w.p.size(EP) > 1 {
+		// Each AllToAll's gradient is the AllToAll back (GShard,
+		// Megatron-LM's MoE): the experts' outputs' gradient split by
+		// expert, as the outputs are, and the dispatched tokens' by
+		// sequence, as they are. Left to propagation, the combine's
+		// gradient arrives split by sequence and the dispatch's by
+		// expert, and the weight and input gradients are summed over
+		// the misplaced dim instead: ReduceScatters of the experts'
+		// weights' and the tokens' partial sums, more bytes than the
+		// AllToAll (docs/models.md).
+		w.line("  %s.grad: {placements: %s}   # the combine's backward: the gradient back to the experts' devices, an AllToAll along ep", n("eout"), w.p.placements(experts))
+		w.line("  %s.grad: {placements: %s}   # the dispatch's backward: the gradient back to the tokens' devices, an AllToAll along ep", n("xin"), w.p.placements(tokens))
+	}
 }
 
 // isExpertWeight reports whether weight name is a mixture of experts'
