@@ -223,3 +223,74 @@ func TestExpertParallelDispatchBytes(t *testing.T) {
 		})
 	}
 }
+
+// TestExpertDataParallelGradients holds the gradient reductions of a
+// Mixtral 8×7B step with expert parallelism inside data parallelism
+// (dp=2,ep=4,tp=8, Megatron-LM's expert-data-parallel groups) and inside
+// FSDP (fsdp=2,ep=4,tp=8): each device's experts' gradients (Ψ_E bytes
+// a device) are reduced along dp or fsdp only — the devices that hold
+// the same experts — never along ep; the other weights' (Ψ a tp rank)
+// along ep and then dp (two Allreduces), or along ep and then
+// reduce-scattered along fsdp. The dispatch and combine are 4 AllToAlls
+// a layer along ep, each 3/4 · (8/8 sequences) · 8 · 1280 · 4096 · 2 B.
+func TestExpertDataParallelGradients(t *testing.T) {
+	if testing.Short() {
+		t.Skip("lowers two whole Mixtral 8x7B steps")
+	}
+	const alltoall = 3 * 8 * 1280 * 4096 * 2 / 4 // 62,914,560 B
+	const psi = 201_854_976 * 2                  // the non-expert weights, a tp rank's (TestExpertParallelDispatchBytes)
+	const psiE = 96 * 2 * 4096 * 14336 / 8 * 2   // 3 expert weights a layer, 2 experts of 8 a device, ffn over tp
+	// The weights the backward reads, gathered again under FSDP: all
+	// but the embedding table's eighth and the 65 norms' weights.
+	const regathered = psi + psiE - 32000*4096/8*2 - 65*4096*2
+	type count struct{ Steps, Bytes int64 }
+	tests := []struct {
+		mesh    string
+		strides map[int]string
+		want    map[string]count
+	}{
+		{"dp=2,ep=4,tp=8", map[int]string{1: "tp", 8: "ep", 32: "dp"}, map[string]count{
+			"AllToAll ep":  {128, 128 * alltoall},
+			"Allreduce ep": {227, 2 * psi * 3 / 4},
+			"Allreduce dp": {96 + 227, 2*psiE/2 + 2*psi/2},
+		}},
+		{"fsdp=2,ep=4,tp=8", map[int]string{1: "tp", 8: "ep", 32: "fsdp"}, map[string]count{
+			"AllToAll ep":        {128, 128 * alltoall},
+			"Allreduce ep":       {227, 2 * psi * 3 / 4},
+			"Allgather fsdp":     {323 + 257, (psi+psiE)/2 + regathered/2},
+			"ReduceScatter fsdp": {96 + 227, (psiE + psi) / 2},
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.mesh, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "plan.json")
+			code, _, stderr := run(t, "", "model", "../../testdata/models/mixtral_8x7b/config.json", "--mesh", tc.mesh,
+				"--batch", "8", "--seq", "4096", "--backward", "--plan", "--policy", "nvfuser", "-o", out)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			src, err := os.ReadFile(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := plan.Decode(out, src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]count{}
+			for i := range p.Steps {
+				s := &p.Steps[i]
+				axis, ok := axisOf(s, tc.strides)
+				if !ok || axis == "tp" || s.Bytes == nil || isLoss(p, s) {
+					continue
+				}
+				key := s.Type + " " + axis
+				c := got[key]
+				got[key] = count{c.Steps + 1, c.Bytes + s.Bytes.ReceivedPerDevice}
+			}
+			if d := cmp.Diff(tc.want, got); d != "" {
+				t.Errorf("steps and bytes received by the busiest device, by collective and axis (-closed form +nvcomm):\n%s", d)
+			}
+		})
+	}
+}

@@ -122,7 +122,7 @@ func write(c *Config, p Parallel, o Options) (*writer, error) {
 		return nil, err
 	}
 	w := &writer{c: c, p: p, o: o, vocab: vocab, gathered: map[string]bool{}, stages: o.stages(p)}
-	if p.size(DP) > 1 && p.size(FSDP) > 1 {
+	if n := len(p.batchAxes()); n > 1 {
 		w.lead = 1
 	}
 	if p.size(CP) > 1 {
@@ -199,6 +199,21 @@ func (p Parallel) weightAxes() map[string]int {
 // weightShards is the number of shards of every weight: the product of
 // the weight axes' devices (1 without fsdp).
 func (p Parallel) weightShards() int { return p.split(p.weightAxes()) }
+
+// batchAxes are the mesh's axes of more than one device that split the
+// batch, the outer of a written two-dim batch first: dp (before fsdp, as
+// HSDP splits the batch over replicas and then within each), then fsdp,
+// then ep (expert parallelism within the data-parallel groups, as
+// Megatron-LM places it).
+func (p Parallel) batchAxes() []string {
+	var axes []string
+	for _, a := range []string{DP, FSDP, EP} {
+		if p.size(a) > 1 {
+			axes = append(axes, a)
+		}
+	}
+	return axes
+}
 
 // fits reports a plan the model's sizes or the step's cannot take.
 func fits(c *Config, p Parallel, o Options) error {
@@ -317,7 +332,9 @@ type writer struct {
 	err error
 	// lead is 1 when the batch is written as two dims, [dp, batch/dp]:
 	// under HSDP, dp splits the first and fsdp the second, as PyTorch's
-	// HSDP splits the batch over replicas and then within each. Every
+	// HSDP splits the batch over replicas and then within each; with ep,
+	// dp or fsdp splits the first and ep the second (batchAxes), as
+	// propagation carries one split of a dim, not two nested. Every
 	// activation's dims after the batch move up by lead.
 	lead int
 	// cpLead is 1 when the residual stream is written with the
@@ -397,8 +414,8 @@ func (w *writer) batched(rest ...int) []int {
 	if w.lead == 0 {
 		return append([]int{w.o.Batch}, rest...)
 	}
-	dp := w.p.size(DP)
-	return append([]int{dp, w.o.Batch / dp}, rest...)
+	outer := w.p.size(w.p.batchAxes()[0])
+	return append([]int{outer, w.o.Batch / outer}, rest...)
 }
 
 // dim is the dim of an activation that is dim d after the batch's first.
@@ -408,7 +425,10 @@ func (w *writer) dim(d int) int { return d + w.lead }
 // fsdp, and on the dims after the batch as rest maps the other axes (the
 // dims counted as without lead).
 func (w *writer) sharded(rest map[string]int) map[string]int {
-	m := map[string]int{DP: 0, FSDP: w.lead, EP: 0}
+	m := maps.Clone(batchSplit)
+	if w.lead > 0 {
+		m[w.p.batchAxes()[1]] = 1
+	}
 	for a, d := range rest {
 		m[a] = w.dim(d)
 	}
@@ -452,7 +472,13 @@ func (w *writer) header() {
 			map[bool]string{true: ";\n# each gradient is declared sharded as its weight: a ReduceScatter along fsdp", false: ""}[o.Backward])
 	}
 	if w.lead > 0 {
-		w.line("# HSDP: the batch is written as two dims, [dp, batch/dp]; dp splits the first, fsdp the second.")
+		outer, inner := w.p.batchAxes()[0], w.p.batchAxes()[1]
+		if inner == FSDP {
+			w.line("# HSDP: the batch is written as two dims, [dp, batch/dp]; dp splits the first, fsdp the second.")
+		} else {
+			w.line("# The batch is written as two dims, [%s, batch/%s]; %s splits the first, ep the second: each %s group's experts", outer, outer, outer, outer)
+			w.line("# take its own tokens, their gradients reduced along %s only (Megatron-LM's expert-data-parallel groups).", outer)
+		}
 	}
 	if w.cpLead > 0 {
 		w.line("# Context parallelism: each cp device holds a slice of the sequence; attention gathers the keys and values.")
@@ -701,14 +727,16 @@ func (p Parallel) fsdpDim(shard map[string]int, r int) int {
 	if p.size(FSDP) == 1 {
 		return -1
 	}
+	// The first dim neither tp nor ep splits: an expert's weight
+	// [experts, ...] is split along ep on dim 0 and sharded on a dim of
+	// its own (the hidden size of w_gate and w_up, w_down's too under tp).
 	d := 0
-	if t, ok := shard[TP]; ok && t == 0 && p.size(TP) > 1 {
-		d = 1
+	for ; d < r; d++ {
+		if !slices.ContainsFunc([]string{TP, EP}, func(a string) bool { t, ok := shard[a]; return ok && t == d && p.size(a) > 1 }) {
+			return d
+		}
 	}
-	if d >= r {
-		return -1
-	}
-	return d
+	return -1
 }
 
 // Gathered names the copy of an FSDP-sharded weight that the step
