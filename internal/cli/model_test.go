@@ -286,7 +286,8 @@ func TestModelExpertsUsage(t *testing.T) {
 		want string
 	}{
 		{[]string{mixtral, "--mesh", "ep=2", "--capacity-factor", "0"}, 2, "--capacity-factor 0: want a positive number"},
-		{[]string{mixtral, "--mesh", "dp=2,ep=2"}, 2, `ep combines with tp only`},
+		{[]string{mixtral, "--mesh", "ep=2,cp=2"}, 2, `ep does not combine with cp`},
+		{[]string{mixtral, "--mesh", "dp=2,fsdp=2,ep=2"}, 2, `ep combines with dp or fsdp, not both`},
 		{[]string{mixtral, "--mesh", "ep=3"}, 1, "num_local_experts 8 is not a multiple of 3"},
 		{[]string{llama, "--mesh", "ep=2"}, 1, "ep splits a mixture of experts' experts, and model_type llama has none"},
 	} {

@@ -137,7 +137,7 @@ func (w *writer) moe(n func(string) string, x, out string) {
 	w.op("matmul", []string{n("gated"), w.use(n("w_down"))}, n("eout"), "")
 	w.comment("combine: the experts' outputs back to their tokens' devices (AllToAll along ep), Σ_{experts, slots} combine·out")
 	w.op("reshape", []string{n("eout")}, n("eout4"), "shape: "+ints(append(append([]int{e}, bd...), cp, h)))
-	w.op("permute", []string{n("eout4")}, n("back"), dims(append(append(upTo(L+1)[1:], 0), L+1, L+2)...))
+	w.op("permute", []string{n("eout4")}, n("back"), dims(append(append(upTo(L + 1)[1:], 0), L+1, L+2)...))
 	w.op("reshape", []string{n("back")}, n("back3"), "shape: "+ints(lead(e*cp, h)))
 	w.op("reshape", []string{n("combine")}, n("combine_r"), "shape: "+ints(lead(s, e*cp)))
 	w.op("matmul", []string{n("combine_r"), n("back3")}, out, "")
