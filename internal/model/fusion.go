@@ -528,7 +528,6 @@ var (
 	column     = map[string]int{TP: 0}                 // a weight [out, in] split on its outputs
 	row        = map[string]int{TP: 1}                 // split on its inputs
 	batchSplit = map[string]int{DP: 0, FSDP: 0, EP: 0} // the axes that split the batch
-	experts    = map[string]int{EP: 0}                 // an expert's weight [experts, ...]
 )
 
 // tensors declares the inputs, the weights, the residual stream and the
