@@ -230,8 +230,8 @@ func TestExpertParallelDispatchBytes(t *testing.T) {
 // FSDP (fsdp=2,ep=4,tp=8): each device's experts' gradients (Ψ_E bytes
 // a device) are reduced along dp or fsdp only — the devices that hold
 // the same experts — never along ep; the other weights' (Ψ a tp rank)
-// along ep and then dp (two Allreduces), or along ep and then
-// reduce-scattered along fsdp. The dispatch and combine are 4 AllToAlls
+// along ep and then dp (two Allreduces), or reduce-scattered along
+// fsdp and the shard all-reduced along ep (HSDP's order). The dispatch and combine are 4 AllToAlls
 // a layer along ep, each 3/4 · (8/8 sequences) · 8 · 1280 · 4096 · 2 B.
 func TestExpertDataParallelGradients(t *testing.T) {
 	if testing.Short() {
@@ -256,7 +256,7 @@ func TestExpertDataParallelGradients(t *testing.T) {
 		}},
 		{"fsdp=2,ep=4,tp=8", map[int]string{1: "tp", 8: "ep", 32: "fsdp"}, map[string]count{
 			"AllToAll ep":        {128, 128 * alltoall},
-			"Allreduce ep":       {227, 2 * psi * 3 / 4},
+			"Allreduce ep":       {227, 2 * (psi / 2) * 3 / 4}, // of the shard, as HSDP's
 			"Allgather fsdp":     {323 + 257, (psi+psiE)/2 + regathered/2},
 			"ReduceScatter fsdp": {96 + 227, (psiE + psi) / 2},
 		}},

@@ -201,13 +201,16 @@ func (p Parallel) weightAxes() map[string]int {
 func (p Parallel) weightShards() int { return p.split(p.weightAxes()) }
 
 // batchAxes are the mesh's axes of more than one device that split the
-// batch, the outer of a written two-dim batch first: dp (before fsdp, as
-// HSDP splits the batch over replicas and then within each), then fsdp,
-// then ep (expert parallelism within the data-parallel groups, as
-// Megatron-LM places it).
+// batch, the outer of a written two-dim batch first: dp, ep, fsdp. A
+// weight's gradient sums the inner dim's devices first (training.md), so
+// fsdp is inner: its ReduceScatter comes first and the outer axis
+// reduces the shard (HSDP: dp outside fsdp, as PyTorch's HSDP splits the
+// batch over replicas and then within each; ep outside fsdp alike). With
+// dp, ep is inner: dp's groups are Megatron-LM's expert-data-parallel
+// groups, which hold the same experts.
 func (p Parallel) batchAxes() []string {
 	var axes []string
-	for _, a := range []string{DP, FSDP, EP} {
+	for _, a := range []string{DP, EP, FSDP} {
 		if p.size(a) > 1 {
 			axes = append(axes, a)
 		}
@@ -473,11 +476,15 @@ func (w *writer) header() {
 	}
 	if w.lead > 0 {
 		outer, inner := w.p.batchAxes()[0], w.p.batchAxes()[1]
-		if inner == FSDP {
+		switch {
+		case outer == DP && inner == FSDP:
 			w.line("# HSDP: the batch is written as two dims, [dp, batch/dp]; dp splits the first, fsdp the second.")
-		} else {
-			w.line("# The batch is written as two dims, [%s, batch/%s]; %s splits the first, ep the second: each %s group's experts", outer, outer, outer, outer)
-			w.line("# take its own tokens, their gradients reduced along %s only (Megatron-LM's expert-data-parallel groups).", outer)
+		case inner == FSDP:
+			w.line("# The batch is written as two dims, [ep, batch/ep]; ep splits the first, fsdp the second: each gradient is")
+			w.line("# reduce-scattered along fsdp first, as HSDP's; the experts' are reduced along fsdp only.")
+		default:
+			w.line("# The batch is written as two dims, [dp, batch/dp]; dp splits the first, ep the second: each dp group's experts")
+			w.line("# take its own tokens, their gradients reduced along dp only (Megatron-LM's expert-data-parallel groups).")
 		}
 	}
 	if w.cpLead > 0 {

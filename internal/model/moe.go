@@ -42,7 +42,7 @@ func (w *writer) moeTensors(l int, n func(string) string) {
 	tokens := w.sharded(nil)
 	w.line("  %s: {mesh: %s, shape: %s, placements: %s}", n("probs_sum_b"), w.mesh(), ints(w.batched(o.Seq, 1)), w.p.placements(tokens))
 	w.line("  %s: {mesh: %s, shape: %s, placements: %s}", n("weights_b"), w.mesh(), ints(w.batched(o.Seq, e, 1)), w.p.placements(tokens))
-	w.line("  %s: {mesh: %s, placements: %s}   # [experts, %s, capacity, hidden]: each device's experts' tokens, an AllToAll along ep", n("ein"), w.mesh(), w.p.placements(w.expertsSplit()), w.batchText())
+	w.line("  %s: {mesh: %s, placements: %s}   # [experts, %s, capacity, hidden]: each device's experts' tokens, an AllToAll along ep", n("ein"), w.mesh(), w.p.placements(w.expertsSplit()), w.batchText(w.expertOrder()...))
 	w.line("  %s: {mesh: %s, placements: %s}   # [%s, experts, capacity, hidden]: back to the tokens' devices, an AllToAll along ep", n("back"), w.mesh(), w.p.placements(tokens), w.batchText())
 	if o.Backward && w.p.size(EP) > 1 {
 		// Each AllToAll's gradient is the AllToAll back (GShard,
@@ -62,25 +62,49 @@ func (w *writer) moeTensors(l int, n func(string) string) {
 }
 
 // expertsSplit is the sharding of the experts' inputs and outputs,
-// [experts, batch..., ...]: the experts along ep, and the batch's outer
-// dim along its axis where the batch is written as two dims (dp or fsdp
-// with ep: each data-parallel group's experts take its own tokens,
-// Megatron-LM's expert-data-parallel groups).
+// [experts, batch..., ...] with the batch's dims in expertOrder: the
+// experts along ep, and where the batch is written as two dims the one
+// that ep does not split along its axis (dp or fsdp with ep: each
+// data-parallel group's experts take its own tokens, Megatron-LM's
+// expert-data-parallel groups).
 func (w *writer) expertsSplit() map[string]int {
 	m := map[string]int{EP: 0}
 	if w.lead > 0 {
-		m[w.p.batchAxes()[0]] = 1
+		for _, a := range w.p.batchAxes() {
+			if a != EP {
+				m[a] = 1
+			}
+		}
 	}
 	return m
 }
 
-// batchText names the batch's dims in a comment: batch, or dp, batch/dp.
-func (w *writer) batchText() string {
+// expertOrder is the order of the batch's dims in the experts' inputs:
+// the dim ep does not split first, so that the reshape that merges them
+// with the slots keeps its split on the outer piece (the one that
+// propagates, and nvFuser's rule).
+func (w *writer) expertOrder() []int {
+	if w.lead > 0 && w.p.batchAxes()[0] == EP {
+		return []int{1, 0}
+	}
+	if w.lead > 0 {
+		return []int{0, 1}
+	}
+	return []int{0}
+}
+
+// batchText names the batch's dims in a comment, in the order of dims:
+// batch, or dp, batch/dp (in expertOrder, batch/ep, ep).
+func (w *writer) batchText(dims ...int) string {
 	if w.lead == 0 {
 		return "batch"
 	}
 	outer := w.p.batchAxes()[0]
-	return outer + ", batch/" + outer
+	names := []string{outer, "batch/" + outer}
+	if len(dims) == 0 {
+		dims = []int{0, 1}
+	}
+	return names[dims[0]] + ", " + names[dims[1]]
 }
 
 // isExpertWeight reports whether weight name is a mixture of experts'
@@ -127,7 +151,8 @@ func (w *writer) moe(n func(string) string, x, out string) {
 	w.op("reshape", []string{n("mask_t")}, n("mask_r"), "shape: "+ints(lead(e*cp, s)))
 	w.op("matmul", []string{n("mask_r"), x}, n("xin"), "")
 	w.op("reshape", []string{n("xin")}, n("xin4"), "shape: "+ints(lead(e, cp, h)))
-	w.op("permute", []string{n("xin4")}, n("ein"), dims(append(append([]int{L}, upTo(L)...), L+1, L+2)...))
+	order := w.expertOrder()
+	w.op("permute", []string{n("xin4")}, n("ein"), dims(append(append([]int{L}, order...), L+1, L+2)...))
 	w.op("reshape", []string{n("ein")}, n("ein3"), "shape: "+ints([]int{e, o.Batch * cp, h}))
 	w.comment("the experts: SwiGLU, batched over each device's experts, ffn split along tp")
 	w.op("matmul", []string{n("ein3"), w.use(n("w_gate"))}, n("gate"), "")
@@ -136,8 +161,16 @@ func (w *writer) moe(n func(string) string, x, out string) {
 	w.op("mul", []string{n("act"), n("up")}, n("gated"), "")
 	w.op("matmul", []string{n("gated"), w.use(n("w_down"))}, n("eout"), "")
 	w.comment("combine: the experts' outputs back to their tokens' devices (AllToAll along ep), Σ_{experts, slots} combine·out")
-	w.op("reshape", []string{n("eout")}, n("eout4"), "shape: "+ints(append(append([]int{e}, bd...), cp, h)))
-	w.op("permute", []string{n("eout4")}, n("back"), dims(append(append(upTo(L + 1)[1:], 0), L+1, L+2)...))
+	back := []int{e} // eout4's shape: ein's
+	for _, d := range order {
+		back = append(back, bd[d])
+	}
+	w.op("reshape", []string{n("eout")}, n("eout4"), "shape: "+ints(append(back, cp, h)))
+	inverse := make([]int, L+3) // ein's permute, inverted
+	for i, d := range append(append([]int{L}, order...), L+1, L+2) {
+		inverse[d] = i
+	}
+	w.op("permute", []string{n("eout4")}, n("back"), dims(inverse...))
 	w.op("reshape", []string{n("back")}, n("back3"), "shape: "+ints(lead(e*cp, h)))
 	w.op("reshape", []string{n("combine")}, n("combine_r"), "shape: "+ints(lead(s, e*cp)))
 	w.op("matmul", []string{n("combine_r"), n("back3")}, out, "")
