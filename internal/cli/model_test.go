@@ -138,7 +138,7 @@ func TestModelScaleDownSimulatesExperts(t *testing.T) {
 	}
 	config := "../../testdata/models/mixtral_8x7b/config.json"
 	for _, mesh := range []string{"ep=8", "ep=2,tp=4", "ep=2,tp=4 --sp", "ep=2,tp=4 --backward", "ep=2,tp=4 --sp --backward", "ep=4 --backward --capacity-factor 0.5", "ep=8,tp=8",
-		"dp=2,ep=2,tp=2 --backward", "fsdp=2,ep=2,tp=2 --backward"} {
+		"dp=2,ep=2,tp=2 --backward", "fsdp=2,ep=2,tp=2 --backward", "pp=2,fsdp=2,ep=2 --backward"} {
 		fusion := filepath.Join(t.TempDir(), "small.yaml")
 		args := append([]string{"model", config, "--scale-down", "-o", fusion, "--mesh"}, strings.Fields(mesh)...)
 		if code, _, stderr := run(t, "", args...); code != 0 {

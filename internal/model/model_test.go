@@ -74,6 +74,8 @@ func TestParseMesh(t *testing.T) {
 		{in: "dp=2,ep=4", want: []Axis{{DP, 2}, {EP, 4}}},
 		{in: "fsdp=2,ep=4,tp=8", want: []Axis{{FSDP, 2}, {EP, 4}, {TP, 8}}},
 		{in: "ep=4,cp=2", err: `mesh "ep=4,cp=2": ep does not combine with cp: the routing reads each sequence's tokens whole, and cp splits them`},
+		{in: "pp=2,dp=2,ep=2", err: `mesh "pp=2,dp=2,ep=2": pp with ep and dp is not written yet: the experts' tokens of a dp replica mix the micro-batches' rows; write fsdp for dp (pp=2,fsdp=2,ep=2) or leave dp out`},
+		{in: "pp=2,fsdp=2,ep=2", want: []Axis{{PP, 2}, {FSDP, 2}, {EP, 2}}},
 		{in: "dp=2,fsdp=2,ep=2", err: `mesh "dp=2,fsdp=2,ep=2": ep combines with dp or fsdp, not both: ep splits the batch as they do, and the batch is split over two axes at most`},
 		{in: "xp=2", err: `mesh axis "xp": nvcomm writes pp, dp, fsdp, cp, ep and tp parallelism`},
 		{in: "tp=2,tp=2", err: `mesh axis "tp" is given twice`},
