@@ -144,7 +144,13 @@ func TestModelScaleDownSimulatesExperts(t *testing.T) {
 		if code, _, stderr := run(t, "", args...); code != 0 {
 			t.Fatalf("%s: model exited %d: %s", mesh, code, stderr)
 		}
-		for _, policy := range []string{"optimal", "nvfuser"} {
+		policies := []string{"optimal", "nvfuser"}
+		if strings.HasPrefix(mesh, "pp=") {
+			// nvFuser moves data between stages' meshes only when
+			// they are 1-D (TestModelScaleDownSimulates).
+			policies = policies[:1]
+		}
+		for _, policy := range policies {
 			code, stdout, stderr := run(t, "", "simulate", "--policy", policy, fusion)
 			if code != 0 || !strings.HasPrefix(stdout, "PASS\n") {
 				t.Errorf("%s, policy %s: simulate exited %d:\n%s%s", mesh, policy, code, firstLines(stdout, 3), stderr)
