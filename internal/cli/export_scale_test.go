@@ -75,6 +75,7 @@ func TestModelExportGloo(t *testing.T) {
 		{"gpt3_175b", "dp=2,tp=4 --sp"},
 		{"mixtral_8x7b", "ep=2,tp=4 --sp"},
 		{"mixtral_8x7b", "ep=8"},
+		{"mixtral_8x7b", "fsdp=2,ep=4"},
 	} {
 		t.Run(tc.config+" "+tc.mesh, func(t *testing.T) {
 			dir := t.TempDir()

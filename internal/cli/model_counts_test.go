@@ -148,3 +148,149 @@ func isLoss(p *plan.Plan, s *plan.Step) bool {
 	out := p.Ops[s.Op].Output
 	return len(out) >= 4 && out[:4] == "loss"
 }
+
+// TestExpertParallelDispatchBytes holds the expert-parallel counts of a
+// Mixtral 8×7B training step (ep=8,tp=8, batch 8 of 4096 tokens,
+// bfloat16; docs/models.md, "Mixture of experts") to GShard's and
+// Megatron-LM's MoE closed form: each layer's dispatch and combine are an
+// AllToAll along ep each, forward, and their gradients an AllToAll back
+// each, backward, of the same bytes: (ep−1)/ep · (b/ep) · E·C · hidden ·
+// 2 B = 7/8 · 8 · 1280 · 4096 · 2 B, 4 a layer, 128 in all. The experts'
+// weights' gradients stay on their devices; the other weights' (Ψ per tp
+// rank) are all-reduced along ep, 2Ψ·7/8. The optimal policy sends 1/8 of
+// the slots across ep×tp and gathers the rest within tp, the same
+// forward and backward too. The loss's Allreduces are counted apart.
+func TestExpertParallelDispatchBytes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("lowers two whole Mixtral 8x7B steps")
+	}
+	const alltoall = 7 * 8 * 1280 * 4096 * 2 / 8 // 73,400,320 B
+	// A tp rank's parameters outside the experts: per layer wq, wk, wv
+	// and wo split along tp, the router and two norms whole; the
+	// vocabulary-parallel embedding and LM head, and the final norm.
+	const attention = (2*4096*4096 + 2*4096*1024) / 8
+	const psi = (32*(attention+8*4096+2*4096) + 2*32000*4096/8 + 4096) * 2
+	type count struct{ Steps, Bytes int64 }
+	tests := []struct {
+		policy string
+		want   map[string]count
+	}{
+		{"nvfuser", map[string]count{
+			"AllToAll ep":  {128, 128 * alltoall},
+			"Allreduce ep": {227, 2 * psi * 7 / 8},
+		}},
+		{"optimal", map[string]count{
+			"AllToAllV ep×tp": {128, 128 * alltoall / 7},
+			"Allgather tp":    {128, 128 * alltoall},
+			"Allreduce ep":    {227, 2 * psi * 7 / 8},
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.policy, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "plan.json")
+			code, _, stderr := run(t, "", "model", "../../testdata/models/mixtral_8x7b/config.json", "--mesh", "ep=8,tp=8",
+				"--batch", "8", "--seq", "4096", "--backward", "--plan", "--policy", tc.policy, "-o", out)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			src, err := os.ReadFile(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := plan.Decode(out, src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]count{}
+			for i := range p.Steps {
+				s := &p.Steps[i]
+				axis, ok := axisOf(s, map[int]string{1: "tp", 8: "ep"})
+				if len(s.Teams) > 0 && len(s.Teams[0]) == 64 {
+					axis, ok = "ep×tp", true
+				}
+				key := s.Type + " " + axis
+				// Every collective along ep is counted, so that a
+				// ReduceScatter of the dispatch's gradient fails.
+				if _, wanted := tc.want[key]; !ok || s.Bytes == nil || isLoss(p, s) || !wanted && axis == "tp" {
+					continue
+				}
+				c := got[key]
+				got[key] = count{c.Steps + 1, c.Bytes + s.Bytes.ReceivedPerDevice}
+			}
+			if d := cmp.Diff(tc.want, got); d != "" {
+				t.Errorf("steps and bytes received by the busiest device, by collective and axis (-closed form +nvcomm):\n%s", d)
+			}
+		})
+	}
+}
+
+// TestExpertDataParallelGradients holds the gradient reductions of a
+// Mixtral 8×7B step with expert parallelism inside data parallelism
+// (dp=2,ep=4,tp=8, Megatron-LM's expert-data-parallel groups) and inside
+// FSDP (fsdp=2,ep=4,tp=8): each device's experts' gradients (Ψ_E bytes
+// a device) are reduced along dp or fsdp only — the devices that hold
+// the same experts — never along ep; the other weights' (Ψ a tp rank)
+// along ep and then dp (two Allreduces), or reduce-scattered along
+// fsdp and the shard all-reduced along ep (HSDP's order). The dispatch and combine are 4 AllToAlls
+// a layer along ep, each 3/4 · (8/8 sequences) · 8 · 1280 · 4096 · 2 B.
+func TestExpertDataParallelGradients(t *testing.T) {
+	if testing.Short() {
+		t.Skip("lowers two whole Mixtral 8x7B steps")
+	}
+	const alltoall = 3 * 8 * 1280 * 4096 * 2 / 4 // 62,914,560 B
+	const psi = 201_854_976 * 2                  // the non-expert weights, a tp rank's (TestExpertParallelDispatchBytes)
+	const psiE = 96 * 2 * 4096 * 14336 / 8 * 2   // 3 expert weights a layer, 2 experts of 8 a device, ffn over tp
+	// The weights the backward reads, gathered again under FSDP: all
+	// but the embedding table's eighth and the 65 norms' weights.
+	const regathered = psi + psiE - 32000*4096/8*2 - 65*4096*2
+	type count struct{ Steps, Bytes int64 }
+	tests := []struct {
+		mesh    string
+		strides map[int]string
+		want    map[string]count
+	}{
+		{"dp=2,ep=4,tp=8", map[int]string{1: "tp", 8: "ep", 32: "dp"}, map[string]count{
+			"AllToAll ep":  {128, 128 * alltoall},
+			"Allreduce ep": {227, 2 * psi * 3 / 4},
+			"Allreduce dp": {96 + 227, 2*psiE/2 + 2*psi/2},
+		}},
+		{"fsdp=2,ep=4,tp=8", map[int]string{1: "tp", 8: "ep", 32: "fsdp"}, map[string]count{
+			"AllToAll ep":        {128, 128 * alltoall},
+			"Allreduce ep":       {227, 2 * (psi / 2) * 3 / 4}, // of the shard, as HSDP's
+			"Allgather fsdp":     {323 + 257, (psi+psiE)/2 + regathered/2},
+			"ReduceScatter fsdp": {96 + 227, (psiE + psi) / 2},
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.mesh, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "plan.json")
+			code, _, stderr := run(t, "", "model", "../../testdata/models/mixtral_8x7b/config.json", "--mesh", tc.mesh,
+				"--batch", "8", "--seq", "4096", "--backward", "--plan", "--policy", "nvfuser", "-o", out)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			src, err := os.ReadFile(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := plan.Decode(out, src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]count{}
+			for i := range p.Steps {
+				s := &p.Steps[i]
+				axis, ok := axisOf(s, tc.strides)
+				if !ok || axis == "tp" || s.Bytes == nil || isLoss(p, s) {
+					continue
+				}
+				key := s.Type + " " + axis
+				c := got[key]
+				got[key] = count{c.Steps + 1, c.Bytes + s.Bytes.ReceivedPerDevice}
+			}
+			if d := cmp.Diff(tc.want, got); d != "" {
+				t.Errorf("steps and bytes received by the busiest device, by collective and axis (-closed form +nvcomm):\n%s", d)
+			}
+		})
+	}
+}

@@ -823,7 +823,7 @@ def composite_reference(of, xs):
         order = torch.sort(x, dim=-1, descending=True, stable=True).indices[..., :of["top_k"]]
         return torch.zeros_like(x).scatter(-1, order, 1.0)
     if op == "moe_dispatch":  # each selected token's slot in its expert's queue, below capacity
-        slot = torch.cumsum(x, dim=1) - x
+        slot = torch.cumsum(x, dim=-2) - x  # along the tokens: [groups..., tokens, experts]
         c = torch.arange(of["capacity"], dtype=x.dtype, device=x.device)
         return x.unsqueeze(-1) * (slot.unsqueeze(-1) == c).to(x.dtype)
     if op == "log_softmax":

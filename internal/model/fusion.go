@@ -130,7 +130,7 @@ func write(c *Config, p Parallel, o Options) (*writer, error) {
 	}
 	w := &writer{c: c, p: p, o: o, vocab: vocab, gathered: map[string]bool{}, stages: o.stages(p)}
 	w.starts, _ = stageStarts(c.Layers, w.stages, o) // fits checked them
-	if p.size(DP) > 1 && p.size(FSDP) > 1 {
+	if n := len(p.batchAxes()); n > 1 {
 		w.lead = 1
 	}
 	if p.size(CP) > 1 {
@@ -207,6 +207,24 @@ func (p Parallel) weightAxes() map[string]int {
 // weightShards is the number of shards of every weight: the product of
 // the weight axes' devices (1 without fsdp).
 func (p Parallel) weightShards() int { return p.split(p.weightAxes()) }
+
+// batchAxes are the mesh's axes of more than one device that split the
+// batch, the outer of a written two-dim batch first: dp, ep, fsdp. A
+// weight's gradient sums the inner dim's devices first (training.md), so
+// fsdp is inner: its ReduceScatter comes first and the outer axis
+// reduces the shard (HSDP: dp outside fsdp, as PyTorch's HSDP splits the
+// batch over replicas and then within each; ep outside fsdp alike). With
+// dp, ep is inner: dp's groups are Megatron-LM's expert-data-parallel
+// groups, which hold the same experts.
+func (p Parallel) batchAxes() []string {
+	var axes []string
+	for _, a := range []string{DP, EP, FSDP} {
+		if p.size(a) > 1 {
+			axes = append(axes, a)
+		}
+	}
+	return axes
+}
 
 // fits reports a plan the model's sizes or the step's cannot take.
 func fits(c *Config, p Parallel, o Options) error {
@@ -325,7 +343,9 @@ type writer struct {
 	err error
 	// lead is 1 when the batch is written as two dims, [dp, batch/dp]:
 	// under HSDP, dp splits the first and fsdp the second, as PyTorch's
-	// HSDP splits the batch over replicas and then within each. Every
+	// HSDP splits the batch over replicas and then within each; with ep,
+	// dp or fsdp splits the first and ep the second (batchAxes), as
+	// propagation carries one split of a dim, not two nested. Every
 	// activation's dims after the batch move up by lead.
 	lead int
 	// cpLead is 1 when the residual stream is written with the
@@ -407,8 +427,8 @@ func (w *writer) batched(rest ...int) []int {
 	if w.lead == 0 {
 		return append([]int{w.o.Batch}, rest...)
 	}
-	dp := w.p.size(DP)
-	return append([]int{dp, w.o.Batch / dp}, rest...)
+	outer := w.p.size(w.p.batchAxes()[0])
+	return append([]int{outer, w.o.Batch / outer}, rest...)
 }
 
 // dim is the dim of an activation that is dim d after the batch's first.
@@ -418,7 +438,10 @@ func (w *writer) dim(d int) int { return d + w.lead }
 // fsdp, and on the dims after the batch as rest maps the other axes (the
 // dims counted as without lead).
 func (w *writer) sharded(rest map[string]int) map[string]int {
-	m := map[string]int{DP: 0, FSDP: w.lead, EP: 0}
+	m := maps.Clone(batchSplit)
+	if w.lead > 0 {
+		m[w.p.batchAxes()[1]] = 1
+	}
 	for a, d := range rest {
 		m[a] = w.dim(d)
 	}
@@ -462,7 +485,17 @@ func (w *writer) header() {
 			map[bool]string{true: ";\n# each gradient is declared sharded as its weight: a ReduceScatter along fsdp", false: ""}[o.Backward])
 	}
 	if w.lead > 0 {
-		w.line("# HSDP: the batch is written as two dims, [dp, batch/dp]; dp splits the first, fsdp the second.")
+		outer, inner := w.p.batchAxes()[0], w.p.batchAxes()[1]
+		switch {
+		case outer == DP && inner == FSDP:
+			w.line("# HSDP: the batch is written as two dims, [dp, batch/dp]; dp splits the first, fsdp the second.")
+		case inner == FSDP:
+			w.line("# The batch is written as two dims, [ep, batch/ep]; ep splits the first, fsdp the second: each gradient is")
+			w.line("# reduce-scattered along fsdp first, as HSDP's; the experts' are reduced along fsdp only.")
+		default:
+			w.line("# The batch is written as two dims, [dp, batch/dp]; dp splits the first, ep the second: each dp group's experts")
+			w.line("# take its own tokens, their gradients reduced along dp only (Megatron-LM's expert-data-parallel groups).")
+		}
 	}
 	if w.cpLead > 0 {
 		w.line("# Context parallelism: each cp device holds a slice of the sequence; attention gathers the keys and values.")
@@ -519,7 +552,6 @@ var (
 	column     = map[string]int{TP: 0}                 // a weight [out, in] split on its outputs
 	row        = map[string]int{TP: 1}                 // split on its inputs
 	batchSplit = map[string]int{DP: 0, FSDP: 0, EP: 0} // the axes that split the batch
-	experts    = map[string]int{EP: 0}                 // an expert's weight [experts, ...]
 )
 
 // tensors declares the inputs, the weights, the residual stream and the
@@ -708,14 +740,16 @@ func (p Parallel) fsdpDim(shard map[string]int, r int) int {
 	if p.size(FSDP) == 1 {
 		return -1
 	}
+	// The first dim neither tp nor ep splits: an expert's weight
+	// [experts, ...] is split along ep on dim 0 and sharded on a dim of
+	// its own (the hidden size of w_gate and w_up, w_down's too under tp).
 	d := 0
-	if t, ok := shard[TP]; ok && t == 0 && p.size(TP) > 1 {
-		d = 1
+	for ; d < r; d++ {
+		if !slices.ContainsFunc([]string{TP, EP}, func(a string) bool { t, ok := shard[a]; return ok && t == d && p.size(a) > 1 }) {
+			return d
+		}
 	}
-	if d >= r {
-		return -1
-	}
-	return d
+	return -1
 }
 
 // Gathered names the copy of an FSDP-sharded weight that the step

@@ -71,7 +71,12 @@ func TestParseMesh(t *testing.T) {
 		{in: "ep=8", want: []Axis{{EP, 8}}},
 		{in: "ep=8,tp=8", want: []Axis{{EP, 8}, {TP, 8}}},
 		{in: "pp=2,ep=4,tp=2", want: []Axis{{PP, 2}, {EP, 4}, {TP, 2}}},
-		{in: "dp=2,ep=4", err: `mesh "dp=2,ep=4": ep combines with tp only (ep=8,tp=8): ep is the data-parallel axis of the layers outside the experts`},
+		{in: "dp=2,ep=4", want: []Axis{{DP, 2}, {EP, 4}}},
+		{in: "fsdp=2,ep=4,tp=8", want: []Axis{{FSDP, 2}, {EP, 4}, {TP, 8}}},
+		{in: "ep=4,cp=2", err: `mesh "ep=4,cp=2": ep does not combine with cp: the routing reads each sequence's tokens whole, and cp splits them`},
+		{in: "pp=2,dp=2,ep=2", err: `mesh "pp=2,dp=2,ep=2": pp with ep and dp is not written yet: the experts' tokens of a dp replica mix the micro-batches' rows; write fsdp for dp (pp=2,fsdp=2,ep=2) or leave dp out`},
+		{in: "pp=2,fsdp=2,ep=2", want: []Axis{{PP, 2}, {FSDP, 2}, {EP, 2}}},
+		{in: "dp=2,fsdp=2,ep=2", err: `mesh "dp=2,fsdp=2,ep=2": ep combines with dp or fsdp, not both: ep splits the batch as they do, and the batch is split over two axes at most`},
 		{in: "xp=2", err: `mesh axis "xp": nvcomm writes pp, dp, fsdp, cp, ep and tp parallelism`},
 		{in: "tp=2,tp=2", err: `mesh axis "tp" is given twice`},
 		{in: "dp=2,fsdp=2,cp=2,tp=2", err: `mesh "dp=2,fsdp=2,cp=2,tp=2" has 4 axes: a mesh has at most 3 (nvFuser's DIDz, DIDy, DIDx); leave out an axis of 1 device, or fold two parallelisms into one`},
@@ -120,6 +125,7 @@ func TestFusionGolden(t *testing.T) {
 		{"tiny_gpt2_pp2_tp4_sp_gpipe", "tiny_gpt2", "pp=2,tp=4", true, false, 4, "gpipe"},
 		{"tiny_mixtral_ep2_tp4", "tiny_mixtral", "ep=2,tp=4", false, false, 0, ""},
 		{"tiny_mixtral_ep2_tp4_backward", "tiny_mixtral", "ep=2,tp=4", false, true, 0, ""},
+		{"tiny_mixtral_dp2_ep2_tp2_backward", "tiny_mixtral", "dp=2,ep=2,tp=2", false, true, 0, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

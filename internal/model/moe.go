@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 )
 
@@ -39,10 +40,71 @@ func (w *writer) moeTensors(l int, n func(string) string) {
 	w.weight(n("w_up"), []int{e, h, f}, map[string]int{EP: 0, TP: 2}, "")
 	w.weight(n("w_down"), []int{e, f, h}, map[string]int{EP: 0, TP: 1}, "[experts, ffn, hidden]")
 	tokens := w.sharded(nil)
-	w.line("  %s: {mesh: %s, shape: %s, placements: %s}", n("probs_sum_b"), w.mesh(), ints([]int{o.Batch, o.Seq, 1}), w.p.placements(tokens))
-	w.line("  %s: {mesh: %s, shape: %s, placements: %s}", n("weights_b"), w.mesh(), ints([]int{o.Batch, o.Seq, e, 1}), w.p.placements(tokens))
-	w.line("  %s: {mesh: %s, placements: %s}   # [experts, batch, capacity, hidden]: each device's experts' tokens, an AllToAll along ep", n("ein"), w.mesh(), w.p.placements(experts))
-	w.line("  %s: {mesh: %s, placements: %s}   # [batch, experts, capacity, hidden]: back to the tokens' devices, an AllToAll along ep", n("back"), w.mesh(), w.p.placements(tokens))
+	w.line("  %s: {mesh: %s, shape: %s, placements: %s}", n("probs_sum_b"), w.mesh(), ints(w.batched(o.Seq, 1)), w.p.placements(tokens))
+	w.line("  %s: {mesh: %s, shape: %s, placements: %s}", n("weights_b"), w.mesh(), ints(w.batched(o.Seq, e, 1)), w.p.placements(tokens))
+	w.line("  %s: {mesh: %s, placements: %s}   # [experts, %s, capacity, hidden]: each device's experts' tokens, an AllToAll along ep", n("ein"), w.mesh(), w.p.placements(w.expertsSplit()), w.batchText(w.expertOrder()...))
+	w.line("  %s: {mesh: %s, placements: %s}   # [%s, experts, capacity, hidden]: back to the tokens' devices, an AllToAll along ep", n("back"), w.mesh(), w.p.placements(tokens), w.batchText())
+	if o.Backward && w.p.size(EP) > 1 {
+		// Each AllToAll's gradient is the AllToAll back (GShard,
+		// Megatron-LM's MoE): the experts' outputs' gradient split by
+		// expert, as the outputs are, and the dispatched tokens' by
+		// sequence, as they are, each declared before the reshape that
+		// merges the batch's dims (nvFuser reshards before a reshape
+		// whose inner piece is split). Left to propagation, the combine's
+		// gradient arrives split by sequence and the dispatch's by
+		// expert, and the weight and input gradients are summed over
+		// the misplaced dim instead: ReduceScatters of the experts'
+		// weights' and the tokens' partial sums, more bytes than the
+		// AllToAll (docs/models.md).
+		w.line("  %s.grad: {placements: %s}   # the combine's backward: the gradient back to the experts' devices, an AllToAll along ep", n("eout4"), w.p.placements(w.expertsSplit()))
+		w.line("  %s.grad: {placements: %s}   # the dispatch's backward: the gradient back to the tokens' devices, an AllToAll along ep", n("xin4"), w.p.placements(w.sharded(nil)))
+	}
+}
+
+// expertsSplit is the sharding of the experts' inputs and outputs,
+// [experts, batch..., ...] with the batch's dims in expertOrder: the
+// experts along ep, and where the batch is written as two dims the one
+// that ep does not split along its axis (dp or fsdp with ep: each
+// data-parallel group's experts take its own tokens, Megatron-LM's
+// expert-data-parallel groups).
+func (w *writer) expertsSplit() map[string]int {
+	m := map[string]int{EP: 0}
+	if w.lead > 0 {
+		for _, a := range w.p.batchAxes() {
+			if a != EP {
+				m[a] = 1
+			}
+		}
+	}
+	return m
+}
+
+// expertOrder is the order of the batch's dims in the experts' inputs:
+// the dim ep does not split first, so that the reshape that merges them
+// with the slots keeps its split on the outer piece (the one that
+// propagates, and nvFuser's rule).
+func (w *writer) expertOrder() []int {
+	if w.lead > 0 && w.p.batchAxes()[0] == EP {
+		return []int{1, 0}
+	}
+	if w.lead > 0 {
+		return []int{0, 1}
+	}
+	return []int{0}
+}
+
+// batchText names the batch's dims in a comment, in the order of dims:
+// batch, or dp, batch/dp (in expertOrder, batch/ep, ep).
+func (w *writer) batchText(dims ...int) string {
+	if w.lead == 0 {
+		return "batch"
+	}
+	outer := w.p.batchAxes()[0]
+	names := []string{outer, "batch/" + outer}
+	if len(dims) == 0 {
+		dims = []int{0, 1}
+	}
+	return names[dims[0]] + ", " + names[dims[1]]
 }
 
 // isExpertWeight reports whether weight name is a mixture of experts'
@@ -56,29 +118,42 @@ func isExpertWeight(name string) bool {
 	return false
 }
 
-// moe writes the mixture of experts of x [batch, seq, hidden] into out.
+// moe writes the mixture of experts of x [batch..., seq, hidden] into
+// out (the batch one dim, or two: [outer, batch/outer]).
 func (w *writer) moe(n func(string) string, x, out string) {
 	c, o := w.c, w.o
-	b, s, e, h, cp := o.Batch, o.Seq, c.Experts, c.Hidden, capacity(c, o)
-	w.comment(fmt.Sprintf("the router: softmax of [batch, seq, experts] logits, the top %d experts of each token; each expert takes %d tokens of a sequence (capacity factor %g), the rest dropped", c.TopK, cp, o.CapacityFactor))
+	s, e, h, cp := o.Seq, c.Experts, c.Hidden, capacity(c, o)
+	bd := w.batched()
+	L := len(bd)
+	lead := func(rest ...int) []int { return append(slices.Clone(bd), rest...) }
+	upTo := func(n int) []int { // 0 … n−1
+		d := make([]int, n)
+		for i := range d {
+			d[i] = i
+		}
+		return d
+	}
+	dims := func(d ...int) string { return "dims: " + ints(d) }
+	w.comment(fmt.Sprintf("the router: softmax of [%s, seq, experts] logits, the top %d experts of each token; each expert takes %d tokens of a sequence (capacity factor %g), the rest dropped", w.batchText(), c.TopK, cp, o.CapacityFactor))
 	w.op("linear", []string{x, w.use(n("w_router"))}, n("logits"), "")
 	w.op("softmax", []string{n("logits")}, n("probs"), "axis: -1")
 	w.op("moe_topk", []string{n("probs")}, n("sel"), fmt.Sprintf("top_k: %d", c.TopK))
 	w.op("moe_dispatch", []string{n("sel")}, n("mask"), fmt.Sprintf("capacity: %d", cp))
 	w.comment("the combine weights: the chosen experts' probabilities renormalized (Mixtral's), in each token's slot")
 	w.op("mul", []string{n("probs"), n("sel")}, n("chosen"), "")
-	w.op("sum", []string{n("chosen")}, n("probs_sum"), "axis: 2")
-	w.op("broadcast", []string{n("probs_sum")}, n("probs_sum_b"), "axes: [2]")
+	w.op("sum", []string{n("chosen")}, n("probs_sum"), fmt.Sprintf("axis: %d", L+1))
+	w.op("broadcast", []string{n("probs_sum")}, n("probs_sum_b"), fmt.Sprintf("axes: [%d]", L+1))
 	w.op("div", []string{n("chosen"), n("probs_sum_b")}, n("weights"), "")
-	w.op("broadcast", []string{n("weights")}, n("weights_b"), "axes: [3]")
+	w.op("broadcast", []string{n("weights")}, n("weights_b"), fmt.Sprintf("axes: [%d]", L+2))
 	w.op("mul", []string{n("mask"), n("weights_b")}, n("combine"), "")
 	w.comment("dispatch: each expert's slots of each sequence, Σ_seq mask·x, sent to the expert's device (AllToAll along ep)")
-	w.op("permute", []string{n("mask")}, n("mask_t"), "dims: [0, 2, 3, 1]")
-	w.op("reshape", []string{n("mask_t")}, n("mask_r"), "shape: "+ints([]int{b, e * cp, s}))
+	w.op("permute", []string{n("mask")}, n("mask_t"), dims(append(upTo(L), L+1, L+2, L)...))
+	w.op("reshape", []string{n("mask_t")}, n("mask_r"), "shape: "+ints(lead(e*cp, s)))
 	w.op("matmul", []string{n("mask_r"), x}, n("xin"), "")
-	w.op("reshape", []string{n("xin")}, n("xin4"), "shape: "+ints([]int{b, e, cp, h}))
-	w.op("permute", []string{n("xin4")}, n("ein"), "dims: [1, 0, 2, 3]")
-	w.op("reshape", []string{n("ein")}, n("ein3"), "shape: "+ints([]int{e, b * cp, h}))
+	w.op("reshape", []string{n("xin")}, n("xin4"), "shape: "+ints(lead(e, cp, h)))
+	order := w.expertOrder()
+	w.op("permute", []string{n("xin4")}, n("ein"), dims(append(append([]int{L}, order...), L+1, L+2)...))
+	w.op("reshape", []string{n("ein")}, n("ein3"), "shape: "+ints([]int{e, o.Batch * cp, h}))
 	w.comment("the experts: SwiGLU, batched over each device's experts, ffn split along tp")
 	w.op("matmul", []string{n("ein3"), w.use(n("w_gate"))}, n("gate"), "")
 	w.op("silu", []string{n("gate")}, n("act"), "")
@@ -86,9 +161,17 @@ func (w *writer) moe(n func(string) string, x, out string) {
 	w.op("mul", []string{n("act"), n("up")}, n("gated"), "")
 	w.op("matmul", []string{n("gated"), w.use(n("w_down"))}, n("eout"), "")
 	w.comment("combine: the experts' outputs back to their tokens' devices (AllToAll along ep), Σ_{experts, slots} combine·out")
-	w.op("reshape", []string{n("eout")}, n("eout4"), "shape: "+ints([]int{e, b, cp, h}))
-	w.op("permute", []string{n("eout4")}, n("back"), "dims: [1, 0, 2, 3]")
-	w.op("reshape", []string{n("back")}, n("back3"), "shape: "+ints([]int{b, e * cp, h}))
-	w.op("reshape", []string{n("combine")}, n("combine_r"), "shape: "+ints([]int{b, s, e * cp}))
+	back := []int{e} // eout4's shape: ein's
+	for _, d := range order {
+		back = append(back, bd[d])
+	}
+	w.op("reshape", []string{n("eout")}, n("eout4"), "shape: "+ints(append(back, cp, h)))
+	inverse := make([]int, L+3) // ein's permute, inverted
+	for i, d := range append(append([]int{L}, order...), L+1, L+2) {
+		inverse[d] = i
+	}
+	w.op("permute", []string{n("eout4")}, n("back"), dims(inverse...))
+	w.op("reshape", []string{n("back")}, n("back3"), "shape: "+ints(lead(e*cp, h)))
+	w.op("reshape", []string{n("combine")}, n("combine_r"), "shape: "+ints(lead(s, e*cp)))
 	w.op("matmul", []string{n("combine_r"), n("back3")}, out, "")
 }

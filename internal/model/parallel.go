@@ -113,11 +113,20 @@ func ParseMesh(s string) ([]Axis, error) {
 		// placements nest in the mesh's order.
 		return nil, fmt.Errorf("mesh %q: write fsdp before cp, as torchtitan's mesh orders dp_shard and cp: fsdp shards every weight over fsdp × cp, its split outermost", s)
 	}
-	if e := at(EP); e >= 0 && len(axes) > 1 && slices.ContainsFunc(axes, func(a Axis) bool { return a.Name != EP && a.Name != TP && a.Name != PP }) {
-		// ep splits the batch outside the experts, as dp does; with dp,
-		// fsdp or cp the batch or the sequence would be split twice over
-		// the routing's groups.
-		return nil, fmt.Errorf("mesh %q: ep combines with tp only (ep=8,tp=8): ep is the data-parallel axis of the layers outside the experts", s)
+	if e := at(EP); e >= 0 {
+		switch {
+		case at(CP) >= 0:
+			// The routing reads a group's (a sequence's) tokens whole.
+			return nil, fmt.Errorf("mesh %q: ep does not combine with cp: the routing reads each sequence's tokens whole, and cp splits them", s)
+		case at(DP) >= 0 && at(FSDP) >= 0:
+			// The batch is written as two dims at most, one an axis.
+			return nil, fmt.Errorf("mesh %q: ep combines with dp or fsdp, not both: ep splits the batch as they do, and the batch is split over two axes at most", s)
+		case at(PP) >= 0 && at(DP) >= 0:
+			// The experts' inputs [E, dp, batch/dp, ...] are merged
+			// into [E, tokens, hidden] with dp's split outermost, so a
+			// micro-batch's rows (of batch/dp) are no block of them.
+			return nil, fmt.Errorf("mesh %q: pp with ep and dp is not written yet: the experts' tokens of a dp replica mix the micro-batches' rows; write fsdp for dp (pp=2,fsdp=2,ep=2) or leave dp out", s)
+		}
 	}
 	return axes, nil
 }

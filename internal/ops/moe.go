@@ -13,7 +13,8 @@ import "strconv"
 // Two composite ops write the routing from the router's probabilities
 // p [G, T, E]:
 //
-//   - moe_topk: the mask of each token's top_k experts, sel [G, T, E]:
+//   - moe_topk: the mask of each token's top_k experts, sel [G, T, E]
+//     (G one dim or more, here and below):
 //     expert e is selected when fewer than top_k experts rank before it,
 //     e' ranking before e when p[e'] > p[e], or p[e'] = p[e] and e' < e
 //     (ties to the lowest index, as torch.topk's order is not specified
@@ -77,18 +78,20 @@ func registerMoE(r *Registry) {
 	}
 }
 
-// checkRouted checks that the routing op's operand is [groups, tokens,
-// experts].
+// checkRouted checks that the routing op's operand is [groups...,
+// tokens, experts]: one dim of groups or more (a batch written as two
+// dims, each split along its own mesh axis, stays two).
 func checkRouted(in [][]int) *ExpandError {
-	if len(in[0]) != 3 {
-		return &ExpandError{Index: 0, Msg: "has rank " + strconv.Itoa(len(in[0])) + ", want 3: [groups, tokens, experts]",
+	if len(in[0]) < 3 {
+		return &ExpandError{Index: 0, Msg: "has rank " + strconv.Itoa(len(in[0])) + ", want at least 3: [groups, tokens, experts]",
 			Hint: "reshape the router's probabilities to [groups, tokens, experts]"}
 	}
 	return nil
 }
 
-// expandTopK is moe_topk(p; k): with pe = p[g, t, e] along axis 3 and
-// po = p[g, t, e'] along axis 2 (each broadcast to [G, T, E, E']),
+// expandTopK is moe_topk(p; k) of p [G..., T, E] of rank r: with pe =
+// p[g, t, e] along a new last axis r and po = p[g, t, e'] along axis
+// r−1 (each broadcast to [G..., T, E, E']),
 //
 //	before = gt(po, pe) + tril(eq(po, pe), −1)   e' ranks before e
 //	rank   = Σ_e' before                         [G, T, E]
@@ -101,17 +104,19 @@ func expandTopK(in [][]int, a Attrs) ([]ExpandStep, *ExpandError) {
 	}
 	k, _ := a.Values.Get(AttrTopK)
 	var e expansion
-	pe := e.add(ExpandStep{Name: "pe", Op: "broadcast", In: []Ref{0}, Axes: []int{3}})
-	po := e.add(ExpandStep{Name: "po", Op: "broadcast", In: []Ref{0}, Axes: []int{2}})
+	r := len(in[0])
+	pe := e.add(ExpandStep{Name: "pe", Op: "broadcast", In: []Ref{0}, Axes: []int{r}})
+	po := e.add(ExpandStep{Name: "po", Op: "broadcast", In: []Ref{0}, Axes: []int{r - 1}})
 	tie := e.add(ExpandStep{Name: "tie", Op: "tril", In: []Ref{e.binary("eq", "eq", po, pe)}, Values: Values{{Key: AttrDiagonal, Int: -1}}})
 	before := e.binary("before", "add", e.binary("gt", "gt", po, pe), tie)
-	rank := e.reduce("rank", "sum", before, 3)
+	rank := e.reduce("rank", "sum", before, r)
 	e.add(ExpandStep{Name: "sel", Op: "gt", In: []Ref{rank}, Scalar: &Scalar{Slot: 0, Value: float64(k.Int)}})
 	return e.done(), nil
 }
 
-// expandDispatch is moe_dispatch(sel; C) for sel [G, T, E]: ones made of
-// sel (sel·0 + 1, summed over what is not needed), then
+// expandDispatch is moe_dispatch(sel; C) for sel [G..., T, E] (G one dim
+// or more): ones made of sel (sel·0 + 1, summed over what is not
+// needed), then
 //
 //	U    = ones[G, T', T] − tril(ones)          1 where t' < t
 //	slot = permute(permute(sel)[G, E, T'] @ U)  Σ_{t'<t} sel, [G, T, E]
@@ -123,23 +128,31 @@ func expandDispatch(in [][]int, a Attrs) ([]ExpandStep, *ExpandError) {
 	if err := checkRouted(in); err != nil {
 		return nil, err
 	}
-	g, t := in[0][0], in[0][1]
+	r := len(in[0])
+	groups, t := in[0][:r-2], in[0][r-2]
 	capacity, _ := a.Values.Get(AttrCapacity)
 	c := capacity.Int
+	// swap exchanges the last two dims.
+	swap := make([]int, r)
+	for i := range swap {
+		swap[i] = i
+	}
+	swap[r-2], swap[r-1] = r-1, r-2
+	with := func(a, b int) []int { return append(append([]int(nil), groups...), a, b) }
 	var e expansion
 	zeros := e.withScalar("zeros", "mul", 0, 0)
-	onesGT := e.withScalar("ones_gt", "add", e.reduce("zeros_gt", "sum", zeros, 2), 1)
-	ones := e.add(ExpandStep{Name: "ones", Op: "broadcast", In: []Ref{onesGT}, Axes: []int{2}, Shape: []int{g, t, t}})
+	onesGT := e.withScalar("ones_gt", "add", e.reduce("zeros_gt", "sum", zeros, r-1), 1)
+	ones := e.add(ExpandStep{Name: "ones", Op: "broadcast", In: []Ref{onesGT}, Axes: []int{r - 1}, Shape: with(t, t)})
 	upper := e.binary("upper", "sub", ones, e.tril("lower", ones))
-	selT := e.add(ExpandStep{Name: "sel_t", Op: "permute", In: []Ref{0}, Values: Values{{Key: AttrDims, Ints: []int{0, 2, 1}}}})
+	selT := e.add(ExpandStep{Name: "sel_t", Op: "permute", In: []Ref{0}, Values: Values{{Key: AttrDims, Ints: swap}}})
 	slotT := e.binary("slot_t", "matmul", selT, upper)
-	slot := e.add(ExpandStep{Name: "slot", Op: "permute", In: []Ref{slotT}, Values: Values{{Key: AttrDims, Ints: []int{0, 2, 1}}}})
-	onesG := e.withScalar("ones_g", "add", e.reduce("zeros_g", "sum", e.reduce("zeros_g2", "sum", zeros, 2), 1), 1)
-	square := e.add(ExpandStep{Name: "square", Op: "broadcast", In: []Ref{onesG}, Axes: []int{1, 2}, Shape: []int{g, c, c}})
+	slot := e.add(ExpandStep{Name: "slot", Op: "permute", In: []Ref{slotT}, Values: Values{{Key: AttrDims, Ints: swap}}})
+	onesG := e.withScalar("ones_g", "add", e.reduce("zeros_g", "sum", e.reduce("zeros_g2", "sum", zeros, r-1), r-2), 1)
+	square := e.add(ExpandStep{Name: "square", Op: "broadcast", In: []Ref{onesG}, Axes: []int{r - 2, r - 1}, Shape: with(c, c)})
 	below := e.add(ExpandStep{Name: "below", Op: "tril", In: []Ref{square}, Values: Values{{Key: AttrDiagonal, Int: -1}}})
-	index := e.add(ExpandStep{Name: "index_b", Op: "broadcast", In: []Ref{e.reduce("index", "sum", below, 2)}, Axes: []int{1, 2}})
-	slotB := e.add(ExpandStep{Name: "slot_b", Op: "broadcast", In: []Ref{slot}, Axes: []int{3}})
-	selB := e.add(ExpandStep{Name: "sel_b", Op: "broadcast", In: []Ref{0}, Axes: []int{3}})
+	index := e.add(ExpandStep{Name: "index_b", Op: "broadcast", In: []Ref{e.reduce("index", "sum", below, r-1)}, Axes: []int{r - 2, r - 1}})
+	slotB := e.add(ExpandStep{Name: "slot_b", Op: "broadcast", In: []Ref{slot}, Axes: []int{r}})
+	selB := e.add(ExpandStep{Name: "sel_b", Op: "broadcast", In: []Ref{0}, Axes: []int{r}})
 	e.binary("mask", "mul", selB, e.binary("onehot", "eq", slotB, index))
 	return e.done(), nil
 }

@@ -17,15 +17,16 @@ import (
 
 var fnGt, fnEq = pointwiseFuncOf("gt"), pointwiseFuncOf("eq")
 
-// moeTopKDef is moe_topk(p; k) of p [G, T, E]: 1 where fewer than k
+// moeTopKDef is moe_topk(p; k) of p [G..., T, E]: 1 where fewer than k
 // experts rank before e — e' before e when p[e'] > p[e], or they are
 // equal and e' < e — else 0.
 func moeTopKDef(of *plan.Of, ins []operand) ([]float64, error) {
 	p := ins[0]
-	if len(p.shape) != 3 || of.TopK < 1 {
+	if len(p.shape) < 3 || of.TopK < 1 {
 		return nil, fmt.Errorf("moe_topk: want probs [groups, tokens, experts] and top_k ≥ 1, got %v and %d", p.shape, of.TopK)
 	}
-	rows, e := p.shape[0]*p.shape[1], p.shape[2]
+	e := p.shape[len(p.shape)-1]
+	rows := len(p.vals) / e
 	out := make([]float64, len(p.vals))
 	k := scalarResidue(float64(of.TopK))
 	for r := range rows {
@@ -45,15 +46,17 @@ func moeTopKDef(of *plan.Of, ins []operand) ([]float64, error) {
 	return out, nil
 }
 
-// moeDispatchDef is moe_dispatch(sel; C) of sel [G, T, E]: [G, T, E, C],
+// moeDispatchDef is moe_dispatch(sel; C) of sel [G..., T, E]: [G..., T, E, C],
 // 1 at (g, t, e, c) where sel[g, t, e] is 1 and c, the number of tokens
 // before t in the group that selected e, is below C; else 0.
 func moeDispatchDef(of *plan.Of, ins []operand) ([]float64, error) {
 	s := ins[0]
-	if len(s.shape) != 3 || of.Capacity < 1 {
+	r := len(s.shape)
+	if r < 3 || of.Capacity < 1 {
 		return nil, fmt.Errorf("moe_dispatch: want sel [groups, tokens, experts] and capacity ≥ 1, got %v and %d", s.shape, of.Capacity)
 	}
-	g, t, e, c := s.shape[0], s.shape[1], s.shape[2], of.Capacity
+	t, e, c := s.shape[r-2], s.shape[r-1], of.Capacity
+	g := len(s.vals) / (t * e) // the groups, one dim or more
 	out := make([]float64, g*t*e*c)
 	capacity := scalarResidue(float64(c))
 	for gi := range g {

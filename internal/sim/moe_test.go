@@ -51,8 +51,8 @@ func TestMoEDefinitions(t *testing.T) {
 // moe_dispatch (comparisons, tril, sums, a matmul) equal, exactly, to
 // the simulator's definitions, on random data with many ties (values 0
 // to 3) and on a softmax's output (values of the second sort), for
-// several shapes, top_k and capacities, some small enough to drop
-// tokens.
+// several shapes (groups of one dim or two), top_k and capacities, some
+// small enough to drop tokens.
 func TestMoEExpansion(t *testing.T) {
 	r := rand.New(rand.NewPCG(30, 1))
 	for _, tc := range []struct {
@@ -65,6 +65,8 @@ func TestMoEExpansion(t *testing.T) {
 		{[]int{1, 8, 8}, 2, 1, false, true},
 		{[]int{3, 5, 3}, 1, 5, true, false},
 		{[]int{2, 8, 4}, 2, 2, true, true},
+		{[]int{2, 3, 6, 4}, 2, 2, false, true},
+		{[]int{3, 2, 5, 3}, 1, 5, true, false},
 	} {
 		vals := make([]float64, product(tc.shape))
 		for i := range vals {
@@ -72,7 +74,7 @@ func TestMoEExpansion(t *testing.T) {
 		}
 		in := operand{name: "probs", vals: vals, v: stored(vals), shape: tc.shape}
 		if tc.softmax {
-			p := mustDef(t, &plan.Of{Op: "softmax", Axis: new(2)}, in)
+			p := mustDef(t, &plan.Of{Op: "softmax", Axis: new(len(tc.shape) - 1)}, in)
 			in = operand{name: "probs", vals: p, v: stored(p), shape: tc.shape}
 		}
 		topk := ops.Attrs{Axis: -1, Values: ops.Values{{Key: ops.AttrTopK, Int: tc.k}}}
@@ -91,7 +93,7 @@ func TestMoEExpansion(t *testing.T) {
 		for _, m := range mask {
 			kept += qValue(m)
 		}
-		tokens := tc.shape[0] * tc.shape[1]
+		tokens := product(tc.shape[:len(tc.shape)-1])
 		if dropped := kept < float64(tokens*tc.k); dropped != tc.dropsAny || kept > float64(tokens*tc.k) {
 			t.Errorf("moe_dispatch of %v, capacity %d: %v of %d tokens' %d choices kept, want drops %v", tc.shape, tc.c, kept, tokens, tc.k, tc.dropsAny)
 		}
