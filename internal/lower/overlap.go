@@ -17,7 +17,7 @@ import (
 // Allgather (Allgather + matmul), or whose partial sums one ReduceScatter
 // splits along their rows (matmul + ReduceScatter), is priced undecomposed
 // and in the decomposed forms plan.Overlap builds: collective-based with
-// k = 2 and k = 4 chunks (those that divide every device's rows) and
+// every k from 2 to ops.MaxChunks that divides every device's rows, and
 // ring-based. Each is the makespan of its step graph, where a chunk's
 // transfer runs beside another chunk's product; the cheapest is taken, a
 // tie keeping the undecomposed form, then the fewer chunks, then the
@@ -250,7 +250,7 @@ func (l *lowerer) priceOverlap(op *ir.Op, form *overlapForm, attr string, chunks
 	}
 	form.prices = []OverlapPrice{{Form: ops.OverlapNone, Chunks: 1, Price: price}}
 	rows := form.geometry.Rows
-	ks := []int{2, 4}
+	ks := chunkCandidates(rows)
 	if chunks != 0 {
 		if rows%chunks != 0 {
 			l.planner.Job(l.ledger, l.f, op).Fail("chunks: "+strconv.Itoa(chunks)+" does not divide each device's "+strconv.Itoa(rows)+" rows",
@@ -276,6 +276,20 @@ func (l *lowerer) priceOverlap(op *ir.Op, form *overlapForm, attr string, chunks
 	}
 	form.chosen = form.choose(attr)
 	return true
+}
+
+// chunkCandidates are the k the makespan tries for a collective-based
+// form over rows rows a device: every k from 2 to ops.MaxChunks that divides
+// rows (3 and 6 as well as 2, 4 and 8), in increasing order, so that a
+// tie keeps the fewer chunks.
+func chunkCandidates(rows int) []int {
+	var ks []int
+	for k := 2; k <= ops.MaxChunks && k <= rows; k++ {
+		if rows%k == 0 {
+			ks = append(ks, k)
+		}
+	}
+	return ks
 }
 
 // choose is the form attr forces, else the cheapest of prices, the first

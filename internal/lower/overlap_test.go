@@ -85,7 +85,9 @@ func overlapsOf(p *plan.Plan) []string {
 // nvFuser's policy; at the small size the undecomposed form (each chunk
 // pays a collective's launch floor, which no overlap hides), at the
 // realistic size the ring for the Allgather + linear and 4 chunks for the
-// linear + ReduceScatter; under the bytes objective the undecomposed form
+// linear + ReduceScatter, at twice its sequence 8 chunks (each chunk's
+// product is longer, so more chunks hide more of the transfer before
+// their launch floors cost more than they hide); under the bytes objective the undecomposed form
 // (the chunks move the same bytes). Every plan is valid, and the fusion's
 // bound the same in every plan of one size.
 func TestOverlapChosen(t *testing.T) {
@@ -93,6 +95,8 @@ func TestOverlapChosen(t *testing.T) {
 	big := spFusion(8, 8192, 8192, "bfloat16", "", "")
 	forced := spFusion(4, 16, 8, "float32", ", overlap: collective, chunks: 2", ", overlap: ring")
 	auto := spFusion(8, 8192, 8192, "bfloat16", ", overlap: auto", ", overlap: auto")
+	longer := spFusion(8, 16384, 8192, "bfloat16", "", "")
+	collective := spFusion(4, 48, 8, "float32", ", overlap: collective", ", overlap: collective")
 	none := []string{"h: none", "y: none"}
 	for _, tc := range []struct {
 		name, src string
@@ -107,6 +111,8 @@ func TestOverlapChosen(t *testing.T) {
 		{"realistic, a graph, nvfuser", big, Options{StepGraph: true, Policy: PolicyNvFuser}, none, true},
 		{"realistic, a graph, bytes", big, Options{StepGraph: true, Objective: ObjectiveBytes}, none, true},
 		{"realistic, overlap: auto", auto, Options{}, []string{"h: ring k=8", "y: collective k=4"}, true},
+		{"sequence 16384, a graph", longer, Options{StepGraph: true}, []string{"h: ring k=8", "y: collective k=8"}, true},
+		{"small, collective, k left out", collective, Options{}, []string{"h: collective k=2", "y: collective k=2"}, true},
 		{"small, forced", forced, Options{}, []string{"h: collective k=2", "y: ring k=4"}, true},
 		{"small, forced, nvfuser", forced, Options{Policy: PolicyNvFuser}, none, false},
 	} {
@@ -188,5 +194,27 @@ func TestOverlapErrors(t *testing.T) {
 				t.Errorf("error %v, want one with %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestChunkCandidates: the makespan tries every k from 2 to ops.MaxChunks
+// that divides each device's rows, in increasing order (a tie keeps the
+// fewer chunks), 3 and 6 as well as powers of two.
+func TestChunkCandidates(t *testing.T) {
+	for _, tc := range []struct {
+		rows int
+		want []int
+	}{
+		{1, nil},
+		{4, []int{2, 4}},
+		{7, []int{7}},
+		{12, []int{2, 3, 4, 6, 12}},
+		{17, nil},
+		{1024, []int{2, 4, 8, 16}},
+		{48, []int{2, 3, 4, 6, 8, 12, 16}},
+	} {
+		if d := cmp.Diff(tc.want, chunkCandidates(tc.rows)); d != "" {
+			t.Errorf("rows %d (-want +got):\n%s", tc.rows, d)
+		}
 	}
 }

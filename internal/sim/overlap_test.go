@@ -28,7 +28,7 @@ func overlapPlan(t *testing.T, name string) *plan.Plan {
 
 // overlapExamples are the examples whose plans decompose collectives and
 // that the simulator runs.
-var overlapExamples = []string{"tp_mlp_overlap_collective_k2", "tp_mlp_overlap_collective_k4",
+var overlapExamples = []string{"tp_mlp_overlap_collective_k2", "tp_mlp_overlap_collective_k3", "tp_mlp_overlap_collective_k4", "tp_mlp_overlap_collective_k8",
 	"tp_mlp_overlap_ring_k2", "tp_mlp_overlap_ring_k4", "tp_mlp_overlap_auto_scaled", "tp_mlp_overlap_bias"}
 
 // TestOverlapExamples: every decomposed plan is a step graph, computes the
