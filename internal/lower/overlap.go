@@ -133,10 +133,19 @@ func (l *lowerer) chooseOverlaps() {
 // its undecomposed steps (and those of the set inserted for its first
 // operand), with their bounds; or why there is none.
 func (l *lowerer) overlapOf(op *ir.Op, readers map[*ir.Tensor][]*ir.Op) (*overlapForm, string) {
-	var set *ir.Op
-	if p := l.producer(op.Inputs[0]); p != nil && p.Kind == ir.OpSet && p.Inserted != nil && p.Inserted.For != nil && p.Inserted.For.Out == op.Out &&
-		!p.Inserted.Output && len(readers[p.Out]) == 1 && !l.failed[p] && l.within[p] == nil {
-		set = p
+	gathers := func(t *ir.Tensor) *ir.Op {
+		if p := l.producer(t); p != nil && p.Kind == ir.OpSet && p.Inserted != nil && p.Inserted.For != nil && p.Inserted.For.Out == op.Out &&
+			!p.Inserted.Output && len(readers[p.Out]) == 1 && !l.failed[p] && l.within[p] == nil {
+			return p
+		}
+		return nil
+	}
+	set := gathers(op.Inputs[0])
+	weight := false
+	if set == nil && op.Kind == "linear" && len(op.Inputs) == 2 {
+		// FSDP's gathered weight: the set of a linear's second operand.
+		set = gathers(op.Inputs[1])
+		weight = set != nil
 	}
 	members := []*ir.Op{op}
 	if set != nil {
@@ -154,7 +163,7 @@ func (l *lowerer) overlapOf(op *ir.Op, readers map[*ir.Tensor][]*ir.Op) (*overla
 	}
 	steps := trial.ledger.Steps()
 	form := &overlapForm{elem: op.Out.DType.Size(), bounds: bounds, members: members, undecomposed: steps}
-	why := "its first operand gathered along its rows by one Allgather over a 1-D mesh just before it, or its partial sums reduce-scattered along their rows by one ReduceScatter, its product one Matmul of rows, and each device's rows divisible by the chunks"
+	why := "its first operand (or a linear's weight) gathered along its rows by one Allgather over a 1-D mesh just before it, or its partial sums reduce-scattered along their rows by one ReduceScatter, its product one Matmul of rows, and each device's rows divisible by the chunks"
 	// A linear's bias is one Pointwise add after the rest (biasOf), which
 	// the decomposed form keeps after its own steps.
 	out, bias := op.Out.Name, ""
@@ -166,6 +175,25 @@ func (l *lowerer) overlapOf(op *ir.Op, readers map[*ir.Tensor][]*ir.Op) (*overla
 		steps = steps[:len(steps)-1]
 	}
 	switch {
+	case weight && len(steps) == 2:
+		// The Allgather of a linear's weight [N, K] along its rows, each
+		// device's block [Rows, K], read whole as the Matmul's B.
+		ag, mm := steps[0], steps[1]
+		if ag.Type != plan.Allgather || len(ag.Teams) != 1 || ag.Input != set.In().Name || ag.Output != set.Out.Name ||
+			ag.Axis != nil && *ag.Axis != 0 || mm.Type != plan.Matmul || len(mm.Inputs) != 2 || mm.Inputs[0] != op.Inputs[0].Name ||
+			mm.Inputs[1] != ag.Output || mm.Output != out || len(mm.Dims) != 4 || mm.Dims[0] != 1 || !mm.TransposeB || mm.BroadcastB ||
+			!slices.Equal(mm.Devices, op.Out.Mesh.Devices) || !slices.Equal(ag.Teams[0], mm.Devices) ||
+			ag.Count.Output != mm.Dims[2]*mm.Dims[3] || ag.Count.Input*len(ag.Teams[0]) != ag.Count.Output {
+			return nil, why
+		}
+		form.set, form.axis = set, ag.Axis
+		t := len(ag.Teams[0])
+		form.geometry = plan.Overlap{Devices: slices.Clone(ag.Teams[0]), Kind: plan.OverlapAllgatherWeight, K: mm.Dims[2], N: mm.Dims[3],
+			M: mm.Dims[1], Rows: mm.Dims[3] / t, TransposeB: true, In: mm.Inputs[0], W: ag.Input, Out: op.Out.Name, Buffer: plan.OverlapBuffers(op.Out.Name)}
+		if mm.Dims[3]%t != 0 {
+			return nil, why
+		}
+		return form, ""
 	case set != nil && len(steps) == 2:
 		ag, mm := steps[0], steps[1]
 		if ag.Type != plan.Allgather || len(ag.Teams) != 1 || ag.Input != set.In().Name || ag.Output != set.Out.Name ||
