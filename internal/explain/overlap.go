@@ -22,8 +22,11 @@ func (e *explainer) overlapOf(i int, op plan.Op) []string {
 		return nil
 	}
 	what := "Allgather + " + op.Op + ": its first operand gathered along its rows"
-	if o.Kind == plan.OverlapReduceScatter {
+	switch o.Kind {
+	case plan.OverlapReduceScatter:
 		what = op.Op + " + ReduceScatter: its partial sums reduce-scattered along their rows"
+	case plan.OverlapAllgatherWeight:
+		what = "Allgather + " + op.Op + ": its weight gathered along its output rows, as FSDP gathers it"
 	}
 	line := "a decomposed collective could compute it (" + what + "); "
 	switch c := o.Chosen; c.Form {
@@ -37,6 +40,11 @@ func (e *explainer) overlapOf(i int, op plan.Op) []string {
 	var prices []string
 	for _, p := range o.Prices {
 		price := Seconds(p.Price) + " as a step graph"
+		if o.Kind == plan.OverlapAllgatherWeight {
+			// Priced after the steps of the ops before it, which the
+			// undecomposed Allgather runs beside (lower's contextPrice).
+			price = Seconds(p.Price) + " added to the steps before it"
+		}
 		if o.Bytes {
 			price = plan.Size(int64(p.Price)) + " received by the busiest device"
 		}

@@ -14,7 +14,8 @@ import (
 // This file is the optimal policy's choice of a decomposed collective
 // (docs/overlap.md, "Decomposed collectives"). A linear or matmul whose
 // first operand a set inserted for it gathers along its rows in one
-// Allgather (Allgather + matmul), or whose partial sums one ReduceScatter
+// Allgather (Allgather + matmul), a linear whose weight one is gathered
+// along its output rows (FSDP's), or whose partial sums one ReduceScatter
 // splits along their rows (matmul + ReduceScatter), is priced undecomposed
 // and in the decomposed forms plan.Overlap builds: collective-based with
 // every k from 2 to ops.MaxChunks that divides every device's rows, and
@@ -61,8 +62,10 @@ type OverlapPrice struct {
 	Form string
 	// Chunks is the number of chunks (the ring's rounds); 1 undecomposed.
 	Chunks int
-	// Price is the makespan of the form's step graph in seconds, or the
-	// bytes its busiest device receives under the bytes objective.
+	// Price is the makespan of the form's step graph in seconds (for an
+	// Allgather of a weight, what it adds to the makespan of the steps
+	// before it: overlapContext), or the bytes its busiest device
+	// receives under the bytes objective.
 	Price float64
 }
 
@@ -84,6 +87,7 @@ func (l *lowerer) chooseOverlaps() {
 		}
 	}
 	var readers map[*ir.Tensor][]*ir.Op
+	var ctx *overlapContext
 	for _, op := range l.f.Ops {
 		if op.Kind != "linear" && op.Kind != "matmul" || l.failed[op] || l.within[op] != nil || l.rings[op] != nil {
 			continue
@@ -113,7 +117,14 @@ func (l *lowerer) chooseOverlaps() {
 			}
 			continue
 		}
-		if !l.priceOverlap(op, form, attr.Str, chunks.Int) {
+		var context []plan.Step
+		if form.geometry.Kind == plan.OverlapAllgatherWeight {
+			if ctx == nil {
+				ctx = &overlapContext{l: l}
+			}
+			context = ctx.before(form.members[0])
+		}
+		if !l.priceOverlap(op, form, attr.Str, chunks.Int, context) {
 			continue
 		}
 		if l.overlaps == nil {
@@ -270,9 +281,9 @@ func overlapGeometry(kind string, team []int, mm *plan.Step, in, out string) pla
 // names (auto or "": the cheapest), with chunks k when given. False, after
 // an error where attr forced the form, when a form cannot be priced or
 // chunks does not divide every device's rows.
-func (l *lowerer) priceOverlap(op *ir.Op, form *overlapForm, attr string, chunks int) bool {
+func (l *lowerer) priceOverlap(op *ir.Op, form *overlapForm, attr string, chunks int, context []plan.Step) bool {
 	members := form.members
-	price, ok := l.formPrice(form.undecomposed, members, nil)
+	price, ok := l.contextPrice(context, form.undecomposed, members, nil)
 	if !ok {
 		return false
 	}
@@ -297,7 +308,7 @@ func (l *lowerer) priceOverlap(op *ir.Op, form *overlapForm, attr string, chunks
 	for _, c := range candidates {
 		ledger := reshard.NewLedger(l.f.File)
 		l.emitOverlap(ledger, op, form, c)
-		if c.Price, ok = l.formPrice(ledger.Steps(), members, op); !ok || ledger.Err() != nil {
+		if c.Price, ok = l.contextPrice(context, ledger.Steps(), members, op); !ok || ledger.Err() != nil {
 			return false
 		}
 		form.prices = append(form.prices, c)
@@ -318,6 +329,74 @@ func chunkCandidates(rows int) []int {
 		}
 	}
 	return ks
+}
+
+// contextSteps is the most steps of the ops before it that an Allgather
+// of a weight is priced after: enough for the layers before it whose
+// compute its transfer can run beside, few enough that pricing every
+// weight of a deep model stays linear in its steps.
+const contextSteps = 256
+
+// overlapContext lowers the fusion's ops, in order and as the plan will
+// (with the forms chosen so far), on a ledger of its own: the steps
+// before an op, after which an Allgather of its weight is priced. FSDP's
+// weight gather reads only a fusion input, so the undecomposed Allgather
+// runs beside the compute before it (PyTorch FSDP's prefetch), where a
+// decomposed form's cuts run on the compute stream after that compute;
+// priced alone, the undecomposed form would look exposed when it is not.
+type overlapContext struct {
+	l *lowerer
+	// trial lowers the ops; next is the first op it has not lowered.
+	trial *lowerer
+	next  int
+}
+
+// before lowers the ops up to first (not included) and returns the last
+// contextSteps of their steps, numbered from 0.
+func (c *overlapContext) before(first *ir.Op) []plan.Step {
+	l := c.l
+	if c.trial == nil {
+		c.trial = &lowerer{f: l.f, planner: l.planner, ledger: reshard.NewLedger(l.f.File), sumTypes: l.sumTypes,
+			failed: l.failed, bcast: l.bcast, opBounds: l.opBounds, discard: l.discard, trials: l.trials, rings: l.rings}
+	}
+	c.trial.within, c.trial.overlaps = l.within, l.overlaps
+	for ; c.next < len(l.f.Ops) && l.f.Ops[c.next] != first; c.next++ {
+		c.trial.lowerOp(l.f.Ops[c.next])
+	}
+	all := c.trial.ledger.Steps()
+	steps := slices.Clone(all[max(0, len(all)-contextSteps):])
+	for i := range steps {
+		steps[i].ID = i
+	}
+	return steps
+}
+
+// contextPrice is formPrice of steps after context: the makespan of
+// both less the context's own, what the steps add to the plan so far;
+// formPrice of steps alone where there is no context or the objective is
+// bytes.
+func (l *lowerer) contextPrice(context, steps []plan.Step, members []*ir.Op, whole *ir.Op) (float64, bool) {
+	if len(context) == 0 || l.planner.Objective() == ObjectiveBytes {
+		return l.formPrice(steps, members, whole)
+	}
+	var ops []*ir.Op
+	seen := map[int]bool{}
+	for _, s := range context {
+		if !seen[s.Op] && s.Op >= 0 && s.Op < len(l.f.Ops) {
+			seen[s.Op] = true
+			ops = append(ops, l.f.Ops[s.Op])
+		}
+	}
+	before, ok := l.formPrice(context, ops, nil)
+	if !ok {
+		return 0, false
+	}
+	all := slices.Concat(context, steps)
+	for i := len(context); i < len(all); i++ {
+		all[i].ID = i
+	}
+	total, ok := l.formPrice(all, append(ops, members...), whole)
+	return total - before, ok
 }
 
 // choose is the form attr forces, else the cheapest of prices, the first
@@ -383,7 +462,8 @@ func (l *lowerer) lowerOverlap(op *ir.Op, o *overlapForm) {
 type OverlapChoice struct {
 	// Op is the linear's or matmul's index.
 	Op int
-	// Kind is plan.OverlapAllgather or plan.OverlapReduceScatter.
+	// Kind is plan.OverlapAllgather, plan.OverlapReduceScatter or
+	// plan.OverlapAllgatherWeight.
 	Kind string
 	// Prices are the undecomposed form's, then each decomposed form's.
 	Prices []OverlapPrice

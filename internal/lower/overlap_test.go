@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/nvcomm/nvcomm/internal/cost"
 	"github.com/nvcomm/nvcomm/internal/ops"
 	"github.com/nvcomm/nvcomm/internal/plan"
 	"github.com/nvcomm/nvcomm/internal/syntax"
@@ -179,7 +180,7 @@ func TestOverlapBound(t *testing.T) {
 func TestOverlapErrors(t *testing.T) {
 	replicated := strings.Replace(spFusion(4, 16, 8, "float32", ", overlap: ring", ""), "x:  {mesh: tp, shape: [16, 8], dtype: float32, placements: [Shard(0)]}", "x:  {mesh: tp, shape: [16, 8], dtype: float32}", 1)
 	for _, tc := range []struct{ name, src, want string }{
-		{"nothing gathered", replicated, "overlap: ring needs its first operand gathered along its rows"},
+		{"nothing gathered", replicated, "overlap: ring needs its first operand (or a linear's weight) gathered along its rows"},
 		{"chunks not dividing", spFusion(4, 16, 8, "float32", ", overlap: collective, chunks: 3", ""), "chunks: 3 does not divide each device's 4 rows"},
 		{"chunks of a ring", spFusion(4, 16, 8, "float32", ", overlap: ring, chunks: 2", ""), "chunks: 2 without overlap: collective"},
 		{"chunks alone", spFusion(4, 16, 8, "float32", "", ", chunks: 2"), "chunks: 2 without overlap: collective"},
@@ -216,5 +217,74 @@ func TestChunkCandidates(t *testing.T) {
 		if d := cmp.Diff(tc.want, chunkCandidates(tc.rows)); d != "" {
 			t.Errorf("rows %d (-want +got):\n%s", tc.rows, d)
 		}
+	}
+}
+
+// fsdpMLP is an FSDP MLP forward on 8 devices: x [{S}, {H}], the ffn 4·{H}
+// wide, both weights stored Shard(0) and gathered before their linear
+// (the set inserted for it), bfloat16, the linears with attributes {A1}
+// and {A2}.
+const fsdpMLP = `format: 2
+meshes:
+  tp: [0, 1, 2, 3, 4, 5, 6, 7]
+tensors:
+  x:  {mesh: tp, shape: [{S}, {H}], dtype: bfloat16, placements: [Shard(0)]}
+  w1: {mesh: tp, shape: [{F}, {H}], dtype: bfloat16, placements: [Shard(0)]}
+  w2: {mesh: tp, shape: [{H}, {F}], dtype: bfloat16, placements: [Shard(0)]}
+  h:  {placements: [Shard(0)]}
+  y:  {placements: [Shard(0)]}
+ops:
+  - {op: linear, in: [x, w1], out: h{A1}}
+  - {op: relu, in: h, out: a}
+  - {op: linear, in: [a, w2], out: y{A2}}
+`
+
+// TestOverlapWeightInContext: the Allgather of a linear's weight (FSDP's)
+// is priced after the steps of the ops before it. At 32768 tokens,
+// hidden 8192, the first weight's gather, which nothing runs beside, is
+// decomposed (the ring), and the second's is not: its undecomposed
+// Allgather runs beside the first linear, where a decomposed form's cuts
+// would wait for that linear. Forcing the second decomposed (what pricing
+// it alone chooses) makes the plan slower; at a small size nothing is
+// decomposed. Every plan is valid.
+func TestOverlapWeightInContext(t *testing.T) {
+	fusion := func(s, h int, a1, a2 string) string {
+		return strings.NewReplacer("{S}", fmt.Sprint(s), "{H}", fmt.Sprint(h), "{F}", fmt.Sprint(4*h), "{A1}", a1, "{A2}", a2).Replace(fsdpMLP)
+	}
+	lowered := func(src string) (*plan.Plan, float64) {
+		t.Helper()
+		f, err := syntax.Parse("fsdp.yaml", []byte(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := Lower(f, Options{StepGraph: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ds := plan.Validate(p); len(ds) > 0 {
+			t.Fatalf("validate: %v", ds)
+		}
+		pr, err := cost.Predict(cost.Default(), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p, pr.Total
+	}
+	small, _ := lowered(fusion(64, 8, "", ""))
+	if d := cmp.Diff([]string{"h: none", "y: none"}, overlapsOf(small)); d != "" {
+		t.Errorf("small: forms (-want +got):\n%s", d)
+	}
+	chosen, took := lowered(fusion(32768, 8192, "", ""))
+	if d := cmp.Diff([]string{"h: ring k=8", "y: none"}, overlapsOf(chosen)); d != "" {
+		t.Errorf("realistic: forms (-want +got):\n%s", d)
+	}
+	for _, a2 := range []string{", overlap: ring", ", overlap: collective, chunks: 8"} {
+		if _, forced := lowered(fusion(32768, 8192, "", a2)); forced <= took {
+			t.Errorf("second weight%s: %.4g s, not slower than the plan chosen (%.4g s)", a2, forced, took)
+		}
+	}
+	_, none := lowered(fusion(32768, 8192, ", overlap: none", ", overlap: none"))
+	if none <= took {
+		t.Errorf("undecomposed: %.4g s, not slower than the plan chosen (%.4g s)", none, took)
 	}
 }

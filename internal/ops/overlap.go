@@ -3,11 +3,12 @@ package ops
 import "strconv"
 
 // AttrOverlap is a linear's or a matmul's decomposed collective
-// (docs/overlap.md, "Decomposed collectives"): where its operand is
-// gathered along its rows just before it (Allgather + matmul) or its
-// partial sums are reduce-scattered along them (matmul + ReduceScatter),
-// the optimal policy may compute it in chunks whose transfers overlap the
-// other chunks' products. collective (k smaller collectives) and ring (a
+// (docs/overlap.md, "Decomposed collectives"): where its operand (the
+// first, or a linear's weight as FSDP gathers it) is gathered along its
+// rows just before it (Allgather + matmul) or its partial sums are
+// reduce-scattered along them (matmul + ReduceScatter), the optimal
+// policy may compute it in chunks whose transfers overlap the other
+// chunks' products. collective (k smaller collectives) and ring (a
 // SendRecv ring shift per round) force that form, none the undecomposed
 // one, and auto lets the makespan choose; any value but none makes the
 // plan a step graph (format 2), as lower --step-graph does, since only a
