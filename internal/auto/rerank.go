@@ -6,7 +6,6 @@ import (
 
 	"github.com/nvcomm/nvcomm/internal/cost"
 	"github.com/nvcomm/nvcomm/internal/lower"
-	"github.com/nvcomm/nvcomm/internal/plan"
 	"github.com/nvcomm/nvcomm/internal/syntax"
 )
 
@@ -55,11 +54,10 @@ func rerank(res *Result, sv *solver, best *solution, tree *source, file string, 
 		if err != nil {
 			return 0, false
 		}
-		p, err := lower.Lower(f, graph)
+		p, err := lower.Lower(f, graph) // a step graph: Lower gives the steps their streams and waits
 		if err != nil {
 			return 0, false
 		}
-		plan.ToGraph(p)
 		pr, err := cost.Predict(graph.Topology, p)
 		if err != nil {
 			return 0, false
