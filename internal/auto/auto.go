@@ -56,6 +56,13 @@ type Options struct {
 	// parameter besides it (countTraining): "none" (or ""), "sgd" (its
 	// gradient) or "adam" (its gradient and two float32 moments).
 	Optimizer string
+	// StepGraph says that the caller lowers the chosen fusion as a step
+	// graph (lower --step-graph), whose time is its makespan: the search
+	// still prices each op's steps as a list, and then the assignment it
+	// found and its best runner-ups (MaxReranked of them, the least slower
+	// first) are each lowered as a step graph and the one whose makespan
+	// is least is taken (rerank.go). Lowering.StepGraph must be false.
+	StepGraph bool
 	// forwardOnly prices a training step's forward alone, as --auto did
 	// before it priced the gradients (the tests' baseline).
 	forwardOnly bool
@@ -99,6 +106,10 @@ type Decision struct {
 	// predicted time is with it, in seconds.
 	RunnerUp string
 	Slower   float64
+	// ByMakespan says that the step graphs' ranking (rerank) changed the
+	// search's choice of the tensor: RunnerUp is then the search's choice
+	// and Slower how much longer its plan's makespan is.
+	ByMakespan bool
 }
 
 // Result is the chosen shardings and the fusion annotated with them.
@@ -133,6 +144,11 @@ type Result struct {
 	// chosen shardings' time with each op's steps priced as a list,
 	// which the search minimised; 0 otherwise.
 	Listed float64
+	// Ranked are, under Options.StepGraph after an exact search, the
+	// search's assignment (first) and its best runner-ups with the
+	// makespans of their plans as step graphs, the least of which the
+	// result takes (rerank.go).
+	Ranked []Ranked
 	// summed is the sum of the ops' prices the search minimised; Seconds
 	// differs from it by the Copy that ends an op moving a tensor to
 	// another mesh when a later op reads it, which the op alone does not
@@ -205,26 +221,21 @@ func Solve(file string, src []byte, opts Options) (*Result, error) {
 	if !sv.exact {
 		res.Gap = float64(best.cost-sv.lower) / 1e12
 	}
-	chosen, meshes, produced, internal := map[string]sharding{}, map[string]string{}, map[string]*ir.Tensor{}, map[string]bool{}
-	var order []string
+	internal := map[string]bool{}
 	for _, k := range sv.decisions {
-		v := m.vars[k]
-		if v.t.Intermediate() {
+		if v := m.vars[k]; v.t.Intermediate() {
 			internal[v.t.Name] = true // a composite's: no file declares it, the lowering propagates it
-			continue
-		}
-		chosen[v.t.Name] = v.options[best.choice[k]]
-		order = append(order, v.t.Name)
-		if !v.produced {
-			meshes[v.t.Name] = v.t.Mesh.Name
-		} else {
-			produced[v.t.Name] = v.t
 		}
 	}
 	res.Decisions = runnerUps(sv, best, rep)
 	res.Decisions = slices.DeleteFunc(res.Decisions, func(d Decision) bool { return internal[d.Tensor] })
-	if res.Fusion, err = tree.annotate(order, chosen, meshes, produced); err != nil {
+	if res.Fusion, err = annotateChoice(sv, tree, best.choice); err != nil {
 		return nil, err
+	}
+	if opts.StepGraph && sv.exact {
+		if err := rerank(res, sv, best, tree, file, opts); err != nil {
+			return nil, err
+		}
 	}
 	res.summed = res.Seconds
 	if res.BackwardOps = len(slices.DeleteFunc(slices.Clone(f.Ops), func(op *ir.Op) bool { return !backward(op) })); res.BackwardOps > 0 {
@@ -234,6 +245,27 @@ func Solve(file string, src []byte, opts Options) (*Result, error) {
 		res.Seconds = s
 	}
 	return res, nil
+}
+
+// annotateChoice is the fusion source of tree with the decisions'
+// placements of assignment choice written.
+func annotateChoice(sv *solver, tree *source, choice []int) ([]byte, error) {
+	chosen, meshes, produced := map[string]sharding{}, map[string]string{}, map[string]*ir.Tensor{}
+	var order []string
+	for _, k := range sv.decisions {
+		v := sv.m.vars[k]
+		if v.t.Intermediate() {
+			continue
+		}
+		chosen[v.t.Name] = v.options[choice[k]]
+		order = append(order, v.t.Name)
+		if !v.produced {
+			meshes[v.t.Name] = v.t.Mesh.Name
+		} else {
+			produced[v.t.Name] = v.t
+		}
+	}
+	return tree.annotate(order, chosen, meshes, produced)
 }
 
 // price adds the ops' gradients of a training step to m (vjp.go) when

@@ -80,7 +80,8 @@ func (o *autoOptions) compileAutoSource(cmd *cobra.Command, name string, src []b
 	}
 	search := opts
 	search.StepGraph = false // the search prices each op's steps as a list; the plan chosen is lowered as asked
-	res, err := auto.Solve(name, src, auto.Options{Lowering: search, MemoryBudget: o.budget.bytes, TimeLimit: o.timeLimit, Optimizer: o.optimizer, Progress: progressLine(cmd.ErrOrStderr())})
+	res, err := auto.Solve(name, src, auto.Options{Lowering: search, MemoryBudget: o.budget.bytes, TimeLimit: o.timeLimit, Optimizer: o.optimizer,
+		Progress: progressLine(cmd.ErrOrStderr()), StepGraph: opts.StepGraph})
 	if err != nil {
 		return nil, nil, reportIn(cmd, name, err)
 	}
@@ -148,6 +149,9 @@ func writeDecisions(w io.Writer, res *auto.Result) error {
 		fmt.Fprintf(ew, "auto: the search priced each op's steps as a list (%s); the plan's step graph overlaps them, and \"slower by\" is the lists'\n",
 			explain.Seconds(res.Listed))
 	}
+	if len(res.Ranked) > 1 {
+		fmt.Fprintf(ew, "auto: %s\n", rankedLine(res.Ranked))
+	}
 	if res.BackwardOps > 0 {
 		fmt.Fprintf(ew, "auto: the search priced each op with its gradient (%s); the backward's %d ops follow propagation from its shardings, and \"slower by\" is the search's\n",
 			explain.Seconds(res.Searched), res.BackwardOps)
@@ -162,6 +166,10 @@ func writeDecisions(w io.Writer, res *auto.Result) error {
 		case runnerUp == "":
 			runnerUp, slower = "none within the budget", ""
 		}
+		if d.ByMakespan {
+			runnerUp += " (the search's)"
+			slower += " (makespan)"
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", d.Tensor, d.Chosen, runnerUp, slower)
 	}
 	if err := tw.Flush(); err != nil {
@@ -169,6 +177,30 @@ func writeDecisions(w io.Writer, res *auto.Result) error {
 	}
 	fmt.Fprintln(ew)
 	return ew.err
+}
+
+// rankedLine says how the search's assignment and its best runner-ups
+// rank by their plans' makespans (auto.Ranked, the search's first), and
+// which the plan takes: the least, the search's on a tie.
+func rankedLine(ranked []auto.Ranked) string {
+	var parts []string
+	win := 0
+	for i, r := range ranked {
+		name := "the search's choice"
+		if r.Tensor != "" {
+			name = r.Tensor + " " + r.Placements
+		}
+		parts = append(parts, fmt.Sprintf("%s %s (lists %s)", name, explain.Seconds(r.Makespan), explain.Seconds(r.Listed)))
+		if r.Makespan < ranked[win].Makespan {
+			win = i
+		}
+	}
+	taken := "the search's choice kept"
+	if win > 0 {
+		taken = ranked[win].Tensor + " " + ranked[win].Placements + " taken"
+	}
+	return fmt.Sprintf("the search's choice and its %d best runner-ups ranked by their plans' makespans: %s; %s",
+		len(ranked)-1, strings.Join(parts, ", "), taken)
 }
 
 // progressLine is Solve's progress callback: a line on w about once a

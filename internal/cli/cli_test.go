@@ -265,7 +265,7 @@ func TestRunRecoversPanic(t *testing.T) {
 // simulator refuses (they would need tens of GiB), each with its twin at
 // a size it runs, whose plan takes the same forms (docs/overlap.md,
 // "Decomposed collectives").
-var tooLargeToSimulate = map[string]string{"tp_mlp_overlap_auto": "tp_mlp_overlap_auto_scaled"}
+var tooLargeToSimulate = map[string]string{"tp_mlp_overlap_auto": "tp_mlp_overlap_auto_scaled", "fsdp_mlp_overlap_auto": "fsdp_mlp_overlap_auto_scaled"}
 
 // TestExamplesSimulate simulates every example plan: each passes (the GPU
 // examples of docs/export.md included), but for those too large to

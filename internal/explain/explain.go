@@ -49,7 +49,8 @@ type Options struct {
 type Overlap struct {
 	// Op is the linear's or matmul's index.
 	Op int
-	// Kind is plan.OverlapAllgather or plan.OverlapReduceScatter.
+	// Kind is plan.OverlapAllgather, plan.OverlapReduceScatter or
+	// plan.OverlapAllgatherWeight.
 	Kind string
 	// Prices are the forms' prices, the undecomposed one first.
 	Prices []OverlapPrice

@@ -22,8 +22,11 @@ func (e *explainer) overlapOf(i int, op plan.Op) []string {
 		return nil
 	}
 	what := "Allgather + " + op.Op + ": its first operand gathered along its rows"
-	if o.Kind == plan.OverlapReduceScatter {
+	switch o.Kind {
+	case plan.OverlapReduceScatter:
 		what = op.Op + " + ReduceScatter: its partial sums reduce-scattered along their rows"
+	case plan.OverlapAllgatherWeight:
+		what = "Allgather + " + op.Op + ": its weight gathered along its output rows, as FSDP gathers it"
 	}
 	line := "a decomposed collective could compute it (" + what + "); "
 	switch c := o.Chosen; c.Form {
@@ -37,6 +40,11 @@ func (e *explainer) overlapOf(i int, op plan.Op) []string {
 	var prices []string
 	for _, p := range o.Prices {
 		price := Seconds(p.Price) + " as a step graph"
+		if o.Kind == plan.OverlapAllgatherWeight {
+			// Priced after the steps of the ops before it, which the
+			// undecomposed Allgather runs beside (lower's contextPrice).
+			price = Seconds(p.Price) + " added to the steps before it"
+		}
 		if o.Bytes {
 			price = plan.Size(int64(p.Price)) + " received by the busiest device"
 		}
@@ -46,7 +54,55 @@ func (e *explainer) overlapOf(i int, op plan.Op) []string {
 	if a, ok := op.Attrs.Get("overlap"); ok && a.Str != "auto" {
 		by = "the fusion's overlap: " + a.Str
 	}
-	return []string{line, fmt.Sprintf("why this form: %s; %s (%s chosen)", by, strings.Join(prices, ", "), overlapName(o.Chosen))}
+	lines := []string{line, fmt.Sprintf("why this form: %s; %s (%s chosen)", by, strings.Join(prices, ", "), overlapName(o.Chosen))}
+	if _, forced := op.Attrs.Get("chunks"); !forced && !o.Bytes {
+		if why := whyChunks(o); why != "" {
+			lines = append(lines, why)
+		}
+	}
+	return lines
+}
+
+// whyChunks says why the makespan chose the collective-based form's k
+// among those it tried (every k dividing each device's rows, up to a
+// cap): the next fewer chunks leave more of the transfer exposed (the
+// first chunk's Allgather, or the last chunk's ReduceScatter, overlaps no
+// Matmul, and it is larger), the next more pay one more collective's
+// launch floor each and multiply smaller blocks. Empty unless a
+// collective-based form is chosen among two or more k.
+func whyChunks(o *Overlap) string {
+	c := o.Chosen
+	if c.Form != "collective" {
+		return ""
+	}
+	var fewer, more *OverlapPrice
+	for i := range o.Prices {
+		p := &o.Prices[i]
+		if p.Form != "collective" {
+			continue
+		}
+		if p.Chunks < c.Chunks && (fewer == nil || p.Chunks > fewer.Chunks) {
+			fewer = p
+		}
+		if p.Chunks > c.Chunks && (more == nil || p.Chunks < more.Chunks) {
+			more = p
+		}
+	}
+	if fewer == nil && more == nil {
+		return ""
+	}
+	exposed := "first chunk's Allgather"
+	if o.Kind == plan.OverlapReduceScatter {
+		exposed = "last chunk's ReduceScatter"
+	}
+	var why []string
+	if fewer != nil {
+		why = append(why, fmt.Sprintf("fewer chunks leave a larger %s beside no Matmul (%s %s)", exposed, overlapName(*fewer), Seconds(fewer.Price)))
+	}
+	if more != nil {
+		why = append(why, fmt.Sprintf("more chunks each pay a collective's launch floor and multiply smaller blocks (%s %s)", overlapName(*more), Seconds(more.Price)))
+	}
+	return fmt.Sprintf("why k=%d: the cheapest of the k that divide each device's rows; %s", c.Chunks, strings.Join(why, ", "))
 }
 
 // overlapName names a form of a decomposed collective: "undecomposed",

@@ -14,10 +14,11 @@ import (
 // This file is the optimal policy's choice of a decomposed collective
 // (docs/overlap.md, "Decomposed collectives"). A linear or matmul whose
 // first operand a set inserted for it gathers along its rows in one
-// Allgather (Allgather + matmul), or whose partial sums one ReduceScatter
+// Allgather (Allgather + matmul), a linear whose weight one is gathered
+// along its output rows (FSDP's), or whose partial sums one ReduceScatter
 // splits along their rows (matmul + ReduceScatter), is priced undecomposed
 // and in the decomposed forms plan.Overlap builds: collective-based with
-// k = 2 and k = 4 chunks (those that divide every device's rows) and
+// every k from 2 to ops.MaxChunks that divides every device's rows, and
 // ring-based. Each is the makespan of its step graph, where a chunk's
 // transfer runs beside another chunk's product; the cheapest is taken, a
 // tie keeping the undecomposed form, then the fewer chunks, then the
@@ -61,8 +62,10 @@ type OverlapPrice struct {
 	Form string
 	// Chunks is the number of chunks (the ring's rounds); 1 undecomposed.
 	Chunks int
-	// Price is the makespan of the form's step graph in seconds, or the
-	// bytes its busiest device receives under the bytes objective.
+	// Price is the makespan of the form's step graph in seconds (for an
+	// Allgather of a weight, what it adds to the makespan of the steps
+	// before it: overlapContext), or the bytes its busiest device
+	// receives under the bytes objective.
 	Price float64
 }
 
@@ -84,6 +87,7 @@ func (l *lowerer) chooseOverlaps() {
 		}
 	}
 	var readers map[*ir.Tensor][]*ir.Op
+	var ctx *overlapContext
 	for _, op := range l.f.Ops {
 		if op.Kind != "linear" && op.Kind != "matmul" || l.failed[op] || l.within[op] != nil || l.rings[op] != nil {
 			continue
@@ -113,7 +117,14 @@ func (l *lowerer) chooseOverlaps() {
 			}
 			continue
 		}
-		if !l.priceOverlap(op, form, attr.Str, chunks.Int) {
+		var context []plan.Step
+		if form.geometry.Kind == plan.OverlapAllgatherWeight {
+			if ctx == nil {
+				ctx = &overlapContext{l: l}
+			}
+			context = ctx.before(form.members[0])
+		}
+		if !l.priceOverlap(op, form, attr.Str, chunks.Int, context) {
 			continue
 		}
 		if l.overlaps == nil {
@@ -133,10 +144,19 @@ func (l *lowerer) chooseOverlaps() {
 // its undecomposed steps (and those of the set inserted for its first
 // operand), with their bounds; or why there is none.
 func (l *lowerer) overlapOf(op *ir.Op, readers map[*ir.Tensor][]*ir.Op) (*overlapForm, string) {
-	var set *ir.Op
-	if p := l.producer(op.Inputs[0]); p != nil && p.Kind == ir.OpSet && p.Inserted != nil && p.Inserted.For != nil && p.Inserted.For.Out == op.Out &&
-		!p.Inserted.Output && len(readers[p.Out]) == 1 && !l.failed[p] && l.within[p] == nil {
-		set = p
+	gathers := func(t *ir.Tensor) *ir.Op {
+		if p := l.producer(t); p != nil && p.Kind == ir.OpSet && p.Inserted != nil && p.Inserted.For != nil && p.Inserted.For.Out == op.Out &&
+			!p.Inserted.Output && len(readers[p.Out]) == 1 && !l.failed[p] && l.within[p] == nil {
+			return p
+		}
+		return nil
+	}
+	set := gathers(op.Inputs[0])
+	weight := false
+	if set == nil && op.Kind == "linear" && len(op.Inputs) == 2 {
+		// FSDP's gathered weight: the set of a linear's second operand.
+		set = gathers(op.Inputs[1])
+		weight = set != nil
 	}
 	members := []*ir.Op{op}
 	if set != nil {
@@ -154,7 +174,7 @@ func (l *lowerer) overlapOf(op *ir.Op, readers map[*ir.Tensor][]*ir.Op) (*overla
 	}
 	steps := trial.ledger.Steps()
 	form := &overlapForm{elem: op.Out.DType.Size(), bounds: bounds, members: members, undecomposed: steps}
-	why := "its first operand gathered along its rows by one Allgather over a 1-D mesh just before it, or its partial sums reduce-scattered along their rows by one ReduceScatter, its product one Matmul of rows, and each device's rows divisible by the chunks"
+	why := "its first operand (or a linear's weight) gathered along its rows by one Allgather over a 1-D mesh just before it, or its partial sums reduce-scattered along their rows by one ReduceScatter, its product one Matmul of rows, and each device's rows divisible by the chunks"
 	// A linear's bias is one Pointwise add after the rest (biasOf), which
 	// the decomposed form keeps after its own steps.
 	out, bias := op.Out.Name, ""
@@ -166,6 +186,25 @@ func (l *lowerer) overlapOf(op *ir.Op, readers map[*ir.Tensor][]*ir.Op) (*overla
 		steps = steps[:len(steps)-1]
 	}
 	switch {
+	case weight && len(steps) == 2:
+		// The Allgather of a linear's weight [N, K] along its rows, each
+		// device's block [Rows, K], read whole as the Matmul's B.
+		ag, mm := steps[0], steps[1]
+		if ag.Type != plan.Allgather || len(ag.Teams) != 1 || ag.Input != set.In().Name || ag.Output != set.Out.Name ||
+			ag.Axis != nil && *ag.Axis != 0 || mm.Type != plan.Matmul || len(mm.Inputs) != 2 || mm.Inputs[0] != op.Inputs[0].Name ||
+			mm.Inputs[1] != ag.Output || mm.Output != out || len(mm.Dims) != 4 || mm.Dims[0] != 1 || !mm.TransposeB || mm.BroadcastB ||
+			!slices.Equal(mm.Devices, op.Out.Mesh.Devices) || !slices.Equal(ag.Teams[0], mm.Devices) ||
+			ag.Count.Output != mm.Dims[2]*mm.Dims[3] || ag.Count.Input*len(ag.Teams[0]) != ag.Count.Output {
+			return nil, why
+		}
+		form.set, form.axis = set, ag.Axis
+		t := len(ag.Teams[0])
+		form.geometry = plan.Overlap{Devices: slices.Clone(ag.Teams[0]), Kind: plan.OverlapAllgatherWeight, K: mm.Dims[2], N: mm.Dims[3],
+			M: mm.Dims[1], Rows: mm.Dims[3] / t, TransposeB: true, In: mm.Inputs[0], W: ag.Input, Out: op.Out.Name, Buffer: plan.OverlapBuffers(op.Out.Name)}
+		if mm.Dims[3]%t != 0 {
+			return nil, why
+		}
+		return form, ""
 	case set != nil && len(steps) == 2:
 		ag, mm := steps[0], steps[1]
 		if ag.Type != plan.Allgather || len(ag.Teams) != 1 || ag.Input != set.In().Name || ag.Output != set.Out.Name ||
@@ -242,15 +281,15 @@ func overlapGeometry(kind string, team []int, mm *plan.Step, in, out string) pla
 // names (auto or "": the cheapest), with chunks k when given. False, after
 // an error where attr forced the form, when a form cannot be priced or
 // chunks does not divide every device's rows.
-func (l *lowerer) priceOverlap(op *ir.Op, form *overlapForm, attr string, chunks int) bool {
+func (l *lowerer) priceOverlap(op *ir.Op, form *overlapForm, attr string, chunks int, context []plan.Step) bool {
 	members := form.members
-	price, ok := l.formPrice(form.undecomposed, members, nil)
+	price, ok := l.contextPrice(context, form.undecomposed, members, nil)
 	if !ok {
 		return false
 	}
 	form.prices = []OverlapPrice{{Form: ops.OverlapNone, Chunks: 1, Price: price}}
 	rows := form.geometry.Rows
-	ks := []int{2, 4}
+	ks := chunkCandidates(rows)
 	if chunks != 0 {
 		if rows%chunks != 0 {
 			l.planner.Job(l.ledger, l.f, op).Fail("chunks: "+strconv.Itoa(chunks)+" does not divide each device's "+strconv.Itoa(rows)+" rows",
@@ -269,13 +308,95 @@ func (l *lowerer) priceOverlap(op *ir.Op, form *overlapForm, attr string, chunks
 	for _, c := range candidates {
 		ledger := reshard.NewLedger(l.f.File)
 		l.emitOverlap(ledger, op, form, c)
-		if c.Price, ok = l.formPrice(ledger.Steps(), members, op); !ok || ledger.Err() != nil {
+		if c.Price, ok = l.contextPrice(context, ledger.Steps(), members, op); !ok || ledger.Err() != nil {
 			return false
 		}
 		form.prices = append(form.prices, c)
 	}
 	form.chosen = form.choose(attr)
 	return true
+}
+
+// chunkCandidates are the k the makespan tries for a collective-based
+// form over rows rows a device: every k from 2 to ops.MaxChunks that divides
+// rows (3 and 6 as well as 2, 4 and 8), in increasing order, so that a
+// tie keeps the fewer chunks.
+func chunkCandidates(rows int) []int {
+	var ks []int
+	for k := 2; k <= ops.MaxChunks && k <= rows; k++ {
+		if rows%k == 0 {
+			ks = append(ks, k)
+		}
+	}
+	return ks
+}
+
+// contextSteps is the most steps of the ops before it that an Allgather
+// of a weight is priced after: enough for the layers before it whose
+// compute its transfer can run beside, few enough that pricing every
+// weight of a deep model stays linear in its steps.
+const contextSteps = 256
+
+// overlapContext lowers the fusion's ops, in order and as the plan will
+// (with the forms chosen so far), on a ledger of its own: the steps
+// before an op, after which an Allgather of its weight is priced. FSDP's
+// weight gather reads only a fusion input, so the undecomposed Allgather
+// runs beside the compute before it (PyTorch FSDP's prefetch), where a
+// decomposed form's cuts run on the compute stream after that compute;
+// priced alone, the undecomposed form would look exposed when it is not.
+type overlapContext struct {
+	l *lowerer
+	// trial lowers the ops; next is the first op it has not lowered.
+	trial *lowerer
+	next  int
+}
+
+// before lowers the ops up to first (not included) and returns the last
+// contextSteps of their steps, numbered from 0.
+func (c *overlapContext) before(first *ir.Op) []plan.Step {
+	l := c.l
+	if c.trial == nil {
+		c.trial = &lowerer{f: l.f, planner: l.planner, ledger: reshard.NewLedger(l.f.File), sumTypes: l.sumTypes,
+			failed: l.failed, bcast: l.bcast, opBounds: l.opBounds, discard: l.discard, trials: l.trials, rings: l.rings}
+	}
+	c.trial.within, c.trial.overlaps = l.within, l.overlaps
+	for ; c.next < len(l.f.Ops) && l.f.Ops[c.next] != first; c.next++ {
+		c.trial.lowerOp(l.f.Ops[c.next])
+	}
+	all := c.trial.ledger.Steps()
+	steps := slices.Clone(all[max(0, len(all)-contextSteps):])
+	for i := range steps {
+		steps[i].ID = i
+	}
+	return steps
+}
+
+// contextPrice is formPrice of steps after context: the makespan of
+// both less the context's own, what the steps add to the plan so far;
+// formPrice of steps alone where there is no context or the objective is
+// bytes.
+func (l *lowerer) contextPrice(context, steps []plan.Step, members []*ir.Op, whole *ir.Op) (float64, bool) {
+	if len(context) == 0 || l.planner.Objective() == ObjectiveBytes {
+		return l.formPrice(steps, members, whole)
+	}
+	var ops []*ir.Op
+	seen := map[int]bool{}
+	for _, s := range context {
+		if !seen[s.Op] && s.Op >= 0 && s.Op < len(l.f.Ops) {
+			seen[s.Op] = true
+			ops = append(ops, l.f.Ops[s.Op])
+		}
+	}
+	before, ok := l.formPrice(context, ops, nil)
+	if !ok {
+		return 0, false
+	}
+	all := slices.Concat(context, steps)
+	for i := len(context); i < len(all); i++ {
+		all[i].ID = i
+	}
+	total, ok := l.formPrice(all, append(ops, members...), whole)
+	return total - before, ok
 }
 
 // choose is the form attr forces, else the cheapest of prices, the first
@@ -341,7 +462,8 @@ func (l *lowerer) lowerOverlap(op *ir.Op, o *overlapForm) {
 type OverlapChoice struct {
 	// Op is the linear's or matmul's index.
 	Op int
-	// Kind is plan.OverlapAllgather or plan.OverlapReduceScatter.
+	// Kind is plan.OverlapAllgather, plan.OverlapReduceScatter or
+	// plan.OverlapAllgatherWeight.
 	Kind string
 	// Prices are the undecomposed form's, then each decomposed form's.
 	Prices []OverlapPrice

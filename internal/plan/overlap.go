@@ -25,6 +25,11 @@ const (
 	OverlapAllgather = "allgather"
 	// OverlapReduceScatter is a matmul + ReduceScatter (GEMM+RS).
 	OverlapReduceScatter = "reducescatter"
+	// OverlapAllgatherWeight is an Allgather of a linear's weight along
+	// its output rows + the linear that reads it: FSDP's (ZeRO-3's)
+	// gathered weight, split by its rows into chunks whose products are
+	// column blocks of the output.
+	OverlapAllgatherWeight = "allgather-weight"
 	// OverlapCollective is the collective-based form: k smaller
 	// collectives, one per chunk of every device's rows.
 	OverlapCollective = "collective"
@@ -39,7 +44,10 @@ const (
 // [Rows, K], and Out the product [T·Rows, N] of x gathered whole and W;
 // for a matmul + ReduceScatter, In is [T·Rows, K], the product's partial
 // sums [T·Rows, N] are summed over the devices and Out is each device's
-// block of rows [Rows, N]. All are row-major.
+// block of rows [Rows, N]; for an Allgather of the weight, W is each
+// device's block of a linear's weight [Rows, K] (its output rows), In is
+// the device's x [M, K], N is T·Rows and Out is x times the gathered
+// weight, transposed: [M, N]. All are row-major.
 type Overlap struct {
 	// Devices are the mesh's devices, in order: Devices[t] holds block t
 	// of the chunked rows, and a ring sends to Devices[t+1 mod T].
@@ -50,8 +58,9 @@ type Overlap struct {
 	// Chunks is the collective-based form's k, which divides Rows; the
 	// ring has T rounds.
 	Chunks int
-	// Rows, K and N are the extents above.
-	Rows, K, N int
+	// Rows, K and N are the extents above; M is the first operand's rows
+	// of an Allgather of the weight (0 otherwise).
+	Rows, K, N, M int
 	// TransposeB says W is stored [N, K] (a linear's weight).
 	TransposeB bool
 	// In, W and Out are the buffers of the operands and of the output.
@@ -97,8 +106,11 @@ func (g Overlap) Steps() []Step {
 		h := g
 		h.Bias, h.Out = "", g.Buffer("product")
 		rows := g.Rows
-		if g.Kind == OverlapAllgather {
+		switch g.Kind {
+		case OverlapAllgather:
 			rows *= len(g.Devices)
+		case OverlapAllgatherWeight:
+			rows = g.M
 		}
 		add := "add"
 		return append(h.Steps(), Step{Kind: KindLocal, Type: Pointwise, Devices: append([]int(nil), g.Devices...),
@@ -108,10 +120,44 @@ func (g Overlap) Steps() []Step {
 	if g.Form == OverlapRing {
 		return g.ring()
 	}
-	if g.Kind == OverlapReduceScatter {
+	switch g.Kind {
+	case OverlapReduceScatter:
 		return g.collectiveRS()
+	case OverlapAllgatherWeight:
+		return g.collectiveAGW()
 	}
 	return g.collectiveAG()
+}
+
+// collectiveAGW is the collective-based Allgather of the weight + linear:
+// with m = Rows/k,
+//
+//	w_j  = rows j·m… of each block of W      Concat ×k (all cuts first)
+//	wg_j = Allgather(w_j)  [T·m, K]          then, per chunk,
+//	y_j  = In · wg_jᵀ      [M, T·m]          Matmul
+//	Out  = y_0…y_{k-1} interleaved           Concat (dims [M·T, k·m, 1])
+//
+// Column t·m + c of y_j is the weight's row t·Rows + j·m + c, so the last
+// Concat puts, in each of Out's M·T blocks of Rows columns, the k chunks'
+// m columns one after another.
+func (g Overlap) collectiveAGW() []Step {
+	t, k := len(g.Devices), g.Chunks
+	m := g.Rows / k
+	b := g.all()
+	var steps []Step
+	for j := range k {
+		steps = append(steps, b.concat(g.chunk("w", j), []int{1, m, g.K}, [][]int{{g.Rows, j * m, m}}, g.W))
+	}
+	team := [][]int{append([]int(nil), g.Devices...)}
+	var parts []string
+	for j := range k {
+		steps = append(steps,
+			Step{Kind: KindCollective, Type: Allgather, Teams: team, Input: g.chunk("w", j), Output: g.chunk("wg", j),
+				Count: Count{Input: m * g.K, Output: t * m * g.K}},
+			b.matmulW(g.chunk("y", j), t*m, g.chunk("wg", j)))
+		parts = append(parts, g.chunk("y", j))
+	}
+	return append(steps, b.concat(g.Out, []int{g.M * t, k * m, 1}, wholeWindows(k, m), parts...))
 }
 
 // all is a builder on every device of the mesh.
@@ -183,19 +229,31 @@ func (g Overlap) ring() []Step {
 	if g.Kind == OverlapReduceScatter {
 		return g.ringRS(pairs)
 	}
+	// The block passed round the ring: x's rows, or the weight's under an
+	// Allgather of the weight, whose products are then column blocks of
+	// Out ([M, T·Rows, 1]) rather than row blocks ([1, T·Rows, N]).
+	weight := g.Kind == OverlapAllgatherWeight
+	own, what, dims := g.In, "x", []int{1, t * g.Rows, g.N}
+	if weight {
+		own, what, dims = g.W, "w", []int{g.M, t * g.Rows, 1}
+	}
 	b := g.all()
 	var steps []Step
 	for r := range t {
-		x := g.In
+		x := own
 		if r > 0 {
-			x = g.chunk("x", r)
+			x = g.chunk(what, r)
 		}
 		if r < t-1 {
 			n := g.Rows * g.K
-			steps = append(steps, Step{Kind: KindCollective, Type: SendRecv, Teams: pairs, Input: x, Output: g.chunk("x", r+1),
+			steps = append(steps, Step{Kind: KindCollective, Type: SendRecv, Teams: pairs, Input: x, Output: g.chunk(what, r+1),
 				Count: Count{Input: n, Output: n}})
 		}
-		steps = append(steps, b.matmul(g.chunk("y", r), g.Rows, x))
+		if weight {
+			steps = append(steps, b.matmulW(g.chunk("y", r), g.Rows, x))
+		} else {
+			steps = append(steps, b.matmul(g.chunk("y", r), g.Rows, x))
+		}
 	}
 	for i, d := range g.Devices {
 		parts := make([]string, t)
@@ -203,7 +261,7 @@ func (g Overlap) ring() []Step {
 			parts[blk] = g.chunk("y", ((i-blk)%t+t)%t)
 		}
 		one := overlapBuilder{g: g, devices: []int{d}}
-		steps = append(steps, one.concat(g.Out, []int{1, t * g.Rows, g.N}, wholeWindows(t, g.Rows), parts...))
+		steps = append(steps, one.concat(g.Out, dims, wholeWindows(t, g.Rows), parts...))
 	}
 	return steps
 }
@@ -275,4 +333,13 @@ func (b overlapBuilder) matmul(out string, rows int, a string) Step {
 	g := b.g
 	return Step{Kind: KindLocal, Type: Matmul, Devices: b.devices, Inputs: []string{a, g.W}, Output: out,
 		Count: Count{Input: rows * g.K, Output: rows * g.N}, Dims: []int{1, rows, g.K, g.N}, TransposeB: g.TransposeB}
+}
+
+// matmulW is In times rows rows of the weight w, transposed, into out:
+// dims [1, M, K, rows], a column block of an Allgather of the weight's
+// output.
+func (b overlapBuilder) matmulW(out string, rows int, w string) Step {
+	g := b.g
+	return Step{Kind: KindLocal, Type: Matmul, Devices: b.devices, Inputs: []string{g.In, w}, Output: out,
+		Count: Count{Input: g.M * g.K, Output: g.M * rows}, Dims: []int{1, g.M, g.K, rows}, TransposeB: true}
 }

@@ -108,9 +108,11 @@ func (v *validator) checkWithin(i int, op Op) {
 	last := v.p.Ops[n]
 	if last.Of == nil && (last.Op == "linear" || last.Op == "matmul") && last.Within == nil {
 		// A decomposed collective computes the set that gathers its first
-		// operand (docs/overlap.md).
-		if op.Op != "set" || op.Inserted == nil || op.Inserted.For != n || len(last.Operands()) < 1 || last.Operands()[0] != op.Output {
-			v.planf("op %d: within op %d, a %s, but it is not the set inserted to gather its first operand", i, n, last.Op)
+		// operand, or a linear's weight (docs/overlap.md).
+		ins := last.Operands()
+		if op.Op != "set" || op.Inserted == nil || op.Inserted.For != n || len(ins) < 1 ||
+			ins[0] != op.Output && (last.Op != "linear" || len(ins) != 2 || ins[1] != op.Output) {
+			v.planf("op %d: within op %d, a %s, but it is not the set inserted to gather its first operand or a linear's weight", i, n, last.Op)
 			return
 		}
 		v.markWithin(n)

@@ -65,7 +65,7 @@ func (v *validator) checkOverlap(k int) {
 	switch {
 	case forms[SendRecv] > 0:
 		g.Form, g.Chunks = OverlapRing, len(g.Devices)
-	case g.Kind == OverlapAllgather:
+	case g.Kind == OverlapAllgather || g.Kind == OverlapAllgatherWeight:
 		g.Form, g.Chunks = OverlapCollective, forms[Allgather]
 	default:
 		g.Form, g.Chunks = OverlapCollective, forms[ReduceScatter]
@@ -116,12 +116,36 @@ func (v *validator) overlapOf(k int) (Overlap, string) {
 	t := len(g.Devices)
 	x := v.tensor(in[0])
 	for j := range v.p.Ops {
-		if s := &v.p.Ops[j]; s.Within != nil && *s.Within == k && s.Op == "set" && s.Output == in[0] {
+		s := &v.p.Ops[j]
+		if s.Within == nil || *s.Within != k || s.Op != "set" {
+			continue
+		}
+		switch s.Output {
+		case in[0]:
 			g.Kind, g.In, x = OverlapAllgather, s.Input, v.tensor(s.Input)
+		case in[1]:
+			g.Kind, g.W = OverlapAllgatherWeight, s.Input
+			w = v.tensor(s.Input)
 		}
 	}
 	if x == nil || x.local < 1 || g.K < 1 || g.N < 1 || t < 2 {
 		return Overlap{}, "its operands are not tensors on a mesh of 2 devices or more"
+	}
+	if g.Kind == OverlapAllgatherWeight {
+		// The weight gathered is a linear's [N, K], each device's block
+		// its rows [Rows, K]; x is each device's own [M, K].
+		if op.Op != "linear" || bias != "" || w == nil || w.local < 1 {
+			return Overlap{}, "the op whose weight is gathered is not a linear without a bias"
+		}
+		if len(w.t.Sharding) != 1 || w.t.Sharding[0].LogicalAxis != 0 || w.t.Sharding[0].Kind != "block" || w.mesh == nil ||
+			!slices.Equal(w.mesh.Devices, g.Devices) {
+			return Overlap{}, "its weight is not split in blocks of rows over the output's devices"
+		}
+		g.Rows, g.M = w.local/g.K, x.local/g.K
+		if g.Rows*g.K != w.local || g.Rows*t != g.N || g.M*g.K != x.local || out.local != g.M*g.N {
+			return Overlap{}, "its gathered weight's and output's blocks are not rows and columns of its extents"
+		}
+		return g, ""
 	}
 	if g.Kind == OverlapAllgather {
 		g.Rows = x.local / g.K

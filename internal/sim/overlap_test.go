@@ -28,7 +28,7 @@ func overlapPlan(t *testing.T, name string) *plan.Plan {
 
 // overlapExamples are the examples whose plans decompose collectives and
 // that the simulator runs.
-var overlapExamples = []string{"tp_mlp_overlap_collective_k2", "tp_mlp_overlap_collective_k4",
+var overlapExamples = []string{"fsdp_mlp_overlap", "tp_mlp_overlap_collective_k2", "tp_mlp_overlap_collective_k3", "tp_mlp_overlap_collective_k4", "tp_mlp_overlap_collective_k8",
 	"tp_mlp_overlap_ring_k2", "tp_mlp_overlap_ring_k4", "tp_mlp_overlap_auto_scaled", "tp_mlp_overlap_bias"}
 
 // TestOverlapExamples: every decomposed plan is a step graph, computes the
@@ -59,8 +59,9 @@ func TestOverlapExamples(t *testing.T) {
 	}
 }
 
-// TestOverlapMutants: a decomposed collective with a chunk cut from the
-// wrong rows, chunks put back in the wrong order, or a Matmul that no
+// TestOverlapMutants: a decomposed collective (of the first operand, the
+// partial sums or a linear's weight) with a chunk cut from the wrong
+// rows, chunks put back in the wrong order, or a Matmul that no
 // longer waits for its chunk's Allgather (a race the list's order hides)
 // is rejected by validate and fails simulation (in some order, for the
 // race).
@@ -102,6 +103,22 @@ func TestOverlapMutants(t *testing.T) {
 			s.Dims = []int{s.Dims[0] / 2, s.Dims[1]}
 			s.InputDims = [][]int{s.Dims, s.InputDims[1]}
 		}, "of the collective-based decomposed collective", false},
+		{"a weight's chunk cut from the wrong rows", "fsdp_mlp_overlap", func(p *plan.Plan) {
+			s := firstStep(t, p, func(s *plan.Step) bool { return s.Type == plan.Concat && s.Output == "h/overlap/w/1" })
+			s.Windows = [][]int{{s.Windows[0][0], 0, s.Windows[0][2]}} // chunk 0's rows of the weight again
+		}, "is not step 1 of the collective-based decomposed collective", false},
+		{"a weight's column blocks put back in the wrong order", "fsdp_mlp_overlap", func(p *plan.Plan) {
+			s := firstStep(t, p, func(s *plan.Step) bool { return s.Type == plan.Concat && s.Output == "h" })
+			s.Inputs = []string{s.Inputs[1], s.Inputs[0]}
+		}, "of the collective-based decomposed collective", false},
+		{"a ring round's product of the weight's block it sends on", "fsdp_mlp_overlap", func(p *plan.Plan) {
+			s := firstStep(t, p, func(s *plan.Step) bool { return s.Type == plan.Matmul && s.Output == "y/overlap/y/1" })
+			s.Inputs = []string{s.Inputs[0], "y/overlap/w/2"} // round 2's block, multiplied in round 1
+		}, "of the ring-based decomposed collective", false},
+		{"a Matmul that does not wait for its weight chunk's Allgather", "fsdp_mlp_overlap", func(p *plan.Plan) {
+			s := firstStep(t, p, func(s *plan.Step) bool { return s.Type == plan.Matmul && s.Output == "h/overlap/y/1" })
+			s.After = nil
+		}, "nothing orders the two", true},
 		{"a Matmul that does not wait for its chunk's Allgather", "tp_mlp_overlap_collective_k2", func(p *plan.Plan) {
 			s := firstStep(t, p, func(s *plan.Step) bool { return s.Type == plan.Matmul && s.Output == "h/overlap/y/1" })
 			s.After = nil
