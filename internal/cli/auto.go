@@ -40,6 +40,12 @@ func autoVars(cmd *cobra.Command, o *autoOptions) {
 	cmd.Flags().Var(&o.budget, "memory-budget", "with --auto: the most a device may hold at once, `SIZE` (bytes, or with a unit: 64MiB, 80GB); unlimited when unset")
 	cmd.Flags().StringVar(&o.emit, "emit-fusion", "", "with --auto: write the fusion with the chosen placements to `FILE` (atomically)")
 	fileFlag(cmd, "emit-fusion")
+	searchVars(cmd, o)
+}
+
+// searchVars declares the flags of the search itself, which a command
+// with no --emit-fusion (model) shares.
+func searchVars(cmd *cobra.Command, o *autoOptions) {
 	cmd.Flags().StringVar(&o.optimizer, "optimizer", "none", "with --auto, for a training step: what memory counts for each weight besides it, `none|sgd|adam`: none (the forward's tensors alone), sgd (its gradient), adam (its gradient and two float32 moments)")
 	cmd.Flags().DurationVar(&o.timeLimit, "time-limit", 0, "with --auto: stop the search after `DURATION` (30s, 2m) and keep the best shardings found, with how far from the fastest they may be; unlimited when unset")
 }
@@ -47,7 +53,7 @@ func autoVars(cmd *cobra.Command, o *autoOptions) {
 // check refuses the auto flags without --auto.
 func (o *autoOptions) check(cmd *cobra.Command) error {
 	for _, name := range []string{"memory-budget", "emit-fusion", "time-limit", "optimizer"} {
-		if name == "emit-fusion" && o.emitsBackward {
+		if name == "emit-fusion" && o.emitsBackward || cmd.Flags().Lookup(name) == nil {
 			continue
 		}
 		if !o.enabled && cmd.Flags().Changed(name) {

@@ -40,6 +40,15 @@ type Options struct {
 	Microbatches int
 	Schedule     string
 	Virtual      int
+	// Auto writes the fusion for lower --auto to shard (docs/models.md,
+	// "Choosing the sharding: --auto"): every weight `placements: auto`,
+	// read where it is stored (no FSDP gather), and every activation the
+	// plan would declare (the residual stream, the grouped-query heads'
+	// broadcast) left to the search; the inputs (token ids, labels, the
+	// rotary tables) and the loss stay given, the batch split along the
+	// mesh's dp, fsdp and ep axes and the sequence along cp, as the plan
+	// says. The mesh's axes' names then say only how the inputs are split.
+	Auto bool
 	// CapacityFactor scales a mixture of experts' capacity, the tokens of
 	// a group (a sequence) each expert takes: ⌈top_k·seq/experts ·
 	// CapacityFactor⌉, at most seq; 0 is DefaultCapacityFactor.
@@ -517,7 +526,7 @@ func (w *writer) tensors() {
 	w.tensor("labels", w.stream(), "int64", tokens, "the next tokens, the loss's targets")
 	w.stage = 0
 	w.weight("embed", []int{w.vocab, c.Hidden}, column, "[vocab, hidden], vocab-parallel")
-	if _, fsdp := w.gathered["embed"]; o.Backward && !fsdp {
+	if _, fsdp := w.gathered["embed"]; o.Backward && !fsdp && !o.Auto {
 		// The lookup's gradient adds rows into the table: its split on
 		// the vocabulary is in none of its operands, so it is declared
 		// (as weight declares every gradient that fsdp shards).
@@ -610,6 +619,10 @@ func (w *writer) layerTensors(l int, stream map[string]int) {
 		// key/value heads split along tp as its input's, its sequence
 		// whole (gathered along cp).
 		for _, t := range []string{"k_g", "v_g"} {
+			if o.Auto {
+				w.line("  %s: {mesh: %s, shape: %s, placements: auto}", n(t), w.mesh(), ints(w.batched(c.KVHeads, g, o.Seq, c.HeadDim)))
+				continue
+			}
 			w.line("  %s: {mesh: %s, shape: %s, placements: %s}", n(t), w.mesh(), ints(w.batched(c.KVHeads, g, o.Seq, c.HeadDim)),
 				w.p.placements(w.sharded(map[string]int{TP: 1})))
 		}
@@ -638,6 +651,11 @@ func (w *writer) tensor(name string, shape []int, dtype string, shard map[string
 // stored weight: the ReduceScatter into the shard each device keeps.
 func (w *writer) weight(name string, shape []int, shard map[string]int, note string) {
 	w.weights = append(w.weights, name)
+	if w.o.Auto {
+		// The plan's note names the sharding the search is to choose.
+		w.line("  %s: {mesh: %s, shape: %s, dtype: %s, placements: auto}", name, w.mesh(), ints(shape), w.o.DType)
+		return
+	}
 	d := w.p.fsdpDim(shard, len(shape))
 	if d < 0 {
 		w.tensor(name, shape, w.o.DType, shard, note)
@@ -784,6 +802,9 @@ func affix(name, p string) string {
 
 // residual declares a tensor of the residual stream: its placements only.
 func (w *writer) residual(name string, shard map[string]int) {
+	if w.o.Auto {
+		return // a decision of the search
+	}
 	w.line("  %s: {mesh: %s, placements: %s}", name, w.mesh(), w.p.placements(shard))
 }
 
