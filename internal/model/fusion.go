@@ -613,16 +613,15 @@ func (w *writer) layerTensors(l int, stream map[string]int) {
 	}
 	w.residual(n("mid"), stream)
 	w.residual(fmt.Sprintf("h%d", l+1), stream)
+	if o.Auto {
+		w.attentionTensors(n)
+	}
 	if g := c.Heads / c.KVHeads; g > 1 {
 		// A broadcast's output is declared: its shape gives the new
 		// axis's extent, the query heads sharing a key/value head; its
 		// key/value heads split along tp as its input's, its sequence
 		// whole (gathered along cp).
 		for _, t := range []string{"k_g", "v_g"} {
-			if o.Auto {
-				w.line("  %s: {mesh: %s, shape: %s, placements: auto}", n(t), w.mesh(), ints(w.batched(c.KVHeads, g, o.Seq, c.HeadDim)))
-				continue
-			}
 			w.line("  %s: {mesh: %s, shape: %s, placements: %s}", n(t), w.mesh(), ints(w.batched(c.KVHeads, g, o.Seq, c.HeadDim)),
 				w.p.placements(w.sharded(map[string]int{TP: 1})))
 		}
@@ -634,6 +633,42 @@ func (w *writer) layerTensors(l int, stream map[string]int) {
 			w.residual(n(t), w.sharded(map[string]int{TP: 2}))
 		}
 	}
+}
+
+// attentionTensors declares, for --auto, the tensors of a layer's
+// attention between the q, k and v projections' outputs and the output
+// projection's input: its heads split along tp and its batch along dp
+// and fsdp, as the plan says (Megatron-LM's head-parallel attention).
+// Left to the search, the rotary embedding's and the grouped-query
+// broadcast's tensors, several alive at once, made the search's frontier
+// the product of five or six tensors' options: beyond what it tabulates.
+func (w *writer) attentionTensors(n func(string) string) {
+	c := w.c
+	seqFirst := w.p.placements(w.sharded(map[string]int{TP: 2}))  // [batch, seq, heads, head_dim]
+	headsFirst := w.p.placements(w.sharded(map[string]int{TP: 1})) // [batch, heads, seq, head_dim]
+	var names []string
+	for _, t := range []string{"q", "k", "v"} {
+		names = append(names, t+"4")
+	}
+	if !c.Learned {
+		for _, t := range []string{"q", "k"} {
+			for _, x := range []string{"x1", "x2", "nx2", "rot", "xc", "rs"} {
+				names = append(names, t+"_"+x)
+			}
+		}
+		names = append(names, "qr", "kr")
+	}
+	for _, t := range names {
+		w.line("  %s: {mesh: %s, placements: %s}", n(t), w.mesh(), seqFirst)
+	}
+	names = []string{"qh", "kh", "vh", "oh"}
+	if c.Heads/c.KVHeads > 1 {
+		names = append(names, "k_t", "v_t")
+	}
+	for _, t := range names {
+		w.line("  %s: {mesh: %s, placements: %s}", n(t), w.mesh(), headsFirst)
+	}
+	w.line("  %s: {mesh: %s, placements: %s}", n("o4"), w.mesh(), seqFirst)
 }
 
 // tensor declares an input of the fusion.
