@@ -37,6 +37,9 @@ func (o *modelOptions) checkAuto(axes []model.Axis) error {
 	if slices.ContainsFunc(axes, func(a model.Axis) bool { return a.Name == model.PP }) {
 		return usageError{fmt.Errorf("--auto chooses the shardings within one mesh and does not cut a model into pipeline stages: leave pp out of --mesh (plan the pipeline by hand, without --auto)")}
 	}
+	if slices.ContainsFunc(axes, func(a model.Axis) bool { return (a.Name == model.CP || a.Name == model.EP) && a.Size > 1 }) {
+		return usageError{fmt.Errorf("--auto searches meshes of dp, fsdp and tp axes: context parallelism's (cp) and expert parallelism's (ep) layouts are written by hand only, without --auto")}
+	}
 	if o.keep {
 		return usageError{fmt.Errorf("--keep-gathered says how FSDP's gathered weights are kept; with --auto the search chooses the weights' shardings and writes no gather")}
 	}
@@ -195,14 +198,14 @@ func (o *modelOptions) writeChosen(w io.Writer, res *auto.Result, p model.Parall
 	case hand.err != nil:
 		fmt.Fprintf(ew, "the mesh's own plan (%s): cannot be written: %v\n\n", mesh, hand.err)
 	default:
-		fits := "fits"
+		fits := "within the budget"
 		if o.auto.budget.bytes > 0 && hand.bytes > o.auto.budget.bytes {
-			fits = "over the budget"
+			fits = "over the budget: may not fit"
 		}
 		tw := tabwriter.NewWriter(ew, 0, 4, 2, ' ', 0)
 		fmt.Fprintf(tw, "plan\tpredicted\tper device\n")
 		fmt.Fprintf(tw, "chosen by --auto\t%s\t%s (the search's peak)\n", explain.Seconds(res.Seconds), plan.Size(res.PeakBytes))
-		fmt.Fprintf(tw, "the mesh's own (%s)\t%s\t%s (every tensor at once: %s)\n", mesh, explain.Seconds(hand.seconds), plan.Size(hand.bytes), fits)
+		fmt.Fprintf(tw, "the mesh's own (%s)\t%s\t%s (every tensor held at once, an upper bound: %s)\n", mesh, explain.Seconds(hand.seconds), plan.Size(hand.bytes), fits)
 		if err := tw.Flush(); err != nil {
 			return err
 		}

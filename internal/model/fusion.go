@@ -644,7 +644,7 @@ func (w *writer) layerTensors(l int, stream map[string]int) {
 // the product of five or six tensors' options: beyond what it tabulates.
 func (w *writer) attentionTensors(n func(string) string) {
 	c := w.c
-	seqFirst := w.p.placements(w.sharded(map[string]int{TP: 2}))  // [batch, seq, heads, head_dim]
+	seqFirst := w.p.placements(w.sharded(map[string]int{TP: 2}))   // [batch, seq, heads, head_dim]
 	headsFirst := w.p.placements(w.sharded(map[string]int{TP: 1})) // [batch, heads, seq, head_dim]
 	var names []string
 	for _, t := range []string{"q", "k", "v"} {
