@@ -36,7 +36,7 @@ type autoOptions struct {
 	// then those, the same tie broken the same way, and the search
 	// without a budget keeps one partial assignment a state rather than
 	// a Pareto set. Only the runner-ups could differ (one over the
-	// budget), which model does not print.
+	// budget), which model does not print, and so does not search.
 	unboundedFirst bool
 	// emitsBackward is set by a command whose --emit-fusion, without
 	// --auto, writes a backward section as ops (lower).
@@ -94,7 +94,8 @@ func (o *autoOptions) compileAutoSource(cmd *cobra.Command, name string, src []b
 	}
 	search := opts
 	search.StepGraph = false // the search prices each op's steps as a list; the plan chosen is lowered as asked
-	ao := auto.Options{Lowering: search, MemoryBudget: o.budget.bytes, TimeLimit: o.timeLimit, Optimizer: o.optimizer, Progress: progressLine(cmd.ErrOrStderr())}
+	ao := auto.Options{Lowering: search, MemoryBudget: o.budget.bytes, TimeLimit: o.timeLimit, Optimizer: o.optimizer, Progress: progressLine(cmd.ErrOrStderr()),
+		NoRunnerUps: o.unboundedFirst}
 	var res *auto.Result
 	if o.unboundedFirst && o.budget.bytes > 0 {
 		free := ao
