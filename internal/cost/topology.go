@@ -195,7 +195,7 @@ func (t *Topology) Check() []string {
 		problems = append(problems, fmt.Sprintf("devices_per_node must be at least 1, got %d", t.DevicesPerNode))
 	}
 	if t.DeviceMemory < 0 {
-		problems = append(problems, fmt.Sprintf("device_memory_bytes must be positive (or absent: not known), got %d", t.DeviceMemory))
+		problems = append(problems, fmt.Sprintf("device_memory_bytes must not be negative (0 or absent: not known), got %d", t.DeviceMemory))
 	}
 	problems = append(problems, checkParams("memory", t.Memory.Params)...)
 	if t.Memory.Strided != nil {
