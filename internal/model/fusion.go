@@ -42,12 +42,11 @@ type Options struct {
 	Virtual      int
 	// Auto writes the fusion for lower --auto to shard (docs/models.md,
 	// "Choosing the sharding: --auto"): every weight `placements: auto`,
-	// read where it is stored (no FSDP gather), and every activation the
-	// plan would declare (the residual stream, the grouped-query heads'
-	// broadcast) left to the search; the inputs (token ids, labels, the
-	// rotary tables) and the loss stay given, the batch split along the
-	// mesh's dp, fsdp and ep axes and the sequence along cp, as the plan
-	// says. The mesh's axes' names then say only how the inputs are split.
+	// read where it is stored (no FSDP gather), and the activations
+	// outside attention (the residual stream, the norms' outputs, the
+	// projections', the MLP's) left undeclared, for the search to choose.
+	// The inputs (token ids, labels, the rotary tables), the loss and
+	// attention's tensors (attentionTensors) stay given as the plan says.
 	Auto bool
 	// CapacityFactor scales a mixture of experts' capacity, the tokens of
 	// a group (a sequence) each expert takes: ⌈top_k·seq/experts ·
@@ -468,6 +467,10 @@ func (w *writer) header() {
 		w.line("# The residual stream is written [cp, batch, seq/cp, ...]: cp splits the first dim%s.",
 			map[bool]string{true: ", tp the seq/cp one", false: ""}[w.p.SP && w.p.size(TP) > 1])
 	}
+	if o.Auto {
+		w.line("# The shardings of the weights and of the activations outside attention are left to the search of lower --auto;")
+		w.line("# the inputs, the loss and attention (its heads split along tp) are as the mesh's names say.")
+	}
 	if w.stages > 1 {
 		w.line("# Pipeline: %d stages%s, %s, %d micro-batches; the residual stream moves to the next stage with a set.",
 			w.stages, w.virtualNote(), o.Schedule, o.Microbatches)
@@ -687,7 +690,8 @@ func (w *writer) tensor(name string, shape []int, dtype string, shard map[string
 func (w *writer) weight(name string, shape []int, shard map[string]int, note string) {
 	w.weights = append(w.weights, name)
 	if w.o.Auto {
-		// The plan's note names the sharding the search is to choose.
+		// No note: the plan's (column-parallel, ...) names a sharding
+		// the search may not choose.
 		w.line("  %s: {mesh: %s, shape: %s, dtype: %s, placements: auto}", name, w.mesh(), ints(shape), w.o.DType)
 		return
 	}
