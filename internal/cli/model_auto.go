@@ -209,6 +209,18 @@ func (o *modelOptions) writeChosen(w io.Writer, res *auto.Result, p model.Parall
 		if err := tw.Flush(); err != nil {
 			return err
 		}
+		switch {
+		case hand.seconds < res.Seconds && res.BackwardOps > 0:
+			// The search minimises each op's forward and gradient priced
+			// alone, not the step's plan (docs/auto.md, "Training steps").
+			fmt.Fprintf(ew, "the mesh's own plan is predicted faster: the search minimised the sum of its ops' forward and gradient prices, %s, not the step's time\n",
+				explain.Seconds(res.Searched))
+		case hand.seconds < res.Seconds:
+			// Attention is given as the plan says, and the search
+			// prices the rest exactly: the plan's own choices were
+			// not among the search's (an FSDP gather, say).
+			fmt.Fprintf(ew, "the mesh's own plan is predicted faster: it shards as --auto's candidates do not\n")
+		}
 		fmt.Fprintln(ew)
 	}
 	return ew.err
