@@ -438,6 +438,8 @@ func TestTopologySchemaRejects(t *testing.T) {
 		{name: "without compute", src: base[:strings.Index(base, "\ncompute:\n")+1], valid: true},
 		{name: "format 2", src: strings.Replace(base, "format: 1", "format: 2", 1)},
 		{name: "no devices per node", src: strings.Replace(base, "devices_per_node: 8", "devices_per_node: 0", 1)},
+		{name: "negative device memory", src: strings.Replace(base, "device_memory_bytes: 150109880320", "device_memory_bytes: -1", 1)},
+		{name: "device memory not known", src: strings.Replace(base, "device_memory_bytes: 150109880320\n", "", 1), valid: true},
 		{name: "unknown key", src: base + "gpus: 8\n"},
 		{name: "unknown collective", src: strings.Replace(base, "    AllToAll:", "    Alltoall:", 1)},
 		{name: "unknown key in a link", src: strings.Replace(base, "network:\n", "network:\n  hops: 2\n", 1)},

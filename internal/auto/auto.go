@@ -63,6 +63,10 @@ type Options struct {
 	// first) are each lowered as a step graph and the one whose makespan
 	// is least is taken (rerank.go). Lowering.StepGraph must be false.
 	StepGraph bool
+	// NoRunnerUps leaves out each decision's runner-up (Decision.RunnerUp
+	// empty): the programme's backward pass, about the search's work
+	// again, for a caller that shows only the choices (model --auto).
+	NoRunnerUps bool
 	// forwardOnly prices a training step's forward alone, as --auto did
 	// before it priced the gradients (the tests' baseline).
 	forwardOnly bool
@@ -227,7 +231,7 @@ func Solve(file string, src []byte, opts Options) (*Result, error) {
 			internal[v.t.Name] = true // a composite's: no file declares it, the lowering propagates it
 		}
 	}
-	res.Decisions = runnerUps(sv, best, rep)
+	res.Decisions = decisions(sv, best, rep, !opts.NoRunnerUps)
 	res.Decisions = slices.DeleteFunc(res.Decisions, func(d Decision) bool { return internal[d.Tensor] })
 	if res.Fusion, err = annotateChoice(sv, tree, best.choice); err != nil {
 		return nil, err
@@ -301,9 +305,15 @@ func (m *model) price(ev *evaluator, tree *source, rep *reporter, gradients bool
 // backward pass gives them all at once (solver.backward; under a budget,
 // from the partial assignments no other dominates).
 func runnerUps(sv *solver, best *solution, rep *reporter) []Decision {
+	return decisions(sv, best, rep, true)
+}
+
+// decisions lists each decision's choice, with its runner-up (runnerUps)
+// when withRunnerUps is set.
+func decisions(sv *solver, best *solution, rep *reporter, withRunnerUps bool) []Decision {
 	var marg [][]int64
 	var other []int
-	if sv.exact {
+	if sv.exact && withRunnerUps {
 		marg, other = sv.backward(best.choice, func(done, total int) { rep.report("runner-ups", done, total) })
 	}
 	var out []Decision

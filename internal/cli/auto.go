@@ -30,6 +30,14 @@ type autoOptions struct {
 	emit      string
 	timeLimit time.Duration
 	optimizer string
+	// unboundedFirst, with a budget, solves without it first and keeps
+	// that choice when it fits (model --auto, whose default budget, a
+	// device's memory, rarely binds): the fastest shardings that fit are
+	// then those, the same tie broken the same way, and the search
+	// without a budget keeps one partial assignment a state rather than
+	// a Pareto set. Only the runner-ups could differ (one over the
+	// budget), which model does not print, and so does not search.
+	unboundedFirst bool
 	// emitsBackward is set by a command whose --emit-fusion, without
 	// --auto, writes a backward section as ops (lower).
 	emitsBackward bool
@@ -40,6 +48,12 @@ func autoVars(cmd *cobra.Command, o *autoOptions) {
 	cmd.Flags().Var(&o.budget, "memory-budget", "with --auto: the most a device may hold at once, `SIZE` (bytes, or with a unit: 64MiB, 80GB); unlimited when unset")
 	cmd.Flags().StringVar(&o.emit, "emit-fusion", "", "with --auto: write the fusion with the chosen placements to `FILE` (atomically)")
 	fileFlag(cmd, "emit-fusion")
+	searchVars(cmd, o)
+}
+
+// searchVars declares the flags of the search itself, which a command
+// with no --emit-fusion (model) shares.
+func searchVars(cmd *cobra.Command, o *autoOptions) {
 	cmd.Flags().StringVar(&o.optimizer, "optimizer", "none", "with --auto, for a training step: what memory counts for each weight besides it, `none|sgd|adam`: none (the forward's tensors alone), sgd (its gradient), adam (its gradient and two float32 moments)")
 	cmd.Flags().DurationVar(&o.timeLimit, "time-limit", 0, "with --auto: stop the search after `DURATION` (30s, 2m) and keep the best shardings found, with how far from the fastest they may be; unlimited when unset")
 }
@@ -47,7 +61,7 @@ func autoVars(cmd *cobra.Command, o *autoOptions) {
 // check refuses the auto flags without --auto.
 func (o *autoOptions) check(cmd *cobra.Command) error {
 	for _, name := range []string{"memory-budget", "emit-fusion", "time-limit", "optimizer"} {
-		if name == "emit-fusion" && o.emitsBackward {
+		if name == "emit-fusion" && o.emitsBackward || cmd.Flags().Lookup(name) == nil {
 			continue
 		}
 		if !o.enabled && cmd.Flags().Changed(name) {
@@ -80,10 +94,21 @@ func (o *autoOptions) compileAutoSource(cmd *cobra.Command, name string, src []b
 	}
 	search := opts
 	search.StepGraph = false // the search prices each op's steps as a list; the plan chosen is lowered as asked
-	res, err := auto.Solve(name, src, auto.Options{Lowering: search, MemoryBudget: o.budget.bytes, TimeLimit: o.timeLimit, Optimizer: o.optimizer,
-		Progress: progressLine(cmd.ErrOrStderr()), StepGraph: opts.StepGraph})
-	if err != nil {
-		return nil, nil, reportIn(cmd, name, err)
+	ao := auto.Options{Lowering: search, MemoryBudget: o.budget.bytes, TimeLimit: o.timeLimit, Optimizer: o.optimizer, Progress: progressLine(cmd.ErrOrStderr()),
+		NoRunnerUps: o.unboundedFirst, StepGraph: opts.StepGraph}
+	var res *auto.Result
+	if o.unboundedFirst && o.budget.bytes > 0 {
+		free := ao
+		free.MemoryBudget = 0
+		if r, err := auto.Solve(name, src, free); err == nil && r.Exact && r.PeakBytes <= o.budget.bytes {
+			res = r
+		}
+	}
+	if res == nil {
+		var err error
+		if res, err = auto.Solve(name, src, ao); err != nil {
+			return nil, nil, reportIn(cmd, name, err)
+		}
 	}
 	if !res.Exact {
 		warn(cmd, diag.Warn(name, "--auto stopped its search at its limit; the shardings are the best it found, at most %s slower than the fastest (give some tensors placements, or a longer --time-limit)", explain.Seconds(res.Gap)))

@@ -39,6 +39,10 @@ type modelOptions struct {
 	policy      *enumFlag
 	objective   *enumFlag
 	topology    string
+	// auto leaves the shardings to the search of lower --auto.
+	auto autoOptions
+	// changed reports whether a flag was given.
+	changed func(name string) bool
 }
 
 func newModelCmd() *cobra.Command {
@@ -69,6 +73,8 @@ device.`,
 		ValidArgsFunction: fileArg("json"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.scheduleSet = cmd.Flags().Changed("schedule")
+			o.changed = cmd.Flags().Changed
+			o.auto.unboundedFirst = true
 			return o.run(cmd, args[0])
 		},
 	}
@@ -94,6 +100,9 @@ device.`,
 	fileFlag(cmd, "output")
 	enumVar(cmd, o.policy, "policy", "lowering policy with --plan or --summary: optimal or nvfuser")
 	objectiveVar(cmd, o.objective)
+	f.BoolVar(&o.auto.enabled, "auto", false, "leave the weights' and activations' shardings to the search of lower --auto, within --memory-budget: -o writes the fusion with the chosen placements, --plan its plan, --summary what was chosen beside the mesh's own plan (docs/models.md)")
+	f.Var(&o.auto.budget, "memory-budget", "with --auto: the most a device may hold at once, `SIZE` (bytes, or with a unit: 64GiB, 80GB); by default the topology's device memory (the built-in H200's: 150,109,880,320 bytes)")
+	searchVars(cmd, &o.auto)
 	choiceOrFileVar(cmd, &o.topology, "topology", "default",
 		"price the steps on a topology: default (the built-in H200 one) or a FILE that calibrate --fit wrote",
 		[]string{"default"}, topologyExts...)
@@ -120,6 +129,9 @@ func (o *modelOptions) run(cmd *cobra.Command, arg string) error {
 		}
 		c, mo = model.ScaleDown(c, p, mo)
 		mo.Name += "_small"
+	}
+	if o.auto.enabled {
+		return o.runAuto(cmd, name, c, p, mo)
 	}
 	fusion, err := model.Fusion(c, p, mo)
 	if err != nil {
@@ -173,6 +185,9 @@ func (o *modelOptions) check(arg string) (model.Parallel, model.Options, error) 
 	axes, err := model.ParseMesh(o.mesh)
 	if err != nil {
 		return p, model.Options{}, usageError{fmt.Errorf("--mesh: %w", err)}
+	}
+	if err := o.checkAuto(axes); err != nil {
+		return p, model.Options{}, err
 	}
 	p = model.NewParallel(axes, o.sp)
 	if o.micro < 0 || o.virtual < 0 || o.first < 0 || o.last < 0 {

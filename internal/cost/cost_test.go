@@ -32,7 +32,8 @@ const defaultSource = "nvlink: minimax relative-error fit (nvcomm calibrate --fi
 	"memory: H200 device-to-device copy, about 4.3 TB/s read plus written. " +
 	"compute: minimax relative-error fit of internal/cost/testdata/matmul-h200.csv (one H200, torch 2.11, " +
 	"linear of normally distributed operands, sides 256 to 16384, products of 2·1024³ operations or more, device time); float64: the H200 SXM " +
-	"datasheet's 67 TFLOPS."
+	"datasheet's 67 TFLOPS. device_memory_bytes: torch.cuda.get_device_properties(0).total_memory on an H200 " +
+	"(nvidia-smi: 143,771 MiB, 615 MiB of it reserved)."
 
 // readSamples reads a calibration CSV.
 func readSamples(tb testing.TB, path string) []Sample {

@@ -42,6 +42,13 @@ type Topology struct {
 	Source string `yaml:"source,omitempty"`
 	// DevicesPerNode is the number of devices of one node.
 	DevicesPerNode int `yaml:"devices_per_node"`
+	// DeviceMemory is the bytes one device can allocate; 0 when the
+	// topology does not say. It is the default memory budget of
+	// `nvcomm model --auto`. The built-in H200's is what
+	// torch.cuda.get_device_properties reports (total_memory,
+	// 150,109,880,320 bytes: nvidia-smi's 143,771 MiB less the 615 MiB
+	// the driver reserves), under the datasheet's 141 GB of HBM3e.
+	DeviceMemory int64 `yaml:"device_memory_bytes,omitempty"`
 	// NVLink prices teams inside one node.
 	NVLink Link `yaml:"nvlink"`
 	// Network prices teams that span nodes.
@@ -186,6 +193,9 @@ func (t *Topology) Check() []string {
 	}
 	if t.DevicesPerNode < 1 {
 		problems = append(problems, fmt.Sprintf("devices_per_node must be at least 1, got %d", t.DevicesPerNode))
+	}
+	if t.DeviceMemory < 0 {
+		problems = append(problems, fmt.Sprintf("device_memory_bytes must not be negative (0 or absent: not known), got %d", t.DeviceMemory))
 	}
 	problems = append(problems, checkParams("memory", t.Memory.Params)...)
 	if t.Memory.Strided != nil {

@@ -47,6 +47,14 @@ type Options struct {
 	// room for the embedding, or the LM head and the loss. The stages
 	// between share the remaining blocks equally; 0 is an equal share.
 	FirstStageBlocks, LastStageBlocks int
+	// Auto writes the fusion for lower --auto to shard (docs/models.md,
+	// "Choosing the sharding: --auto"): every weight `placements: auto`,
+	// read where it is stored (no FSDP gather), and the activations
+	// outside attention (the residual stream, the norms' outputs, the
+	// projections', the MLP's) left undeclared, for the search to choose.
+	// The inputs (token ids, labels, the rotary tables), the loss and
+	// attention's tensors (attentionTensors) stay given as the plan says.
+	Auto bool
 	// CapacityFactor scales a mixture of experts' capacity, the tokens of
 	// a group (a sequence) each expert takes: ⌈top_k·seq/experts ·
 	// CapacityFactor⌉, at most seq; 0 is DefaultCapacityFactor.
@@ -502,6 +510,10 @@ func (w *writer) header() {
 		w.line("# The residual stream is written [cp, batch, seq/cp, ...]: cp splits the first dim%s.",
 			map[bool]string{true: ", tp the seq/cp one", false: ""}[w.p.SP && w.p.size(TP) > 1])
 	}
+	if o.Auto {
+		w.line("# The shardings of the weights and of the activations outside attention are left to the search of lower --auto;")
+		w.line("# the inputs, the loss and attention (its heads split along tp) are as the mesh's names say.")
+	}
 	if w.stages > 1 {
 		w.line("# Pipeline: %d stages%s, %s, %d micro-batches; the residual stream moves to the next stage with a set.",
 			w.stages, w.virtualNote(), o.Schedule, o.Microbatches)
@@ -566,7 +578,7 @@ func (w *writer) tensors() {
 	w.tensor("labels", w.stream(), "int64", tokens, "the next tokens, the loss's targets")
 	w.stage = 0
 	w.weight("embed", []int{w.vocab, c.Hidden}, column, "[vocab, hidden], vocab-parallel")
-	if _, fsdp := w.gathered["embed"]; o.Backward && !fsdp {
+	if _, fsdp := w.gathered["embed"]; o.Backward && !fsdp && !o.Auto {
 		// The lookup's gradient adds rows into the table: its split on
 		// the vocabulary is in none of its operands, so it is declared
 		// (as weight declares every gradient that fsdp shards).
@@ -653,6 +665,9 @@ func (w *writer) layerTensors(l int, stream map[string]int) {
 	}
 	w.residual(n("mid"), stream)
 	w.residual(fmt.Sprintf("h%d", l+1), stream)
+	if o.Auto {
+		w.attentionTensors(n)
+	}
 	if w.p.size(CP) > 1 {
 		// Context parallelism gathers the keys and values whole: the
 		// sequence of each, its heads split as before.
@@ -660,6 +675,38 @@ func (w *writer) layerTensors(l int, stream map[string]int) {
 			w.residual(n(t), w.sharded(map[string]int{TP: 2}))
 		}
 	}
+}
+
+// attentionTensors declares, for --auto, the tensors of a layer's
+// attention between the q, k and v projections' outputs and the output
+// projection's input: its heads split along tp and its batch along dp
+// and fsdp, as the plan says (Megatron-LM's head-parallel attention).
+// Left to the search, the rotary embedding's and the grouped-query
+// broadcast's tensors, several alive at once, made the search's frontier
+// the product of five or six tensors' options: beyond what it tabulates.
+func (w *writer) attentionTensors(n func(string) string) {
+	c := w.c
+	seqFirst := w.p.placements(w.sharded(map[string]int{TP: 2}))   // [batch, seq, heads, head_dim]
+	headsFirst := w.p.placements(w.sharded(map[string]int{TP: 1})) // [batch, heads, seq, head_dim]
+	var names []string
+	for _, t := range []string{"q", "k", "v"} {
+		names = append(names, t+"4")
+	}
+	if !c.Learned {
+		for _, t := range []string{"q", "k"} {
+			for _, x := range []string{"x1", "x2", "nx2", "rot", "xc", "rs"} {
+				names = append(names, t+"_"+x)
+			}
+		}
+		names = append(names, "qr", "kr")
+	}
+	for _, t := range names {
+		w.line("  %s: {mesh: %s, placements: %s}", n(t), w.mesh(), seqFirst)
+	}
+	for _, t := range []string{"qh", "kh", "vh", "oh"} {
+		w.line("  %s: {mesh: %s, placements: %s}", n(t), w.mesh(), headsFirst)
+	}
+	w.line("  %s: {mesh: %s, placements: %s}", n("o4"), w.mesh(), seqFirst)
 }
 
 // tensor declares an input of the fusion.
@@ -677,6 +724,12 @@ func (w *writer) tensor(name string, shape []int, dtype string, shard map[string
 // stored weight: the ReduceScatter into the shard each device keeps.
 func (w *writer) weight(name string, shape []int, shard map[string]int, note string) {
 	w.weights = append(w.weights, name)
+	if w.o.Auto {
+		// No note: the plan's (column-parallel, ...) names a sharding
+		// the search may not choose.
+		w.line("  %s: {mesh: %s, shape: %s, dtype: %s, placements: auto}", name, w.mesh(), ints(shape), w.o.DType)
+		return
+	}
 	d := w.p.fsdpDim(shard, len(shape))
 	if d < 0 {
 		w.tensor(name, shape, w.o.DType, shard, note)
@@ -825,6 +878,9 @@ func affix(name, p string) string {
 
 // residual declares a tensor of the residual stream: its placements only.
 func (w *writer) residual(name string, shard map[string]int) {
+	if w.o.Auto {
+		return // a decision of the search
+	}
 	w.line("  %s: {mesh: %s, placements: %s}", name, w.mesh(), w.p.placements(shard))
 }
 
