@@ -72,15 +72,28 @@ func (o *modelOptions) runAuto(cmd *cobra.Command, name string, c *model.Config,
 	if err != nil {
 		return err
 	}
+	// The mesh's own plan is a candidate too: --auto never writes a step
+	// predicted slower than the one the mesh's names shard, when that one
+	// fits the budget.
+	hand := o.handPlan(c, p, mo, opts, t)
+	kept := hand.err == nil && hand.seconds < res.Seconds && o.handFits(hand)
+	out, outPlan, outOptions := res.Fusion, pl, am
+	if kept {
+		out, outPlan, outOptions = hand.fusion, hand.plan, mo
+		if !o.summary {
+			fmt.Fprintf(cmd.ErrOrStderr(), "nvcomm: model --auto: the mesh's own plan (%s), predicted %s, is faster than the search's choice, %s: writing it (docs/models.md)\n",
+				meshFlagText(p), explain.Seconds(hand.seconds), explain.Seconds(res.Seconds))
+		}
+	}
 	switch {
 	case o.plan:
 		return streamOutput(cmd, o.output, func(w io.Writer) error {
-			return plan.Encode(&planLimitWriter{w: w, left: planLimit(cmd), cmd: cmd}, pl)
+			return plan.Encode(&planLimitWriter{w: w, left: planLimit(cmd), cmd: cmd}, outPlan)
 		})
 	case !o.summary:
-		return writeOutput(cmd, o.output, res.Fusion)
+		return writeOutput(cmd, o.output, out)
 	}
-	s, err := model.Summarize(pl, c, p, am, t)
+	s, err := model.Summarize(outPlan, c, p, outOptions, t)
 	if err != nil {
 		return err
 	}
@@ -88,14 +101,19 @@ func (o *modelOptions) runAuto(cmd *cobra.Command, name string, c *model.Config,
 	if err != nil {
 		return err
 	}
-	hand := o.handPlan(c, p, mo, opts, t)
 	return streamOutput(cmd, o.output, func(w io.Writer) error {
-		fmt.Fprintf(w, "%s: %s\n\n", am.Name, strings.TrimSpace(fusionHeader(fusion)))
-		if err := o.writeChosen(w, res, p, weights, hand); err != nil {
+		fmt.Fprintf(w, "%s: %s\n\n", outOptions.Name, strings.TrimSpace(fusionHeader(out)))
+		if err := o.writeChosen(w, res, p, weights, hand, kept); err != nil {
 			return err
 		}
 		return s.WriteText(w)
 	})
+}
+
+// handFits reports whether the mesh's own plan fits the memory budget by
+// its upper bound (every tensor held at once): unbounded, or within it.
+func (o *modelOptions) handFits(hand handResult) bool {
+	return o.auto.budget.bytes <= 0 || hand.bytes <= o.auto.budget.bytes
 }
 
 // flagChanged reports whether the model command's flag name was given.
@@ -113,6 +131,10 @@ type handResult struct {
 	// as --optimizer counts it.
 	seconds float64
 	bytes   int64
+	// fusion and plan are the fusion model writes without --auto and
+	// its plan, written instead of the search's when faster.
+	fusion []byte
+	plan   *plan.Plan
 }
 
 // handPlan lowers the fusion that model writes without --auto for the
@@ -141,7 +163,7 @@ func (o *modelOptions) handPlan(c *model.Config, p model.Parallel, mo model.Opti
 	case "adam":
 		b += s.GradientBytes + 8*s.Parameters // two float32 moments, as the search counts them
 	}
-	return handResult{seconds: s.Time, bytes: b}
+	return handResult{seconds: s.Time, bytes: b, fusion: fusion, plan: pl}
 }
 
 // layerPrefix is a block's prefix of a weight's name: l12_.
@@ -149,8 +171,9 @@ var layerPrefix = regexp.MustCompile(`^l[0-9]+_`)
 
 // writeChosen writes the search's headline, what it chose for each kind
 // of weight (the blocks' weights of one name together) and the mesh's
-// own plan beside it.
-func (o *modelOptions) writeChosen(w io.Writer, res *auto.Result, p model.Parallel, weights []string, hand handResult) error {
+// own plan beside it, and which of the two the summary below is of
+// (kept: the mesh's own, predicted faster and within the budget).
+func (o *modelOptions) writeChosen(w io.Writer, res *auto.Result, p model.Parallel, weights []string, hand handResult, kept bool) error {
 	ew := &errWriter{w: w}
 	budget := "no memory budget"
 	if o.auto.budget.bytes > 0 {
@@ -199,7 +222,7 @@ func (o *modelOptions) writeChosen(w io.Writer, res *auto.Result, p model.Parall
 		fmt.Fprintf(ew, "the mesh's own plan (%s): cannot be written: %v\n\n", mesh, hand.err)
 	default:
 		fits := "within the budget"
-		if o.auto.budget.bytes > 0 && hand.bytes > o.auto.budget.bytes {
+		if !o.handFits(hand) {
 			fits = "over the budget: may not fit"
 		}
 		tw := tabwriter.NewWriter(ew, 0, 4, 2, ' ', 0)
@@ -209,17 +232,24 @@ func (o *modelOptions) writeChosen(w io.Writer, res *auto.Result, p model.Parall
 		if err := tw.Flush(); err != nil {
 			return err
 		}
+		why := ""
 		switch {
-		case hand.seconds < res.Seconds && res.BackwardOps > 0:
+		case hand.seconds >= res.Seconds:
+		case res.BackwardOps > 0:
 			// The search minimises each op's forward and gradient priced
 			// alone, not the step's plan (docs/auto.md, "Training steps").
-			fmt.Fprintf(ew, "the mesh's own plan is predicted faster: the search minimised the sum of its ops' forward and gradient prices, %s, not the step's time\n",
-				explain.Seconds(res.Searched))
-		case hand.seconds < res.Seconds:
+			why = fmt.Sprintf("the search minimised the sum of its ops' forward and gradient prices, %s, not the step's time", explain.Seconds(res.Searched))
+		default:
 			// Attention is given as the plan says, and the search
 			// prices the rest exactly: the plan's own choices were
 			// not among the search's (an FSDP gather, say).
-			fmt.Fprintf(ew, "the mesh's own plan is predicted faster: it shards as --auto's candidates do not\n")
+			why = "it shards as --auto's candidates do not"
+		}
+		switch {
+		case kept:
+			fmt.Fprintf(ew, "the mesh's own plan is predicted faster (%s) and fits: it is written, and summarized below\n", why)
+		case why != "":
+			fmt.Fprintf(ew, "the mesh's own plan is predicted faster (%s), but may not fit the budget: the search's choice is written\n", why)
 		}
 		fmt.Fprintln(ew)
 	}

@@ -89,3 +89,27 @@ func TestModelAutoUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestModelAutoKeepsFasterMeshPlan checks that model --auto never writes
+// a step slower than the mesh's own: on a scaled-down training step the
+// search's sum of per-op prices picks a plan slower than Megatron-LM's
+// split the mesh names (docs/models.md), and the fusion written is then
+// the mesh's own, byte for byte, with a line on standard error saying so.
+func TestModelAutoKeepsFasterMeshPlan(t *testing.T) {
+	config := "../../testdata/models/llama3_8b/config.json"
+	flags := []string{"model", config, "--scale-down", "--mesh", "dp=2,tp=4", "--backward"}
+	code, hand, stderr := run(t, "", flags...)
+	if code != 0 {
+		t.Fatalf("model exited %d: %s", code, stderr)
+	}
+	code, chosen, stderr := run(t, "", append(flags, "--auto", "--optimizer", "adam")...)
+	if code != 0 {
+		t.Fatalf("model --auto exited %d: %s", code, stderr)
+	}
+	if d := cmp.Diff(hand, chosen); d != "" {
+		t.Errorf("model --auto wrote another fusion than the mesh's own, predicted faster (-own +written):\n%s", firstLines(d, 20))
+	}
+	if want := "the mesh's own plan (dp=2,tp=4), predicted "; !strings.Contains(stderr, want) {
+		t.Errorf("stderr %q, want a line with %q", stderr, want)
+	}
+}
