@@ -25,7 +25,10 @@ func TestModelScaleDownAutoSimulates(t *testing.T) {
 		for _, flags := range [][]string{nil, {"--backward", "--optimizer", "adam"}} {
 			fusion := filepath.Join(t.TempDir(), "chosen.yaml")
 			args := append([]string{"model", config, "--mesh", tc.mesh, "--scale-down", "--auto", "-o", fusion}, flags...)
-			if code, _, stderr := run(t, "", args...); code != 0 || stderr != "" {
+			// Standard error may say that the mesh's own plan, faster,
+			// was written (TestModelAutoKeepsFasterMeshPlan); either is
+			// simulated.
+			if code, _, stderr := run(t, "", args...); code != 0 || stderr != "" && !strings.Contains(stderr, "the mesh's own plan") {
 				t.Fatalf("%s %s %v: model exited %d: %s", tc.config, tc.mesh, flags, code, stderr)
 			}
 			src, err := os.ReadFile(fusion)

@@ -161,7 +161,8 @@ ops:
 
 // TestSDPAGQAExpansion checks grouped-query sdpa's expansion: k and v
 // repeated for their groups (a broadcast to [2, 2, 2, 10, 6] and a reshape
-// merging each head with its copies), then the attention of equal heads,
+// merging each head with its copies; v's after the softmax, where it is
+// read), then the attention of equal heads,
 // every op local where the heads are split in whole groups.
 func TestSDPAGQAExpansion(t *testing.T) {
 	f, err := Parse("in.yaml", []byte(gqaHead+"  - {op: sdpa, in: [q, k, v], out: o, causal: false, enable_gqa: true}\n"))
@@ -172,8 +173,6 @@ func TestSDPAGQAExpansion(t *testing.T) {
 	want := []opSum{
 		{"o/k_rep_b = broadcast(k, axes=[2])", sdpa, "m propagated"},
 		{"o/k_rep = reshape(o/k_rep_b, shape=[2, 4, 10, 6])", sdpa, "m propagated"},
-		{"o/v_rep_b = broadcast(v, axes=[2])", sdpa, "m propagated"},
-		{"o/v_rep = reshape(o/v_rep_b, shape=[2, 4, 10, 6])", sdpa, "m propagated"},
 		{"o/kt = permute(o/k_rep, dims=[0, 1, 3, 2])", sdpa, "m propagated"},
 		{"o/scores = matmul(q, o/kt)", sdpa, "m propagated"},
 		{"o/scaled = mul(o/scores, 0.4082482904638631)", sdpa, "m propagated"},
@@ -184,6 +183,8 @@ func TestSDPAGQAExpansion(t *testing.T) {
 		{"o/sum = sum(o/exp, axis=3)", sdpa, "m propagated"},
 		{"o/sum_b = broadcast(o/sum, axes=[3])", sdpa, "m propagated"},
 		{"o/probs = div(o/exp, o/sum_b)", sdpa, "m propagated"},
+		{"o/v_rep_b = broadcast(v, axes=[2])", sdpa, "m propagated"},
+		{"o/v_rep = reshape(o/v_rep_b, shape=[2, 4, 10, 6])", sdpa, "m propagated"},
 		{"o = matmul(o/probs, o/v_rep)", sdpa, "m propagated"},
 	}
 	if d := cmp.Diff(want, opSums(f)); d != "" {

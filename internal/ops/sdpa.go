@@ -94,9 +94,9 @@ func expandSDPA(in [][]int, a Attrs) ([]ExpandStep, *ExpandError) {
 	dims[r-2], dims[r-1] = r-1, r-2
 	var e expansion
 	k, v := Ref(1), Ref(2)
-	if g := sdpaGroup(in); g > 1 {
+	g := sdpaGroup(in)
+	if g > 1 {
 		k = e.repeatHeads("k_rep", k, in[1], g)
-		v = e.repeatHeads("v_rep", v, in[2], g)
 	}
 	kt := e.add(ExpandStep{Name: "kt", Op: "permute", In: []Ref{k}, Values: Values{{Key: AttrDims, Ints: dims}}})
 	scores := e.binary("scores", "matmul", 0, kt)
@@ -106,6 +106,12 @@ func expandSDPA(in [][]int, a Attrs) ([]ExpandStep, *ExpandError) {
 		probs = e.causalSoftmax(scaled, r-1, "probs")
 	} else {
 		probs = e.softmax(scaled, r-1, "probs")
+	}
+	if g > 1 {
+		// v is repeated where it is read, after the softmax, so that the
+		// repeated copy is not live across it: lower --auto's search
+		// holds each live intermediate's sharding in its state.
+		v = e.repeatHeads("v_rep", v, in[2], g)
 	}
 	e.binary("", "matmul", probs, v)
 	return e.done(), nil
