@@ -141,23 +141,33 @@ func (g Overlap) Steps() []Step {
 // Concat puts, in each of Out's M·T blocks of Rows columns, the k chunks'
 // m columns one after another.
 func (g Overlap) collectiveAGW() []Step {
+	t, m := len(g.Devices), g.Rows/g.Chunks
+	return g.gatherChunks("w", g.W, overlapBuilder.matmulW, []int{g.M * t, g.Chunks * m, 1})
+}
+
+// gatherChunks is a collective-based decomposition of an Allgather of
+// src's rows before a product: src cut into k chunks of m rows of each
+// device's block (named what/j), chunk j gathered (what+"g"/j) and
+// multiplied by product into y/j, and the k products interleaved into
+// Out by a Concat of dims outDims.
+func (g Overlap) gatherChunks(what, src string, product func(overlapBuilder, string, int, string) Step, outDims []int) []Step {
 	t, k := len(g.Devices), g.Chunks
 	m := g.Rows / k
 	b := g.all()
 	var steps []Step
 	for j := range k {
-		steps = append(steps, b.concat(g.chunk("w", j), []int{1, m, g.K}, [][]int{{g.Rows, j * m, m}}, g.W))
+		steps = append(steps, b.concat(g.chunk(what, j), []int{1, m, g.K}, [][]int{{g.Rows, j * m, m}}, src))
 	}
 	team := [][]int{append([]int(nil), g.Devices...)}
 	var parts []string
 	for j := range k {
 		steps = append(steps,
-			Step{Kind: KindCollective, Type: Allgather, Teams: team, Input: g.chunk("w", j), Output: g.chunk("wg", j),
+			Step{Kind: KindCollective, Type: Allgather, Teams: team, Input: g.chunk(what, j), Output: g.chunk(what+"g", j),
 				Count: Count{Input: m * g.K, Output: t * m * g.K}},
-			b.matmulW(g.chunk("y", j), t*m, g.chunk("wg", j)))
+			product(b, g.chunk("y", j), t*m, g.chunk(what+"g", j)))
 		parts = append(parts, g.chunk("y", j))
 	}
-	return append(steps, b.concat(g.Out, []int{g.M * t, k * m, 1}, wholeWindows(k, m), parts...))
+	return append(steps, b.concat(g.Out, outDims, wholeWindows(k, m), parts...))
 }
 
 // all is a builder on every device of the mesh.
@@ -168,23 +178,8 @@ func (g Overlap) chunk(what string, j int) string { return g.Buffer(what + "/" +
 
 // collectiveAG is the collective-based Allgather + matmul.
 func (g Overlap) collectiveAG() []Step {
-	t, k := len(g.Devices), g.Chunks
-	m := g.Rows / k
-	b := g.all()
-	var steps []Step
-	for j := range k {
-		steps = append(steps, b.concat(g.chunk("x", j), []int{1, m, g.K}, [][]int{{g.Rows, j * m, m}}, g.In))
-	}
-	team := [][]int{append([]int(nil), g.Devices...)}
-	var parts []string
-	for j := range k {
-		steps = append(steps,
-			Step{Kind: KindCollective, Type: Allgather, Teams: team, Input: g.chunk("x", j), Output: g.chunk("xg", j),
-				Count: Count{Input: m * g.K, Output: t * m * g.K}},
-			b.matmul(g.chunk("y", j), t*m, g.chunk("xg", j)))
-		parts = append(parts, g.chunk("y", j))
-	}
-	return append(steps, b.concat(g.Out, []int{t, k * m, g.N}, wholeWindows(k, m), parts...))
+	t, m := len(g.Devices), g.Rows/g.Chunks
+	return g.gatherChunks("x", g.In, overlapBuilder.matmul, []int{t, g.Chunks * m, g.N})
 }
 
 // collectiveRS is the collective-based matmul + ReduceScatter.
