@@ -76,6 +76,9 @@ func TestModelExportGloo(t *testing.T) {
 		{"mixtral_8x7b", "ep=2,tp=4 --sp"},
 		{"mixtral_8x7b", "ep=8"},
 		{"mixtral_8x7b", "fsdp=2,ep=4"},
+		{"llama3_8b", "fsdp=2,cp=2,tp=2"},
+		{"mixtral_8x7b", "dp=2,ep=2,tp=2"},
+		{"llama3_8b", "pp=2,dp=2,tp=2 --first-stage-layers 2"},
 	} {
 		t.Run(tc.config+" "+tc.mesh, func(t *testing.T) {
 			dir := t.TempDir()
