@@ -129,8 +129,8 @@ func TestModelScaleDownSimulatesPipelines(t *testing.T) {
 
 // TestModelScaleDownSimulatesExperts proves the plans of Mixtral's
 // mixture of experts under expert parallelism — ep alone, with tp, with
-// sequence parallelism, forward and backward, on 64 devices, and within
-// dp and fsdp —
+// sequence parallelism, forward and backward, on 64 devices, within dp
+// and fsdp, and in a pipeline with either —
 // scaled down, under both policies: simulate PASSes, and every MoE layer
 // sends its tokens to their experts and back by AllToAll along ep.
 func TestModelScaleDownSimulatesExperts(t *testing.T) {
@@ -139,7 +139,8 @@ func TestModelScaleDownSimulatesExperts(t *testing.T) {
 	}
 	config := "../../testdata/models/mixtral_8x7b/config.json"
 	for _, mesh := range []string{"ep=8", "ep=2,tp=4", "ep=2,tp=4 --sp", "ep=2,tp=4 --backward", "ep=2,tp=4 --sp --backward", "ep=4 --backward --capacity-factor 0.5", "ep=8,tp=8",
-		"dp=2,ep=2,tp=2 --backward", "fsdp=2,ep=2,tp=2 --backward", "pp=2,fsdp=2,ep=2 --backward"} {
+		"dp=2,ep=2,tp=2 --backward", "fsdp=2,ep=2,tp=2 --backward", "pp=2,fsdp=2,ep=2 --backward",
+		"pp=2,dp=2,ep=2 --backward", "pp=2,dp=2,ep=2,tp=2 --sp --backward"} {
 		fusion := filepath.Join(t.TempDir(), "small.yaml")
 		args := append([]string{"model", config, "--scale-down", "-o", fusion, "--mesh"}, strings.Fields(mesh)...)
 		if code, _, stderr := run(t, "", args...); code != 0 {

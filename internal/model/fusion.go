@@ -223,10 +223,18 @@ func (p Parallel) weightShards() int { return p.split(p.weightAxes()) }
 // reduces the shard (HSDP: dp outside fsdp, as PyTorch's HSDP splits the
 // batch over replicas and then within each; ep outside fsdp alike). With
 // dp, ep is inner: dp's groups are Megatron-LM's expert-data-parallel
-// groups, which hold the same experts.
+// groups, which hold the same experts. In a pipeline, ep is outer with
+// dp too, as with fsdp: the pipeline cuts the micro-batches along the
+// inner dim, and the experts' inputs merge the batch's dims with the
+// one ep does not split outermost (expertOrder), so that only with ep
+// outer is a micro-batch's rows a block of the merged dim.
 func (p Parallel) batchAxes() []string {
+	order := []string{DP, EP, FSDP}
+	if p.PP > 1 {
+		order = []string{EP, DP, FSDP}
+	}
 	var axes []string
-	for _, a := range []string{DP, EP, FSDP} {
+	for _, a := range order {
 		if p.size(a) > 1 {
 			axes = append(axes, a)
 		}
@@ -500,6 +508,10 @@ func (w *writer) header() {
 		case inner == FSDP:
 			w.line("# The batch is written as two dims, [ep, batch/ep]; ep splits the first, fsdp the second: each gradient is")
 			w.line("# reduce-scattered along fsdp first, as HSDP's; the experts' are reduced along fsdp only.")
+		case outer == EP:
+			w.line("# The batch is written as two dims, [ep, batch/ep]; ep splits the first, dp the second (a micro-batch's rows")
+			w.line("# stay a block of the experts' tokens): each dp group's experts take its own tokens, their gradients reduced")
+			w.line("# along dp only (Megatron-LM's expert-data-parallel groups).")
 		default:
 			w.line("# The batch is written as two dims, [dp, batch/dp]; dp splits the first, ep the second: each dp group's experts")
 			w.line("# take its own tokens, their gradients reduced along dp only (Megatron-LM's expert-data-parallel groups).")

@@ -121,11 +121,6 @@ func ParseMesh(s string) ([]Axis, error) {
 		case at(DP) >= 0 && at(FSDP) >= 0:
 			// The batch is written as two dims at most, one an axis.
 			return nil, fmt.Errorf("mesh %q: ep combines with dp or fsdp, not both: ep splits the batch as they do, and the batch is split over two axes at most", s)
-		case at(PP) >= 0 && at(DP) >= 0:
-			// The experts' inputs [E, dp, batch/dp, ...] are merged
-			// into [E, tokens, hidden] with dp's split outermost, so a
-			// micro-batch's rows (of batch/dp) are no block of them.
-			return nil, fmt.Errorf("mesh %q: pp with ep and dp is not written yet: the experts' tokens of a dp replica mix the micro-batches' rows; write fsdp for dp (pp=2,fsdp=2,ep=2) or leave dp out", s)
 		}
 	}
 	return axes, nil
