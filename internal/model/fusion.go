@@ -487,7 +487,7 @@ func (w *writer) header() {
 		c.KVHeads, c.HeadDim, c.FFN, c.Vocab, w.padNote(), plural(c.Layers, "layer"), o.Batch, o.Seq, o.DType)
 	w.line("# on mesh %s%s.", w.meshText(), map[bool]string{true: " with sequence parallelism", false: ""}[w.p.SP])
 	if c.Experts > 0 {
-		w.line("# Mixture of experts: %d SwiGLU experts a block, each token routed to %d, each expert taking %d tokens of a sequence", c.Experts, c.TopK, capacity(c, o))
+		w.line("# Mixture of experts: %d SwiGLU experts a block, each token routed to %d, each expert taking %d tokens of %s", c.Experts, c.TopK, capacity(c, o, w.group()), w.groupText())
 		w.line("# (capacity factor %g), the rest dropped; %s.", o.CapacityFactor,
 			map[bool]string{true: "the experts split along ep, the tokens sent to them and back by AllToAll", false: "every device holds every expert"}[w.p.size(EP) > 1])
 	}
