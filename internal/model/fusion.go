@@ -56,8 +56,9 @@ type Options struct {
 	// attention's tensors (attentionTensors) stay given as the plan says.
 	Auto bool
 	// CapacityFactor scales a mixture of experts' capacity, the tokens of
-	// a group (a sequence) each expert takes: ⌈top_k·seq/experts ·
-	// CapacityFactor⌉, at most seq; 0 is DefaultCapacityFactor.
+	// a group (a sequence, or under cp its cp slice) each expert takes:
+	// ⌈top_k·group/experts · CapacityFactor⌉, at most the group; 0 is
+	// DefaultCapacityFactor.
 	CapacityFactor float64
 }
 

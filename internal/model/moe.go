@@ -168,7 +168,7 @@ func isExpertWeight(name string) bool {
 func (w *writer) moe(n func(string) string, x, out string) {
 	c := w.c
 	s, e, h := w.group(), c.Experts, c.Hidden
-	cp := capacity(c, w.o, s)
+	slots := capacity(c, w.o, s)
 	bd := w.groups()
 	L := len(bd)
 	lead := func(rest ...int) []int { return append(slices.Clone(bd), rest...) }
@@ -181,11 +181,11 @@ func (w *writer) moe(n func(string) string, x, out string) {
 	}
 	dims := func(d ...int) string { return "dims: " + ints(d) }
 	w.comment(fmt.Sprintf("the router: softmax of [%s, %s, experts] logits, the top %d experts of each token; each expert takes %d tokens of %s (capacity factor %g), the rest dropped",
-		w.batchText(), map[bool]string{false: "seq", true: "seq/cp"}[w.cpLead > 0], c.TopK, cp, w.groupText(), w.o.CapacityFactor))
+		w.batchText(), map[bool]string{false: "seq", true: "seq/cp"}[w.cpLead > 0], c.TopK, slots, w.groupText(), w.o.CapacityFactor))
 	w.op("linear", []string{x, w.use(n("w_router"))}, n("logits"), "")
 	w.op("softmax", []string{n("logits")}, n("probs"), "axis: -1")
 	w.op("moe_topk", []string{n("probs")}, n("sel"), fmt.Sprintf("top_k: %d", c.TopK))
-	w.op("moe_dispatch", []string{n("sel")}, n("mask"), fmt.Sprintf("capacity: %d", cp))
+	w.op("moe_dispatch", []string{n("sel")}, n("mask"), fmt.Sprintf("capacity: %d", slots))
 	w.comment("the combine weights: the chosen experts' probabilities renormalized (Mixtral's), in each token's slot")
 	w.op("mul", []string{n("probs"), n("sel")}, n("chosen"), "")
 	w.op("sum", []string{n("chosen")}, n("probs_sum"), fmt.Sprintf("axis: %d", L+1))
@@ -195,12 +195,12 @@ func (w *writer) moe(n func(string) string, x, out string) {
 	w.op("mul", []string{n("mask"), n("weights_b")}, n("combine"), "")
 	w.comment("dispatch: each expert's slots of each " + strings.TrimPrefix(w.groupText(), "a ") + ", Σ_seq mask·x, sent to the expert's device (AllToAll along ep)")
 	w.op("permute", []string{n("mask")}, n("mask_t"), dims(append(upTo(L), L+1, L+2, L)...))
-	w.op("reshape", []string{n("mask_t")}, n("mask_r"), "shape: "+ints(lead(e*cp, s)))
+	w.op("reshape", []string{n("mask_t")}, n("mask_r"), "shape: "+ints(lead(e*slots, s)))
 	w.op("matmul", []string{n("mask_r"), x}, n("xin"), "")
-	w.op("reshape", []string{n("xin")}, n("xin4"), "shape: "+ints(lead(e, cp, h)))
+	w.op("reshape", []string{n("xin")}, n("xin4"), "shape: "+ints(lead(e, slots, h)))
 	order := w.expertOrder()
 	w.op("permute", []string{n("xin4")}, n("ein"), dims(append(append([]int{L}, order...), L+1, L+2)...))
-	w.op("reshape", []string{n("ein")}, n("ein3"), "shape: "+ints([]int{e, w.o.Batch * w.p.size(CP) * cp, h}))
+	w.op("reshape", []string{n("ein")}, n("ein3"), "shape: "+ints([]int{e, w.o.Batch * w.p.size(CP) * slots, h}))
 	w.comment("the experts: SwiGLU, batched over each device's experts, ffn split along tp")
 	w.op("matmul", []string{n("ein3"), w.use(n("w_gate"))}, n("gate"), "")
 	w.op("silu", []string{n("gate")}, n("act"), "")
@@ -212,14 +212,14 @@ func (w *writer) moe(n func(string) string, x, out string) {
 	for _, d := range order {
 		back = append(back, bd[d])
 	}
-	w.op("reshape", []string{n("eout")}, n("eout4"), "shape: "+ints(append(back, cp, h)))
+	w.op("reshape", []string{n("eout")}, n("eout4"), "shape: "+ints(append(back, slots, h)))
 	inverse := make([]int, L+3) // ein's permute, inverted
 	for i, d := range append(append([]int{L}, order...), L+1, L+2) {
 		inverse[d] = i
 	}
 	w.op("permute", []string{n("eout4")}, n("back"), dims(inverse...))
-	w.op("reshape", []string{n("back")}, n("back3"), "shape: "+ints(lead(e*cp, h)))
-	w.op("reshape", []string{n("combine")}, n("combine_r"), "shape: "+ints(lead(s, e*cp)))
+	w.op("reshape", []string{n("back")}, n("back3"), "shape: "+ints(lead(e*slots, h)))
+	w.op("reshape", []string{n("combine")}, n("combine_r"), "shape: "+ints(lead(s, e*slots)))
 	w.op("matmul", []string{n("combine_r"), n("back3")}, out, "")
 }
 
