@@ -79,6 +79,8 @@ func TestModelExportGloo(t *testing.T) {
 		{"llama3_8b", "fsdp=2,cp=2,tp=2"},
 		{"mixtral_8x7b", "dp=2,ep=2,tp=2"},
 		{"llama3_8b", "pp=2,dp=2,tp=2 --first-stage-layers 2"},
+		{"mixtral_8x7b", "pp=2,dp=2,ep=2"},
+		{"mixtral_8x7b", "cp=2,ep=2,tp=2"},
 	} {
 		t.Run(tc.config+" "+tc.mesh, func(t *testing.T) {
 			dir := t.TempDir()

@@ -92,7 +92,7 @@ device.`,
 	f.IntVar(&o.virtual, "virtual-stages", 0, "with --schedule interleaved: the stages each pipeline device group holds, `V` (0: 2)")
 	f.IntVar(&o.first, "first-stage-layers", 0, "with a pp axis: the blocks of the pipeline's first stage, `N` (Megatron-LM's --decoder-first-pipeline-num-layers; 0: an equal share), the stages between sharing the rest equally")
 	f.IntVar(&o.last, "last-stage-layers", 0, "with a pp axis: the blocks of the pipeline's last stage, `N` (Megatron-LM's --decoder-last-pipeline-num-layers; 0: an equal share), the stages between sharing the rest equally")
-	f.Float64Var(&o.capacity, "capacity-factor", model.DefaultCapacityFactor, "a mixture of experts' capacity `FACTOR`: each expert takes ⌈top_k·seq/experts·FACTOR⌉ tokens of a sequence (at most seq), the rest dropped")
+	f.Float64Var(&o.capacity, "capacity-factor", model.DefaultCapacityFactor, "a mixture of experts' capacity `FACTOR`: each expert takes ⌈top_k·seq/experts·FACTOR⌉ tokens of a sequence (at most seq; under cp, of each sequence's cp slice of seq/cp), the rest dropped")
 	f.BoolVar(&o.scaleDown, "scale-down", false, "write a model of the same structure and sharding small enough to simulate: 2 layers, a smaller hidden size, one sequence per dp replica")
 	f.BoolVar(&o.plan, "plan", false, "lower the fusion at once and write its plan (JSON, as lower does)")
 	f.BoolVar(&o.summary, "summary", false, "lower the fusion and write, per device, the bytes of the parameters, gradients, optimizer state and activations, each collective's bytes per mesh axis, the predicted time, tokens/s and MFU")

@@ -233,9 +233,21 @@ func TestExpertParallelDispatchBytes(t *testing.T) {
 // along ep and then dp (two Allreduces), or reduce-scattered along
 // fsdp and the shard all-reduced along ep (HSDP's order). The dispatch and combine are 4 AllToAlls
 // a layer along ep, each 3/4 · (8/8 sequences) · 8 · 1280 · 4096 · 2 B.
+// In a pipeline (pp=2,dp=2,ep=4,tp=8, 2 micro-batches of 8 sequences,
+// under the optimal policy, which moves data between 2-D stage meshes)
+// the two stages together reduce each gradient once a step, along the
+// same axes and of the same bytes: the micro-batches' partial sums are
+// accumulated first. Under context parallelism (cp=2,ep=4,tp=8, 8
+// sequences of 8192 tokens) cp's devices hold the same weights, as dp's
+// do: the experts' gradients are all-reduced along cp, the others' along
+// ep and cp; each layer gathers its keys and values along cp (b/ep ·
+// s/cp · kv_heads/tp · head_dim elements each, and their gradients
+// reduce-scattered back), and its AllToAlls carry each device's cp slice
+// of its 2 sequences: 3/4 · 2 · 8 · 1280 · 4096 · 2 B, the capacity
+// ⌈2·4096/8 · 1.25⌉ of a slice of 4096 tokens.
 func TestExpertDataParallelGradients(t *testing.T) {
 	if testing.Short() {
-		t.Skip("lowers two whole Mixtral 8x7B steps")
+		t.Skip("lowers four whole Mixtral 8x7B steps")
 	}
 	const alltoall = 3 * 8 * 1280 * 4096 * 2 / 4 // 62,914,560 B
 	const psi = 201_854_976 * 2                  // the non-expert weights, a tp rank's (TestExpertParallelDispatchBytes)
@@ -243,29 +255,45 @@ func TestExpertDataParallelGradients(t *testing.T) {
 	// The weights the backward reads, gathered again under FSDP: all
 	// but the embedding table's eighth and the 65 norms' weights.
 	const regathered = psi + psiE - 32000*4096/8*2 - 65*4096*2
+	const kvCP = 2 * 4096 * 1 * 128 * 2 // a layer's keys (or values) on a device of cp=2,ep=4,tp=8: 2 sequences' 4096 tokens, 1 head
 	type count struct{ Steps, Bytes int64 }
 	tests := []struct {
 		mesh    string
 		strides map[int]string
 		want    map[string]count
+		flags   []string // after the others: the last of a flag given twice counts
 	}{
 		{"dp=2,ep=4,tp=8", map[int]string{1: "tp", 8: "ep", 32: "dp"}, map[string]count{
 			"AllToAll ep":  {128, 128 * alltoall},
 			"Allreduce ep": {227, 2 * psi * 3 / 4},
 			"Allreduce dp": {96 + 227, 2*psiE/2 + 2*psi/2},
-		}},
+		}, nil},
 		{"fsdp=2,ep=4,tp=8", map[int]string{1: "tp", 8: "ep", 32: "fsdp"}, map[string]count{
 			"AllToAll ep":        {128, 128 * alltoall},
 			"Allreduce ep":       {227, 2 * (psi / 2) * 3 / 4}, // of the shard, as HSDP's
 			"Allgather fsdp":     {323 + 257, (psi+psiE)/2 + regathered/2},
 			"ReduceScatter fsdp": {96 + 227, (psiE + psi) / 2},
-		}},
+		}, nil},
+		// The optimal policy's AllToAllVs span a stage's 64 devices
+		// (their first team's stride 1, tp's: left out).
+		{"pp=2,dp=2,ep=4,tp=8", map[int]string{1: "tp", 8: "ep", 32: "dp"}, map[string]count{
+			"Allreduce ep": {227, 2 * psi * 3 / 4},
+			"Allreduce dp": {96 + 227, 2*psiE/2 + 2*psi/2},
+		}, []string{"--batch", "16", "--microbatches", "2", "--policy", "optimal"}},
+		{"cp=2,ep=4,tp=8", map[int]string{1: "tp", 8: "ep", 32: "cp"}, map[string]count{
+			"AllToAll ep":      {128, 128 * 2 * alltoall},
+			"Allreduce ep":     {227, 2 * psi * 3 / 4},
+			"Allreduce cp":     {96 + 227, 2*psiE/2 + 2*psi/2},
+			"Allgather cp":     {64, 64 * kvCP},
+			"ReduceScatter cp": {64, 64 * kvCP},
+		}, []string{"--seq", "8192"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.mesh, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "plan.json")
-			code, _, stderr := run(t, "", "model", "../../testdata/models/mixtral_8x7b/config.json", "--mesh", tc.mesh,
-				"--batch", "8", "--seq", "4096", "--backward", "--plan", "--policy", "nvfuser", "-o", out)
+			args := append([]string{"model", "../../testdata/models/mixtral_8x7b/config.json", "--mesh", tc.mesh,
+				"--batch", "8", "--seq", "4096", "--backward", "--plan", "--policy", "nvfuser", "-o", out}, tc.flags...)
+			code, _, stderr := run(t, "", args...)
 			if code != 0 {
 				t.Fatalf("exit %d: %s", code, stderr)
 			}

@@ -129,8 +129,8 @@ func TestModelScaleDownSimulatesPipelines(t *testing.T) {
 
 // TestModelScaleDownSimulatesExperts proves the plans of Mixtral's
 // mixture of experts under expert parallelism — ep alone, with tp, with
-// sequence parallelism, forward and backward, on 64 devices, and within
-// dp and fsdp —
+// sequence parallelism, forward and backward, on 64 devices, within dp
+// and fsdp, in a pipeline with either, and with context parallelism —
 // scaled down, under both policies: simulate PASSes, and every MoE layer
 // sends its tokens to their experts and back by AllToAll along ep.
 func TestModelScaleDownSimulatesExperts(t *testing.T) {
@@ -139,7 +139,9 @@ func TestModelScaleDownSimulatesExperts(t *testing.T) {
 	}
 	config := "../../testdata/models/mixtral_8x7b/config.json"
 	for _, mesh := range []string{"ep=8", "ep=2,tp=4", "ep=2,tp=4 --sp", "ep=2,tp=4 --backward", "ep=2,tp=4 --sp --backward", "ep=4 --backward --capacity-factor 0.5", "ep=8,tp=8",
-		"dp=2,ep=2,tp=2 --backward", "fsdp=2,ep=2,tp=2 --backward", "pp=2,fsdp=2,ep=2 --backward"} {
+		"dp=2,ep=2,tp=2 --backward", "fsdp=2,ep=2,tp=2 --backward", "pp=2,fsdp=2,ep=2 --backward",
+		"pp=2,dp=2,ep=2 --backward", "pp=2,dp=2,ep=2,tp=2 --sp --backward",
+		"cp=2,ep=2,tp=2 --backward", "cp=2,ep=2,tp=2 --sp --backward"} {
 		fusion := filepath.Join(t.TempDir(), "small.yaml")
 		args := append([]string{"model", config, "--scale-down", "-o", fusion, "--mesh"}, strings.Fields(mesh)...)
 		if code, _, stderr := run(t, "", args...); code != 0 {
@@ -293,7 +295,8 @@ func TestModelExpertsUsage(t *testing.T) {
 		want string
 	}{
 		{[]string{mixtral, "--mesh", "ep=2", "--capacity-factor", "0"}, 2, "--capacity-factor 0: want a positive number"},
-		{[]string{mixtral, "--mesh", "ep=2,cp=2"}, 2, `ep does not combine with cp`},
+		{[]string{mixtral, "--mesh", "fsdp=2,cp=2,ep=2"}, 2, `ep with cp combines with tp alone, not with dp or fsdp`},
+		{[]string{mixtral, "--mesh", "pp=2,cp=2,ep=2"}, 2, `ep with cp combines with tp alone, not with pp`},
 		{[]string{mixtral, "--mesh", "dp=2,fsdp=2,ep=2"}, 2, `ep combines with dp or fsdp, not both`},
 		{[]string{mixtral, "--mesh", "ep=3"}, 1, "num_local_experts 8 is not a multiple of 3"},
 		{[]string{llama, "--mesh", "ep=2"}, 1, "ep splits a mixture of experts' experts, and model_type llama has none"},

@@ -109,8 +109,9 @@ class AsyncGlooDist(GlooDist):
         (o,) = st.w
 
         def start():  # GlooDist's own call, into the staged buffer; its slow form waits at once
-            GlooDist.all_to_all_single(self, o, x, output_split_sizes=output_split_sizes,
-                                       input_split_sizes=input_split_sizes, group=group)
+            # super(), not GlooDist: the module rebinds that name to this class below.
+            super(AsyncGlooDist, self).all_to_all_single(o, x, output_split_sizes=output_split_sizes,
+                                                         input_split_sizes=input_split_sizes, group=group)
             return []
         return self._issue(async_op, st, start)
 

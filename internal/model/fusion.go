@@ -56,8 +56,9 @@ type Options struct {
 	// attention's tensors (attentionTensors) stay given as the plan says.
 	Auto bool
 	// CapacityFactor scales a mixture of experts' capacity, the tokens of
-	// a group (a sequence) each expert takes: ⌈top_k·seq/experts ·
-	// CapacityFactor⌉, at most seq; 0 is DefaultCapacityFactor.
+	// a group (a sequence, or under cp its cp slice) each expert takes:
+	// ⌈top_k·group/experts · CapacityFactor⌉, at most the group; 0 is
+	// DefaultCapacityFactor.
 	CapacityFactor float64
 }
 
@@ -223,10 +224,18 @@ func (p Parallel) weightShards() int { return p.split(p.weightAxes()) }
 // reduces the shard (HSDP: dp outside fsdp, as PyTorch's HSDP splits the
 // batch over replicas and then within each; ep outside fsdp alike). With
 // dp, ep is inner: dp's groups are Megatron-LM's expert-data-parallel
-// groups, which hold the same experts.
+// groups, which hold the same experts. In a pipeline, ep is outer with
+// dp too, as with fsdp: the pipeline cuts the micro-batches along the
+// inner dim, and the experts' inputs merge the batch's dims with the
+// one ep does not split outermost (expertOrder), so that only with ep
+// outer is a micro-batch's rows a block of the merged dim.
 func (p Parallel) batchAxes() []string {
+	order := []string{DP, EP, FSDP}
+	if p.PP > 1 {
+		order = []string{EP, DP, FSDP}
+	}
 	var axes []string
-	for _, a := range []string{DP, EP, FSDP} {
+	for _, a := range order {
 		if p.size(a) > 1 {
 			axes = append(axes, a)
 		}
@@ -479,7 +488,7 @@ func (w *writer) header() {
 		c.KVHeads, c.HeadDim, c.FFN, c.Vocab, w.padNote(), plural(c.Layers, "layer"), o.Batch, o.Seq, o.DType)
 	w.line("# on mesh %s%s.", w.meshText(), map[bool]string{true: " with sequence parallelism", false: ""}[w.p.SP])
 	if c.Experts > 0 {
-		w.line("# Mixture of experts: %d SwiGLU experts a block, each token routed to %d, each expert taking %d tokens of a sequence", c.Experts, c.TopK, capacity(c, o))
+		w.line("# Mixture of experts: %d SwiGLU experts a block, each token routed to %d, each expert taking %d tokens of %s", c.Experts, c.TopK, capacity(c, o, w.group()), w.groupText())
 		w.line("# (capacity factor %g), the rest dropped; %s.", o.CapacityFactor,
 			map[bool]string{true: "the experts split along ep, the tokens sent to them and back by AllToAll", false: "every device holds every expert"}[w.p.size(EP) > 1])
 	}
@@ -500,6 +509,10 @@ func (w *writer) header() {
 		case inner == FSDP:
 			w.line("# The batch is written as two dims, [ep, batch/ep]; ep splits the first, fsdp the second: each gradient is")
 			w.line("# reduce-scattered along fsdp first, as HSDP's; the experts' are reduced along fsdp only.")
+		case outer == EP:
+			w.line("# The batch is written as two dims, [ep, batch/ep]; ep splits the first, dp the second (a micro-batch's rows")
+			w.line("# stay a block of the experts' tokens): each dp group's experts take its own tokens, their gradients reduced")
+			w.line("# along dp only (Megatron-LM's expert-data-parallel groups).")
 		default:
 			w.line("# The batch is written as two dims, [dp, batch/dp]; dp splits the first, ep the second: each dp group's experts")
 			w.line("# take its own tokens, their gradients reduced along dp only (Megatron-LM's expert-data-parallel groups).")

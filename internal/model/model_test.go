@@ -73,8 +73,13 @@ func TestParseMesh(t *testing.T) {
 		{in: "pp=2,ep=4,tp=2", want: []Axis{{PP, 2}, {EP, 4}, {TP, 2}}},
 		{in: "dp=2,ep=4", want: []Axis{{DP, 2}, {EP, 4}}},
 		{in: "fsdp=2,ep=4,tp=8", want: []Axis{{FSDP, 2}, {EP, 4}, {TP, 8}}},
-		{in: "ep=4,cp=2", err: `mesh "ep=4,cp=2": ep does not combine with cp: the routing reads each sequence's tokens whole, and cp splits them`},
-		{in: "pp=2,dp=2,ep=2", err: `mesh "pp=2,dp=2,ep=2": pp with ep and dp is not written yet: the experts' tokens of a dp replica mix the micro-batches' rows; write fsdp for dp (pp=2,fsdp=2,ep=2) or leave dp out`},
+		{in: "cp=2,ep=4,tp=8", want: []Axis{{CP, 2}, {EP, 4}, {TP, 8}}},
+		{in: "ep=4,cp=2", want: []Axis{{EP, 4}, {CP, 2}}},
+		{in: "fsdp=2,cp=2,ep=2", err: `mesh "fsdp=2,cp=2,ep=2": ep with cp combines with tp alone, not with dp or fsdp: the experts' tokens would be split along cp and along dp or fsdp in one dim; leave dp (fsdp) out, as cp=2,ep=4,tp=8`},
+		{in: "dp=2,ep=2,cp=2", err: `mesh "dp=2,ep=2,cp=2": ep with cp combines with tp alone, not with dp or fsdp: the experts' tokens would be split along cp and along dp or fsdp in one dim; leave dp (fsdp) out, as cp=2,ep=4,tp=8`},
+		{in: "pp=2,cp=2,ep=2", err: `mesh "pp=2,cp=2,ep=2": ep with cp combines with tp alone, not with pp: the experts' tokens merge the cp slices (outermost, split along cp) with the batch, whose micro-batches are then no block of them; leave pp or cp out (cp=2,ep=4,tp=8, or pp=4,dp=2,ep=8)`},
+		{in: "pp=2,dp=2,ep=2", want: []Axis{{PP, 2}, {DP, 2}, {EP, 2}}},
+		{in: "pp=2,dp=2,ep=2,tp=2", want: []Axis{{PP, 2}, {DP, 2}, {EP, 2}, {TP, 2}}},
 		{in: "pp=2,fsdp=2,ep=2", want: []Axis{{PP, 2}, {FSDP, 2}, {EP, 2}}},
 		{in: "dp=2,fsdp=2,ep=2", err: `mesh "dp=2,fsdp=2,ep=2": ep combines with dp or fsdp, not both: ep splits the batch as they do, and the batch is split over two axes at most`},
 		{in: "xp=2", err: `mesh axis "xp": nvcomm writes pp, dp, fsdp, cp, ep and tp parallelism`},
@@ -100,7 +105,9 @@ func TestParseMesh(t *testing.T) {
 // sequence parallelism (and one with its backward), under FSDP and HSDP
 // (with their gathers, and the sharded gradients of the backward) and
 // context parallelism, alone, with sequence parallelism and with FSDP
-// (the weights sharded over fsdp × cp, their gradients' too), and compares
+// (the weights sharded over fsdp × cp, their gradients' too), a mixture
+// of experts under ep with dp, in a pipeline with dp, and with cp (its
+// routing per cp slice), and compares
 // them with the golden files (NVCOMM_UPDATE=1 rewrites them). cli's tests
 // simulate them.
 func TestFusionGolden(t *testing.T) {
@@ -126,6 +133,8 @@ func TestFusionGolden(t *testing.T) {
 		{"tiny_mixtral_ep2_tp4", "tiny_mixtral", "ep=2,tp=4", false, false, 0, ""},
 		{"tiny_mixtral_ep2_tp4_backward", "tiny_mixtral", "ep=2,tp=4", false, true, 0, ""},
 		{"tiny_mixtral_dp2_ep2_tp2_backward", "tiny_mixtral", "dp=2,ep=2,tp=2", false, true, 0, ""},
+		{"tiny_mixtral_pp2_dp2_ep2_backward", "tiny_mixtral", "pp=2,dp=2,ep=2", false, true, 2, ""},
+		{"tiny_mixtral_cp2_ep2_tp2_backward", "tiny_mixtral", "cp=2,ep=2,tp=2", false, true, 0, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

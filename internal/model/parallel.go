@@ -115,17 +115,20 @@ func ParseMesh(s string) ([]Axis, error) {
 	}
 	if e := at(EP); e >= 0 {
 		switch {
-		case at(CP) >= 0:
-			// The routing reads a group's (a sequence's) tokens whole.
-			return nil, fmt.Errorf("mesh %q: ep does not combine with cp: the routing reads each sequence's tokens whole, and cp splits them", s)
+		case at(CP) >= 0 && (at(DP) >= 0 || at(FSDP) >= 0):
+			// The experts' tokens merge the cp slices with the batch:
+			// with a two-dim batch, cp's split and dp's (fsdp's) would
+			// both be in the merged dim, and a dim carries one split.
+			return nil, fmt.Errorf("mesh %q: ep with cp combines with tp alone, not with dp or fsdp: the experts' tokens would be split along cp and along dp or fsdp in one dim; leave dp (fsdp) out, as cp=2,ep=4,tp=8", s)
+		case at(CP) >= 0 && at(PP) >= 0:
+			// The experts' tokens [experts, cp·batch·capacity] merge
+			// the cp slices, split along cp and so outermost, with the
+			// batch, which the pipeline cuts into micro-batches: a
+			// micro-batch's rows are no block of the merged dim.
+			return nil, fmt.Errorf("mesh %q: ep with cp combines with tp alone, not with pp: the experts' tokens merge the cp slices (outermost, split along cp) with the batch, whose micro-batches are then no block of them; leave pp or cp out (cp=2,ep=4,tp=8, or pp=4,dp=2,ep=8)", s)
 		case at(DP) >= 0 && at(FSDP) >= 0:
 			// The batch is written as two dims at most, one an axis.
 			return nil, fmt.Errorf("mesh %q: ep combines with dp or fsdp, not both: ep splits the batch as they do, and the batch is split over two axes at most", s)
-		case at(PP) >= 0 && at(DP) >= 0:
-			// The experts' inputs [E, dp, batch/dp, ...] are merged
-			// into [E, tokens, hidden] with dp's split outermost, so a
-			// micro-batch's rows (of batch/dp) are no block of them.
-			return nil, fmt.Errorf("mesh %q: pp with ep and dp is not written yet: the experts' tokens of a dp replica mix the micro-batches' rows; write fsdp for dp (pp=2,fsdp=2,ep=2) or leave dp out", s)
 		}
 	}
 	return axes, nil

@@ -12,7 +12,7 @@ package model
 // fsdp's and with it cp's, split evenly), an
 // MLP of the same ratio to the hidden size, a vocabulary of 16 rows per
 // device that splits it, one sequence per dp and fsdp device (and
-// micro-batch), of 2 tokens per tp and cp device (at least 8 for a
+// micro-batch), of 2 tokens per tp and cp device (at least 8 a cp device for a
 // mixture of experts, whose experts and top_k it keeps). Simulation
 // proves that plan; the full model's is
 // the same program at larger extents (docs/models.md).
@@ -49,9 +49,10 @@ func ScaleDown(c *Config, p Parallel, o Options) (*Config, Options) {
 		o.Batch *= p.stageGroups() // withDefaults's micro-batches: one per stage group
 	}
 	if c.Experts > 0 {
-		// A sequence is a group of the routing: at least 8 tokens, so
-		// that the experts' queues fill and overflow.
-		o.Seq = roundUp(8, o.Seq)
+		// A sequence (its cp slice under cp) is a group of the
+		// routing: at least 8 tokens, so that the experts' queues
+		// fill and overflow.
+		o.Seq = roundUp(8*p.size(CP), o.Seq)
 	}
 	return &s, o
 }
