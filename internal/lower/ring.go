@@ -142,10 +142,10 @@ func (l *lowerer) lowerBounded(op *ir.Op) {
 // ringGeometry returns the ring of sdpa op last, the last op of its
 // expansion, when q, k, v and its output lie on one 1-D mesh of at least
 // two devices, each split in even blocks on its sequence (its dim −2)
-// alone, stored row-major, of one dtype, holding no pending terms, and
-// k of q's heads: the ring computes attention of equal heads, and
-// grouped-query attention (enable_gqa with fewer key/value heads) is
-// planned op by op.
+// alone, stored row-major, of one dtype, holding no pending terms; k of
+// q's heads, or with enable_gqa of H/G heads (grouped-query attention:
+// the ring and the all-gather form move and read the key/value heads
+// unrepeated, plan.RingAttention).
 func ringGeometry(f *ir.Fusion, last *ir.Op) (plan.RingAttention, bool) {
 	of := last.Of
 	if of == nil || of.Grad || of.Kind != "sdpa" || last.Out.Name != of.Output || len(of.Inputs) != 3 {
@@ -160,8 +160,10 @@ func ringGeometry(f *ir.Fusion, last *ir.Op) (plan.RingAttention, bool) {
 	}
 	qs, ks, vs := q.Shape(), k.Shape(), v.Shape()
 	r, c := len(qs), len(q.Mesh.Devices)
-	if len(ks) != r || !slices.Equal(ks[:r-2], qs[:r-2]) {
-		return plan.RingAttention{}, false // grouped-query heads: planned op by op
+	gqa, _ := of.Attrs.Get(ops.AttrGQA)
+	grp, err := ops.SDPAGroup([][]int{qs, ks, vs}, gqa.Bool)
+	if err != nil {
+		return plan.RingAttention{}, false
 	}
 	bt := 1
 	for _, e := range qs[:r-2] {
@@ -169,7 +171,7 @@ func ringGeometry(f *ir.Fusion, last *ir.Op) (plan.RingAttention, bool) {
 	}
 	causal, _ := of.Attrs.Get(ops.AttrCausal)
 	return plan.RingAttention{Devices: slices.Clone(q.Mesh.Devices), BT: bt, SB: qs[r-2] / c, TB: ks[r-2] / c,
-		D: qs[r-1], DV: vs[r-1], Causal: causal.Bool}, true
+		D: qs[r-1], DV: vs[r-1], G: grp, Causal: causal.Bool}, true
 }
 
 // seqBlocks reports whether t lies as q must for the ring: on q's mesh,
@@ -300,7 +302,7 @@ func (l *lowerer) priceRing(g plan.RingAttention, last *ir.Op, members []*ir.Op)
 // still needs c − 1 blocks: the busiest device's bound is the same).
 func (r *ringForm) needs() reshard.Bounds {
 	g := r.geometry
-	block := int64(g.BT) * int64(g.TB) * int64(g.D+g.DV) * int64(r.elem)
+	block := int64(g.KVBT()) * int64(g.TB) * int64(g.D+g.DV) * int64(r.elem)
 	need := map[int]int64{}
 	for i, d := range g.Devices {
 		for j := range g.Devices {

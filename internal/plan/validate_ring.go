@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+
+	"github.com/nvcomm/nvcomm/internal/ops"
 )
 
 // An op that computes its composite whole (others are within it, Op.Within)
@@ -148,8 +150,9 @@ func (v *validator) ringOf(op *Op) (RingAttention, string) {
 	}
 	q, k, val := shapes[0], shapes[1], shapes[2]
 	r, c := len(q), len(mesh.Devices)
-	if len(k) != r || !slices.Equal(k[:r-2], q[:r-2]) {
-		return RingAttention{}, fmt.Sprintf("%q has other heads than %q (grouped-query attention), and the ring computes attention of equal heads", of.Inputs[1], of.Inputs[0])
+	grp, err := ops.SDPAGroup([][]int{q, k, val}, of.GQA)
+	if err != nil {
+		return RingAttention{}, "its operands are not sdpa's: " + err.Msg
 	}
 	bt := 1
 	for _, e := range q[:r-2] {
@@ -164,7 +167,7 @@ func (v *validator) ringOf(op *Op) (RingAttention, string) {
 	if !found {
 		return RingAttention{}, "its expansion has no scaling of the scores"
 	}
-	return RingAttention{Devices: mesh.Devices, BT: bt, SB: q[r-2] / c, TB: k[r-2] / c, D: q[r-1], DV: val[r-1],
+	return RingAttention{Devices: mesh.Devices, BT: bt, SB: q[r-2] / c, TB: k[r-2] / c, D: q[r-1], DV: val[r-1], G: grp,
 		Causal: of.Causal, Scale: scale, Q: of.Inputs[0], K: of.Inputs[1], V: of.Inputs[2], Out: of.Output,
 		Buffer: RingBuffers(of.Output)}, ""
 }
