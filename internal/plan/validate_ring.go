@@ -40,6 +40,9 @@ func (v *validator) checkWholes() {
 func (v *validator) checkRing(k int) {
 	op := &v.p.Ops[k]
 	g, why := v.ringOf(op)
+	if why == recordContradicted {
+		return // the record's problem (checkSDPAHeads), reported once
+	}
 	if why != "" {
 		v.planf("op %d: computes %s whole, but %s; only ring attention and the all-gather form compute an sdpa whole (docs/layers.md)", k, op.Of.Expr(), why)
 		return
@@ -115,6 +118,11 @@ func firstDifference(got, want []Step) int {
 	return -1
 }
 
+// recordContradicted is ringOf's why when the sdpa's operands are not
+// those its record takes (enable_gqa against their heads): a problem of
+// the record, which checkSDPAHeads reports at its first op.
+const recordContradicted = "its record contradicts its operands' shapes"
+
 // ringOf returns the ring attention that op, the last op of an sdpa's
 // expansion, computes: its geometry from q, k and v as the plan declares
 // them and its scale from the expansion's scaling op; or why there is
@@ -152,7 +160,7 @@ func (v *validator) ringOf(op *Op) (RingAttention, string) {
 	r, c := len(q), len(mesh.Devices)
 	grp, err := ops.SDPAGroup([][]int{q, k, val}, of.GQA)
 	if err != nil {
-		return RingAttention{}, "its operands are not sdpa's: " + err.Msg
+		return RingAttention{}, recordContradicted
 	}
 	bt := 1
 	for _, e := range q[:r-2] {
