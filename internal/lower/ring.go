@@ -93,18 +93,27 @@ func (l *lowerer) chooseRings() {
 			continue
 		}
 		cp, _ := of.Attrs.Get(ops.AttrCP)
+		fixed := optimal && (cp.Str == ops.CPRing || cp.Str == ops.CPAllgather)
 		g, ok := ringGeometry(l.f, last)
-		var members []*ir.Op
-		if ok {
-			if readers == nil {
-				readers = readersOf(l.f)
-			}
-			members, ok = expansionOf(l.f, last, readers)
-		}
 		if !ok {
-			if optimal && (cp.Str == ops.CPRing || cp.Str == ops.CPAllgather) {
-				l.planner.Job(l.ledger, l.f, last).Fail("sdpa's cp: "+cp.Str+" needs q, k, v and its output on one 1-D mesh of at least 2 devices, each split in even blocks on its sequence (dim -2) alone and stored row-major, and no op outside the sdpa reading its intermediates",
+			if fixed {
+				l.planner.Job(l.ledger, l.f, last).Fail("sdpa's cp: "+cp.Str+" needs q, k, v and its output on one 1-D mesh of at least 2 devices, each split in even blocks on its sequence (dim -2) alone and stored row-major",
 					"split q, k, v and the output as Shard(rank-2) on one mesh, or write cp: expansion (or leave cp out) to plan the sdpa op by op")
+			}
+			continue
+		}
+		if readers == nil {
+			readers = readersOf(l.f)
+		}
+		members, reader, read := expansionOf(l.f, last, readers)
+		if reader != nil {
+			if fixed {
+				which, hint := "op "+reader.Out.Name, "write cp: expansion (or leave cp out) to plan the sdpa op by op, or read only its output"
+				if reader.Of != nil && reader.Of.Grad && reader.Of.Output == of.Output {
+					which += " of its gradient"
+					hint = "write cp: expansion (or leave cp out): an sdpa whose gradient a backward takes is planned op by op, its gradient rule reading the forward's probabilities"
+				}
+				l.planner.Job(l.ledger, l.f, last).Fail("sdpa's cp: "+cp.Str+" computes the sdpa whole and holds none of its intermediates, but "+which+" reads "+read.Name, hint)
 			}
 			continue
 		}
@@ -217,10 +226,11 @@ func readersOf(f *ir.Fusion) map[*ir.Tensor][]*ir.Op {
 }
 
 // expansionOf returns the ops of last's expansion, in order, with the
-// sets inserted for them, last the last: what the ring computes. False
-// when an op outside them reads one of their outputs (a backward that
-// reads the forward's probabilities): the ring holds none of them.
-func expansionOf(f *ir.Fusion, last *ir.Op, readers map[*ir.Tensor][]*ir.Op) ([]*ir.Op, bool) {
+// sets inserted for them, last the last: what the ring computes. When an
+// op outside them reads one of their outputs (a backward that reads the
+// forward's probabilities) it returns that op and what it reads instead:
+// the ring holds none of them.
+func expansionOf(f *ir.Fusion, last *ir.Op, readers map[*ir.Tensor][]*ir.Op) ([]*ir.Op, *ir.Op, *ir.Tensor) {
 	in := map[*ir.Op]bool{}
 	var members []*ir.Op
 	for _, op := range f.Ops[:last.Index+1] {
@@ -239,11 +249,11 @@ func expansionOf(f *ir.Fusion, last *ir.Op, readers map[*ir.Tensor][]*ir.Op) ([]
 		}
 		for _, r := range readers[op.Out] {
 			if !in[r] {
-				return nil, false
+				return nil, r, op.Out
 			}
 		}
 	}
-	return members, true
+	return members, nil, nil
 }
 
 // sameComposite reports whether op is of the expansion whose last op is

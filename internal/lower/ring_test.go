@@ -313,3 +313,42 @@ func TestGroupedQueryForms(t *testing.T) {
 		})
 	}
 }
+
+// TestWholeFormsTakeNoBackward checks that cp: ring or cp: allgather on
+// an sdpa whose gradient a backward takes, of equal heads and of
+// grouped-query heads, is an error at the op naming the gradient's op
+// that reads the forward's probabilities, which neither form holds; left
+// to the objective, the sdpa is planned op by op and certifies.
+func TestWholeFormsTakeNoBackward(t *testing.T) {
+	const backward = "  do: {mesh: cp, shape: [2, 4, 16, 8], placements: [Shard(2)]}\n"
+	const seeds = "backward:\n  seeds: {o: do}\n  wrt: [q, k, v]\n"
+	for _, tc := range []struct{ name, src string }{
+		{"equal heads", strings.NewReplacer("SHAPE", "[2, 4, 16, 8]").Replace(contextParallel)},
+		{"grouped-query", strings.NewReplacer("QSHAPE", "[2, 4, 16, 8]", "KVSHAPE", "[2, 2, 16, 8]").Replace(groupedQuery)},
+	} {
+		src := strings.Replace(tc.src, "  o: {placements: [Shard(2)]}\n", "  o: {placements: [Shard(2)]}\n"+backward, 1) + seeds
+		for _, cp := range []string{"ring", "allgather"} {
+			f, err := syntax.Parse("f.yaml", []byte(strings.Replace(src, "ATTRS", ", cp: "+cp, 1)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = Lower(f, Options{})
+			want := "f.yaml:11:5: error: op \"o = matmul(o/probs, "
+			if err == nil || !strings.HasPrefix(err.Error(), want) || !strings.Contains(err.Error(), "sdpa's cp: "+cp+" computes the sdpa whole and holds none of its intermediates, but op o.grad/") ||
+				!strings.Contains(err.Error(), " of its gradient reads o/probs; write cp: expansion") {
+				t.Errorf("%s, cp: %s: lower: %v, want the form's error at the sdpa (%s...) naming its gradient's read of o/probs", tc.name, cp, err, want)
+			}
+		}
+		f, err := syntax.Parse("f.yaml", []byte(strings.Replace(src, "ATTRS", "", 1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := Lower(f, Options{})
+		if err != nil {
+			t.Fatalf("%s, cp left out: %v", tc.name, err)
+		}
+		if probs, unproven := Certify(p); len(probs) > 0 || len(unproven) > 0 {
+			t.Errorf("%s, cp left out: certify: %v, unproven ops %v", tc.name, probs, unproven)
+		}
+	}
+}
