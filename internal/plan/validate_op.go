@@ -188,7 +188,7 @@ func (v *validator) checkOf(i int, op Op) {
 	if of.Capacity != 0 && (e == nil || !e.Takes(ops.AttrCapacity) || of.Capacity < 1) {
 		v.planf("op %d: of: %s has capacity %d, but only moe_dispatch takes capacity, at least 1", i, of.Op, of.Capacity)
 	}
-	if first := v.checkOfAlike(i, of); first && e != nil && !of.Grad && of.Op == "sdpa" {
+	if first := v.checkOfAlike(i, of); first && e != nil && !of.Grad && of.Op == "sdpa" && len(of.Inputs) == 3 {
 		v.checkSDPAHeads(i, of)
 	}
 }
