@@ -1,10 +1,13 @@
 package ir
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/nvcomm/nvcomm/internal/ops"
 )
 
 // sdpaHead is the top of the sdpa tests: q [2, 4, 8, 6] and k, v
@@ -198,8 +201,30 @@ func TestSDPAGQAExpansion(t *testing.T) {
 	}
 }
 
-// TestSDPAGQAErrors checks the errors of grouped-query sdpa's operands
-// and of its forms, each where the value at fault is written.
+// TestSDPAGQAForms checks that grouped-query sdpa takes every form
+// under context parallelism: cp: ring and cp: allgather read the
+// key/value heads unrepeated (plan.RingAttention), so the fusion keeps
+// the expansion (the op-by-op form's, whose ops the whole forms compute
+// within their last) and records both attributes for the lowering.
+func TestSDPAGQAForms(t *testing.T) {
+	for _, cp := range []string{"ring", "allgather", "expansion"} {
+		t.Run(cp, func(t *testing.T) {
+			f, err := Parse("in.yaml", []byte(gqaHead+"  - {op: sdpa, in: [q, k, v], out: o, causal: true, enable_gqa: true, cp: "+cp+"}\n"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			last := f.Ops[len(f.Ops)-1]
+			gqa, _ := last.Of.Attrs.Get(ops.AttrGQA)
+			form, _ := last.Of.Attrs.Get(ops.AttrCP)
+			if got := fmt.Sprintf("%s %v %s", last.Of.Kind, gqa.Bool, form.Str); got != "sdpa true "+cp {
+				t.Errorf("the last op's record: %s, want sdpa true %s", got, cp)
+			}
+		})
+	}
+}
+
+// TestSDPAGQAErrors checks the errors of grouped-query sdpa's operands,
+// each where the value at fault is written.
 func TestSDPAGQAErrors(t *testing.T) {
 	for _, tc := range []struct{ name, ops, want string }{
 		{"not a multiple", "  - {op: sdpa, in: [q, k3, k3], out: o, causal: false, enable_gqa: true}\n",
@@ -208,8 +233,6 @@ func TestSDPAGQAErrors(t *testing.T) {
 			`in.yaml:11:27: error: ops[0]: sdpa of "q": v's heads (dim -3) are 1, k's 2; with enable_gqa, k and v have the same key/value heads Hkv`},
 		{"without enable_gqa", "  - {op: sdpa, in: [q, k, v], out: o, causal: false}\n",
 			`in.yaml:11:24: error: ops[0]: sdpa of "q": k's leading dims [2, 2] differ from q's [2, 4]; batch and heads dims are equal in q, k and v; for grouped-query attention (fewer key/value heads) write enable_gqa: true`},
-		{"ring", "  - {op: sdpa, in: [q, k, v], out: o, causal: true, enable_gqa: true, cp: ring}\n",
-			`in.yaml:11:75: error: ops[0]: sdpa of "q": cp: ring computes attention of equal heads, but enable_gqa is set; write cp: expansion (or leave cp out) to plan grouped-query attention op by op, or repeat k's and v's heads and leave enable_gqa out`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse("in.yaml", []byte(gqaHead+tc.ops))

@@ -93,18 +93,27 @@ func (l *lowerer) chooseRings() {
 			continue
 		}
 		cp, _ := of.Attrs.Get(ops.AttrCP)
+		fixed := optimal && (cp.Str == ops.CPRing || cp.Str == ops.CPAllgather)
 		g, ok := ringGeometry(l.f, last)
-		var members []*ir.Op
-		if ok {
-			if readers == nil {
-				readers = readersOf(l.f)
-			}
-			members, ok = expansionOf(l.f, last, readers)
-		}
 		if !ok {
-			if optimal && (cp.Str == ops.CPRing || cp.Str == ops.CPAllgather) {
-				l.planner.Job(l.ledger, l.f, last).Fail("sdpa's cp: "+cp.Str+" needs q, k, v and its output on one 1-D mesh of at least 2 devices, each split in even blocks on its sequence (dim -2) alone and stored row-major, and no op outside the sdpa reading its intermediates",
+			if fixed {
+				l.planner.Job(l.ledger, l.f, last).Fail("sdpa's cp: "+cp.Str+" needs q, k, v and its output on one 1-D mesh of at least 2 devices, each split in even blocks on its sequence (dim -2) alone and stored row-major",
 					"split q, k, v and the output as Shard(rank-2) on one mesh, or write cp: expansion (or leave cp out) to plan the sdpa op by op")
+			}
+			continue
+		}
+		if readers == nil {
+			readers = readersOf(l.f)
+		}
+		members, reader, read := expansionOf(l.f, last, readers)
+		if reader != nil {
+			if fixed {
+				which, hint := "op "+reader.Out.Name, "write cp: expansion (or leave cp out) to plan the sdpa op by op, or read only its output"
+				if reader.Of != nil && reader.Of.Grad && reader.Of.Output == of.Output {
+					which += " of its gradient"
+					hint = "write cp: expansion (or leave cp out): an sdpa whose gradient a backward takes is planned op by op, its gradient rule reading the forward's probabilities"
+				}
+				l.planner.Job(l.ledger, l.f, last).Fail("sdpa's cp: "+cp.Str+" computes the sdpa whole and holds none of its intermediates, but "+which+" reads "+read.Name, hint)
 			}
 			continue
 		}
@@ -142,10 +151,10 @@ func (l *lowerer) lowerBounded(op *ir.Op) {
 // ringGeometry returns the ring of sdpa op last, the last op of its
 // expansion, when q, k, v and its output lie on one 1-D mesh of at least
 // two devices, each split in even blocks on its sequence (its dim −2)
-// alone, stored row-major, of one dtype, holding no pending terms, and
-// k of q's heads: the ring computes attention of equal heads, and
-// grouped-query attention (enable_gqa with fewer key/value heads) is
-// planned op by op.
+// alone, stored row-major, of one dtype, holding no pending terms; k of
+// q's heads, or with enable_gqa of H/G heads (grouped-query attention:
+// the ring and the all-gather form move and read the key/value heads
+// unrepeated, plan.RingAttention).
 func ringGeometry(f *ir.Fusion, last *ir.Op) (plan.RingAttention, bool) {
 	of := last.Of
 	if of == nil || of.Grad || of.Kind != "sdpa" || last.Out.Name != of.Output || len(of.Inputs) != 3 {
@@ -160,8 +169,10 @@ func ringGeometry(f *ir.Fusion, last *ir.Op) (plan.RingAttention, bool) {
 	}
 	qs, ks, vs := q.Shape(), k.Shape(), v.Shape()
 	r, c := len(qs), len(q.Mesh.Devices)
-	if len(ks) != r || !slices.Equal(ks[:r-2], qs[:r-2]) {
-		return plan.RingAttention{}, false // grouped-query heads: planned op by op
+	gqa, _ := of.Attrs.Get(ops.AttrGQA)
+	grp, err := ops.SDPAGroup([][]int{qs, ks, vs}, gqa.Bool)
+	if err != nil {
+		return plan.RingAttention{}, false
 	}
 	bt := 1
 	for _, e := range qs[:r-2] {
@@ -169,7 +180,7 @@ func ringGeometry(f *ir.Fusion, last *ir.Op) (plan.RingAttention, bool) {
 	}
 	causal, _ := of.Attrs.Get(ops.AttrCausal)
 	return plan.RingAttention{Devices: slices.Clone(q.Mesh.Devices), BT: bt, SB: qs[r-2] / c, TB: ks[r-2] / c,
-		D: qs[r-1], DV: vs[r-1], Causal: causal.Bool}, true
+		D: qs[r-1], DV: vs[r-1], G: grp, Causal: causal.Bool}, true
 }
 
 // seqBlocks reports whether t lies as q must for the ring: on q's mesh,
@@ -215,10 +226,11 @@ func readersOf(f *ir.Fusion) map[*ir.Tensor][]*ir.Op {
 }
 
 // expansionOf returns the ops of last's expansion, in order, with the
-// sets inserted for them, last the last: what the ring computes. False
-// when an op outside them reads one of their outputs (a backward that
-// reads the forward's probabilities): the ring holds none of them.
-func expansionOf(f *ir.Fusion, last *ir.Op, readers map[*ir.Tensor][]*ir.Op) ([]*ir.Op, bool) {
+// sets inserted for them, last the last: what the ring computes. When an
+// op outside them reads one of their outputs (a backward that reads the
+// forward's probabilities) it returns that op and what it reads instead:
+// the ring holds none of them.
+func expansionOf(f *ir.Fusion, last *ir.Op, readers map[*ir.Tensor][]*ir.Op) ([]*ir.Op, *ir.Op, *ir.Tensor) {
 	in := map[*ir.Op]bool{}
 	var members []*ir.Op
 	for _, op := range f.Ops[:last.Index+1] {
@@ -237,11 +249,11 @@ func expansionOf(f *ir.Fusion, last *ir.Op, readers map[*ir.Tensor][]*ir.Op) ([]
 		}
 		for _, r := range readers[op.Out] {
 			if !in[r] {
-				return nil, false
+				return nil, r, op.Out
 			}
 		}
 	}
-	return members, true
+	return members, nil, nil
 }
 
 // sameComposite reports whether op is of the expansion whose last op is
@@ -300,7 +312,7 @@ func (l *lowerer) priceRing(g plan.RingAttention, last *ir.Op, members []*ir.Op)
 // still needs c − 1 blocks: the busiest device's bound is the same).
 func (r *ringForm) needs() reshard.Bounds {
 	g := r.geometry
-	block := int64(g.BT) * int64(g.TB) * int64(g.D+g.DV) * int64(r.elem)
+	block := int64(g.KVBT()) * int64(g.TB) * int64(g.D+g.DV) * int64(r.elem)
 	need := map[int]int64{}
 	for i, d := range g.Devices {
 		for j := range g.Devices {

@@ -91,11 +91,17 @@ func TestRingChosen(t *testing.T) {
 
 // TestRingNeedsSequenceBlocks checks that cp: ring or cp: allgather on
 // an sdpa that neither form can compute — k and v whole — is an error at
-// the op, with a hint; nvFuser's policy ignores cp.
+// the op, with a hint, of equal heads and of grouped-query heads alike;
+// nvFuser's policy ignores cp.
 func TestRingNeedsSequenceBlocks(t *testing.T) {
-	for _, cp := range []string{"ring", "allgather"} {
+	for _, cp := range []string{"ring", "allgather", "ring (grouped-query)"} {
 		src := strings.NewReplacer("SHAPE", "[2, 4, 16, 8]", "ATTRS", ", cp: "+cp).Replace(contextParallel)
 		src = strings.Replace(src, "k: {mesh: cp, shape: [2, 4, 16, 8], placements: [Shard(2)]}", "k: {mesh: cp, shape: [2, 4, 16, 8], placements: [Replicate()]}", 1)
+		if cp == "ring (grouped-query)" {
+			cp = "ring"
+			src = strings.NewReplacer("QSHAPE", "[2, 4, 16, 8]", "KVSHAPE", "[2, 2, 16, 8]", "ATTRS", ", cp: ring").Replace(groupedQuery)
+			src = strings.Replace(src, "k: {mesh: cp, shape: [2, 2, 16, 8], placements: [Shard(2)]}", "k: {mesh: cp, shape: [2, 2, 16, 8], placements: [Replicate()]}", 1)
+		}
 		f, err := syntax.Parse("f.yaml", []byte(src))
 		if err != nil {
 			t.Fatal(err)
@@ -221,4 +227,128 @@ func cheapest(f Form) string {
 		}
 	}
 	return best
+}
+
+// groupedQuery is contextParallel with grouped-query heads: q of shape
+// QSHAPE, k and v of KVSHAPE (fewer heads), enable_gqa.
+const groupedQuery = `format: 2
+meshes:
+  cp: [0, 1, 2, 3]
+tensors:
+  q: {mesh: cp, shape: QSHAPE, placements: [Shard(2)]}
+  k: {mesh: cp, shape: KVSHAPE, placements: [Shard(2)]}
+  v: {mesh: cp, shape: KVSHAPE, placements: [Shard(2)]}
+  o: {placements: [Shard(2)]}
+ops:
+  - {op: sdpa, in: [q, k, v], out: o, causal: true, enable_gqa: trueATTRS}
+`
+
+// TestGroupedQueryForms lowers a causal grouped-query sdpa split on the
+// sequence over 4 devices (the example's [2, 4, 16, 8] with 2 key/value
+// heads; Llama-3 8B's 32 heads of 128 with 8 key/value heads at 4096
+// tokens, float32) in each form, and checks what each collective
+// receives: the ring's SendRecvs and the all-gather form's Allgathers
+// move the key/value heads unrepeated, b·(s/4)·Hkv·d elements a block
+// (512 B at the small size, 4 MiB at the large one: a quarter of the
+// repeated heads' there), the expansion's 21 other ops (the heads'
+// repeats among them) computed within the last. Left to the objective,
+// the all-gather form is cheapest at the small size and the ring at the
+// large one, as for equal heads.
+func TestGroupedQueryForms(t *testing.T) {
+	type collective struct {
+		Type     string
+		Received int64
+	}
+	type form struct {
+		Collectives []collective
+		Within      int
+	}
+	repeat := func(typ string, received int64, n int) form {
+		f := form{Within: 21}
+		for range n {
+			f.Collectives = append(f.Collectives, collective{typ, received})
+		}
+		return f
+	}
+	for _, tc := range []struct {
+		q, kv, attrs string
+		want         form
+	}{
+		{"[2, 4, 16, 8]", "[2, 2, 16, 8]", ", cp: ring", repeat("SendRecv", 512, 6)},
+		{"[2, 4, 16, 8]", "[2, 2, 16, 8]", ", cp: allgather", repeat("Allgather", 3*512, 2)},
+		{"[2, 4, 16, 8]", "[2, 2, 16, 8]", "", repeat("Allgather", 3*512, 2)},
+		{"[1, 32, 4096, 128]", "[1, 8, 4096, 128]", ", cp: allgather", repeat("Allgather", 3*4<<20, 2)},
+		{"[1, 32, 4096, 128]", "[1, 8, 4096, 128]", "", repeat("SendRecv", 4<<20, 6)},
+	} {
+		t.Run(tc.q+tc.attrs, func(t *testing.T) {
+			src := strings.NewReplacer("QSHAPE", tc.q, "KVSHAPE", tc.kv, "ATTRS", tc.attrs).Replace(groupedQuery)
+			f, err := syntax.Parse("f.yaml", []byte(src))
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := Lower(f, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if probs := plan.Validate(p); len(probs) > 0 {
+				t.Fatalf("validate: %v", probs)
+			}
+			if probs, unproven := Certify(p); len(probs) > 0 || len(unproven) > 0 {
+				t.Fatalf("certify: %v, unproven ops %v", probs, unproven)
+			}
+			var got form
+			for _, s := range p.Steps {
+				if s.Kind == plan.KindCollective {
+					got.Collectives = append(got.Collectives, collective{s.Type, s.Bytes.ReceivedPerDevice})
+				}
+			}
+			for _, op := range p.Ops {
+				if op.Within != nil {
+					got.Within++
+				}
+			}
+			if d := cmp.Diff(tc.want, got); d != "" {
+				t.Errorf("form (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+// TestWholeFormsTakeNoBackward checks that cp: ring or cp: allgather on
+// an sdpa whose gradient a backward takes, of equal heads and of
+// grouped-query heads, is an error at the op naming the gradient's op
+// that reads the forward's probabilities, which neither form holds; left
+// to the objective, the sdpa is planned op by op and certifies.
+func TestWholeFormsTakeNoBackward(t *testing.T) {
+	const backward = "  do: {mesh: cp, shape: [2, 4, 16, 8], placements: [Shard(2)]}\n"
+	const seeds = "backward:\n  seeds: {o: do}\n  wrt: [q, k, v]\n"
+	for _, tc := range []struct{ name, src string }{
+		{"equal heads", strings.NewReplacer("SHAPE", "[2, 4, 16, 8]").Replace(contextParallel)},
+		{"grouped-query", strings.NewReplacer("QSHAPE", "[2, 4, 16, 8]", "KVSHAPE", "[2, 2, 16, 8]").Replace(groupedQuery)},
+	} {
+		src := strings.Replace(tc.src, "  o: {placements: [Shard(2)]}\n", "  o: {placements: [Shard(2)]}\n"+backward, 1) + seeds
+		for _, cp := range []string{"ring", "allgather"} {
+			f, err := syntax.Parse("f.yaml", []byte(strings.Replace(src, "ATTRS", ", cp: "+cp, 1)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = Lower(f, Options{})
+			want := "f.yaml:11:5: error: op \"o = matmul(o/probs, "
+			if err == nil || !strings.HasPrefix(err.Error(), want) || !strings.Contains(err.Error(), "sdpa's cp: "+cp+" computes the sdpa whole and holds none of its intermediates, but op o.grad/") ||
+				!strings.Contains(err.Error(), " of its gradient reads o/probs; write cp: expansion") {
+				t.Errorf("%s, cp: %s: lower: %v, want the form's error at the sdpa (%s...) naming its gradient's read of o/probs", tc.name, cp, err, want)
+			}
+		}
+		f, err := syntax.Parse("f.yaml", []byte(strings.Replace(src, "ATTRS", "", 1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := Lower(f, Options{})
+		if err != nil {
+			t.Fatalf("%s, cp left out: %v", tc.name, err)
+		}
+		if probs, unproven := Certify(p); len(probs) > 0 || len(unproven) > 0 {
+			t.Errorf("%s, cp left out: certify: %v, unproven ops %v", tc.name, probs, unproven)
+		}
+	}
 }

@@ -81,10 +81,6 @@ func expandSDPA(in [][]int, a Attrs) ([]ExpandStep, *ExpandError) {
 	if err := checkSDPAShapes(in, gqa.Bool); err != nil {
 		return nil, err
 	}
-	if cp := a.Values.Str(AttrCP); gqa.Bool && (cp == CPRing || cp == CPAllgather) {
-		return nil, &ExpandError{Attr: AttrCP, Index: -1, Msg: "cp: " + cp + " computes attention of equal heads, but enable_gqa is set",
-			Hint: "write cp: expansion (or leave cp out) to plan grouped-query attention op by op, or repeat k's and v's heads and leave enable_gqa out"}
-	}
 	q := in[0]
 	r := len(q)
 	dims := make([]int, r)
@@ -115,6 +111,22 @@ func expandSDPA(in [][]int, a Attrs) ([]ExpandStep, *ExpandError) {
 	}
 	e.binary("", "matmul", probs, v)
 	return e.done(), nil
+}
+
+// SDPAGroup checks sdpa's operands of shapes in (q, k, v, their
+// non-reduction dims) as its expansion does, with enable_gqa gqa, and
+// returns the query heads that share a key/value head, H/Hkv (1 for
+// equal heads): what the context-parallel forms that read the key/value
+// heads unrepeated (ring attention, the all-gather form) group q's rows
+// by. An error names the operand at fault.
+func SDPAGroup(in [][]int, gqa bool) (int, *ExpandError) {
+	if len(in) != 3 {
+		return 0, &ExpandError{Index: -1, Msg: "sdpa takes q, k and v, got " + strconv.Itoa(len(in)) + " operands", Hint: "write in: [q, k, v]"}
+	}
+	if err := checkSDPAShapes(in, gqa); err != nil {
+		return 0, err
+	}
+	return sdpaGroup(in), nil
 }
 
 // sdpaGroup is the number of query heads that share a key/value head,

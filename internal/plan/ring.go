@@ -24,14 +24,28 @@ import (
 
 // RingAttention is the geometry and the buffers of ring attention's
 // steps. Every device's q block is row-major [BT, SB, D] (BT the batch and
-// heads, SB its queries), its k and v blocks [BT, TB, D] and [BT, TB, DV],
-// and its output block [BT, SB, DV].
+// heads, SB its queries), its k and v blocks [BT/G, TB, D] and
+// [BT/G, TB, DV], and its output block [BT, SB, DV].
+//
+// With grouped-query attention (sdpa's enable_gqa, G query heads to a
+// key/value head) q's block [B·H, SB, D] is, row-major, [B·Hkv, G·SB, D]:
+// a group's G heads are consecutive, so each key/value head's block is
+// read once by the G·SB rows of its group, unrepeated. The two products
+// take those dims (qk = q·kᵀ of [B·Hkv, G·SB, D, TB], ob = e·v of
+// [B·Hkv, G·SB, TB, DV]), whose outputs are [B·H, SB, ·] as they lie;
+// every other step (the mask, the statistics, the merge) is per query
+// row as without groups, and the k and v blocks that travel are the
+// key/value heads' alone, 1/G of the repeated ones.
 type RingAttention struct {
 	// Devices is the ring, in order: Devices[i] holds the sequence's block
 	// i of q, k, v and the output, and sends to Devices[i+1 mod c].
 	Devices []int
 	// BT, SB, TB, D, DV are the extents above.
 	BT, SB, TB, D, DV int
+	// G is the query heads that share a key/value head (sdpa's
+	// enable_gqa: H/Hkv); 0 or 1 for attention of equal heads. BT is a
+	// multiple of it.
+	G int
 	// Causal masks each round's scores with the diagonal of the block
 	// they are: i·SB − j·TB on the device holding q's block i and k's
 	// block j (torch's is_causal, top-left aligned); a block the mask
@@ -46,6 +60,20 @@ type RingAttention struct {
 	// SendFirst puts each round's SendRecvs before its compute rather
 	// than after it: the other order the step graph allows.
 	SendFirst bool
+}
+
+// group is G, at least 1.
+func (g RingAttention) group() int { return max(g.G, 1) }
+
+// KVBT is the batch and key/value heads of a k or v block, BT/G.
+func (g RingAttention) KVBT() int { return g.BT / g.group() }
+
+// products returns the dims of the two products of a block of n keys,
+// q·kᵀ [Bt, M, D, n] and e·v [Bt, M, n, DV], each key/value head's rows
+// those of its group's G query heads (Bt = BT/G, M = G·SB).
+func (g RingAttention) products(n int) (qk, ev []int) {
+	bt, m := g.KVBT(), g.group()*g.SB
+	return []int{bt, m, g.D, n}, []int{bt, m, n, g.DV}
 }
 
 // RingBuffers names the intermediate buffers of the ring attention whose
@@ -70,7 +98,8 @@ func RingBuffers(out string) func(what string) string {
 //	a   = exp(m_p − m)                the rescaling (rounds after a device's first)
 //	l   = l_p·a + lb; o = o_p·a + ob
 //
-// where p is the device's previous round that computed, and Out = o / l
+// (the products of G·SB rows per key/value head under grouped-query
+// attention), where p is the device's previous round that computed, and Out = o / l
 // on each device after its last; then, in rounds before the last, k_{r+1}
 // and v_{r+1} from the previous device, on every device whether it
 // computed or not (the next ones need the block). The causal mask's
@@ -107,7 +136,7 @@ func (g RingAttention) Steps() []Step {
 		var send []Step
 		if r < c-1 {
 			next := func(x string) string { return g.Buffer(x + "/" + strconv.Itoa(r+1)) }
-			send = []Step{sendRecv(ring, k, next("k"), g.BT*g.TB*g.D), sendRecv(ring, v, next("v"), g.BT*g.TB*g.DV)}
+			send = []Step{sendRecv(ring, k, next("k"), g.KVBT()*g.TB*g.D), sendRecv(ring, v, next("v"), g.KVBT()*g.TB*g.DV)}
 		}
 		if g.SendFirst {
 			steps = append(steps, send...)
@@ -182,7 +211,8 @@ func (g RingAttention) round(r int, k, v string, prev, final []int) []Step {
 	rows, scores := g.BT*g.SB, g.BT*g.SB*g.TB
 	sdims, rdims := []int{g.BT, g.SB, g.TB}, []int{g.BT, g.SB}
 	b := g.builder(on)
-	qk := b.local(Matmul, name("qk"), [2]int{rows * g.D, scores}, []int{g.BT, g.SB, g.D, g.TB}, g.Q, k)
+	qkDims, evDims := g.products(g.TB)
+	qk := b.local(Matmul, name("qk"), [2]int{rows * g.D, scores}, qkDims, g.Q, k)
 	qk.TransposeB = true
 	scaled := b.pointwise("mul", name("s"), sdims, [][]int{sdims}, name("qk"))
 	scaled.Scalar = &ops.Scalar{Slot: 1, Value: g.Scale}
@@ -212,7 +242,7 @@ func (g RingAttention) round(r int, k, v string, prev, final []int) []Step {
 		e = name("ek")
 	}
 	steps = append(steps, b.reduce("sum", name("lb"), e, sdims),
-		b.local(Matmul, name("ob"), [2]int{scores, rows * g.DV}, []int{g.BT, g.SB, g.TB, g.DV}, e, v))
+		b.local(Matmul, name("ob"), [2]int{scores, rows * g.DV}, evDims, e, v))
 	for _, grp := range groups {
 		steps = append(steps, g.merge(r, grp)...)
 	}
@@ -366,9 +396,9 @@ func GatherBuffers(out string) func(what string) string {
 // type, devices or team, count and fields; the caller gives them their
 // ids, op, expr and a collective's bytes and axis:
 //
-//	kg, vg = Allgather(k), Allgather(v)  [c, BT, TB, ·], device blocks in turn
-//	k', v' = Permute(kg), Permute(vg)    [BT, c·TB, ·], the sequence whole
-//	                                     (none when BT is 1: kg is k')
+//	kg, vg = Allgather(k), Allgather(v)  [c, BT/G, TB, ·], device blocks in turn
+//	k', v' = Permute(kg), Permute(vg)    [BT/G, c·TB, ·], the sequence whole
+//	                                     (none when BT/G is 1: kg is k')
 //	qk = q · k'ᵀ                         Matmul (transpose_b)
 //	s  = qk · scale                      Pointwise
 //	sm = tril(s, i·SB)                   Tril (causal)
@@ -390,13 +420,13 @@ func (g RingAttention) GatherSteps() []Step {
 	team := [][]int{slices.Clone(g.Devices)}
 	t := c * g.TB
 	gather := func(in, what string, width int) (Step, []Step) {
-		n := g.BT * g.TB * width
+		n := g.KVBT() * g.TB * width
 		whole := g.Buffer(what)
-		if g.BT == 1 { // [c, 1, TB, ·] is [1, c·TB, ·]
+		if g.KVBT() == 1 { // [c, 1, TB, ·] is [1, c·TB, ·]
 			return Step{Kind: KindCollective, Type: Allgather, Teams: team, Input: in, Output: whole, Count: Count{Input: n, Output: c * n}}, nil
 		}
 		blocks := g.Buffer(what + "g")
-		perm := b.local(Permute, whole, [2]int{c * n, c * n}, []int{c, g.BT, g.TB * width}, blocks)
+		perm := b.local(Permute, whole, [2]int{c * n, c * n}, []int{c, g.KVBT(), g.TB * width}, blocks)
 		perm.Perm = []int{1, 0, 2}
 		return Step{Kind: KindCollective, Type: Allgather, Teams: team, Input: in, Output: blocks, Count: Count{Input: n, Output: c * n}}, []Step{perm}
 	}
@@ -410,7 +440,8 @@ func (g RingAttention) GatherSteps() []Step {
 	for i := range c {
 		diagonals = append(diagonals, i*g.SB)
 	}
-	qk := b.local(Matmul, g.Buffer("qk"), [2]int{rows * g.D, scores}, []int{g.BT, g.SB, g.D, t}, g.Q, k)
+	qkDims, evDims := g.products(t)
+	qk := b.local(Matmul, g.Buffer("qk"), [2]int{rows * g.D, scores}, qkDims, g.Q, k)
 	qk.TransposeB = true
 	scaled := b.pointwise("mul", g.Buffer("s"), sdims, [][]int{sdims}, g.Buffer("qk"))
 	scaled.Scalar = &ops.Scalar{Slot: 1, Value: g.Scale}
@@ -429,6 +460,6 @@ func (g RingAttention) GatherSteps() []Step {
 		e = g.Buffer("ek")
 	}
 	return append(steps, b.reduce("sum", g.Buffer("l"), e, sdims),
-		b.local(Matmul, g.Buffer("o"), [2]int{scores, rows * g.DV}, []int{g.BT, g.SB, t, g.DV}, e, v),
+		b.local(Matmul, g.Buffer("o"), [2]int{scores, rows * g.DV}, evDims, e, v),
 		b.pointwise("div", g.Out, odims, [][]int{odims, cdims}, g.Buffer("o"), g.Buffer("l")))
 }

@@ -188,7 +188,33 @@ func (v *validator) checkOf(i int, op Op) {
 	if of.Capacity != 0 && (e == nil || !e.Takes(ops.AttrCapacity) || of.Capacity < 1) {
 		v.planf("op %d: of: %s has capacity %d, but only moe_dispatch takes capacity, at least 1", i, of.Op, of.Capacity)
 	}
-	v.checkOfAlike(i, of)
+	if first := v.checkOfAlike(i, of); first && e != nil && !of.Grad && of.Op == "sdpa" && len(of.Inputs) == 3 {
+		v.checkSDPAHeads(i, of)
+	}
+}
+
+// checkSDPAHeads checks an sdpa's record against its operands' shapes as
+// the registry's expansion takes them (ops.SDPAGroup): with enable_gqa,
+// k and v of Hkv heads, a divisor of q's H; without it, q, k and v of
+// equal heads. The simulator's definition and the ring's geometry read
+// the heads by the record, so a record that the shapes contradict would
+// be a wrong number or no plan, not a problem at the op.
+func (v *validator) checkSDPAHeads(i int, of *Of) {
+	shapes := make([][]int, len(of.Inputs))
+	for n, name := range of.Inputs {
+		t := v.tensor(name)
+		if t == nil {
+			return // reported: not a tensor of the plan
+		}
+		shapes[n] = valueShape(t.t)
+	}
+	if _, err := ops.SDPAGroup(shapes, of.GQA); err != nil {
+		at := ""
+		if err.Index >= 0 && err.Index < len(of.Inputs) {
+			at = fmt.Sprintf(" (%s %q)", []string{"q", "k", "v"}[err.Index], of.Inputs[err.Index])
+		}
+		v.planf("op %d: of records %s, whose operands are not sdpa's%s: %s; %s", i, of.Expr(), at, err.Msg, err.Hint)
+	}
 }
 
 // ofKey names the op of the fusion a record is of: its output, and
@@ -201,8 +227,9 @@ type ofKey struct {
 // checkOfAlike checks that op i records its composite as the first op
 // of its expansion did: the simulator checks the expansion against the
 // record its last op carries, so a record that differs on one op (an
-// eps, an axis, causal) would be read by one check and not another.
-func (v *validator) checkOfAlike(i int, of *Of) {
+// eps, an axis, causal) would be read by one check and not another. It
+// reports whether op i is that first op.
+func (v *validator) checkOfAlike(i int, of *Of) bool {
 	if v.ofRecords == nil {
 		v.ofRecords = map[ofKey]int{}
 	}
@@ -210,11 +237,12 @@ func (v *validator) checkOfAlike(i int, of *Of) {
 	first, seen := v.ofRecords[k]
 	if !seen {
 		v.ofRecords[k] = i
-		return
+		return true
 	}
 	if prev := v.p.Ops[first].Of; !sameOf(prev, of) {
 		v.planf("op %d: of records %s, but op %d records %s: the ops of one expansion record its op alike", i, of.Expr(), first, prev.Expr())
 	}
+	return false
 }
 
 // sameOf reports whether two records say the same.

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+
+	"github.com/nvcomm/nvcomm/internal/ops"
 )
 
 // An op that computes its composite whole (others are within it, Op.Within)
@@ -38,6 +40,9 @@ func (v *validator) checkWholes() {
 func (v *validator) checkRing(k int) {
 	op := &v.p.Ops[k]
 	g, why := v.ringOf(op)
+	if why == recordContradicted {
+		return // the record's problem (checkSDPAHeads), reported once
+	}
 	if why != "" {
 		v.planf("op %d: computes %s whole, but %s; only ring attention and the all-gather form compute an sdpa whole (docs/layers.md)", k, op.Of.Expr(), why)
 		return
@@ -113,6 +118,11 @@ func firstDifference(got, want []Step) int {
 	return -1
 }
 
+// recordContradicted is ringOf's why when the sdpa's operands are not
+// those its record takes (enable_gqa against their heads): a problem of
+// the record, which checkSDPAHeads reports at its first op.
+const recordContradicted = "its record contradicts its operands' shapes"
+
 // ringOf returns the ring attention that op, the last op of an sdpa's
 // expansion, computes: its geometry from q, k and v as the plan declares
 // them and its scale from the expansion's scaling op; or why there is
@@ -148,8 +158,9 @@ func (v *validator) ringOf(op *Op) (RingAttention, string) {
 	}
 	q, k, val := shapes[0], shapes[1], shapes[2]
 	r, c := len(q), len(mesh.Devices)
-	if len(k) != r || !slices.Equal(k[:r-2], q[:r-2]) {
-		return RingAttention{}, fmt.Sprintf("%q has other heads than %q (grouped-query attention), and the ring computes attention of equal heads", of.Inputs[1], of.Inputs[0])
+	grp, err := ops.SDPAGroup([][]int{q, k, val}, of.GQA)
+	if err != nil {
+		return RingAttention{}, recordContradicted
 	}
 	bt := 1
 	for _, e := range q[:r-2] {
@@ -164,7 +175,7 @@ func (v *validator) ringOf(op *Op) (RingAttention, string) {
 	if !found {
 		return RingAttention{}, "its expansion has no scaling of the scores"
 	}
-	return RingAttention{Devices: mesh.Devices, BT: bt, SB: q[r-2] / c, TB: k[r-2] / c, D: q[r-1], DV: val[r-1],
+	return RingAttention{Devices: mesh.Devices, BT: bt, SB: q[r-2] / c, TB: k[r-2] / c, D: q[r-1], DV: val[r-1], G: grp,
 		Causal: of.Causal, Scale: scale, Q: of.Inputs[0], K: of.Inputs[1], V: of.Inputs[2], Out: of.Output,
 		Buffer: RingBuffers(of.Output)}, ""
 }

@@ -59,12 +59,12 @@ func (g RingAttention) ZigzagSteps() []Step {
 	for i := range all {
 		all[i] = i
 	}
-	half := func(in, out string, start, width int, on []int) Step {
-		s := g.builder(on).local(Concat, out, [2]int{g.BT * 2 * h * width, g.BT * h * width}, []int{g.BT, h, width}, in)
+	half := func(in, out string, bt, start, width int, on []int) Step {
+		s := g.builder(on).local(Concat, out, [2]int{bt * 2 * h * width, bt * h * width}, []int{bt, h, width}, in)
 		s.Windows = [][]int{{2 * h, start, h}}
 		return s
 	}
-	steps := []Step{half(g.Q, g.Buffer("qA"), 0, g.D, all), half(g.Q, g.Buffer("qB"), h, g.D, all)}
+	steps := []Step{half(g.Q, g.Buffer("qA"), g.BT, 0, g.D, all), half(g.Q, g.Buffer("qB"), g.BT, h, g.D, all)}
 	ring := make([][]int, c)
 	for i := range ring {
 		ring[i] = []int{g.Devices[i], g.Devices[(i+1)%c]}
@@ -81,14 +81,14 @@ func (g RingAttention) ZigzagSteps() []Step {
 			}
 		}
 		if len(early) > 0 {
-			steps = append(steps, half(k, g.Buffer("k0/"+strconv.Itoa(r)), 0, g.D, early),
-				half(v, g.Buffer("v0/"+strconv.Itoa(r)), 0, g.DV, early))
+			steps = append(steps, half(k, g.Buffer("k0/"+strconv.Itoa(r)), g.KVBT(), 0, g.D, early),
+				half(v, g.Buffer("v0/"+strconv.Itoa(r)), g.KVBT(), 0, g.DV, early))
 		}
 		steps = append(steps, g.zigzagStream("A", r, k, v, h)...)
 		steps = append(steps, g.zigzagStream("B", r, k, v, h)...)
 		if r < c-1 {
 			next := func(x string) string { return g.Buffer(x + "/" + strconv.Itoa(r+1)) }
-			steps = append(steps, sendRecv(ring, k, next("k"), g.BT*g.TB*g.D), sendRecv(ring, v, next("v"), g.BT*g.TB*g.DV))
+			steps = append(steps, sendRecv(ring, k, next("k"), g.KVBT()*g.TB*g.D), sendRecv(ring, v, next("v"), g.KVBT()*g.TB*g.DV))
 		}
 	}
 	odims := []int{g.BT, 2 * h, g.DV}
@@ -184,7 +184,8 @@ func (g RingAttention) zigzagBlock(stream string, r int, k, v string, h int, key
 		}
 		return d
 	}
-	qk := b.local(Matmul, name("qk"), [2]int{rows * g.D, rows * t}, []int{g.BT, h, g.D, t}, g.Buffer("q"+stream), kb)
+	bt, m := g.KVBT(), g.group()*h // a key/value head's rows: its group's query heads'
+	qk := b.local(Matmul, name("qk"), [2]int{rows * g.D, rows * t}, []int{bt, m, g.D, t}, g.Buffer("q"+stream), kb)
 	qk.TransposeB = true
 	scaled := b.pointwise("mul", name("s"), sdims, [][]int{sdims}, name("qk"))
 	scaled.Scalar = &ops.Scalar{Slot: 1, Value: g.Scale}
@@ -210,7 +211,7 @@ func (g RingAttention) zigzagBlock(stream string, r int, k, v string, h int, key
 		e = name("ek")
 	}
 	steps = append(steps, b.reduce("sum", name("lb"), e, sdims),
-		b.local(Matmul, name("ob"), [2]int{rows * t, rows * g.DV}, []int{g.BT, h, t, g.DV}, e, vb))
+		b.local(Matmul, name("ob"), [2]int{rows * t, rows * g.DV}, []int{bt, m, t, g.DV}, e, vb))
 	if r == 0 {
 		steps = append(steps, b.pointwise("copy", state("l"), rdims, [][]int{rdims}, name("lb")),
 			b.pointwise("copy", state("o"), odims, [][]int{odims}, name("ob")))

@@ -20,11 +20,16 @@ import (
 
 // ringGeometry is a context-parallel attention: bt batches and heads, c
 // devices, each holding sb queries and tb keys of the sequence, heads of d
-// (and dv for v).
+// (and dv for v); with grp > 1, grouped-query attention (enable_gqa): q's
+// bt heads read k's and v's bt/grp, grp query heads to a key/value head.
 type ringGeometry struct {
 	bt, c, sb, tb, d, dv int
 	causal               bool
+	grp                  int
 }
+
+// kvbt is the heads of k and v: bt/grp.
+func (g ringGeometry) kvbt() int { return g.bt / max(g.grp, 1) }
 
 // ringSteps writes ring attention's steps with the builder the lowering
 // uses (plan.RingAttention), on devices 0 to c−1, buffers "q", "k", "v"
@@ -34,7 +39,7 @@ func ringSteps(g ringGeometry, sendFirst bool) []plan.Step {
 	for i := range devs {
 		devs[i] = i
 	}
-	return plan.RingAttention{Devices: devs, BT: g.bt, SB: g.sb, TB: g.tb, D: g.d, DV: g.dv, Causal: g.causal,
+	return plan.RingAttention{Devices: devs, BT: g.bt, SB: g.sb, TB: g.tb, D: g.d, DV: g.dv, G: g.grp, Causal: g.causal,
 		Scale: 1 / math.Sqrt(float64(g.d)), Q: "q", K: "k", V: "v", Out: "o",
 		Buffer: func(what string) string { return what }, SendFirst: sendFirst}.Steps()
 }
@@ -52,7 +57,9 @@ func seqBlock(vals []float64, bt, n, w, e, i int) []float64 {
 
 // TestRingAttentionSteps runs ring attention's steps on 3 and 4 devices,
 // q, k and v split on the sequence, causal and not, with each round's
-// SendRecvs after its compute and before it, and checks every device's
+// SendRecvs after its compute and before it, equal heads and grouped
+// query heads (enable_gqa: the key/value heads' blocks travel, each read
+// by its group's query rows), and checks every device's
 // output block equal, exactly, to the simulator's definition of sdpa:
 // the online softmax's rescaling is exact, and so is skipping the blocks
 // the causal mask zeroes whole (each device computes only the blocks
@@ -73,6 +80,12 @@ func TestRingAttentionSteps(t *testing.T) {
 		{bt: 1, c: 4, sb: 2, tb: 3, d: 2, dv: 2, causal: true},
 		{bt: 2, c: 4, sb: 3, tb: 2, d: 2, dv: 3, causal: true},
 		{bt: 6, c: 3, sb: 1, tb: 2, d: 2, dv: 2, causal: true},
+		// Grouped-query attention: q's heads read k's and v's in groups
+		// (query head h key/value head h / grp), the blocks that travel
+		// the key/value heads' alone.
+		{bt: 4, c: 4, sb: 3, tb: 3, d: 4, dv: 2, grp: 2},
+		{bt: 6, c: 3, sb: 2, tb: 2, d: 2, dv: 3, causal: true, grp: 3},
+		{bt: 4, c: 4, sb: 2, tb: 3, d: 2, dv: 2, causal: true, grp: 4},
 	} {
 		wantBlocks, operands := ringReference(t, r, g)
 		run := func(steps []plan.Step) map[int][]float64 { return runRing(t, g, operands, steps) }
@@ -122,9 +135,9 @@ func ringReference(t *testing.T, r *rand.Rand, g ringGeometry) (map[int][]float6
 	t.Helper()
 	s, t2 := g.c*g.sb, g.c*g.tb
 	q := randomOperand(r, "q", []int{g.bt, s, g.d})
-	k := randomOperand(r, "k", []int{g.bt, t2, g.d})
-	v := randomOperand(r, "v", []int{g.bt, t2, g.dv})
-	want, err := sdpaDef([]operand{q, k, v}, g.causal, false)
+	k := randomOperand(r, "k", []int{g.kvbt(), t2, g.d})
+	v := randomOperand(r, "v", []int{g.kvbt(), t2, g.dv})
+	want, err := sdpaDef([]operand{q, k, v}, g.causal, g.grp > 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,8 +156,8 @@ func runRing(t *testing.T, g ringGeometry, operands [3]operand, steps []plan.Ste
 	m := newMachine(0)
 	for i := range g.c {
 		m.put(i, "q", seqBlock(q.vals, g.bt, g.c, g.sb, g.d, i))
-		m.put(i, "k", seqBlock(k.vals, g.bt, g.c, g.tb, g.d, i))
-		m.put(i, "v", seqBlock(v.vals, g.bt, g.c, g.tb, g.dv, i))
+		m.put(i, "k", seqBlock(k.vals, g.kvbt(), g.c, g.tb, g.d, i))
+		m.put(i, "v", seqBlock(v.vals, g.kvbt(), g.c, g.tb, g.dv, i))
 	}
 	for j := range steps {
 		steps[j].ID = j
@@ -337,7 +350,7 @@ func gatherSteps(g ringGeometry) []plan.Step {
 	for i := range devs {
 		devs[i] = i
 	}
-	return plan.RingAttention{Devices: devs, BT: g.bt, SB: g.sb, TB: g.tb, D: g.d, DV: g.dv, Causal: g.causal,
+	return plan.RingAttention{Devices: devs, BT: g.bt, SB: g.sb, TB: g.tb, D: g.d, DV: g.dv, G: g.grp, Causal: g.causal,
 		Scale: 1 / math.Sqrt(float64(g.d)), Q: "q", K: "k", V: "v", Out: "o",
 		Buffer: func(what string) string { return what }}.GatherSteps()
 }
@@ -345,7 +358,8 @@ func gatherSteps(g ringGeometry) []plan.Step {
 // TestGatherAttentionSteps runs the all-gather form's steps (k and v
 // gathered along the sequence, each device's queries against every key)
 // on 2 to 4 devices, causal and not, one batch-and-head and several (the
-// gathered blocks then permuted into sequence order), blocks of q and k of
+// gathered blocks then permuted into sequence order), of equal heads and
+// grouped-query heads (the key/value heads gathered), blocks of q and k of
 // equal and unequal lengths, and checks every device's output block equal,
 // exactly, to sdpa's definition. Mutants fail: the gathered blocks left in
 // device order (gathered along the wrong axis: the batches and heads
@@ -360,6 +374,11 @@ func TestGatherAttentionSteps(t *testing.T) {
 		{bt: 1, c: 4, sb: 2, tb: 3, d: 2, dv: 2, causal: true},
 		{bt: 3, c: 3, sb: 3, tb: 2, d: 2, dv: 3, causal: true},
 		{bt: 2, c: 2, sb: 1, tb: 1, d: 1, dv: 1, causal: true},
+		// Grouped-query attention: k's and v's key/value heads gathered
+		// unrepeated; one key/value head (kvbt 1: no Permute) and two.
+		{bt: 4, c: 4, sb: 2, tb: 2, d: 3, dv: 2, causal: true, grp: 4},
+		{bt: 4, c: 2, sb: 3, tb: 2, d: 2, dv: 3, causal: true, grp: 2},
+		{bt: 6, c: 3, sb: 2, tb: 2, d: 2, dv: 2, grp: 3},
 	} {
 		want, operands := ringReference(t, r, g)
 		if d := cmp.Diff(want, runRing(t, g, operands, gatherSteps(g))); d != "" {
@@ -396,7 +415,7 @@ func TestGatherAttentionSteps(t *testing.T) {
 			},
 		}
 		for name, mutate := range mutants {
-			if !g.causal && name != "blocks in device order" || g.bt == 1 && name == "blocks in device order" {
+			if !g.causal && name != "blocks in device order" || g.kvbt() == 1 && name == "blocks in device order" {
 				continue // no mask; or no order to get wrong
 			}
 			steps := gatherSteps(g)

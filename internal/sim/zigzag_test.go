@@ -31,7 +31,7 @@ func zigzagSteps(g ringGeometry) []plan.Step {
 	for i := range devs {
 		devs[i] = i
 	}
-	return plan.RingAttention{Devices: devs, BT: g.bt, SB: g.sb, TB: g.tb, D: g.d, DV: g.dv, Causal: true,
+	return plan.RingAttention{Devices: devs, BT: g.bt, SB: g.sb, TB: g.tb, D: g.d, DV: g.dv, G: g.grp, Causal: true,
 		Scale: 1 / math.Sqrt(float64(g.d)), Q: "q", K: "k", V: "v", Out: "o",
 		Buffer: func(what string) string { return what }}.ZigzagSteps()
 }
@@ -44,8 +44,8 @@ func runZigzag(t *testing.T, g ringGeometry, operands [3]operand, steps []plan.S
 	m := newMachine(0)
 	for i := range g.c {
 		m.put(i, "q", zigzagBlock(operands[0].vals, g.bt, g.c, h, g.d, i))
-		m.put(i, "k", zigzagBlock(operands[1].vals, g.bt, g.c, h, g.d, i))
-		m.put(i, "v", zigzagBlock(operands[2].vals, g.bt, g.c, h, g.dv, i))
+		m.put(i, "k", zigzagBlock(operands[1].vals, g.kvbt(), g.c, h, g.d, i))
+		m.put(i, "v", zigzagBlock(operands[2].vals, g.kvbt(), g.c, h, g.dv, i))
 	}
 	for j := range steps {
 		steps[j].ID = j
@@ -63,7 +63,7 @@ func runZigzag(t *testing.T, g ringGeometry, operands [3]operand, steps []plan.S
 // TestZigzagRingSteps runs causal ring attention in the load-balanced
 // chunk order (device i holding chunks i and 2c − 1 − i of the sequence)
 // on 2 to 5 devices, chunks of 1 to 3 rows, one batch-and-head and
-// several, and checks each device's output block — its two chunks of the
+// several (and grouped-query heads, two to a key/value head), and checks each device's output block — its two chunks of the
 // output — equal, exactly, to the same chunks of sdpa's definition; and
 // that in every round each device computes as many visible query-key
 // pairs as every other (the plain order's last device computes c blocks
@@ -73,13 +73,13 @@ func TestZigzagRingSteps(t *testing.T) {
 	r := rand.New(rand.NewPCG(26, 14))
 	for c := 2; c <= 5; c++ {
 		for h := 1; h <= 3; h++ {
-			for _, bt := range []int{1, 2} {
-				g := ringGeometry{bt: bt, c: c, sb: 2 * h, tb: 2 * h, d: 2, dv: 3, causal: true}
+			for _, heads := range [][2]int{{1, 0}, {2, 0}, {4, 2}} { // bt, and grp: grouped-query attention
+				g := ringGeometry{bt: heads[0], c: c, sb: 2 * h, tb: 2 * h, d: 2, dv: 3, causal: true, grp: heads[1]}
 				s := 2 * c * h
 				q := randomOperand(r, "q", []int{g.bt, s, g.d})
-				k := randomOperand(r, "k", []int{g.bt, s, g.d})
-				v := randomOperand(r, "v", []int{g.bt, s, g.dv})
-				def, err := sdpaDef([]operand{q, k, v}, true, false)
+				k := randomOperand(r, "k", []int{g.kvbt(), s, g.d})
+				v := randomOperand(r, "v", []int{g.kvbt(), s, g.dv})
+				def, err := sdpaDef([]operand{q, k, v}, true, g.grp > 1)
 				if err != nil {
 					t.Fatal(err)
 				}
