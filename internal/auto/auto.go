@@ -66,6 +66,9 @@ type Options struct {
 	// NoRunnerUps leaves out each decision's runner-up (Decision.RunnerUp
 	// empty): the programme's backward pass, about the search's work
 	// again, for a caller that shows only the choices (model --auto).
+	// Under a budget the search then first solves without it, and when
+	// that choice does not fit, prices bytes to find shardings that fit
+	// before it proves them the fastest (budget.go).
 	NoRunnerUps bool
 	// forwardOnly prices a training step's forward alone, as --auto did
 	// before it priced the gradients (the tests' baseline).
@@ -217,7 +220,7 @@ func Solve(file string, src []byte, opts Options) (*Result, error) {
 		sv.deadline = time.Now().Add(opts.TimeLimit)
 	}
 	sv.progress = func(done, total int) { rep.report("search", done, total) }
-	best, err := sv.solve()
+	best, err := sv.solveFor(!opts.NoRunnerUps)
 	if err != nil {
 		return nil, fmt.Errorf("%w%s", err, budgetHint(opts.MemoryBudget))
 	}
@@ -313,7 +316,7 @@ func runnerUps(sv *solver, best *solution, rep *reporter) []Decision {
 func decisions(sv *solver, best *solution, rep *reporter, withRunnerUps bool) []Decision {
 	var marg [][]int64
 	var other []int
-	if sv.exact && withRunnerUps {
+	if sv.exact && !sv.noRunnerUps && withRunnerUps {
 		marg, other = sv.backward(best.choice, func(done, total int) { rep.report("runner-ups", done, total) })
 	}
 	var out []Decision
