@@ -104,11 +104,11 @@ type step struct {
 	// the intermediates live during the op.
 	inputs, tails, live []int
 	// freshPos are the positions of fresh in scope.
-	freshPos []int
-	minCost             int64 // the cheapest entry of fa's table, less its saving
-	rest                int64 // the later steps' minCost summed: what finishing costs at least
-	nextStates          int
-	index               int32
+	freshPos   []int
+	minCost    int64 // the cheapest entry of fa's table, less its saving
+	rest       int64 // the later steps' minCost summed: what finishing costs at least
+	nextStates int
+	index      int32
 	// in and out are the ends of runs a state before and after the op
 	// may hold (ends.tail values, 0 first); a layer's state index is the
 	// frontier's index times their number plus the end's position.
