@@ -59,7 +59,7 @@ func (s *solver) solveFor(runnerUps bool) (*solution, error) {
 	alt, altErr := s.solveWithin()
 	switch {
 	case altErr != nil && err != nil:
-		return nil, err
+		return nil, altErr // errInfeasible proven, or how little the shardings tried held
 	case altErr == nil && (err != nil || alt.cost < sol.cost):
 		sol = alt
 	default:
@@ -81,7 +81,17 @@ func (s *solver) solveWithin() (*solution, error) {
 	}
 	pr, err := s.priced()
 	if err != nil {
-		return s.solve() // nothing priced fits: the exact programme says why
+		// Nothing priced fits: the exact programme, within its share of the
+		// tables, proves that nothing does or finds what does; past that it
+		// says how little the shardings tried held.
+		maxBytes := s.maxBytes
+		s.maxBytes = maxBytes / proofShare
+		defer func() { s.maxBytes = maxBytes }()
+		sol, err := s.solve()
+		if err == errStopped {
+			return nil, &tightError{least: pr.least}
+		}
+		return sol, err
 	}
 	// Its layers, bounded by the priced assignment's cost or none, give
 	// no runner-ups.
@@ -116,7 +126,20 @@ type pricedResult struct {
 	// lower is the unbounded optimum's cost, a lower bound on the
 	// optimum under the budget (0 when that search stopped at a limit).
 	lower int64
+	// least is the smallest peak of the assignments tried.
+	least int64
 }
+
+// tightError reports a budget that no assignment the search tried fits,
+// and the exact programme stopped at its limit before it could say
+// whether one does: least is the smallest peak of those tried, what the
+// budget would need to be raised to for them.
+type tightError struct{ least int64 }
+
+func (e *tightError) Error() string { return errStopped.Error() }
+
+// Unwrap makes a tightError errStopped to errors.Is.
+func (e *tightError) Unwrap() error { return errStopped }
 
 // priced searches with bytes priced at λ for the cheapest assignment that
 // fits the budget. It returns an error when none of the prices tried made
@@ -127,6 +150,7 @@ func (s *solver) priced() (pricedResult, error) {
 	if err != nil {
 		return pr, err
 	}
+	pr.least = free.peak
 	if exact {
 		pr.lower = free.cost
 	}
@@ -139,7 +163,7 @@ func (s *solver) priced() (pricedResult, error) {
 	base := float64(max(free.cost, 1)) / float64(max(free.peak, 1))
 	lo, hi := 0.0, 0.0
 	for i, lambda := 0, base; i < lambdaTries && hi == 0; i, lambda = i+1, lambda*lambdaGrowth {
-		if sol := s.tryPrice(lambda); sol != nil {
+		if sol := s.tryPrice(lambda, &pr.least); sol != nil {
 			pr.fit, hi = cheaper(pr.fit, sol), lambda
 		} else {
 			lo = lambda
@@ -153,7 +177,7 @@ func (s *solver) priced() (pricedResult, error) {
 		if lo > 0 {
 			mid = math.Sqrt(lo * hi)
 		}
-		if sol := s.tryPrice(mid); sol != nil {
+		if sol := s.tryPrice(mid, &pr.least); sol != nil {
 			pr.fit, hi = cheaper(pr.fit, sol), mid
 		} else {
 			lo = mid
@@ -171,12 +195,14 @@ func cheaper(a, b *solution) *solution {
 }
 
 // tryPrice is the assignment the search with bytes priced at lambda
-// finds, evaluated under the budget; nil when it does not fit.
-func (s *solver) tryPrice(lambda float64) *solution {
+// finds, evaluated under the budget; nil when it does not fit. It lowers
+// least to the assignment's peak when that is less.
+func (s *solver) tryPrice(lambda float64, least *int64) *solution {
 	sol, _, err := s.atPrice(lambda)
 	if err != nil {
 		return nil
 	}
+	*least = min(*least, sol.peak)
 	fit, err := s.evaluate(sol)
 	if err != nil {
 		return nil

@@ -1,9 +1,13 @@
 package auto
 
 import (
+	"errors"
+	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
+	"github.com/dustin/go-humanize"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -92,5 +96,30 @@ func TestSolveWithinPastLimit(t *testing.T) {
 	}
 	if stopped == 0 {
 		t.Error("no layer's proof stopped at the limit: the test checks nothing of the priced search")
+	}
+}
+
+// TestTightBudget checks the error of a budget below every assignment's
+// peak when the exact programme stops at its limit before it can prove
+// that nothing fits: it says how little the shardings tried held, a
+// peak some assignment has (no less than the smallest) and over the
+// budget; and the message the user reads names both.
+func TestTightBudget(t *testing.T) {
+	m := buildModel(t, layers["2-D mesh"])
+	lo := minPeak(m)
+	s := newSolver(m, lo-1)
+	s.maxBytes = 1
+	_, err := s.solveWithin()
+	var tight *tightError
+	if !errors.As(err, &tight) || !errors.Is(err, errStopped) {
+		t.Fatalf("solveWithin: %v, want a tightError", err)
+	}
+	if tight.least < lo {
+		t.Errorf("the least peak tried %d, below the smallest peak of any assignment %d", tight.least, lo)
+	}
+	got := budgetHint(lo-1, err)
+	want := fmt.Sprintf(" within a memory budget of %s per device; the shardings it tried hold %s a device at the least", humanize.IBytes(uint64(lo-1)), humanize.IBytes(uint64(tight.least)))
+	if !strings.HasPrefix(got, want) {
+		t.Errorf("hint %q, want it to begin %q", got, want)
 	}
 }
