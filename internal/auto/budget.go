@@ -26,13 +26,18 @@ import "math"
 
 // Priced search: λ starts at the unbounded optimum's time a byte of its
 // peak (bytes then weigh about as much as time), grows by lambdaGrowth
-// until an assignment fits (at most lambdaTries times), and is then
+// until an assignment fits (at most lambdaTries times, and no longer
+// than it finds smaller ones: lambdaStalls), and is then
 // bisected geometrically lambdaBisections times between the largest
 // that did not fit and the smallest that did.
 const (
 	lambdaGrowth     = 4
 	lambdaTries      = 24
 	lambdaBisections = 6
+	// lambdaStalls ends the growth when that many larger λ in a row
+	// found no assignment smaller than the least so far: the price then
+	// holds the fewest bytes it can, and no larger one will fit.
+	lambdaStalls = 3
 )
 
 // proofShare is the share of maxTableBytes the exact programme may use
@@ -162,11 +167,15 @@ func (s *solver) priced() (pricedResult, error) {
 	}
 	base := float64(max(free.cost, 1)) / float64(max(free.peak, 1))
 	lo, hi := 0.0, 0.0
-	for i, lambda := 0, base; i < lambdaTries && hi == 0; i, lambda = i+1, lambda*lambdaGrowth {
+	for i, lambda, stalled := 0, base, 0; i < lambdaTries && hi == 0 && stalled < lambdaStalls; i, lambda = i+1, lambda*lambdaGrowth {
+		least := pr.least
 		if sol := s.tryPrice(lambda, &pr.least); sol != nil {
 			pr.fit, hi = cheaper(pr.fit, sol), lambda
 		} else {
 			lo = lambda
+		}
+		if stalled++; pr.least < least {
+			stalled = 0
 		}
 	}
 	if pr.fit == nil {
