@@ -14,6 +14,7 @@
 package auto
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -66,6 +67,9 @@ type Options struct {
 	// NoRunnerUps leaves out each decision's runner-up (Decision.RunnerUp
 	// empty): the programme's backward pass, about the search's work
 	// again, for a caller that shows only the choices (model --auto).
+	// Under a budget the search then first solves without it, and when
+	// that choice does not fit, prices bytes to find shardings that fit
+	// before it proves them the fastest (budget.go).
 	NoRunnerUps bool
 	// forwardOnly prices a training step's forward alone, as --auto did
 	// before it priced the gradients (the tests' baseline).
@@ -217,9 +221,9 @@ func Solve(file string, src []byte, opts Options) (*Result, error) {
 		sv.deadline = time.Now().Add(opts.TimeLimit)
 	}
 	sv.progress = func(done, total int) { rep.report("search", done, total) }
-	best, err := sv.solve()
+	best, err := sv.solveFor(!opts.NoRunnerUps)
 	if err != nil {
-		return nil, fmt.Errorf("%w%s", err, budgetHint(opts.MemoryBudget))
+		return nil, fmt.Errorf("%w%s", err, budgetHint(opts.MemoryBudget, err))
 	}
 	res := &Result{Seconds: float64(best.cost) / 1e12, PeakBytes: best.peak, Lowered: ev.lowered, Exact: sv.exact, file: file, src: src}
 	if !sv.exact {
@@ -313,7 +317,7 @@ func runnerUps(sv *solver, best *solution, rep *reporter) []Decision {
 func decisions(sv *solver, best *solution, rep *reporter, withRunnerUps bool) []Decision {
 	var marg [][]int64
 	var other []int
-	if sv.exact && withRunnerUps {
+	if sv.exact && !sv.noRunnerUps && withRunnerUps {
 		marg, other = sv.backward(best.choice, func(done, total int) { rep.report("runner-ups", done, total) })
 	}
 	var out []Decision
@@ -357,9 +361,16 @@ func tied(marg [][]int64, k, o, chosen int) []bool {
 	return out
 }
 
-func budgetHint(budget int64) string {
-	if budget > 0 {
-		return fmt.Sprintf(" within a memory budget of %s per device; raise --memory-budget or give some tensors placements", humanize.IBytes(uint64(budget)))
+// budgetHint is what an error of the search under budget (0: none) adds:
+// the budget, and how far the shardings tried were from it when the
+// search knows (tightError).
+func budgetHint(budget int64, err error) string {
+	if budget <= 0 {
+		return ""
 	}
-	return ""
+	var tight *tightError
+	if errors.As(err, &tight) {
+		return fmt.Sprintf(" within a memory budget of %s per device; the shardings it tried hold %s a device at the least: raise --memory-budget, or give some tensors placements", humanize.IBytes(uint64(budget)), humanize.IBytes(uint64(tight.least)))
+	}
+	return fmt.Sprintf(" within a memory budget of %s per device; raise --memory-budget or give some tensors placements", humanize.IBytes(uint64(budget)))
 }

@@ -59,6 +59,8 @@ type move struct {
 
 // locals returns st's moves under the allowed options, nil when the step
 // has no gone variable with more than one option or there is a budget.
+// A price on bytes (budget.go) keeps the moves exact: it is part of the
+// price of the entry (solver.entry), a function of the options alone.
 func (s *solver) locals(st *step) *locals {
 	if s.budget != 0 {
 		return nil

@@ -103,9 +103,12 @@ type step struct {
 	// inputs (W), the fresh tensors produced and live to the end (O), and
 	// the intermediates live during the op.
 	inputs, tails, live []int
-	minCost             int64 // the cheapest entry of fa's table, less its saving
-	nextStates          int
-	index               int32
+	// freshPos are the positions of fresh in scope.
+	freshPos   []int
+	minCost    int64 // the cheapest entry of fa's table, less its saving
+	rest       int64 // the later steps' minCost summed: what finishing costs at least
+	nextStates int
+	index      int32
 	// in and out are the ends of runs a state before and after the op
 	// may hold (ends.tail values, 0 first); a layer's state index is the
 	// frontier's index times their number plus the end's position.
@@ -181,6 +184,17 @@ type solver struct {
 	// tableBytes is what the layers of the current solve hold.
 	maxScope             int
 	maxBytes, tableBytes int64
+	// penalty prices the bytes of every tensor an assignment holds, in
+	// cost units a byte, on top of the ops' prices (0: none): budget.go's
+	// priced search, which has no budget of its own.
+	penalty float64
+	// noRunnerUps says the last solve's layers cannot give runner-ups:
+	// they were bounded by a priced assignment's cost, or there are none
+	// (solveWithin).
+	noRunnerUps bool
+	// bound drops every partial assignment that cannot finish at a cost
+	// of bound or less (0: none): an assignment known to fit costs bound.
+	bound int64
 	// exact is false when the last solve stopped at a limit and finished
 	// greedily; lower is then a lower bound on the optimum's cost.
 	exact bool
@@ -228,6 +242,9 @@ func (m *model) steps() []*step {
 			}
 		}
 		st.scope = slices.Concat(front, st.fresh)
+		for j := len(front); j < len(st.scope); j++ {
+			st.freshPos = append(st.freshPos, j)
+		}
 		for j, k := range st.scope {
 			if lastUse[k] > i {
 				st.next = append(st.next, k)
@@ -257,6 +274,9 @@ func (m *model) steps() []*step {
 		}
 		front, in = st.next, st.out
 		out = append(out, st)
+	}
+	for i := len(out) - 2; i >= 0; i-- {
+		out[i].rest = satAdd(out[i+1].rest, out[i+1].minCost)
 	}
 	return out
 }
@@ -299,7 +319,7 @@ func (m *model) strides(vars, in []int) []int {
 // completes the best partial assignment greedily and sets exact false and
 // lower.
 func (s *solver) solve() (*solution, error) {
-	s.layers, s.layerBytes, s.tableBytes = nil, nil, 0
+	s.layers, s.layerBytes, s.tableBytes, s.noRunnerUps = nil, nil, 0, false
 	return s.resume(0, [][]*entry{{{step: -1, w: s.m.unread()}}})
 }
 
@@ -544,7 +564,7 @@ func (s *solver) extension(st *step, vals []int, in int32, e *entry) (*entry, in
 // when the sum overflows or passes the budget.
 func (s *solver) extended(st *step, e *entry, ti int, c, dw, do, l int64) *entry {
 	cost, ok := checked.Add(e.cost, c)
-	if !ok || cost == maxCost {
+	if !ok || cost == maxCost || s.bound > 0 && satAdd(cost, st.rest) > s.bound {
 		return nil
 	}
 	x := &entry{cost: cost, w: satAdd(e.w, dw), o: satAdd(e.o, do), prev: e, combo: int32(ti), step: st.index}
@@ -567,6 +587,9 @@ func (s *solver) entry(st *step, vals []int, in int32) (ti, ni int, c int64) {
 	saving, end := st.join(ti, in)
 	if c != maxCost {
 		c -= saving
+		if s.penalty > 0 {
+			c = satAdd(c, s.priceBytes(s.bytes(st, st.freshPos, vals)))
+		}
 	}
 	return ti, ni*len(st.out) + end, c
 }

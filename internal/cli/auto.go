@@ -30,14 +30,12 @@ type autoOptions struct {
 	emit      string
 	timeLimit time.Duration
 	optimizer string
-	// unboundedFirst, with a budget, solves without it first and keeps
-	// that choice when it fits (model --auto, whose default budget, a
-	// device's memory, rarely binds): the fastest shardings that fit are
-	// then those, the same tie broken the same way, and the search
-	// without a budget keeps one partial assignment a state rather than
-	// a Pareto set. Only the runner-ups could differ (one over the
-	// budget), which model does not print, and so does not search.
-	unboundedFirst bool
+	// choicesOnly leaves out the runner-ups (model --auto, which prints
+	// the choices alone): the search then solves without the budget
+	// first and keeps that choice when it fits, and otherwise prices
+	// bytes to find shardings that fit before it proves them the fastest
+	// (auto.Options.NoRunnerUps).
+	choicesOnly bool
 	// emitsBackward is set by a command whose --emit-fusion, without
 	// --auto, writes a backward section as ops (lower).
 	emitsBackward bool
@@ -95,20 +93,10 @@ func (o *autoOptions) compileAutoSource(cmd *cobra.Command, name string, src []b
 	search := opts
 	search.StepGraph = false // the search prices each op's steps as a list; the plan chosen is lowered as asked
 	ao := auto.Options{Lowering: search, MemoryBudget: o.budget.bytes, TimeLimit: o.timeLimit, Optimizer: o.optimizer, Progress: progressLine(cmd.ErrOrStderr()),
-		NoRunnerUps: o.unboundedFirst, StepGraph: opts.StepGraph}
-	var res *auto.Result
-	if o.unboundedFirst && o.budget.bytes > 0 {
-		free := ao
-		free.MemoryBudget = 0
-		if r, err := auto.Solve(name, src, free); err == nil && r.Exact && r.PeakBytes <= o.budget.bytes {
-			res = r
-		}
-	}
-	if res == nil {
-		var err error
-		if res, err = auto.Solve(name, src, ao); err != nil {
-			return nil, nil, reportIn(cmd, name, err)
-		}
+		NoRunnerUps: o.choicesOnly, StepGraph: opts.StepGraph}
+	res, err := auto.Solve(name, src, ao)
+	if err != nil {
+		return nil, nil, reportIn(cmd, name, err)
 	}
 	if !res.Exact {
 		warn(cmd, diag.Warn(name, "--auto stopped its search at its limit; the shardings are the best it found, at most %s slower than the fastest (give some tensors placements, or a longer --time-limit)", explain.Seconds(res.Gap)))

@@ -74,7 +74,7 @@ device.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.scheduleSet = cmd.Flags().Changed("schedule")
 			o.changed = cmd.Flags().Changed
-			o.auto.unboundedFirst = true
+			o.auto.choicesOnly = true
 			return o.run(cmd, args[0])
 		},
 	}
