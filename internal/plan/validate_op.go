@@ -207,6 +207,11 @@ func (v *validator) checkSDPAHeads(i int, of *Of) {
 			return // reported: not a tensor of the plan
 		}
 		shapes[n] = valueShape(t.t)
+		if t.t.Partial != "" && len(shapes[n]) > 0 {
+			// Its logical axis 0 holds the terms: the operand is their
+			// reduction, which the expansion's first op reads.
+			shapes[n] = shapes[n][1:]
+		}
 	}
 	if _, err := ops.SDPAGroup(shapes, of.GQA); err != nil {
 		at := ""
