@@ -65,6 +65,9 @@ func insertReshardings(f *ir.Fusion, l *lowerer) (*ir.Fusion, *inserter) {
 			continue
 		}
 		if op.Kind == ir.OpSet || op.Kind.IsReduction() {
+			if ins.hierarchical(op) {
+				continue
+			}
 			// The planner lowers the op from what it reads.
 			op = ins.afterCopy(op)
 			whys := ins.reduceTerms(op, nil, false)
@@ -163,6 +166,11 @@ type inserter struct {
 	// (saved.go).
 	alias map[*ir.Tensor]*ir.Tensor
 	reads map[*ir.Tensor]int
+	// chains are the hierarchical chains of two sums begun (hierarchy.go),
+	// by their second op; readers are the ops of the caller's fusion that
+	// read each tensor (nil for a fusion output), built when first needed.
+	chains  map[*ir.Op]hierChain
+	readers map[*ir.Tensor][]*ir.Op
 }
 
 // build is ir.NewTensor(spec), or, when a tensor of the same spec but its
