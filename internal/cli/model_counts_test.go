@@ -230,8 +230,10 @@ func TestExpertParallelDispatchBytes(t *testing.T) {
 // FSDP (fsdp=2,ep=4,tp=8): each device's experts' gradients (Ψ_E bytes
 // a device) are reduced along dp or fsdp only — the devices that hold
 // the same experts — never along ep; the other weights' (Ψ a tp rank)
-// along ep and then dp (two Allreduces), or reduce-scattered along
-// fsdp and the shard all-reduced along ep (HSDP's order). The dispatch and combine are 4 AllToAlls
+// over dp × ep with Megatron-LM's bytes, 2Ψ·7/8 (reduce-scattered
+// along ep, the shard all-reduced along dp and gathered along ep), or
+// reduce-scattered along fsdp and the shard all-reduced along ep
+// (HSDP's order). The dispatch and combine are 4 AllToAlls
 // a layer along ep, each 3/4 · (8/8 sequences) · 8 · 1280 · 4096 · 2 B.
 func TestExpertDataParallelGradients(t *testing.T) {
 	if testing.Short() {
@@ -249,10 +251,16 @@ func TestExpertDataParallelGradients(t *testing.T) {
 		strides map[int]string
 		want    map[string]count
 	}{
+		// The non-expert gradients summed over the dp × ep group of 8 in
+		// three collectives, one mesh axis each: reduce-scattered along
+		// ep, the shard all-reduced along dp, gathered along ep:
+		// Ψ·3/4 + 2(Ψ/4)·1/2 + Ψ·3/4 = 2Ψ·7/8, Megatron-LM's one
+		// Allreduce over the data-parallel group.
 		{"dp=2,ep=4,tp=8", map[int]string{1: "tp", 8: "ep", 32: "dp"}, map[string]count{
-			"AllToAll ep":  {128, 128 * alltoall},
-			"Allreduce ep": {227, 2 * psi * 3 / 4},
-			"Allreduce dp": {96 + 227, 2*psiE/2 + 2*psi/2},
+			"AllToAll ep":      {128, 128 * alltoall},
+			"ReduceScatter ep": {227, psi * 3 / 4},
+			"Allgather ep":     {227, psi * 3 / 4},
+			"Allreduce dp":     {96 + 227, 2*psiE/2 + 2*(psi/4)/2},
 		}},
 		{"fsdp=2,ep=4,tp=8", map[int]string{1: "tp", 8: "ep", 32: "fsdp"}, map[string]count{
 			"AllToAll ep":        {128, 128 * alltoall},
