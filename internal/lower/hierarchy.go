@@ -2,7 +2,6 @@ package lower
 
 import (
 	"slices"
-	"strconv"
 
 	"github.com/nvcomm/nvcomm/internal/checked"
 	"github.com/nvcomm/nvcomm/internal/ir"
@@ -37,20 +36,19 @@ import (
 // three collectives below the two Allreduces (not for a small tensor,
 // whose collectives cost their latency).
 
-// hierChain is a chain of two sums lowered hierarchically: its second
-// op, the first's output as the chain splits it (mid), and the split it
-// gives the second's output (axis f of y along T1).
+// hierChain is a chain of two sums lowered hierarchically: the first's
+// output as the chain splits it (mid), and the split it gives the
+// second's output (axis f of y along T1).
 type hierChain struct {
-	second *ir.Op
-	mid    *ir.Tensor
-	split  Split
+	mid   *ir.Tensor
+	split Split
 }
 
 // hierarchical adds op, a set or a reduction of the caller's fusion, as
 // the first or second sum of a hierarchical chain, and reports whether it
 // did; false leaves op to the caller.
 func (ins *inserter) hierarchical(op *ir.Op) bool {
-	if c, ok := ins.chains[op]; ok {
+	if c, ok := ins.chains[op.In()]; ok && op.Kind == ir.OpSum {
 		return ins.secondSum(op, c)
 	}
 	c, ok := ins.chainFrom(op)
@@ -61,9 +59,9 @@ func (ins *inserter) hierarchical(op *ir.Op) bool {
 	first.Out = c.mid
 	c.mid.Producer = ins.add(&first)
 	if ins.chains == nil {
-		ins.chains = map[*ir.Op]hierChain{}
+		ins.chains = map[*ir.Tensor]hierChain{}
 	}
-	ins.chains[c.second] = c
+	ins.chains[op.Out] = c
 	return true
 }
 
@@ -73,10 +71,7 @@ func (ins *inserter) hierarchical(op *ir.Op) bool {
 func (ins *inserter) secondSum(op *ir.Op, c hierChain) bool {
 	y := op.Out
 	out, _ := BlockShards(y)
-	name := y.Name + "/shard"
-	if ins.names == nil || ins.names[name] > 0 {
-		name, _ = ins.freeName(name)
-	}
+	name := ins.freeName(y.Name + "/shard")
 	shard, err1 := ir.NewTensor(ir.TensorSpec{Name: name, Mesh: y.Mesh, DType: y.DType, Shape: c.mid.Shape(),
 		ReductionAxes: []int{op.Axis}, Placements: placementsOf(y.Mesh, append(slices.Clone(out), c.split)), Propagated: true})
 	gathered, err2 := ir.NewTensor(ir.TensorSpec{Name: y.Name, Mesh: y.Mesh, DType: y.DType, Shape: y.Shape(),
@@ -102,22 +97,6 @@ func (ins *inserter) secondSum(op *ir.Op, c hierChain) bool {
 		}
 	}
 	return true
-}
-
-// freeName returns base, or base.N where base is taken, and takes it.
-func (ins *inserter) freeName(base string) (string, bool) {
-	if ins.names == nil {
-		ins.names = make(map[string]int, len(ins.source.Tensors))
-		for _, t := range ins.source.Tensors {
-			ins.names[t.Name]++
-		}
-	}
-	name := base
-	if n := ins.names[base]; n > 0 {
-		name = base + "." + strconv.Itoa(n)
-	}
-	ins.names[base]++
-	return name, true
 }
 
 // placementsOf writes splits as placements on mesh: Shard(d) for a split
@@ -193,7 +172,7 @@ func (ins *inserter) chainFrom(op *ir.Op) (hierChain, bool) {
 		return hierChain{}, false
 	}
 	m.Pos, m.Declared = y1.Pos, y1.Declared
-	return hierChain{second: second, mid: m, split: split}, true
+	return hierChain{mid: m, split: split}, true
 }
 
 // hierCheaper reports whether the cost model prices the chain's three

@@ -3,6 +3,7 @@ package lower
 import (
 	"fmt"
 	"slices"
+	"strconv"
 
 	"github.com/nvcomm/nvcomm/internal/diag"
 	"github.com/nvcomm/nvcomm/internal/ir"
@@ -167,9 +168,10 @@ type inserter struct {
 	alias map[*ir.Tensor]*ir.Tensor
 	reads map[*ir.Tensor]int
 	// chains are the hierarchical chains of two sums begun (hierarchy.go),
-	// by their second op; readers are the ops of the caller's fusion that
-	// read each tensor (nil for a fusion output), built when first needed.
-	chains  map[*ir.Op]hierChain
+	// by the caller's output of their first op, which the second reads;
+	// readers are the ops of the caller's fusion that read each tensor
+	// (nil for a fusion output), built when first needed.
+	chains  map[*ir.Tensor]hierChain
 	readers map[*ir.Tensor][]*ir.Op
 }
 
@@ -488,17 +490,7 @@ func OperandShards(op *ir.Op, i int, want []Split) []Split {
 // newTensor builds an even, row-major tensor of the given value shape with
 // block splits need, named uniquely from base.
 func (ins *inserter) newTensor(op *ir.Op, base string, mesh *ir.Mesh, dtype ir.DType, shape []int, need []Split) (*ir.Tensor, bool) {
-	if ins.names == nil {
-		ins.names = make(map[string]int, len(ins.source.Tensors))
-		for _, t := range ins.source.Tensors {
-			ins.names[t.Name]++
-		}
-	}
-	name := base
-	if n := ins.names[base]; n > 0 {
-		name = fmt.Sprintf("%s.%d", base, n)
-	}
-	ins.names[base]++
+	name := ins.freeName(base)
 	t, err := ins.build(ir.TensorSpec{Name: name, Mesh: mesh, DType: dtype, Shape: shape, Schedule: BlockSchedule(mesh, need)})
 	if err != nil {
 		ins.errs.Add(op.Pos, "op %q: cannot shard operand %s as its output requires: %v", op.Expr(), base, err)
@@ -511,6 +503,22 @@ func (ins *inserter) newTensor(op *ir.Op, base string, mesh *ir.Mesh, dtype ir.D
 	}
 	t.Pos = op.Pos
 	return t, true
+}
+
+// freeName returns base, or base.N where base is taken, and takes it.
+func (ins *inserter) freeName(base string) string {
+	if ins.names == nil {
+		ins.names = make(map[string]int, len(ins.source.Tensors))
+		for _, t := range ins.source.Tensors {
+			ins.names[t.Name]++
+		}
+	}
+	name := base
+	if n := ins.names[base]; n > 0 {
+		name = base + "." + strconv.Itoa(n)
+	}
+	ins.names[base]++
+	return name
 }
 
 // BlockSchedule is the schedule that splits each axis of need in blocks
