@@ -3,9 +3,7 @@ package lower
 import (
 	"slices"
 
-	"github.com/nvcomm/nvcomm/internal/checked"
 	"github.com/nvcomm/nvcomm/internal/ir"
-	"github.com/nvcomm/nvcomm/internal/plan"
 	"github.com/nvcomm/nvcomm/internal/reshard"
 	"github.com/nvcomm/nvcomm/internal/shard"
 )
@@ -36,67 +34,79 @@ import (
 // three collectives below the two Allreduces (not for a small tensor,
 // whose collectives cost their latency).
 
-// hierChain is a chain of two sums lowered hierarchically: the first's
-// output as the chain splits it (mid), and the split it gives the
-// second's output (axis f of y along T1).
+// hierChain is a chain of two sums this file lowers: the caller's ops
+// and tensors (y1 the first's output, y the second's), the chain's own
+// (mid: y1 split along the first sum's type too; shard: the second
+// sum's output, y split so; gathered: y as the set after it writes it),
+// whether the policy takes the chain, and the ops added for it, in order:
+// the two sums, or the chain's three ops.
 type hierChain struct {
-	mid   *ir.Tensor
-	split Split
+	first, second        *ir.Op
+	x, y1, y             *ir.Tensor
+	mid, shard, gathered *ir.Tensor
+	taken                bool
+	added                []*ir.Op
 }
 
-// hierarchical adds op, a set or a reduction of the caller's fusion, as
-// the first or second sum of a hierarchical chain, and reports whether it
-// did; false leaves op to the caller.
+// hierarchical adds op, a set or a reduction of the caller's fusion, when
+// it is the first or second sum of a chain, and reports whether it did;
+// false leaves op to the caller.
 func (ins *inserter) hierarchical(op *ir.Op) bool {
-	if c, ok := ins.chains[op.In()]; ok && op.Kind == ir.OpSum {
-		return ins.secondSum(op, c)
+	if c := ins.chains[op.In()]; c != nil && op.Kind == ir.OpSum {
+		ins.secondSum(op, c)
+		return true
 	}
 	c, ok := ins.chainFrom(op)
 	if !ok {
 		return false
 	}
-	first := *op
-	first.Out = c.mid
-	c.mid.Producer = ins.add(&first)
+	c.taken = ins.planner.Policy() == PolicyNvFuser || ins.chainCheaper(c)
+	first := op
+	if c.taken {
+		cp := *op
+		cp.Out = c.mid
+		first = &cp
+	}
+	first = ins.add(first)
+	if c.taken {
+		c.mid.Producer = first
+	}
+	c.added = append(c.added, first)
 	if ins.chains == nil {
-		ins.chains = map[*ir.Tensor]hierChain{}
+		ins.chains = map[*ir.Tensor]*hierChain{}
 	}
 	ins.chains[op.Out] = c
+	ins.chainList = append(ins.chainList, c)
 	return true
 }
 
-// secondSum adds the chain's second sum, reading the first's split
-// output into "y/shard", and the set that gathers y from it: y written
-// again as the set's output, its values split as before.
-func (ins *inserter) secondSum(op *ir.Op, c hierChain) bool {
-	y := op.Out
-	out, _ := BlockShards(y)
-	name := ins.freeName(y.Name + "/shard")
-	shard, err1 := ir.NewTensor(ir.TensorSpec{Name: name, Mesh: y.Mesh, DType: y.DType, Shape: c.mid.Shape(),
-		ReductionAxes: []int{op.Axis}, Placements: placementsOf(y.Mesh, append(slices.Clone(out), c.split)), Propagated: true})
-	gathered, err2 := ir.NewTensor(ir.TensorSpec{Name: y.Name, Mesh: y.Mesh, DType: y.DType, Shape: y.Shape(),
-		Placements: placementsOf(y.Mesh, out), Propagated: y.Propagated})
-	if err1 != nil || err2 != nil {
-		ins.errs.Add(op.Pos, "op %q: cannot split its output along %s to sum it hierarchically", op.Expr(), c.split.Type)
-		ins.addFailed(op)
-		return true
+// secondSum adds the chain's second sum: as the fusion gives it, or
+// reading the first's split output into its shard, with the set that
+// gathers y from it after: y written again as the set's output, its
+// values split as before.
+func (ins *inserter) secondSum(op *ir.Op, c *hierChain) {
+	if !c.taken {
+		c.added = append(c.added, ins.add(op))
+		return
 	}
-	shard.Pos, gathered.Pos, gathered.Declared = op.Pos, y.Pos, y.Declared
+	if name := ins.freeName(c.shard.Name); name != c.shard.Name {
+		c.shard = c.shard.Renamed(name)
+	}
 	second := *op
 	second.Inputs = []*ir.Tensor{c.mid}
-	second.Out = shard
+	second.Out = c.shard
 	added := ins.add(&second)
-	shard.Producer = added
-	set := ins.add(&ir.Op{Kind: ir.OpSet, Inputs: []*ir.Tensor{shard}, Out: gathered, Axis: -1, Pos: op.Pos,
+	c.shard.Producer = added
+	set := ins.add(&ir.Op{Kind: ir.OpSet, Inputs: []*ir.Tensor{c.shard}, Out: c.gathered, Axis: -1, Pos: op.Pos,
 		Inserted: &ir.Insertion{For: added, Output: true}})
-	gathered.Producer = set
+	c.gathered.Producer = set
+	c.added = append(c.added, added, set)
 	ins.fusion.Outputs = slices.Clone(ins.fusion.Outputs)
 	for k, t := range ins.fusion.Outputs {
-		if t == y {
-			ins.fusion.Outputs[k] = gathered
+		if t == c.y {
+			ins.fusion.Outputs[k] = c.gathered
 		}
 	}
-	return true
 }
 
 // placementsOf writes splits as placements on mesh: Shard(d) for a split
@@ -113,42 +123,42 @@ func placementsOf(mesh *ir.Mesh, splits []Split) []shard.Placement {
 }
 
 // chainFrom returns the chain op begins, when op is the first sum of two
-// that this file lowers hierarchically (its comment) and the policy takes
-// it.
-func (ins *inserter) chainFrom(op *ir.Op) (hierChain, bool) {
+// that this file lowers hierarchically (its comment), whether or not the
+// policy takes it.
+func (ins *inserter) chainFrom(op *ir.Op) (*hierChain, bool) {
 	if op.Kind != ir.OpSum || op.Inserted != nil || op.Scalar != nil || op.Axis < 0 {
-		return hierChain{}, false
+		return nil, false
 	}
 	x, y1 := op.In(), op.Out
 	if !plainValues(x) || !plainValues(y1) || !y1.Propagated || ins.deferred[x] != nil {
-		return hierChain{}, false
+		return nil, false
 	}
 	second, ok := ins.onlyReader(y1)
 	if !ok || second.Kind != ir.OpSum || second.Inserted != nil || second.Scalar != nil || second.Axis < 0 || !plainValues(second.Out) {
-		return hierChain{}, false
+		return nil, false
 	}
 	if rs := ins.readers[second.Out]; slices.ContainsFunc(rs, func(o *ir.Op) bool { return o != nil }) {
-		return hierChain{}, false // the set after it writes y anew: no op may read the old one
+		return nil, false // the set after it writes y anew: no op may read the old one
 	}
 	y := second.Out
 	have, ok1 := BlockShards(x)
 	mid, ok2 := BlockShards(y1)
 	out, ok3 := BlockShards(y)
 	if !ok1 || !ok2 || !ok3 || !x.Mesh.Equal(y1.Mesh) || !y1.Mesh.Equal(y.Mesh) {
-		return hierChain{}, false
+		return nil, false
 	}
 	t1, ok1 := typeOn(have, op.Axis)
 	t2, ok2 := typeOn(mid, second.Axis)
 	if !ok1 || !ok2 || t1 == t2 || x.Mesh.Size(t1) < 2 || x.Mesh.Size(t2) < 2 {
-		return hierChain{}, false
+		return nil, false
 	}
 	// Each sum only reduces: x's other splits are y1's, y1's but its
 	// reduced axis's are y's, and neither y1 nor y is split along T1.
 	if !SameSplits(dropAxis(have, op.Axis), mid) || !SameSplits(dropAxis(mid, second.Axis), out) || hasType(mid, t1) {
-		return hierChain{}, false
+		return nil, false
 	}
 	n1 := x.Mesh.Size(t1)
-	f := -1
+	f := -1 // the first axis of y that its sharding leaves whole and T1 divides
 	for a, e := range y.Shape() {
 		if e%n1 == 0 && !slices.ContainsFunc(out, func(s Split) bool { return s.Axis == a }) {
 			f = a
@@ -156,53 +166,110 @@ func (ins *inserter) chainFrom(op *ir.Op) (hierChain, bool) {
 		}
 	}
 	if f < 0 {
-		return hierChain{}, false
+		return nil, false
 	}
 	fm := f // y's axis f in y1
 	if f >= second.Axis {
 		fm++
 	}
-	split := Split{f, t1}
-	if ins.planner.Policy() == PolicyOptimal && !ins.hierCheaper(y1, y, t1, t2) {
-		return hierChain{}, false
-	}
-	m, err := ir.NewTensor(ir.TensorSpec{Name: y1.Name, Mesh: y1.Mesh, DType: y1.DType, Shape: x.Shape(),
+	m, err1 := ir.NewTensor(ir.TensorSpec{Name: y1.Name, Mesh: y1.Mesh, DType: y1.DType, Shape: x.Shape(),
 		ReductionAxes: []int{op.Axis}, Placements: placementsOf(y1.Mesh, append(slices.Clone(mid), Split{fm, t1})), Propagated: true})
-	if err != nil || m.IsUneven() {
-		return hierChain{}, false
+	sh, err2 := ir.NewTensor(ir.TensorSpec{Name: y.Name + "/shard", Mesh: y.Mesh, DType: y.DType, Shape: y1.Shape(),
+		ReductionAxes: []int{second.Axis}, Placements: placementsOf(y.Mesh, append(slices.Clone(out), Split{f, t1})), Propagated: true})
+	g, err3 := ir.NewTensor(ir.TensorSpec{Name: y.Name, Mesh: y.Mesh, DType: y.DType, Shape: y.Shape(),
+		Placements: placementsOf(y.Mesh, out), Propagated: y.Propagated})
+	if err1 != nil || err2 != nil || err3 != nil || m.IsUneven() || sh.IsUneven() {
+		return nil, false
 	}
 	m.Pos, m.Declared = y1.Pos, y1.Declared
-	return hierChain{mid: m, split: split}, true
+	sh.Pos, g.Pos, g.Declared = second.Pos, y.Pos, y.Declared
+	return &hierChain{first: op, second: second, x: x, y1: y1, y: y, mid: m, shard: sh, gathered: g}, true
 }
 
-// hierCheaper reports whether the cost model prices the chain's three
-// collectives (ReduceScatter of y1 along t1, Allreduce of y's shard along
-// t2, Allgather of y along t1) below its two Allreduces (y1 along t1, y
-// along t2).
-func (ins *inserter) hierCheaper(y1, y *ir.Tensor, t1, t2 ir.ParallelType) bool {
-	pl := ins.planner
-	n1, n2 := int64(y.Mesh.Size(t1)), int64(y.Mesh.Size(t2))
-	e1, e := localCount(y1.LocalShape()), localCount(y.LocalShape())
-	b1, b := localBytes(y1), localBytes(y)
-	elem := int64(y.DType.Size())
-	var costs [2]reshard.Cost
-	ok := true
-	add := func(k int, t ir.ParallelType, typ string, count plan.Count, recv int64) {
-		c, fits := pl.TeamCost(y.Mesh, t, typ, count, elem, recv)
-		var sum bool
-		costs[k], sum = pl.Add(costs[k], c)
-		ok = ok && fits && sum
+// ways are the chain's two ways as ops to lower on a trial: the two sums
+// as the fusion gives them, and the chain's three ops.
+func (c *hierChain) ways() (given, chain []*ir.Op) {
+	sum := func(o *ir.Op, in, out *ir.Tensor) *ir.Op {
+		return &ir.Op{Index: o.Index, Kind: ir.OpSum, Inputs: []*ir.Tensor{in}, Out: out, Axis: o.Axis, Pos: o.Pos}
 	}
-	ar1, ok1 := checked.Mul(2*(n1-1), b1)
-	ar2, ok2 := checked.Mul(2*(n2-1), b)
-	add(0, t1, plan.Allreduce, plan.Count{Input: e1, Output: e1}, ar1/n1)
-	add(0, t2, plan.Allreduce, plan.Count{Input: e, Output: e}, ar2/n2)
-	rs, ok3 := checked.Mul(n1-1, b1)
-	ag, ok4 := checked.Mul(n1-1, b)
-	add(1, t1, plan.ReduceScatter, plan.Count{Input: e1, Output: e1 / int(n1)}, rs/n1)
-	add(1, t2, plan.Allreduce, plan.Count{Input: e / int(n1), Output: e / int(n1)}, ar2/n2/n1)
-	add(1, t1, plan.Allgather, plan.Count{Input: e / int(n1), Output: e}, ag/n1)
-	return ok && ok1 && ok2 && ok3 && ok4 && pl.Less(costs[1], costs[0])
+	given = []*ir.Op{sum(c.first, c.x, c.y1), sum(c.second, c.y1, c.y)}
+	chain = []*ir.Op{sum(c.first, c.x, c.mid), sum(c.second, c.mid, c.shard),
+		{Index: c.second.Index, Kind: ir.OpSet, Inputs: []*ir.Tensor{c.shard}, Out: c.gathered, Axis: -1, Pos: c.second.Pos}}
+	return given, chain
+}
+
+// key appends to b what the chain's ways and their trials depend on: the
+// two sums as given (waysKey), from which the chain's ops follow.
+func (c *hierChain) key(b []byte) []byte {
+	given, _ := c.ways()
+	for _, op := range given {
+		b = waysKey(b, op, nil)
+	}
+	return b
+}
+
+// chainCheaper reports whether the optimal policy's planner prices the
+// chain's three ops, lowered on a trial, below the two sums as given
+// (once for chains alike: a model's layers repeat them).
+func (ins *inserter) chainCheaper(c *hierChain) bool {
+	tr := ins.trials
+	tr.key = c.key(tr.key[:0])
+	if v, ok := tr.chainTaken[string(tr.key)]; ok {
+		return v
+	}
+	key := string(tr.key)
+	given, chain := c.ways()
+	_, a, ok1 := tr.runOps(ins.planner, given)
+	_, b, ok2 := tr.runOps(ins.planner, chain)
+	v := ok1 && ok2 && ins.planner.Less(b, a)
+	tr.chainTaken[key] = v
+	return v
+}
+
+// runOps lowers ops with planner pl on a trial ledger and returns their
+// bound and cost; false when one cannot be lowered or priced.
+func (tr *trials) runOps(pl *reshard.Planner, ops []*ir.Op) (reshard.Bounds, reshard.Cost, bool) {
+	led := tr.ledgers[pl]
+	if led == nil {
+		led = reshard.NewLedger(tr.f.File)
+		tr.ledgers[pl] = led
+	}
+	return led.Trial(pl, func(priced func(elem int64)) {
+		for _, op := range ops {
+			pl.Job(led, tr.f, op).Lower()
+			priced(int64(op.Out.DType.Size()))
+		}
+	})
+}
+
+// boundChains books, for each chain of two sums, what either way must
+// receive — the least of the two ways' bounds, lowered on a trial — at
+// its first op, and discards the bounds of the others: the plan's bound
+// is the fusion's, whichever way the policy took.
+func (l *lowerer) boundChains() {
+	for _, c := range l.chains {
+		if slices.ContainsFunc(c.added, func(o *ir.Op) bool { return l.failed[o] }) {
+			continue
+		}
+		tr := l.trials
+		tr.key = c.key(tr.key[:0])
+		r, ok := tr.chainLeast[string(tr.key)]
+		if !ok {
+			key := string(tr.key)
+			given, chain := c.ways()
+			a, _, ok1 := tr.runOps(tr.boundsPlanner(), given)
+			b, _, ok2 := tr.runOps(tr.boundsPlanner(), chain)
+			r = leastBound{reshard.Least(a, b), ok1 && ok2}
+			tr.chainLeast[key] = r
+		}
+		if !r.ok {
+			continue
+		}
+		l.opBounds[c.added[0]] = r.b
+		for _, o := range c.added[1:] {
+			l.discard[o] = true
+		}
+	}
 }
 
 // onlyReader returns the one op of the caller's fusion that reads t, when

@@ -167,12 +167,13 @@ type inserter struct {
 	// (saved.go).
 	alias map[*ir.Tensor]*ir.Tensor
 	reads map[*ir.Tensor]int
-	// chains are the hierarchical chains of two sums begun (hierarchy.go),
-	// by the caller's output of their first op, which the second reads;
-	// readers are the ops of the caller's fusion that read each tensor
+	// chains are the chains of two sums begun (hierarchy.go), by the
+	// caller's output of their first op, which the second reads, and
+	// chainList the same in the fusion's order; readers are the ops of the caller's fusion that read each tensor
 	// (nil for a fusion output), built when first needed.
-	chains  map[*ir.Tensor]hierChain
-	readers map[*ir.Tensor][]*ir.Op
+	chains    map[*ir.Tensor]*hierChain
+	chainList []*hierChain
+	readers   map[*ir.Tensor][]*ir.Op
 }
 
 // build is ir.NewTensor(spec), or, when a tensor of the same spec but its
