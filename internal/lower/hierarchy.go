@@ -21,18 +21,19 @@ import (
 // T1 (y1 split along T1 on an axis of its values), all-reduce the 1/n1
 // shard along T2, and all-gather it along T1 — (n1−1)/n1·Ψ +
 // 2(n2−1)/n2·Ψ/n1 + (n1−1)/n1·Ψ, the ring Allreduce over the product
-// group written as the two-level one of NCCL's and Horovod's
-// hierarchical allreduce (Sergeev and Del Balso 2018, §4; Jia et al.
-// 2018, "hierarchical all-reduce"). Each op changes one device type, as
+// group done in two levels, as Horovod's hierarchical allreduce
+// (HOROVOD_HIERARCHICAL_ALLREDUCE) and Jia et al. 2018's "hierarchical
+// all-reduce" do it. Each op changes one device type, as
 // nvFuser lowers them: the first sum's output is split along T1 (a
 // ReduceScatter), the second sum's output, "y/shard", keeps that split
 // (an Allreduce along T2), and a set inserted after it gathers y (an
 // Allgather along T1). y1 keeps its name and values; its sharding is
 // propagated (the fusion does not declare it), and only its split along
 // T1 changes. nvFuser's policy takes the chain wherever it applies (it
-// moves fewer bytes); the optimal policy where the cost model prices the
-// three collectives below the two Allreduces (not for a small tensor,
-// whose collectives cost their latency).
+// moves fewer bytes); the optimal policy where both ways, lowered on a
+// trial, price the chain lower (not for a small tensor, whose
+// collectives cost their latency). The plan's bound is the least of both
+// ways' (boundChains).
 
 // hierChain is a chain of two sums this file lowers: the caller's ops
 // and tensors (y1 the first's output, y the second's), the chain's own
