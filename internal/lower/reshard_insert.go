@@ -169,8 +169,9 @@ type inserter struct {
 	reads map[*ir.Tensor]int
 	// chains are the chains of two sums begun (hierarchy.go), by the
 	// caller's output of their first op, which the second reads, and
-	// chainList the same in the fusion's order; readers are the ops of the caller's fusion that read each tensor
-	// (nil for a fusion output), built when first needed.
+	// chainList the same in the fusion's order; readers are the ops of
+	// the caller's fusion that read each tensor (nil for a fusion
+	// output), built when first needed.
 	chains    map[*ir.Tensor]*hierChain
 	chainList []*hierChain
 	readers   map[*ir.Tensor][]*ir.Op
