@@ -70,19 +70,23 @@ func TestModelExportGloo(t *testing.T) {
 		t.Skip("set NVCOMM_TORCH_TEST=1 to run the programs with PyTorch (gloo)")
 	}
 	py := cmp.Or(os.Getenv("PYTHON"), "python3")
-	for i, tc := range []struct{ config, mesh string }{
-		{"llama3_8b", "dp=2,tp=4 --sp"},
-		{"gpt3_175b", "dp=2,tp=4 --sp"},
-		{"mixtral_8x7b", "ep=2,tp=4 --sp"},
-		{"mixtral_8x7b", "ep=8"},
-		{"mixtral_8x7b", "fsdp=2,ep=4"},
-		{"llama3_8b", "fsdp=2,cp=2,tp=2"},
-		{"mixtral_8x7b", "dp=2,ep=2,tp=2"},
-		{"llama3_8b", "pp=2,dp=2,tp=2 --first-stage-layers 2"},
-		{"mixtral_8x7b", "pp=2,dp=2,ep=2"},
-		{"mixtral_8x7b", "cp=2,ep=2,tp=2"},
+	for i, tc := range []struct{ config, mesh, export string }{
+		{"llama3_8b", "dp=2,tp=4 --sp", ""},
+		{"gpt3_175b", "dp=2,tp=4 --sp", ""},
+		{"mixtral_8x7b", "ep=2,tp=4 --sp", ""},
+		{"mixtral_8x7b", "ep=8", ""},
+		{"mixtral_8x7b", "fsdp=2,ep=4", ""},
+		{"llama3_8b", "fsdp=2,cp=2,tp=2", ""},
+		{"mixtral_8x7b", "dp=2,ep=2,tp=2", ""},
+		{"llama3_8b", "pp=2,dp=2,tp=2 --first-stage-layers 2", ""},
+		{"mixtral_8x7b", "pp=2,dp=2,ep=2", ""},
+		{"mixtral_8x7b", "cp=2,ep=2,tp=2", ""},
+		// The non-expert gradients over dp × ep reduce-scattered along
+		// ep, all-reduced along dp and gathered along ep (the optimal
+		// policy keeps two Allreduces at this size).
+		{"mixtral_8x7b", "dp=2,ep=2,tp=2", "--policy nvfuser"},
 	} {
-		t.Run(tc.config+" "+tc.mesh, func(t *testing.T) {
+		t.Run(strings.TrimSpace(tc.config+" "+tc.mesh+" "+tc.export), func(t *testing.T) {
 			dir := t.TempDir()
 			fusion, prog := filepath.Join(dir, "small.yaml"), filepath.Join(dir, "run.py")
 			args := append([]string{"model", filepath.Join("../../testdata/models", tc.config, "config.json"), "--scale-down",
@@ -90,7 +94,7 @@ func TestModelExportGloo(t *testing.T) {
 			if code, _, stderr := run(t, "", args...); code != 0 {
 				t.Fatalf("model exited %d: %s", code, stderr)
 			}
-			if code, _, stderr := run(t, "", "export", "torch", fusion, "--data", "small", "--data-scale", "4", "--topology", "none", "-o", prog); code != 0 {
+			if code, _, stderr := run(t, "", append([]string{"export", "torch", fusion, "--data", "small", "--data-scale", "4", "--topology", "none", "-o", prog}, strings.Fields(tc.export)...)...); code != 0 {
 				t.Fatalf("export exited %d: %s", code, stderr)
 			}
 			out, err := launchGloo(py, 8, 29400+i, prog)

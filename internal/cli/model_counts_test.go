@@ -230,8 +230,10 @@ func TestExpertParallelDispatchBytes(t *testing.T) {
 // FSDP (fsdp=2,ep=4,tp=8): each device's experts' gradients (Ψ_E bytes
 // a device) are reduced along dp or fsdp only — the devices that hold
 // the same experts — never along ep; the other weights' (Ψ a tp rank)
-// along ep and then dp (two Allreduces), or reduce-scattered along
-// fsdp and the shard all-reduced along ep (HSDP's order). The dispatch and combine are 4 AllToAlls
+// over dp × ep with Megatron-LM's bytes, 2Ψ·7/8 (reduce-scattered
+// along ep, the shard all-reduced along dp and gathered along ep), or
+// reduce-scattered along fsdp and the shard all-reduced along ep
+// (HSDP's order). The dispatch and combine are 4 AllToAlls
 // a layer along ep, each 3/4 · (8/8 sequences) · 8 · 1280 · 4096 · 2 B.
 // In a pipeline (pp=2,dp=2,ep=4,tp=8, 2 micro-batches of 8 sequences,
 // under the optimal policy, which moves data between 2-D stage meshes)
@@ -239,8 +241,8 @@ func TestExpertParallelDispatchBytes(t *testing.T) {
 // same axes and of the same bytes: the micro-batches' partial sums are
 // accumulated first. Under context parallelism (cp=2,ep=4,tp=8, 8
 // sequences of 8192 tokens) cp's devices hold the same weights, as dp's
-// do: the experts' gradients are all-reduced along cp, the others' along
-// ep and cp; each layer gathers its keys and values along cp (b/ep ·
+// do: the experts' gradients are all-reduced along cp, the others' over
+// ep × cp as over dp × ep above; each layer gathers its keys and values along cp (b/ep ·
 // s/cp · kv_heads/tp · head_dim elements each, and their gradients
 // reduce-scattered back), and its AllToAlls carry each device's cp slice
 // of its 2 sequences: 3/4 · 2 · 8 · 1280 · 4096 · 2 B, the capacity
@@ -263,10 +265,16 @@ func TestExpertDataParallelGradients(t *testing.T) {
 		want    map[string]count
 		flags   []string // after the others: the last of a flag given twice counts
 	}{
+		// The non-expert gradients summed over the dp × ep group of 8 in
+		// three collectives, one mesh axis each: reduce-scattered along
+		// ep, the shard all-reduced along dp, gathered along ep:
+		// Ψ·3/4 + 2(Ψ/4)·1/2 + Ψ·3/4 = 2Ψ·7/8, Megatron-LM's one
+		// Allreduce over the data-parallel group.
 		{"dp=2,ep=4,tp=8", map[int]string{1: "tp", 8: "ep", 32: "dp"}, map[string]count{
-			"AllToAll ep":  {128, 128 * alltoall},
-			"Allreduce ep": {227, 2 * psi * 3 / 4},
-			"Allreduce dp": {96 + 227, 2*psiE/2 + 2*psi/2},
+			"AllToAll ep":      {128, 128 * alltoall},
+			"ReduceScatter ep": {227, psi * 3 / 4},
+			"Allgather ep":     {227, psi * 3 / 4},
+			"Allreduce dp":     {96 + 227, 2*psiE/2 + 2*(psi/4)/2},
 		}, nil},
 		{"fsdp=2,ep=4,tp=8", map[int]string{1: "tp", 8: "ep", 32: "fsdp"}, map[string]count{
 			"AllToAll ep":        {128, 128 * alltoall},
@@ -282,8 +290,9 @@ func TestExpertDataParallelGradients(t *testing.T) {
 		}, []string{"--batch", "16", "--microbatches", "2", "--policy", "optimal"}},
 		{"cp=2,ep=4,tp=8", map[int]string{1: "tp", 8: "ep", 32: "cp"}, map[string]count{
 			"AllToAll ep":      {128, 128 * 2 * alltoall},
-			"Allreduce ep":     {227, 2 * psi * 3 / 4},
-			"Allreduce cp":     {96 + 227, 2*psiE/2 + 2*psi/2},
+			"ReduceScatter ep": {227, psi * 3 / 4},
+			"Allgather ep":     {227, psi * 3 / 4},
+			"Allreduce cp":     {96 + 227, 2*psiE/2 + 2*(psi/4)/2},
 			"Allgather cp":     {64, 64 * kvCP},
 			"ReduceScatter cp": {64, 64 * kvCP},
 		}, []string{"--seq", "8192"}},

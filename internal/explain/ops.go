@@ -136,6 +136,9 @@ func (e *explainer) opContext(i int, op plan.Op) []string {
 	} else if in != nil && op.Op != "set" && in.For >= 0 && in.For < len(e.p.Ops) {
 		lines = append(lines, fmt.Sprintf("inserted by nvcomm after op %d, which computed on pending terms of sums (an add, sub or neg of sums is the sum of the op of their terms): one reduction of its terms serves every operand",
 			in.For))
+	} else if in != nil && in.For >= 0 && in.For < len(e.p.Ops) && e.p.Ops[in.For].Op == "sum" {
+		lines = append(lines, fmt.Sprintf("inserted by nvcomm after op %d, the second of two sums over dims split along two mesh axes: the first reduce-scattered along its axis, op %d all-reduced the shard along the other, and this set gathers it (one Allreduce's bytes over both axes, in collectives along one axis each)",
+			in.For, in.For))
 	}
 	lines = append(lines, e.formOf(i, op)...)
 	lines = append(lines, e.overlapOf(i, op)...)

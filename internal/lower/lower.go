@@ -209,6 +209,7 @@ func (l *lowerer) insertReshardings() {
 	var ins *inserter
 	l.f, ins = insertReshardings(l.f, l)
 	l.sumTypes, l.gathered, l.failed, l.bcast = ins.sumTypes, ins.gathered, ins.failed, ins.bcast
+	l.chains = ins.chainList
 }
 
 // lowerOps is the pass that lowers each op into the ledger's steps.
@@ -291,7 +292,10 @@ type lowerer struct {
 	// inserted sets' (discard): ways.go. trials lowers the ways.
 	opBounds map[*ir.Op]reshard.Bounds
 	discard  map[*ir.Op]bool
-	trials   *trials
+	// chains are the chains of two sums over two device types
+	// (hierarchy.go), lowered either way, whose bound boundChains books.
+	chains []*hierChain
+	trials *trials
 	// rings are the sdpas a ring could compute, by their expansion's last
 	// op, and within maps the ops of their expansions to the last op that
 	// computes them, or to nil where the sdpa is planned op by op

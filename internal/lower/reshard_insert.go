@@ -3,6 +3,7 @@ package lower
 import (
 	"fmt"
 	"slices"
+	"strconv"
 
 	"github.com/nvcomm/nvcomm/internal/diag"
 	"github.com/nvcomm/nvcomm/internal/ir"
@@ -65,6 +66,9 @@ func insertReshardings(f *ir.Fusion, l *lowerer) (*ir.Fusion, *inserter) {
 			continue
 		}
 		if op.Kind == ir.OpSet || op.Kind.IsReduction() {
+			if ins.hierarchical(op) {
+				continue
+			}
 			// The planner lowers the op from what it reads.
 			op = ins.afterCopy(op)
 			whys := ins.reduceTerms(op, nil, false)
@@ -163,6 +167,14 @@ type inserter struct {
 	// (saved.go).
 	alias map[*ir.Tensor]*ir.Tensor
 	reads map[*ir.Tensor]int
+	// chains are the chains of two sums begun (hierarchy.go), by the
+	// caller's output of their first op, which the second reads, and
+	// chainList the same in the fusion's order; readers are the ops of
+	// the caller's fusion that read each tensor (nil for a fusion
+	// output), built when first needed.
+	chains    map[*ir.Tensor]*hierChain
+	chainList []*hierChain
+	readers   map[*ir.Tensor][]*ir.Op
 }
 
 // build is ir.NewTensor(spec), or, when a tensor of the same spec but its
@@ -480,17 +492,7 @@ func OperandShards(op *ir.Op, i int, want []Split) []Split {
 // newTensor builds an even, row-major tensor of the given value shape with
 // block splits need, named uniquely from base.
 func (ins *inserter) newTensor(op *ir.Op, base string, mesh *ir.Mesh, dtype ir.DType, shape []int, need []Split) (*ir.Tensor, bool) {
-	if ins.names == nil {
-		ins.names = make(map[string]int, len(ins.source.Tensors))
-		for _, t := range ins.source.Tensors {
-			ins.names[t.Name]++
-		}
-	}
-	name := base
-	if n := ins.names[base]; n > 0 {
-		name = fmt.Sprintf("%s.%d", base, n)
-	}
-	ins.names[base]++
+	name := ins.freeName(base)
 	t, err := ins.build(ir.TensorSpec{Name: name, Mesh: mesh, DType: dtype, Shape: shape, Schedule: BlockSchedule(mesh, need)})
 	if err != nil {
 		ins.errs.Add(op.Pos, "op %q: cannot shard operand %s as its output requires: %v", op.Expr(), base, err)
@@ -503,6 +505,22 @@ func (ins *inserter) newTensor(op *ir.Op, base string, mesh *ir.Mesh, dtype ir.D
 	}
 	t.Pos = op.Pos
 	return t, true
+}
+
+// freeName returns base, or base.N where base is taken, and takes it.
+func (ins *inserter) freeName(base string) string {
+	if ins.names == nil {
+		ins.names = make(map[string]int, len(ins.source.Tensors))
+		for _, t := range ins.source.Tensors {
+			ins.names[t.Name]++
+		}
+	}
+	name := base
+	if n := ins.names[base]; n > 0 {
+		name = base + "." + strconv.Itoa(n)
+	}
+	ins.names[base]++
+	return name
 }
 
 // BlockSchedule is the schedule that splits each axis of need in blocks

@@ -189,7 +189,11 @@ type trials struct {
 	chosen  map[string]chosenWay
 	gathers map[string]bool
 	least   map[string]leastBound
-	key     []byte
+	// chainTaken and chainLeast keep chainCheaper's and boundChains's
+	// answers by a chain's key (hierChain.key).
+	chainTaken map[string]bool
+	chainLeast map[string]leastBound
+	key        []byte
 	// private answers privateOperands, for the fusion it last counted
 	// (countReaders).
 	private privacy
@@ -237,7 +241,8 @@ func (tr *trials) memoKey(op *ir.Op, bc bcastAxes) []byte {
 // newTrials returns the trials of the ways of f's ops.
 func newTrials(f *ir.Fusion) *trials {
 	return &trials{f: f, ledgers: map[*reshard.Planner]*reshard.Ledger{},
-		chosen: map[string]chosenWay{}, gathers: map[string]bool{}, least: map[string]leastBound{}}
+		chosen: map[string]chosenWay{}, gathers: map[string]bool{}, least: map[string]leastBound{},
+		chainTaken: map[string]bool{}, chainLeast: map[string]leastBound{}}
 }
 
 // boundsPlanner returns the planner that books every bound.
@@ -414,6 +419,7 @@ func (l *lowerer) boundWays() {
 		}
 	}
 	l.boundCopies()
+	l.boundChains()
 }
 
 // leastOfWays returns what every way of computing op, as the fusion gives
