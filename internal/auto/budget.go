@@ -12,10 +12,10 @@ import "math"
 // solveWithin avoids that in two moves. First it finds an assignment that
 // fits by pricing bytes: the programme without a budget, each op's price
 // raised by a price λ on the bytes of the tensors it brings in (a
-// Lagrangian relaxation of the budget, as Alpa's and Unity's searches
-// weigh memory against time), keeps one partial assignment a state, so it
-// costs what the unbounded search costs; a larger λ holds fewer bytes at
-// a higher time. A geometric search over λ finds the cheapest of these
+// Lagrangian relaxation of the budget, Everett 1963, the bytes a device
+// ever allocates standing for its peak), keeps one partial assignment a
+// state, so it costs what the unbounded search costs; a larger λ holds
+// fewer bytes at a higher time. A geometric search over λ finds the cheapest of these
 // that fits. Then the exact programme runs again under the budget,
 // bounded by that assignment's cost: a partial assignment that cannot
 // finish as cheaply (its cost and the later ops' least prices) is
@@ -93,7 +93,7 @@ func (s *solver) solveWithin() (*solution, error) {
 		s.maxBytes = maxBytes / proofShare
 		defer func() { s.maxBytes = maxBytes }()
 		sol, err := s.solve()
-		if err == errStopped {
+		if err == errStopped && pr.least > 0 {
 			return nil, &tightError{least: pr.least}
 		}
 		return sol, err
@@ -109,15 +109,18 @@ func (s *solver) solveWithin() (*solution, error) {
 	s.bound, s.maxBytes = pr.fit.cost, maxBytes/proofShare
 	defer func() { s.bound, s.maxBytes = 0, maxBytes }()
 	sol, err := s.solve()
-	switch {
-	case err == nil && s.exact:
+	if err == nil && s.exact {
 		return sol, nil
-	case err == nil && sol.cost < pr.fit.cost:
-		// Stopped, and the greedy finish beat the priced assignment.
-	default:
-		sol, s.exact, s.lower = pr.fit, false, 0
 	}
-	s.lower = max(s.lower, pr.lower)
+	// Stopped: the greedy finish, when it beat the priced assignment, or
+	// that one. The bounded search's lower bound holds as the exact
+	// one's does (what it dropped cannot beat the priced assignment), and
+	// so does the unbounded optimum's time.
+	lower := min(max(s.lower, pr.lower), pr.fit.cost)
+	if err != nil || sol.cost >= pr.fit.cost {
+		sol = pr.fit
+	}
+	s.exact, s.lower = false, lower
 	return sol, nil
 }
 
