@@ -220,3 +220,33 @@ func TestBlocksAsOne(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkSolveWithinBudget times Solve under a budget that binds (60 %
+// of the unbounded choice's peak) on n transformer-like blocks of the
+// 2×4 mesh: the exact search, whose Pareto sets grow with the blocks,
+// against the search that prices bytes first (NoRunnerUps, as model
+// --auto runs it; budget.go).
+func BenchmarkSolveWithinBudget(b *testing.B) {
+	defer debug.SetGCPercent(debug.SetGCPercent(GCPercent)) // as lower --auto runs
+	for _, n := range []int{1, 2, 4} {
+		src := scale.TransformerBlocks(n, []int{2, 4})
+		free, err := Solve("blocks.yaml", src, Options{NoRunnerUps: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		budget := free.PeakBytes * 6 / 10
+		for _, search := range []struct {
+			name string
+			opts Options
+		}{{"exact", Options{MemoryBudget: budget}}, {"priced", Options{MemoryBudget: budget, NoRunnerUps: true}}} {
+			b.Run(fmt.Sprintf("blocks=%d/search=%s", n, search.name), func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := Solve("blocks.yaml", src, search.opts); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
