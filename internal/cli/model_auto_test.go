@@ -56,19 +56,7 @@ func TestModelAutoSummaryGolden(t *testing.T) {
 	if code != 0 || stderr != "" {
 		t.Fatalf("%v exited %d: %s", args, code, stderr)
 	}
-	file := filepath.Join(filepath.Dir(config), "summary_auto_dp2_tp4.txt")
-	if os.Getenv("NVCOMM_UPDATE") != "" {
-		if err := os.WriteFile(file, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d := cmp.Diff(string(want), got); d != "" {
-		t.Errorf("%s (-want +got):\n%s", file, d)
-	}
+	compareGolden(t, filepath.Join(filepath.Dir(config), "summary_auto_dp2_tp4.txt"), got)
 }
 
 // TestModelAutoUsage: what --auto does not search is a usage error (exit

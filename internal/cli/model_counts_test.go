@@ -1,8 +1,6 @@
 package cli_test
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -98,25 +96,13 @@ func TestDataParallelGradientBytes(t *testing.T) {
 	}
 	for _, tc := range tests {
 		name := tc.mesh
-		args := []string{"model", "../../testdata/models/llama3_8b/config.json", "--mesh", tc.mesh,
-			"--batch", "64", "--seq", "8192", "--backward", "--plan"}
+		args := []string{"../../testdata/models/llama3_8b/config.json", "--mesh", tc.mesh,
+			"--batch", "64", "--seq", "8192", "--backward"}
 		if tc.sp {
 			name, args = name+" --sp", append(args, "--sp")
 		}
 		t.Run(name, func(t *testing.T) {
-			out := filepath.Join(t.TempDir(), "plan.json")
-			code, _, stderr := run(t, "", append(args, "-o", out)...)
-			if code != 0 {
-				t.Fatalf("exit %d: %s", code, stderr)
-			}
-			src, err := os.ReadFile(out)
-			if err != nil {
-				t.Fatal(err)
-			}
-			p, err := plan.Decode(out, src)
-			if err != nil {
-				t.Fatal(err)
-			}
+			p := modelPlan(t, args...)
 			got := map[string]int64{}
 			for i := range p.Steps {
 				s := &p.Steps[i]
@@ -187,20 +173,8 @@ func TestExpertParallelDispatchBytes(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.policy, func(t *testing.T) {
-			out := filepath.Join(t.TempDir(), "plan.json")
-			code, _, stderr := run(t, "", "model", "../../testdata/models/mixtral_8x7b/config.json", "--mesh", "ep=8,tp=8",
-				"--batch", "8", "--seq", "4096", "--backward", "--plan", "--policy", tc.policy, "-o", out)
-			if code != 0 {
-				t.Fatalf("exit %d: %s", code, stderr)
-			}
-			src, err := os.ReadFile(out)
-			if err != nil {
-				t.Fatal(err)
-			}
-			p, err := plan.Decode(out, src)
-			if err != nil {
-				t.Fatal(err)
-			}
+			p := modelPlan(t, "../../testdata/models/mixtral_8x7b/config.json", "--mesh", "ep=8,tp=8",
+				"--batch", "8", "--seq", "4096", "--backward", "--policy", tc.policy)
 			got := map[string]count{}
 			for i := range p.Steps {
 				s := &p.Steps[i]
@@ -299,21 +273,8 @@ func TestExpertDataParallelGradients(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.mesh, func(t *testing.T) {
-			out := filepath.Join(t.TempDir(), "plan.json")
-			args := append([]string{"model", "../../testdata/models/mixtral_8x7b/config.json", "--mesh", tc.mesh,
-				"--batch", "8", "--seq", "4096", "--backward", "--plan", "--policy", "nvfuser", "-o", out}, tc.flags...)
-			code, _, stderr := run(t, "", args...)
-			if code != 0 {
-				t.Fatalf("exit %d: %s", code, stderr)
-			}
-			src, err := os.ReadFile(out)
-			if err != nil {
-				t.Fatal(err)
-			}
-			p, err := plan.Decode(out, src)
-			if err != nil {
-				t.Fatal(err)
-			}
+			p := modelPlan(t, append([]string{"../../testdata/models/mixtral_8x7b/config.json", "--mesh", tc.mesh,
+				"--batch", "8", "--seq", "4096", "--backward", "--policy", "nvfuser"}, tc.flags...)...)
 			got := map[string]count{}
 			for i := range p.Steps {
 				s := &p.Steps[i]

@@ -21,6 +21,44 @@ func modelConfigs(t *testing.T) []string {
 	return configs
 }
 
+// modelPlan runs nvcomm model with args and --plan, and decodes the plan
+// it writes.
+func modelPlan(t *testing.T, args ...string) *plan.Plan {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "plan.json")
+	code, _, stderr := run(t, "", append(append([]string{"model"}, args...), "--plan", "-o", out)...)
+	if code != 0 {
+		t.Fatalf("model %v exited %d: %s", args, code, stderr)
+	}
+	src, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := plan.Decode(out, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// compareGolden compares got with the golden file, which NVCOMM_UPDATE=1
+// rewrites.
+func compareGolden(t *testing.T, file, got string) {
+	t.Helper()
+	if os.Getenv("NVCOMM_UPDATE") != "" {
+		if err := os.WriteFile(file, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(string(want), got); d != "" {
+		t.Errorf("%s (-want +got):\n%s", file, d)
+	}
+}
+
 // TestModelScaleDownSimulates proves the plan of every example model's
 // step, scaled down, under both policies, with and without sequence
 // parallelism, forward alone and with its backward (the whole step, from
@@ -227,18 +265,7 @@ func summaryGolden(t *testing.T, config, mesh string, sp bool, extra ...string) 
 	if code != 0 {
 		t.Fatalf("%v exited %d: %s", args, code, stderr)
 	}
-	if os.Getenv("NVCOMM_UPDATE") != "" {
-		if err := os.WriteFile(file, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d := cmp.Diff(string(want), got); d != "" {
-		t.Errorf("%s (-want +got):\n%s", file, d)
-	}
+	compareGolden(t, file, got)
 }
 
 // TestPipelineReducesGradientsOnce: under data parallelism inside a
@@ -248,20 +275,8 @@ func summaryGolden(t *testing.T, config, mesh string, sp bool, extra ...string) 
 // copy, and each weight's gradient is one reduction's output.
 func TestPipelineReducesGradientsOnce(t *testing.T) {
 	config := filepath.Join("../../testdata/models/tiny_llama/config.json")
-	out := filepath.Join(t.TempDir(), "plan.json")
-	code, _, stderr := run(t, "", "model", config, "--mesh", "pp=2,dp=2,tp=2", "--layers", "2", "--seq", "16", "--batch", "8",
-		"--microbatches", "4", "--backward", "--plan", "-o", out)
-	if code != 0 {
-		t.Fatalf("model exited %d: %s", code, stderr)
-	}
-	src, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := plan.Decode(out, src)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := modelPlan(t, config, "--mesh", "pp=2,dp=2,tp=2", "--layers", "2", "--seq", "16", "--batch", "8",
+		"--microbatches", "4", "--backward")
 	weights := []string{"embed", "l0_wq", "l0_w_down", "l1_attn_norm", "l1_w_down", "final_norm", "lm_head"}
 	reduced := map[string]int{}
 	for _, st := range p.Steps {
